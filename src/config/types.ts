@@ -1,0 +1,72 @@
+/**
+ * The resolved configuration: every default applied, every relative path made absolute
+ * (relative to the directory of the config file). Produced by `loadConfig()`; the YAML
+ * shape is documented in docs/configuration.md and ../shared/DESIGN.md.
+ */
+export interface Config {
+  /** Identity: lock, lease, metric label. `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, <= 52 chars (fits a CronJob name). */
+  name: string;
+  /** Absolute path of the file this config was loaded from. */
+  configPath: string;
+  source: SourceConfig;
+  handler: HandlerConfig;
+  /** Absent: handlers get no `{output}` and nothing is renamed. */
+  output?: { directory: string };
+  state: StateConfig;
+  /** Items in flight at once. Default min(8, 2 x cores). */
+  concurrency: number;
+  /** Bound of the channel between scanner and workers. Default 4 x concurrency. */
+  queueSize: number;
+  lease: { seconds: number; renewSeconds: number };
+  retry: RetryConfig;
+  drain: { gracePeriodSeconds: number; marginSeconds: number };
+  lock: { path: string };
+  schedule?: ScheduleConfig;
+  metrics?: { port?: number; pushgateway?: string; pushIntervalSeconds: number };
+  log: { level: LogLevel; format: 'json' | 'pretty' };
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface SourceConfig {
+  /** Absolute directory scanned for items. */
+  directory: string;
+  /** Globs relative to `directory`; default `["**"]` (all files). */
+  include: string[];
+  exclude: string[];
+}
+
+export interface HandlerConfig {
+  /** argv, never a shell; placeholders {path} {id} {output} {attempt}. Exactly one of command/module. */
+  command?: string[];
+  /** Absolute path of an ES module whose default export is `async (item, ctx) => void`. */
+  module?: string;
+  timeoutSeconds: number;
+  /** Seconds between SIGTERM and SIGKILL to the handler's process group on timeout/abort. Default 5. */
+  killAfterSeconds: number;
+  /** Cap on captured stdout+stderr per attempt, in bytes. Default 65536. */
+  maxLogBytes: number;
+  /** Extra environment for command handlers. */
+  env: Record<string, string>;
+}
+
+export interface StateConfig {
+  /** Absolute path of the SQLite ledger (the default: `<config dir>/.cronsafe/cronsafe.db`). */
+  sqlite?: string;
+  /** PostgreSQL URL (issue 6). Never logged with its password. */
+  postgres?: string;
+}
+
+export interface RetryConfig {
+  /** Charged attempts after which an item is dead-lettered. Default 5. */
+  maxAttempts: number;
+  backoffSeconds: number;
+  backoffMaxSeconds: number;
+}
+
+export interface ScheduleConfig {
+  cron: string;
+  timeZone?: string;
+  graceSeconds?: number;
+  refresh: 'never' | 'every-occurrence' | 'on-change';
+}

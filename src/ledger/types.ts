@@ -1,0 +1,168 @@
+/**
+ * The ledger: the persistent record of every item's state. Two adapters (SQLite now,
+ * PostgreSQL later) implement this one interface and pass one contract test suite.
+ *
+ * State machine (each transition one transaction with a guard):
+ *   (new) --discover--> pending --claim--> claimed --complete--> done
+ *                                     claimed --fail--> pending (backoff) | dead
+ *                                     claimed --release (drain)--> pending (attempt not charged)
+ *                                     claimed --reclaimOrphans (crash)--> pending | dead
+ *   dead --retryDead--> pending (attempts reset)
+ *
+ * Fencing: a claim is identified by (id, owner, attempt). complete/fail/release apply only
+ * while the row is still `claimed` by that exact owner and attempt; otherwise the write is
+ * rejected (returned as `fenced`) and never applied.
+ */
+export type ItemState = 'pending' | 'claimed' | 'done' | 'dead';
+export const ITEM_STATES: readonly ItemState[] = ['pending', 'claimed', 'done', 'dead'];
+
+/** An item found by the source scan. */
+export interface DiscoveredItem {
+  id: string;
+  size?: number;
+  mtimeMs?: number;
+}
+
+/** A claim the caller now holds. `attempt` counts every claim of this item, including this one. */
+export interface Claim {
+  id: string;
+  owner: string;
+  attempt: number;
+  /** Attempts that count toward dead-lettering (attempt minus those handed back by drain). */
+  charged: number;
+}
+
+export interface RetryPolicy {
+  maxAttempts: number;
+  backoffMs: number;
+  backoffMaxMs: number;
+}
+
+export interface ClaimOptions {
+  owner: string;
+  runId: string;
+  /** Epoch ms (injected clock). */
+  now: number;
+  leaseMs: number;
+  limit?: number;
+}
+
+export interface FailOptions {
+  now: number;
+  retry: RetryPolicy;
+  /** In [0,1); injected for deterministic tests. Default Math.random. */
+  random?: () => number;
+}
+
+export interface Failure {
+  claim: Claim;
+  error: string;
+}
+
+/** What happened to one fenced write. */
+export type FenceOutcome =
+  | { id: string; result: 'applied'; state: ItemState; availableAt?: number }
+  | { id: string; result: 'fenced'; reason: string };
+
+export interface ItemCounts {
+  pending: number;
+  claimed: number;
+  done: number;
+  dead: number;
+}
+
+export interface DeadItem {
+  id: string;
+  attempts: number;
+  lastError: string | null;
+  deadAt: number | null;
+}
+
+export interface ItemRecord {
+  id: string;
+  state: ItemState;
+  attempts: number;
+  released: number;
+  owner: string | null;
+  lastError: string | null;
+  availableAt: number;
+  leaseUntil: number | null;
+  doneAt: number | null;
+  size: number | null;
+  mtimeMs: number | null;
+}
+
+export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
+
+export interface RunRecord {
+  runId: string;
+  owner: string;
+  startedAt: number;
+  finishedAt: number | null;
+  outcome: RunOutcome | null;
+  /** Occurrence this run belongs to (epoch ms), when known. */
+  scheduledFor: number | null;
+  counts: Record<string, number> | null;
+}
+
+/** Low-volume events recorded for operators and for metrics that must survive pods. */
+export type LedgerEventKind = 'lock-skip' | 'overrun' | 'missed' | 'stale';
+
+/** Monotonic totals kept in the ledger (metrics read these, not process memory). */
+export interface LedgerTotals {
+  deadLettered: number;
+  overruns: number;
+  lockSkips: number;
+  itemsDone: number;
+  itemsFailed: number;
+}
+
+export interface Ledger {
+  /** Apply numbered migrations; idempotent. */
+  migrate(): Promise<void>;
+
+  /**
+   * Upsert discovered items (new ones become `pending`) and claim, in the same
+   * transaction, those of them that are claimable now (pending and past their backoff).
+   * Done/dead/claimed/backing-off items are skipped cheaply. Marks all as seen by `runId`.
+   */
+  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]>;
+
+  /** Claim pending items seen by `opts.runId` whose backoff has passed (end-of-scan retry sweep). */
+  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;
+
+  /** Earliest availableAt among pending items seen by runId, or null. */
+  nextDueAt(runId: string): Promise<number | null>;
+
+  /** claimed -> done, fenced. */
+  complete(claims: Claim[], now: number): Promise<FenceOutcome[]>;
+
+  /** claimed -> pending with backoff, or dead when charged >= maxAttempts; fenced. */
+  fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]>;
+
+  /** claimed -> pending, attempt not charged (drain hand-back); fenced. */
+  release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+
+  /** Extend leases of claims still held by owner; returns ids no longer held. */
+  renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;
+
+  /**
+   * Claims not owned by `exceptOwner` are orphans (the caller holds the run lock, so no
+   * other run is alive): back to pending, or dead when charged >= maxAttempts. Returns count.
+   */
+  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number>;
+
+  counts(): Promise<ItemCounts>;
+  get(id: string): Promise<ItemRecord | null>;
+  listDead(limit?: number): Promise<DeadItem[]>;
+  /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved. */
+  retryDead(ids: string[] | 'all', now: number): Promise<number>;
+
+  startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;
+  finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;
+  recentRuns(limit: number): Promise<RunRecord[]>;
+  recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): Promise<void>;
+  totals(): Promise<LedgerTotals>;
+
+  close(): Promise<void>;
+}

@@ -1,0 +1,38 @@
+import type { Logger } from 'pino';
+
+/** One unit of work handed to a handler. */
+export interface WorkItem {
+  /** Path relative to source.directory, `/`-separated. Never absolute, never contains `..`. */
+  id: string;
+  /** Absolute path of the item file. */
+  path: string;
+  /** 1-based; counts every claim of this item. */
+  attempt: number;
+}
+
+export interface HandlerContext {
+  /** Aborted when the run must give the item up (drain deadline, second signal, timeout). */
+  signal: AbortSignal;
+  /** Temp path to write the output to; renamed into place only after success. Absent without output.directory. */
+  outputPath?: string;
+  log: Logger;
+  attempt: number;
+}
+
+/** Thrown (or rejected) by a handler to fail an attempt. */
+export class HandlerFailure extends Error {
+  override name = 'HandlerFailure';
+  constructor(
+    message: string,
+    /** True when the attempt was cut short by cronsafe itself (drain), not by the item. */
+    readonly interrupted = false,
+  ) {
+    super(message);
+  }
+}
+
+/** A handler runs one attempt; resolves on success, rejects on failure. */
+export interface Handler {
+  run(item: WorkItem, ctx: HandlerContext): Promise<void>;
+  close?(): Promise<void>;
+}
