@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { configSummary, loadConfig } from '../config/load.js';
+import type { Config } from '../config/types.js';
+import { ConfigError, EXIT } from '../errors.js';
+import { openLedger } from '../ledger/open.js';
+import type { Ledger } from '../ledger/types.js';
+import { tryLock } from '../lock/local.js';
+import { createLogger } from '../log.js';
+import { createHandler } from '../runner/handlers/index.js';
+import { OutputStore } from '../runner/output.js';
+import { runPass, type PassOutcome } from '../runner/pass.js';
+
+export interface RunOptions {
+  configPath: string;
+  stop: AbortSignal;
+  force: AbortSignal;
+  /** Tests inject a logger; otherwise one is made from config.log. */
+  logger?: Logger;
+}
+
+const EXIT_FOR: Record<PassOutcome, number> = { completed: EXIT.OK, drained: EXIT.TEMPFAIL, failed: EXIT.FATAL };
+
+/** Time-sortable, unique enough for run ids: base36 ms + 8 hex chars. */
+export function newRunId(): string {
+  return `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/** `cronsafe run`: one pass. Returns the exit code (cli.ts exits with it). */
+export async function runCommand(opts: RunOptions): Promise<number> {
+  const config = loadConfig(opts.configPath);
+  const runId = newRunId();
+  const owner = `${hostname()}:${process.pid}:${runId}`;
+  const log = (opts.logger ?? createLogger(config.log)).child({ job: config.name, runId });
+
+  const lock = tryLock(config.lock.path, owner);
+  if (!lock) return skipLocked(config, log);
+
+  let ledger: Ledger | undefined;
+  try {
+    ledger = await openState(config);
+    const startedAt = Date.now();
+    const orphans = await ledger.reclaimOrphans(owner, { now: startedAt, retry: retryPolicy(config) });
+    if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (we hold the lock, so it is gone)');
+
+    const handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+      throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
+    });
+    const outputs = config.output ? new OutputStore(config.output.directory) : undefined;
+    await outputs?.prepare();
+
+    await ledger.startRun({ runId, owner, startedAt });
+    log.info({ config: configSummary(config), pid: process.pid }, 'run started');
+    const result = await runPass({ config, ledger, handler, outputs, log, runId, owner, stop: opts.stop, force: opts.force });
+    await handler.close?.();
+    const finishedAt = Date.now();
+    await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
+      log.error({ err }, 'could not record the end of the run');
+    });
+    const items = await ledger.counts().catch(() => undefined);
+    log.info(
+      {
+        outcome: result.outcome,
+        exitCode: EXIT_FOR[result.outcome],
+        durationMs: finishedAt - startedAt,
+        counts: result.counts,
+        items,
+        err: result.error,
+      },
+      'run finished',
+    );
+    return EXIT_FOR[result.outcome];
+  } finally {
+    await ledger?.close().catch(() => undefined);
+    lock.release();
+  }
+}
+
+export function retryPolicy(config: Config) {
+  return {
+    maxAttempts: config.retry.maxAttempts,
+    backoffMs: config.retry.backoffSeconds * 1000,
+    backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
+  };
+}
+
+/** Open the ledger; an unreachable store is fatal (exit 1) with a clear message. */
+export async function openState(config: Config): Promise<Ledger> {
+  try {
+    return await openLedger(config.state);
+  } catch (err) {
+    throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
+  }
+}
+
+export class StateUnavailable extends Error {
+  override name = 'StateUnavailable';
+}
+
+/**
+ * Another run holds the lock: exit 0 at once (Forbid semantics), and record the skip in
+ * the ledger so that the overrun count, which must survive this short-lived process, sees it.
+ */
+async function skipLocked(config: Config, log: Logger): Promise<number> {
+  log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
+  try {
+    const ledger = await openState(config);
+    try {
+      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid });
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    log.warn({ err }, 'could not record the skipped start in the ledger');
+  }
+  log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
+  return EXIT.OK;
+}

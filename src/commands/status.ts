@@ -1,0 +1,53 @@
+import { loadConfig } from '../config/load.js';
+import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
+import { openState } from './run.js';
+
+export interface StatusReport {
+  job: string;
+  items: ItemCounts;
+  recentRuns: RunRecord[];
+  deadLetters: DeadItem[];
+}
+
+/** `cronsafe status`: item counts by state, recent runs, the first dead letters. */
+export async function statusCommand(configPath: string, opts: { json: boolean }, out = process.stdout): Promise<number> {
+  const config = loadConfig(configPath, { checkPaths: false });
+  const ledger = await openState(config);
+  try {
+    const report: StatusReport = {
+      job: config.name,
+      items: await ledger.counts(),
+      recentRuns: await ledger.recentRuns(10),
+      deadLetters: await ledger.listDead(20),
+    };
+    out.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
+    return 0;
+  } finally {
+    await ledger.close();
+  }
+}
+
+const iso = (ms: number | null) => (ms == null ? '-' : new Date(ms).toISOString());
+
+export function formatStatus(r: StatusReport): string {
+  const lines = [`job ${r.job}`, '', 'items'];
+  for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}`);
+  lines.push('', 'recent runs');
+  if (r.recentRuns.length === 0) lines.push('  (none)');
+  for (const run of r.recentRuns) {
+    const c = run.counts ?? {};
+    lines.push(
+      `  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} done ${c.succeeded ?? 0}  failed ${c.failed ?? 0}  dead ${c.deadLettered ?? 0}  ${run.runId}`,
+    );
+  }
+  lines.push('', `dead letters${r.items.dead > r.deadLetters.length ? ` (first ${r.deadLetters.length} of ${r.items.dead})` : ''}`);
+  if (r.deadLetters.length === 0) lines.push('  (none)');
+  for (const d of r.deadLetters) lines.push(`  ${JSON.stringify(d.id)}  attempts ${d.attempts}  ${oneLine(d.lastError)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function oneLine(s: string | null, max = 160): string {
+  if (!s) return '';
+  const flat = s.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

@@ -1,0 +1,72 @@
+/**
+ * A bounded async channel between the scanner (one producer) and the dispatcher.
+ * `send` waits while the buffer is full: that wait is what keeps memory flat, because the
+ * scanner cannot run ahead of the workers by more than `capacity` items.
+ */
+export class Channel<T> {
+  private readonly buffer: T[] = [];
+  private readonly senders: Array<() => void> = [];
+  private readonly receivers: Array<(r: IteratorResult<T>) => void> = [];
+  private closed = false;
+
+  constructor(readonly capacity: number) {
+    if (!Number.isInteger(capacity) || capacity < 1) {
+      throw new TypeError(`Expected capacity to be an integer from 1 and up, got ${capacity}`);
+    }
+  }
+
+  get size(): number {
+    return this.buffer.length;
+  }
+
+  /** Resolves once the value is buffered or handed to a receiver. Throws if closed. */
+  async send(value: T): Promise<void> {
+    for (;;) {
+      if (this.closed) throw new Error('send on a closed channel');
+      const receiver = this.receivers.shift();
+      if (receiver) {
+        receiver({ value, done: false });
+        return;
+      }
+      if (this.buffer.length < this.capacity) {
+        this.buffer.push(value);
+        return;
+      }
+      await new Promise<void>((resolve) => this.senders.push(resolve));
+    }
+  }
+
+  /** Next value, or `done` once closed and empty. */
+  receive(): Promise<IteratorResult<T>> {
+    const value = this.buffer.shift();
+    if (value !== undefined) {
+      this.senders.shift()?.();
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.closed) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve) => this.receivers.push(resolve));
+  }
+
+  /** No more sends; receivers finish after the buffer empties; blocked senders throw. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const r of this.receivers.splice(0)) r({ value: undefined, done: true });
+    for (const s of this.senders.splice(0)) s();
+  }
+
+  /** Close and take everything still buffered (drain hands these claims back). */
+  closeAndTake(): T[] {
+    const rest = this.buffer.splice(0);
+    this.close();
+    return rest;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
+    for (;;) {
+      const r = await this.receive();
+      if (r.done) return;
+      yield r.value;
+    }
+  }
+}

@@ -1,0 +1,299 @@
+import path from 'node:path';
+import pLimit from 'p-limit';
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import type { Claim, DiscoveredItem, Ledger, RetryPolicy } from '../ledger/types.js';
+import { Channel } from './channel.js';
+import { AbortReason, Drain } from './drain.js';
+import { checkItemId, type OutputStore } from './output.js';
+import { Progress } from './progress.js';
+import { ResultBatcher, type ResultCounts } from './results.js';
+import { batches, scanDirectory } from './scan.js';
+import { HandlerFailure, type Handler, type WorkItem } from './types.js';
+
+export interface PassDeps {
+  config: Config;
+  ledger: Ledger;
+  handler: Handler;
+  outputs?: OutputStore;
+  log: Logger;
+  runId: string;
+  owner: string;
+  /** First signal: stop claiming and drain. */
+  stop: AbortSignal;
+  /** Second signal: abort in-flight items at once. */
+  force: AbortSignal;
+  /** Injected clock (epoch ms). */
+  now?: () => number;
+  /** Items to offer; default: a lazy scan of source.directory. */
+  source?: AsyncIterable<DiscoveredItem>;
+  progressIntervalMs?: number;
+}
+
+export type PassOutcome = 'completed' | 'drained' | 'failed';
+
+export interface PassResult {
+  outcome: PassOutcome;
+  counts: ResultCounts & { scanned: number; claimed: number };
+  error?: Error;
+}
+
+/** How many scanned items go to the ledger in one discover-and-claim transaction. */
+const DISCOVER_BATCH = 256;
+
+/**
+ * One pass over the backlog: scan lazily -> discover+claim in batches -> bounded channel ->
+ * at most `concurrency` handlers (p-limit) -> batched, fenced results. Then a retry sweep
+ * for items that failed during this pass and are due again. Never throws: a ledger
+ * failure ends the pass as `failed` after in-flight work is stopped.
+ */
+export async function runPass(deps: PassDeps): Promise<PassResult> {
+  const { config, ledger, handler, outputs, owner, runId } = deps;
+  const now = deps.now ?? Date.now;
+  const log = deps.log;
+  const retry: RetryPolicy = {
+    maxAttempts: config.retry.maxAttempts,
+    backoffMs: config.retry.backoffSeconds * 1000,
+    backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
+  };
+  // An id that would escape the output directory can never succeed: dead at once.
+  const deadAtOnce: RetryPolicy = { ...retry, maxAttempts: 1 };
+  const leaseMs = config.lease.seconds * 1000;
+
+  const drain = new Drain({
+    stop: deps.stop,
+    force: deps.force,
+    gracePeriodMs: config.drain.gracePeriodSeconds * 1000,
+    marginMs: config.drain.marginSeconds * 1000,
+  });
+  const channel = new Channel<Claim>(config.queueSize);
+  const held = new Map<string, Claim>();
+  const inflight = new Map<string, AbortController>();
+  let scanned = 0;
+  let claimed = 0;
+  let scanComplete = false;
+  let sweepComplete = false;
+  let settledWaiters: Array<() => void> = [];
+  const notifySettled = () => {
+    const w = settledWaiters;
+    settledWaiters = [];
+    for (const f of w) f();
+  };
+
+  const results = new ResultBatcher(ledger, log, {
+    now,
+    maxBatch: 128,
+    maxDelayMs: 20,
+    onError: (err) => {
+      log.error({ err }, 'ledger write failed; stopping the pass');
+      drain.abortNow(new AbortReason('ledger failure', drain.killAfterMs()));
+    },
+    onSettled: (c) => {
+      held.delete(c.id);
+      notifySettled();
+    },
+  });
+
+  const progress = new Progress(log, now, deps.progressIntervalMs ?? 15_000, () => ({
+    scanned,
+    claimed,
+    ...results.counts,
+    inFlight: inflight.size,
+    queued: channel.size,
+    scanComplete,
+  }));
+
+  // On stop: hand back everything claimed but not started.
+  drain.stopping.addEventListener('abort', () => {
+    log.info({ reason: String(drain.stopping.reason), inFlight: inflight.size }, 'drain: stopped claiming; in-flight items may finish');
+    for (const c of channel.closeAndTake()) results.release(c, 'handed back unstarted: run stopping');
+    notifySettled();
+  });
+  drain.aborting.addEventListener('abort', () => {
+    const reason = drain.aborting.reason as AbortReason;
+    log.warn({ reason: reason.message, inFlight: inflight.size }, 'drain: aborting in-flight items');
+    for (const ctl of inflight.values()) ctl.abort(reason);
+    notifySettled();
+  });
+
+  const renewTimer = setInterval(() => {
+    if (held.size === 0) return;
+    ledger
+      .renew(owner, [...held.keys()], now() + leaseMs)
+      .then((lost) => {
+        for (const id of lost) {
+          log.warn({ itemId: id }, 'claim lost (lease expired and taken over); aborting this attempt');
+          inflight.get(id)?.abort(new AbortReason('claim lost', drain.killAfterMs()));
+        }
+      })
+      .catch((err) => log.warn({ err }, 'lease renewal failed; will retry'));
+  }, config.lease.renewSeconds * 1000);
+  renewTimer.unref();
+
+  const claimOpts = () => ({ owner, runId, now: now(), leaseMs });
+
+  async function offer(claims: Claim[]): Promise<boolean> {
+    for (const c of claims) {
+      held.set(c.id, c);
+      claimed++;
+      if (drain.stopping.aborted) {
+        results.release(c, 'handed back unstarted: run stopping');
+        continue;
+      }
+      try {
+        await channel.send(c);
+      } catch {
+        results.release(c, 'handed back unstarted: run stopping');
+      }
+    }
+    return !drain.stopping.aborted;
+  }
+
+  async function produce(): Promise<void> {
+    const source =
+      deps.source ??
+      scanDirectory({
+        directory: config.source.directory,
+        include: config.source.include,
+        exclude: config.source.exclude,
+        skipPaths: stateFiles(config),
+        withStats: config.schedule?.refresh === 'on-change',
+        signal: drain.stopping,
+      });
+    try {
+      for await (const batch of batches(source, DISCOVER_BATCH)) {
+        if (drain.stopping.aborted) return;
+        const claims = await ledger.discoverAndClaim(batch, claimOpts());
+        scanned += batch.length;
+        if (!(await offer(claims))) return;
+      }
+      scanComplete = true;
+      // Retry sweep: items that failed in this pass and whose backoff has passed.
+      for (;;) {
+        if (drain.stopping.aborted) return;
+        // Write settled results first, so failures whose backoff is over are claimable.
+        const settled = new Promise<void>((resolve) => settledWaiters.push(resolve));
+        await results.flush();
+        const due = await ledger.claimDue({ ...claimOpts(), limit: config.queueSize });
+        if (due.length > 0) {
+          if (!(await offer(due))) return;
+          continue;
+        }
+        // Every claim of this pass is settled and written: nothing can become due now.
+        if (held.size === 0) break;
+        await settled;
+      }
+      sweepComplete = true;
+    } finally {
+      channel.close();
+    }
+  }
+
+  async function processItem(claim: Claim): Promise<void> {
+    const ctl = new AbortController();
+    inflight.set(claim.id, ctl);
+    if (drain.aborting.aborted) ctl.abort(drain.aborting.reason);
+    const itemLog = log.child({ itemId: claim.id, attempt: claim.attempt });
+    const unsafe = checkItemId(claim.id);
+    if (unsafe) {
+      inflight.delete(claim.id);
+      results.fail(claim, `unsafe item id: ${unsafe}`, deadAtOnce);
+      return;
+    }
+    const item: WorkItem = { id: claim.id, path: path.join(config.source.directory, claim.id), attempt: claim.attempt };
+    const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
+    const started = now();
+    try {
+      await handler.run(item, { signal: ctl.signal, outputPath: tempPath, log: itemLog, attempt: claim.attempt });
+      // Output first, ledger second: a crash in between means a redo that overwrites.
+      if (tempPath && outputs) await outputs.commit(tempPath, claim.id);
+      itemLog.debug({ ms: now() - started }, 'item done');
+      results.complete(claim);
+    } catch (err) {
+      if (tempPath && outputs) await outputs.discard(tempPath).catch(() => undefined);
+      const message = err instanceof Error ? err.message : String(err);
+      const interrupted = (err instanceof HandlerFailure && err.interrupted) || ctl.signal.aborted;
+      if (interrupted) {
+        itemLog.warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
+        results.release(claim, `interrupted: ${message}`);
+      } else {
+        results.fail(claim, message, retry);
+      }
+    } finally {
+      inflight.delete(claim.id);
+    }
+  }
+
+  async function dispatch(): Promise<void> {
+    const limit = pLimit(config.concurrency);
+    const tasks = new Set<Promise<void>>();
+    for await (const claim of channel) {
+      // Keep p-limit's own queue empty: the bounded channel is the only buffer.
+      while (limit.activeCount + limit.pendingCount >= config.concurrency) await Promise.race(tasks);
+      const task: Promise<void> = limit(() => processItem(claim)).finally(() => {
+        tasks.delete(task);
+        notifySettled();
+      });
+      tasks.add(task);
+    }
+    await waitForTasks(tasks, drain, log);
+  }
+
+  let error: Error | undefined;
+  progress.start();
+  try {
+    const producer = produce().catch((err: unknown) => {
+      error = err instanceof Error ? err : new Error(String(err));
+      log.error({ err: error }, 'scan or claim failed; stopping the pass');
+      drain.abortNow(new AbortReason('scan/claim failure', drain.killAfterMs()));
+      channel.close();
+    });
+    await Promise.all([producer, dispatch()]);
+    await results.flush().catch(() => undefined);
+  } finally {
+    clearInterval(renewTimer);
+    progress.stop();
+    drain.dispose();
+  }
+  error ??= results.error;
+  const counts = { scanned, claimed, ...results.counts };
+  const finished = scanComplete && sweepComplete;
+  const outcome: PassOutcome = error ? 'failed' : finished && results.counts.released === 0 ? 'completed' : 'drained';
+  return { outcome, counts, error };
+}
+
+/**
+ * Wait for in-flight items. Once aborting, wait at most until the children's kill budget
+ * has passed: a module handler that ignores its AbortSignal must not keep us past the
+ * kubelet's SIGKILL; its claim stays ours and the next run reclaims it.
+ */
+async function waitForTasks(tasks: Set<Promise<void>>, drain: Drain, log: Logger): Promise<void> {
+  const all = Promise.all(tasks);
+  const aborted = new Promise<void>((resolve) => {
+    if (drain.aborting.aborted) resolve();
+    else drain.aborting.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await Promise.race([all, aborted]);
+  if (!drain.aborting.aborted) return;
+  const budget = drain.killAfterMs() * 2 + 250;
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = await Promise.race([
+    all.then(() => false),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), budget))),
+  ]);
+  if (timer) clearTimeout(timer);
+  if (gaveUp) log.warn({ stillRunning: tasks.size }, 'drain: some handlers ignored the abort; leaving their claims to the next run');
+}
+
+/** Files and directories of cronsafe's own that may sit inside source.directory and are never items. */
+function stateFiles(config: Config): string[] {
+  const db = config.state.sqlite;
+  return [
+    config.output?.directory,
+    db,
+    db && `${db}-wal`,
+    db && `${db}-shm`,
+    db && `${db}-journal`,
+    config.lock.path,
+  ].filter((p): p is string => !!p);
+}

@@ -1,0 +1,157 @@
+import type { Logger } from 'pino';
+import type { Claim, FenceOutcome, Ledger, RetryPolicy } from '../ledger/types.js';
+
+// A type alias (not an interface) so that it is assignable to Record<string, number>.
+export type ResultCounts = {
+  succeeded: number;
+  failed: number;
+  deadLettered: number;
+  released: number;
+  fenced: number;
+};
+
+interface Pending {
+  complete: Claim[];
+  fail: Array<{ claim: Claim; error: string; retry: RetryPolicy }>;
+  release: Array<{ claim: Claim; reason: string }>;
+}
+
+/**
+ * Collects item results and writes them to the ledger in batches, so that the ledger is
+ * not the bottleneck (one transaction per batch instead of per item). Flushes when
+ * `maxBatch` results wait or `maxDelayMs` after the first one, and always on `flush()`.
+ * Flushes are serialised. A result is only ever reported as done after its transaction
+ * committed; a crash before that leaves the claim in place, and the item is redone.
+ */
+export class ResultBatcher {
+  readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0 };
+  private pending: Pending = { complete: [], fail: [], release: [] };
+  private size = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  /** First ledger error; once set, every later flush rethrows it. */
+  error: Error | undefined;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly log: Logger,
+    private readonly opts: {
+      now: () => number;
+      maxBatch: number;
+      maxDelayMs: number;
+      onError: (err: Error) => void;
+      onSettled?: (claim: Claim) => void;
+    },
+  ) {}
+
+  complete(claim: Claim): void {
+    this.pending.complete.push(claim);
+    this.added();
+  }
+
+  fail(claim: Claim, error: string, retry: RetryPolicy): void {
+    this.pending.fail.push({ claim, error, retry });
+    this.added();
+  }
+
+  release(claim: Claim, reason: string): void {
+    this.pending.release.push({ claim, reason });
+    this.added();
+  }
+
+  /** Write everything queued so far; resolves when it is committed. */
+  flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    const batch = this.pending;
+    this.pending = { complete: [], fail: [], release: [] };
+    this.size = 0;
+    this.chain = this.chain.then(() => this.write(batch));
+    return this.chain;
+  }
+
+  private added(): void {
+    this.size++;
+    if (this.size >= this.opts.maxBatch) {
+      void this.flush().catch(() => undefined);
+    } else if (!this.timer) {
+      this.timer = setTimeout(() => void this.flush().catch(() => undefined), this.opts.maxDelayMs);
+    }
+  }
+
+  private async write(batch: Pending): Promise<void> {
+    if (this.error) throw this.error;
+    const now = this.opts.now();
+    try {
+      if (batch.complete.length > 0) {
+        this.account(await this.ledger.complete(batch.complete, now), 'complete');
+        for (const c of batch.complete) this.opts.onSettled?.(c);
+      }
+      // Failures may carry different policies (an unsafe id is dead at once); group by policy.
+      for (const [retry, group] of groupByPolicy(batch.fail)) {
+        const outcomes = await this.ledger.fail(
+          group.map((f) => ({ claim: f.claim, error: f.error })),
+          { now, retry },
+        );
+        this.account(outcomes, 'fail', group);
+        for (const f of group) this.opts.onSettled?.(f.claim);
+      }
+      for (const [reason, group] of groupBy(batch.release, (r) => r.reason)) {
+        const claims = group.map((r) => r.claim);
+        this.account(await this.ledger.release(claims, now, reason), 'release');
+        for (const c of claims) this.opts.onSettled?.(c);
+      }
+    } catch (err) {
+      this.error = err instanceof Error ? err : new Error(String(err));
+      this.opts.onError(this.error);
+      throw this.error;
+    }
+  }
+
+  private account(
+    outcomes: FenceOutcome[],
+    op: 'complete' | 'fail' | 'release',
+    failures?: Array<{ claim: Claim; error: string }>,
+  ): void {
+    const errors = new Map(failures?.map((f) => [f.claim.id, f] as const));
+    for (const o of outcomes) {
+      if (o.result === 'fenced') {
+        this.counts.fenced++;
+        this.log.warn({ itemId: o.id, op, reason: o.reason }, 'stale claim: write rejected by the ledger (another owner holds this item now)');
+        continue;
+      }
+      if (op === 'complete') this.counts.succeeded++;
+      else if (op === 'release') this.counts.released++;
+      else {
+        const f = errors.get(o.id);
+        if (o.state === 'dead') {
+          this.counts.deadLettered++;
+          this.log.error({ itemId: o.id, attempt: f?.claim.attempt, error: f?.error }, 'item dead-lettered');
+        } else {
+          this.counts.failed++;
+          this.log.warn(
+            { itemId: o.id, attempt: f?.claim.attempt, error: f?.error, retryAt: o.availableAt ? new Date(o.availableAt).toISOString() : undefined },
+            'item failed; will retry',
+          );
+        }
+      }
+    }
+  }
+}
+
+function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
+  const m = new Map<K, T[]>();
+  for (const it of items) {
+    const k = key(it);
+    const g = m.get(k);
+    if (g) g.push(it);
+    else m.set(k, [it]);
+  }
+  return m;
+}
+
+function groupByPolicy<T extends { retry: RetryPolicy }>(items: T[]): Map<RetryPolicy, T[]> {
+  return groupBy(items, (i) => i.retry);
+}

@@ -1,0 +1,70 @@
+import { opendir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import picomatch from 'picomatch';
+import type { DiscoveredItem } from '../ledger/types.js';
+
+export interface ScanOptions {
+  /** Absolute directory to scan. */
+  directory: string;
+  include: string[];
+  exclude: string[];
+  /** Absolute paths (directories or files) that are never items: the output directory, the ledger, the lock. */
+  skipPaths?: string[];
+  /** stat() every file for size/mtime (needed by `refresh: on-change`); costs a syscall per file. */
+  withStats?: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Walk `directory` lazily, yielding items as they are found. `opendir` reads entries in
+ * small batches and we recurse depth-first with one open handle per level, so memory is
+ * bounded by the tree's depth, never by the number of files: a directory of 1,000,000
+ * files is never a 1,000,000-element array. Order is the filesystem's (not sorted,
+ * because sorting needs a full listing). Dotfiles are not matched by default globs, which
+ * conveniently skips the `.name.tmp` files producers write before renaming.
+ */
+export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
+  const include = picomatch(opts.include.length > 0 ? opts.include : ['**']);
+  const exclude = opts.exclude.length > 0 ? picomatch(opts.exclude) : () => false;
+  const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
+
+  async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {
+    const dir = await opendir(absDir, { bufferSize: 64 });
+    for await (const entry of dir) {
+      if (opts.signal?.aborted) return;
+      const rel = relDir === '' ? entry.name : `${relDir}/${entry.name}`;
+      const abs = path.join(absDir, entry.name);
+      if (entry.isDirectory()) {
+        if (skip.has(abs) || exclude(rel)) continue;
+        yield* walk(abs, rel);
+        continue;
+      }
+      let isFile = entry.isFile();
+      let st: { size: number; mtimeMs: number } | undefined;
+      if (entry.isSymbolicLink()) {
+        // Follow links to files only; links to directories could loop.
+        const target = await stat(abs).catch(() => undefined);
+        isFile = target?.isFile() ?? false;
+        st = target;
+      }
+      if (!isFile || skip.has(abs) || !include(rel) || exclude(rel)) continue;
+      if (opts.withStats && !st) st = await stat(abs).catch(() => undefined);
+      yield st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel };
+    }
+  }
+
+  yield* walk(path.resolve(opts.directory), '');
+}
+
+/** Group an async iterable into arrays of at most `size`, without waiting to fill a batch forever. */
+export async function* batches<T>(source: AsyncIterable<T>, size: number): AsyncGenerator<T[]> {
+  let batch: T[] = [];
+  for await (const item of source) {
+    batch.push(item);
+    if (batch.length >= size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
+}

@@ -1,0 +1,85 @@
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { batches, scanDirectory } from '../../src/runner/scan.js';
+
+function tree(files: string[]): string {
+  const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-scan-'));
+  for (const f of files) {
+    mkdirSync(path.dirname(path.join(root, f)), { recursive: true });
+    writeFileSync(path.join(root, f), f);
+  }
+  return root;
+}
+
+async function ids(it: AsyncIterable<{ id: string }>): Promise<string[]> {
+  const out: string[] = [];
+  for await (const x of it) out.push(x.id);
+  return out.sort();
+}
+
+describe('scanDirectory', () => {
+  it('finds files recursively with /-separated ids relative to the directory', async () => {
+    const root = tree(['a.scc', 'd/b.scc', 'd/e/c.txt', 'with space é.scc']);
+    expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [] }))).toEqual([
+      'a.scc',
+      'd/b.scc',
+      'd/e/c.txt',
+      'with space é.scc',
+    ]);
+  });
+
+  it('applies include and exclude globs, and skips dotfiles (producers’ temp files)', async () => {
+    const root = tree(['a.scc', 'd/b.scc', 'd/c.txt', '.a.scc.tmp', 'skip/x.scc']);
+    const found = await ids(scanDirectory({ directory: root, include: ['**/*.scc'], exclude: ['skip/**'] }));
+    expect(found).toEqual(['a.scc', 'd/b.scc']);
+  });
+
+  it('never yields cronsafe’s own files (output dir, ledger) that sit inside the source', async () => {
+    const root = tree(['a.scc', 'out/a.scc.out', 'state/db']);
+    const found = await ids(
+      scanDirectory({ directory: root, include: ['**'], exclude: [], skipPaths: [path.join(root, 'out'), path.join(root, 'state/db')] }),
+    );
+    expect(found).toEqual(['a.scc']);
+  });
+
+  it('follows symlinks to files but not to directories (no loops)', async () => {
+    const root = tree(['real/a.scc']);
+    symlinkSync(path.join(root, 'real/a.scc'), path.join(root, 'link.scc'));
+    symlinkSync(root, path.join(root, 'real/loop'));
+    expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [] }))).toEqual(['link.scc', 'real/a.scc']);
+  });
+
+  it('reports size and mtime when asked', async () => {
+    const root = tree(['a.scc']);
+    const [item] = await (async () => {
+      const out = [];
+      for await (const x of scanDirectory({ directory: root, include: ['**'], exclude: [], withStats: true })) out.push(x);
+      return out;
+    })();
+    expect(item).toMatchObject({ id: 'a.scc', size: 5 });
+    expect(item!.mtimeMs).toBeGreaterThan(0);
+  });
+
+  it('is lazy: the consumer controls the pace (nothing read past what was asked for)', async () => {
+    const root = tree(Array.from({ length: 500 }, (_, i) => `f${i}.scc`));
+    const gen = scanDirectory({ directory: root, include: ['**'], exclude: [] });
+    const first = await gen.next();
+    expect(first.done).toBe(false);
+    await gen.return(undefined);
+    const again = await gen.next();
+    expect(again.done).toBe(true);
+  });
+});
+
+describe('batches', () => {
+  it('groups into arrays of at most n, keeping the remainder', async () => {
+    async function* gen() {
+      for (let i = 0; i < 7; i++) yield i;
+    }
+    const out: number[][] = [];
+    for await (const b of batches(gen(), 3)) out.push(b);
+    expect(out).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
+  });
+});
