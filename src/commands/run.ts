@@ -41,7 +41,12 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   try {
     ledger = await openState(config);
     const startedAt = Date.now();
-    const orphans = await ledger.reclaimOrphans(owner, { now: startedAt, retry: retryPolicy(config) });
+    // Holding the lock proves their run is gone: resume them now (no backoff), but charge
+    // the attempt, so an item that kills the process every time still ends up dead.
+    const orphans = await ledger.reclaimOrphans(owner, {
+      now: startedAt,
+      retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 },
+    });
     if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (we hold the lock, so it is gone)');
 
     const handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {

@@ -257,7 +257,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   }
   error ??= results.error;
   const counts = { scanned, claimed, ...results.counts };
-  const finished = scanComplete && sweepComplete;
+  // A stop that came after the scan, once everything in flight finished, may still have
+  // left nothing to do: then the pass is complete (exit 0), not drained (75).
+  const finished =
+    scanComplete &&
+    (sweepComplete ||
+      (!error && results.counts.released === 0 && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
   const outcome: PassOutcome = error ? 'failed' : finished && results.counts.released === 0 ? 'completed' : 'drained';
   return { outcome, counts, error };
 }

@@ -24,8 +24,10 @@ export interface ScanOptions {
  * conveniently skips the `.name.tmp` files producers write before renaming.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
-  const include = picomatch(opts.include.length > 0 ? opts.include : ['**']);
-  const exclude = opts.exclude.length > 0 ? picomatch(opts.exclude) : () => false;
+  // flags 's': a file name may contain a newline, and `*` must match it like any other byte.
+  const globOpts = { flags: 's' };
+  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], globOpts);
+  const exclude = opts.exclude.length > 0 ? picomatch(opts.exclude, globOpts) : () => false;
   const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
 
   async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {

@@ -21,11 +21,12 @@ async function ids(it: AsyncIterable<{ id: string }>): Promise<string[]> {
 
 describe('scanDirectory', () => {
   it('finds files recursively with /-separated ids relative to the directory', async () => {
-    const root = tree(['a.scc', 'd/b.scc', 'd/e/c.txt', 'with space é.scc']);
+    const root = tree(['a.scc', 'd/b.scc', 'd/e/c.txt', 'with space é.scc', 'new\nline.scc']);
     expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [] }))).toEqual([
       'a.scc',
       'd/b.scc',
       'd/e/c.txt',
+      'new\nline.scc',
       'with space é.scc',
     ]);
   });

@@ -1,0 +1,214 @@
+/**
+ * Loading a config file: find it, parse the YAML, interpolate the environment,
+ * validate, apply defaults, make paths absolute, check the paths that must exist.
+ * Every failure is one ConfigError (exit 78) naming the file and the key.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import YAML from 'yaml';
+import { ConfigError } from '../errors.js';
+import { interpolate } from './interpolate.js';
+import type { KeyProblem } from './messages.js';
+import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
+import { configSchema, knownKeysAt, schemaAt, type ParsedConfig } from './schema.js';
+import type { Config } from './types.js';
+
+export { redactUrl } from './messages.js';
+
+/** Overrides `state.postgres` (and drops `state.sqlite`) when set and non-empty. */
+export const POSTGRES_ENV = 'CRONSAFE_STATE_POSTGRES';
+
+/** Where the config is: `-c FILE`, else `$CRONSAFE_CONFIG`, else `./cronsafe.yaml`; always absolute. */
+export function resolveConfigPath(cliPath?: string, env: NodeJS.ProcessEnv = process.env): string {
+  const chosen = cliPath || env.CRONSAFE_CONFIG || 'cronsafe.yaml';
+  return path.resolve(chosen);
+}
+
+/** Options for loadConfig(). */
+export interface LoadOptions {
+  /** Environment for `${VAR}` and CRONSAFE_STATE_POSTGRES. Default process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** Check that source.directory, handler.module and output.directory are usable. Default true. */
+  checkPaths?: boolean;
+}
+
+function fail(file: string, problems: KeyProblem[]): never {
+  throw new ConfigError(problems.map((p) => problemLine(file, p)).join('\n'), path.resolve(file), problems[0]?.key);
+}
+
+function readYaml(file: string, abs: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(abs, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}`, abs);
+    throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
+  }
+  const doc = YAML.parseDocument(text, { prettyErrors: true });
+  if (doc.errors.length > 0) {
+    const lines = doc.errors.map((e) => {
+      const pos = e.linePos?.[0];
+      const where = pos ? `${file}:${pos.line}:${pos.col}` : file;
+      const text =
+        e.code === 'MULTIPLE_DOCS'
+          ? 'expected one document, found a second one (remove the "---" line)'
+          : e.message.replace(/ at line \d+, column \d+:[\s\S]*$/, '');
+      return `${where}: invalid YAML: ${text}`;
+    });
+    throw new ConfigError(lines.join('\n'), abs);
+  }
+  try {
+    // The alias cap stops a "billion laughs" file from expanding into gigabytes.
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    throw new ConfigError(`${file}: invalid YAML: ${(err as Error).message}`, abs);
+  }
+}
+
+/**
+ * Load and validate a config file into the resolved Config.
+ * @param file path of the YAML file; messages show it as given, relative paths in it
+ *   resolve against its directory.
+ * @throws ConfigError naming the file and (when there is one) the first offending key.
+ */
+export function loadConfig(file: string, opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const abs = path.resolve(file);
+  const raw = readYaml(file, abs);
+
+  if (raw === null || raw === undefined) {
+    fail(file, [{ key: '', message: 'the file is empty; expected a mapping with at least name, source and handler' }]);
+  }
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    fail(file, [{ key: '', message: `expected a mapping at the top level, got ${describeValue(raw)}` }]);
+  }
+
+  const interpolated = interpolate(raw, env, (p) => schemaAt(p)?.type === 'number');
+  if (interpolated.problems.length > 0) fail(file, interpolated.problems);
+  const value = interpolated.value as Record<string, unknown>;
+
+  const pgOverride = env[POSTGRES_ENV];
+  if (pgOverride) {
+    // The environment picks the store: a Secret-provided URL must win over a sqlite
+    // path left in a ConfigMap, not collide with it as "both set".
+    const state = value.state && typeof value.state === 'object' ? { ...value.state } : {};
+    delete (state as Record<string, unknown>).sqlite;
+    value.state = { ...state, postgres: pgOverride };
+  }
+
+  const parsed = configSchema.safeParse(value, {
+    reportInput: true,
+    error: (iss) => fallbackMessage(iss as { code?: string; expected?: string }),
+  });
+  if (!parsed.success) fail(file, formatIssues(parsed.error.issues, knownKeysAt));
+
+  const config = resolve(parsed.data, abs);
+  if (opts.checkPaths ?? true) checkPaths(file, config);
+  return config;
+}
+
+/** Machine- and location-dependent defaults, absolute paths. */
+function resolve(p: ParsedConfig, abs: string): Config {
+  const dir = path.dirname(abs);
+  const at = (x: string): string => path.resolve(dir, x);
+  const stateDir = path.join(dir, '.cronsafe');
+  const sqlite = p.state.postgres === undefined ? at(p.state.sqlite ?? path.join(stateDir, 'cronsafe.db')) : undefined;
+  const concurrency = p.concurrency ?? Math.min(8, 2 * os.availableParallelism());
+
+  const config: Config = {
+    name: p.name,
+    configPath: abs,
+    source: { directory: at(p.source.directory), include: p.source.include, exclude: p.source.exclude },
+    handler: {
+      ...(p.handler.command ? { command: p.handler.command } : {}),
+      ...(p.handler.module ? { module: at(p.handler.module) } : {}),
+      timeoutSeconds: p.handler.timeoutSeconds,
+      killAfterSeconds: p.handler.killAfterSeconds,
+      maxLogBytes: p.handler.maxLogBytes,
+      env: p.handler.env,
+    },
+    state: sqlite !== undefined ? { sqlite } : { postgres: p.state.postgres },
+    concurrency,
+    queueSize: p.queueSize ?? 4 * concurrency,
+    lease: p.lease,
+    retry: p.retry,
+    drain: p.drain,
+    lock: { path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)) },
+    log: p.log,
+  };
+  if (p.output) config.output = { directory: at(p.output.directory) };
+  if (p.schedule) config.schedule = p.schedule;
+  if (p.metrics) config.metrics = p.metrics;
+  return config;
+}
+
+function checkPaths(file: string, c: Config): void {
+  const problems: KeyProblem[] = [];
+  const stat = (p: string): fs.Stats | undefined => fs.statSync(p, { throwIfNoEntry: false });
+
+  const src = c.source.directory;
+  const s = stat(src);
+  if (!s) problems.push({ key: 'source.directory', message: `directory not found: ${src}` });
+  else if (!s.isDirectory()) problems.push({ key: 'source.directory', message: `not a directory: ${src}` });
+  else {
+    try {
+      // X_OK too: without search permission a readable directory cannot be walked.
+      fs.accessSync(src, fs.constants.R_OK | fs.constants.X_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'EACCES';
+      problems.push({ key: 'source.directory', message: `directory not readable (${code}): ${src}` });
+    }
+  }
+
+  if (c.handler.module !== undefined) {
+    const m = stat(c.handler.module);
+    if (!m) problems.push({ key: 'handler.module', message: `file not found: ${c.handler.module}` });
+    else if (!m.isFile()) problems.push({ key: 'handler.module', message: `not a file: ${c.handler.module}` });
+  }
+
+  // Created on first use when missing; but an existing non-directory can never work.
+  const out = c.output && stat(c.output.directory);
+  if (c.output && out && !out.isDirectory()) {
+    problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
+  }
+  if (problems.length > 0) fail(file, problems);
+}
+
+/**
+ * The config as a plain object for the run-start log line, with no secrets: the
+ * postgres and Pushgateway URLs lose their passwords, handler.env shows its keys
+ * only. handler.command is shown (URL passwords redacted): argv is visible in
+ * /proc to anyone on the node anyway, so secrets belong in handler.env.
+ */
+export function configSummary(c: Config): Record<string, unknown> {
+  // A deep copy: the log line must not share (and let anyone mutate) the live config.
+  return structuredClone({
+    name: c.name,
+    configPath: c.configPath,
+    source: c.source,
+    handler: {
+      ...(c.handler.command ? { command: c.handler.command.map(redactUrl) } : {}),
+      ...(c.handler.module ? { module: c.handler.module } : {}),
+      timeoutSeconds: c.handler.timeoutSeconds,
+      killAfterSeconds: c.handler.killAfterSeconds,
+      maxLogBytes: c.handler.maxLogBytes,
+      envKeys: Object.keys(c.handler.env).sort(),
+    },
+    output: c.output,
+    state: c.state.postgres !== undefined ? { postgres: redactUrl(c.state.postgres) } : { sqlite: c.state.sqlite },
+    concurrency: c.concurrency,
+    queueSize: c.queueSize,
+    lease: c.lease,
+    retry: c.retry,
+    drain: c.drain,
+    lock: c.lock,
+    schedule: c.schedule,
+    metrics: c.metrics && {
+      ...c.metrics,
+      ...(c.metrics.pushgateway !== undefined ? { pushgateway: redactUrl(c.metrics.pushgateway) } : {}),
+    },
+    log: c.log,
+  });
+}

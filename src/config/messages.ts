@@ -1,0 +1,145 @@
+/**
+ * Turns zod issues into one line each: `<key>: <what was expected>, got <what was found>`.
+ * The key is the dotted path a user would search the YAML for (`lease.renewSeconds`,
+ * `handler.command[2]`). Values are shown redacted: a config error is logged, and a
+ * postgres URL in it must not carry its password into the logs.
+ */
+import type * as z from 'zod';
+
+/** One problem with one key. `key` is '' for the top level. */
+export interface KeyProblem {
+  key: string;
+  message: string;
+}
+
+/** `['handler', 'command', 2]` -> `handler.command[2]`. */
+export function keyPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out === '' ? String(seg) : `.${String(seg)}`;
+  }
+  return out;
+}
+
+/**
+ * Replace the password of a URL with `***`, both in the userinfo
+ * (`postgres://u:***@host/db`) and in a `password=` query parameter (libpq accepts both).
+ * Anything else is returned unchanged, byte for byte.
+ */
+export function redactUrl(url: string): string {
+  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
+  if (!m) return url;
+  const [, scheme = '', authority = '', rest = ''] = m;
+  // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
+  const at = authority.lastIndexOf('@');
+  let auth = authority;
+  if (at >= 0) {
+    const userinfo = authority.slice(0, at);
+    const colon = userinfo.indexOf(':');
+    if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${authority.slice(at)}`;
+  }
+  return scheme + auth + rest.replace(/([?&]password=)[^&#]*/gi, '$1***');
+}
+
+/** How a found value is shown after `got`. */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  if (typeof v === 'string') {
+    const s = redactUrl(v);
+    return JSON.stringify(s.length > 80 ? `${s.slice(0, 77)}...` : s);
+  }
+  return String(v);
+}
+
+const TYPE_WORDS: Record<string, string> = {
+  object: 'a mapping',
+  array: 'a list',
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  boolean: 'true or false',
+};
+
+/**
+ * Per-parse error map: the wording for leaves whose schema gave none. Returning
+ * undefined lets zod fall back to its default text.
+ */
+export function fallbackMessage(issue: { code?: string; expected?: string }): string | undefined {
+  if (issue.code === 'invalid_type' && issue.expected) {
+    return `expected ${TYPE_WORDS[issue.expected] ?? issue.expected}`;
+  }
+  return undefined;
+}
+
+/** Small Levenshtein distance; config keys are short, so O(n*m) is nothing. */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const sub = (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      cur.push(Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, sub));
+    }
+    prev = cur;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** The closest known key to a misspelt one, if it is close enough to be a typo. */
+export function suggestKey(unknown: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const k of known) {
+    const d = distance(unknown.toLowerCase(), k.toLowerCase());
+    if (d < bestD) [best, bestD] = [k, d];
+  }
+  return bestD <= Math.max(2, Math.floor(unknown.length / 3)) ? best : undefined;
+}
+
+/**
+ * One KeyProblem per issue (an unknown-keys issue yields one per key), in zod's order.
+ * `knownKeys(path)` lists the keys allowed at a path, for "did you mean" hints.
+ */
+export function formatIssues(
+  issues: readonly z.core.$ZodIssue[],
+  knownKeys: (path: readonly PropertyKey[]) => readonly string[] = () => [],
+): KeyProblem[] {
+  const out: KeyProblem[] = [];
+  for (const issue of issues) {
+    const key = keyPath(issue.path);
+    switch (issue.code) {
+      case 'unrecognized_keys':
+        for (const k of issue.keys) {
+          const hint = suggestKey(k, knownKeys(issue.path));
+          out.push({
+            key: keyPath([...issue.path, k]),
+            message: hint === undefined ? 'unknown key' : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
+          });
+        }
+        break;
+      case 'invalid_key':
+        // The record key itself is wrong; the path already ends with it.
+        out.push({ key, message: issue.issues[0]?.message ?? issue.message });
+        break;
+      case 'custom':
+        out.push({ key, message: issue.message });
+        break;
+      default:
+        if (issue.code === 'invalid_type' && issue.input === undefined) {
+          out.push({ key, message: `is required (${issue.message})` });
+        } else {
+          out.push({ key, message: `${issue.message}, got ${describeValue(issue.input)}` });
+        }
+    }
+  }
+  return out;
+}
+
+/** `file: key: message`, or `file: message` at the top level. */
+export function problemLine(file: string, p: KeyProblem): string {
+  return p.key === '' ? `${file}: ${p.message}` : `${file}: ${p.key}: ${p.message}`;
+}

@@ -1,0 +1,98 @@
+import type { Database } from 'better-sqlite3';
+import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
+import { toClaim, type ClaimedRow } from './rows.js';
+
+// A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
+// json_each: one statement per batch instead of one per item roughly halves the
+// cost per item (measured: ~55k -> ~95k items/s for discover+claim+complete).
+
+/**
+ * Upsert a batch: new ids become pending; known ids get their stat and seen_run
+ * refreshed (whatever their state). `WHERE true` is required by SQLite's grammar
+ * to tell an upsert's ON CONFLICT from a join constraint after SELECT.
+ */
+export const DISCOVER_SQL = `
+INSERT INTO items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, @runId, @now, @now, @now
+FROM json_each(@batch) AS j WHERE true
+ON CONFLICT (id) DO UPDATE SET
+  size = coalesce(excluded.size, size),
+  mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
+  seen_run = excluded.seen_run`;
+
+const CLAIM_SET = `SET state = 'claimed', owner = @owner, attempts = attempts + 1,
+  lease_until = @leaseUntil, updated_at = @now`;
+
+/**
+ * Claim the batch's claimable rows, in batch order, at most @limit (-1: all).
+ * CROSS JOIN and the unary `+` pin the plan to "walk the batch, look each id up by
+ * primary key"; otherwise the planner may scan a state index over the whole table.
+ */
+export const CLAIM_BATCH_SQL = `
+UPDATE items ${CLAIM_SET}
+WHERE id IN (
+  SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  WHERE +i.state = 'pending' AND +i.available_at <= @now
+  LIMIT @limit)
+RETURNING id, attempts, released`;
+
+/** The end-of-scan sweep: this run's pending items whose backoff has passed, earliest first. */
+export const CLAIM_DUE_SQL = `
+UPDATE items ${CLAIM_SET}
+WHERE id IN (
+  SELECT id FROM items
+  WHERE state = 'pending' AND seen_run = @runId AND available_at <= @now
+  ORDER BY available_at LIMIT @limit)
+RETURNING id, attempts, released`;
+
+export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = 'pending' AND seen_run = ?`;
+
+/** The claim verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
+export interface ClaimOps {
+  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Claim[];
+  claimDue(opts: ClaimOptions & { limit: number }): Claim[];
+  nextDueAt(runId: string): number | null;
+}
+
+export function makeClaimOps(db: Database): ClaimOps {
+  const discover = db.prepare(DISCOVER_SQL);
+  const claimBatch = db.prepare(CLAIM_BATCH_SQL);
+  const claimDue = db.prepare(CLAIM_DUE_SQL);
+  const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
+
+  // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
+  // (busy_timeout) instead of failing with SQLITE_BUSY at the first write.
+  const discoverAndClaimTx = db.transaction((items: DiscoveredItem[], opts: ClaimOptions): Claim[] => {
+    const order = new Map<string, number>();
+    const rows: [string, number | null, number | null][] = [];
+    for (const it of items) {
+      if (order.has(it.id)) continue; // a repeated id would waste a slot of the limit
+      order.set(it.id, order.size);
+      rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
+    }
+    const batch = JSON.stringify(rows);
+    discover.run({ batch, runId: opts.runId, now: opts.now });
+    const limit = opts.limit ?? -1;
+    if (limit === 0) return [];
+    const claimed = claimBatch.all({ ...claimParams(opts), batch, limit }) as ClaimedRow[];
+    // RETURNING order is unspecified; hand claims out in scan order.
+    claimed.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+    return claimed.map((r) => toClaim(r, opts.owner));
+  });
+
+  const claimDueTx = db.transaction((opts: ClaimOptions & { limit: number }): Claim[] => {
+    if (opts.limit <= 0) return [];
+    const claimed = claimDue.all({ ...claimParams(opts), runId: opts.runId, limit: opts.limit }) as ClaimedRow[];
+    return claimed.map((r) => toClaim(r, opts.owner));
+  });
+
+  return {
+    discoverAndClaim: (items, opts) => (items.length === 0 ? [] : discoverAndClaimTx.immediate(items, opts)),
+    claimDue: (opts) => claimDueTx.immediate(opts),
+    nextDueAt: (runId) => (nextDue.get(runId) as number | null | undefined) ?? null,
+  };
+}
+
+function claimParams(opts: ClaimOptions): { owner: string; leaseUntil: number; now: number } {
+  return { owner: opts.owner, leaseUntil: opts.now + opts.leaseMs, now: opts.now };
+}

@@ -1,0 +1,112 @@
+import type { Database } from 'better-sqlite3';
+import { decideAfterFailure } from '../backoff.js';
+import { fenceReason, type ClaimHolder } from '../fencing.js';
+import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
+import type { Counters } from './counters.js';
+
+/** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
+const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;
+
+/**
+ * Complete a whole batch in one statement (claims as JSON [[id, owner, attempt], ...]);
+ * RETURNING names the rows that passed the fence, the rest are fenced.
+ * The unary `+` keeps the planner on the primary key (see CLAIM_BATCH_SQL).
+ */
+export const COMPLETE_SQL = `
+UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, done_at = @now, updated_at = @now
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS owner, j.value ->> 2 AS attempt
+      FROM json_each(@claims) AS j) AS c
+WHERE items.id = c.id AND +items.state = 'claimed' AND +items.owner = c.owner AND +items.attempts = c.attempt
+RETURNING items.id`;
+
+export const FAIL_READ_SQL = `SELECT released FROM items WHERE ${GUARD}`;
+
+export const FAIL_TO_PENDING_SQL = `
+UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, available_at = @availableAt,
+  last_error = @error, updated_at = @now
+WHERE ${GUARD}`;
+
+export const FAIL_TO_DEAD_SQL = `
+UPDATE items SET state = 'dead', owner = NULL, lease_until = NULL, last_error = @error,
+  dead_at = @now, updated_at = @now
+WHERE ${GUARD}`;
+
+/** The interrupted attempt is handed back (released + 1), so it is not charged. */
+export const RELEASE_SQL = `
+UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, released = released + 1,
+  available_at = @now, last_error = @reason, updated_at = @now
+WHERE ${GUARD}`;
+
+export const HOLDER_SQL = `SELECT state, owner, attempts FROM items WHERE id = ?`;
+
+/** The fenced verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
+export interface FinishOps {
+  complete(claims: Claim[], now: number): FenceOutcome[];
+  fail(failures: Failure[], opts: FailOptions): FenceOutcome[];
+  release(claims: Claim[], now: number, reason: string): FenceOutcome[];
+  /**
+   * One failed attempt (pending with backoff, or dead), counted in the totals.
+   * Must run inside the caller's transaction; reclaimOrphans reuses it.
+   */
+  failOne(claim: Claim, error: string, opts: FailOptions): FenceOutcome;
+}
+
+export function makeFinishOps(db: Database, counters: Counters): FinishOps {
+  const complete = db.prepare(COMPLETE_SQL).pluck();
+  const failRead = db.prepare(FAIL_READ_SQL).pluck();
+  const toPending = db.prepare(FAIL_TO_PENDING_SQL);
+  const toDead = db.prepare(FAIL_TO_DEAD_SQL);
+  const release = db.prepare(RELEASE_SQL);
+  const holder = db.prepare(HOLDER_SQL);
+
+  const fenced = (claim: Claim): FenceOutcome => ({
+    id: claim.id,
+    result: 'fenced',
+    reason: fenceReason(claim, (holder.get(claim.id) as ClaimHolder | undefined) ?? null),
+  });
+  const guard = (c: Claim) => ({ id: c.id, owner: c.owner, attempt: c.attempt });
+
+  const failOne = (claim: Claim, error: string, opts: FailOptions): FenceOutcome => {
+    const released = failRead.get(guard(claim)) as number | undefined;
+    if (released === undefined) return fenced(claim);
+    // Charged from the row, not from the caller's copy of the claim.
+    const decision = decideAfterFailure(claim.attempt - released, opts.retry, opts.now, opts.random ?? Math.random);
+    counters.bump('items_failed', 1);
+    if (decision.state === 'dead') {
+      toDead.run({ ...guard(claim), error, now: opts.now });
+      counters.bump('dead_lettered', 1);
+      return { id: claim.id, result: 'applied', state: 'dead' };
+    }
+    toPending.run({ ...guard(claim), error, now: opts.now, availableAt: decision.availableAt });
+    return { id: claim.id, result: 'applied', state: 'pending', availableAt: decision.availableAt };
+  };
+
+  const completeTx = db.transaction((claims: Claim[], now: number): FenceOutcome[] => {
+    const batch = JSON.stringify(claims.map((c) => [c.id, c.owner, c.attempt]));
+    const applied = new Set(complete.all({ now, claims: batch }) as string[]);
+    counters.bump('items_done', applied.size);
+    return claims.map((c) => {
+      // delete(): a claim listed twice is applied once; the repeat reports as fenced.
+      if (applied.delete(c.id)) return { id: c.id, result: 'applied', state: 'done' };
+      return fenced(c);
+    });
+  });
+
+  const failTx = db.transaction((failures: Failure[], opts: FailOptions): FenceOutcome[] =>
+    failures.map((f) => failOne(f.claim, f.error, opts)),
+  );
+
+  const releaseTx = db.transaction((claims: Claim[], now: number, reason: string): FenceOutcome[] =>
+    claims.map((c): FenceOutcome => {
+      if (release.run({ ...guard(c), now, reason }).changes === 0) return fenced(c);
+      return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
+    }),
+  );
+
+  return {
+    complete: (claims, now) => (claims.length === 0 ? [] : completeTx.immediate(claims, now)),
+    fail: (failures, opts) => (failures.length === 0 ? [] : failTx.immediate(failures, opts)),
+    release: (claims, now, reason) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason)),
+    failOne,
+  };
+}

@@ -1,0 +1,133 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type {
+  Claim,
+  ClaimOptions,
+  DeadItem,
+  DiscoveredItem,
+  FailOptions,
+  Failure,
+  FenceOutcome,
+  ItemCounts,
+  ItemRecord,
+  Ledger,
+  LedgerEventKind,
+  LedgerTotals,
+  RunOutcome,
+  RunRecord,
+} from '../types.js';
+import { makeClaimOps, type ClaimOps } from './claim.js';
+import { makeCounters, type Counters } from './counters.js';
+import { makeFinishOps, type FinishOps } from './finish.js';
+import { migrate } from './migrate.js';
+import { makeReadOps, type ReadOps } from './read.js';
+import { makeRecoverOps, type RecoverOps } from './recover.js';
+import { makeRunOps, type RunOps } from './runs.js';
+
+/** How long a writer waits for another process's write lock before SQLITE_BUSY. */
+const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * Open (creating it and its parent directory if needed) the SQLite ledger at `file`
+ * and bring its schema up to date. One connection, statements prepared once.
+ *
+ * WAL + synchronous=NORMAL: a commit is durable against a process crash or SIGKILL
+ * (the WAL is in the OS page cache); only an OS crash or power loss can lose the
+ * last transactions, never corrupt the file. The verbs are synchronous underneath
+ * (better-sqlite3); the async interface is for the PostgreSQL adapter's sake.
+ */
+export async function openSqliteLedger(file: string): Promise<Ledger> {
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    db.pragma('foreign_keys = ON'); db.pragma('cache_size = -65536');
+    migrate(db);
+    return new SqliteLedger(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+class SqliteLedger implements Ledger {
+  readonly #db: Database.Database;
+  readonly #counters: Counters;
+  readonly #claim: ClaimOps;
+  readonly #finish: FinishOps;
+  readonly #recover: RecoverOps;
+  readonly #read: ReadOps;
+  readonly #runs: RunOps;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    this.#counters = makeCounters(db);
+    this.#claim = makeClaimOps(db);
+    this.#finish = makeFinishOps(db, this.#counters);
+    this.#recover = makeRecoverOps(db, this.#finish);
+    this.#read = makeReadOps(db);
+    this.#runs = makeRunOps(db, this.#counters);
+  }
+
+  async migrate(): Promise<void> {
+    migrate(this.#db);
+  }
+  async discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]> {
+    return this.#claim.discoverAndClaim(items, opts);
+  }
+  async claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
+    return this.#claim.claimDue(opts);
+  }
+  async nextDueAt(runId: string): Promise<number | null> {
+    return this.#claim.nextDueAt(runId);
+  }
+  async complete(claims: Claim[], now: number): Promise<FenceOutcome[]> {
+    return this.#finish.complete(claims, now);
+  }
+  async fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]> {
+    return this.#finish.fail(failures, opts);
+  }
+  async release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]> {
+    return this.#finish.release(claims, now, reason);
+  }
+  async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
+    return this.#recover.renew(owner, ids, leaseUntil);
+  }
+  async reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number> {
+    return this.#recover.reclaimOrphans(exceptOwner, opts);
+  }
+  async counts(): Promise<ItemCounts> {
+    return this.#read.counts();
+  }
+  async get(id: string): Promise<ItemRecord | null> {
+    return this.#read.get(id);
+  }
+  async listDead(limit?: number): Promise<DeadItem[]> {
+    return this.#read.listDead(limit);
+  }
+  async retryDead(ids: string[] | 'all', now: number): Promise<number> {
+    return this.#recover.retryDead(ids, now);
+  }
+  async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
+    this.#runs.startRun(run);
+  }
+  async finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void> {
+    this.#runs.finishRun(runId, finishedAt, outcome, counts);
+  }
+  async recentRuns(limit: number): Promise<RunRecord[]> {
+    return this.#runs.recentRuns(limit);
+  }
+  async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): Promise<void> {
+    this.#runs.recordEvent(kind, at, detail);
+  }
+  async totals(): Promise<LedgerTotals> {
+    return this.#counters.totals();
+  }
+  /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}

@@ -1,0 +1,57 @@
+import type { Database } from 'better-sqlite3';
+import type { FailOptions } from '../types.js';
+import type { FinishOps } from './finish.js';
+
+export const ORPHANS_SQL = `SELECT id, owner, attempts FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
+
+export const RENEW_SQL = `UPDATE items SET lease_until = ? WHERE id = ? AND state = 'claimed' AND owner = ?`;
+
+const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = @now,
+  dead_at = NULL, updated_at = @now`;
+/** last_error is kept: it is what the operator looked at before retrying. */
+export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND state = 'dead'`;
+export const RETRY_DEAD_ALL_SQL = `UPDATE items ${RETRY_SET} WHERE state = 'dead'`;
+
+/** Crash recovery, lease renewal and dead-letter requeue (synchronous; the Ledger wraps them). */
+export interface RecoverOps {
+  reclaimOrphans(exceptOwner: string, opts: FailOptions): number;
+  renew(owner: string, ids: string[], leaseUntil: number): string[];
+  retryDead(ids: string[] | 'all', now: number): number;
+}
+
+export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
+  const orphans = db.prepare(ORPHANS_SQL);
+  const renew = db.prepare(RENEW_SQL);
+  const retryOne = db.prepare(RETRY_DEAD_ONE_SQL);
+  const retryAll = db.prepare(RETRY_DEAD_ALL_SQL);
+
+  // An orphan's attempt is charged like a failure: an item that kills the process
+  // every time (OOM, segfault) must end up dead, not crash every run forever.
+  const reclaimTx = db.transaction((exceptOwner: string, opts: FailOptions): number => {
+    const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number }[];
+    let moved = 0;
+    for (const r of rows) {
+      const claim = { id: r.id, owner: r.owner, attempt: r.attempts, charged: 0 };
+      const error = `attempt ${r.attempts} abandoned: the run that claimed it died`;
+      if (finish.failOne(claim, error, opts).result === 'applied') moved++;
+    }
+    return moved;
+  });
+
+  const renewTx = db.transaction((owner: string, ids: string[], leaseUntil: number): string[] =>
+    ids.filter((id) => renew.run(leaseUntil, id, owner).changes === 0),
+  );
+
+  const retryTx = db.transaction((ids: string[] | 'all', now: number): number => {
+    if (ids === 'all') return retryAll.run({ now }).changes;
+    let moved = 0;
+    for (const id of new Set(ids)) moved += retryOne.run({ id, now }).changes;
+    return moved;
+  });
+
+  return {
+    reclaimOrphans: (exceptOwner, opts) => reclaimTx.immediate(exceptOwner, opts),
+    renew: (owner, ids, leaseUntil) => (ids.length === 0 ? [] : renewTx.immediate(owner, ids, leaseUntil)),
+    retryDead: (ids, now) => retryTx.immediate(ids, now),
+  };
+}

@@ -1,0 +1,84 @@
+import type { Logger } from 'pino';
+
+/** Bytes of stderr kept for the failure message. */
+const TAIL_BYTES = 2048;
+const NEWLINE = 0x0a;
+
+/**
+ * Turns a child's stdout/stderr into log lines, one per complete line, under a byte
+ * budget shared by both streams for one attempt. Past the budget the bytes are only
+ * counted: the pipes are still drained, because a child blocked on a full pipe would
+ * look like a hang and be killed by the timeout.
+ */
+export class OutputCapture {
+  private logged = 0;
+  private dropped = 0;
+  private readonly partial: Record<Stream, Buffer> = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+  private tail = Buffer.alloc(0);
+
+  constructor(
+    private readonly log: Logger,
+    private readonly maxBytes: number,
+  ) {}
+
+  /** Feed one chunk read from `stream`. */
+  write(stream: Stream, chunk: Buffer): void {
+    if (stream === 'stderr') {
+      this.tail = this.tail.length + chunk.length <= TAIL_BYTES
+        ? Buffer.concat([this.tail, chunk])
+        : Buffer.concat([this.tail, chunk]).subarray(-TAIL_BYTES);
+    }
+    const room = Math.max(0, this.maxBytes - this.logged);
+    const accepted = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    this.logged += accepted.length;
+    this.dropped += chunk.length - accepted.length;
+
+    // Split on the newline byte: it never occurs inside a multi-byte UTF-8 sequence.
+    let buf = this.partial[stream].length ? Buffer.concat([this.partial[stream], accepted]) : accepted;
+    let nl: number;
+    while ((nl = buf.indexOf(NEWLINE)) !== -1) {
+      this.emit(stream, buf.subarray(0, nl));
+      buf = buf.subarray(nl + 1);
+    }
+    // Copy so a retained slice does not pin the whole chunk in memory.
+    this.partial[stream] = Buffer.from(buf);
+    // Over budget, the rest of this line will never arrive in the log: show what we have.
+    if (accepted.length < chunk.length) this.flush(stream);
+  }
+
+  /** Log unterminated last lines and, if the budget was hit, one line saying how much was dropped. */
+  end(): void {
+    this.flush('stdout');
+    this.flush('stderr');
+    if (this.dropped > 0) {
+      this.log.warn(
+        { droppedBytes: this.dropped, maxLogBytes: this.maxBytes },
+        `handler output exceeded handler.maxLogBytes (${this.maxBytes}): dropped ${this.dropped} bytes`,
+      );
+    }
+  }
+
+  /** The last ~2 KB of stderr, trimmed, for a failure message ('' when none). */
+  stderrTail(): string {
+    let start = 0;
+    // A cut may land inside a multi-byte character: skip its continuation bytes.
+    while (start < this.tail.length && (this.tail[start]! & 0xc0) === 0x80) start++;
+    return this.tail.subarray(start).toString('utf8').trim();
+  }
+
+  private flush(stream: Stream): void {
+    if (this.partial[stream].length === 0) return;
+    this.emit(stream, this.partial[stream]);
+    this.partial[stream] = Buffer.alloc(0);
+  }
+
+  private emit(stream: Stream, bytes: Buffer): void {
+    const line = bytes.toString('utf8').replace(/\r$/, '');
+    if (line === '') return; // blank lines are noise in `kubectl logs`
+    if (stream === 'stdout') this.log.info({ stream }, line);
+    else this.log.warn({ stream }, line);
+  }
+}
+
+/** Which pipe a chunk came from; also the `stream` field of each logged line. */
+export type Stream = 'stdout' | 'stderr';

@@ -1,0 +1,204 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { HandlerConfig } from '../../config/types.js';
+import { ConfigError } from '../../errors.js';
+import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { OutputCapture } from './capture.js';
+import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
+
+/** How long past the SIGKILL we wait for the group to vanish before settling anyway. */
+const REAP_SLACK_MS = 2000;
+
+/** Values substituted for `{path}`, `{id}`, `{output}`, `{attempt}`. */
+export interface Placeholders {
+  path: string;
+  id: string;
+  output: string;
+  attempt: string;
+}
+
+const PLACEHOLDER = /\{(path|id|output|attempt)\}/g;
+
+/**
+ * Substitute placeholders in one argv element, in a single pass: text that a value
+ * brings in (a file literally named `{id}`) is never expanded again. Unknown `{x}` stay.
+ */
+export function expandArg(arg: string, values: Placeholders): string {
+  return arg.replace(PLACEHOLDER, (_m, key: keyof Placeholders) => values[key]);
+}
+
+/**
+ * A handler that runs `handler.command` once per attempt: no shell, its own process
+ * group (so a timeout or drain kills grandchildren too), stdout/stderr logged line by
+ * line under `handler.maxLogBytes`. Settles only after the child closed its pipes and
+ * its group is gone, so the runner never commits while something still writes.
+ */
+export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string }): Handler {
+  const template = cfg.command;
+  if (!template || template.length === 0 || !template[0]) {
+    throw new ConfigError('handler.command must be a non-empty argv array', undefined, 'handler.command');
+  }
+  const usesOutput = template.some((arg) => arg.includes('{output}'));
+  return {
+    async run(item: WorkItem, ctx: HandlerContext): Promise<void> {
+      if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
+      if (usesOutput && ctx.outputPath === undefined) {
+        throw new HandlerFailure('handler.command uses {output} but output.directory is not configured');
+      }
+      const values: Placeholders = {
+        path: item.path,
+        id: item.id,
+        output: ctx.outputPath ?? '',
+        attempt: String(ctx.attempt),
+      };
+      const argv = template.map((arg) => expandArg(arg, values));
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        ...cfg.env,
+        CRONSAFE_ITEM_PATH: values.path,
+        CRONSAFE_ITEM_ID: values.id,
+        CRONSAFE_ATTEMPT: values.attempt,
+      };
+      // An inherited value (cronsafe run from a handler) must not pose as this item's output.
+      if (ctx.outputPath === undefined) delete env.CRONSAFE_OUTPUT_PATH;
+      else env.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
+      return runChild(argv, env, opts.sourceDir, cfg, ctx);
+    },
+  };
+}
+
+type Stop = { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
+
+function runChild(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  cfg: HandlerConfig,
+  ctx: HandlerContext,
+): Promise<void> {
+  const [file, ...args] = argv as [string, ...string[]];
+  return new Promise<void>((resolve, reject) => {
+    let child: ChildProcess;
+    try {
+      // detached: own session and process group, out of reach of a terminal's Ctrl-C,
+      // and killable as a whole with process.kill(-pid).
+      child = spawn(file, args, { cwd, env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (err) {
+      reject(spawnFailure(file, err, cwd));
+      return;
+    }
+
+    const capture = new OutputCapture(ctx.log, cfg.maxLogBytes);
+    let settled = false;
+    let exited = false;
+    let stop: Stop | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    let pipeTimer: NodeJS.Timeout | undefined;
+
+    // SIGTERM now, SIGKILL after killAfterSeconds; idempotent so timeout, abort and
+    // leftover cleanup can all ask for it.
+    const terminate = (): void => {
+      const pid = child.pid;
+      if (pid === undefined || killTimer) return;
+      signalGroup(pid, 'SIGTERM');
+      killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), cfg.killAfterSeconds * 1000);
+    };
+    const timeoutTimer = setTimeout(() => {
+      if (exited) return;
+      stop ??= { kind: 'timeout' };
+      terminate();
+    }, cfg.timeoutSeconds * 1000);
+    const onAbort = (): void => {
+      if (exited) return;
+      stop ??= { kind: 'abort', reason: ctx.signal.reason };
+      terminate();
+    };
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+
+    const finish = (err?: HandlerFailure): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timeoutTimer);
+      clearTimeout(killTimer);
+      clearTimeout(pipeTimer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve();
+    };
+
+    child.stdout!.on('data', (chunk: Buffer) => capture.write('stdout', chunk));
+    child.stderr!.on('data', (chunk: Buffer) => capture.write('stderr', chunk));
+
+    child.on('error', (err) => {
+      // Without a pid nothing started (ENOENT, EACCES); other errors (a failed kill)
+      // leave the child running and 'close' still decides the outcome.
+      if (child.pid === undefined) finish(spawnFailure(file, err, cwd));
+    });
+
+    child.on('exit', () => {
+      exited = true;
+      clearTimeout(timeoutTimer);
+      if (settled) return; // spawn failed: nothing ran
+      // Grandchildren holding our pipes would keep 'close' from ever firing.
+      if (child.pid !== undefined && groupAlive(child.pid)) {
+        ctx.log.warn({ pgid: child.pid }, 'handler exited but left processes in its group; terminating them');
+        terminate();
+      }
+      // A process that left the group on purpose (setsid) can hold our pipes forever:
+      // past the kill grace, stop reading so 'close' fires and the attempt settles.
+      pipeTimer = setTimeout(() => {
+        ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }, cfg.killAfterSeconds * 1000 + REAP_SLACK_MS);
+    });
+
+    child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
+      clearTimeout(pipeTimer);
+      const pid = child.pid;
+      if (settled || pid === undefined) return;
+      void (async () => {
+        // Leftovers that closed or never had our pipes: still ours to end.
+        if (groupAlive(pid)) {
+          terminate();
+          const gone = await waitGroupGone(pid, cfg.killAfterSeconds * 1000 + REAP_SLACK_MS);
+          if (!gone) ctx.log.warn({ pgid: pid }, 'handler process group still has live members after SIGKILL (stuck in uninterruptible I/O?)');
+        }
+        capture.end();
+        finish(outcome(stop, code, signal, cfg, capture.stderrTail()));
+      })();
+    });
+  });
+}
+
+/** The attempt's failure, or undefined for success. A timeout or abort wins over the exit status. */
+function outcome(
+  stop: Stop | undefined,
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  cfg: HandlerConfig,
+  tail: string,
+): HandlerFailure | undefined {
+  if (stop?.kind === 'abort') return interrupted(stop.reason);
+  if (stop?.kind === 'timeout') return new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
+  if (code === 0) return undefined;
+  const what = signal ? `killed by ${signal}` : `exit code ${code}`;
+  return new HandlerFailure(tail ? `${what}: ${tail}` : what);
+}
+
+function interrupted(reason: unknown): HandlerFailure {
+  const text = reason instanceof Error ? reason.message : String(reason ?? 'aborted');
+  return new HandlerFailure(`interrupted: ${text}`, true);
+}
+
+function spawnFailure(file: string, err: unknown, cwd: string): HandlerFailure {
+  const code = (err as NodeJS.ErrnoException).code ?? 'error';
+  let hint = (err as Error).message ?? String(err);
+  if (code === 'ENOENT') {
+    // libuv reports a missing cwd as ENOENT on the command too; say which it was.
+    hint = existsSync(cwd) ? 'command not found' : `working directory ${cwd} does not exist`;
+  } else if (code === 'EACCES') {
+    hint = 'permission denied (not executable?)';
+  }
+  return new HandlerFailure(`cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`);
+}

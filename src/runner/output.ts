@@ -1,0 +1,121 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+
+/** Temp files live inside the output directory: same filesystem, so rename is atomic. */
+export const TEMP_DIR_NAME = '.cronsafe-tmp';
+/** Suffix of every committed output: `<output.directory>/<id>.out`. */
+export const OUTPUT_SUFFIX = '.out';
+
+/**
+ * Why `id` is not a safe item id, or null when it is. Ids are `/`-separated paths
+ * relative to source.directory; an unsafe one could write outside output.directory
+ * or into cronsafe's own temp directory.
+ */
+export function checkItemId(id: string): string | null {
+  if (id === '') return 'empty id';
+  if (id.includes('\0')) return 'contains a NUL byte';
+  if (id.includes('\\')) return 'contains a backslash';
+  if (id.startsWith('/')) return 'absolute path';
+  const segments = id.split('/');
+  if (segments.includes('')) return 'empty path segment';
+  if (segments.includes('.')) return 'contains a "." segment';
+  if (segments.includes('..')) return 'contains a ".." segment';
+  // `<out>/.cronsafe-tmp/x.out` would be deleted by the next run's prepare().
+  if (segments[0] === TEMP_DIR_NAME && segments.length > 1) return `"${TEMP_DIR_NAME}" is reserved for temp files`;
+  return null;
+}
+
+/**
+ * Outputs keyed by item id, written atomically: a handler writes a temp file, and only
+ * a successful attempt renames it to `<outDir>/<id>.out`. A redo overwrites the same
+ * name, never duplicates; a killed run leaves only temp files, which prepare() removes.
+ */
+export class OutputStore {
+  /** Absolute output directory. */
+  readonly dir: string;
+  /** Absolute temp directory inside `dir`. */
+  readonly tempDir: string;
+
+  constructor(outDir: string) {
+    this.dir = path.resolve(outDir);
+    this.tempDir = path.join(this.dir, TEMP_DIR_NAME);
+  }
+
+  /**
+   * Create the directories and remove temp files a killed run left behind. Only safe
+   * while holding the run lock: another live run's in-flight temp files would go too.
+   */
+  async prepare(): Promise<void> {
+    await mkdir(this.tempDir, { recursive: true });
+    for (const name of await readdir(this.tempDir)) {
+      await rm(path.join(this.tempDir, name), { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * A fresh temp path for one attempt. Named from a hash of the id, never its text, so
+   * no id can steer it; the random suffix keeps concurrent or repeated attempts apart.
+   */
+  tempPathFor(id: string, attempt: number): string {
+    const hash = createHash('sha1').update(id).digest('hex');
+    return path.join(this.tempDir, `${hash}-${attempt}-${randomBytes(6).toString('hex')}.tmp`);
+  }
+
+  /** `<outDir>/<id>.out`; throws when the id is unsafe or the path would leave outDir. */
+  finalPathFor(id: string): string {
+    const reason = checkItemId(id);
+    if (reason) throw new Error(`unsafe item id ${JSON.stringify(id)}: ${reason}`);
+    const final = path.resolve(this.dir, id + OUTPUT_SUFFIX);
+    if (!final.startsWith(this.dir + path.sep)) {
+      throw new Error(`item id ${JSON.stringify(id)} resolves outside the output directory ${this.dir}`);
+    }
+    return final;
+  }
+
+  /**
+   * Move the attempt's temp file to the item's final path. Returns false when the
+   * handler wrote nothing. The file and the directory entry are fsynced before and
+   * after the rename, so once the ledger says done the output survives a power cut.
+   */
+  async commit(tempPath: string, id: string): Promise<boolean> {
+    this.assertTemp(tempPath);
+    const final = this.finalPathFor(id);
+    let stat;
+    try {
+      stat = await lstat(tempPath);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+    if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
+    await fsyncPath(tempPath);
+    await mkdir(path.dirname(final), { recursive: true });
+    await rename(tempPath, final);
+    await fsyncPath(path.dirname(final));
+    return true;
+  }
+
+  /** Remove an attempt's temp file, if any (failed or interrupted attempt). */
+  async discard(tempPath: string): Promise<void> {
+    this.assertTemp(tempPath);
+    await rm(tempPath, { recursive: true, force: true });
+  }
+
+  // A wrong path here would rename or delete something that is not ours.
+  private assertTemp(tempPath: string): void {
+    if (path.dirname(path.resolve(tempPath)) !== this.tempDir) {
+      throw new Error(`not a cronsafe temp path: ${tempPath} (expected inside ${this.tempDir})`);
+    }
+  }
+}
+
+/** fsync a file or directory; read-only open is enough on Linux and works for 0444 files. */
+async function fsyncPath(p: string): Promise<void> {
+  const fh = await open(p, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * When a schedule fires: pure functions of (cron expression, IANA zone, instant, policy).
+ * No clock is read here; callers pass `now`.
+ *
+ * Two DST policies (docs/schedule.md has the tables):
+ * - `kubernetes`: what the CronJob controller does with `spec.timeZone`, i.e. robfig/cron v3's
+ *   `Next` stepped from one fire to the next. Fixed-time fires in a spring-forward gap are
+ *   skipped; in a fall-back overlap they happen twice (kubernetes/kubernetes#121594).
+ * - `vixie`: Vixie cron / cronsim, for our own daemon. Fixed-time fires in a gap happen at the
+ *   jump; in an overlap only on the first pass. Wildcard schedules follow real time.
+ */
+import { parseCron, type CronSpec } from './cron.js';
+import { robfigNext } from './robfig.js';
+import { vixieLatest, vixieNext } from './vixie.js';
+import { DAY, MINUTE, assertTimeZone, instantsForWall, offsetAt, wallOf } from './zone.js';
+
+export { defaultTimeZone } from './zone.js';
+
+/** Whose DST behaviour to reproduce: the CronJob controller's, or Vixie cron's (our daemon). */
+export type SchedulePolicy = 'kubernetes' | 'vixie';
+
+/** A cron expression, as text or already parsed with parseCron. */
+export type CronInput = string | CronSpec;
+
+/**
+ * How far searches look: robfig gives up after five calendar years; we look back a little
+ * further so that `0 0 29 2 *` is found across a century year (2096 -> 2104 is eight years),
+ * and so that an impossible date such as `0 0 30 2 *` ends in null instead of a loop.
+ */
+export const SEARCH_HORIZON_MS = (8 * 366 + 7) * DAY;
+
+/** Upper bound on occurrencesBetween's answer unless the caller passes its own. */
+export const DEFAULT_OCCURRENCE_LIMIT = 10_000;
+
+const parsed = new Map<string, CronSpec>();
+
+function spec(cron: CronInput): CronSpec {
+  if (typeof cron !== 'string') return cron;
+  let hit = parsed.get(cron);
+  if (!hit) {
+    hit = parseCron(cron);
+    if (parsed.size > 1000) parsed.clear();
+    parsed.set(cron, hit);
+  }
+  return hit;
+}
+
+function instant(value: Date, what: string): number {
+  const ms = value.getTime();
+  if (!Number.isFinite(ms)) throw new Error(`${what} is not a valid date`);
+  return ms;
+}
+
+function policyOf(policy: SchedulePolicy): SchedulePolicy {
+  if (policy !== 'kubernetes' && policy !== 'vixie') {
+    throw new Error(`unknown schedule policy "${String(policy)}": expected kubernetes or vixie`);
+  }
+  return policy;
+}
+
+function next(s: CronSpec, zone: string, after: number, policy: SchedulePolicy): number | null {
+  return policy === 'kubernetes' ? robfigNext(s, zone, after) : vixieNext(s, zone, after, SEARCH_HORIZON_MS);
+}
+
+/**
+ * The first occurrence strictly after `after`, or null if there is none within the search
+ * horizon (for `kubernetes`, robfig's five years). Throws on an invalid expression or zone.
+ */
+export function nextOccurrence(cron: CronInput, zone: string, after: Date, policy: SchedulePolicy): Date | null {
+  const s = spec(cron);
+  assertTimeZone(zone);
+  const found = next(s, zone, instant(after, 'after'), policyOf(policy));
+  return found === null ? null : new Date(found);
+}
+
+/**
+ * The most recent occurrence at or before `now` (a fire exactly at `now` counts), looking back
+ * at most SEARCH_HORIZON_MS; null if none. `nextOccurrence(latest - 1 ms)` is always `latest`.
+ */
+export function latestOccurrence(cron: CronInput, zone: string, now: Date, policy: SchedulePolicy): Date | null {
+  const s = spec(cron);
+  assertTimeZone(zone);
+  const at = instant(now, 'now');
+  const found =
+    policyOf(policy) === 'kubernetes' ? robfigLatest(s, zone, at) : vixieLatest(s, zone, at, SEARCH_HORIZON_MS);
+  return found === null ? null : new Date(found);
+}
+
+/**
+ * robfig has no `Prev`. Step `Next` from ever further back (1 min, 2 min, 4 min, ...) until it
+ * lands at or before `now`, then walk forward: the last fire not after `now` is the one the
+ * controller's own walk from its lastScheduleTime would also reach.
+ */
+function robfigLatest(s: CronSpec, zone: string, now: number): number | null {
+  let back = MINUTE;
+  let cur: number | null = null;
+  for (;;) {
+    const c = robfigNext(s, zone, now - back);
+    if (c !== null && c <= now) {
+      cur = c;
+      break;
+    }
+    if (back >= SEARCH_HORIZON_MS) return null;
+    back = Math.min(back * 2, SEARCH_HORIZON_MS);
+  }
+  for (;;) {
+    const n = robfigNext(s, zone, cur);
+    if (n === null || n > now) return cur;
+    cur = n;
+  }
+}
+
+/**
+ * Occurrences in (from, to], ascending, each instant once, at most `limit` of them (the
+ * earliest). Use it to count what came due while a run was active or a machine was off.
+ */
+export function occurrencesBetween(
+  cron: CronInput,
+  zone: string,
+  from: Date,
+  to: Date,
+  policy: SchedulePolicy,
+  limit = DEFAULT_OCCURRENCE_LIMIT,
+): Date[] {
+  const s = spec(cron);
+  assertTimeZone(zone);
+  policyOf(policy);
+  const end = instant(to, 'to');
+  const out: Date[] = [];
+  let cur = instant(from, 'from');
+  while (out.length < limit) {
+    const n = next(s, zone, cur, policy);
+    if (n === null || n > end) break;
+    out.push(new Date(n));
+    cur = n;
+  }
+  return out;
+}
+
+/** An instant as a zone's wall clock shows it. */
+export interface WallTime {
+  /**
+   * RFC 3339 with the zone's offset, as Go formats `time.RFC3339` and so as Kubernetes writes
+   * `batch.kubernetes.io/cronjob-scheduled-timestamp`: `2026-11-01T01:30:00-04:00`; a zero
+   * offset is written `Z`. The offset tells the two passes of a fall-back hour apart.
+   */
+  iso: string;
+  zone: string;
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+  /** 0 = Sunday. */
+  weekday: number;
+  /** Local time minus UTC, in minutes (-240 for New York in summer). */
+  offsetMinutes: number;
+}
+
+/** The wall-clock reading of `instant` in `zone`. */
+export function wallTime(at: Date, zone: string): WallTime {
+  assertTimeZone(zone);
+  const ms = instant(at, 'instant');
+  const w = wallOf(zone, ms);
+  const offsetMinutes = Math.trunc(offsetAt(zone, ms) / MINUTE);
+  const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
+  const abs = Math.abs(offsetMinutes);
+  const offset = offsetMinutes === 0 ? 'Z' : `${offsetMinutes < 0 ? '-' : '+'}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;
+  const iso = `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}${offset}`;
+  return { iso, zone, ...w, offsetMinutes };
+}
+
+/**
+ * True when the wall time of `instant` already happened earlier in `zone`: the second pass of
+ * a fall-back hour. Under Kubernetes a fixed-time CronJob fires again then; a run can use this
+ * to recognise the duplicate and skip it.
+ */
+export function isRepeatedWallTime(at: Date, zone: string): boolean {
+  assertTimeZone(zone);
+  const ms = instant(at, 'instant');
+  return instantsForWall(zone, ms + offsetAt(zone, ms)).some((other) => other < ms);
+}

@@ -1,0 +1,108 @@
+/**
+ * A line-for-line port of robfig/cron v3.0.1 `SpecSchedule.Next` (spec.go), the function the
+ * Kubernetes CronJob controller steps for `spec.timeZone` schedules.
+ *
+ * Its DST behaviour is not a policy anyone chose; it falls out of walking wall-clock fields
+ * with Go's time package, so we reproduce that walk, including Go's resolution of
+ * `time.Date` for wall times that do not exist or exist twice. Checked against the Go library
+ * itself (test/unit/schedule-kubernetes.test.ts lists the cases).
+ */
+import { dayMatches, type CronSpec } from './cron.js';
+import { HOUR, MINUTE, SECOND, offsetAt, wallOf, type Wall } from './zone.js';
+
+/**
+ * Go's `time.Date(y, mo, d, h, mi, s, 0, loc)`: out-of-range fields are normalised, then the
+ * zone offset is guessed from the wall time read as UTC and corrected once. The result for a
+ * wall time in a gap or overlap depends on the sign of the offset, as in Go.
+ */
+export function goDate(zone: string, y: number, mo: number, d: number, h: number, mi: number, s: number): number {
+  const local = new Date(0);
+  local.setUTCFullYear(y, mo - 1, d);
+  local.setUTCHours(h, mi, s, 0);
+  const unix = local.getTime();
+  let off = offsetAt(zone, unix);
+  if (off !== 0) {
+    // Go checks whether unix-off lies in the zone period it looked up; the offset in force
+    // there differs exactly when it does not.
+    const there = offsetAt(zone, unix - off);
+    if (there !== off) off = there;
+  }
+  return unix - off;
+}
+
+/** Go's `t.AddDate(0, months, days)`: add to the wall-clock date, then `time.Date`. */
+function addDate(zone: string, t: number, months: number, days: number): number {
+  const w = wallOf(zone, t);
+  return goDate(zone, w.year, w.month + months, w.day + days, w.hour, w.minute, w.second);
+}
+
+/**
+ * robfig v3 `Next`: the first activation strictly after `after` (at second granularity), or
+ * null when there is none within five calendar years (robfig returns the zero time then).
+ */
+export function robfigNext(spec: CronSpec, zone: string, after: number): number | null {
+  // "Start at the earliest possible time (the upcoming second)."
+  let t = Math.floor(after / SECOND) * SECOND + SECOND;
+  let w: Wall = wallOf(zone, t);
+  let added = false;
+  const yearLimit = w.year + 5;
+  const at = (next: number): void => {
+    t = next;
+    w = wallOf(zone, t);
+  };
+
+  wrap: for (;;) {
+    if (w.year > yearLimit) return null;
+
+    while (!spec.months.has(w.month)) {
+      if (!added) {
+        added = true;
+        at(goDate(zone, w.year, w.month, 1, 0, 0, 0));
+      }
+      at(addDate(zone, t, 1, 0));
+      if (w.month === 1) continue wrap;
+    }
+
+    while (!dayMatches(spec, 'robfig', w.month, w.day, w.weekday)) {
+      if (!added) {
+        added = true;
+        at(goDate(zone, w.year, w.month, w.day, 0, 0, 0));
+      }
+      at(addDate(zone, t, 0, 1));
+      // robfig's own patch for zones whose midnight can be skipped (e.g. old Sao Paulo rules).
+      if (w.hour !== 0) at(w.hour > 12 ? t + (24 - w.hour) * HOUR : t - w.hour * HOUR);
+      if (w.day === 1) continue wrap;
+    }
+
+    while (!spec.hourSet.has(w.hour)) {
+      if (!added) {
+        added = true;
+        at(goDate(zone, w.year, w.month, w.day, w.hour, 0, 0));
+      }
+      // Absolute hours: at fall-back the repeated hour is visited twice, in a gap never.
+      at(t + HOUR);
+      if (w.hour === 0) continue wrap;
+    }
+
+    while (!spec.minuteSet.has(w.minute)) {
+      if (!added) {
+        added = true;
+        at(Math.floor(t / MINUTE) * MINUTE);
+      }
+      at(t + MINUTE);
+      if (w.minute === 0) continue wrap;
+    }
+
+    // Standard five-field specs have second = 0 only.
+    while (w.second !== 0) {
+      if (!added) {
+        added = true;
+        at(Math.floor(t / SECOND) * SECOND);
+      }
+      at(t + SECOND);
+      if (w.second === 0) continue wrap;
+    }
+
+    return t;
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * IANA time-zone arithmetic on epoch milliseconds, built on Intl (full ICU ships with Node).
+ *
+ * Everything here is a pure function of (zone, instant). The only expensive call is
+ * Intl's formatToParts (~4 us), so offsets are cached per zone and UTC day: a day holds at
+ * most one transition in every real zone, found once by bisection and then reused. The
+ * occurrence searches step through thousands of days, which would otherwise take seconds.
+ */
+
+export const SECOND = 1000;
+export const MINUTE = 60 * SECOND;
+export const HOUR = 60 * MINUTE;
+export const DAY = 24 * HOUR;
+
+/** Local wall-clock fields of an instant in a zone (month 1-12, weekday 0 = Sunday). */
+export interface Wall {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+  weekday: number;
+}
+
+/** Offset on one UTC day: `before` until `at` (if the day holds a transition), `after` from it. */
+interface DayOffsets {
+  before: number;
+  after: number;
+  at: number | null;
+}
+
+interface ZoneCache {
+  format: Intl.DateTimeFormat;
+  days: Map<number, DayOffsets>;
+}
+
+const zones = new Map<string, ZoneCache>();
+// Bound memory for long-lived daemons and property tests that roam over centuries.
+const MAX_CACHED_DAYS = 200_000;
+
+/**
+ * The machine's own IANA zone name (what `TZ` or /etc/localtime says), for a schedule with no
+ * `timeZone`. Read on every call, never a fixed offset sampled at start-up: an offset would
+ * be wrong for half of the year.
+ */
+export function defaultTimeZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+/**
+ * Check that `zone` is an IANA zone name Kubernetes would also accept, or throw an Error that
+ * names it. Returns the name unchanged.
+ */
+export function assertTimeZone(zone: string): string {
+  zoneCache(zone);
+  return zone;
+}
+
+function zoneCache(zone: string): ZoneCache {
+  const hit = zones.get(zone);
+  if (hit) return hit;
+  // Fixed offsets parse in newer V8 but are not zone names: Go's time.LoadLocation (and so
+  // the CronJob's spec.timeZone) rejects them, and they cannot follow DST.
+  if (!/^[A-Za-z][A-Za-z0-9_+\-/]*$/.test(zone)) {
+    throw new Error(`unknown time zone "${zone}": expected an IANA name such as Europe/London`);
+  }
+  let format: Intl.DateTimeFormat;
+  try {
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      era: 'short',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
+  } catch {
+    throw new Error(`unknown time zone "${zone}": not in the IANA time zone database`);
+  }
+  const canonical = format.resolvedOptions().timeZone;
+  // ICU matches names case-insensitively; the Linux zoneinfo files Kubernetes reads do not.
+  if (canonical !== zone && canonical.toLowerCase() === zone.toLowerCase()) {
+    throw new Error(`unknown time zone "${zone}": zone names are case-sensitive (did you mean ${canonical}?)`);
+  }
+  const cache: ZoneCache = { format, days: new Map() };
+  zones.set(zone, cache);
+  return cache;
+}
+
+/** Offset from Intl, uncached: local wall time (as if UTC) minus the instant, whole seconds. */
+function intlOffset(format: Intl.DateTimeFormat, ms: number): number {
+  const whole = Math.floor(ms / SECOND) * SECOND;
+  const f: Record<string, string> = {};
+  for (const part of format.formatToParts(whole)) f[part.type] = part.value;
+  let year = Number(f.year);
+  if (f.era === 'BC' || f.era === 'B') year = 1 - year;
+  const local = new Date(0);
+  local.setUTCFullYear(year, Number(f.month) - 1, Number(f.day));
+  local.setUTCHours(Number(f.hour), Number(f.minute), Number(f.second), 0);
+  return local.getTime() - whole;
+}
+
+function dayOffsets(cache: ZoneCache, day: number): DayOffsets {
+  const hit = cache.days.get(day);
+  if (hit) return hit;
+  const start = day * DAY;
+  const end = start + DAY - SECOND;
+  const before = intlOffset(cache.format, start);
+  const after = intlOffset(cache.format, end);
+  let at: number | null = null;
+  if (before !== after) {
+    // Bisect to the first second showing the new offset.
+    let lo = start; // has `before`
+    let hi = end; // has `after`
+    while (hi - lo > SECOND) {
+      const mid = lo + Math.floor((hi - lo) / 2 / SECOND) * SECOND;
+      if (intlOffset(cache.format, mid) === before) lo = mid;
+      else hi = mid;
+    }
+    at = hi;
+  }
+  if (cache.days.size >= MAX_CACHED_DAYS) cache.days.clear();
+  const entry = { before, after, at };
+  cache.days.set(day, entry);
+  return entry;
+}
+
+/** Milliseconds to add to an instant to get its local wall time in `zone`. */
+export function offsetAt(zone: string, ms: number): number {
+  const d = dayOffsets(zoneCache(zone), Math.floor(ms / DAY));
+  return d.at === null || ms < d.at ? d.before : d.after;
+}
+
+/** Wall-clock fields of `ms` in `zone`. */
+export function wallOf(zone: string, ms: number): Wall {
+  const local = new Date(ms + offsetAt(zone, ms));
+  return {
+    year: local.getUTCFullYear(),
+    month: local.getUTCMonth() + 1,
+    day: local.getUTCDate(),
+    hour: local.getUTCHours(),
+    minute: local.getUTCMinutes(),
+    second: local.getUTCSeconds(),
+    weekday: local.getUTCDay(),
+  };
+}
+
+/** The offsets in force within a day either side of `ms` (one, or two around a transition). */
+export function offsetsNear(zone: string, ms: number): number[] {
+  const found = new Set([offsetAt(zone, ms - DAY), offsetAt(zone, ms), offsetAt(zone, ms + DAY)]);
+  return [...found];
+}
+
+/**
+ * Every instant whose wall time in `zone` is `local` (a wall time written as if it were UTC
+ * milliseconds), ascending: none in a spring-forward gap, two in a fall-back overlap.
+ */
+export function instantsForWall(zone: string, local: number): number[] {
+  const out: number[] = [];
+  for (const off of offsetsNear(zone, local)) {
+    const instant = local - off;
+    if (offsetAt(zone, instant) === off && !out.includes(instant)) out.push(instant);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/**
+ * For a wall time `local` that falls in a spring-forward gap: the instant the clocks jumped,
+ * i.e. the first instant after the gap. Vixie cron runs skipped fixed-time jobs then.
+ */
+export function gapEnd(zone: string, local: number): number {
+  const offs = offsetsNear(zone, local);
+  // The jump lies between the instant `local` would be under the later (larger) offset, which
+  // is still before the jump, and the instant it would be under the earlier one, which is after.
+  let lo = local - Math.max(...offs);
+  let hi = local - Math.min(...offs);
+  const before = offsetAt(zone, lo);
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (offsetAt(zone, mid) === before) lo = mid;
+    else hi = mid;
+  }
+  return hi;
+}

@@ -1,0 +1,146 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import YAML from 'yaml';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CLI = path.join(ROOT, 'dist/cli.js');
+export const FIXTURES = path.join(ROOT, 'test/fixtures');
+
+export interface Workspace {
+  dir: string;
+  source: string;
+  out: string;
+  state: string;
+  configPath: string;
+  db: string;
+}
+
+/** A fresh directory per test: source/, out/, state/, cronsafe.yaml. */
+export function workspace(config: Record<string, unknown>, files: Record<string, string | Buffer> = {}): Workspace {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-proc-'));
+  const ws: Workspace = {
+    dir,
+    source: path.join(dir, 'source'),
+    out: path.join(dir, 'out'),
+    state: path.join(dir, 'state'),
+    configPath: path.join(dir, 'cronsafe.yaml'),
+    db: path.join(dir, 'state', 'cronsafe.db'),
+  };
+  mkdirSync(ws.source, { recursive: true });
+  for (const [name, content] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(ws.source, name)), { recursive: true });
+    writeFileSync(path.join(ws.source, name), content);
+  }
+  const full = {
+    name: 'test-job',
+    source: { directory: ws.source },
+    output: { directory: ws.out },
+    state: { sqlite: ws.db },
+    lock: { path: path.join(ws.state, 'cronsafe.lock') },
+    log: { level: 'debug' },
+    ...config,
+  };
+  writeFileSync(ws.configPath, YAML.stringify(full));
+  return ws;
+}
+
+export interface LogLine {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+export interface Running {
+  child: ChildProcess;
+  lines: LogLine[];
+  stderr: () => string;
+  stdout: () => string;
+  /** Resolves with the first log line matching, or rejects after timeoutMs. */
+  waitFor(pred: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Spawn the built CLI with a hard timeout: a hung child is SIGKILLed, never left behind. */
+export function spawnCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Running {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, NO_COLOR: '1', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: LogLine[] = [];
+  const waiters: Array<{ pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
+  let buf = '';
+  let err = '';
+  let raw = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    raw += chunk;
+    buf += chunk;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const text = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        line = { level: 'raw', msg: text };
+      }
+      lines.push(line);
+      for (const w of [...waiters]) {
+        if (w.pred(line)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const hard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      clearTimeout(hard);
+      resolve({ code, signal });
+    });
+  });
+  return {
+    child,
+    lines,
+    stderr: () => err,
+    stdout: () => raw,
+    exited,
+    waitFor(pred, timeoutMs = 20_000) {
+      const found = lines.find(pred);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for a log line; got:\n${lines.map((l) => l.msg).join('\n')}\nstderr: ${err}`)), timeoutMs);
+        const w = { pred, resolve: (l: LogLine) => (clearTimeout(t), resolve(l)) };
+        waiters.push(w);
+        void exited.then(() => {
+          if (waiters.includes(w)) {
+            clearTimeout(t);
+            reject(new Error(`process exited before the awaited log line; got:\n${lines.map((l) => l.msg).join('\n')}\nstderr: ${err}`));
+          }
+        });
+      });
+    },
+  };
+}
+
+/** Run the CLI to completion. */
+export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}) {
+  const r = spawnCli(args, opts);
+  const { code, signal } = await r.exited;
+  return { code, signal, lines: r.lines, stderr: r.stderr(), stdout: r.stdout() };
+}
+
+export const finished = (r: { lines: LogLine[] }) => r.lines.find((l) => l.msg === 'run finished');
+
+/** `cronsafe status --json` parsed. */
+export async function statusJson(configPath: string): Promise<{ items: Record<string, number>; [k: string]: unknown }> {
+  const r = await runCli(['status', '-c', configPath, '--json']);
+  if (r.code !== 0) throw new Error(`status failed (${r.code}): ${r.stderr}`);
+  return JSON.parse(r.stdout) as { items: Record<string, number> };
+}

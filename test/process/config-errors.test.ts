@@ -1,0 +1,80 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, runCli, workspace } from '../helpers/cli.js';
+
+function configFile(text: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
+  mkdirSync(path.join(dir, 'source'));
+  const file = path.join(dir, 'cronsafe.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+const valid = `name: caption-qc
+source: {directory: ./source}
+handler: {command: ["true"]}
+`;
+
+describe('bad config: exit 78 with a message naming the problem', () => {
+  it.each([
+    ['missing file', () => path.join(tmpdir(), 'does-not-exist', 'cronsafe.yaml'), /config file not found: .*does-not-exist/],
+    ['bad YAML', () => configFile('name: x\nsource: {directory: ./source\n'), /cronsafe\.yaml.*line \d+/s],
+    ['unknown key', () => configFile(`${valid}concurency: 4\n`), /concurency: unknown key/],
+    ['unknown nested key', () => configFile(`${valid}retry: {maxAttempt: 3}\n`), /retry\.maxAttempt: unknown key/],
+    ['wrong type', () => configFile(`${valid}concurrency: eight\n`), /concurrency:/],
+    ['missing source directory', () => configFile(valid.replace('./source', './nowhere')), /source\.directory.*nowhere/],
+    ['source is a file', () => configFile(valid.replace('./source', './cronsafe.yaml')), /source\.directory/],
+  ])('%s', async (_name, make, pattern) => {
+    const file = make();
+    for (const cmd of [['run'], ['validate']]) {
+      const r = await runCli([...cmd, '-c', file]);
+      expect(r.code, `${cmd[0]}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(pattern);
+    }
+  });
+
+  it('unreadable source directory (as an unprivileged user)', async () => {
+    if (process.getuid?.() !== 0) {
+      // Without root we cannot switch user; an unreadable dir of our own still fails access().
+      const file = configFile(valid);
+      chmodSync(path.join(path.dirname(file), 'source'), 0o000);
+      const r = await runCli(['validate', '-c', file]);
+      expect(r.code).toBe(78);
+      expect(r.stderr).toMatch(/source\.directory/);
+      return;
+    }
+    // Root reads everything, so run the CLI as nobody against a directory only root may read.
+    const file = configFile(valid);
+    const dir = path.dirname(file);
+    chmodSync(dir, 0o755);
+    chmodSync(path.join(dir, 'source'), 0o700);
+    const child = spawn(process.execPath, [CLI, 'validate', '-c', file], { uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    expect(code, err).toBe(78);
+    expect(err).toMatch(/source\.directory.*(not readable|permission|EACCES)/i);
+  });
+
+  it('a bad command line exits 2', async () => {
+    expect((await runCli(['frobnicate'])).code).toBe(2);
+    expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);
+  });
+
+  it('validate accepts a good config and prints its summary', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const r = await runCli(['validate', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(': OK');
+    expect(r.stdout).toContain('"name": "test-job"');
+  });
+
+  it('the config path falls back to $CRONSAFE_CONFIG', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const r = await runCli(['validate'], { env: { CRONSAFE_CONFIG: ws.configPath } });
+    expect(r.code, r.stderr).toBe(0);
+  });
+});

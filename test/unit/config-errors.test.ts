@@ -1,0 +1,177 @@
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { configError, expectProblem, useConfigDir } from '../helpers/config-files.js';
+
+const dir = useConfigDir();
+const { write, minimal } = dir;
+
+describe('loadConfig: file and YAML errors', () => {
+  it('names the absolute path of a missing file', () => {
+    const missing = path.join(dir.root, 'nope.yaml');
+    const err = configError(() => loadConfig(missing));
+    expect(err.message).toBe(`config file not found: ${missing}`);
+    expect(err.key).toBeUndefined();
+    expect(err.file).toBe(missing);
+  });
+
+  it('names file, line and column of a YAML syntax error', () => {
+    const file = write('name: ok\nsource:\n  directory: /x\n  include: [a, b\nhandler: {}\n');
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toBe(
+      `${file}:5:1: invalid YAML: Flow sequence in block collection must be sufficiently indented and end with a ]`,
+    );
+    expect(err.key).toBeUndefined();
+  });
+
+  it('rejects a duplicate key with its line', () => {
+    const file = write('name: a\nsource: {directory: /x}\nname: b\n');
+    expect(configError(() => loadConfig(file)).message).toBe(`${file}:3:1: invalid YAML: Map keys must be unique`);
+  });
+
+  it('rejects a second document and an alias bomb', () => {
+    const two = write('name: a\n---\nname: b\n');
+    expect(configError(() => loadConfig(two)).message).toBe(
+      `${two}:2:1: invalid YAML: expected one document, found a second one (remove the "---" line)`,
+    );
+    let bomb = 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n';
+    for (let i = 1; i < 9; i++) bomb += `a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]\n`;
+    const file = write(bomb, 'bomb.yaml');
+    expect(configError(() => loadConfig(file)).message).toBe(
+      `${file}: invalid YAML: Excessive alias count indicates a resource exhaustion attack`,
+    );
+  });
+
+  it('rejects an empty file and a top-level list', () => {
+    const empty = write('# nothing\n');
+    expect(configError(() => loadConfig(empty)).message).toBe(
+      `${empty}: the file is empty; expected a mapping with at least name, source and handler`,
+    );
+    const list = write('- a\n', 'list.yaml');
+    expect(configError(() => loadConfig(list)).message).toBe(`${list}: expected a mapping at the top level, got a list`);
+  });
+});
+
+describe('loadConfig: invalid values name the key', () => {
+  it('unknown keys, top level and nested, with a suggestion', () => {
+    expectProblem(minimal('concurency: 3\n'), 'concurency', 'unknown key (did you mean "concurrency"?)');
+    const file = write(`name: job\nsource: {directory: ${dir.queue}, direktory: x}\nhandler: {command: [echo]}\n`);
+    expectProblem(file, 'source.direktory', 'unknown key (did you mean "directory"?)');
+    expectProblem(minimal('lease: {seconds: 90, zzz: 1}\n'), 'lease.zzz', 'unknown key');
+  });
+
+  it('wrong types', () => {
+    expectProblem(minimal('concurrency: eight\n'), 'concurrency', 'expected an integer from 1 to 1024, got "eight"');
+    expectProblem(minimal('retry: 5\n'), 'retry', 'expected a mapping, got 5');
+    expectProblem(minimal('log: {level: loud}\n'), 'log.level',
+      'expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "loud"');
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {N: 1}}\n`);
+    expectProblem(file, 'handler.env.N', 'expected a string (quote numbers and booleans in YAML), got 1');
+  });
+
+  it('missing required keys', () => {
+    expectProblem(write('name: job\nhandler: {command: [echo]}\n'), 'source', 'is required (expected a mapping)');
+    const noHandler = `name: job\nsource: {directory: ${dir.queue}}\n`;
+    expectProblem(write(noHandler), 'handler', 'is required (expected a mapping)');
+    expectProblem(write(`${noHandler}handler: null\n`), 'handler', 'expected a mapping, got null');
+    expectProblem(write(`${noHandler}handler: {command: "echo {path}"}\n`), 'handler.command',
+      'expected a list of strings (argv), got "echo {path}"');
+  });
+
+  it('out of range values', () => {
+    expectProblem(minimal('concurrency: 0\n'), 'concurrency', 'expected an integer from 1 to 1024, got 0');
+    expectProblem(minimal('concurrency: 1025\n'), 'concurrency', 'expected an integer from 1 to 1024, got 1025');
+    expectProblem(minimal('concurrency: 2.5\n'), 'concurrency', 'expected an integer from 1 to 1024, got 2.5');
+    expectProblem(minimal('queueSize: 0\n'), 'queueSize', 'expected an integer >= 1, got 0');
+    expectProblem(minimal('metrics: {port: 70000}\n'), 'metrics.port', 'expected an integer from 1 to 65535, got 70000');
+    expectProblem(minimal('retry: {maxAttempts: 0}\n'), 'retry.maxAttempts', 'expected an integer >= 1, got 0');
+    const t = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], timeoutSeconds: 0}\n`);
+    expectProblem(t, 'handler.timeoutSeconds', 'expected a number of seconds > 0 and <= 2147483, got 0');
+  });
+
+  it('bad names', () => {
+    const name = (n: string) => write(`name: ${n}\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\n`);
+    expectProblem(name('Caption_QC'), 'name',
+      'expected lowercase letters, digits and "-", starting and ending with a letter or digit, got "Caption_QC"');
+    expectProblem(name('a'.repeat(53)), 'name', `expected at most 52 characters, got "${'a'.repeat(53)}"`);
+  });
+
+  it('handler needs exactly one of command and module', () => {
+    const both = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], module: ./x.js}\n`);
+    expectProblem(both, 'handler', 'expected exactly one of command or module, got both');
+    const neither = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {timeoutSeconds: 5}\n`);
+    expectProblem(neither, 'handler', 'expected exactly one of command or module, got neither');
+  });
+
+  it('placeholders', () => {
+    const unknown = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{path}", "--in={file}"]}\n`);
+    expectProblem(unknown, 'handler.command[2]', 'unknown placeholder {file} (known: {path} {id} {output} {attempt})');
+    const noOut = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"]}\n`);
+    expectProblem(noOut, 'handler.command[1]', '{output} is used but output.directory is not set');
+    const ok = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"]}\noutput: {directory: out}\n`);
+    expect(loadConfig(ok).handler.command).toStrictEqual(['qc', '{output}']);
+    // Shell syntax for a child shell passes; a known name inside it still counts.
+    const shell = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [sh, -c, 'cat "$\${HOME}/x" {path}']}\n`);
+    expect(loadConfig(shell).handler.command).toStrictEqual(['sh', '-c', 'cat "${HOME}/x" {path}']);
+    const shellOut = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [sh, -c, 'echo $\${output}']}\n`);
+    expectProblem(shellOut, 'handler.command[2]', '{output} is used but output.directory is not set');
+  });
+
+  it('schedule: the scheduler\'s own cron and zone checks, under the schedule.* keys', () => {
+    // The wording after the key belongs to src/schedule; here: the key, the file, the bad value.
+    const bad = (yaml: string, key: string, start: string) => {
+      const file = minimal(yaml);
+      const err = configError(() => loadConfig(file));
+      expect(err.key).toBe(key);
+      expect(err.message.startsWith(`${file}: ${key}: ${start}`), err.message).toBe(true);
+    };
+    bad('schedule: {cron: "* * * * *", timeZone: Europe/Londn}\n', 'schedule.timeZone', 'unknown time zone "Europe/Londn"');
+    bad('schedule: {cron: "* * * * *", timeZone: europe/london}\n', 'schedule.timeZone', 'unknown time zone "europe/london"');
+    bad('schedule: {cron: "0 * * * * *"}\n', 'schedule.cron', 'cron expression "0 * * * * *": expected 5 fields');
+    bad('schedule: {cron: "61 * * * *"}\n', 'schedule.cron', 'minute field "61"');
+    const ok = loadConfig(minimal('schedule: {cron: "@daily", timeZone: Asia/Kolkata}\n')).schedule;
+    expect(ok).toStrictEqual({ cron: '@daily', timeZone: 'Asia/Kolkata', refresh: 'never' });
+  });
+
+  it('cross-key rules: lease, drain, retry, state', () => {
+    expectProblem(minimal('lease: {seconds: 30, renewSeconds: 30}\n'), 'lease.renewSeconds',
+      'must be less than lease.seconds (30), got 30');
+    // The default renewSeconds (30) is checked too.
+    expectProblem(minimal('lease: {seconds: 20}\n'), 'lease.renewSeconds', 'must be less than lease.seconds (20), got 30');
+    expectProblem(minimal('drain: {gracePeriodSeconds: 5, marginSeconds: 5}\n'), 'drain.marginSeconds',
+      'must be less than drain.gracePeriodSeconds (5), got 5');
+    expectProblem(minimal('retry: {backoffSeconds: 60, backoffMaxSeconds: 10}\n'), 'retry.backoffMaxSeconds',
+      'must be >= retry.backoffSeconds (60), got 10');
+    expectProblem(minimal('state: {sqlite: a.db, postgres: "postgres://h/db"}\n'), 'state',
+      'expected at most one of sqlite or postgres, got both');
+  });
+
+  it('reports every problem, one per line, keeping the first key', () => {
+    const file = minimal('concurrency: 0\nlog: {format: xml}\nbogus: 1\n');
+    const err = configError(() => loadConfig(file));
+    expect(err.message.split('\n')).toStrictEqual([
+      `${file}: concurrency: expected an integer from 1 to 1024, got 0`,
+      `${file}: log.format: expected one of "json", "pretty", got "xml"`,
+      `${file}: bogus: unknown key`,
+    ]);
+    expect(err.key).toBe('concurrency');
+  });
+
+  it('checks cross-key rules even when other keys are wrong', () => {
+    const file = write(
+      `name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"], module: x.js, env: {N: 1}}\nconcurrency: 0\n`,
+    );
+    expect(configError(() => loadConfig(file)).message.split('\n')).toStrictEqual([
+      `${file}: handler.env.N: expected a string (quote numbers and booleans in YAML), got 1`,
+      `${file}: handler: expected exactly one of command or module, got both`,
+      `${file}: concurrency: expected an integer from 1 to 1024, got 0`,
+      `${file}: handler.command[1]: {output} is used but output.directory is not set`,
+    ]);
+  });
+
+  it('never prints a password in an error', () => {
+    const file = minimal('state: {postgres: "mysql://app:s3cret@db/x"}\n');
+    expect(configError(() => loadConfig(file)).message).toBe(`${file}: state.postgres: expected a postgres:// or postgresql:// URL, got "mysql://app:***@db/x"`);
+  });
+});
+

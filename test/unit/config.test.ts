@@ -1,0 +1,271 @@
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { configSummary, loadConfig, redactUrl, resolveConfigPath } from '../../src/config/load.js';
+import type { Config } from '../../src/config/types.js';
+import { configError, expectProblem, useConfigDir } from '../helpers/config-files.js';
+
+const LOAD_TS = fileURLToPath(new URL('../../src/config/load.ts', import.meta.url));
+const DEFAULT_CONCURRENCY = Math.min(8, 2 * os.availableParallelism());
+
+const dir = useConfigDir();
+const { write, minimal } = dir;
+
+describe('loadConfig: valid files', () => {
+  it('loads the DESIGN.md example with exact resolved values', () => {
+    const file = write(`
+name: caption-qc
+source:
+  directory: ${dir.queue}
+  include: ["**/*.scc"]
+  exclude: []
+handler:
+  command: ["python3", "qc.py", "{path}", "{output}"]
+  timeoutSeconds: 300
+output:
+  directory: ${dir.root}/out
+state:
+  sqlite: ${dir.root}/state/cronsafe.db
+concurrency: 8
+queueSize: 32
+lease: {seconds: 90, renewSeconds: 30}
+retry: {maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600}
+drain: {gracePeriodSeconds: 30, marginSeconds: 5}
+lock: {path: ${dir.root}/state/cronsafe.lock}
+schedule: {cron: "*/5 * * * *", timeZone: Europe/London, graceSeconds: 300, refresh: never}
+metrics: {port: 9464, pushgateway: "http://pushgateway:9091"}
+log: {level: info, format: json}
+`);
+    const expected: Config = {
+      name: 'caption-qc',
+      configPath: file,
+      source: { directory: dir.queue, include: ['**/*.scc'], exclude: [] },
+      handler: {
+        command: ['python3', 'qc.py', '{path}', '{output}'],
+        timeoutSeconds: 300,
+        killAfterSeconds: 5,
+        maxLogBytes: 65536,
+        env: {},
+      },
+      output: { directory: `${dir.root}/out` },
+      state: { sqlite: `${dir.root}/state/cronsafe.db` },
+      concurrency: 8,
+      queueSize: 32,
+      lease: { seconds: 90, renewSeconds: 30 },
+      retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
+      drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
+      lock: { path: `${dir.root}/state/cronsafe.lock` },
+      schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London', graceSeconds: 300, refresh: 'never' },
+      metrics: { port: 9464, pushgateway: 'http://pushgateway:9091', pushIntervalSeconds: 30 },
+      log: { level: 'info', format: 'json' },
+    };
+    expect(loadConfig(file)).toStrictEqual(expected);
+  });
+
+  it('reads every key when none is at its default', () => {
+    const file = write(`
+name: x1
+source: {directory: ${dir.queue}, include: ["a/**", "*.txt"], exclude: ["**/*.tmp"]}
+handler:
+  module: ./h.mjs
+  timeoutSeconds: 12.5
+  killAfterSeconds: 0
+  maxLogBytes: 100
+  env: {MODE: fast}
+state: {postgres: "postgres://u:pw@db:5432/cs"}
+concurrency: 3
+queueSize: 7
+lease: {seconds: 15, renewSeconds: 5}
+retry: {maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 10}
+drain: {gracePeriodSeconds: 60, marginSeconds: 10}
+schedule: {cron: "0 3 * * 1-5", refresh: on-change}
+metrics: {pushIntervalSeconds: 5}
+log: {level: debug, format: pretty}
+`);
+    fs.writeFileSync(path.join(dir.root, 'h.mjs'), 'export default async () => {};\n');
+    const c = loadConfig(file);
+    expect(c.source).toStrictEqual({ directory: dir.queue, include: ['a/**', '*.txt'], exclude: ['**/*.tmp'] });
+    expect(c.handler).toStrictEqual({
+      module: path.join(dir.root, 'h.mjs'),
+      timeoutSeconds: 12.5,
+      killAfterSeconds: 0,
+      maxLogBytes: 100,
+      env: { MODE: 'fast' },
+    });
+    expect(c.state).toStrictEqual({ postgres: 'postgres://u:pw@db:5432/cs' });
+    expect([c.concurrency, c.queueSize]).toStrictEqual([3, 7]);
+    expect(c.lease).toStrictEqual({ seconds: 15, renewSeconds: 5 });
+    expect(c.retry).toStrictEqual({ maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 10 });
+    expect(c.drain).toStrictEqual({ gracePeriodSeconds: 60, marginSeconds: 10 });
+    // With postgres there is no db file to sit next to: the lock goes under <config dir>/.cronsafe.
+    expect(c.lock).toStrictEqual({ path: path.join(dir.root, '.cronsafe', 'x1.lock') });
+    expect(c.schedule).toStrictEqual({ cron: '0 3 * * 1-5', refresh: 'on-change' });
+    expect(c.metrics).toStrictEqual({ pushIntervalSeconds: 5 });
+    expect(c.log).toStrictEqual({ level: 'debug', format: 'pretty' });
+  });
+
+  it('applies every default to a minimal file', () => {
+    const file = minimal();
+    expect(loadConfig(file)).toStrictEqual({
+      name: 'job',
+      configPath: file,
+      source: { directory: dir.queue, include: ['**'], exclude: [] },
+      handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, env: {} },
+      state: { sqlite: path.join(dir.root, '.cronsafe', 'cronsafe.db') },
+      concurrency: DEFAULT_CONCURRENCY,
+      queueSize: 4 * DEFAULT_CONCURRENCY,
+      lease: { seconds: 90, renewSeconds: 30 },
+      retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
+      drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
+      lock: { path: path.join(dir.root, '.cronsafe', 'job.lock') },
+      log: { level: 'info', format: 'json' },
+    } satisfies Config);
+  });
+
+  it('derives queueSize from an explicit concurrency', () => {
+    expect(loadConfig(minimal('concurrency: 3\n')).queueSize).toBe(12);
+  });
+
+  it('resolves relative paths against the config file directory, not the cwd', () => {
+    fs.mkdirSync(path.join(dir.root, 'conf', 'q'), { recursive: true });
+    fs.writeFileSync(path.join(dir.root, 'conf', 'h.js'), '');
+    const file = write(
+      'name: rel\nsource: {directory: q}\nhandler: {module: ./h.js}\noutput: {directory: ../out}\n' +
+        'state: {sqlite: state/ledger.db}\n',
+      'conf/cronsafe.yaml',
+    );
+    const c = loadConfig(file);
+    expect(c.source.directory).toBe(path.join(dir.root, 'conf', 'q'));
+    expect(c.handler.module).toBe(path.join(dir.root, 'conf', 'h.js'));
+    expect(c.output).toStrictEqual({ directory: path.join(dir.root, 'out') });
+    expect(c.state.sqlite).toBe(path.join(dir.root, 'conf', 'state', 'ledger.db'));
+    // Default lock: next to the sqlite db, named after the job.
+    expect(c.lock.path).toBe(path.join(dir.root, 'conf', 'state', 'rel.lock'));
+    const withLock = write(`name: rel\nsource: {directory: q}\nhandler: {module: ./h.js}\nlock: {path: l/x.lock}\n`, 'conf/b.yaml');
+    expect(loadConfig(withLock).lock.path).toBe(path.join(dir.root, 'conf', 'l', 'x.lock'));
+  });
+
+  it('accepts a missing output.directory (created later) and skips path checks on request', () => {
+    expect(loadConfig(minimal(`output: {directory: ${dir.root}/not-yet}\n`)).output?.directory).toBe(`${dir.root}/not-yet`);
+    const file = write('name: job\nsource: {directory: /does/not/exist}\nhandler: {module: /nope.js}\n');
+    expect(loadConfig(file, { checkPaths: false }).source.directory).toBe('/does/not/exist');
+  });
+});
+
+describe('loadConfig: paths on disk', () => {
+  it('source.directory must exist and be a directory', () => {
+    const gone = path.join(dir.root, 'gone');
+    const file = write(`name: job\nsource: {directory: gone}\nhandler: {command: [echo]}\n`);
+    expectProblem(file, 'source.directory', `directory not found: ${gone}`);
+    fs.writeFileSync(gone, '');
+    expectProblem(file, 'source.directory', `not a directory: ${gone}`);
+  });
+
+  it('source.directory must be readable', () => {
+    const locked = path.join(dir.root, 'locked');
+    fs.mkdirSync(locked, { mode: 0o000 });
+    fs.chmodSync(locked, 0o000);
+    fs.chmodSync(dir.root, 0o755);
+    const file = write(`name: job\nsource: {directory: locked}\nhandler: {command: [echo]}\n`);
+    fs.chmodSync(file, 0o644);
+    let result: { message?: string; key?: string };
+    if (process.getuid?.() === 0) {
+      // dir.root reads anything: load as "nobody" in a child so the permission check is real.
+      const script = `import { loadConfig } from ${JSON.stringify(pathToFileURL(LOAD_TS).href)};
+        try { loadConfig(${JSON.stringify(file)}); console.log('{}'); }
+        catch (e) { console.log(JSON.stringify({ message: e.message, key: e.key })); }`;
+      const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        uid: 65534, gid: 65534, encoding: 'utf8', timeout: 30_000, cwd: path.dirname(LOAD_TS),
+      });
+      expect(child.status, child.stderr).toBe(0);
+      result = JSON.parse(child.stdout) as typeof result;
+    } else {
+      const err = configError(() => loadConfig(file));
+      result = { message: err.message, key: err.key };
+    }
+    fs.chmodSync(locked, 0o755);
+    expect(result).toStrictEqual({
+      message: `${file}: source.directory: directory not readable (EACCES): ${locked}`,
+      key: 'source.directory',
+    });
+  });
+
+  it('handler.module must exist; an existing output.directory must be a directory', () => {
+    const mod = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {module: ./missing.js}\n`);
+    expectProblem(mod, 'handler.module', `file not found: ${path.join(dir.root, 'missing.js')}`);
+    fs.writeFileSync(path.join(dir.root, 'out'), '');
+    expectProblem(minimal('output: {directory: out}\n'), 'output.directory', `not a directory: ${path.join(dir.root, 'out')}`);
+  });
+});
+
+describe('environment', () => {
+  const pgFile = () => minimal('state: {postgres: "${PGURL}"}\n');
+
+  it('interpolates ${VAR} and fails naming the key when it is unset', () => {
+    expect(loadConfig(pgFile(), { env: { PGURL: 'postgres://u:p@h/db' } }).state).toStrictEqual({ postgres: 'postgres://u:p@h/db' });
+    expectProblem(pgFile(), 'state.postgres', 'environment variable PGURL is not set');
+  });
+
+  it('uses ${VAR:-default} when unset or empty, and keeps $${ literal', () => {
+    const file = minimal('log: {level: "${LEVEL:-warn}"}\nlock: {path: "/l/${SUFFIX:-}x-$${NOT}.lock"}\n');
+    expect(loadConfig(file, { env: {} }).log.level).toBe('warn');
+    expect(loadConfig(file, { env: { LEVEL: '' } }).log.level).toBe('warn');
+    expect(loadConfig(file, { env: { LEVEL: 'error' } }).log.level).toBe('error');
+    expect(loadConfig(file, { env: { SUFFIX: 'a' } }).lock.path).toBe('/l/ax-${NOT}.lock');
+  });
+
+  it('turns a whole ${...} into a number only where a number is expected', () => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {TOKEN: "\${T}"}}\nconcurrency: \${N:-4}\n`);
+    const c = loadConfig(file, { env: { T: '0123' } });
+    expect([c.concurrency, c.handler.env]).toStrictEqual([4, { TOKEN: '0123' }]);
+    expectProblem(file, 'concurrency', 'expected an integer from 1 to 1024, got "many"', { T: 'x', N: 'many' });
+  });
+
+  it('rejects malformed interpolation', () => {
+    expectProblem(minimal('lock: {path: "/x/${1BAD}"}\n'), 'lock.path',
+      'invalid interpolation "${1BAD}" (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
+  });
+
+  it('CRONSAFE_STATE_POSTGRES overrides state, and the lock moves under .cronsafe', () => {
+    const file = minimal('state: {sqlite: s.db}\n');
+    const c = loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: 'postgresql://a:b@pg/cs' } });
+    expect(c.state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs' });
+    expect(c.lock.path).toBe(path.join(dir.root, '.cronsafe', 'job.lock'));
+    expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: '' } }).state).toStrictEqual({ sqlite: path.join(dir.root, 's.db') });
+    expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got "nonsense"', {
+      CRONSAFE_STATE_POSTGRES: 'nonsense',
+    });
+  });
+
+  it('resolveConfigPath: -c, then $CRONSAFE_CONFIG, then ./cronsafe.yaml, always absolute', () => {
+    expect(resolveConfigPath('a/b.yaml', { CRONSAFE_CONFIG: '/env.yaml' })).toBe(path.resolve('a/b.yaml'));
+    expect(resolveConfigPath(undefined, { CRONSAFE_CONFIG: 'env.yaml' })).toBe(path.resolve('env.yaml'));
+    expect(resolveConfigPath(undefined, {})).toBe(path.join(process.cwd(), 'cronsafe.yaml'));
+  });
+});
+
+describe('secrets', () => {
+  it('redactUrl hides the password and nothing else', () => {
+    expect(redactUrl('postgres://app:s3cret@db:5432/cs?sslmode=require')).toBe('postgres://app:***@db:5432/cs?sslmode=require');
+    expect(redactUrl('postgres://app:p@ss@db/cs')).toBe('postgres://app:***@db/cs');
+    expect(redactUrl('postgres://db/cs?user=a&password=s3cret&x=1')).toBe('postgres://db/cs?user=a&password=***&x=1');
+    expect(redactUrl('postgres://app@db/cs')).toBe('postgres://app@db/cs');
+    expect(redactUrl('http://pushgateway:9091')).toBe('http://pushgateway:9091');
+    expect(redactUrl('not a url')).toBe('not a url');
+  });
+
+  it('configSummary shows no secret', () => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
+state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);
+    const summary = configSummary(loadConfig(file));
+    const json = JSON.stringify(summary);
+    for (const secret of ['s3cret', 'pushpw', 'tok-123']) expect(json).not.toContain(secret);
+    expect(summary.state).toStrictEqual({ postgres: 'postgres://app:***@db/cs' });
+    expect(summary.handler).toMatchObject({ command: ['echo', '{path}'], envKeys: ['API_TOKEN'] });
+    expect(summary.metrics).toStrictEqual({ pushgateway: 'https://u:***@pg:9091', pushIntervalSeconds: 30 });
+    expect(summary.name).toBe('job');
+  });
+});

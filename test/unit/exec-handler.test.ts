@@ -1,0 +1,343 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { HandlerConfig } from '../../src/config/types.js';
+import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
+import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
+
+const FIXTURES = fileURLToPath(new URL('../fixtures/handlers/', import.meta.url));
+const fixture = (name: string): string => path.join(FIXTURES, name);
+const NODE = process.execPath;
+
+interface LogLine { level: number; msg: string; stream?: string; droppedBytes?: number }
+
+/** A pino logger writing into memory, so tests can assert what `kubectl logs` would show. */
+function memoryLogger() {
+  const lines: LogLine[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const l of chunk.toString('utf8').split('\n')) if (l) lines.push(JSON.parse(l) as LogLine);
+      cb();
+    },
+  });
+  return { log: pino({ level: 'trace' }, sink), lines };
+}
+
+function handlerConfig(command: string[], over: Partial<HandlerConfig> = {}): HandlerConfig {
+  return { command, timeoutSeconds: 20, killAfterSeconds: 1, maxLogBytes: 65536, env: {}, ...over };
+}
+
+/** Readiness: poll for a condition (a file appearing), bounded; never a bare sleep. */
+async function waitFor(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Gone = no such process, or a zombie nobody has reaped yet (it runs no code). */
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return true;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+async function failureOf(p: Promise<unknown>): Promise<HandlerFailure> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(HandlerFailure);
+    return err as HandlerFailure;
+  }
+  throw new Error('expected the attempt to fail');
+}
+
+let dir: string;
+let src: string;
+const spawned: number[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-exec-'));
+  src = path.join(dir, 'src');
+  mkdirSync(src);
+});
+afterEach(() => {
+  // Belt and braces: a failing test must not leave sleepers behind.
+  for (const pid of spawned.splice(0)) {
+    try { process.kill(pid, 'SIGKILL'); } catch { /* already gone */ }
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function context(over: Partial<HandlerContext> = {}) {
+  const { log, lines } = memoryLogger();
+  const ctx: HandlerContext = { signal: new AbortController().signal, log, attempt: 2, outputPath: path.join(dir, 'out.tmp'), ...over };
+  return { ctx, lines };
+}
+
+describe('expandArg', () => {
+  it('substitutes in one pass, inside text, and leaves unknown braces', () => {
+    const v = { path: '/s/{id}', id: 'a{attempt}', output: '/o', attempt: '3' };
+    expect(expandArg('--in={path}', v)).toBe('--in=/s/{id}');
+    expect(expandArg('{id}-{attempt}-{nope}', v)).toBe('a{attempt}-3-{nope}');
+  });
+});
+
+describe('exec handler: arguments reach the child untouched', () => {
+  const pwnedAbs = `/tmp/pwned-${randomBytes(6).toString('hex')}`;
+  const pwnedRel = `pwned-${randomBytes(6).toString('hex')}`;
+  const ids = [
+    'with space.scc',
+    "single'quote.scc",
+    'double"quote.scc',
+    `$(touch ${pwnedAbs})`, // a nested path whose full text is the substitution
+    `\`touch ${pwnedRel}\`.scc`,
+    `a; touch ${pwnedRel}; b.scc`,
+    'line\nbreak.scc',
+    'é 日本.scc',
+    'lit {id} and {path}.scc',
+  ];
+
+  it.each(ids)('%j', async (id) => {
+    const itemPath = path.join(src, id);
+    mkdirSync(path.dirname(itemPath), { recursive: true });
+    writeFileSync(itemPath, 'x');
+    const record = path.join(dir, 'record.json');
+    const handler = createExecHandler(
+      handlerConfig([NODE, fixture('record-args.mjs'), '{path}', '--id={id}', '{output}', 'attempt-{attempt}', '{nope}'], {
+        env: { RECORD_FILE: record, EXTRA: 'extra' },
+      }),
+      { sourceDir: src },
+    );
+    const { ctx } = context();
+    await handler.run({ id, path: itemPath, attempt: 2 }, ctx);
+
+    const got = JSON.parse(readFileSync(record, 'utf8')) as { argv: string[]; env: Record<string, string>; cwd: string };
+    expect(got.argv).toEqual([itemPath, `--id=${id}`, ctx.outputPath, 'attempt-2', '{nope}']);
+    expect(got.env).toEqual({
+      CRONSAFE_ITEM_PATH: itemPath,
+      CRONSAFE_ITEM_ID: id,
+      CRONSAFE_OUTPUT_PATH: ctx.outputPath,
+      CRONSAFE_ATTEMPT: '2',
+      EXTRA: 'extra',
+    });
+    expect(got.cwd).toBe(src);
+    expect(existsSync(pwnedAbs)).toBe(false);
+    expect(existsSync(path.join(src, pwnedRel))).toBe(false);
+  });
+
+  it('has no CRONSAFE_OUTPUT_PATH without an output, even if cronsafe inherited one', async () => {
+    const record = path.join(dir, 'record.json');
+    process.env.CRONSAFE_OUTPUT_PATH = '/inherited';
+    try {
+      const handler = createExecHandler(handlerConfig([NODE, fixture('record-args.mjs')], { env: { RECORD_FILE: record } }), { sourceDir: src });
+      const { ctx } = context({ outputPath: undefined });
+      await handler.run({ id: 'a', path: path.join(src, 'a'), attempt: 1 }, ctx);
+    } finally {
+      delete process.env.CRONSAFE_OUTPUT_PATH;
+    }
+    const got = JSON.parse(readFileSync(record, 'utf8')) as { env: Record<string, string> };
+    expect(got.env).not.toHaveProperty('CRONSAFE_OUTPUT_PATH');
+  });
+
+  it('fails an attempt that needs {output} when there is no output directory', async () => {
+    const handler = createExecHandler(handlerConfig([NODE, fixture('record-args.mjs'), '{output}']), { sourceDir: src });
+    const { ctx } = context({ outputPath: undefined });
+    const f = await failureOf(handler.run({ id: 'a', path: path.join(src, 'a'), attempt: 1 }, ctx));
+    expect(f.message).toMatch(/\{output\}.*output\.directory/);
+  });
+});
+
+describe('exec handler: outcomes', () => {
+  const item = () => ({ id: 'a.scc', path: path.join(src, 'a.scc'), attempt: 1 });
+
+  it('reports the exit code with the stderr tail', async () => {
+    const handler = createExecHandler(handlerConfig([NODE, fixture('exit-code.mjs'), '3', 'boom: bad frame rate\n']), { sourceDir: src });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message).toBe('exit code 3: boom: bad frame rate');
+    expect(f.interrupted).toBe(false);
+  });
+
+  it('keeps only the last ~2 KB of stderr in the message', async () => {
+    const noise = 'n'.repeat(10_000) + '\nTHE END\n';
+    const handler = createExecHandler(handlerConfig([NODE, fixture('exit-code.mjs'), '1', noise]), { sourceDir: src });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message.startsWith('exit code 1: nnn')).toBe(true);
+    expect(f.message.endsWith('THE END')).toBe(true);
+    expect(f.message.length).toBeLessThan(2100);
+  });
+
+  it('reports death by signal', async () => {
+    const handler = createExecHandler(handlerConfig([NODE, fixture('kill-self.mjs')]), { sourceDir: src });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message).toBe('killed by SIGKILL: about to die');
+  });
+
+  it('logs stdout lines as info and stderr lines as warn', async () => {
+    const handler = createExecHandler(handlerConfig([NODE, fixture('log-lines.mjs')]), { sourceDir: src });
+    const { ctx, lines } = context();
+    await handler.run(item(), ctx);
+    const out = lines.filter((l) => l.stream);
+    expect(out).toContainEqual(expect.objectContaining({ level: 30, stream: 'stdout', msg: 'hello from stdout' }));
+    expect(out).toContainEqual(expect.objectContaining({ level: 40, stream: 'stderr', msg: 'careful: stderr' }));
+    expect(out).toContainEqual(expect.objectContaining({ level: 30, stream: 'stdout', msg: 'no newline at end' }));
+    expect(out).toHaveLength(3);
+  });
+
+  it('caps logged output at maxLogBytes, says how much it dropped, and never blocks the child', async () => {
+    const max = 10_000;
+    const handler = createExecHandler(handlerConfig([NODE, fixture('flood.mjs')], { maxLogBytes: max }), { sourceDir: src });
+    const { ctx, lines } = context();
+    await handler.run(item(), ctx);
+    const logged = lines.filter((l) => l.stream === 'stdout');
+    expect(logged.reduce((n, l) => n + Buffer.byteLength(l.msg), 0)).toBeLessThanOrEqual(max);
+    expect(logged.length).toBeGreaterThan(5);
+    const dropped = lines.filter((l) => l.droppedBytes !== undefined);
+    expect(dropped).toHaveLength(1);
+    expect(dropped[0]!.droppedBytes).toBe(1024 * 1024 - max);
+    expect(dropped[0]!.msg).toMatch(/dropped 1038576 bytes/);
+  });
+
+  it('names a missing command', async () => {
+    const handler = createExecHandler(handlerConfig(['cronsafe-no-such-command-xyz', '{path}']), { sourceDir: src });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message).toMatch(/"cronsafe-no-such-command-xyz": ENOENT \(command not found\)/);
+  });
+
+  it('names a command that is not executable', async () => {
+    const script = path.join(dir, 'not-exec.sh');
+    writeFileSync(script, '#!/bin/sh\nexit 0\n');
+    chmodSync(script, 0o644);
+    const handler = createExecHandler(handlerConfig([script]), { sourceDir: src });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message).toContain(`${JSON.stringify(script)}: EACCES`);
+  });
+});
+
+describe('exec handler: timeout and abort kill the whole process group', () => {
+  const item = () => ({ id: 'a.scc', path: path.join(src, 'a.scc'), attempt: 1 });
+
+  async function pidsFrom(file: string): Promise<[number, number]> {
+    await waitFor(() => existsSync(file), 'the fixture to report its pids');
+    const [child, grandchild] = readFileSync(file, 'utf8').split(' ').map(Number) as [number, number];
+    spawned.push(child, grandchild);
+    return [child, grandchild];
+  }
+
+  it('times out, killing the child and its grandchild', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids], { timeoutSeconds: 2 }), { sourceDir: src });
+    const run = handler.run(item(), context().ctx);
+    const [child, grandchild] = await pidsFrom(pids);
+    expect(processGone(grandchild)).toBe(false);
+    const f = await failureOf(run);
+    expect(f.message).toBe('timed out after 2s');
+    expect(f.interrupted).toBe(false);
+    expect(processGone(child)).toBe(true);
+    expect(processGone(grandchild)).toBe(true);
+  });
+
+  it('on abort: interrupted=true and the group is gone when the promise settles', async () => {
+    const pids = path.join(dir, 'pids');
+    // killAfterSeconds far away: SIGTERM must reach the grandchild too, not only the SIGKILL.
+    const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids], { killAfterSeconds: 30 }), {
+      sourceDir: src,
+    });
+    const ac = new AbortController();
+    const run = handler.run(item(), context({ signal: ac.signal }).ctx);
+    const [child, grandchild] = await pidsFrom(pids);
+    const t0 = Date.now();
+    ac.abort(new Error('drain deadline'));
+    const f = await failureOf(run);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(f.message).toBe('interrupted: drain deadline');
+    expect(f.interrupted).toBe(true);
+    expect(processGone(child)).toBe(true);
+    expect(processGone(grandchild)).toBe(true);
+  });
+
+  it('does not spawn when already aborted', async () => {
+    const record = path.join(dir, 'record.json');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('record-args.mjs')], { env: { RECORD_FILE: record } }), { sourceDir: src });
+    const ac = new AbortController();
+    ac.abort(new Error('second signal'));
+    const f = await failureOf(handler.run(item(), context({ signal: ac.signal }).ctx));
+    expect(f).toMatchObject({ message: 'interrupted: second signal', interrupted: true });
+    expect(existsSync(record)).toBe(false);
+  });
+
+  it('SIGKILLs a child that ignores SIGTERM after killAfterSeconds', async () => {
+    const ready = path.join(dir, 'ready');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('ignore-sigterm.mjs'), ready], { killAfterSeconds: 0.5 }), { sourceDir: src });
+    const ac = new AbortController();
+    const run = handler.run(item(), context({ signal: ac.signal }).ctx);
+    await waitFor(() => existsSync(ready), 'the SIGTERM handler to be installed');
+    const pid = Number(readFileSync(ready, 'utf8'));
+    spawned.push(pid);
+    const t0 = Date.now();
+    ac.abort(new Error('drain deadline'));
+    const f = await failureOf(run);
+    const waited = Date.now() - t0;
+    expect(f.interrupted).toBe(true);
+    expect(waited).toBeGreaterThanOrEqual(450); // it survived SIGTERM...
+    expect(waited).toBeLessThan(5000); // ...until the SIGKILL
+    expect(processGone(pid)).toBe(true);
+  });
+
+  it('does not settle while a grandchild that ignores SIGTERM lives on without our pipes', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('stubborn-grandchild.mjs'), pids], { killAfterSeconds: 0.5 }), {
+      sourceDir: src,
+    });
+    const ac = new AbortController();
+    const run = handler.run(item(), context({ signal: ac.signal }).ctx);
+    const [child, grandchild] = await pidsFrom(pids);
+    const t0 = Date.now();
+    ac.abort(new Error('drain deadline'));
+    const f = await failureOf(run);
+    expect(f.interrupted).toBe(true);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(450);
+    expect(processGone(child)).toBe(true);
+    expect(processGone(grandchild)).toBe(true);
+  });
+
+  it('succeeds when the child exits 0, and ends what it left behind holding our pipes', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('orphan-holding-pipes.mjs'), pids], { timeoutSeconds: 30 }), {
+      sourceDir: src,
+    });
+    const { ctx, lines } = context();
+    const t0 = Date.now();
+    await handler.run(item(), ctx);
+    expect(Date.now() - t0).toBeLessThan(10_000); // not the 30 s timeout
+    const [, grandchild] = await pidsFrom(pids);
+    expect(processGone(grandchild)).toBe(true);
+    expect(lines.some((l) => l.level === 40 && /left processes in its group/.test(l.msg))).toBe(true);
+  });
+
+  it('settles even when a process that escaped the group holds our pipes', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('escaped-holding-pipes.mjs'), pids], { timeoutSeconds: 30, killAfterSeconds: 0.2 }), {
+      sourceDir: src,
+    });
+    const { ctx, lines } = context();
+    const run = handler.run(item(), ctx);
+    await pidsFrom(pids); // registers the escaped grandchild for afterEach to kill
+    await run;
+    expect(lines.some((l) => l.level === 40 && /outside its group still holds/.test(l.msg))).toBe(true);
+  });
+});

@@ -1,0 +1,139 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { HandlerConfig } from '../../src/config/types.js';
+import { ConfigError } from '../../src/errors.js';
+import { createHandler, createModuleHandler } from '../../src/runner/handlers/index.js';
+import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
+
+const FIXTURES = fileURLToPath(new URL('../fixtures/handlers/', import.meta.url));
+const fixture = (name: string): string => path.join(FIXTURES, name);
+
+function moduleConfig(name: string, over: Partial<HandlerConfig> = {}): HandlerConfig {
+  return { module: fixture(name), timeoutSeconds: 20, killAfterSeconds: 5, maxLogBytes: 65536, env: {}, ...over };
+}
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-module-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const item = { id: 'dir/a.scc', path: '/src/dir/a.scc', attempt: 3 };
+function context(signal = new AbortController().signal): HandlerContext {
+  return { signal, log: pino({ level: 'silent' }), attempt: 3, outputPath: path.join(dir, 'out.tmp') };
+}
+
+async function failureOf(p: Promise<unknown>): Promise<HandlerFailure> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(HandlerFailure);
+    return err as HandlerFailure;
+  }
+  throw new Error('expected the attempt to fail');
+}
+
+describe('module handler', () => {
+  it('runs the default export with the item and context', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-ok.mjs'), { sourceDir: '/src' });
+    const ctx = context();
+    await handler.run(item, ctx);
+    expect(readFileSync(ctx.outputPath!, 'utf8')).toBe('dir/a.scc 3');
+  });
+
+  it('turns a throw into a failure carrying its message', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-throws.mjs'), { sourceDir: '/src' });
+    const f = await failureOf(handler.run(item, context()));
+    expect(f).toMatchObject({ message: 'bad caption at line 3', interrupted: false });
+  });
+
+  it('times out a function that ignores its signal, after the grace, without waiting for it', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-hangs.mjs', { timeoutSeconds: 0.2, killAfterSeconds: 0.2 }), {
+      sourceDir: '/src',
+    });
+    const t0 = Date.now();
+    const f = await failureOf(handler.run(item, context()));
+    expect(f).toMatchObject({ message: 'timed out after 0.2s', interrupted: false });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(350);
+    expect(Date.now() - t0).toBeLessThan(3000);
+  });
+
+  it('aborts the per-attempt signal on timeout, so a cooperative function stops at once', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-cooperative.mjs', { timeoutSeconds: 0.2, killAfterSeconds: 30 }), {
+      sourceDir: '/src',
+    });
+    const t0 = Date.now();
+    const f = await failureOf(handler.run(item, context()));
+    expect(f).toMatchObject({ message: 'timed out after 0.2s', interrupted: false });
+    expect(Date.now() - t0).toBeLessThan(5000); // did not sit out the 30 s grace
+  });
+
+  it('on abort: interrupted=true with the reason', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-cooperative.mjs'), { sourceDir: '/src' });
+    const ac = new AbortController();
+    const run = handler.run(item, context(ac.signal));
+    ac.abort(new Error('drain deadline'));
+    const f = await failureOf(run);
+    expect(f).toMatchObject({ message: 'interrupted: drain deadline', interrupted: true });
+  });
+
+  it('on abort: gives up on a function that ignores its signal after killAfterSeconds', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-hangs.mjs', { killAfterSeconds: 0.2 }), { sourceDir: '/src' });
+    const ac = new AbortController();
+    const run = handler.run(item, context(ac.signal));
+    ac.abort(new Error('second signal'));
+    const f = await failureOf(run);
+    expect(f).toMatchObject({ message: 'interrupted: second signal', interrupted: true });
+  });
+
+  it('does not call the function when already aborted', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-ok.mjs'), { sourceDir: '/src' });
+    const ac = new AbortController();
+    ac.abort(new Error('drain deadline'));
+    const ctx = context(ac.signal);
+    const f = await failureOf(handler.run(item, ctx));
+    expect(f.interrupted).toBe(true);
+    expect(existsSync(ctx.outputPath!)).toBe(false);
+  });
+
+  it.each([
+    ['module-not-function.mjs', /default export must be a function.*found a number \(42\)/],
+    ['module-no-default.mjs', /default export must be a function.*found no default export/],
+    ['module-missing.mjs', /cannot import/],
+  ])('rejects %s with a ConfigError naming handler.module', async (name, pattern) => {
+    const err = await createModuleHandler(moduleConfig(name), { sourceDir: '/src' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).key).toBe('handler.module');
+    expect((err as Error).message).toContain(`handler.module ${fixture(name)}`);
+    expect((err as Error).message).toMatch(pattern);
+  });
+});
+
+describe('createHandler', () => {
+  const base = { timeoutSeconds: 5, killAfterSeconds: 1, maxLogBytes: 1024, env: {} };
+
+  it('builds a module handler from handler.module', async () => {
+    const handler = await createHandler({ ...base, module: fixture('module-throws.mjs') }, { sourceDir: '/src' });
+    expect((await failureOf(handler.run(item, context()))).message).toBe('bad caption at line 3');
+  });
+
+  it('builds an exec handler from handler.command', async () => {
+    const handler = await createHandler({ ...base, command: [process.execPath, fixture('exit-code.mjs'), '4', 'x'] }, { sourceDir: dir });
+    expect((await failureOf(handler.run(item, context()))).message).toBe('exit code 4: x');
+  });
+
+  it('refuses both or neither', async () => {
+    await expect(createHandler({ ...base, command: ['true'], module: fixture('module-ok.mjs') }, { sourceDir: dir })).rejects.toThrow(
+      /exactly one of handler.command and handler.module/,
+    );
+    await expect(createHandler(base, { sourceDir: dir })).rejects.toThrow(/one of handler.command or handler.module is required/);
+    await expect(createHandler({ ...base, command: [] }, { sourceDir: dir })).rejects.toThrow(/non-empty argv/);
+  });
+});

@@ -1,0 +1,169 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { OutputStore, checkItemId } from '../../src/runner/output.js';
+
+let dir: string;
+let out: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-output-'));
+  out = path.join(dir, 'out');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Every file under `root`, relative, sorted. */
+function tree(root: string): string[] {
+  return (readdirSync(root, { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[])
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(root, path.join(e.parentPath, e.name)))
+    .sort();
+}
+
+describe('checkItemId', () => {
+  it.each([
+    ['', /empty id/],
+    ['../x', /"\.\." segment/],
+    ['a/../../x', /"\.\." segment/],
+    ['a/..', /"\.\." segment/],
+    ['/etc/passwd', /absolute/],
+    ['a//b', /empty path segment/],
+    ['a/', /empty path segment/],
+    ['./a', /"\." segment/],
+    ['a\\b', /backslash/],
+    ['..\\x', /backslash/],
+    ['a\0b', /NUL/],
+    ['.cronsafe-tmp/x', /reserved/],
+  ])('rejects %j', (id, reason) => {
+    expect(checkItemId(id)).toMatch(reason);
+  });
+
+  it.each(['ok/file.scc', '日本.scc', 'a.b/c', '..hidden', 'x..', '.cronsafe-tmp', 'with space/$(x)'])('accepts %j', (id) => {
+    expect(checkItemId(id)).toBeNull();
+  });
+});
+
+describe('OutputStore paths', () => {
+  it('maps an id to <outDir>/<id>.out', () => {
+    const store = new OutputStore(out);
+    expect(store.finalPathFor('ok/file.scc')).toBe(path.join(out, 'ok', 'file.scc.out'));
+    expect(store.finalPathFor('日本.scc')).toBe(path.join(out, '日本.scc.out'));
+  });
+
+  it('throws for unsafe ids, naming the id', () => {
+    const store = new OutputStore(out);
+    expect(() => store.finalPathFor('../x')).toThrow(/unsafe item id "\.\.\/x"/);
+    expect(() => store.finalPathFor('/etc/passwd')).toThrow(/absolute/);
+  });
+
+  it('never resolves outside outDir, whatever the id (property)', () => {
+    const store = new OutputStore(out);
+    const segment = fc.constantFrom('..', '.', '', 'a', '/', '\\', 'x.scc', '\0', '日本', '.cronsafe-tmp');
+    const id = fc.oneof(fc.string(), fc.array(segment, { maxLength: 6 }).map((s) => s.join('/')));
+    fc.assert(
+      fc.property(id, (candidate) => {
+        let final: string;
+        try {
+          final = store.finalPathFor(candidate);
+        } catch {
+          return true;
+        }
+        return final.startsWith(out + path.sep) && !final.startsWith(store.tempDir + path.sep);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('makes unique temp names from a hash, never from the id text', () => {
+    const store = new OutputStore(out);
+    const id = '../../etc/passwd';
+    const a = store.tempPathFor(id, 1);
+    const b = store.tempPathFor(id, 1);
+    expect(a).not.toBe(b);
+    for (const p of [a, b]) {
+      expect(path.dirname(p)).toBe(store.tempDir);
+      expect(path.basename(p)).toMatch(/^[0-9a-f]{40}-1-[0-9a-f]+\.tmp$/);
+    }
+  });
+});
+
+describe('OutputStore commit / discard', () => {
+  it('renames the temp file into place (same inode) and leaves no temp litter', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const tmp = store.tempPathFor('dir/a.scc', 1);
+    writeFileSync(tmp, 'first');
+    const ino = statSync(tmp).ino;
+    expect(await store.commit(tmp, 'dir/a.scc')).toBe(true);
+    const final = path.join(out, 'dir', 'a.scc.out');
+    expect(readFileSync(final, 'utf8')).toBe('first');
+    expect(statSync(final).ino).toBe(ino); // a rename, not a copy: readers never see half a file
+    expect(readdirSync(store.tempDir)).toEqual([]);
+  });
+
+  it('overwrites on redo, never duplicates', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    for (const [attempt, text] of [[1, 'first'], [2, 'second']] as const) {
+      const tmp = store.tempPathFor('a.scc', attempt);
+      writeFileSync(tmp, text);
+      expect(await store.commit(tmp, 'a.scc')).toBe(true);
+    }
+    expect(tree(out)).toEqual(['a.scc.out']);
+    expect(readFileSync(path.join(out, 'a.scc.out'), 'utf8')).toBe('second');
+  });
+
+  it('returns false and writes nothing when the handler created no file', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    expect(await store.commit(store.tempPathFor('a.scc', 1), 'a.scc')).toBe(false);
+    expect(tree(out)).toEqual([]);
+  });
+
+  it('refuses an unsafe id before touching the temp file', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const tmp = store.tempPathFor('../x', 1);
+    writeFileSync(tmp, 'data');
+    await expect(store.commit(tmp, '../x')).rejects.toThrow(/unsafe item id/);
+    expect(existsSync(tmp)).toBe(true);
+    expect(existsSync(path.join(dir, 'x.out'))).toBe(false);
+  });
+
+  it('refuses paths outside its temp dir for commit and discard', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const outside = path.join(dir, 'precious');
+    writeFileSync(outside, 'keep');
+    await expect(store.commit(outside, 'a')).rejects.toThrow(/not a cronsafe temp path/);
+    await expect(store.discard(outside)).rejects.toThrow(/not a cronsafe temp path/);
+    expect(readFileSync(outside, 'utf8')).toBe('keep');
+  });
+
+  it('discards a temp file, and tolerates one that was never written', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const tmp = store.tempPathFor('a', 1);
+    writeFileSync(tmp, 'partial');
+    await store.discard(tmp);
+    await store.discard(store.tempPathFor('b', 1));
+    expect(readdirSync(store.tempDir)).toEqual([]);
+  });
+
+  it('prepare() removes temp files a killed run left, and keeps committed outputs', async () => {
+    mkdirSync(path.join(out, '.cronsafe-tmp', 'junkdir'), { recursive: true });
+    writeFileSync(path.join(out, '.cronsafe-tmp', 'stale-1.tmp'), 'half');
+    writeFileSync(path.join(out, '.cronsafe-tmp', 'junkdir', 'x'), 'half');
+    writeFileSync(path.join(out, 'done.scc.out'), 'kept');
+    await new OutputStore(out).prepare();
+    expect(readdirSync(path.join(out, '.cronsafe-tmp'))).toEqual([]);
+    expect(readFileSync(path.join(out, 'done.scc.out'), 'utf8')).toBe('kept');
+  });
+
+  it('prepare() creates a missing output directory', async () => {
+    const store = new OutputStore(path.join(dir, 'deep', 'er', 'out'));
+    await store.prepare();
+    expect(statSync(store.tempDir).isDirectory()).toBe(true);
+  });
+});
