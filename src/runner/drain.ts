@@ -86,3 +86,12 @@ export class Drain {
     this.cleanups.push(() => signal.removeEventListener('abort', fn));
   }
 }
+
+/**
+ * How long a handler may give its work to stop after an abort: its own killAfter, or less
+ * when the abort reason (the drain) grants less.
+ */
+export function killBudgetMs(reason: unknown, defaultMs: number): number {
+  const budget = reason instanceof AbortReason ? reason.killAfterMs : undefined;
+  return typeof budget === 'number' && budget >= 0 ? Math.min(defaultMs, budget) : defaultMs;
+}

@@ -36,17 +36,37 @@ function addDate(zone: string, t: number, months: number, days: number): number 
   return goDate(zone, w.year, w.month + months, w.day + days, w.hour, w.minute, w.second);
 }
 
+// robfig's walk needs at most a few thousand steps for any expression within its five years.
+// It can loop forever where a zone skipped a whole day (Pacific/Apia on 2011-12-30: Go's
+// time.Date maps the missing midnight back onto the day before, so AddDate(0, 0, 1) never
+// advances); the Go library hangs there, we give up instead.
+const MAX_STEPS = 100_000;
+
 /**
  * robfig v3 `Next`: the first activation strictly after `after` (at second granularity), or
- * null when there is none within five calendar years (robfig returns the zero time then).
+ * null when there is none within five calendar years (robfig returns the zero time then) or
+ * robfig would never return.
  */
 export function robfigNext(spec: CronSpec, zone: string, after: number): number | null {
+  try {
+    return walk(spec, zone, after);
+  } catch (err) {
+    if (err instanceof LoopGuard) return null;
+    throw err;
+  }
+}
+
+class LoopGuard extends Error {}
+
+function walk(spec: CronSpec, zone: string, after: number): number | null {
   // "Start at the earliest possible time (the upcoming second)."
   let t = Math.floor(after / SECOND) * SECOND + SECOND;
   let w: Wall = wallOf(zone, t);
   let added = false;
   const yearLimit = w.year + 5;
+  let steps = 0;
   const at = (next: number): void => {
+    if (++steps > MAX_STEPS) throw new LoopGuard();
     t = next;
     w = wallOf(zone, t);
   };

@@ -84,4 +84,23 @@ describe('graceful drain on SIGTERM', () => {
     run.child.kill('SIGINT');
     expect((await run.exited).code).toBe(75);
   });
+
+  it('a handler that ignores SIGTERM is SIGKILLed within the drain margin, even with a long killAfterSeconds', async () => {
+    const hang = [process.execPath, path.join(FIXTURES, 'process/hang-exec.mjs'), '{path}'];
+    const ws = workspace(
+      { handler: { command: hang, killAfterSeconds: 60 }, concurrency: 1, drain: { gracePeriodSeconds: 5, marginSeconds: 3 } },
+      items(1),
+    );
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers } });
+    await until(() => filesIn(markers).length === 1, 'the handler to start');
+    const pid = Number(filesIn(markers)[0]!.split('.')[0]);
+    const t0 = Date.now();
+    run.child.kill('SIGTERM');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(75);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(alive(pid)).toBe(false);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
+  });
 });

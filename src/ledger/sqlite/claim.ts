@@ -23,20 +23,29 @@ ON CONFLICT (id) DO UPDATE SET
 const CLAIM_SET = `SET state = 'claimed', owner = @owner, attempts = attempts + 1,
   lease_until = @leaseUntil, updated_at = @now`;
 
+/** Rows of a batch that can be claimed now: pending and past their backoff. */
+const CLAIMABLE = `
+  SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  WHERE +i.state = 'pending' AND +i.available_at <= @now`;
+
 /**
- * Claim the batch's claimable rows, in batch order, at most @limit (-1: all).
- * CROSS JOIN and the unary `+` pin the plan to "walk the batch, look each id up by
- * primary key"; otherwise the planner may scan a state index over the whole table.
+ * Claim the batch's claimable rows. CROSS JOIN and the unary `+` pin the plan to
+ * "walk the batch, look each id up by primary key"; otherwise the planner may
+ * scan a state index over the whole table. No `LIMIT @param` here: a bound LIMIT
+ * makes SQLite re-prepare the statement on every call (~9 us each, measured).
  */
 export const CLAIM_BATCH_SQL = `
 UPDATE items ${CLAIM_SET}
-WHERE id IN (
-  SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
-  WHERE +i.state = 'pending' AND +i.available_at <= @now
-  LIMIT @limit)
+WHERE id IN (${CLAIMABLE})
 RETURNING id, attempts, released`;
 
-/** The end-of-scan sweep: this run's pending items whose backoff has passed, earliest first. */
+/** With a limit smaller than the batch: which ids to claim, in batch order. */
+export const CLAIMABLE_SQL = `${CLAIMABLE} ORDER BY j.key`;
+
+/**
+ * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest
+ * first. Its bound LIMIT costs a re-prepare per call, which is fine once per sweep.
+ */
 export const CLAIM_DUE_SQL = `
 UPDATE items ${CLAIM_SET}
 WHERE id IN (
@@ -57,6 +66,7 @@ export interface ClaimOps {
 export function makeClaimOps(db: Database): ClaimOps {
   const discover = db.prepare(DISCOVER_SQL);
   const claimBatch = db.prepare(CLAIM_BATCH_SQL);
+  const claimable = db.prepare(CLAIMABLE_SQL).pluck();
   const claimDue = db.prepare(CLAIM_DUE_SQL);
   const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
 
@@ -70,11 +80,16 @@ export function makeClaimOps(db: Database): ClaimOps {
       order.set(it.id, order.size);
       rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
     }
-    const batch = JSON.stringify(rows);
+    let batch = JSON.stringify(rows);
     discover.run({ batch, runId: opts.runId, now: opts.now });
-    const limit = opts.limit ?? -1;
-    if (limit === 0) return [];
-    const claimed = claimBatch.all({ ...claimParams(opts), batch, limit }) as ClaimedRow[];
+    const limit = opts.limit ?? Infinity;
+    if (limit <= 0) return [];
+    if (limit < rows.length) {
+      const ids = (claimable.all({ batch, now: opts.now }) as string[]).slice(0, limit);
+      if (ids.length === 0) return [];
+      batch = JSON.stringify(ids.map((id) => [id]));
+    }
+    const claimed = claimBatch.all({ ...claimParams(opts), batch }) as ClaimedRow[];
     // RETURNING order is unspecified; hand claims out in scan order.
     claimed.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
     return claimed.map((r) => toClaim(r, opts.owner));

@@ -5,6 +5,7 @@ import { ConfigError } from '../../errors.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
+import { killBudgetMs } from '../drain.js';
 
 /** How long past the SIGKILL we wait for the group to vanish before settling anyway. */
 const REAP_SLACK_MS = 2000;
@@ -94,6 +95,9 @@ function runChild(
     let stop: Stop | undefined;
     let killTimer: NodeJS.Timeout | undefined;
     let pipeTimer: NodeJS.Timeout | undefined;
+    // The runner's drain may grant less than killAfterSeconds (it must be gone before the
+    // kubelet's SIGKILL): an abort reason carrying killAfterMs shortens the kill sequence.
+    let killAfterMs = cfg.killAfterSeconds * 1000;
 
     // SIGTERM now, SIGKILL after killAfterSeconds; idempotent so timeout, abort and
     // leftover cleanup can all ask for it.
@@ -101,7 +105,7 @@ function runChild(
       const pid = child.pid;
       if (pid === undefined || killTimer) return;
       signalGroup(pid, 'SIGTERM');
-      killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), cfg.killAfterSeconds * 1000);
+      killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), killAfterMs);
     };
     const timeoutTimer = setTimeout(() => {
       if (exited) return;
@@ -111,6 +115,7 @@ function runChild(
     const onAbort = (): void => {
       if (exited) return;
       stop ??= { kind: 'abort', reason: ctx.signal.reason };
+      killAfterMs = killBudgetMs(ctx.signal.reason, killAfterMs);
       terminate();
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
@@ -150,7 +155,7 @@ function runChild(
         ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
         child.stdout?.destroy();
         child.stderr?.destroy();
-      }, cfg.killAfterSeconds * 1000 + REAP_SLACK_MS);
+      }, killAfterMs + REAP_SLACK_MS);
     });
 
     child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
@@ -161,7 +166,7 @@ function runChild(
         // Leftovers that closed or never had our pipes: still ours to end.
         if (groupAlive(pid)) {
           terminate();
-          const gone = await waitGroupGone(pid, cfg.killAfterSeconds * 1000 + REAP_SLACK_MS);
+          const gone = await waitGroupGone(pid, killAfterMs + REAP_SLACK_MS);
           if (!gone) ctx.log.warn({ pgid: pid }, 'handler process group still has live members after SIGKILL (stuck in uninterruptible I/O?)');
         }
         capture.end();

@@ -3,6 +3,7 @@ import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { killBudgetMs } from '../drain.js';
 
 /** The shape `handler.module`'s default export must have. */
 export type ModuleHandlerFn = (item: WorkItem, ctx: HandlerContext) => unknown;
@@ -62,7 +63,8 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     if (first === 'timeout' || first === 'abort') {
       // Grace for a cooperative function to stop writing before the runner discards its output.
       const grace = new AbortController();
-      await Promise.race([work, delay(cfg.killAfterSeconds * 1000, undefined, { signal: grace.signal }).catch(() => {})]);
+      const graceMs = first === 'abort' ? killBudgetMs(ctx.signal.reason, cfg.killAfterSeconds * 1000) : cfg.killAfterSeconds * 1000;
+      await Promise.race([work, delay(graceMs, undefined, { signal: grace.signal }).catch(() => {})]);
       grace.abort();
       if (first === 'abort') throw interrupted(ctx.signal.reason);
       throw new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);

@@ -1,0 +1,159 @@
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import type { Config } from '../../src/config/types.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import type { DiscoveredItem, Ledger } from '../../src/ledger/types.js';
+import { OutputStore } from '../../src/runner/output.js';
+import { runPass, type PassDeps } from '../../src/runner/pass.js';
+import type { Handler } from '../../src/runner/types.js';
+import { workspace } from '../helpers/cli.js';
+import { memoryLogger } from '../helpers/log.js';
+
+const open: Ledger[] = [];
+afterEach(async () => {
+  for (const l of open.splice(0)) await l.close();
+});
+
+async function setup(overrides: Record<string, unknown> = {}) {
+  const ws = workspace({ handler: { command: ['true'] }, ...overrides });
+  const config: Config = loadConfig(ws.configPath);
+  const ledger = await openSqliteLedger(ws.db);
+  open.push(ledger);
+  const { log, lines } = memoryLogger();
+  const never = new AbortController().signal;
+  const deps = (handler: Handler, extra: Partial<PassDeps> = {}): PassDeps => ({
+    config,
+    ledger,
+    handler,
+    log,
+    runId: 'run-1',
+    owner: 'owner-1',
+    stop: never,
+    force: never,
+    ...extra,
+  });
+  return { ws, config, ledger, lines, deps };
+}
+
+async function* ids(n: number, onYield?: (i: number) => void): AsyncGenerator<DiscoveredItem> {
+  for (let i = 0; i < n; i++) {
+    onYield?.(i);
+    yield { id: `item-${i}` };
+  }
+}
+
+describe('runPass (in-process, real SQLite ledger)', () => {
+  it('processes every item once and reports counts', async () => {
+    const { ledger, deps } = await setup();
+    const seen: string[] = [];
+    const r = await runPass(deps({ run: async (item) => void seen.push(item.id) }, { source: ids(1000) }));
+    expect(r.outcome).toBe('completed');
+    expect(r.counts).toMatchObject({ scanned: 1000, claimed: 1000, succeeded: 1000, failed: 0 });
+    expect(new Set(seen).size).toBe(1000);
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 1000, dead: 0 });
+  });
+
+  it('reads ahead of the workers by a bounded amount only (flat memory)', async () => {
+    const { config, deps } = await setup({ concurrency: 4, queueSize: 8 });
+    let yielded = 0;
+    let started = 0;
+    let maxAhead = 0;
+    const handler: Handler = {
+      run: async () => {
+        started++;
+        maxAhead = Math.max(maxAhead, yielded - started);
+        await new Promise((r) => setImmediate(r));
+      },
+    };
+    await runPass(deps(handler, { source: ids(5000, () => yielded++) }));
+    expect(started).toBe(5000);
+    // One discover batch (256) + the channel + the workers, never the whole backlog.
+    expect(maxAhead).toBeLessThanOrEqual(256 + config.queueSize + config.concurrency);
+  });
+
+  it('retries failures within the pass when their backoff is over, then dead-letters', async () => {
+    const { ledger, deps, lines } = await setup({ retry: { maxAttempts: 3, backoffSeconds: 0, backoffMaxSeconds: 0 } });
+    const attempts = new Map<string, number>();
+    const handler: Handler = {
+      run: async (item) => {
+        attempts.set(item.id, item.attempt);
+        if (item.id === 'item-3') throw new Error('always broken');
+        if (item.id === 'item-5' && item.attempt === 1) throw new Error('flaky once');
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(10) }));
+    expect(r.outcome).toBe('completed');
+    expect(attempts.get('item-3')).toBe(3);
+    expect(attempts.get('item-5')).toBe(2);
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 9, dead: 1 });
+    expect(lines.find((l) => l.msg === 'item dead-lettered')).toMatchObject({ itemId: 'item-3', error: 'always broken' });
+  });
+
+  it('rejects and logs a completion whose claim was taken over meanwhile (fencing)', async () => {
+    const { ws, ledger, deps, lines } = await setup();
+    const thief = await openSqliteLedger(ws.db);
+    open.push(thief);
+    const handler: Handler = {
+      run: async (item) => {
+        if (item.id !== 'item-1') return;
+        // Another owner takes the item over (as after a lease expiry): our completion must not land.
+        await thief.reclaimOrphans('someone-else', { now: Date.now(), retry: { maxAttempts: 99, backoffMs: 0, backoffMaxMs: 0 } });
+        await thief.discoverAndClaim([{ id: 'item-1' }], { owner: 'thief', runId: 'run-2', now: Date.now(), leaseMs: 60_000 });
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(3) }));
+    expect(r.counts.fenced).toBeGreaterThanOrEqual(1);
+    expect(await ledger.get('item-1')).toMatchObject({ state: 'claimed', owner: 'thief', attempts: 2 });
+    expect(lines.some((l) => String(l.msg).startsWith('stale claim') && l.itemId === 'item-1')).toBe(true);
+  });
+
+  it('dead-letters an id that would escape the output directory, naming why', async () => {
+    const { ws, ledger, deps } = await setup();
+    const outputs = new OutputStore(path.join(ws.dir, 'out'));
+    await outputs.prepare();
+    async function* evil(): AsyncGenerator<DiscoveredItem> {
+      yield { id: '../../etc/passwd' };
+      yield { id: 'fine.scc' };
+    }
+    let ran = 0;
+    const r = await runPass(deps({ run: async () => void ran++ }, { source: evil(), outputs }));
+    expect(ran).toBe(1);
+    expect(r.counts.deadLettered).toBe(1);
+    const [dead] = await ledger.listDead();
+    expect(dead).toMatchObject({ id: '../../etc/passwd' });
+    expect(dead!.lastError).toMatch(/unsafe item id/);
+  });
+
+  it('logs periodic progress with done/total and rate', async () => {
+    const { deps, lines } = await setup({ concurrency: 2 });
+    const handler: Handler = { run: () => new Promise((r) => setTimeout(r, 5)) };
+    await runPass(deps(handler, { source: ids(60), progressIntervalMs: 40 }));
+    const progress = lines.filter((l) => l.msg === 'progress');
+    expect(progress.length).toBeGreaterThan(1);
+    const last = progress.at(-1)!;
+    expect(last.total).toBe(60);
+    expect(typeof last.ratePerSec).toBe('number');
+    expect(last.done as number).toBeGreaterThan(0);
+  });
+
+  it('a stop before the scan ends drains: claimed-but-unstarted items are handed back uncharged', async () => {
+    const { ledger, deps } = await setup({ concurrency: 1, queueSize: 4 });
+    const stop = new AbortController();
+    const handler: Handler = {
+      run: async (item) => {
+        if (item.id === 'item-2') stop.abort('SIGTERM');
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(100), stop: stop.signal }));
+    expect(r.outcome).toBe('drained');
+    const c = await ledger.counts();
+    expect(c.claimed).toBe(0);
+    expect(c.done).toBe(r.counts.succeeded);
+    expect(c.pending).toBeGreaterThan(0);
+    for (let i = 0; i < 100; i++) {
+      const rec = await ledger.get(`item-${i}`);
+      if (rec?.state === 'pending') expect(rec.attempts - rec.released).toBe(0);
+    }
+  });
+});
