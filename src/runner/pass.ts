@@ -230,6 +230,11 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     for await (const claim of channel) {
       // Keep p-limit's own queue empty: the bounded channel is the only buffer.
       while (limit.activeCount + limit.pendingCount >= config.concurrency) await Promise.race(tasks);
+      // The stop may have come while we waited for a slot: this claim was never started.
+      if (drain.stopping.aborted) {
+        results.release(claim, 'handed back unstarted: run stopping');
+        continue;
+      }
       const task: Promise<void> = limit(() => processItem(claim)).finally(() => {
         tasks.delete(task);
         notifySettled();

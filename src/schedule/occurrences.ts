@@ -12,7 +12,7 @@
 import { parseCron, type CronSpec } from './cron.js';
 import { robfigNext } from './robfig.js';
 import { vixieLatest, vixieNext } from './vixie.js';
-import { DAY, MINUTE, assertTimeZone, instantsForWall, offsetAt, wallOf } from './zone.js';
+import { DAY, MINUTE, assertTimeZone, firstTransitionIn, instantsForWall, offsetAt, wallOf } from './zone.js';
 
 export { defaultTimeZone } from './zone.js';
 
@@ -58,13 +58,61 @@ function policyOf(policy: SchedulePolicy): SchedulePolicy {
   return policy;
 }
 
+/**
+ * `kubernetes`: the fires are the chain the CronJob controller walks, each `Next()` taken from
+ * the previous fire. robfig's `Next` is not a plain "first matching instant after t" near a
+ * transition in a zone whose shift is not a whole number of hours: `0 *\/4 * * *` in
+ * Australia/Lord_Howe goes 00:00 -> 08:00 across the change (04:00 is skipped), although
+ * `Next(03:43)` is 04:00. So latest and next are read off that chain, started where `Next` is
+ * unambiguous: at least a day clear of any transition.
+ */
+function robfigAround(s: CronSpec, zone: string, t: number): { latest: number | null; next: number | null } {
+  // Step back (1 min, 2 min, 4 min, ...) until Next lands at or before t, so that a minutely
+  // schedule does not walk a day of fires. That landing may be off the chain (04:00 above):
+  // then the walk from the cleared start finds nothing before t, and we look further back.
+  let back = MINUTE;
+  for (;;) {
+    const c = robfigNext(s, zone, t - back);
+    if ((c !== null && c <= t) || back >= SEARCH_HORIZON_MS) {
+      const start = clearOfTransitions(zone, t - back);
+      const walk = walkChain(s, zone, start, t);
+      if (walk.latest !== null || back >= SEARCH_HORIZON_MS) return walk;
+      back = Math.min(2 * (t - start), SEARCH_HORIZON_MS);
+    } else {
+      back = Math.min(back * 2, SEARCH_HORIZON_MS);
+    }
+  }
+}
+
+/** A start no later than `t` with no offset change within a day either side. */
+function clearOfTransitions(zone: string, t: number): number {
+  let start = t;
+  for (let tr = firstTransitionIn(zone, start - DAY, start + DAY); tr !== null; ) {
+    start = tr - DAY - MINUTE;
+    tr = firstTransitionIn(zone, start - DAY, start + DAY);
+  }
+  return start;
+}
+
+/** Follow Next from `start`: the last fire at or before `t`, and the one after it. */
+function walkChain(s: CronSpec, zone: string, start: number, t: number): { latest: number | null; next: number | null } {
+  let latest: number | null = null;
+  let cur = robfigNext(s, zone, start);
+  while (cur !== null && cur <= t) {
+    latest = cur;
+    cur = robfigNext(s, zone, cur);
+  }
+  return { latest, next: cur };
+}
+
 function next(s: CronSpec, zone: string, after: number, policy: SchedulePolicy): number | null {
-  return policy === 'kubernetes' ? robfigNext(s, zone, after) : vixieNext(s, zone, after, SEARCH_HORIZON_MS);
+  return policy === 'kubernetes' ? robfigAround(s, zone, after).next : vixieNext(s, zone, after, SEARCH_HORIZON_MS);
 }
 
 /**
  * The first occurrence strictly after `after`, or null if there is none within the search
- * horizon (for `kubernetes`, robfig's five years). Throws on an invalid expression or zone.
+ * horizon (for `kubernetes`, robfig's five years from the previous fire). Throws on an invalid
+ * expression or zone.
  */
 export function nextOccurrence(cron: CronInput, zone: string, after: Date, policy: SchedulePolicy): Date | null {
   const s = spec(cron);
@@ -82,32 +130,8 @@ export function latestOccurrence(cron: CronInput, zone: string, now: Date, polic
   assertTimeZone(zone);
   const at = instant(now, 'now');
   const found =
-    policyOf(policy) === 'kubernetes' ? robfigLatest(s, zone, at) : vixieLatest(s, zone, at, SEARCH_HORIZON_MS);
+    policyOf(policy) === 'kubernetes' ? robfigAround(s, zone, at).latest : vixieLatest(s, zone, at, SEARCH_HORIZON_MS);
   return found === null ? null : new Date(found);
-}
-
-/**
- * robfig has no `Prev`. Step `Next` from ever further back (1 min, 2 min, 4 min, ...) until it
- * lands at or before `now`, then walk forward: the last fire not after `now` is the one the
- * controller's own walk from its lastScheduleTime would also reach.
- */
-function robfigLatest(s: CronSpec, zone: string, now: number): number | null {
-  let back = MINUTE;
-  let cur: number | null = null;
-  for (;;) {
-    const c = robfigNext(s, zone, now - back);
-    if (c !== null && c <= now) {
-      cur = c;
-      break;
-    }
-    if (back >= SEARCH_HORIZON_MS) return null;
-    back = Math.min(back * 2, SEARCH_HORIZON_MS);
-  }
-  for (;;) {
-    const n = robfigNext(s, zone, cur);
-    if (n === null || n > now) return cur;
-    cur = n;
-  }
 }
 
 /**
@@ -127,12 +151,11 @@ export function occurrencesBetween(
   policyOf(policy);
   const end = instant(to, 'to');
   const out: Date[] = [];
-  let cur = instant(from, 'from');
-  while (out.length < limit) {
-    const n = next(s, zone, cur, policy);
-    if (n === null || n > end) break;
+  // After the first, each Kubernetes fire is robfig's Next of the one before, as in the controller.
+  let n = next(s, zone, instant(from, 'from'), policy);
+  while (n !== null && n <= end && out.length < limit) {
     out.push(new Date(n));
-    cur = n;
+    n = policy === 'kubernetes' ? robfigNext(s, zone, n) : next(s, zone, n, policy);
   }
   return out;
 }

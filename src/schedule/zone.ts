@@ -135,6 +135,18 @@ export function offsetAt(zone: string, ms: number): number {
   return d.at === null || ms < d.at ? d.before : d.after;
 }
 
+/** The first instant in [from, to] at which `zone` changes offset, or null if it does not. */
+export function firstTransitionIn(zone: string, from: number, to: number): number | null {
+  const cache = zoneCache(zone);
+  for (let day = Math.floor(from / DAY); day * DAY <= to; day++) {
+    const d = dayOffsets(cache, day);
+    if (d.at !== null && d.at >= from && d.at <= to) return d.at;
+    // A change exactly at midnight UTC shows as a different offset from the day before.
+    if (day * DAY >= from && day * DAY <= to && dayOffsets(cache, day - 1).after !== d.before) return day * DAY;
+  }
+  return null;
+}
+
 /** Wall-clock fields of `ms` in `zone`. */
 export function wallOf(zone: string, ms: number): Wall {
   const local = new Date(ms + offsetAt(zone, ms));

@@ -134,6 +134,31 @@ const cases: Case[] = [
     zone: LHI, cron: '0 * * * *', from: '2026-10-03T13:30Z', to: '2026-10-03T17:30Z',
     kubernetes: ['2026-10-03T14:30Z', '2026-10-03T16:00Z', '2026-10-03T17:00Z'],
   },
+  // robfig steps whole hours from the previous fire; across a 30-minute shift that lands on :30
+  // and drops fires a wildcard schedule would otherwise get (Vixie keeps them).
+  {
+    name: 'Lord Howe spring forward, every 4 hours: robfig skips 04:00',
+    zone: LHI, cron: '0 */4 * * *', from: '2026-10-03T00:00Z', to: '2026-10-04T02:00Z',
+    kubernetes: ['2026-10-03T01:30Z', '2026-10-03T05:30Z', '2026-10-03T09:30Z', '2026-10-03T13:30Z', '2026-10-03T21:00Z', '2026-10-04T01:00Z'],
+    vixie: ['2026-10-03T01:30Z', '2026-10-03T05:30Z', '2026-10-03T09:30Z', '2026-10-03T13:30Z', '2026-10-03T17:00Z', '2026-10-03T21:00Z', '2026-10-04T01:00Z'],
+  },
+  {
+    name: 'Lord Howe spring forward: robfig also skips 03:00, which exists',
+    zone: LHI, cron: '0 3 * * *', from: '2026-10-02T00:00Z', to: '2026-10-05T00:00Z',
+    kubernetes: ['2026-10-02T16:30Z', '2026-10-04T16:00Z'],
+    vixie: ['2026-10-02T16:30Z', '2026-10-03T16:00Z', '2026-10-04T16:00Z'],
+  },
+  {
+    name: 'Lord Howe fall back, every 2 minutes in hour 2: robfig skips 02:00-02:28',
+    zone: LHI, cron: '*/2 2 * * *', from: '2026-04-04T15:20Z', to: '2026-04-04T16:05Z',
+    kubernetes: ['2026-04-04T16:00Z', '2026-04-04T16:02Z', '2026-04-04T16:04Z'],
+    vixie: [
+      '2026-04-04T15:30Z', '2026-04-04T15:32Z', '2026-04-04T15:34Z', '2026-04-04T15:36Z', '2026-04-04T15:38Z',
+      '2026-04-04T15:40Z', '2026-04-04T15:42Z', '2026-04-04T15:44Z', '2026-04-04T15:46Z', '2026-04-04T15:48Z',
+      '2026-04-04T15:50Z', '2026-04-04T15:52Z', '2026-04-04T15:54Z', '2026-04-04T15:56Z', '2026-04-04T15:58Z',
+      '2026-04-04T16:00Z', '2026-04-04T16:02Z', '2026-04-04T16:04Z',
+    ],
+  },
 ];
 
 const utc = (d: Date): string => d.toISOString().replace(':00.000Z', 'Z');

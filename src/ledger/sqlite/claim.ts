@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
-import { toClaim, type ClaimedRow } from './rows.js';
+import { batchJson, toClaim, type ClaimedRow } from './rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
 // json_each: one statement per batch instead of one per item roughly halves the
@@ -51,8 +51,8 @@ UPDATE items ${CLAIM_SET}
 WHERE id IN (
   SELECT id FROM items
   WHERE state = 'pending' AND seen_run = @runId AND available_at <= @now
-  ORDER BY available_at LIMIT @limit)
-RETURNING id, attempts, released`;
+  ORDER BY available_at, id LIMIT @limit)
+RETURNING id, attempts, released, available_at`;
 
 export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = 'pending' AND seen_run = ?`;
 
@@ -80,14 +80,14 @@ export function makeClaimOps(db: Database): ClaimOps {
       order.set(it.id, order.size);
       rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
     }
-    let batch = JSON.stringify(rows);
+    let batch = batchJson(rows);
     discover.run({ batch, runId: opts.runId, now: opts.now });
     const limit = opts.limit ?? Infinity;
     if (limit <= 0) return [];
     if (limit < rows.length) {
       const ids = (claimable.all({ batch, now: opts.now }) as string[]).slice(0, limit);
       if (ids.length === 0) return [];
-      batch = JSON.stringify(ids.map((id) => [id]));
+      batch = batchJson(ids.map((id) => [id]));
     }
     const claimed = claimBatch.all({ ...claimParams(opts), batch }) as ClaimedRow[];
     // RETURNING order is unspecified; hand claims out in scan order.
@@ -97,7 +97,10 @@ export function makeClaimOps(db: Database): ClaimOps {
 
   const claimDueTx = db.transaction((opts: ClaimOptions & { limit: number }): Claim[] => {
     if (opts.limit <= 0) return [];
-    const claimed = claimDue.all({ ...claimParams(opts), runId: opts.runId, limit: opts.limit }) as ClaimedRow[];
+    const params = { ...claimParams(opts), runId: opts.runId, limit: opts.limit };
+    const claimed = claimDue.all(params) as (ClaimedRow & { available_at: number })[];
+    // RETURNING order is unspecified; the longest-waiting item goes first.
+    claimed.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1));
     return claimed.map((r) => toClaim(r, opts.owner));
   });
 

@@ -3,6 +3,7 @@ import { decideAfterFailure } from '../backoff.js';
 import { fenceReason, type ClaimHolder } from '../fencing.js';
 import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Counters } from './counters.js';
+import { batchJson, wellFormed } from './rows.js';
 
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;
@@ -62,9 +63,9 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const fenced = (claim: Claim): FenceOutcome => ({
     id: claim.id,
     result: 'fenced',
-    reason: fenceReason(claim, (holder.get(claim.id) as ClaimHolder | undefined) ?? null),
+    reason: fenceReason(claim, (holder.get(wellFormed(claim.id)) as ClaimHolder | undefined) ?? null),
   });
-  const guard = (c: Claim) => ({ id: c.id, owner: c.owner, attempt: c.attempt });
+  const guard = (c: Claim) => ({ id: wellFormed(c.id), owner: c.owner, attempt: c.attempt });
 
   const failOne = (claim: Claim, error: string, opts: FailOptions): FenceOutcome => {
     const released = failRead.get(guard(claim)) as number | undefined;
@@ -82,7 +83,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   };
 
   const completeTx = db.transaction((claims: Claim[], now: number): FenceOutcome[] => {
-    const batch = JSON.stringify(claims.map((c) => [c.id, c.owner, c.attempt]));
+    const batch = batchJson(claims.map((c) => [c.id, c.owner, c.attempt]));
     const applied = new Set(complete.all({ now, claims: batch }) as string[]);
     counters.bump('items_done', applied.size);
     return claims.map((c) => {

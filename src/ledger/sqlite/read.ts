@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { DeadItem, ItemCounts, ItemRecord } from '../types.js';
-import { toItemRecord, type ItemRow } from './rows.js';
+import { toItemRecord, wellFormed, type ItemRow } from './rows.js';
 
 /**
  * Each per-state count walks only its partial index; `done` (usually the bulk) is
@@ -37,7 +37,7 @@ export function makeReadOps(db: Database): ReadOps {
       return { pending: c.pending, claimed: c.claimed, done: c.total - c.pending - c.claimed - c.dead, dead: c.dead };
     },
     get(id) {
-      const row = get.get(id) as ItemRow | undefined;
+      const row = get.get(wellFormed(id)) as ItemRow | undefined;
       return row === undefined ? null : toItemRecord(row);
     },
     listDead: (limit) => listDead.all(limit ?? -1) as DeadItem[],

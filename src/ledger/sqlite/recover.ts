@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { FailOptions } from '../types.js';
 import type { FinishOps } from './finish.js';
+import { wellFormed } from './rows.js';
 
 export const ORPHANS_SQL = `SELECT id, owner, attempts FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
 
@@ -39,13 +40,13 @@ export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
   });
 
   const renewTx = db.transaction((owner: string, ids: string[], leaseUntil: number): string[] =>
-    ids.filter((id) => renew.run(leaseUntil, id, owner).changes === 0),
+    ids.filter((id) => renew.run(leaseUntil, wellFormed(id), owner).changes === 0),
   );
 
   const retryTx = db.transaction((ids: string[] | 'all', now: number): number => {
     if (ids === 'all') return retryAll.run({ now }).changes;
     let moved = 0;
-    for (const id of new Set(ids)) moved += retryOne.run({ id, now }).changes;
+    for (const id of new Set(ids.map(wellFormed))) moved += retryOne.run({ id, now }).changes;
     return moved;
   });
 

@@ -1,0 +1,86 @@
+// Peak RSS of the real CLI (`cronsafe run`) over a directory of n empty files with a
+// no-op module handler. Used by bench/run.mjs.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BENCH_DIR, ROOT, makeTree, writeConfig } from './lib.mjs';
+
+/**
+ * Two independent readings of the child's peak RSS (KiB): getrusage(RUSAGE_SELF).ru_maxrss
+ * printed by bench/maxrss.mjs at exit, and GNU time's %M (the waited-for child's
+ * ru_maxrss) when /usr/bin/time exists. They should agree to within a few hundred KiB.
+ */
+export async function measureRss(n, { taskset, gnuTime, log }) {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-rss-'));
+  try {
+    const src = path.join(root, 'src');
+    log(`rss ${n}: creating ${n} empty files under ${src} ...`);
+    const createFilesMs = makeTree(src, n);
+    log(`rss ${n}: created in ${(createFilesMs / 1000).toFixed(1)} s; running the CLI ...`);
+    // level info: the real default; at info there is no per-item log line, only progress.
+    const configFile = writeConfig(root, { source: src, level: 'info' });
+
+    const cli = [process.execPath, path.join(BENCH_DIR, 'maxrss.mjs'), path.join(ROOT, 'dist', 'cli.js'), 'run', '-c', configFile];
+    let argv = cli;
+    if (gnuTime) argv = [gnuTime, '-f', 'BENCH_TIME_MAXRSS_KB=%M', ...argv];
+    if (taskset) argv = [taskset, '-c', '0', ...argv];
+
+    const t0 = performance.now();
+    const { code, signal, stdout, stderr } = await run(argv, 120_000 + n * 2);
+    const wallMs = performance.now() - t0;
+    if (code !== 0) throw new Error(`rss ${n}: cronsafe run exited ${code ?? signal}\n${stderr.slice(-2000)}`);
+
+    const maxRssKiB = num(/BENCH_MAXRSS_KB=(\d+)/.exec(stderr));
+    const timeMaxRssKiB = num(/BENCH_TIME_MAXRSS_KB=(\d+)/.exec(stderr));
+    const peaks = /BENCH_MEM_PEAKS_KB=(\{.*\})/.exec(stderr);
+    const finished = stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l))
+      .find((r) => r.msg === 'run finished');
+    if (!finished || finished.items?.done !== n) {
+      throw new Error(`rss ${n}: expected ${n} done items, got ${JSON.stringify(finished?.items)}`);
+    }
+    const t1 = performance.now();
+    rmSync(src, { recursive: true, force: true });
+    const deleteFilesMs = performance.now() - t1;
+    log(`rss ${n}: peak RSS ${(maxRssKiB / 1024).toFixed(1)} MiB; files removed in ${(deleteFilesMs / 1000).toFixed(1)} s`);
+    return {
+      items: n,
+      createFilesMs,
+      deleteFilesMs,
+      wallMs,
+      runDurationMs: finished.durationMs,
+      itemsPerSec: (n * 1000) / finished.durationMs,
+      maxRssKiB,
+      timeMaxRssKiB,
+      memPeaksKiB: peaks ? JSON.parse(peaks[1]) : null,
+      counts: finished.counts,
+    };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+const num = (m) => (m ? Number(m[1]) : null);
+
+/** Spawn, collect output, kill the child (by its pid) after `timeoutMs`. */
+export function run(argv, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}

@@ -1,0 +1,75 @@
+// `npm run bench`: no-op throughput (in-process, one core) and peak RSS of the CLI for a
+// small and a large backlog. Prints a table and writes bench/results.json.
+// Env: BENCH_ITEMS (default 100000), BENCH_BIG (default 1000000), BENCH_SMALL (default 1000).
+// See docs/benchmarks.md.
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { BENCH_DIR, envInt, environment, fmtInt, fmtMiB, fmtSec, table, which } from './lib.mjs';
+import { measureRss, run } from './rss.mjs';
+
+const ITEMS = envInt('BENCH_ITEMS', 100_000);
+const SMALL = envInt('BENCH_SMALL', 1_000);
+const BIG = envInt('BENCH_BIG', 1_000_000);
+const TARGET_RATE = 30_000;
+const TARGET_RSS_RATIO = 1.3;
+
+const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+const taskset = which('/usr/bin/taskset', '/bin/taskset');
+const gnuTime = which('/usr/bin/time');
+
+const env = environment();
+log(`node ${env.node}, ${env.cpu}, ${env.cores} cores, ${env.date}`);
+
+// 1. In-process throughput, pinned to core 0 (the child reports the cores it may use).
+log(`throughput: ${fmtInt(ITEMS)} items, ${taskset ? 'pinned with taskset -c 0' : 'NOT pinned (no taskset)'} ...`);
+const tpArgv = [process.execPath, path.join(BENCH_DIR, 'throughput.mjs')];
+const tpRun = await run(taskset ? [taskset, '-c', '0', ...tpArgv] : tpArgv, 60_000 + ITEMS * 5);
+const tpLine = tpRun.stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT='));
+if (tpRun.code !== 0 || !tpLine) {
+  process.stderr.write(tpRun.stdout + tpRun.stderr);
+  throw new Error(`throughput child failed (exit ${tpRun.code ?? tpRun.signal})`);
+}
+const tp = JSON.parse(tpLine.slice('BENCH_RESULT='.length));
+tp.pinned = !!taskset && tp.cores === 1;
+log(`throughput: done (child saw ${tp.cores} core(s))`);
+
+// 2. Peak RSS of the real CLI, small vs big backlog (also pinned, to leave a core free).
+const rssOpts = { taskset, gnuTime, log };
+const small = await measureRss(SMALL, rssOpts);
+const big = await measureRss(BIG, rssOpts);
+const ratio = big.maxRssKiB / small.maxRssKiB;
+
+const rows = [
+  ['(a) runPass, synthetic source, 1st pass', fmtInt(ITEMS), fmtSec(tp.synthetic.ms), fmtInt(tp.synthetic.itemsPerSec), 'ledger + runner only'],
+  ['(b) runPass, directory scan, 1st pass', fmtInt(ITEMS), fmtSec(tp.directory.ms), fmtInt(tp.directory.itemsPerSec), `default scanner; files made in ${fmtSec(tp.createFilesMs)}`],
+  ['(c) 2nd pass, all done, synthetic', fmtInt(ITEMS), fmtSec(tp.syntheticRepeat.ms), fmtInt(tp.syntheticRepeat.itemsPerSec), 'skip cost'],
+  ['(c) 2nd pass, all done, directory', fmtInt(ITEMS), fmtSec(tp.directoryRepeat.ms), fmtInt(tp.directoryRepeat.itemsPerSec), 'skip cost incl. scan'],
+  ['scan only (scanDirectory, no ledger)', fmtInt(ITEMS), fmtSec(tp.scanOnly.ms), fmtInt(tp.scanOnly.itemsPerSec), 'reference'],
+  ...[small, big].map((r) => [
+    `CLI run, module no-op, ${fmtInt(r.items)} files`,
+    fmtInt(r.items),
+    fmtSec(r.runDurationMs),
+    fmtInt(r.itemsPerSec),
+    `peak RSS ${fmtMiB(r.maxRssKiB)}${r.timeMaxRssKiB ? ` (time: ${fmtMiB(r.timeMaxRssKiB)})` : ''}; files made in ${fmtSec(r.createFilesMs)}`,
+  ]),
+];
+
+const best = Math.min(tp.synthetic.itemsPerSec, tp.directory.itemsPerSec);
+const verdict = (ok) => (ok ? 'OK' : 'MISSED');
+const out = [
+  '',
+  `cronsafe bench  ${env.date}`,
+  `node ${env.node} | ${env.platform} | ${env.cpu} | ${env.cores} cores | ${env.memoryGiB} GiB`,
+  `in-process part: ${tp.pinned ? 'pinned to one core (taskset -c 0)' : 'NOT pinned'}; concurrency ${tp.config.concurrency}, queueSize ${tp.config.queueSize}, log ${tp.config.logLevel}`,
+  '',
+  table(['measurement', 'items', 'time', 'items/s', 'notes'], rows),
+  '',
+  `no-op throughput, first pass: min(a, b) = ${fmtInt(best)} items/s (target >= ${fmtInt(TARGET_RATE)}): ${verdict(best >= TARGET_RATE)}`,
+  `peak RSS ${fmtInt(BIG)} / ${fmtInt(SMALL)} items = ${fmtMiB(big.maxRssKiB)} / ${fmtMiB(small.maxRssKiB)} = ${ratio.toFixed(2)} (target < ${TARGET_RSS_RATIO}): ${verdict(ratio < TARGET_RSS_RATIO)}`,
+  '',
+];
+process.stdout.write(`${out.join('\n')}\n`);
+
+const results = { environment: env, throughput: tp, rss: { small, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
+writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);

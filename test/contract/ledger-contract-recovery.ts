@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import type { LedgerTotals } from '../../src/ledger/types.js';
+import { claimOne, failOpts, killItem, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+
+/** Crash recovery, leases, dead letters, counts, run history, events and totals. */
+export function recoveryContract(use: UseLedger): void {
+  describe('reclaimOrphans', () => {
+    it("returns other owners' claims to pending with a charged attempt; leaves its own", async () => {
+      await claimOne(use(), 'a');
+      await claimOne(use(), 'b');
+      await claimOne(use(), 'mine', { owner: 'owner-b', runId: 'run-2' });
+      expect(await use().reclaimOrphans('owner-b', failOpts({ now: T0 + 5 }))).toBe(2);
+      expect(await use().get('a')).toMatchObject({
+        state: 'pending', owner: null, attempts: 1, released: 0, availableAt: T0 + 5 + 500,
+      });
+      expect((await use().get('a'))?.lastError).toMatch(/attempt 1 abandoned/);
+      expect(await use().get('mine')).toMatchObject({ state: 'claimed', owner: 'owner-b' });
+      expect(await use().reclaimOrphans('owner-b', failOpts())).toBe(0);
+    });
+
+    it('dead-letters an item that kills every run that claims it (OOM)', async () => {
+      const retry = { ...RETRY, maxAttempts: 2 };
+      await claimOne(use(), 'oom', { owner: 'run-1-owner' });
+      expect(await use().reclaimOrphans('run-2-owner', failOpts({ retry }))).toBe(1);
+      await claimOne(use(), 'oom', { owner: 'run-2-owner', now: T0 + 10_000 });
+      expect(await use().reclaimOrphans('run-3-owner', failOpts({ retry, now: T0 + 20_000 }))).toBe(1);
+      expect(await use().get('oom')).toMatchObject({ state: 'dead', attempts: 2 });
+      expect(await use().listDead()).toMatchObject([{ id: 'oom', deadAt: T0 + 20_000 }]);
+      expect((await use().totals()).deadLettered).toBe(1);
+    });
+  });
+
+  describe('renew', () => {
+    it('extends leases still held and returns the ids no longer held', async () => {
+      const a = await claimOne(use(), 'a');
+      const b = await claimOne(use(), 'b');
+      await use().complete([b], T0);
+      expect(await use().renew('owner-a', ['a', 'b', 'ghost'], T0 + 99_000)).toEqual(['b', 'ghost']);
+      expect((await use().get('a'))?.leaseUntil).toBe(T0 + 99_000);
+      expect(await use().renew('owner-x', ['a'], T0 + 1)).toEqual(['a']);
+      expect(await use().complete([a], T0)).toMatchObject([{ result: 'applied' }]);
+    });
+  });
+
+  describe('dead letters', () => {
+    it('lists dead items oldest first, with a limit', async () => {
+      await killItem(use(), 'first');
+      await killItem(use(), 'second');
+      const dead = await use().listDead();
+      expect(dead.map((d) => d.id)).toEqual(['first', 'second']);
+      expect(dead[0]).toMatchObject({ attempts: 3, lastError: 'boom 3' });
+      expect(await use().listDead(1)).toHaveLength(1);
+    });
+
+    it('retryDead requeues by id or all, resetting attempts; totals stay', async () => {
+      await killItem(use(), 'a');
+      await killItem(use(), 'b');
+      await claimOne(use(), 'live');
+      expect(await use().retryDead(['a', 'live', 'ghost'], T0 + 1)).toBe(1);
+      expect(await use().get('a')).toMatchObject({ state: 'pending', attempts: 0, released: 0, availableAt: T0 + 1 });
+      expect(await use().get('live')).toMatchObject({ state: 'claimed' });
+      expect(await claimOne(use(), 'a', { now: T0 + 1 })).toMatchObject({ attempt: 1, charged: 1 });
+      expect(await use().retryDead('all', T0 + 2)).toBe(1);
+      expect(await use().retryDead('all', T0 + 3)).toBe(0);
+      expect(await use().counts()).toEqual({ pending: 1, claimed: 2, done: 0, dead: 0 });
+      expect((await use().totals()).deadLettered).toBe(2);
+    });
+  });
+
+  describe('counts and get', () => {
+    it('counts every state and returns null for unknown ids', async () => {
+      await use().complete([await claimOne(use(), 'done')], T0);
+      await killItem(use(), 'dead');
+      await claimOne(use(), 'claimed');
+      await use().discoverAndClaim([{ id: 'p1' }, { id: 'p2' }], { owner: 'o', runId: 'r', now: T0, leaseMs: 1, limit: 0 });
+      expect(await use().counts()).toEqual({ pending: 2, claimed: 1, done: 1, dead: 1 });
+      expect(await use().get('nope')).toBeNull();
+    });
+  });
+
+  describe('runs and events', () => {
+    it('records runs and returns the newest first', async () => {
+      await use().startRun({ runId: 'r1', owner: 'o1', startedAt: T0, scheduledFor: T0 - 5 });
+      await use().startRun({ runId: 'r2', owner: 'o2', startedAt: T0 + 1000 });
+      await use().finishRun('r1', T0 + 500, 'completed', { done: 3, failed: 1 });
+      const [r2, r1] = await use().recentRuns(10);
+      expect(r2).toEqual({
+        runId: 'r2', owner: 'o2', startedAt: T0 + 1000, finishedAt: null, outcome: null, scheduledFor: null, counts: null,
+      });
+      expect(r1).toEqual({
+        runId: 'r1', owner: 'o1', startedAt: T0, finishedAt: T0 + 500, outcome: 'completed',
+        scheduledFor: T0 - 5, counts: { done: 3, failed: 1 },
+      });
+      expect(await use().recentRuns(1)).toHaveLength(1);
+    });
+
+    it('counts overruns (overrun and lock-skip events) and lock skips in the totals', async () => {
+      await use().recordEvent('overrun', T0, { missedOccurrences: 2 });
+      await use().recordEvent('lock-skip', T0 + 1);
+      await use().recordEvent('missed', T0 + 2, {});
+      await use().recordEvent('stale', T0 + 3);
+      expect(await use().totals()).toEqual({ deadLettered: 0, overruns: 2, lockSkips: 1, itemsDone: 0, itemsFailed: 0 });
+    });
+  });
+
+  describe('totals', () => {
+    it('only ever grow across a mixed history', async () => {
+      const seen: LedgerTotals[] = [await use().totals()];
+      const step = async (): Promise<void> => {
+        seen.push(await use().totals());
+      };
+      await use().complete([await claimOne(use(), 'a')], T0);
+      await step();
+      await killItem(use(), 'b');
+      await step();
+      await use().retryDead('all', T0);
+      await step();
+      await use().release([await claimOne(use(), 'c')], T0, 'drained');
+      await step();
+      await use().recordEvent('lock-skip', T0);
+      await step();
+      for (const [prev, next] of seen.slice(0, -1).map((p, i) => [p, seen[i + 1]] as const)) {
+        for (const key of Object.keys(prev) as (keyof LedgerTotals)[]) expect(next?.[key]).toBeGreaterThanOrEqual(prev[key]);
+      }
+      expect(seen.at(-1)).toEqual({ deadLettered: 1, overruns: 1, lockSkips: 1, itemsDone: 1, itemsFailed: 3 });
+    });
+  });
+}

@@ -1,0 +1,124 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import { CLAIM_BATCH_SQL, CLAIMABLE_SQL, DISCOVER_SQL } from '../../src/ledger/sqlite/claim.js';
+import { COMPLETE_SQL } from '../../src/ledger/sqlite/finish.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { migrate } from '../../src/ledger/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
+import { ledgerContract } from '../contract/ledger-contract.js';
+
+const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-'));
+let n = 0;
+/** A path in a directory of its own that does not exist yet (the ledger creates it). */
+const freshFile = (): string => join(root, `t${++n}`, 'state', 'cronsafe.db');
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+ledgerContract('sqlite', () => openSqliteLedger(freshFile()));
+
+describe('SQLite ledger specifics', () => {
+  it('creates the parent directory and runs in WAL mode', async () => {
+    const file = freshFile();
+    const ledger = await openSqliteLedger(file);
+    await ledger.discoverAndClaim([{ id: 'a' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    expect(existsSync(`${file}-wal`)).toBe(true);
+    await ledger.close();
+    const db = new Database(file, { readonly: true });
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    db.close();
+  });
+
+  it('keeps its data across close and reopen, and close is idempotent', async () => {
+    const file = freshFile();
+    const first = await openSqliteLedger(file);
+    const [claim] = await first.discoverAndClaim([{ id: 'a' }, { id: 'b' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    await first.complete(claim ? [claim] : [], 2);
+    await first.recordEvent('overrun', 3);
+    await first.close();
+    await first.close();
+    const second = await openSqliteLedger(file);
+    expect(await second.counts()).toEqual({ pending: 0, claimed: 1, done: 1, dead: 0 });
+    expect(await second.totals()).toMatchObject({ itemsDone: 1, overruns: 1 });
+    await second.close();
+  });
+
+  it('applies each migration once, however often it is opened or migrated', async () => {
+    const file = freshFile();
+    for (let i = 0; i < 3; i++) await (await openSqliteLedger(file)).close();
+    const db = new Database(file);
+    expect(migrate(db)).toEqual([]);
+    const rows = db.prepare('SELECT version, name FROM schema_migrations ORDER BY version').all();
+    expect(rows).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
+    db.close();
+  });
+
+  it('rolls a failing migration back entirely and does not record it', () => {
+    const db = new Database(':memory:');
+    const broken = [...MIGRATIONS, { version: 999, name: 'broken', sql: 'CREATE TABLE x (a); SELECT nope FROM nowhere;' }];
+    expect(() => migrate(db, broken)).toThrow(/nowhere/);
+    expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'x'").pluck().get()).toBe(0);
+    expect(db.prepare('SELECT max(version) FROM schema_migrations').pluck().get()).toBe(MIGRATIONS.at(-1)?.version);
+    db.close();
+  });
+
+  it('refuses a ledger written by a newer cronsafe', async () => {
+    const file = freshFile();
+    await (await openSqliteLedger(file)).close();
+    const db = new Database(file);
+    db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(9999, 'future', 0);
+    db.close();
+    await expect(openSqliteLedger(file)).rejects.toThrow(/schema version 9999.*upgrade cronsafe/);
+  });
+
+  it('enforces the item state machine in the schema', async () => {
+    const file = freshFile();
+    await (await openSqliteLedger(file)).close();
+    const db = new Database(file);
+    const insert = db.prepare(
+      'INSERT INTO items (id, state, owner, available_at, first_seen_at, updated_at) VALUES (?, ?, ?, 0, 0, 0)',
+    );
+    expect(() => insert.run('x', 'lost', null)).toThrow(/CHECK/);
+    expect(() => insert.run('y', 'claimed', null)).toThrow(/CHECK/); // a claim without an owner
+    expect(() => insert.run('z', 'pending', 'someone')).toThrow(/CHECK/);
+    db.close();
+  });
+
+  it('keeps odd ids consistent between batch (JSON) and single-row paths', async () => {
+    const ledger = await openSqliteLedger(freshFile());
+    const ids = ['\ud800lone', 'quote"back\\slash\n', 'é/ü/💥', ' spaced '];
+    const claims = await ledger.discoverAndClaim(ids.map((id) => ({ id })), { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    expect(claims).toHaveLength(ids.length);
+    expect((await ledger.complete(claims, 2)).map((o) => o.result)).toEqual(ids.map(() => 'applied'));
+    for (const id of ids) expect((await ledger.get(id))?.state).toBe('done');
+    expect(await ledger.complete(claims, 3)).toMatchObject(ids.map(() => ({ result: 'fenced' })));
+    await ledger.close();
+  });
+
+  it('walks a batch by primary key on the hot paths, never scanning items', () => {
+    const db = new Database(':memory:');
+    migrate(db);
+    const params = { batch: '[]', claims: '[]', runId: 'r', now: 0, owner: 'o', leaseUntil: 0 };
+    for (const sql of [DISCOVER_SQL, CLAIM_BATCH_SQL, CLAIMABLE_SQL, COMPLETE_SQL]) {
+      const stmt = db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
+      const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
+      const plan = (stmt.all(used) as { detail: string }[]).map((r) => r.detail).join('\n');
+      expect(plan).not.toMatch(/SCAN (items|i)\b/);
+    }
+    db.close();
+  });
+});
+
+describe('openLedger', () => {
+  it('opens the SQLite ledger named by state.sqlite', async () => {
+    const ledger = await openLedger({ sqlite: freshFile() });
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
+    await ledger.close();
+  });
+
+  it('rejects state.postgres clearly, for now', async () => {
+    await expect(openLedger({ postgres: 'postgres://x@y/z' })).rejects.toThrow('state.postgres is not supported yet');
+  });
+});

@@ -1,0 +1,261 @@
+/**
+ * Model-based test of the SQLite ledger: fast-check generates random sequences of
+ * discover / claimDue / complete / fail / release / reclaimOrphans / retryDead / renew
+ * / clock ticks, with claims picked from every claim ever issued (so many are stale)
+ * and sometimes forged with another owner or attempt. After every step the real ledger
+ * must match a plain in-memory model exactly, and the invariants must hold.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, expect, it } from 'vitest';
+import { backoffDelayMs } from '../../src/ledger/backoff.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import type { Claim, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
+
+const IDS = ['a', 'b', 'c', 'd', 'e'];
+const OWNERS = ['o0', 'o1', 'o2'];
+const RETRY: RetryPolicy = { maxAttempts: 2, backoffMs: 100, backoffMaxMs: 400 };
+const RANDOM = (): number => 0.5;
+const runOf = (owner: string): string => `run-${owner}`;
+
+interface MItem {
+  state: ItemState;
+  attempts: number;
+  released: number;
+  owner: string | null;
+  availableAt: number;
+  lastError: string | null;
+  seenRun: string;
+}
+interface Model {
+  now: number;
+  items: Map<string, MItem>;
+  issued: Claim[];
+  totals: LedgerTotals;
+  errors: number;
+  /** Attempts the ledger reported at the previous check, per id. */
+  seenAttempts: Map<string, number>;
+}
+interface Real {
+  ledger: Ledger;
+}
+
+type Stale = 'none' | 'owner' | 'attempt';
+type Op =
+  | { kind: 'discover'; ids: string[]; owner: number; limit: number | undefined }
+  | { kind: 'claimDue'; owner: number; limit: number }
+  | { kind: 'complete' | 'fail' | 'release'; pick: number; stale: Stale }
+  | { kind: 'reclaim'; owner: number }
+  | { kind: 'retryDead'; ids: string[] | 'all' }
+  | { kind: 'renew'; owner: number; ids: string[] }
+  | { kind: 'tick'; ms: number };
+
+function newModel(): Model {
+  const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, itemsDone: 0, itemsFailed: 0 };
+  return { now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
+}
+
+/** The claim a fenced op uses: one ever issued, possibly forged to be stale. */
+function pickClaim(m: Model, pick: number, stale: Stale): Claim | undefined {
+  // Two times in three a claim that still holds, else any claim ever issued (mostly stale).
+  const held = m.issued.filter((c) => holds(m, c) !== undefined);
+  const from = pick % 3 === 0 || held.length === 0 ? m.issued : held;
+  const c = from[Math.floor(pick / 3) % Math.max(1, from.length)];
+  if (c === undefined) return undefined;
+  if (stale === 'owner') return { ...c, owner: OWNERS[(OWNERS.indexOf(c.owner) + 1) % OWNERS.length] ?? 'x' };
+  if (stale === 'attempt') return { ...c, attempt: c.attempt + (pick % 2 === 0 ? 1 : -1) };
+  return c;
+}
+
+/** Does this claim still hold in the model (the fence)? */
+function holds(m: Model, c: Claim): MItem | undefined {
+  const it = m.items.get(c.id);
+  return it?.state === 'claimed' && it.owner === c.owner && it.attempts === c.attempt ? it : undefined;
+}
+
+/** A failed or abandoned attempt: dead when charged is spent, else back off. */
+function failInModel(m: Model, it: MItem, error: string): MItem['state'] {
+  const charged = it.attempts - it.released;
+  Object.assign(it, { owner: null, lastError: error });
+  m.totals.itemsFailed++;
+  if (charged >= RETRY.maxAttempts) {
+    it.state = 'dead';
+    m.totals.deadLettered++;
+  } else {
+    it.state = 'pending';
+    it.availableAt = m.now + backoffDelayMs(charged, RETRY, RANDOM);
+  }
+  return it.state;
+}
+
+function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
+  Object.assign(it, { state: 'claimed', owner, attempts: it.attempts + 1 });
+  const claim = { id, owner, attempt: it.attempts, charged: it.attempts - it.released };
+  m.issued.push(claim);
+  return claim;
+}
+
+const claimable = (m: Model, it: MItem): boolean => it.state === 'pending' && it.availableAt <= m.now;
+
+/** Apply `op` to both the model and the ledger, and compare what each returns. */
+async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
+  const opts = (o: number) => ({ owner: OWNERS[o] ?? 'x', runId: runOf(OWNERS[o] ?? 'x'), now: m.now, leaseMs: 1000 });
+  switch (op.kind) {
+    case 'discover': {
+      const o = opts(op.owner);
+      const ids = [...new Set(op.ids)];
+      for (const id of ids) {
+        const it = m.items.get(id);
+        if (it) it.seenRun = o.runId;
+        else m.items.set(id, { state: 'pending', attempts: 0, released: 0, owner: null, availableAt: m.now, lastError: null, seenRun: o.runId });
+      }
+      const due = ids.filter((id) => claimable(m, m.items.get(id) as MItem)).slice(0, op.limit ?? Infinity);
+      const want = due.map((id) => claimInModel(m, id, m.items.get(id) as MItem, o.owner));
+      const got = await ledger.discoverAndClaim(op.ids.map((id) => ({ id })), { ...o, limit: op.limit });
+      expect(got).toEqual(want);
+      return;
+    }
+    case 'claimDue': {
+      const o = opts(op.owner);
+      const due = [...m.items.entries()]
+        .filter(([, it]) => claimable(m, it) && it.seenRun === o.runId)
+        .sort(([ia, a], [ib, b]) => a.availableAt - b.availableAt || (ia < ib ? -1 : 1))
+        .slice(0, op.limit);
+      const want = due.map(([id, it]) => claimInModel(m, id, it, o.owner));
+      expect(await ledger.claimDue({ ...o, limit: op.limit })).toEqual(want);
+      return;
+    }
+    case 'complete':
+    case 'fail':
+    case 'release': {
+      const claim = pickClaim(m, op.pick, op.stale);
+      if (claim === undefined) return;
+      const it = holds(m, claim);
+      const error = `err-${++m.errors}`;
+      let want: { result: string; state?: ItemState; availableAt?: number } = { result: 'fenced' };
+      if (it && op.kind === 'complete') {
+        Object.assign(it, { state: 'done', owner: null });
+        m.totals.itemsDone++;
+        want = { result: 'applied', state: 'done' };
+      } else if (it && op.kind === 'fail') {
+        const state = failInModel(m, it, error);
+        want = { result: 'applied', state, ...(state === 'pending' ? { availableAt: it.availableAt } : {}) };
+      } else if (it) {
+        Object.assign(it, { state: 'pending', owner: null, released: it.released + 1, availableAt: m.now, lastError: error });
+        want = { result: 'applied', state: 'pending', availableAt: m.now };
+      }
+      const [got] =
+        op.kind === 'complete'
+          ? await ledger.complete([claim], m.now)
+          : op.kind === 'fail'
+            ? await ledger.fail([{ claim, error }], { now: m.now, retry: RETRY, random: RANDOM })
+            : await ledger.release([claim], m.now, error);
+      expect(got).toMatchObject({ id: claim.id, ...want });
+      return;
+    }
+    case 'reclaim': {
+      const except = OWNERS[op.owner] ?? 'x';
+      let moved = 0;
+      for (const it of m.items.values()) {
+        if (it.state !== 'claimed' || it.owner === except) continue;
+        failInModel(m, it, `attempt ${it.attempts} abandoned: the run that claimed it died`);
+        moved++;
+      }
+      expect(await ledger.reclaimOrphans(except, { now: m.now, retry: RETRY, random: RANDOM })).toBe(moved);
+      return;
+    }
+    case 'retryDead': {
+      const ids = op.ids === 'all' ? [...m.items.keys()] : [...new Set(op.ids)];
+      let moved = 0;
+      for (const id of ids) {
+        const it = m.items.get(id);
+        if (it?.state !== 'dead') continue;
+        Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now });
+        moved++;
+      }
+      expect(await ledger.retryDead(op.ids, m.now)).toBe(moved);
+      return;
+    }
+    case 'renew': {
+      const owner = OWNERS[op.owner] ?? 'x';
+      const lost = op.ids.filter((id) => !(m.items.get(id)?.state === 'claimed' && m.items.get(id)?.owner === owner));
+      expect(await ledger.renew(owner, op.ids, m.now + 5000)).toEqual(lost);
+      return;
+    }
+    case 'tick':
+      m.now += op.ms;
+  }
+}
+
+/** The ledger equals the model, and the invariants hold whatever the model says. */
+async function verify(m: Model, ledger: Ledger, op: Op): Promise<void> {
+  const before = m.seenAttempts;
+  const counts = { pending: 0, claimed: 0, done: 0, dead: 0 };
+  for (const id of IDS) {
+    const rec = await ledger.get(id);
+    const it = m.items.get(id);
+    if (it === undefined) {
+      expect(rec).toBeNull();
+      continue;
+    }
+    counts[it.state]++;
+    const { state, attempts, released, owner, availableAt, lastError } = it;
+    expect(rec).toMatchObject({ id, state, attempts, released, owner, availableAt, lastError });
+    if (rec === null) continue;
+    expect(rec.owner !== null).toBe(rec.state === 'claimed');
+    expect(rec.attempts - rec.released).toBeLessThanOrEqual(RETRY.maxAttempts);
+    if (rec.state === 'pending') expect(rec.attempts - rec.released).toBeLessThan(RETRY.maxAttempts);
+    if (op.kind !== 'retryDead') expect(rec.attempts).toBeGreaterThanOrEqual(before.get(id) ?? 0);
+    before.set(id, rec.attempts);
+  }
+  expect(await ledger.counts()).toEqual(counts);
+  expect(await ledger.totals()).toEqual(m.totals);
+}
+
+class OpCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly op: Op) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: Model, r: Real): Promise<void> {
+    await step(this.op, m, r.ledger);
+    await verify(m, r.ledger, this.op);
+  }
+  toString(): string {
+    return JSON.stringify(this.op);
+  }
+}
+
+const id = fc.constantFrom(...IDS);
+const owner = fc.nat({ max: OWNERS.length - 1 });
+const stale = fc.constantFrom<Stale>('none', 'none', 'owner', 'attempt');
+const ops: fc.Arbitrary<Op>[] = [
+  fc.record({ kind: fc.constant('discover' as const), ids: fc.array(id, { minLength: 1, maxLength: 6 }), owner, limit: fc.option(fc.nat({ max: 4 }), { nil: undefined }) }),
+  fc.record({ kind: fc.constant('claimDue' as const), owner, limit: fc.integer({ min: 1, max: 4 }) }),
+  ...(['complete', 'fail', 'fail', 'release'] as const).map((kind) => fc.record({ kind: fc.constant(kind), pick: fc.nat(), stale })),
+  fc.record({ kind: fc.constant('reclaim' as const), owner }),
+  fc.record({ kind: fc.constant('retryDead' as const), ids: fc.oneof(fc.constant('all' as const), fc.array(id, { maxLength: 3 })) }),
+  fc.record({ kind: fc.constant('renew' as const), owner, ids: fc.array(id, { maxLength: 3 }) }),
+  fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 500 }) }),
+];
+
+const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-model-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+let runs = 0;
+
+it('the SQLite ledger behaves like the model under random, often stale, operations', async () => {
+  const sequence = fc.commands(ops.map((a) => a.map((op) => new OpCommand(op))), { maxCommands: 80, size: 'max' });
+  await fc.assert(
+    fc.asyncProperty(sequence, async (cmds) => {
+      const ledger = await openSqliteLedger(join(root, `run-${++runs}.db`));
+      try {
+        await fc.asyncModelRun(() => ({ model: newModel(), real: { ledger } }), cmds);
+      } finally {
+        await ledger.close();
+      }
+    }),
+    { numRuns: 200 },
+  );
+}, 60_000);
