@@ -84,8 +84,12 @@ export function environment() {
     cpu,
     cores: os.availableParallelism(),
     memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    // Other work on the machine skews the numbers; recorded so a reader can tell.
+    loadavg: loadavg(),
   };
 }
+
+export const loadavg = () => os.loadavg().map((l) => Math.round(l * 100) / 100);
 
 /** First executable found among `candidates`, or null. */
 export function which(...candidates) {

@@ -4,7 +4,7 @@
 // See docs/benchmarks.md.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, envInt, environment, fmtInt, fmtMiB, fmtSec, table, which } from './lib.mjs';
+import { BENCH_DIR, envInt, loadavg, environment, fmtInt, fmtMiB, fmtSec, table, which } from './lib.mjs';
 import { measureRss, run } from './rss.mjs';
 
 const ITEMS = envInt('BENCH_ITEMS', 100_000);
@@ -38,6 +38,7 @@ const rssOpts = { taskset, gnuTime, log };
 const small = await measureRss(SMALL, rssOpts);
 const big = await measureRss(BIG, rssOpts);
 const ratio = big.maxRssKiB / small.maxRssKiB;
+const loadAfter = loadavg();
 
 const rows = [
   ['(a) runPass, synthetic source, 1st pass', fmtInt(ITEMS), fmtSec(tp.synthetic.ms), fmtInt(tp.synthetic.itemsPerSec), 'ledger + runner only'],
@@ -50,7 +51,7 @@ const rows = [
     fmtInt(r.items),
     fmtSec(r.runDurationMs),
     fmtInt(r.itemsPerSec),
-    `peak RSS ${fmtMiB(r.maxRssKiB)}${r.timeMaxRssKiB ? ` (time: ${fmtMiB(r.timeMaxRssKiB)})` : ''}; files made in ${fmtSec(r.createFilesMs)}`,
+    `peak RSS ${fmtMiB(r.maxRssKiB)}${r.timeMaxRssKiB ? ` (time: ${fmtMiB(r.timeMaxRssKiB)})` : ''}, V8 heap ${r.memPeaksKiB ? fmtMiB(r.memPeaksKiB.heapTotal) : '-'}; files made in ${fmtSec(r.createFilesMs)}`,
   ]),
 ];
 
@@ -60,6 +61,7 @@ const out = [
   '',
   `cronsafe bench  ${env.date}`,
   `node ${env.node} | ${env.platform} | ${env.cpu} | ${env.cores} cores | ${env.memoryGiB} GiB`,
+  `load average (1/5/15 min) at start ${env.loadavg.join(' ')}, at end ${loadAfter.join(' ')}`,
   `in-process part: ${tp.pinned ? 'pinned to one core (taskset -c 0)' : 'NOT pinned'}; concurrency ${tp.config.concurrency}, queueSize ${tp.config.queueSize}, log ${tp.config.logLevel}`,
   '',
   table(['measurement', 'items', 'time', 'items/s', 'notes'], rows),
@@ -70,6 +72,6 @@ const out = [
 ];
 process.stdout.write(`${out.join('\n')}\n`);
 
-const results = { environment: env, throughput: tp, rss: { small, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
+const results = { environment: { ...env, loadavgAfter: loadAfter }, throughput: tp, rss: { small, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);

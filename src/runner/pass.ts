@@ -6,8 +6,8 @@ import type { Claim, DiscoveredItem, Ledger, RetryPolicy } from '../ledger/types
 import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
-import { Progress } from './progress.js';
-import { ResultBatcher, type ResultCounts } from './results.js';
+import { Progress, type ProgressSnapshot } from './progress.js';
+import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { batches, scanDirectory } from './scan.js';
 import { HandlerFailure, type Handler, type WorkItem } from './types.js';
 
@@ -28,6 +28,16 @@ export interface PassDeps {
   /** Items to offer; default: a lazy scan of source.directory. */
   source?: AsyncIterable<DiscoveredItem>;
   progressIntervalMs?: number;
+  /** Metrics hook: told about every attempt and able to read live gauges. */
+  observer?: PassObserver;
+}
+
+/** What a metrics module sees of a pass (src/metrics). */
+export interface PassObserver {
+  /** One settled attempt, after its ledger write committed. `durationMs` is the handler's time. */
+  attempt(outcome: AttemptOutcome, durationMs: number): void;
+  /** Called once at the start with a function returning live gauges. */
+  live?(read: () => ProgressSnapshot): void;
 }
 
 export type PassOutcome = 'completed' | 'drained' | 'failed';
@@ -69,6 +79,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const channel = new Channel<Claim>(config.queueSize);
   const held = new Map<string, Claim>();
   const inflight = new Map<string, AbortController>();
+  // Handler time per attempt, until its result is written (for the duration histogram).
+  const durations = new Map<string, number>();
   let scanned = 0;
   let claimed = 0;
   let scanComplete = false;
@@ -92,16 +104,23 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       held.delete(c.id);
       notifySettled();
     },
+    onOutcome: (c, outcome) => {
+      const key = `${c.id}\0${c.attempt}`;
+      deps.observer?.attempt(outcome, durations.get(key) ?? 0);
+      durations.delete(key);
+    },
   });
 
-  const progress = new Progress(log, now, deps.progressIntervalMs ?? 15_000, () => ({
+  const snapshot = (): ProgressSnapshot => ({
     scanned,
     claimed,
     ...results.counts,
     inFlight: inflight.size,
     queued: channel.size,
     scanComplete,
-  }));
+  });
+  const progress = new Progress(log, now, deps.progressIntervalMs ?? 15_000, snapshot);
+  deps.observer?.live?.(snapshot);
 
   // On stop: hand back everything claimed but not started.
   drain.stopping.addEventListener('abort', () => {
@@ -203,13 +222,16 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     const item: WorkItem = { id: claim.id, path: path.join(config.source.directory, claim.id), attempt: claim.attempt };
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     const started = now();
+    const timed = () => durations.set(`${claim.id}\0${claim.attempt}`, now() - started);
     try {
       await handler.run(item, { signal: ctl.signal, outputPath: tempPath, log: itemLog, attempt: claim.attempt });
       // Output first, ledger second: a crash in between means a redo that overwrites.
       if (tempPath && outputs) await outputs.commit(tempPath, claim.id);
+      timed();
       itemLog.debug({ ms: now() - started }, 'item done');
       results.complete(claim);
     } catch (err) {
+      timed();
       if (tempPath && outputs) await outputs.discard(tempPath).catch(() => undefined);
       const message = err instanceof Error ? err.message : String(err);
       const interrupted = (err instanceof HandlerFailure && err.interrupted) || ctl.signal.aborted;

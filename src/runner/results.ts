@@ -1,6 +1,9 @@
 import type { Logger } from 'pino';
 import type { Claim, FenceOutcome, Ledger, RetryPolicy } from '../ledger/types.js';
 
+/** How one attempt ended, as recorded in the ledger. */
+export type AttemptOutcome = 'succeeded' | 'failed' | 'dead' | 'released' | 'fenced';
+
 // A type alias (not an interface) so that it is assignable to Record<string, number>.
 export type ResultCounts = {
   succeeded: number;
@@ -41,6 +44,8 @@ export class ResultBatcher {
       maxDelayMs: number;
       onError: (err: Error) => void;
       onSettled?: (claim: Claim) => void;
+      /** Each applied or fenced write, after its transaction committed. */
+      onOutcome?: (claim: Claim, outcome: AttemptOutcome) => void;
     },
   ) {}
 
@@ -86,7 +91,7 @@ export class ResultBatcher {
     const now = this.opts.now();
     try {
       if (batch.complete.length > 0) {
-        this.account(await this.ledger.complete(batch.complete, now), 'complete');
+        this.account(await this.ledger.complete(batch.complete, now), 'complete', batch.complete);
         for (const c of batch.complete) this.opts.onSettled?.(c);
       }
       // Failures may carry different policies (an unsafe id is dead at once); group by policy.
@@ -95,12 +100,12 @@ export class ResultBatcher {
           group.map((f) => ({ claim: f.claim, error: f.error })),
           { now, retry },
         );
-        this.account(outcomes, 'fail', group);
+        this.account(outcomes, 'fail', group.map((f) => f.claim), group);
         for (const f of group) this.opts.onSettled?.(f.claim);
       }
       for (const [reason, group] of groupBy(batch.release, (r) => r.reason)) {
         const claims = group.map((r) => r.claim);
-        this.account(await this.ledger.release(claims, now, reason), 'release');
+        this.account(await this.ledger.release(claims, now, reason), 'release', claims);
         for (const c of claims) this.opts.onSettled?.(c);
       }
     } catch (err) {
@@ -113,10 +118,14 @@ export class ResultBatcher {
   private account(
     outcomes: FenceOutcome[],
     op: 'complete' | 'fail' | 'release',
+    claims: Claim[],
     failures?: Array<{ claim: Claim; error: string }>,
   ): void {
     const errors = new Map(failures?.map((f) => [f.claim.id, f] as const));
+    const byId = new Map(claims.map((c) => [c.id, c] as const));
     for (const o of outcomes) {
+      const claim = byId.get(o.id);
+      if (claim) this.opts.onOutcome?.(claim, outcomeOf(o, op));
       if (o.result === 'fenced') {
         this.counts.fenced++;
         this.log.warn({ itemId: o.id, op, reason: o.reason }, 'stale claim: write rejected by the ledger (another owner holds this item now)');
@@ -139,6 +148,13 @@ export class ResultBatcher {
       }
     }
   }
+}
+
+function outcomeOf(o: FenceOutcome, op: 'complete' | 'fail' | 'release'): AttemptOutcome {
+  if (o.result === 'fenced') return 'fenced';
+  if (op === 'complete') return 'succeeded';
+  if (op === 'release') return 'released';
+  return o.state === 'dead' ? 'dead' : 'failed';
 }
 
 function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {

@@ -94,6 +94,10 @@ describe('SQLite ledger specifics', () => {
     expect((await ledger.complete(claims, 2)).map((o) => o.result)).toEqual(ids.map(() => 'applied'));
     for (const id of ids) expect((await ledger.get(id))?.state).toBe('done');
     expect(await ledger.complete(claims, 3)).toMatchObject(ids.map(() => ({ result: 'fenced' })));
+    // A claim rebuilt by the caller from the original (ill-formed) id still matches.
+    const [again] = await ledger.discoverAndClaim([{ id: '\udc00x' }], { owner: 'o', runId: 'r', now: 4, leaseMs: 1 });
+    const rebuilt = { id: '\udc00x', owner: 'o', attempt: again?.attempt ?? 0, charged: 1 };
+    expect(await ledger.complete([rebuilt], 5)).toMatchObject([{ id: '\udc00x', result: 'applied' }]);
     await ledger.close();
   });
 

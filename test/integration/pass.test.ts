@@ -156,4 +156,22 @@ describe('runPass (in-process, real SQLite ledger)', () => {
       if (rec?.state === 'pending') expect(rec.attempts - rec.released).toBe(0);
     }
   });
+
+  it('tells an observer about every attempt with its outcome and handler time, and exposes live gauges', async () => {
+    const { deps } = await setup({ retry: { maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 0 } });
+    const seen: Array<[string, number]> = [];
+    let read: (() => { inFlight: number }) | undefined;
+    const observer = { attempt: (o: string, ms: number) => void seen.push([o, ms]), live: (r: () => { inFlight: number }) => (read = r) };
+    const handler: Handler = {
+      run: async (item) => {
+        await new Promise((r) => setTimeout(r, 10));
+        if (item.id === 'item-0') throw new Error('bad');
+      },
+    };
+    await runPass(deps(handler, { source: ids(3), observer }));
+    const outcomes = seen.map(([o]) => o).sort();
+    expect(outcomes).toEqual(['dead', 'failed', 'succeeded', 'succeeded']);
+    for (const [, ms] of seen) expect(ms).toBeGreaterThanOrEqual(9);
+    expect(read?.().inFlight).toBe(0);
+  });
 });

@@ -232,7 +232,12 @@ const id = fc.constantFrom(...IDS);
 const owner = fc.nat({ max: OWNERS.length - 1 });
 const stale = fc.constantFrom<Stale>('none', 'none', 'owner', 'attempt');
 const ops: fc.Arbitrary<Op>[] = [
-  fc.record({ kind: fc.constant('discover' as const), ids: fc.array(id, { minLength: 1, maxLength: 6 }), owner, limit: fc.option(fc.nat({ max: 4 }), { nil: undefined }) }),
+  fc.record({
+    kind: fc.constant('discover' as const),
+    ids: fc.array(id, { minLength: 1, maxLength: 6 }),
+    owner,
+    limit: fc.option(fc.nat({ max: 4 }), { nil: undefined }),
+  }),
   fc.record({ kind: fc.constant('claimDue' as const), owner, limit: fc.integer({ min: 1, max: 4 }) }),
   ...(['complete', 'fail', 'fail', 'release'] as const).map((kind) => fc.record({ kind: fc.constant(kind), pick: fc.nat(), stale })),
   fc.record({ kind: fc.constant('reclaim' as const), owner }),
@@ -256,6 +261,6 @@ it('the SQLite ledger behaves like the model under random, often stale, operatio
         await ledger.close();
       }
     }),
-    { numRuns: 200 },
+    { numRuns: 150 },
   );
 }, 60_000);

@@ -88,8 +88,9 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     counters.bump('items_done', applied.size);
     return claims.map((c) => {
       // delete(): a claim listed twice is applied once; the repeat reports as fenced.
-      if (applied.delete(c.id)) return { id: c.id, result: 'applied', state: 'done' };
-      return fenced(c);
+      // RETURNING gives stored ids, so an ill-formed one is looked up as stored.
+      const done = applied.delete(c.id) || applied.delete(wellFormed(c.id));
+      return done ? { id: c.id, result: 'applied', state: 'done' } : fenced(c);
     });
   });
 
