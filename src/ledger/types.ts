@@ -117,6 +117,37 @@ export interface LedgerTotals {
   itemsFailed: number;
 }
 
+/**
+ * Every settled attempt ever, by how it ended (monotonic; metrics read these so that
+ * `cronsafe_items_processed_total` keeps counting across short-lived pods).
+ */
+export interface AttemptTotals {
+  /** Completions applied (claimed -> done). */
+  succeeded: number;
+  /** Charged failures that left the item pending for a retry. */
+  failed: number;
+  /** Charged failures that dead-lettered the item (= LedgerTotals.deadLettered). */
+  dead: number;
+  /** Attempts handed back by a drain (not charged). */
+  released: number;
+  /** Result writes rejected by the fence (the claim had moved on). */
+  fenced: number;
+}
+
+/** The run history, aggregated (for metrics and alerts). */
+export interface RunStats {
+  /**
+   * Finished runs by outcome. Starts that found the lock held are not runs (they are
+   * events: LedgerTotals.lockSkips). Monotonic as long as run history is not pruned.
+   */
+  byOutcome: Record<RunOutcome, number>;
+  /** startedAt of the oldest / newest run (finished or not), or null before the first run. */
+  firstStartedAt: number | null;
+  lastStartedAt: number | null;
+  /** finishedAt of the newest run whose outcome is `completed`, or null if none ever was. */
+  lastSuccessAt: number | null;
+}
+
 export interface Ledger {
   /** Apply numbered migrations; idempotent. */
   migrate(): Promise<void>;
@@ -163,6 +194,10 @@ export interface Ledger {
   recentRuns(limit: number): Promise<RunRecord[]>;
   recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): Promise<void>;
   totals(): Promise<LedgerTotals>;
+  /** Settled attempts ever, by result; each kept in the transaction of the write it counts. */
+  attemptTotals(): Promise<AttemptTotals>;
+  /** Runs by outcome, first/last start and last success, over the whole run history. */
+  runStats(): Promise<RunStats>;
 
   close(): Promise<void>;
 }

@@ -8,7 +8,9 @@ import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
+import { ownFiles } from './own-files.js';
 import { batches, scanDirectory } from './scan.js';
+import { waitForTasks } from './settle.js';
 import { HandlerFailure, type Handler, type WorkItem } from './types.js';
 
 export interface PassDeps {
@@ -175,7 +177,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         directory: config.source.directory,
         include: config.source.include,
         exclude: config.source.exclude,
-        skipPaths: stateFiles(config),
+        skipPaths: ownFiles(config),
         withStats: config.schedule?.refresh === 'on-change',
         signal: drain.stopping,
       });
@@ -292,40 +294,4 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       (!error && results.counts.released === 0 && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
   const outcome: PassOutcome = error ? 'failed' : finished && results.counts.released === 0 ? 'completed' : 'drained';
   return { outcome, counts, error };
-}
-
-/**
- * Wait for in-flight items. Once aborting, wait at most until the children's kill budget
- * has passed: a module handler that ignores its AbortSignal must not keep us past the
- * kubelet's SIGKILL; its claim stays ours and the next run reclaims it.
- */
-async function waitForTasks(tasks: Set<Promise<void>>, drain: Drain, log: Logger): Promise<void> {
-  const all = Promise.all(tasks);
-  const aborted = new Promise<void>((resolve) => {
-    if (drain.aborting.aborted) resolve();
-    else drain.aborting.addEventListener('abort', () => resolve(), { once: true });
-  });
-  await Promise.race([all, aborted]);
-  if (!drain.aborting.aborted) return;
-  const budget = drain.killAfterMs() * 2 + 250;
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = await Promise.race([
-    all.then(() => false),
-    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), budget))),
-  ]);
-  if (timer) clearTimeout(timer);
-  if (gaveUp) log.warn({ stillRunning: tasks.size }, 'drain: some handlers ignored the abort; leaving their claims to the next run');
-}
-
-/** Files and directories of cronsafe's own that may sit inside source.directory and are never items. */
-function stateFiles(config: Config): string[] {
-  const db = config.state.sqlite;
-  return [
-    config.output?.directory,
-    db,
-    db && `${db}-wal`,
-    db && `${db}-shm`,
-    db && `${db}-journal`,
-    config.lock.path,
-  ].filter((p): p is string => !!p);
 }

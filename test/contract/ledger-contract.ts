@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Ledger } from '../../src/ledger/types.js';
 import { claimOne, claimOpts, failOpts, items, killItem, LEASE_MS, T0, type UseLedger } from './ledger-fixtures.js';
+import { metricsReadsContract } from './ledger-contract-metrics.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
 import { transitionsContract } from './ledger-contract-transitions.js';
 
@@ -28,6 +29,7 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
     discoveryContract(use);
     transitionsContract(use);
     recoveryContract(use);
+    metricsReadsContract(use);
   });
 }
 

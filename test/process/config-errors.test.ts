@@ -21,7 +21,7 @@ handler: {command: ["true"]}
 describe('bad config: exit 78 with a message naming the problem', () => {
   it.each([
     ['missing file', () => path.join(tmpdir(), 'does-not-exist', 'cronsafe.yaml'), /config file not found: .*does-not-exist/],
-    ['bad YAML', () => configFile('name: x\nsource: {directory: ./source\n'), /cronsafe\.yaml.*line \d+/s],
+    ['bad YAML', () => configFile('name: x\nsource: {directory: ./source\n'), /cronsafe\.yaml:\d+:\d+: invalid YAML/],
     ['unknown key', () => configFile(`${valid}concurency: 4\n`), /concurency: unknown key/],
     ['unknown nested key', () => configFile(`${valid}retry: {maxAttempt: 3}\n`), /retry\.maxAttempt: unknown key/],
     ['wrong type', () => configFile(`${valid}concurrency: eight\n`), /concurrency:/],

@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
+import { makeApplyRefresh, refreshParams } from './refresh.js';
 import { batchJson, toClaim, type ClaimedRow } from './rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
@@ -20,8 +21,12 @@ ON CONFLICT (id) DO UPDATE SET
   mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
   seen_run = excluded.seen_run`;
 
+/**
+ * A claim also records the stat of the version it claims (the row's, just refreshed
+ * by discovery), the baseline `refresh: on-change` compares later discoveries with.
+ */
 const CLAIM_SET = `SET state = 'claimed', owner = @owner, attempts = attempts + 1,
-  lease_until = @leaseUntil, updated_at = @now`;
+  lease_until = @leaseUntil, claimed_size = size, claimed_mtime_ms = mtime_ms, updated_at = @now`;
 
 /** Rows of a batch that can be claimed now: pending and past their backoff. */
 const CLAIMABLE = `
@@ -69,6 +74,7 @@ export function makeClaimOps(db: Database): ClaimOps {
   const claimable = db.prepare(CLAIMABLE_SQL).pluck();
   const claimDue = db.prepare(CLAIM_DUE_SQL);
   const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
+  const applyRefresh = makeApplyRefresh(db);
 
   // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
   // (busy_timeout) instead of failing with SQLITE_BUSY at the first write.
@@ -80,8 +86,11 @@ export function makeClaimOps(db: Database): ClaimOps {
       order.set(it.id, order.size);
       rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
     }
+    const refresh = refreshParams(opts.refresh);
     let batch = batchJson(rows);
     discover.run({ batch, runId: opts.runId, now: opts.now });
+    // Before the limit: refreshed items left unclaimed are pending for the sweep.
+    if (refresh !== null) applyRefresh(batch, refresh, opts.now);
     const limit = opts.limit ?? Infinity;
     if (limit <= 0) return [];
     if (limit < rows.length) {

@@ -60,11 +60,15 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const release = db.prepare(RELEASE_SQL);
   const holder = db.prepare(HOLDER_SQL);
 
-  const fenced = (claim: Claim): FenceOutcome => ({
-    id: claim.id,
-    result: 'fenced',
-    reason: fenceReason(claim, (holder.get(wellFormed(claim.id)) as ClaimHolder | undefined) ?? null),
-  });
+  // Only ever called inside the transaction of the rejected write, so the count is exact.
+  const fenced = (claim: Claim): FenceOutcome => {
+    counters.bump('items_fenced', 1);
+    return {
+      id: claim.id,
+      result: 'fenced',
+      reason: fenceReason(claim, (holder.get(wellFormed(claim.id)) as ClaimHolder | undefined) ?? null),
+    };
+  };
   const guard = (c: Claim) => ({ id: wellFormed(c.id), owner: c.owner, attempt: c.attempt });
 
   const failOne = (claim: Claim, error: string, opts: FailOptions): FenceOutcome => {
@@ -101,6 +105,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const releaseTx = db.transaction((claims: Claim[], now: number, reason: string): FenceOutcome[] =>
     claims.map((c): FenceOutcome => {
       if (release.run({ ...guard(c), now, reason }).changes === 0) return fenced(c);
+      counters.bump('items_released', 1);
       return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
     }),
   );

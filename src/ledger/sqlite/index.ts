@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type {
+  AttemptTotals,
   Claim,
   ClaimOptions,
   DeadItem,
@@ -16,6 +17,7 @@ import type {
   LedgerTotals,
   RunOutcome,
   RunRecord,
+  RunStats,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
@@ -133,6 +135,12 @@ class SqliteLedger implements Ledger {
   }
   async totals(): Promise<LedgerTotals> {
     return this.#counters.totals();
+  }
+  async attemptTotals(): Promise<AttemptTotals> {
+    return this.#counters.attemptTotals();
+  }
+  async runStats(): Promise<RunStats> {
+    return this.#runs.runStats();
   }
   /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
   async close(): Promise<void> {

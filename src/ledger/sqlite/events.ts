@@ -1,0 +1,60 @@
+import type { Database } from 'better-sqlite3';
+import type { LedgerEventKind } from '../types.js';
+import type { CounterName, Counters } from './counters.js';
+
+export const RECORD_EVENT_SQL = `INSERT INTO events (kind, at, detail, occurrence) VALUES (?, ?, ?, ?)`;
+
+export const COUNT_EVENTS_SQL = `SELECT count(*) FROM events WHERE kind = ? AND at >= ?`;
+
+/**
+ * The latest occurrence accounted for: by a run that knew its occurrence, or by an
+ * event about one. Each max() is one seek on its index (migration 002).
+ */
+export const LAST_OCCURRENCE_SQL = `SELECT max(o) FROM (
+  SELECT max(scheduled_for) AS o FROM runs
+  UNION ALL SELECT max(occurrence) FROM events)`;
+
+/**
+ * Totals each event kind feeds. A start that finds the lock held is an overrun
+ * too (DESIGN.md: cronsafe_overruns_total counts both).
+ */
+const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
+  overrun: ['overruns'],
+  'lock-skip': ['overruns', 'lock_skips'],
+  missed: ['missed'],
+  stale: ['stale'],
+};
+
+/** Operator events and the schedule's bookkeeping (synchronous; the Ledger wraps them). */
+export interface EventOps {
+  recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): void;
+  countEvents(kind: LedgerEventKind, since?: number): number;
+  lastOccurrenceRecorded(): number | null;
+}
+
+export function makeEventOps(db: Database, counters: Counters): EventOps {
+  const record = db.prepare(RECORD_EVENT_SQL);
+  const count = db.prepare(COUNT_EVENTS_SQL).pluck();
+  const lastOccurrence = db.prepare(LAST_OCCURRENCE_SQL).pluck();
+
+  const recordTx = db.transaction(
+    (kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null) => {
+      const feeds = EVENT_COUNTERS[kind] as CounterName[] | undefined; // callers outside TypeScript
+      if (feeds === undefined) throw new Error(`recordEvent: unknown event kind ${JSON.stringify(kind)}`);
+      record.run(kind, at, detail === undefined ? null : JSON.stringify(detail), occurrence);
+      for (const name of feeds) counters.bump(name, 1);
+    },
+  );
+
+  return {
+    recordEvent(kind, at, detail, occurrence) {
+      // null from callers outside TypeScript means "no occurrence", like undefined.
+      if (occurrence != null && !Number.isSafeInteger(occurrence)) {
+        throw new TypeError(`recordEvent: occurrence must be integer epoch milliseconds, got ${String(occurrence)}`);
+      }
+      recordTx.immediate(kind, at, detail, occurrence ?? null);
+    },
+    countEvents: (kind, since) => count.get(kind, since ?? Number.MIN_SAFE_INTEGER) as number,
+    lastOccurrenceRecorded: () => (lastOccurrence.get() as number | null | undefined) ?? null,
+  };
+}

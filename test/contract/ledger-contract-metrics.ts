@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import type { AttemptTotals } from '../../src/ledger/types.js';
+import { claimOne, failOpts, killItem, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+
+/** The reads metrics are built on: attemptTotals() and runStats(). */
+export function metricsReadsContract(use: UseLedger): void {
+  describe('attemptTotals', () => {
+    it('counts every settled attempt by result, fenced writes included', async () => {
+      const zero: AttemptTotals = { succeeded: 0, failed: 0, dead: 0, released: 0, fenced: 0 };
+      expect(await use().attemptTotals()).toEqual(zero);
+      const a = await claimOne(use(), 'a');
+      await use().complete([a], T0);
+      await use().complete([a], T0 + 1); // already done: fenced
+      await killItem(use(), 'b'); // two retryable failures, then dead
+      await use().release([await claimOne(use(), 'c')], T0, 'drained');
+      const stale = await claimOne(use(), 'd');
+      await use().release([stale], T0, 'drained');
+      await use().fail([{ claim: stale, error: 'late' }], failOpts()); // the claim was handed back: fenced
+      expect(await use().attemptTotals()).toEqual({ succeeded: 1, failed: RETRY.maxAttempts - 1, dead: 1, released: 2, fenced: 2 });
+      // dead = the dead-lettered total; succeeded = items done.
+      expect(await use().totals()).toMatchObject({ deadLettered: 1, itemsDone: 1 });
+    });
+
+    it('does not go down when dead items are retried', async () => {
+      await killItem(use(), 'b');
+      const before = await use().attemptTotals();
+      await use().retryDead('all', T0);
+      expect(await use().attemptTotals()).toEqual(before);
+    });
+  });
+
+  describe('runStats', () => {
+    it('is empty before the first run', async () => {
+      expect(await use().runStats()).toEqual({
+        byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
+        firstStartedAt: null,
+        lastStartedAt: null,
+        lastSuccessAt: null,
+      });
+    });
+
+    it('counts finished runs by outcome and knows the first start, last start and last success', async () => {
+      const run = async (runId: string, startedAt: number, outcome?: 'completed' | 'failed' | 'drained') => {
+        await use().startRun({ runId, owner: 'o', startedAt });
+        if (outcome) await use().finishRun(runId, startedAt + 100, outcome, {});
+      };
+      await run('r1', T0, 'completed');
+      await run('r2', T0 + 1000, 'completed');
+      await run('r3', T0 + 2000, 'failed');
+      await run('r4', T0 + 3000, 'drained');
+      await run('r5', T0 + 4000); // still running (or died): no outcome
+      await use().recordEvent('lock-skip', T0 + 4500); // a skipped start is not a run
+      expect(await use().runStats()).toEqual({
+        byOutcome: { completed: 2, drained: 1, failed: 1, 'skipped-locked': 0, stale: 0 },
+        firstStartedAt: T0,
+        lastStartedAt: T0 + 4000,
+        lastSuccessAt: T0 + 1100,
+      });
+    });
+  });
+}
