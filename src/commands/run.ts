@@ -8,6 +8,7 @@ import { openLedger } from '../ledger/open.js';
 import type { Ledger } from '../ledger/types.js';
 import { tryLock } from '../lock/local.js';
 import { createLogger } from '../log.js';
+import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
 import { OutputStore } from '../runner/output.js';
 import { runPass, type PassOutcome } from '../runner/pass.js';
@@ -38,8 +39,10 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   if (!lock) return skipLocked(config, log);
 
   let ledger: Ledger | undefined;
+  let metrics: RunMetrics | undefined;
   try {
     ledger = await openState(config);
+    metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
     // Holding the lock proves their run is gone: resume them now (no backoff), but charge
     // the attempt, so an item that kills the process every time still ends up dead.
@@ -56,13 +59,15 @@ export async function runCommand(opts: RunOptions): Promise<number> {
     await outputs?.prepare();
 
     await ledger.startRun({ runId, owner, startedAt });
+    metrics.runStarted();
     log.info({ config: configSummary(config), pid: process.pid }, 'run started');
-    const result = await runPass({ config, ledger, handler, outputs, log, runId, owner, stop: opts.stop, force: opts.force });
+    const result = await runPass({ config, ledger, handler, outputs, log, runId, owner, stop: opts.stop, force: opts.force, observer: metrics.observer });
     await handler.close?.();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
       log.error({ err }, 'could not record the end of the run');
     });
+    await metrics.runFinished(result.outcome);
     const items = await ledger.counts().catch(() => undefined);
     log.info(
       {
@@ -77,6 +82,7 @@ export async function runCommand(opts: RunOptions): Promise<number> {
     );
     return EXIT_FOR[result.outcome];
   } finally {
+    await metrics?.close();
     await ledger?.close().catch(() => undefined);
     lock.release();
   }
@@ -113,6 +119,7 @@ async function skipLocked(config: Config, log: Logger): Promise<number> {
     const ledger = await openState(config);
     try {
       await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid });
+      await pushSkippedStart({ config, ledger, log });
     } finally {
       await ledger.close();
     }

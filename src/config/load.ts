@@ -136,6 +136,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
     retry: p.retry,
     drain: p.drain,
     lock: { path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)) },
+    daemon: p.daemon,
     log: p.log,
   };
   if (p.output) config.output = { directory: at(p.output.directory) };

@@ -223,8 +223,21 @@ export const configSchema = z
         timeZone: timeZone.optional(),
         graceSeconds: z.number({ error: 'expected a number of seconds >= 0' }).nonnegative().optional(),
         refresh: oneOf(['never', 'every-occurrence', 'on-change']).default('never'),
+        repeatedFire: oneOf(['run', 'skip']).default('run'),
       })
       .optional(),
+    daemon: z
+      .strictObject({
+        tickSeconds: seconds(true).default(30),
+        growth: z
+          .strictObject({
+            enabled: z.boolean({ error: 'expected true or false' }).default(false),
+            cooldownSeconds: seconds(false).default(300),
+            maxIncompletePasses: int(1, 1000).default(3),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
     metrics: z
       .strictObject({
         port: int(1, 65535).optional(),

@@ -22,6 +22,8 @@ export interface Config {
   drain: { gracePeriodSeconds: number; marginSeconds: number };
   lock: { path: string };
   schedule?: ScheduleConfig;
+  /** `cronsafe daemon` only. */
+  daemon: DaemonConfig;
   metrics?: { port?: number; pushgateway?: string; pushIntervalSeconds: number };
   log: { level: LogLevel; format: 'json' | 'pretty' };
 }
@@ -69,4 +71,16 @@ export interface ScheduleConfig {
   timeZone?: string;
   graceSeconds?: number;
   refresh: 'never' | 'every-occurrence' | 'on-change';
+  /**
+   * The second fire of a fixed-time schedule in a repeated fall-back hour (Kubernetes fires
+   * `30 1 * * *` twice that night): `run` it (default, as Kubernetes does) or `skip` it.
+   */
+  repeatedFire: 'run' | 'skip';
+}
+
+export interface DaemonConfig {
+  /** How often the daemon looks at the clock. Default 30. */
+  tickSeconds: number;
+  /** Run again between occurrences when the source has grown since the last completed pass. */
+  growth: { enabled: boolean; cooldownSeconds: number; maxIncompletePasses: number };
 }

@@ -8,6 +8,7 @@
  *                                     claimed --release (drain)--> pending (attempt not charged)
  *                                     claimed --reclaimOrphans (crash)--> pending | dead
  *   dead --retryDead--> pending (attempts reset)
+ *   done | dead --discover with a refresh policy--> pending (new cycle: attempts reset)
  *
  * Fencing: a claim is identified by (id, owner, attempt). complete/fail/release apply only
  * while the row is still `claimed` by that exact owner and attempt; otherwise the write is
@@ -45,6 +46,36 @@ export interface ClaimOptions {
   now: number;
   leaseMs: number;
   limit?: number;
+  /**
+   * Which finished items of this batch are outstanding again (config `schedule.refresh`;
+   * absent or `{}`: `never`, done and dead are final). Applies in discoverAndClaim only,
+   * in its transaction, before claiming; claimDue ignores it (a refreshed item is pending
+   * and seen by this run, so the sweep claims it like any other).
+   */
+  refresh?: RefreshPolicy;
+}
+
+/**
+ * A refreshed item starts a new cycle as if new: pending and claimable at once,
+ * attempts and released 0 (its next claim is attempt 1 with the whole retry budget),
+ * doneAt and deadAt cleared; lastError kept. Both fields may be set: either revives.
+ */
+export interface RefreshPolicy {
+  /**
+   * `every-occurrence` (epoch ms, the current occurrence): a `done` item whose doneAt is
+   * strictly before it is outstanding again. Done at or after it: stays done, so the runs
+   * of one occurrence continue one sweep rather than restart it. Never revives `dead`.
+   */
+  doneBefore?: number;
+  /**
+   * `on-change`: a `done` or `dead` item is outstanding again when the size or mtimeMs
+   * discovered now differs from the one recorded when it was last claimed (every claim
+   * records the item's stat as last discovered). A field counts only when both values
+   * are known: an item discovered without stat data never counts as changed. A finished
+   * item whose claimed version has no stat (claimed without one) takes the stat seen now
+   * as its baseline instead, so later changes count.
+   */
+  onChange?: boolean;
 }
 
 export interface FailOptions {
@@ -105,7 +136,19 @@ export interface RunRecord {
   counts: Record<string, number> | null;
 }
 
-/** Low-volume events recorded for operators and for metrics that must survive pods. */
+/** The latest run started (see Ledger.lastRunStart). */
+export interface RunStart {
+  runId: string;
+  startedAt: number;
+  scheduledFor: number | null;
+}
+
+/**
+ * Low-volume events recorded for operators and for metrics that must survive pods.
+ * `lock-skip`: a start found the run lock held. `overrun`: an occurrence came due while
+ * a run was active. `missed`: an occurrence no run started for. `stale`: a fire too old
+ * to run (outside `schedule.graceSeconds`), skipped.
+ */
 export type LedgerEventKind = 'lock-skip' | 'overrun' | 'missed' | 'stale';
 
 /** Monotonic totals kept in the ledger (metrics read these, not process memory). */
@@ -113,6 +156,10 @@ export interface LedgerTotals {
   deadLettered: number;
   overruns: number;
   lockSkips: number;
+  /** `missed` events recorded. */
+  missed: number;
+  /** `stale` events recorded. */
+  stale: number;
   itemsDone: number;
   itemsFailed: number;
 }
@@ -192,7 +239,33 @@ export interface Ledger {
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;
   recentRuns(limit: number): Promise<RunRecord[]>;
-  recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): Promise<void>;
+  /**
+   * The run with the latest startedAt (ties: the last started), whatever its outcome,
+   * finished or not; null before the first. The daemon fires an occurrence only when
+   * no run has started since it.
+   */
+  lastRunStart(): Promise<RunStart | null>;
+
+  /**
+   * Record an event and bump the totals it feeds, in one transaction. `at` is when it
+   * was recorded; `occurrence` (integer epoch ms; else a TypeError) the schedule occurrence
+   * it is about, if any. Events are not de-duplicated: callers consult
+   * lastOccurrenceRecorded() so as not to record an occurrence twice.
+   */
+  recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void>;
+
+  /** Events of `kind` with `at >= since` (all of them without `since`). */
+  countEvents(kind: LedgerEventKind, since?: number): Promise<number>;
+
+  /**
+   * The latest occurrence (epoch ms) the ledger has accounted for: the greatest of every
+   * run's scheduledFor and every event's occurrence (any kind, so an occurrence whose
+   * start found the lock held is not later called missed); null if none. Occurrences after
+   * it and before the current one are the missed ones.
+   */
+  lastOccurrenceRecorded(): Promise<number | null>;
+
+  /** Monotonic. overruns = overrun events + lock-skip events; lockSkips, missed, stale = their events. */
   totals(): Promise<LedgerTotals>;
   /** Settled attempts ever, by result; each kept in the transaction of the write it counts. */
   attemptTotals(): Promise<AttemptTotals>;

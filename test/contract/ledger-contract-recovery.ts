@@ -94,12 +94,22 @@ export function recoveryContract(use: UseLedger): void {
       expect(await use().recentRuns(1)).toHaveLength(1);
     });
 
-    it('counts overruns (overrun and lock-skip events) and lock skips in the totals', async () => {
+    it('counts overruns (overrun and lock-skip events), lock skips, missed and stale in the totals', async () => {
       await use().recordEvent('overrun', T0, { missedOccurrences: 2 });
       await use().recordEvent('lock-skip', T0 + 1);
       await use().recordEvent('missed', T0 + 2, {});
+      await use().recordEvent('missed', T0 + 2, {}, T0);
       await use().recordEvent('stale', T0 + 3);
-      expect(await use().totals()).toEqual({ deadLettered: 0, overruns: 2, lockSkips: 1, itemsDone: 0, itemsFailed: 0 });
+      await use().recordEvent('overrun', T0 + 4, undefined, T0 + 1);
+      expect(await use().totals()).toEqual({
+        deadLettered: 0, overruns: 3, lockSkips: 1, missed: 2, stale: 1, itemsDone: 0, itemsFailed: 0,
+      });
+    });
+
+    it('rejects an unknown event kind, counting nothing', async () => {
+      await expect(use().recordEvent('bogus' as 'stale', T0)).rejects.toThrow(/unknown event kind/);
+      expect(await use().countEvents('bogus' as 'stale')).toBe(0);
+      expect(await use().totals()).toMatchObject({ overruns: 0, stale: 0, missed: 0 });
     });
   });
 
@@ -119,10 +129,16 @@ export function recoveryContract(use: UseLedger): void {
       await step();
       await use().recordEvent('lock-skip', T0);
       await step();
+      await use().recordEvent('missed', T0, {}, T0);
+      await step();
+      await use().recordEvent('stale', T0, {}, T0);
+      await step();
       for (const [prev, next] of seen.slice(0, -1).map((p, i) => [p, seen[i + 1]] as const)) {
         for (const key of Object.keys(prev) as (keyof LedgerTotals)[]) expect(next?.[key]).toBeGreaterThanOrEqual(prev[key]);
       }
-      expect(seen.at(-1)).toEqual({ deadLettered: 1, overruns: 1, lockSkips: 1, itemsDone: 1, itemsFailed: 3 });
+      expect(seen.at(-1)).toEqual({
+        deadLettered: 1, overruns: 1, lockSkips: 1, missed: 1, stale: 1, itemsDone: 1, itemsFailed: 3,
+      });
     });
   });
 }

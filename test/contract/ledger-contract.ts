@@ -3,6 +3,8 @@ import type { Ledger } from '../../src/ledger/types.js';
 import { claimOne, claimOpts, failOpts, items, killItem, LEASE_MS, T0, type UseLedger } from './ledger-fixtures.js';
 import { metricsReadsContract } from './ledger-contract-metrics.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
+import { refreshContract } from './ledger-contract-refresh.js';
+import { scheduleContract } from './ledger-contract-schedule.js';
 import { transitionsContract } from './ledger-contract-transitions.js';
 
 /**
@@ -30,6 +32,8 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
     transitionsContract(use);
     recoveryContract(use);
     metricsReadsContract(use);
+    refreshContract(use);
+    scheduleContract(use);
   });
 }
 

@@ -130,7 +130,7 @@ describe('loadConfig: invalid values name the key', () => {
     bad('schedule: {cron: "0 * * * * *"}\n', 'schedule.cron', 'cron expression "0 * * * * *": expected 5 fields');
     bad('schedule: {cron: "61 * * * *"}\n', 'schedule.cron', 'minute field "61"');
     const ok = loadConfig(minimal('schedule: {cron: "@daily", timeZone: Asia/Kolkata}\n')).schedule;
-    expect(ok).toStrictEqual({ cron: '@daily', timeZone: 'Asia/Kolkata', refresh: 'never' });
+    expect(ok).toStrictEqual({ cron: '@daily', timeZone: 'Asia/Kolkata', refresh: 'never', repeatedFire: 'run' });
   });
 
   it('cross-key rules: lease, drain, retry, state', () => {

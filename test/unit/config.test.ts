@@ -58,7 +58,8 @@ log: {level: info, format: json}
       retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
       drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
       lock: { path: `${dir.root}/state/cronsafe.lock` },
-      schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London', graceSeconds: 300, refresh: 'never' },
+      schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London', graceSeconds: 300, refresh: 'never', repeatedFire: 'run' },
+      daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
       metrics: { port: 9464, pushgateway: 'http://pushgateway:9091', pushIntervalSeconds: 30 },
       log: { level: 'info', format: 'json' },
     };
@@ -81,7 +82,7 @@ queueSize: 7
 lease: {seconds: 15, renewSeconds: 5}
 retry: {maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 10}
 drain: {gracePeriodSeconds: 60, marginSeconds: 10}
-schedule: {cron: "0 3 * * 1-5", refresh: on-change}
+schedule: {cron: "0 3 * * 1-5", refresh: on-change, repeatedFire: skip}
 metrics: {pushIntervalSeconds: 5}
 log: {level: debug, format: pretty}
 `);
@@ -102,7 +103,7 @@ log: {level: debug, format: pretty}
     expect(c.drain).toStrictEqual({ gracePeriodSeconds: 60, marginSeconds: 10 });
     // With postgres there is no db file to sit next to: the lock goes under <config dir>/.cronsafe.
     expect(c.lock).toStrictEqual({ path: path.join(dir.root, '.cronsafe', 'x1.lock') });
-    expect(c.schedule).toStrictEqual({ cron: '0 3 * * 1-5', refresh: 'on-change' });
+    expect(c.schedule).toStrictEqual({ cron: '0 3 * * 1-5', refresh: 'on-change', repeatedFire: 'skip' });
     expect(c.metrics).toStrictEqual({ pushIntervalSeconds: 5 });
     expect(c.log).toStrictEqual({ level: 'debug', format: 'pretty' });
   });
@@ -121,6 +122,7 @@ log: {level: debug, format: pretty}
       retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
       drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
       lock: { path: path.join(dir.root, '.cronsafe', 'job.lock') },
+      daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
       log: { level: 'info', format: 'json' },
     } satisfies Config);
   });

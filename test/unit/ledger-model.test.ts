@@ -53,7 +53,7 @@ type Op =
   | { kind: 'tick'; ms: number };
 
 function newModel(): Model {
-  const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, itemsDone: 0, itemsFailed: 0 };
+  const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, missed: 0, stale: 0, itemsDone: 0, itemsFailed: 0 };
   return { now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
 }
 

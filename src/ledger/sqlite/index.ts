@@ -17,10 +17,12 @@ import type {
   LedgerTotals,
   RunOutcome,
   RunRecord,
+  RunStart,
   RunStats,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
+import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { migrate } from './migrate.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -71,6 +73,7 @@ class SqliteLedger implements Ledger {
   readonly #recover: RecoverOps;
   readonly #read: ReadOps;
   readonly #runs: RunOps;
+  readonly #events: EventOps;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -79,7 +82,8 @@ class SqliteLedger implements Ledger {
     this.#finish = makeFinishOps(db, this.#counters);
     this.#recover = makeRecoverOps(db, this.#finish);
     this.#read = makeReadOps(db);
-    this.#runs = makeRunOps(db, this.#counters);
+    this.#runs = makeRunOps(db);
+    this.#events = makeEventOps(db, this.#counters);
   }
 
   async migrate(): Promise<void> {
@@ -130,8 +134,17 @@ class SqliteLedger implements Ledger {
   async recentRuns(limit: number): Promise<RunRecord[]> {
     return this.#runs.recentRuns(limit);
   }
-  async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>): Promise<void> {
-    this.#runs.recordEvent(kind, at, detail);
+  async lastRunStart(): Promise<RunStart | null> {
+    return this.#runs.lastRunStart();
+  }
+  async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
+    this.#events.recordEvent(kind, at, detail, occurrence);
+  }
+  async countEvents(kind: LedgerEventKind, since?: number): Promise<number> {
+    return this.#events.countEvents(kind, since);
+  }
+  async lastOccurrenceRecorded(): Promise<number | null> {
+    return this.#events.lastOccurrenceRecorded();
   }
   async totals(): Promise<LedgerTotals> {
     return this.#counters.totals();

@@ -1,0 +1,138 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import type { Ledger } from '../ledger/types.js';
+import type { PassObserver, PassOutcome } from '../runner/pass.js';
+import type { ProgressSnapshot } from '../runner/progress.js';
+import { LedgerViewReader } from './ledger-view.js';
+import { Pusher } from './push.js';
+import { createMetrics } from './registry.js';
+import { startMetricsServer } from './server.js';
+
+export { displayUrl } from './push.js';
+
+/** The metrics of one run, as the run command drives them. No method throws or rejects. */
+export interface RunMetrics {
+  /** Give to runPass: per-attempt histogram and the live in-flight / queued gauges. */
+  readonly observer: PassObserver;
+  /** The run is recorded in the ledger: push at once, then every metrics.pushIntervalSeconds. */
+  runStarted(): void;
+  /** The run's end is recorded in the ledger: final push (awaited, bounded by the push timeout). */
+  runFinished(outcome: PassOutcome): Promise<void>;
+  /** Stop pushing and serving; pushes first if runFinished never did (a run that threw). Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface MetricsDeps {
+  config: Config;
+  /** Open for as long as the metrics are: close() the metrics before the ledger. */
+  ledger: Ledger;
+  log: Logger;
+  now?: () => number;
+}
+
+const NO_METRICS: RunMetrics = {
+  observer: { attempt: () => undefined },
+  runStarted: () => undefined,
+  runFinished: async () => undefined,
+  close: async () => undefined,
+};
+
+/**
+ * Start the metrics of one run: serve `/metrics` and `/healthz` on metrics.port (when set)
+ * and push to metrics.pushgateway (when set). Call once the ledger is open; resolves once
+ * the port is listening. Any failure here is logged and gives a run without (some)
+ * metrics: metrics never make a run fail.
+ */
+export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
+  const { config, ledger, log } = deps;
+  const m = config.metrics;
+  if (!m || (m.port === undefined && m.pushgateway === undefined)) return NO_METRICS;
+  try {
+    const view = new LedgerViewReader(ledger, log, deps.now);
+    let live: (() => ProgressSnapshot) | undefined;
+    const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
+    const server = m.port === undefined ? undefined : await startMetricsServer({ port: m.port, registry: metrics.registry, log });
+    const pusher =
+      m.pushgateway === undefined
+        ? undefined
+        : new Pusher({
+            url: m.pushgateway,
+            job: config.name,
+            registry: metrics.registry,
+            log,
+            timeoutMs: pushTimeoutMs(config),
+            method: 'put',
+            ready: async () => (await view.read()) !== undefined,
+          });
+    let finalPushed = false;
+    let closing: Promise<void> | undefined;
+    return {
+      observer: {
+        attempt: (outcome, durationMs) => metrics.observeAttempt(outcome, durationMs / 1000),
+        live: (read) => {
+          live = read;
+        },
+      },
+      runStarted() {
+        if (!pusher) return;
+        void pusher.push('run started');
+        pusher.start(m.pushIntervalSeconds * 1000);
+      },
+      async runFinished(outcome) {
+        live = undefined; // in-flight and queued read 0 from now on
+        if (!pusher) return;
+        pusher.stop();
+        await pusher.push(`run ${outcome}`, { urgent: true });
+        finalPushed = true;
+      },
+      close() {
+        closing ??= (async () => {
+          live = undefined;
+          pusher?.stop();
+          if (pusher && !finalPushed) await pusher.push('closing', { urgent: true });
+          await server?.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    log.warn({ err }, 'metrics: could not start; the run goes on without them');
+    return NO_METRICS;
+  }
+}
+
+/**
+ * A start that found the lock held: push the ledger-derived metrics (its lock skip is now
+ * in the ledger's overrun and lock-skip totals) so the skip is visible even though no
+ * pass runs here. POST keeps the running pass's live gauges in the group. Never rejects.
+ */
+export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
+  const { config, ledger, log } = deps;
+  const url = config.metrics?.pushgateway;
+  if (url === undefined) return;
+  try {
+    const view = new LedgerViewReader(ledger, log, deps.now);
+    const { registry } = createMetrics({ job: config.name, read: () => view.read() }, 'ledger');
+    const pusher = new Pusher({
+      url,
+      job: config.name,
+      registry,
+      log,
+      timeoutMs: pushTimeoutMs(config),
+      method: 'post',
+      ready: async () => (await view.read()) !== undefined,
+    });
+    await pusher.push('skipped: lock held');
+  } catch (err) {
+    log.warn({ err }, 'metrics: could not push the skipped start');
+  }
+}
+
+/**
+ * One push may take at most 5 s, no more than the push interval, and no more than half the
+ * drain margin: the final push after a drain must not keep the pod past the kubelet's SIGKILL.
+ */
+export function pushTimeoutMs(config: Config): number {
+  const interval = (config.metrics?.pushIntervalSeconds ?? 30) * 1000;
+  return Math.max(500, Math.min(5000, interval, (config.drain.marginSeconds * 1000) / 2));
+}

@@ -1,0 +1,92 @@
+import type { Logger } from 'pino';
+import type { AttemptTotals, ItemCounts, Ledger, LedgerTotals, RunRecord, RunStats } from '../ledger/types.js';
+
+/** What the ledger-derived metrics show, read in one go per scrape or push. */
+export interface LedgerView {
+  totals: LedgerTotals;
+  items: ItemCounts;
+  attempts: AttemptTotals;
+  runs: RunStats;
+  /** Failed runs since the last completed one (see failedRunsInARow), over the newest STREAK_WINDOW runs. */
+  failedInARow: number;
+  /** Seconds the newest run took (finished) or has taken so far (running); null before the first run. */
+  lastRunSeconds: number | null;
+}
+
+/** How many recent runs a failure streak is counted over (the gauge saturates there). */
+export const STREAK_WINDOW = 20;
+
+/**
+ * Reads the ledger for the metrics. Every collect callback of one scrape calls `read()` in
+ * the same tick, so they share one in-flight read (one consistent snapshot, one set of
+ * queries per scrape). A failed read is logged and answered with the last good snapshot:
+ * a counter must never drop to 0 because the ledger hiccuped, or Prometheus would see a
+ * reset and `increase()` would count the whole total again. `undefined` means there was
+ * never a good read: callers then expose (and push) nothing rather than zeros.
+ */
+export class LedgerViewReader {
+  private pending: Promise<LedgerView | undefined> | undefined;
+  private lastGood: LedgerView | undefined;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  read(): Promise<LedgerView | undefined> {
+    this.pending ??= this.fetch().finally(() => {
+      this.pending = undefined;
+    });
+    return this.pending;
+  }
+
+  private async fetch(): Promise<LedgerView | undefined> {
+    try {
+      const [totals, items, attempts, runs, recent] = await Promise.all([
+        this.ledger.totals(),
+        this.ledger.counts(),
+        this.ledger.attemptTotals(),
+        this.ledger.runStats(),
+        this.ledger.recentRuns(STREAK_WINDOW),
+      ]);
+      this.lastGood = {
+        totals,
+        items,
+        attempts,
+        runs,
+        failedInARow: failedRunsInARow(recent),
+        lastRunSeconds: lastRunSeconds(recent, this.now()),
+      };
+    } catch (err) {
+      this.log.warn({ err }, 'metrics: could not read the ledger; showing the last values read');
+    }
+    return this.lastGood;
+  }
+}
+
+/**
+ * Failed runs since the last completed one, newest first. The newest run is skipped while
+ * unfinished (it may be the one running now); an older unfinished run died (SIGKILL, OOM,
+ * node loss) and counts as failed. Drained and stale runs neither break nor extend a streak:
+ * a SIGTERM is not the job's fault, and a refused stale fire did no work.
+ */
+export function failedRunsInARow(newestFirst: readonly RunRecord[]): number {
+  let streak = 0;
+  for (const [i, run] of newestFirst.entries()) {
+    if (run.outcome === null) {
+      if (i > 0) streak++;
+      continue;
+    }
+    if (run.outcome === 'completed') break;
+    if (run.outcome === 'failed') streak++;
+  }
+  return streak;
+}
+
+/** Duration of the newest run in seconds: finished, or so far. */
+export function lastRunSeconds(newestFirst: readonly RunRecord[], now: number): number | null {
+  const run = newestFirst[0];
+  if (run === undefined) return null;
+  return Math.max(0, (run.finishedAt ?? now) - run.startedAt) / 1000;
+}

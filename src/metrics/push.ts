@@ -1,0 +1,127 @@
+import type { Logger } from 'pino';
+import { Pushgateway, type Registry } from 'prom-client';
+
+/**
+ * `put` replaces the whole group (a run: it owns every metric). `post` replaces only the
+ * metric names it sends (a skipped start: ledger-derived metrics only, so the running
+ * pass's live gauges and histogram in the group are left alone).
+ */
+export type PushMethod = 'put' | 'post';
+
+export interface PusherOptions {
+  /** metrics.pushgateway, e.g. http://pushgateway:9091 (may carry credentials; never logged). */
+  url: string;
+  /** The config name: the only grouping label (see docs/metrics.md, "Pushgateway grouping"). */
+  job: string;
+  registry: Registry;
+  log: Logger;
+  /** Hard bound on one push, connect to last byte. */
+  timeoutMs: number;
+  method: PushMethod;
+  /**
+   * Asked before each push; false skips it. Used to not push while the ledger has never
+   * been readable: an empty group would replace the last good totals.
+   */
+  ready?: () => Promise<boolean>;
+}
+
+/**
+ * Pushes a registry to a Pushgateway under `/metrics/job/<job>`: one group per cronsafe
+ * job, without pod or instance labels, so each push replaces the previous pod's series
+ * instead of adding new ones. Pushes are serialised (an older push can never land after a
+ * newer one) and bounded by `timeoutMs`. A failure is a warning, never an error: metrics
+ * must not fail a run. `push()` never rejects.
+ */
+export class Pusher {
+  private chain: Promise<unknown> = Promise.resolve();
+  private inFlight: AbortController | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly where: string;
+
+  constructor(private readonly opts: PusherOptions) {
+    this.where = displayUrl(opts.url);
+  }
+
+  /** Push now, after any push in progress (which is cut short when `urgent`). Resolves true when it landed. */
+  push(reason: string, { urgent = false } = {}): Promise<boolean> {
+    if (urgent) this.inFlight?.abort(new Superseded());
+    const next = this.chain.then(() => this.once(reason));
+    this.chain = next;
+    return next;
+  }
+
+  /** Push every `intervalMs` until stop(); a tick is skipped while a push is still on its way. */
+  start(intervalMs: number): void {
+    this.stop();
+    this.timer = setInterval(() => {
+      if (this.inFlight === undefined) void this.push('interval');
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private async once(reason: string): Promise<boolean> {
+    const { log, timeoutMs } = this.opts;
+    const ctl = new AbortController();
+    this.inFlight = ctl;
+    let timer: NodeJS.Timeout | undefined;
+    // Abort the request and also race it: the bound must hold even if the client ignored the signal.
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const err = new Error(`timed out after ${timeoutMs} ms`);
+        ctl.abort(err);
+        reject(err);
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([this.send(ctl.signal), timedOut]);
+      log.debug({ url: this.where, reason }, 'metrics: pushed to the Pushgateway');
+      return true;
+    } catch (err) {
+      if (ctl.signal.reason instanceof Superseded) {
+        log.debug({ url: this.where, reason }, 'metrics: push cut short by a newer one');
+      } else if (err instanceof NotReady) {
+        log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
+      } else {
+        const message = err instanceof Error ? err.message : String(err);
+        log.warn({ url: this.where, reason, error: message, timeoutMs }, 'metrics push failed (the run carries on)');
+      }
+      return false;
+    } finally {
+      clearTimeout(timer);
+      if (this.inFlight === ctl) this.inFlight = undefined;
+    }
+  }
+
+  private async send(signal: AbortSignal): Promise<void> {
+    if (this.opts.ready && !(await this.opts.ready())) throw new NotReady();
+    signal.throwIfAborted();
+    const gateway = new Pushgateway(this.opts.url, { timeout: this.opts.timeoutMs, signal }, this.opts.registry);
+    const params = { jobName: this.opts.job };
+    await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
+  }
+}
+
+class NotReady extends Error {}
+class Superseded extends Error {
+  constructor() {
+    super('superseded by a newer push');
+  }
+}
+
+/** The URL for logs: no user, password or query (any of which may hold a secret). */
+export function displayUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    u.username = '';
+    u.password = '';
+    u.search = '';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}

@@ -1,0 +1,85 @@
+import { createServer, type Server } from 'node:http';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+
+/** A `/metrics` + `/healthz` endpoint for the duration of one run. */
+export interface MetricsServer {
+  /** The port actually bound (useful when 0 was asked for). */
+  readonly port: number;
+  /** Stop listening and drop open (keep-alive) connections; idempotent. */
+  close(): Promise<void>;
+}
+
+export interface MetricsServerOptions {
+  port: number;
+  /** Default: every interface, so a PodMonitor can scrape the pod IP. */
+  host?: string;
+  registry: Registry;
+  log: Logger;
+}
+
+/**
+ * Serve the registry on `port` with node:http (no framework: two routes). Resolves once
+ * listening, or with `undefined` when the port cannot be bound: metrics must never fail a
+ * run, so that is a warning (the Pushgateway, when set, still gets the numbers).
+ */
+export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer | undefined> {
+  const { registry, log } = opts;
+  const server = createServer((req, res) => {
+    const url = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return;
+    }
+    if (url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end('ok\n');
+      return;
+    }
+    if (url !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: try /metrics or /healthz\n');
+      return;
+    }
+    registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(req.method === 'HEAD' ? undefined : body),
+      (err: unknown) => {
+        log.warn({ err }, 'metrics: could not render /metrics');
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('metrics unavailable\n');
+      },
+    );
+  });
+  // A scraper must never hold the process open after the run: no idle keep-alive past 5 s.
+  server.keepAliveTimeout = 5000;
+
+  const bound = await listen(server, opts.port, opts.host).catch((err: unknown) => {
+    log.warn({ err, port: opts.port }, 'metrics: cannot serve /metrics on this port; carrying on without it');
+    return undefined;
+  });
+  if (bound === undefined) return undefined;
+  // Belt and braces: a missed close() must not keep the CLI alive after the run.
+  server.unref();
+  log.debug({ port: bound }, 'metrics: serving /metrics and /healthz');
+
+  let closing: Promise<void> | undefined;
+  return {
+    port: bound,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+function listen(server: Server, port: number, host: string | undefined): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      const addr = server.address();
+      resolve(typeof addr === 'object' && addr !== null ? addr.port : port);
+    });
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * Which occurrence a run belongs to, and whether it should run at all. Pure: the clock and
+ * the scheduled time (from the Job's annotation, `--scheduled-time` or
+ * CRONSAFE_SCHEDULED_TIME) are parameters.
+ */
+import type { ScheduleConfig } from '../config/types.js';
+import { parseCron } from './cron.js';
+import { isRepeatedWallTime, latestOccurrence, occurrencesBetween, wallTime, type SchedulePolicy } from './occurrences.js';
+import { defaultTimeZone } from './zone.js';
+
+export type FireSource = 'scheduled-time' | 'latest-occurrence';
+
+export interface Fire {
+  /** The occurrence this run belongs to. */
+  occurrence: Date;
+  /** The same, as the zone's wall clock shows it (RFC 3339 with offset). */
+  local: string;
+  timeZone: string;
+  source: FireSource;
+  /** now - occurrence, in ms. */
+  ageMs: number;
+  /** graceSeconds is set and the fire is older than that. */
+  stale: boolean;
+  /** The second fire of a fixed-time schedule in a repeated fall-back hour. */
+  repeatedWallTime: boolean;
+}
+
+/** A --scheduled-time value that is not an RFC 3339 instant. */
+export class ScheduledTimeError extends Error {
+  override name = 'ScheduledTimeError';
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/** Parse the Job's `batch.kubernetes.io/cronjob-scheduled-timestamp` (RFC 3339, with offset). */
+export function parseScheduledTime(value: string, from: string): Date {
+  const ms = RFC3339.test(value.trim()) ? Date.parse(value.trim()) : NaN;
+  if (Number.isNaN(ms)) {
+    throw new ScheduledTimeError(`${from}: expected an RFC 3339 time with offset such as 2026-11-01T01:30:00-04:00, got ${JSON.stringify(value)}`);
+  }
+  return new Date(ms);
+}
+
+/**
+ * The fire this run belongs to: the scheduled time when one is given, else the latest
+ * occurrence at `now` under Kubernetes' (robfig) semantics. Null when the expression has
+ * no occurrence at or before now.
+ */
+export function identifyFire(
+  schedule: ScheduleConfig,
+  now: Date,
+  scheduledTime: Date | undefined,
+  policy: SchedulePolicy = 'kubernetes',
+): Fire | null {
+  const timeZone = schedule.timeZone ?? defaultTimeZone();
+  const occurrence = scheduledTime ?? latestOccurrence(schedule.cron, timeZone, now, policy);
+  if (!occurrence) return null;
+  const ageMs = now.getTime() - occurrence.getTime();
+  const fixedTime = parseCron(schedule.cron).kind === 'fixed-time';
+  return {
+    occurrence,
+    local: wallTime(occurrence, timeZone).iso,
+    timeZone,
+    source: scheduledTime ? 'scheduled-time' : 'latest-occurrence',
+    ageMs,
+    stale: schedule.graceSeconds != null && ageMs > schedule.graceSeconds * 1000,
+    repeatedWallTime: fixedTime && isRepeatedWallTime(occurrence, timeZone),
+  };
+}
+
+/**
+ * Occurrences strictly between the last one recorded in the ledger and this fire: fires
+ * that never produced a run (the pod never started, the CronJob was suspended, Forbid
+ * skipped them). At most `limit`, the earliest; `total` counts them all up to 100,000.
+ */
+export function missedOccurrences(
+  schedule: ScheduleConfig,
+  lastRecorded: Date | null,
+  fire: Date,
+  limit = 100,
+  policy: SchedulePolicy = 'kubernetes',
+): { missed: Date[]; total: number } {
+  if (!lastRecorded || lastRecorded.getTime() >= fire.getTime()) return { missed: [], total: 0 };
+  const zone = schedule.timeZone ?? defaultTimeZone();
+  const all = occurrencesBetween(schedule.cron, zone, lastRecorded, new Date(fire.getTime() - 1), policy, 100_000);
+  return { missed: all.slice(0, limit), total: all.length };
+}

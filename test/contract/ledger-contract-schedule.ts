@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { T0, type UseLedger } from './ledger-fixtures.js';
+
+/** What the schedule records: the last run started, occurrences accounted for, event counts. */
+export function scheduleContract(use: UseLedger): void {
+  describe('lastRunStart', () => {
+    it('is the latest run started, finished or not, whatever its outcome', async () => {
+      expect(await use().lastRunStart()).toBeNull();
+      await use().startRun({ runId: 'r1', owner: 'o', startedAt: T0, scheduledFor: T0 - 60_000 });
+      expect(await use().lastRunStart()).toEqual({ runId: 'r1', startedAt: T0, scheduledFor: T0 - 60_000 });
+      await use().startRun({ runId: 'r2', owner: 'o', startedAt: T0 + 1000 });
+      await use().finishRun('r2', T0 + 1500, 'stale', {});
+      expect(await use().lastRunStart()).toEqual({ runId: 'r2', startedAt: T0 + 1000, scheduledFor: null });
+      // An older start recorded late does not win; a tie goes to the one started last.
+      await use().startRun({ runId: 'r0', owner: 'o', startedAt: T0 - 5000 });
+      await use().startRun({ runId: 'r3', owner: 'o', startedAt: T0 + 1000, scheduledFor: T0 });
+      expect(await use().lastRunStart()).toEqual({ runId: 'r3', startedAt: T0 + 1000, scheduledFor: T0 });
+    });
+  });
+
+  describe('occurrences', () => {
+    const MIN = 60_000;
+    it('lastOccurrenceRecorded is the greatest run scheduledFor or event occurrence', async () => {
+      expect(await use().lastOccurrenceRecorded()).toBeNull();
+      await use().startRun({ runId: 'r1', owner: 'o', startedAt: T0 });
+      await use().recordEvent('overrun', T0, { note: 'no occurrence' });
+      expect(await use().lastOccurrenceRecorded()).toBeNull();
+      await use().startRun({ runId: 'r2', owner: 'o', startedAt: T0 + MIN, scheduledFor: T0 + MIN });
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + MIN);
+      await use().recordEvent('missed', T0 + 10 * MIN, {}, T0 + 2 * MIN);
+      await use().recordEvent('missed', T0 + 10 * MIN, undefined, T0 + 3 * MIN);
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + 3 * MIN);
+      await use().recordEvent('overrun', T0 + 10 * MIN, { activeRun: 'r2' }, T0 + 2 * MIN); // older: no change
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + 3 * MIN);
+      await use().recordEvent('stale', T0 + 10 * MIN, {}, T0 + 4 * MIN);
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + 4 * MIN);
+      await use().recordEvent('lock-skip', T0 + 10 * MIN, {}, T0 + 5 * MIN);
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + 5 * MIN);
+      await use().startRun({ runId: 'r3', owner: 'o', startedAt: T0 + 11 * MIN, scheduledFor: T0 + 11 * MIN });
+      expect(await use().lastOccurrenceRecorded()).toBe(T0 + 11 * MIN);
+    });
+
+    it('rejects an occurrence that is not integer epoch ms, recording nothing', async () => {
+      for (const bad of [1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+        await expect(use().recordEvent('missed', T0, {}, bad)).rejects.toThrow(/occurrence/);
+      }
+      expect(await use().countEvents('missed')).toBe(0);
+      expect((await use().totals()).missed).toBe(0);
+      expect(await use().lastOccurrenceRecorded()).toBeNull();
+    });
+  });
+
+  describe('countEvents', () => {
+    it('counts events of one kind, since a time (inclusive)', async () => {
+      await use().recordEvent('missed', T0, {}, T0);
+      await use().recordEvent('missed', T0 + 10, {}, T0 + 1);
+      await use().recordEvent('missed', T0 + 20);
+      await use().recordEvent('overrun', T0 + 20);
+      expect(await use().countEvents('missed')).toBe(3);
+      expect(await use().countEvents('missed', T0 + 10)).toBe(2);
+      expect(await use().countEvents('missed', T0 + 21)).toBe(0);
+      expect(await use().countEvents('overrun', T0)).toBe(1);
+      expect(await use().countEvents('stale')).toBe(0);
+    });
+  });
+}
