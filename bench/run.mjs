@@ -1,6 +1,7 @@
 // `npm run bench`: no-op throughput (in-process, one core) and peak RSS of the CLI for a
 // small and a large backlog. Prints a table and writes bench/results.json.
-// Env: BENCH_ITEMS (default 100000), BENCH_BIG (default 1000000), BENCH_SMALL (default 1000).
+// Env: BENCH_ITEMS (default 100000), BENCH_SMALL (default 1000), BENCH_BIG (default 1000000),
+// BENCH_MID (extra RSS sizes, comma-separated; default none).
 // See docs/benchmarks.md.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -10,6 +11,12 @@ import { measureRss, run } from './rss.mjs';
 const ITEMS = envInt('BENCH_ITEMS', 100_000);
 const SMALL = envInt('BENCH_SMALL', 1_000);
 const BIG = envInt('BENCH_BIG', 1_000_000);
+// Optional extra backlog sizes for the RSS curve, e.g. BENCH_MID=20000,100000 (default: none).
+const MID = (process.env.BENCH_MID ?? '').split(',').filter(Boolean).map((v) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_MID: expected positive integers separated by commas, got ${JSON.stringify(v)}`);
+  return n;
+});
 const TARGET_RATE = 30_000;
 const TARGET_RSS_RATIO = 1.3;
 
@@ -36,6 +43,8 @@ log(`throughput: done (child saw ${tp.cores} core(s))`);
 // 2. Peak RSS of the real CLI, small vs big backlog (also pinned, to leave a core free).
 const rssOpts = { taskset, gnuTime, log };
 const small = await measureRss(SMALL, rssOpts);
+const mid = [];
+for (const n of MID) mid.push(await measureRss(n, rssOpts));
 const big = await measureRss(BIG, rssOpts);
 const ratio = big.maxRssKiB / small.maxRssKiB;
 const loadAfter = loadavg();
@@ -46,7 +55,7 @@ const rows = [
   ['(c) 2nd pass, all done, synthetic', fmtInt(ITEMS), fmtSec(tp.syntheticRepeat.ms), fmtInt(tp.syntheticRepeat.itemsPerSec), 'skip cost'],
   ['(c) 2nd pass, all done, directory', fmtInt(ITEMS), fmtSec(tp.directoryRepeat.ms), fmtInt(tp.directoryRepeat.itemsPerSec), 'skip cost incl. scan'],
   ['scan only (scanDirectory, no ledger)', fmtInt(ITEMS), fmtSec(tp.scanOnly.ms), fmtInt(tp.scanOnly.itemsPerSec), 'reference'],
-  ...[small, big].map((r) => [
+  ...[small, ...mid, big].map((r) => [
     `CLI run, module no-op, ${fmtInt(r.items)} files`,
     fmtInt(r.items),
     fmtSec(r.runDurationMs),
@@ -72,6 +81,6 @@ const out = [
 ];
 process.stdout.write(`${out.join('\n')}\n`);
 
-const results = { environment: { ...env, loadavgAfter: loadAfter }, throughput: tp, rss: { small, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
+const results = { environment: { ...env, loadavgAfter: loadAfter }, throughput: tp, rss: { small, mid, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);

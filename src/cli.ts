@@ -5,6 +5,9 @@ import { ConfigError, EXIT, coerceError } from './errors.js';
 import { deadLetterList, deadLetterRetry } from './commands/dead-letter.js';
 import { runCommand, StateUnavailable } from './commands/run.js';
 import { statusCommand } from './commands/status.js';
+import { scheduleCommand } from './commands/schedule.js';
+import { daemonCommand } from './commands/daemon.js';
+import { ScheduledTimeError } from './schedule/fire.js';
 
 /**
  * The only place that installs signal handlers or calls process.exit. First SIGTERM/SIGINT
@@ -37,9 +40,10 @@ function buildProgram(setExit: (code: number) => void): Command {
     .command('run')
     .description('one pass over the backlog (the CronJob command)')
     .addOption(configOption())
-    .action(async (o: { config?: string }) => {
+    .option('--scheduled-time <rfc3339>', "the occurrence this run is for (the Job's cronjob-scheduled-timestamp); default $CRONSAFE_SCHEDULED_TIME, else the latest occurrence")
+    .action(async (o: { config?: string; scheduledTime?: string }) => {
       const signals = installSignals();
-      setExit(await runCommand({ configPath: resolveConfigPath(o.config), ...signals }));
+      setExit(await runCommand({ configPath: resolveConfigPath(o.config), scheduledTime: o.scheduledTime, ...signals }));
     });
 
   program
@@ -65,6 +69,26 @@ function buildProgram(setExit: (code: number) => void): Command {
     .action(async (ids: string[], o: { config?: string; all?: boolean }) => {
       if (!o.all && ids.length === 0) throw new CommanderError(EXIT.USAGE, 'cronsafe.usage', 'dead-letter retry: give item ids or --all');
       setExit(await deadLetterRetry(resolveConfigPath(o.config), ids, { all: !!o.all }));
+    });
+
+  program
+    .command('schedule')
+    .description('latest and next occurrence, due?, stale?, refresh horizon')
+    .addOption(configOption())
+    .option('--at <rfc3339>', 'evaluate at this instant instead of now')
+    .option('--json', 'machine-readable output')
+    .option('--daemon', "use cronsafe daemon's DST policy (Vixie) instead of Kubernetes'")
+    .action(async (o: { config?: string; at?: string; json?: boolean; daemon?: boolean }) => {
+      setExit(await scheduleCommand(resolveConfigPath(o.config), { at: o.at, json: !!o.json, daemon: !!o.daemon }));
+    });
+
+  program
+    .command('daemon')
+    .description('stay up and run each occurrence of schedule.cron (off-Kubernetes use)')
+    .addOption(configOption())
+    .action(async (o: { config?: string }) => {
+      const signals = installSignals();
+      setExit(await daemonCommand({ configPath: resolveConfigPath(o.config), ...signals }));
     });
 
   program
@@ -95,6 +119,10 @@ async function main(argv: string[]): Promise<number> {
     if (err instanceof ConfigError) {
       process.stderr.write(`cronsafe: config error: ${err.message}\n`);
       return EXIT.CONFIG;
+    }
+    if (err instanceof ScheduledTimeError) {
+      process.stderr.write(`cronsafe: ${err.message}\n`);
+      return EXIT.USAGE;
     }
     if (err instanceof StateUnavailable) {
       process.stderr.write(`cronsafe: ${err.message}\n`);

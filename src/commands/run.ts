@@ -12,16 +12,41 @@ import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/i
 import { createHandler } from '../runner/handlers/index.js';
 import { OutputStore } from '../runner/output.js';
 import { runPass, type PassOutcome } from '../runner/pass.js';
+import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
+import { planFire } from '../schedule/fire-records.js';
+import type { SchedulePolicy } from '../schedule/occurrences.js';
 
 export interface RunOptions {
   configPath: string;
   stop: AbortSignal;
   force: AbortSignal;
+  /** --scheduled-time (RFC 3339); else CRONSAFE_SCHEDULED_TIME. */
+  scheduledTime?: string;
   /** Tests inject a logger; otherwise one is made from config.log. */
   logger?: Logger;
 }
 
-const EXIT_FOR: Record<PassOutcome, number> = { completed: EXIT.OK, drained: EXIT.TEMPFAIL, failed: EXIT.FATAL };
+/** What one execution needs beyond the config (the daemon calls executeRun per occurrence). */
+export interface ExecuteOptions {
+  stop: AbortSignal;
+  force: AbortSignal;
+  /** The occurrence this run is for, when known (else the latest occurrence at start). */
+  scheduledTime?: Date;
+  /** `kubernetes` under a CronJob, `vixie` under cronsafe daemon. */
+  policy: SchedulePolicy;
+}
+
+export type RunResult = PassOutcome | 'skipped-locked' | 'stale';
+
+const EXIT_FOR: Record<RunResult, number> = {
+  completed: EXIT.OK,
+  drained: EXIT.TEMPFAIL,
+  failed: EXIT.FATAL,
+  'skipped-locked': EXIT.OK,
+  stale: EXIT.OK,
+};
+
+export const exitCodeFor = (r: RunResult): number => EXIT_FOR[r];
 
 /** Time-sortable, unique enough for run ids: base36 ms + 8 hex chars. */
 export function newRunId(): string {
@@ -31,19 +56,37 @@ export function newRunId(): string {
 /** `cronsafe run`: one pass. Returns the exit code (cli.ts exits with it). */
 export async function runCommand(opts: RunOptions): Promise<number> {
   const config = loadConfig(opts.configPath);
+  const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
+  const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
+  const scheduledTime = raw ? parseScheduledTime(raw, from) : undefined;
+  const log = opts.logger ?? createLogger(config.log);
+  const result = await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime, policy: 'kubernetes' });
+  return exitCodeFor(result);
+}
+
+/** Take the lock, open the ledger, decide about the fire, run one pass, record it all. */
+export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteOptions): Promise<RunResult> {
   const runId = newRunId();
   const owner = `${hostname()}:${process.pid}:${runId}`;
-  const log = (opts.logger ?? createLogger(config.log)).child({ job: config.name, runId });
+  const log = rootLog.child({ job: config.name, runId });
 
   const lock = tryLock(config.lock.path, owner);
-  if (!lock) return skipLocked(config, log);
+  if (!lock) return skipLocked(config, log, opts);
 
   let ledger: Ledger | undefined;
   let metrics: RunMetrics | undefined;
+  let stopWatch = () => {};
   try {
     ledger = await openState(config);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
+    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy);
+    if (plan.skip) {
+      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      await ledger.finishRun(runId, Date.now(), 'stale', {});
+      log.info({ outcome: 'stale', exitCode: EXIT.OK, reason: plan.skip }, 'run finished');
+      return 'stale';
+    }
     // Holding the lock proves their run is gone: resume them now (no backoff), but charge
     // the attempt, so an item that kills the process every time still ends up dead.
     const orphans = await ledger.reclaimOrphans(owner, {
@@ -58,10 +101,31 @@ export async function runCommand(opts: RunOptions): Promise<number> {
     const outputs = config.output ? new OutputStore(config.output.directory) : undefined;
     await outputs?.prepare();
 
-    await ledger.startRun({ runId, owner, startedAt });
+    await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
     metrics.runStarted();
-    log.info({ config: configSummary(config), pid: process.pid }, 'run started');
-    const result = await runPass({ config, ledger, handler, outputs, log, runId, owner, stop: opts.stop, force: opts.force, observer: metrics.observer });
+    stopWatch = plan.watchOverruns();
+    log.info(
+      {
+        config: configSummary(config),
+        pid: process.pid,
+        fire: plan.fire && { occurrence: plan.fire.occurrence.toISOString(), local: plan.fire.local, source: plan.fire.source },
+      },
+      'run started',
+    );
+    const result = await runPass({
+      config,
+      ledger,
+      handler,
+      outputs,
+      log,
+      runId,
+      owner,
+      stop: opts.stop,
+      force: opts.force,
+      observer: metrics.observer,
+      refresh: plan.refresh,
+    });
+    stopWatch();
     await handler.close?.();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
@@ -80,8 +144,9 @@ export async function runCommand(opts: RunOptions): Promise<number> {
       },
       'run finished',
     );
-    return EXIT_FOR[result.outcome];
+    return result.outcome;
   } finally {
+    stopWatch();
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
     lock.release();
@@ -113,12 +178,13 @@ export class StateUnavailable extends Error {
  * Another run holds the lock: exit 0 at once (Forbid semantics), and record the skip in
  * the ledger so that the overrun count, which must survive this short-lived process, sees it.
  */
-async function skipLocked(config: Config, log: Logger): Promise<number> {
+async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions): Promise<RunResult> {
   log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
   try {
     const ledger = await openState(config);
     try {
-      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid });
+      const occurrence = config.schedule ? identifyFire(config.schedule, new Date(), opts.scheduledTime, opts.policy)?.occurrence : undefined;
+      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid }, occurrence?.getTime());
       await pushSkippedStart({ config, ledger, log });
     } finally {
       await ledger.close();
@@ -127,5 +193,5 @@ async function skipLocked(config: Config, log: Logger): Promise<number> {
     log.warn({ err }, 'could not record the skipped start in the ledger');
   }
   log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
-  return EXIT.OK;
+  return 'skipped-locked';
 }

@@ -82,14 +82,14 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
         live = undefined; // in-flight and queued read 0 from now on
         if (!pusher) return;
         pusher.stop();
-        await pusher.push(`run ${outcome}`, { urgent: true });
+        await pusher.push(`run ${outcome}`);
         finalPushed = true;
       },
       close() {
         closing ??= (async () => {
           live = undefined;
           pusher?.stop();
-          if (pusher && !finalPushed) await pusher.push('closing', { urgent: true });
+          if (pusher && !finalPushed) await pusher.push('closing');
           await server?.close();
         })();
         return closing;
@@ -129,10 +129,11 @@ export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
 }
 
 /**
- * One push may take at most 5 s, no more than the push interval, and no more than half the
- * drain margin: the final push after a drain must not keep the pod past the kubelet's SIGKILL.
+ * One push may take at most 5 s, no more than the push interval, and no more than a quarter
+ * of the drain margin: the final push may have to wait for a periodic one to end, and both
+ * must fit, after the handlers' kill, before the kubelet's SIGKILL.
  */
 export function pushTimeoutMs(config: Config): number {
   const interval = (config.metrics?.pushIntervalSeconds ?? 30) * 1000;
-  return Math.max(500, Math.min(5000, interval, (config.drain.marginSeconds * 1000) / 2));
+  return Math.max(500, Math.min(5000, interval, (config.drain.marginSeconds * 1000) / 4));
 }

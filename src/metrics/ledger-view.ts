@@ -17,8 +17,8 @@ export interface LedgerView {
 export const STREAK_WINDOW = 20;
 
 /**
- * Reads the ledger for the metrics. Every collect callback of one scrape calls `read()` in
- * the same tick, so they share one in-flight read (one consistent snapshot, one set of
+ * Reads the ledger for the metrics. Every collect callback of one scrape or push calls
+ * `read()` in the same tick, so they share one read (one consistent snapshot, one set of
  * queries per scrape). A failed read is logged and answered with the last good snapshot:
  * a counter must never drop to 0 because the ledger hiccuped, or Prometheus would see a
  * reset and `increase()` would count the whole total again. `undefined` means there was
@@ -35,10 +35,15 @@ export class LedgerViewReader {
   ) {}
 
   read(): Promise<LedgerView | undefined> {
-    this.pending ??= this.fetch().finally(() => {
-      this.pending = undefined;
+    if (this.pending) return this.pending;
+    const p = this.fetch();
+    this.pending = p;
+    // Shared within this tick only: a read that started before a ledger write (say, the
+    // run's end) must not answer a push that was asked for after it.
+    setImmediate(() => {
+      if (this.pending === p) this.pending = undefined;
     });
-    return this.pending;
+    return p;
   }
 
   private async fetch(): Promise<LedgerView | undefined> {

@@ -42,9 +42,12 @@ export class Pusher {
     this.where = displayUrl(opts.url);
   }
 
-  /** Push now, after any push in progress (which is cut short when `urgent`). Resolves true when it landed. */
-  push(reason: string, { urgent = false } = {}): Promise<boolean> {
-    if (urgent) this.inFlight?.abort(new Superseded());
+  /**
+   * Push after any push in progress has ended. Never aborts that one to go first: a body
+   * already sent may still be applied by the gateway after ours, older values winning.
+   * Resolves true when it landed.
+   */
+  push(reason: string): Promise<boolean> {
     const next = this.chain.then(() => this.once(reason));
     this.chain = next;
     return next;
@@ -82,9 +85,7 @@ export class Pusher {
       log.debug({ url: this.where, reason }, 'metrics: pushed to the Pushgateway');
       return true;
     } catch (err) {
-      if (ctl.signal.reason instanceof Superseded) {
-        log.debug({ url: this.where, reason }, 'metrics: push cut short by a newer one');
-      } else if (err instanceof NotReady) {
+      if (err instanceof NotReady) {
         log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
       } else {
         const message = err instanceof Error ? err.message : String(err);
@@ -107,11 +108,6 @@ export class Pusher {
 }
 
 class NotReady extends Error {}
-class Superseded extends Error {
-  constructor() {
-    super('superseded by a newer push');
-  }
-}
 
 /** The URL for logs: no user, password or query (any of which may hold a secret). */
 export function displayUrl(raw: string): string {

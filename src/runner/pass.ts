@@ -2,7 +2,7 @@ import path from 'node:path';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import type { Claim, DiscoveredItem, Ledger, RetryPolicy } from '../ledger/types.js';
+import type { Claim, DiscoveredItem, Ledger, RefreshPolicy, RetryPolicy } from '../ledger/types.js';
 import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
@@ -32,6 +32,8 @@ export interface PassDeps {
   progressIntervalMs?: number;
   /** Metrics hook: told about every attempt and able to read live gauges. */
   observer?: PassObserver;
+  /** Which finished items are outstanding again (schedule.refresh). */
+  refresh?: RefreshPolicy;
 }
 
 /** What a metrics module sees of a pass (src/metrics). */
@@ -151,7 +153,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   }, config.lease.renewSeconds * 1000);
   renewTimer.unref();
 
-  const claimOpts = () => ({ owner, runId, now: now(), leaseMs });
+  const claimOpts = () => ({ owner, runId, now: now(), leaseMs, refresh: deps.refresh });
 
   async function offer(claims: Claim[]): Promise<boolean> {
     for (const c of claims) {

@@ -10,7 +10,7 @@
  *   jump; in an overlap only on the first pass. Wildcard schedules follow real time.
  */
 import { parseCron, type CronSpec } from './cron.js';
-import { robfigNext } from './robfig.js';
+import { robfigStep } from './robfig.js';
 import { vixieLatest, vixieNext } from './vixie.js';
 import { DAY, MINUTE, assertTimeZone, firstTransitionIn, instantsForWall, offsetAt, wallOf } from './zone.js';
 
@@ -72,7 +72,7 @@ function robfigAround(s: CronSpec, zone: string, t: number): { latest: number | 
   // then the walk from the cleared start finds nothing before t, and we look further back.
   let back = MINUTE;
   for (;;) {
-    const c = robfigNext(s, zone, t - back);
+    const c = robfigStep(s, zone, t - back);
     if ((c !== null && c <= t) || back >= SEARCH_HORIZON_MS) {
       const start = clearOfTransitions(zone, t - back);
       const walk = walkChain(s, zone, start, t);
@@ -97,10 +97,10 @@ function clearOfTransitions(zone: string, t: number): number {
 /** Follow Next from `start`: the last fire at or before `t`, and the one after it. */
 function walkChain(s: CronSpec, zone: string, start: number, t: number): { latest: number | null; next: number | null } {
   let latest: number | null = null;
-  let cur = robfigNext(s, zone, start);
+  let cur = robfigStep(s, zone, start);
   while (cur !== null && cur <= t) {
     latest = cur;
-    cur = robfigNext(s, zone, cur);
+    cur = robfigStep(s, zone, cur);
   }
   return { latest, next: cur };
 }
@@ -155,7 +155,7 @@ export function occurrencesBetween(
   let n = next(s, zone, instant(from, 'from'), policy);
   while (n !== null && n <= end && out.length < limit) {
     out.push(new Date(n));
-    n = policy === 'kubernetes' ? robfigNext(s, zone, n) : next(s, zone, n, policy);
+    n = policy === 'kubernetes' ? robfigStep(s, zone, n) : next(s, zone, n, policy);
   }
   return out;
 }

@@ -8,7 +8,7 @@
  * itself (test/unit/schedule-kubernetes.test.ts lists the cases).
  */
 import { dayMatches, type CronSpec } from './cron.js';
-import { HOUR, MINUTE, SECOND, offsetAt, wallOf, type Wall } from './zone.js';
+import { DAY, HOUR, MINUTE, SECOND, offsetAt, wallOf, type Wall } from './zone.js';
 
 /**
  * Go's `time.Date(y, mo, d, h, mi, s, 0, loc)`: out-of-range fields are normalised, then the
@@ -125,4 +125,19 @@ function walk(spec: CronSpec, zone: string, after: number): number | null {
 
     return t;
   }
+}
+
+/**
+ * robfigNext, made to move forward. Where a zone's offset is not a whole number of hours,
+ * robfig can return an instant earlier than the one it was given (Pacific/Chatham, 2026-04-05:
+ * `*\/7 3 * * *` goes 03:42 +13:45 -> 02:49 +12:45 -> 03:00 +13:45, 49 minutes back), and a
+ * controller stepping it repeats the same fires for ever. We retry from ever later instants
+ * instead, so fires strictly increase and every search ends.
+ */
+export function robfigStep(spec: CronSpec, zone: string, after: number): number | null {
+  for (let skip = 0; skip <= 8 * DAY; skip = skip === 0 ? MINUTE : skip * 2) {
+    const next = robfigNext(spec, zone, after + skip);
+    if (next === null || next > after) return next;
+  }
+  return null;
 }

@@ -72,6 +72,14 @@ export function refreshContract(use: UseLedger): void {
       expect(swept.map((c) => [c.id, c.attempt]).sort()).toEqual([['b', 1], ['c', 1]]);
     });
 
+    it('refreshes with limit 0 too (discovery only); the sweep claims them', async () => {
+      await use().complete([await claimOne(use(), 'a')], T0);
+      const opts = claimOpts({ runId: 'run-2', now: T0 + 10, refresh: { doneBefore: T0 + 1 } });
+      expect(await use().discoverAndClaim(items('a'), { ...opts, limit: 0 })).toEqual([]);
+      expect(await use().get('a')).toMatchObject({ state: 'pending', attempts: 0, availableAt: T0 + 10 });
+      expect(await use().claimDue({ ...opts, limit: 10 })).toMatchObject([{ id: 'a', attempt: 1 }]);
+    });
+
     it('refreshes nothing without a policy, with an empty one, or with onChange false', async () => {
       await use().complete([await claimOne(use(), 'a', { now: T0 })], T0);
       for (const refresh of [undefined, {}, { onChange: false }]) {

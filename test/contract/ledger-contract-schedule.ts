@@ -13,6 +13,7 @@ export function scheduleContract(use: UseLedger): void {
       expect(await use().lastRunStart()).toEqual({ runId: 'r2', startedAt: T0 + 1000, scheduledFor: null });
       // An older start recorded late does not win; a tie goes to the one started last.
       await use().startRun({ runId: 'r0', owner: 'o', startedAt: T0 - 5000 });
+      expect((await use().lastRunStart())?.runId).toBe('r2');
       await use().startRun({ runId: 'r3', owner: 'o', startedAt: T0 + 1000, scheduledFor: T0 });
       expect(await use().lastRunStart()).toEqual({ runId: 'r3', startedAt: T0 + 1000, scheduledFor: T0 });
     });

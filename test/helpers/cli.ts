@@ -65,7 +65,16 @@ export interface Running {
 
 /** Spawn the built CLI with a hard timeout: a hung child is SIGKILLed, never left behind. */
 export function spawnCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Running {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  return spawnCliRaw(process.execPath, [CLI, ...args], opts);
+}
+
+/** Spawn any command that runs the CLI (e.g. under faketime), parsing its JSON log lines. */
+export function spawnCliRaw(
+  command: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
+): Running {
+  const child = spawn(command, args, {
     cwd: opts.cwd ?? ROOT,
     env: { ...process.env, NO_COLOR: '1', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,10 +5,12 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import { CLAIM_BATCH_SQL, CLAIMABLE_SQL, DISCOVER_SQL } from '../../src/ledger/sqlite/claim.js';
+import { LAST_OCCURRENCE_SQL } from '../../src/ledger/sqlite/events.js';
 import { COMPLETE_SQL } from '../../src/ledger/sqlite/finish.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
+import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-'));
@@ -104,14 +106,51 @@ describe('SQLite ledger specifics', () => {
   it('walks a batch by primary key on the hot paths, never scanning items', () => {
     const db = new Database(':memory:');
     migrate(db);
-    const params = { batch: '[]', claims: '[]', runId: 'r', now: 0, owner: 'o', leaseUntil: 0 };
-    for (const sql of [DISCOVER_SQL, CLAIM_BATCH_SQL, CLAIMABLE_SQL, COMPLETE_SQL]) {
+    const params = { batch: '[]', claims: '[]', runId: 'r', now: 0, owner: 'o', leaseUntil: 0, doneBefore: 0, onChange: 1 };
+    for (const sql of [DISCOVER_SQL, CLAIM_BATCH_SQL, CLAIMABLE_SQL, COMPLETE_SQL, REFRESH_SQL, ADOPT_BASELINE_SQL]) {
       const stmt = db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
       const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
       const plan = (stmt.all(used) as { detail: string }[]).map((r) => r.detail).join('\n');
       expect(plan).not.toMatch(/SCAN (items|i)\b/);
     }
     db.close();
+  });
+
+  it('finds the last occurrence by index seeks, not by scanning runs or events', () => {
+    const db = new Database(':memory:');
+    migrate(db);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${LAST_OCCURRENCE_SQL}`).all() as { detail: string }[]).map((r) => r.detail);
+    expect(plan.join('\n')).not.toMatch(/SCAN (runs|events)\b/);
+    db.close();
+  });
+
+  it('upgrades a 001 ledger: missed/stale totals from its events, on-change baselines from its stats', async () => {
+    const file = freshFile();
+    await (await openSqliteLedger(file)).close(); // creates the directory
+    rmSync(file);
+    const db = new Database(file);
+    migrate(db, MIGRATIONS.filter((m) => m.version === 1));
+    const item = db.prepare(`INSERT INTO items (id, state, attempts, size, mtime_ms, available_at, first_seen_at, updated_at,
+      done_at, dead_at) VALUES (?, ?, 1, ?, ?, 0, 0, 0, ?, ?)`);
+    item.run('statted', 'done', 10, 100.5, 5, null);
+    item.run('kept', 'done', 7, 7, 5, null);
+    item.run('plain', 'done', null, null, 5, null);
+    item.run('broken', 'dead', 1, 1, null, 5);
+    const event = db.prepare('INSERT INTO events (kind, at) VALUES (?, 0)');
+    for (const kind of ['missed', 'missed', 'stale', 'overrun']) event.run(kind);
+    db.prepare("UPDATE counters SET value = 1 WHERE name = 'overruns'").run();
+    db.close();
+
+    const ledger = await openSqliteLedger(file);
+    expect(await ledger.totals()).toMatchObject({ missed: 2, stale: 1, overruns: 1 });
+    expect(await ledger.lastOccurrenceRecorded()).toBeNull();
+    const opts = { owner: 'o', runId: 'r', now: 10, leaseMs: 1, refresh: { onChange: true } };
+    // Changed since the last scan before the upgrade: caught. No stat before (plain): a baseline now.
+    const first = [{ id: 'statted', size: 11 }, { id: 'kept', size: 7, mtimeMs: 7 }, { id: 'plain', size: 3 }, { id: 'broken', mtimeMs: 2 }];
+    expect((await ledger.discoverAndClaim(first, opts)).map((c) => [c.id, c.attempt])).toEqual([['statted', 1], ['broken', 1]]);
+    const second = [{ id: 'kept', size: 7, mtimeMs: 7 }, { id: 'plain', size: 4 }];
+    expect((await ledger.discoverAndClaim(second, opts)).map((c) => c.id)).toEqual(['plain']);
+    await ledger.close();
   });
 });
 

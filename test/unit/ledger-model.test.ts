@@ -1,7 +1,7 @@
 /**
  * Model-based test of the SQLite ledger: fast-check generates random sequences of
- * discover / claimDue / complete / fail / release / reclaimOrphans / retryDead / renew
- * / clock ticks, with claims picked from every claim ever issued (so many are stale)
+ * discover (with stat data and refresh policies) / claimDue / complete / fail / release /
+ * reclaimOrphans / retryDead / renew / clock ticks, with claims picked from every claim ever issued (so many are stale)
  * and sometimes forged with another owner or attempt. After every step the real ledger
  * must match a plain in-memory model exactly, and the invariants must hold.
  */
@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { afterAll, expect, it } from 'vitest';
 import { backoffDelayMs } from '../../src/ledger/backoff.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import type { Claim, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
+import type { Claim, DiscoveredItem, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 const OWNERS = ['o0', 'o1', 'o2'];
@@ -28,6 +28,11 @@ interface MItem {
   availableAt: number;
   lastError: string | null;
   seenRun: string;
+  doneAt: number | null;
+  size: number | null;
+  mtimeMs: number | null;
+  /** The stat recorded by the last claim (the on-change baseline). */
+  claimed: { size: number | null; mtimeMs: number | null };
 }
 interface Model {
   now: number;
@@ -43,8 +48,10 @@ interface Real {
 }
 
 type Stale = 'none' | 'owner' | 'attempt';
+/** doneBefore as an offset back from the model's clock. */
+type Refresh = { doneBeforeAgo: number | undefined; onChange: boolean };
 type Op =
-  | { kind: 'discover'; ids: string[]; owner: number; limit: number | undefined }
+  | { kind: 'discover'; found: DiscoveredItem[]; owner: number; limit: number | undefined; refresh: Refresh | undefined }
   | { kind: 'claimDue'; owner: number; limit: number }
   | { kind: 'complete' | 'fail' | 'release'; pick: number; stale: Stale }
   | { kind: 'reclaim'; owner: number }
@@ -91,7 +98,7 @@ function failInModel(m: Model, it: MItem, error: string): MItem['state'] {
 }
 
 function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
-  Object.assign(it, { state: 'claimed', owner, attempts: it.attempts + 1 });
+  Object.assign(it, { state: 'claimed', owner, attempts: it.attempts + 1, claimed: { size: it.size, mtimeMs: it.mtimeMs } });
   const claim = { id, owner, attempt: it.attempts, charged: it.attempts - it.released };
   m.issued.push(claim);
   return claim;
@@ -99,21 +106,45 @@ function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
 
 const claimable = (m: Model, it: MItem): boolean => it.state === 'pending' && it.availableAt <= m.now;
 
+/** A stat field changed: known on both sides and different. */
+const differs = (found: number | undefined, claimed: number | null): boolean =>
+  found !== undefined && claimed !== null && found !== claimed;
+
+/** The refresh policy on the batch `rows` (first occurrence of each id), after the upsert. */
+function refreshInModel(m: Model, rows: DiscoveredItem[], r: Refresh, doneBefore: number | undefined): void {
+  for (const f of rows) {
+    const it = m.items.get(f.id) as MItem;
+    const finished = it.state === 'done' || it.state === 'dead';
+    const changed = differs(f.size, it.claimed.size) || differs(f.mtimeMs, it.claimed.mtimeMs);
+    const old = it.state === 'done' && doneBefore !== undefined && (it.doneAt ?? 0) < doneBefore;
+    if (old || (r.onChange && finished && changed)) {
+      Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now, doneAt: null });
+    } else if (r.onChange && finished) {
+      it.claimed = { size: it.claimed.size ?? it.size, mtimeMs: it.claimed.mtimeMs ?? it.mtimeMs };
+    }
+  }
+}
+
 /** Apply `op` to both the model and the ledger, and compare what each returns. */
 async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
   const opts = (o: number) => ({ owner: OWNERS[o] ?? 'x', runId: runOf(OWNERS[o] ?? 'x'), now: m.now, leaseMs: 1000 });
   switch (op.kind) {
     case 'discover': {
       const o = opts(op.owner);
-      const ids = [...new Set(op.ids)];
-      for (const id of ids) {
+      const rows = op.found.filter((f, i) => op.found.findIndex((g) => g.id === f.id) === i); // first of each id
+      for (const { id, size, mtimeMs } of rows) {
         const it = m.items.get(id);
-        if (it) it.seenRun = o.runId;
-        else m.items.set(id, { state: 'pending', attempts: 0, released: 0, owner: null, availableAt: m.now, lastError: null, seenRun: o.runId });
+        const stat = { size: size ?? it?.size ?? null, mtimeMs: mtimeMs ?? it?.mtimeMs ?? null };
+        if (it) Object.assign(it, { seenRun: o.runId, ...stat });
+        else m.items.set(id, { state: 'pending', attempts: 0, released: 0, owner: null, availableAt: m.now, lastError: null,
+          seenRun: o.runId, doneAt: null, ...stat, claimed: { size: null, mtimeMs: null } });
       }
-      const due = ids.filter((id) => claimable(m, m.items.get(id) as MItem)).slice(0, op.limit ?? Infinity);
-      const want = due.map((id) => claimInModel(m, id, m.items.get(id) as MItem, o.owner));
-      const got = await ledger.discoverAndClaim(op.ids.map((id) => ({ id })), { ...o, limit: op.limit });
+      const doneBefore = op.refresh?.doneBeforeAgo === undefined ? undefined : m.now - op.refresh.doneBeforeAgo;
+      if (op.refresh) refreshInModel(m, rows, op.refresh, doneBefore);
+      const due = rows.filter((f) => claimable(m, m.items.get(f.id) as MItem)).slice(0, op.limit ?? Infinity);
+      const want = due.map((f) => claimInModel(m, f.id, m.items.get(f.id) as MItem, o.owner));
+      const refresh = op.refresh && { doneBefore, onChange: op.refresh.onChange };
+      const got = await ledger.discoverAndClaim(op.found, { ...o, limit: op.limit, refresh });
       expect(got).toEqual(want);
       return;
     }
@@ -136,7 +167,7 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       const error = `err-${++m.errors}`;
       let want: { result: string; state?: ItemState; availableAt?: number } = { result: 'fenced' };
       if (it && op.kind === 'complete') {
-        Object.assign(it, { state: 'done', owner: null });
+        Object.assign(it, { state: 'done', owner: null, doneAt: m.now });
         m.totals.itemsDone++;
         want = { result: 'applied', state: 'done' };
       } else if (it && op.kind === 'fail') {
@@ -201,13 +232,17 @@ async function verify(m: Model, ledger: Ledger, op: Op): Promise<void> {
       continue;
     }
     counts[it.state]++;
-    const { state, attempts, released, owner, availableAt, lastError } = it;
-    expect(rec).toMatchObject({ id, state, attempts, released, owner, availableAt, lastError });
+    const { state, attempts, released, owner, availableAt, lastError, doneAt, size, mtimeMs } = it;
+    expect(rec).toMatchObject({ id, state, attempts, released, owner, availableAt, lastError, doneAt, size, mtimeMs });
     if (rec === null) continue;
     expect(rec.owner !== null).toBe(rec.state === 'claimed');
+    expect(rec.doneAt !== null).toBe(rec.state === 'done');
     expect(rec.attempts - rec.released).toBeLessThanOrEqual(RETRY.maxAttempts);
     if (rec.state === 'pending') expect(rec.attempts - rec.released).toBeLessThan(RETRY.maxAttempts);
-    if (op.kind !== 'retryDead') expect(rec.attempts).toBeGreaterThanOrEqual(before.get(id) ?? 0);
+    // Attempts only restart with a new cycle: retryDead, or a discovery with a refresh policy.
+    if (op.kind !== 'retryDead' && !(op.kind === 'discover' && op.refresh)) {
+      expect(rec.attempts).toBeGreaterThanOrEqual(before.get(id) ?? 0);
+    }
     before.set(id, rec.attempts);
   }
   expect(await ledger.counts()).toEqual(counts);
@@ -231,12 +266,19 @@ class OpCommand implements fc.AsyncCommand<Model, Real> {
 const id = fc.constantFrom(...IDS);
 const owner = fc.nat({ max: OWNERS.length - 1 });
 const stale = fc.constantFrom<Stale>('none', 'none', 'owner', 'attempt');
+// Few stat values, so files often keep or revert to the version claimed; fractional mtimes as fs.stat gives them.
+const stat = <T>(...v: T[]) => fc.option(fc.constantFrom(...v), { nil: undefined, freq: 3 });
+const found = fc.record({ id, size: stat(1, 2), mtimeMs: stat(1.5, 2.25) }).map(({ id, size, mtimeMs }) => ({
+  id, ...(size === undefined ? {} : { size }), ...(mtimeMs === undefined ? {} : { mtimeMs }),
+}));
+const refresh = fc.record({ doneBeforeAgo: fc.option(fc.constantFrom(0, 200, 1000), { nil: undefined }), onChange: fc.boolean() });
 const ops: fc.Arbitrary<Op>[] = [
   fc.record({
     kind: fc.constant('discover' as const),
-    ids: fc.array(id, { minLength: 1, maxLength: 6 }),
+    found: fc.array(found, { minLength: 1, maxLength: 6 }),
     owner,
     limit: fc.option(fc.nat({ max: 4 }), { nil: undefined }),
+    refresh: fc.option(refresh, { nil: undefined }),
   }),
   fc.record({ kind: fc.constant('claimDue' as const), owner, limit: fc.integer({ min: 1, max: 4 }) }),
   ...(['complete', 'fail', 'fail', 'release'] as const).map((kind) => fc.record({ kind: fc.constant(kind), pick: fc.nat(), stale })),

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Debian packages the tests use as real parts: faketime (accelerated clock for the daemon
+# and overrun process tests). Idempotent and quiet; a no-op when everything is present.
+set -euo pipefail
+need=()
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/faketime/libfaketime.so.1 ] || need+=(faketime)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

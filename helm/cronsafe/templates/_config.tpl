@@ -1,0 +1,91 @@
+{{/*
+cronsafe.yaml, rendered from the values. Written out by hand (not `toYaml` of a dict) to
+keep the order of docs/configuration.md for humans reading the ConfigMap; every value
+goes through toJson, which quotes strings safely (JSON is YAML).
+
+The schedule and the drain grace come from the same values as the CronJob's `schedule`,
+`timeZone` and `terminationGracePeriodSeconds`, so the runner and Kubernetes agree.
+*/}}
+{{- define "cronsafe.config" -}}
+{{- $v := .Values -}}
+{{- $c := $v.config -}}
+# Rendered by the cronsafe Helm chart; change the chart values, not this file.
+name: {{ include "cronsafe.configName" . | toJson }}
+source:
+  directory: {{ include "cronsafe.dataPath" (list . $c.source.directory) | toJson }}
+  include: {{ toJson $c.source.include }}
+  exclude: {{ toJson $c.source.exclude }}
+handler:
+{{- if $c.handler.module }}
+  module: {{ include "cronsafe.dataPath" (list . $c.handler.module) | toJson }}
+{{- else }}
+  command: {{ toJson $c.handler.command }}
+{{- end }}
+  timeoutSeconds: {{ toJson $c.handler.timeoutSeconds }}
+  killAfterSeconds: {{ toJson $c.handler.killAfterSeconds }}
+  maxLogBytes: {{ toJson $c.handler.maxLogBytes }}
+{{- with $c.handler.env }}
+  env: {{ toJson . }}
+{{- end }}
+{{- if $c.output.directory }}
+output:
+  directory: {{ include "cronsafe.dataPath" (list . $c.output.directory) | toJson }}
+{{- end }}
+state:
+  sqlite: {{ include "cronsafe.dataPath" (list . $c.state.sqlite) | toJson }}
+concurrency: {{ toJson $c.concurrency }}
+{{- if not (kindIs "invalid" $c.queueSize) }}
+queueSize: {{ toJson $c.queueSize }}
+{{- end }}
+lease:
+  seconds: {{ toJson $c.lease.seconds }}
+  renewSeconds: {{ toJson $c.lease.renewSeconds }}
+retry:
+  maxAttempts: {{ toJson $c.retry.maxAttempts }}
+  backoffSeconds: {{ toJson $c.retry.backoffSeconds }}
+  backoffMaxSeconds: {{ toJson $c.retry.backoffMaxSeconds }}
+drain:
+  # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds).
+  gracePeriodSeconds: {{ toJson $v.drain.gracePeriodSeconds }}
+  marginSeconds: {{ toJson $v.drain.marginSeconds }}
+{{- if or $c.lock.path $v.lock.kubernetesLease.enabled }}
+lock:
+{{- with $c.lock.path }}
+  path: {{ include "cronsafe.dataPath" (list $ .) | toJson }}
+{{- end }}
+{{- if $v.lock.kubernetesLease.enabled }}
+  # In the pod's namespace (CRONSAFE_POD_NAMESPACE); duration and renewal from `lease`.
+  kubernetesLease:
+    name: {{ include "cronsafe.leaseName" . | toJson }}
+{{- end }}
+{{- end }}
+schedule:
+  # The CronJob's spec.schedule and spec.timeZone (values: schedule, timeZone).
+  cron: {{ toJson $v.schedule }}
+  timeZone: {{ toJson $v.timeZone }}
+{{- if not (kindIs "invalid" $c.schedule.graceSeconds) }}
+  graceSeconds: {{ toJson $c.schedule.graceSeconds }}
+{{- end }}
+  refresh: {{ toJson $c.schedule.refresh }}
+{{- if or $v.metrics.enabled $v.metrics.pushgateway }}
+metrics:
+{{- if $v.metrics.enabled }}
+  port: {{ toJson $v.metrics.port }}
+{{- end }}
+{{- with $v.metrics.pushgateway }}
+  pushgateway: {{ toJson . }}
+{{- end }}
+  pushIntervalSeconds: {{ toJson $v.metrics.pushIntervalSeconds }}
+{{- end }}
+{{- if $v.events.enabled }}
+events:
+  enabled: true
+{{- end }}
+{{- if $v.scheduledTimestamp.enabled }}
+scheduledTimestamp:
+  enabled: true
+{{- end }}
+log:
+  level: {{ toJson $c.log.level }}
+  format: {{ toJson $c.log.format }}
+{{- end -}}

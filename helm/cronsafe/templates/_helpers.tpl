@@ -1,0 +1,125 @@
+{{/*
+Names. CronJob names are limited to 52 characters (the controller appends an 11-character
+suffix to make Job names), so the full name is cut at 52, not Helm's usual 63.
+*/}}
+{{- define "cronsafe.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "cronsafe.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* cronsafe's own `name` (lock file, Lease, metric label): the full name unless set. */}}
+{{- define "cronsafe.configName" -}}
+{{- default (include "cronsafe.fullname" .) .Values.config.name -}}
+{{- end -}}
+
+{{- define "cronsafe.leaseName" -}}
+{{- default (include "cronsafe.configName" .) .Values.lock.kubernetesLease.name -}}
+{{- end -}}
+
+{{- define "cronsafe.statusName" -}}
+{{- printf "%s-status" (include "cronsafe.fullname" . | trunc 45 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "cronsafe.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "cronsafe.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cronsafe.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "cronsafe.labels" -}}
+helm.sh/chart: {{ include "cronsafe.chart" . }}
+{{ include "cronsafe.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "cronsafe.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "cronsafe.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cronsafe.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A config path: absolute as given, relative under the volume's mountPath. */}}
+{{- define "cronsafe.dataPath" -}}
+{{- $p := index . 1 -}}
+{{- if hasPrefix "/" $p -}}{{ $p }}{{- else -}}{{ printf "%s/%s" (trimSuffix "/" (index . 0).Values.persistence.mountPath) $p }}{{- end -}}
+{{- end -}}
+
+{{/*
+Which Kubernetes API features are on. "true" or "" (templates only pass strings), so
+`if (include ...)` reads naturally. The ServiceAccount token is mounted, and a Role is
+rendered, only when one of them needs the API.
+*/}}
+{{- define "cronsafe.needsApi" -}}
+{{- if or .Values.lock.kubernetesLease.enabled .Values.events.enabled .Values.scheduledTimestamp.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Reading the pod's Job: for its scheduled-timestamp annotation, and for the owning
+CronJob's name and uid that Events must carry to show in `kubectl describe cronjob`. */}}
+{{- define "cronsafe.needsJobGet" -}}
+{{- if or .Values.events.enabled .Values.scheduledTimestamp.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Cross-value checks that values.schema.json cannot express (JSON Schema cannot compare two
+values). cronsafe would reject the same config at start-up with exit 78; failing at
+install time is kinder than a failed Job.
+*/}}
+{{- define "cronsafe.validate" -}}
+{{- $v := .Values -}}
+{{- if ge (float64 $v.drain.marginSeconds) (float64 $v.drain.gracePeriodSeconds) -}}
+{{- fail (printf "drain.marginSeconds (%v) must be less than drain.gracePeriodSeconds (%v)" $v.drain.marginSeconds $v.drain.gracePeriodSeconds) -}}
+{{- end -}}
+{{- if ge (float64 $v.config.lease.renewSeconds) (float64 $v.config.lease.seconds) -}}
+{{- fail (printf "config.lease.renewSeconds (%v) must be less than config.lease.seconds (%v)" $v.config.lease.renewSeconds $v.config.lease.seconds) -}}
+{{- end -}}
+{{- if lt (float64 $v.config.retry.backoffMaxSeconds) (float64 $v.config.retry.backoffSeconds) -}}
+{{- fail (printf "config.retry.backoffMaxSeconds (%v) must be >= config.retry.backoffSeconds (%v)" $v.config.retry.backoffMaxSeconds $v.config.retry.backoffSeconds) -}}
+{{- end -}}
+{{- if eq (empty $v.config.handler.command) (empty $v.config.handler.module) -}}
+{{- fail "config.handler: set exactly one of config.handler.command and config.handler.module (with a module, set config.handler.command: [])" -}}
+{{- end -}}
+{{- if and (not $v.config.output.directory) (include "cronsafe.usesOutput" .) -}}
+{{- fail "config.handler.command uses {output} but config.output.directory is empty" -}}
+{{- end -}}
+{{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
+{{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
+{{- end -}}
+{{- $name := include "cronsafe.configName" . -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "config.name %q: expected lowercase letters, digits and \"-\", starting and ending with a letter or digit" $name) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when an argument of handler.command uses the {output} placeholder. */}}
+{{- define "cronsafe.usesOutput" -}}
+{{- range .Values.config.handler.command -}}{{- if contains "{output}" . -}}true{{- end -}}{{- end -}}
+{{- end -}}

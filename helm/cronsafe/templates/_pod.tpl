@@ -1,0 +1,134 @@
+{{/*
+The pod template shared by the runner CronJob and the status CronJob.
+Call with (dict "root" $ "args" (list "run") "component" "runner" "initDirs" true).
+*/}}
+{{- define "cronsafe.podTemplate" -}}
+{{- $ := .root -}}
+{{- $v := $.Values -}}
+metadata:
+  labels:
+    {{- include "cronsafe.selectorLabels" $ | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- with $v.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    # A config change shows up as a new pod template (and in `helm diff`); each Job's
+    # pods then carry the config they ran with.
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") $ | sha256sum }}
+    {{- with $v.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  # podFailurePolicy requires Never: a failed container must fail its pod, so that the
+  # Job controller sees the exit code and applies the policy.
+  restartPolicy: Never
+  serviceAccountName: {{ include "cronsafe.serviceAccountName" $ }}
+  automountServiceAccountToken: {{ include "cronsafe.needsApi" $ | eq "true" }}
+  # One value for both: the kubelet's SIGKILL comes exactly when cronsafe's drain budget
+  # (drain.gracePeriodSeconds in cronsafe.yaml) says it will.
+  terminationGracePeriodSeconds: {{ $v.drain.gracePeriodSeconds }}
+  {{- with $v.podSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- if .initDirs }}
+  initContainers:
+    # cronsafe refuses (exit 78) a source directory that does not exist; on a fresh
+    # volume nothing has created it yet.
+    - name: init-dirs
+      image: {{ include "cronsafe.image" $ | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      command: ["mkdir", "-p", {{ include "cronsafe.dataPath" (list $ $v.config.source.directory) | quote }}]
+      {{- with $v.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      resources:
+        requests: {cpu: 10m, memory: 16Mi}
+        limits: {memory: 64Mi}
+      volumeMounts:
+        - {name: data, mountPath: {{ $v.persistence.mountPath }}}
+  {{- end }}
+  containers:
+    # The name is what podFailurePolicy's onExitCodes rules refer to.
+    - name: cronsafe
+      image: {{ include "cronsafe.image" $ | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      # Only args: the image's ENTRYPOINT (tini -- node cli.js) stays PID 1.
+      args: {{ toJson .args }}
+      env:
+        - {name: CRONSAFE_CONFIG, value: /etc/cronsafe/cronsafe.yaml}
+        # Who am I, for the Lease holder identity, Events and the Job annotation read.
+        - name: CRONSAFE_POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: CRONSAFE_POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - name: CRONSAFE_JOB_NAME
+          valueFrom: {fieldRef: {fieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}}
+        - name: CRONSAFE_JOB_UID
+          valueFrom: {fieldRef: {fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}
+        {{- with $v.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $v.extraEnvFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if and $v.metrics.enabled (eq .component "runner") }}
+      ports:
+        - {name: metrics, containerPort: {{ $v.metrics.port }}, protocol: TCP}
+      {{- end }}
+      {{- with $v.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.resources }}
+      resources:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      volumeMounts:
+        - {name: config, mountPath: /etc/cronsafe, readOnly: true}
+        - {name: data, mountPath: {{ $v.persistence.mountPath }}}
+        # The only other writable place with readOnlyRootFilesystem (HOME=/tmp too).
+        - {name: tmp, mountPath: /tmp}
+        {{- with $v.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "cronsafe.fullname" $ }}
+    - name: data
+      {{- if $v.persistence.enabled }}
+      persistentVolumeClaim:
+        claimName: {{ default (include "cronsafe.fullname" $) $v.persistence.existingClaim }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    - name: tmp
+      emptyDir:
+        sizeLimit: {{ $v.tmpSizeLimit }}
+    {{- with $v.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $v.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}

@@ -1,0 +1,58 @@
+import { existsSync } from 'node:fs';
+import { loadConfig } from '../config/load.js';
+import { ConfigError } from '../errors.js';
+import { isRepeatedWallTime } from '../schedule/occurrences.js';
+import { scheduleStatus } from '../schedule/status.js';
+import { parseScheduledTime } from '../schedule/fire.js';
+import { openState } from './run.js';
+
+/**
+ * `cronsafe schedule`: latest and next occurrence, due?, stale?, refresh horizon: the
+ * debugging tool for "why did (or didn't) it run?". Reads the ledger only if it exists.
+ */
+export async function scheduleCommand(
+  configPath: string,
+  opts: { at?: string; json: boolean; daemon: boolean },
+  out = process.stdout,
+): Promise<number> {
+  const config = loadConfig(configPath, { checkPaths: false });
+  const schedule = config.schedule;
+  if (!schedule) throw new ConfigError(`${config.configPath}: schedule: not configured (add schedule.cron)`, config.configPath, 'schedule');
+  const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
+  let lastRunStartedAt: Date | null = null;
+  if (config.state.postgres || (config.state.sqlite && existsSync(config.state.sqlite))) {
+    const ledger = await openState(config);
+    try {
+      const last = await ledger.lastRunStart();
+      lastRunStartedAt = last ? new Date(last.startedAt) : null;
+    } finally {
+      await ledger.close();
+    }
+  }
+  const s = scheduleStatus(schedule, at, lastRunStartedAt, opts.daemon ? 'vixie' : 'kubernetes');
+  const report = {
+    job: config.name,
+    cron: schedule.cron,
+    timeZone: s.timeZone,
+    policy: s.policy,
+    at: at.toISOString(),
+    latest: s.latest?.toISOString() ?? null,
+    latestLocal: s.latestLocal,
+    latestIsRepeatedFire: s.latest ? isRepeatedWallTime(s.latest, s.timeZone) : false,
+    next: s.next?.toISOString() ?? null,
+    nextLocal: s.nextLocal,
+    lastRunStartedAt: lastRunStartedAt?.toISOString() ?? null,
+    due: s.due,
+    stale: s.stale,
+    graceSeconds: schedule.graceSeconds ?? null,
+    refresh: schedule.refresh,
+    refreshHorizon: s.refreshHorizon?.toISOString() ?? null,
+  };
+  if (opts.json) {
+    out.write(`${JSON.stringify(report, null, 2)}\n`);
+  } else {
+    const w = Math.max(...Object.keys(report).map((k) => k.length));
+    for (const [k, v] of Object.entries(report)) out.write(`${k.padEnd(w)}  ${v === null ? '-' : String(v)}\n`);
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+/**
+ * `cronsafe daemon`: our own scheduler for hosts without Kubernetes (a VM, a laptop that
+ * sleeps). Each tick asks: is there an occurrence that no run has started for? If so, run a
+ * pass for it, once, however many ticks see it. Vixie semantics across DST (docs/schedule.md).
+ * A stale occurrence (older than graceSeconds, e.g. after a week asleep) is recorded and
+ * skipped by the run itself. Optional growth trigger between occurrences.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { scheduleStatus } from './status.js';
+
+export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
+
+export interface DaemonClock {
+  now(): number;
+  /** Resolves after ms (of this clock's time) or when signal aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+export interface DaemonDeps {
+  config: Config;
+  log: Logger;
+  stop: AbortSignal;
+  clock: DaemonClock;
+  /** When the latest run started (ledger), epoch ms. */
+  lastRunStart(): Promise<number | null>;
+  /** Run one pass for `occurrence` (undefined: a growth-triggered pass). */
+  pass(occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult>;
+  /** Whether the source holds items the ledger has not seen since the last completed pass. */
+  sourceGrew?(): Promise<boolean>;
+}
+
+/** Runs until `stop`; returns the last pass's result if the stop interrupted one, else 'stopped'. */
+export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stopped'> {
+  const schedule = d.config.schedule;
+  if (!schedule) throw new Error('cronsafe daemon needs a schedule (schedule.cron)');
+  const tickMs = d.config.daemon.tickSeconds * 1000;
+  const growth = d.config.daemon.growth;
+  let attempted: number | null = null; // the occurrence last handed to a pass (even if skipped)
+  let lastPassEnd = -Infinity;
+  let incomplete = 0;
+  let stoodDown = false;
+
+  d.log.info({ cron: schedule.cron, timeZone: schedule.timeZone, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
+  for (;;) {
+    if (d.stop.aborted) return 'stopped';
+    const now = new Date(d.clock.now());
+    const started = await d.lastRunStart();
+    const status = scheduleStatus(schedule, now, started === null ? null : new Date(started), 'vixie');
+    let result: DaemonPassResult | undefined;
+    if (status.latest && status.due && status.latest.getTime() !== attempted) {
+      attempted = status.latest.getTime();
+      d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
+      result = await d.pass(status.latest, 'occurrence');
+    } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.())) {
+      d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
+      result = await d.pass(undefined, 'growth');
+    }
+    if (result) {
+      lastPassEnd = d.clock.now();
+      if (result === 'completed') {
+        incomplete = 0;
+        if (stoodDown) d.log.info('daemon: a pass completed; growth trigger active again');
+        stoodDown = false;
+      } else if (result === 'drained' || result === 'failed') {
+        incomplete++;
+        if (incomplete >= growth.maxIncompletePasses && growth.enabled && !stoodDown) {
+          stoodDown = true;
+          d.log.warn({ incomplete }, 'daemon: standing down the growth trigger after passes that did not complete; scheduled occurrences still run');
+        }
+      }
+      if (d.stop.aborted) return result;
+    }
+    // Wake for the next occurrence or the next tick, whichever is first.
+    const untilNext = status.next ? Math.max(0, status.next.getTime() - d.clock.now()) : tickMs;
+    await d.clock.sleep(Math.min(tickMs, untilNext), d.stop);
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * The run's dealings with its schedule, recorded in the ledger so that counts survive
+ * short-lived pods: missed occurrences before this fire, a stale or repeated fire that is
+ * skipped, and overruns that come due while the run is active.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import type { Ledger, RefreshPolicy } from '../ledger/types.js';
+import { identifyFire, missedOccurrences, type Fire } from './fire.js';
+import type { SchedulePolicy } from './occurrences.js';
+import { watchOverruns } from './overrun-watch.js';
+
+export interface FirePlan {
+  fire: Fire | null;
+  /** Set when this fire must not run: the reason, already logged and recorded. */
+  skip?: 'stale' | 'repeated-fire';
+  /** Which finished items are outstanding again for this fire (schedule.refresh). */
+  refresh?: RefreshPolicy;
+  /** Start counting overruns; returns the stop function. */
+  watchOverruns(): () => void;
+}
+
+const noWatch = () => () => undefined;
+
+export async function planFire(
+  config: Config,
+  ledger: Ledger,
+  log: Logger,
+  now: Date,
+  scheduledTime: Date | undefined,
+  policy: SchedulePolicy,
+): Promise<FirePlan> {
+  const schedule = config.schedule;
+  if (!schedule) return { fire: null, watchOverruns: noWatch };
+  const fire = identifyFire(schedule, now, scheduledTime, policy);
+  if (!fire) {
+    log.warn({ cron: schedule.cron }, 'schedule: the expression has no occurrence at or before now; running without a fire identity');
+    return { fire: null, watchOverruns: noWatch };
+  }
+  const occurrence = fire.occurrence.getTime();
+  const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
+
+  if (fire.stale) {
+    log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
+    await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
+    return { fire, skip: 'stale', watchOverruns: noWatch };
+  }
+  if (fire.repeatedWallTime && schedule.repeatedFire === 'skip') {
+    log.warn(fireLog, 'skipped: second fire of the repeated fall-back hour (schedule.repeatedFire: skip)');
+    await ledger.recordEvent('stale', now.getTime(), { reason: 'repeated wall time at fall-back', ...fireLog }, occurrence);
+    return { fire, skip: 'repeated-fire', watchOverruns: noWatch };
+  }
+
+  const lastRecorded = await ledger.lastOccurrenceRecorded();
+  const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
+  for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
+  if (total > 0) {
+    log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
+  }
+
+  const refresh: RefreshPolicy | undefined =
+    schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
+
+  // Start after whatever the ledger already accounted for, so an occurrence is counted once.
+  const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence));
+  return {
+    fire,
+    refresh,
+    watchOverruns: () => {
+      const w = watchOverruns(
+        schedule,
+        after,
+        (o) => {
+          log.warn({ occurrence: o.toISOString() }, 'overrun: an occurrence came due while this run is still active');
+          ledger.recordEvent('overrun', Date.now(), { runFire: fireLog.occurrence }, o.getTime()).catch((err: unknown) => {
+            log.warn({ err }, 'could not record the overrun');
+          });
+        },
+        undefined,
+        policy,
+      );
+      return () => w.stop();
+    },
+  };
+}

@@ -1,0 +1,218 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import {
+  CHART, RELEASE, byKind, configOf, ensureTools, mainContainer, one, podSpec, render, runner, validateAll, validateObject,
+  type Obj,
+} from './helpers.js';
+import { VALUE_SETS } from './value-sets.js';
+
+beforeAll(ensureTools);
+
+const chartVersion = (YAML.parse(readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as Obj).appVersion as string;
+
+describe('helm template: every object is valid Kubernetes', () => {
+  it.each(Object.entries(VALUE_SETS))('%s', (_name, values) => {
+    const objs = render(values);
+    expect(objs.length).toBeGreaterThan(2);
+    validateAll(objs);
+    for (const o of objs) expect(o.metadata.labels['app.kubernetes.io/instance']).toBe(RELEASE);
+  });
+
+  it('the validator itself rejects what the API server would (so the checks above can fail)', () => {
+    const cj = runner(render());
+    const broken = structuredClone(cj);
+    broken.spec.concurrencyPolicy = 'Sometimes';
+    expect(() => validateObject(broken)).toThrow(/CronJob\/qc-cronsafe: .*concurrencyPolicy/);
+    const badRule = structuredClone(cj);
+    badRule.spec.jobTemplate.spec.podFailurePolicy.rules[0].action = 'Fail';
+    expect(() => validateObject(badRule)).toThrow(/action/);
+    const badPort = structuredClone(cj);
+    badPort.spec.jobTemplate.spec.template.spec.containers[0].ports = [{ containerPort: 'http' }];
+    expect(() => validateObject(badPort)).toThrow(/containerPort/);
+    expect(() => validateObject({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PodMonitor', metadata: { name: 'x' }, spec: {} }))
+      .toThrow(/selector/);
+  });
+
+  it('renders exactly the default object set', () => {
+    const kinds = render().map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    expect(kinds).toEqual([
+      'ConfigMap/qc-cronsafe',
+      'CronJob/qc-cronsafe',
+      'CronJob/qc-cronsafe-status',
+      'PersistentVolumeClaim/qc-cronsafe',
+      'ServiceAccount/qc-cronsafe',
+    ]);
+  });
+});
+
+describe('CronJob', () => {
+  it('is Forbid, with the schedule, zone, deadline and history limits from the values', () => {
+    const cj = runner(render({ schedule: '5 4 * * 1-5', timeZone: 'America/New_York', startingDeadlineSeconds: 120,
+      successfulJobsHistoryLimit: 1, failedJobsHistoryLimit: 5, backoffLimit: 2 }));
+    expect(cj.spec).toMatchObject({
+      concurrencyPolicy: 'Forbid', schedule: '5 4 * * 1-5', timeZone: 'America/New_York', suspend: false,
+      startingDeadlineSeconds: 120, successfulJobsHistoryLimit: 1, failedJobsHistoryLimit: 5,
+    });
+    expect(cj.spec.jobTemplate.spec.backoffLimit).toBe(2);
+  });
+
+  it('has activeDeadlineSeconds only when set', () => {
+    expect(runner(render()).spec.jobTemplate.spec).not.toHaveProperty('activeDeadlineSeconds');
+    expect(runner(render({ activeDeadlineSeconds: 7200 })).spec.jobTemplate.spec.activeDeadlineSeconds).toBe(7200);
+  });
+
+  it('maps exit codes with podFailurePolicy: 78 and 2 fail the Job, 75 and disruptions are ignored', () => {
+    const cj = runner(render());
+    const spec = cj.spec.jobTemplate.spec;
+    expect(spec.podFailurePolicy.rules).toEqual([
+      { action: 'FailJob', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [2, 78] } },
+      { action: 'Ignore', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [75] } },
+      { action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] },
+    ]);
+    // The API server rejects a podFailurePolicy unless the pod template says Never.
+    expect(podSpec(cj).restartPolicy).toBe('Never');
+    // The rules name the container that runs cronsafe, not the init container.
+    expect(mainContainer(cj).name).toBe('cronsafe');
+  });
+
+  it('runs `run` through the image entrypoint (args only, so tini stays PID 1)', () => {
+    const c = mainContainer(runner(render()));
+    expect(c.args).toEqual(['run']);
+    expect(c).not.toHaveProperty('command');
+    expect(c.image).toBe(`cronsafe:${chartVersion}`);
+    expect(c.env).toContainEqual({ name: 'CRONSAFE_CONFIG', value: '/etc/cronsafe/cronsafe.yaml' });
+  });
+});
+
+describe('one value wires Kubernetes and cronsafe together', () => {
+  const wiring = (values: Obj) => {
+    const objs = render(values);
+    const cj = runner(objs);
+    const cfg = configOf(objs);
+    return { cj, cfg, grace: podSpec(cj).terminationGracePeriodSeconds as number };
+  };
+
+  it('drain.gracePeriodSeconds sets terminationGracePeriodSeconds and the config drain grace', () => {
+    const a = wiring({});
+    expect(a.grace).toBe(a.cfg.drain.gracePeriodSeconds);
+    const b = wiring({ drain: { gracePeriodSeconds: 420, marginSeconds: 20 } });
+    expect(b.grace).toBe(420);
+    expect(b.cfg.drain).toEqual({ gracePeriodSeconds: 420, marginSeconds: 20 });
+    expect(b.grace).not.toBe(a.grace);
+  });
+
+  it('schedule and timeZone set the CronJob and the config schedule', () => {
+    const { cj, cfg } = wiring({ schedule: '@daily', timeZone: 'Asia/Kolkata' });
+    expect([cj.spec.schedule, cj.spec.timeZone]).toEqual(['@daily', 'Asia/Kolkata']);
+    expect(cfg.schedule).toMatchObject({ cron: '@daily', timeZone: 'Asia/Kolkata' });
+  });
+});
+
+describe('pod hardening', () => {
+  const hardened = {
+    runAsNonRoot: true, runAsUser: 65532, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false,
+    privileged: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' },
+  };
+
+  it.each(Object.entries(VALUE_SETS))('every container is locked down (%s)', (_name, values) => {
+    for (const cj of byKind(render(values), 'CronJob')) {
+      const spec = podSpec(cj);
+      expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, fsGroup: 65532,
+        seccompProfile: { type: 'RuntimeDefault' } });
+      const containers = [...(spec.initContainers ?? []), ...spec.containers] as Obj[];
+      for (const c of containers) expect(c.securityContext, c.name).toMatchObject(hardened);
+    }
+  });
+
+  it('writes only to the data volume and a /tmp emptyDir; the config is mounted read-only', () => {
+    const spec = podSpec(runner(render()));
+    const mounts = mainContainer(runner(render())).volumeMounts as Obj[];
+    expect(mounts).toEqual([
+      { name: 'config', mountPath: '/etc/cronsafe', readOnly: true },
+      { name: 'data', mountPath: '/data' },
+      { name: 'tmp', mountPath: '/tmp' },
+    ]);
+    const vol = (n: string) => (spec.volumes as Obj[]).find((v) => v.name === n);
+    expect(vol('tmp')).toEqual({ name: 'tmp', emptyDir: { sizeLimit: '256Mi' } });
+    expect(vol('data')).toEqual({ name: 'data', persistentVolumeClaim: { claimName: 'qc-cronsafe' } });
+    expect(vol('config')).toEqual({ name: 'config', configMap: { name: 'qc-cronsafe' } });
+  });
+
+  it('has resources', () => {
+    expect(mainContainer(runner(render())).resources).toEqual({
+      requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' },
+    });
+  });
+});
+
+describe('checksum/config', () => {
+  const checksum = (values: Obj) => podSpecMeta(runner(render(values))).annotations['checksum/config'] as string;
+  const podSpecMeta = (cj: Obj) => cj.spec.jobTemplate.spec.template.metadata as Obj;
+
+  it('changes when the config changes, and only then', () => {
+    const base = checksum({});
+    expect(base).toMatch(/^[0-9a-f]{64}$/);
+    expect(checksum({ config: { retry: { maxAttempts: 9 } } })).not.toBe(base);
+    expect(checksum({ drain: { gracePeriodSeconds: 200, marginSeconds: 15 } })).not.toBe(base);
+    expect(checksum({ resources: { requests: { cpu: '1' } } })).toBe(base);
+  });
+});
+
+describe('persistence', () => {
+  it('creates a PVC kept on uninstall by default', () => {
+    const pvc = one(render(), 'PersistentVolumeClaim');
+    expect(pvc.metadata.annotations['helm.sh/resource-policy']).toBe('keep');
+    expect(pvc.spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } });
+    const withClass = one(render({ persistence: { storageClass: 'fast', size: '20Gi', keep: false } }), 'PersistentVolumeClaim');
+    expect(withClass.spec).toMatchObject({ storageClassName: 'fast', resources: { requests: { storage: '20Gi' } } });
+    expect(withClass.metadata.annotations ?? {}).not.toHaveProperty('helm.sh/resource-policy');
+  });
+
+  it('uses an existing claim without creating one, and an emptyDir when disabled', () => {
+    const existing = render({ persistence: { existingClaim: 'ledger' } });
+    expect(byKind(existing, 'PersistentVolumeClaim')).toEqual([]);
+    expect((podSpec(runner(existing)).volumes as Obj[])[1]).toEqual({ name: 'data', persistentVolumeClaim: { claimName: 'ledger' } });
+    const none = render({ persistence: { enabled: false } });
+    expect(byKind(none, 'PersistentVolumeClaim')).toEqual([]);
+    expect((podSpec(runner(none)).volumes as Obj[])[1]).toEqual({ name: 'data', emptyDir: {} });
+  });
+
+  it('creates the source directory in an init container (cronsafe exits 78 without it)', () => {
+    const init = podSpec(runner(render({ config: { source: { directory: 'in/box' } } }))).initContainers as Obj[];
+    expect(init.map((c) => c.command)).toEqual([['mkdir', '-p', '/data/in/box']]);
+    expect(podSpec(runner(render({ initDirs: { enabled: false } })))).not.toHaveProperty('initContainers');
+  });
+});
+
+describe('status template', () => {
+  it('is a suspended CronJob running `cronsafe status` on the same volume and config', () => {
+    const objs = render();
+    const status = one(objs, 'CronJob', `${RELEASE}-cronsafe-status`);
+    expect(status.spec.suspend).toBe(true);
+    expect(mainContainer(status).args).toEqual(['status']);
+    expect(podSpec(status).volumes).toEqual(podSpec(runner(objs)).volumes);
+    expect(byKind(render({ statusJob: { enabled: false } }), 'CronJob')).toHaveLength(1);
+  });
+});
+
+describe('metrics', () => {
+  it('serves /metrics and renders the PodMonitor and PrometheusRule only when enabled', () => {
+    const off = render();
+    expect(mainContainer(runner(off))).not.toHaveProperty('ports');
+    expect(off.filter((o) => o.apiVersion.startsWith('monitoring.coreos.com'))).toEqual([]);
+    expect(configOf(off)).not.toHaveProperty('metrics');
+
+    const on = render(VALUE_SETS['all features']);
+    expect(mainContainer(runner(on)).ports).toEqual([{ name: 'metrics', containerPort: 9464, protocol: 'TCP' }]);
+    expect(configOf(on).metrics).toEqual({ port: 9464, pushgateway: 'http://pushgateway.monitoring:9091', pushIntervalSeconds: 30 });
+    const pm = one(on, 'PodMonitor');
+    expect(pm.metadata.labels.release).toBe('prom');
+    expect(pm.spec.podMetricsEndpoints).toEqual([{ port: 'metrics', path: '/metrics', interval: '15s' }]);
+    expect(pm.spec.selector.matchLabels).toMatchObject({ 'app.kubernetes.io/component': 'runner' });
+    const rule = one(on, 'PrometheusRule');
+    const file = YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj;
+    expect(rule.spec).toEqual(file);
+  });
+});

@@ -1,0 +1,69 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ensureTools, templateRaw } from './helpers.js';
+import type { Values } from './value-sets.js';
+
+beforeAll(ensureTools);
+
+/**
+ * [what, values, text the error must contain]. values.schema.json catches single values
+ * (helm names the JSON path, e.g. /config/concurrency); cross-value rules are `fail`s in
+ * _helpers.tpl (cronsafe.validate) that name the keys in values.yaml's dotted form.
+ */
+const BAD: [string, Values, string][] = [
+  ['a missing schedule', { schedule: null }, "missing property 'schedule'"],
+  ['an empty schedule', { schedule: '' }, '/schedule'],
+  ['a TZ= prefix in the schedule', { schedule: 'TZ=UTC 0 * * * *' }, '/schedule'],
+  ['a 4-field schedule', { schedule: '0 * * *' }, '/schedule'],
+  ['a 6-field (seconds) schedule', { schedule: '0 0 * * * *' }, '/schedule'],
+  ['a fixed-offset time zone', { timeZone: '+05:00' }, '/timeZone'],
+  ['concurrencyPolicy Allow', { concurrencyPolicy: 'Allow' }, '/concurrencyPolicy'],
+  ['concurrencyPolicy Replace', { concurrencyPolicy: 'Replace' }, '/concurrencyPolicy'],
+  ['a fractional grace period', { drain: { gracePeriodSeconds: 30.5 } }, '/drain/gracePeriodSeconds'],
+  ['a zero grace period', { drain: { gracePeriodSeconds: 0 } }, '/drain/gracePeriodSeconds'],
+  ['a margin equal to the grace', { drain: { gracePeriodSeconds: 20, marginSeconds: 20 } }, 'drain.marginSeconds (20) must be less than drain.gracePeriodSeconds (20)'],
+  ['a negative margin', { drain: { marginSeconds: -1 } }, '/drain/marginSeconds'],
+  ['concurrency 0', { config: { concurrency: 0 } }, '/config/concurrency'],
+  ['a string concurrency', { config: { concurrency: 'eight' } }, '/config/concurrency'],
+  ['a source directory climbing out', { config: { source: { directory: '../etc' } } }, '/config/source/directory'],
+  ['an absolute include glob', { config: { source: { include: ['/etc/**'] } } }, '/config/source/include/0'],
+  ['an empty include list', { config: { source: { include: [] } } }, '/config/source/include'],
+  ['a log level typo', { config: { log: { level: 'verbose' } } }, '/config/log/level'],
+  ['an unknown refresh', { config: { schedule: { refresh: 'always' } } }, '/config/schedule/refresh'],
+  ['an uppercase name', { config: { name: 'Caption_QC' } }, '/config/name'],
+  ['a non-string handler env value', { config: { handler: { env: { RETRIES: 3 } } } }, '/config/handler/env/RETRIES'],
+  ['a bad handler env name', { config: { handler: { env: { '1X': 'a' } } } }, '/config/handler/env'],
+  ['renewal not shorter than the lease', { config: { lease: { seconds: 30, renewSeconds: 30 } } }, 'config.lease.renewSeconds (30) must be less than config.lease.seconds (30)'],
+  ['a backoff ceiling below the first delay', { config: { retry: { backoffSeconds: 60, backoffMaxSeconds: 30 } } }, 'config.retry.backoffMaxSeconds (30) must be >= config.retry.backoffSeconds (60)'],
+  ['both command and module', { config: { handler: { module: 'qc.mjs' } } }, 'set exactly one of config.handler.command and config.handler.module'],
+  ['neither command nor module', { config: { handler: { command: [] } } }, 'set exactly one of config.handler.command and config.handler.module'],
+  ['{output} without an output directory', { config: { output: { directory: '' } } }, 'config.handler.command uses {output} but config.output.directory is empty'],
+  ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
+  ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],
+  ['a PodMonitor without metrics', { metrics: { podMonitor: { enabled: true } } }, 'metrics.podMonitor.enabled needs metrics.enabled'],
+  ['a pushgateway without a scheme', { metrics: { pushgateway: 'pushgateway:9091' } }, '/metrics/pushgateway'],
+  ['a bad pull policy', { image: { pullPolicy: 'Sometimes' } }, '/image/pullPolicy'],
+  ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
+  ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
+];
+
+describe('bad values fail `helm template` with a message naming the value', () => {
+  it.each(BAD)('%s', (_what, values, message) => {
+    const r = templateRaw(values);
+    expect(r.status, `expected failure, got:\n${r.stdout.slice(0, 400)}`).not.toBe(0);
+    expect(r.stderr).toContain(message);
+  });
+});
+
+describe('good edge values are accepted', () => {
+  it.each<[string, Values]>([
+    ['every @macro', { schedule: '@midnight' }],
+    ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],
+    ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],
+    ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
+    ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
+    ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
+  ])('%s', (_what, values) => {
+    const r = templateRaw(values);
+    expect(r.status, r.stderr).toBe(0);
+  });
+});

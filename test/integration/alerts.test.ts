@@ -1,0 +1,78 @@
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { ROOT } from '../helpers/cli.js';
+import { PROMTOOL, promtool } from '../helpers/prom.js';
+
+const DIR = path.join(ROOT, 'deploy/prometheus');
+const RULES = path.join(DIR, 'cronsafe-rules.yaml');
+const TESTS = path.join(DIR, 'cronsafe-rules.test.yaml');
+const REQUIRED = ['CronsafeRepeatedOverruns', 'CronsafeDeadLettersGrowing', 'CronsafeDeadLetters', 'CronsafeNoRecentSuccess', 'CronsafeRunsFailing'];
+
+const scratch = mkdtempSync(path.join(tmpdir(), 'cronsafe-rules-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A copy of the rule file with one edit, next to a copy of the unit tests (which name it relatively). */
+function mutated(name: string, edit: (rules: string) => string): { rules: string; tests: string } {
+  const original = readFileSync(RULES, 'utf8');
+  const changed = edit(original);
+  expect(changed, 'the edit must change the file').not.toBe(original);
+  const dir = mkdtempSync(path.join(scratch, `${name}-`));
+  writeFileSync(path.join(dir, 'cronsafe-rules.yaml'), changed);
+  copyFileSync(TESTS, path.join(dir, 'cronsafe-rules.test.yaml'));
+  return { rules: path.join(dir, 'cronsafe-rules.yaml'), tests: path.join(dir, 'cronsafe-rules.test.yaml') };
+}
+
+describe('alert rules: every alert is documented', () => {
+  const doc = YAML.parse(readFileSync(RULES, 'utf8')) as { groups: Array<{ rules: Array<Record<string, unknown>> }> };
+  const alerts = doc.groups.flatMap((g) => g.rules).filter((r) => typeof r.alert === 'string');
+  const runbook = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
+
+  it('has the required alerts, each with summary, description and a runbook section that exists', () => {
+    expect(alerts.map((a) => a.alert)).toEqual(expect.arrayContaining(REQUIRED));
+    for (const a of alerts) {
+      const ann = a.annotations as Record<string, string>;
+      expect(ann.summary, String(a.alert)).toBeTruthy();
+      expect(ann.description, String(a.alert)).toBeTruthy();
+      expect(ann.runbook_url).toBe(`docs/operations.md#${String(a.alert).toLowerCase()}`);
+      expect(runbook, `docs/operations.md needs a "### ${String(a.alert)}" section`).toContain(`\n### ${String(a.alert)}\n`);
+    }
+  });
+});
+
+describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', () => {
+  it('promtool check rules accepts the rule file', () => {
+    const r = promtool('check', 'rules', RULES);
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toMatch(/SUCCESS: \d+ rules found/);
+  });
+
+  it('promtool test rules: every alert fires when it should and stays quiet when it should not', () => {
+    const r = promtool('test', 'rules', TESTS);
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('SUCCESS');
+  });
+
+  it('a broken copy fails the check', () => {
+    const { rules } = mutated('broken', (s) => s.replace('max by (job) (increase(cronsafe_overruns_total[1h])) >= 3', 'max by (job) (increase(cronsafe_overruns_total[1h]) >= 3'));
+    const r = promtool('check', 'rules', rules);
+    expect(r.code, r.out).not.toBe(0);
+    expect(r.out).toMatch(/unclosed|parse error/i);
+  });
+
+  it('the unit tests catch an alert that would page on a single overrun', () => {
+    const { tests } = mutated('one-overrun-pages', (s) => s.replace('increase(cronsafe_overruns_total[1h])) >= 3', 'increase(cronsafe_overruns_total[1h])) >= 1'));
+    const r = promtool('test', 'rules', tests);
+    expect(r.code, r.out).not.toBe(0);
+    expect(r.out).toContain('alertname: CronsafeRepeatedOverruns, time: 30m');
+  });
+
+  it('the unit tests catch a no-success age that was changed', () => {
+    const { tests } = mutated('age', (s) => s.replace('cronsafe:success_age_seconds > 86400', 'cronsafe:success_age_seconds > 172800'));
+    const r = promtool('test', 'rules', tests);
+    expect(r.code, r.out).not.toBe(0);
+    expect(r.out).toContain('alertname: CronsafeNoRecentSuccess');
+  });
+});

@@ -1,0 +1,159 @@
+import { spawnSync } from 'node:child_process';
+import { writeFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCommand } from '../../src/commands/run.js';
+import type { RunRecord } from '../../src/ledger/types.js';
+import { failedRunsInARow } from '../../src/metrics/ledger-view.js';
+import { FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
+import { memoryLogger } from '../helpers/log.js';
+import { find, freePort, PROMTOOL, scrape, value, type Sample } from '../helpers/prom.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+const GATED = path.join(FIXTURES, 'handlers/module-gated.mjs');
+const never = new AbortController().signal;
+
+/** A workspace whose ok-* items wait for <dir>/gate and whose bad-* items fail (dead at once). */
+function gatedWorkspace(metrics: Record<string, unknown>, files: string[], extra: Record<string, unknown> = {}): Workspace {
+  const content = Object.fromEntries(files.map((f) => [f, f]));
+  return workspace(
+    { handler: { module: GATED }, concurrency: 4, retry: { maxAttempts: 1, backoffSeconds: 1, backoffMaxSeconds: 1 }, metrics, ...extra },
+    content,
+  );
+}
+
+/** runCommand in this process with a memory logger; resolves with the exit code and the log. */
+function run(ws: Workspace) {
+  const { log, lines } = memoryLogger();
+  const done = runCommand({ configPath: ws.configPath, stop: never, force: never, logger: log });
+  return { done, lines, started: () => until(() => lines.some((l) => l.msg === 'run started'), 'run started') };
+}
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
+});
+
+describe('/metrics during a real run (in-process runCommand, real SQLite ledger)', () => {
+  it('serves ledger totals, live gauges and the histogram, then stops; a second run keeps counting', async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const ws = gatedWorkspace({ port }, ['ok-1.txt', 'ok-2.txt', 'bad-1.txt', 'bad-2.txt']);
+    const first = run(ws);
+    await first.started();
+
+    expect(await fetch(`${base}/healthz`).then((r) => r.status)).toBe(200);
+    const during = await pollScrape(base, (s) => has(s, 'cronsafe_dead_letter_items', 2) && has(s, 'cronsafe_in_flight_items', 2), 'both bad items dead and both ok items in flight');
+    const job = { job: 'test-job' };
+    expect(value(during, 'cronsafe_dead_lettered_total', job)).toBe(2);
+    expect(value(during, 'cronsafe_items_processed_total', { ...job, result: 'dead' })).toBe(2);
+    expect(value(during, 'cronsafe_items_processed_total', { ...job, result: 'succeeded' })).toBe(0);
+    expect(value(during, 'cronsafe_items', { ...job, state: 'claimed' })).toBe(2);
+    expect(value(during, 'cronsafe_backlog_items', job)).toBe(0);
+    expect(value(during, 'cronsafe_item_duration_seconds_count', { ...job, result: 'dead' })).toBe(2);
+    expect(value(during, 'cronsafe_runs_total', { ...job, outcome: 'completed' })).toBe(0);
+    expect(value(during, 'cronsafe_last_run_timestamp_seconds', job)).toBeGreaterThan(Date.now() / 1000 - 60);
+    expect(value(during, 'cronsafe_run_duration_seconds', job)).toBeGreaterThan(0);
+    expect(find(during, 'cronsafe_last_success_timestamp_seconds')).toEqual([]); // never succeeded yet
+    // Only low-cardinality labels: never an item id.
+    const keys = new Set(during.filter((s) => s.name.startsWith('cronsafe_')).flatMap((s) => Object.keys(s.labels)));
+    expect([...keys].sort()).toEqual(['job', 'le', 'outcome', 'result', 'state']);
+    expect(JSON.stringify(during)).not.toMatch(/ok-1|bad-1/);
+
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    expect(await first.done).toBe(0);
+    await expect(fetch(`${base}/metrics`)).rejects.toThrow(); // closed with the run
+
+    // A new registry (as in a new pod) reads the same totals back from the ledger.
+    rmSync(path.join(ws.dir, 'gate'));
+    writeFileSync(path.join(ws.source, 'ok-3.txt'), 'x');
+    const second = run(ws);
+    await second.started();
+    const again = await pollScrape(base, (s) => has(s, 'cronsafe_in_flight_items', 1), 'ok-3 in flight');
+    expect(value(again, 'cronsafe_items_processed_total', { ...job, result: 'succeeded' })).toBe(2);
+    expect(value(again, 'cronsafe_dead_lettered_total', job)).toBe(2);
+    expect(value(again, 'cronsafe_runs_total', { ...job, outcome: 'completed' })).toBe(1);
+    expect(value(again, 'cronsafe_consecutive_failed_runs', job)).toBe(0);
+    expect(value(again, 'cronsafe_last_success_timestamp_seconds', job)).toBeLessThanOrEqual(value(again, 'cronsafe_last_run_timestamp_seconds', job));
+    if (PROMTOOL) {
+      const lint = spawnSync(PROMTOOL, ['check', 'metrics'], { input: await fetch(`${base}/metrics`).then((r) => r.text()), encoding: 'utf8' });
+      expect(lint.status, lint.stdout + lint.stderr).toBe(0);
+    }
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    expect(await second.done).toBe(0);
+    expect(filesIn(path.join(ws.dir, 'markers'))).toHaveLength(3);
+  });
+
+  it('a port already in use is a warning: the run still completes', async () => {
+    const busy = createServer((_q, r) => r.end('not cronsafe'));
+    servers.push(busy);
+    const port = await freePort();
+    await new Promise<void>((r) => busy.listen(port, r));
+    const ws = gatedWorkspace({ port }, ['ok-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    expect(r.lines.find((l) => l.msg === 'metrics: cannot serve /metrics on this port; carrying on without it')).toMatchObject({ level: 40, port });
+  });
+});
+
+describe('a failing Pushgateway never fails the run', () => {
+  it('refused: logged as a warning with the URL stripped of its credentials', async () => {
+    const port = await freePort(); // nobody listens there
+    const ws = gatedWorkspace({ pushgateway: `http://cron:s3cret-pw@127.0.0.1:${port}` }, ['ok-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+    expect(warns.length).toBeGreaterThanOrEqual(1);
+    expect(warns[0]).toMatchObject({ url: `http://127.0.0.1:${port}/` });
+    expect(JSON.stringify(r.lines)).not.toContain('s3cret-pw');
+  });
+
+  it('hanging: each push is cut off by its timeout, so the run ends on time', async () => {
+    const hang = createServer(() => undefined); // accepts, never answers
+    servers.push(hang);
+    const port = await freePort();
+    await new Promise<void>((r) => hang.listen(port, '127.0.0.1', r));
+    // Push timeout = min(5 s, interval, margin / 4) = 1 s; the start push and the final one both time out.
+    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt'], { drain: { gracePeriodSeconds: 30, marginSeconds: 4 } });
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const t0 = Date.now();
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(6000);
+    expect(r.lines.some((l) => l.msg === 'metrics push failed (the run carries on)' && l.error === 'timed out after 1000 ms')).toBe(true);
+    hang.closeAllConnections();
+  });
+});
+
+describe('failedRunsInARow (the consecutive_failed_runs gauge)', () => {
+  const r = (outcome: RunRecord['outcome']): RunRecord => ({ runId: 'r', owner: 'o', startedAt: 0, finishedAt: outcome ? 1 : null, outcome, scheduledFor: null, counts: null });
+  it('counts failures (and runs that died) back to the last completed run', () => {
+    expect(failedRunsInARow([r('failed'), r('failed'), r('completed'), r('failed')])).toBe(2);
+    expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(2); // newest may be running; older unfinished died
+    expect(failedRunsInARow([r('failed'), r('drained'), r('stale'), r('failed')])).toBe(2); // a drain is not a failure
+    expect(failedRunsInARow([r('completed'), r('failed')])).toBe(0);
+    expect(failedRunsInARow([])).toBe(0);
+  });
+});
+
+function has(s: Sample[], name: string, v: number): boolean {
+  return find(s, name).some((x) => x.value === v);
+}
+
+/** Scrape every 50 ms until `ok` holds or 20 s pass. */
+async function pollScrape(base: string, ok: (s: Sample[]) => boolean, what: string): Promise<Sample[]> {
+  const deadline = Date.now() + 20_000;
+  let last: Sample[] = [];
+  for (;;) {
+    last = await scrape(base);
+    if (ok(last)) return last;
+    if (Date.now() > deadline) {
+      const shown = last.filter((s) => s.name.startsWith('cronsafe_') && !s.name.includes('_bucket'));
+      throw new Error(`timed out waiting for ${what}; last scrape:\n${shown.map((s) => `${s.name}${JSON.stringify(s.labels)} ${s.value}`).join('\n')}`);
+    }
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}

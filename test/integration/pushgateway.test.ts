@@ -1,0 +1,117 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURES, finished, runCli, spawnCli, workspace, type Workspace } from '../helpers/cli.js';
+import { find, PUSHGATEWAY, scrape, startPushgateway, value, type Sample, type Server } from '../helpers/prom.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+const GATED = path.join(FIXTURES, 'handlers/module-gated.mjs');
+
+/** ok-* items wait for <dir>/gate; bad-* items are dead at once. Each test uses its own job name (its own group). */
+function gatedWorkspace(name: string, gateway: string, pushIntervalSeconds: number, files: string[]): Workspace {
+  return workspace(
+    {
+      name,
+      handler: { module: GATED },
+      concurrency: 2,
+      retry: { maxAttempts: 1, backoffSeconds: 1, backoffMaxSeconds: 1 },
+      metrics: { pushgateway: gateway, pushIntervalSeconds },
+    },
+    Object.fromEntries(files.map((f) => [f, f])),
+  );
+}
+
+/** The cronsafe series of one group, as the Pushgateway serves them to Prometheus. */
+async function group(gw: Server, job: string): Promise<Sample[]> {
+  return (await scrape(gw.url)).filter((s) => s.labels.job === job && (s.name.startsWith('cronsafe_') || s.name.startsWith('push_')));
+}
+
+/** Read the group until `ok` holds (the push is asynchronous to the process we watch). */
+async function groupUntil(gw: Server, job: string, ok: (g: Sample[]) => boolean, what: string): Promise<Sample[]> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const g = await group(gw, job);
+    if (ok(g)) return g;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; group ${job}: ${JSON.stringify(g)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loopback, the built CLI)', () => {
+  let gw: Server;
+  beforeAll(async () => {
+    gw = await startPushgateway();
+  });
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  it('each run pushes one group per job, and a second run in a new process keeps counting', async () => {
+    const job = 'pg-totals';
+    const ws = gatedWorkspace(job, gw.url, 30, ['ok-1.txt', 'bad-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    let g = await group(gw, job);
+    expect(find(g, 'push_time_seconds')).toHaveLength(1); // one group: /metrics/job/pg-totals
+    // No pod or instance identity in the series: the next pod's push replaces them.
+    expect(new Set(g.map((s) => s.labels.instance))).toEqual(new Set(['']));
+    expect(find(g, 'push_failure_time_seconds').map((s) => s.value)).toEqual([0]);
+    expect(value(g, 'cronsafe_items_processed_total', { result: 'succeeded' })).toBe(1);
+    expect(value(g, 'cronsafe_items_processed_total', { result: 'dead' })).toBe(1);
+    expect(value(g, 'cronsafe_dead_lettered_total')).toBe(1);
+    expect(value(g, 'cronsafe_dead_letter_items')).toBe(1);
+    expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
+    expect(value(g, 'cronsafe_in_flight_items')).toBe(0);
+    const success1 = value(g, 'cronsafe_last_success_timestamp_seconds');
+    expect(success1).toBeGreaterThan(Date.now() / 1000 - 60);
+
+    // A new process, as the next CronJob pod would be: totals continue from the ledger.
+    writeFileSync(path.join(ws.source, 'ok-2.txt'), 'x');
+    writeFileSync(path.join(ws.source, 'bad-2.txt'), 'x');
+    const second = await runCli(['run', '-c', ws.configPath]);
+    expect(second.code, second.stderr).toBe(0);
+    g = await group(gw, job);
+    expect(find(g, 'push_time_seconds')).toHaveLength(1);
+    expect(value(g, 'cronsafe_items_processed_total', { result: 'succeeded' })).toBe(2);
+    expect(value(g, 'cronsafe_items_processed_total', { result: 'dead' })).toBe(2);
+    expect(value(g, 'cronsafe_dead_lettered_total')).toBe(2);
+    expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(2);
+    expect(value(g, 'cronsafe_last_success_timestamp_seconds')).toBeGreaterThanOrEqual(success1);
+    // The histogram is per process: this pod observed its own two attempts only.
+    expect(value(g, 'cronsafe_item_duration_seconds_count', { result: 'succeeded' })).toBe(1);
+  });
+
+  it('a skipped start (lock held) pushes: overruns and lock skips go up, the running pass keeps its live gauges', async () => {
+    const job = 'pg-skip';
+    // An hour between pushes: after its start push the holder is silent, so what changes is the skips' doing.
+    const ws = gatedWorkspace(job, gw.url, 3600, ['ok-1.txt']);
+    const holder = spawnCli(['run', '-c', ws.configPath]);
+    try {
+      await until(() => filesIn(path.join(ws.dir, 'markers')).length === 1, 'the holder to start its handler');
+      let g = await groupUntil(gw, job, (x) => find(x, 'cronsafe_in_flight_items').length === 1, "the holder's start push");
+      expect(value(g, 'cronsafe_overruns_total')).toBe(0);
+
+      for (const n of [1, 2]) {
+        const skip = await runCli(['run', '-c', ws.configPath]);
+        expect(skip.code, skip.stderr).toBe(0);
+        expect(finished(skip)?.outcome).toBe('skipped-locked');
+        g = await group(gw, job);
+        expect(value(g, 'cronsafe_overruns_total')).toBe(n);
+        expect(value(g, 'cronsafe_lock_skips_total')).toBe(n);
+        expect(value(g, 'cronsafe_runs_total', { outcome: 'skipped-locked' })).toBe(n);
+        // POST, not PUT: the holder's live gauge and histogram are still in the group.
+        expect(find(g, 'cronsafe_in_flight_items')).toHaveLength(1);
+        expect(find(g, 'cronsafe_item_duration_seconds_count')).toHaveLength(5);
+      }
+    } finally {
+      writeFileSync(path.join(ws.dir, 'gate'), '');
+      expect((await holder.exited).code, holder.stderr()).toBe(0);
+    }
+    const end = await group(gw, job);
+    expect(value(end, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
+    expect(value(end, 'cronsafe_overruns_total')).toBe(2);
+    expect(value(end, 'cronsafe_in_flight_items')).toBe(0);
+  });
+});

@@ -1,0 +1,161 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+
+// libfaketime (Debian's faketime) runs the real CLI on an accelerated clock (x60: a minute a
+// second), so that once-per-occurrence firing and overruns are seen on real processes in
+// seconds. Preloaded directly (not via the faketime wrapper, which forks) so that signals
+// reach node itself.
+const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+const hasFaketime = LIBFAKETIME !== undefined;
+const fast = (start: string, args: string[], env: Record<string, string> = {}) =>
+  spawnCliRaw(process.execPath, [CLI, ...args], { env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: `@${start} x60`, ...env }, timeoutMs: 60_000 });
+
+async function ledgerOf(db: string) {
+  return openSqliteLedger(db);
+}
+
+describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)', () => {
+  it('fires once per occurrence however many ticks see it', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC', refresh: 'every-occurrence' },
+        daemon: { tickSeconds: 5 }, // ~12 ticks per occurrence
+      },
+      { 'a.txt': 'a', 'b.txt': 'b' },
+    );
+    const daemon = fast('2026-06-01 12:00:30', ['daemon', '-c', ws.configPath]);
+    let finishedRuns = 0;
+    await daemon.waitFor((l) => l.msg === 'run finished' && ++finishedRuns >= 3, 30_000);
+    daemon.child.kill('SIGTERM');
+    const { code } = await daemon.exited;
+    expect(code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.some((l) => l.msg === 'daemon stopped')).toBe(true);
+
+    const due = daemon.lines.filter((l) => l.msg === 'daemon: occurrence due; starting a pass').map((l) => String(l.occurrence));
+    expect(new Set(due).size).toBe(due.length); // never the same occurrence twice
+    for (const o of due) expect(o).toMatch(/T12:\d\d:00\.000Z$/);
+    const sorted = [...due].sort();
+    expect(due).toEqual(sorted);
+    const runs = daemon.lines.filter((l) => l.msg === 'run started');
+    expect(runs.length).toBe(due.length);
+    // every-occurrence: each pass re-did both items.
+    for (const r of daemon.lines.filter((l) => l.msg === 'run finished' && l.outcome === 'completed')) {
+      expect((r.counts as { succeeded: number }).succeeded).toBe(2);
+    }
+  });
+
+  it('drains the active pass on SIGTERM and exits 75', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/wait-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+        concurrency: 2,
+        drain: { gracePeriodSeconds: 60, marginSeconds: 10 },
+      },
+      { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' },
+    );
+    const daemon = fast('2026-06-01 12:00:30', ['daemon', '-c', ws.configPath]);
+    let started = 0;
+    await daemon.waitFor((l) => l.msg === 'handler started' && ++started >= 2, 30_000);
+    daemon.child.kill('SIGTERM');
+    const { code } = await daemon.exited;
+    expect(code, daemon.stderr()).toBe(75);
+    expect(daemon.lines.some((l) => String(l.msg).startsWith('drain: stopped claiming'))).toBe(true);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
+  });
+});
+
+describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () => {
+  it('a run longer than two occurrences records two overruns', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/until-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+      },
+      { 'slow.txt': 's' },
+    );
+    // The handler works until 2.5 minutes past its fire: exactly two occurrences come due.
+    const run = fast('2026-06-01 12:00:10', ['run', '-c', ws.configPath], { UNTIL_MINUTES: '2.5' });
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(0);
+    const fire = Date.parse(String((run.lines.find((l) => l.msg === 'run started')?.fire as { occurrence: string }).occurrence));
+    const overruns = run.lines.filter((l) => l.msg === 'overrun: an occurrence came due while this run is still active');
+    expect(overruns.map((l) => l.occurrence)).toEqual([new Date(fire + 60_000).toISOString(), new Date(fire + 120_000).toISOString()]);
+    const ledger = await ledgerOf(ws.db);
+    try {
+      expect((await ledger.totals()).overruns).toBe(2);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('fire identity', () => {
+  it('a fire older than graceSeconds is stale: logged, recorded, skipped with exit 0', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 300 } },
+      { 'a.txt': 'a' },
+    );
+    const hourAgo = new Date(Date.now() - 3600_000);
+    hourAgo.setUTCMinutes(0, 0, 0);
+    const r = await runCli(['run', '-c', ws.configPath, '--scheduled-time', hourAgo.toISOString().replace('.000Z', 'Z')]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.some((l) => l.msg === 'skipped: stale fire (older than schedule.graceSeconds)')).toBe(true);
+    expect(finished(r)?.outcome).toBe('stale');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
+    const ledger = await ledgerOf(ws.db);
+    try {
+      expect((await ledger.totals()).stale).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('the scheduled time comes from CRONSAFE_SCHEDULED_TIME too, and a bad one is a usage error', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const ok = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_SCHEDULED_TIME: '2026-01-01T00:00:00Z' } });
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.lines.find((l) => l.msg === 'run started')?.fire).toMatchObject({ occurrence: '2026-01-01T00:00:00.000Z', source: 'scheduled-time' });
+    const bad = await runCli(['run', '-c', ws.configPath, '--scheduled-time', 'yesterday']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--scheduled-time: expected an RFC 3339 time');
+  });
+
+  it('repeatedFire: skip drops the second 01:30 of the New York fall-back night', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', repeatedFire: 'skip' },
+      },
+      { 'a.txt': 'a' },
+    );
+    const first = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-04:00']);
+    expect(finished(first)?.outcome).toBe('completed');
+    const second = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(second.code).toBe(0);
+    expect(finished(second)?.outcome).toBe('stale');
+    expect(second.lines.some((l) => String(l.msg).startsWith('skipped: second fire of the repeated fall-back hour'))).toBe(true);
+  });
+
+  it('cronsafe schedule --json reports latest, next, due and stale', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', graceSeconds: 600 } });
+    const r = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-11-01T06:35:00Z']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      policy: 'kubernetes',
+      latest: '2026-11-01T06:30:00.000Z',
+      latestLocal: '2026-11-01T01:30:00-05:00',
+      latestIsRepeatedFire: true,
+      next: '2026-11-02T06:30:00.000Z',
+      due: true,
+      stale: false,
+      lastRunStartedAt: null,
+    });
+    const daemonView = JSON.parse((await runCli(['schedule', '-c', ws.configPath, '--json', '--daemon', '--at', '2026-11-01T06:35:00Z'])).stdout);
+    expect(daemonView).toMatchObject({ policy: 'vixie', latest: '2026-11-01T05:30:00.000Z' });
+  });
+});
