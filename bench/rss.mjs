@@ -1,7 +1,7 @@
 // Peak RSS of the real CLI (`cronsafe run`) over a directory of n empty files with a
 // no-op module handler. Used by bench/run.mjs.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BENCH_DIR, ROOT, makeTree, writeConfig } from './lib.mjs';
@@ -11,6 +11,13 @@ import { BENCH_DIR, ROOT, makeTree, writeConfig } from './lib.mjs';
  * printed by bench/maxrss.mjs at exit, and GNU time's %M (the waited-for child's
  * ru_maxrss) when /usr/bin/time exists. They should agree to within a few hundred KiB.
  */
+/** The node options on dist/cli.js's `#!/usr/bin/env -S node ...` line. */
+export function binNodeFlags() {
+  const first = readFileSync(path.join(ROOT, 'dist', 'cli.js'), 'utf8').split('\n', 1)[0];
+  const m = /^#!\/usr\/bin\/env -S node(.*)$/.exec(first);
+  return m ? m[1].trim().split(/\s+/).filter(Boolean) : [];
+}
+
 export async function measureRss(n, { taskset, gnuTime, log }) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-rss-'));
   try {
@@ -21,7 +28,8 @@ export async function measureRss(n, { taskset, gnuTime, log }) {
     // level info: the real default; at info there is no per-item log line, only progress.
     const configFile = writeConfig(root, { source: src, level: 'info' });
 
-    const cli = [process.execPath, path.join(BENCH_DIR, 'maxrss.mjs'), path.join(ROOT, 'dist', 'cli.js'), 'run', '-c', configFile];
+    // The node flags of the bin's shebang (what `cronsafe run` gets), so the bench measures that.
+    const cli = [process.execPath, ...binNodeFlags(), path.join(BENCH_DIR, 'maxrss.mjs'), path.join(ROOT, 'dist', 'cli.js'), 'run', '-c', configFile];
     let argv = cli;
     if (gnuTime) argv = [gnuTime, '-f', 'BENCH_TIME_MAXRSS_KB=%M', ...argv];
     if (taskset) argv = [taskset, '-c', '0', ...argv];

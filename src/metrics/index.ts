@@ -8,8 +8,6 @@ import { Pusher } from './push.js';
 import { createMetrics } from './registry.js';
 import { startMetricsServer } from './server.js';
 
-export { displayUrl } from './push.js';
-
 /** The metrics of one run, as the run command drives them. No method throws or rejects. */
 export interface RunMetrics {
   /** Give to runPass: per-attempt histogram and the live in-flight / queued gauges. */

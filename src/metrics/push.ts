@@ -28,8 +28,9 @@ export interface PusherOptions {
 /**
  * Pushes a registry to a Pushgateway under `/metrics/job/<job>`: one group per cronsafe
  * job, without pod or instance labels, so each push replaces the previous pod's series
- * instead of adding new ones. Pushes are serialised (an older push can never land after a
- * newer one) and bounded by `timeoutMs`. A failure is a warning, never an error: metrics
+ * instead of adding new ones. Pushes are serialised (each waits for the previous answer, so
+ * an older push does not land after a newer one, short of a timed-out request that the
+ * gateway still applies late) and bounded by `timeoutMs`. A failure is a warning, never an error: metrics
  * must not fail a run. `push()` never rejects.
  */
 export class Pusher {

@@ -87,6 +87,9 @@ export function createMetrics(src: MetricsSources, scope: MetricsScope): Cronsaf
 
   fromLedger('counter', 'overruns_total', 'Occurrences that came due while a run was still active, plus starts that found the lock held (ledger).', [], (v) => one(v.totals.overruns));
   fromLedger('counter', 'lock_skips_total', 'Starts that found another run holding the lock and exited (ledger).', [], (v) => one(v.totals.lockSkips));
+  fromLedger('counter', 'missed_occurrences_total', 'Occurrences of the schedule that no run started for (cluster down, CronJob suspended, deadline passed) (ledger).', [], (v) =>
+    one(v.totals.missed),
+  );
   fromLedger('counter', 'dead_lettered_total', 'Items ever moved to dead after retry.maxAttempts charged failures (ledger).', [], (v) => one(v.totals.deadLettered));
   fromLedger('counter', 'items_processed_total', 'Settled attempts by result (ledger).', ['result'], (v) =>
     RESULTS.map((result) => [{ result }, v.attempts[result]]),

@@ -253,9 +253,13 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   async function dispatch(): Promise<void> {
     const limit = pLimit(config.concurrency);
     const tasks = new Set<Promise<void>>();
+    // Woken when a task ends; one waiter at a time (this loop), so no Promise.race per item.
+    let slotFreed: (() => void) | undefined;
     for await (const claim of channel) {
       // Keep p-limit's own queue empty: the bounded channel is the only buffer.
-      while (limit.activeCount + limit.pendingCount >= config.concurrency) await Promise.race(tasks);
+      while (limit.activeCount + limit.pendingCount >= config.concurrency) {
+        await new Promise<void>((resolve) => (slotFreed = resolve));
+      }
       // The stop may have come while we waited for a slot: this claim was never started.
       if (drain.stopping.aborted) {
         results.release(claim, 'handed back unstarted: run stopping');
@@ -263,6 +267,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       }
       const task: Promise<void> = limit(() => processItem(claim)).finally(() => {
         tasks.delete(task);
+        const wake = slotFreed;
+        slotFreed = undefined;
+        wake?.();
         notifySettled();
       });
       tasks.add(task);
