@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { createMetrics } from '../../src/metrics/registry.js';
 import { ROOT } from '../helpers/cli.js';
 import { PROMTOOL, promtool } from '../helpers/prom.js';
 
@@ -74,5 +75,48 @@ describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', () 
     const r = promtool('test', 'rules', tests);
     expect(r.code, r.out).not.toBe(0);
     expect(r.out).toContain('alertname: CronsafeNoRecentSuccess');
+  });
+});
+
+/** Every metric name cronsafe exposes, from the one module that declares them. */
+function declaredMetrics(): string[] {
+  const { registry } = createMetrics({ job: 'x', read: async () => undefined }, 'run');
+  return registry.getMetricsAsArray().map((m) => m.name);
+}
+
+describe('dashboard and metric docs', () => {
+  const dashboard = JSON.parse(readFileSync(path.join(ROOT, 'deploy/grafana/cronsafe-dashboard.json'), 'utf8')) as {
+    templating: { list: Array<{ name: string; type: string; query: unknown }> };
+    panels: Array<{ type: string; title: string; datasource?: { uid: string }; targets?: Array<{ expr: string }> }>;
+  };
+  const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+
+  it('takes its data source as a variable and shows backlog, throughput, overruns, dead letters and run durations', () => {
+    expect(dashboard.templating.list.find((v) => v.name === 'datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    for (const p of dashboard.panels.filter((x) => x.type !== 'row')) expect(p.datasource?.uid, p.title).toBe('${datasource}');
+    const all = exprs.join('\n');
+    for (const m of ['cronsafe_backlog_items', 'cronsafe_items_processed_total', 'cronsafe_overruns_total', 'cronsafe_dead_letter_items', 'cronsafe_run_duration_seconds']) {
+      expect(all).toContain(m);
+    }
+  });
+
+  it('queries only metrics cronsafe declares (or the rule file records)', () => {
+    const known = new Set([...declaredMetrics(), 'cronsafe:success_age_seconds']);
+    const used = new Set(exprs.flatMap((e) => e.match(/cronsafe[_:][a-z_:]+/g) ?? []).map((n) => n.replace(/_(bucket|sum|count)$/, '')));
+    expect([...used].filter((n) => !known.has(n))).toEqual([]);
+  });
+
+  it('docs/metrics.md lists every declared metric', () => {
+    const doc = readFileSync(path.join(ROOT, 'docs/metrics.md'), 'utf8');
+    for (const name of declaredMetrics()) expect(doc, name).toContain(`\`${name}\``);
+  });
+
+  it.skipIf(!PROMTOOL)('every dashboard query is valid PromQL (promtool parses them as recording rules)', () => {
+    const rules = exprs.map((e, i) => ({ record: `dashboard:q${i}`, expr: e.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*') }));
+    const file = path.join(mkdtempSync(path.join(scratch, 'dash-')), 'dashboard-rules.yaml');
+    writeFileSync(file, YAML.stringify({ groups: [{ name: 'dashboard', rules }] }));
+    const r = promtool('check', 'rules', file);
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain(`SUCCESS: ${exprs.length} rules found`);
   });
 });
