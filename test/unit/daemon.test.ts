@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/types.js';
+import { runDaemon, type DaemonClock, type DaemonPassResult } from '../../src/schedule/daemon.js';
+import { memoryLogger } from '../helpers/log.js';
+
+function config(over: Partial<Config['daemon']['growth']> = {}, schedule: Partial<NonNullable<Config['schedule']>> = {}): Config {
+  return {
+    schedule: { cron: '0 * * * *', timeZone: 'UTC', refresh: 'never', repeatedFire: 'run', ...schedule },
+    daemon: { tickSeconds: 60, growth: { enabled: false, cooldownSeconds: 600, maxIncompletePasses: 2, ...over } },
+  } as Config;
+}
+
+/** Simulated time: sleep advances the clock; the daemon stops when `until` is reached. */
+function sim(startIso: string, untilIso: string, stop: AbortController): DaemonClock {
+  let t = Date.parse(startIso);
+  const until = Date.parse(untilIso);
+  return {
+    now: () => t,
+    sleep: async (ms) => {
+      t += Math.max(ms, 1);
+      if (t >= until) stop.abort();
+    },
+  };
+}
+
+async function drive(opts: {
+  start: string;
+  until: string;
+  cfg: Config;
+  lastRun?: number | null;
+  result?: (n: number) => DaemonPassResult;
+  grew?: () => boolean;
+}) {
+  const stop = new AbortController();
+  const clock = sim(opts.start, opts.until, stop);
+  const { log, lines } = memoryLogger();
+  let last = opts.lastRun ?? null;
+  const passes: Array<{ at: string; occurrence: string | null; trigger: string }> = [];
+  await runDaemon({
+    config: opts.cfg,
+    log,
+    stop: stop.signal,
+    clock,
+    lastRunStart: async () => last,
+    pass: async (occurrence, trigger) => {
+      passes.push({ at: new Date(clock.now()).toISOString(), occurrence: occurrence?.toISOString() ?? null, trigger });
+      last = clock.now();
+      return opts.result?.(passes.length) ?? 'completed';
+    },
+    sourceGrew: async () => opts.grew?.() ?? false,
+  });
+  return { passes, lines };
+}
+
+describe('runDaemon', () => {
+  it('fires each hourly occurrence once, however many ticks see it', async () => {
+    const { passes } = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T13:30:00Z', cfg: config(), lastRun: Date.parse('2026-06-01T10:00:05Z') });
+    expect(passes.map((p) => p.occurrence)).toEqual(['2026-06-01T11:00:00.000Z', '2026-06-01T12:00:00.000Z', '2026-06-01T13:00:00.000Z']);
+  });
+
+  it('a tick exactly on an occurrence fires it', async () => {
+    const { passes } = await drive({ start: '2026-06-01T11:00:00Z', until: '2026-06-01T11:10:00Z', cfg: config(), lastRun: Date.parse('2026-06-01T10:00:01Z') });
+    expect(passes).toEqual([{ at: '2026-06-01T11:00:00.000Z', occurrence: '2026-06-01T11:00:00.000Z', trigger: 'occurrence' }]);
+  });
+
+  it('after a week asleep it hands only the latest occurrence to a pass (which decides staleness), once', async () => {
+    const { passes } = await drive({
+      start: '2026-06-08T09:20:00Z',
+      until: '2026-06-08T09:50:00Z',
+      cfg: config({}, { cron: '0 0 * * 1', graceSeconds: 3600 }),
+      lastRun: Date.parse('2026-06-01T00:00:03Z'),
+      result: () => 'stale',
+    });
+    expect(passes.map((p) => p.occurrence)).toEqual(['2026-06-08T00:00:00.000Z']);
+  });
+
+  it('a start that found the lock held is not retried every tick', async () => {
+    const { passes } = await drive({ start: '2026-06-01T11:00:00Z', until: '2026-06-01T11:59:00Z', cfg: config(), lastRun: 0, result: () => 'skipped-locked' });
+    expect(passes).toHaveLength(1);
+  });
+
+  it('growth trigger: runs again when the source grew, after the cooldown only', async () => {
+    let grew = 0;
+    const { passes } = await drive({
+      start: '2026-06-01T11:00:30Z',
+      until: '2026-06-01T11:40:00Z',
+      cfg: config({ enabled: true, cooldownSeconds: 600 }),
+      lastRun: Date.parse('2026-06-01T11:00:01Z'),
+      grew: () => (grew++, true),
+    });
+    const at = passes.map((p) => `${p.trigger}@${p.at.slice(11, 16)}`);
+    // Every 10 minutes (cooldown), not every 1-minute tick.
+    expect(at).toEqual(['growth@11:00', 'growth@11:10', 'growth@11:20', 'growth@11:30']);
+  });
+
+  it('stands down the growth trigger after passes that did not complete, saying so once', async () => {
+    const { passes, lines } = await drive({
+      start: '2026-06-01T11:00:30Z',
+      until: '2026-06-01T11:59:00Z',
+      cfg: config({ enabled: true, cooldownSeconds: 60, maxIncompletePasses: 2 }),
+      lastRun: Date.parse('2026-06-01T11:00:01Z'),
+      grew: () => true,
+      result: () => 'drained',
+    });
+    expect(passes.filter((p) => p.trigger === 'growth')).toHaveLength(2);
+    expect(lines.filter((l) => String(l.msg).startsWith('daemon: standing down'))).toHaveLength(1);
+  });
+});
