@@ -24,14 +24,16 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 
 # Install scripts are skipped for every package and the two native modules are then
-# built by name: npm >= 11.x blocks dependency install scripts unless package.json
-# allow-lists them, while older npm runs all of them; naming them works on both, and no
-# other dependency's install script runs in the build.
+# built by name: no other dependency's install script runs in the build, and the build
+# does not depend on npm's allowScripts policy (npm 11 warns about install scripts that
+# package.json does not allow-list; later versions are to block them).
 # node-gyp is pointed at the headers that ship next to the node binary (official images
 # and Debian's nodejs both have them), so the build needs no download of Node headers.
+# --omit=peer: the only peer-only packages are aws-cdk-lib and constructs (~170 MB),
+# pulled in by the test-only kubectl/helm package; building needs neither.
 RUN prefix="$(node -p 'require("path").resolve(process.execPath, "../..")')" \
  && if [ -f "$prefix/include/node/node.h" ]; then export npm_config_nodedir="$prefix"; fi \
- && npm ci --ignore-scripts --no-audit --no-fund \
+ && npm ci --omit=peer --ignore-scripts --no-audit --no-fund \
  && npm rebuild better-sqlite3 fs-ext \
  && node -e 'require("better-sqlite3")(":memory:"); require("fs-ext")'
 
@@ -41,15 +43,28 @@ RUN npm run build \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && chmod 0755 dist/cli.js
 
+# The native modules need only their .node files at run time; their C sources and
+# object files (~25 MB, mostly SQLite's amalgamation) stay out of the image.
+RUN for m in better-sqlite3 fs-ext; do \
+      find "node_modules/$m/build" -mindepth 1 -maxdepth 1 ! -name Release -exec rm -rf {} + ; \
+      find "node_modules/$m/build/Release" -mindepth 1 -maxdepth 1 ! -name '*.node' -exec rm -rf {} + ; \
+    done \
+ && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
+      node_modules/better-sqlite3/build/Release/test_extension.node \
+ && node -e 'require("better-sqlite3")(":memory:").prepare("select 1").get(); require("fs-ext")'
+
 # ---------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
 
 # tini as PID 1: reaps orphaned grandchildren of command handlers (a handler that
 # forks and exits would otherwise leave zombies) and forwards SIGTERM to cronsafe, which
 # drains. Not `tini -g`: cronsafe decides when handlers' process groups get SIGTERM.
+# apt's package caches (*.bin, ~75 MB) go too: official Debian images never write them,
+# a debootstrapped base does.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /app
 COPY --from=build /src/package.json ./package.json

@@ -5,13 +5,17 @@ import { configSummary, loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
 import { openLedger } from '../ledger/open.js';
+import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger } from '../ledger/types.js';
-import { tryLock } from '../lock/local.js';
+import { takeRunLock } from '../lock/advisory.js';
 import { createLogger } from '../log.js';
 import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
 import { OutputStore } from '../runner/output.js';
 import { runPass, type PassOutcome } from '../runner/pass.js';
+import { openEventSink, withDeadLetterEvents, type EventSink } from '../kube/events.js';
+import { acquireRunLease, stopOnLeaseLoss } from '../kube/run-lease.js';
+import { scheduledTimeFromJob } from '../kube/scheduled-time.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
 import { planFire } from '../schedule/fire-records.js';
 import type { SchedulePolicy } from '../schedule/occurrences.js';
@@ -58,8 +62,9 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   const config = loadConfig(opts.configPath);
   const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
-  const scheduledTime = raw ? parseScheduledTime(raw, from) : undefined;
   const log = opts.logger ?? createLogger(config.log);
+  // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
+  const scheduledTime = raw ? parseScheduledTime(raw, from) : await scheduledTimeFromJob(config, log);
   const result = await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime, policy: 'kubernetes' });
   return exitCodeFor(result);
 }
@@ -70,8 +75,23 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const owner = `${hostname()}:${process.pid}:${runId}`;
   const log = rootLog.child({ job: config.name, runId });
 
-  const lock = tryLock(config.lock.path, owner);
-  if (!lock) return skipLocked(config, log, opts);
+  const events = await openEventSink(config, log);
+  const lock = await takeRunLock(config, owner, log, opts.scheduledTime).catch((err: unknown) => {
+    throw new StateUnavailable(`state store unavailable (postgres): ${(err as Error).message}`);
+  });
+  if (!lock) return skipLocked(config, log, opts, events);
+  // After the run lock, so a second run in the same pod skips without an API call. A pod
+  // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
+  const joined = (lock as { joined?: boolean }).joined === true;
+  const lease = joined ? {} : await acquireRunLease(config, log, runId).catch(async (err: unknown) => {
+    await lock.release();
+    throw err;
+  });
+  if (lease.skip) {
+    await lock.release();
+    return skipLocked(config, log, opts, events, lease.skip);
+  }
+  const stop = stopOnLeaseLoss(opts.stop, lease.held);
 
   let ledger: Ledger | undefined;
   let metrics: RunMetrics | undefined;
@@ -80,7 +100,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     ledger = await openState(config);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
-    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy);
+    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o));
     if (plan.skip) {
       await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
       await ledger.finishRun(runId, Date.now(), 'stale', {});
@@ -89,16 +109,18 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     }
     // Holding the lock proves their run is gone: resume them now (no backoff), but charge
     // the attempt, so an item that kills the process every time still ends up dead.
-    const orphans = await ledger.reclaimOrphans(owner, {
-      now: startedAt,
-      retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 },
-    });
-    if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (we hold the lock, so it is gone)');
+    // PostgreSQL: pods of this pass may be alive, so only claims whose lease expired.
+    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 } };
+    const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
+    if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (lock held, or lease expired)');
 
     const handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
       throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
     });
-    const outputs = config.output ? new OutputStore(config.output.directory) : undefined;
+    // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
+    const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
+    const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
+    const outputs = config.output ? new OutputStore(config.output.directory, shared) : undefined;
     await outputs?.prepare();
 
     await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
@@ -120,9 +142,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       log,
       runId,
       owner,
-      stop: opts.stop,
+      stop: lock.lost ? AbortSignal.any([stop.signal, lock.lost]) : stop.signal,
       force: opts.force,
-      observer: metrics.observer,
+      observer: withDeadLetterEvents(metrics.observer, events),
       refresh: plan.refresh,
     });
     stopWatch();
@@ -147,9 +169,12 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     return result.outcome;
   } finally {
     stopWatch();
+    stop.dispose();
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
-    lock.release();
+    await lease.held?.release();
+    await events.flush();
+    await lock.release();
   }
 }
 
@@ -178,13 +203,15 @@ export class StateUnavailable extends Error {
  * Another run holds the lock: exit 0 at once (Forbid semantics), and record the skip in
  * the ledger so that the overrun count, which must survive this short-lived process, sees it.
  */
-async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions): Promise<RunResult> {
-  log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
+async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, events: EventSink, lease?: string): Promise<RunResult> {
+  if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
+  else log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
+  events.skipped(lease ?? 'another run holds the run lock');
   try {
     const ledger = await openState(config);
     try {
       const occurrence = config.schedule ? identifyFire(config.schedule, new Date(), opts.scheduledTime, opts.policy)?.occurrence : undefined;
-      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid }, occurrence?.getTime());
+      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid, ...(lease ? { lease } : {}) }, occurrence?.getTime());
       await pushSkippedStart({ config, ledger, log });
     } finally {
       await ledger.close();
@@ -192,6 +219,7 @@ async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions): Pr
   } catch (err) {
     log.warn({ err }, 'could not record the skipped start in the ledger');
   }
+  await events.flush();
   log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
   return 'skipped-locked';
 }

@@ -129,20 +129,39 @@ function resolve(p: ParsedConfig, abs: string): Config {
       maxLogBytes: p.handler.maxLogBytes,
       env: p.handler.env,
     },
-    state: sqlite !== undefined ? { sqlite } : { postgres: p.state.postgres },
+    state: sqlite !== undefined ? { sqlite } : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
     concurrency,
     queueSize: p.queueSize ?? 4 * concurrency,
     lease: p.lease,
     retry: p.retry,
     drain: p.drain,
-    lock: { path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)) },
+    lock: {
+      path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)),
+      ...kubernetesLease(p),
+    },
     daemon: p.daemon,
     log: p.log,
   };
   if (p.output) config.output = { directory: at(p.output.directory) };
   if (p.schedule) config.schedule = p.schedule;
   if (p.metrics) config.metrics = p.metrics;
+  if (p.events) config.events = p.events;
+  if (p.scheduledTimestamp) config.scheduledTimestamp = p.scheduledTimestamp;
   return config;
+}
+
+/** `lock.kubernetesLease` with its defaults, or nothing when it is off. */
+function kubernetesLease(p: ParsedConfig): Pick<Config['lock'], 'kubernetesLease'> {
+  const kl = p.lock.kubernetesLease;
+  if (!kl?.enabled) return {};
+  return {
+    kubernetesLease: {
+      name: kl.name ?? p.name,
+      ...(kl.namespace !== undefined ? { namespace: kl.namespace } : {}),
+      durationSeconds: kl.durationSeconds ?? Math.ceil(p.lease.seconds),
+      renewSeconds: kl.renewSeconds ?? p.lease.renewSeconds,
+    },
+  };
 }
 
 function checkPaths(file: string, c: Config): void {
@@ -198,7 +217,10 @@ export function configSummary(c: Config): Record<string, unknown> {
       envKeys: Object.keys(c.handler.env).sort(),
     },
     output: c.output,
-    state: c.state.postgres !== undefined ? { postgres: redactUrl(c.state.postgres) } : { sqlite: c.state.sqlite },
+    state:
+      c.state.postgres !== undefined
+        ? { postgres: redactUrl(c.state.postgres), ...(c.state.schema !== undefined ? { schema: c.state.schema } : {}) }
+        : { sqlite: c.state.sqlite },
     concurrency: c.concurrency,
     queueSize: c.queueSize,
     lease: c.lease,
@@ -206,6 +228,8 @@ export function configSummary(c: Config): Record<string, unknown> {
     drain: c.drain,
     lock: c.lock,
     schedule: c.schedule,
+    events: c.events,
+    scheduledTimestamp: c.scheduledTimestamp,
     metrics: c.metrics && {
       ...c.metrics,
       ...(c.metrics.pushgateway !== undefined ? { pushgateway: redactUrl(c.metrics.pushgateway) } : {}),

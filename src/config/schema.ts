@@ -192,10 +192,49 @@ const stateSchema = z
   .strictObject({
     sqlite: str('a file path').optional(),
     postgres: url(['postgres:', 'postgresql:'], 'a postgres:// or postgresql:// URL').optional(),
+    // An identifier, because it is spliced into SQL (identifiers cannot be bound).
+    schema: str('a schema name')
+      .regex(/^[a-z_][a-z0-9_]*$/, 'expected a lowercase SQL identifier: letters, digits and "_", not starting with a digit')
+      .max(63, 'expected at most 63 characters (PostgreSQL identifier limit)')
+      .optional(),
   })
   .superRefine((s, ctx) => {
     if (s.sqlite !== undefined && s.postgres !== undefined) {
       ctx.addIssue({ code: 'custom', message: 'expected at most one of sqlite or postgres, got both' });
+    }
+  });
+
+/** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
+const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+const flag = () => z.boolean({ error: 'expected true or false' });
+
+/**
+ * The opt-in Kubernetes Lease lock. The mapping's presence turns it on (`enabled`
+ * defaults to true inside it), as the Helm chart renders just `kubernetesLease: {name}`.
+ * Timing defaults to the claim lease's (`lease.*`): checked against it at the top level.
+ */
+const kubernetesLeaseSchema = z
+  .strictObject({
+    enabled: flag().default(true),
+    name: str('a Lease name')
+      .max(253, 'expected at most 253 characters')
+      .regex(K8S_NAME_RE, 'expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit')
+      .optional(),
+    namespace: str('a namespace')
+      .max(63, 'expected at most 63 characters')
+      .regex(NAME_RE, 'expected a Kubernetes namespace: lowercase letters, digits and "-", starting and ending with a letter or digit')
+      .optional(),
+    // An int32 in the Lease's spec.leaseDurationSeconds.
+    durationSeconds: int(1, MAX_TIMER_SECONDS).optional(),
+    renewSeconds: seconds(true).optional(),
+  })
+  .superRefine((l, ctx) => {
+    if (l.durationSeconds !== undefined && l.renewSeconds !== undefined && l.renewSeconds >= l.durationSeconds) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['renewSeconds'],
+        message: `must be less than lock.kubernetesLease.durationSeconds (${l.durationSeconds}), got ${l.renewSeconds}`,
+      });
     }
   });
 
@@ -216,7 +255,7 @@ export const configSchema = z
     lease: leaseSchema.prefault({}),
     retry: retrySchema.prefault({}),
     drain: drainSchema.prefault({}),
-    lock: z.strictObject({ path: str('a file path').optional() }).prefault({}),
+    lock: z.strictObject({ path: str('a file path').optional(), kubernetesLease: kubernetesLeaseSchema.optional() }).prefault({}),
     schedule: z
       .strictObject({
         cron,
@@ -245,6 +284,8 @@ export const configSchema = z
         pushIntervalSeconds: seconds(true).default(30),
       })
       .optional(),
+    events: z.strictObject({ enabled: flag().default(false) }).optional(),
+    scheduledTimestamp: z.strictObject({ enabled: flag().default(false) }).optional(),
     log: z
       .strictObject({
         level: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -265,7 +306,27 @@ export const configSchema = z
         });
       }
     });
-  }, always);
+  }, always)
+  .superRefine((c, ctx) => {
+    // The Lease's timing defaults to lease.*; one side set explicitly can disagree with it.
+    const kl = c.lock.kubernetesLease;
+    if (!kl?.enabled || (kl.durationSeconds !== undefined) === (kl.renewSeconds !== undefined)) return;
+    const at = ['lock', 'kubernetesLease'];
+    if (kl.renewSeconds !== undefined && kl.renewSeconds >= Math.ceil(c.lease.seconds)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at, 'renewSeconds'],
+        message: `must be less than the Lease duration (${Math.ceil(c.lease.seconds)}, from lease.seconds), got ${kl.renewSeconds}`,
+      });
+    }
+    if (kl.durationSeconds !== undefined && c.lease.renewSeconds >= kl.durationSeconds) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at, 'durationSeconds'],
+        message: `must be greater than the renewal interval (${c.lease.renewSeconds}, from lease.renewSeconds), got ${kl.durationSeconds}`,
+      });
+    }
+  });
 
 /** What the YAML may contain (before defaults). */
 export type ConfigInput = z.input<typeof configSchema>;

@@ -20,12 +20,32 @@ export interface Config {
   lease: { seconds: number; renewSeconds: number };
   retry: RetryConfig;
   drain: { gracePeriodSeconds: number; marginSeconds: number };
-  lock: { path: string };
+  lock: {
+    path: string;
+    /** Present only when the Kubernetes Lease lock is enabled (docs/kubernetes-api.md). */
+    kubernetesLease?: KubernetesLeaseConfig;
+  };
   schedule?: ScheduleConfig;
   /** `cronsafe daemon` only. */
   daemon: DaemonConfig;
   metrics?: { port?: number; pushgateway?: string; pushIntervalSeconds: number };
+  /** Kubernetes Events on the Job/CronJob (skipped start, overrun, dead letter). Absent: off. */
+  events?: { enabled: boolean };
+  /** Read the run's occurrence from the Job's cronjob-scheduled-timestamp annotation. Absent: off. */
+  scheduledTimestamp?: { enabled: boolean };
   log: { level: LogLevel; format: 'json' | 'pretty' };
+}
+
+/** The resolved `lock.kubernetesLease`: a coordination.k8s.io/v1 Lease held for the whole pass. */
+export interface KubernetesLeaseConfig {
+  /** Lease name; default: the config's `name`. */
+  name: string;
+  /** Default: the pod's namespace (CRONSAFE_POD_NAMESPACE / POD_NAMESPACE / the service account's), else the kubeconfig's. */
+  namespace?: string;
+  /** spec.leaseDurationSeconds: how long the Lease holds without renewal. Default: lease.seconds, rounded up. */
+  durationSeconds: number;
+  /** Renewal interval, < durationSeconds. Default: lease.renewSeconds. */
+  renewSeconds: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -57,6 +77,8 @@ export interface StateConfig {
   sqlite?: string;
   /** PostgreSQL URL (issue 6). Never logged with its password. */
   postgres?: string;
+  /** PostgreSQL schema of the ledger (`[a-z_][a-z0-9_]*`); absent: `cronsafe`. Ignored with sqlite. */
+  schema?: string;
 }
 
 export interface RetryConfig {

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -27,6 +28,22 @@ export function checkItemId(id: string): string | null {
 }
 
 /**
+ * With many runs at once on one output directory (the PostgreSQL ledger's pods), each
+ * run's temp files live in `.cronsafe-tmp/<run>/`, and prepare() removes only the other
+ * runs' directories that nothing has touched for `staleAfterMs` (a killed run's leftovers).
+ */
+export interface SharedTempOptions {
+  /** This run's owner token; its directory name is made from it. */
+  run: string;
+  /**
+   * Older than this, another run's temp directory is dead. Must exceed the longest an
+   * attempt can take (handler timeout + kill grace): a live run touches its directory at
+   * least every quarter of it while it starts attempts.
+   */
+  staleAfterMs: number;
+}
+
+/**
  * Outputs keyed by item id, written atomically: a handler writes a temp file, and only
  * a successful attempt renames it to `<outDir>/<id>.out`. A redo overwrites the same
  * name, never duplicates; a killed run leaves only temp files, which prepare() removes.
@@ -37,19 +54,37 @@ export class OutputStore {
   /** Absolute temp directory inside `dir`. */
   readonly tempDir: string;
 
-  constructor(outDir: string) {
+  #lastTouch = 0;
+
+  constructor(
+    outDir: string,
+    private readonly shared?: SharedTempOptions,
+  ) {
     this.dir = path.resolve(outDir);
-    this.tempDir = path.join(this.dir, TEMP_DIR_NAME);
+    const root = path.join(this.dir, TEMP_DIR_NAME);
+    this.tempDir = shared ? path.join(root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : root;
   }
 
   /**
-   * Create the directories and remove temp files a killed run left behind. Only safe
-   * while holding the run lock: another live run's in-flight temp files would go too.
+   * Create the directories and remove temp files a killed run left behind. Without
+   * `shared`, everything in the temp directory: only safe while holding an exclusive run
+   * lock. With it, other runs' entries untouched for `staleAfterMs`.
    */
   async prepare(): Promise<void> {
     await mkdir(this.tempDir, { recursive: true });
-    for (const name of await readdir(this.tempDir)) {
-      await rm(path.join(this.tempDir, name), { recursive: true, force: true });
+    if (!this.shared) {
+      for (const name of await readdir(this.tempDir)) {
+        await rm(path.join(this.tempDir, name), { recursive: true, force: true });
+      }
+      return;
+    }
+    this.#lastTouch = Date.now();
+    const root = path.dirname(this.tempDir);
+    for (const name of await readdir(root)) {
+      const entry = path.join(root, name);
+      if (entry === this.tempDir) continue;
+      const newest = await newestMtimeMs(entry);
+      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await rm(entry, { recursive: true, force: true });
     }
   }
 
@@ -58,6 +93,14 @@ export class OutputStore {
    * no id can steer it; the random suffix keeps concurrent or repeated attempts apart.
    */
   tempPathFor(id: string, attempt: number): string {
+    // Shared: keep our directory fresh (and recreate it, should another run have judged it
+    // stale while we were idle), so that no live attempt's file is ever removed.
+    if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
+      mkdirSync(this.tempDir, { recursive: true });
+      const now = new Date();
+      utimesSync(this.tempDir, now, now);
+      this.#lastTouch = now.getTime();
+    }
     const hash = createHash('sha1').update(id).digest('hex');
     return path.join(this.tempDir, `${hash}-${attempt}-${randomBytes(6).toString('hex')}.tmp`);
   }
@@ -107,6 +150,23 @@ export class OutputStore {
     if (path.dirname(path.resolve(tempPath)) !== this.tempDir) {
       throw new Error(`not a cronsafe temp path: ${tempPath} (expected inside ${this.tempDir})`);
     }
+  }
+}
+
+/** The newest mtime of an entry and, for a directory, of what is directly in it; null if gone. */
+async function newestMtimeMs(entry: string): Promise<number | null> {
+  try {
+    const st = await lstat(entry);
+    let newest = st.mtimeMs;
+    if (st.isDirectory()) {
+      for (const name of await readdir(entry)) {
+        const child = await lstat(path.join(entry, name)).catch(() => null);
+        if (child) newest = Math.max(newest, child.mtimeMs);
+      }
+    }
+    return newest;
+  } catch {
+    return null;
   }
 }
 

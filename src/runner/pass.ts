@@ -42,6 +42,8 @@ export interface PassObserver {
   attempt(outcome: AttemptOutcome, durationMs: number): void;
   /** Called once at the start with a function returning live gauges. */
   live?(read: () => ProgressSnapshot): void;
+  /** An item was dead-lettered (its ledger write committed): for Kubernetes Events, which may name the id. */
+  deadLettered?(id: string, error: string): void;
 }
 
 export type PassOutcome = 'completed' | 'drained' | 'failed';
@@ -108,6 +110,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       held.delete(c.id);
       notifySettled();
     },
+    onDeadLettered: (id, error) => deps.observer?.deadLettered?.(id, error),
     onOutcome: (c, outcome) => {
       const key = `${c.id}\0${c.attempt}`;
       deps.observer?.attempt(outcome, durations.get(key) ?? 0);

@@ -46,6 +46,8 @@ export class ResultBatcher {
       onSettled?: (claim: Claim) => void;
       /** Each applied or fenced write, after its transaction committed. */
       onOutcome?: (claim: Claim, outcome: AttemptOutcome) => void;
+      /** Each item dead-lettered, after its transaction committed. */
+      onDeadLettered?: (id: string, error: string) => void;
     },
   ) {}
 
@@ -138,6 +140,7 @@ export class ResultBatcher {
         if (o.state === 'dead') {
           this.counts.deadLettered++;
           this.log.error({ itemId: o.id, attempt: f?.claim.attempt, error: f?.error }, 'item dead-lettered');
+          this.opts.onDeadLettered?.(o.id, f?.error ?? '');
         } else {
           this.counts.failed++;
           this.log.warn(

@@ -29,6 +29,8 @@ export async function planFire(
   now: Date,
   scheduledTime: Date | undefined,
   policy: SchedulePolicy,
+  /** Also told about each overrun (Kubernetes Events). */
+  onOverrun?: (occurrence: Date) => void,
 ): Promise<FirePlan> {
   const schedule = config.schedule;
   if (!schedule) return { fire: null, watchOverruns: noWatch };
@@ -72,6 +74,7 @@ export async function planFire(
         after,
         (o) => {
           log.warn({ occurrence: o.toISOString() }, 'overrun: an occurrence came due while this run is still active');
+          onOverrun?.(o);
           ledger.recordEvent('overrun', Date.now(), { runFire: fireLog.occurrence }, o.getTime()).catch((err: unknown) => {
             log.warn({ err }, 'could not record the overrun');
           });

@@ -12,7 +12,7 @@
 import { parseCron, type CronSpec } from './cron.js';
 import { robfigStep } from './robfig.js';
 import { vixieLatest, vixieNext } from './vixie.js';
-import { DAY, MINUTE, assertTimeZone, firstTransitionIn, instantsForWall, offsetAt, wallOf } from './zone.js';
+import { DAY, MINUTE, assertTimeZone, instantsForWall, lastTransitionIn, offsetAt, wallOf } from './zone.js';
 
 export { defaultTimeZone } from './zone.js';
 
@@ -58,46 +58,59 @@ function policyOf(policy: SchedulePolicy): SchedulePolicy {
   return policy;
 }
 
+type Around = { latest: number | null; next: number | null };
+
+// The chain just before each transition, per (expression, zone, transition instant).
+const beforeTransition = new Map<string, Around>();
+
 /**
  * `kubernetes`: the fires are the chain the CronJob controller walks, each `Next()` taken from
- * the previous fire. robfig's `Next` is not a plain "first matching instant after t" near a
- * transition in a zone whose shift is not a whole number of hours: `0 *\/4 * * *` in
- * Australia/Lord_Howe goes 00:00 -> 08:00 across the change (04:00 is skipped), although
- * `Next(03:43)` is 04:00. So latest and next are read off that chain, started where `Next` is
- * unambiguous: at least a day clear of any transition.
+ * the previous fire, not "the first matching instant after t". The two differ where a
+ * `Next()` walk crosses a transition in a zone whose shift is not a whole number of hours:
+ * robfig's whole-hour steps then land on :30 and skip matches, for as long as that walk lasts.
+ * In Australia/Lord_Howe `0 0 31 * *` goes from 31 Oct 1999 straight to 31 Jan 2000, although
+ * `Next(30 Dec 1999)` is 31 Dec. Between transitions the chain takes every match (a walk that
+ * crosses no transition is exact), so it is fixed by its first fire after the last transition,
+ * which is Next of its last fire before it: found the same way, transition by transition,
+ * back to the search horizon.
  */
-function robfigAround(s: CronSpec, zone: string, t: number): { latest: number | null; next: number | null } {
+function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_HORIZON_MS): Around {
+  const transition = lastTransitionIn(zone, floor, t);
+  if (transition === null) return walk(s, zone, t, null);
+  const key = `${s.source}\n${zone}\n${transition}`;
+  let before = beforeTransition.get(key);
+  if (!before) {
+    before = robfigAround(s, zone, transition - 1, floor);
+    if (beforeTransition.size > 10_000) beforeTransition.clear();
+    beforeTransition.set(key, before);
+  }
+  const first = before.next;
+  if (first === null || first > t) return before;
+  return walk(s, zone, t, first);
+}
+
+/**
+ * The fires around `t`, given that no transition lies between `anchor` (a fire, or null if
+ * there is none to start from) and `t`.
+ */
+function walk(s: CronSpec, zone: string, t: number, anchor: number | null): Around {
   // Step back (1 min, 2 min, 4 min, ...) until Next lands at or before t, so that a minutely
-  // schedule does not walk a day of fires. That landing may be off the chain (04:00 above):
-  // then the walk from the cleared start finds nothing before t, and we look further back.
+  // schedule does not walk every fire since the anchor.
   let back = MINUTE;
-  for (;;) {
+  while (back < SEARCH_HORIZON_MS && (anchor === null || t - back > anchor)) {
     const c = robfigStep(s, zone, t - back);
-    if ((c !== null && c <= t) || back >= SEARCH_HORIZON_MS) {
-      const start = clearOfTransitions(zone, t - back);
-      const walk = walkChain(s, zone, start, t);
-      if (walk.latest !== null || back >= SEARCH_HORIZON_MS) return walk;
-      back = Math.min(2 * (t - start), SEARCH_HORIZON_MS);
-    } else {
-      back = Math.min(back * 2, SEARCH_HORIZON_MS);
-    }
+    if (c !== null && c <= t) break;
+    back *= 2;
   }
-}
-
-/** A start no later than `t` with no offset change within a day either side. */
-function clearOfTransitions(zone: string, t: number): number {
-  let start = t;
-  for (let tr = firstTransitionIn(zone, start - DAY, start + DAY); tr !== null; ) {
-    start = tr - DAY - MINUTE;
-    tr = firstTransitionIn(zone, start - DAY, start + DAY);
-  }
-  return start;
-}
-
-/** Follow Next from `start`: the last fire at or before `t`, and the one after it. */
-function walkChain(s: CronSpec, zone: string, start: number, t: number): { latest: number | null; next: number | null } {
+  const start = t - Math.min(back, SEARCH_HORIZON_MS);
   let latest: number | null = null;
-  let cur = robfigStep(s, zone, start);
+  let cur: number | null;
+  if (anchor !== null && anchor >= start) {
+    latest = anchor;
+    cur = robfigStep(s, zone, anchor);
+  } else {
+    cur = robfigStep(s, zone, start);
+  }
   while (cur !== null && cur <= t) {
     latest = cur;
     cur = robfigStep(s, zone, cur);

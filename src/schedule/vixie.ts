@@ -46,7 +46,10 @@ export function vixieNext(spec: CronSpec, zone: string, after: number, horizon: 
     if (best !== null && date * DAY - MARGIN > best) break;
     if (!dateMatches(spec, date)) continue;
     const off = offsetRange(zone, date);
+    // Hours whose wall times all map to instants at or before `after`, skipped without a look.
+    const firstHour = Math.floor((after + off.min - date * DAY) / HOUR);
     hours: for (const h of spec.hours) {
+      if (h < firstHour) continue;
       for (const m of spec.minutes) {
         const local = date * DAY + h * HOUR + m * MINUTE;
         // Every instant for this wall time lies in [local - off.max, local - off.min].
@@ -69,7 +72,9 @@ export function vixieLatest(spec: CronSpec, zone: string, now: number, horizon: 
     if (best !== null && (date + 1) * DAY + MARGIN < best) break;
     if (!dateMatches(spec, date)) continue;
     const off = offsetRange(zone, date);
+    const lastHour = Math.floor((now + off.max - date * DAY) / HOUR);
     hours: for (let hi = spec.hours.length - 1; hi >= 0; hi--) {
+      if (spec.hours[hi]! > lastHour) continue;
       for (let mi = spec.minutes.length - 1; mi >= 0; mi--) {
         const local = date * DAY + spec.hours[hi]! * HOUR + spec.minutes[mi]! * MINUTE;
         if (local - off.max > now) continue;

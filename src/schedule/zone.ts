@@ -135,10 +135,10 @@ export function offsetAt(zone: string, ms: number): number {
   return d.at === null || ms < d.at ? d.before : d.after;
 }
 
-/** The first instant in [from, to] at which `zone` changes offset, or null if it does not. */
-export function firstTransitionIn(zone: string, from: number, to: number): number | null {
+/** The last instant in [from, to] at which `zone` changes offset, or null if it does not. */
+export function lastTransitionIn(zone: string, from: number, to: number): number | null {
   const cache = zoneCache(zone);
-  for (let day = Math.floor(from / DAY); day * DAY <= to; day++) {
+  for (let day = Math.floor(to / DAY); (day + 1) * DAY > from; day--) {
     const d = dayOffsets(cache, day);
     if (d.at !== null && d.at >= from && d.at <= to) return d.at;
     // A change exactly at midnight UTC shows as a different offset from the day before.

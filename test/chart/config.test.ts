@@ -10,7 +10,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { ROOT, configOf, ensureTools, kubectl, parseDocs, render, tempDir, type Obj } from './helpers.js';
-import { VALUE_SETS, type Values } from './value-sets.js';
+import { VALUE_SETS } from './value-sets.js';
 
 const CLI = path.join(ROOT, 'dist/cli.js');
 
@@ -47,18 +47,9 @@ function validate(cfg: Obj): { status: number | null; stdout: string; stderr: st
   return { status: r.status, stdout: r.stdout, stderr: r.stderr, summary: r.status === 0 ? (JSON.parse(json) as Obj) : undefined };
 }
 
-// Lease, Events and the Job annotation render config keys for the runner's Kubernetes
-// features (issue 5, in progress); until the runner knows them they are left out here.
-const WITHOUT_API_FEATURES = (values: Values): Values => ({
-  ...values,
-  lock: { kubernetesLease: { enabled: false } },
-  events: { enabled: false },
-  scheduledTimestamp: { enabled: false },
-});
-
 describe('the chart renders a config that `cronsafe validate` accepts', () => {
   it.each(Object.entries(VALUE_SETS))('%s', (_name, values) => {
-    const cfg = configOf(render(WITHOUT_API_FEATURES(values)));
+    const cfg = configOf(render(values));
     const r = validate(cfg);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(': OK');
@@ -76,6 +67,18 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
       concurrency: 3,
       retry: { maxAttempts: 7 },
       handler: { command: ['cp', '{path}', '{output}'] },
+    });
+  });
+
+  it('the Kubernetes features render keys cronsafe knows: Lease name, Events, scheduled timestamp', () => {
+    const r = validate(configOf(render({
+      lock: { kubernetesLease: { enabled: true, name: 'captions-lock' } }, events: { enabled: true }, scheduledTimestamp: { enabled: true },
+    })));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.summary).toMatchObject({
+      lock: { kubernetesLease: { name: 'captions-lock', durationSeconds: 90, renewSeconds: 30 } },
+      events: { enabled: true },
+      scheduledTimestamp: { enabled: true },
     });
   });
 

@@ -25,3 +25,12 @@ describe('helm lint', () => {
     expect(r.stdout + r.stderr).toContain('/concurrencyPolicy');
   });
 });
+
+describe('kubeVersion', () => {
+  it('refuses clusters older than 1.27 (spec.timeZone, podFailurePolicy)', () => {
+    const old = helm(['template', 'qc', CHART, '--kube-version', '1.26.9']);
+    expect(old.status).not.toBe(0);
+    expect(old.stderr).toContain('>=1.27.0-0');
+    expect(helm(['template', 'qc', CHART, '--kube-version', '1.27.0']).status).toBe(0);
+  });
+});

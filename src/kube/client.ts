@@ -1,0 +1,185 @@
+/**
+ * The one door to the Kubernetes API. @kubernetes/client-node (and its HTTP stack) is
+ * imported here only, dynamically, the first time a Kubernetes feature is used: a run
+ * without lock.kubernetesLease, events or scheduledTimestamp never loads it. Every other
+ * module imports its types only (`import type`), which the compiler erases.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import type * as K8s from '@kubernetes/client-node';
+import type { Config } from '../config/types.js';
+
+export type ClientNode = typeof K8s;
+
+let loading: Promise<ClientNode> | undefined;
+
+/** The client library, loaded once per process on first use. */
+export function loadClientNode(): Promise<ClientNode> {
+  loading ??= import('@kubernetes/client-node');
+  return loading;
+}
+
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** Who this process is, as the pod's downward API env (helm/cronsafe/templates/_pod.tpl) tells it. */
+export interface PodIdentity {
+  podName?: string;
+  /** The pod's namespace: CRONSAFE_POD_NAMESPACE, POD_NAMESPACE, else the service account's. */
+  namespace?: string;
+  /** From the pod's `batch.kubernetes.io/job-name` label; else read from the pod's ownerReferences. */
+  jobName?: string;
+  jobUid?: string;
+}
+
+/** `fsRoot` prefixes the service account path (tests). */
+export function podIdentity(env: NodeJS.ProcessEnv = process.env, fsRoot = ''): PodIdentity {
+  const pick = (...names: string[]) => names.map((n) => env[n]?.trim()).find((v) => v);
+  let saNamespace: string | undefined;
+  try {
+    saNamespace = readFileSync(`${fsRoot}${SERVICE_ACCOUNT_DIR}/namespace`, 'utf8').trim() || undefined;
+  } catch {
+    /* not in a pod, or the token is not mounted */
+  }
+  const id: PodIdentity = {};
+  const podName = pick('CRONSAFE_POD_NAME', 'POD_NAME');
+  const namespace = pick('CRONSAFE_POD_NAMESPACE', 'POD_NAMESPACE') ?? saNamespace;
+  const jobName = pick('CRONSAFE_JOB_NAME', 'JOB_NAME');
+  const jobUid = pick('CRONSAFE_JOB_UID');
+  if (podName) id.podName = podName;
+  if (namespace) id.namespace = namespace;
+  if (jobName) id.jobName = jobName;
+  if (jobUid) id.jobUid = jobUid;
+  return id;
+}
+
+/** A connection to the API: typed clients, the namespace to work in, per-request options. */
+export interface Kube {
+  k8s: ClientNode;
+  coordination: K8s.CoordinationV1Api;
+  core: K8s.CoreV1Api;
+  batch: K8s.BatchV1Api;
+  /** The pod's namespace, else the kubeconfig context's, else `default`. */
+  namespace: string;
+  identity: PodIdentity;
+  /** Where the credentials came from, for log lines. */
+  source: string;
+  /** Pass to every call: bounds it by the request timeout. */
+  options(): K8s.ConfigurationOptions;
+}
+
+export interface ConnectOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Each request is aborted after this long: a hung API server must not hang the run. */
+  timeoutMs?: number;
+  /** Prefix of the service account path (tests). */
+  fsRoot?: string;
+}
+
+export type Connected = { ok: true; kube: Kube } | { ok: false; reason: string };
+
+/**
+ * Credentials, in kubectl's order but without its last resort: KUBECONFIG, then the pod's
+ * service account, then ~/.kube/config. client-node's loadFromDefault() would fall back to
+ * http://localhost:8080, which only turns "not in a cluster" into a confusing
+ * connection error; here it is a clear reason instead.
+ */
+export async function connectKube(opts: ConnectOptions = {}): Promise<Connected> {
+  const env = opts.env ?? process.env;
+  const fsRoot = opts.fsRoot ?? '';
+  const home = path.join(env.HOME || homedir(), '.kube', 'config');
+  const inCluster = !!env.KUBERNETES_SERVICE_HOST && existsSync(`${fsRoot}${SERVICE_ACCOUNT_DIR}/token`);
+  const source = env.KUBECONFIG ? `KUBECONFIG=${env.KUBECONFIG}` : inCluster ? 'in-cluster service account' : existsSync(home) ? home : undefined;
+  if (source === undefined) {
+    return { ok: false, reason: 'no Kubernetes credentials: not in a pod with a service account token, and no KUBECONFIG or ~/.kube/config' };
+  }
+  let k8s: ClientNode;
+  try {
+    k8s = await loadClientNode();
+  } catch (err) {
+    return { ok: false, reason: `cannot load @kubernetes/client-node: ${(err as Error).message}` };
+  }
+  const kc = new k8s.KubeConfig();
+  try {
+    if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG.split(path.delimiter).find((f) => f) ?? '');
+    else if (inCluster) kc.loadFromCluster(fsRoot);
+    else kc.loadFromFile(home);
+    if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
+  } catch (err) {
+    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${(err as Error).message}` };
+  }
+  const identity = podIdentity(env, fsRoot);
+  const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const kube: Kube = {
+    k8s,
+    coordination: kc.makeApiClient(k8s.CoordinationV1Api),
+    core: kc.makeApiClient(k8s.CoreV1Api),
+    batch: kc.makeApiClient(k8s.BatchV1Api),
+    namespace: identity.namespace ?? contextNamespace ?? 'default',
+    identity,
+    source,
+    options: () => timeoutOptions(k8s, timeoutMs),
+  };
+  return { ok: true, kube };
+}
+
+/**
+ * A call may take at most 5 s and no more than a quarter of the drain margin: the Lease
+ * release and the last Events come after a drain, and must fit before the kubelet's SIGKILL.
+ */
+export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
+  return Math.max(500, Math.min(5000, (config.drain.marginSeconds * 1000) / 4));
+}
+
+/** A middleware that gives each request its own timeout signal (the client sets none). */
+function timeoutOptions(k8s: ClientNode, ms: number): K8s.ConfigurationOptions {
+  const middleware: K8s.ObservableMiddleware = {
+    pre: (ctx) => {
+      ctx.setSignal(AbortSignal.timeout(ms));
+      return new k8s.Observable(Promise.resolve(ctx));
+    },
+    post: (res) => new k8s.Observable(Promise.resolve(res)),
+  };
+  // 'append': keep the client's own middleware (its User-Agent header).
+  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
+}
+
+/** What went wrong with a call, in the terms the callers decide on. */
+export interface ApiFailure {
+  kind: 'forbidden' | 'unauthorized' | 'not-found' | 'conflict' | 'invalid' | 'unreachable' | 'timeout' | 'server';
+  status?: number;
+  /** One line: the API server's Status message when there is one. */
+  message: string;
+}
+
+const KIND_BY_STATUS: Record<number, ApiFailure['kind']> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not-found', 409: 'conflict', 400: 'invalid', 422: 'invalid' };
+
+/** Classify anything a client call threw: an ApiException (HTTP status), a network error, a timeout. */
+export function apiFailure(err: unknown): ApiFailure {
+  const e = err as { code?: unknown; body?: unknown; name?: string; message?: string; cause?: { code?: string; message?: string } };
+  // Before `code`: a DOMException has a numeric legacy code too (23 for a timeout).
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return { kind: 'timeout', message: 'the API server did not answer in time' };
+  if (typeof e?.code === 'number' && e.code >= 100 && e.code <= 599) {
+    const status = e.code;
+    return { kind: KIND_BY_STATUS[status] ?? 'server', status, message: `HTTP ${status}: ${statusMessage(e.body) ?? firstLine(e.message)}` };
+  }
+  const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
+  if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };
+  return { kind: 'server', message: firstLine(e?.message ?? String(err)) };
+}
+
+function statusMessage(body: unknown): string | undefined {
+  let b = body;
+  if (typeof body === 'string') {
+    try {
+      b = JSON.parse(body);
+    } catch {
+      return body.trim() ? firstLine(body) : undefined;
+    }
+  }
+  const m = (b as { message?: unknown } | undefined)?.message;
+  return typeof m === 'string' ? m : undefined;
+}
+
+const firstLine = (s: string | undefined) => (s ?? '').split('\n')[0] ?? '';

@@ -1,0 +1,164 @@
+/**
+ * Kubernetes Events (opt-in `events.enabled`) for what an operator should see in
+ * `kubectl describe job|cronjob`: a start skipped because another run holds the lock, an
+ * overrun, a dead letter. core/v1 Events on the pod's Job and, when the Job has one, its
+ * CronJob (its uid is what `kubectl describe` matches on). Messages may name an item id;
+ * metric labels never do.
+ *
+ * Best effort: posts are not awaited by the run (flush() at the end waits for those in
+ * flight), and the first failure (403 without RBAC, API unreachable) turns Events off for
+ * the rest of the run with one log line.
+ */
+import { hostname } from 'node:os';
+import type * as K8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import type { PassObserver } from '../runner/pass.js';
+import { apiFailure, connectKube, requestTimeoutMs, type Kube } from './client.js';
+import { cronJobOf, findJobRef, readJob, type ObjectRef } from './workload.js';
+
+/** What a run reports as Events. No method throws. */
+export interface EventSink {
+  /** This start was skipped: another run holds the lock (`detail` says which lock). */
+  skipped(detail?: string): void;
+  /** An occurrence came due while this run was still active. */
+  overrun(occurrence: Date): void;
+  deadLettered(id: string, error: string): void;
+  /** Wait for the Events in flight (each bounded by the request timeout). */
+  flush(): Promise<void>;
+}
+
+export const noEvents: EventSink = {
+  skipped: () => undefined,
+  overrun: () => undefined,
+  deadLettered: () => undefined,
+  flush: async () => undefined,
+};
+
+export const REASONS = { skipped: 'CronsafeSkipped', overrun: 'CronsafeOverrun', deadLetter: 'CronsafeDeadLetter' } as const;
+
+/** Per reason and run: a poison batch must not flood etcd with one Event per item. */
+export const MAX_EVENTS_PER_REASON = 10;
+const MAX_MESSAGE = 1024;
+
+export interface EventSinkOptions {
+  kube: Pick<Kube, 'core' | 'options'>;
+  /** Objects each Event is posted on (the Job, then its CronJob). */
+  targets: ObjectRef[];
+  log: Logger;
+  /** reportingInstance: the pod name. */
+  instance: string;
+  now?: () => number;
+  maxPerReason?: number;
+}
+
+export class KubeEventSink implements EventSink {
+  private disabled = false;
+  private readonly pending = new Set<Promise<void>>();
+  private readonly counts = new Map<string, number>();
+  private readonly max: number;
+
+  constructor(private readonly o: EventSinkOptions) {
+    this.max = o.maxPerReason ?? MAX_EVENTS_PER_REASON;
+  }
+
+  skipped(detail = 'another run holds the lock'): void {
+    this.post(REASONS.skipped, `Start skipped: ${detail}.`);
+  }
+
+  overrun(occurrence: Date): void {
+    this.post(REASONS.overrun, `The occurrence of ${occurrence.toISOString()} came due while this run was still active.`);
+  }
+
+  deadLettered(id: string, error: string): void {
+    this.post(REASONS.deadLetter, `Item ${JSON.stringify(id)} was dead-lettered: ${error}`);
+  }
+
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.pending]);
+  }
+
+  private post(reason: string, message: string): void {
+    if (this.disabled) return;
+    const n = (this.counts.get(reason) ?? 0) + 1;
+    this.counts.set(reason, n);
+    if (n > this.max + 1) return;
+    const text = n <= this.max ? message : `More than ${this.max} ${reason} Events in this run; the rest are only logged (see \`cronsafe status\` and \`cronsafe dead-letter list\`).`;
+    for (const target of this.o.targets) {
+      const p = this.create(target, reason, text).finally(() => this.pending.delete(p));
+      this.pending.add(p);
+    }
+  }
+
+  private async create(target: ObjectRef, reason: string, message: string): Promise<void> {
+    const now = new Date((this.o.now ?? Date.now)());
+    const body: K8s.CoreV1Event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { generateName: `${target.name}.`, namespace: target.namespace },
+      involvedObject: { ...target },
+      reason,
+      message: message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message,
+      type: 'Warning',
+      source: { component: 'cronsafe' },
+      reportingComponent: 'cronsafe',
+      reportingInstance: this.o.instance,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    try {
+      await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options());
+    } catch (err) {
+      this.disable(apiFailure(err).message, err);
+    }
+  }
+
+  private disable(reason: string, err?: unknown): void {
+    if (this.disabled) return;
+    this.disabled = true;
+    const hint = apiFailure(err).kind === 'forbidden' ? ' (grant `create` on `events`; the chart does with events.enabled)' : '';
+    this.o.log.warn({ reason }, `Kubernetes Events disabled for the rest of this run${hint}`);
+  }
+}
+
+/**
+ * The run's EventSink: a no-op unless `events.enabled`. Finding the Job (and its CronJob)
+ * happens here, once; when it cannot be found there is nothing to post on, so Events are
+ * off for the run, said in one line.
+ */
+export async function openEventSink(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<EventSink> {
+  if (!config.events?.enabled) return noEvents;
+  const off = (reason: string) => {
+    log.warn({ reason }, 'Kubernetes Events disabled for this run');
+    return noEvents;
+  };
+  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  if (!c.ok) return off(c.reason);
+  const job = await findJobRef(c.kube);
+  if (!job.ok) return off(job.reason);
+  const targets = [job.value];
+  // The Job names its CronJob and its own uid; without `get jobs` Events go on the Job only.
+  const read = await readJob(c.kube, job.value);
+  if (read.ok) {
+    job.value.uid ??= read.value.metadata?.uid;
+    const cronJob = cronJobOf(read.value);
+    if (cronJob) targets.push(cronJob);
+  } else {
+    log.info({ reason: read.reason }, 'Kubernetes Events: posting on the Job only (its CronJob is unknown)');
+  }
+  return new KubeEventSink({ kube: c.kube, targets, log, instance: c.kube.identity.podName ?? hostname() });
+}
+
+/** The pass observer, also telling `events` about each dead letter. */
+export function withDeadLetterEvents(observer: PassObserver, events: EventSink): PassObserver {
+  if (events === noEvents) return observer;
+  return {
+    attempt: (outcome, durationMs) => observer.attempt(outcome, durationMs),
+    ...(observer.live ? { live: (read) => observer.live?.(read) } : {}),
+    deadLettered: (id, error) => {
+      observer.deadLettered?.(id, error);
+      events.deadLettered(id, error);
+    },
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * The run's use of the Lease lock (lock.kubernetesLease): connect, acquire, and turn the
+ * outcome into what executeRun needs: hold it, skip (another run holds it), or run on
+ * the local lock alone when the API cannot be used.
+ */
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { acquireLease, type HeldLease } from '../lock/lease.js';
+import { connectKube, requestTimeoutMs } from './client.js';
+
+export interface RunLease {
+  /** Held for this run: release() it at the end; `lost` aborts if it is taken away. */
+  held?: HeldLease;
+  /** Another run holds it: skip, with this as the reason. */
+  skip?: string;
+}
+
+/**
+ * Degrading on an unusable API (403, unreachable) rather than skipping: a skip is exit 0
+ * and would hide missing RBAC behind runs that never work; running on the local lock keeps
+ * today's guarantees, and the ledger's fenced claims still keep two runs from committing
+ * the same item twice.
+ */
+export async function acquireRunLease(config: Config, log: Logger, runId: string, env: NodeJS.ProcessEnv = process.env): Promise<RunLease> {
+  const kl = config.lock.kubernetesLease;
+  if (!kl) return {};
+  const degraded = (reason: string): RunLease => {
+    log.warn({ lease: kl.name, reason }, 'Kubernetes Lease unavailable: this run relies on the local lock only');
+    return {};
+  };
+  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  if (!c.ok) return degraded(c.reason);
+  const namespace = kl.namespace ?? c.kube.namespace;
+  const identity = `${c.kube.identity.podName ?? hostname()}/${runId}`;
+  const r = await acquireLease({
+    kube: c.kube,
+    name: kl.name,
+    namespace,
+    identity,
+    durationSeconds: kl.durationSeconds,
+    renewSeconds: kl.renewSeconds,
+    log,
+  });
+  if (r.status === 'acquired') {
+    log.info({ lease: kl.name, namespace, holder: identity, durationSeconds: kl.durationSeconds }, 'Kubernetes Lease acquired');
+    return { held: r.lease };
+  }
+  if (r.status === 'held') {
+    const until = r.expiresAt ? ` until ${r.expiresAt.toISOString()} unless renewed` : '';
+    return { skip: `the Kubernetes Lease ${namespace}/${kl.name} is held by ${r.holder ?? 'another run'}${until}` };
+  }
+  const hint = r.failure.kind === 'forbidden' ? ' (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled)' : '';
+  return degraded(`${r.failure.message}${hint}`);
+}
+
+/**
+ * The stop signal runPass gets: the CLI's stop (first SIGTERM), or the loss of the Lease,
+ * which must stop claiming and drain the same way: from then on another run may start.
+ */
+export function stopOnLeaseLoss(stop: AbortSignal, held: HeldLease | undefined): { signal: AbortSignal; dispose(): void } {
+  if (!held) return { signal: stop, dispose: () => undefined };
+  const ctl = new AbortController();
+  const fromStop = () => ctl.abort(stop.reason);
+  const fromLease = () => ctl.abort(held.lost.reason);
+  stop.addEventListener('abort', fromStop, { once: true });
+  held.lost.addEventListener('abort', fromLease, { once: true });
+  if (stop.aborted) fromStop();
+  else if (held.lost.aborted) fromLease();
+  return {
+    signal: ctl.signal,
+    dispose: () => {
+      stop.removeEventListener('abort', fromStop);
+      held.lost.removeEventListener('abort', fromLease);
+    },
+  };
+}

@@ -1,0 +1,44 @@
+/**
+ * The occurrence a CronJob's Job was created for, from the annotation the CronJob
+ * controller puts on it (Kubernetes 1.28+): `batch.kubernetes.io/cronjob-scheduled-timestamp`,
+ * RFC 3339 with offset. Opt-in (`scheduledTimestamp.enabled`): it needs `get jobs`. Without
+ * it a run identifies its fire as the latest occurrence at start, which is wrong for a Job
+ * that started late (a pending pod, a slow image pull) past the next occurrence.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { parseScheduledTime } from '../schedule/fire.js';
+import { connectKube, requestTimeoutMs } from './client.js';
+import { findJobRef, readJob } from './workload.js';
+
+export const SCHEDULED_TIMESTAMP_ANNOTATION = 'batch.kubernetes.io/cronjob-scheduled-timestamp';
+
+/**
+ * The Job's scheduled time, or undefined (said in one log line) when the feature is off,
+ * the Job cannot be read, or it has no such annotation (a Job made by hand with
+ * `kubectl create job --from=cronjob/...` has none). Never throws.
+ */
+export async function scheduledTimeFromJob(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<Date | undefined> {
+  if (!config.scheduledTimestamp?.enabled) return undefined;
+  const fallback = (reason: string, level: 'info' | 'warn' = 'warn') => {
+    log[level]({ reason }, 'scheduled time: not read from the Job annotation; using the latest occurrence at start');
+    return undefined;
+  };
+  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  if (!c.ok) return fallback(c.reason);
+  const ref = await findJobRef(c.kube);
+  if (!ref.ok) return fallback(ref.reason);
+  const job = await readJob(c.kube, ref.value);
+  if (!job.ok) return fallback(job.reason);
+  const value = job.value.metadata?.annotations?.[SCHEDULED_TIMESTAMP_ANNOTATION];
+  if (!value) {
+    return fallback(`Job ${ref.value.name} has no ${SCHEDULED_TIMESTAMP_ANNOTATION} annotation (made by hand, or Kubernetes < 1.28)`, 'info');
+  }
+  try {
+    const at = parseScheduledTime(value, `Job ${ref.value.name} annotation ${SCHEDULED_TIMESTAMP_ANNOTATION}`);
+    log.info({ scheduledTime: at.toISOString(), job: ref.value.name }, 'scheduled time read from the Job annotation');
+    return at;
+  } catch (err) {
+    return fallback((err as Error).message);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Which Job (and CronJob) this process runs for. The chart hands the pod its Job's name
+ * and uid through the downward API (CRONSAFE_JOB_NAME / CRONSAFE_JOB_UID, from the
+ * `batch.kubernetes.io/job-name` and `controller-uid` labels), so no API call is needed for
+ * that; without them the pod itself is read (CRONSAFE_POD_NAME, needs `get pods`) and its
+ * controlling ownerReference followed.
+ */
+import type * as K8s from '@kubernetes/client-node';
+import { apiFailure, type Kube } from './client.js';
+
+/** What an Event's involvedObject names. */
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace: string;
+  uid?: string;
+}
+
+export type Found<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+type KubeReads = Pick<Kube, 'core' | 'batch' | 'namespace' | 'identity' | 'options'>;
+
+/** This pod's Job, from the env, else from the pod's ownerReferences. */
+export async function findJobRef(kube: KubeReads): Promise<Found<ObjectRef>> {
+  const { identity, namespace } = kube;
+  if (identity.jobName) {
+    return { ok: true, value: { apiVersion: 'batch/v1', kind: 'Job', name: identity.jobName, namespace, ...(identity.jobUid ? { uid: identity.jobUid } : {}) } };
+  }
+  if (!identity.podName) {
+    return { ok: false, reason: "not in a Job's pod: neither CRONSAFE_JOB_NAME nor CRONSAFE_POD_NAME is set (the chart sets both through the downward API)" };
+  }
+  let pod: K8s.V1Pod;
+  try {
+    pod = await kube.core.readNamespacedPod({ name: identity.podName, namespace }, kube.options());
+  } catch (err) {
+    return { ok: false, reason: `cannot read pod ${namespace}/${identity.podName} to find its Job: ${apiFailure(err).message}` };
+  }
+  const owner = controllerOf(pod.metadata?.ownerReferences, 'Job');
+  if (!owner) return { ok: false, reason: `pod ${namespace}/${identity.podName} is not controlled by a Job` };
+  return { ok: true, value: { apiVersion: owner.apiVersion, kind: 'Job', name: owner.name, namespace, uid: owner.uid } };
+}
+
+/** Read the Job (`get jobs`). */
+export async function readJob(kube: KubeReads, job: ObjectRef): Promise<Found<K8s.V1Job>> {
+  try {
+    return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options()) };
+  } catch (err) {
+    return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${apiFailure(err).message}` };
+  }
+}
+
+/** The CronJob that made this Job, if any (a Job from `kubectl create job` without --from has none). */
+export function cronJobOf(job: K8s.V1Job): ObjectRef | undefined {
+  const owner = controllerOf(job.metadata?.ownerReferences, 'CronJob');
+  const namespace = job.metadata?.namespace;
+  if (!owner || !namespace) return undefined;
+  return { apiVersion: owner.apiVersion, kind: 'CronJob', name: owner.name, namespace, uid: owner.uid };
+}
+
+function controllerOf(refs: K8s.V1OwnerReference[] | undefined, kind: string): K8s.V1OwnerReference | undefined {
+  const ofKind = (refs ?? []).filter((r) => r.kind === kind);
+  return ofKind.find((r) => r.controller) ?? ofKind[0];
+}

@@ -1,0 +1,163 @@
+import { wellFormed } from '../sqlite/rows.js';
+import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
+import type { PostgresExecutor } from './connection.js';
+import { ident, q, type Query } from './query.js';
+import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
+
+/** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
+export interface BatchColumns {
+  ids: string[];
+  sizes: (number | null)[];
+  mtimes: (number | null)[];
+}
+
+/**
+ * Upsert a batch: new ids become pending; known ids get their stat and seen_run
+ * refreshed (whatever their state). Idempotent across pods: two pods discovering one
+ * file both end with one row. Rows are inserted in id order so that pods upserting
+ * overlapping batches lock rows in one order (no deadlock between them). The upsert
+ * waits for a row another pod has locked in an open transaction (a claim or a result
+ * write, milliseconds) and then sees its committed state.
+ */
+export const discoverQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
+  q(
+    `INSERT INTO ${ident(schema)}.items AS i (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
+SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5
+FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
+ORDER BY d.id COLLATE "C"
+ON CONFLICT (id) DO UPDATE SET
+  size = coalesce(EXCLUDED.size, i.size),
+  mtime_ms = coalesce(EXCLUDED.mtime_ms, i.mtime_ms),
+  seen_run = EXCLUDED.seen_run`,
+    b.ids,
+    b.sizes,
+    b.mtimes,
+    runId,
+    now,
+  );
+
+/**
+ * A claim records the stat of the version it claims (the row's, just refreshed by
+ * discovery): the baseline `refresh: on-change` compares later discoveries with.
+ * $owner, $now, $leaseUntil are parameters 2, 3, 4 of every claiming statement.
+ */
+const CLAIM_SET = `SET state = 'claimed', owner = $2, attempts = i.attempts + 1, lease_until = $4,
+  claimed_size = i.size, claimed_mtime_ms = i.mtime_ms, updated_at = $3`;
+
+export interface ClaimParams {
+  owner: string;
+  now: number;
+  leaseUntil: number;
+}
+
+/**
+ * Claim the batch's claimable rows (pending, past their backoff), in batch order, at
+ * most `limit` (null: all). FOR UPDATE SKIP LOCKED: a row another transaction is
+ * claiming right now is skipped, never waited for and never handed out twice; the
+ * state is re-checked on the row's latest version under the lock (READ COMMITTED).
+ */
+export const claimBatchQuery = (schema: string, ids: string[], p: ClaimParams, limit: number | null): Query =>
+  q(
+    `WITH c AS (
+  SELECT it.id FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
+  JOIN ${ident(schema)}.items AS it ON it.id = b.id
+  WHERE it.state = 'pending' AND it.available_at <= $3
+  ORDER BY b.ord
+  LIMIT $5
+  FOR UPDATE OF it SKIP LOCKED)
+UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}
+FROM c WHERE i.id = c.id
+RETURNING i.id, i.attempts, i.released`,
+    ids,
+    p.owner,
+    p.now,
+    p.leaseUntil,
+    limit,
+  );
+
+/** The end-of-scan sweep: this run's due pending items, earliest first (SKIP LOCKED too). */
+export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number): Query =>
+  q(
+    `WITH c AS (
+  SELECT id FROM ${ident(schema)}.items
+  WHERE state = 'pending' AND seen_run = $1 AND available_at <= $3
+  ORDER BY available_at, id LIMIT $5
+  FOR UPDATE SKIP LOCKED)
+UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}
+FROM c WHERE i.id = c.id
+RETURNING i.id, i.attempts, i.released, i.available_at`,
+    runId,
+    p.owner,
+    p.now,
+    p.leaseUntil,
+    limit,
+  );
+
+export const nextDueQuery = (schema: string, runId: string): Query =>
+  q(`SELECT min(available_at) AS t FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1`, runId);
+
+/** The claim verbs of the PostgreSQL ledger (each one retried transaction). */
+export interface ClaimOps {
+  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]>;
+  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;
+  nextDueAt(runId: string): Promise<number | null>;
+}
+
+interface ClaimedRow {
+  id: string;
+  attempts: number;
+  released: number;
+}
+
+const toClaim = (r: ClaimedRow, owner: string): Claim => ({ id: r.id, owner, attempt: r.attempts, charged: r.attempts - r.released });
+const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
+
+export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
+  return {
+    async discoverAndClaim(items, opts) {
+      if (items.length === 0) return [];
+      const refresh = refreshParams(opts.refresh); // throws before anything is written
+      const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
+      const order = new Map<string, number>();
+      for (const it of items) {
+        // One row per id: a repeat would make the upsert touch a row twice (an error in
+        // PostgreSQL) and waste a slot of the limit.
+        const id = wellFormed(it.id);
+        if (order.has(id)) continue;
+        order.set(id, order.size);
+        batch.ids.push(id);
+        batch.sizes.push(it.size ?? null);
+        batch.mtimes.push(it.mtimeMs ?? null);
+      }
+      const limit = opts.limit ?? null;
+      return ex.tx('discoverAndClaim', async (exec) => {
+        await exec(discoverQuery(schema, batch, opts.runId, opts.now));
+        // Before the limit: refreshed items left unclaimed are pending for the sweep.
+        if (refresh !== null) {
+          await exec(refreshQuery(schema, batch, refresh, opts.now));
+          if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
+        }
+        if (limit !== null && limit <= 0) return [];
+        const rows = await exec<ClaimedRow>(claimBatchQuery(schema, batch.ids, claimParams(opts), limit));
+        // RETURNING order is unspecified; hand claims out in scan order.
+        rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+        return rows.map((r) => toClaim(r, opts.owner));
+      });
+    },
+
+    async claimDue(opts) {
+      if (opts.limit <= 0) return [];
+      const rows = await ex.tx('claimDue', (exec) =>
+        exec<ClaimedRow & { available_at: number }>(claimDueQuery(schema, opts.runId, claimParams(opts), opts.limit)),
+      );
+      // The longest-waiting item goes first.
+      rows.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1));
+      return rows.map((r) => toClaim(r, opts.owner));
+    },
+
+    async nextDueAt(runId) {
+      const [row] = await ex.query<{ t: number | null }>('nextDueAt', nextDueQuery(schema, runId));
+      return row?.t ?? null;
+    },
+  };
+}

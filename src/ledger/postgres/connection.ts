@@ -1,0 +1,131 @@
+import pg from 'pg';
+import { backoffDelayMs } from '../backoff.js';
+import { isTransient, ledgerError, type PostgresLedgerError } from './errors.js';
+import type { Query } from './query.js';
+
+/** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
+export const RETRY_BUDGET_MS = 30_000;
+/** At start a database that is down is reported quickly: the Job retries the pod anyway. */
+export const START_BUDGET_MS = 5_000;
+/** Backoff between retries: 100 ms doubling to 2 s, with equal jitter (see backoff.ts). */
+const RETRY_BACKOFF = { backoffMs: 100, backoffMaxMs: 2_000 };
+
+export interface PostgresOptions {
+  /** postgres:// URL (state.postgres). Never logged: messages use describeTarget/redactUrl. */
+  url: string;
+  /** state.schema (a checked identifier). */
+  schema: string;
+  /** Transient errors are retried this long per call. Default RETRY_BUDGET_MS. */
+  retryBudgetMs?: number;
+  /** The same, while opening. Default START_BUDGET_MS. */
+  startBudgetMs?: number;
+  /** Connections in the pool. Default 4: the runner makes a few calls at a time. */
+  poolMax?: number;
+  /** Told before each retry (logging). */
+  onRetry?: (info: { what: string; attempt: number; delayMs: number; error: PostgresLedgerError }) => void;
+}
+
+/**
+ * int8 comes back from pg as a string (it may not fit a double); every bigint in the
+ * ledger is epoch ms, a size or a count, all far below 2^53, so convert once, here,
+ * and refuse anything that would lose precision rather than round it silently.
+ */
+function parseInt8(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`bigint ${text} from the ledger is beyond 2^53`);
+  return n;
+}
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** Connection settings shared by the pool and the run lock's dedicated session. */
+export function clientConfig(opts: PostgresOptions): pg.ClientConfig {
+  return {
+    connectionString: opts.url,
+    application_name: 'cronsafe',
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+    types,
+  };
+}
+
+export type Exec = <R extends pg.QueryResultRow = pg.QueryResultRow>(query: Query) => Promise<R[]>;
+
+/** Runs the ledger's transactions on a pool, retrying transient failures with backoff. */
+export class PostgresExecutor {
+  readonly pool: pg.Pool;
+  #closed: Promise<void> | undefined;
+
+  constructor(readonly opts: PostgresOptions) {
+    this.pool = new pg.Pool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
+    // An idle connection that the server drops (restart, failover) is reported here;
+    // without a listener the process would crash. The next checkout gets a new one.
+    this.pool.on('error', () => undefined);
+  }
+
+  /**
+   * Run `fn` in one transaction (BEGIN ... COMMIT) on a pooled connection; on a
+   * transient failure roll back, drop the connection and run it again, until the budget
+   * is spent. `fn` must be safe to re-run: it only sees uncommitted state of its own.
+   */
+  tx<T>(what: string, fn: (exec: Exec) => Promise<T>, budgetMs = this.opts.retryBudgetMs ?? RETRY_BUDGET_MS): Promise<T> {
+    return this.retrying(what, budgetMs, async () => {
+      const client = await this.pool.connect();
+      // While checked out, a dying socket is reported on the client: the query rejects too.
+      const ignore = (): void => undefined;
+      client.on('error', ignore);
+      let failure: unknown;
+      try {
+        await client.query('BEGIN');
+        const exec: Exec = async (query) => (await client.query(query)).rows;
+        const out = await fn(exec);
+        await client.query('COMMIT');
+        return out;
+      } catch (err) {
+        failure = err;
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        client.off('error', ignore);
+        // A broken connection must not go back to the pool.
+        client.release(failure !== undefined && isTransient(failure) ? (failure as Error) : undefined);
+      }
+    });
+  }
+
+  /** One statement outside a transaction (reads), retried like tx(). */
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(what: string, query: Query): Promise<R[]> {
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await this.pool.query<R>(query)).rows);
+  }
+
+  /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. */
+  async retrying<T>(what: string, budgetMs: number, fn: () => Promise<T>): Promise<T> {
+    const { url, schema } = this.opts;
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      if (this.#closed) throw ledgerError(new Error('the ledger is closed'), what, url, schema);
+      try {
+        return await fn();
+      } catch (err) {
+        if (!isTransient(err)) throw ledgerError(err, what, url, schema);
+        const delayMs = backoffDelayMs(attempt, RETRY_BACKOFF, Math.random);
+        const spent = Date.now() - started;
+        if (spent + delayMs > budgetMs) {
+          const prefix = `gave up after ${attempt} attempt(s) over ${(spent / 1000).toFixed(1)} s: `;
+          throw ledgerError(err, what, url, schema, prefix);
+        }
+        this.opts.onRetry?.({ what, attempt, delayMs, error: ledgerError(err, what, url, schema) });
+        await new Promise((r) => setTimeout(r, delayMs));
+      }
+    }
+  }
+
+  /** Idempotent (memoized): ends the pool once. */
+  close(): Promise<void> {
+    this.#closed ??= this.pool.end().catch(() => undefined);
+    return this.#closed;
+  }
+}

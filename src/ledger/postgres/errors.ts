@@ -1,0 +1,106 @@
+import { redactUrl } from '../../config/load.js';
+
+/**
+ * SQLSTATEs worth retrying: the transaction did not commit and running it again can
+ * succeed. 40001 serialization failure, 40P01 deadlock (another pod's batch locked the
+ * same rows in another order), 57P01/57P02 the server is shutting down, 57P03 it is
+ * starting (or in recovery after a failover), 53300 too many connections for now.
+ * Class 08 (connection exceptions) is matched as a prefix.
+ */
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300']);
+
+/** Socket-level failures from node:net / node:dns while a server restarts or fails over. */
+const TRANSIENT_ERRNOS = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
+
+/** pg's own messages for a connection that died under it (they carry no code). */
+const TRANSIENT_MESSAGE =
+  /Connection terminated|connection error and is not queryable|timeout exceeded when trying to connect|Connection terminated due to connection timeout/i;
+
+/** Whether a failed ledger call may succeed if the transaction is run again. */
+export function isTransient(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; message?: unknown; errors?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (TRANSIENT_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || TRANSIENT_ERRNOS.has(code)) return true;
+  // Node 20 tries every address of a host name and throws an AggregateError.
+  if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every(isTransient)) return true;
+  return typeof e.message === 'string' && TRANSIENT_MESSAGE.test(e.message);
+}
+
+/** Where the ledger is, for messages: `host:port/db as user (schema s)`, never a password. */
+export function describeTarget(url: string, schema: string): string {
+  try {
+    const u = new URL(url);
+    const host = u.hostname || u.searchParams.get('host') || 'localhost';
+    const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default database)';
+    const user = u.username ? ` as ${decodeURIComponent(u.username)}` : '';
+    return `${host}:${u.port || '5432'}/${db}${user} (schema ${schema})`;
+  } catch {
+    return `${redactUrl(url)} (schema ${schema})`;
+  }
+}
+
+/**
+ * Remove every spelling of the URL's password (raw, percent-decoded) and the URL itself
+ * from a message. pg does not put the password in its errors, but a wrapped error or a
+ * DNS failure may quote the connection string; this is the last line of defence.
+ */
+export function scrub(message: string, url: string): string {
+  let out = message.split(url).join(redactUrl(url));
+  let password = '';
+  try {
+    password = new URL(url).password;
+  } catch {
+    /* not a URL: nothing more to find */
+  }
+  for (const p of new Set([password, safeDecode(password)])) {
+    if (p.length >= 3) out = out.split(p).join('***');
+  }
+  return out;
+}
+
+const safeDecode = (s: string): string => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+};
+
+/**
+ * An error leaving the PostgreSQL ledger: the message names what was done and where,
+ * scrubbed of the password; `code` is the SQLSTATE or errno when there was one.
+ */
+export class PostgresLedgerError extends Error {
+  override name = 'PostgresLedgerError';
+  constructor(
+    message: string,
+    readonly code?: string,
+    readonly transient = false,
+  ) {
+    super(message);
+  }
+}
+
+/** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
+export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
+  const e = err as { message?: unknown; code?: unknown; errors?: unknown };
+  let message = typeof e?.message === 'string' && e.message !== '' ? e.message : String(err);
+  // AggregateError's own message is empty; its parts say what happened.
+  if (Array.isArray(e?.errors) && e.errors.length > 0) {
+    message = e.errors.map((x: { message?: unknown }) => String(x?.message ?? x)).join('; ');
+  }
+  const code = typeof e?.code === 'string' ? e.code : undefined;
+  const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
+  return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
+}

@@ -1,0 +1,210 @@
+import { decideAfterFailure } from '../backoff.js';
+import { fenceReason, type ClaimHolder } from '../fencing.js';
+import { wellFormed } from '../sqlite/rows.js';
+import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
+import type { Exec, PostgresExecutor } from './connection.js';
+import { bumpQuery, type Bumps } from './counters.js';
+import { ident, q, type Query } from './query.js';
+
+/** Claims as parallel arrays for unnest: the fence is (id, owner, attempt). */
+export interface ClaimColumns {
+  ids: string[];
+  owners: string[];
+  attempts: number[];
+}
+
+export const claimColumns = (claims: Claim[]): ClaimColumns => ({
+  ids: claims.map((c) => wellFormed(c.id)),
+  owners: claims.map((c) => c.owner),
+  attempts: claims.map((c) => c.attempt),
+});
+
+const CLAIMS = `unnest($1::text[], $2::text[], $3::integer[]) AS c(id, owner, attempt)`;
+/** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
+const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.attempts = c.attempt`;
+
+/** Complete a whole batch in one statement; RETURNING names the rows that passed the fence. */
+export const completeQuery = (schema: string, c: ClaimColumns, now: number): Query =>
+  q(
+    `UPDATE ${ident(schema)}.items AS i SET state = 'done', owner = NULL, lease_until = NULL,
+  done_at = $4, done_by = c.owner, updated_at = $4
+FROM ${CLAIMS} WHERE ${GUARD}
+RETURNING i.id, c.owner, c.attempt`,
+    c.ids,
+    c.owners,
+    c.attempts,
+    now,
+  );
+
+/** The interrupted attempt is handed back (released + 1), so it is not charged. */
+export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string): Query =>
+  q(
+    `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
+  released = i.released + 1, available_at = $4, last_error = $5, updated_at = $4
+FROM ${CLAIMS} WHERE ${GUARD}
+RETURNING i.id, c.owner, c.attempt`,
+    c.ids,
+    c.owners,
+    c.attempts,
+    now,
+    reason,
+  );
+
+/**
+ * Lock the rows the claims still hold, in id order, and read what a failure decision
+ * needs. The decision is made in TypeScript (backoff.ts, shared with SQLite) and written
+ * by applyFailuresQuery in the same transaction, while the rows stay locked.
+ */
+export const lockHeldQuery = (schema: string, c: ClaimColumns): Query =>
+  q(
+    `SELECT i.id, c.owner, c.attempt, i.released FROM ${ident(schema)}.items AS i JOIN ${CLAIMS} ON ${GUARD}
+ORDER BY i.id FOR UPDATE OF i`,
+    c.ids,
+    c.owners,
+    c.attempts,
+  );
+
+/** Decided failures as parallel arrays: each row goes to `pending` (with availableAt) or `dead`. */
+export interface FailureColumns {
+  ids: string[];
+  states: ('pending' | 'dead')[];
+  availableAts: (number | null)[];
+  errors: string[];
+}
+
+export const applyFailuresQuery = (schema: string, f: FailureColumns, now: number): Query =>
+  q(
+    `UPDATE ${ident(schema)}.items AS i SET state = u.state, owner = NULL, lease_until = NULL,
+  available_at = coalesce(u.available_at, i.available_at), last_error = u.error,
+  dead_at = CASE WHEN u.state = 'dead' THEN $5 ELSE i.dead_at END, updated_at = $5
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS u(id, state, available_at, error)
+WHERE i.id = u.id AND i.state = 'claimed'`,
+    f.ids,
+    f.states,
+    f.availableAts,
+    f.errors,
+    now,
+  );
+
+/** The current holders of items whose write was fenced, to say why (slow path only). */
+export const holdersQuery = (schema: string, ids: string[]): Query =>
+  q(`SELECT id, state, owner, attempts FROM ${ident(schema)}.items WHERE id = ANY($1::text[])`, ids);
+
+/** A claim still held (locked by lockHeldQuery or an orphan query) and why it failed. */
+export interface HeldFailure {
+  claim: Claim;
+  released: number;
+  error: string;
+}
+
+/**
+ * Decide and write failures of locked, still-held claims: pending with backoff, or dead
+ * once charged (attempts minus hand-backs, from the row) reaches maxAttempts.
+ */
+export async function applyFailures(exec: Exec, schema: string, held: HeldFailure[], opts: FailOptions): Promise<{ outcomes: FenceOutcome[]; bumps: Bumps }> {
+  const cols: FailureColumns = { ids: [], states: [], availableAts: [], errors: [] };
+  const outcomes: FenceOutcome[] = [];
+  let dead = 0;
+  for (const h of held) {
+    const decision = decideAfterFailure(h.claim.attempt - h.released, opts.retry, opts.now, opts.random ?? Math.random);
+    cols.ids.push(wellFormed(h.claim.id));
+    cols.states.push(decision.state);
+    cols.availableAts.push(decision.state === 'pending' ? decision.availableAt : null);
+    cols.errors.push(h.error);
+    if (decision.state === 'dead') {
+      dead++;
+      outcomes.push({ id: h.claim.id, result: 'applied', state: 'dead' });
+    } else {
+      outcomes.push({ id: h.claim.id, result: 'applied', state: 'pending', availableAt: decision.availableAt });
+    }
+  }
+  if (held.length > 0) await exec(applyFailuresQuery(schema, cols, opts.now));
+  return { outcomes, bumps: { items_failed: held.length, dead_lettered: dead } };
+}
+
+/** The fenced verbs of the PostgreSQL ledger: one transaction each, retried when transient. */
+export interface FinishOps {
+  complete(claims: Claim[], now: number): Promise<FenceOutcome[]>;
+  fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]>;
+  release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+}
+
+/** Which claim a returned row belongs to: the whole fencing token, not just the id. */
+export const claimKey = (id: string, owner: string, attempt: number): string => `${wellFormed(id)}\0${owner}\0${attempt}`;
+const keyOf = (c: Claim): string => claimKey(c.id, c.owner, c.attempt);
+
+type Applied = { id: string; owner: string; attempt: number };
+
+export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
+  /**
+   * Outcomes in claim order. `applied` maps the tokens the fenced write applied to; a
+   * claim listed twice is applied once and the repeat reports as fenced (as in SQLite).
+   * Fenced writes are counted and explained in the same transaction.
+   */
+  async function settle(exec: Exec, claims: Claim[], applied: Map<string, FenceOutcome>, bumps: Bumps): Promise<FenceOutcome[]> {
+    const outs = claims.map((c): FenceOutcome | Claim => {
+      const out = applied.get(keyOf(c));
+      applied.delete(keyOf(c));
+      return out ?? c;
+    });
+    const fenced = outs.filter((o): o is Claim => !('result' in o));
+    let holders = new Map<string, ClaimHolder>();
+    if (fenced.length > 0) {
+      const rows = await exec<ClaimHolder & { id: string }>(holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
+      holders = new Map(rows.map((r) => [r.id, r]));
+    }
+    const bump = bumpQuery(schema, { ...bumps, items_fenced: fenced.length });
+    if (bump) await exec(bump);
+    return outs.map((o) =>
+      'result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holders.get(wellFormed(o.id)) ?? null) },
+    );
+  }
+
+  /** complete / release: one guarded UPDATE for the batch, then settle. */
+  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome, counter: 'items_done' | 'items_released') =>
+    (claims: Claim[]): Promise<FenceOutcome[]> =>
+      claims.length === 0
+        ? Promise.resolve([])
+        : ex.tx(what, async (exec) => {
+            const rows = await exec<Applied>(query(claimColumns(claims)));
+            const applied = new Map<string, FenceOutcome>();
+            const byKey = new Map(claims.map((c) => [keyOf(c), c]));
+            for (const r of rows) {
+              const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
+              if (c) applied.set(keyOf(c), ok(c));
+            }
+            return settle(exec, claims, applied, { [counter]: rows.length });
+          });
+
+  return {
+    complete: (claims, now) =>
+      guarded('complete', (c) => completeQuery(schema, c, now), (c) => ({ id: c.id, result: 'applied', state: 'done' }), 'items_done')(claims),
+
+    release: (claims, now, reason) =>
+      guarded(
+        'release',
+        (c) => releaseQuery(schema, c, now, reason),
+        (c) => ({ id: c.id, result: 'applied', state: 'pending', availableAt: now }),
+        'items_released',
+      )(claims),
+
+    fail: (failures, opts) =>
+      failures.length === 0
+        ? Promise.resolve([])
+        : ex.tx('fail', async (exec) => {
+            const claims = failures.map((f) => f.claim);
+            const rows = await exec<Applied & { released: number }>(lockHeldQuery(schema, claimColumns(claims)));
+            const released = new Map(rows.map((r) => [claimKey(r.id, r.owner, r.attempt), r.released]));
+            const held: HeldFailure[] = [];
+            for (const f of failures) {
+              const r = released.get(keyOf(f.claim));
+              if (r === undefined) continue;
+              released.delete(keyOf(f.claim)); // a repeat is fenced
+              held.push({ claim: f.claim, released: r, error: f.error });
+            }
+            const { outcomes, bumps } = await applyFailures(exec, schema, held, opts);
+            const applied = new Map(held.map((h, i) => [keyOf(h.claim), outcomes[i]!]));
+            return settle(exec, claims, applied, bumps);
+          }),
+  };
+}

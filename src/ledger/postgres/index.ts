@@ -1,0 +1,197 @@
+import { wellFormed } from '../sqlite/rows.js';
+import type {
+  AttemptTotals,
+  Claim,
+  ClaimOptions,
+  DeadItem,
+  DiscoveredItem,
+  FailOptions,
+  Failure,
+  FenceOutcome,
+  ItemCounts,
+  ItemRecord,
+  Ledger,
+  LedgerEventKind,
+  LedgerTotals,
+  RunOutcome,
+  RunRecord,
+  RunStart,
+  RunStats,
+} from '../types.js';
+import { makeClaimOps, type ClaimOps } from './claim.js';
+import type { ReclaimsExpired } from './expired.js';
+import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
+import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
+import { makeFinishOps, type FinishOps } from './finish.js';
+import { migrate } from './migrate.js';
+import { ident } from './query.js';
+import { countsQuery, getQuery, listDeadQuery, type ItemRow } from './read.js';
+import { makeRecoverOps, type RecoverOps } from './recover.js';
+import * as runs from './runs.js';
+
+export { DEFAULT_SCHEMA } from './query.js';
+export type { PostgresOptions } from './connection.js';
+
+/**
+ * Open the PostgreSQL ledger: a connection pool, and the schema brought up to date
+ * (numbered migrations under an advisory lock, so pods starting together do not race).
+ * A database that cannot be reached within `startBudgetMs` is an error naming host,
+ * database and schema, never the password.
+ */
+export async function openPostgresLedger(opts: PostgresOptions): Promise<PostgresLedger> {
+  ident(opts.schema); // a bad name fails here, before any connection
+  const ex = new PostgresExecutor(opts);
+  try {
+    await ex.tx('migrate', (exec) => migrate(exec, opts.schema), opts.startBudgetMs ?? START_BUDGET_MS);
+    return new PostgresLedger(ex);
+  } catch (err) {
+    await ex.close();
+    throw err;
+  }
+}
+
+/** Whether `ledger` is the PostgreSQL adapter (the runner's many-pods paths need it). */
+export const isPostgresLedger = (ledger: Ledger): ledger is PostgresLedger => ledger instanceof PostgresLedger;
+
+/**
+ * The Ledger on PostgreSQL, for many pods on one backlog. Every verb is one transaction
+ * (retried with backoff on transient errors: connection loss, failover, deadlock,
+ * serialization failure); SQL builders are pure functions in the sibling modules.
+ */
+export class PostgresLedger implements Ledger, ReclaimsExpired {
+  readonly #ex: PostgresExecutor;
+  readonly #schema: string;
+  readonly #claim: ClaimOps;
+  readonly #finish: FinishOps;
+  readonly #recover: RecoverOps;
+
+  constructor(ex: PostgresExecutor) {
+    this.#ex = ex;
+    this.#schema = ex.opts.schema;
+    this.#claim = makeClaimOps(ex, this.#schema);
+    this.#finish = makeFinishOps(ex, this.#schema);
+    this.#recover = makeRecoverOps(ex, this.#schema);
+  }
+
+  /** The schema this ledger lives in. */
+  get schema(): string {
+    return this.#schema;
+  }
+
+  async migrate(): Promise<void> {
+    await this.#ex.tx('migrate', (exec) => migrate(exec, this.#schema));
+  }
+  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]> {
+    return this.#claim.discoverAndClaim(items, opts);
+  }
+  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
+    return this.#claim.claimDue(opts);
+  }
+  nextDueAt(runId: string): Promise<number | null> {
+    return this.#claim.nextDueAt(runId);
+  }
+  complete(claims: Claim[], now: number): Promise<FenceOutcome[]> {
+    return this.#finish.complete(claims, now);
+  }
+  fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]> {
+    return this.#finish.fail(failures, opts);
+  }
+  release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]> {
+    return this.#finish.release(claims, now, reason);
+  }
+  /** Extends every claim `owner` holds (a heartbeat; see renewQuery), returns the `ids` it no longer holds. */
+  renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
+    return this.#recover.renew(owner, ids, leaseUntil);
+  }
+  /**
+   * The contract's meaning: every claim not owned by `exceptOwner` is an orphan. Only
+   * right when no other run can be alive; with many pods sharing a pass (or any doubt,
+   * e.g. after the lock's session was cut by a database restart) use reclaimExpired.
+   */
+  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number> {
+    return this.#recover.reclaimOrphans(exceptOwner, opts);
+  }
+  /**
+   * Claims whose lease ended before `opts.now` (their run stopped renewing: it died, or
+   * lost the database for longer than a lease) go back to pending, or dead when charged
+   * >= maxAttempts. Live pods renew well before expiry, so their claims are never taken.
+   */
+  reclaimExpired(opts: FailOptions): Promise<number> {
+    return this.#recover.reclaimExpired(opts);
+  }
+  async counts(): Promise<ItemCounts> {
+    const [c] = await this.#ex.query<ItemCounts>('counts', countsQuery(this.#schema));
+    return { pending: c?.pending ?? 0, claimed: c?.claimed ?? 0, done: c?.done ?? 0, dead: c?.dead ?? 0 };
+  }
+  async get(id: string): Promise<ItemRecord | null> {
+    const [r] = await this.#ex.query<ItemRow>('get', getQuery(this.#schema, wellFormed(id)));
+    if (r === undefined) return null;
+    return {
+      id: r.id,
+      state: r.state,
+      attempts: r.attempts,
+      released: r.released,
+      owner: r.owner,
+      lastError: r.last_error,
+      availableAt: r.available_at,
+      leaseUntil: r.lease_until,
+      doneAt: r.done_at,
+      size: r.size,
+      mtimeMs: r.mtime_ms,
+    };
+  }
+  listDead(limit?: number): Promise<DeadItem[]> {
+    return this.#ex.query<DeadItem>('listDead', listDeadQuery(this.#schema, limit ?? null));
+  }
+  retryDead(ids: string[] | 'all', now: number): Promise<number> {
+    return this.#recover.retryDead(ids, now);
+  }
+  async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
+    await this.#ex.tx('startRun', (exec) => exec(runs.startRunQuery(this.#schema, run)));
+  }
+  async finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void> {
+    const rows = await this.#ex.tx('finishRun', (exec) => exec(runs.finishRunQuery(this.#schema, runId, finishedAt, outcome, counts)));
+    if (rows.length === 0) throw new Error(`finishRun: no run ${runId} was started in this ledger`);
+  }
+  async recentRuns(limit: number): Promise<RunRecord[]> {
+    return (await this.#ex.query<runs.RunRow>('recentRuns', runs.recentRunsQuery(this.#schema, limit))).map(runs.toRunRecord);
+  }
+  async lastRunStart(): Promise<RunStart | null> {
+    const [r] = await this.#ex.query<RunStart>('lastRunStart', runs.lastRunStartQuery(this.#schema));
+    return r ?? null;
+  }
+  async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
+    const feeds = runs.EVENT_COUNTERS[kind] as (typeof runs.EVENT_COUNTERS)[LedgerEventKind] | undefined; // callers outside TypeScript
+    if (feeds === undefined) throw new Error(`recordEvent: unknown event kind ${JSON.stringify(kind)}`);
+    // null from callers outside TypeScript means "no occurrence", like undefined.
+    if (occurrence != null && !Number.isSafeInteger(occurrence)) {
+      throw new TypeError(`recordEvent: occurrence must be integer epoch milliseconds, got ${String(occurrence)}`);
+    }
+    const bump = bumpQuery(this.#schema, Object.fromEntries(feeds.map((n) => [n, 1])));
+    await this.#ex.tx('recordEvent', async (exec) => {
+      await exec(runs.recordEventQuery(this.#schema, kind, at, detail, occurrence ?? null));
+      if (bump) await exec(bump);
+    });
+  }
+  async countEvents(kind: LedgerEventKind, since?: number): Promise<number> {
+    const [r] = await this.#ex.query<{ n: number }>('countEvents', runs.countEventsQuery(this.#schema, kind, since ?? Number.MIN_SAFE_INTEGER));
+    return r?.n ?? 0;
+  }
+  async lastOccurrenceRecorded(): Promise<number | null> {
+    const [r] = await this.#ex.query<{ o: number | null }>('lastOccurrenceRecorded', runs.lastOccurrenceQuery(this.#schema));
+    return r?.o ?? null;
+  }
+  async totals(): Promise<LedgerTotals> {
+    return toTotals(readCounters(await this.#ex.query('totals', countersQuery(this.#schema))));
+  }
+  async attemptTotals(): Promise<AttemptTotals> {
+    return toAttemptTotals(readCounters(await this.#ex.query('attemptTotals', countersQuery(this.#schema))));
+  }
+  async runStats(): Promise<RunStats> {
+    return runs.toRunStats(await this.#ex.query<runs.RunStatsRow>('runStats', runs.runStatsQuery(this.#schema)));
+  }
+  /** Idempotent (memoized): a second close is a no-op. */
+  close(): Promise<void> {
+    return this.#ex.close();
+  }
+}

@@ -1,0 +1,180 @@
+import pg from 'pg';
+import { backoffDelayMs } from '../backoff.js';
+import { clientConfig, RETRY_BUDGET_MS, START_BUDGET_MS, type Exec, type PostgresOptions } from './connection.js';
+import { isTransient, ledgerError } from './errors.js';
+import { migrate } from './migrate.js';
+import { ident, q, type Query } from './query.js';
+
+/*
+ * The run lock on PostgreSQL (docs/postgres.md, "Locking"). Two advisory locks keyed by
+ * hashtext('<schema>.<name>'): sub-key 1 is the PASS lock, held by every pod of the
+ * running pass in SHARED mode on a dedicated session for the whole run (the server drops
+ * it when the session dies: no stale lock); sub-key 2 is the GATE, a transaction lock that
+ * serialises the join decision. Under the gate a pod tries the pass lock EXCLUSIVELY:
+ *   - it gets it: no pass is running. It records its run group in `run_lock`, takes the
+ *     pass lock shared and drops the exclusive one: it started a pass.
+ *   - it does not: a pass is running (someone holds it shared). `run_lock` names that
+ *     pass's group (only an exclusive holder writes it): the same group joins (shared),
+ *     any other group is an overlapping fire and is skipped.
+ */
+
+const lockKey = (schema: string, name: string): string => `${schema}.${name}`;
+
+export const gateQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_advisory_xact_lock(hashtext($1), 2)`, lockKey(schema, name));
+export const tryExclusiveQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_try_advisory_lock(hashtext($1), 1) AS ok`, lockKey(schema, name));
+/** Taken while holding the exclusive lock: a session's own locks never conflict with each other. */
+export const downgradeQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_advisory_lock_shared(hashtext($1), 1), pg_advisory_unlock(hashtext($1), 1)`, lockKey(schema, name));
+export const tryJoinQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_try_advisory_lock_shared(hashtext($1), 1) AS ok`, lockKey(schema, name));
+export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number): Query =>
+  q(
+    `INSERT INTO ${ident(schema)}.run_lock (name, run_group, owner, acquired_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET run_group = EXCLUDED.run_group, owner = EXCLUDED.owner, acquired_at = EXCLUDED.acquired_at`,
+    name,
+    group,
+    owner,
+    now,
+  );
+export const passGroupQuery = (schema: string, name: string): Query =>
+  q(`SELECT run_group, owner, acquired_at FROM ${ident(schema)}.run_lock WHERE name = $1`, name);
+
+/**
+ * Which pods share a pass: `CRONSAFE_RUN_GROUP`, else `JOB_NAME` (the chart sets both from
+ * the Job's name, the same for every pod of one Job and different for every fire), else the
+ * scheduled time when one was given, else this run alone (exclusive, as with the flock).
+ */
+export function runGroup(env: NodeJS.ProcessEnv, scheduledTime: Date | undefined, owner: string): string {
+  if (env.CRONSAFE_RUN_GROUP) return `group:${env.CRONSAFE_RUN_GROUP}`;
+  if (env.JOB_NAME) return `job:${env.JOB_NAME}`;
+  if (scheduledTime) return `occurrence:${scheduledTime.toISOString()}`;
+  return `run:${owner}`;
+}
+
+export interface RunLockOptions extends PostgresOptions {
+  /** config.name: the lock's identity. */
+  name: string;
+  group: string;
+  owner: string;
+}
+
+export interface PostgresRunLock {
+  readonly group: string;
+  /** True when this run joined a pass its group had already started. */
+  readonly joined: boolean;
+  /** Aborted when the lock is gone for good: its session died and could not be re-taken. */
+  readonly lost: AbortSignal;
+  release(): Promise<void>;
+}
+
+type Attempt = { client: pg.Client; joined: boolean } | { client: null; holder: string };
+
+/** One try at the protocol on a fresh session; the session is kept only when it holds the lock. */
+async function attempt(opts: RunLockOptions): Promise<Attempt> {
+  // Its own application_name: pg_stat_activity shows which session holds the run lock.
+  const client = new pg.Client({ ...clientConfig(opts), application_name: 'cronsafe-lock' });
+  client.on('error', () => undefined); // reported through 'end' below, or the failing query
+  try {
+    await client.connect();
+    const exec: Exec = async (query) => (await client.query(query)).rows;
+    await exec(q('BEGIN'));
+    await migrate(exec, opts.schema); // run_lock must exist; a no-op once migrated
+    await exec(gateQuery(opts.schema, opts.name));
+    const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
+    let result: Attempt;
+    if (ex?.ok) {
+      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, Date.now()));
+      await exec(downgradeQuery(opts.schema, opts.name));
+      result = { client, joined: false };
+    } else {
+      const [row] = await exec<{ run_group: string; owner: string }>(passGroupQuery(opts.schema, opts.name));
+      const [join] = row?.run_group === opts.group ? await exec<{ ok: boolean }>(tryJoinQuery(opts.schema, opts.name)) : [];
+      result = join?.ok ? { client, joined: true } : { client: null, holder: row ? `${row.run_group} (${row.owner})` : 'unknown' };
+    }
+    await exec(q('COMMIT'));
+    if (result.client === null) await client.end().catch(() => undefined);
+    return result;
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** attempt(), retried on transient errors within `budgetMs`; errors come out scrubbed. */
+async function attemptWithRetry(opts: RunLockOptions, budgetMs: number): Promise<Attempt> {
+  const started = Date.now();
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt(opts);
+    } catch (err) {
+      const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
+      if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
+        throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
+      }
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/**
+ * Take the run lock, or null when a pass of another group is running (Forbid). If the
+ * lock's session dies mid-run (database restart, failover) the lock is re-taken for the
+ * same group; when that is impossible (another group got in, or the database stays away
+ * for the retry budget) `lost` aborts, with the reason, and the run must drain.
+ */
+export async function tryPostgresRunLock(
+  opts: RunLockOptions,
+  onEvent: (msg: string, detail?: Record<string, unknown>) => void = () => undefined,
+): Promise<PostgresRunLock | null> {
+  const first = await attemptWithRetry(opts, opts.startBudgetMs ?? START_BUDGET_MS);
+  if (first.client === null) {
+    onEvent('run lock held by another run group', { holder: first.holder });
+    return null;
+  }
+  const lost = new AbortController();
+  let client: pg.Client | null = first.client;
+  let released = false;
+
+  const watch = (c: pg.Client): void => {
+    c.once('end', () => {
+      if (released || client !== c) return;
+      client = null;
+      onEvent('run lock session lost; taking the lock again', { group: opts.group });
+      void retake();
+    });
+  };
+  const retake = async (): Promise<void> => {
+    try {
+      const again = await attemptWithRetry(opts, opts.retryBudgetMs ?? RETRY_BUDGET_MS);
+      if (released) {
+        if (again.client) await again.client.end().catch(() => undefined);
+        return;
+      }
+      if (again.client === null) {
+        lost.abort(new Error(`run lock lost: while our session was cut off, ${again.holder} took the pass`));
+        return;
+      }
+      client = again.client;
+      watch(again.client);
+      onEvent('run lock taken again', { group: opts.group, joined: again.joined });
+    } catch (err) {
+      lost.abort(new Error(`run lock lost: ${(err as Error).message}`));
+    }
+  };
+  watch(first.client);
+
+  return {
+    group: opts.group,
+    joined: first.joined,
+    lost: lost.signal,
+    async release() {
+      if (released) return;
+      released = true;
+      // Ending the session drops its session-level advisory locks.
+      await client?.end().catch(() => undefined);
+      client = null;
+    },
+  };
+}

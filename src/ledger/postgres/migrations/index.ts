@@ -1,0 +1,11 @@
+import * as m001 from './001-initial.js';
+
+/** One numbered schema step; `sql` takes the quoted schema name. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: (schema: string) => string;
+}
+
+/** Every migration, in the order it must be applied. Append only. */
+export const MIGRATIONS: readonly Migration[] = [{ version: 1, ...m001 }];

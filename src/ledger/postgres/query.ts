@@ -1,0 +1,29 @@
+/**
+ * SQL builders for the PostgreSQL ledger are pure functions returning a `Query`
+ * (pg-boss style): the text and its positional values. Only the adapter executes them,
+ * so every statement can be checked without a database.
+ */
+export interface Query {
+  text: string;
+  values: unknown[];
+}
+
+/** The schema the ledger lives in when `state.schema` is not set. */
+export const DEFAULT_SCHEMA = 'cronsafe';
+
+/** What `state.schema` may be: a plain lowercase SQL identifier (PostgreSQL's limit is 63 bytes). */
+export const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * A schema name as it appears in SQL text. Identifiers cannot be bound as parameters,
+ * so the name is checked against SCHEMA_RE (config validation already did) and quoted.
+ */
+export function ident(schema: string): string {
+  if (!SCHEMA_RE.test(schema)) {
+    throw new TypeError(`schema name must match ${String(SCHEMA_RE)}, got ${JSON.stringify(schema)}`);
+  }
+  return `"${schema}"`;
+}
+
+/** `q(text, ...values)`: a Query, for builders that read better inline. */
+export const q = (text: string, ...values: unknown[]): Query => ({ text, values });

@@ -1,0 +1,104 @@
+import { wellFormed } from '../sqlite/rows.js';
+import type { FailOptions } from '../types.js';
+import type { Exec, PostgresExecutor } from './connection.js';
+import { bumpQuery } from './counters.js';
+import { applyFailures, type HeldFailure } from './finish.js';
+import { ident, q, type Query } from './query.js';
+
+/**
+ * The owner's heartbeat: extend the lease of EVERY claim `owner` still holds, and return
+ * them. Not only the ids asked about: a live owner also holds claims it has not started
+ * yet (the rest of a discovered batch, waiting for a slot in the runner's channel), and
+ * with many pods an un-renewed one would expire and be taken over while still queued.
+ * Rows are locked in id order, the order discovery's upsert uses (no deadlock).
+ */
+export const renewQuery = (schema: string, owner: string, leaseUntil: number): Query =>
+  q(
+    `UPDATE ${ident(schema)}.items AS i SET lease_until = $2
+FROM (SELECT id FROM ${ident(schema)}.items WHERE state = 'claimed' AND owner = $1 ORDER BY id FOR UPDATE) AS r
+WHERE i.id = r.id
+RETURNING i.id`,
+    owner,
+    leaseUntil,
+  );
+
+/**
+ * Every claim not owned by `exceptOwner`, locked. Only right when the caller knows no
+ * other run is alive (the SQLite ledger under its flock); see expiredQuery for many pods.
+ */
+export const orphansQuery = (schema: string, exceptOwner: string): Query =>
+  q(
+    `SELECT id, owner, attempts, released FROM ${ident(schema)}.items
+WHERE state = 'claimed' AND owner <> $1 ORDER BY id FOR UPDATE`,
+    exceptOwner,
+  );
+
+/**
+ * Claims whose lease ran out before `now`: their run stopped renewing (killed, or cut
+ * off from the database for longer than a lease). SKIP LOCKED: a row another pod is
+ * reclaiming or renewing right now is left to it.
+ */
+export const expiredQuery = (schema: string, now: number): Query =>
+  q(
+    `SELECT id, owner, attempts, released FROM ${ident(schema)}.items
+WHERE state = 'claimed' AND lease_until < $1 ORDER BY id FOR UPDATE SKIP LOCKED`,
+    now,
+  );
+
+const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1`;
+/** last_error is kept: it is what the operator looked at before retrying. */
+export const retryDeadQuery = (schema: string, ids: string[] | 'all', now: number): Query =>
+  ids === 'all'
+    ? q(`UPDATE ${ident(schema)}.items ${RETRY_SET} WHERE state = 'dead' RETURNING id`, now)
+    : q(`UPDATE ${ident(schema)}.items ${RETRY_SET} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
+
+interface OrphanRow {
+  id: string;
+  owner: string;
+  attempts: number;
+  released: number;
+}
+
+/** Crash recovery, lease renewal and dead-letter requeue. */
+export interface RecoverOps {
+  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number>;
+  reclaimExpired(opts: FailOptions): Promise<number>;
+  renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;
+  retryDead(ids: string[] | 'all', now: number): Promise<number>;
+}
+
+export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps {
+  // An orphan's attempt is charged like a failure: an item that kills the process
+  // every time (OOM, segfault) must end up dead, not crash every run forever.
+  const reclaim = (what: string, query: Query, why: string, opts: FailOptions): Promise<number> =>
+    ex.tx(what, async (exec: Exec) => {
+      const rows = await exec<OrphanRow>(query);
+      const held: HeldFailure[] = rows.map((r) => ({
+        claim: { id: r.id, owner: r.owner, attempt: r.attempts, charged: r.attempts - r.released },
+        released: r.released,
+        error: `attempt ${r.attempts} abandoned: ${why}`,
+      }));
+      const { bumps } = await applyFailures(exec, schema, held, opts);
+      const bump = bumpQuery(schema, bumps);
+      if (bump) await exec(bump);
+      return held.length;
+    });
+
+  return {
+    reclaimOrphans: (exceptOwner, opts) =>
+      reclaim('reclaimOrphans', orphansQuery(schema, exceptOwner), 'the run that claimed it died', opts),
+    reclaimExpired: (opts) =>
+      reclaim('reclaimExpired', expiredQuery(schema, opts.now), 'its lease expired (the run that claimed it stopped renewing)', opts),
+    async renew(owner, ids, leaseUntil) {
+      if (ids.length === 0) return [];
+      const rows = await ex.tx('renew', (exec) => exec<{ id: string }>(renewQuery(schema, owner, leaseUntil)));
+      const held = new Set(rows.map((r) => r.id));
+      return ids.filter((id) => !held.has(wellFormed(id)));
+    },
+    async retryDead(ids, now) {
+      if (ids !== 'all' && ids.length === 0) return 0;
+      const query = retryDeadQuery(schema, ids === 'all' ? 'all' : [...new Set(ids.map(wellFormed))], now);
+      return ex.tx('retryDead', async (exec) => (await exec(query)).length);
+    },
+  };
+}

@@ -1,0 +1,112 @@
+import type { LedgerEventKind, RunOutcome, RunRecord, RunStats } from '../types.js';
+import type { CounterName } from './counters.js';
+import { ident, q, type Query } from './query.js';
+
+export const startRunQuery = (
+  schema: string,
+  run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null },
+): Query =>
+  q(
+    `INSERT INTO ${ident(schema)}.runs (run_id, owner, started_at, scheduled_for) VALUES ($1, $2, $3, $4)`,
+    run.runId,
+    run.owner,
+    run.startedAt,
+    run.scheduledFor ?? null,
+  );
+
+export const finishRunQuery = (schema: string, runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Query =>
+  q(
+    `UPDATE ${ident(schema)}.runs SET finished_at = $2, outcome = $3, counts = $4::jsonb WHERE run_id = $1 RETURNING run_id`,
+    runId,
+    finishedAt,
+    outcome,
+    JSON.stringify(counts),
+  );
+
+/** Newest first; seq breaks ties between runs started in the same millisecond. */
+export const recentRunsQuery = (schema: string, limit: number): Query =>
+  q(
+    `SELECT run_id, owner, started_at, finished_at, outcome, scheduled_for, counts
+FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT $1`,
+    limit,
+  );
+
+/** The order of recentRunsQuery, so lastRunStart() is recentRuns(1)[0]. */
+export const lastRunStartQuery = (schema: string): Query =>
+  q(`SELECT run_id AS "runId", started_at AS "startedAt", scheduled_for AS "scheduledFor"
+FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT 1`);
+
+/** One row per outcome (NULL: not finished, or died). */
+export const runStatsQuery = (schema: string): Query =>
+  q(`SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
+  max(started_at) AS last_started, max(finished_at) AS last_finished
+FROM ${ident(schema)}.runs GROUP BY outcome`);
+
+export interface RunRow {
+  run_id: string;
+  owner: string;
+  started_at: number;
+  finished_at: number | null;
+  outcome: RunOutcome | null;
+  scheduled_for: number | null;
+  counts: Record<string, number> | null;
+}
+
+export const toRunRecord = (r: RunRow): RunRecord => ({
+  runId: r.run_id,
+  owner: r.owner,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  outcome: r.outcome,
+  scheduledFor: r.scheduled_for,
+  counts: r.counts,
+});
+
+export interface RunStatsRow {
+  outcome: RunOutcome | null;
+  runs: number;
+  first_started: number;
+  last_started: number;
+  last_finished: number | null;
+}
+
+export function toRunStats(rows: RunStatsRow[]): RunStats {
+  const out: RunStats = {
+    byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
+    firstStartedAt: null,
+    lastStartedAt: null,
+    lastSuccessAt: null,
+  };
+  for (const r of rows) {
+    if (r.outcome !== null) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.runs;
+    if (r.outcome === 'completed') out.lastSuccessAt = r.last_finished;
+    out.firstStartedAt = Math.min(out.firstStartedAt ?? Infinity, r.first_started);
+    out.lastStartedAt = Math.max(out.lastStartedAt ?? -Infinity, r.last_started);
+  }
+  return out;
+}
+
+export const recordEventQuery = (schema: string, kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null): Query =>
+  q(
+    `INSERT INTO ${ident(schema)}.events (kind, at, detail, occurrence) VALUES ($1, $2, $3::jsonb, $4)`,
+    kind,
+    at,
+    detail === undefined ? null : JSON.stringify(detail),
+    occurrence,
+  );
+
+export const countEventsQuery = (schema: string, kind: LedgerEventKind, since: number): Query =>
+  q(`SELECT count(*) AS n FROM ${ident(schema)}.events WHERE kind = $1 AND at >= $2`, kind, since);
+
+/** The latest occurrence accounted for by a run or an event; greatest() skips NULLs. */
+export const lastOccurrenceQuery = (schema: string): Query =>
+  q(`SELECT greatest((SELECT max(scheduled_for) FROM ${ident(schema)}.runs),
+  (SELECT max(occurrence) FROM ${ident(schema)}.events)) AS o`);
+
+/** Totals each event kind feeds: a start that finds the lock held is an overrun too. */
+export const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
+  overrun: ['overruns'],
+  'lock-skip': ['overruns', 'lock_skips'],
+  missed: ['missed'],
+  stale: ['stale'],
+};

@@ -1,0 +1,30 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { DEFAULT_POSTGRES_SCHEMA } from '../ledger/open.js';
+import { tryLock } from './local.js';
+
+/** The run lock, whichever kind the state store calls for. */
+export interface RunLock {
+  /** Aborted when the lock is lost for good mid-run (PostgreSQL only): the run must drain. */
+  readonly lost?: AbortSignal;
+  release(): void | Promise<void>;
+}
+
+/**
+ * Take the run lock without waiting; null when another run holds it. With SQLite, the
+ * kernel flock on `lock.path`. With PostgreSQL, the advisory lock in the database instead
+ * (src/ledger/postgres/lock.ts): the pods of one Job do not share a lock file, and they
+ * must share the pass (same run group) while excluding every other fire. Throws when the
+ * database cannot be reached (the caller maps that to exit 1).
+ */
+export async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
+  if (config.state.postgres === undefined) return tryLock(config.lock.path, owner);
+  const { runGroup, tryPostgresRunLock } = await import('../ledger/postgres/lock.js');
+  const group = runGroup(process.env, scheduledTime, owner);
+  const lock = await tryPostgresRunLock(
+    { url: config.state.postgres, schema: config.state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner },
+    (msg, detail) => log.warn(detail ?? {}, msg),
+  );
+  if (lock) log.info({ group, joined: lock.joined }, lock.joined ? 'joined the pass of this run group' : 'run lock taken (PostgreSQL advisory lock)');
+  return lock;
+}

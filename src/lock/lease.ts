@@ -1,0 +1,221 @@
+/**
+ * The Kubernetes Lease lock (opt-in `lock.kubernetesLease`): one coordination.k8s.io/v1
+ * Lease named after the job, held for the whole pass. It closes what the in-pod flock
+ * cannot see: a second pod on another node (`kubectl create job --from`, a pod still
+ * terminating) with its own volume or a shared PostgreSQL ledger.
+ *
+ * Optimistic concurrency only: every write is a replace carrying the resourceVersion we
+ * read, so of two contenders who read the same free Lease, the API server lets exactly one
+ * write and answers the other 409. Nothing is ever updated blind.
+ */
+import type * as K8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { apiFailure, type ApiFailure, type Kube } from '../kube/client.js';
+import { decideAcquire } from '../kube/lease-state.js';
+
+export interface LeaseLockOptions {
+  kube: Pick<Kube, 'k8s' | 'coordination' | 'options'>;
+  name: string;
+  namespace: string;
+  /** holderIdentity: pod name + run id, unique per run. */
+  identity: string;
+  durationSeconds: number;
+  renewSeconds: number;
+  log: Logger;
+  /** Injected clock (epoch ms). */
+  now?: () => number;
+}
+
+export type LeaseAcquire =
+  | { status: 'acquired'; lease: HeldLease }
+  /** Another run holds it (or won the race for it): skip like a held local lock. */
+  | { status: 'held'; holder?: string; expiresAt?: Date }
+  /** The API could not be used (RBAC, unreachable): the caller degrades. */
+  | { status: 'unavailable'; failure: ApiFailure };
+
+/** Acquire the Lease: create it if missing, take it over if free or expired, else report the holder. */
+export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
+  const { kube, name, namespace } = o;
+  const clock = o.now ?? Date.now;
+  let current: K8s.V1Lease | undefined;
+  try {
+    current = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options());
+  } catch (err) {
+    const f = apiFailure(err);
+    if (f.kind !== 'not-found') return { status: 'unavailable', failure: f };
+  }
+  const now = clock();
+  const micro = (ms: number) => new kube.k8s.V1MicroTime(ms);
+  const lostRace = async (): Promise<LeaseAcquire> => {
+    // Who beat us, for the log line; the answer does not change the outcome.
+    const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch(() => undefined);
+    return { status: 'held', holder: winner?.spec?.holderIdentity ?? undefined };
+  };
+
+  if (!current) {
+    const body: K8s.V1Lease = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name, namespace, labels: { 'app.kubernetes.io/managed-by': 'cronsafe' } },
+      spec: { holderIdentity: o.identity, acquireTime: micro(now), renewTime: micro(now), leaseDurationSeconds: o.durationSeconds, leaseTransitions: 0 },
+    };
+    try {
+      const created = await kube.coordination.createNamespacedLease({ namespace, body }, kube.options());
+      return { status: 'acquired', lease: new HeldLease(o, created, now) };
+    } catch (err) {
+      const f = apiFailure(err);
+      return f.kind === 'conflict' ? lostRace() : { status: 'unavailable', failure: f };
+    }
+  }
+
+  const decision = decideAcquire(current.spec, o.identity, now, o.durationSeconds);
+  if (decision.action === 'held') return { status: 'held', holder: decision.holder, expiresAt: decision.expiresAt };
+  const body: K8s.V1Lease = {
+    ...current,
+    spec: {
+      ...current.spec,
+      holderIdentity: o.identity,
+      acquireTime: micro(now),
+      renewTime: micro(now),
+      leaseDurationSeconds: o.durationSeconds,
+      leaseTransitions: decision.transitions,
+    },
+  };
+  try {
+    const taken = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
+    if (decision.previousHolder) o.log.warn({ lease: name, previousHolder: decision.previousHolder }, 'Kubernetes Lease: took over an expired Lease');
+    return { status: 'acquired', lease: new HeldLease(o, taken, now) };
+  } catch (err) {
+    const f = apiFailure(err);
+    // 409: a contender wrote between our read and our write. 404: it was deleted meanwhile.
+    return f.kind === 'conflict' || f.kind === 'not-found' ? lostRace() : { status: 'unavailable', failure: f };
+  }
+}
+
+/**
+ * A Lease we hold: renewed every renewSeconds until release(). `lost` aborts when it can
+ * no longer be ours: a renewal answered 409 (taken over) or 404 (deleted), or no renewal
+ * succeeded within the Lease duration (from then on another run may take it).
+ */
+export class HeldLease {
+  private readonly lostCtl = new AbortController();
+  /** Aborted (with a reason string) when the Lease is lost. */
+  readonly lost: AbortSignal = this.lostCtl.signal;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  /** Renewals and the release write one after the other: each carries the previous one's resourceVersion. */
+  private busy: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private failing = false;
+  private readonly clock: () => number;
+
+  constructor(
+    private readonly o: LeaseLockOptions,
+    private current: K8s.V1Lease,
+    private renewedAt: number,
+  ) {
+    this.clock = o.now ?? Date.now;
+    this.armExpiry();
+    this.scheduleRenewal();
+  }
+
+  get name(): string {
+    return this.o.name;
+  }
+
+  /** Epoch ms after which others may take it, unless renewed. */
+  get expiresAt(): number {
+    return this.renewedAt + this.o.durationSeconds * 1000;
+  }
+
+  /** Stop renewing and hand the Lease back (holderIdentity cleared), so the next run need not wait for it to expire. */
+  async release(): Promise<void> {
+    if (this.stopped) return this.busy;
+    this.stop();
+    this.busy = this.busy.then(() => this.writeRelease());
+    return this.busy;
+  }
+
+  private async writeRelease(): Promise<void> {
+    if (this.lost.aborted) return;
+    const { kube, name, namespace, log } = this.o;
+    const body: K8s.V1Lease = {
+      ...this.current,
+      spec: { ...this.current.spec, holderIdentity: undefined, renewTime: new kube.k8s.V1MicroTime(this.clock()) },
+    };
+    try {
+      await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
+      log.info({ lease: name }, 'Kubernetes Lease released');
+    } catch (err) {
+      const f = apiFailure(err);
+      log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
+        'Kubernetes Lease: could not release it; the next run can take it once it expires');
+    }
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.expiryTimer);
+  }
+
+  private scheduleRenewal(): void {
+    if (this.stopped) return;
+    this.renewTimer = setTimeout(() => {
+      this.busy = this.busy.then(() => this.renew()).finally(() => this.scheduleRenewal());
+    }, this.o.renewSeconds * 1000);
+    this.renewTimer.unref();
+  }
+
+  /** Past the expiry nobody may assume we still hold it, least of all us. */
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = setTimeout(() => this.lose('not renewed within the Lease duration'), Math.max(0, this.expiresAt - this.clock()));
+    this.expiryTimer.unref();
+  }
+
+  private async renew(retried = false): Promise<void> {
+    if (this.stopped) return;
+    const { kube, name, namespace, log } = this.o;
+    const now = this.clock();
+    const body: K8s.V1Lease = {
+      ...this.current,
+      spec: { ...this.current.spec, holderIdentity: this.o.identity, renewTime: new kube.k8s.V1MicroTime(now), leaseDurationSeconds: this.o.durationSeconds },
+    };
+    try {
+      const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
+      if (this.stopped) return;
+      this.current = renewed;
+      this.renewedAt = now;
+      this.armExpiry();
+      if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
+      this.failing = false;
+    } catch (err) {
+      const f = apiFailure(err);
+      if (f.kind === 'conflict' && !retried) {
+        // Our last write may have landed with its answer lost (a timeout): then we are
+        // still the holder and only our resourceVersion is stale.
+        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch(() => undefined);
+        if (fresh?.spec?.holderIdentity === this.o.identity) {
+          this.current = fresh;
+          return this.renew(true);
+        }
+        return this.lose(`taken over by ${fresh?.spec?.holderIdentity || 'another run'}`);
+      }
+      if (f.kind === 'conflict' || f.kind === 'not-found') return this.lose(f.message);
+      // Anything else may pass (timeout, restart of the API server): retry until it expires.
+      if (!this.failing) {
+        log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
+          'Kubernetes Lease: renewal failed; retrying until it would expire');
+      }
+      this.failing = true;
+    }
+  }
+
+  private lose(reason: string): void {
+    if (this.stopped || this.lost.aborted) return;
+    this.stop();
+    this.o.log.error({ lease: this.o.name, reason }, 'Kubernetes Lease lost: another run may start; this one stops claiming and drains');
+    this.lostCtl.abort(`Kubernetes Lease lost: ${reason}`);
+  }
+}

@@ -1,0 +1,46 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CHART, NAMESPACE, RELEASE, ensureTools, helm, valuesFile } from './helpers.js';
+import type { Values } from './value-sets.js';
+
+beforeAll(ensureTools);
+
+/** NOTES.txt as `helm install` prints it (client-side dry run: no cluster needed). */
+function notes(values: Values = {}): string {
+  const r = helm(['install', RELEASE, CHART, '--dry-run=client', '--namespace', NAMESPACE, '-f', valuesFile(values)]);
+  if (r.status !== 0) throw new Error(`helm install --dry-run failed:\n${r.stderr}`);
+  const at = r.stdout.indexOf('\nNOTES:\n');
+  if (at < 0) throw new Error('no NOTES in helm install output');
+  return r.stdout.slice(at + 8);
+}
+
+describe('NOTES.txt', () => {
+  it('tells how to watch a first run and read the ledger, with no warning for the defaults', () => {
+    const text = notes();
+    expect(text).toContain(`kubectl -n ${NAMESPACE} create job --from=cronjob/qc-cronsafe "$JOB"`);
+    expect(text).toContain(`kubectl -n ${NAMESPACE} logs -f "job/$JOB"`);
+    expect(text).toContain('--from=cronjob/qc-cronsafe-status');
+    expect(text).toContain('78 bad config');
+    expect(text).not.toContain('WARNING');
+  });
+
+  it.each<[string, Values, RegExp]>([
+    ['a handler timeout beyond the drain budget', { config: { handler: { timeoutSeconds: 600 } } },
+      /config\.handler\.timeoutSeconds \(600\) is longer than the drain\s+budget \(drain\.gracePeriodSeconds - drain\.marginSeconds = 135s\)/],
+    ['a deadline shorter than the handler timeout', { activeDeadlineSeconds: 60 },
+      /activeDeadlineSeconds \(60\) is shorter than\s+config\.handler\.timeoutSeconds \(120\)/],
+    ['no persistence', { persistence: { enabled: false } }, /persistence\.enabled is false/],
+    ['API features without the chart-made Role', { rbac: { create: false }, events: { enabled: true } },
+      /Kubernetes API features are enabled but the chart does not create the Role/],
+    ['metrics nobody collects', { metrics: { enabled: true } }, /metrics\.enabled without metrics\.pushgateway/],
+    ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
+      /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
+  ])('warns about %s', (_what, values, warning) => {
+    const text = notes(values);
+    expect(text).toMatch(warning);
+    expect(text.match(/WARNING/g)).toHaveLength(1);
+  });
+
+  it('omits the status recipe when the status template is disabled', () => {
+    expect(notes({ statusJob: { enabled: false } })).not.toContain('-status');
+  });
+});

@@ -1,0 +1,161 @@
+/**
+ * The image built from the Dockerfile, run with podman as Kubernetes would run it:
+ * non-root, read-only root filesystem, a volume for the work, a tmpfs /tmp. Then
+ * `podman stop -t G` (SIGTERM, SIGKILL after G s: the kubelet's contract) during slow
+ * items: cronsafe must drain and exit 75 before G.
+ *
+ * Needs podman, runc and debootstrap (.ci/setup-podman.sh installs them and builds the
+ * local Node base image; no registry is reachable). Skipped, with the reason, without them.
+ */
+import { spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const IMAGE = 'localhost/cronsafe:test';
+const UID = 65532;
+
+// Opt-in (`npm run test:container`): building the image takes minutes of both cores and
+// would starve the timing-sensitive process tests that run beside it in `npm test`.
+const optedIn = process.env.CRONSAFE_CONTAINER_TESTS === '1';
+const missing = optedIn
+  ? ['podman', 'runc', 'debootstrap'].filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0)
+  : ['CRONSAFE_CONTAINER_TESTS=1'];
+const skipReason = !optedIn
+  ? ' (skipped: opt in with `npm run test:container`)'
+  : missing.length > 0
+    ? ` (skipped: ${missing.join(', ')} not installed; run .ci/setup-podman.sh)`
+    : '';
+if (skipReason) console.log(`test/container${skipReason}`);
+
+const env = { ...process.env, CONTAINERS_CONF: path.join(ROOT, '.tmp/podman/containers.conf') };
+
+function sh(cmd: string, args: string[], timeoutMs: number): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', env, timeout: timeoutMs, maxBuffer: 64 << 20 });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function must(cmd: string, args: string[], timeoutMs = 60_000): string {
+  const r = sh(cmd, args, timeoutMs);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stderr.slice(-4000)}`);
+  return r.stdout;
+}
+
+/** A work volume (queue/, config) owned by the image's user, as fsGroup makes it in a pod. */
+function workDir(config: Record<string, unknown>, items: Record<string, string>): string {
+  const dir = path.join(tmpdir(), `cronsafe-ctr-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  for (const d of ['queue', 'etc', 'started']) mkdirSync(path.join(dir, d), { recursive: true });
+  for (const [name, text] of Object.entries(items)) writeFileSync(path.join(dir, 'queue', name), text);
+  writeFileSync(path.join(dir, 'etc', 'cronsafe.yaml'), YAML.stringify({
+    name: 'ctr-test',
+    source: { directory: '/data/queue' },
+    output: { directory: '/data/out' },
+    state: { sqlite: '/data/state/cronsafe.db' },
+    log: { level: 'info' },
+    ...config,
+  }));
+  spawnSync('chown', ['-R', `${UID}:${UID}`, dir]);
+  chownSync(dir, UID, UID);
+  return dir;
+}
+
+/** `podman run` flags equivalent to the chart's pod: read-only root, non-root, no network. */
+const runFlags = (dir: string, name: string) => [
+  'run', '--name', name, '--read-only', '--user', `${UID}:${UID}`, '--network', 'none',
+  '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+  '--tmpfs', '/tmp:rw,size=64m', '-v', `${dir}:/data`, '-v', `${path.join(dir, 'etc')}:/etc/cronsafe:ro`,
+];
+
+const names: string[] = [];
+const containerName = () => {
+  const n = `cronsafe-test-${process.pid}-${names.length}`;
+  names.push(n);
+  return n;
+};
+
+describe.skipIf(missing.length > 0)(`container image${skipReason}`, () => {
+  beforeAll(() => {
+    // Both steps are cached: the base image by name, the build by podman's layer cache.
+    const base = must('bash', [path.join(ROOT, '.ci/setup-podman.sh')], 900_000).trim().split('\n').pop() ?? '';
+    must('podman', ['build', '--network', 'host', '--build-arg', `NODE_IMAGE=${base}`, '-t', IMAGE, ROOT], 900_000);
+  }, 1_800_000);
+
+  afterAll(() => {
+    for (const n of names) sh('podman', ['rm', '-f', '-t', '0', n], 30_000);
+  });
+
+  it('runs a pass as uid 65532 under tini with a read-only root filesystem', () => {
+    // The handler records who and what runs it: uid, PID 1's name, whether / is writable.
+    const probe = 'id -u; cat /proc/1/comm; touch /probe 2>/dev/null && echo rw || echo ro; cat "$CRONSAFE_ITEM_PATH"';
+    const dir = workDir({ handler: { command: ['sh', '-c', `(${probe}) > "$CRONSAFE_OUTPUT_PATH"`] } },
+      { 'a.txt': 'alpha', 'b.txt': 'beta', 'c.txt': 'gamma' });
+    const r = sh('podman', [...runFlags(dir, containerName()), IMAGE], 120_000);
+    expect(r.status, r.stderr).toBe(0);
+    const outs = readdirSync(path.join(dir, 'out')).filter((f) => !f.startsWith('.')).sort();
+    expect(outs).toEqual(['a.txt.out', 'b.txt.out', 'c.txt.out']);
+    expect(readFileSync(path.join(dir, 'out', 'b.txt.out'), 'utf8')).toBe(`${UID}\ntini\nro\nbeta`);
+    // The default CMD is `run`, and the logs are JSON lines on stdout.
+    expect(r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { msg: string }).map((l) => l.msg)).toContain('run started');
+    const status = sh('podman', [...runFlags(dir, containerName()), IMAGE, 'status', '--json'], 60_000);
+    expect(status.status, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).items).toMatchObject({ pending: 0, claimed: 0, done: 3, dead: 0 });
+    // `cronsafe` is on the PATH for debug pods and `kubectl exec`.
+    const onPath = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'cronsafe', IMAGE, 'validate'], 60_000);
+    expect(onPath.status, onPath.stderr).toBe(0);
+    expect(onPath.stdout).toContain('/etc/cronsafe/cronsafe.yaml: OK');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a bad config exits 78 naming the key', () => {
+    const dir = workDir({ concurrency: 'eight', handler: { command: ['true'] } }, {});
+    const r = sh('podman', [...runFlags(dir, containerName()), IMAGE], 60_000);
+    expect(r.status).toBe(78);
+    expect(r.stderr).toContain('concurrency');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('`podman stop -t G` during slow items: drains, hands claims back, exits 75 before G', () => {
+    const G = 12;
+    const margin = 4;
+    // Slow while /data/slow exists: each item marks itself started, then outlasts the drain budget.
+    const handler = 'touch "/data/started/$CRONSAFE_ITEM_ID"; if [ -e /data/slow ]; then sleep 120; fi; cp "$CRONSAFE_ITEM_PATH" "$CRONSAFE_OUTPUT_PATH"';
+    const items = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`item-${i}.txt`, `payload ${i}`]));
+    const dir = workDir({ concurrency: 2, handler: { command: ['sh', '-c', handler], timeoutSeconds: 300 },
+      drain: { gracePeriodSeconds: G, marginSeconds: margin } }, items);
+    writeFileSync(path.join(dir, 'slow'), '');
+    const name = containerName();
+    must('podman', [...runFlags(dir, name), '-d', IMAGE]);
+
+    const deadline = Date.now() + 60_000;
+    while (readdirSync(path.join(dir, 'started')).length < 2) {
+      if (Date.now() > deadline) throw new Error(`items never started:\n${sh('podman', ['logs', name], 10_000).stderr}`);
+      spawnSync('sleep', ['0.2']);
+    }
+    const t0 = Date.now();
+    sh('podman', ['stop', '-t', String(G), name], (G + 30) * 1000);
+    const elapsed = (Date.now() - t0) / 1000;
+    const code = Number(must('podman', ['inspect', name, '--format', '{{.State.ExitCode}}']).trim());
+    const logs = sh('podman', ['logs', name], 10_000);
+    console.log(`container drained: exit ${code} ${elapsed.toFixed(1)} s after SIGTERM (G=${G}, margin=${margin})`);
+    expect(code, logs.stdout.slice(-3000) + logs.stderr.slice(-2000)).toBe(75);
+    expect(elapsed).toBeLessThan(G);
+    // In-flight items were aborted at G - margin, not earlier.
+    expect(elapsed).toBeGreaterThan(G - margin - 1);
+
+    const status = sh('podman', [...runFlags(dir, containerName()), IMAGE, 'status', '--json'], 60_000);
+    expect(JSON.parse(status.stdout).items).toMatchObject({ claimed: 0, done: 0, dead: 0, pending: 6 });
+
+    // The next pass (fast now) resumes and finishes everything.
+    rmSync(path.join(dir, 'slow'));
+    const again = sh('podman', [...runFlags(dir, containerName()), IMAGE], 120_000);
+    expect(again.status, again.stderr).toBe(0);
+    expect(readdirSync(path.join(dir, 'out')).filter((f) => f.endsWith('.out'))).toHaveLength(6);
+    expect(existsSync(path.join(dir, 'out', 'item-3.txt.out'))).toBe(true);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * A real PostgreSQL server for tests, started from Debian's binaries into a temp
+ * directory on a free port (loopback only, socket in the same directory) and stopped
+ * by pg_ctl, then by pid. initdb refuses to run as root, so as root the data directory
+ * belongs to the `postgres` user and the binaries run through `su postgres`.
+ *
+ *   const pg = await startPostgres();      // beforeAll
+ *   const url = await pg.createDatabase('t1');
+ *   await pg.stop();                       // afterAll
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { freePort } from './prom.js';
+
+/** The newest installed PostgreSQL's bin directory (never a hard-coded version), or undefined. */
+export const PG_BIN: string | undefined = (() => {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(path.join(root, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
+  return versions[0] === undefined ? undefined : path.join(root, versions[0], 'bin');
+})();
+
+const isRoot = process.getuid?.() === 0;
+const postgresUser = (): { uid: number; gid: number } | undefined => {
+  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+  const [, , uid, gid] = line?.split(':') ?? [];
+  return uid === undefined ? undefined : { uid: Number(uid), gid: Number(gid) };
+};
+
+/** Why PostgreSQL tests cannot run here, or undefined when they can (describe.skipIf). */
+export const PG_SKIP_REASON: string | undefined =
+  PG_BIN === undefined
+    ? 'PostgreSQL binaries not found under /usr/lib/postgresql (run .ci/setup-postgres.sh)'
+    : isRoot && postgresUser() === undefined
+      ? 'running as root and there is no postgres user to run initdb as'
+      : undefined;
+if (PG_SKIP_REASON) console.warn(`[postgres tests skipped] ${PG_SKIP_REASON}`);
+
+export interface PgServer {
+  port: number;
+  dir: string;
+  /** A URL for database `db` as the superuser `postgres` (trust auth on loopback). */
+  url(db?: string): string;
+  /** CREATE DATABASE and return its URL. */
+  createDatabase(name: string): Promise<string>;
+  /** Run SQL as the superuser on `db` (default `postgres`). */
+  admin<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[], db?: string): Promise<R[]>;
+  /** `pg_ctl restart -m fast`: every session is cut, the server is back when it resolves. */
+  restart(): Promise<void>;
+  /** Stop without restarting (`-m fast`); start() brings it back on the same port. */
+  halt(): Promise<void>;
+  start(): Promise<void>;
+  /** Stop (fast, then the postmaster's pid with SIGKILL) and remove the directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Run a PostgreSQL binary, as `postgres` when we are root. Throws with its output on failure. */
+function pgRun(bin: string, args: string[], timeoutMs = 30_000): string {
+  const exe = path.join(PG_BIN ?? '', bin);
+  const quoted = [exe, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
+  const [cmd, argv] = isRoot ? ['su', ['postgres', '-s', '/bin/sh', '-c', quoted]] : ['/bin/sh', ['-c', quoted]];
+  const r = spawnSync(cmd as string, argv as string[], { encoding: 'utf8', timeout: timeoutMs });
+  if (r.status !== 0) throw new Error(`${bin} ${args.join(' ')} failed (${r.status ?? r.signal}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+export async function startPostgres(opts: { settings?: Record<string, string> } = {}): Promise<PgServer> {
+  if (PG_SKIP_REASON) throw new Error(PG_SKIP_REASON);
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-pg-'));
+  const pgUser = postgresUser();
+  if (isRoot && pgUser) chownSync(dir, pgUser.uid, pgUser.gid);
+  const data = path.join(dir, 'data');
+  // --no-sync and fsync=off: a test server does not need to survive a power cut.
+  pgRun('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  const port = await freePort();
+  const settings = { listen_addresses: '127.0.0.1', fsync: 'off', full_page_writes: 'off', max_connections: '200', ...opts.settings };
+  const o = [`-p ${port}`, `-k ${dir}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
+  const ctl = (...args: string[]) => pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), ...args]);
+  const start = async (): Promise<void> => void ctl('-o', o, '-w', '-t', '30', 'start');
+  await start();
+
+  const url = (db = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${db}`;
+  const admin: PgServer['admin'] = async (sql, values, db) => {
+    const c = new pg.Client({ connectionString: url(db) });
+    await c.connect();
+    try {
+      return (await c.query(sql, values)).rows;
+    } finally {
+      await c.end();
+    }
+  };
+  let stopped = false;
+  return {
+    port,
+    dir,
+    url,
+    admin,
+    async createDatabase(name) {
+      await admin(`CREATE DATABASE "${name}"`);
+      return url(name);
+    },
+    async restart() {
+      ctl('-o', o, '-m', 'fast', '-w', '-t', '30', 'restart');
+    },
+    async halt() {
+      ctl('-m', 'fast', '-w', '-t', '30', 'stop');
+    },
+    start,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      try {
+        ctl('-m', 'fast', '-w', '-t', '10', 'stop');
+      } catch {
+        const pidFile = path.join(data, 'postmaster.pid');
+        const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : NaN;
+        if (Number.isInteger(pid) && pid > 0) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            /* already gone */
+          }
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Run `psql -c` against a server (for debugging a failing test by hand). */
+export function psql(server: PgServer, sql: string, db = 'postgres'): string {
+  return execFileSync(path.join(PG_BIN ?? '', 'psql'), ['-h', '127.0.0.1', '-p', String(server.port), '-U', 'postgres', '-d', db, '-Atc', sql], {
+    encoding: 'utf8',
+  });
+}

@@ -1,0 +1,184 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimBatchQuery, discoverQuery } from '../../src/ledger/postgres/claim.js';
+import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
+import { completeQuery } from '../../src/ledger/postgres/finish.js';
+import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
+import { runGroup } from '../../src/ledger/postgres/lock.js';
+import { ident } from '../../src/ledger/postgres/query.js';
+import { ledgerContract } from '../contract/ledger-contract.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { freePort } from '../helpers/prom.js';
+
+const T0 = 1_700_000_000_000;
+const RETRY = { maxAttempts: 3, backoffMs: 1000, backoffMaxMs: 8000 };
+const opts = (owner: string, over: Record<string, unknown> = {}) => ({ owner, runId: `run-${owner}`, now: T0, leaseMs: 60_000, ...over });
+
+describe('PostgreSQL SQL builders (no database)', () => {
+  it('bind every value; only the checked schema name is spliced into the text', () => {
+    const q = claimBatchQuery('cronsafe', ["a'; DROP TABLE x; --"], { owner: 'o', now: 1, leaseUntil: 2 }, 10);
+    expect(q.text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
+    expect(q.text).not.toContain('DROP');
+    expect(q.values).toEqual([["a'; DROP TABLE x; --"], 'o', 1, 2, 10]);
+    expect(completeQuery('s', { ids: ['x'], owners: ['evil'], attempts: [1] }, 5).text).not.toContain('evil');
+    expect(discoverQuery('s', { ids: ['b', 'a'], sizes: [1, null], mtimes: [null, 2.5] }, 'r', 9).text).toMatch(/ON CONFLICT \(id\) DO UPDATE/);
+    for (const bad of ['Cronsafe', '1x', 'a"b', 'a-b', '', 'x'.repeat(64)]) expect(() => ident(bad)).toThrow(/schema name/);
+  });
+
+  it('classifies transient errors: connection loss, shutdown, deadlock, serialization', () => {
+    for (const code of ['57P01', '40001', '40P01', '08006', '08001', 'ECONNREFUSED', 'ECONNRESET']) {
+      expect(isTransient(Object.assign(new Error('x'), { code })), code).toBe(true);
+    }
+    expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isTransient(new AggregateError([Object.assign(new Error(), { code: 'ECONNREFUSED' })]))).toBe(true);
+    for (const code of ['23505', '42P01', '22P02', undefined]) expect(isTransient(Object.assign(new Error('x'), { code }))).toBe(false);
+  });
+
+  it('names host, database and schema in messages, never the password', () => {
+    const url = 'postgres://app:p%40ss%3Aw0rd@db.example:6543/jobs?sslmode=require';
+    expect(describeTarget(url, 'cs')).toBe('db.example:6543/jobs as app (schema cs)');
+    const msg = scrub(`failed: ${url} and p@ss:w0rd and p%40ss%3Aw0rd`, url);
+    expect(msg).not.toMatch(/w0rd/);
+  });
+
+  it('lets the pods of one Job share a pass, and nobody else', () => {
+    const at = new Date('2026-01-01T00:05:00Z');
+    expect(runGroup({ CRONSAFE_RUN_GROUP: 'g', JOB_NAME: 'j' }, at, 'o')).toBe('group:g');
+    expect(runGroup({ JOB_NAME: 'nightly-29000000' }, at, 'o')).toBe('job:nightly-29000000');
+    expect(runGroup({}, at, 'o')).toBe('occurrence:2026-01-01T00:05:00.000Z');
+    expect(runGroup({}, undefined, 'host:1:r')).toBe('run:host:1:r');
+  });
+});
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
+  let server: PgServer;
+  let url = '';
+  let n = 0;
+  const fresh = (over: Partial<Parameters<typeof openPostgresLedger>[0]> = {}) => openPostgresLedger({ url, schema: `t_${++n}`, ...over });
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('ledger');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  // A schema per test: the same database, nothing shared between tests.
+  ledgerContract('postgres', () => fresh());
+
+  describe('many pods on one ledger', () => {
+    it('never hands one item to two concurrent claimers (SKIP LOCKED, idempotent upsert)', async () => {
+      const schema = `t_${++n}`;
+      const [a, b, c] = await Promise.all([1, 2, 3].map(() => openPostgresLedger({ url, schema })));
+      const ids = Array.from({ length: 3000 }, (_, i) => `item-${i}`);
+      const claimer = async (ledger: PostgresLedger, owner: string) => {
+        const got: string[] = [];
+        for (let i = 0; i < ids.length; i += 100) {
+          const batch = ids.slice(i, i + 100).map((id) => ({ id }));
+          got.push(...(await ledger.discoverAndClaim(batch, opts(owner, { limit: 60 }))).map((x) => x.id));
+        }
+        for (;;) {
+          const due = await ledger.claimDue({ ...opts(owner), limit: 50 });
+          if (due.length === 0) return got;
+          got.push(...due.map((x) => x.id));
+        }
+      };
+      const results = await Promise.all([claimer(a!, 'a'), claimer(b!, 'b'), claimer(c!, 'c')]);
+      const all = results.flat();
+      expect(new Set(all).size).toBe(all.length); // nobody got an item twice
+      expect(await a!.counts()).toEqual({ pending: ids.length - all.length, claimed: all.length, done: 0, dead: 0 });
+      for (const l of [a, b, c]) await l!.close();
+    });
+
+    it('skips a row another transaction has locked instead of waiting for it', async () => {
+      const ledger = await fresh();
+      await ledger.discoverAndClaim([{ id: 'locked' }, { id: 'free' }], opts('o', { limit: 0 }));
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT 1 FROM ${ident(ledger.schema)}.items WHERE id = 'locked' FOR UPDATE`);
+        const started = Date.now();
+        const claims = await ledger.claimDue({ ...opts('o'), limit: 10 });
+        expect(claims.map((c) => c.id)).toEqual(['free']);
+        expect(Date.now() - started).toBeLessThan(2000);
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+        await ledger.close();
+      }
+    });
+
+    it('reclaims only claims whose lease expired, and records who completed', async () => {
+      const ledger = await fresh();
+      await ledger.discoverAndClaim([{ id: 'dead-pod' }], opts('pod-1', { leaseMs: 1000 }));
+      await ledger.discoverAndClaim([{ id: 'live-pod' }], opts('pod-2', { leaseMs: 60_000 }));
+      expect(await ledger.reclaimExpired({ now: T0 + 1000, retry: RETRY })).toBe(0); // lease_until < now, strictly
+      expect(await ledger.reclaimExpired({ now: T0 + 5000, retry: RETRY, random: () => 0 })).toBe(1);
+      expect(await ledger.get('dead-pod')).toMatchObject({ state: 'pending', attempts: 1, availableAt: T0 + 5500 });
+      expect((await ledger.get('dead-pod'))?.lastError).toMatch(/lease expired/);
+      expect(await ledger.get('live-pod')).toMatchObject({ state: 'claimed', owner: 'pod-2' });
+      await ledger.complete([{ id: 'live-pod', owner: 'pod-2', attempt: 1, charged: 1 }], T0 + 6000);
+      const [row] = await server.admin(`SELECT done_by FROM ${ident(ledger.schema)}.items WHERE id = 'live-pod'`, [], 'ledger');
+      expect(row).toEqual({ done_by: 'pod-2' });
+      await ledger.close();
+    });
+  });
+
+  describe('migrations', () => {
+    it('are applied once when many pods open a new schema at the same time', async () => {
+      const schema = `t_${++n}`;
+      const ledgers = await Promise.all(Array.from({ length: 6 }, () => openPostgresLedger({ url, schema })));
+      const rows = await server.admin(`SELECT version, name FROM ${schema}.schema_migrations`, [], 'ledger');
+      expect(rows).toEqual([{ version: 1, name: 'initial' }]);
+      await ledgers[0]!.migrate();
+      for (const l of ledgers) await l.close();
+    });
+
+    it('refuse a schema written by a newer cronsafe', async () => {
+      const schema = `t_${++n}`;
+      await (await openPostgresLedger({ url, schema })).close();
+      await server.admin(`INSERT INTO ${schema}.schema_migrations VALUES (999, 'future', 0)`, [], 'ledger');
+      await expect(openPostgresLedger({ url, schema })).rejects.toThrow(/schema version 999.*upgrade cronsafe/);
+    });
+  });
+
+  describe('transient errors', () => {
+    it('retries a transaction whose connection was killed mid-statement', async () => {
+      const retries: string[] = [];
+      const ledger = await fresh({ onRetry: (r) => retries.push(r.error.code ?? '') });
+      const [claim] = await ledger.discoverAndClaim([{ id: 'a' }], opts('o'));
+      const blocker = new pg.Client({ connectionString: url });
+      await blocker.connect();
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT 1 FROM ${ident(ledger.schema)}.items WHERE id = 'a' FOR UPDATE`);
+      const completing = ledger.complete([claim!], T0 + 1);
+      // Kill the ledger's session while it waits for the row lock (57P01 admin shutdown).
+      for (let i = 0; i < 100; i++) {
+        const killed = await server.admin(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cronsafe' AND wait_event_type = 'Lock'`,
+          [],
+          'ledger',
+        );
+        if (killed.length > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await blocker.query('ROLLBACK');
+      await blocker.end();
+      expect(await completing).toEqual([{ id: 'a', result: 'applied', state: 'done' }]);
+      expect(retries).toContain('57P01');
+      await ledger.close();
+    });
+
+    it('fails clearly, without the password, when the database is down at start', async () => {
+      const port = await freePort();
+      const started = Date.now();
+      const err = await openPostgresLedger({ url: `postgres://app:hunter2pw@127.0.0.1:${port}/jobs`, schema: 'cs', startBudgetMs: 500 }).catch((e: Error) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect((err as Error).message).toMatch(new RegExp(`127\\.0\\.0\\.1:${port}/jobs as app \\(schema cs\\).*ECONNREFUSED`));
+      expect((err as Error).message).not.toContain('hunter2pw');
+      expect(Date.now() - started).toBeLessThan(5000);
+    });
+  });
+});

@@ -1,0 +1,94 @@
+/** Connecting to the API, who-am-I from the downward API, error classification, lazy loading. */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { apiFailure, connectKube, podIdentity, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../../src/kube/client.js';
+import { ROOT } from '../helpers/cli.js';
+import { FakeApiServer, startFakeApiServer } from '../helpers/fake-apiserver.js';
+
+let fake: FakeApiServer;
+beforeEach(async () => {
+  fake = await startFakeApiServer('jobs-ns');
+});
+afterEach(async () => {
+  await fake.close();
+});
+
+describe('podIdentity', () => {
+  it('reads the chart\'s CRONSAFE_* downward API env first, then the plain names', () => {
+    expect(podIdentity({ CRONSAFE_POD_NAME: 'a', POD_NAME: 'b', CRONSAFE_POD_NAMESPACE: 'n1', POD_NAMESPACE: 'n2', CRONSAFE_JOB_NAME: 'j', CRONSAFE_JOB_UID: 'u' }, '/nonexistent'))
+      .toEqual({ podName: 'a', namespace: 'n1', jobName: 'j', jobUid: 'u' });
+    expect(podIdentity({ POD_NAME: 'b', POD_NAMESPACE: 'n2', JOB_NAME: 'j2' }, '/nonexistent')).toEqual({ podName: 'b', namespace: 'n2', jobName: 'j2' });
+  });
+
+  it('takes the namespace from the service account when the env has none', () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-sa-'));
+    mkdirSync(path.join(root, SERVICE_ACCOUNT_DIR), { recursive: true });
+    writeFileSync(path.join(root, SERVICE_ACCOUNT_DIR, 'namespace'), 'from-sa\n');
+    expect(podIdentity({}, root)).toEqual({ namespace: 'from-sa' });
+    expect(podIdentity({ POD_NAMESPACE: 'env-wins' }, root).namespace).toBe('env-wins');
+  });
+});
+
+describe('connectKube', () => {
+  it('without any credentials says so instead of trying localhost:8080', async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'cronsafe-home-'));
+    const c = await connectKube({ env: { HOME: home }, fsRoot: home });
+    expect(c).toEqual({ ok: false, reason: expect.stringContaining('no Kubernetes credentials') as string });
+  });
+
+  it('from KUBECONFIG: the pod namespace wins over the context namespace, which wins over default', async () => {
+    const a = await connectKube({ env: { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAMESPACE: 'pod-ns' }, fsRoot: '/nonexistent' });
+    const b = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, fsRoot: '/nonexistent' });
+    expect(a.ok && a.kube.namespace).toBe('pod-ns');
+    expect(b.ok && b.kube.namespace).toBe('jobs-ns');
+  });
+
+  it('a broken kubeconfig is a reason, not a throw', async () => {
+    const bad = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(bad, 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n');
+    const c = await connectKube({ env: { KUBECONFIG: bad } });
+    expect(c.ok).toBe(false);
+  });
+
+  it('a hung API server: the request is aborted at the timeout and classified', async () => {
+    const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs: 300 });
+    if (!c.ok) throw new Error(c.reason);
+    fake.hang = true;
+    const t0 = Date.now();
+    const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(apiFailure(err)).toMatchObject({ kind: 'timeout' });
+  });
+
+  it('Status bodies become one-line messages', async () => {
+    const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig } });
+    if (!c.ok) throw new Error(c.reason);
+    const err = await c.kube.batch.readNamespacedJob({ name: 'nope', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(apiFailure(err)).toEqual({ kind: 'not-found', status: 404, message: 'HTTP 404: jobs.batch "nope" not found' });
+  });
+});
+
+it('the request timeout fits in the drain margin', () => {
+  expect(requestTimeoutMs({ drain: { gracePeriodSeconds: 30, marginSeconds: 5 } })).toBe(1250);
+  expect(requestTimeoutMs({ drain: { gracePeriodSeconds: 300, marginSeconds: 60 } })).toBe(5000);
+  expect(requestTimeoutMs({ drain: { gracePeriodSeconds: 3, marginSeconds: 0 } })).toBe(500);
+});
+
+it('@kubernetes/client-node is loaded lazily: no static import of it anywhere in the build', () => {
+  const dist = path.join(ROOT, 'dist');
+  const files: string[] = [];
+  const walk = (d: string) => {
+    for (const f of readdirSync(d)) {
+      const p = path.join(d, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (p.endsWith('.js')) files.push(p);
+    }
+  };
+  walk(dist);
+  const importers = files.filter((f) => /from\s+['"]@kubernetes\/client-node['"]|import\s+['"]@kubernetes\/client-node['"]/.test(readFileSync(f, 'utf8')));
+  expect(importers).toEqual([]);
+  const dynamic = files.filter((f) => readFileSync(f, 'utf8').includes("import('@kubernetes/client-node')"));
+  expect(dynamic.map((f) => path.relative(dist, f))).toEqual(['kube/client.js']);
+});

@@ -1,0 +1,160 @@
+/**
+ * Kubernetes Events through @kubernetes/client-node against the fake API server: on the
+ * Job and its CronJob (found through the downward API env or the pod), rate-limited, and
+ * switched off with one log line at the first failure.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/types.js';
+import { MAX_EVENTS_PER_REASON, noEvents, openEventSink, REASONS, withDeadLetterEvents } from '../../src/kube/events.js';
+import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
+import { memoryLogger } from '../helpers/log.js';
+
+let fake: FakeApiServer;
+let cronJobUid: string;
+let jobUid: string;
+
+beforeEach(async () => {
+  fake = await startFakeApiServer('batch');
+  cronJobUid = 'cj-uid-1';
+  const job = fake.seed('jobs', {
+    metadata: {
+      name: 'qc-29000000',
+      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'CronJob', name: 'qc', uid: cronJobUid, controller: true }],
+    },
+  });
+  jobUid = job.metadata.uid as string;
+  fake.seed('pods', {
+    metadata: { name: 'qc-29000000-abcde', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'qc-29000000', uid: jobUid, controller: true }] },
+  });
+});
+
+afterEach(async () => {
+  await fake.close();
+});
+
+const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 }, events: { enabled: true } } as Config;
+const podEnv = () => ({ KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAME: 'qc-29000000-abcde', CRONSAFE_POD_NAMESPACE: 'batch' });
+const jobEnv = () => ({ ...podEnv(), CRONSAFE_JOB_NAME: 'qc-29000000', CRONSAFE_JOB_UID: jobUid });
+const events = (): Obj[] => fake.list('events');
+const on = (kind: string) => events().filter((e) => e.involvedObject.kind === kind);
+
+describe('Events on the Job and its CronJob', () => {
+  it('a skipped start, an overrun and a dead letter, as Warnings with the right involvedObject', async () => {
+    const sink = await openEventSink(config, memoryLogger().log, jobEnv());
+    sink.skipped('the Kubernetes Lease batch/qc is held by pod-x/run-1');
+    sink.overrun(new Date('2026-11-30T10:15:00Z'));
+    sink.deadLettered('captions/ep-01.scc', 'corrupt input: line 3');
+    await sink.flush();
+
+    const all = [REASONS.skipped, REASONS.overrun, REASONS.deadLetter].sort();
+    expect(on('Job').map((e) => e.reason).sort()).toEqual(all);
+    expect(on('CronJob').map((e) => e.reason).sort()).toEqual(all);
+    for (const e of on('Job')) {
+      expect(e.involvedObject).toEqual({ apiVersion: 'batch/v1', kind: 'Job', name: 'qc-29000000', namespace: 'batch', uid: jobUid });
+    }
+    for (const e of on('CronJob')) {
+      expect(e.involvedObject).toEqual({ apiVersion: 'batch/v1', kind: 'CronJob', name: 'qc', namespace: 'batch', uid: cronJobUid });
+    }
+    for (const e of events()) {
+      expect(e).toMatchObject({ type: 'Warning', source: { component: 'cronsafe' }, reportingInstance: 'qc-29000000-abcde', count: 1 });
+      expect(e.metadata.name).toMatch(new RegExp(`^${e.involvedObject.name}\\.`));
+    }
+    const byReason = (r: string) => on('Job').find((e) => e.reason === r);
+    const [skip, overrun, dead] = [byReason(REASONS.skipped), byReason(REASONS.overrun), byReason(REASONS.deadLetter)];
+    expect(skip!.message).toContain('held by pod-x/run-1');
+    expect(overrun!.message).toContain('2026-11-30T10:15:00.000Z');
+    expect(dead!.message).toBe('Item "captions/ep-01.scc" was dead-lettered: corrupt input: line 3');
+  });
+
+  it('finds the Job from the pod when the env does not name it (get pods)', async () => {
+    const sink = await openEventSink(config, memoryLogger().log, podEnv());
+    sink.overrun(new Date());
+    await sink.flush();
+    expect(on('Job')[0]?.involvedObject).toMatchObject({ name: 'qc-29000000', uid: jobUid });
+    expect(on('CronJob')).toHaveLength(1);
+  });
+
+  it('without `get jobs` it posts on the Job only, with the uid from the downward API', async () => {
+    fake.deny('get', 'jobs');
+    const { log, lines } = memoryLogger();
+    const sink = await openEventSink(config, log, jobEnv());
+    sink.overrun(new Date());
+    await sink.flush();
+    expect(events().map((e) => e.involvedObject.kind)).toEqual(['Job']);
+    expect(on('Job')[0]?.involvedObject.uid).toBe(jobUid);
+    expect(lines.filter((l) => String(l.msg).includes('posting on the Job only'))).toHaveLength(1);
+  });
+
+  it('dead letters are rate-limited: at most 10 per run, then one summary', async () => {
+    const sink = await openEventSink(config, memoryLogger().log, jobEnv());
+    for (let i = 0; i < 25; i++) sink.deadLettered(`item-${i}`, 'boom');
+    await sink.flush();
+    const dead = on('Job').filter((e) => e.reason === REASONS.deadLetter);
+    expect(dead).toHaveLength(MAX_EVENTS_PER_REASON + 1);
+    const messages = dead.map((e) => e.message as string);
+    expect(messages.filter((m) => m.startsWith('Item ')).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `Item "item-${i}" was dead-lettered: boom`).sort());
+    expect(messages.filter((m) => m.startsWith(`More than ${MAX_EVENTS_PER_REASON}`))).toHaveLength(1);
+    // Another reason has its own budget.
+    sink.overrun(new Date());
+    await sink.flush();
+    expect(on('Job').filter((e) => e.reason === REASONS.overrun)).toHaveLength(1);
+  });
+
+  it('a 403 logs one line and turns Events off for the rest of the run', async () => {
+    fake.deny('create', 'events');
+    const { log, lines } = memoryLogger();
+    const sink = await openEventSink(config, log, jobEnv());
+    sink.skipped();
+    await sink.flush();
+    for (let i = 0; i < 5; i++) sink.deadLettered(`item-${i}`, 'boom');
+    sink.overrun(new Date());
+    await sink.flush();
+    const tries = fake.requests.filter((r) => r.resource === 'events');
+    expect(tries.length).toBeLessThanOrEqual(2); // the first Event's posts (Job, CronJob), nothing after
+    expect(tries.every((r) => r.status === 403)).toBe(true);
+    const off = lines.filter((l) => String(l.msg).startsWith('Kubernetes Events disabled'));
+    expect(off).toHaveLength(1);
+    expect(off[0]!.msg).toContain('grant `create` on `events`');
+    expect(String(off[0]!.reason)).toContain('403');
+  });
+
+  it('an unreachable API server: one line, no throw', async () => {
+    const { log, lines } = memoryLogger();
+    const sink = await openEventSink(config, log, jobEnv());
+    await fake.close();
+    sink.overrun(new Date());
+    sink.overrun(new Date());
+    await sink.flush();
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events disabled'))).toHaveLength(1);
+    fake = await startFakeApiServer();
+  });
+
+  it('outside a Job (no pod or Job name) Events are off for the run, said once', async () => {
+    const { log, lines } = memoryLogger();
+    const sink = await openEventSink(config, log, { KUBECONFIG: fake.kubeconfig });
+    expect(sink).toBe(noEvents);
+    expect(lines).toHaveLength(1);
+    expect(String(lines[0]!.reason)).toContain('CRONSAFE_JOB_NAME');
+  });
+
+  it('disabled: a no-op sink and no API call', async () => {
+    const sink = await openEventSink({ ...config, events: { enabled: false } }, memoryLogger().log, jobEnv());
+    expect(sink).toBe(noEvents);
+    expect(await openEventSink({ ...config, events: undefined }, memoryLogger().log, jobEnv())).toBe(noEvents);
+    expect(fake.requests).toHaveLength(0);
+  });
+});
+
+describe('withDeadLetterEvents', () => {
+  it('keeps the metrics observer and also tells the sink', () => {
+    const seen: string[] = [];
+    const observer = { attempt: (o: string) => void seen.push(`attempt:${o}`), live: () => void seen.push('live'), deadLettered: (id: string) => void seen.push(`obs:${id}`) };
+    const sink = { ...noEvents, deadLettered: (id: string) => void seen.push(`event:${id}`) };
+    const merged = withDeadLetterEvents(observer, sink);
+    merged.attempt('dead', 5);
+    merged.live?.(() => ({}) as never);
+    merged.deadLettered?.('a', 'boom');
+    expect(seen).toEqual(['attempt:dead', 'live', 'obs:a', 'event:a']);
+    expect(withDeadLetterEvents(observer, noEvents)).toBe(observer);
+  });
+});

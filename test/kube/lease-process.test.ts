@@ -1,0 +1,141 @@
+/**
+ * `cronsafe run` processes against the fake API server (KUBECONFIG in their env), as two
+ * pods on different nodes would be: different local lock files, one Lease between them.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { FIXTURES, finished, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
+let fake: FakeApiServer;
+
+beforeEach(async () => {
+  fake = await startFakeApiServer('batch');
+  fake.seed('jobs', { metadata: { name: 'test-job-29000000', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'CronJob', name: 'test-job', uid: 'cj-1', controller: true }] } });
+});
+afterEach(async () => {
+  await fake.close();
+});
+
+/** The env a pod of the chart gets (downward API), pointed at the fake server. */
+const podEnv = (pod: string, extra: Record<string, string> = {}) => ({
+  KUBECONFIG: fake.kubeconfig,
+  CRONSAFE_POD_NAME: pod,
+  CRONSAFE_POD_NAMESPACE: 'batch',
+  CRONSAFE_JOB_NAME: 'test-job-29000000',
+  ...extra,
+});
+
+/** A second config for the same ledger and Lease, with its own lock file: another pod's view. */
+function otherPod(ws: Workspace): string {
+  const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
+  cfg.lock.path = path.join(ws.dir, 'other-node', 'cronsafe.lock');
+  const file = path.join(ws.dir, 'cronsafe-b.yaml');
+  writeFileSync(file, YAML.stringify(cfg));
+  return file;
+}
+
+const lease = (): Obj | undefined => fake.get('leases', 'test-job');
+
+describe('the Kubernetes Lease across processes', () => {
+  it('two runs with different local locks: one works, the other skips with exit 0 and a recorded lock-skip', async () => {
+    const ws = workspace(
+      { handler: { command: SLOW }, concurrency: 2, events: { enabled: true } },
+      { 'a.scc': 'a', 'b.scc': 'b' },
+    );
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 10, renewSeconds: 1 } });
+    const markers = path.join(ws.dir, 'markers');
+    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '3000' }) });
+    await until(() => filesIn(markers).length === 2, 'the first run to start its handlers');
+    expect(lease()?.spec.holderIdentity).toMatch(/^pod-a\//);
+
+    const second = await runCli(['run', '-c', otherPod(ws)], { env: podEnv('pod-b', { MARKER_DIR: markers, SLOW_MS: '10' }) });
+    expect(second.code, second.stderr).toBe(0);
+    const skip = second.lines.find((l) => l.msg === 'skipped: another run holds the Kubernetes Lease');
+    expect(String(skip?.reason)).toMatch(/batch\/test-job is held by pod-a\//);
+    expect(finished(second)?.outcome).toBe('skipped-locked');
+    // The skip is an Event on the Job and its CronJob.
+    expect(fake.list('events').filter((e) => e.reason === 'CronsafeSkipped').map((e) => e.involvedObject.kind).sort()).toEqual(['CronJob', 'Job']);
+
+    const r1 = await first.exited;
+    expect(r1.code, first.stderr()).toBe(0);
+    expect(filesIn(markers)).toHaveLength(2); // only the first run's handlers ever started
+    expect(first.lines.some((l) => l.msg === 'Kubernetes Lease released')).toBe(true);
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      expect((await ledger.totals()).lockSkips).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('a lost Lease stops claiming and drains: exit 75, the rest handed back, the new holder untouched', async () => {
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 5, renewSeconds: 0.2 } });
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '1500' }) });
+    await until(() => filesIn(markers).length === 1, 'the first item to start');
+    // Another run takes the Lease over (as after a long API partition): new holder, new version.
+    const l = lease()!;
+    l.spec.holderIdentity = 'pod-z/intruder';
+    l.metadata.resourceVersion = '999999';
+
+    const r = await run.exited;
+    expect(r.code, run.stderr()).toBe(75);
+    const lost = run.lines.find((x) => x.msg.startsWith('Kubernetes Lease lost'));
+    expect(String(lost?.reason)).toContain('taken over by pod-z/intruder');
+    expect(run.lines.some((x) => x.msg.startsWith('drain: stopped claiming'))).toBe(true);
+    expect(finished(run)?.outcome).toBe('drained');
+    expect(filesIn(markers)).toHaveLength(1); // nothing claimed after the loss
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 1, claimed: 0, pending: 2 });
+    expect(lease()?.spec.holderIdentity).toBe('pod-z/intruder'); // a lost Lease is not "released"
+  });
+
+  it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
+    fake.deny('get', 'leases');
+    const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }) });
+    expect(r.code, r.stderr).toBe(0);
+    const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
+    expect(warnings).toHaveLength(1);
+    expect(String(warnings[0]!.reason)).toContain('HTTP 403');
+    expect(finished(r)?.outcome).toBe('completed');
+  });
+
+  it('dead letters become Events naming the item (the id never becomes a metric label)', async () => {
+    const fail = [process.execPath, path.join(FIXTURES, 'process/fail-exec.mjs'), '{id}'];
+    const ws = workspace({ handler: { command: fail }, retry: { maxAttempts: 1, backoffSeconds: 0, backoffMaxSeconds: 0 }, events: { enabled: true } }, { 'bad-1.scc': 'x', 'bad-2.scc': 'y' });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a') });
+    expect(r.code, r.stderr).toBe(0);
+    const dead = fake.list('events').filter((e) => e.reason === 'CronsafeDeadLetter' && e.involvedObject.kind === 'Job');
+    expect(dead.map((e) => /^Item "([^"]+)" was dead-lettered: /.exec(e.message as string)?.[1]).sort()).toEqual(['bad-1.scc', 'bad-2.scc']);
+    for (const e of dead) expect(e.message).toContain('corrupt input');
+  });
+
+  it('the scheduled time comes from the Job annotation when none is given', async () => {
+    const occurrence = new Date(Math.floor(Date.now() / 300_000) * 300_000);
+    fake.store.get('jobs')!.clear();
+    fake.seed('jobs', { metadata: { name: 'test-job-29000000', annotations: { 'batch.kubernetes.io/cronjob-scheduled-timestamp': occurrence.toISOString().replace('.000Z', 'Z') } } });
+    const ws = workspace({ handler: { command: SLOW }, schedule: { cron: '*/5 * * * *', timeZone: 'UTC' }, scheduledTimestamp: { enabled: true } }, { 'a.scc': 'a' });
+    const env = podEnv('pod-a', { SLOW_MS: '10' });
+    const r = await runCli(['run', '-c', ws.configPath], { env: { ...env, CRONSAFE_SCHEDULED_TIME: '' } });
+    expect(r.code, r.stderr).toBe(0);
+    const started = r.lines.find((l) => l.msg === 'run started') as { fire?: { occurrence: string; source: string } } | undefined;
+    expect(started?.fire).toMatchObject({ occurrence: occurrence.toISOString(), source: 'scheduled-time' });
+  });
+});
+
+/** Workspace config with `lock` extended (its path kept). */
+function rewriteLock(ws: Workspace, extra: Obj): void {
+  const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
+  cfg.lock = { path: path.join(ws.state, 'cronsafe.lock'), ...extra };
+  writeFileSync(ws.configPath, YAML.stringify(cfg));
+}

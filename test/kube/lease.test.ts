@@ -1,0 +1,224 @@
+/**
+ * The Lease lock through @kubernetes/client-node against the fake API server, which
+ * enforces resourceVersion conflicts, 404s and the MicroTime format as a real one does.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { connectKube, type Kube } from '../../src/kube/client.js';
+import { MICRO_TIME_RE } from '../../src/kube/lease-state.js';
+import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/lock/lease.js';
+import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
+import { memoryLogger } from '../helpers/log.js';
+import { until } from '../helpers/wait.js';
+
+let fake: FakeApiServer;
+let kube: Kube;
+const held: Array<Extract<LeaseAcquire, { status: 'acquired' }>> = [];
+
+beforeEach(async () => {
+  fake = await startFakeApiServer('batch');
+  const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs: 2000 });
+  if (!c.ok) throw new Error(c.reason);
+  kube = c.kube;
+});
+
+afterEach(async () => {
+  for (const h of held.splice(0)) await h.lease.release();
+  await fake.close();
+});
+
+function opts(identity: string, over: Partial<LeaseLockOptions> = {}): LeaseLockOptions {
+  return { kube, name: 'qc', namespace: 'batch', identity, durationSeconds: 60, renewSeconds: 20, log: memoryLogger().log, ...over };
+}
+
+async function acquire(identity: string, over: Partial<LeaseLockOptions> = {}): Promise<LeaseAcquire> {
+  const r = await acquireLease(opts(identity, over));
+  if (r.status === 'acquired') held.push(r);
+  return r;
+}
+
+const leaseWrites = () => fake.requests.filter((r) => r.resource === 'leases' && (r.verb === 'create' || r.verb === 'update'));
+const stored = (name = 'qc'): Obj => fake.get('leases', name) as Obj;
+
+describe('acquire', () => {
+  it('creates a missing Lease naming this run as holder, with 6-digit MicroTimes', async () => {
+    const r = await acquire('pod-a/run-1', { durationSeconds: 45 });
+    expect(r.status).toBe('acquired');
+    expect(stored().spec).toMatchObject({ holderIdentity: 'pod-a/run-1', leaseDurationSeconds: 45, leaseTransitions: 0 });
+    const sent = JSON.parse(leaseWrites()[0]!.body) as Obj;
+    expect(sent.spec.acquireTime).toMatch(MICRO_TIME_RE);
+    expect(sent.spec.renewTime).toMatch(MICRO_TIME_RE);
+  });
+
+  it('the fake rejects a 3-digit time, as a real API server does (so the test above can fail)', async () => {
+    const plainDate = new Date() as unknown as InstanceType<typeof kube.k8s.V1MicroTime>;
+    const body = { metadata: { name: 'x' }, spec: { holderIdentity: 'a', renewTime: plainDate } };
+    await expect(kube.coordination.createNamespacedLease({ namespace: 'batch', body }, kube.options())).rejects.toMatchObject({ code: 400 });
+    expect(fake.requests.at(-1)?.body).toMatch(/"renewTime":"[^"]*\.\d{3}Z"/);
+  });
+
+  it('a Lease held by another run and not expired is not taken: its holder and expiry are reported', async () => {
+    await acquire('pod-a/run-1', { durationSeconds: 60 });
+    const r = await acquire('pod-b/run-2');
+    expect(r).toMatchObject({ status: 'held', holder: 'pod-a/run-1' });
+    if (r.status !== 'held') throw new Error('unreachable');
+    expect(r.expiresAt!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+  });
+
+  it('an expired Lease is taken over by a replace carrying the read resourceVersion', async () => {
+    await acquire('pod-a/run-1', { durationSeconds: 30, renewSeconds: 3600 });
+    const before = stored().metadata.resourceVersion as string;
+    // B's clock is 31 s ahead: to B, A's renewTime + 30 s is in the past.
+    const r = await acquire('pod-b/run-2', { now: () => Date.now() + 31_000 });
+    expect(r.status).toBe('acquired');
+    expect(stored().spec).toMatchObject({ holderIdentity: 'pod-b/run-2', leaseTransitions: 1 });
+    const put = fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update').at(-1)!;
+    expect((JSON.parse(put.body) as Obj).metadata.resourceVersion).toBe(before);
+  });
+
+  it('release clears the holder and lets the next run acquire at once', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    await a.lease.release();
+    expect(stored().spec.holderIdentity).toBeUndefined();
+    expect(a.lease.lost.aborted).toBe(false);
+    const b = await acquire('pod-b/run-2');
+    expect(b.status).toBe('acquired');
+    expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
+  });
+
+  it('RBAC denial or an unreachable API server is reported as unavailable, not as held', async () => {
+    fake.deny('get', 'leases');
+    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'forbidden', status: 403 } });
+    fake.allow('get', 'leases');
+    fake.deny('create', 'leases');
+    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'forbidden' } });
+    await fake.close();
+    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'unreachable' } });
+    fake = await startFakeApiServer(); // for afterEach
+  });
+});
+
+describe('two contenders race for the same Lease: exactly one wins', () => {
+  // Random latency interleaves the two read -> write sequences differently each round.
+  beforeEach(() => {
+    fake.latency = () => Math.floor(Math.random() * 4);
+  });
+
+  it('when it does not exist yet (both create; the loser gets 409 AlreadyExists)', async () => {
+    let alreadyExists = 0;
+    for (let i = 0; i < 40; i++) {
+      const before = fake.requests.length;
+      const name = `race-new-${i}`;
+      const rs = await Promise.all([acquire(`a/${i}`, { name }), acquire(`b/${i}`, { name })]);
+      const winners = rs.filter((r) => r.status === 'acquired');
+      expect(winners, `round ${i}`).toHaveLength(1);
+      const loser = rs.find((r) => r.status !== 'acquired');
+      expect(loser?.status).toBe('held');
+      expect(stored(name).spec.holderIdentity).toBe(rs[0]!.status === 'acquired' ? `a/${i}` : `b/${i}`);
+      alreadyExists += fake.requests.slice(before).filter((r) => r.verb === 'create' && r.status === 409).length;
+    }
+    expect(alreadyExists).toBeGreaterThan(0);
+  });
+
+  it('when it is free (both replace with the same resourceVersion; the loser gets 409 Conflict)', async () => {
+    let conflicts = 0;
+    for (let i = 0; i < 40; i++) {
+      const name = `race-free-${i}`;
+      fake.seed('leases', { metadata: { name }, spec: { holderIdentity: '', leaseDurationSeconds: 60, leaseTransitions: 3 } });
+      const before = fake.requests.length;
+      const rs = await Promise.all([acquire(`a/${i}`, { name }), acquire(`b/${i}`, { name })]);
+      expect(rs.filter((r) => r.status === 'acquired'), `round ${i}`).toHaveLength(1);
+      expect(stored(name).spec.leaseTransitions).toBe(4);
+      conflicts += fake.requests.slice(before).filter((r) => r.status === 409).length;
+    }
+    // Both read before either wrote in at least some rounds: the API server decided.
+    expect(conflicts).toBeGreaterThan(0);
+  });
+
+  it('never writes blind: every update carries a resourceVersion (the fake refuses one without)', async () => {
+    await acquire('a/1', { renewSeconds: 0.05, durationSeconds: 5 });
+    await until(() => fake.requests.filter((r) => r.verb === 'update').length >= 3, 'a few renewals');
+    for (const r of fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update')) {
+      expect((JSON.parse(r.body) as Obj).metadata.resourceVersion).toMatch(/^\d+$/);
+      expect(r.status).toBe(200);
+    }
+    const blind = { ...stored(), metadata: { ...stored().metadata, resourceVersion: undefined } };
+    await expect(kube.coordination.replaceNamespacedLease({ name: 'qc', namespace: 'batch', body: blind }, kube.options())).rejects.toMatchObject({ code: 422 });
+  });
+});
+
+describe('renewal and loss', () => {
+  it('renews while held, with 6-digit MicroTimes and a new resourceVersion each time', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 1, renewSeconds: 0.1 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    const first = stored().spec.renewTime as string;
+    await new Promise((r) => setTimeout(r, 1500)); // past one duration: only renewals keep it
+    expect(a.lease.lost.aborted).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    expect(Date.parse(stored().spec.renewTime as string)).toBeGreaterThan(Date.parse(first));
+    const renewals = fake.requests.filter((r) => r.verb === 'update');
+    expect(renewals.length).toBeGreaterThanOrEqual(5);
+    const versions = renewals.map((r) => (JSON.parse(r.body) as Obj).metadata.resourceVersion as string);
+    expect(new Set(versions).size).toBe(versions.length);
+    for (const r of renewals) expect((JSON.parse(r.body) as Obj).spec.renewTime).toMatch(MICRO_TIME_RE);
+  });
+
+  it('a holder that stops renewing loses it after the Lease duration, and another run takes over', async () => {
+    // A never renews (renewSeconds far beyond the duration), as if its process had frozen.
+    const a = await acquire('pod-a/run-1', { durationSeconds: 1, renewSeconds: 3600 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    expect((await acquire('pod-b/run-2')).status).toBe('held');
+    const t0 = Date.now();
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(Date.now() - t0).toBeLessThan(1500);
+    expect(String(a.lease.lost.reason)).toContain('not renewed within the Lease duration');
+    await until(() => Date.parse(stored().spec.renewTime as string) + 1000 < Date.now(), 'the Lease to expire', 3000);
+    expect(await acquire('pod-b/run-2')).toMatchObject({ status: 'acquired' });
+    expect(stored().spec).toMatchObject({ holderIdentity: 'pod-b/run-2', leaseTransitions: 1 });
+  });
+
+  it('a renewal after a conflicting takeover reports the Lease LOST', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 2, renewSeconds: 0.2 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    // B's clock runs 5 s ahead, so it sees A's Lease expired and takes it over.
+    expect((await acquire('pod-b/run-2', { now: () => Date.now() + 5000, renewSeconds: 3600 })).status).toBe('acquired');
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(String(a.lease.lost.reason)).toContain('taken over by pod-b/run-2');
+    expect(fake.requests.some((r) => r.verb === 'update' && r.status === 409)).toBe(true);
+    // A lost Lease is not released: that would clear B's hold.
+    await a.lease.release();
+    expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
+  });
+
+  it('a 404 on renewal (Lease deleted) is LOST too', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 5, renewSeconds: 0.1 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.store.get('leases')!.clear();
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(String(a.lease.lost.reason)).toContain('not found');
+  });
+
+  it('failing renewals are retried quietly until the duration passes, then LOST (one warning, not one per try)', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 1, renewSeconds: 0.1, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.deny('update', 'leases');
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(fake.requests.filter((r) => r.status === 403).length).toBeGreaterThanOrEqual(3);
+    expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toHaveLength(1);
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toHaveLength(1);
+  });
+
+  it('a 409 caused by its own earlier write (answer lost) is recovered: still the holder, not LOST', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 2, renewSeconds: 0.1 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    // As if a renewal had landed but its answer never arrived: same holder, newer version.
+    stored().metadata.resourceVersion = '99999';
+    await until(() => fake.requests.some((r) => r.status === 409), 'a conflicting renewal');
+    const conflict = fake.requests.findIndex((r) => r.status === 409);
+    await until(() => fake.requests.slice(conflict).filter((r) => r.verb === 'update' && r.status === 200).length >= 2, 'renewals to succeed again');
+    expect(a.lease.lost.aborted).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+  });
+});

@@ -1,0 +1,65 @@
+/** The run's occurrence from the Job's cronjob-scheduled-timestamp annotation, through the fake API server. */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/types.js';
+import { SCHEDULED_TIMESTAMP_ANNOTATION, scheduledTimeFromJob } from '../../src/kube/scheduled-time.js';
+import { FakeApiServer, startFakeApiServer } from '../helpers/fake-apiserver.js';
+import { memoryLogger } from '../helpers/log.js';
+
+let fake: FakeApiServer;
+beforeEach(async () => {
+  fake = await startFakeApiServer('batch');
+});
+afterEach(async () => {
+  await fake.close();
+});
+
+const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 }, scheduledTimestamp: { enabled: true } } as Config;
+const env = () => ({ KUBECONFIG: fake.kubeconfig, CRONSAFE_JOB_NAME: 'qc-29000000', CRONSAFE_POD_NAMESPACE: 'batch' });
+const job = (annotations?: Record<string, string>) => fake.seed('jobs', { metadata: { name: 'qc-29000000', ...(annotations ? { annotations } : {}) } });
+
+describe('scheduled time from the Job annotation', () => {
+  it('reads the annotation (RFC 3339 with offset) as the exact instant', async () => {
+    job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-10-25T01:30:00+01:00' });
+    const { log, lines } = memoryLogger();
+    const at = await scheduledTimeFromJob(config, log, env());
+    expect(at?.toISOString()).toBe('2026-10-25T00:30:00.000Z');
+    expect(lines.map((l) => l.msg)).toEqual(['scheduled time read from the Job annotation']);
+  });
+
+  it('finds the Job through the pod when the env does not name it', async () => {
+    const j = job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-11-30T10:15:00Z' });
+    fake.seed('pods', { metadata: { name: 'p1', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'qc-29000000', uid: j.metadata.uid, controller: true }] } });
+    const at = await scheduledTimeFromJob(config, memoryLogger().log, { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAME: 'p1' });
+    expect(at?.toISOString()).toBe('2026-11-30T10:15:00.000Z');
+  });
+
+  it.each([
+    ['no annotation (a Job made by hand)', () => job(), 'has no batch.kubernetes.io/cronjob-scheduled-timestamp annotation', 'info'],
+    ['a malformed annotation', () => job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: 'yesterday' }), 'expected an RFC 3339 time', 'warn'],
+    ['no `get jobs` (403)', () => (job(), fake.deny('get', 'jobs')), 'HTTP 403', 'warn'],
+    ['a missing Job (404)', () => undefined, 'HTTP 404', 'warn'],
+  ])('%s: undefined, with one log line', async (_name, setup, reason, level) => {
+    setup();
+    const { log, lines } = memoryLogger();
+    expect(await scheduledTimeFromJob(config, log, env())).toBeUndefined();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: level === 'info' ? 30 : 40, msg: 'scheduled time: not read from the Job annotation; using the latest occurrence at start' });
+    expect(String(lines[0]!.reason)).toContain(reason);
+  });
+
+  it('an unreachable API server: undefined, one line', async () => {
+    await fake.close();
+    const { log, lines } = memoryLogger();
+    expect(await scheduledTimeFromJob(config, log, env())).toBeUndefined();
+    expect(lines).toHaveLength(1);
+    expect(String(lines[0]!.reason)).toContain('ECONNREFUSED');
+    fake = await startFakeApiServer();
+  });
+
+  it('off by default: no API call', async () => {
+    job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-11-30T10:15:00Z' });
+    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: undefined }, memoryLogger().log, env())).toBeUndefined();
+    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: { enabled: false } }, memoryLogger().log, env())).toBeUndefined();
+    expect(fake.requests).toHaveLength(0);
+  });
+});

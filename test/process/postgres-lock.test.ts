@@ -1,0 +1,115 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
+import { tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/lock.js';
+import { finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+/** A handler that takes WAIT_MS per item, so a run stays active while the test looks. */
+const SLOW = `import { setTimeout as delay } from 'node:timers/promises';
+export default async function slow(item, ctx) {
+  ctx.log.info('handler started');
+  await delay(Number(process.env.WAIT_MS ?? 100), undefined, { signal: ctx.signal });
+}
+`;
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
+  let server: PgServer;
+  let url = '';
+  let n = 0;
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('lock');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  const lockOpts = (schema: string, group: string, over: Partial<RunLockOptions> = {}): RunLockOptions => ({
+    url, schema, name: 'job', group, owner: `owner-${group}-${++n}`, ...over,
+  });
+
+  it('lets the pods of one group share the pass and keeps every other group out until all are gone', async () => {
+    const schema = `l_${++n}`;
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1'));
+    const b = await tryPostgresRunLock(lockOpts(schema, 'job-1'));
+    expect([a?.joined, b?.joined]).toEqual([false, true]);
+    expect(await tryPostgresRunLock(lockOpts(schema, 'job-2'))).toBeNull();
+    await a!.release();
+    expect(await tryPostgresRunLock(lockOpts(schema, 'job-2'))).toBeNull(); // b is still in the pass
+    await b!.release();
+    const c = await tryPostgresRunLock(lockOpts(schema, 'job-2'));
+    expect(c?.joined).toBe(false);
+    // Another schema (another ledger) is another lock.
+    const other = await tryPostgresRunLock(lockOpts(`l_${++n}`, 'job-1'));
+    expect(other).not.toBeNull();
+    for (const l of [c, other]) await l!.release();
+  });
+
+  it('takes the lock again when its session is cut, and reports it lost when it cannot', async () => {
+    const schema = `l_${++n}`;
+    const events: string[] = [];
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1', { retryBudgetMs: 1500 }), (msg) => events.push(msg));
+    const kill = () => server.admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    expect(await kill()).toHaveLength(1);
+    for (let i = 0; i < 100 && !events.includes('run lock taken again'); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(events).toEqual(['run lock session lost; taking the lock again', 'run lock taken again']);
+    expect(await tryPostgresRunLock(lockOpts(schema, 'job-2'))).toBeNull(); // still ours
+    expect(a!.lost.aborted).toBe(false);
+
+    await server.halt();
+    try {
+      await new Promise<void>((resolve) => a!.lost.addEventListener('abort', () => resolve()));
+      expect(String(a!.lost.reason)).toMatch(/run lock lost: gave up|run lock lost: take the run lock on PostgreSQL 127\.0\.0\.1/);
+    } finally {
+      await server.start();
+    }
+    await a!.release();
+  });
+
+  it('a run of another Job exits 0 at once and records the skip; a pod of the same Job joins', async () => {
+    // More than one discovery batch (256), so there is work left for a pod that comes later.
+    const files = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`f${i}.txt`, `x${i}`]));
+    const ws = workspace({ handler: { module: 'slow.mjs' }, state: { postgres: url, schema: 'cli' }, concurrency: 2, log: { level: 'info' } }, files);
+    writeFileSync(path.join(ws.dir, 'slow.mjs'), SLOW);
+    const env = (job: string) => ({ JOB_NAME: job, WAIT_MS: '10' });
+    const first = spawnCli(['run', '-c', ws.configPath], { env: env('nightly-1') });
+    await first.waitFor((l) => l.msg === 'handler started');
+
+    const other = await runCli(['run', '-c', ws.configPath], { env: env('nightly-2') });
+    expect(other.code, other.stderr).toBe(0);
+    expect(finished(other)?.outcome).toBe('skipped-locked');
+
+    const sibling = await runCli(['run', '-c', ws.configPath], { env: env('nightly-1') });
+    expect(sibling.code, sibling.stderr).toBe(0);
+    expect(sibling.lines.some((l) => l.msg === 'joined the pass of this run group')).toBe(true);
+    expect(finished(sibling)?.outcome).toBe('completed');
+    expect((await first.exited).code).toBe(0);
+    const firstRun = { lines: first.lines };
+
+    const ledger = await openPostgresLedger({ url, schema: 'cli' });
+    try {
+      expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 1000, dead: 0 });
+      expect((await ledger.totals()).lockSkips).toBe(1);
+      // Both pods of nightly-1 did part of the work, and no item twice.
+      const done = [firstRun, sibling].map((r) => (finished(r)?.counts as { succeeded: number } | undefined)?.succeeded ?? 0);
+      expect(done[1]).toBeGreaterThan(0);
+      expect(done[0]! + done[1]!).toBe(1000);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('the server drops the lock of a SIGKILLed run: another Job starts at once', async () => {
+    const ws = workspace({ handler: { module: 'slow.mjs' }, state: { postgres: url, schema: 'killed' } }, { 'a.txt': 'a' });
+    writeFileSync(path.join(ws.dir, 'slow.mjs'), SLOW);
+    const first = spawnCli(['run', '-c', ws.configPath], { env: { JOB_NAME: 'j1', WAIT_MS: '60000' } });
+    await first.waitFor((l) => l.msg === 'handler started');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const next = await runCli(['run', '-c', ws.configPath], { env: { JOB_NAME: 'j2', WAIT_MS: '10' } });
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.lines.some((l) => l.msg === 'run lock taken (PostgreSQL advisory lock)')).toBe(true);
+  });
+});
