@@ -209,7 +209,7 @@ describe('metrics', () => {
     expect(configOf(on).metrics).toEqual({ port: 9464, pushgateway: 'http://pushgateway.monitoring:9091', pushIntervalSeconds: 30 });
     const pm = one(on, 'PodMonitor');
     expect(pm.metadata.labels.release).toBe('prom');
-    expect(pm.spec.podMetricsEndpoints).toEqual([{ port: 'metrics', path: '/metrics', interval: '15s' }]);
+    expect(pm.spec.podMetricsEndpoints).toEqual([{ port: 'metrics', path: '/metrics', honorLabels: true, interval: '15s' }]);
     expect(pm.spec.selector.matchLabels).toMatchObject({ 'app.kubernetes.io/component': 'runner' });
     const rule = one(on, 'PrometheusRule');
     const file = YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj;
