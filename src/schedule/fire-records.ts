@@ -63,8 +63,10 @@ export async function planFire(
   const refresh: RefreshPolicy | undefined =
     schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
 
-  // Start after whatever the ledger already accounted for, so an occurrence is counted once.
-  const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence));
+  // Overruns are occurrences that come due while this run is active: start at the run's
+  // start (those between a late fire and the start never ran: the next run counts them as
+  // missed), and after whatever the ledger already accounted for, so none counts twice.
+  const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence, now.getTime()));
   return {
     fire,
     refresh,

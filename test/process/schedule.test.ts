@@ -125,6 +125,29 @@ describe('fire identity', () => {
     expect(bad.stderr).toContain('--scheduled-time: expected an RFC 3339 time');
   });
 
+  it('records the occurrences between the last recorded one and this fire as missed', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    expect((await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T10:00:00Z'])).code).toBe(0);
+    const later = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T14:00:00Z']);
+    expect(later.code, later.stderr).toBe(0);
+    expect(later.lines.find((l) => l.msg === 'schedule: occurrences since the last recorded one never ran')).toMatchObject({ missed: 3, first: '2026-06-01T11:00:00.000Z' });
+    const ledger = await ledgerOf(ws.db);
+    try {
+      expect((await ledger.totals()).missed).toBe(3);
+      expect(await ledger.lastOccurrenceRecorded()).toBe(Date.parse('2026-06-01T14:00:00Z'));
+    } finally {
+      await ledger.close();
+    }
+    // The same fire again records nothing new.
+    await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T14:00:00Z']);
+    const again = await ledgerOf(ws.db);
+    try {
+      expect((await again.totals()).missed).toBe(3);
+    } finally {
+      await again.close();
+    }
+  });
+
   it('repeatedFire: skip drops the second 01:30 of the New York fall-back night', async () => {
     const ws = workspace(
       {
