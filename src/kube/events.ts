@@ -14,7 +14,7 @@ import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import type { PassObserver } from '../runner/pass.js';
-import { apiFailure, connectKube, requestTimeoutMs, type Kube } from './client.js';
+import { apiFailure, connectKube, requestTimeoutMs, type ApiFailure, type Kube } from './client.js';
 import { cronJobOf, findJobRef, readJob, type ObjectRef } from './workload.js';
 
 /** What a run reports as Events. No method throws. */
@@ -110,15 +110,15 @@ export class KubeEventSink implements EventSink {
     try {
       await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options());
     } catch (err) {
-      this.disable(apiFailure(err).message, err);
+      this.disable(apiFailure(err));
     }
   }
 
-  private disable(reason: string, err?: unknown): void {
+  private disable(f: ApiFailure): void {
     if (this.disabled) return;
     this.disabled = true;
-    const hint = apiFailure(err).kind === 'forbidden' ? ' (grant `create` on `events`; the chart does with events.enabled)' : '';
-    this.o.log.warn({ reason }, `Kubernetes Events disabled for the rest of this run${hint}`);
+    const hint = f.kind === 'forbidden' ? ' (grant `create` on `events`; the chart does with events.enabled)' : '';
+    this.o.log.warn({ reason: f.message }, `Kubernetes Events disabled for the rest of this run${hint}`);
   }
 }
 

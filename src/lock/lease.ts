@@ -195,12 +195,15 @@ export class HeldLease {
       if (f.kind === 'conflict' && !retried) {
         // Our last write may have landed with its answer lost (a timeout): then we are
         // still the holder and only our resourceVersion is stale.
-        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch(() => undefined);
+        // A deleted Lease shows up here too: our copy's uid no longer matches (409, not 404).
+        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch((e: unknown) =>
+          apiFailure(e).kind === 'not-found' ? null : undefined,
+        );
         if (fresh?.spec?.holderIdentity === this.o.identity) {
           this.current = fresh;
           return this.renew(true);
         }
-        return this.lose(`taken over by ${fresh?.spec?.holderIdentity || 'another run'}`);
+        return this.lose(fresh === null ? 'the Lease was deleted' : `taken over by ${fresh?.spec?.holderIdentity || 'another run'}`);
       }
       if (f.kind === 'conflict' || f.kind === 'not-found') return this.lose(f.message);
       // Anything else may pass (timeout, restart of the API server): retry until it expires.

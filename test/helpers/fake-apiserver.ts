@@ -2,7 +2,8 @@
  * A fake Kubernetes API server (node:http on 127.0.0.1:0) for the few resources cronsafe
  * uses, enforcing what a real one enforces, so the tests catch what a real cluster would
  * reject: optimistic concurrency (a PUT must carry the stored resourceVersion, else 409;
- * Leases refuse unconditional updates), 409 AlreadyExists, 404 NotFound Status bodies,
+ * Leases refuse unconditional updates but allow create-on-update; a uid in the body is a
+ * precondition), 409 AlreadyExists, 404 NotFound Status bodies,
  * MicroTime fields with exactly 6 fractional digits (Go parses them with the layout
  * "2006-01-02T15:04:05.000000Z07:00"), a bearer token, and optional RBAC denials (403).
  */
@@ -13,7 +14,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-export type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+/** Kubernetes objects as JSON: loosely typed, as the server sees them. */
+export type Obj = Record<string, any>;
 export type Verb = 'get' | 'list' | 'create' | 'update' | 'delete';
 
 export interface RecordedRequest {
@@ -171,7 +173,23 @@ export class FakeApiServer {
     if (meta.name !== name) {
       return reply(400, status(400, 'BadRequest', `the name of the object (${meta.name}) does not match the name on the URL (${name})`));
     }
-    if (!stored) return notFound(); // Leases do not allow create-on-update
+    // The body's uid is a precondition (rest.DefaultUpdatedObjectInfo): replacing a deleted
+    // or re-created object with a copy of the old one conflicts.
+    const uidMismatch = meta.uid !== undefined && meta.uid !== stored?.metadata.uid;
+    if (uidMismatch) {
+      return reply(409, status(409, 'Conflict',
+        `Operation cannot be fulfilled on ${qualified} "${name}": Precondition failed: UID in precondition: ${meta.uid}, UID in object meta: ${stored?.metadata.uid ?? ''}`,
+        { name, kind: resource }));
+    }
+    if (!stored) {
+      // Leases allow create-on-update (AllowCreateOnUpdate: true): a PUT without a uid creates.
+      if (invalid) return reply(422, invalidStatus(resource, name ?? '', invalid));
+      meta.uid = randomUUID();
+      meta.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      meta.resourceVersion = String(++this.rv);
+      this.bucket(resource).set(`${ns}/${name}`, obj);
+      return reply(201, obj);
+    }
     if (!meta.resourceVersion) {
       // Leases' strategy refuses unconditional updates: no blind writes.
       return reply(422, invalidStatus(resource, name ?? '', 'metadata.resourceVersion: Invalid value: 0x0: must be specified for an update'));

@@ -191,12 +191,19 @@ describe('renewal and loss', () => {
     expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
   });
 
-  it('a 404 on renewal (Lease deleted) is LOST too', async () => {
+  it('a deleted Lease is LOST too (its replace fails the uid precondition; it is not re-created)', async () => {
     const a = await acquire('pod-a/run-1', { durationSeconds: 5, renewSeconds: 0.1 });
     if (a.status !== 'acquired') throw new Error(a.status);
     fake.store.get('leases')!.clear();
     await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
-    expect(String(a.lease.lost.reason)).toContain('not found');
+    expect(String(a.lease.lost.reason)).toContain('the Lease was deleted');
+    expect(fake.get('leases', 'qc')).toBeUndefined();
+  });
+
+  it('the fake, like a real API server, creates a Lease on a PUT without uid (AllowCreateOnUpdate)', async () => {
+    const body = { metadata: { name: 'put-created' }, spec: { holderIdentity: 'x', leaseDurationSeconds: 5 } };
+    const made = await kube.coordination.replaceNamespacedLease({ name: 'put-created', namespace: 'batch', body }, kube.options());
+    expect(made.metadata?.uid).toBeTruthy();
   });
 
   it('failing renewals are retried quietly until the duration passes, then LOST (one warning, not one per try)', async () => {
