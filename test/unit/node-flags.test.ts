@@ -1,0 +1,23 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/cli.js';
+
+// The bin's shebang and the image's ENTRYPOINT must start node with the same flags
+// (--optimize-for-size keeps memory flat on long runs: docs/benchmarks.md).
+describe('node flags', () => {
+  it('are the same in the cli.js shebang and the Dockerfile ENTRYPOINT', () => {
+    const shebang = readFileSync(path.join(ROOT, 'src/cli.ts'), 'utf8').split('\n', 1)[0]!;
+    const m = /^#!\/usr\/bin\/env -S node(.*)$/.exec(shebang);
+    expect(m, shebang).not.toBeNull();
+    const flags = m![1]!.trim().split(/\s+/).filter(Boolean);
+    expect(flags).toContain('--optimize-for-size');
+
+    const entry = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
+    expect(entry).not.toBeNull();
+    const argv = JSON.parse(entry![1]!) as string[];
+    const node = argv.indexOf('node');
+    const script = argv.indexOf('/app/dist/cli.js');
+    expect(argv.slice(node + 1, script)).toEqual(flags);
+  });
+});
