@@ -3,7 +3,7 @@
 // Env: BENCH_ITEMS (default 100000), BENCH_SMALL (default 1000), BENCH_BIG (default 1000000),
 // BENCH_MID (extra RSS sizes, comma-separated; default none).
 // See docs/benchmarks.md.
-import { writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIR, envInt, loadavg, environment, fmtInt, fmtMiB, fmtSec, table, which } from './lib.mjs';
 import { measureRss, run } from './rss.mjs';
@@ -84,3 +84,15 @@ process.stdout.write(`${out.join('\n')}\n`);
 const results = { environment: { ...env, loadavgAfter: loadAfter }, throughput: tp, rss: { small, mid, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);
+
+// 3. PostgreSQL: 1, 2 and 4 processes on one ledger, beside SQLite (bench/postgres.mjs starts
+// its own server; skipped when PostgreSQL is not installed). Its own table and results file.
+const pgRoot = '/usr/lib/postgresql';
+if (existsSync(pgRoot) && readdirSync(pgRoot).some((v) => existsSync(path.join(pgRoot, v, 'bin', 'initdb')))) {
+  const pg = await run([process.execPath, path.join(BENCH_DIR, 'postgres.mjs')], 1_800_000);
+  process.stderr.write(pg.stderr);
+  process.stdout.write(pg.stdout);
+  if (pg.code !== 0) throw new Error(`bench/postgres.mjs failed (exit ${pg.code ?? pg.signal})`);
+} else {
+  log('postgres: skipped (no PostgreSQL under /usr/lib/postgresql; .ci/setup-postgres.sh installs it)');
+}

@@ -10,6 +10,7 @@ import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
 import { batches, scanDirectory } from './scan.js';
+import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { HandlerFailure, type Handler, type WorkItem } from './types.js';
 
@@ -142,19 +143,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     notifySettled();
   });
 
-  const renewTimer = setInterval(() => {
-    if (held.size === 0) return;
-    ledger
-      .renew(owner, [...held.keys()], now() + leaseMs)
-      .then((lost) => {
-        for (const id of lost) {
-          log.warn({ itemId: id }, 'claim lost (lease expired and taken over); aborting this attempt');
-          inflight.get(id)?.abort(new AbortReason('claim lost', drain.killAfterMs()));
-        }
-      })
-      .catch((err) => log.warn({ err }, 'lease renewal failed; will retry'));
-  }, config.lease.renewSeconds * 1000);
-  renewTimer.unref();
+  const renewTimer = startRenewal({
+    ledger,
+    owner,
+    held,
+    inflight,
+    log,
+    now,
+    leaseMs,
+    everyMs: config.lease.renewSeconds * 1000,
+    killAfterMs: () => drain.killAfterMs(),
+  });
 
   const claimOpts = () => ({ owner, runId, now: now(), leaseMs, refresh: deps.refresh });
 

@@ -1,11 +1,15 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimBatchQuery, discoverQuery } from '../../src/ledger/postgres/claim.js';
+import { claimBatchQuery, insertNewQuery, touchKnownQuery } from '../../src/ledger/postgres/claim.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup } from '../../src/ledger/postgres/lock.js';
 import { ident } from '../../src/ledger/postgres/query.js';
+import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 import { freePort } from '../helpers/prom.js';
@@ -21,7 +25,11 @@ describe('PostgreSQL SQL builders (no database)', () => {
     expect(q.text).not.toContain('DROP');
     expect(q.values).toEqual([["a'; DROP TABLE x; --"], 'o', 1, 2, 10]);
     expect(completeQuery('s', { ids: ['x'], owners: ['evil'], attempts: [1] }, 5).text).not.toContain('evil');
-    expect(discoverQuery('s', { ids: ['b', 'a'], sizes: [1, null], mtimes: [null, 2.5] }, 'r', 9).text).toMatch(/ON CONFLICT \(id\) DO UPDATE/);
+    const batch = { ids: ['b', 'a'], sizes: [1, null], mtimes: [null, 2.5] };
+    expect(insertNewQuery('s', batch, 'r', 9).text).toMatch(/ON CONFLICT \(id\) DO NOTHING/);
+    // Discovery never waits for rows other pods hold, and leaves unchanged rows alone.
+    expect(touchKnownQuery('s', batch, 'r').text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
+    expect(touchKnownQuery('s', batch, 'r').text).toMatch(/IS DISTINCT FROM/);
     for (const bad of ['Cronsafe', '1x', 'a"b', 'a-b', '', 'x'.repeat(64)]) expect(() => ident(bad)).toThrow(/schema name/);
   });
 
@@ -41,9 +49,22 @@ describe('PostgreSQL SQL builders (no database)', () => {
     expect(msg).not.toMatch(/w0rd/);
   });
 
+  it('takes state.schema from the config, as a checked identifier', () => {
+    const file = (state: string) => {
+      const f = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-pgcfg-')), 'cronsafe.yaml');
+      writeFileSync(f, `name: j\nsource: {directory: .}\nhandler: {command: ["true"]}\nstate: ${state}\n`);
+      return f;
+    };
+    const url = 'postgres://u:pw@db/x';
+    expect(loadConfig(file(`{postgres: "${url}", schema: qc_ledger}`), { checkPaths: false }).state).toEqual({ postgres: url, schema: 'qc_ledger' });
+    expect(loadConfig(file(`{postgres: "${url}"}`), { checkPaths: false }).state).toEqual({ postgres: url }); // default: cronsafe
+    expect(() => loadConfig(file(`{postgres: "${url}", schema: "x; DROP"}`), { checkPaths: false })).toThrow(/state\.schema: expected a lowercase SQL identifier/);
+  });
+
   it('lets the pods of one Job share a pass, and nobody else', () => {
     const at = new Date('2026-01-01T00:05:00Z');
     expect(runGroup({ CRONSAFE_RUN_GROUP: 'g', JOB_NAME: 'j' }, at, 'o')).toBe('group:g');
+    expect(runGroup({ CRONSAFE_JOB_NAME: 'nightly-29000000', JOB_NAME: 'x' }, at, 'o')).toBe('job:nightly-29000000');
     expect(runGroup({ JOB_NAME: 'nightly-29000000' }, at, 'o')).toBe('job:nightly-29000000');
     expect(runGroup({}, at, 'o')).toBe('occurrence:2026-01-01T00:05:00.000Z');
     expect(runGroup({}, undefined, 'host:1:r')).toBe('run:host:1:r');

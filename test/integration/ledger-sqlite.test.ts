@@ -161,7 +161,7 @@ describe('openLedger', () => {
     await ledger.close();
   });
 
-  it('rejects state.postgres clearly, for now', async () => {
-    await expect(openLedger({ postgres: 'postgres://x@y/z' })).rejects.toThrow('state.postgres is not supported yet');
+  it('opens the PostgreSQL ledger for state.postgres (checked before connecting; see ledger-postgres.test.ts)', async () => {
+    await expect(openLedger({ postgres: 'postgres://x:pw@127.0.0.1:1/z', schema: 'Not-An-Identifier' })).rejects.toThrow(/schema name/);
   });
 });

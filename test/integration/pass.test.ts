@@ -9,6 +9,7 @@ import { runPass, type PassDeps } from '../../src/runner/pass.js';
 import type { Handler } from '../../src/runner/types.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
+import { until } from '../helpers/wait.js';
 
 const open: Ledger[] = [];
 afterEach(async () => {
@@ -127,14 +128,17 @@ describe('runPass (in-process, real SQLite ledger)', () => {
 
   it('logs periodic progress with done/total and rate', async () => {
     const { deps, lines } = await setup({ concurrency: 2 });
-    const handler: Handler = { run: () => new Promise((r) => setTimeout(r, 5)) };
-    await runPass(deps(handler, { source: ids(60), progressIntervalMs: 40 }));
-    const progress = lines.filter((l) => l.msg === 'progress');
-    expect(progress.length).toBeGreaterThan(1);
-    const last = progress.at(-1)!;
-    expect(last.total).toBe(60);
-    expect(typeof last.ratePerSec).toBe('number');
-    expect(last.done as number).toBeGreaterThan(0);
+    const progress = () => lines.filter((l) => l.msg === 'progress');
+    // The last item holds the pass open until a progress line has seen the other 59 done.
+    const handler: Handler = {
+      run: async (item) => {
+        if (item.id === 'item-59') await until(() => progress().some((l) => (l.done as number) >= 59), 'a progress line with 59 done');
+      },
+    };
+    await runPass(deps(handler, { source: ids(60), progressIntervalMs: 20 }));
+    const line = progress().find((l) => (l.done as number) >= 59)!;
+    expect(line).toMatchObject({ total: 60, inFlight: 1, scanComplete: true });
+    expect(typeof line.ratePerSec).toBe('number');
   });
 
   it('a stop before the scan ends drains: claimed-but-unstarted items are handed back uncharged', async () => {

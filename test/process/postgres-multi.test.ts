@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
+import { OutputStore, TEMP_DIR_NAME } from '../../src/runner/output.js';
 import { spawnCli, workspace, type Running } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
@@ -29,6 +31,36 @@ export default async function copy(item, ctx) {
 `;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('temp files when many runs share an output directory', () => {
+  it("each run has its own temp directory; prepare() removes only other runs' stale ones", async () => {
+    const out = path.join(tmpdir(), `cronsafe-shared-out-${process.pid}-${Date.now()}`);
+    const root = path.join(out, TEMP_DIR_NAME);
+    const old = new Date(Date.now() - 10 * 60_000);
+    for (const [name, when] of [['dead-run', old], ['live-run', new Date()]] as const) {
+      mkdirSync(path.join(root, name), { recursive: true });
+      writeFileSync(path.join(root, name, 'x.tmp'), 'partial');
+      utimesSync(path.join(root, name, 'x.tmp'), when, when);
+      utimesSync(path.join(root, name), when, when);
+    }
+    const store = new OutputStore(out, { run: 'host:42:run/1', staleAfterMs: 60_000 });
+    await store.prepare();
+    expect(readdirSync(root).sort()).toEqual(['host_42_run_1', 'live-run']);
+    // Its temp paths are inside its own directory, and commit works from there.
+    const temp = store.tempPathFor('a/b', 1);
+    expect(path.dirname(temp)).toBe(path.join(root, 'host_42_run_1'));
+    writeFileSync(temp, 'whole');
+    expect(await store.commit(temp, 'a/b')).toBe(true);
+    expect(readFileSync(path.join(out, 'a/b.out'), 'utf8')).toBe('whole');
+    // Another run judged our idle directory stale and removed it: the next attempt recreates it.
+    const idle = new OutputStore(out, { run: 'idle', staleAfterMs: 1 });
+    await idle.prepare();
+    rmSync(idle.tempDir, { recursive: true });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(existsSync(path.dirname(idle.tempPathFor('c', 1)))).toBe(true);
+    rmSync(out, { recursive: true, force: true });
+  });
+});
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: many runner processes on one backlog', () => {
   let server: PgServer;

@@ -33,6 +33,10 @@ output:
 {{- end }}
 state:
   sqlite: {{ include "cronsafe.dataPath" (list . $c.state.sqlite) | toJson }}
+{{- if $c.state.postgres.existingSecret }}
+  # The URL comes from Secret {{ $c.state.postgres.existingSecret }} (CRONSAFE_STATE_POSTGRES replaces sqlite).
+  schema: {{ toJson $c.state.postgres.schema }}
+{{- end }}
 concurrency: {{ toJson $c.concurrency }}
 {{- if not (kindIs "invalid" $c.queueSize) }}
 queueSize: {{ toJson $c.queueSize }}

@@ -75,6 +75,12 @@ spec:
           valueFrom: {fieldRef: {fieldPath: "metadata.labels['batch.kubernetes.io/job-name']"}}
         - name: CRONSAFE_JOB_UID
           valueFrom: {fieldRef: {fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}
+        {{- with $v.config.state.postgres.existingSecret }}
+        # The PostgreSQL ledger's URL, password included, straight from the Secret: it is
+        # never in the ConfigMap, and cronsafe never logs it.
+        - name: CRONSAFE_STATE_POSTGRES
+          valueFrom: {secretKeyRef: {name: {{ . | quote }}, key: {{ $v.config.state.postgres.secretKey | quote }}}}
+        {{- end }}
         {{- with $v.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

@@ -12,28 +12,52 @@ export interface BatchColumns {
 }
 
 /**
- * Upsert a batch: new ids become pending; known ids get their stat and seen_run
- * refreshed (whatever their state). Idempotent across pods: two pods discovering one
- * file both end with one row. Rows are inserted in id order so that pods upserting
- * overlapping batches lock rows in one order (no deadlock between them). The upsert
- * waits for a row another pod has locked in an open transaction (a claim or a result
- * write, milliseconds) and then sees its committed state.
+ * Discovery, step 1: insert the batch's new ids as pending (ON CONFLICT DO NOTHING:
+ * idempotent across pods, two pods discovering one file end with one row). Rows go in
+ * id order, so pods inserting overlapping batches take row locks in one order. RETURNING
+ * names the rows this transaction created (and so holds locked).
  */
-export const discoverQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
+export const insertNewQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
   q(
-    `INSERT INTO ${ident(schema)}.items AS i (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
+    `INSERT INTO ${ident(schema)}.items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
 SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5
 FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
 ORDER BY d.id COLLATE "C"
-ON CONFLICT (id) DO UPDATE SET
-  size = coalesce(EXCLUDED.size, i.size),
-  mtime_ms = coalesce(EXCLUDED.mtime_ms, i.mtime_ms),
-  seen_run = EXCLUDED.seen_run`,
+ON CONFLICT (id) DO NOTHING
+RETURNING id`,
     b.ids,
     b.sizes,
     b.mtimes,
     runId,
     now,
+  );
+
+/**
+ * Discovery, step 2, for ids that were already known: record their stat and mark the
+ * pending ones as seen by this run (the end-of-scan sweep claims those). Only rows where
+ * that changes something are written: with N pods each scanning the whole source, an
+ * unconditional update would rewrite every row N times per pass. SKIP LOCKED: a row
+ * another pod holds in an open transaction is being claimed or settled by it right now;
+ * waiting for it would make the pods queue behind each other on the same batch.
+ */
+export const touchKnownQuery = (schema: string, b: BatchColumns, runId: string): Query =>
+  q(
+    `WITH d AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)),
+t AS (
+  SELECT it.id FROM ${ident(schema)}.items AS it JOIN d ON it.id = d.id
+  WHERE (it.state = 'pending' AND it.seen_run IS DISTINCT FROM $4)
+     OR (d.size IS NOT NULL AND d.size IS DISTINCT FROM it.size)
+     OR (d.mtime_ms IS NOT NULL AND d.mtime_ms IS DISTINCT FROM it.mtime_ms)
+  ORDER BY it.id
+  FOR UPDATE OF it SKIP LOCKED)
+UPDATE ${ident(schema)}.items AS i SET size = coalesce(d.size, i.size), mtime_ms = coalesce(d.mtime_ms, i.mtime_ms),
+  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
+FROM t JOIN d ON d.id = t.id
+WHERE i.id = t.id`,
+    b.ids,
+    b.sizes,
+    b.mtimes,
+    runId,
   );
 
 /**
@@ -109,6 +133,18 @@ interface ClaimedRow {
   released: number;
 }
 
+/** The batch minus the ids in `drop` (parallel arrays kept aligned). */
+function without(b: BatchColumns, drop: Set<string>): BatchColumns {
+  const out: BatchColumns = { ids: [], sizes: [], mtimes: [] };
+  b.ids.forEach((id, i) => {
+    if (drop.has(id)) return;
+    out.ids.push(id);
+    out.sizes.push(b.sizes[i] ?? null);
+    out.mtimes.push(b.mtimes[i] ?? null);
+  });
+  return out;
+}
+
 const toClaim = (r: ClaimedRow, owner: string): Claim => ({ id: r.id, owner, attempt: r.attempts, charged: r.attempts - r.released });
 const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
 
@@ -131,10 +167,11 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       }
       const limit = opts.limit ?? null;
       return ex.tx('discoverAndClaim', async (exec) => {
-        await exec(discoverQuery(schema, batch, opts.runId, opts.now));
+        const created = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
+        if (created.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, created), opts.runId));
         // Before the limit: refreshed items left unclaimed are pending for the sweep.
         if (refresh !== null) {
-          await exec(refreshQuery(schema, batch, refresh, opts.now));
+          await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
           if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
         }
         if (limit !== null && limit <= 0) return [];

@@ -58,6 +58,12 @@ export type Exec = <R extends pg.QueryResultRow = pg.QueryResultRow>(query: Quer
 export class PostgresExecutor {
   readonly pool: pg.Pool;
   #closed: Promise<void> | undefined;
+  /**
+   * Set when a call spent its whole budget; until a call succeeds again, calls try once
+   * and fail at once. Otherwise a run that lost its database would wait a full budget
+   * for every write of its drain (results, hand-backs, finishRun), far past its deadline.
+   */
+  #down = false;
 
   constructor(readonly opts: PostgresOptions) {
     this.pool = new pg.Pool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
@@ -108,12 +114,15 @@ export class PostgresExecutor {
     for (let attempt = 1; ; attempt++) {
       if (this.#closed) throw ledgerError(new Error('the ledger is closed'), what, url, schema);
       try {
-        return await fn();
+        const out = await fn();
+        this.#down = false;
+        return out;
       } catch (err) {
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
         const delayMs = backoffDelayMs(attempt, RETRY_BACKOFF, Math.random);
         const spent = Date.now() - started;
-        if (spent + delayMs > budgetMs) {
+        if (this.#down || spent + delayMs > budgetMs) {
+          this.#down = true;
           const prefix = `gave up after ${attempt} attempt(s) over ${(spent / 1000).toFixed(1)} s: `;
           throw ledgerError(err, what, url, schema, prefix);
         }

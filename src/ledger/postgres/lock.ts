@@ -42,13 +42,15 @@ export const passGroupQuery = (schema: string, name: string): Query =>
   q(`SELECT run_group, owner, acquired_at FROM ${ident(schema)}.run_lock WHERE name = $1`, name);
 
 /**
- * Which pods share a pass: `CRONSAFE_RUN_GROUP`, else `JOB_NAME` (the chart sets both from
- * the Job's name, the same for every pod of one Job and different for every fire), else the
+ * Which pods share a pass: `CRONSAFE_RUN_GROUP` (set it by hand), else the Job's name from
+ * `CRONSAFE_JOB_NAME` (the chart sets it through the downward API) or `JOB_NAME`: the same
+ * for every pod of one Job, different for every fire and every manual Job. Else the
  * scheduled time when one was given, else this run alone (exclusive, as with the flock).
  */
 export function runGroup(env: NodeJS.ProcessEnv, scheduledTime: Date | undefined, owner: string): string {
   if (env.CRONSAFE_RUN_GROUP) return `group:${env.CRONSAFE_RUN_GROUP}`;
-  if (env.JOB_NAME) return `job:${env.JOB_NAME}`;
+  const job = env.CRONSAFE_JOB_NAME || env.JOB_NAME;
+  if (job) return `job:${job}`;
   if (scheduledTime) return `occurrence:${scheduledTime.toISOString()}`;
   return `run:${owner}`;
 }

@@ -29,12 +29,13 @@ const differs = (discovered: string, claimed: string): string =>
  * Finished rows of the batch that are outstanding again start a new cycle: pending at
  * once, attempts and released 0. `$4` NULL disables every-occurrence (`done_at < NULL`
  * is never true). The stat compared is the batch's, not the row's: an item discovered
- * without stat data never counts as changed. last_error is kept.
+ * without stat data never counts as changed. last_error is kept. A refreshed row is
+ * pending again, so it is marked as seen by this run, for this run's sweep.
  */
-export const refreshQuery = (schema: string, b: BatchColumns, p: RefreshParams, now: number): Query =>
+export const refreshQuery = (schema: string, b: BatchColumns, p: RefreshParams, now: number, runId: string): Query =>
   q(
     `UPDATE ${ident(schema)}.items AS i SET state = 'pending', attempts = 0, released = 0, available_at = $6,
-  done_at = NULL, done_by = NULL, dead_at = NULL, updated_at = $6
+  done_at = NULL, done_by = NULL, dead_at = NULL, seen_run = $7, updated_at = $6
 FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
 WHERE i.id = d.id AND (
   (i.state = 'done' AND i.done_at < $4::bigint)
@@ -46,6 +47,7 @@ WHERE i.id = d.id AND (
     p.doneBefore,
     p.onChange,
     now,
+    runId,
   );
 
 /**
