@@ -82,7 +82,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   if (!lock) return skipLocked(config, log, opts, events);
   // After the run lock, so a second run in the same pod skips without an API call. A pod
   // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
-  const joined = (lock as { joined?: boolean }).joined === true;
+  const joined = lock.joined === true;
   const lease = joined ? {} : await acquireRunLease(config, log, runId).catch(async (err: unknown) => {
     await lock.release();
     throw err;
@@ -100,7 +100,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     ledger = await openState(config);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
-    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o));
+    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined);
     if (plan.skip) {
       await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
       await ledger.finishRun(runId, Date.now(), 'stale', {});

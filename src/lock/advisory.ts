@@ -7,6 +7,12 @@ import { tryLock } from './local.js';
 export interface RunLock {
   /** Aborted when the lock is lost for good mid-run (PostgreSQL only): the run must drain. */
   readonly lost?: AbortSignal;
+  /**
+   * True when this run joined a pass that another pod of its run group already started
+   * (PostgreSQL, `parallelism` > 1). That pod holds the Lease and keeps the schedule
+   * records (missed, overruns, stale), so that N pods do not count them N times.
+   */
+  readonly joined?: boolean;
   release(): void | Promise<void>;
 }
 

@@ -31,6 +31,11 @@ export async function planFire(
   policy: SchedulePolicy,
   /** Also told about each overrun (Kubernetes Events). */
   onOverrun?: (occurrence: Date) => void,
+  /**
+   * Keep the schedule records (missed, overruns, stale). False for a pod that joined a
+   * pass another pod of its Job started: that pod records them, once.
+   */
+  record = true,
 ): Promise<FirePlan> {
   const schedule = config.schedule;
   if (!schedule) return { fire: null, watchOverruns: noWatch };
@@ -44,14 +49,18 @@ export async function planFire(
 
   if (fire.stale) {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
-    await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
+    if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
     return { fire, skip: 'stale', watchOverruns: noWatch };
   }
   if (fire.repeatedWallTime && schedule.repeatedFire === 'skip') {
     log.warn(fireLog, 'skipped: second fire of the repeated fall-back hour (schedule.repeatedFire: skip)');
-    await ledger.recordEvent('stale', now.getTime(), { reason: 'repeated wall time at fall-back', ...fireLog }, occurrence);
+    if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'repeated wall time at fall-back', ...fireLog }, occurrence);
     return { fire, skip: 'repeated-fire', watchOverruns: noWatch };
   }
+
+  const refresh: RefreshPolicy | undefined =
+    schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
+  if (!record) return { fire, refresh, watchOverruns: noWatch };
 
   const lastRecorded = await ledger.lastOccurrenceRecorded();
   const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
@@ -59,9 +68,6 @@ export async function planFire(
   if (total > 0) {
     log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
   }
-
-  const refresh: RefreshPolicy | undefined =
-    schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
 
   // Overruns are occurrences that come due while this run is active: start at the run's
   // start (those between a late fire and the start never ran: the next run counts them as

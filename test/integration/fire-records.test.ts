@@ -1,0 +1,43 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import type { Ledger } from '../../src/ledger/types.js';
+import { planFire } from '../../src/schedule/fire-records.js';
+import { workspace } from '../helpers/cli.js';
+import { memoryLogger } from '../helpers/log.js';
+
+const open: Ledger[] = [];
+afterEach(async () => {
+  for (const l of open.splice(0)) await l.close();
+});
+
+async function setup() {
+  const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 * * * *', timeZone: 'UTC', refresh: 'every-occurrence' } });
+  const ledger = await openSqliteLedger(ws.db);
+  open.push(ledger);
+  await ledger.startRun({ runId: 'r0', owner: 'o', startedAt: Date.parse('2026-06-01T10:00:01Z'), scheduledFor: Date.parse('2026-06-01T10:00:00Z') });
+  return { config: loadConfig(ws.configPath), ledger };
+}
+
+describe('planFire schedule records', () => {
+  const now = new Date('2026-06-01T14:00:05Z');
+
+  it('the pod that owns the pass records missed occurrences', async () => {
+    const { config, ledger } = await setup();
+    const { log } = memoryLogger();
+    const plan = await planFire(config, ledger, log, now, undefined, 'kubernetes');
+    expect(plan.refresh).toEqual({ doneBefore: Date.parse('2026-06-01T14:00:00Z') });
+    expect((await ledger.totals()).missed).toBe(3);
+  });
+
+  it('a pod that joined the pass records nothing (no double counting) but applies the same refresh', async () => {
+    const { config, ledger } = await setup();
+    const { log } = memoryLogger();
+    const plan = await planFire(config, ledger, log, now, undefined, 'kubernetes', undefined, false);
+    expect(plan.refresh).toEqual({ doneBefore: Date.parse('2026-06-01T14:00:00Z') });
+    expect(plan.fire?.occurrence.toISOString()).toBe('2026-06-01T14:00:00.000Z');
+    const stop = plan.watchOverruns();
+    stop();
+    expect(await ledger.totals()).toMatchObject({ missed: 0, overruns: 0, stale: 0 });
+  });
+});
