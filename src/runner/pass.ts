@@ -156,6 +156,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   });
 
   const claimOpts = () => ({ owner, runId, now: now(), leaseMs, refresh: deps.refresh });
+  const shared = config.state.postgres !== undefined;
 
   async function offer(claims: Claim[]): Promise<boolean> {
     for (const c of claims) {
@@ -188,7 +189,10 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     try {
       for await (const batch of batches(source, DISCOVER_BATCH)) {
         if (drain.stopping.aborted) return;
-        const claims = await ledger.discoverAndClaim(batch, claimOpts());
+        // With a shared ledger, claim no more than the channel holds, so a small backlog
+        // spreads across the pods of the pass; what is left stays pending for the others
+        // (and for this pod's sweep). Alone on SQLite, the whole batch is ours anyway.
+        const claims = await ledger.discoverAndClaim(batch, { ...claimOpts(), limit: shared ? config.queueSize : undefined });
         scanned += batch.length;
         if (!(await offer(claims))) return;
       }

@@ -71,6 +71,32 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: many runner processes
     await server?.stop();
   });
 
+  it('a backlog smaller than one scan batch spreads over the pods of the pass', async () => {
+    const url = await server.createDatabase('spread');
+    const files = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`s-${i}.txt`, String(i)]));
+    const ws = workspace(
+      { handler: { module: 'handler.mjs' }, state: { postgres: url, schema: 'spread' }, concurrency: 1, queueSize: 2, log: { level: 'info' } },
+      files,
+    );
+    writeFileSync(
+      path.join(ws.dir, 'handler.mjs'),
+      `import { writeFile } from 'node:fs/promises';
+export default async function (item, ctx) {
+  await new Promise((r) => setTimeout(r, 300));
+  await writeFile(ctx.outputPath, String(process.pid));
+}
+`,
+    );
+    const env = { CRONSAFE_RUN_GROUP: 'spread-job' };
+    const a = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    await a.waitFor((l) => l.msg === 'run started', 30_000);
+    const b = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect((await a.exited).code, a.stderr()).toBe(0);
+    expect((await b.exited).code, b.stderr()).toBe(0);
+    const writers = new Set(Object.keys(files).map((id) => readFileSync(path.join(ws.out, `${id}.out`), 'utf8')));
+    expect(writers).toEqual(new Set([String(a.child.pid), String(b.child.pid)]));
+  });
+
   it('with random SIGKILLs and restarts: every item done once, by the attempt whose output is on disk', async () => {
     const url = await server.createDatabase('multi');
     const files: Record<string, Buffer> = {};
