@@ -1,4 +1,4 @@
-import { wellFormed } from '../sqlite/rows.js';
+import { wellFormed } from '../rows.js';
 import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';

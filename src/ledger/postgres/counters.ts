@@ -1,17 +1,7 @@
-import type { AttemptTotals, LedgerTotals } from '../types.js';
 import { ident, q, type Query } from './query.js';
+import type { CounterGet, CounterName } from '../rows.js';
 
-/** Rows of the `counters` table; a missing row reads as 0 and is created by its first bump. */
-export type CounterName =
-  | 'dead_lettered'
-  | 'overruns'
-  | 'lock_skips'
-  | 'missed'
-  | 'stale'
-  | 'items_done'
-  | 'items_failed'
-  | 'items_released'
-  | 'items_fenced';
+export type { CounterName };
 
 export type Bumps = Partial<Record<CounterName, number>>;
 
@@ -36,33 +26,9 @@ ON CONFLICT (name) DO UPDATE SET value = c.value + EXCLUDED.value`,
 
 export const countersQuery = (schema: string): Query => q(`SELECT name, value FROM ${ident(schema)}.counters`);
 
-type Get = (n: CounterName) => number;
-
-export function readCounters(rows: { name: string; value: number }[]): Get {
+export function readCounters(rows: { name: string; value: number }[]): CounterGet {
   const v = new Map(rows.map((r) => [r.name, r.value]));
   return (n) => v.get(n) ?? 0;
 }
 
-export function toTotals(get: Get): LedgerTotals {
-  return {
-    deadLettered: get('dead_lettered'),
-    overruns: get('overruns'),
-    lockSkips: get('lock_skips'),
-    missed: get('missed'),
-    stale: get('stale'),
-    itemsDone: get('items_done'),
-    itemsFailed: get('items_failed'),
-  };
-}
-
-export function toAttemptTotals(get: Get): AttemptTotals {
-  // items_failed counts every charged failure; those that dead-lettered are their own result.
-  const dead = get('dead_lettered');
-  return {
-    succeeded: get('items_done'),
-    failed: get('items_failed') - dead,
-    dead,
-    released: get('items_released'),
-    fenced: get('items_fenced'),
-  };
-}
+export { toAttemptTotals, toTotals } from '../rows.js';

@@ -1,4 +1,4 @@
-import { wellFormed } from '../sqlite/rows.js';
+import { toItemRecord, wellFormed } from '../rows.js';
 import type {
   AttemptTotals,
   Claim,
@@ -125,20 +125,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   }
   async get(id: string): Promise<ItemRecord | null> {
     const [r] = await this.#ex.query<ItemRow>('get', getQuery(this.#schema, wellFormed(id)));
-    if (r === undefined) return null;
-    return {
-      id: r.id,
-      state: r.state,
-      attempts: r.attempts,
-      released: r.released,
-      owner: r.owner,
-      lastError: r.last_error,
-      availableAt: r.available_at,
-      leaseUntil: r.lease_until,
-      doneAt: r.done_at,
-      size: r.size,
-      mtimeMs: r.mtime_ms,
-    };
+    return r === undefined ? null : toItemRecord(r);
   }
   listDead(limit?: number): Promise<DeadItem[]> {
     return this.#ex.query<DeadItem>('listDead', listDeadQuery(this.#schema, limit ?? null));

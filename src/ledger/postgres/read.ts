@@ -1,4 +1,3 @@
-import type { ItemState } from '../types.js';
 import { ident, q, type Query } from './query.js';
 
 /** Item counts by state in one pass (no index on plain `state`: every transition would rewrite it). */
@@ -25,17 +24,4 @@ FROM ${ident(schema)}.items WHERE state = 'dead' ORDER BY dead_at, id LIMIT $1`,
     limit,
   );
 
-/** An `items` row as pg returns it (int8 already converted to number by the pool's parser). */
-export interface ItemRow {
-  id: string;
-  state: ItemState;
-  attempts: number;
-  released: number;
-  owner: string | null;
-  lease_until: number | null;
-  available_at: number;
-  last_error: string | null;
-  size: number | null;
-  mtime_ms: number | null;
-  done_at: number | null;
-}
+export type { ItemRow } from '../rows.js';

@@ -1,4 +1,4 @@
-import { wellFormed } from '../sqlite/rows.js';
+import { wellFormed } from '../rows.js';
 import type { FailOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';

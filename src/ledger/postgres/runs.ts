@@ -103,10 +103,4 @@ export const lastOccurrenceQuery = (schema: string): Query =>
   q(`SELECT greatest((SELECT max(scheduled_for) FROM ${ident(schema)}.runs),
   (SELECT max(occurrence) FROM ${ident(schema)}.events)) AS o`);
 
-/** Totals each event kind feeds: a start that finds the lock held is an overrun too. */
-export const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
-  overrun: ['overruns'],
-  'lock-skip': ['overruns', 'lock_skips'],
-  missed: ['missed'],
-  stale: ['stale'],
-};
+export { EVENT_COUNTERS } from '../rows.js';

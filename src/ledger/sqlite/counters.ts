@@ -1,21 +1,8 @@
 import type { Database } from 'better-sqlite3';
 import type { AttemptTotals, LedgerTotals } from '../types.js';
+import { toAttemptTotals, toTotals, type CounterName } from '../rows.js';
 
-/**
- * Names of rows in the `counters` table. Rows missing from an older database (the
- * released/fenced ones came after migration 001) are created by the first BUMP_SQL and
- * read as 0 until then, so adding a name needs no migration.
- */
-export type CounterName =
-  | 'dead_lettered'
-  | 'overruns'
-  | 'lock_skips'
-  | 'missed'
-  | 'stale'
-  | 'items_done'
-  | 'items_failed'
-  | 'items_released'
-  | 'items_fenced';
+export type { CounterName };
 
 export const BUMP_SQL = `INSERT INTO counters (name, value) VALUES (?, ?)
   ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`;
@@ -38,29 +25,7 @@ export function makeCounters(db: Database): Counters {
     bump(name, by) {
       if (by > 0) bump.run(name, by);
     },
-    totals() {
-      const get = read();
-      return {
-        deadLettered: get('dead_lettered'),
-        overruns: get('overruns'),
-        lockSkips: get('lock_skips'),
-        missed: get('missed'),
-        stale: get('stale'),
-        itemsDone: get('items_done'),
-        itemsFailed: get('items_failed'),
-      };
-    },
-    attemptTotals() {
-      const get = read();
-      // items_failed counts every charged failure; those that dead-lettered are their own result.
-      const dead = get('dead_lettered');
-      return {
-        succeeded: get('items_done'),
-        failed: get('items_failed') - dead,
-        dead,
-        released: get('items_released'),
-        fenced: get('items_fenced'),
-      };
-    },
+    totals: () => toTotals(read()),
+    attemptTotals: () => toAttemptTotals(read()),
   };
 }

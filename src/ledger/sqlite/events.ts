@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { LedgerEventKind } from '../types.js';
-import type { CounterName, Counters } from './counters.js';
+import { EVENT_COUNTERS, type CounterName } from '../rows.js';
+import type { Counters } from './counters.js';
 
 export const RECORD_EVENT_SQL = `INSERT INTO events (kind, at, detail, occurrence) VALUES (?, ?, ?, ?)`;
 
@@ -14,16 +15,6 @@ export const LAST_OCCURRENCE_SQL = `SELECT max(o) FROM (
   SELECT max(scheduled_for) AS o FROM runs
   UNION ALL SELECT max(occurrence) FROM events)`;
 
-/**
- * Totals each event kind feeds. A start that finds the lock held is an overrun
- * too (DESIGN.md: cronsafe_overruns_total counts both).
- */
-const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
-  overrun: ['overruns'],
-  'lock-skip': ['overruns', 'lock_skips'],
-  missed: ['missed'],
-  stale: ['stale'],
-};
 
 /** Operator events and the schedule's bookkeeping (synchronous; the Ledger wraps them). */
 export interface EventOps {

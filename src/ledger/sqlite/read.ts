@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { DeadItem, ItemCounts, ItemRecord } from '../types.js';
-import { toItemRecord, wellFormed, type ItemRow } from './rows.js';
+import { toItemRecord, wellFormed, type ItemRow } from '../rows.js';
 
 /**
  * Each per-state count walks only its partial index; `done` (usually the bulk) is

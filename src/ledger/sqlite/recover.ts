@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { FailOptions } from '../types.js';
 import type { FinishOps } from './finish.js';
-import { wellFormed } from './rows.js';
+import { wellFormed } from '../rows.js';
 
 export const ORPHANS_SQL = `SELECT id, owner, attempts FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
 

@@ -1,6 +1,11 @@
-import type { Claim, ItemRecord, ItemState } from '../types.js';
+import type { AttemptTotals, Claim, ItemRecord, ItemState, LedgerEventKind, LedgerTotals } from './types.js';
 
-/** An `items` row as better-sqlite3 returns it. */
+/**
+ * Row shapes and mappers shared by the ledger adapters (same column names in SQLite and
+ * PostgreSQL; pg's int8 parser already gives numbers).
+ */
+
+/** An `items` row as the adapters read it. */
 export interface ItemRow {
   id: string;
   state: ItemState;
@@ -62,4 +67,57 @@ export function batchJson(rows: unknown[][]): string {
   const json = JSON.stringify(rows);
   if (!json.includes('\\ud')) return json;
   return JSON.stringify(rows, (_key, v: unknown) => (typeof v === 'string' ? wellFormed(v) : v));
+}
+
+/**
+ * Rows of the `counters` table (both adapters). A row missing from an older database is
+ * created by its first bump and reads as 0 until then, so adding a name needs no migration.
+ */
+export type CounterName =
+  | 'dead_lettered'
+  | 'overruns'
+  | 'lock_skips'
+  | 'missed'
+  | 'stale'
+  | 'items_done'
+  | 'items_failed'
+  | 'items_released'
+  | 'items_fenced';
+
+/**
+ * Totals each event kind feeds. A start that finds the lock held is an overrun too
+ * (DESIGN.md: cronsafe_overruns_total counts both).
+ */
+export const EVENT_COUNTERS: Record<LedgerEventKind, CounterName[]> = {
+  overrun: ['overruns'],
+  'lock-skip': ['overruns', 'lock_skips'],
+  missed: ['missed'],
+  stale: ['stale'],
+};
+
+/** Reads one counter (0 when its row does not exist yet). */
+export type CounterGet = (n: CounterName) => number;
+
+export function toTotals(get: CounterGet): LedgerTotals {
+  return {
+    deadLettered: get('dead_lettered'),
+    overruns: get('overruns'),
+    lockSkips: get('lock_skips'),
+    missed: get('missed'),
+    stale: get('stale'),
+    itemsDone: get('items_done'),
+    itemsFailed: get('items_failed'),
+  };
+}
+
+export function toAttemptTotals(get: CounterGet): AttemptTotals {
+  // items_failed counts every charged failure; those that dead-lettered are their own result.
+  const dead = get('dead_lettered');
+  return {
+    succeeded: get('items_done'),
+    failed: get('items_failed') - dead,
+    dead,
+    released: get('items_released'),
+    fenced: get('items_fenced'),
+  };
 }
