@@ -12,7 +12,7 @@
 import { parseCron, type CronSpec } from './cron.js';
 import { robfigStep } from './robfig.js';
 import { vixieLatest, vixieNext } from './vixie.js';
-import { DAY, MINUTE, assertTimeZone, instantsForWall, lastTransitionIn, offsetAt, wallOf } from './zone.js';
+import { DAY, MINUTE, assertTimeZone, instantsForWall, lastTransitionIn, offsetAt, wallOf, type Wall } from './zone.js';
 
 export { defaultTimeZone } from './zone.js';
 
@@ -173,8 +173,8 @@ export function occurrencesBetween(
   return out;
 }
 
-/** An instant as a zone's wall clock shows it. */
-export interface WallTime {
+/** An instant as a zone's wall clock shows it (the Wall fields: month 1-12, weekday 0 = Sunday). */
+export interface WallTime extends Wall {
   /**
    * RFC 3339 with the zone's offset, as Go formats `time.RFC3339` and so as Kubernetes writes
    * `batch.kubernetes.io/cronjob-scheduled-timestamp`: `2026-11-01T01:30:00-04:00`; a zero
@@ -182,14 +182,6 @@ export interface WallTime {
    */
   iso: string;
   zone: string;
-  year: number;
-  month: number;
-  day: number;
-  hour: number;
-  minute: number;
-  second: number;
-  /** 0 = Sunday. */
-  weekday: number;
   /** Local time minus UTC, in minutes (-240 for New York in summer). */
   offsetMinutes: number;
 }

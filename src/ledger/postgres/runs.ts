@@ -1,4 +1,4 @@
-import type { LedgerEventKind, RunOutcome, RunRecord, RunStats } from '../types.js';
+import type { LedgerEventKind, RunOutcome } from '../types.js';
 import type { CounterName } from './counters.js';
 import { ident, q, type Query } from './query.js';
 
@@ -42,49 +42,8 @@ export const runStatsQuery = (schema: string): Query =>
   max(started_at) AS last_started, max(finished_at) AS last_finished
 FROM ${ident(schema)}.runs GROUP BY outcome`);
 
-export interface RunRow {
-  run_id: string;
-  owner: string;
-  started_at: number;
-  finished_at: number | null;
-  outcome: RunOutcome | null;
-  scheduled_for: number | null;
-  counts: Record<string, number> | null;
-}
+export { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../rows.js';
 
-export const toRunRecord = (r: RunRow): RunRecord => ({
-  runId: r.run_id,
-  owner: r.owner,
-  startedAt: r.started_at,
-  finishedAt: r.finished_at,
-  outcome: r.outcome,
-  scheduledFor: r.scheduled_for,
-  counts: r.counts,
-});
-
-export interface RunStatsRow {
-  outcome: RunOutcome | null;
-  runs: number;
-  first_started: number;
-  last_started: number;
-  last_finished: number | null;
-}
-
-export function toRunStats(rows: RunStatsRow[]): RunStats {
-  const out: RunStats = {
-    byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
-    firstStartedAt: null,
-    lastStartedAt: null,
-    lastSuccessAt: null,
-  };
-  for (const r of rows) {
-    if (r.outcome !== null) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.runs;
-    if (r.outcome === 'completed') out.lastSuccessAt = r.last_finished;
-    out.firstStartedAt = Math.min(out.firstStartedAt ?? Infinity, r.first_started);
-    out.lastStartedAt = Math.max(out.lastStartedAt ?? -Infinity, r.last_started);
-  }
-  return out;
-}
 
 export const recordEventQuery = (schema: string, kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null): Query =>
   q(

@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { RunOutcome, RunRecord, RunStart, RunStats } from '../types.js';
+import { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../rows.js';
 
 export const START_RUN_SQL = `INSERT INTO runs (run_id, owner, started_at, scheduled_for)
   VALUES (@runId, @owner, @startedAt, @scheduledFor)`;
@@ -20,15 +21,8 @@ export const RUN_STATS_SQL = `SELECT outcome, count(*) AS runs, min(started_at) 
 export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor
   FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1`;
 
-interface RunRow {
-  run_id: string;
-  owner: string;
-  started_at: number;
-  finished_at: number | null;
-  outcome: RunOutcome | null;
-  scheduled_for: number | null;
-  counts: string | null;
-}
+/** SQLite keeps counts as JSON text. */
+type SqliteRunRow = Omit<RunRow, 'counts'> & { counts: string | null };
 
 /** Run history (synchronous; the Ledger wraps them). Events are in events.ts. */
 export interface RunOps {
@@ -39,13 +33,6 @@ export interface RunOps {
   runStats(): RunStats;
 }
 
-interface RunStatsRow {
-  outcome: RunOutcome | null;
-  runs: number;
-  first_started: number;
-  last_started: number;
-  last_finished: number | null;
-}
 
 export function makeRunOps(db: Database): RunOps {
   const start = db.prepare(START_RUN_SQL);
@@ -63,31 +50,11 @@ export function makeRunOps(db: Database): RunOps {
       if (changes === 0) throw new Error(`finishRun: no run ${runId} was started in this ledger`);
     },
     recentRuns(limit) {
-      return (recent.all(limit) as RunRow[]).map((r) => ({
-        runId: r.run_id,
-        owner: r.owner,
-        startedAt: r.started_at,
-        finishedAt: r.finished_at,
-        outcome: r.outcome,
-        scheduledFor: r.scheduled_for,
-        counts: r.counts === null ? null : (JSON.parse(r.counts) as Record<string, number>),
-      }));
+      return (recent.all(limit) as SqliteRunRow[]).map((r) =>
+        toRunRecord({ ...r, counts: r.counts === null ? null : (JSON.parse(r.counts) as Record<string, number>) }),
+      );
     },
     lastRunStart: () => (lastStart.get() as RunStart | undefined) ?? null,
-    runStats() {
-      const out: RunStats = {
-        byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
-        firstStartedAt: null,
-        lastStartedAt: null,
-        lastSuccessAt: null,
-      };
-      for (const r of stats.all() as RunStatsRow[]) {
-        if (r.outcome !== null) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.runs;
-        if (r.outcome === 'completed') out.lastSuccessAt = r.last_finished;
-        out.firstStartedAt = Math.min(out.firstStartedAt ?? Infinity, r.first_started);
-        out.lastStartedAt = Math.max(out.lastStartedAt ?? -Infinity, r.last_started);
-      }
-      return out;
-    },
+    runStats: () => toRunStats(stats.all() as RunStatsRow[]),
   };
 }
