@@ -11,10 +11,11 @@ import { takeRunLock } from '../lock/advisory.js';
 import { createLogger } from '../log.js';
 import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
+import { firstAbort } from '../runner/drain.js';
 import { OutputStore } from '../runner/output.js';
 import { runPass, type PassOutcome } from '../runner/pass.js';
 import { openEventSink, withDeadLetterEvents, type EventSink } from '../kube/events.js';
-import { acquireRunLease, stopOnLeaseLoss } from '../kube/run-lease.js';
+import { acquireRunLease } from '../kube/run-lease.js';
 import { scheduledTimeFromJob } from '../kube/scheduled-time.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
 import { planFire } from '../schedule/fire-records.js';
@@ -91,7 +92,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     await lock.release();
     return skipLocked(config, log, opts, events, lease.skip);
   }
-  const stop = stopOnLeaseLoss(opts.stop, lease.held);
+  const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
 
   let ledger: Ledger | undefined;
   let metrics: RunMetrics | undefined;
@@ -142,7 +143,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       log,
       runId,
       owner,
-      stop: lock.lost ? AbortSignal.any([stop.signal, lock.lost]) : stop.signal,
+      stop: stop.signal,
       force: opts.force,
       observer: withDeadLetterEvents(metrics.observer, events),
       refresh: plan.refresh,

@@ -53,25 +53,3 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
   const hint = r.failure.kind === 'forbidden' ? ' (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled)' : '';
   return degraded(`${r.failure.message}${hint}`);
 }
-
-/**
- * The stop signal runPass gets: the CLI's stop (first SIGTERM), or the loss of the Lease,
- * which must stop claiming and drain the same way: from then on another run may start.
- */
-export function stopOnLeaseLoss(stop: AbortSignal, held: HeldLease | undefined): { signal: AbortSignal; dispose(): void } {
-  if (!held) return { signal: stop, dispose: () => undefined };
-  const ctl = new AbortController();
-  const fromStop = () => ctl.abort(stop.reason);
-  const fromLease = () => ctl.abort(held.lost.reason);
-  stop.addEventListener('abort', fromStop, { once: true });
-  held.lost.addEventListener('abort', fromLease, { once: true });
-  if (stop.aborted) fromStop();
-  else if (held.lost.aborted) fromLease();
-  return {
-    signal: ctl.signal,
-    dispose: () => {
-      stop.removeEventListener('abort', fromStop);
-      held.lost.removeEventListener('abort', fromLease);
-    },
-  };
-}

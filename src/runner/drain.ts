@@ -95,3 +95,22 @@ export function killBudgetMs(reason: unknown, defaultMs: number): number {
   const budget = reason instanceof AbortReason ? reason.killAfterMs : undefined;
   return typeof budget === 'number' && budget >= 0 ? Math.min(defaultMs, budget) : defaultMs;
 }
+
+/**
+ * A signal that aborts when the first of `signals` does (with its reason), and a dispose
+ * that removes the listeners. The run's stop is the CLI's signal, a lost Kubernetes Lease
+ * or a lost PostgreSQL run lock: any of them means stop claiming and drain.
+ */
+export function firstAbort(...signals: Array<AbortSignal | undefined>): { signal: AbortSignal; dispose(): void } {
+  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (present.length === 1) return { signal: present[0]!, dispose: () => undefined };
+  const ctl = new AbortController();
+  const offs = present.map((s) => {
+    const on = () => ctl.abort(s.reason);
+    s.addEventListener('abort', on, { once: true });
+    return () => s.removeEventListener('abort', on);
+  });
+  const already = present.find((s) => s.aborted);
+  if (already) ctl.abort(already.reason);
+  return { signal: ctl.signal, dispose: () => offs.forEach((off) => off()) };
+}

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AbortReason, Drain } from '../../src/runner/drain.js';
+import { AbortReason, Drain, firstAbort } from '../../src/runner/drain.js';
 
 describe('Drain', () => {
   afterEach(() => vi.useRealTimers());
@@ -40,3 +40,32 @@ describe('Drain', () => {
     d.dispose();
   });
 });
+
+describe('firstAbort', () => {
+  it('aborts with the reason of whichever signal fires first, and stops listening on dispose', () => {
+    const cli = new AbortController();
+    const lease = new AbortController();
+    const merged = firstAbort(cli.signal, lease.signal, undefined);
+    expect(merged.signal.aborted).toBe(false);
+    lease.abort('lease lost');
+    expect(merged.signal.reason).toBe('lease lost');
+    cli.abort('SIGTERM');
+    expect(merged.signal.reason).toBe('lease lost');
+
+    const a = new AbortController();
+    const b = new AbortController();
+    const m2 = firstAbort(a.signal, b.signal);
+    m2.dispose();
+    a.abort('late');
+    expect(m2.signal.aborted).toBe(false);
+  });
+
+  it('passes a lone signal through, and is aborted at once if a source already was', () => {
+    const only = new AbortController();
+    expect(firstAbort(only.signal, undefined).signal).toBe(only.signal);
+    const done = new AbortController();
+    done.abort('already');
+    expect(firstAbort(new AbortController().signal, done.signal).signal.reason).toBe('already');
+  });
+});
+
