@@ -42,4 +42,5 @@ mv -f "$work/helm/helm" "$bin/helm"
 mv -f "$work/kubectl/kubectl" "$bin/kubectl"
 
 "$bin/helm" version --short
-"$bin/kubectl" version --client=true 2>/dev/null | head -1
+# sed (not head) reads all of it, so kubectl never dies of SIGPIPE under pipefail.
+"$bin/kubectl" version --client=true 2>/dev/null | sed -n 1p
