@@ -4,6 +4,10 @@
  *
  * State machine (each transition one transaction with a guard):
  *   (new) --discover--> pending --claim--> claimed --complete--> done
+ * A claim is taken when a handler slot is free, just before the handler starts: `claimed`
+ * means "an attempt is running (or was, when its run died)". Discovery alone claims
+ * nothing, so items that only waited in the runner's channel cost no attempt when the
+ * process dies (issue 9).
  *                                     claimed --fail--> pending (backoff) | dead
  *                                     claimed --release (drain)--> pending (attempt not charged)
  *                                     claimed --reclaimOrphans (crash)--> pending | dead
@@ -24,7 +28,10 @@ export interface DiscoveredItem {
   mtimeMs?: number;
 }
 
-/** A claim the caller now holds. `attempt` counts every claim of this item, including this one. */
+/**
+ * A claim the caller now holds: an attempt that starts now. `attempt` counts every claim
+ * of this item, including this one (claims handed back by a drain included).
+ */
 export interface Claim {
   id: string;
   owner: string;
@@ -39,20 +46,25 @@ export interface RetryPolicy {
   backoffMaxMs: number;
 }
 
+export interface DiscoverOptions {
+  /** The pass the scan belongs to: the end-of-scan sweep claims what this pass saw. */
+  runId: string;
+  /** Epoch ms (injected clock). */
+  now: number;
+  /**
+   * Which finished items of this batch are outstanding again (config `schedule.refresh`;
+   * absent or `{}`: `never`, done and dead are final). Applied in discover's transaction.
+   */
+  refresh?: RefreshPolicy;
+}
+
 export interface ClaimOptions {
   owner: string;
+  /** The pass (see DiscoverOptions.runId); claimDue takes what this pass saw. */
   runId: string;
   /** Epoch ms (injected clock). */
   now: number;
   leaseMs: number;
-  limit?: number;
-  /**
-   * Which finished items of this batch are outstanding again (config `schedule.refresh`;
-   * absent or `{}`: `never`, done and dead are final). Applies in discoverAndClaim only,
-   * in its transaction, before claiming; claimDue ignores it (a refreshed item is pending
-   * and seen by this run, so the sweep claims it like any other).
-   */
-  refresh?: RefreshPolicy;
 }
 
 /**
@@ -200,11 +212,19 @@ export interface Ledger {
   migrate(): Promise<void>;
 
   /**
-   * Upsert discovered items (new ones become `pending`) and claim, in the same
-   * transaction, those of them that are claimable now (pending and past their backoff).
-   * Done/dead/claimed/backing-off items are skipped cheaply. Marks all as seen by `runId`.
+   * Upsert discovered items (new ones become `pending`) and return, in batch order and
+   * without repeats, the ids claimable now (pending and past their backoff). Claims
+   * nothing. Done/dead/claimed/backing-off items are skipped cheaply. Marks all as seen
+   * by `opts.runId`.
    */
-  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]>;
+  discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
+
+  /**
+   * Claim, in the order given, those of `ids` still pending and past their backoff: each
+   * claim is an attempt that starts now (counted). Call it when handler slots are free,
+   * for at most that many ids; ids no longer claimable are left out of the result.
+   */
+  claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
 
   /** Claim pending items seen by `opts.runId` whose backoff has passed (end-of-scan retry sweep). */
   claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;

@@ -7,7 +7,7 @@ export class Channel<T> {
   private readonly buffer: T[] = [];
   private readonly senders: Array<() => void> = [];
   private readonly receivers: Array<(r: IteratorResult<T>) => void> = [];
-  private closed = false;
+  #closed = false;
 
   constructor(readonly capacity: number) {
     if (!Number.isInteger(capacity) || capacity < 1) {
@@ -19,10 +19,15 @@ export class Channel<T> {
     return this.buffer.length;
   }
 
+  /** True once close() was called (values may still be buffered). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   /** Resolves once the value is buffered or handed to a receiver. Throws if closed. */
   async send(value: T): Promise<void> {
     for (;;) {
-      if (this.closed) throw new Error('send on a closed channel');
+      if (this.#closed) throw new Error('send on a closed channel');
       const receiver = this.receivers.shift();
       if (receiver) {
         receiver({ value, done: false });
@@ -43,14 +48,21 @@ export class Channel<T> {
       this.senders.shift()?.();
       return Promise.resolve({ value, done: false });
     }
-    if (this.closed) return Promise.resolve({ value: undefined, done: true });
+    if (this.#closed) return Promise.resolve({ value: undefined, done: true });
     return new Promise((resolve) => this.receivers.push(resolve));
+  }
+
+  /** Up to `n` buffered values, without waiting (possibly none); blocked senders resume. */
+  take(n: number): T[] {
+    const out = this.buffer.splice(0, Math.max(0, n));
+    for (let i = 0; i < out.length; i++) this.senders.shift()?.();
+    return out;
   }
 
   /** No more sends; receivers finish after the buffer empties; blocked senders throw. */
   close(): void {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.#closed) return;
+    this.#closed = true;
     for (const r of this.receivers.splice(0)) r({ value: undefined, done: true });
     for (const s of this.senders.splice(0)) s();
   }

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { setImmediate as yieldTurn } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
@@ -83,7 +84,10 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     gracePeriodMs: config.drain.gracePeriodSeconds * 1000,
     marginMs: config.drain.marginSeconds * 1000,
   });
-  const channel = new Channel<Claim>(config.queueSize);
+  // Candidate ids (discovered, claimable when found), not claims: an item is claimed only
+  // when a handler slot is free for it, so what waits here costs no attempt if we die.
+  const channel = new Channel<string>(config.queueSize);
+  // Claims of attempts started in this pass whose result is not written yet.
   const held = new Map<string, Claim>();
   const inflight = new Map<string, AbortController>();
   // Handler time per attempt, until its result is written (for the duration histogram).
@@ -92,12 +96,14 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   let claimed = 0;
   let scanComplete = false;
   let sweepComplete = false;
-  let settledWaiters: Array<() => void> = [];
-  const notifySettled = () => {
-    const w = settledWaiters;
-    settledWaiters = [];
+  // One wake-up list for the dispatcher: a task ended, a result was written, or a stop.
+  let waiters: Array<() => void> = [];
+  const notify = () => {
+    const w = waiters;
+    waiters = [];
     for (const f of w) f();
   };
+  const changed = () => new Promise<void>((resolve) => waiters.push(resolve));
 
   const results = new ResultBatcher(ledger, log, {
     now,
@@ -108,8 +114,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       drain.abortNow(new AbortReason('ledger failure', drain.killAfterMs()));
     },
     onSettled: (c) => {
-      held.delete(c.id);
-      notifySettled();
+      if (held.get(c.id) === c) held.delete(c.id);
+      notify();
     },
     onDeadLettered: (id, error) => deps.observer?.deadLettered?.(id, error),
     onOutcome: (c, outcome) => {
@@ -130,17 +136,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const progress = new Progress(log, now, deps.progressIntervalMs ?? 15_000, snapshot);
   deps.observer?.live?.(snapshot);
 
-  // On stop: hand back everything claimed but not started.
+  // On stop: claim nothing more. What waits in the channel was never claimed: drop it.
   drain.stopping.addEventListener('abort', () => {
     log.info({ reason: String(drain.stopping.reason), inFlight: inflight.size }, 'drain: stopped claiming; in-flight items may finish');
-    for (const c of channel.closeAndTake()) results.release(c, 'handed back unstarted: run stopping');
-    notifySettled();
+    channel.closeAndTake();
+    notify();
   });
   drain.aborting.addEventListener('abort', () => {
     const reason = drain.aborting.reason as AbortReason;
     log.warn({ reason: reason.message, inFlight: inflight.size }, 'drain: aborting in-flight items');
     for (const ctl of inflight.values()) ctl.abort(reason);
-    notifySettled();
+    notify();
   });
 
   const renewTimer = startRenewal({
@@ -155,26 +161,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     killAfterMs: () => drain.killAfterMs(),
   });
 
-  const claimOpts = () => ({ owner, runId, now: now(), leaseMs, refresh: deps.refresh });
-  const shared = config.state.postgres !== undefined;
+  const claimOpts = () => ({ owner, runId, now: now(), leaseMs });
 
-  async function offer(claims: Claim[]): Promise<boolean> {
-    for (const c of claims) {
-      held.set(c.id, c);
-      claimed++;
-      if (drain.stopping.aborted) {
-        results.release(c, 'handed back unstarted: run stopping');
-        continue;
-      }
-      try {
-        await channel.send(c);
-      } catch {
-        results.release(c, 'handed back unstarted: run stopping');
-      }
-    }
-    return !drain.stopping.aborted;
-  }
-
+  /** Scan lazily, record what is found, and queue the ids claimable now. */
   async function produce(): Promise<void> {
     const source =
       deps.source ??
@@ -189,30 +178,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     try {
       for await (const batch of batches(source, DISCOVER_BATCH)) {
         if (drain.stopping.aborted) return;
-        // With a shared ledger, claim no more than the channel holds, so a small backlog
-        // spreads across the pods of the pass; what is left stays pending for the others
-        // (and for this pod's sweep). Alone on SQLite, the whole batch is ours anyway.
-        const claims = await ledger.discoverAndClaim(batch, { ...claimOpts(), limit: shared ? config.queueSize : undefined });
+        const ids = await ledger.discover(batch, { runId, now: now(), refresh: deps.refresh });
         scanned += batch.length;
-        if (!(await offer(claims))) return;
+        for (const id of ids) {
+          if (drain.stopping.aborted) return;
+          await channel.send(id);
+        }
       }
       scanComplete = true;
-      // Retry sweep: items that failed in this pass and whose backoff has passed.
-      for (;;) {
-        if (drain.stopping.aborted) return;
-        // Write settled results first, so failures whose backoff is over are claimable.
-        const settled = new Promise<void>((resolve) => settledWaiters.push(resolve));
-        await results.flush();
-        const due = await ledger.claimDue({ ...claimOpts(), limit: config.queueSize });
-        if (due.length > 0) {
-          if (!(await offer(due))) return;
-          continue;
-        }
-        // Every claim of this pass is settled and written: nothing can become due now.
-        if (held.size === 0) break;
-        await settled;
-      }
-      sweepComplete = true;
+    } catch (err) {
+      // A send on the channel the stop closed is not an error.
+      if (!drain.stopping.aborted) throw err;
     } finally {
       channel.close();
     }
@@ -256,42 +232,97 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     }
   }
 
+  /**
+   * Claim at the slot: when handlers are free, claim that many candidates in one
+   * transaction and start them at once. A claim is a started attempt, so a crash charges
+   * at most `concurrency` items. After the scan, a sweep claims this pass's items whose
+   * retry backoff has passed, until nothing is held and nothing is due.
+   */
   async function dispatch(): Promise<void> {
-    const limit = pLimit(config.concurrency);
     const tasks = new Set<Promise<void>>();
-    // Woken when a task ends; one waiter at a time (this loop), so no Promise.race per item.
-    let slotFreed: (() => void) | undefined;
-    for await (const claim of channel) {
-      // Keep p-limit's own queue empty: the bounded channel is the only buffer.
-      while (limit.activeCount + limit.pendingCount >= config.concurrency) {
-        await new Promise<void>((resolve) => (slotFreed = resolve));
-      }
-      // The stop may have come while we waited for a slot: this claim was never started.
-      if (drain.stopping.aborted) {
-        results.release(claim, 'handed back unstarted: run stopping');
-        continue;
-      }
+    // p-limit is the slot count; we claim only for free slots, so its queue stays empty.
+    const limit = pLimit(config.concurrency);
+    const start = (claim: Claim) => {
+      held.set(claim.id, claim);
+      claimed++;
       const task: Promise<void> = limit(() => processItem(claim)).finally(() => {
         tasks.delete(task);
-        const wake = slotFreed;
-        slotFreed = undefined;
-        wake?.();
-        notifySettled();
+        notify();
       });
       tasks.add(task);
+    };
+    try {
+      await claimLoop(() => config.concurrency - limit.activeCount - limit.pendingCount, () => tasks.size, start);
+    } catch (err) {
+      fail(err, 'claim failed; stopping the pass', 'claim failure');
     }
     await waitForTasks(tasks, drain, log);
   }
 
+  async function claimLoop(freeSlots: () => number, running: () => number, start: (claim: Claim) => void): Promise<void> {
+    for (;;) {
+      if (drain.stopping.aborted) return;
+      if (freeSlots() <= 0) {
+        await changed();
+        continue;
+      }
+      // Let every attempt that is finishing in this turn of the event loop free its slot
+      // first, so that one claim transaction serves all of them (with fast handlers,
+      // claiming per freed slot would cost a transaction per item).
+      if (running() > 0) await yieldTurn();
+      if (drain.stopping.aborted) return;
+      const free = freeSlots();
+      let ids = channel.take(free);
+      if (ids.length === 0 && !channel.closed) {
+        const next = await channel.receive();
+        if (next.done) continue;
+        ids = [next.value, ...channel.take(free - 1)];
+      }
+      let claims: Claim[];
+      if (ids.length > 0) {
+        claims = await ledger.claim(ids, claimOpts());
+      } else {
+        // The scan ended (or stopped: checked above) and its candidates are taken.
+        if (!scanComplete) return;
+        // Retry sweep. Write settled results first, so failures whose backoff is over
+        // are claimable; listen before flushing, so no wake-up is missed.
+        const wake = changed();
+        await results.flush();
+        claims = await ledger.claimDue({ ...claimOpts(), limit: free });
+        if (claims.length === 0) {
+          // Every attempt of this pass is settled and written: nothing can become due now.
+          if (running() === 0 && held.size === 0) {
+            sweepComplete = true;
+            return;
+          }
+          await wake;
+          continue;
+        }
+      }
+      if (drain.stopping.aborted) {
+        // The stop came while we were claiming: these never started.
+        for (const c of claims) {
+          held.set(c.id, c);
+          results.release(c, 'handed back unstarted: run stopping');
+        }
+        return;
+      }
+      for (const c of claims) start(c);
+    }
+  }
+
   let error: Error | undefined;
+  function fail(err: unknown, msg: string, reason: string): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    error ??= e;
+    log.error({ err: e }, msg);
+    drain.abortNow(new AbortReason(reason, drain.killAfterMs()));
+    channel.close();
+  }
+
   progress.start();
   try {
-    const producer = produce().catch((err: unknown) => {
-      error = err instanceof Error ? err : new Error(String(err));
-      log.error({ err: error }, 'scan or claim failed; stopping the pass');
-      drain.abortNow(new AbortReason('scan/claim failure', drain.killAfterMs()));
-      channel.close();
-    });
+    const producer = produce().catch((err: unknown) => fail(err, 'scan or discovery failed; stopping the pass', 'scan/discovery failure'));
     await Promise.all([producer, dispatch()]);
     await results.flush().catch(() => undefined);
   } finally {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LedgerTotals } from '../../src/ledger/types.js';
-import { claimOne, failOpts, killItem, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+import { claimOne, claimOpts, failOpts, items, killItem, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
 
 /** Crash recovery, leases, dead letters, counts, run history, events and totals. */
 export function recoveryContract(use: UseLedger): void {
@@ -16,6 +16,22 @@ export function recoveryContract(use: UseLedger): void {
       expect((await use().get('a'))?.lastError).toMatch(/attempt 1 abandoned/);
       expect(await use().get('mine')).toMatchObject({ state: 'claimed', owner: 'owner-b' });
       expect(await use().reclaimOrphans('owner-b', failOpts())).toBe(0);
+    });
+
+    it('charges only the attempts that started: discovered items waiting for a slot stay pending, uncharged', async () => {
+      // A dead run had discovered 10 items (its channel) and started 3 of them.
+      const ids = await use().discover(items(...Array.from({ length: 10 }, (_, i) => `i${i}`)), { runId: 'run-1', now: T0 });
+      const started = await use().claim(ids.slice(0, 3), claimOpts({ owner: 'dead-run' }));
+      expect(started).toHaveLength(3);
+      expect(await use().reclaimOrphans('next-run', failOpts({ now: T0 + 5 }))).toBe(3);
+      for (const id of ids.slice(0, 3)) {
+        expect(await use().get(id), id).toMatchObject({ state: 'pending', attempts: 1, released: 0 });
+      }
+      for (const id of ids.slice(3)) {
+        expect(await use().get(id), id).toMatchObject({ state: 'pending', attempts: 0, released: 0, lastError: null });
+      }
+      // The next run starts the waiting ones as their first attempt.
+      expect(await use().claim([ids[5]!], claimOpts({ owner: 'next-run', now: T0 + 5 }))).toMatchObject([{ attempt: 1, charged: 1 }]);
     });
 
     it('dead-letters an item that kills every run that claims it (OOM)', async () => {
@@ -72,7 +88,7 @@ export function recoveryContract(use: UseLedger): void {
       await use().complete([await claimOne(use(), 'done')], T0);
       await killItem(use(), 'dead');
       await claimOne(use(), 'claimed');
-      await use().discoverAndClaim([{ id: 'p1' }, { id: 'p2' }], { owner: 'o', runId: 'r', now: T0, leaseMs: 1, limit: 0 });
+      await use().discover([{ id: 'p1' }, { id: 'p2' }], { runId: 'r', now: T0 });
       expect(await use().counts()).toEqual({ pending: 2, claimed: 1, done: 1, dead: 1 });
       expect(await use().get('nope')).toBeNull();
     });

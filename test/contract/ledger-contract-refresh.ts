@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { DiscoveredItem } from '../../src/ledger/types.js';
-import { claimOne, claimOpts, failOpts, items, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+import { claimOne, discoverAndClaim, claimOpts, failOpts, items, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
 
 type Stat = Omit<DiscoveredItem, 'id'>;
 
@@ -8,7 +8,7 @@ type Stat = Omit<DiscoveredItem, 'id'>;
 export function refreshContract(use: UseLedger): void {
   /** Discover `id` with `stat` and claim it; fails the test when it is not claimed. */
   const claimWith = async (id: string, stat: Stat, now = T0) => {
-    const [claim] = await use().discoverAndClaim([{ id, ...stat }], claimOpts({ now }));
+    const [claim] = await discoverAndClaim(use(), [{ id, ...stat }], claimOpts({ now }));
     if (claim === undefined) throw new Error(`expected ${id} to be claimed`);
     return claim;
   };
@@ -24,7 +24,7 @@ export function refreshContract(use: UseLedger): void {
     expect((await use().get(id))?.state).toBe('dead');
   };
   const onChange = (found: DiscoveredItem[], now = T0 + 1e6) =>
-    use().discoverAndClaim(found, claimOpts({ runId: 'run-2', now, refresh: { onChange: true } }));
+    discoverAndClaim(use(), found, claimOpts({ runId: 'run-2', now, refresh: { onChange: true } }));
   const ids = (claims: { id: string }[]) => claims.map((c) => c.id);
 
   describe('refresh: every-occurrence (doneBefore)', () => {
@@ -35,7 +35,7 @@ export function refreshContract(use: UseLedger): void {
       await use().complete([await claimOne(use(), 'a', { now: T0 + 600 })], T0 + 700);
       expect(await use().get('a')).toMatchObject({ state: 'done', attempts: 3, released: 1, doneAt: T0 + 700 });
       const opts = claimOpts({ runId: 'run-2', owner: 'owner-b', now: T0 + 5000, refresh: { doneBefore: T0 + 701 } });
-      expect(await use().discoverAndClaim(items('a'), opts)).toEqual([{ id: 'a', owner: 'owner-b', attempt: 1, charged: 1 }]);
+      expect(await discoverAndClaim(use(), items('a'), opts)).toEqual([{ id: 'a', owner: 'owner-b', attempt: 1, charged: 1 }]);
       expect(await use().get('a')).toMatchObject({ state: 'claimed', attempts: 1, released: 0, doneAt: null, lastError: 'drained' });
       expect((await use().totals()).itemsDone).toBe(1);
     });
@@ -46,18 +46,18 @@ export function refreshContract(use: UseLedger): void {
       await use().complete([await claimOne(use(), 'at')], horizon);
       await use().complete([await claimOne(use(), 'after')], horizon + 1);
       const refresh = { doneBefore: horizon };
-      const claims = await use().discoverAndClaim(items('before', 'at', 'after'), claimOpts({ runId: 'run-2', now: horizon + 10, refresh }));
+      const claims = await discoverAndClaim(use(), items('before', 'at', 'after'), claimOpts({ runId: 'run-2', now: horizon + 10, refresh }));
       expect(ids(claims)).toEqual(['before']);
       await use().complete(claims, horizon + 20);
       // The next run inside the same occurrence finds nothing left to do.
-      expect(await use().discoverAndClaim(items('before', 'at', 'after'), claimOpts({ runId: 'run-3', now: horizon + 30, refresh }))).toEqual([]);
+      expect(await discoverAndClaim(use(), items('before', 'at', 'after'), claimOpts({ runId: 'run-3', now: horizon + 30, refresh }))).toEqual([]);
       expect(await use().counts()).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
     });
 
     it('never revives dead items', async () => {
       await deadWith('dead', {});
       const refresh = { doneBefore: T0 + 1e9 };
-      expect(await use().discoverAndClaim(items('dead'), claimOpts({ now: T0 + 1e6, refresh }))).toEqual([]);
+      expect(await discoverAndClaim(use(), items('dead'), claimOpts({ now: T0 + 1e6, refresh }))).toEqual([]);
       expect(await use().get('dead')).toMatchObject({ state: 'dead', attempts: RETRY.maxAttempts });
       expect(await use().listDead()).toHaveLength(1);
     });
@@ -65,7 +65,7 @@ export function refreshContract(use: UseLedger): void {
     it("leaves refreshed items past the limit pending for this run's sweep", async () => {
       for (const id of ['a', 'b', 'c']) await use().complete([await claimOne(use(), id)], T0);
       const opts = claimOpts({ runId: 'run-2', now: T0 + 10, refresh: { doneBefore: T0 + 1 } });
-      expect(await use().discoverAndClaim(items('a', 'b', 'c'), { ...opts, limit: 1 })).toMatchObject([{ id: 'a', attempt: 1 }]);
+      expect(await discoverAndClaim(use(), items('a', 'b', 'c'), { ...opts, limit: 1 })).toMatchObject([{ id: 'a', attempt: 1 }]);
       expect(await use().counts()).toEqual({ pending: 2, claimed: 1, done: 0, dead: 0 });
       expect(await use().claimDue({ ...claimOpts({ runId: 'run-other', now: T0 + 10 }), limit: 10 })).toEqual([]);
       const swept = await use().claimDue({ ...opts, limit: 10 });
@@ -75,7 +75,7 @@ export function refreshContract(use: UseLedger): void {
     it('refreshes with limit 0 too (discovery only); the sweep claims them', async () => {
       await use().complete([await claimOne(use(), 'a')], T0);
       const opts = claimOpts({ runId: 'run-2', now: T0 + 10, refresh: { doneBefore: T0 + 1 } });
-      expect(await use().discoverAndClaim(items('a'), { ...opts, limit: 0 })).toEqual([]);
+      expect(await discoverAndClaim(use(), items('a'), { ...opts, limit: 0 })).toEqual([]);
       expect(await use().get('a')).toMatchObject({ state: 'pending', attempts: 0, availableAt: T0 + 10 });
       expect(await use().claimDue({ ...opts, limit: 10 })).toMatchObject([{ id: 'a', attempt: 1 }]);
     });
@@ -83,14 +83,14 @@ export function refreshContract(use: UseLedger): void {
     it('refreshes nothing without a policy, with an empty one, or with onChange false', async () => {
       await use().complete([await claimOne(use(), 'a', { now: T0 })], T0);
       for (const refresh of [undefined, {}, { onChange: false }]) {
-        expect(await use().discoverAndClaim([{ id: 'a', size: 9 }], claimOpts({ now: T0 + 1e6, refresh }))).toEqual([]);
+        expect(await discoverAndClaim(use(), [{ id: 'a', size: 9 }], claimOpts({ now: T0 + 1e6, refresh }))).toEqual([]);
       }
       expect((await use().get('a'))?.state).toBe('done');
     });
 
     it('rejects a doneBefore that is not a time, changing nothing', async () => {
       const refresh = { doneBefore: Number.NaN };
-      await expect(use().discoverAndClaim(items('a'), claimOpts({ refresh }))).rejects.toThrow(/doneBefore/);
+      await expect(discoverAndClaim(use(), items('a'), claimOpts({ refresh }))).rejects.toThrow(/doneBefore/);
       expect(await use().get('a')).toBeNull();
     });
   });
@@ -127,7 +127,7 @@ export function refreshContract(use: UseLedger): void {
     it('compares with the version last claimed, not the one last discovered', async () => {
       const claim = await claimWith('a', { size: 1, mtimeMs: 1 });
       // The file changes while it is being processed: the claimed version is still 1.
-      await use().discoverAndClaim([{ id: 'a', size: 2, mtimeMs: 2 }], claimOpts({ now: T0 + 1 }));
+      await discoverAndClaim(use(), [{ id: 'a', size: 2, mtimeMs: 2 }], claimOpts({ now: T0 + 1 }));
       await use().complete([claim], T0 + 2);
       expect(await use().get('a')).toMatchObject({ state: 'done', size: 2, mtimeMs: 2 });
       const [again] = await onChange([{ id: 'a', size: 2, mtimeMs: 2 }]);
@@ -160,7 +160,7 @@ export function refreshContract(use: UseLedger): void {
       await deadWith('dead', { size: 1 });
       const found = [{ id: 'old', size: 1 }, { id: 'changed', size: 2 }, { id: 'recent', size: 1 }, { id: 'dead', size: 1 }];
       const opts = claimOpts({ runId: 'run-2', now: T0 + 1e6, refresh: { doneBefore: T0 + 5, onChange: true } });
-      expect(ids(await use().discoverAndClaim(found, opts))).toEqual(['old', 'changed']);
+      expect(ids(await discoverAndClaim(use(), found, opts))).toEqual(['old', 'changed']);
     });
   });
 }

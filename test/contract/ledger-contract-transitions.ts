@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Claim } from '../../src/ledger/types.js';
-import { claimOne, claimOpts, failOpts, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+import { claimOne, discoverAndClaim, claimOpts, failOpts, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
 
 /** complete / fail / release: fencing, backoff, dead-lettering, drain hand-back. */
 export function transitionsContract(use: UseLedger): void {
@@ -84,7 +84,7 @@ export function transitionsContract(use: UseLedger): void {
       expect(outs.map((o) => (o?.result === 'applied' ? o.state : o?.result))).toEqual(['pending', 'pending', 'dead']);
       expect(await use().get('a')).toMatchObject({ state: 'dead', attempts: 3, lastError: 'boom 3', owner: null });
       expect(await use().listDead()).toEqual([{ id: 'a', attempts: 3, lastError: 'boom 3', deadAt: T0 + 20_000 }]);
-      expect(await use().discoverAndClaim([{ id: 'a' }], claimOpts({ now: T0 + 1e9 }))).toEqual([]);
+      expect(await discoverAndClaim(use(), [{ id: 'a' }], claimOpts({ now: T0 + 1e9 }))).toEqual([]);
       expect(await use().totals()).toMatchObject({ deadLettered: 1, itemsFailed: 3 });
       expect(await use().counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 1 });
     });

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Ledger } from '../../src/ledger/types.js';
-import { claimOne, claimOpts, failOpts, items, killItem, LEASE_MS, T0, type UseLedger } from './ledger-fixtures.js';
+import { claimOne, discoverAndClaim, claimOpts, failOpts, items, killItem, LEASE_MS, T0, type UseLedger } from './ledger-fixtures.js';
 import { metricsReadsContract } from './ledger-contract-metrics.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
 import { refreshContract } from './ledger-contract-refresh.js';
@@ -38,66 +38,75 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
 }
 
 function discoveryContract(use: UseLedger): void {
-  describe('discoverAndClaim', () => {
-    it('claims a new item as attempt 1 with a lease, recording its size and mtime', async () => {
-      const claims = await use().discoverAndClaim([{ id: 'a/1.scc', size: 10, mtimeMs: 123 }], claimOpts());
-      expect(claims).toEqual([{ id: 'a/1.scc', owner: 'owner-a', attempt: 1, charged: 1 }]);
+  describe('discover', () => {
+    it('records new items as pending with their size and mtime, claims nothing, and says they are claimable', async () => {
+      const ids = await use().discover([{ id: 'a/1.scc', size: 10, mtimeMs: 123 }, { id: 'b' }], { runId: 'run-1', now: T0 });
+      expect(ids).toEqual(['a/1.scc', 'b']);
       expect(await use().get('a/1.scc')).toMatchObject({
-        state: 'claimed', owner: 'owner-a', attempts: 1, released: 0, leaseUntil: T0 + LEASE_MS, size: 10, mtimeMs: 123,
+        state: 'pending', owner: null, attempts: 0, released: 0, size: 10, mtimeMs: 123,
       });
+      expect(await use().counts()).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
     });
 
-    it('is idempotent: rediscovery neither duplicates nor re-claims', async () => {
-      await use().discoverAndClaim(items('a', 'b'), claimOpts());
-      expect(await use().discoverAndClaim(items('a', 'b', 'a'), claimOpts({ now: T0 + 1 }))).toEqual([]);
-      expect(await use().counts()).toEqual({ pending: 0, claimed: 2, done: 0, dead: 0 });
-      expect((await use().get('a'))?.attempts).toBe(1);
+    it('is idempotent and returns each id once, in batch order', async () => {
+      await use().discover(items('a', 'b'), { runId: 'run-1', now: T0 });
+      expect(await use().discover(items('b', 'a', 'b', 'c'), { runId: 'run-1', now: T0 + 1 })).toEqual(['b', 'a', 'c']);
+      expect(await use().counts()).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
     });
 
     it('refreshes size and mtime of known items', async () => {
-      await use().discoverAndClaim([{ id: 'a', size: 1, mtimeMs: 1 }], claimOpts({ limit: 0 }));
-      await use().discoverAndClaim([{ id: 'a', size: 2, mtimeMs: 2 }], claimOpts({ limit: 0 }));
+      await use().discover([{ id: 'a', size: 1, mtimeMs: 1 }], { runId: 'run-1', now: T0 });
+      await use().discover([{ id: 'a', size: 2, mtimeMs: 2 }], { runId: 'run-1', now: T0 });
       expect(await use().get('a')).toMatchObject({ size: 2, mtimeMs: 2, state: 'pending' });
     });
 
-    it('claims at most `limit`; the rest stay pending for the sweep', async () => {
-      const claims = await use().discoverAndClaim(items('a', 'b', 'c'), claimOpts({ limit: 1 }));
-      expect(claims).toHaveLength(1);
-      expect(await use().counts()).toMatchObject({ pending: 2, claimed: 1 });
-      const swept = await use().claimDue({ ...claimOpts(), limit: 10 });
-      expect(swept.map((c) => c.id).sort()).toEqual(['a', 'b', 'c'].filter((id) => id !== claims[0]?.id));
-    });
-
-    it('with limit 0 only discovers; a later call claims the pending items of the batch', async () => {
-      expect(await use().discoverAndClaim(items('a', 'b'), claimOpts({ limit: 0 }))).toEqual([]);
-      expect(await use().counts()).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
-      const claims = await use().discoverAndClaim(items('a', 'b'), claimOpts());
-      expect(claims.map((c) => c.attempt)).toEqual([1, 1]);
-    });
-
-    it('skips done, dead and claimed items', async () => {
+    it('leaves out done, dead, claimed and backing-off items', async () => {
       const done = await claimOne(use(), 'done');
       await use().complete([done], T0);
       await killItem(use(), 'dead');
       await claimOne(use(), 'held', { owner: 'owner-b' });
-      const claims = await use().discoverAndClaim(items('done', 'dead', 'held'), claimOpts({ runId: 'run-2', now: T0 + 1e9 }));
-      expect(claims).toEqual([]);
+      const waiting = await claimOne(use(), 'waiting');
+      await use().fail([{ claim: waiting, error: 'x' }], failOpts());
+      const ids = await use().discover(items('done', 'dead', 'held', 'waiting', 'new'), { runId: 'run-2', now: T0 + 1 });
+      expect(ids).toEqual(['new']);
       expect(await use().get('held')).toMatchObject({ owner: 'owner-b', attempts: 1 });
+    });
+  });
+
+  describe('claim (at the slot)', () => {
+    it('claims discovered items as attempt 1 with a lease, in the order asked', async () => {
+      await use().discover(items('a', 'b', 'c'), { runId: 'run-1', now: T0 });
+      const claims = await use().claim(['c', 'a'], claimOpts());
+      expect(claims).toEqual([
+        { id: 'c', owner: 'owner-a', attempt: 1, charged: 1 },
+        { id: 'a', owner: 'owner-a', attempt: 1, charged: 1 },
+      ]);
+      expect(await use().get('a')).toMatchObject({ state: 'claimed', owner: 'owner-a', attempts: 1, leaseUntil: T0 + LEASE_MS });
+      expect(await use().get('b')).toMatchObject({ state: 'pending', attempts: 0 });
+    });
+
+    it('leaves out ids no longer claimable: claimed by another, done, unknown', async () => {
+      await use().discover(items('a', 'b', 'c'), { runId: 'run-1', now: T0 });
+      await use().claim(['a'], claimOpts({ owner: 'owner-b' }));
+      await use().complete(await use().claim(['b'], claimOpts()), T0);
+      expect(await use().claim(['a', 'b', 'ghost', 'c'], claimOpts())).toEqual([{ id: 'c', owner: 'owner-a', attempt: 1, charged: 1 }]);
+      expect(await use().get('a')).toMatchObject({ owner: 'owner-b', attempts: 1 });
     });
 
     it('does not claim an item before its backoff has passed', async () => {
       const claim = await claimOne(use(), 'a');
       const [out] = await use().fail([{ claim, error: 'x' }], failOpts());
       expect(out).toMatchObject({ result: 'applied', state: 'pending', availableAt: T0 + 500 });
-      expect(await use().discoverAndClaim(items('a'), claimOpts({ now: T0 + 499 }))).toEqual([]);
-      const again = await use().discoverAndClaim(items('a'), claimOpts({ now: T0 + 500 }));
-      expect(again).toEqual([{ id: 'a', owner: 'owner-a', attempt: 2, charged: 2 }]);
+      expect(await use().discover(items('a'), { runId: 'run-1', now: T0 + 499 })).toEqual([]);
+      expect(await use().claim(['a'], claimOpts({ now: T0 + 499 }))).toEqual([]);
+      expect(await use().discover(items('a'), { runId: 'run-1', now: T0 + 500 })).toEqual(['a']);
+      expect(await use().claim(['a'], claimOpts({ now: T0 + 500 }))).toEqual([{ id: 'a', owner: 'owner-a', attempt: 2, charged: 2 }]);
     });
   });
 
   describe('claimDue / nextDueAt (end-of-scan sweep)', () => {
     it("claims only this run's due pending items, earliest first, up to the limit", async () => {
-      const claims = await use().discoverAndClaim(items('a', 'b', 'c'), claimOpts());
+      const claims = await discoverAndClaim(use(), items('a', 'b', 'c'), claimOpts());
       const jitter = [0, 0.5, 0.99]; // -> available at +500, +750, +995
       const byId = new Map(claims.map((c) => [c.id, c]));
       for (const [i, id] of ['a', 'b', 'c'].entries()) {
@@ -105,7 +114,7 @@ function discoveryContract(use: UseLedger): void {
         if (claim === undefined) throw new Error(`no claim for ${id}`);
         await use().fail([{ claim, error: 'x' }], failOpts({ random: () => jitter[i] ?? 0 }));
       }
-      await use().discoverAndClaim(items('other'), claimOpts({ runId: 'run-0', limit: 0 }));
+      await use().discover(items('other'), { runId: 'run-0', now: T0 });
       expect(await use().nextDueAt('run-1')).toBe(T0 + 500);
       expect(await use().claimDue({ ...claimOpts({ now: T0 + 499 }), limit: 10 })).toEqual([]);
       const first = await use().claimDue({ ...claimOpts({ now: T0 + 2000 }), limit: 2 });

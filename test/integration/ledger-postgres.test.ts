@@ -11,6 +11,7 @@ import { runGroup } from '../../src/ledger/postgres/lock.js';
 import { ident } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
+import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 import { freePort } from '../helpers/prom.js';
 
@@ -20,10 +21,10 @@ const opts = (owner: string, over: Record<string, unknown> = {}) => ({ owner, ru
 
 describe('PostgreSQL SQL builders (no database)', () => {
   it('bind every value; only the checked schema name is spliced into the text', () => {
-    const q = claimBatchQuery('cronsafe', ["a'; DROP TABLE x; --"], { owner: 'o', now: 1, leaseUntil: 2 }, 10);
+    const q = claimBatchQuery('cronsafe', ["a'; DROP TABLE x; --"], { owner: 'o', now: 1, leaseUntil: 2 });
     expect(q.text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
     expect(q.text).not.toContain('DROP');
-    expect(q.values).toEqual([["a'; DROP TABLE x; --"], 'o', 1, 2, 10]);
+    expect(q.values).toEqual([["a'; DROP TABLE x; --"], 'o', 1, 2]);
     expect(completeQuery('s', { ids: ['x'], owners: ['evil'], attempts: [1] }, 5).text).not.toContain('evil');
     const batch = { ids: ['b', 'a'], sizes: [1, null], mtimes: [null, 2.5] };
     expect(insertNewQuery('s', batch, 'r', 9).text).toMatch(/ON CONFLICT \(id\) DO NOTHING/);
@@ -97,7 +98,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
         const got: string[] = [];
         for (let i = 0; i < ids.length; i += 100) {
           const batch = ids.slice(i, i + 100).map((id) => ({ id }));
-          got.push(...(await ledger.discoverAndClaim(batch, opts(owner, { limit: 60 }))).map((x) => x.id));
+          got.push(...(await discoverAndClaim(ledger, batch, opts(owner, { limit: 60 }))).map((x) => x.id));
         }
         for (;;) {
           const due = await ledger.claimDue({ ...opts(owner), limit: 50 });
@@ -114,7 +115,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
 
     it('skips a row another transaction has locked instead of waiting for it', async () => {
       const ledger = await fresh();
-      await ledger.discoverAndClaim([{ id: 'locked' }, { id: 'free' }], opts('o', { limit: 0 }));
+      await discoverAndClaim(ledger, [{ id: 'locked' }, { id: 'free' }], opts('o', { limit: 0 }));
       const holder = new pg.Client({ connectionString: url });
       await holder.connect();
       try {
@@ -133,8 +134,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
 
     it('reclaims only claims whose lease expired, and records who completed', async () => {
       const ledger = await fresh();
-      await ledger.discoverAndClaim([{ id: 'dead-pod' }], opts('pod-1', { leaseMs: 1000 }));
-      await ledger.discoverAndClaim([{ id: 'live-pod' }], opts('pod-2', { leaseMs: 60_000 }));
+      await discoverAndClaim(ledger, [{ id: 'dead-pod' }], opts('pod-1', { leaseMs: 1000 }));
+      await discoverAndClaim(ledger, [{ id: 'live-pod' }], opts('pod-2', { leaseMs: 60_000 }));
       expect(await ledger.reclaimExpired({ now: T0 + 1000, retry: RETRY })).toBe(0); // lease_until < now, strictly
       expect(await ledger.reclaimExpired({ now: T0 + 5000, retry: RETRY, random: () => 0 })).toBe(1);
       expect(await ledger.get('dead-pod')).toMatchObject({ state: 'pending', attempts: 1, availableAt: T0 + 5500 });
@@ -169,7 +170,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     it('retries a transaction whose connection was killed mid-statement', async () => {
       const retries: string[] = [];
       const ledger = await fresh({ onRetry: (r) => retries.push(r.error.code ?? '') });
-      const [claim] = await ledger.discoverAndClaim([{ id: 'a' }], opts('o'));
+      const [claim] = await discoverAndClaim(ledger, [{ id: 'a' }], opts('o'));
       const blocker = new pg.Client({ connectionString: url });
       await blocker.connect();
       await blocker.query('BEGIN');

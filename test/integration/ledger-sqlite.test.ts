@@ -12,6 +12,7 @@ import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
+import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-'));
 let n = 0;
@@ -25,7 +26,7 @@ describe('SQLite ledger specifics', () => {
   it('creates the parent directory and runs in WAL mode', async () => {
     const file = freshFile();
     const ledger = await openSqliteLedger(file);
-    await ledger.discoverAndClaim([{ id: 'a' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    await discoverAndClaim(ledger, [{ id: 'a' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
     expect(existsSync(`${file}-wal`)).toBe(true);
     await ledger.close();
     const db = new Database(file, { readonly: true });
@@ -36,7 +37,7 @@ describe('SQLite ledger specifics', () => {
   it('keeps its data across close and reopen, and close is idempotent', async () => {
     const file = freshFile();
     const first = await openSqliteLedger(file);
-    const [claim] = await first.discoverAndClaim([{ id: 'a' }, { id: 'b' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    const [claim] = await discoverAndClaim(first, [{ id: 'a' }, { id: 'b' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
     await first.complete(claim ? [claim] : [], 2);
     await first.recordEvent('overrun', 3);
     await first.close();
@@ -91,13 +92,13 @@ describe('SQLite ledger specifics', () => {
   it('keeps odd ids consistent between batch (JSON) and single-row paths', async () => {
     const ledger = await openSqliteLedger(freshFile());
     const ids = ['\ud800lone', 'quote"back\\slash\n', 'é/ü/💥', ' spaced '];
-    const claims = await ledger.discoverAndClaim(ids.map((id) => ({ id })), { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
+    const claims = await discoverAndClaim(ledger, ids.map((id) => ({ id })), { owner: 'o', runId: 'r', now: 1, leaseMs: 1 });
     expect(claims).toHaveLength(ids.length);
     expect((await ledger.complete(claims, 2)).map((o) => o.result)).toEqual(ids.map(() => 'applied'));
     for (const id of ids) expect((await ledger.get(id))?.state).toBe('done');
     expect(await ledger.complete(claims, 3)).toMatchObject(ids.map(() => ({ result: 'fenced' })));
     // A claim rebuilt by the caller from the original (ill-formed) id still matches.
-    const [again] = await ledger.discoverAndClaim([{ id: '\udc00x' }], { owner: 'o', runId: 'r', now: 4, leaseMs: 1 });
+    const [again] = await discoverAndClaim(ledger, [{ id: '\udc00x' }], { owner: 'o', runId: 'r', now: 4, leaseMs: 1 });
     const rebuilt = { id: '\udc00x', owner: 'o', attempt: again?.attempt ?? 0, charged: 1 };
     expect(await ledger.complete([rebuilt], 5)).toMatchObject([{ id: '\udc00x', result: 'applied' }]);
     await ledger.close();
@@ -147,9 +148,9 @@ describe('SQLite ledger specifics', () => {
     const opts = { owner: 'o', runId: 'r', now: 10, leaseMs: 1, refresh: { onChange: true } };
     // Changed since the last scan before the upgrade: caught. No stat before (plain): a baseline now.
     const first = [{ id: 'statted', size: 11 }, { id: 'kept', size: 7, mtimeMs: 7 }, { id: 'plain', size: 3 }, { id: 'broken', mtimeMs: 2 }];
-    expect((await ledger.discoverAndClaim(first, opts)).map((c) => [c.id, c.attempt])).toEqual([['statted', 1], ['broken', 1]]);
+    expect((await discoverAndClaim(ledger, first, opts)).map((c) => [c.id, c.attempt])).toEqual([['statted', 1], ['broken', 1]]);
     const second = [{ id: 'kept', size: 7, mtimeMs: 7 }, { id: 'plain', size: 4 }];
-    expect((await ledger.discoverAndClaim(second, opts)).map((c) => c.id)).toEqual(['plain']);
+    expect((await discoverAndClaim(ledger, second, opts)).map((c) => c.id)).toEqual(['plain']);
     await ledger.close();
   });
 });

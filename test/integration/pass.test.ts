@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { DiscoveredItem, Ledger } from '../../src/ledger/types.js';
+import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 import { OutputStore } from '../../src/runner/output.js';
 import { runPass, type PassDeps } from '../../src/runner/pass.js';
 import type { Handler } from '../../src/runner/types.js';
@@ -100,7 +101,7 @@ describe('runPass (in-process, real SQLite ledger)', () => {
         if (item.id !== 'item-1') return;
         // Another owner takes the item over (as after a lease expiry): our completion must not land.
         await thief.reclaimOrphans('someone-else', { now: Date.now(), retry: { maxAttempts: 99, backoffMs: 0, backoffMaxMs: 0 } });
-        await thief.discoverAndClaim([{ id: 'item-1' }], { owner: 'thief', runId: 'run-2', now: Date.now(), leaseMs: 60_000 });
+        await discoverAndClaim(thief, [{ id: 'item-1' }], { owner: 'thief', runId: 'run-2', now: Date.now(), leaseMs: 60_000 });
       },
     };
     const r = await runPass(deps(handler, { source: ids(3) }));

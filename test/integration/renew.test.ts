@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { Claim, Ledger } from '../../src/ledger/types.js';
+import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 import { startRenewal } from '../../src/runner/renew.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
@@ -28,7 +29,7 @@ const retry = { maxAttempts: 99, backoffMs: 0, backoffMaxMs: 0 };
 describe('lease renewal', () => {
   it('extends held leases, and aborts an attempt whose claim another owner took over', async () => {
     const { a, b } = await twoConnections();
-    const [mine, other] = await a.discoverAndClaim([{ id: 'x' }, { id: 'y' }], { owner: 'me', runId: 'r1', now: Date.now(), leaseMs: 1000 });
+    const [mine, other] = await discoverAndClaim(a, [{ id: 'x' }, { id: 'y' }], { owner: 'me', runId: 'r1', now: Date.now(), leaseMs: 1000 });
     const held = new Map<string, Claim>([['x', mine!], ['y', other!]]);
     const ctlX = new AbortController();
     const ctlY = new AbortController();
@@ -36,7 +37,7 @@ describe('lease renewal', () => {
     timers.push(startRenewal({ ledger: a, owner: 'me', held, inflight: new Map([['x', ctlX], ['y', ctlY]]), log, now: Date.now, leaseMs: 60_000, everyMs: 20, killAfterMs: () => 100 }));
     // Another pod takes x over (as after a lease expiry).
     await b.reclaimOrphans('thief', { now: Date.now(), retry });
-    await b.discoverAndClaim([{ id: 'x' }], { owner: 'thief', runId: 'r2', now: Date.now(), leaseMs: 60_000 });
+    await discoverAndClaim(b, [{ id: 'x' }], { owner: 'thief', runId: 'r2', now: Date.now(), leaseMs: 60_000 });
     await new Promise<void>((resolve) => ctlX.signal.addEventListener('abort', () => resolve(), { once: true }));
     expect(ctlX.signal.reason).toMatchObject({ message: 'claim lost' });
     expect(lines.some((l) => l.msg === 'claim lost (lease expired and taken over); aborting this attempt' && l.itemId === 'x')).toBe(true);
@@ -45,7 +46,7 @@ describe('lease renewal', () => {
 
   it('does not abort a newer claim of the same id (completion raced the renewal, then a retry re-claimed it)', async () => {
     const { a } = await twoConnections();
-    const [first] = await a.discoverAndClaim([{ id: 'x' }], { owner: 'me', runId: 'r1', now: Date.now(), leaseMs: 60_000 });
+    const [first] = await discoverAndClaim(a, [{ id: 'x' }], { owner: 'me', runId: 'r1', now: Date.now(), leaseMs: 60_000 });
     const held = new Map<string, Claim>([['x', first!]]);
     const ctl = new AbortController();
     const { log } = memoryLogger();

@@ -13,6 +13,7 @@ import { afterAll, expect, it } from 'vitest';
 import { backoffDelayMs } from '../../src/ledger/backoff.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { Claim, DiscoveredItem, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
+import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 const OWNERS = ['o0', 'o1', 'o2'];
@@ -144,7 +145,7 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       const due = rows.filter((f) => claimable(m, m.items.get(f.id) as MItem)).slice(0, op.limit ?? Infinity);
       const want = due.map((f) => claimInModel(m, f.id, m.items.get(f.id) as MItem, o.owner));
       const refresh = op.refresh && { doneBefore, onChange: op.refresh.onChange };
-      const got = await ledger.discoverAndClaim(op.found, { ...o, limit: op.limit, refresh });
+      const got = await discoverAndClaim(ledger, op.found, { ...o, limit: op.limit, refresh });
       expect(got).toEqual(want);
       return;
     }

@@ -1,5 +1,5 @@
 import { wellFormed } from '../rows.js';
-import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
+import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
@@ -75,19 +75,31 @@ export interface ClaimParams {
 }
 
 /**
- * Claim the batch's claimable rows (pending, past their backoff), in batch order, at
- * most `limit` (null: all). FOR UPDATE SKIP LOCKED: a row another transaction is
- * claiming right now is skipped, never waited for and never handed out twice; the
- * state is re-checked on the row's latest version under the lock (READ COMMITTED).
+ * Which ids of a discovered batch are claimable now (pending, past their backoff), in
+ * batch order. Read only: the claim itself comes later, when a handler slot is free.
  */
-export const claimBatchQuery = (schema: string, ids: string[], p: ClaimParams, limit: number | null): Query =>
+export const claimableQuery = (schema: string, ids: string[], now: number): Query =>
+  q(
+    `SELECT it.id FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
+JOIN ${ident(schema)}.items AS it ON it.id = b.id
+WHERE it.state = 'pending' AND it.available_at <= $2
+ORDER BY b.ord`,
+    ids,
+    now,
+  );
+
+/**
+ * Claim those of `ids` still claimable (pending, past their backoff), for the handler
+ * slots free now. FOR UPDATE SKIP LOCKED: a row another transaction is claiming right
+ * now is skipped, never waited for and never handed out twice; the state is re-checked
+ * on the row's latest version under the lock (READ COMMITTED).
+ */
+export const claimBatchQuery = (schema: string, ids: string[], p: ClaimParams): Query =>
   q(
     `WITH c AS (
-  SELECT it.id FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
-  JOIN ${ident(schema)}.items AS it ON it.id = b.id
-  WHERE it.state = 'pending' AND it.available_at <= $3
-  ORDER BY b.ord
-  LIMIT $5
+  SELECT it.id FROM ${ident(schema)}.items AS it
+  WHERE it.id = ANY($1::text[]) AND it.state = 'pending' AND it.available_at <= $3
+  ORDER BY it.id
   FOR UPDATE OF it SKIP LOCKED)
 UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}
 FROM c WHERE i.id = c.id
@@ -96,7 +108,6 @@ RETURNING i.id, i.attempts, i.released`,
     p.owner,
     p.now,
     p.leaseUntil,
-    limit,
   );
 
 /** The end-of-scan sweep: this run's due pending items, earliest first (SKIP LOCKED too). */
@@ -122,7 +133,8 @@ export const nextDueQuery = (schema: string, runId: string): Query =>
 
 /** The claim verbs of the PostgreSQL ledger (each one retried transaction). */
 export interface ClaimOps {
-  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]>;
+  discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
+  claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
   claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;
   nextDueAt(runId: string): Promise<number | null>;
 }
@@ -150,36 +162,40 @@ const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, n
 
 export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
   return {
-    async discoverAndClaim(items, opts) {
+    async discover(items, opts) {
       if (items.length === 0) return [];
       const refresh = refreshParams(opts.refresh); // throws before anything is written
       const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-      const order = new Map<string, number>();
+      const seen = new Set<string>();
       for (const it of items) {
         // One row per id: a repeat would make the upsert touch a row twice (an error in
-        // PostgreSQL) and waste a slot of the limit.
+        // PostgreSQL).
         const id = wellFormed(it.id);
-        if (order.has(id)) continue;
-        order.set(id, order.size);
+        if (seen.has(id)) continue;
+        seen.add(id);
         batch.ids.push(id);
         batch.sizes.push(it.size ?? null);
         batch.mtimes.push(it.mtimeMs ?? null);
       }
-      const limit = opts.limit ?? null;
-      return ex.tx('discoverAndClaim', async (exec) => {
+      return ex.tx('discover', async (exec) => {
         const created = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
         if (created.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, created), opts.runId));
-        // Before the limit: refreshed items left unclaimed are pending for the sweep.
         if (refresh !== null) {
           await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
           if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
         }
-        if (limit !== null && limit <= 0) return [];
-        const rows = await exec<ClaimedRow>(claimBatchQuery(schema, batch.ids, claimParams(opts), limit));
-        // RETURNING order is unspecified; hand claims out in scan order.
-        rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
-        return rows.map((r) => toClaim(r, opts.owner));
+        return (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);
       });
+    },
+
+    async claim(ids, opts) {
+      if (ids.length === 0) return [];
+      const wanted = ids.map(wellFormed);
+      const rows = await ex.tx('claim', (exec) => exec<ClaimedRow>(claimBatchQuery(schema, wanted, claimParams(opts))));
+      // RETURNING order is unspecified; hand claims out in the order asked.
+      const order = new Map(wanted.map((id, i) => [id, i] as const));
+      rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+      return rows.map((r) => toClaim(r, opts.owner));
     },
 
     async claimDue(opts) {

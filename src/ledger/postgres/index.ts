@@ -5,6 +5,7 @@ import type {
   ClaimOptions,
   DeadItem,
   DiscoveredItem,
+  DiscoverOptions,
   FailOptions,
   Failure,
   FenceOutcome,
@@ -81,8 +82,11 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   async migrate(): Promise<void> {
     await this.#ex.tx('migrate', (exec) => migrate(exec, this.#schema));
   }
-  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]> {
-    return this.#claim.discoverAndClaim(items, opts);
+  discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> {
+    return this.#claim.discover(items, opts);
+  }
+  claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
+    return this.#claim.claim(ids, opts);
   }
   claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);

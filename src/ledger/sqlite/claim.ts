@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3';
-import type { Claim, ClaimOptions, DiscoveredItem } from '../types.js';
+import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
 import { makeApplyRefresh, refreshParams } from './refresh.js';
-import { batchJson, toClaim, type ClaimedRow } from '../rows.js';
+import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
 // json_each: one statement per batch instead of one per item took discover + claim +
@@ -28,23 +28,26 @@ ON CONFLICT (id) DO UPDATE SET
 const CLAIM_SET = `SET state = 'claimed', owner = @owner, attempts = attempts + 1,
   lease_until = @leaseUntil, claimed_size = size, claimed_mtime_ms = mtime_ms, updated_at = @now`;
 
-/** Rows of a batch that can be claimed now: pending and past their backoff. */
+/**
+ * Rows of a batch that can be claimed now: pending and past their backoff. CROSS JOIN
+ * and the unary `+` pin the plan to "walk the batch, look each id up by primary key";
+ * otherwise the planner may scan a state index over the whole table.
+ */
 const CLAIMABLE = `
   SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state = 'pending' AND +i.available_at <= @now`;
 
 /**
- * Claim the batch's claimable rows. CROSS JOIN and the unary `+` pin the plan to
- * "walk the batch, look each id up by primary key"; otherwise the planner may
- * scan a state index over the whole table. No `LIMIT @param` here: a bound LIMIT
- * makes SQLite re-prepare the statement on every call (~9 us each, measured).
+ * Claim the given ids that are still claimable (the dispatcher's ids for its free slots).
+ * No `LIMIT @param` here: a bound LIMIT makes SQLite re-prepare the statement on every
+ * call (~9 us each, measured).
  */
 export const CLAIM_BATCH_SQL = `
 UPDATE items ${CLAIM_SET}
 WHERE id IN (${CLAIMABLE})
 RETURNING id, attempts, released`;
 
-/** With a limit smaller than the batch: which ids to claim, in batch order. */
+/** Which ids of a discovered batch are claimable now, in batch order. */
 export const CLAIMABLE_SQL = `${CLAIMABLE} ORDER BY j.key`;
 
 /**
@@ -63,7 +66,8 @@ export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = '
 
 /** The claim verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
 export interface ClaimOps {
-  discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Claim[];
+  discover(items: DiscoveredItem[], opts: DiscoverOptions): string[];
+  claim(ids: string[], opts: ClaimOptions): Claim[];
   claimDue(opts: ClaimOptions & { limit: number }): Claim[];
   nextDueAt(runId: string): number | null;
 }
@@ -78,28 +82,26 @@ export function makeClaimOps(db: Database): ClaimOps {
 
   // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
   // (busy_timeout) instead of failing with SQLITE_BUSY at the first write.
-  const discoverAndClaimTx = db.transaction((items: DiscoveredItem[], opts: ClaimOptions): Claim[] => {
-    const order = new Map<string, number>();
+  const discoverTx = db.transaction((items: DiscoveredItem[], opts: DiscoverOptions): string[] => {
+    const seen = new Set<string>();
     const rows: [string, number | null, number | null][] = [];
     for (const it of items) {
-      if (order.has(it.id)) continue; // a repeated id would waste a slot of the limit
-      order.set(it.id, order.size);
+      if (seen.has(it.id)) continue;
+      seen.add(it.id);
       rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
     }
     const refresh = refreshParams(opts.refresh);
-    let batch = batchJson(rows);
+    const batch = batchJson(rows);
     discover.run({ batch, runId: opts.runId, now: opts.now });
-    // Before the limit: refreshed items left unclaimed are pending for the sweep.
     if (refresh !== null) applyRefresh(batch, refresh, opts.now);
-    const limit = opts.limit ?? Infinity;
-    if (limit <= 0) return [];
-    if (limit < rows.length) {
-      const ids = (claimable.all({ batch, now: opts.now }) as string[]).slice(0, limit);
-      if (ids.length === 0) return [];
-      batch = batchJson(ids.map((id) => [id]));
-    }
-    const claimed = claimBatch.all({ ...claimParams(opts), batch }) as ClaimedRow[];
-    // RETURNING order is unspecified; hand claims out in scan order.
+    return claimable.all({ batch, now: opts.now }) as string[];
+  });
+
+  const claimTx = db.transaction((ids: string[], opts: ClaimOptions): Claim[] => {
+    const claimed = claimBatch.all({ ...claimParams(opts), batch: batchJson(ids.map((id) => [id])) }) as ClaimedRow[];
+    if (claimed.length <= 1) return claimed.map((r) => toClaim(r, opts.owner));
+    // RETURNING order is unspecified; hand claims out in the order asked.
+    const order = new Map(ids.map((id, i) => [wellFormed(id), i] as const));
     claimed.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
     return claimed.map((r) => toClaim(r, opts.owner));
   });
@@ -114,7 +116,8 @@ export function makeClaimOps(db: Database): ClaimOps {
   });
 
   return {
-    discoverAndClaim: (items, opts) => (items.length === 0 ? [] : discoverAndClaimTx.immediate(items, opts)),
+    discover: (items, opts) => (items.length === 0 ? [] : discoverTx.immediate(items, opts)),
+    claim: (ids, opts) => (ids.length === 0 ? [] : claimTx.immediate(ids, opts)),
     claimDue: (opts) => claimDueTx.immediate(opts),
     nextDueAt: (runId) => (nextDue.get(runId) as number | null | undefined) ?? null,
   };

@@ -7,6 +7,7 @@ import type {
   ClaimOptions,
   DeadItem,
   DiscoveredItem,
+  DiscoverOptions,
   FailOptions,
   Failure,
   FenceOutcome,
@@ -93,8 +94,11 @@ class SqliteLedger implements Ledger {
   async migrate(): Promise<void> {
     migrate(this.#db);
   }
-  async discoverAndClaim(items: DiscoveredItem[], opts: ClaimOptions): Promise<Claim[]> {
-    return this.#claim.discoverAndClaim(items, opts);
+  async discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> {
+    return this.#claim.discover(items, opts);
+  }
+  async claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
+    return this.#claim.claim(ids, opts);
   }
   async claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);
