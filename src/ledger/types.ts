@@ -107,6 +107,22 @@ export type FenceOutcome =
   | { id: string; result: 'applied'; state: ItemState; availableAt?: number }
   | { id: string; result: 'fenced'; reason: string };
 
+/** Results of finished attempts, written together (Ledger.settle). */
+export interface Settlement {
+  complete: Claim[];
+  /** Failures, each with the retry policy it is judged by (an unsafe id is dead at once). */
+  fail: Array<{ claim: Claim; error: string; retry: RetryPolicy }>;
+  release: Array<{ claim: Claim; reason: string }>;
+}
+
+/** What settle() did: outcomes in the order of each list of the Settlement, and the new claims. */
+export interface SettleOutcome {
+  complete: FenceOutcome[];
+  fail: FenceOutcome[];
+  release: FenceOutcome[];
+  claims: Claim[];
+}
+
 export interface ItemCounts {
   pending: number;
   claimed: number;
@@ -240,6 +256,14 @@ export interface Ledger {
 
   /** claimed -> pending, attempt not charged (drain hand-back); fenced. */
   release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+
+  /**
+   * Write finished attempts' results (fenced, exactly as complete / fail / release do),
+   * then claim `claim.ids` (as claim() does), in one transaction where the adapter can:
+   * the runner claims for the slots its finished attempts freed, so one commit records
+   * those results and starts their successors. `random` as in FailOptions.
+   */
+  settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome>;
 
   /** Extend leases of claims still held by owner; returns ids no longer held. */
   renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;

@@ -137,12 +137,13 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   deps.observer?.live?.(snapshot);
 
   // On stop: claim nothing more. What waits in the channel was never claimed: drop it.
-  drain.stopping.addEventListener('abort', () => {
+  // (The stop may have come before the pass began: a signal during start-up.)
+  whenAborted(drain.stopping, () => {
     log.info({ reason: String(drain.stopping.reason), inFlight: inflight.size }, 'drain: stopped claiming; in-flight items may finish');
     channel.closeAndTake();
     notify();
   });
-  drain.aborting.addEventListener('abort', () => {
+  whenAborted(drain.aborting, () => {
     const reason = drain.aborting.reason as AbortReason;
     log.warn({ reason: reason.message, inFlight: inflight.size }, 'drain: aborting in-flight items');
     for (const ctl of inflight.values()) ctl.abort(reason);
@@ -185,7 +186,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
           await channel.send(id);
         }
       }
-      scanComplete = true;
+      // The scan also ends early when the stop aborts it: that is not a complete scan.
+      scanComplete = !drain.stopping.aborted;
     } catch (err) {
       // A send on the channel the stop closed is not an error.
       if (!drain.stopping.aborted) throw err;
@@ -280,7 +282,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       }
       let claims: Claim[];
       if (ids.length > 0) {
-        claims = await ledger.claim(ids, claimOpts());
+        // With the results of the attempts that freed these slots, in one transaction.
+        claims = await results.flushAndClaim(ids, claimOpts);
       } else {
         // The scan ended (or stopped: checked above) and its candidates are taken.
         if (!scanComplete) return;
@@ -340,4 +343,10 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       (!error && results.counts.released === 0 && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
   const outcome: PassOutcome = error ? 'failed' : finished && results.counts.released === 0 ? 'completed' : 'drained';
   return { outcome, counts, error };
+}
+
+/** Run `fn` once when `signal` aborts, or now if it already has. */
+function whenAborted(signal: AbortSignal, fn: () => void): void {
+  if (signal.aborted) fn();
+  else signal.addEventListener('abort', fn, { once: true });
 }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Claim, FenceOutcome, Ledger, RetryPolicy } from '../ledger/types.js';
+import type { Claim, ClaimOptions, FenceOutcome, Ledger, RetryPolicy, Settlement } from '../ledger/types.js';
 
 /** How one attempt ended, as recorded in the ledger. */
 export type AttemptOutcome = 'succeeded' | 'failed' | 'dead' | 'released' | 'fenced';
@@ -13,22 +13,19 @@ export type ResultCounts = {
   fenced: number;
 };
 
-interface Pending {
-  complete: Claim[];
-  fail: Array<{ claim: Claim; error: string; retry: RetryPolicy }>;
-  release: Array<{ claim: Claim; reason: string }>;
-}
-
 /**
  * Collects item results and writes them to the ledger in batches, so that the ledger is
  * not the bottleneck (one transaction per batch instead of per item). Flushes when
- * `maxBatch` results wait or `maxDelayMs` after the first one, and always on `flush()`.
- * Flushes are serialised. A result is only ever reported as done after its transaction
- * committed; a crash before that leaves the claim in place, and the item is redone.
+ * `maxBatch` results wait or `maxDelayMs` after the first one, always on `flush()`, and
+ * with every claim (`flushAndClaim`): the transaction that starts new attempts also
+ * records the ones that freed their slots, so finished attempts hardly ever wait as
+ * claims. Writes are serialised. A result is only ever reported as done after its
+ * transaction committed; a crash before that leaves the claim in place, and the item is
+ * redone (its attempt charged: it did start).
  */
 export class ResultBatcher {
   readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0 };
-  private pending: Pending = { complete: [], fail: [], release: [] };
+  private pending: Settlement = { complete: [], fail: [], release: [] };
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
@@ -68,6 +65,15 @@ export class ResultBatcher {
 
   /** Write everything queued so far; resolves when it is committed. */
   flush(): Promise<void> {
+    return this.enqueue().then(() => undefined);
+  }
+
+  /** Write everything queued so far and claim `ids` in the same ledger write; the claims. */
+  flushAndClaim(ids: string[], opts: () => ClaimOptions): Promise<Claim[]> {
+    return this.enqueue({ ids, opts });
+  }
+
+  private enqueue(claim?: { ids: string[]; opts: () => ClaimOptions }): Promise<Claim[]> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
@@ -75,8 +81,12 @@ export class ResultBatcher {
     const batch = this.pending;
     this.pending = { complete: [], fail: [], release: [] };
     this.size = 0;
-    this.chain = this.chain.then(() => this.write(batch));
-    return this.chain;
+    const done = this.chain.then(() => this.write(batch, claim));
+    this.chain = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    return done;
   }
 
   private added(): void {
@@ -88,33 +98,26 @@ export class ResultBatcher {
     }
   }
 
-  private async write(batch: Pending): Promise<void> {
+  private async write(batch: Settlement, claim?: { ids: string[]; opts: () => ClaimOptions }): Promise<Claim[]> {
     if (this.error) throw this.error;
+    const size = batch.complete.length + batch.fail.length + batch.release.length;
+    if (size === 0 && (!claim || claim.ids.length === 0)) return [];
     const now = this.opts.now();
+    let out;
     try {
-      if (batch.complete.length > 0) {
-        this.account(await this.ledger.complete(batch.complete, now), 'complete', batch.complete);
-        for (const c of batch.complete) this.opts.onSettled?.(c);
-      }
-      // Failures may carry different policies (an unsafe id is dead at once); group by policy.
-      for (const [retry, group] of groupByPolicy(batch.fail)) {
-        const outcomes = await this.ledger.fail(
-          group.map((f) => ({ claim: f.claim, error: f.error })),
-          { now, retry },
-        );
-        this.account(outcomes, 'fail', group.map((f) => f.claim), group);
-        for (const f of group) this.opts.onSettled?.(f.claim);
-      }
-      for (const [reason, group] of groupBy(batch.release, (r) => r.reason)) {
-        const claims = group.map((r) => r.claim);
-        this.account(await this.ledger.release(claims, now, reason), 'release', claims);
-        for (const c of claims) this.opts.onSettled?.(c);
-      }
+      out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
     } catch (err) {
       this.error = err instanceof Error ? err : new Error(String(err));
       this.opts.onError(this.error);
       throw this.error;
     }
+    this.account(out.complete, 'complete', batch.complete);
+    this.account(out.fail, 'fail', batch.fail.map((f) => f.claim), batch.fail);
+    this.account(out.release, 'release', batch.release.map((r) => r.claim));
+    for (const c of batch.complete) this.opts.onSettled?.(c);
+    for (const f of batch.fail) this.opts.onSettled?.(f.claim);
+    for (const r of batch.release) this.opts.onSettled?.(r.claim);
+    return out.claims;
   }
 
   private account(
@@ -158,19 +161,4 @@ function outcomeOf(o: FenceOutcome, op: 'complete' | 'fail' | 'release'): Attemp
   if (op === 'complete') return 'succeeded';
   if (op === 'release') return 'released';
   return o.state === 'dead' ? 'dead' : 'failed';
-}
-
-function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
-  const m = new Map<K, T[]>();
-  for (const it of items) {
-    const k = key(it);
-    const g = m.get(k);
-    if (g) g.push(it);
-    else m.set(k, [it]);
-  }
-  return m;
-}
-
-function groupByPolicy<T extends { retry: RetryPolicy }>(items: T[]): Map<RetryPolicy, T[]> {
-  return groupBy(items, (i) => i.retry);
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,12 @@ export function workspace(config: Record<string, unknown>, files: Record<string,
   };
   writeFileSync(ws.configPath, YAML.stringify(full));
   return ws;
+}
+
+/** Merge `patch` into the workspace's config file (top-level keys replace); for paths known only once it exists. */
+export function configure(ws: Workspace, patch: Record<string, unknown>): void {
+  const current = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
+  writeFileSync(ws.configPath, YAML.stringify({ ...current, ...patch }));
 }
 
 export interface LogLine {

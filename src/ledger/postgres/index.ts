@@ -18,8 +18,11 @@ import type {
   RunRecord,
   RunStart,
   RunStats,
+  SettleOutcome,
+  Settlement,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
+import { settleInSteps } from '../settle-steps.js';
 import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
@@ -87,6 +90,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   }
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
     return this.#claim.claim(ids, opts);
+  }
+  /** One transaction per step for now (see settleInSteps). */
+  settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
+    return settleInSteps(this, s, now, claim, random);
   }
   claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);

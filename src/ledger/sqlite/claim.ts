@@ -68,6 +68,8 @@ export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = '
 export interface ClaimOps {
   discover(items: DiscoveredItem[], opts: DiscoverOptions): string[];
   claim(ids: string[], opts: ClaimOptions): Claim[];
+  /** claim() without its own transaction (settle runs it inside its own). */
+  claimIn(ids: string[], opts: ClaimOptions): Claim[];
   claimDue(opts: ClaimOptions & { limit: number }): Claim[];
   nextDueAt(runId: string): number | null;
 }
@@ -97,14 +99,16 @@ export function makeClaimOps(db: Database): ClaimOps {
     return claimable.all({ batch, now: opts.now }) as string[];
   });
 
-  const claimTx = db.transaction((ids: string[], opts: ClaimOptions): Claim[] => {
+  const claimIn = (ids: string[], opts: ClaimOptions): Claim[] => {
+    if (ids.length === 0) return [];
     const claimed = claimBatch.all({ ...claimParams(opts), batch: batchJson(ids.map((id) => [id])) }) as ClaimedRow[];
     if (claimed.length <= 1) return claimed.map((r) => toClaim(r, opts.owner));
     // RETURNING order is unspecified; hand claims out in the order asked.
     const order = new Map(ids.map((id, i) => [wellFormed(id), i] as const));
     claimed.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
     return claimed.map((r) => toClaim(r, opts.owner));
-  });
+  };
+  const claimTx = db.transaction(claimIn);
 
   const claimDueTx = db.transaction((opts: ClaimOptions & { limit: number }): Claim[] => {
     if (opts.limit <= 0) return [];
@@ -118,6 +122,7 @@ export function makeClaimOps(db: Database): ClaimOps {
   return {
     discover: (items, opts) => (items.length === 0 ? [] : discoverTx.immediate(items, opts)),
     claim: (ids, opts) => (ids.length === 0 ? [] : claimTx.immediate(ids, opts)),
+    claimIn,
     claimDue: (opts) => claimDueTx.immediate(opts),
     nextDueAt: (runId) => (nextDue.get(runId) as number | null | undefined) ?? null,
   };

@@ -47,9 +47,13 @@ export interface FinishOps {
   release(claims: Claim[], now: number, reason: string): FenceOutcome[];
   /**
    * One failed attempt (pending with backoff, or dead), counted in the totals.
-   * Must run inside the caller's transaction; reclaimOrphans reuses it.
+   * Must run inside the caller's transaction; reclaimOrphans and settle reuse it.
    */
   failOne(claim: Claim, error: string, opts: FailOptions): FenceOutcome;
+  /** complete() without its own transaction (settle runs it inside its own). */
+  completeIn(claims: Claim[], now: number): FenceOutcome[];
+  /** One hand-back, inside the caller's transaction. */
+  releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
 }
 
 export function makeFinishOps(db: Database, counters: Counters): FinishOps {
@@ -86,7 +90,8 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     return { id: claim.id, result: 'applied', state: 'pending', availableAt: decision.availableAt };
   };
 
-  const completeTx = db.transaction((claims: Claim[], now: number): FenceOutcome[] => {
+  const completeIn = (claims: Claim[], now: number): FenceOutcome[] => {
+    if (claims.length === 0) return [];
     const batch = batchJson(claims.map((c) => [c.id, c.owner, c.attempt]));
     const applied = new Set(complete.all({ now, claims: batch }) as string[]);
     counters.bump('items_done', applied.size);
@@ -96,18 +101,20 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
       const done = applied.delete(c.id) || applied.delete(wellFormed(c.id));
       return done ? { id: c.id, result: 'applied', state: 'done' } : fenced(c);
     });
-  });
+  };
+  const completeTx = db.transaction(completeIn);
 
   const failTx = db.transaction((failures: Failure[], opts: FailOptions): FenceOutcome[] =>
     failures.map((f) => failOne(f.claim, f.error, opts)),
   );
 
+  const releaseOne = (c: Claim, now: number, reason: string): FenceOutcome => {
+    if (release.run({ ...guard(c), now, reason }).changes === 0) return fenced(c);
+    counters.bump('items_released', 1);
+    return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
+  };
   const releaseTx = db.transaction((claims: Claim[], now: number, reason: string): FenceOutcome[] =>
-    claims.map((c): FenceOutcome => {
-      if (release.run({ ...guard(c), now, reason }).changes === 0) return fenced(c);
-      counters.bump('items_released', 1);
-      return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
-    }),
+    claims.map((c) => releaseOne(c, now, reason)),
   );
 
   return {
@@ -115,5 +122,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     fail: (failures, opts) => (failures.length === 0 ? [] : failTx.immediate(failures, opts)),
     release: (claims, now, reason) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason)),
     failOne,
+    completeIn,
+    releaseOne,
   };
 }

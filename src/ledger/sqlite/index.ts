@@ -20,6 +20,8 @@ import type {
   RunRecord,
   RunStart,
   RunStats,
+  SettleOutcome,
+  Settlement,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
@@ -72,6 +74,7 @@ export async function openSqliteLedger(file: string): Promise<Ledger> {
 
 class SqliteLedger implements Ledger {
   readonly #db: Database.Database;
+  readonly #settle: (s: Settlement, now: number, claim: { ids: string[]; opts: ClaimOptions } | undefined, random?: () => number) => SettleOutcome;
   readonly #counters: Counters;
   readonly #claim: ClaimOps;
   readonly #finish: FinishOps;
@@ -89,6 +92,14 @@ class SqliteLedger implements Ledger {
     this.#read = makeReadOps(db);
     this.#runs = makeRunOps(db);
     this.#events = makeEventOps(db, this.#counters);
+    const finish = this.#finish;
+    const claimOps = this.#claim;
+    this.#settle = db.transaction((s: Settlement, now: number, claim: { ids: string[]; opts: ClaimOptions } | undefined, random?: () => number) => ({
+      complete: finish.completeIn(s.complete, now),
+      fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
+      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
+      claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
+    })).immediate;
   }
 
   async migrate(): Promise<void> {
@@ -114,6 +125,9 @@ class SqliteLedger implements Ledger {
   }
   async release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]> {
     return this.#finish.release(claims, now, reason);
+  }
+  async settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
+    return this.#settle(s, now, claim, random);
   }
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
     return this.#recover.renew(owner, ids, leaseUntil);

@@ -1,0 +1,56 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Direct children of every process, from /proc (Linux). */
+function childrenByParent(): Map<number, number[]> {
+  const byParent = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const kids = byParent.get(ppid) ?? [];
+    kids.push(Number(name));
+    byParent.set(ppid, kids);
+  }
+  return byParent;
+}
+
+/** `pid` and all its descendants (handlers run in their own process groups, so a group kill would miss them). */
+export function processTree(pid: number): number[] {
+  const byParent = childrenByParent();
+  const out: number[] = [];
+  const stack = [pid];
+  while (stack.length > 0) {
+    const p = stack.pop()!;
+    out.push(p);
+    stack.push(...(byParent.get(p) ?? []));
+  }
+  return out;
+}
+
+const signal = (pid: number, sig: NodeJS.Signals) => {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    /* already gone */
+  }
+};
+
+/**
+ * SIGKILL a process and every descendant at once, as an eviction or a node loss would.
+ * The root is stopped first, so it cannot spawn a child between the listing and the kill.
+ */
+export function killTree(pid: number): number[] {
+  signal(pid, 'SIGSTOP');
+  const tree = processTree(pid);
+  for (const p of tree) signal(p, 'SIGSTOP');
+  // Children forked before the stop landed are listed by a second look.
+  const all = [...new Set([...tree, ...processTree(pid)])];
+  for (const p of all) signal(p, 'SIGKILL');
+  return all;
+}

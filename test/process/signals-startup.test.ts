@@ -1,0 +1,75 @@
+/**
+ * Issue 9, point 5: SIGHUP drains like SIGTERM, and a SIGTERM at any moment of start-up
+ * leaves through the same drain path (exit 75 with work left), never a raw 143, and never
+ * with a claim left behind.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { until } from '../helpers/wait.js';
+
+const SLOW_IMPORT = path.join(FIXTURES, 'process/slow-import-module.mjs');
+
+function backlog(n: number): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (let i = 0; i < n; i++) files[`item-${String(i).padStart(3, '0')}`] = `payload ${i}\n`;
+  return files;
+}
+
+describe('signals during start-up and SIGHUP', () => {
+  it.each(['SIGTERM', 'SIGHUP', 'SIGINT'] as const)('%s during start-up (module import, lock held) drains: exit 75, nothing claimed, nothing charged', async (sig) => {
+    const ws = workspace({ handler: { module: SLOW_IMPORT }, concurrency: 2 }, backlog(20));
+    const marker = path.join(ws.dir, 'importing');
+    const env = { INVOCATIONS: path.join(ws.dir, 'invocations.log'), IMPORTING_MARKER: marker, IMPORT_DELAY_MS: '1500' };
+    const run = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'the module import', 60_000);
+    run.child.kill(sig);
+    const { code, signal } = await run.exited;
+    expect(signal, run.stderr()).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(run.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'drained', exitCode: 75 });
+    // Stopped before its scan: nothing discovered, claimed or charged.
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+    expect(existsSync(env.INVOCATIONS)).toBe(false);
+    // The next run does everything, each item on its first attempt.
+    const next = await runCli(['run', '-c', ws.configPath], { env: { ...env, IMPORT_DELAY_MS: '0' } });
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 20, dead: 0 });
+  }, 120_000);
+
+  it('SIGTERM as soon as the process has started its JavaScript (before the config is read) exits 75 or 0, never 143', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/copy-module.mjs') }, concurrency: 2 }, backlog(5));
+    // Readiness: NODE_OPTIONS preloads a module that writes a marker as Node's first JS runs.
+    const marker = path.join(ws.dir, 'node-started');
+    const preload = path.join(FIXTURES, 'process/mark-started.cjs');
+    for (let round = 0; round < 5; round++) {
+      const run = spawnCli(['run', '-c', ws.configPath], { env: { STARTED_MARKER: marker, NODE_OPTIONS: `--require ${preload}` }, timeoutMs: 60_000 });
+      await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'node start-up', 60_000);
+      await new Promise((r) => setTimeout(r, round * 40));
+      run.child.kill('SIGTERM');
+      const { code, signal } = await run.exited;
+      expect(signal, `round ${round}: ${run.stderr()}`).toBeNull();
+      expect([0, 75], `round ${round}: exit ${code}; ${run.stderr()}`).toContain(code);
+      expect((await statusJson(ws.configPath)).items.claimed).toBe(0);
+    }
+  }, 120_000);
+
+  it('SIGHUP mid-pass drains like SIGTERM: in-flight items finish, the rest stay pending, exit 75', async () => {
+    const ws = workspace(
+      { handler: { command: [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'] }, concurrency: 2 },
+      backlog(30),
+    );
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    run.child.kill('SIGHUP');
+    const { code, signal } = await run.exited;
+    expect(signal).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'drained' });
+    const items = (await statusJson(ws.configPath)).items;
+    expect(items.claimed).toBe(0);
+    expect(items.dead).toBe(0);
+    expect(items.pending).toBeGreaterThan(0);
+  }, 120_000);
+});
