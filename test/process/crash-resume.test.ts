@@ -33,7 +33,7 @@ describe('SIGKILL at random points, then a clean run', () => {
   ])('loses nothing with a %s', async (_name, handler) => {
     const files = backlog();
     const ws = workspace(
-      { handler, concurrency: 4, retry: { maxAttempts: 1000, backoffSeconds: 0, backoffMaxSeconds: 0 } },
+      { handler, concurrency: 4 }, // retry: the defaults users get (maxAttempts 5, 30 s backoff)
       files,
     );
     let kills = 0;

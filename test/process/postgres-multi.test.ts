@@ -107,7 +107,7 @@ export default async function (item, ctx) {
         state: { postgres: url, schema: 'multi' },
         concurrency: 4,
         lease: { seconds: 4, renewSeconds: 1 },
-        retry: { maxAttempts: 1000, backoffSeconds: 0, backoffMaxSeconds: 0 },
+        // retry: the defaults users get (a kill charges only what was running)
         log: { level: 'info' },
       },
       files,

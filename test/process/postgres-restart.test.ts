@@ -39,7 +39,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL restarts and outages m
         state: { postgres: url, schema },
         concurrency: 4,
         lease: LEASE,
-        retry: { maxAttempts: 100, backoffSeconds: 0, backoffMaxSeconds: 0 },
+        // retry: the defaults users get (a database restart is not the items' fault)
         log: { level: 'info' },
       },
       files,
