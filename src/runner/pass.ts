@@ -13,7 +13,8 @@ import { ownFiles } from './own-files.js';
 import { batches, scanDirectory } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
-import { HandlerFailure, type Handler, type WorkItem } from './types.js';
+import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from './types.js';
+import { AttemptSignal } from './attempt-signal.js';
 
 export interface PassDeps {
   config: Config;
@@ -89,9 +90,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const channel = new Channel<string>(config.queueSize);
   // Claims of attempts started in this pass whose result is not written yet.
   const held = new Map<string, Claim>();
-  const inflight = new Map<string, AbortController>();
+  const inflight = new Map<string, AttemptSignal>();
   // Handler time per attempt, until its result is written (for the duration histogram).
-  const durations = new Map<string, number>();
+  const durations = new Map<Claim, number>();
   let scanned = 0;
   let claimed = 0;
   let scanComplete = false;
@@ -119,9 +120,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     },
     onDeadLettered: (id, error) => deps.observer?.deadLettered?.(id, error),
     onOutcome: (c, outcome) => {
-      const key = `${c.id}\0${c.attempt}`;
-      deps.observer?.attempt(outcome, durations.get(key) ?? 0);
-      durations.delete(key);
+      deps.observer?.attempt(outcome, durations.get(c) ?? 0);
+      durations.delete(c);
     },
   });
 
@@ -196,35 +196,50 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     }
   }
 
+  const sourcePrefix = config.source.directory.endsWith(path.sep) ? config.source.directory : config.source.directory + path.sep;
+  const debug = log.isLevelEnabled('debug');
+
   async function processItem(claim: Claim): Promise<void> {
-    const ctl = new AbortController();
-    inflight.set(claim.id, ctl);
-    if (drain.aborting.aborted) ctl.abort(drain.aborting.reason);
-    const itemLog = log.child({ itemId: claim.id, attempt: claim.attempt });
+    const abort = new AttemptSignal();
+    inflight.set(claim.id, abort);
+    if (drain.aborting.aborted) abort.abort(drain.aborting.reason);
+    // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
+    let itemLog: Logger | undefined;
+    const logOf = () => (itemLog ??= log.child({ itemId: claim.id, attempt: claim.attempt }));
     const unsafe = checkItemId(claim.id);
     if (unsafe) {
       inflight.delete(claim.id);
       results.fail(claim, `unsafe item id: ${unsafe}`, deadAtOnce);
       return;
     }
-    const item: WorkItem = { id: claim.id, path: path.join(config.source.directory, claim.id), attempt: claim.attempt };
+    // Ids are checked relative paths: a plain concatenation is path.join here.
+    const item: WorkItem = { id: claim.id, path: sourcePrefix + claim.id, attempt: claim.attempt };
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
+    const ctx: HandlerContext = {
+      get signal() {
+        return abort.signal;
+      },
+      outputPath: tempPath,
+      get log() {
+        return logOf();
+      },
+      attempt: claim.attempt,
+    };
     const started = now();
-    const timed = () => durations.set(`${claim.id}\0${claim.attempt}`, now() - started);
     try {
-      await handler.run(item, { signal: ctl.signal, outputPath: tempPath, log: itemLog, attempt: claim.attempt });
+      await handler.run(item, ctx);
       // Output first, ledger second: a crash in between means a redo that overwrites.
       if (tempPath && outputs) await outputs.commit(tempPath, claim.id);
-      timed();
-      itemLog.debug({ ms: now() - started }, 'item done');
+      durations.set(claim, now() - started);
+      if (debug) logOf().debug({ ms: now() - started }, 'item done');
       results.complete(claim);
     } catch (err) {
-      timed();
+      durations.set(claim, now() - started);
       if (tempPath && outputs) await outputs.discard(tempPath).catch(() => undefined);
       const message = err instanceof Error ? err.message : String(err);
-      const interrupted = (err instanceof HandlerFailure && err.interrupted) || ctl.signal.aborted;
+      const interrupted = (err instanceof HandlerFailure && err.interrupted) || abort.aborted;
       if (interrupted) {
-        itemLog.warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
+        logOf().warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
         results.release(claim, `interrupted: ${message}`);
       } else {
         results.fail(claim, message, retry);

@@ -7,8 +7,8 @@ export interface RenewalOptions {
   owner: string;
   /** Claims this pass holds (queued or in flight), by id. */
   held: Map<string, Claim>;
-  /** Abort controllers of in-flight attempts, by id. */
-  inflight: Map<string, AbortController>;
+  /** Abort handles of in-flight attempts, by id. */
+  inflight: Map<string, { abort(reason?: unknown): void }>;
   log: Logger;
   now: () => number;
   leaseMs: number;
