@@ -99,6 +99,8 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   let stopWatch = () => {};
   try {
     ledger = await openState(config);
+    // [issue 10, case 1] upgrades keep the old shared default ledger while it is theirs.
+    if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
     const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined);
@@ -187,11 +189,16 @@ export function retryPolicy(config: Config) {
   };
 }
 
-/** Open the ledger; an unreachable store is fatal (exit 1) with a clear message. */
+/**
+ * Open the ledger; an unreachable store is fatal (exit 1) with a clear message, a ledger
+ * of another job a config error (exit 78).
+ */
 export async function openState(config: Config): Promise<Ledger> {
   try {
-    return await openLedger(config.state);
+    // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
+    return await openLedger(config.state, { job: config.name, configPath: config.configPath });
   } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1]
     throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
   }
 }
@@ -218,6 +225,7 @@ async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, eve
       await ledger.close();
     }
   } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1] a ledger of another job
     log.warn({ err }, 'could not record the skipped start in the ledger');
   }
   await events.flush();

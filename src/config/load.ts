@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
+import { readJob } from '../ledger/sqlite/read-job.js';
 import { interpolate } from './interpolate.js';
 import type { KeyProblem } from './messages.js';
 import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
@@ -114,7 +115,10 @@ function resolve(p: ParsedConfig, abs: string): Config {
   const dir = path.dirname(abs);
   const at = (x: string): string => path.resolve(dir, x);
   const stateDir = path.join(dir, '.cronsafe');
-  const sqlite = p.state.postgres === undefined ? at(p.state.sqlite ?? path.join(stateDir, 'cronsafe.db')) : undefined;
+  const sqlite =
+    p.state.postgres !== undefined ? undefined
+    : p.state.sqlite !== undefined ? { file: at(p.state.sqlite) }
+    : defaultSqlite(stateDir, p.name);
   const concurrency = p.concurrency ?? Math.min(8, 2 * os.availableParallelism());
 
   const config: Config = {
@@ -129,14 +133,17 @@ function resolve(p: ParsedConfig, abs: string): Config {
       maxLogBytes: p.handler.maxLogBytes,
       env: p.handler.env,
     },
-    state: sqlite !== undefined ? { sqlite } : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
+    state:
+      sqlite !== undefined
+        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}) }
+        : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
     concurrency,
     queueSize: p.queueSize ?? 4 * concurrency,
     lease: p.lease,
     retry: p.retry,
     drain: p.drain,
     lock: {
-      path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)),
+      path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite.file) : stateDir, `${p.name}.lock`)),
       ...kubernetesLease(p),
     },
     daemon: p.daemon,
@@ -148,6 +155,30 @@ function resolve(p: ParsedConfig, abs: string): Config {
   if (p.events) config.events = p.events;
   if (p.scheduledTimestamp) config.scheduledTimestamp = p.scheduledTimestamp;
   return config;
+}
+
+/** The ledger file every job used by default before ledgers were one per name. */
+export const LEGACY_DEFAULT_SQLITE = 'cronsafe.db';
+
+/**
+ * The default ledger, `<config dir>/.cronsafe/<name>.db`: one per job, so two configs in
+ * one directory never share one. Upgrades: while that file does not exist, the old shared
+ * default `cronsafe.db` is kept when it records no job yet or this one (the run logs it);
+ * one recorded as another job's is left to that job. Reading the old file's owner opens
+ * SQLite read-only, and only on this upgrade path.
+ */
+function defaultSqlite(stateDir: string, name: string): { file: string; legacy?: boolean } {
+  const own = path.join(stateDir, `${name}.db`);
+  const legacy = path.join(stateDir, LEGACY_DEFAULT_SQLITE);
+  if (own === legacy || fs.existsSync(own) || !fs.existsSync(legacy)) return { file: own };
+  let owner: string | null;
+  try {
+    owner = readJob(legacy);
+  } catch {
+    // Unreadable now: keep it, and let the open (which checks the owner again) say why.
+    return { file: legacy, legacy: true };
+  }
+  return owner === null || owner === name ? { file: legacy, legacy: true } : { file: own };
 }
 
 /** `lock.kubernetesLease` with its defaults, or nothing when it is off. */
