@@ -1,7 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, utimesSync } from 'node:fs';
+import { utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+
+export { UnsafeOwnDirectory } from './own-dir.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
@@ -53,6 +56,8 @@ export class OutputStore {
   readonly dir: string;
   /** Absolute temp directory inside `dir`. */
   readonly tempDir: string;
+  /** `<dir>/.cronsafe-tmp` (= tempDir unless shared). */
+  readonly #root: string;
 
   #lastTouch = 0;
 
@@ -61,30 +66,37 @@ export class OutputStore {
     private readonly shared?: SharedTempOptions,
   ) {
     this.dir = path.resolve(outDir);
-    const root = path.join(this.dir, TEMP_DIR_NAME);
-    this.tempDir = shared ? path.join(root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : root;
+    this.#root = path.join(this.dir, TEMP_DIR_NAME);
+    this.tempDir = shared ? path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : this.#root;
   }
 
   /**
    * Create the directories and remove temp files a killed run left behind. Without
    * `shared`, everything in the temp directory: only safe while holding an exclusive run
-   * lock. With it, other runs' entries untouched for `staleAfterMs`.
+   * lock. With it, other runs' entries untouched for `staleAfterMs`. Throws
+   * UnsafeOwnDirectory (deleting nothing) when the temp directory is not our own real
+   * directory: a symlink there would make "empty the temp directory" empty its target.
    */
   async prepare(): Promise<void> {
-    await mkdir(this.tempDir, { recursive: true });
+    // The configured directory itself may be a link (the user's choice); below it, nothing may.
+    await mkdir(this.dir, { recursive: true });
+    const root = ensureOwnDir(this.#root);
+    // Re-checked before each removal: swapped for a link meanwhile, we stop instead.
+    const remove = async (entry: string): Promise<void> => {
+      if (!sameDir(this.#root, root)) throw new UnsafeOwnDirectory(this.#root, 'was replaced while cronsafe was emptying it');
+      await rm(entry, { recursive: true, force: true });
+    };
     if (!this.shared) {
-      for (const name of await readdir(this.tempDir)) {
-        await rm(path.join(this.tempDir, name), { recursive: true, force: true });
-      }
+      for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
       return;
     }
+    ensureOwnDir(this.tempDir);
     this.#lastTouch = Date.now();
-    const root = path.dirname(this.tempDir);
-    for (const name of await readdir(root)) {
-      const entry = path.join(root, name);
+    for (const name of await readdir(this.#root)) {
+      const entry = path.join(this.#root, name);
       if (entry === this.tempDir) continue;
       const newest = await newestMtimeMs(entry);
-      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await rm(entry, { recursive: true, force: true });
+      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await remove(entry);
     }
   }
 
@@ -96,7 +108,8 @@ export class OutputStore {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
-      mkdirSync(this.tempDir, { recursive: true });
+      ensureOwnDir(this.#root);
+      ensureOwnDir(this.tempDir);
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
