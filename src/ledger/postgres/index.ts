@@ -14,6 +14,7 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
+  RunHeartbeat,
   RunOutcome,
   RunRecord,
   RunStart,
@@ -27,6 +28,7 @@ import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
+import { beatingRunsQuery, heartbeatQuery } from './heartbeat.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { adoptJob } from './meta.js';
 import { migrate } from './migrate.js';
@@ -166,6 +168,12 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   async lastRunStart(): Promise<RunStart | null> {
     const [r] = await this.#ex.query<RunStart>('lastRunStart', runs.lastRunStartQuery(this.#schema));
     return r ?? null;
+  }
+  async heartbeat(runId: string, at: number): Promise<void> {
+    await this.#ex.query('heartbeat', heartbeatQuery(this.#schema, runId, at));
+  }
+  beatingRuns(since: number): Promise<RunHeartbeat[]> {
+    return this.#ex.query<RunHeartbeat>('beatingRuns', beatingRunsQuery(this.#schema, since));
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     const feeds = runs.EVENT_COUNTERS[kind] as (typeof runs.EVENT_COUNTERS)[LedgerEventKind] | undefined; // callers outside TypeScript

@@ -16,6 +16,7 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
+  RunHeartbeat,
   RunOutcome,
   RunRecord,
   RunStart,
@@ -27,6 +28,7 @@ import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
+import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -94,6 +96,7 @@ class SqliteLedger implements Ledger {
   readonly #read: ReadOps;
   readonly #runs: RunOps;
   readonly #events: EventOps;
+  readonly #heartbeat: HeartbeatOps;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -112,6 +115,7 @@ class SqliteLedger implements Ledger {
       release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
+    this.#heartbeat = makeHeartbeatOps(db);
   }
 
   async migrate(): Promise<void> {
@@ -170,6 +174,12 @@ class SqliteLedger implements Ledger {
   }
   async lastRunStart(): Promise<RunStart | null> {
     return this.#runs.lastRunStart();
+  }
+  async heartbeat(runId: string, at: number): Promise<void> {
+    this.#heartbeat.heartbeat(runId, at);
+  }
+  async beatingRuns(since: number): Promise<RunHeartbeat[]> {
+    return this.#heartbeat.beatingRuns(since);
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     this.#events.recordEvent(kind, at, detail, occurrence);

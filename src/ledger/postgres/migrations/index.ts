@@ -1,5 +1,5 @@
 import * as m001 from './001-initial.js';
-import * as m002 from './002-job-identity.js';
+import * as m002 from './002-job-identity-and-heartbeat.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {

@@ -1,6 +1,6 @@
 import * as m001 from './001-initial.js';
 import * as m002 from './002-refresh-and-occurrences.js';
-import * as m003 from './003-job-identity.js';
+import * as m003 from './003-job-identity-and-heartbeat.js';
 
 /** One numbered schema step. */
 export interface Migration {
