@@ -3,8 +3,10 @@ import { utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { makeOutputParents, outputPathProblem } from './output-path.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
+export { OutputPathError } from './output-path.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
@@ -130,6 +132,15 @@ export class OutputStore {
   }
 
   /**
+   * What would stop the item's output from being committed (a link or a file where a
+   * directory must be, a directory where the output goes), or null. Reads only; the pass
+   * may ask before it runs the handler, and commit refuses the same (OutputPathError).
+   */
+  outputProblem(id: string): string | null {
+    return outputPathProblem(this.dir, this.finalPathFor(id));
+  }
+
+  /**
    * Move the attempt's temp file to the item's final path. Returns false when the
    * handler wrote nothing. The file and the directory entry are fsynced before and
    * after the rename, so once the ledger says done the output survives a power cut.
@@ -146,7 +157,8 @@ export class OutputStore {
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
-    await mkdir(path.dirname(final), { recursive: true });
+    // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
+    makeOutputParents(this.dir, final);
     await rename(tempPath, final);
     await fsyncPath(path.dirname(final));
     return true;
