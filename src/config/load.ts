@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
 import { readJob } from '../ledger/sqlite/read-job.js';
+import { scanSkipsDirectory } from '../runner/scan.js';
 import { interpolate } from './interpolate.js';
 import type { KeyProblem } from './messages.js';
 import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
@@ -224,7 +225,49 @@ function checkPaths(file: string, c: Config): void {
   if (c.output && out && !out.isDirectory()) {
     problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
   }
+  if (c.output && s?.isDirectory()) {
+    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude);
+    if (inside) problems.push({ key: 'output.directory', message: inside });
+  }
   if (problems.length > 0) fail(file, problems);
+}
+
+/** realpath of the longest existing prefix of `p`, plus the rest: where `p` is or will be. */
+function whereItIs(p: string): string {
+  const rest: string[] = [];
+  for (let cur = p; ; ) {
+    try {
+      return path.join(fs.realpathSync(cur), ...rest.reverse());
+    } catch {
+      const parent = path.dirname(cur);
+      if (parent === cur) return p;
+      rest.push(path.basename(cur));
+      cur = parent;
+    }
+  }
+}
+
+/**
+ * Outputs written inside source.directory become items on the next run (`a` -> `a.out`
+ * -> `a.out.out` ...). Allowed only when the scan provably never enters the output
+ * directory: `source.exclude` matches its path relative to the source (or a parent's),
+ * which is where the scan prunes. Compared by real paths, so links on either side do not
+ * hide it. The scan's own skip of output.directory by name is not counted as proof: it is
+ * lexical, and a link in either path defeats it. Returns the problem, or null.
+ */
+function outputInsideSource(source: string, output: string, exclude: string[]): string | null {
+  const src = whereItIs(source);
+  const out = whereItIs(output);
+  if (out === src) {
+    return `${output} is source.directory itself: outputs (<id>.out) would become items on the next run (a -> a.out -> a.out.out ...); use a directory outside source.directory`;
+  }
+  if (!out.startsWith(src + path.sep)) return null;
+  const rel = path.relative(src, out).split(path.sep).join('/');
+  if (scanSkipsDirectory(exclude, rel)) return null;
+  return (
+    `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
+    `move it outside source.directory, or exclude it from the scan: source.exclude: ["${rel}/**"]`
+  );
 }
 
 /**

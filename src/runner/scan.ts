@@ -15,6 +15,25 @@ export interface ScanOptions {
   signal?: AbortSignal;
 }
 
+// flags 's': a file name may contain a newline, and `*` must match it like any other byte.
+const GLOB_OPTS = { flags: 's' };
+
+function excludeMatcher(globs: string[]): (rel: string) => boolean {
+  return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
+}
+
+/**
+ * True when the scan never enters the directory at `rel` (`/`-separated, relative to the
+ * scanned directory): `exclude` matches it or one of its parents, which is where the walk
+ * prunes. The config check uses it to prove that an output directory inside the source
+ * is never scanned.
+ */
+export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
+  const match = excludeMatcher(exclude);
+  const segs = rel.split('/');
+  return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')));
+}
+
 /**
  * Walk `directory` lazily, yielding items as they are found. `opendir` reads entries in
  * small batches and we recurse depth-first with one open handle per level, so memory is
@@ -24,10 +43,8 @@ export interface ScanOptions {
  * conveniently skips the `.name.tmp` files producers write before renaming.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
-  // flags 's': a file name may contain a newline, and `*` must match it like any other byte.
-  const globOpts = { flags: 's' };
-  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], globOpts);
-  const exclude = opts.exclude.length > 0 ? picomatch(opts.exclude, globOpts) : () => false;
+  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
+  const exclude = excludeMatcher(opts.exclude);
   const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
 
   async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {
