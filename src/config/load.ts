@@ -11,6 +11,7 @@ import { ConfigError } from '../errors.js';
 import { readJob } from '../ledger/sqlite/read-job.js';
 import { scanSkipsDirectory } from '../runner/scan.js';
 import { interpolate } from './interpolate.js';
+import { programProblem } from './program.js';
 import type { KeyProblem } from './messages.js';
 import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
 import { configSchema, knownKeysAt, schemaAt, type ParsedConfig } from './schema.js';
@@ -212,6 +213,12 @@ function checkPaths(file: string, c: Config): void {
       const code = (err as NodeJS.ErrnoException).code ?? 'EACCES';
       problems.push({ key: 'source.directory', message: `directory not readable (${code}): ${src}` });
     }
+  }
+
+  const program = c.handler.command?.[0];
+  if (program !== undefined) {
+    const problem = programProblem(program, src, c.handler.env.PATH ?? process.env.PATH);
+    if (problem) problems.push({ key: 'handler.command', message: `cannot run the program: ${problem}` });
   }
 
   if (c.handler.module !== undefined) {

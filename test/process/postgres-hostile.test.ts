@@ -46,4 +46,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a hostile environment
     expect(readdirSync(target)).toEqual(['keep.txt']);
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(true);
   });
+
+  it('a handler.command program that does not exist: exit 78 before anything is claimed', async () => {
+    const st = state();
+    const ws = workspace({ handler: { command: ['cronsafe-no-such-program', '{path}'] }, state: st }, { 'a.txt': 'a' });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('handler.command');
+    // Nothing reached the database: not even the schema (before: the item was dead-lettered there).
+    const [row] = await server.admin<{ present: boolean }>(`SELECT to_regnamespace($1) IS NOT NULL AS present`, [st.schema], 'hostile');
+    expect(row?.present).toBe(false);
+  });
 });

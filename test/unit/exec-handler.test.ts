@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HandlerConfig } from '../../src/config/types.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
+import { EnvironmentFault } from '../../src/runner/faults.js';
 import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/handlers/', import.meta.url));
@@ -216,6 +217,14 @@ describe('exec handler: outcomes', () => {
     const handler = createExecHandler(handlerConfig(['cronsafe-no-such-command-xyz', '{path}']), { sourceDir: src });
     const f = await failureOf(handler.run(item(), context().ctx));
     expect(f.message).toMatch(/"cronsafe-no-such-command-xyz": ENOENT \(command not found\)/);
+    expect(f).toBeInstanceOf(EnvironmentFault); // the environment's fault: the pass must not charge it
+  });
+
+  it('a program named by the item ({path}) that cannot start is the item\'s failure, not the environment\'s', async () => {
+    const handler = createExecHandler(handlerConfig(['{path}']), { sourceDir: src });
+    const f = await failureOf(handler.run({ id: 'gone', path: path.join(src, 'gone'), attempt: 1 }, context().ctx));
+    expect(f.message).toMatch(/ENOENT/);
+    expect(f).not.toBeInstanceOf(EnvironmentFault);
   });
 
   it('names a command that is not executable', async () => {
@@ -225,6 +234,7 @@ describe('exec handler: outcomes', () => {
     const handler = createExecHandler(handlerConfig([script]), { sourceDir: src });
     const f = await failureOf(handler.run(item(), context().ctx));
     expect(f.message).toContain(`${JSON.stringify(script)}: EACCES`);
+    expect(f).toBeInstanceOf(EnvironmentFault);
   });
 });
 

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
+import { EnvironmentFault } from '../faults.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -19,6 +20,7 @@ export interface Placeholders {
 }
 
 const PLACEHOLDER = /\{(path|id|output|attempt)\}/g;
+const PLACEHOLDER_TEST = /\{(path|id|output|attempt)\}/;
 
 /**
  * Substitute placeholders in one argv element, in a single pass: text that a value
@@ -40,6 +42,8 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
     throw new ConfigError('handler.command must be a non-empty argv array', undefined, 'handler.command');
   }
   const usesOutput = template.some((arg) => arg.includes('{output}'));
+  // A program named by the item (`{path}`) that cannot start is the item's problem.
+  const programFromItem = PLACEHOLDER_TEST.test(template[0]);
   return {
     async run(item: WorkItem, ctx: HandlerContext): Promise<void> {
       if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
@@ -63,7 +67,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       // An inherited value (cronsafe run from a handler) must not pose as this item's output.
       if (ctx.outputPath === undefined) delete env.CRONSAFE_OUTPUT_PATH;
       else env.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
-      return runChild(argv, env, opts.sourceDir, cfg, ctx);
+      return runChild(argv, env, opts.sourceDir, cfg, ctx, programFromItem);
     },
   };
 }
@@ -76,6 +80,7 @@ function runChild(
   cwd: string,
   cfg: HandlerConfig,
   ctx: HandlerContext,
+  programFromItem: boolean,
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
   return new Promise<void>((resolve, reject) => {
@@ -85,7 +90,7 @@ function runChild(
       // and killable as a whole with process.kill(-pid).
       child = spawn(file, args, { cwd, env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     } catch (err) {
-      reject(spawnFailure(file, err, cwd));
+      reject(spawnFailure(file, err, cwd, programFromItem));
       return;
     }
 
@@ -137,7 +142,7 @@ function runChild(
     child.on('error', (err) => {
       // Without a pid nothing started (ENOENT, EACCES); other errors (a failed kill)
       // leave the child running and 'close' still decides the outcome.
-      if (child.pid === undefined) finish(spawnFailure(file, err, cwd));
+      if (child.pid === undefined) finish(spawnFailure(file, err, cwd, programFromItem));
     });
 
     child.on('exit', () => {
@@ -196,7 +201,13 @@ function interrupted(reason: unknown): HandlerFailure {
   return new HandlerFailure(`interrupted: ${text}`, true);
 }
 
-function spawnFailure(file: string, err: unknown, cwd: string): HandlerFailure {
+/**
+ * A child that never started. The environment's fault (EnvironmentFault: the pass stops,
+ * nothing is charged): a missing or non-executable program, a vanished working directory,
+ * no free process slots or descriptors. The item's only when the program comes from the
+ * item (`{path}` in argv[0]) or its argv is too long (E2BIG).
+ */
+function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: boolean): HandlerFailure {
   const code = (err as NodeJS.ErrnoException).code ?? 'error';
   let hint = (err as Error).message ?? String(err);
   if (code === 'ENOENT') {
@@ -205,5 +216,6 @@ function spawnFailure(file: string, err: unknown, cwd: string): HandlerFailure {
   } else if (code === 'EACCES') {
     hint = 'permission denied (not executable?)';
   }
-  return new HandlerFailure(`cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`);
+  const message = `cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`;
+  return programFromItem || code === 'E2BIG' ? new HandlerFailure(message) : new EnvironmentFault(message);
 }
