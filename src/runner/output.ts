@@ -3,10 +3,12 @@ import { utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { OwnDirectoryGone } from './faults.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
+export { OwnDirectoryGone } from './faults.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
@@ -62,6 +64,8 @@ export class OutputStore {
   readonly #root: string;
 
   #lastTouch = 0;
+  /** The temp directory as prepare() made it: another inode later means it was removed. */
+  #tempId: DirId | undefined;
 
   constructor(
     outDir: string,
@@ -89,10 +93,11 @@ export class OutputStore {
       await rm(entry, { recursive: true, force: true });
     };
     if (!this.shared) {
+      this.#tempId = root;
       for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
       return;
     }
-    ensureOwnDir(this.tempDir);
+    this.#tempId = ensureOwnDir(this.tempDir);
     this.#lastTouch = Date.now();
     for (const name of await readdir(this.#root)) {
       const entry = path.join(this.#root, name);
@@ -111,7 +116,7 @@ export class OutputStore {
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
       ensureOwnDir(this.#root);
-      ensureOwnDir(this.tempDir);
+      this.#tempId = ensureOwnDir(this.tempDir);
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
@@ -152,8 +157,11 @@ export class OutputStore {
     try {
       stat = await lstat(tempPath);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      // No file: the handler wrote nothing, unless our directory went away with it.
+      const gone = this.checkTempDir();
+      if (gone) throw gone;
+      return false;
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
@@ -164,10 +172,31 @@ export class OutputStore {
     return true;
   }
 
-  /** Remove an attempt's temp file, if any (failed or interrupted attempt). */
-  async discard(tempPath: string): Promise<void> {
+  /**
+   * Remove an attempt's temp file, if any (failed or interrupted attempt). Returns
+   * OwnDirectoryGone when the temp directory itself had vanished (recreated now): then
+   * the attempt most likely failed for that, and the pass hands it back uncharged.
+   */
+  async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
     await rm(tempPath, { recursive: true, force: true });
+    return this.checkTempDir();
+  }
+
+  /**
+   * Whether the temp directory is still the one prepare() made. When it vanished (an
+   * empty-directory cleaner) or was replaced, it is recreated, still refusing links and
+   * foreign directories (UnsafeOwnDirectory), and the returned OwnDirectoryGone says so:
+   * the attempt that used it is not the item's fault. Null when all is well. One lstat;
+   * callers ask only after an attempt failed or wrote nothing.
+   */
+  checkTempDir(): OwnDirectoryGone | null {
+    if (this.#tempId !== undefined && sameDir(this.tempDir, this.#tempId)) return null;
+    const was = this.#tempId;
+    const root = ensureOwnDir(this.#root);
+    this.#tempId = this.shared ? ensureOwnDir(this.tempDir) : root;
+    if (was === undefined) return null; // never prepared: nothing to compare with
+    return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); recreated it`);
   }
 
   // A wrong path here would rename or delete something that is not ours.

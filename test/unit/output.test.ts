@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { OutputStore, checkItemId } from '../../src/runner/output.js';
+import { OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId } from '../../src/runner/output.js';
 
 let dir: string;
 let out: string;
@@ -165,5 +165,32 @@ describe('OutputStore commit / discard', () => {
     const store = new OutputStore(path.join(dir, 'deep', 'er', 'out'));
     await store.prepare();
     expect(statSync(store.tempDir).isDirectory()).toBe(true);
+  });
+});
+
+describe('OutputStore: its temp directory vanishes or is replaced', () => {
+  it('discard() and a commit that finds no file report OwnDirectoryGone and recreate the directory', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    expect(store.checkTempDir()).toBeNull();
+    rmSync(store.tempDir, { recursive: true });
+    expect(await store.discard(store.tempPathFor('a', 1))).toBeInstanceOf(OwnDirectoryGone);
+    expect(statSync(store.tempDir).isDirectory()).toBe(true);
+    expect(await store.discard(store.tempPathFor('a', 2))).toBeNull();
+
+    rmSync(store.tempDir, { recursive: true });
+    await expect(store.commit(store.tempPathFor('b', 1), 'b')).rejects.toBeInstanceOf(OwnDirectoryGone);
+    expect(await store.commit(store.tempPathFor('b', 2), 'b')).toBe(false); // really nothing written now
+  });
+
+  it('a link put in its place is refused, not followed or recreated through', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const elsewhere = path.join(dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    rmSync(store.tempDir, { recursive: true });
+    symlinkSync(elsewhere, store.tempDir);
+    expect(() => store.checkTempDir()).toThrow(UnsafeOwnDirectory);
+    expect(readdirSync(elsewhere)).toEqual([]);
   });
 });
