@@ -1,4 +1,4 @@
-import { opendir, stat } from 'node:fs/promises';
+import { lstat, opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -13,6 +13,23 @@ export interface ScanOptions {
   /** stat() every file for size/mtime (needed by `refresh: on-change`); costs a syscall per file. */
   withStats?: boolean;
   signal?: AbortSignal;
+  /**
+   * Told once per directory below `directory` that cannot be read (EACCES, EPERM): the scan
+   * skips it and goes on, so one bad directory does not stop every item on every run. The
+   * pass logs it (a warning with its path), counts it, and calls the scan partial. The root
+   * itself being unreadable still throws.
+   */
+  onUnreadable?: (dir: UnreadableDirectory) => void;
+}
+
+/** A directory the scan skipped because it could not be read. */
+export interface UnreadableDirectory {
+  /** Absolute path. */
+  path: string;
+  /** Relative to the scanned directory, `/`-separated (as item ids). */
+  id: string;
+  /** EACCES or EPERM. */
+  code: string;
 }
 
 // flags 's': a file name may contain a newline, and `*` must match it like any other byte.
@@ -48,7 +65,20 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
 
   async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {
-    const dir = await opendir(absDir, { bufferSize: 64 });
+    let dir;
+    try {
+      dir = await opendir(absDir, { bufferSize: 64 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (relDir === '') throw err;
+      if (code === 'EACCES' || code === 'EPERM') {
+        opts.onUnreadable?.({ path: absDir, id: relDir, code });
+        return;
+      }
+      // Removed or replaced by a file since its parent was listed: nothing to scan there.
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw err;
+    }
     for await (const entry of dir) {
       if (opts.signal?.aborted) return;
       const rel = relDir === '' ? entry.name : `${relDir}/${entry.name}`;
@@ -73,6 +103,33 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   }
 
   yield* walk(path.resolve(opts.directory), '');
+}
+
+/**
+ * True while `directory` (the source root) is still a directory that can be listed. A
+ * pass that sees items fail can ask it, cheaply, to tell a vanished or unmounted source
+ * (stop, charge nothing) from the items' own failures.
+ */
+export async function sourcePresent(directory: string): Promise<boolean> {
+  try {
+    return (await stat(directory)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when an item's file is gone (ENOENT or ENOTDIR on lstat): deleted between the scan
+ * and its attempt. A pass can drop such an item instead of charging it.
+ */
+export async function itemGone(file: string | Buffer): Promise<boolean> {
+  try {
+    await lstat(file);
+    return false;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR';
+  }
 }
 
 /** Group an async iterable into arrays of at most `size`, without waiting to fill a batch forever. */
