@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { utimesSync } from 'node:fs';
+import { lstatSync, utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { OwnDirectoryGone } from './faults.js';
+import { escapeProblem } from './item-id.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
@@ -17,21 +18,76 @@ export const OUTPUT_SUFFIX = '.out';
 
 /**
  * Why `id` is not a safe item id, or null when it is. Ids are `/`-separated paths
- * relative to source.directory; an unsafe one could write outside output.directory
- * or into cronsafe's own temp directory.
+ * relative to source.directory, names escaped as bytes (item-id.ts); an unsafe one could
+ * write outside output.directory or into cronsafe's own temp directory.
  */
 export function checkItemId(id: string): string | null {
   if (id === '') return 'empty id';
   if (id.includes('\0')) return 'contains a NUL byte';
-  if (id.includes('\\')) return 'contains a backslash';
+  // A backslash only as the scan's escapes (src/runner/item-id.ts): `\\` and `\xHH`.
+  const escape = escapeProblem(id);
+  if (escape) return escape;
   if (id.startsWith('/')) return 'absolute path';
   const segments = id.split('/');
   if (segments.includes('')) return 'empty path segment';
   if (segments.includes('.')) return 'contains a "." segment';
   if (segments.includes('..')) return 'contains a ".." segment';
-  // `<out>/.cronsafe-tmp/x.out` would be deleted by the next run's prepare().
-  if (segments[0] === TEMP_DIR_NAME && segments.length > 1) return `"${TEMP_DIR_NAME}" is reserved for temp files`;
   return null;
+}
+
+/** Longest file name Linux file systems take, in bytes (NAME_MAX). */
+export const NAME_MAX = 255;
+/** `~` + 16 hex digits: the end of a hashed name (before its suffix). */
+const HASH_MARK = /~[0-9a-f]{16}$/;
+const HASH_LEN = 17;
+/** Directory names that would meet an output (`<x>.out`) or our temp directory: see outputName. */
+const OUTPUT_LIKE_DIR = /\.out~*$/;
+const TEMP_LIKE_DIR = new RegExp(`^${TEMP_DIR_NAME.replace('.', '\\.')}~*$`);
+
+/**
+ * One path segment as a name that fits NAME_MAX with `suffix` appended: itself when it
+ * fits, else its first characters (whole UTF-8 characters) + `~` + 16 hex digits of the
+ * SHA-256 of the whole segment + suffix. A segment that already ends like a hashed name
+ * (`~` + 16 hex) is hashed too, so that no name can pose as another's hashed form.
+ */
+export function safeSegment(seg: string, suffix: string): string {
+  const room = NAME_MAX - Buffer.byteLength(suffix);
+  if (Buffer.byteLength(seg) <= room && !HASH_MARK.test(seg)) return seg + suffix;
+  const hash = createHash('sha256').update(seg).digest('hex').slice(0, 16);
+  let head = '';
+  let bytes = 0;
+  for (const ch of seg) {
+    const n = Buffer.byteLength(ch);
+    if (bytes + n > room - HASH_LEN) break;
+    head += ch;
+    bytes += n;
+  }
+  return `${head}~${hash}${suffix}`;
+}
+
+/**
+ * Where an item's output goes, relative to output.directory: `<id>.out`, with two
+ * deterministic, documented changes that keep every id's output writable and distinct
+ * (pure; the same id always gets the same name):
+ *   - a directory segment that ends in `.out` (or `.out~`, `.out~~` ...), or a top-level
+ *     one named `.cronsafe-tmp` (or with `~`s after it), gets one more `~`: item `a` writes
+ *     the file `a.out`, so item `a.out/b` writes `a.out~/b.out`, never through that file;
+ *     and no item writes into cronsafe's temp directory;
+ *   - a segment longer than NAME_MAX (with `.out` for the last) is shortened to fit, with
+ *     a hash of the whole segment (safeSegment).
+ * Files always end in `.out` and directories never do, so no output can need a path that
+ * another output's file or directory occupies.
+ */
+export function outputName(id: string): string {
+  const segs = id.split('/');
+  const last = segs.length - 1;
+  return segs
+    .map((seg, i) => {
+      if (i === last) return safeSegment(seg, OUTPUT_SUFFIX);
+      const escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
+      return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(seg, '') : escaped;
+    })
+    .join('/');
 }
 
 /**
@@ -64,6 +120,9 @@ export class OutputStore {
   readonly #root: string;
 
   #lastTouch = 0;
+  /** Temp names: one random prefix per store (per run) and a counter, no syscall or hash per item. */
+  readonly #prefix = randomBytes(6).toString('hex');
+  #counter = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
   #tempId: DirId | undefined;
 
@@ -108,10 +167,11 @@ export class OutputStore {
   }
 
   /**
-   * A fresh temp path for one attempt. Named from a hash of the id, never its text, so
-   * no id can steer it; the random suffix keeps concurrent or repeated attempts apart.
+   * A fresh temp path for one attempt: never made from the id, so no id can steer it; a
+   * per-run random prefix and a counter keep concurrent and repeated attempts (and runs
+   * sharing the directory) apart. The id and attempt are not needed for the name.
    */
-  tempPathFor(id: string, attempt: number): string {
+  tempPathFor(_id: string, _attempt: number): string {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
@@ -121,15 +181,14 @@ export class OutputStore {
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
     }
-    const hash = createHash('sha1').update(id).digest('hex');
-    return path.join(this.tempDir, `${hash}-${attempt}-${randomBytes(6).toString('hex')}.tmp`);
+    return `${this.tempDir}/${this.#prefix}-${++this.#counter}.tmp`;
   }
 
-  /** `<outDir>/<id>.out`; throws when the id is unsafe or the path would leave outDir. */
+  /** `<outDir>/<outputName(id)>` (normally `<id>.out`); throws when the id is unsafe or the path would leave outDir. */
   finalPathFor(id: string): string {
     const reason = checkItemId(id);
     if (reason) throw new Error(`unsafe item id ${JSON.stringify(id)}: ${reason}`);
-    const final = path.resolve(this.dir, id + OUTPUT_SUFFIX);
+    const final = path.resolve(this.dir, outputName(id));
     if (!final.startsWith(this.dir + path.sep)) {
       throw new Error(`item id ${JSON.stringify(id)} resolves outside the output directory ${this.dir}`);
     }
@@ -153,11 +212,10 @@ export class OutputStore {
   async commit(tempPath: string, id: string): Promise<boolean> {
     this.assertTemp(tempPath);
     const final = this.finalPathFor(id);
-    let stat;
-    try {
-      stat = await lstat(tempPath);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    // Sync and non-throwing: most handlers that write nothing make this the hot path, and
+    // a thrown ENOENT through fs.promises cost a third of a no-op run's CPU.
+    const stat = lstatSync(tempPath, { throwIfNoEntry: false });
+    if (stat === undefined) {
       // No file: the handler wrote nothing, unless our directory went away with it.
       const gone = this.checkTempDir();
       if (gone) throw gone;

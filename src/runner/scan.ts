@@ -1,14 +1,24 @@
+import type { Dirent } from 'node:fs';
+
+/** A Dirent read with encoding 'buffer'. */
+type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
 import { lstat, opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { DiscoveredItem } from '../ledger/types.js';
+import { idFromName } from './item-id.js';
+
+const SLASH = Buffer.from('/');
 
 export interface ScanOptions {
   /** Absolute directory to scan. */
   directory: string;
   include: string[];
   exclude: string[];
-  /** Absolute paths (directories or files) that are never items: the output directory, the ledger, the lock. */
+  /**
+   * Absolute paths (directories or files) that are never items: the output directory, the
+   * ledger, the lock. Matched by their path below `directory`, as written (lexically).
+   */
   skipPaths?: string[];
   /** stat() every file for size/mtime (needed by `refresh: on-change`); costs a syscall per file. */
   withStats?: boolean;
@@ -58,51 +68,66 @@ export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
  * files is never a 1,000,000-element array. Order is the filesystem's (not sorted,
  * because sorting needs a full listing). Dotfiles are not matched by default globs, which
  * conveniently skips the `.name.tmp` files producers write before renaming.
+ *
+ * Ids are the entries' paths relative to `directory` with each name's bytes escaped by
+ * idFromName (src/runner/item-id.ts): any file name Linux allows is an item, and the
+ * globs are matched against these ids.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
   const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
   const exclude = excludeMatcher(opts.exclude);
-  const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
+  const root = path.resolve(opts.directory);
+  // Own paths inside the source, as the ids the walk will meet them under.
+  const skip = new Set(
+    (opts.skipPaths ?? [])
+      .map((d) => path.relative(root, path.resolve(d)))
+      .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
+      .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
+  );
 
-  async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {
+  // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
+  // by idFromName; paths are Buffers, built only for the entries that need one.
+  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
     let dir;
     try {
-      dir = await opendir(absDir, { bufferSize: 64 });
+      // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
+      dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
       if (code === 'EACCES' || code === 'EPERM') {
-        opts.onUnreadable?.({ path: absDir, id: relDir, code });
+        opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }
       // Removed or replaced by a file since its parent was listed: nothing to scan there.
       if (code === 'ENOENT' || code === 'ENOTDIR') return;
       throw err;
     }
-    for await (const entry of dir) {
+    const abs = (name: Buffer): Buffer => Buffer.concat([absDir, SLASH, name]);
+    for await (const entry of dir as unknown as AsyncIterable<BufferDirent>) {
       if (opts.signal?.aborted) return;
-      const rel = relDir === '' ? entry.name : `${relDir}/${entry.name}`;
-      const abs = path.join(absDir, entry.name);
+      const name = idFromName(entry.name);
+      const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(abs) || exclude(rel)) continue;
-        yield* walk(abs, rel);
+        if (skip.has(rel) || exclude(rel)) continue;
+        yield* walk(abs(entry.name), rel);
         continue;
       }
       let isFile = entry.isFile();
       let st: { size: number; mtimeMs: number } | undefined;
       if (entry.isSymbolicLink()) {
         // Follow links to files only; links to directories could loop.
-        const target = await stat(abs).catch(() => undefined);
+        const target = await stat(abs(entry.name)).catch(() => undefined);
         isFile = target?.isFile() ?? false;
         st = target;
       }
-      if (!isFile || skip.has(abs) || !include(rel) || exclude(rel)) continue;
-      if (opts.withStats && !st) st = await stat(abs).catch(() => undefined);
+      if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
+      if (opts.withStats && !st) st = await stat(abs(entry.name)).catch(() => undefined);
       yield st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel };
     }
   }
 
-  yield* walk(path.resolve(opts.directory), '');
+  yield* walk(Buffer.from(root, 'utf8'), '');
 }
 
 /**

@@ -227,6 +227,21 @@ describe('exec handler: outcomes', () => {
     expect(f).not.toBeInstanceOf(EnvironmentFault);
   });
 
+  it('gives a name that is not UTF-8 a link that opens the real file, and removes it after the attempt', async () => {
+    const raw = Buffer.concat([Buffer.from(`${src}/caf`), Buffer.of(0xe9), Buffer.from('.txt')]);
+    writeFileSync(raw, 'real bytes');
+    const out = path.join(dir, 'seen.json');
+    const script = `const fs = require('fs'); fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify({ p: process.argv[1], c: fs.readFileSync(process.argv[1], 'utf8') }));`;
+    const handler = createExecHandler(handlerConfig([NODE, '-e', script, '{path}']), { sourceDir: src });
+    // No output directory: the link goes under TMPDIR.
+    await handler.run({ id: 'caf\\xe9.txt', path: path.join(src, 'caf\\xe9.txt'), attempt: 1 }, context().ctx);
+    const seen = JSON.parse(readFileSync(out, 'utf8')) as { p: string; c: string };
+    expect(seen.c).toBe('real bytes');
+    expect(path.basename(seen.p)).toBe('caf\\xe9.txt');
+    expect(seen.p.startsWith(tmpdir())).toBe(true);
+    expect(existsSync(path.dirname(seen.p))).toBe(false);
+  });
+
   it('names a command that is not executable', async () => {
     const script = path.join(dir, 'not-exec.sh');
     writeFileSync(script, '#!/bin/sh\nexit 0\n');

@@ -1,8 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
+import { isPlainId, itemPaths } from '../item-id.js';
+import { safeSegment } from '../output.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -50,8 +55,10 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       if (usesOutput && ctx.outputPath === undefined) {
         throw new HandlerFailure('handler.command uses {output} but output.directory is not configured');
       }
+      // An escaped id (a name with a backslash or non-UTF-8 bytes) is not its own path.
+      const link = isPlainId(item.id) ? undefined : await itemLink(opts.sourceDir, item.id, ctx.outputPath);
       const values: Placeholders = {
-        path: item.path,
+        path: link?.path ?? item.path,
         id: item.id,
         output: ctx.outputPath ?? '',
         attempt: String(ctx.attempt),
@@ -67,9 +74,43 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       // An inherited value (cronsafe run from a handler) must not pose as this item's output.
       if (ctx.outputPath === undefined) delete env.CRONSAFE_OUTPUT_PATH;
       else env.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
-      return runChild(argv, env, opts.sourceDir, cfg, ctx, programFromItem);
+      try {
+        return await runChild(argv, env, opts.sourceDir, cfg, ctx, programFromItem);
+      } finally {
+        await link?.remove();
+      }
     },
   };
+}
+
+/**
+ * The path a child gets for an item whose id is escaped. argv and the environment are
+ * strings (Node cannot pass other bytes), so a name that is not UTF-8 is reached through a
+ * symbolic link with the escaped name, made (with Buffer paths) in a directory of ours for
+ * the attempt and removed after it: beside the attempt's temp output in
+ * `<output.directory>/.cronsafe-tmp/` (a killed run's is removed by the next run), else
+ * in a fresh directory under TMPDIR. A name that is UTF-8 (only a backslash in it) needs
+ * no link: the real path is text.
+ */
+async function itemLink(sourceDir: string, id: string, outputPath: string | undefined): Promise<{ path: string; remove(): Promise<void> }> {
+  const where = itemPaths(sourceDir, id);
+  if (where.text !== null) return { path: where.text, remove: async () => {} };
+  const dir = outputPath ? `${outputPath}.item` : await mkdtemp(path.join(tmpdir(), 'cronsafe-item-'));
+  if (outputPath) await mkdir(dir);
+  const remove = () => rm(dir, { recursive: true, force: true });
+  try {
+    const link = path.join(dir, linkName(id));
+    await symlink(where.raw, link);
+    return { path: link, remove };
+  } catch (err) {
+    await remove();
+    throw new EnvironmentFault(`cannot make a link to item ${JSON.stringify(id)} in ${dir}: ${(err as Error).message}`);
+  }
+}
+
+/** The link's name: the id's last segment (escaped text, so the extension survives), kept under NAME_MAX. */
+function linkName(id: string): string {
+  return safeSegment(id.slice(id.lastIndexOf('/') + 1), '');
 }
 
 type Stop = { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
