@@ -47,7 +47,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL ledger belongs to on
 
   it('a schema with no job recorded (from before) is adopted by the first job that opens it', async () => {
     const unowned = await openPostgresLedger({ url, schema: 'old' }); // opened without a job: nothing recorded
-    await unowned.discoverAndClaim([{ id: 'a.txt' }], { owner: 'o', runId: 'r', now: 1, leaseMs: 1 }).then((c) => unowned.complete(c, 2));
+    const ids = await unowned.discover([{ id: 'a.txt' }], { runId: 'r', now: 1 });
+    await unowned.complete(await unowned.claim(ids, { owner: 'o', runId: 'r', now: 1, leaseMs: 1 }), 2);
     await unowned.close();
     const gamma = workspace({ name: 'gamma', handler: { command: COPY }, state: { postgres: url, schema: 'old' } }, FILES);
     const r = await runCli(['run', '-c', gamma.configPath]);
