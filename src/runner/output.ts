@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, utimesSync } from 'node:fs';
+import { lstatSync, statSync, utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -125,6 +125,8 @@ export class OutputStore {
   #counter = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
   #tempId: DirId | undefined;
+  /** Owner of `dir`, trusted for our directories in it too (see ensureOwnDir). */
+  #dirUid: number | undefined;
 
   constructor(
     outDir: string,
@@ -145,7 +147,8 @@ export class OutputStore {
   async prepare(): Promise<void> {
     // The configured directory itself may be a link (the user's choice); below it, nothing may.
     await mkdir(this.dir, { recursive: true });
-    const root = ensureOwnDir(this.#root);
+    this.#dirUid = statSync(this.dir).uid;
+    const root = this.#own(this.#root);
     // Re-checked before each removal: swapped for a link meanwhile, we stop instead.
     const remove = async (entry: string): Promise<void> => {
       if (!sameDir(this.#root, root)) throw new UnsafeOwnDirectory(this.#root, 'was replaced while cronsafe was emptying it');
@@ -156,7 +159,7 @@ export class OutputStore {
       for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
       return;
     }
-    this.#tempId = ensureOwnDir(this.tempDir);
+    this.#tempId = this.#own(this.tempDir);
     this.#lastTouch = Date.now();
     for (const name of await readdir(this.#root)) {
       const entry = path.join(this.#root, name);
@@ -175,8 +178,8 @@ export class OutputStore {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
-      ensureOwnDir(this.#root);
-      this.#tempId = ensureOwnDir(this.tempDir);
+      this.#own(this.#root);
+      this.#tempId = this.#own(this.tempDir);
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
@@ -251,10 +254,14 @@ export class OutputStore {
   checkTempDir(): OwnDirectoryGone | null {
     if (this.#tempId !== undefined && sameDir(this.tempDir, this.#tempId)) return null;
     const was = this.#tempId;
-    const root = ensureOwnDir(this.#root);
-    this.#tempId = this.shared ? ensureOwnDir(this.tempDir) : root;
+    const root = this.#own(this.#root);
+    this.#tempId = this.shared ? this.#own(this.tempDir) : root;
     if (was === undefined) return null; // never prepared: nothing to compare with
     return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); recreated it`);
+  }
+
+  #own(dir: string): DirId {
+    return ensureOwnDir(dir, this.#dirUid);
   }
 
   // A wrong path here would rename or delete something that is not ours.

@@ -27,8 +27,13 @@ export interface DirId {
   ino: number;
 }
 
-/** Why `st` (from lstat of `dir`) is not one of our own directories, or null when it is. */
-function problemOf(dir: string, st: Stats): string | null {
+/**
+ * Why `st` (from lstat of `dir`) is not one of our own directories, or null when it is.
+ * Ours: owned by cronsafe's uid, or by `trustedUid` (the owner of output.directory, which
+ * the config already trusts: on NFS with root_squash, what root creates is owned by the
+ * squashed uid, like the output directory itself).
+ */
+function problemOf(dir: string, st: Stats, trustedUid?: number): string | null {
   if (st.isSymbolicLink()) {
     let target = '';
     try {
@@ -40,15 +45,18 @@ function problemOf(dir: string, st: Stats): string | null {
   }
   if (!st.isDirectory()) return 'exists but is not a directory';
   const uid = process.getuid?.();
-  if (uid !== undefined && st.uid !== uid) return `is owned by uid ${st.uid}, not by cronsafe's uid ${uid}`;
+  if (uid !== undefined && st.uid !== uid && st.uid !== trustedUid) {
+    return `is owned by uid ${st.uid}, not by cronsafe's uid ${uid}${trustedUid !== undefined && trustedUid !== uid ? ` nor by output.directory's owner (uid ${trustedUid})` : ''}`;
+  }
   return null;
 }
 
 /**
  * Check `dir` is our own real directory, creating it (one level: its parent must be
  * checked already) when missing. Returns its identity; throws UnsafeOwnDirectory.
+ * `trustedUid`: see problemOf.
  */
-export function ensureOwnDir(dir: string): DirId {
+export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
   let st = lstatSync(dir, { throwIfNoEntry: false });
   if (st === undefined) {
     try {
@@ -59,7 +67,7 @@ export function ensureOwnDir(dir: string): DirId {
     }
     st = lstatSync(dir);
   }
-  const problem = problemOf(dir, st);
+  const problem = problemOf(dir, st, trustedUid);
   if (problem) throw new UnsafeOwnDirectory(dir, problem);
   return { dev: st.dev, ino: st.ino };
 }

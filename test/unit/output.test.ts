@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -182,6 +182,15 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
     rmSync(store.tempDir, { recursive: true });
     await expect(store.commit(store.tempPathFor('b', 1), 'b')).rejects.toBeInstanceOf(OwnDirectoryGone);
     expect(await store.commit(store.tempPathFor('b', 2), 'b')).toBe(false); // really nothing written now
+  });
+
+  it.skipIf(process.getuid?.() !== 0)("is trusted when owned by output.directory's owner (root on NFS with root_squash), refused when owned by a third user", async () => {
+    mkdirSync(path.join(out, '.cronsafe-tmp'), { recursive: true });
+    chownSync(out, 65534, 65534);
+    chownSync(path.join(out, '.cronsafe-tmp'), 65534, 65534);
+    await new OutputStore(out).prepare();
+    chownSync(path.join(out, '.cronsafe-tmp'), 12345, 12345);
+    await expect(new OutputStore(out).prepare()).rejects.toThrow(/owned by uid 12345, not by cronsafe's uid 0 nor by output.directory's owner \(uid 65534\)/);
   });
 
   it('a link put in its place is refused, not followed or recreated through', async () => {
