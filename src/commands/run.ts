@@ -6,8 +6,9 @@ import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
 import { openLedger } from '../ledger/open.js';
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
-import type { Ledger } from '../ledger/types.js';
+import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import { takeRunLock } from '../lock/advisory.js';
+import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { createLogger } from '../log.js';
 import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
@@ -97,8 +98,15 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   let ledger: Ledger | undefined;
   let metrics: RunMetrics | undefined;
   let stopWatch = () => {};
+  let stopBeat = () => {}; // [issue 10, case 3]
   try {
     ledger = await openState(config);
+    // [issue 10, case 1] upgrades keep the old shared default ledger while it is theirs.
+    if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
+    // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its
+    // lock file was deleted under it): skip like a held lock, never reclaim its claims.
+    const live = reclaimsExpired(ledger) ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000);
+    if (live) return await skipLocked(config, log, opts, events, undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
     const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined);
@@ -125,6 +133,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     await outputs?.prepare();
 
     await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+    stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
     metrics.runStarted();
     stopWatch = plan.watchOverruns();
     log.info(
@@ -170,6 +179,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     return result.outcome;
   } finally {
     stopWatch();
+    stopBeat();
     stop.dispose();
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
@@ -187,11 +197,16 @@ export function retryPolicy(config: Config) {
   };
 }
 
-/** Open the ledger; an unreachable store is fatal (exit 1) with a clear message. */
+/**
+ * Open the ledger; an unreachable store is fatal (exit 1) with a clear message, a ledger
+ * of another job a config error (exit 78).
+ */
 export async function openState(config: Config): Promise<Ledger> {
   try {
-    return await openLedger(config.state);
+    // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
+    return await openLedger(config.state, { job: config.name, configPath: config.configPath });
   } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1]
     throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
   }
 }
@@ -204,8 +219,10 @@ export class StateUnavailable extends Error {
  * Another run holds the lock: exit 0 at once (Forbid semantics), and record the skip in
  * the ledger so that the overrun count, which must survive this short-lived process, sees it.
  */
-async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, events: EventSink, lease?: string): Promise<RunResult> {
+async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, events: EventSink, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
   if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
+  // [issue 10, case 3]
+  else if (live) log.warn({ lock: config.lock.path, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
   else log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
   events.skipped(lease ?? 'another run holds the run lock');
   try {
@@ -218,6 +235,7 @@ async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, eve
       await ledger.close();
     }
   } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1] a ledger of another job
     log.warn({ err }, 'could not record the skipped start in the ledger');
   }
   await events.flush();

@@ -8,7 +8,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
+import { readJob } from '../ledger/sqlite/read-job.js';
+import { scanSkipsDirectory } from '../runner/scan.js';
 import { interpolate } from './interpolate.js';
+import { programProblem } from './program.js';
 import type { KeyProblem } from './messages.js';
 import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
 import { configSchema, knownKeysAt, schemaAt, type ParsedConfig } from './schema.js';
@@ -114,7 +117,10 @@ function resolve(p: ParsedConfig, abs: string): Config {
   const dir = path.dirname(abs);
   const at = (x: string): string => path.resolve(dir, x);
   const stateDir = path.join(dir, '.cronsafe');
-  const sqlite = p.state.postgres === undefined ? at(p.state.sqlite ?? path.join(stateDir, 'cronsafe.db')) : undefined;
+  const sqlite =
+    p.state.postgres !== undefined ? undefined
+    : p.state.sqlite !== undefined ? { file: at(p.state.sqlite) }
+    : defaultSqlite(stateDir, p.name);
   const concurrency = p.concurrency ?? Math.min(8, 2 * os.availableParallelism());
 
   const config: Config = {
@@ -129,14 +135,17 @@ function resolve(p: ParsedConfig, abs: string): Config {
       maxLogBytes: p.handler.maxLogBytes,
       env: p.handler.env,
     },
-    state: sqlite !== undefined ? { sqlite } : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
+    state:
+      sqlite !== undefined
+        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}) }
+        : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
     concurrency,
     queueSize: p.queueSize ?? 4 * concurrency,
     lease: p.lease,
     retry: p.retry,
     drain: p.drain,
     lock: {
-      path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite) : stateDir, `${p.name}.lock`)),
+      path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite.file) : stateDir, `${p.name}.lock`)),
       ...kubernetesLease(p),
     },
     daemon: p.daemon,
@@ -148,6 +157,30 @@ function resolve(p: ParsedConfig, abs: string): Config {
   if (p.events) config.events = p.events;
   if (p.scheduledTimestamp) config.scheduledTimestamp = p.scheduledTimestamp;
   return config;
+}
+
+/** The ledger file every job used by default before ledgers were one per name. */
+export const LEGACY_DEFAULT_SQLITE = 'cronsafe.db';
+
+/**
+ * The default ledger, `<config dir>/.cronsafe/<name>.db`: one per job, so two configs in
+ * one directory never share one. Upgrades: while that file does not exist, the old shared
+ * default `cronsafe.db` is kept when it records no job yet or this one (the run logs it);
+ * one recorded as another job's is left to that job. Reading the old file's owner opens
+ * SQLite read-only, and only on this upgrade path.
+ */
+function defaultSqlite(stateDir: string, name: string): { file: string; legacy?: boolean } {
+  const own = path.join(stateDir, `${name}.db`);
+  const legacy = path.join(stateDir, LEGACY_DEFAULT_SQLITE);
+  if (own === legacy || fs.existsSync(own) || !fs.existsSync(legacy)) return { file: own };
+  let owner: string | null;
+  try {
+    owner = readJob(legacy);
+  } catch {
+    // Unreadable now: keep it, and let the open (which checks the owner again) say why.
+    return { file: legacy, legacy: true };
+  }
+  return owner === null || owner === name ? { file: legacy, legacy: true } : { file: own };
 }
 
 /** `lock.kubernetesLease` with its defaults, or nothing when it is off. */
@@ -182,6 +215,12 @@ function checkPaths(file: string, c: Config): void {
     }
   }
 
+  const program = c.handler.command?.[0];
+  if (program !== undefined) {
+    const problem = programProblem(program, src, c.handler.env.PATH ?? process.env.PATH);
+    if (problem) problems.push({ key: 'handler.command', message: `cannot run the program: ${problem}` });
+  }
+
   if (c.handler.module !== undefined) {
     const m = stat(c.handler.module);
     if (!m) problems.push({ key: 'handler.module', message: `file not found: ${c.handler.module}` });
@@ -193,7 +232,49 @@ function checkPaths(file: string, c: Config): void {
   if (c.output && out && !out.isDirectory()) {
     problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
   }
+  if (c.output && s?.isDirectory()) {
+    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude);
+    if (inside) problems.push({ key: 'output.directory', message: inside });
+  }
   if (problems.length > 0) fail(file, problems);
+}
+
+/** realpath of the longest existing prefix of `p`, plus the rest: where `p` is or will be. */
+function whereItIs(p: string): string {
+  const rest: string[] = [];
+  for (let cur = p; ; ) {
+    try {
+      return path.join(fs.realpathSync(cur), ...rest.reverse());
+    } catch {
+      const parent = path.dirname(cur);
+      if (parent === cur) return p;
+      rest.push(path.basename(cur));
+      cur = parent;
+    }
+  }
+}
+
+/**
+ * Outputs written inside source.directory become items on the next run (`a` -> `a.out`
+ * -> `a.out.out` ...). Allowed only when the scan provably never enters the output
+ * directory: `source.exclude` matches its path relative to the source (or a parent's),
+ * which is where the scan prunes. Compared by real paths, so links on either side do not
+ * hide it. The scan's own skip of output.directory by name is not counted as proof: it is
+ * lexical, and a link in either path defeats it. Returns the problem, or null.
+ */
+function outputInsideSource(source: string, output: string, exclude: string[]): string | null {
+  const src = whereItIs(source);
+  const out = whereItIs(output);
+  if (out === src) {
+    return `${output} is source.directory itself: outputs (<id>.out) would become items on the next run (a -> a.out -> a.out.out ...); use a directory outside source.directory`;
+  }
+  if (!out.startsWith(src + path.sep)) return null;
+  const rel = path.relative(src, out).split(path.sep).join('/');
+  if (scanSkipsDirectory(exclude, rel)) return null;
+  return (
+    `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
+    `move it outside source.directory, or exclude it from the scan: source.exclude: ["${rel}/**"]`
+  );
 }
 
 /**

@@ -73,8 +73,16 @@ export interface HandlerConfig {
 }
 
 export interface StateConfig {
-  /** Absolute path of the SQLite ledger (the default: `<config dir>/.cronsafe/cronsafe.db`). */
+  /**
+   * Absolute path of the SQLite ledger (the default: `<config dir>/.cronsafe/<name>.db`).
+   * One job per ledger: the first to open it records its `name`, any other is refused.
+   */
   sqlite?: string;
+  /**
+   * True when `sqlite` is the old shared default `<config dir>/.cronsafe/cronsafe.db`, kept
+   * because `<name>.db` does not exist yet and the old file is unowned or this job's.
+   */
+  legacyDefault?: boolean;
   /** PostgreSQL URL (issue 6). Never logged with its password. */
   postgres?: string;
   /** PostgreSQL schema of the ledger (`[a-z_][a-z0-9_]*`); absent: `cronsafe`. Ignored with sqlite. */

@@ -164,6 +164,16 @@ export interface RunRecord {
   counts: Record<string, number> | null;
 }
 
+/** An unfinished run and when it last showed it was alive (see Ledger.beatingRuns). */
+export interface RunHeartbeat {
+  runId: string;
+  /** `host:pid:runId`, as given to startRun. */
+  owner: string;
+  startedAt: number;
+  /** Its last heartbeat, or startedAt before the first. */
+  heartbeatAt: number;
+}
+
 /** The latest run started (see Ledger.lastRunStart). */
 export interface RunStart {
   runId: string;
@@ -289,6 +299,15 @@ export interface Ledger {
    * no run has started since it.
    */
   lastRunStart(): Promise<RunStart | null>;
+
+  /**
+   * A live run says so every lease.renewSeconds: `at` becomes the run's heartbeat. Behind
+   * the run lock, a start that finds another run still beating (its lock file was deleted
+   * under it) skips instead of reclaiming that run's claims (src/runner/live-run.ts).
+   */
+  heartbeat(runId: string, at: number): Promise<void>;
+  /** Unfinished runs whose heartbeat (startedAt before the first) is at or after `since`, newest first. */
+  beatingRuns(since: number): Promise<RunHeartbeat[]>;
 
   /**
    * Record an event and bump the totals it feeds, in one transaction. `at` is when it

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, ftruncateSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, ftruncateSync, statSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -12,40 +12,104 @@ export interface LocalLock {
   release(): void;
 }
 
+export interface LocalLockOptions {
+  /**
+   * How often the holder checks that `lockPath` still names the file it locked, and when it
+   * does not (deleted or replaced), locks the file now there, so later starts see the lock
+   * again. Default 5 s.
+   */
+  recheckMs?: number;
+}
+
+/** How often the file may be swapped between our open and our flock before we give up. */
+const MAX_TRIES = 20;
+
+/** True when `lockPath` names the file open on `fd` (not deleted, not replaced). */
+function stillThere(fd: number, lockPath: string): boolean {
+  const st = statSync(lockPath, { throwIfNoEntry: false });
+  if (st === undefined) return false;
+  const mine = fstatSync(fd);
+  return st.ino === mine.ino && st.dev === mine.dev;
+}
+
+/**
+ * open + flock, then the standard check that the path still names the locked file: a lock
+ * on a file that was unlinked (or renamed over) between our open and our flock would lock
+ * nothing anyone else opens. Then retry on the file that is there now. Returns the locked
+ * fd, or null when another process holds the lock.
+ */
+function lockFile(lockPath: string): number | null {
+  for (let tries = 1; ; tries++) {
+    const fd = openSync(lockPath, 'a+');
+    try {
+      flockSync(fd, 'exnb');
+    } catch (err) {
+      closeSync(fd);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
+      throw err;
+    }
+    if (stillThere(fd, lockPath)) return fd;
+    flockSync(fd, 'un');
+    closeSync(fd);
+    if (tries >= MAX_TRIES) throw new Error(`lock file ${lockPath} keeps being replaced while cronsafe locks it`);
+  }
+}
+
 /**
  * Try to take the exclusive run lock without blocking. Returns null when another process
  * holds it. flock(2) on an open descriptor: released by the kernel when the holder dies
  * (SIGKILL, OOM), compatible with `flock(1)` in shell scripts, and not inherited by
  * handler children because Node opens files with O_CLOEXEC.
+ *
+ * The file must stay in place for the lock to mean anything, so while held, the path is
+ * re-checked every `recheckMs` and a deleted or replaced file is locked again (a start in
+ * between is stopped by the ledger heartbeat: src/lock/heartbeat.ts).
  */
-export function tryLock(lockPath: string, holder: string): LocalLock | null {
+export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions = {}): LocalLock | null {
   mkdirSync(path.dirname(lockPath), { recursive: true });
-  const fd = openSync(lockPath, 'a+');
-  try {
-    flockSync(fd, 'exnb');
-  } catch (err) {
-    closeSync(fd);
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
-    throw err;
-  }
+  const first = lockFile(lockPath);
+  if (first === null) return null;
+  const fds = [first];
   // Informative only (who holds it); the lock itself is the flock, not the contents.
-  try {
-    ftruncateSync(fd, 0);
-    writeSync(fd, `${holder}\n`);
-  } catch {
-    /* a read-only lock file still locks */
-  }
+  const describe = (fd: number): void => {
+    try {
+      ftruncateSync(fd, 0);
+      writeSync(fd, `${holder}\n`);
+    } catch {
+      /* a read-only lock file still locks */
+    }
+  };
+  describe(first);
+
+  const recheck = setInterval(() => {
+    const current = fds[fds.length - 1]!;
+    try {
+      if (stillThere(current, lockPath)) return;
+      // Keep the old fds locked too: whoever still has the old file open stays locked out.
+      const again = lockFile(lockPath);
+      if (again === null) return; // another process holds the new file: the heartbeat is what stops it
+      fds.push(again);
+      describe(again);
+    } catch {
+      /* the directory is gone or unwritable: try again at the next tick */
+    }
+  }, opts.recheckMs ?? 5000);
+  recheck.unref();
+
   let released = false;
   return {
     path: lockPath,
     release() {
       if (released) return;
       released = true;
-      try {
-        flockSync(fd, 'un');
-      } finally {
-        closeSync(fd);
+      clearInterval(recheck);
+      for (const fd of fds) {
+        try {
+          flockSync(fd, 'un');
+        } finally {
+          closeSync(fd);
+        }
       }
     },
   };

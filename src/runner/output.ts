@@ -1,7 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, utimesSync } from 'node:fs';
+import { lstatSync, statSync, utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { OwnDirectoryGone } from './faults.js';
+import { escapeProblem } from './item-id.js';
+import { makeOutputParents, outputPathProblem } from './output-path.js';
+
+export { UnsafeOwnDirectory } from './own-dir.js';
+export { OutputPathError } from './output-path.js';
+export { OwnDirectoryGone } from './faults.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
@@ -10,21 +18,76 @@ export const OUTPUT_SUFFIX = '.out';
 
 /**
  * Why `id` is not a safe item id, or null when it is. Ids are `/`-separated paths
- * relative to source.directory; an unsafe one could write outside output.directory
- * or into cronsafe's own temp directory.
+ * relative to source.directory, names escaped as bytes (item-id.ts); an unsafe one could
+ * write outside output.directory or into cronsafe's own temp directory.
  */
 export function checkItemId(id: string): string | null {
   if (id === '') return 'empty id';
   if (id.includes('\0')) return 'contains a NUL byte';
-  if (id.includes('\\')) return 'contains a backslash';
+  // A backslash only as the scan's escapes (src/runner/item-id.ts): `\\` and `\xHH`.
+  const escape = escapeProblem(id);
+  if (escape) return escape;
   if (id.startsWith('/')) return 'absolute path';
   const segments = id.split('/');
   if (segments.includes('')) return 'empty path segment';
   if (segments.includes('.')) return 'contains a "." segment';
   if (segments.includes('..')) return 'contains a ".." segment';
-  // `<out>/.cronsafe-tmp/x.out` would be deleted by the next run's prepare().
-  if (segments[0] === TEMP_DIR_NAME && segments.length > 1) return `"${TEMP_DIR_NAME}" is reserved for temp files`;
   return null;
+}
+
+/** Longest file name Linux file systems take, in bytes (NAME_MAX). */
+export const NAME_MAX = 255;
+/** `~` + 16 hex digits: the end of a hashed name (before its suffix). */
+const HASH_MARK = /~[0-9a-f]{16}$/;
+const HASH_LEN = 17;
+/** Directory names that would meet an output (`<x>.out`) or our temp directory: see outputName. */
+const OUTPUT_LIKE_DIR = /\.out~*$/;
+const TEMP_LIKE_DIR = new RegExp(`^${TEMP_DIR_NAME.replace('.', '\\.')}~*$`);
+
+/**
+ * One path segment as a name that fits NAME_MAX with `suffix` appended: itself when it
+ * fits, else its first characters (whole UTF-8 characters) + `~` + 16 hex digits of the
+ * SHA-256 of the whole segment + suffix. A segment that already ends like a hashed name
+ * (`~` + 16 hex) is hashed too, so that no name can pose as another's hashed form.
+ */
+export function safeSegment(seg: string, suffix: string): string {
+  const room = NAME_MAX - Buffer.byteLength(suffix);
+  if (Buffer.byteLength(seg) <= room && !HASH_MARK.test(seg)) return seg + suffix;
+  const hash = createHash('sha256').update(seg).digest('hex').slice(0, 16);
+  let head = '';
+  let bytes = 0;
+  for (const ch of seg) {
+    const n = Buffer.byteLength(ch);
+    if (bytes + n > room - HASH_LEN) break;
+    head += ch;
+    bytes += n;
+  }
+  return `${head}~${hash}${suffix}`;
+}
+
+/**
+ * Where an item's output goes, relative to output.directory: `<id>.out`, with two
+ * deterministic, documented changes that keep every id's output writable and distinct
+ * (pure; the same id always gets the same name):
+ *   - a directory segment that ends in `.out` (or `.out~`, `.out~~` ...), or a top-level
+ *     one named `.cronsafe-tmp` (or with `~`s after it), gets one more `~`: item `a` writes
+ *     the file `a.out`, so item `a.out/b` writes `a.out~/b.out`, never through that file;
+ *     and no item writes into cronsafe's temp directory;
+ *   - a segment longer than NAME_MAX (with `.out` for the last) is shortened to fit, with
+ *     a hash of the whole segment (safeSegment).
+ * Files always end in `.out` and directories never do, so no output can need a path that
+ * another output's file or directory occupies.
+ */
+export function outputName(id: string): string {
+  const segs = id.split('/');
+  const last = segs.length - 1;
+  return segs
+    .map((seg, i) => {
+      if (i === last) return safeSegment(seg, OUTPUT_SUFFIX);
+      const escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
+      return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(seg, '') : escaped;
+    })
+    .join('/');
 }
 
 /**
@@ -53,67 +116,95 @@ export class OutputStore {
   readonly dir: string;
   /** Absolute temp directory inside `dir`. */
   readonly tempDir: string;
+  /** `<dir>/.cronsafe-tmp` (= tempDir unless shared). */
+  readonly #root: string;
 
   #lastTouch = 0;
+  /** Temp names: one random prefix per store (per run) and a counter, no syscall or hash per item. */
+  readonly #prefix = randomBytes(6).toString('hex');
+  #counter = 0;
+  /** The temp directory as prepare() made it: another inode later means it was removed. */
+  #tempId: DirId | undefined;
+  /** Owner of `dir`, trusted for our directories in it too (see ensureOwnDir). */
+  #dirUid: number | undefined;
 
   constructor(
     outDir: string,
     private readonly shared?: SharedTempOptions,
   ) {
     this.dir = path.resolve(outDir);
-    const root = path.join(this.dir, TEMP_DIR_NAME);
-    this.tempDir = shared ? path.join(root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : root;
+    this.#root = path.join(this.dir, TEMP_DIR_NAME);
+    this.tempDir = shared ? path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : this.#root;
   }
 
   /**
    * Create the directories and remove temp files a killed run left behind. Without
    * `shared`, everything in the temp directory: only safe while holding an exclusive run
-   * lock. With it, other runs' entries untouched for `staleAfterMs`.
+   * lock. With it, other runs' entries untouched for `staleAfterMs`. Throws
+   * UnsafeOwnDirectory (deleting nothing) when the temp directory is not our own real
+   * directory: a symlink there would make "empty the temp directory" empty its target.
    */
   async prepare(): Promise<void> {
-    await mkdir(this.tempDir, { recursive: true });
+    // The configured directory itself may be a link (the user's choice); below it, nothing may.
+    await mkdir(this.dir, { recursive: true });
+    this.#dirUid = statSync(this.dir).uid;
+    const root = this.#own(this.#root);
+    // Re-checked before each removal: swapped for a link meanwhile, we stop instead.
+    const remove = async (entry: string): Promise<void> => {
+      if (!sameDir(this.#root, root)) throw new UnsafeOwnDirectory(this.#root, 'was replaced while cronsafe was emptying it');
+      await rm(entry, { recursive: true, force: true });
+    };
     if (!this.shared) {
-      for (const name of await readdir(this.tempDir)) {
-        await rm(path.join(this.tempDir, name), { recursive: true, force: true });
-      }
+      this.#tempId = root;
+      for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
       return;
     }
+    this.#tempId = this.#own(this.tempDir);
     this.#lastTouch = Date.now();
-    const root = path.dirname(this.tempDir);
-    for (const name of await readdir(root)) {
-      const entry = path.join(root, name);
+    for (const name of await readdir(this.#root)) {
+      const entry = path.join(this.#root, name);
       if (entry === this.tempDir) continue;
       const newest = await newestMtimeMs(entry);
-      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await rm(entry, { recursive: true, force: true });
+      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await remove(entry);
     }
   }
 
   /**
-   * A fresh temp path for one attempt. Named from a hash of the id, never its text, so
-   * no id can steer it; the random suffix keeps concurrent or repeated attempts apart.
+   * A fresh temp path for one attempt: never made from the id, so no id can steer it; a
+   * per-run random prefix and a counter keep concurrent and repeated attempts (and runs
+   * sharing the directory) apart. The id and attempt are not needed for the name.
    */
-  tempPathFor(id: string, attempt: number): string {
+  tempPathFor(_id: string, _attempt: number): string {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
-      mkdirSync(this.tempDir, { recursive: true });
+      this.#own(this.#root);
+      this.#tempId = this.#own(this.tempDir);
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
     }
-    const hash = createHash('sha1').update(id).digest('hex');
-    return path.join(this.tempDir, `${hash}-${attempt}-${randomBytes(6).toString('hex')}.tmp`);
+    return `${this.tempDir}/${this.#prefix}-${++this.#counter}.tmp`;
   }
 
-  /** `<outDir>/<id>.out`; throws when the id is unsafe or the path would leave outDir. */
+  /** `<outDir>/<outputName(id)>` (normally `<id>.out`); throws when the id is unsafe or the path would leave outDir. */
   finalPathFor(id: string): string {
     const reason = checkItemId(id);
     if (reason) throw new Error(`unsafe item id ${JSON.stringify(id)}: ${reason}`);
-    const final = path.resolve(this.dir, id + OUTPUT_SUFFIX);
+    const final = path.resolve(this.dir, outputName(id));
     if (!final.startsWith(this.dir + path.sep)) {
       throw new Error(`item id ${JSON.stringify(id)} resolves outside the output directory ${this.dir}`);
     }
     return final;
+  }
+
+  /**
+   * What would stop the item's output from being committed (a link or a file where a
+   * directory must be, a directory where the output goes), or null. Reads only; the pass
+   * may ask before it runs the handler, and commit refuses the same (OutputPathError).
+   */
+  outputProblem(id: string): string | null {
+    return outputPathProblem(this.dir, this.finalPathFor(id));
   }
 
   /**
@@ -124,25 +215,53 @@ export class OutputStore {
   async commit(tempPath: string, id: string): Promise<boolean> {
     this.assertTemp(tempPath);
     const final = this.finalPathFor(id);
-    let stat;
-    try {
-      stat = await lstat(tempPath);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      throw err;
+    // Sync and non-throwing: most handlers that write nothing make this the hot path, and
+    // a thrown ENOENT through fs.promises cost a third of a no-op run's CPU.
+    const stat = lstatSync(tempPath, { throwIfNoEntry: false });
+    if (stat === undefined) {
+      // No file: the handler wrote nothing, unless our directory went away with it.
+      const gone = this.checkTempDir();
+      if (gone) throw gone;
+      return false;
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
-    await mkdir(path.dirname(final), { recursive: true });
+    // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
+    makeOutputParents(this.dir, final);
     await rename(tempPath, final);
     await fsyncPath(path.dirname(final));
     return true;
   }
 
-  /** Remove an attempt's temp file, if any (failed or interrupted attempt). */
-  async discard(tempPath: string): Promise<void> {
+  /**
+   * Remove an attempt's temp file, if any (failed or interrupted attempt). Returns
+   * OwnDirectoryGone when the temp directory itself had vanished (recreated now): then
+   * the attempt most likely failed for that, and the pass hands it back uncharged.
+   */
+  async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
     await rm(tempPath, { recursive: true, force: true });
+    return this.checkTempDir();
+  }
+
+  /**
+   * Whether the temp directory is still the one prepare() made. When it vanished (an
+   * empty-directory cleaner) or was replaced, it is recreated, still refusing links and
+   * foreign directories (UnsafeOwnDirectory), and the returned OwnDirectoryGone says so:
+   * the attempt that used it is not the item's fault. Null when all is well. One lstat;
+   * callers ask only after an attempt failed or wrote nothing.
+   */
+  checkTempDir(): OwnDirectoryGone | null {
+    if (this.#tempId !== undefined && sameDir(this.tempDir, this.#tempId)) return null;
+    const was = this.#tempId;
+    const root = this.#own(this.#root);
+    this.#tempId = this.shared ? this.#own(this.tempDir) : root;
+    if (was === undefined) return null; // never prepared: nothing to compare with
+    return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); recreated it`);
+  }
+
+  #own(dir: string): DirId {
+    return ensureOwnDir(dir, this.#dirUid);
   }
 
   // A wrong path here would rename or delete something that is not ours.

@@ -1,18 +1,64 @@
-import { opendir, stat } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+
+/** A Dirent read with encoding 'buffer'. */
+type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
+import { lstat, opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { DiscoveredItem } from '../ledger/types.js';
+import { idFromName } from './item-id.js';
+
+const SLASH = Buffer.from('/');
 
 export interface ScanOptions {
   /** Absolute directory to scan. */
   directory: string;
   include: string[];
   exclude: string[];
-  /** Absolute paths (directories or files) that are never items: the output directory, the ledger, the lock. */
+  /**
+   * Absolute paths (directories or files) that are never items: the output directory, the
+   * ledger, the lock. Matched by their path below `directory`, as written (lexically).
+   */
   skipPaths?: string[];
   /** stat() every file for size/mtime (needed by `refresh: on-change`); costs a syscall per file. */
   withStats?: boolean;
   signal?: AbortSignal;
+  /**
+   * Told once per directory below `directory` that cannot be read (EACCES, EPERM): the scan
+   * skips it and goes on, so one bad directory does not stop every item on every run. The
+   * pass logs it (a warning with its path), counts it, and calls the scan partial. The root
+   * itself being unreadable still throws.
+   */
+  onUnreadable?: (dir: UnreadableDirectory) => void;
+}
+
+/** A directory the scan skipped because it could not be read. */
+export interface UnreadableDirectory {
+  /** Absolute path. */
+  path: string;
+  /** Relative to the scanned directory, `/`-separated (as item ids). */
+  id: string;
+  /** EACCES or EPERM. */
+  code: string;
+}
+
+// flags 's': a file name may contain a newline, and `*` must match it like any other byte.
+const GLOB_OPTS = { flags: 's' };
+
+function excludeMatcher(globs: string[]): (rel: string) => boolean {
+  return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
+}
+
+/**
+ * True when the scan never enters the directory at `rel` (`/`-separated, relative to the
+ * scanned directory): `exclude` matches it or one of its parents, which is where the walk
+ * prunes. The config check uses it to prove that an output directory inside the source
+ * is never scanned.
+ */
+export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
+  const match = excludeMatcher(exclude);
+  const segs = rel.split('/');
+  return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')));
 }
 
 /**
@@ -22,40 +68,93 @@ export interface ScanOptions {
  * files is never a 1,000,000-element array. Order is the filesystem's (not sorted,
  * because sorting needs a full listing). Dotfiles are not matched by default globs, which
  * conveniently skips the `.name.tmp` files producers write before renaming.
+ *
+ * Ids are the entries' paths relative to `directory` with each name's bytes escaped by
+ * idFromName (src/runner/item-id.ts): any file name Linux allows is an item, and the
+ * globs are matched against these ids.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
-  // flags 's': a file name may contain a newline, and `*` must match it like any other byte.
-  const globOpts = { flags: 's' };
-  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], globOpts);
-  const exclude = opts.exclude.length > 0 ? picomatch(opts.exclude, globOpts) : () => false;
-  const skip = new Set((opts.skipPaths ?? []).map((d) => path.resolve(d)));
+  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
+  const exclude = excludeMatcher(opts.exclude);
+  const root = path.resolve(opts.directory);
+  // Own paths inside the source, as the ids the walk will meet them under.
+  const skip = new Set(
+    (opts.skipPaths ?? [])
+      .map((d) => path.relative(root, path.resolve(d)))
+      .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
+      .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
+  );
 
-  async function* walk(absDir: string, relDir: string): AsyncGenerator<DiscoveredItem> {
-    const dir = await opendir(absDir, { bufferSize: 64 });
-    for await (const entry of dir) {
+  // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
+  // by idFromName; paths are Buffers, built only for the entries that need one.
+  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
+    let dir;
+    try {
+      // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
+      dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (relDir === '') throw err;
+      if (code === 'EACCES' || code === 'EPERM') {
+        opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
+        return;
+      }
+      // Removed or replaced by a file since its parent was listed: nothing to scan there.
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw err;
+    }
+    const abs = (name: Buffer): Buffer => Buffer.concat([absDir, SLASH, name]);
+    for await (const entry of dir as unknown as AsyncIterable<BufferDirent>) {
       if (opts.signal?.aborted) return;
-      const rel = relDir === '' ? entry.name : `${relDir}/${entry.name}`;
-      const abs = path.join(absDir, entry.name);
+      const name = idFromName(entry.name);
+      const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(abs) || exclude(rel)) continue;
-        yield* walk(abs, rel);
+        if (skip.has(rel) || exclude(rel)) continue;
+        yield* walk(abs(entry.name), rel);
         continue;
       }
       let isFile = entry.isFile();
       let st: { size: number; mtimeMs: number } | undefined;
       if (entry.isSymbolicLink()) {
         // Follow links to files only; links to directories could loop.
-        const target = await stat(abs).catch(() => undefined);
+        const target = await stat(abs(entry.name)).catch(() => undefined);
         isFile = target?.isFile() ?? false;
         st = target;
       }
-      if (!isFile || skip.has(abs) || !include(rel) || exclude(rel)) continue;
-      if (opts.withStats && !st) st = await stat(abs).catch(() => undefined);
+      if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
+      if (opts.withStats && !st) st = await stat(abs(entry.name)).catch(() => undefined);
       yield st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel };
     }
   }
 
-  yield* walk(path.resolve(opts.directory), '');
+  yield* walk(Buffer.from(root, 'utf8'), '');
+}
+
+/**
+ * True while `directory` (the source root) is still a directory that can be listed. A
+ * pass that sees items fail can ask it, cheaply, to tell a vanished or unmounted source
+ * (stop, charge nothing) from the items' own failures.
+ */
+export async function sourcePresent(directory: string): Promise<boolean> {
+  try {
+    return (await stat(directory)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when an item's file is gone (ENOENT or ENOTDIR on lstat): deleted between the scan
+ * and its attempt. A pass can drop such an item instead of charging it.
+ */
+export async function itemGone(file: string | Buffer): Promise<boolean> {
+  try {
+    await lstat(file);
+    return false;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR';
+  }
 }
 
 /** Group an async iterable into arrays of at most `size`, without waiting to fill a batch forever. */

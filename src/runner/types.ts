@@ -4,8 +4,14 @@ import type { Logger } from 'pino';
 export interface WorkItem {
   /** Path relative to source.directory, `/`-separated. Never absolute, never contains `..`. */
   id: string;
-  /** Absolute path of the item file. */
+  /**
+   * Absolute path of the item file, as text. For an id with escapes (a name with a
+   * backslash or bytes that are not UTF-8; src/runner/item-id.ts) use rawPath: this text
+   * cannot name a file whose name is not UTF-8.
+   */
   path: string;
+  /** The item file's absolute path as bytes (itemPaths(sourceDir, id).raw): always opens the real file. */
+  rawPath?: Buffer;
   /** 1-based; counts every claim of this item. */
   attempt: number;
 }

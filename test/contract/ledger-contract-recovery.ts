@@ -110,6 +110,21 @@ export function recoveryContract(use: UseLedger): void {
       expect(await use().recentRuns(1)).toHaveLength(1);
     });
 
+    it('heartbeats: unfinished runs beating since a time, newest first; a finished run no longer beats', async () => {
+      await use().startRun({ runId: 'old', owner: 'h:1:old', startedAt: T0 - 100_000 });
+      await use().startRun({ runId: 'r1', owner: 'h:2:r1', startedAt: T0 });
+      await use().startRun({ runId: 'r2', owner: 'h:3:r2', startedAt: T0 + 10 });
+      expect((await use().beatingRuns(T0)).map((r) => r.runId)).toEqual(['r2', 'r1']);
+      await use().heartbeat('old', T0 + 50);
+      await use().finishRun('r2', T0 + 60, 'completed', {});
+      await use().heartbeat('r2', T0 + 70); // finished: no longer beats
+      expect(await use().beatingRuns(T0)).toEqual([
+        { runId: 'r1', owner: 'h:2:r1', startedAt: T0, heartbeatAt: T0 },
+        { runId: 'old', owner: 'h:1:old', startedAt: T0 - 100_000, heartbeatAt: T0 + 50 },
+      ]);
+      expect(await use().beatingRuns(T0 + 51)).toEqual([]);
+    });
+
     it('counts overruns (overrun and lock-skip events), lock skips, missed and stale in the totals', async () => {
       await use().recordEvent('overrun', T0, { missedOccurrences: 2 });
       await use().recordEvent('lock-skip', T0 + 1);

@@ -70,20 +70,27 @@ export interface Running {
 }
 
 /** Spawn the built CLI with a hard timeout: a hung child is SIGKILLed, never left behind. */
-export function spawnCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Running {
+/** Options of a CLI spawn. `uid`/`gid`: run it as another user (only as root: permission tests). */
+export interface SpawnOptions {
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  timeoutMs?: number;
+  uid?: number;
+  gid?: number;
+}
+
+export function spawnCli(args: string[], opts: SpawnOptions = {}): Running {
   return spawnCliRaw(process.execPath, [CLI, ...args], opts);
 }
 
 /** Spawn any command that runs the CLI (e.g. under faketime), parsing its JSON log lines. */
-export function spawnCliRaw(
-  command: string,
-  args: string[],
-  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
-): Running {
+export function spawnCliRaw(command: string, args: string[], opts: SpawnOptions = {}): Running {
   const child = spawn(command, args, {
     cwd: opts.cwd ?? ROOT,
     env: { ...process.env, NO_COLOR: '1', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+    ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
   });
   const lines: LogLine[] = [];
   const waiters: Array<{ pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
@@ -145,7 +152,7 @@ export function spawnCliRaw(
 }
 
 /** Run the CLI to completion. */
-export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}) {
+export async function runCli(args: string[], opts: SpawnOptions = {}) {
   const r = spawnCli(args, opts);
   const { code, signal } = await r.exited;
   return { code, signal, lines: r.lines, stderr: r.stderr(), stdout: r.stdout() };

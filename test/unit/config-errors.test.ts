@@ -108,8 +108,8 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(unknown, 'handler.command[2]', 'unknown placeholder {file} (known: {path} {id} {output} {attempt})');
     const noOut = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"]}\n`);
     expectProblem(noOut, 'handler.command[1]', '{output} is used but output.directory is not set');
-    const ok = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"]}\noutput: {directory: out}\n`);
-    expect(loadConfig(ok).handler.command).toStrictEqual(['qc', '{output}']);
+    const ok = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [cat, "{output}"]}\noutput: {directory: out}\n`);
+    expect(loadConfig(ok).handler.command).toStrictEqual(['cat', '{output}']);
     // Shell syntax for a child shell passes; a known name inside it still counts.
     const shell = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [sh, -c, 'cat "$\${HOME}/x" {path}']}\n`);
     expect(loadConfig(shell).handler.command).toStrictEqual(['sh', '-c', 'cat "${HOME}/x" {path}']);

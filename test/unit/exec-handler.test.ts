@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HandlerConfig } from '../../src/config/types.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
+import { EnvironmentFault } from '../../src/runner/faults.js';
 import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/handlers/', import.meta.url));
@@ -216,6 +217,29 @@ describe('exec handler: outcomes', () => {
     const handler = createExecHandler(handlerConfig(['cronsafe-no-such-command-xyz', '{path}']), { sourceDir: src });
     const f = await failureOf(handler.run(item(), context().ctx));
     expect(f.message).toMatch(/"cronsafe-no-such-command-xyz": ENOENT \(command not found\)/);
+    expect(f).toBeInstanceOf(EnvironmentFault); // the environment's fault: the pass must not charge it
+  });
+
+  it('a program named by the item ({path}) that cannot start is the item\'s failure, not the environment\'s', async () => {
+    const handler = createExecHandler(handlerConfig(['{path}']), { sourceDir: src });
+    const f = await failureOf(handler.run({ id: 'gone', path: path.join(src, 'gone'), attempt: 1 }, context().ctx));
+    expect(f.message).toMatch(/ENOENT/);
+    expect(f).not.toBeInstanceOf(EnvironmentFault);
+  });
+
+  it('gives a name that is not UTF-8 a link that opens the real file, and removes it after the attempt', async () => {
+    const raw = Buffer.concat([Buffer.from(`${src}/caf`), Buffer.of(0xe9), Buffer.from('.txt')]);
+    writeFileSync(raw, 'real bytes');
+    const out = path.join(dir, 'seen.json');
+    const script = `const fs = require('fs'); fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify({ p: process.argv[1], c: fs.readFileSync(process.argv[1], 'utf8') }));`;
+    const handler = createExecHandler(handlerConfig([NODE, '-e', script, '{path}']), { sourceDir: src });
+    // No output directory: the link goes under TMPDIR.
+    await handler.run({ id: 'caf\\xe9.txt', path: path.join(src, 'caf\\xe9.txt'), attempt: 1 }, context().ctx);
+    const seen = JSON.parse(readFileSync(out, 'utf8')) as { p: string; c: string };
+    expect(seen.c).toBe('real bytes');
+    expect(path.basename(seen.p)).toBe('caf\\xe9.txt');
+    expect(seen.p.startsWith(tmpdir())).toBe(true);
+    expect(existsSync(path.dirname(seen.p))).toBe(false);
   });
 
   it('names a command that is not executable', async () => {
@@ -225,6 +249,7 @@ describe('exec handler: outcomes', () => {
     const handler = createExecHandler(handlerConfig([script]), { sourceDir: src });
     const f = await failureOf(handler.run(item(), context().ctx));
     expect(f.message).toContain(`${JSON.stringify(script)}: EACCES`);
+    expect(f).toBeInstanceOf(EnvironmentFault);
   });
 });
 

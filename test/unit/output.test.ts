@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { OutputStore, checkItemId } from '../../src/runner/output.js';
+import { NAME_MAX, OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId, outputName } from '../../src/runner/output.js';
 
 let dir: string;
 let out: string;
@@ -34,12 +34,11 @@ describe('checkItemId', () => {
     ['a\\b', /backslash/],
     ['..\\x', /backslash/],
     ['a\0b', /NUL/],
-    ['.cronsafe-tmp/x', /reserved/],
   ])('rejects %j', (id, reason) => {
     expect(checkItemId(id)).toMatch(reason);
   });
 
-  it.each(['ok/file.scc', '日本.scc', 'a.b/c', '..hidden', 'x..', '.cronsafe-tmp', 'with space/$(x)'])('accepts %j', (id) => {
+  it.each(['ok/file.scc', '日本.scc', 'a.b/c', '..hidden', 'x..', '.cronsafe-tmp', 'with space/$(x)', 'back\\\\slash', 'caf\\xe9.txt', 'd\\xff/x'])('accepts %j', (id) => {
     expect(checkItemId(id)).toBeNull();
   });
 });
@@ -75,7 +74,7 @@ describe('OutputStore paths', () => {
     );
   });
 
-  it('makes unique temp names from a hash, never from the id text', () => {
+  it('makes unique temp names from a per-run prefix and a counter, never from the id text', () => {
     const store = new OutputStore(out);
     const id = '../../etc/passwd';
     const a = store.tempPathFor(id, 1);
@@ -83,8 +82,10 @@ describe('OutputStore paths', () => {
     expect(a).not.toBe(b);
     for (const p of [a, b]) {
       expect(path.dirname(p)).toBe(store.tempDir);
-      expect(path.basename(p)).toMatch(/^[0-9a-f]{40}-1-[0-9a-f]+\.tmp$/);
+      expect(path.basename(p)).toMatch(/^[0-9a-f]{12}-\d+\.tmp$/);
     }
+    // Another store (another run) never makes the same names.
+    expect(new OutputStore(out).tempPathFor(id, 1)).not.toBe(a);
   });
 });
 
@@ -165,5 +166,118 @@ describe('OutputStore commit / discard', () => {
     const store = new OutputStore(path.join(dir, 'deep', 'er', 'out'));
     await store.prepare();
     expect(statSync(store.tempDir).isDirectory()).toBe(true);
+  });
+});
+
+describe('OutputStore: its temp directory vanishes or is replaced', () => {
+  it('discard() and a commit that finds no file report OwnDirectoryGone and recreate the directory', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    expect(store.checkTempDir()).toBeNull();
+    rmSync(store.tempDir, { recursive: true });
+    expect(await store.discard(store.tempPathFor('a', 1))).toBeInstanceOf(OwnDirectoryGone);
+    expect(statSync(store.tempDir).isDirectory()).toBe(true);
+    expect(await store.discard(store.tempPathFor('a', 2))).toBeNull();
+
+    rmSync(store.tempDir, { recursive: true });
+    await expect(store.commit(store.tempPathFor('b', 1), 'b')).rejects.toBeInstanceOf(OwnDirectoryGone);
+    expect(await store.commit(store.tempPathFor('b', 2), 'b')).toBe(false); // really nothing written now
+  });
+
+  it.skipIf(process.getuid?.() !== 0)("is trusted when owned by output.directory's owner (root on NFS with root_squash), refused when owned by a third user", async () => {
+    mkdirSync(path.join(out, '.cronsafe-tmp'), { recursive: true });
+    chownSync(out, 65534, 65534);
+    chownSync(path.join(out, '.cronsafe-tmp'), 65534, 65534);
+    await new OutputStore(out).prepare();
+    chownSync(path.join(out, '.cronsafe-tmp'), 12345, 12345);
+    await expect(new OutputStore(out).prepare()).rejects.toThrow(/owned by uid 12345, not by cronsafe's uid 0 nor by output.directory's owner \(uid 65534\)/);
+  });
+
+  it('a link put in its place is refused, not followed or recreated through', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const elsewhere = path.join(dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    rmSync(store.tempDir, { recursive: true });
+    symlinkSync(elsewhere, store.tempDir);
+    expect(() => store.checkTempDir()).toThrow(UnsafeOwnDirectory);
+    expect(readdirSync(elsewhere)).toEqual([]);
+  });
+});
+
+describe('outputName: every id gets a writable, distinct output path', () => {
+  const bytes = (s: string) => Buffer.byteLength(s);
+
+  it('is <id>.out for ordinary ids', () => {
+    expect(outputName('a.scc')).toBe('a.scc.out');
+    expect(outputName('d/e/f.txt')).toBe('d/e/f.txt.out');
+    expect(outputName('caf\\xe9.txt')).toBe('caf\\xe9.txt.out');
+  });
+
+  it('moves a directory that ends in .out aside, so `a` and `a.out/b` both have a place', () => {
+    expect(outputName('a')).toBe('a.out');
+    expect(outputName('a.out/b')).toBe('a.out~/b.out');
+    expect(outputName('a.out~/b')).toBe('a.out~~/b.out');
+    expect(outputName('x/a.out/b')).toBe('x/a.out~/b.out');
+    expect(outputName('.cronsafe-tmp/x')).toBe('.cronsafe-tmp~/x.out'); // never into our temp directory
+    expect(outputName('d/.cronsafe-tmp/x')).toBe('d/.cronsafe-tmp/x.out'); // only the top level is ours
+  });
+
+  it('shortens a name past NAME_MAX with a hash, deterministically, on a character boundary', () => {
+    const long = 'é'.repeat(127) + '.txt'; // 258 bytes; + .out is 262
+    const name = outputName(long);
+    expect(name).toBe(outputName(long));
+    expect(bytes(name)).toBeLessThanOrEqual(NAME_MAX);
+    expect(name).toMatch(/^(é)+~[0-9a-f]{16}\.out$/);
+    expect(outputName('a'.repeat(251))).toBe(`${'a'.repeat(251)}.out`); // 255 bytes exactly: as is
+    expect(outputName('a'.repeat(252))).toMatch(/^a{234}~[0-9a-f]{16}\.out$/);
+    // Two long names that share their first 234 bytes still differ.
+    expect(outputName(`${'a'.repeat(240)}x1`)).not.toBe(outputName(`${'a'.repeat(240)}x2`));
+    // A long directory segment (escapes can make one) is shortened too.
+    const dir = '\\xff'.repeat(100);
+    expect(bytes(outputName(`${dir}/f`).split('/')[0]!)).toBeLessThanOrEqual(NAME_MAX);
+    // A short name that looks hashed is hashed as well, so none can pose as another's.
+    expect(outputName(`x~${'0'.repeat(16)}`)).not.toBe(`x~${'0'.repeat(16)}.out`);
+  });
+
+  it('never maps two ids to the same path, nor one file to another output\'s directory (property)', () => {
+    const seg = fc.oneof(
+      fc.constantFrom('a', 'a.out', 'a.out~', 'b', '.cronsafe-tmp', '.cronsafe-tmp~', `x~${'0'.repeat(16)}`),
+      fc.string({ minLength: 1, maxLength: 6 }).filter((s) => !s.includes('/') && s !== '.' && s !== '..'),
+      fc.constantFrom('a'.repeat(252), 'a'.repeat(260), `${'é'.repeat(130)}`),
+    );
+    const id = fc.array(seg, { minLength: 1, maxLength: 3 }).map((s) => s.join('/'));
+    fc.assert(
+      fc.property(id, id, (x, y) => {
+        const [px, py] = [outputName(x), outputName(y)];
+        if (x !== y && px === py) return false;
+        // The file of one is never a directory on the other's path.
+        if (py.startsWith(`${px}/`) || px.startsWith(`${py}/`)) return false;
+        return px.split('/').every((s) => bytes(s) <= NAME_MAX);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('commits `a` and `a.out/b` side by side, and a 255-byte name', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const long = 'n'.repeat(255);
+    for (const id of ['a', 'a.out/b', long]) {
+      const tmp = store.tempPathFor(id, 1);
+      writeFileSync(tmp, id);
+      expect(await store.commit(tmp, id)).toBe(true);
+      expect(readFileSync(store.finalPathFor(id), 'utf8')).toBe(id);
+    }
+    expect(store.outputProblem('a.out/c')).toBeNull();
+  });
+
+  it('outputProblem names what is in the way before any handler runs', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    writeFileSync(path.join(out, 'file'), 'x');
+    mkdirSync(path.join(out, 'dir.txt.out'));
+    expect(store.outputProblem('file/x')).toMatch(/is in the way: it is not a directory/);
+    expect(store.outputProblem('dir.txt')).toMatch(/is a directory/);
   });
 });

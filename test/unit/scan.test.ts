@@ -1,8 +1,12 @@
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { batches, scanDirectory } from '../../src/runner/scan.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { batches, scanDirectory, sourcePresent, itemGone } from '../../src/runner/scan.js';
+
+const SCAN_TS = fileURLToPath(new URL('../../src/runner/scan.ts', import.meta.url));
 
 function tree(files: string[]): string {
   const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-scan-'));
@@ -82,5 +86,39 @@ describe('batches', () => {
     const out: number[][] = [];
     for await (const b of batches(gen(), 3)) out.push(b);
     expect(out).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
+  });
+});
+
+describe('scanDirectory: unreadable and vanished directories', () => {
+  it('skips an unreadable subdirectory, reports it once, and yields the rest', () => {
+    const root = tree(['a.scc', 'locked/x.scc', 'locked/deeper/y.scc', 'z/b.scc']);
+    chmodSync(path.join(root, 'locked'), 0o000);
+    // Root reads anything: scan as "nobody" in a child, so that EACCES is real.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) for (const d of [root, path.join(root, 'z')]) chownSync(d, 65534, 65534);
+    const script = `import { scanDirectory } from ${JSON.stringify(pathToFileURL(SCAN_TS).href)};
+      const skipped = [];
+      const ids = [];
+      for await (const x of scanDirectory({ directory: ${JSON.stringify(root)}, include: ['**'], exclude: [], onUnreadable: (d) => skipped.push(d) })) ids.push(x.id);
+      console.log(JSON.stringify({ ids: ids.sort(), skipped }));`;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      encoding: 'utf8', timeout: 30_000, cwd: path.dirname(SCAN_TS), ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+    });
+    chmodSync(path.join(root, 'locked'), 0o755);
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({
+      ids: ['a.scc', 'z/b.scc'],
+      skipped: [{ path: path.join(root, 'locked'), id: 'locked', code: 'EACCES' }],
+    });
+  });
+
+  it('tells a present source root and item from vanished ones', async () => {
+    const root = tree(['a.scc']);
+    expect(await sourcePresent(root)).toBe(true);
+    expect(await sourcePresent(path.join(root, 'nope'))).toBe(false);
+    expect(await sourcePresent(path.join(root, 'a.scc'))).toBe(false); // a file is not a source
+    expect(await itemGone(path.join(root, 'a.scc'))).toBe(false);
+    expect(await itemGone(path.join(root, 'b.scc'))).toBe(true);
+    expect(await itemGone(path.join(root, 'a.scc', 'x'))).toBe(true); // ENOTDIR
   });
 });

@@ -14,6 +14,7 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
+  RunHeartbeat,
   RunOutcome,
   RunRecord,
   RunStart,
@@ -27,6 +28,9 @@ import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
+import { beatingRunsQuery, heartbeatQuery } from './heartbeat.js';
+import { LedgerOwnedByAnotherJob } from '../identity.js';
+import { adoptJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { ident } from './query.js';
 import { countsQuery, getQuery, listDeadQuery, type ItemRow } from './read.js';
@@ -42,11 +46,18 @@ export type { PostgresOptions } from './connection.js';
  * A database that cannot be reached within `startBudgetMs` is an error naming host,
  * database and schema, never the password.
  */
-export async function openPostgresLedger(opts: PostgresOptions): Promise<PostgresLedger> {
+export async function openPostgresLedger(opts: PostgresOptions & { job?: string }): Promise<PostgresLedger> {
   ident(opts.schema); // a bad name fails here, before any connection
+  const { job } = opts;
   const ex = new PostgresExecutor(opts);
   try {
     await ex.tx('migrate', (exec) => migrate(exec, opts.schema), opts.startBudgetMs ?? START_BUDGET_MS);
+    // `job`: the config name; recorded as the schema's owner on first use, refused when
+    // another is recorded (LedgerOwnedByAnotherJob). Absent: no check (tools, tests).
+    if (job !== undefined) {
+      const owner = await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), opts.startBudgetMs ?? START_BUDGET_MS);
+      if (owner !== job) throw new LedgerOwnedByAnotherJob(owner, job);
+    }
     return new PostgresLedger(ex);
   } catch (err) {
     await ex.close();
@@ -157,6 +168,12 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   async lastRunStart(): Promise<RunStart | null> {
     const [r] = await this.#ex.query<RunStart>('lastRunStart', runs.lastRunStartQuery(this.#schema));
     return r ?? null;
+  }
+  async heartbeat(runId: string, at: number): Promise<void> {
+    await this.#ex.query('heartbeat', heartbeatQuery(this.#schema, runId, at));
+  }
+  beatingRuns(since: number): Promise<RunHeartbeat[]> {
+    return this.#ex.query<RunHeartbeat>('beatingRuns', beatingRunsQuery(this.#schema, since));
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     const feeds = runs.EVENT_COUNTERS[kind] as (typeof runs.EVENT_COUNTERS)[LedgerEventKind] | undefined; // callers outside TypeScript

@@ -16,6 +16,7 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
+  RunHeartbeat,
   RunOutcome,
   RunRecord,
   RunStart,
@@ -27,6 +28,8 @@ import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
+import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
+import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { makeReadOps, type ReadOps } from './read.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
@@ -34,6 +37,16 @@ import { makeRunOps, type RunOps } from './runs.js';
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
+
+/** Options of openSqliteLedger. */
+export interface SqliteOpenOptions {
+  /**
+   * The config `name` of the job opening the ledger: recorded as its owner on first use,
+   * and refused (LedgerOwnedByAnotherJob) when another name is recorded. Absent: no check
+   * (tests and tools that read any ledger).
+   */
+  job?: string;
+}
 
 /**
  * Open (creating it and its parent directory if needed) the SQLite ledger at `file`
@@ -44,7 +57,7 @@ const BUSY_TIMEOUT_MS = 5000;
  * last transactions, never corrupt the file. The verbs are synchronous underneath
  * (better-sqlite3); the async interface is for the PostgreSQL adapter's sake.
  */
-export async function openSqliteLedger(file: string): Promise<Ledger> {
+export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {}): Promise<Ledger> {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   try {
@@ -65,6 +78,7 @@ export async function openSqliteLedger(file: string): Promise<Ledger> {
     db.pragma('wal_autocheckpoint = 10000');
     db.pragma('journal_size_limit = 67108864');
     migrate(db);
+    if (opts.job !== undefined) claimJob(db, opts.job);
     return new SqliteLedger(db);
   } catch (err) {
     db.close();
@@ -82,6 +96,7 @@ class SqliteLedger implements Ledger {
   readonly #read: ReadOps;
   readonly #runs: RunOps;
   readonly #events: EventOps;
+  readonly #heartbeat: HeartbeatOps;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -100,6 +115,7 @@ class SqliteLedger implements Ledger {
       release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
+    this.#heartbeat = makeHeartbeatOps(db);
   }
 
   async migrate(): Promise<void> {
@@ -158,6 +174,12 @@ class SqliteLedger implements Ledger {
   }
   async lastRunStart(): Promise<RunStart | null> {
     return this.#runs.lastRunStart();
+  }
+  async heartbeat(runId: string, at: number): Promise<void> {
+    this.#heartbeat.heartbeat(runId, at);
+  }
+  async beatingRuns(since: number): Promise<RunHeartbeat[]> {
+    return this.#heartbeat.beatingRuns(since);
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     this.#events.recordEvent(kind, at, detail, occurrence);

@@ -1,7 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
+import { EnvironmentFault } from '../faults.js';
+import { isPlainId, itemPaths } from '../item-id.js';
+import { safeSegment } from '../output.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -19,6 +25,7 @@ export interface Placeholders {
 }
 
 const PLACEHOLDER = /\{(path|id|output|attempt)\}/g;
+const PLACEHOLDER_TEST = /\{(path|id|output|attempt)\}/;
 
 /**
  * Substitute placeholders in one argv element, in a single pass: text that a value
@@ -40,14 +47,18 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
     throw new ConfigError('handler.command must be a non-empty argv array', undefined, 'handler.command');
   }
   const usesOutput = template.some((arg) => arg.includes('{output}'));
+  // A program named by the item (`{path}`) that cannot start is the item's problem.
+  const programFromItem = PLACEHOLDER_TEST.test(template[0]);
   return {
     async run(item: WorkItem, ctx: HandlerContext): Promise<void> {
       if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
       if (usesOutput && ctx.outputPath === undefined) {
         throw new HandlerFailure('handler.command uses {output} but output.directory is not configured');
       }
+      // An escaped id (a name with a backslash or non-UTF-8 bytes) is not its own path.
+      const link = isPlainId(item.id) ? undefined : await itemLink(opts.sourceDir, item.id, ctx.outputPath);
       const values: Placeholders = {
-        path: item.path,
+        path: link?.path ?? item.path,
         id: item.id,
         output: ctx.outputPath ?? '',
         attempt: String(ctx.attempt),
@@ -63,9 +74,43 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       // An inherited value (cronsafe run from a handler) must not pose as this item's output.
       if (ctx.outputPath === undefined) delete env.CRONSAFE_OUTPUT_PATH;
       else env.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
-      return runChild(argv, env, opts.sourceDir, cfg, ctx);
+      try {
+        return await runChild(argv, env, opts.sourceDir, cfg, ctx, programFromItem);
+      } finally {
+        await link?.remove();
+      }
     },
   };
+}
+
+/**
+ * The path a child gets for an item whose id is escaped. argv and the environment are
+ * strings (Node cannot pass other bytes), so a name that is not UTF-8 is reached through a
+ * symbolic link with the escaped name, made (with Buffer paths) in a directory of ours for
+ * the attempt and removed after it: beside the attempt's temp output in
+ * `<output.directory>/.cronsafe-tmp/` (a killed run's is removed by the next run), else
+ * in a fresh directory under TMPDIR. A name that is UTF-8 (only a backslash in it) needs
+ * no link: the real path is text.
+ */
+async function itemLink(sourceDir: string, id: string, outputPath: string | undefined): Promise<{ path: string; remove(): Promise<void> }> {
+  const where = itemPaths(sourceDir, id);
+  if (where.text !== null) return { path: where.text, remove: async () => {} };
+  const dir = outputPath ? `${outputPath}.item` : await mkdtemp(path.join(tmpdir(), 'cronsafe-item-'));
+  if (outputPath) await mkdir(dir);
+  const remove = () => rm(dir, { recursive: true, force: true });
+  try {
+    const link = path.join(dir, linkName(id));
+    await symlink(where.raw, link);
+    return { path: link, remove };
+  } catch (err) {
+    await remove();
+    throw new EnvironmentFault(`cannot make a link to item ${JSON.stringify(id)} in ${dir}: ${(err as Error).message}`);
+  }
+}
+
+/** The link's name: the id's last segment (escaped text, so the extension survives), kept under NAME_MAX. */
+function linkName(id: string): string {
+  return safeSegment(id.slice(id.lastIndexOf('/') + 1), '');
 }
 
 type Stop = { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
@@ -76,6 +121,7 @@ function runChild(
   cwd: string,
   cfg: HandlerConfig,
   ctx: HandlerContext,
+  programFromItem: boolean,
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
   return new Promise<void>((resolve, reject) => {
@@ -85,7 +131,7 @@ function runChild(
       // and killable as a whole with process.kill(-pid).
       child = spawn(file, args, { cwd, env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     } catch (err) {
-      reject(spawnFailure(file, err, cwd));
+      reject(spawnFailure(file, err, cwd, programFromItem));
       return;
     }
 
@@ -137,7 +183,7 @@ function runChild(
     child.on('error', (err) => {
       // Without a pid nothing started (ENOENT, EACCES); other errors (a failed kill)
       // leave the child running and 'close' still decides the outcome.
-      if (child.pid === undefined) finish(spawnFailure(file, err, cwd));
+      if (child.pid === undefined) finish(spawnFailure(file, err, cwd, programFromItem));
     });
 
     child.on('exit', () => {
@@ -196,7 +242,13 @@ function interrupted(reason: unknown): HandlerFailure {
   return new HandlerFailure(`interrupted: ${text}`, true);
 }
 
-function spawnFailure(file: string, err: unknown, cwd: string): HandlerFailure {
+/**
+ * A child that never started. The environment's fault (EnvironmentFault: the pass stops,
+ * nothing is charged): a missing or non-executable program, a vanished working directory,
+ * no free process slots or descriptors. The item's only when the program comes from the
+ * item (`{path}` in argv[0]) or its argv is too long (E2BIG).
+ */
+function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: boolean): HandlerFailure {
   const code = (err as NodeJS.ErrnoException).code ?? 'error';
   let hint = (err as Error).message ?? String(err);
   if (code === 'ENOENT') {
@@ -205,5 +257,6 @@ function spawnFailure(file: string, err: unknown, cwd: string): HandlerFailure {
   } else if (code === 'EACCES') {
     hint = 'permission denied (not executable?)';
   }
-  return new HandlerFailure(`cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`);
+  const message = `cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`;
+  return programFromItem || code === 'E2BIG' ? new HandlerFailure(message) : new EnvironmentFault(message);
 }

@@ -1,4 +1,5 @@
 import * as m001 from './001-initial.js';
+import * as m002 from './002-job-identity-and-heartbeat.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {
@@ -8,4 +9,7 @@ export interface Migration {
 }
 
 /** Every migration, in the order it must be applied. Append only. */
-export const MIGRATIONS: readonly Migration[] = [{ version: 1, ...m001 }];
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, ...m001 },
+  { version: 2, ...m002 },
+];

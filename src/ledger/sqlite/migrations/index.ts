@@ -1,5 +1,6 @@
 import * as m001 from './001-initial.js';
 import * as m002 from './002-refresh-and-occurrences.js';
+import * as m003 from './003-job-identity-and-heartbeat.js';
 
 /** One numbered schema step. */
 export interface Migration {
@@ -12,4 +13,5 @@ export interface Migration {
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, ...m001 },
   { version: 2, ...m002 },
+  { version: 3, ...m003 },
 ];

@@ -1,0 +1,13 @@
+import { ident, q, type Query } from './query.js';
+
+export const heartbeatQuery = (schema: string, runId: string, at: number): Query =>
+  q(`UPDATE ${ident(schema)}.runs SET heartbeat_at = $2 WHERE run_id = $1 AND finished_at IS NULL`, runId, at);
+
+/** Few rows by construction (runs_unfinished): unfinished runs are the live ones and crashed ones. */
+export const beatingRunsQuery = (schema: string, since: number): Query =>
+  q(
+    `SELECT run_id AS "runId", owner, started_at AS "startedAt", coalesce(heartbeat_at, started_at) AS "heartbeatAt"
+FROM ${ident(schema)}.runs WHERE finished_at IS NULL AND coalesce(heartbeat_at, started_at) >= $1
+ORDER BY started_at DESC, seq DESC LIMIT 100`,
+    since,
+  );

@@ -1,0 +1,22 @@
+import { JOB_KEY } from '../identity.js';
+import type { Exec } from './connection.js';
+import { ident, q, type Query } from './query.js';
+
+export const getMetaQuery = (schema: string, key: string): Query => q(`SELECT value FROM ${ident(schema)}.meta WHERE key = $1`, key);
+
+/** Inserts unless a row exists; a concurrent adopter's row wins (the caller reads it back). */
+export const adoptMetaQuery = (schema: string, key: string, value: string): Query =>
+  q(`INSERT INTO ${ident(schema)}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value);
+
+/**
+ * The schema's owning job, recording `job` first when none is. The common case is one
+ * read; adopting reads back what won, so two jobs adopting at once agree on the owner.
+ * The caller compares (outside the executor, which rewraps what a transaction throws).
+ */
+export async function adoptJob(exec: Exec, schema: string, job: string): Promise<string> {
+  const read = async () => (await exec<{ value: string }>(getMetaQuery(schema, JOB_KEY)))[0]?.value;
+  const recorded = await read();
+  if (recorded !== undefined) return recorded;
+  await exec(adoptMetaQuery(schema, JOB_KEY, job));
+  return (await read()) ?? job;
+}

@@ -1,0 +1,18 @@
+import type Database from 'better-sqlite3';
+import { checkJob, JOB_KEY } from '../identity.js';
+
+export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
+export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
+
+/**
+ * Record `job` as the ledger's owner if none is, else check that it is the owner (throws
+ * LedgerOwnedByAnotherJob). IMMEDIATE, so two jobs opening a new ledger at once cannot
+ * both adopt it: the second waits for the write lock, then sees the first one's name.
+ */
+export function claimJob(db: Database.Database, job: string): void {
+  const get = db.prepare(GET_META_SQL).pluck();
+  const set = db.prepare(SET_META_SQL);
+  db.transaction(() => {
+    if (checkJob(get.get(JOB_KEY) as string | undefined, job) === 'adopt') set.run(JOB_KEY, job);
+  }).immediate();
+}

@@ -1,0 +1,55 @@
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import type { Ledger, RunHeartbeat } from '../ledger/types.js';
+
+/**
+ * The run lock's second line of defence (SQLite; PostgreSQL reclaims only expired leases
+ * anyway). The flock proves no other run is alive only while its lock file stays: a tmp
+ * cleaner or an operator "removing a stale lock" unlinks it, and the next start locks a
+ * new file. So a live run also beats in the ledger's `runs` row, and a start that holds
+ * the lock checks for another run still beating before it reclaims anything.
+ */
+
+/** `host:pid:runId` (executeRun's owner) split; null when it has another shape. */
+function ownerParts(owner: string): { host: string; pid: number } | null {
+  const parts = owner.split(':');
+  if (parts.length < 3) return null;
+  const pid = Number(parts[parts.length - 2]);
+  return Number.isSafeInteger(pid) && pid > 0 ? { host: parts.slice(0, -2).join(':'), pid } : null;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, someone else's
+  }
+}
+
+/**
+ * Another run of this job that is alive: it beat within `staleMs` and, when it ran on
+ * this host, its process still exists and is not this one (a container restarted in its
+ * pod gets the same hostname and often the same pid: that earlier life is over). On
+ * another host the heartbeat alone decides, so a run killed there holds starts off for at
+ * most `staleMs`. Null when none is.
+ */
+export async function findLiveRun(ledger: Ledger, self: string, now: number, staleMs: number): Promise<RunHeartbeat | null> {
+  const here = hostname();
+  for (const run of await ledger.beatingRuns(now - staleMs)) {
+    if (run.owner === self) continue;
+    const who = ownerParts(run.owner);
+    if (who && who.host === here && (who.pid === process.pid || !pidAlive(who.pid))) continue;
+    return run;
+  }
+  return null;
+}
+
+/** Beat every `everyMs` until stopped; a failed beat is logged (the next one may work). */
+export function startHeartbeat(ledger: Ledger, runId: string, everyMs: number, log: Logger): () => void {
+  const timer = setInterval(() => {
+    ledger.heartbeat(runId, Date.now()).catch((err: unknown) => log.warn({ err }, 'could not record the run heartbeat'));
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

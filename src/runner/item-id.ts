@@ -1,0 +1,111 @@
+import { isUtf8 } from 'node:buffer';
+
+/**
+ * Item ids are file names as bytes, written as text. Linux allows any byte but `/` and
+ * NUL in a name, including bytes that are not UTF-8 (`caf\xe9` from a Latin-1 producer)
+ * and backslashes, while ids must be strings (the ledger, logs, argv, JSON). So an id is a
+ * reversible, stable escape of the path's bytes relative to source.directory:
+ *   - valid UTF-8 without a backslash stays as it is (nearly every name: id = name);
+ *   - a backslash becomes `\\`;
+ *   - a byte that is not part of valid UTF-8 becomes `\xHH` (two lowercase hex digits).
+ * `/` separates the segments and is never escaped. Before this, a backslash made an id
+ * "unsafe" (dead-lettered at once) and invalid bytes were decoded lossily (the handler got
+ * a path that did not exist, and the item was dead-lettered), so no item that was ever done
+ * changes its id.
+ */
+
+const BACKSLASH = 0x5c;
+
+/** The id segment for one file name's bytes (see above). */
+export function idFromName(name: Buffer): string {
+  if (isUtf8(name)) {
+    const s = name.toString('utf8');
+    return s.includes('\\') ? s.replaceAll('\\', '\\\\') : s;
+  }
+  let out = '';
+  let i = 0;
+  while (i < name.length) {
+    const len = utf8SequenceLength(name, i);
+    if (len === 0) {
+      out += `\\x${name[i]!.toString(16).padStart(2, '0')}`;
+      i += 1;
+      continue;
+    }
+    const s = name.toString('utf8', i, i + len);
+    out += s === '\\' ? '\\\\' : s;
+    i += len;
+  }
+  return out;
+}
+
+/** The length of the valid UTF-8 sequence starting at `i`, or 0 when the byte there starts none. */
+function utf8SequenceLength(b: Buffer, i: number): number {
+  const c = b[i]!;
+  if (c < 0x80) return 1;
+  const cont = (k: number) => i + k < b.length && (b[i + k]! & 0xc0) === 0x80;
+  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    const c1 = b[i + 1];
+    if (c1 === undefined) return 0;
+    // No overlong forms (E0 80..9F) and no surrogates (ED A0..BF).
+    if ((c === 0xe0 && c1 < 0xa0) || (c === 0xed && c1 > 0x9f)) return 0;
+    return cont(1) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    const c1 = b[i + 1];
+    if (c1 === undefined) return 0;
+    // No overlong forms (F0 80..8F) and nothing past U+10FFFF (F4 90..).
+    if ((c === 0xf0 && c1 < 0x90) || (c === 0xf4 && c1 > 0x8f)) return 0;
+    return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+const ESCAPE = /\\(\\|x[0-9a-f]{2})/y;
+
+/** Why `id` is not a well-formed escape (a `\` not followed by `\` or `xHH`), or null. */
+export function escapeProblem(id: string): string | null {
+  for (let i = id.indexOf('\\'); i !== -1; i = id.indexOf('\\', i)) {
+    ESCAPE.lastIndex = i;
+    const m = ESCAPE.exec(id);
+    if (!m) return `backslash at ${i} starts no escape (\\\\ or \\xHH)`;
+    i += m[0].length;
+  }
+  return null;
+}
+
+/** True when the id is the file's relative path itself (no escape in it): the common case. */
+export const isPlainId = (id: string): boolean => !id.includes('\\');
+
+/** The bytes of the relative path an id stands for (inverse of idFromName per segment). */
+export function idBytes(id: string): Buffer {
+  if (isPlainId(id)) return Buffer.from(id, 'utf8');
+  const parts: Buffer[] = [];
+  let start = 0;
+  for (let i = id.indexOf('\\'); i !== -1; i = id.indexOf('\\', start)) {
+    parts.push(Buffer.from(id.slice(start, i), 'utf8'));
+    if (id[i + 1] === '\\') {
+      parts.push(Buffer.of(BACKSLASH));
+      start = i + 2;
+    } else if (id[i + 1] === 'x' && /^[0-9a-f]{2}$/.test(id.slice(i + 2, i + 4))) {
+      parts.push(Buffer.of(Number.parseInt(id.slice(i + 2, i + 4), 16)));
+      start = i + 4;
+    } else {
+      throw new Error(`item id ${JSON.stringify(id)}: ${escapeProblem(id) ?? 'bad escape'}`);
+    }
+  }
+  parts.push(Buffer.from(id.slice(start), 'utf8'));
+  return Buffer.concat(parts);
+}
+
+/**
+ * Where an item's file is: `raw`, its absolute path as bytes (always right), and `text`,
+ * the same path as a string when its bytes are valid UTF-8 (so it can go into argv and
+ * the environment), else null (see the exec handler's links).
+ */
+export function itemPaths(sourceDir: string, id: string): { raw: Buffer; text: string | null } {
+  const root = sourceDir.endsWith('/') ? sourceDir : `${sourceDir}/`;
+  if (isPlainId(id)) return { raw: Buffer.from(root + id, 'utf8'), text: root + id };
+  const raw = Buffer.concat([Buffer.from(root, 'utf8'), idBytes(id)]);
+  return { raw, text: isUtf8(raw) ? raw.toString('utf8') : null };
+}

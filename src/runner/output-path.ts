@@ -1,0 +1,63 @@
+import { lstatSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Why an item's output cannot be written where its id puts it: a directory on the way is
+ * a symbolic link (writing through it would leave output.directory) or not a directory,
+ * or the output's own name is taken by a directory. The lexical check of the id cannot
+ * see links, so the directories below output.directory are looked at with lstat, one
+ * level at a time, and created the same way (a recursive mkdir would follow a link).
+ */
+export class OutputPathError extends Error {
+  override name = 'OutputPathError';
+}
+
+/** The directories strictly between `root` and `final` (absolute; `final` inside `root`). */
+function parentsBelow(root: string, final: string): string[] {
+  const rel = path.relative(root, path.dirname(final));
+  if (rel === '') return [];
+  const out: string[] = [];
+  let cur = root;
+  for (const seg of rel.split(path.sep)) out.push((cur = path.join(cur, seg)));
+  return out;
+}
+
+function problemAt(dir: string, st: import('node:fs').Stats): string | null {
+  if (st.isSymbolicLink()) return `${dir} is a symbolic link; cronsafe never writes outputs through links (they could lead outside output.directory)`;
+  if (!st.isDirectory()) return `${dir} is in the way: it is not a directory`;
+  return null;
+}
+
+/**
+ * The problem with writing `final` (below `root`), or null. Reads only: missing
+ * directories are fine (commit creates them). The pass can ask before running a handler.
+ */
+export function outputPathProblem(root: string, final: string): string | null {
+  for (const dir of parentsBelow(root, final)) {
+    const st = lstatSync(dir, { throwIfNoEntry: false });
+    if (st === undefined) return null;
+    const problem = problemAt(dir, st);
+    if (problem) return problem;
+  }
+  const st = lstatSync(final, { throwIfNoEntry: false });
+  if (st?.isDirectory()) return `${final} is a directory`;
+  return null;
+}
+
+/** Create the directories between `root` and `final`, refusing links and non-directories (OutputPathError). */
+export function makeOutputParents(root: string, final: string): void {
+  for (const dir of parentsBelow(root, final)) {
+    let st = lstatSync(dir, { throwIfNoEntry: false });
+    if (st === undefined) {
+      try {
+        mkdirSync(dir);
+        continue;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        st = lstatSync(dir);
+      }
+    }
+    const problem = problemAt(dir, st);
+    if (problem) throw new OutputPathError(problem);
+  }
+}

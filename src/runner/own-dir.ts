@@ -1,0 +1,79 @@
+import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+
+/**
+ * cronsafe's own directories inside the output directory (the temp directory and each
+ * run's directory in it) are used, emptied and recreated only when they are real
+ * directories owned by this process's user. Anything else there (a symbolic link, a
+ * file, someone else's directory) is refused: following a link would delete or write in
+ * its target, which is not ours. Node has no openat/unlinkat, so these are lstat checks
+ * just before each use, and callers re-check the inode before deleting anything in them.
+ */
+export class UnsafeOwnDirectory extends Error {
+  override name = 'UnsafeOwnDirectory';
+  constructor(
+    readonly dir: string,
+    readonly problem: string,
+  ) {
+    super(
+      `cronsafe's own directory ${dir} ${problem}: refusing to use it (nothing in it was deleted). ` +
+        'It must be a real directory owned by the user cronsafe runs as; remove it and cronsafe recreates it.',
+    );
+  }
+}
+
+/** Identity of a checked directory: a later lstat with another dev/ino means it was replaced. */
+export interface DirId {
+  dev: number;
+  ino: number;
+}
+
+/**
+ * Why `st` (from lstat of `dir`) is not one of our own directories, or null when it is.
+ * Ours: owned by cronsafe's uid, or by `trustedUid` (the owner of output.directory, which
+ * the config already trusts: on NFS with root_squash, what root creates is owned by the
+ * squashed uid, like the output directory itself).
+ */
+function problemOf(dir: string, st: Stats, trustedUid?: number): string | null {
+  if (st.isSymbolicLink()) {
+    let target = '';
+    try {
+      target = ` (to ${readlinkSync(dir)})`;
+    } catch {
+      /* gone again: the link itself is the problem */
+    }
+    return `is a symbolic link${target}`;
+  }
+  if (!st.isDirectory()) return 'exists but is not a directory';
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid && st.uid !== trustedUid) {
+    return `is owned by uid ${st.uid}, not by cronsafe's uid ${uid}${trustedUid !== undefined && trustedUid !== uid ? ` nor by output.directory's owner (uid ${trustedUid})` : ''}`;
+  }
+  return null;
+}
+
+/**
+ * Check `dir` is our own real directory, creating it (one level: its parent must be
+ * checked already) when missing. Returns its identity; throws UnsafeOwnDirectory.
+ * `trustedUid`: see problemOf.
+ */
+export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
+  let st = lstatSync(dir, { throwIfNoEntry: false });
+  if (st === undefined) {
+    try {
+      // Not recursive: a recursive mkdir would follow a symlink higher up.
+      mkdirSync(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    st = lstatSync(dir);
+  }
+  const problem = problemOf(dir, st, trustedUid);
+  if (problem) throw new UnsafeOwnDirectory(dir, problem);
+  return { dev: st.dev, ino: st.ino };
+}
+
+/** True while `dir` is still the directory `id` was taken from (not removed, not replaced). */
+export function sameDir(dir: string, id: DirId): boolean {
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  return st !== undefined && st.isDirectory() && st.dev === id.dev && st.ino === id.ino;
+}

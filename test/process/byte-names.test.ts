@@ -1,0 +1,67 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { filesIn } from '../helpers/wait.js';
+
+const ITEM = [process.execPath, path.join(FIXTURES, 'process/item-exec.mjs'), '{path}', '{id}'];
+const bytes = (...xs: Array<number | string>) => Buffer.concat(xs.map((x) => (typeof x === 'string' ? Buffer.from(x) : Buffer.of(x))));
+
+describe('file names are bytes: any name Linux allows is an item', () => {
+  it('non-UTF-8 names and backslashes are processed; the handler reads the real file', async () => {
+    const ws = workspace({ handler: { command: ITEM } }, { 'plain.txt': 'plain', 'back\\slash.txt': 'backslash' });
+    const src = Buffer.from(`${ws.source}/`);
+    writeFileSync(Buffer.concat([src, bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+    mkdirSync(Buffer.concat([src, bytes('sub', 0xff)]));
+    writeFileSync(Buffer.concat([src, bytes('sub', 0xff, '/inner.txt')]), 'inside an odd directory');
+
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ succeeded: 4 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 4, dead: 0 });
+
+    const got = (id: string) => JSON.parse(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'));
+    // Ids: valid UTF-8 without a backslash as is; `\` -> `\\`; a non-UTF-8 byte -> `\xHH`.
+    const cases: Array<[string, string, boolean]> = [
+      ['plain.txt', 'plain', false],
+      ['back\\\\slash.txt', 'backslash', false],
+      ['caf\\xe9.txt', 'latin-1 name', true],
+      ['sub\\xff/inner.txt', 'inside an odd directory', true],
+    ];
+    for (const [id, content, link] of cases) {
+      const g = got(id);
+      expect(g.content, id).toBe(content);
+      expect(g.argv[1]).toBe(id);
+      expect(g.env.id).toBe(id);
+      expect(g.env.path).toBe(g.argv[0]);
+      expect(g.link, id).toBe(link);
+      // A UTF-8 name gets its real path; the others a link to it with the escaped name.
+      if (!link) expect(g.argv[0]).toBe(path.join(ws.source, id.replace('\\\\', '\\')));
+      else expect(path.basename(g.argv[0])).toBe(id.slice(id.lastIndexOf('/') + 1));
+    }
+    // The links were removed after their attempts.
+    expect(filesIn(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
+  });
+});
+
+describe('output names that cannot be written as <id>.out', () => {
+  it('`a` beside `a.out/b`, and a 255-byte name: each handler runs once and every output is kept', async () => {
+    const long = `${'n'.repeat(251)}.txt`; // 255 bytes: the longest name; + .out is too long
+    const markers = 'markers';
+    const ws = workspace(
+      { handler: { command: [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'] }, concurrency: 1 },
+      { a: 'a', 'a.out/b': 'b', [long]: 'long' },
+    );
+    const r = await runCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: path.join(ws.dir, markers), SLOW_MS: '0' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
+    expect(filesIn(path.join(ws.dir, markers))).toHaveLength(3); // one attempt each
+    expect(readFileSync(path.join(ws.out, 'a.out'), 'utf8')).toContain('/a');
+    expect(readFileSync(path.join(ws.out, 'a.out~', 'b.out'), 'utf8')).toContain('a.out/b');
+    const longOut = readdirSync(ws.out).filter((f) => f.startsWith('nnnn'));
+    expect(longOut).toHaveLength(1);
+    expect(longOut[0]).toMatch(/^n+~[0-9a-f]{16}\.out$/);
+    expect(Buffer.byteLength(longOut[0]!)).toBeLessThanOrEqual(255);
+    expect(existsSync(path.join(ws.out, 'a.out', 'b.out'))).toBe(false);
+  });
+});

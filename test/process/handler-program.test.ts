@@ -1,0 +1,43 @@
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+
+describe('handler.command must name a program that can run', () => {
+  it('a program not on PATH: validate and run exit 78 naming handler.command, and no item is touched', async () => {
+    const ws = workspace({ handler: { command: ['cronsafe-no-such-program', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('handler.command');
+      expect(r.stderr).toContain('"cronsafe-no-such-program" not found on PATH');
+    }
+    // Before: exit 0 and both items dead-lettered with ENOENT.
+    expect(existsSync(ws.db)).toBe(false);
+  });
+
+  it('a path that is not executable, or that does not exist (relative to source.directory): exit 78', async () => {
+    const ws = workspace({ handler: { command: ['./tools/qc.sh', '{path}'] } }, { 'a.txt': 'a', 'tools/qc.sh': '#!/bin/sh\nexit 0\n' });
+    const r = await runCli(['validate', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`handler.command: cannot run the program: "./tools/qc.sh" (${path.join(ws.source, 'tools/qc.sh')}) is not executable`);
+    chmodSync(path.join(ws.source, 'tools/qc.sh'), 0o755);
+    expect((await runCli(['validate', '-c', ws.configPath])).code).toBe(0);
+
+    const missing = workspace({ handler: { command: ['/opt/nowhere/qc', '{path}'] } }, { 'a.txt': 'a' });
+    const m = await runCli(['run', '-c', missing.configPath]);
+    expect(m.code).toBe(78);
+    expect(m.stderr).toContain('"/opt/nowhere/qc" does not exist');
+  });
+
+  it("handler.env's PATH is the one searched, as the child's", async () => {
+    const ws = workspace({ handler: { command: ['my-tool', '{path}'], env: { PATH: '' } } }, { 'a.txt': 'a' });
+    const bin = path.join(ws.dir, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'my-tool'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    expect((await runCli(['validate', '-c', ws.configPath])).code).toBe(78);
+    const ok = workspace({ handler: { command: ['my-tool', '{path}'], env: { PATH: `${bin}:/usr/bin:/bin` } } }, { 'a.txt': 'a' });
+    const r = await runCli(['run', '-c', ok.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+  });
+});

@@ -1,0 +1,85 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { migrate } from '../../src/ledger/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
+import { FIXTURES, finished, runCli } from '../helpers/cli.js';
+
+const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
+const FILES = ['a.txt', 'b.txt', 'c.txt'];
+
+/** Two jobs' configs side by side in one directory, each with its own source and output. */
+function twoJobs(state: Record<string, unknown> | undefined) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
+  const job = (name: string) => {
+    const source = path.join(dir, `${name}-in`);
+    mkdirSync(source);
+    for (const f of FILES) writeFileSync(path.join(source, f), `${name} ${f}`);
+    const configPath = path.join(dir, `${name}.yaml`);
+    const config = { name, source: { directory: source }, output: { directory: path.join(dir, `${name}-out`) }, handler: { command: COPY }, log: { level: 'info' } };
+    writeFileSync(configPath, YAML.stringify(state ? { ...config, state } : config));
+    return { name, configPath, out: path.join(dir, `${name}-out`) };
+  };
+  return { dir, alpha: job('alpha'), beta: job('beta') };
+}
+const outputs = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.out')).sort() : []);
+
+describe('a ledger belongs to one job', () => {
+  it('two configs in one directory without state: each gets its own ledger and does its own items', async () => {
+    const { dir, alpha, beta } = twoJobs(undefined);
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    const b = await runCli(['run', '-c', beta.configPath]);
+    expect(b.code, b.stderr).toBe(0);
+    // Before: beta saw alpha's done ids as its own and wrote nothing.
+    expect(outputs(beta.out)).toEqual(FILES.map((f) => `${f}.out`));
+    expect(finished(b)?.counts).toMatchObject({ succeeded: 3 });
+    expect(readdirSync(path.join(dir, '.cronsafe')).filter((f) => f.endsWith('.db')).sort()).toEqual(['alpha.db', 'beta.db']);
+  });
+
+  it('an explicitly shared state.sqlite is refused with exit 78 before anything runs, by run, status and dead-letter', async () => {
+    const { dir, alpha, beta } = twoJobs({ sqlite: 'shared/state.db' });
+    expect((await runCli(['run', '-c', alpha.configPath])).code).toBe(0);
+    const b = await runCli(['run', '-c', beta.configPath]);
+    expect(b.code).toBe(78);
+    expect(b.stderr).toMatch(/state\.sqlite/);
+    expect(b.stderr).toMatch(/name/);
+    expect(b.stderr).toContain('job "alpha"');
+    expect(b.stderr).toContain(path.join(dir, 'shared/state.db'));
+    expect(outputs(beta.out)).toEqual([]);
+    for (const args of [['status', '--json'], ['dead-letter', 'list']]) {
+      const r = await runCli([...args, '-c', beta.configPath]);
+      expect(r.code, args.join(' ')).toBe(78);
+      expect(r.stderr).toContain('job "alpha"');
+    }
+    // Alpha's own ledger is untouched and still its own.
+    const again = await runCli(['status', '--json', '-c', alpha.configPath]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout).items).toMatchObject({ done: 3 });
+  });
+
+  it('upgrades: the old default cronsafe.db is kept by its first job, and another job starts its own', async () => {
+    const { dir, alpha, beta } = twoJobs(undefined);
+    // A ledger from before job identities (schema 1-2), where alpha already did a.txt.
+    const legacy = path.join(dir, '.cronsafe', 'cronsafe.db');
+    mkdirSync(path.dirname(legacy));
+    const db = new Database(legacy);
+    migrate(db, MIGRATIONS.filter((m) => m.version <= 2));
+    db.prepare(`INSERT INTO items (id, state, attempts, available_at, first_seen_at, updated_at, done_at) VALUES ('a.txt', 'done', 1, 0, 0, 0, 0)`).run();
+    db.close();
+
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.lines.some((l) => l.msg.startsWith('using the old default ledger file'))).toBe(true);
+    expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']); // a.txt was done already
+    expect(existsSync(path.join(dir, '.cronsafe', 'alpha.db'))).toBe(false);
+
+    const b = await runCli(['run', '-c', beta.configPath]);
+    expect(b.code, b.stderr).toBe(0);
+    expect(outputs(beta.out)).toEqual(FILES.map((f) => `${f}.out`));
+    expect(existsSync(path.join(dir, '.cronsafe', 'beta.db'))).toBe(true);
+  });
+});

@@ -1,0 +1,36 @@
+import { chmodSync, chownSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, finished, runCli, workspace } from '../helpers/cli.js';
+
+const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
+const NOBODY = 65534;
+
+/** chown -R, so that a run as "nobody" owns its workspace. */
+function chownTree(dir: string, uid: number): void {
+  chownSync(dir, uid, uid);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) chownTree(p, uid);
+    else chownSync(p, uid, uid);
+  }
+}
+
+describe('an unreadable subdirectory of the source', () => {
+  it('is skipped and the rest processed (before: the scan failed, exit 1, on every run)', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'locked/x.txt': 'x', 'z/b.txt': 'b' });
+    // Root reads anything: run as "nobody", so that EACCES is real.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'locked'), 0o000);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)?.counts).toMatchObject({ scanned: 2, succeeded: 2 });
+      expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
+      expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
+    } finally {
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+    }
+  });
+});
