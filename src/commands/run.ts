@@ -171,6 +171,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
         exitCode: EXIT_FOR[result.outcome],
         durationMs: finishedAt - startedAt,
         counts: result.counts,
+        scan: result.scan,
         items,
         err: result.error,
       },

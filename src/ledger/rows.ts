@@ -82,7 +82,8 @@ export type CounterName =
   | 'items_done'
   | 'items_failed'
   | 'items_released'
-  | 'items_fenced';
+  | 'items_fenced'
+  | 'items_gone';
 
 /**
  * Totals each event kind feeds. A start that finds the lock held is an overrun too
@@ -119,6 +120,7 @@ export function toAttemptTotals(get: CounterGet): AttemptTotals {
     dead,
     released: get('items_released'),
     fenced: get('items_fenced'),
+    gone: get('items_gone'),
   };
 }
 

@@ -24,8 +24,9 @@ export async function settleInSteps(
     const outs = await ledger.release(idx.map((i) => s.release[i]!.claim), now, reason);
     idx.forEach((i, k) => (release[i] = outs[k]!));
   }
+  const gone = await ledger.forget(s.gone, now);
   const claims = claim ? await ledger.claim(claim.ids, claim.opts) : [];
-  return { complete, fail, release, claims };
+  return { complete, fail, release, gone, claims };
 }
 
 /** Indexes of `items` grouped by key, in first-seen order. */

@@ -104,7 +104,7 @@ export interface Failure {
 
 /** What happened to one fenced write. */
 export type FenceOutcome =
-  | { id: string; result: 'applied'; state: ItemState; availableAt?: number }
+  | { id: string; result: 'applied'; state: ItemState | 'gone'; availableAt?: number }
   | { id: string; result: 'fenced'; reason: string };
 
 /** Results of finished attempts, written together (Ledger.settle). */
@@ -113,6 +113,8 @@ export interface Settlement {
   /** Failures, each with the retry policy it is judged by (an unsafe id is dead at once). */
   fail: Array<{ claim: Claim; error: string; retry: RetryPolicy }>;
   release: Array<{ claim: Claim; reason: string }>;
+  /** Attempts whose item file is gone (deleted after the scan): dropped from the ledger. */
+  gone: Claim[];
 }
 
 /** What settle() did: outcomes in the order of each list of the Settlement, and the new claims. */
@@ -120,6 +122,7 @@ export interface SettleOutcome {
   complete: FenceOutcome[];
   fail: FenceOutcome[];
   release: FenceOutcome[];
+  gone: FenceOutcome[];
   claims: Claim[];
 }
 
@@ -215,6 +218,8 @@ export interface AttemptTotals {
   dead: number;
   /** Attempts handed back by a drain (not charged). */
   released: number;
+  /** Items dropped because their file was gone (deleted after the scan), not charged. */
+  gone: number;
   /** Result writes rejected by the fence (the claim had moved on). */
   fenced: number;
 }
@@ -263,6 +268,12 @@ export interface Ledger {
 
   /** claimed -> pending with backoff, or dead when charged >= maxAttempts; fenced. */
   fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]>;
+
+  /**
+   * claimed -> (no row): the item's file is gone (deleted between the scan and its
+   * attempt); forgotten, not dead-lettered. Rediscovered as new should it come back. Fenced.
+   */
+  forget(claims: Claim[], now: number): Promise<FenceOutcome[]>;
 
   /** claimed -> pending, attempt not charged (drain hand-back); fenced. */
   release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;

@@ -19,7 +19,7 @@ import type { LedgerView } from './ledger-view.js';
 export const PREFIX = 'cronsafe_';
 
 /** Results of one attempt (`cronsafe_items_processed_total{result}`, histogram `result`). */
-export const RESULTS: readonly AttemptOutcome[] = ['succeeded', 'failed', 'dead', 'released', 'fenced'];
+export const RESULTS: readonly AttemptOutcome[] = ['succeeded', 'failed', 'dead', 'released', 'fenced', 'gone'];
 /** Outcomes of `cronsafe_runs_total{outcome}`. `skipped-locked` comes from the lock-skip total. */
 export const RUN_OUTCOMES: readonly RunOutcome[] = ['completed', 'drained', 'failed', 'skipped-locked', 'stale'];
 
@@ -125,7 +125,8 @@ export function createMetrics(src: MetricsSources, scope: MetricsScope): Cronsaf
       },
     });
   live('in_flight_items', 'Items whose handler is running now in this process.', (s) => s.inFlight);
-  live('queued_items', 'Items claimed and waiting in the bounded channel for a worker in this process.', (s) => s.queued);
+  live('queued_items', 'Item ids discovered and waiting in the bounded channel for a handler slot in this process (claimed only when started).', (s) => s.queued);
+  live('scan_skipped_directories', 'Directories the current pass could not read (EACCES, EPERM) and skipped, in this process.', (s) => s.skippedDirectories);
 
   const duration = new Histogram({
     name: `${PREFIX}item_duration_seconds`,
@@ -155,4 +156,5 @@ const IDLE: ProgressSnapshot = {
   inFlight: 0,
   queued: 0,
   scanComplete: false,
+  skippedDirectories: 0,
 };

@@ -7,10 +7,12 @@ import type { Claim, DiscoveredItem, Ledger, RefreshPolicy, RetryPolicy } from '
 import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
+import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
+import { itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
-import { batches, scanDirectory } from './scan.js';
+import { batches, itemGone, scanDirectory, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from './types.js';
@@ -53,7 +55,9 @@ export type PassOutcome = 'completed' | 'drained' | 'failed';
 
 export interface PassResult {
   outcome: PassOutcome;
-  counts: ResultCounts & { scanned: number; claimed: number };
+  counts: ResultCounts & { scanned: number; claimed: number; skippedDirectories: number };
+  /** `partial` when the scan skipped directories it could not read (their items wait). */
+  scan: 'complete' | 'partial' | 'incomplete';
   error?: Error;
 }
 
@@ -95,6 +99,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const durations = new Map<Claim, number>();
   let scanned = 0;
   let claimed = 0;
+  let skippedDirectories = 0;
   let scanComplete = false;
   let sweepComplete = false;
   // One wake-up list for the dispatcher: a task ended, a result was written, or a stop.
@@ -132,6 +137,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     inFlight: inflight.size,
     queued: channel.size,
     scanComplete,
+    skippedDirectories,
   });
   const progress = new Progress(log, now, deps.progressIntervalMs ?? 15_000, snapshot);
   deps.observer?.live?.(snapshot);
@@ -175,6 +181,10 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         skipPaths: ownFiles(config),
         withStats: config.schedule?.refresh === 'on-change',
         signal: drain.stopping,
+        onUnreadable: (dir) => {
+          skippedDirectories++;
+          log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
+        },
       });
     try {
       for await (const batch of batches(source, DISCOVER_BATCH)) {
@@ -196,7 +206,6 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     }
   }
 
-  const sourcePrefix = config.source.directory.endsWith(path.sep) ? config.source.directory : config.source.directory + path.sep;
   const debug = log.isLevelEnabled('debug');
 
   async function processItem(claim: Claim): Promise<void> {
@@ -206,14 +215,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
     let itemLog: Logger | undefined;
     const logOf = () => (itemLog ??= log.child({ itemId: claim.id, attempt: claim.attempt }));
-    const unsafe = checkItemId(claim.id);
+    // Problems known before the handler runs cannot be fixed by running it again: an id
+    // that would escape output.directory, or something foreign where its output goes.
+    const unsafeId = checkItemId(claim.id);
+    const unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : outputs?.outputProblem(claim.id);
     if (unsafe) {
       inflight.delete(claim.id);
-      results.fail(claim, `unsafe item id: ${unsafe}`, deadAtOnce);
+      results.fail(claim, `${unsafe} (the handler was not run)`, deadAtOnce);
       return;
     }
-    // Ids are checked relative paths: a plain concatenation is path.join here.
-    const item: WorkItem = { id: claim.id, path: sourcePrefix + claim.id, attempt: claim.attempt };
+    const where = itemPaths(config.source.directory, claim.id);
+    const item: WorkItem = { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     const ctx: HandlerContext = {
       get signal() {
@@ -235,18 +247,67 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       results.complete(claim);
     } catch (err) {
       durations.set(claim, now() - started);
-      if (tempPath && outputs) await outputs.discard(tempPath).catch(() => undefined);
+      const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch(() => null) : null;
       const message = err instanceof Error ? err.message : String(err);
-      const interrupted = (err instanceof HandlerFailure && err.interrupted) || abort.aborted;
-      if (interrupted) {
-        logOf().warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
-        results.release(claim, `interrupted: ${message}`);
-      } else {
-        results.fail(claim, message, retry);
-      }
+      await settleFailure(claim, item, err, message, abort.aborted, tempGone ?? undefined, logOf);
     } finally {
       inflight.delete(claim.id);
     }
+  }
+
+  /**
+   * A failed attempt is charged to the item only when the item is to blame. Checked in
+   * this order, only on failure (failures are rare, so the checks cost nothing per item):
+   * cronsafe's own interruption, an environment that cannot run anything (stop the pass),
+   * our temp directory removed under the attempt, a source directory that is gone (stop),
+   * and the item's own file deleted since the scan (forget it).
+   */
+  async function settleFailure(
+    claim: Claim,
+    item: WorkItem,
+    err: unknown,
+    message: string,
+    aborted: boolean,
+    tempGone: OwnDirectoryGone | undefined,
+    logOf: () => Logger,
+  ): Promise<void> {
+    if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || aborted) {
+      logOf().warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
+      results.release(claim, `interrupted: ${message}`);
+      return;
+    }
+    if (err instanceof EnvironmentFault) {
+      results.release(claim, `not charged: ${message}`);
+      stopForEnvironment(err);
+      return;
+    }
+    if (tempGone || err instanceof OwnDirectoryGone) {
+      logOf().warn({ reason: message }, "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)");
+      results.release(claim, `not charged: cronsafe's temp directory vanished during the attempt: ${message}`);
+      return;
+    }
+    // With a source other than the directory scan (tests, embedders), ids are not files.
+    if (deps.source !== undefined) {
+      results.fail(claim, message, retry);
+      return;
+    }
+    if (!(await sourcePresent(config.source.directory))) {
+      results.release(claim, 'not charged: source.directory is gone');
+      stopForEnvironment(new EnvironmentFault(`source.directory ${config.source.directory} is gone (moved or unmounted); stopping, nothing charged`));
+      return;
+    }
+    if (await itemGone(item.rawPath ?? item.path)) {
+      results.gone(claim);
+      return;
+    }
+    results.fail(claim, message, retry);
+  }
+
+  /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */
+  function stopForEnvironment(err: Error): void {
+    if (error === undefined) log.error({ err }, 'the environment cannot run items; stopping the pass (nothing charged)');
+    error ??= err;
+    drain.requestStop(err.message);
   }
 
   /**
@@ -349,15 +410,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     drain.dispose();
   }
   error ??= results.error;
-  const counts = { scanned, claimed, ...results.counts };
-  // A stop that came after the scan, once everything in flight finished, may still have
-  // left nothing to do: then the pass is complete (exit 0), not drained (75).
+  const counts = { scanned, claimed, skippedDirectories, ...results.counts };
+  const scan = !scanComplete ? 'incomplete' : skippedDirectories > 0 ? 'partial' : 'complete';
+  // Complete: the scan finished and nothing this pass saw is due any more. The sweep proves
+  // it (attempts handed back without a stop, e.g. when our temp directory vanished, are
+  // claimed again by it); after a stop, the ledger is asked: a stop that came once
+  // everything was done still left nothing to do (exit 0, not 75), while hand-backs are due.
   const finished =
     scanComplete &&
-    (sweepComplete ||
-      (!error && results.counts.released === 0 && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
-  const outcome: PassOutcome = error ? 'failed' : finished && results.counts.released === 0 ? 'completed' : 'drained';
-  return { outcome, counts, error };
+    (sweepComplete || (!error && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
+  const outcome: PassOutcome = error ? 'failed' : finished ? 'completed' : 'drained';
+  return { outcome, counts, scan, error };
 }
 
 /** Run `fn` once when `signal` aborts, or now if it already has. */

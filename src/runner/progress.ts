@@ -10,6 +10,8 @@ export interface ProgressSnapshot {
   inFlight: number;
   queued: number;
   scanComplete: boolean;
+  /** Directories the scan could not read and skipped. */
+  skippedDirectories: number;
 }
 
 /**

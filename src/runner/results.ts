@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Claim, ClaimOptions, FenceOutcome, Ledger, RetryPolicy, Settlement } from '../ledger/types.js';
 
 /** How one attempt ended, as recorded in the ledger. */
-export type AttemptOutcome = 'succeeded' | 'failed' | 'dead' | 'released' | 'fenced';
+export type AttemptOutcome = 'succeeded' | 'failed' | 'dead' | 'released' | 'fenced' | 'gone';
 
 // A type alias (not an interface) so that it is assignable to Record<string, number>.
 export type ResultCounts = {
@@ -11,6 +11,8 @@ export type ResultCounts = {
   deadLettered: number;
   released: number;
   fenced: number;
+  /** Items dropped because their file was deleted after the scan. */
+  gone: number;
 };
 
 /**
@@ -24,8 +26,8 @@ export type ResultCounts = {
  * redone (its attempt charged: it did start).
  */
 export class ResultBatcher {
-  readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0 };
-  private pending: Settlement = { complete: [], fail: [], release: [] };
+  readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0, gone: 0 };
+  private pending: Settlement = { complete: [], fail: [], release: [], gone: [] };
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
@@ -58,6 +60,12 @@ export class ResultBatcher {
     this.added();
   }
 
+  /** The item's file is gone: forget it (not charged, not dead). */
+  gone(claim: Claim): void {
+    this.pending.gone.push(claim);
+    this.added();
+  }
+
   release(claim: Claim, reason: string): void {
     this.pending.release.push({ claim, reason });
     this.added();
@@ -79,7 +87,7 @@ export class ResultBatcher {
       this.timer = undefined;
     }
     const batch = this.pending;
-    this.pending = { complete: [], fail: [], release: [] };
+    this.pending = { complete: [], fail: [], release: [], gone: [] };
     this.size = 0;
     const done = this.chain.then(() => this.write(batch, claim));
     this.chain = done.then(
@@ -100,7 +108,7 @@ export class ResultBatcher {
 
   private async write(batch: Settlement, claim?: { ids: string[]; opts: () => ClaimOptions }): Promise<Claim[]> {
     if (this.error) throw this.error;
-    const size = batch.complete.length + batch.fail.length + batch.release.length;
+    const size = batch.complete.length + batch.fail.length + batch.release.length + batch.gone.length;
     if (size === 0 && (!claim || claim.ids.length === 0)) return [];
     const now = this.opts.now();
     let out;
@@ -114,7 +122,9 @@ export class ResultBatcher {
     this.account(out.complete, 'complete', batch.complete);
     this.account(out.fail, 'fail', batch.fail.map((f) => f.claim), batch.fail);
     this.account(out.release, 'release', batch.release.map((r) => r.claim));
+    this.account(out.gone, 'gone', batch.gone);
     for (const c of batch.complete) this.opts.onSettled?.(c);
+    for (const c of batch.gone) this.opts.onSettled?.(c);
     for (const f of batch.fail) this.opts.onSettled?.(f.claim);
     for (const r of batch.release) this.opts.onSettled?.(r.claim);
     return out.claims;
@@ -122,7 +132,7 @@ export class ResultBatcher {
 
   private account(
     outcomes: FenceOutcome[],
-    op: 'complete' | 'fail' | 'release',
+    op: 'complete' | 'fail' | 'release' | 'gone',
     claims: Claim[],
     failures?: Array<{ claim: Claim; error: string }>,
   ): void {
@@ -138,6 +148,10 @@ export class ResultBatcher {
       }
       if (op === 'complete') this.counts.succeeded++;
       else if (op === 'release') this.counts.released++;
+      else if (op === 'gone') {
+        this.counts.gone++;
+        this.log.warn({ itemId: o.id }, 'item gone: its file was deleted after the scan; dropped from the ledger (not charged)');
+      }
       else {
         const f = errors.get(o.id);
         if (o.state === 'dead') {
@@ -156,9 +170,10 @@ export class ResultBatcher {
   }
 }
 
-function outcomeOf(o: FenceOutcome, op: 'complete' | 'fail' | 'release'): AttemptOutcome {
+function outcomeOf(o: FenceOutcome, op: 'complete' | 'fail' | 'release' | 'gone'): AttemptOutcome {
   if (o.result === 'fenced') return 'fenced';
   if (op === 'complete') return 'succeeded';
   if (op === 'release') return 'released';
+  if (op === 'gone') return 'gone';
   return o.state === 'dead' ? 'dead' : 'failed';
 }

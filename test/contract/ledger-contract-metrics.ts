@@ -6,7 +6,7 @@ import { claimOne, failOpts, killItem, RETRY, T0, type UseLedger } from './ledge
 export function metricsReadsContract(use: UseLedger): void {
   describe('attemptTotals', () => {
     it('counts every settled attempt by result, fenced writes included', async () => {
-      const zero: AttemptTotals = { succeeded: 0, failed: 0, dead: 0, released: 0, fenced: 0 };
+      const zero: AttemptTotals = { succeeded: 0, failed: 0, dead: 0, released: 0, fenced: 0, gone: 0 };
       expect(await use().attemptTotals()).toEqual(zero);
       const a = await claimOne(use(), 'a');
       await use().complete([a], T0);
@@ -16,7 +16,11 @@ export function metricsReadsContract(use: UseLedger): void {
       const stale = await claimOne(use(), 'd');
       await use().release([stale], T0, 'drained');
       await use().fail([{ claim: stale, error: 'late' }], failOpts()); // the claim was handed back: fenced
-      expect(await use().attemptTotals()).toEqual({ succeeded: 1, failed: RETRY.maxAttempts - 1, dead: 1, released: 2, fenced: 2 });
+      const gone = await claimOne(use(), 'e');
+      expect(await use().forget([gone], T0)).toEqual([{ id: 'e', result: 'applied', state: 'gone' }]);
+      expect(await use().forget([gone], T0)).toMatchObject([{ id: 'e', result: 'fenced' }]);
+      expect(await use().get('e')).toBeNull();
+      expect(await use().attemptTotals()).toEqual({ succeeded: 1, failed: RETRY.maxAttempts - 1, dead: 1, released: 2, fenced: 3, gone: 1 });
       // dead = the dead-lettered total; succeeded = items done.
       expect(await use().totals()).toMatchObject({ deadLettered: 1, itemsDone: 1 });
     });

@@ -26,7 +26,11 @@ describe('an unreadable subdirectory of the source', () => {
     try {
       const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
       expect(r.code, r.stderr).toBe(0);
-      expect(finished(r)?.counts).toMatchObject({ scanned: 2, succeeded: 2 });
+      expect(finished(r)?.counts).toMatchObject({ scanned: 2, succeeded: 2, skippedDirectories: 1 });
+      // The outcome says the scan was partial, and a warning names the directory once.
+      expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial' });
+      const warned = r.lines.filter((l) => l.msg.startsWith('scan: skipped a directory'));
+      expect(warned.map((l) => l.path)).toEqual([path.join(ws.source, 'locked')]);
       expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
       expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
     } finally {

@@ -50,6 +50,16 @@ RETURNING i.id, c.owner, c.attempt`,
     reason,
   );
 
+/** The item's file is gone: the row goes, so a file that comes back is new again. */
+export const forgetQuery = (schema: string, c: ClaimColumns): Query =>
+  q(
+    `DELETE FROM ${ident(schema)}.items AS i USING ${CLAIMS} WHERE ${GUARD}
+RETURNING i.id, c.owner, c.attempt`,
+    c.ids,
+    c.owners,
+    c.attempts,
+  );
+
 /**
  * Lock the rows the claims still hold, in id order, and read what a failure decision
  * needs. The decision is made in TypeScript (backoff.ts, shared with SQLite) and written
@@ -127,6 +137,7 @@ export interface FinishOps {
   complete(claims: Claim[], now: number): Promise<FenceOutcome[]>;
   fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]>;
   release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+  forget(claims: Claim[], now: number): Promise<FenceOutcome[]>;
 }
 
 /** Which claim a returned row belongs to: the whole fencing token, not just the id. */
@@ -161,7 +172,7 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
   }
 
   /** complete / release: one guarded UPDATE for the batch, then settle. */
-  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome, counter: 'items_done' | 'items_released') =>
+  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome, counter: 'items_done' | 'items_released' | 'items_gone') =>
     (claims: Claim[]): Promise<FenceOutcome[]> =>
       claims.length === 0
         ? Promise.resolve([])
@@ -187,6 +198,9 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
         (c) => ({ id: c.id, result: 'applied', state: 'pending', availableAt: now }),
         'items_released',
       )(claims),
+
+    forget: (claims) =>
+      guarded('forget', (c) => forgetQuery(schema, c), (c) => ({ id: c.id, result: 'applied', state: 'gone' }), 'items_gone')(claims),
 
     fail: (failures, opts) =>
       failures.length === 0

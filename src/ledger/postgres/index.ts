@@ -102,6 +102,9 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
     return this.#claim.claim(ids, opts);
   }
+  forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
+    return this.#finish.forget(claims, now);
+  }
   /** One transaction per step for now (see settleInSteps). */
   settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
     return settleInSteps(this, s, now, claim, random);

@@ -38,6 +38,9 @@ UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, released =
   available_at = @now, last_error = @reason, updated_at = @now
 WHERE ${GUARD}`;
 
+/** The item's file is gone: the row goes, so a file that comes back is new again. */
+export const FORGET_SQL = `DELETE FROM items WHERE ${GUARD}`;
+
 export const HOLDER_SQL = `SELECT state, owner, attempts FROM items WHERE id = ?`;
 
 /** The fenced verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
@@ -54,6 +57,9 @@ export interface FinishOps {
   completeIn(claims: Claim[], now: number): FenceOutcome[];
   /** One hand-back, inside the caller's transaction. */
   releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
+  forget(claims: Claim[], now: number): FenceOutcome[];
+  /** One forget, inside the caller's transaction. */
+  forgetOne(claim: Claim): FenceOutcome;
 }
 
 export function makeFinishOps(db: Database, counters: Counters): FinishOps {
@@ -63,6 +69,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const toDead = db.prepare(FAIL_TO_DEAD_SQL);
   const release = db.prepare(RELEASE_SQL);
   const holder = db.prepare(HOLDER_SQL);
+  const forget = db.prepare(FORGET_SQL);
 
   // Only ever called inside the transaction of the rejected write, so the count is exact.
   const fenced = (claim: Claim): FenceOutcome => {
@@ -113,6 +120,13 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     counters.bump('items_released', 1);
     return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
   };
+  const forgetOne = (c: Claim): FenceOutcome => {
+    if (forget.run(guard(c)).changes === 0) return fenced(c);
+    counters.bump('items_gone', 1);
+    return { id: c.id, result: 'applied', state: 'gone' };
+  };
+  const forgetTx = db.transaction((claims: Claim[]): FenceOutcome[] => claims.map(forgetOne));
+
   const releaseTx = db.transaction((claims: Claim[], now: number, reason: string): FenceOutcome[] =>
     claims.map((c) => releaseOne(c, now, reason)),
   );
@@ -124,5 +138,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     failOne,
     completeIn,
     releaseOne,
+    forget: (claims) => (claims.length === 0 ? [] : forgetTx.immediate(claims)),
+    forgetOne,
   };
 }

@@ -113,6 +113,7 @@ class SqliteLedger implements Ledger {
       complete: finish.completeIn(s.complete, now),
       fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
       release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
+      gone: s.gone.map((c) => finish.forgetOne(c)),
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
     this.#heartbeat = makeHeartbeatOps(db);
@@ -141,6 +142,9 @@ class SqliteLedger implements Ledger {
   }
   async release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]> {
     return this.#finish.release(claims, now, reason);
+  }
+  async forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
+    return this.#finish.forget(claims, now);
   }
   async settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
     return this.#settle(s, now, claim, random);

@@ -1,0 +1,110 @@
+/**
+ * Issue 10, cases 6, 8 and 10 (the pass part): the environment's faults stop the pass or
+ * are forgotten, and are never charged to the items.
+ */
+import { renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { configure, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+
+function backlog(n: number): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (let i = 0; i < n; i++) files[`item-${String(i).padStart(3, '0')}.txt`] = `payload ${i}\n`;
+  return files;
+}
+
+/** A shell-script handler in the workspace: copies {path} to {output} after a short wait. */
+function slowCopyScript(dir: string): string {
+  const file = path.join(dir, 'slow-copy.sh');
+  writeFileSync(file, '#!/bin/sh\nsleep 0.1\ncat "$1" > "$2"\n', { mode: 0o755 });
+  return file;
+}
+
+async function charged(db: string, ids: string[]): Promise<number> {
+  const ledger = await openSqliteLedger(db);
+  try {
+    let n = 0;
+    for (const id of ids) {
+      const r = await ledger.get(id);
+      if (r) n += r.attempts - r.released;
+    }
+    return n;
+  } finally {
+    await ledger.close();
+  }
+}
+
+describe("the environment's faults are not the items'", () => {
+  it('the handler program vanishes mid-run: the pass stops with exit 1, nothing is charged or dead-lettered, the next run finishes', async () => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 1 }, files);
+    const script = slowCopyScript(ws.dir);
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    unlinkSync(script);
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'failed', exitCode: 1 });
+    const items = (await statusJson(ws.configPath)).items;
+    expect(items.dead).toBe(0);
+    expect(items.claimed).toBe(0);
+    expect(items.done).toBeGreaterThan(0);
+    expect(items.done).toBeLessThan(30);
+    // Only the attempts that succeeded were charged.
+    expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    slowCopyScript(ws.dir);
+    const next = await runCli(['run', '-c', ws.configPath]);
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
+  }, 120_000);
+
+  it('the source directory is moved away mid-run: exit 1, nothing charged; moved back, the next run finishes', async () => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 2 }, files);
+    const script = slowCopyScript(ws.dir);
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    renameSync(ws.source, `${ws.source}.moved`);
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    // Named in the error: the source directory (gone, or the handler's working directory missing).
+    const stopped = run.lines.find((l) => l.msg.startsWith('the environment cannot run items'));
+    expect(String((stopped?.err as { message?: string } | undefined)?.message)).toContain(ws.source);
+    const items = (await statusJson(ws.configPath)).items;
+    expect(items).toMatchObject({ claimed: 0, dead: 0 });
+    expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    renameSync(`${ws.source}.moved`, ws.source);
+    const next = await runCli(['run', '-c', ws.configPath]);
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
+  }, 120_000);
+
+  it('files deleted between the scan and their attempt are forgotten, not dead-lettered (no page); the rest is done', async () => {
+    const files = backlog(20);
+    const ws = workspace({ concurrency: 1 }, files);
+    const script = slowCopyScript(ws.dir);
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    // Scanned (all 20 fit one discovery batch), then the last ones are deleted.
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    const deleted = Object.keys(files).slice(-5);
+    for (const id of deleted) rmSync(path.join(ws.source, id));
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(0);
+    expect(finished({ lines: run.lines })?.counts).toMatchObject({ gone: 5, deadLettered: 0, failed: 0 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 15, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      for (const id of deleted) expect(await ledger.get(id), id).toBeNull();
+    } finally {
+      await ledger.close();
+    }
+    // A file that comes back is new again.
+    writeFileSync(path.join(ws.source, deleted[0]!), 'back\n');
+    const again = await runCli(['run', '-c', ws.configPath]);
+    expect(finished(again)?.counts).toMatchObject({ succeeded: 1 });
+  }, 120_000);
+});
