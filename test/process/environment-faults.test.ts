@@ -2,11 +2,11 @@
  * Issue 10, cases 6, 8 and 10 (the pass part): the environment's faults stop the pass or
  * are forgotten, and are never charged to the items.
  */
-import { renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { configure, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 
 function backlog(n: number): Record<string, string> {
   const files: Record<string, string> = {};
@@ -107,4 +107,25 @@ describe("the environment's faults are not the items'", () => {
     const again = await runCli(['run', '-c', ws.configPath]);
     expect(finished(again)?.counts).toMatchObject({ succeeded: 1 });
   }, 120_000);
+});
+
+describe('output path problems are found before the handler runs', () => {
+  it('a symlink on the way to the output: the item is dead-lettered at once, its handler never run', async () => {
+    const ws = workspace({}, { 'sub/x.txt': 'x', 'ok.txt': 'ok' });
+    const log = path.join(ws.dir, 'invocations.log');
+    configure(ws, {
+      handler: { command: ['/bin/sh', path.join(FIXTURES, 'process/logged-copy.sh'), '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0' } },
+    });
+    mkdirSync(ws.out, { recursive: true });
+    mkdirSync(path.join(ws.dir, 'elsewhere'));
+    symlinkSync(path.join(ws.dir, 'elsewhere'), path.join(ws.out, 'sub'));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const dead = await runCli(['dead-letter', 'list', '-c', ws.configPath, '--json']);
+    const list = JSON.parse(dead.stdout) as Array<{ id: string; lastError: string }>;
+    expect(list.map((d) => d.id)).toEqual(['sub/x.txt']);
+    expect(list[0]!.lastError).toMatch(/symbolic link.*handler was not run/);
+    expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
+    expect(readdirSync(path.join(ws.dir, 'elsewhere'))).toEqual([]);
+  });
 });
