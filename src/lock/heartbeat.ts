@@ -28,16 +28,26 @@ function pidAlive(pid: number): boolean {
 }
 
 /**
- * Another run of this job that is alive: it beat within `staleMs` and, when it ran on
+ * Another run of this job that is alive: it beat within `staleMs`, it is not the lock
+ * file's previous holder (`previousHolder`, which our flock proves gone) and, when it ran on
  * this host, its process still exists and is not this one (a container restarted in its
  * pod gets the same hostname and often the same pid: that earlier life is over). On
  * another host the heartbeat alone decides, so a run killed there holds starts off for at
  * most `staleMs`. Null when none is.
  */
-export async function findLiveRun(ledger: Ledger, self: string, now: number, staleMs: number): Promise<RunHeartbeat | null> {
+export async function findLiveRun(
+  ledger: Ledger,
+  self: string,
+  now: number,
+  staleMs: number,
+  previousHolder: string | null = null,
+): Promise<RunHeartbeat | null> {
   const here = hostname();
   for (const run of await ledger.beatingRuns(now - staleMs)) {
     if (run.owner === self) continue;
+    // We hold the flock on the very file it wrote its name into: it let go, so it is gone
+    // (e.g. an evicted pod, whose replacement runs on another host with the same volume).
+    if (previousHolder !== null && run.owner === previousHolder) continue;
     const who = ownerParts(run.owner);
     if (who && who.host === here && (who.pid === process.pid || !pidAlive(who.pid))) continue;
     return run;

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, mkdirSync, openSync, ftruncateSync, statSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -9,6 +9,11 @@ const { flockSync } = require('fs-ext') as { flockSync(fd: number, flags: 'exnb'
 /** A held run lock. The kernel drops it if the process dies, so there is never a stale lock. */
 export interface LocalLock {
   readonly path: string;
+  /**
+   * Who held this very file before us (its contents when we locked it), or null for a new
+   * or empty file. Our flock on the file that holder wrote proves it let go: it is gone.
+   */
+  readonly previousHolder: string | null;
   release(): void;
 }
 
@@ -71,7 +76,16 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
   const first = lockFile(lockPath);
   if (first === null) return null;
   const fds = [first];
-  // Informative only (who holds it); the lock itself is the flock, not the contents.
+  let previousHolder: string | null = null;
+  try {
+    const buf = Buffer.alloc(512);
+    const n = readSync(first, buf, 0, buf.length, 0);
+    previousHolder = buf.subarray(0, n).toString('utf8').trim() || null;
+  } catch {
+    /* unreadable: nothing proven */
+  }
+  // Who holds it, for operators and for the next holder (see previousHolder); the lock
+  // itself is the flock, not the contents.
   const describe = (fd: number): void => {
     try {
       ftruncateSync(fd, 0);
@@ -100,6 +114,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
   let released = false;
   return {
     path: lockPath,
+    previousHolder,
     release() {
       if (released) return;
       released = true;

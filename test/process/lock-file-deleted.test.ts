@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -38,6 +38,39 @@ describe('a deleted lock file does not let a second run in', () => {
     } finally {
       await ledger.close();
     }
+  });
+});
+
+describe('a run killed on another host (an evicted pod, replaced on another node)', () => {
+  it('its replacement, which finds the dead run\'s name in the lock file it now holds, does not wait for the heartbeat to age', async () => {
+    const ws = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    const dead = 'other-node:4242:dead-run';
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      await ledger.startRun({ runId: 'dead-run', owner: dead, startedAt: Date.now() });
+      await ledger.heartbeat('dead-run', Date.now());
+    } finally {
+      await ledger.close();
+    }
+    // The dead pod wrote its name into the lock file it held (the kernel released the flock).
+    mkdirSync(ws.state, { recursive: true });
+    writeFileSync(path.join(ws.state, 'cronsafe.lock'), `${dead}\n`);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+
+    // Without that proof (the lock file was replaced), a fresh heartbeat from another host still wins.
+    const ws2 = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    const l2 = await openSqliteLedger(ws2.db);
+    try {
+      await l2.startRun({ runId: 'alive-run', owner: 'other-node:4243:alive-run', startedAt: Date.now() });
+      await l2.heartbeat('alive-run', Date.now());
+    } finally {
+      await l2.close();
+    }
+    const r2 = await runCli(['run', '-c', ws2.configPath]);
+    expect(r2.code, r2.stderr).toBe(0);
+    expect(finished(r2)?.outcome).toBe('skipped-locked');
   });
 });
 
