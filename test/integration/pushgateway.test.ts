@@ -103,7 +103,7 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
         expect(value(g, 'cronsafe_runs_total', { outcome: 'skipped-locked' })).toBe(n);
         // POST, not PUT: the holder's live gauge and histogram are still in the group.
         expect(find(g, 'cronsafe_in_flight_items')).toHaveLength(1);
-        expect(find(g, 'cronsafe_item_duration_seconds_count')).toHaveLength(5);
+        expect(find(g, 'cronsafe_item_duration_seconds_count')).toHaveLength(6); // one per result
       }
     } finally {
       writeFileSync(path.join(ws.dir, 'gate'), '');
