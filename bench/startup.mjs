@@ -1,0 +1,98 @@
+// Start-up wall time of the real CLI: `--version`, `validate`, `schedule --json` and a
+// `run` that finds the lock held (it records the skip in the SQLite ledger and exits 0),
+// each the median of BENCH_STARTUP_RUNS (default 5) runs, next to `node -e 0`. Node gets the
+// bin's shebang flags, as `cronsafe ...` would. Used by bench/run.mjs; alone:
+// `npm run build && node bench/startup.mjs` (prints one BENCH_RESULT=<json> line too).
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { NOOP_MODULE, ROOT, envInt } from './lib.mjs';
+import { binNodeFlags, run } from './rss.mjs';
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** Hold `lockPath` with flock(2) in a child until the returned function is called. */
+async function holdLock(lockPath) {
+  const script = `const fs=require('node:fs');const {flockSync}=require(${JSON.stringify(path.join(ROOT, 'node_modules', 'fs-ext'))});` +
+    `const fd=fs.openSync(${JSON.stringify(lockPath)},'a+');flockSync(fd,'exnb');process.stdout.write('HELD\\n');setInterval(()=>{},1e9);`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve, reject) => {
+    child.on('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
+    child.stdout.setEncoding('utf8').on('data', (d) => d.includes('HELD') && resolve());
+  });
+  return () => child.kill('SIGKILL');
+}
+
+/**
+ * Median wall (ms) of each start-up case. Every run is checked for its exit code (and the
+ * run case for the `skipped-locked` outcome), so a broken build cannot look fast.
+ */
+export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), log = () => {} } = {}) {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-startup-'));
+  const cli = path.join(ROOT, 'dist', 'cli.js');
+  const flags = binNodeFlags();
+  try {
+    mkdirSync(path.join(root, 'src'));
+    mkdirSync(path.join(root, 'state'));
+    const config = path.join(root, 'cronsafe.yaml');
+    writeFileSync(
+      config,
+      [
+        'name: startup',
+        'source:',
+        `  directory: ${JSON.stringify(path.join(root, 'src'))}`,
+        'handler:',
+        `  module: ${JSON.stringify(NOOP_MODULE)}`,
+        'state:',
+        `  sqlite: ${JSON.stringify(path.join(root, 'state', 'cronsafe.db'))}`,
+        'schedule:',
+        '  cron: "*/5 * * * *"',
+        '  timeZone: Europe/London',
+        '',
+      ].join('\n'),
+    );
+    // The ledger exists (as it would after a first run), so `schedule` reads it too.
+    const first = spawnSync(process.execPath, [...flags, cli, 'run', '-c', config], { encoding: 'utf8' });
+    if (first.status !== 0) throw new Error(`startup: first run exited ${first.status}\n${first.stderr}`);
+    const release = await holdLock(path.join(root, 'state', 'startup.lock'));
+    const node = [process.execPath, ...flags];
+    const cases = [
+      { name: 'node -e 0', argv: [...node, '-e', '0'] },
+      { name: 'cronsafe --version', argv: [...node, cli, '--version'] },
+      { name: 'cronsafe validate', argv: [...node, cli, 'validate', '-c', config] },
+      { name: 'cronsafe schedule --json', argv: [...node, cli, 'schedule', '--json', '-c', config] },
+      { name: 'cronsafe run (lock held: skip)', argv: [...node, cli, 'run', '-c', config], expect: '"skipped-locked"' },
+    ];
+    const results = [];
+    try {
+      for (const c of cases) {
+        const walls = [];
+        for (let i = 0; i < runs; i++) {
+          const t0 = performance.now();
+          const r = await run(c.argv, 30_000);
+          walls.push(performance.now() - t0);
+          if (r.code !== 0) throw new Error(`startup: ${c.name} exited ${r.code ?? r.signal}\n${r.stderr.slice(-2000)}`);
+          if (c.expect && !r.stdout.includes(c.expect)) throw new Error(`startup: ${c.name}: no ${c.expect} in its output\n${r.stdout.slice(-2000)}`);
+        }
+        results.push({ name: c.name, medianMs: median(walls), walls });
+        log(`startup: ${c.name}: median ${median(walls).toFixed(0)} ms of ${runs}`);
+      }
+    } finally {
+      release();
+    }
+    return { runs, nodeFlags: flags, results };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const r = await measureStartup({ log: (m) => process.stderr.write(`[bench:startup] ${m}\n`) });
+  for (const x of r.results) process.stdout.write(`${x.name.padEnd(34)} ${(x.medianMs / 1000).toFixed(3)} s  (${x.walls.map((w) => w.toFixed(0)).join(' ')} ms)\n`);
+  process.stdout.write(`BENCH_RESULT=${JSON.stringify(r)}\n`);
+}

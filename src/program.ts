@@ -1,0 +1,144 @@
+/**
+ * argv -> command -> exit code. Each command's module (and what it pulls in: the config
+ * schema, pino, SQLite, the runner) is imported only when that command runs, so
+ * `cronsafe --version` or `cronsafe validate` does not pay for `cronsafe run`
+ * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigError, EXIT, coerceError } from './errors.js';
+
+/** What cli.ts gives the program. */
+export interface ProgramSignals {
+  /** Aborted by the first SIGTERM / SIGINT / SIGHUP, possibly before the command started. */
+  stop: AbortSignal;
+  /** Aborted by the second one. */
+  force: AbortSignal;
+  /** Told the (sub)command's name just before its action runs. */
+  commandStarts(name: string): void;
+}
+
+const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)');
+
+async function configPath(cliPath: string | undefined): Promise<string> {
+  const { resolveConfigPath } = await import('./config/load.js');
+  return resolveConfigPath(cliPath);
+}
+
+function buildProgram(signals: ProgramSignals, setExit: (code: number) => void): Command {
+  const { stop, force } = signals;
+  const program = new Command('cronsafe')
+    .description('Drain a backlog of work items safely from a Kubernetes CronJob')
+    .version(process.env.npm_package_version ?? '0.1.0')
+    .exitOverride()
+    .showHelpAfterError()
+    .hook('preAction', (_program, action) => signals.commandStarts(action.name()));
+
+  program
+    .command('run')
+    .description('one pass over the backlog (the CronJob command)')
+    .addOption(configOption())
+    .option('--scheduled-time <rfc3339>', "the occurrence this run is for (the Job's cronjob-scheduled-timestamp); default $CRONSAFE_SCHEDULED_TIME, else the latest occurrence")
+    .action(async (o: { config?: string; scheduledTime?: string }) => {
+      const { runCommand } = await import('./commands/run.js');
+      setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force }));
+    });
+
+  program
+    .command('status')
+    .description('item counts by state, recent runs, dead letters')
+    .addOption(configOption())
+    .option('--json', 'machine-readable output')
+    .action(async (o: { config?: string; json?: boolean }) => {
+      const { statusCommand } = await import('./commands/status.js');
+      setExit(await statusCommand(await configPath(o.config), { json: !!o.json }));
+    });
+
+  const dl = program.command('dead-letter').description('inspect or requeue dead-lettered items');
+  dl.command('list')
+    .addOption(configOption())
+    .option('--json', 'machine-readable output')
+    .action(async (o: { config?: string; json?: boolean }) => {
+      const { deadLetterList } = await import('./commands/dead-letter.js');
+      setExit(await deadLetterList(await configPath(o.config), { json: !!o.json }));
+    });
+  dl.command('retry')
+    .argument('[ids...]', 'item ids to requeue')
+    .option('--all', 'requeue every dead item')
+    .addOption(configOption())
+    .action(async (ids: string[], o: { config?: string; all?: boolean }) => {
+      if (!o.all && ids.length === 0) throw new CommanderError(EXIT.USAGE, 'cronsafe.usage', 'dead-letter retry: give item ids or --all');
+      const { deadLetterRetry } = await import('./commands/dead-letter.js');
+      setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
+    });
+
+  program
+    .command('schedule')
+    .description('latest and next occurrence, due?, stale?, refresh horizon')
+    .addOption(configOption())
+    .option('--at <rfc3339>', 'evaluate at this instant instead of now')
+    .option('--json', 'machine-readable output')
+    .option('--daemon', "use cronsafe daemon's DST policy (Vixie) instead of Kubernetes'")
+    .action(async (o: { config?: string; at?: string; json?: boolean; daemon?: boolean }) => {
+      const { scheduleCommand } = await import('./commands/schedule.js');
+      setExit(await scheduleCommand(await configPath(o.config), { at: o.at, json: !!o.json, daemon: !!o.daemon }));
+    });
+
+  program
+    .command('daemon')
+    .description('stay up and run each occurrence of schedule.cron (off-Kubernetes use)')
+    .addOption(configOption())
+    .action(async (o: { config?: string }) => {
+      const { daemonCommand } = await import('./commands/daemon.js');
+      setExit(await daemonCommand({ configPath: await configPath(o.config), stop, force }));
+    });
+
+  program
+    .command('validate')
+    .description('check a config and exit')
+    .addOption(configOption())
+    .action(async (o: { config?: string }) => {
+      const { resolveConfigPath, loadConfig, configSummary } = await import('./config/load.js');
+      const file = resolveConfigPath(o.config);
+      const config = loadConfig(file);
+      process.stdout.write(`${file}: OK\n${JSON.stringify(configSummary(config), null, 2)}\n`);
+      setExit(EXIT.OK);
+    });
+  return program;
+}
+
+/**
+ * Errors the commands throw, by class name: testing `instanceof` here would import the
+ * module that defines the class (commands/run.js is the whole runner), for every command.
+ */
+const USAGE_ERRORS = new Set(['ScheduledTimeError']);
+const FATAL_ERRORS = new Set(['StateUnavailable']);
+
+/** Parse argv, run the command, map what it throws to an exit code (DESIGN.md). */
+export async function main(argv: string[], signals: ProgramSignals): Promise<number> {
+  let code: number = EXIT.OK;
+  const program = buildProgram(signals, (c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (raw) {
+    if (raw instanceof CommanderError) {
+      // --help and --version end here too, with exit code 0.
+      return raw.exitCode === 0 ? 0 : EXIT.USAGE;
+    }
+    const err = coerceError(raw);
+    if (err instanceof ConfigError) {
+      process.stderr.write(`cronsafe: config error: ${err.message}\n`);
+      return EXIT.CONFIG;
+    }
+    if (USAGE_ERRORS.has(err.name)) {
+      process.stderr.write(`cronsafe: ${err.message}\n`);
+      return EXIT.USAGE;
+    }
+    if (FATAL_ERRORS.has(err.name)) {
+      process.stderr.write(`cronsafe: ${err.message}\n`);
+      return EXIT.FATAL;
+    }
+    process.stderr.write(`cronsafe: fatal: ${err.stack ?? err.message}\n`);
+    return EXIT.FATAL;
+  }
+}

@@ -1,0 +1,77 @@
+import { writeFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, FIXTURES, finished, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
+const items = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`slow-${i}.scc`, `item ${i}`]));
+const GATE = path.join(FIXTURES, 'process/gate-register.mjs');
+
+/**
+ * Start the CLI held at its first import of commander (test/fixtures/process/gate-*.mjs):
+ * the moment a signal used to find no handler. `open()` lets the start-up go on.
+ */
+async function gatedCli(args: string[], dir: string, env: NodeJS.ProcessEnv = {}) {
+  const gate = path.join(dir, 'gate');
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(gate, { recursive: true });
+  const cli = spawnCliRaw(process.execPath, ['--import', GATE, CLI, ...args], { env: { ...env, GATE_DIR: gate } });
+  await until(() => existsSync(path.join(gate, 'waiting')), 'the CLI to reach its start-up gate');
+  return { ...cli, open: () => writeFileSync(path.join(gate, 'open'), '') };
+}
+
+describe('signals during start-up', () => {
+  for (const sig of ['SIGTERM', 'SIGHUP', 'SIGINT'] as const) {
+    it(`a ${sig} before the run started drains it (exit 75, nothing started, nothing claimed), never a raw ${sig === 'SIGHUP' ? 129 : sig === 'SIGINT' ? 130 : 143}`, async () => {
+      const ws = workspace({ handler: { command: slow }, concurrency: 2 }, items(3));
+      const markers = path.join(ws.dir, 'markers');
+      const run = await gatedCli(['run', '-c', ws.configPath], ws.dir, { MARKER_DIR: markers, SLOW_MS: '60000' });
+      run.child.kill(sig);
+      run.open();
+      const { code, signal } = await run.exited;
+      expect(signal, run.stderr()).toBeNull();
+      expect([0, 75], run.stderr()).toContain(code);
+      expect(filesIn(markers), 'no handler started').toEqual([]);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+    });
+  }
+
+  it('a signal before `status` started ends it promptly with 128 + n', async () => {
+    const ws = workspace({});
+    const status = await gatedCli(['status', '-c', ws.configPath], ws.dir);
+    status.child.kill('SIGTERM');
+    status.open();
+    const { code, signal } = await status.exited;
+    // 143 either way to a shell: by process.exit(143), or killed by the signal itself.
+    expect(code === 143 || signal === 'SIGTERM', `${code} ${signal}`).toBe(true);
+    expect(status.stdout()).toBe('');
+  });
+
+  it('a signal before `daemon` started stops it cleanly (exit 0) without running a pass', async () => {
+    const ws = workspace({ handler: { command: slow }, schedule: { cron: '* * * * *' } }, items(1));
+    const markers = path.join(ws.dir, 'markers');
+    const daemon = await gatedCli(['daemon', '-c', ws.configPath], ws.dir, { MARKER_DIR: markers });
+    daemon.child.kill('SIGHUP');
+    daemon.open();
+    const { code, signal } = await daemon.exited;
+    expect(signal, daemon.stderr()).toBeNull();
+    expect(code, daemon.stderr()).toBe(0);
+    expect(filesIn(markers)).toEqual([]);
+  });
+});
+
+describe('SIGHUP', () => {
+  it('drains a run like SIGTERM: in-flight items handed back uncharged, exit 75', async () => {
+    const ws = workspace({ handler: { command: slow }, concurrency: 1, drain: { gracePeriodSeconds: 4, marginSeconds: 1 } }, items(2));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
+    await until(() => filesIn(markers).length === 1, 'a handler to start');
+    run.child.kill('SIGHUP');
+    const { code, signal } = await run.exited;
+    expect(signal, run.stderr()).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(finished({ lines: run.lines })?.outcome).toBe('drained');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
+  });
+});
