@@ -1,6 +1,12 @@
+import { createRequire } from 'node:module';
 import { pino, type Logger, type DestinationStream } from 'pino';
-import pretty from 'pino-pretty';
+import type PinoPretty from 'pino-pretty';
 import type { Config } from './config/types.js';
+
+// pino-pretty (and its dozen dependencies) only for `log.format: pretty`: a JSON run does
+// not pay for loading it. It is CommonJS, so require() keeps createLogger synchronous.
+const require = createRequire(import.meta.url);
+const loadPretty = (): typeof PinoPretty => require('pino-pretty') as typeof PinoPretty;
 
 /**
  * The one root logger. JSON lines on stdout for `kubectl logs`; `pretty` for a human at a
@@ -15,7 +21,7 @@ export function createLogger(
   const stream =
     destination ??
     (log.format === 'pretty'
-      ? pretty({ sync: true, colorize: process.stdout.isTTY ?? false, destination: 1 })
+      ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: 1 })
       : pino.destination({ dest: 1, sync: true }));
   return pino(
     {

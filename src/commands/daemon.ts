@@ -7,7 +7,8 @@ import type { Ledger } from '../ledger/types.js';
 import { createLogger } from '../log.js';
 import { scanDirectory } from '../runner/scan.js';
 import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
-import { executeRun, exitCodeFor, openState } from './run.js';
+import { openState } from '../ledger/open.js';
+import { executeRun, exitCodeFor } from './run.js';
 import { ownFiles } from '../runner/own-files.js';
 
 const realClock: DaemonClock = {

@@ -4,7 +4,9 @@ import type { Logger } from 'pino';
 import { configSummary, loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
-import { openLedger } from '../ledger/open.js';
+import { openState, StateUnavailable } from '../ledger/open.js';
+// Moved to ledger/open.ts (status, schedule and dead-letter need them without the runner).
+export { openState, StateUnavailable };
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import { takeRunLock } from '../lock/advisory.js';
@@ -196,24 +198,6 @@ export function retryPolicy(config: Config) {
     backoffMs: config.retry.backoffSeconds * 1000,
     backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
   };
-}
-
-/**
- * Open the ledger; an unreachable store is fatal (exit 1) with a clear message, a ledger
- * of another job a config error (exit 78).
- */
-export async function openState(config: Config): Promise<Ledger> {
-  try {
-    // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
-    return await openLedger(config.state, { job: config.name, configPath: config.configPath });
-  } catch (err) {
-    if (err instanceof ConfigError) throw err; // [issue 10, case 1]
-    throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
-  }
-}
-
-export class StateUnavailable extends Error {
-  override name = 'StateUnavailable';
 }
 
 /**

@@ -4,7 +4,7 @@ import { ConfigError } from '../errors.js';
 import { isRepeatedWallTime } from '../schedule/occurrences.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { parseScheduledTime } from '../schedule/fire.js';
-import { openState } from './run.js';
+import { openState } from '../ledger/open.js';
 
 /**
  * `cronsafe schedule`: latest and next occurrence, due?, stale?, refresh horizon: the

@@ -1,7 +1,6 @@
-import type { StateConfig } from '../config/types.js';
+import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { openSqliteLedger } from './sqlite/index.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -19,7 +18,8 @@ export interface OpenAs {
  * Open the ledger the config names. A ConfigError (exit 78) when the choice cannot
  * work, so a CronJob with a bad `state` fails at once instead of being retried: among
  * those, a ledger that belongs to another job (`as.job`), refused before any item is read.
- * The PostgreSQL adapter (and pg) is loaded only when it is used.
+ * Each adapter (with better-sqlite3 or pg) is loaded only when it is used, so the
+ * commands that never open a ledger do not pay for loading one.
  */
 export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledger> {
   try {
@@ -30,6 +30,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
+    const { openSqliteLedger } = await import('./sqlite/index.js');
     return await openSqliteLedger(state.sqlite, { job: as?.job });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
@@ -57,4 +58,23 @@ function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, config
     configPath,
     'state.sqlite',
   );
+}
+
+/** The state store cannot be reached or opened: exit 1 (counts toward the Job's backoffLimit). */
+export class StateUnavailable extends Error {
+  override name = 'StateUnavailable';
+}
+
+/**
+ * Open the ledger; an unreachable store is fatal (exit 1) with a clear message, a ledger
+ * of another job a config error (exit 78).
+ */
+export async function openState(config: Config): Promise<Ledger> {
+  try {
+    // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
+    return await openLedger(config.state, { job: config.name, configPath: config.configPath });
+  } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1]
+    throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
+  }
 }

@@ -3,10 +3,18 @@ import type { Config } from '../config/types.js';
 import type { Ledger } from '../ledger/types.js';
 import type { PassObserver, PassOutcome } from '../runner/pass.js';
 import type { ProgressSnapshot } from '../runner/progress.js';
-import { LedgerViewReader } from './ledger-view.js';
-import { Pusher } from './push.js';
-import { createMetrics } from './registry.js';
-import { startMetricsServer } from './server.js';
+
+// prom-client (and @opentelemetry/api under it) is loaded only by a run that serves or
+// pushes metrics: most starts (a lock skip without a Pushgateway, `validate`, `status`)
+// never touch it, and it is a good part of the CLI's start-up time when loaded eagerly.
+const loadMetrics = async () => {
+  const [{ LedgerViewReader }, { Pusher }, { createMetrics }] = await Promise.all([
+    import('./ledger-view.js'),
+    import('./push.js'),
+    import('./registry.js'),
+  ]);
+  return { LedgerViewReader, Pusher, createMetrics };
+};
 
 /** The metrics of one run, as the run command drives them. No method throws or rejects. */
 export interface RunMetrics {
@@ -46,10 +54,11 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
   const m = config.metrics;
   if (!m || (m.port === undefined && m.pushgateway === undefined)) return NO_METRICS;
   try {
+    const { LedgerViewReader, Pusher, createMetrics } = await loadMetrics();
     const view = new LedgerViewReader(ledger, log, deps.now);
     let live: (() => ProgressSnapshot) | undefined;
     const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
-    const server = m.port === undefined ? undefined : await startMetricsServer({ port: m.port, registry: metrics.registry, log });
+    const server = m.port === undefined ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log });
     const pusher =
       m.pushgateway === undefined
         ? undefined
@@ -109,6 +118,7 @@ export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
   const url = config.metrics?.pushgateway;
   if (url === undefined) return;
   try {
+    const { LedgerViewReader, Pusher, createMetrics } = await loadMetrics();
     const view = new LedgerViewReader(ledger, log, deps.now);
     const { registry } = createMetrics({ job: config.name, read: () => view.read() }, 'ledger');
     const pusher = new Pusher({
