@@ -39,6 +39,7 @@ RUN prefix="$(node -p 'require("path").resolve(process.execPath, "../..")')" \
 
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY scripts/bundle.mjs ./scripts/bundle.mjs
 RUN npm run build \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && chmod 0755 dist/cli.js

@@ -9,7 +9,7 @@ const items = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i)
 const GATE = path.join(FIXTURES, 'process/gate-register.mjs');
 
 /**
- * Start the CLI held at its first import of commander (test/fixtures/process/gate-*.mjs):
+ * Start the CLI held at the first module it imports (test/fixtures/process/gate-*.mjs):
  * the moment a signal used to find no handler. `open()` lets the start-up go on.
  */
 async function gatedCli(args: string[], dir: string, env: NodeJS.ProcessEnv = {}) {

@@ -1,0 +1,36 @@
+// Second step of `npm run build` (after tsc): bundle the CLI into dist/cli.js plus lazily
+// loaded chunks in dist/chunks/, so that starting `cronsafe` reads a few files instead of
+// ~400 (zod alone is 100 modules, yaml 74), which halves its start-up time
+// (docs/benchmarks.md, start-up). Every `await import()` in src/ stays a separate chunk,
+// loaded only when the command or config uses it.
+//
+// External (loaded from node_modules at run time, as before): the native modules, and the
+// large optional libraries that are imported lazily anyway (Kubernetes client, pg,
+// prom-client, pino-pretty). tsc's per-file output stays in dist/ for the benchmarks that
+// import single modules; the bin, the image and the process tests run dist/cli.js.
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const external = ['better-sqlite3', 'fs-ext', 'pg', '@kubernetes/client-node', 'prom-client', 'pino-pretty'];
+
+rmSync(path.join(root, 'dist', 'chunks'), { recursive: true, force: true });
+await build({
+  absWorkingDir: root,
+  entryPoints: ['src/cli.ts'],
+  outdir: 'dist',
+  chunkNames: 'chunks/[name]-[hash]',
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  external,
+  // Bundled CommonJS packages (commander, pino) call require() for Node's built-ins; an ES
+  // module has none, so each chunk gets one (the entry chunk's shebang line stays first).
+  banner: { js: "import { createRequire as __cronsafeCreateRequire } from 'node:module'; const require = __cronsafeCreateRequire(import.meta.url);" },
+  sourcemap: true,
+  logLevel: 'warning',
+});
