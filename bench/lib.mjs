@@ -7,9 +7,28 @@ import { fileURLToPath } from 'node:url';
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const ROOT = path.resolve(BENCH_DIR, '..');
 export const NOOP_MODULE = path.join(BENCH_DIR, 'fixtures', 'noop-handler.mjs');
+/** The CLI under test: BENCH_CLI (e.g. another checkout's build, for a before/after), else this one's. */
+export const CLI = process.env.BENCH_CLI ? path.resolve(process.env.BENCH_CLI) : path.join(ROOT, 'dist', 'cli.js');
 
 /** Files per subdirectory of a generated backlog (a flat 1M-entry directory is unrealistic). */
 export const PER_DIR = 1000;
+
+/**
+ * The seeds' reference runners (../shared/seed-runners next to the project, or the
+ * machine's shared folder); null when neither exists. Run from there, never copied in.
+ */
+export function seedRunnersDir() {
+  const candidates = [process.env.BENCH_SEED_RUNNERS, path.resolve(ROOT, '..', 'shared', 'seed-runners'), '/work/shared/seed-runners'];
+  return candidates.find((d) => d && existsSync(path.join(d, 'seed000_batch_runner.py'))) ?? null;
+}
+
+/** Create `n` empty files `item-0000000.scc` ... directly in `dir` (seed 000 globs `*.scc`, not recursively). */
+export function makeFlatTree(dir, n) {
+  const t0 = performance.now();
+  mkdirSync(dir, { recursive: true });
+  for (let i = 0; i < n; i++) closeSync(openSync(path.join(dir, `item-${String(i).padStart(7, '0')}.scc`), 'w'));
+  return performance.now() - t0;
+}
 
 /** Positive integer from the environment, or the default. */
 export function envInt(name, dflt) {
@@ -47,8 +66,8 @@ export function makeTree(dir, n) {
  * Write a cronsafe.yaml into `root` (state and lock under root/state, outside the source)
  * and return its path. Everything not given here takes the loader's real defaults.
  */
-export function writeConfig(root, { source, concurrency = 8, queueSize = 256, level = 'silent' }) {
-  const file = path.join(root, 'cronsafe.yaml');
+export function writeConfig(root, { source, concurrency = 8, queueSize = 256, level = 'silent', command, name = 'cronsafe.yaml', state = 'state' }) {
+  const file = path.join(root, name);
   writeFileSync(
     file,
     [
@@ -56,11 +75,12 @@ export function writeConfig(root, { source, concurrency = 8, queueSize = 256, le
       'source:',
       `  directory: ${JSON.stringify(source)}`,
       'handler:',
-      `  module: ${JSON.stringify(NOOP_MODULE)}`,
+      command ? `  command: ${JSON.stringify(command)}` : `  module: ${JSON.stringify(NOOP_MODULE)}`,
       'state:',
-      `  sqlite: ${JSON.stringify(path.join(root, 'state', 'cronsafe.db'))}`,
+      `  sqlite: ${JSON.stringify(path.join(root, state, 'cronsafe.db'))}`,
       `concurrency: ${concurrency}`,
-      `queueSize: ${queueSize}`,
+      // null: the loader's default (4 x concurrency), as a user who does not set it gets.
+      ...(queueSize === null ? [] : [`queueSize: ${queueSize}`]),
       'log:',
       `  level: ${level}`,
       '',
@@ -68,6 +88,18 @@ export function writeConfig(root, { source, concurrency = 8, queueSize = 256, le
   );
   return file;
 }
+
+/** Median of a non-empty list of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+/** GNU time's `%M` (peak RSS of the waited-for child, KiB) from a stderr, or null. */
+export const timeMaxRss = (stderr) => {
+  const m = /BENCH_TIME_MAXRSS_KB=(\d+)/.exec(stderr);
+  return m ? Number(m[1]) : null;
+};
 
 export function environment() {
   let cpu = 'unknown';
@@ -99,7 +131,8 @@ export function which(...candidates) {
 
 export const fmtInt = (n) => (n === null || n === undefined ? '-' : Math.round(n).toLocaleString('en-US'));
 export const fmtSec = (ms) => `${(ms / 1000).toFixed(2)} s`;
-export const fmtMiB = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
+export const fmtMiB = (kib) => (kib === null || kib === undefined ? '-' : `${(kib / 1024).toFixed(1)} MiB`);
+export const fmtRatio = (x) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : '-');
 
 /** A plain-text table (also valid Markdown). */
 export function table(headers, rows) {

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { BENCH_DIR, NOOP_MODULE, ROOT, envInt, environment, fmtInt, fmtSec, loadavg, makeTree, table } from './lib.mjs';
+import { BENCH_DIR, NOOP_MODULE, ROOT, envInt, environment, fmtInt, fmtSec, loadavg, makeTree, table, CLI } from './lib.mjs';
 import { binNodeFlags, run } from './rss.mjs';
 
 const ITEMS = envInt('BENCH_PG_ITEMS', 20_000);
@@ -46,7 +46,7 @@ function writeConfig(root, src, state, handler = NOOP_MODULE) {
 
 /** P processes of one run group over `items` files; wall time from the first spawn to the last exit. */
 async function measure(configFile, processes, group, items = ITEMS) {
-  const argv = [process.execPath, ...binNodeFlags(), path.join(ROOT, 'dist', 'cli.js'), 'run', '-c', configFile];
+  const argv = [process.execPath, ...binNodeFlags(), CLI, 'run', '-c', configFile];
   process.env.CRONSAFE_RUN_GROUP = group;
   const t0 = performance.now();
   const runs = await Promise.all(Array.from({ length: processes }, () => run(argv, 600_000)));
@@ -62,7 +62,7 @@ async function measure(configFile, processes, group, items = ITEMS) {
   const done = finished.reduce((n, f) => n + (f?.counts?.succeeded ?? 0), 0);
   if (done !== items) throw new Error(`expected ${items} items done across ${processes} process(es), got ${done}`);
   // Each process's `items` is a snapshot at its own end; ask the ledger once all are gone.
-  const status = JSON.parse(execFileSync(process.execPath, [path.join(ROOT, 'dist', 'cli.js'), 'status', '-c', configFile, '--json'], { encoding: 'utf8' }));
+  const status = JSON.parse(execFileSync(process.execPath, [CLI, 'status', '-c', configFile, '--json'], { encoding: 'utf8' }));
   if (status.items.done !== items) throw new Error(`ledger says ${JSON.stringify(status.items)}`);
   return {
     processes,

@@ -1,98 +1,182 @@
-// `npm run bench`: no-op throughput (in-process, one core) and peak RSS of the CLI for a
-// small and a large backlog. Prints a table and writes bench/results.json.
-// Env: BENCH_ITEMS (default 100000), BENCH_SMALL (default 1000), BENCH_BIG (default 1000000),
-// BENCH_MID (extra RSS sizes, comma-separated; default none).
-// See docs/benchmarks.md.
+// `npm run bench`: every measurement of docs/benchmarks.md, side by side in one run, with
+// the load average; prints one table per section and writes bench/results.json.
+//
+// Sections (all by default; pick some with arguments or BENCH_SECTIONS=a,b):
+//   startup   start-up wall of --version, validate, schedule --json, a lock-skipped run, vs node -e 0
+//   compare   no-op throughput of the CLI vs seed 000's runner and seed 002's ledger worker
+//   command   handler.command ["true"] vs a bare Node loop spawning `true`
+//   rss       peak RSS, small vs big backlog, with the bin's flags and with plain node
+//   inprocess runPass in process, pinned to one core (the runner's ceiling)
+//   postgres  1, 2, 4 processes on PostgreSQL (when installed; bench/postgres.mjs)
+// BENCH_QUICK=1: smaller sizes, no postgres unless named: a few minutes. Sizes: see SIZES.
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, envInt, loadavg, environment, fmtInt, fmtMiB, fmtSec, table, which } from './lib.mjs';
+import { BENCH_DIR, envInt, environment, fmtInt, fmtMiB, fmtRatio, fmtSec, loadavg, table, which } from './lib.mjs';
+import { measureCommand } from './command.mjs';
+import { measureCompare } from './compare.mjs';
 import { measureRss, run } from './rss.mjs';
+import { measureStartup } from './startup.mjs';
 
-const ITEMS = envInt('BENCH_ITEMS', 100_000);
-const SMALL = envInt('BENCH_SMALL', 1_000);
-const BIG = envInt('BENCH_BIG', 1_000_000);
-// Optional extra backlog sizes for the RSS curve, e.g. BENCH_MID=20000,100000 (default: none).
-const MID = (process.env.BENCH_MID ?? '').split(',').filter(Boolean).map((v) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_MID: expected positive integers separated by commas, got ${JSON.stringify(v)}`);
-  return n;
-});
-const TARGET_RATE = 30_000;
-const TARGET_RSS_RATIO = 1.3;
+const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'postgres'];
+const quick = process.env.BENCH_QUICK === '1';
+const asked = [...process.argv.slice(2), ...(process.env.BENCH_SECTIONS ?? '').split(',')].filter(Boolean);
+for (const s of asked) if (!ALL.includes(s)) throw new Error(`unknown bench section ${JSON.stringify(s)}: expected some of ${ALL.join(', ')}`);
+const sections = asked.length > 0 ? asked : ALL.filter((s) => !(quick && s === 'postgres'));
+
+const SIZES = {
+  startupRuns: envInt('BENCH_STARTUP_RUNS', 5),
+  compareItems: envInt('BENCH_CMP_ITEMS', quick ? 20_000 : 100_000),
+  seed002Items: envInt('BENCH_SEED002_ITEMS', quick ? 2_000 : 20_000),
+  commandItems: envInt('BENCH_CMD_ITEMS', quick ? 1_000 : 5_000),
+  small: envInt('BENCH_SMALL', 1_000),
+  big: envInt('BENCH_BIG', quick ? 100_000 : 1_000_000),
+  inprocessItems: envInt('BENCH_ITEMS', quick ? 20_000 : 100_000),
+};
+const TARGETS = { startupMs: 200, startupOverNodeMs: 100, seed000: 3, seed002: 50, command: 0.8, rssRatio: 1.2, inprocess: 30_000 };
 
 const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+const verdict = (ok) => (ok ? 'OK' : 'MISSED');
 const taskset = which('/usr/bin/taskset', '/bin/taskset');
 const gnuTime = which('/usr/bin/time');
-
 const env = environment();
-log(`node ${env.node}, ${env.cpu}, ${env.cores} cores, ${env.date}`);
-
-// 1. In-process throughput, pinned to core 0 (the child reports the cores it may use).
-log(`throughput: ${fmtInt(ITEMS)} items, ${taskset ? 'pinned with taskset -c 0' : 'NOT pinned (no taskset)'} ...`);
-const tpArgv = [process.execPath, path.join(BENCH_DIR, 'throughput.mjs')];
-const tpRun = await run(taskset ? [taskset, '-c', '0', ...tpArgv] : tpArgv, 60_000 + ITEMS * 5);
-const tpLine = tpRun.stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT='));
-if (tpRun.code !== 0 || !tpLine) {
-  process.stderr.write(tpRun.stdout + tpRun.stderr);
-  throw new Error(`throughput child failed (exit ${tpRun.code ?? tpRun.signal})`);
-}
-const tp = JSON.parse(tpLine.slice('BENCH_RESULT='.length));
-tp.pinned = !!taskset && tp.cores === 1;
-log(`throughput: done (child saw ${tp.cores} core(s))`);
-
-// 2. Peak RSS of the real CLI, small vs big backlog (also pinned, to leave a core free).
-const rssOpts = { taskset, gnuTime, log };
-const small = await measureRss(SMALL, rssOpts);
-const mid = [];
-for (const n of MID) mid.push(await measureRss(n, rssOpts));
-const big = await measureRss(BIG, rssOpts);
-const ratio = big.maxRssKiB / small.maxRssKiB;
-const loadAfter = loadavg();
-
-const rows = [
-  ['(a) runPass, synthetic source, 1st pass', fmtInt(ITEMS), fmtSec(tp.synthetic.ms), fmtInt(tp.synthetic.itemsPerSec), 'ledger + runner only'],
-  ['(b) runPass, directory scan, 1st pass', fmtInt(ITEMS), fmtSec(tp.directory.ms), fmtInt(tp.directory.itemsPerSec), `default scanner; files made in ${fmtSec(tp.createFilesMs)}`],
-  ['(c) 2nd pass, all done, synthetic', fmtInt(ITEMS), fmtSec(tp.syntheticRepeat.ms), fmtInt(tp.syntheticRepeat.itemsPerSec), 'skip cost'],
-  ['(c) 2nd pass, all done, directory', fmtInt(ITEMS), fmtSec(tp.directoryRepeat.ms), fmtInt(tp.directoryRepeat.itemsPerSec), 'skip cost incl. scan'],
-  ['scan only (scanDirectory, no ledger)', fmtInt(ITEMS), fmtSec(tp.scanOnly.ms), fmtInt(tp.scanOnly.itemsPerSec), 'reference'],
-  ...[small, ...mid, big].map((r) => [
-    `CLI run, module no-op, ${fmtInt(r.items)} files`,
-    fmtInt(r.items),
-    fmtSec(r.runDurationMs),
-    fmtInt(r.itemsPerSec),
-    `peak RSS ${fmtMiB(r.maxRssKiB)}${r.timeMaxRssKiB ? ` (time: ${fmtMiB(r.timeMaxRssKiB)})` : ''}, V8 heap ${r.memPeaksKiB ? fmtMiB(r.memPeaksKiB.heapTotal) : '-'}; files made in ${fmtSec(r.createFilesMs)}`,
-  ]),
-];
-
-const best = Math.min(tp.synthetic.itemsPerSec, tp.directory.itemsPerSec);
-const verdict = (ok) => (ok ? 'OK' : 'MISSED');
-const out = [
+const results = { environment: env, quick, sizes: SIZES, targets: TARGETS, sections: {} };
+const report = [
   '',
-  `cronsafe bench  ${env.date}`,
+  `cronsafe bench  ${env.date}${quick ? '  (quick mode: smaller sizes)' : ''}`,
   `node ${env.node} | ${env.platform} | ${env.cpu} | ${env.cores} cores | ${env.memoryGiB} GiB`,
-  `load average (1/5/15 min) at start ${env.loadavg.join(' ')}, at end ${loadAfter.join(' ')}`,
-  `in-process part: ${tp.pinned ? 'pinned to one core (taskset -c 0)' : 'NOT pinned'}; concurrency ${tp.config.concurrency}, queueSize ${tp.config.queueSize}, log ${tp.config.logLevel}`,
-  '',
-  table(['measurement', 'items', 'time', 'items/s', 'notes'], rows),
-  '',
-  `no-op throughput, first pass: min(a, b) = ${fmtInt(best)} items/s (target >= ${fmtInt(TARGET_RATE)}): ${verdict(best >= TARGET_RATE)}`,
-  `peak RSS ${fmtInt(BIG)} / ${fmtInt(SMALL)} items = ${fmtMiB(big.maxRssKiB)} / ${fmtMiB(small.maxRssKiB)} = ${ratio.toFixed(2)} (target < ${TARGET_RSS_RATIO}): ${verdict(ratio < TARGET_RSS_RATIO)}`,
-  '',
+  `load average (1/5/15 min) at start ${env.loadavg.join(' ')}; shared machine: compare figures from one run only`,
 ];
-process.stdout.write(`${out.join('\n')}\n`);
+const section = (name, lines) => {
+  report.push('', `## ${name}  (load average at its end: ${loadavg().join(' ')})`, '', ...lines);
+};
+log(`node ${env.node}, ${env.cores} cores, sections: ${sections.join(', ')}`);
 
-const results = { environment: { ...env, loadavgAfter: loadAfter }, throughput: tp, rss: { small, mid, big, ratio }, targets: { rate: TARGET_RATE, rssRatio: TARGET_RSS_RATIO } };
+if (sections.includes('startup')) {
+  const r = await measureStartup({ runs: SIZES.startupRuns, log });
+  const node = r.results.find((x) => x.name === 'node -e 0').medianMs;
+  const limit = Math.max(TARGETS.startupMs, node + TARGETS.startupOverNodeMs);
+  const rows = r.results.map((x) => [x.name, fmtSec(x.medianMs), x.cpuMs === null ? '-' : fmtSec(x.cpuMs), x.name === 'node -e 0' ? '' : verdict(x.medianMs <= limit)]);
+  results.sections.startup = { ...r, limitMs: limit };
+  section(`start-up, median of ${r.runs} (node ${r.nodeFlags.join(' ')})`, [
+    table(['command', 'wall', 'CPU (user+sys)', `<= ${fmtSec(limit)}`], rows),
+    '',
+    `target: each at most ${fmtSec(TARGETS.startupMs)} wall, or node's own start-up + ${fmtSec(TARGETS.startupOverNodeMs)} (= ${fmtSec(limit)} here)`,
+  ]);
+}
+
+if (sections.includes('compare')) {
+  const r = await measureCompare({ items: SIZES.compareItems, seed002Items: SIZES.seed002Items, log });
+  results.sections.compare = r;
+  const row = (name, x, note) => [name, fmtInt(x.items), fmtSec(x.wallMs), fmtInt(x.itemsPerSec), fmtMiB(x.maxRssKiB), note];
+  const rows = [row('cronsafe run (module no-op, concurrency 8, start-up included)', r.cronsafe, `pass ${fmtSec(r.cronsafe.passMs)}`)];
+  if (r.seed000) rows.push(row('seed 000 runner (asyncio, .done marker per item, no ledger)', r.seed000, ''));
+  if (r.seed002) rows.push(row('seed 002 ledger worker (sqlite3, a transaction per transition)', r.seed002, 'worker.py only'));
+  const lines = [table(['runner', 'items', 'wall', 'items/s', 'peak RSS', 'notes'], rows), ''];
+  if (r.seed000) {
+    lines.push(`cronsafe / seed 000 = ${fmtRatio(r.ratioSeed000)} (target >= ${TARGETS.seed000}x): ${verdict(r.ratioSeed000 >= TARGETS.seed000)}`);
+    lines.push(`cronsafe / seed 002 = ${fmtRatio(r.ratioSeed002)} (target >= ${TARGETS.seed002}x): ${verdict(r.ratioSeed002 >= TARGETS.seed002)}`);
+  } else {
+    lines.push('seeds skipped: no seed-runners folder (set BENCH_SEED_RUNNERS)');
+  }
+  section(`no-op throughput: the CLI against the seeds (same ${fmtInt(r.items)} .scc files)`, lines);
+}
+
+if (sections.includes('command')) {
+  const r = await measureCommand({ items: SIZES.commandItems, log });
+  results.sections.command = r;
+  section(`command handler: ["true"] x ${fmtInt(r.items)}, concurrency ${r.concurrency}`, [
+    table(
+      ['runner', 'items', 'wall', 'items/s'],
+      [
+        ['cronsafe run, handler.command ["true"]', fmtInt(r.items), fmtSec(r.cronsafe.wallMs), fmtInt(r.cronsafe.itemsPerSec)],
+        ['bare Node loop spawning true (bench/fixtures/spawn-loop.mjs)', fmtInt(r.items), fmtSec(r.bare.wallMs), fmtInt(r.bare.itemsPerSec)],
+      ],
+    ),
+    '',
+    `cronsafe / bare loop = ${fmtRatio(r.ratio)} (target >= ${TARGETS.command}x): ${verdict(r.ratio >= TARGETS.command)}`,
+  ]);
+}
+
+if (sections.includes('rss')) {
+  const opts = { taskset, gnuTime, log };
+  const mid = (process.env.BENCH_MID ?? '').split(',').filter(Boolean).map(Number);
+  const sizes = [SIZES.small, ...mid, SIZES.big];
+  const measured = [];
+  for (const n of sizes) measured.push(await measureRss(n, opts));
+  const small = measured[0];
+  const big = measured.at(-1);
+  const rows = [];
+  const lines = [];
+  const ratios = {};
+  for (const variant of Object.keys(small.runs)) {
+    for (const m of measured) {
+      const x = m.runs[variant];
+      rows.push([
+        `node ${x.nodeFlags.join(' ') || '(no flags)'} dist/cli.js run`,
+        fmtInt(m.items),
+        fmtSec(x.runDurationMs),
+        fmtInt(x.itemsPerSec),
+        `${fmtMiB(x.maxRssKiB)}${x.timeMaxRssKiB ? ` (time: ${fmtMiB(x.timeMaxRssKiB)})` : ''}`,
+        x.memPeaksKiB ? fmtMiB(x.memPeaksKiB.heapTotal) : '-',
+      ]);
+    }
+    ratios[variant] = big.runs[variant].maxRssKiB / small.runs[variant].maxRssKiB;
+    lines.push(`${variant}: peak RSS ${fmtInt(big.items)} / ${fmtInt(small.items)} items = ${fmtRatio(ratios[variant])} (target <= ${TARGETS.rssRatio}x): ${verdict(ratios[variant] <= TARGETS.rssRatio)}`);
+  }
+  results.sections.rss = { measured, ratios };
+  section(`peak RSS, module no-op${taskset ? ', pinned to core 0' : ''}`, [
+    table(['command', 'items', 'pass', 'items/s', 'peak RSS', 'V8 heap'], rows),
+    '',
+    ...lines,
+    `files made in ${measured.map((m) => `${fmtSec(m.createFilesMs)} (${fmtInt(m.items)})`).join(', ')}`,
+  ]);
+}
+
+if (sections.includes('inprocess')) {
+  log(`inprocess: ${fmtInt(SIZES.inprocessItems)} items, ${taskset ? 'pinned with taskset -c 0' : 'NOT pinned (no taskset)'} ...`);
+  const argv = [process.execPath, path.join(BENCH_DIR, 'throughput.mjs')];
+  const r = await run(taskset ? [taskset, '-c', '0', ...argv] : argv, 60_000 + SIZES.inprocessItems * 5, { env: { ...process.env, BENCH_ITEMS: String(SIZES.inprocessItems) } });
+  const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT='));
+  if (r.code !== 0 || !line) {
+    process.stderr.write(r.stdout + r.stderr);
+    throw new Error(`throughput child failed (exit ${r.code ?? r.signal})`);
+  }
+  const tp = JSON.parse(line.slice('BENCH_RESULT='.length));
+  tp.pinned = !!taskset && tp.cores === 1;
+  results.sections.inprocess = tp;
+  const n = fmtInt(tp.items);
+  const best = Math.min(tp.synthetic.itemsPerSec, tp.directory.itemsPerSec);
+  section(`runPass in process (${tp.pinned ? 'one core' : 'NOT pinned'}; concurrency ${tp.config.concurrency}, queueSize ${tp.config.queueSize}, log ${tp.config.logLevel})`, [
+    table(
+      ['measurement', 'items', 'time', 'items/s', 'notes'],
+      [
+        ['(a) synthetic source, 1st pass', n, fmtSec(tp.synthetic.ms), fmtInt(tp.synthetic.itemsPerSec), 'ledger + runner only'],
+        ['(b) directory scan, 1st pass', n, fmtSec(tp.directory.ms), fmtInt(tp.directory.itemsPerSec), `files made in ${fmtSec(tp.createFilesMs)}`],
+        ['(c) 2nd pass, all done, synthetic', n, fmtSec(tp.syntheticRepeat.ms), fmtInt(tp.syntheticRepeat.itemsPerSec), 'skip cost'],
+        ['(c) 2nd pass, all done, directory', n, fmtSec(tp.directoryRepeat.ms), fmtInt(tp.directoryRepeat.itemsPerSec), 'skip cost incl. scan'],
+        ['scan only (scanDirectory, no ledger)', n, fmtSec(tp.scanOnly.ms), fmtInt(tp.scanOnly.itemsPerSec), 'reference'],
+      ],
+    ),
+    '',
+    `min(a, b) = ${fmtInt(best)} items/s (target >= ${fmtInt(TARGETS.inprocess)}): ${verdict(best >= TARGETS.inprocess)}`,
+  ]);
+}
+
+results.environment.loadavgAfter = loadavg();
+report.push('', `load average at end ${results.environment.loadavgAfter.join(' ')}`, '');
+process.stdout.write(`${report.join('\n')}\n`);
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);
 
-// 3. PostgreSQL: 1, 2 and 4 processes on one ledger, beside SQLite (bench/postgres.mjs starts
-// its own server; skipped when PostgreSQL is not installed). Its own table and results file.
-const pgRoot = '/usr/lib/postgresql';
-if (existsSync(pgRoot) && readdirSync(pgRoot).some((v) => existsSync(path.join(pgRoot, v, 'bin', 'initdb')))) {
-  const pg = await run([process.execPath, path.join(BENCH_DIR, 'postgres.mjs')], 1_800_000);
-  process.stderr.write(pg.stderr);
-  process.stdout.write(pg.stdout);
-  if (pg.code !== 0) throw new Error(`bench/postgres.mjs failed (exit ${pg.code ?? pg.signal})`);
-} else {
-  log('postgres: skipped (no PostgreSQL under /usr/lib/postgresql; .ci/setup-postgres.sh installs it)');
+// PostgreSQL: its own server, table and results file (bench/postgres.mjs).
+if (sections.includes('postgres')) {
+  const pgRoot = '/usr/lib/postgresql';
+  if (existsSync(pgRoot) && readdirSync(pgRoot).some((v) => existsSync(path.join(pgRoot, v, 'bin', 'initdb')))) {
+    const pg = await run([process.execPath, path.join(BENCH_DIR, 'postgres.mjs')], 1_800_000);
+    process.stderr.write(pg.stderr);
+    process.stdout.write(pg.stdout);
+    if (pg.code !== 0) throw new Error(`bench/postgres.mjs failed (exit ${pg.code ?? pg.signal})`);
+  } else {
+    log('postgres: skipped (no PostgreSQL under /usr/lib/postgresql; .ci/setup-postgres.sh installs it)');
+  }
 }

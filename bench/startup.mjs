@@ -8,13 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { NOOP_MODULE, ROOT, envInt, which } from './lib.mjs';
+import { NOOP_MODULE, ROOT, envInt, median, which, CLI } from './lib.mjs';
 import { binNodeFlags, run } from './rss.mjs';
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Hold `lockPath` with flock(2) in a child until the returned function is called. */
 async function holdLock(lockPath) {
@@ -32,7 +27,7 @@ async function holdLock(lockPath) {
  * Median wall (ms) of each start-up case. Every run is checked for its exit code (and the
  * run case for the `skipped-locked` outcome), so a broken build cannot look fast.
  */
-export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), log = () => {}, cli = process.env.BENCH_CLI ?? path.join(ROOT, 'dist', 'cli.js') } = {}) {
+export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), log = () => {}, cli = CLI } = {}) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-startup-'));
   // CPU seconds (user + sys) beside the wall time: on a busy machine the wall time mostly
   // measures the wait for a core, the CPU time what the start-up itself costs.
@@ -97,7 +92,7 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const r = await measureStartup({ log: (m) => process.stderr.write(`[bench:startup] ${m}\n`) });
   for (const x of r.results) {
     const cpu = x.cpuMs === null ? '' : `  CPU ${(x.cpuMs / 1000).toFixed(3)} s`;
