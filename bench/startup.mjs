@@ -1,8 +1,9 @@
 // Start-up wall time of the real CLI: `--version`, `validate`, `schedule --json` and a
 // `run` that finds the lock held (it records the skip in the SQLite ledger and exits 0),
 // each the median of BENCH_STARTUP_RUNS (default 5) runs, next to `node -e 0`. Node gets the
-// bin's shebang flags, as `cronsafe ...` would. Used by bench/run.mjs; alone:
-// `npm run build && node bench/startup.mjs` (prints one BENCH_RESULT=<json> line too).
+// bin's shebang flags, as `cronsafe ...` would. BENCH_BASELINE_CLI=path/to/other/dist/cli.js
+// adds the same cases for another build (a before/after in one run). Used by bench/run.mjs;
+// alone: `npm run build && node bench/startup.mjs` (prints one BENCH_RESULT=<json> line too).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -27,7 +28,7 @@ async function holdLock(lockPath) {
  * Median wall (ms) of each start-up case. Every run is checked for its exit code (and the
  * run case for the `skipped-locked` outcome), so a broken build cannot look fast.
  */
-export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), log = () => {}, cli = CLI } = {}) {
+export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), log = () => {}, cli = CLI, baseline = process.env.BENCH_BASELINE_CLI } = {}) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-startup-'));
   // CPU seconds (user + sys) beside the wall time: on a busy machine the wall time mostly
   // measures the wait for a core, the CPU time what the start-up itself costs.
@@ -58,34 +59,33 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
     if (first.status !== 0) throw new Error(`startup: first run exited ${first.status}\n${first.stderr}`);
     const release = await holdLock(path.join(root, 'state', 'startup.lock'));
     const node = [process.execPath, ...flags];
-    const cases = [
-      { name: 'node -e 0', argv: [...node, '-e', '0'] },
-      { name: 'cronsafe --version', argv: [...node, cli, '--version'] },
-      { name: 'cronsafe validate', argv: [...node, cli, 'validate', '-c', config] },
-      { name: 'cronsafe schedule --json', argv: [...node, cli, 'schedule', '--json', '-c', config] },
-      { name: 'cronsafe run (lock held: skip)', argv: [...node, cli, 'run', '-c', config], expect: '"skipped-locked"' },
+    const cliCases = (label, file) => [
+      { name: `${label}--version`, argv: [...node, file, '--version'] },
+      { name: `${label}validate`, argv: [...node, file, 'validate', '-c', config] },
+      { name: `${label}schedule --json`, argv: [...node, file, 'schedule', '--json', '-c', config] },
+      { name: `${label}run (lock held: skip)`, argv: [...node, file, 'run', '-c', config], expect: '"skipped-locked"' },
     ];
-    const results = [];
+    const cases = [{ name: 'node -e 0', argv: [...node, '-e', '0'] }, ...cliCases('cronsafe ', cli), ...(baseline ? cliCases('baseline: cronsafe ', baseline) : [])];
+    for (const c of cases) Object.assign(c, { walls: [], cpus: [] });
     try {
-      for (const c of cases) {
-        const walls = [];
-        const cpus = [];
-        for (let i = 0; i < runs; i++) {
+      // Round-robin, not case after case: the machine's load drifts, and every case should
+      // see the same drift.
+      for (let i = 0; i < runs; i++) {
+        for (const c of cases) {
           const t0 = performance.now();
           const r = await run(gnuTime ? [gnuTime, '-f', 'BENCH_CPU_S=%U %S', ...c.argv] : c.argv, 30_000);
-          walls.push(performance.now() - t0);
+          c.walls.push(performance.now() - t0);
           const cpu = /BENCH_CPU_S=([\d.]+) ([\d.]+)/.exec(r.stderr);
-          if (cpu) cpus.push((Number(cpu[1]) + Number(cpu[2])) * 1000);
+          if (cpu) c.cpus.push((Number(cpu[1]) + Number(cpu[2])) * 1000);
           if (r.code !== 0) throw new Error(`startup: ${c.name} exited ${r.code ?? r.signal}\n${r.stderr.slice(-2000)}`);
           if (c.expect && !r.stdout.includes(c.expect)) throw new Error(`startup: ${c.name}: no ${c.expect} in its output\n${r.stdout.slice(-2000)}`);
         }
-        const cpuMs = cpus.length ? median(cpus) : null;
-        results.push({ name: c.name, medianMs: median(walls), cpuMs, walls });
-        log(`startup: ${c.name}: median ${median(walls).toFixed(0)} ms wall${cpuMs === null ? '' : `, ${cpuMs.toFixed(0)} ms CPU`} of ${runs}`);
       }
     } finally {
       release();
     }
+    const results = cases.map((c) => ({ name: c.name, medianMs: median(c.walls), cpuMs: c.cpus.length ? median(c.cpus) : null, walls: c.walls }));
+    for (const x of results) log(`startup: ${x.name}: median ${x.medianMs.toFixed(0)} ms wall${x.cpuMs === null ? '' : `, ${x.cpuMs.toFixed(0)} ms CPU`} of ${runs}`);
     return { runs, cli, nodeFlags: flags, results };
   } finally {
     rmSync(root, { recursive: true, force: true });
