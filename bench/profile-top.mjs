@@ -1,7 +1,12 @@
 // Summarise a V8 .cpuprofile (from `node --cpu-prof`): the top self-time entries with
-// file:line, and self time grouped by file or by package. No dependencies.
+// file:line, and self time grouped by file or by package. No dependencies. Frames in a
+// file with a source map next to it (the esbuild bundle: dist/chunks/*.js.map) are shown
+// at their source position (src/runner/pass.ts:123).
 // Usage: node bench/profile-top.mjs FILE.cpuprofile [--top N] [--by function|file|package]
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2);
 const file = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a));
@@ -27,6 +32,24 @@ for (let i = 0; i < profile.samples.length; i++) {
 }
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 
+const maps = new Map();
+function sourceMapFor(url) {
+  if (!url.startsWith('file://')) return null;
+  if (!maps.has(url)) {
+    const file = `${fileURLToPath(url)}.map`;
+    maps.set(url, existsSync(file) ? { map: new SourceMap(JSON.parse(readFileSync(file, 'utf8'))), dir: path.dirname(file) } : null);
+  }
+  return maps.get(url);
+}
+/** The frame's original file URL and 0-based line, through a source map when there is one. */
+function original(cf) {
+  const sm = sourceMapFor(cf.url);
+  if (!sm || cf.lineNumber < 0) return { url: cf.url, line: cf.lineNumber };
+  const e = sm.map.findEntry(cf.lineNumber, Math.max(0, cf.columnNumber));
+  if (!e || !e.originalSource) return { url: cf.url, line: cf.lineNumber };
+  return { url: `file://${path.resolve(sm.dir, e.originalSource.replace(/^file:\/\//, ''))}`, line: e.originalLine };
+}
+
 const short = (url) => url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, 'node_modules/').replace(/^.*\/(dist|src|bench)\//, '$1/');
 const pkg = (url) => {
   if (!url) return '(native / V8)';
@@ -37,9 +60,10 @@ const pkg = (url) => {
 };
 const key = (n) => {
   const cf = n.callFrame;
-  if (by === 'package') return pkg(cf.url);
-  if (by === 'file') return cf.url ? short(cf.url) : `(${cf.functionName || 'native'})`;
-  const where = cf.url ? `${short(cf.url)}:${cf.lineNumber + 1}` : '';
+  const o = original(cf);
+  if (by === 'package') return pkg(o.url);
+  if (by === 'file') return o.url ? short(o.url) : `(${cf.functionName || 'native'})`;
+  const where = o.url ? `${short(o.url)}:${o.line + 1}` : '';
   return `${cf.functionName || '(anonymous)'} ${where}`.trim();
 };
 const sums = new Map();
