@@ -34,38 +34,49 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
   // measures the wait for a core, the CPU time what the start-up itself costs.
   const gnuTime = which('/usr/bin/time');
   const flags = binNodeFlags();
+  const releases = [];
   try {
-    mkdirSync(path.join(root, 'src'));
-    mkdirSync(path.join(root, 'state'));
-    const config = path.join(root, 'cronsafe.yaml');
-    writeFileSync(
-      config,
-      [
-        'name: startup',
-        'source:',
-        `  directory: ${JSON.stringify(path.join(root, 'src'))}`,
-        'handler:',
-        `  module: ${JSON.stringify(NOOP_MODULE)}`,
-        'state:',
-        `  sqlite: ${JSON.stringify(path.join(root, 'state', 'cronsafe.db'))}`,
-        'schedule:',
-        '  cron: "*/5 * * * *"',
-        '  timeZone: Europe/London',
-        '',
-      ].join('\n'),
-    );
-    // The ledger exists (as it would after a first run), so `schedule` reads it too.
-    const first = spawnSync(process.execPath, [...flags, cli, 'run', '-c', config], { encoding: 'utf8' });
-    if (first.status !== 0) throw new Error(`startup: first run exited ${first.status}\n${first.stderr}`);
-    const release = await holdLock(path.join(root, 'state', 'startup.lock'));
+    /**
+     * A workspace per CLI (two builds may not share a ledger: a newer one migrates it), with
+     * a ledger from a first run (so `schedule` reads it too) and its run lock held.
+     */
+    const workspace = async (name, file) => {
+      const dir = path.join(root, name);
+      mkdirSync(path.join(dir, 'src'), { recursive: true });
+      mkdirSync(path.join(dir, 'state'));
+      const config = path.join(dir, 'cronsafe.yaml');
+      writeFileSync(
+        config,
+        [
+          'name: startup',
+          'source:',
+          `  directory: ${JSON.stringify(path.join(dir, 'src'))}`,
+          'handler:',
+          `  module: ${JSON.stringify(NOOP_MODULE)}`,
+          'state:',
+          `  sqlite: ${JSON.stringify(path.join(dir, 'state', 'cronsafe.db'))}`,
+          'schedule:',
+          '  cron: "*/5 * * * *"',
+          '  timeZone: Europe/London',
+          '',
+        ].join('\n'),
+      );
+      const first = spawnSync(process.execPath, [...flags, file, 'run', '-c', config], { encoding: 'utf8' });
+      if (first.status !== 0) throw new Error(`startup: first run of ${file} exited ${first.status}\n${first.stderr}`);
+      releases.push(await holdLock(path.join(dir, 'state', 'startup.lock')));
+      return config;
+    };
     const node = [process.execPath, ...flags];
-    const cliCases = (label, file) => [
-      { name: `${label}--version`, argv: [...node, file, '--version'] },
-      { name: `${label}validate`, argv: [...node, file, 'validate', '-c', config] },
-      { name: `${label}schedule --json`, argv: [...node, file, 'schedule', '--json', '-c', config] },
-      { name: `${label}run (lock held: skip)`, argv: [...node, file, 'run', '-c', config], expect: '"skipped-locked"' },
-    ];
-    const cases = [{ name: 'node -e 0', argv: [...node, '-e', '0'] }, ...cliCases('cronsafe ', cli), ...(baseline ? cliCases('baseline: cronsafe ', baseline) : [])];
+    const cliCases = async (label, file) => {
+      const config = await workspace(label ? 'baseline' : 'cli', file);
+      return [
+        { name: `${label}cronsafe --version`, argv: [...node, file, '--version'] },
+        { name: `${label}cronsafe validate`, argv: [...node, file, 'validate', '-c', config] },
+        { name: `${label}cronsafe schedule --json`, argv: [...node, file, 'schedule', '--json', '-c', config] },
+        { name: `${label}cronsafe run (lock held: skip)`, argv: [...node, file, 'run', '-c', config], expect: '"skipped-locked"' },
+      ];
+    };
+    const cases = [{ name: 'node -e 0', argv: [...node, '-e', '0'] }, ...(await cliCases('', cli)), ...(baseline ? await cliCases('baseline: ', baseline) : [])];
     for (const c of cases) Object.assign(c, { walls: [], cpus: [] });
     try {
       // Round-robin, not case after case: the machine's load drifts, and every case should
@@ -82,12 +93,13 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
         }
       }
     } finally {
-      release();
+      for (const release of releases.splice(0)) release();
     }
     const results = cases.map((c) => ({ name: c.name, medianMs: median(c.walls), cpuMs: c.cpus.length ? median(c.cpus) : null, walls: c.walls }));
     for (const x of results) log(`startup: ${x.name}: median ${x.medianMs.toFixed(0)} ms wall${x.cpuMs === null ? '' : `, ${x.cpuMs.toFixed(0)} ms CPU`} of ${runs}`);
     return { runs, cli, nodeFlags: flags, results };
   } finally {
+    for (const release of releases) release(); // a workspace failed before the rounds
     rmSync(root, { recursive: true, force: true });
   }
 }
@@ -96,7 +108,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const r = await measureStartup({ log: (m) => process.stderr.write(`[bench:startup] ${m}\n`) });
   for (const x of r.results) {
     const cpu = x.cpuMs === null ? '' : `  CPU ${(x.cpuMs / 1000).toFixed(3)} s`;
-    process.stdout.write(`${x.name.padEnd(34)} ${(x.medianMs / 1000).toFixed(3)} s${cpu}  (${x.walls.map((w) => w.toFixed(0)).join(' ')} ms)\n`);
+    process.stdout.write(`${x.name.padEnd(42)} ${(x.medianMs / 1000).toFixed(3)} s${cpu}  (${x.walls.map((w) => w.toFixed(0)).join(' ')} ms)\n`);
   }
   process.stdout.write(`BENCH_RESULT=${JSON.stringify(r)}\n`);
 }
