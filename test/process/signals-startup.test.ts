@@ -38,23 +38,6 @@ describe('signals during start-up and SIGHUP', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 20, dead: 0 });
   }, 120_000);
 
-  it('SIGTERM as soon as the process has started its JavaScript (before the config is read) exits 75 or 0, never 143', async () => {
-    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/copy-module.mjs') }, concurrency: 2 }, backlog(5));
-    // Readiness: NODE_OPTIONS preloads a module that writes a marker as Node's first JS runs.
-    const marker = path.join(ws.dir, 'node-started');
-    const preload = path.join(FIXTURES, 'process/mark-started.cjs');
-    for (let round = 0; round < 5; round++) {
-      const run = spawnCli(['run', '-c', ws.configPath], { env: { STARTED_MARKER: marker, NODE_OPTIONS: `--require ${preload}` }, timeoutMs: 60_000 });
-      await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'node start-up', 60_000);
-      await new Promise((r) => setTimeout(r, round * 40));
-      run.child.kill('SIGTERM');
-      const { code, signal } = await run.exited;
-      expect(signal, `round ${round}: ${run.stderr()}`).toBeNull();
-      expect([0, 75], `round ${round}: exit ${code}; ${run.stderr()}`).toContain(code);
-      expect((await statusJson(ws.configPath)).items.claimed).toBe(0);
-    }
-  }, 120_000);
-
   it('SIGHUP mid-pass drains like SIGTERM: in-flight items finish, the rest stay pending, exit 75', async () => {
     const ws = workspace(
       { handler: { command: [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'] }, concurrency: 2 },
