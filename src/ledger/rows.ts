@@ -63,7 +63,7 @@ export function wellFormed(id: string): string {
  * A batch as one JSON parameter, ids made well-formed (see wellFormed). JSON.stringify
  * escapes a lone surrogate as `\udXXX`, so the common case costs one `includes`.
  */
-export function batchJson(rows: unknown[][]): string {
+export function batchJson(rows: unknown[]): string {
   const json = JSON.stringify(rows);
   if (!json.includes('\\ud')) return json;
   return JSON.stringify(rows, (_key, v: unknown) => (typeof v === 'string' ? wellFormed(v) : v));

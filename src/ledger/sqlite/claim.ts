@@ -37,18 +37,20 @@ const CLAIMABLE = `
   SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state = 'pending' AND +i.available_at <= @now`;
 
-/**
- * Claim the given ids that are still claimable (the dispatcher's ids for its free slots).
- * No `LIMIT @param` here: a bound LIMIT makes SQLite re-prepare the statement on every
- * call (~9 us each, measured).
- */
-export const CLAIM_BATCH_SQL = `
-UPDATE items ${CLAIM_SET}
-WHERE id IN (${CLAIMABLE})
-RETURNING id, attempts, released`;
-
 /** Which ids of a discovered batch are claimable now, in batch order. */
 export const CLAIMABLE_SQL = `${CLAIMABLE} ORDER BY j.key`;
+
+/**
+ * Claim at the slot, step 1: of the ids asked for (a flat JSON array, in order), the rows
+ * claimable now, with what the claim needs to know. Step 2 (CLAIM_IDS_SQL) writes them.
+ * Two plain statements cost less than one UPDATE ... RETURNING for the few ids of a
+ * slot batch (measured), and inside the IMMEDIATE transaction nothing changes between them.
+ */
+export const CLAIMABLE_ROWS_SQL = `
+SELECT i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value
+WHERE +i.state = 'pending' AND +i.available_at <= @now ORDER BY j.key`;
+
+export const CLAIM_IDS_SQL = `UPDATE items ${CLAIM_SET} WHERE id IN (SELECT value FROM json_each(@batch))`;
 
 /**
  * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest
@@ -76,7 +78,8 @@ export interface ClaimOps {
 
 export function makeClaimOps(db: Database): ClaimOps {
   const discover = db.prepare(DISCOVER_SQL);
-  const claimBatch = db.prepare(CLAIM_BATCH_SQL);
+  const claimableRows = db.prepare(CLAIMABLE_ROWS_SQL);
+  const claimIds = db.prepare(CLAIM_IDS_SQL);
   const claimable = db.prepare(CLAIMABLE_SQL).pluck();
   const claimDue = db.prepare(CLAIM_DUE_SQL);
   const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
@@ -101,12 +104,12 @@ export function makeClaimOps(db: Database): ClaimOps {
 
   const claimIn = (ids: string[], opts: ClaimOptions): Claim[] => {
     if (ids.length === 0) return [];
-    const claimed = claimBatch.all({ ...claimParams(opts), batch: batchJson(ids.map((id) => [id])) }) as ClaimedRow[];
-    if (claimed.length <= 1) return claimed.map((r) => toClaim(r, opts.owner));
-    // RETURNING order is unspecified; hand claims out in the order asked.
-    const order = new Map(ids.map((id, i) => [wellFormed(id), i] as const));
-    claimed.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
-    return claimed.map((r) => toClaim(r, opts.owner));
+    const unique = ids.length === 1 ? ids : [...new Set(ids)];
+    const rows = claimableRows.all({ batch: batchJson(unique), now: opts.now }) as ClaimedRow[];
+    if (rows.length === 0) return [];
+    claimIds.run({ ...claimParams(opts), batch: batchJson(rows.map((r) => r.id)) });
+    // The claim is attempt + 1 of what the row had.
+    return rows.map((r) => toClaim({ id: r.id, attempts: r.attempts + 1, released: r.released }, opts.owner));
   };
   const claimTx = db.transaction(claimIn);
 

@@ -11,7 +11,7 @@ const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = 
 /**
  * Complete a whole batch in one statement (claims as JSON [[id, owner, attempt], ...]);
  * RETURNING names the rows that passed the fence, the rest are fenced.
- * The unary `+` keeps the planner on the primary key (see CLAIM_BATCH_SQL).
+ * The unary `+` keeps the planner on the primary key (see CLAIMABLE in claim.ts).
  */
 export const COMPLETE_SQL = `
 UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, done_at = @now, updated_at = @now

@@ -13,7 +13,7 @@ const differs = (discovered: string, claimed: string): string =>
  * the every-occurrence test (`done_at < NULL` is never true); `@onChange` is 0 or 1.
  * The stat compared is the batch's (j.value), not the row's: an item discovered
  * without stat data never counts as changed. Walks the batch by primary key like
- * CLAIM_BATCH_SQL (CROSS JOIN and unary `+`).
+ * CLAIMABLE in claim.ts (CROSS JOIN and unary `+`).
  */
 const REFRESHABLE = `
   SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
