@@ -8,7 +8,7 @@ import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { itemPaths } from './item-id.js';
+import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
@@ -224,8 +224,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       results.fail(claim, `${unsafe} (the handler was not run)`, deadAtOnce);
       return;
     }
-    const where = itemPaths(config.source.directory, claim.id);
-    const item: WorkItem = { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
+    const item = workItem(config.source.directory, claim);
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     const ctx: HandlerContext = {
       get signal() {
@@ -427,4 +426,30 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 function whenAborted(signal: AbortSignal, fn: () => void): void {
   if (signal.aborted) fn();
   else signal.addEventListener('abort', fn, { once: true });
+}
+
+/**
+ * The handler's view of an item. For a plain id (valid UTF-8, no escapes) the path is the
+ * text, and the bytes are made only if a handler asks for rawPath (a Buffer per item would
+ * be pure garbage for the others). A class: its getter lives on the prototype, so every
+ * item has one shape (an object literal with a getter costs more per item, measured).
+ */
+class PlainItem implements WorkItem {
+  #raw: Buffer | undefined;
+  constructor(
+    readonly id: string,
+    readonly path: string,
+    readonly attempt: number,
+  ) {}
+  get rawPath(): Buffer {
+    return (this.#raw ??= Buffer.from(this.path, 'utf8'));
+  }
+}
+
+function workItem(sourceDir: string, claim: Claim): WorkItem {
+  if (isPlainId(claim.id)) {
+    return new PlainItem(claim.id, sourceDir.endsWith(path.sep) ? sourceDir + claim.id : `${sourceDir}${path.sep}${claim.id}`, claim.attempt);
+  }
+  const where = itemPaths(sourceDir, claim.id);
+  return { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
 }

@@ -136,6 +136,7 @@ export class ResultBatcher {
     claims: Claim[],
     failures?: Array<{ claim: Claim; error: string }>,
   ): void {
+    if (outcomes.length === 0) return;
     const errors = new Map(failures?.map((f) => [f.claim.id, f] as const));
     const byId = new Map(claims.map((c) => [c.id, c] as const));
     for (const o of outcomes) {
