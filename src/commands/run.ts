@@ -9,6 +9,7 @@ import { openState, StateUnavailable } from '../ledger/open.js';
 export { openState, StateUnavailable };
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
+import type { Handler } from '../runner/types.js';
 import { takeRunLock } from '../lock/advisory.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { createLogger } from '../log.js';
@@ -98,6 +99,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
 
   let ledger: Ledger | undefined;
+  let handler: Handler | undefined;
   let metrics: RunMetrics | undefined;
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
@@ -125,7 +127,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
     if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (lock held, or lease expired)');
 
-    const handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+    handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
       throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
     });
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
@@ -146,7 +148,12 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       },
       'run started',
     );
-    const result = await runPass({
+    // A module handler that broke the process (a stray process.exit, an unhandled
+    // rejection) stops the run like a lost lock, and the run fails.
+    const fatal = handler.fatal;
+    fatal?.addEventListener('abort', () => log.error({ err: fatal.reason as Error }, 'handler code broke the process; stopping the run'), { once: true });
+    const passStop = firstAbort(stop.signal, fatal);
+    const passed = await runPass({
       config,
       ledger,
       handler,
@@ -154,13 +161,14 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       log,
       runId,
       owner,
-      stop: stop.signal,
+      stop: passStop.signal,
       force: opts.force,
       observer: withDeadLetterEvents(metrics.observer, events),
       refresh: plan.refresh,
     });
+    passStop.dispose();
+    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? (fatal.reason as Error) } : passed;
     stopWatch();
-    await handler.close?.();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
       log.error({ err }, 'could not record the end of the run');
@@ -184,6 +192,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     stopWatch();
     stopBeat();
     stop.dispose();
+    await handler?.close?.().catch(() => undefined);
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
     await lease.held?.release();
