@@ -226,6 +226,25 @@ describe('environment', () => {
     expectProblem(file, 'concurrency', 'expected an integer from 1 to 1024, got "many"', { T: 'x', N: 'many' });
   });
 
+  it('expands nested defaults, lazily, and names the key of a malformed or runaway one', () => {
+    const file = minimal('lock: {path: "/l/${A:-${B:-${C:-c}}}-${D:-$${x}}.lock"}\n');
+    expect(loadConfig(file, { env: {} }).lock.path).toBe('/l/c-${x}.lock');
+    expect(loadConfig(file, { env: { B: 'b' } }).lock.path).toBe('/l/b-${x}.lock');
+    expect(loadConfig(file, { env: { A: 'a', D: 'd' } }).lock.path).toBe('/l/a-d.lock');
+    // An unset variable in a default that is not used is no error (as in a shell).
+    const lazy = minimal('lock: {path: "/l/${A:-${UNSET}}.lock"}\n');
+    expect(loadConfig(lazy, { env: { A: 'a' } }).lock.path).toBe('/l/a.lock');
+    expectProblem(lazy, 'lock.path', 'environment variable UNSET is not set', {});
+    // A whole nested reference still becomes a number where one is expected.
+    const n = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\nconcurrency: \${N:-\${M:-3}}\n`);
+    expect(loadConfig(n, { env: {} }).concurrency).toBe(3);
+    expect(loadConfig(n, { env: { M: '5' } }).concurrency).toBe(5);
+    expectProblem(minimal('lock: {path: "/x/${A:-${B:-y}"}\n'), 'lock.path', 'invalid interpolation "${A:-${B:-y}": no closing } (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
+    expectProblem(minimal('lock: {path: "/x/${A:-${1B}}"}\n'), 'lock.path', 'invalid interpolation "${1B}" (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
+    const deep = `${'${A:-'.repeat(9)}x${'}'.repeat(9)}`;
+    expectProblem(minimal(`lock: {path: "${deep}"}\n`), 'lock.path', 'defaults nested more than 8 levels deep');
+  });
+
   it('rejects malformed interpolation', () => {
     expectProblem(minimal('lock: {path: "/x/${1BAD}"}\n'), 'lock.path',
       'invalid interpolation "${1BAD}" (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
