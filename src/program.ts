@@ -61,12 +61,13 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
       const { deadLetterList } = await import('./commands/dead-letter.js');
       setExit(await deadLetterList(await configPath(o.config), { json: !!o.json }));
     });
-  dl.command('retry')
+  const retry = dl
+    .command('retry')
     .argument('[ids...]', 'item ids to requeue')
     .option('--all', 'requeue every dead item')
     .addOption(configOption())
     .action(async (ids: string[], o: { config?: string; all?: boolean }) => {
-      if (!o.all && ids.length === 0) throw new CommanderError(EXIT.USAGE, 'cronsafe.usage', 'dead-letter retry: give item ids or --all');
+      if (!o.all && ids.length === 0) retry.error('error: dead-letter retry: no item ids given (give one or more ids, or --all)', { exitCode: EXIT.USAGE });
       const { deadLetterRetry } = await import('./commands/dead-letter.js');
       setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
     });
