@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { configSummary, loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
-import { openState, StateUnavailable } from '../ledger/open.js';
+import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 // Moved to ledger/open.ts (status, schedule and dead-letter need them without the runner).
 export { openState, StateUnavailable };
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
@@ -82,7 +82,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
 
   const events = await openEventSink(config, log);
   const lock = await takeRunLock(config, owner, log, opts.scheduledTime).catch((err: unknown) => {
-    throw new StateUnavailable(`state store unavailable (postgres): ${(err as Error).message}`);
+    // PostgreSQL's lock errors name the database already; the flock's name only its file.
+    const what = config.state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '';
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${what}${(err as Error).message}`);
   });
   if (!lock) return skipLocked(config, log, opts, events);
   // After the run lock, so a second run in the same pod skips without an API call. A pod

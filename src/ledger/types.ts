@@ -140,6 +140,16 @@ export interface DeadItem {
   deadAt: number | null;
 }
 
+/** Which dead items Ledger.iterateDead yields. */
+export interface DeadQuery {
+  /** Only items dead-lettered at or after this instant (epoch ms). */
+  since?: number;
+  /** At most this many. */
+  limit?: number;
+  /** Rows per round trip to the ledger (default 500). */
+  pageSize?: number;
+}
+
 export interface ItemRecord {
   id: string;
   state: ItemState;
@@ -298,6 +308,12 @@ export interface Ledger {
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;
   listDead(limit?: number): Promise<DeadItem[]>;
+  /**
+   * Dead items in listDead's order (oldest deadAt first, then id), read page by page, so
+   * memory stays flat however many there are. Each page is its own read: an item retried
+   * or newly dead while the caller iterates may be missed or seen, never seen twice.
+   */
+  iterateDead(query?: DeadQuery): AsyncIterable<DeadItem>;
   /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved. */
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 
