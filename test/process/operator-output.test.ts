@@ -22,8 +22,9 @@ async function deadLedger(ws: Workspace, n: number, error: (i: number) => string
     for (let start = 0, b = 0; start < n; start += BATCH, b++) {
       const now = T0 + b * 1000;
       const ids = Array.from({ length: Math.min(BATCH, n - start) }, (_, i) => ({ id: `dir/item-${String(start + i).padStart(7, '0')}.scc` }));
-      const claims = await ledger.discoverAndClaim(ids, { owner: 'seed', runId: 'seed', now, leaseMs: 60_000 });
-      await ledger.fail(claims.map((c) => ({ claim: c, error: error(start + Number(c.id.slice(9, 16)) - start) })), { now, retry });
+      const claimable = await ledger.discover(ids, { runId: 'seed', now });
+      const claims = await ledger.claim(claimable, { owner: 'seed', runId: 'seed', now, leaseMs: 60_000 });
+      await ledger.fail(claims.map((c) => ({ claim: c, error: error(Number(c.id.slice(9, 16))) })), { now, retry });
     }
   } finally {
     await ledger.close();
