@@ -113,11 +113,12 @@ describe(`dead-letter list and status through a slow pipe (${DEAD} dead items)`,
 
 describe('status --json through a slow pipe', () => {
   it('is complete when the 20 dead letters it shows are large', async () => {
+    // Last errors as large as handler.maxLogBytes allows: 1.2 MB, more than any pipe or socket buffer.
     const ws = workspace({ handler: { command: ['true'] } });
-    await deadLedger(ws, 30, (i) => `stderr of caption ${i}: ${'x'.repeat(8000)}`);
+    await deadLedger(ws, 30, (i) => `stderr of caption ${i}: ${'x'.repeat(60_000)}`);
     const r = await throughLateReader(['status', '-c', ws.configPath, '--json'], path.join(ws.dir, 'status.json'));
     expect(r.code, r.stderr).toBe(0);
-    expect(r.output.length).toBeGreaterThan(65_536);
+    expect(r.output.length).toBeGreaterThan(1_200_000);
     const report = JSON.parse(r.output) as { items: Record<string, number>; deadLetters: unknown[] };
     expect(report.items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 30 });
     expect(report.deadLetters).toHaveLength(20);
