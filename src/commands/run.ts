@@ -128,6 +128,12 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 } };
     const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
     if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (lock held, or lease expired)');
+    // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
+    // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
+    // pod's lock session is gone), or, joining one, those silent for longer than a lease.
+    const silentSince = reclaimsExpired(ledger) && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
+    const died = await ledger.markRunsDied(silentSince);
+    if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
     handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
       throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');

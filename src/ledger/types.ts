@@ -164,7 +164,11 @@ export interface ItemRecord {
   mtimeMs: number | null;
 }
 
-export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
+/**
+ * How a run ended. `died`: it never recorded an end (SIGKILL, OOM, node loss) and a later
+ * run proved it dead (markRunsDied); its finishedAt is its last sign of life.
+ */
+export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale' | 'died';
 
 export interface RunRecord {
   runId: string;
@@ -335,6 +339,15 @@ export interface Ledger {
   heartbeat(runId: string, at: number): Promise<void>;
   /** Unfinished runs whose heartbeat (startedAt before the first) is at or after `since`, newest first. */
   beatingRuns(since: number): Promise<RunHeartbeat[]>;
+
+  /**
+   * Unfinished runs whose last sign of life (heartbeat, else start) is before `before`:
+   * the caller has proved their owners dead (it holds the run lock and no run beats;
+   * PostgreSQL: it started the pass alone, or their heartbeats are older than a lease).
+   * Each gets outcome `died` and finishedAt = that last sign of life, so status stops
+   * showing it as running. Returns their run ids.
+   */
+  markRunsDied(before: number): Promise<string[]>;
 
   /**
    * Record an event and bump the totals it feeds, in one transaction. `at` is when it

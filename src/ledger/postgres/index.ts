@@ -189,6 +189,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   beatingRuns(since: number): Promise<RunHeartbeat[]> {
     return this.#ex.query<RunHeartbeat>('beatingRuns', beatingRunsQuery(this.#schema, since));
   }
+  async markRunsDied(before: number): Promise<string[]> {
+    const rows = await this.#ex.tx('markRunsDied', (exec) => exec<{ run_id: string }>(runs.markDiedQuery(this.#schema, before)));
+    return rows.map((r) => r.run_id);
+  }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     const feeds = runs.EVENT_COUNTERS[kind] as (typeof runs.EVENT_COUNTERS)[LedgerEventKind] | undefined; // callers outside TypeScript
     if (feeds === undefined) throw new Error(`recordEvent: unknown event kind ${JSON.stringify(kind)}`);

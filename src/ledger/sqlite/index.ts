@@ -196,6 +196,9 @@ class SqliteLedger implements Ledger {
   async beatingRuns(since: number): Promise<RunHeartbeat[]> {
     return this.#heartbeat.beatingRuns(since);
   }
+  async markRunsDied(before: number): Promise<string[]> {
+    return this.#runs.markRunsDied(before);
+  }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     this.#events.recordEvent(kind, at, detail, occurrence);
   }
