@@ -147,7 +147,12 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
  */
 function checkState(file: string, c: Config): void {
   const db = c.state.sqlite;
-  const s = db === undefined ? undefined : fs.statSync(db, { throwIfNoEntry: false });
+  let s: fs.Stats | undefined;
+  try {
+    s = db === undefined ? undefined : fs.statSync(db, { throwIfNoEntry: false });
+  } catch {
+    return; // ENOTDIR, EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+  }
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, 'cronsafe.db')}): ${db}` }]);
   }
