@@ -23,10 +23,14 @@ export async function deadLetterList(configPath: string, opts: ListOptions, out:
   const sink = new Sink(out);
   try {
     let n = 0;
-    for await (const d of ledger.iterateDead({ limit: opts.limit, since: opts.since?.getTime() })) {
-      if (opts.json) await sink.write(`${n === 0 ? '[\n' : ',\n'}  ${JSON.stringify(jsonOf(d))}`);
-      else await sink.write(`${JSON.stringify(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`);
-      n++;
+    for await (const page of ledger.deadPages({ limit: opts.limit, since: opts.since?.getTime() })) {
+      let text = '';
+      for (const d of page) {
+        if (opts.json) text += `${n === 0 ? '[\n' : ',\n'}  ${JSON.stringify(jsonOf(d))}`;
+        else text += `${JSON.stringify(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`;
+        n++;
+      }
+      await sink.write(text);
     }
     if (opts.json) await sink.write(n === 0 ? '[]\n' : '\n]\n');
     else if (n === 0) await sink.write('no dead letters\n');

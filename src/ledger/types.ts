@@ -140,7 +140,7 @@ export interface DeadItem {
   deadAt: number | null;
 }
 
-/** Which dead items Ledger.iterateDead yields. */
+/** Which dead items Ledger.deadPages yields. */
 export interface DeadQuery {
   /** Only items dead-lettered at or after this instant (epoch ms). */
   since?: number;
@@ -313,11 +313,12 @@ export interface Ledger {
   get(id: string): Promise<ItemRecord | null>;
   listDead(limit?: number): Promise<DeadItem[]>;
   /**
-   * Dead items in listDead's order (oldest deadAt first, then id), read page by page, so
-   * memory stays flat however many there are. Each page is its own read: an item retried
-   * or newly dead while the caller iterates may be missed or seen, never seen twice.
+   * Dead items in listDead's order (oldest deadAt first, then id), as pages of at most
+   * `pageSize`, each read after the last (deadAt, id) of the one before, so memory holds
+   * one page however many there are. Each page is its own read: an item retried or newly
+   * dead while the caller iterates may be missed or seen, never seen twice. No empty pages.
    */
-  iterateDead(query?: DeadQuery): AsyncIterable<DeadItem>;
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
   /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved. */
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 

@@ -163,8 +163,8 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   listDead(limit?: number): Promise<DeadItem[]> {
     return this.#ex.query<DeadItem>('listDead', listDeadQuery(this.#schema, limit ?? null));
   }
-  iterateDead(query?: DeadQuery): AsyncIterable<DeadItem> {
-    return deadPages((after, n) => this.#ex.query<DeadItem>('iterateDead', deadPageQuery(this.#schema, after.at, after.id, n)), query);
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]> {
+    return deadPages((after, n) => this.#ex.query<DeadItem>('deadPages', deadPageQuery(this.#schema, after.at, after.id, n)), query);
   }
   retryDead(ids: string[] | 'all', now: number): Promise<number> {
     return this.#recover.retryDead(ids, now);

@@ -28,7 +28,7 @@ FROM ${ident(schema)}.items WHERE state = 'dead' ORDER BY dead_at, id LIMIT $1`,
   );
 
 /**
- * One page of iterateDead: dead items strictly after ($1, $2) in (dead_at, id) order.
+ * One page of deadPages: dead items strictly after ($1, $2) in (dead_at, id) order.
  * A range on items_dead (dead_at), then an incremental sort of each dead_at tie by id.
  */
 export const deadPageQuery = (schema: string, at: number, id: string, n: number): Query =>

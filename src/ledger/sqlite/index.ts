@@ -65,7 +65,11 @@ export interface SqliteOpenOptions {
  */
 export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {}): Promise<Ledger> {
   // Status and dead-letter list: no directory, file, migration or pragma write (read-only.ts).
-  if (opts.readOnly) return new SqliteLedger(openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job));
+  if (opts.readOnly) {
+    const db = openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job);
+    db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
+    return new SqliteLedger(db);
+  }
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
@@ -172,7 +176,7 @@ class SqliteLedger implements Ledger {
   async listDead(limit?: number): Promise<DeadItem[]> {
     return this.#read.listDead(limit);
   }
-  iterateDead(query?: DeadQuery): AsyncIterable<DeadItem> {
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]> {
     return deadPages((after, n) => this.#read.deadPage(after, n), query);
   }
   async retryDead(ids: string[] | 'all', now: number): Promise<number> {

@@ -22,7 +22,7 @@ export const LIST_DEAD_SQL = `SELECT id, attempts, last_error AS lastError, dead
   FROM items WHERE state = 'dead' ORDER BY dead_at, id LIMIT ?`;
 
 /**
- * One page of iterateDead: dead items strictly after (@at, @id). The range on items_dead
+ * One page of deadPages: dead items strictly after (@at, @id). The range on items_dead
  * (dead_at) is the index; ties on dead_at (one result batch, <= 128 rows) are sorted by id.
  */
 export const DEAD_PAGE_SQL = `SELECT id, attempts, last_error AS lastError, dead_at AS deadAt
