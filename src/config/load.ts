@@ -179,6 +179,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
       timeoutSeconds: p.handler.timeoutSeconds,
       killAfterSeconds: p.handler.killAfterSeconds,
       maxLogBytes: p.handler.maxLogBytes,
+      expectOutput: p.handler.expectOutput,
       env: p.handler.env,
     },
     state:
@@ -341,6 +342,7 @@ export function configSummary(c: Config): Record<string, unknown> {
       timeoutSeconds: c.handler.timeoutSeconds,
       killAfterSeconds: c.handler.killAfterSeconds,
       maxLogBytes: c.handler.maxLogBytes,
+      expectOutput: c.handler.expectOutput,
       envKeys: Object.keys(c.handler.env).sort(),
     },
     output: c.output,
