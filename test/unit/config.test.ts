@@ -48,6 +48,7 @@ log: {level: info, format: json}
         timeoutSeconds: 300,
         killAfterSeconds: 5,
         maxLogBytes: 65536,
+        expectOutput: false,
         env: {},
       },
       output: { directory: `${dir.root}/out` },
@@ -75,7 +76,9 @@ handler:
   timeoutSeconds: 12.5
   killAfterSeconds: 0
   maxLogBytes: 100
+  expectOutput: true
   env: {MODE: fast}
+output: {directory: ./out}
 state: {postgres: "postgres://u:pw@db:5432/cs"}
 concurrency: 3
 queueSize: 7
@@ -94,6 +97,7 @@ log: {level: debug, format: pretty}
       timeoutSeconds: 12.5,
       killAfterSeconds: 0,
       maxLogBytes: 100,
+      expectOutput: true,
       env: { MODE: 'fast' },
     });
     expect(c.state).toStrictEqual({ postgres: 'postgres://u:pw@db:5432/cs' });
@@ -114,7 +118,7 @@ log: {level: debug, format: pretty}
       name: 'job',
       configPath: file,
       source: { directory: dir.queue, include: ['**'], exclude: [] },
-      handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, env: {} },
+      handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, expectOutput: false, env: {} },
       state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db') },
       concurrency: DEFAULT_CONCURRENCY,
       queueSize: 4 * DEFAULT_CONCURRENCY,
