@@ -17,7 +17,7 @@ const force = new AbortController();
 let first: HandledSignal | undefined;
 // 'pending' until the command is known: a signal is only recorded, because a `run` must
 // still see it (as an already-aborted stop) and drain, while any other command ends.
-let mode: 'pending' | 'drain' | 'end' = 'pending';
+let mode = 'pending' as 'pending' | 'drain' | 'end'; // set by callbacks: not narrowed here
 
 // Taken before any module handler loads: while one is loaded, process.exit throws
 // (src/runner/handlers/exit-guard.ts), so that handler code cannot end the run.
@@ -66,17 +66,18 @@ try {
     setFlagsFromString('--optimize-for-size');
     setFlagsFromString('--semi-space-growth-factor=1');
   }
-  // Never exit with output still queued for a slow reader, nor 0 after the reader left.
-  const { OutputClosed, watchStdout } = await import('./commands/sink.js');
-  const settleStdout = watchStdout();
   const { main } = await import('./program.js');
   const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
-  const cut = await settleStdout();
-  if (cut && code === 0) {
-    process.stderr.write(`cronsafe: ${new OutputClosed(cut).message}\n`);
-    exit(1);
+  if (mode !== 'drain') {
+    // Never exit with output still queued for a slow reader, nor 0 after the reader left.
+    const { OutputClosed, settleStdout } = await import('./commands/sink.js');
+    const cut = await settleStdout();
+    if (cut && code === 0) {
+      process.stderr.write(`cronsafe: ${new OutputClosed(cut).message}\n`);
+      exit(1);
+    }
   }
   exit(code);
 } catch (err) {

@@ -4,7 +4,7 @@
  * process.exit drops it (a slow `| jq` got exactly the first 64 KiB). So commands write
  * through a Sink, which waits for the stream to drain (bounded memory however much is
  * printed) and rejects once the reader is gone (EPIPE); and cli.ts waits for stdout to
- * flush before it exits (watchStdout).
+ * flush before it exits (settleStdout).
  */
 
 /** The reader of our output went away (EPIPE) or the stream failed: the output is incomplete. */
@@ -84,24 +84,28 @@ export class Sink {
 }
 
 /**
- * Call once, first: records stdout's first error (EPIPE: the reader left early; without a
- * listener it would crash the process with a stack trace). The returned function, called
- * before exit, waits until stdout and stderr have written out everything queued (an empty
- * write's callback runs after the writes before it) and resolves with that error, if any,
- * so that cli.ts exits non-zero rather than 0 after a cut output.
+ * Called by cli.ts before it exits (not for `run` and `daemon`, which log through their own
+ * synchronous writer and must not have process.stdout made: on a pipe, that turns fd 1
+ * non-blocking for the whole run). Waits until stdout and stderr have written out
+ * everything queued (an empty write's callback runs after the writes before it) and
+ * resolves with stdout's error, if any (EPIPE: the reader left early), so that the exit is
+ * not 0 after a cut output.
  */
-export function watchStdout(): () => Promise<Error | undefined> {
+export async function settleStdout(): Promise<Error | undefined> {
   let error: Error | undefined;
-  process.stdout.on('error', (err: Error) => {
+  const onError = (err: Error): void => {
     error ??= err;
-  });
+  };
+  process.stdout.on('error', onError);
   const flushed = (s: NodeJS.WriteStream): Promise<Error | undefined> =>
     new Promise((resolve) => {
       if (s.destroyed || !s.writable) return resolve(undefined);
       s.write('', (err) => resolve(err ?? undefined));
     });
-  return async () => {
+  try {
     const [out] = await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
     return error ?? out;
-  };
+  } finally {
+    process.stdout.off('error', onError);
+  }
 }
