@@ -17,9 +17,13 @@ const force = new AbortController();
 let first: HandledSignal | undefined;
 // 'pending' until the command is known: a signal is only recorded, because a `run` must
 // still see it (as an already-aborted stop) and drain, while any other command ends.
-let mode: 'pending' | 'drain' | 'end' = 'pending';
+let mode = 'pending' as 'pending' | 'drain' | 'end'; // set by callbacks: not narrowed here
 
-const endBySignal = (sig: HandledSignal): never => process.exit(128 + SIGNAL_NUMBER[sig]);
+// Taken before any module handler loads: while one is loaded, process.exit throws
+// (src/runner/handlers/exit-guard.ts), so that handler code cannot end the run.
+const exit = process.exit.bind(process);
+
+const endBySignal = (sig: HandledSignal): never => exit(128 + SIGNAL_NUMBER[sig]);
 
 /**
  * First SIGTERM / SIGINT / SIGHUP drains, a second aborts at once. With handlers
@@ -66,8 +70,17 @@ try {
   const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
-  process.exit(code);
+  if (mode !== 'drain') {
+    // Never exit with output still queued for a slow reader, nor 0 after the reader left.
+    const { OutputClosed, settleStdout } = await import('./commands/sink.js');
+    const cut = await settleStdout();
+    if (cut && code === 0) {
+      process.stderr.write(`cronsafe: ${new OutputClosed(cut).message}\n`);
+      exit(1);
+    }
+  }
+  exit(code);
 } catch (err) {
   process.stderr.write(`cronsafe: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
+  exit(1);
 }

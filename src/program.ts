@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EXIT, coerceError } from './errors.js';
+import { parseLimit, parseSince } from './commands/list-options.js';
 
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
@@ -55,18 +56,22 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
 
   const dl = program.command('dead-letter').description('inspect or requeue dead-lettered items');
   dl.command('list')
+    .description('dead items, oldest first (--json: one JSON array, one element per line)')
     .addOption(configOption())
     .option('--json', 'machine-readable output')
-    .action(async (o: { config?: string; json?: boolean }) => {
+    .option('--limit <n>', 'at most n items', parseLimit)
+    .option('--since <iso>', 'only items dead-lettered at or after this date or timestamp', parseSince)
+    .action(async (o: { config?: string; json?: boolean; limit?: number; since?: Date }) => {
       const { deadLetterList } = await import('./commands/dead-letter.js');
-      setExit(await deadLetterList(await configPath(o.config), { json: !!o.json }));
+      setExit(await deadLetterList(await configPath(o.config), { json: !!o.json, limit: o.limit, since: o.since }));
     });
-  dl.command('retry')
+  const retry = dl
+    .command('retry')
     .argument('[ids...]', 'item ids to requeue')
     .option('--all', 'requeue every dead item')
     .addOption(configOption())
     .action(async (ids: string[], o: { config?: string; all?: boolean }) => {
-      if (!o.all && ids.length === 0) throw new CommanderError(EXIT.USAGE, 'cronsafe.usage', 'dead-letter retry: give item ids or --all');
+      if (!o.all && ids.length === 0) retry.error('error: dead-letter retry: no item ids given (give one or more ids, or --all)', { exitCode: EXIT.USAGE });
       const { deadLetterRetry } = await import('./commands/dead-letter.js');
       setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
     });
@@ -111,7 +116,7 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
  * module that defines the class (commands/run.js is the whole runner), for every command.
  */
 const USAGE_ERRORS = new Set(['ScheduledTimeError']);
-const FATAL_ERRORS = new Set(['StateUnavailable']);
+const FATAL_ERRORS = new Set(['StateUnavailable', 'OutputClosed']);
 
 /** Parse argv, run the command, map what it throws to an exit code (DESIGN.md). */
 export async function main(argv: string[], signals: ProgramSignals): Promise<number> {

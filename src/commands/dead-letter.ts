@@ -1,32 +1,59 @@
 import { loadConfig } from '../config/load.js';
-import { openState } from './run.js';
+import type { DeadItem } from '../ledger/types.js';
+import { openState } from '../ledger/open.js';
+import { Sink } from './sink.js';
 import { oneLine } from './status.js';
 
-/** `cronsafe dead-letter list`: every dead item with its attempts and last error. */
-export async function deadLetterList(configPath: string, opts: { json: boolean }, out = process.stdout): Promise<number> {
+export interface ListOptions {
+  json: boolean;
+  /** At most this many (oldest first). */
+  limit?: number;
+  /** Only items dead-lettered at or after this instant. */
+  since?: Date;
+}
+
+/**
+ * `cronsafe dead-letter list`: dead items, oldest first, with their attempts and last
+ * error. Streamed from the ledger page by page and written with backpressure, so memory
+ * stays flat however many there are. `--json` is one JSON array, one element per line.
+ */
+export async function deadLetterList(configPath: string, opts: ListOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openState(config);
+  const ledger = await openState(config, { readOnly: true });
+  const sink = new Sink(out);
   try {
-    const dead = await ledger.listDead();
-    if (opts.json) {
-      out.write(`${JSON.stringify(dead.map((d) => ({ id: d.id, attempts: d.attempts, lastError: d.lastError, deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString() })), null, 2)}\n`);
-    } else if (dead.length === 0) {
-      out.write('no dead letters\n');
-    } else {
-      for (const d of dead) out.write(`${JSON.stringify(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`);
+    let n = 0;
+    for await (const page of ledger.deadPages({ limit: opts.limit, since: opts.since?.getTime() })) {
+      let text = '';
+      for (const d of page) {
+        if (opts.json) text += `${n === 0 ? '[\n' : ',\n'}  ${JSON.stringify(jsonOf(d))}`;
+        else text += `${JSON.stringify(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`;
+        n++;
+      }
+      await sink.write(text);
     }
+    if (opts.json) await sink.write(n === 0 ? '[]\n' : '\n]\n');
+    else if (n === 0) await sink.write('no dead letters\n');
+    await sink.end();
     return 0;
   } finally {
     await ledger.close();
   }
 }
 
+const jsonOf = (d: DeadItem) => ({
+  id: d.id,
+  attempts: d.attempts,
+  lastError: d.lastError,
+  deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString(),
+});
+
 /** `cronsafe dead-letter retry ID... | --all`: dead -> pending with attempts reset. */
 export async function deadLetterRetry(
   configPath: string,
   ids: string[],
   opts: { all: boolean },
-  out = process.stdout,
+  out: NodeJS.WritableStream = process.stdout,
 ): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
   const ledger = await openState(config);

@@ -4,11 +4,12 @@ import type { Logger } from 'pino';
 import { configSummary, loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
-import { openState, StateUnavailable } from '../ledger/open.js';
+import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 // Moved to ledger/open.ts (status, schedule and dead-letter need them without the runner).
 export { openState, StateUnavailable };
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
+import type { Handler } from '../runner/types.js';
 import { takeRunLock } from '../lock/advisory.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { createLogger } from '../log.js';
@@ -81,7 +82,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
 
   const events = await openEventSink(config, log);
   const lock = await takeRunLock(config, owner, log, opts.scheduledTime).catch((err: unknown) => {
-    throw new StateUnavailable(`state store unavailable (postgres): ${(err as Error).message}`);
+    // PostgreSQL's lock errors name the database already; the flock's name only its file.
+    const what = config.state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '';
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${what}${(err as Error).message}`);
   });
   if (!lock) return skipLocked(config, log, opts, events);
   // After the run lock, so a second run in the same pod skips without an API call. A pod
@@ -98,6 +101,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
 
   let ledger: Ledger | undefined;
+  let handler: Handler | undefined;
   let metrics: RunMetrics | undefined;
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
@@ -124,8 +128,14 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 } };
     const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
     if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (lock held, or lease expired)');
+    // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
+    // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
+    // pod's lock session is gone), or, joining one, those silent for longer than a lease.
+    const silentSince = reclaimsExpired(ledger) && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
+    const died = await ledger.markRunsDied(silentSince);
+    if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
-    const handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+    handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
       throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
     });
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
@@ -146,7 +156,12 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       },
       'run started',
     );
-    const result = await runPass({
+    // A module handler that broke the process (a stray process.exit, an unhandled
+    // rejection) stops the run like a lost lock, and the run fails.
+    const fatal = handler.fatal;
+    fatal?.addEventListener('abort', () => log.error({ err: fatal.reason as Error }, 'handler code broke the process; stopping the run'), { once: true });
+    const passStop = firstAbort(stop.signal, fatal);
+    const passed = await runPass({
       config,
       ledger,
       handler,
@@ -154,13 +169,14 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       log,
       runId,
       owner,
-      stop: stop.signal,
+      stop: passStop.signal,
       force: opts.force,
       observer: withDeadLetterEvents(metrics.observer, events),
       refresh: plan.refresh,
     });
+    passStop.dispose();
+    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? (fatal.reason as Error) } : passed;
     stopWatch();
-    await handler.close?.();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
       log.error({ err }, 'could not record the end of the run');
@@ -184,6 +200,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     stopWatch();
     stopBeat();
     stop.dispose();
+    await handler?.close?.().catch(() => undefined);
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
     await lease.held?.release();

@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
-import { openState } from './run.js';
+import { openState } from '../ledger/open.js';
+import { Sink } from './sink.js';
 
 export interface StatusReport {
   job: string;
@@ -9,10 +10,14 @@ export interface StatusReport {
   deadLetters: DeadItem[];
 }
 
-/** `cronsafe status`: item counts by state, recent runs, the first dead letters. */
-export async function statusCommand(configPath: string, opts: { json: boolean }, out = process.stdout): Promise<number> {
+/**
+ * `cronsafe status`: item counts by state, recent runs, the first dead letters. Reads the
+ * ledger without writing it (works on a read-only state directory); its memory is bounded
+ * by the 10 runs and 20 dead letters it shows, whatever the size of the ledger.
+ */
+export async function statusCommand(configPath: string, opts: { json: boolean }, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openState(config);
+  const ledger = await openState(config, { readOnly: true });
   try {
     const report: StatusReport = {
       job: config.name,
@@ -20,7 +25,9 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
       recentRuns: await ledger.recentRuns(10),
       deadLetters: await ledger.listDead(20),
     };
-    out.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
+    const sink = new Sink(out);
+    await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
+    await sink.end();
     return 0;
   } finally {
     await ledger.close();

@@ -3,21 +3,116 @@
  * parsed YAML before validation, so a substituted value is validated like a literal.
  *
  * Rules (docs/configuration.md): `${VAR}` needs VAR set (empty is allowed);
- * `${VAR:-text}` uses text when VAR is unset or empty; `$${` is a literal `${`; any
- * other `${` is an error, so a typo never passes through silently. A value that is
- * exactly one `${...}` where the schema expects a number becomes that number, so
- * `concurrency: ${CONCURRENCY:-4}` works; everything else stays a string.
+ * `${VAR:-text}` uses text when VAR is unset or empty; the text may itself hold
+ * references (`${A:-${B:-4}}`, up to MAX_DEPTH levels), expanded only when the default is
+ * used, as a shell does; `$${` is a literal `${`; any other `${` is an error, so a typo
+ * never passes through silently. A value that is exactly one `${...}` where the schema
+ * expects a number becomes that number, so `concurrency: ${CONCURRENCY:-4}` works;
+ * everything else stays a string.
  */
 import type { KeyProblem } from './messages.js';
 import { keyPath } from './messages.js';
 
-const TOKEN_RE = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}|\$\{[^}]*\}?/g;
+const NAME_RE = /[A-Za-z_][A-Za-z0-9_]*/y;
 const NUMBER_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+/** Defaults nested deeper than this are an error (a runaway string, not a config). */
+export const MAX_DEPTH = 8;
+
+const USAGE = '(use ${NAME} or ${NAME:-default}; write $${ for a literal ${)';
 
 export interface InterpolateResult {
   value: unknown;
   problems: KeyProblem[];
 }
+
+/** A scan of `s` from one position: the expanded text and where the scan stopped. */
+interface Scanned {
+  out: string;
+  end: number;
+  /** A default's text reached the end of the string without its `}`. */
+  unclosed?: boolean;
+}
+
+/** Expand one string; problems are reported through `problem`. */
+function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) => void): { out: string; whole: boolean } {
+  // `evaluate` is false inside a default that is not used: still parsed (a typo is an
+  // error either way), but an unset variable there is no problem.
+  const text = (from: number, depth: number, evaluate: boolean, inDefault: boolean): Scanned => {
+    let out = '';
+    let i = from;
+    // A literal `$${x}` inside a default keeps its own `}`: it does not end the default.
+    let literal = 0;
+    while (i < s.length) {
+      if (inDefault && s[i] === '}') {
+        if (literal === 0) return { out, end: i + 1 };
+        literal--;
+        out += '}';
+        i++;
+      } else if (s.startsWith('$${', i)) {
+        out += '${';
+        i += 3;
+        literal++;
+      } else if (s.startsWith('${', i)) {
+        const r = reference(i, depth, evaluate);
+        out += r.out;
+        i = r.end;
+        if (r.unclosed) return r;
+      } else {
+        out += s[i];
+        i++;
+      }
+    }
+    return { out, end: i, unclosed: inDefault };
+  };
+
+  const invalid = (start: number): Scanned => {
+    const close = s.indexOf('}', start);
+    const end = close < 0 ? s.length : close + 1;
+    const tok = s.slice(start, end);
+    problem(`invalid interpolation ${JSON.stringify(tok)} ${USAGE}`);
+    return { out: tok, end };
+  };
+
+  const reference = (start: number, depth: number, evaluate: boolean): Scanned => {
+    NAME_RE.lastIndex = start + 2;
+    const name = NAME_RE.exec(s)?.[0];
+    if (name === undefined) return invalid(start);
+    const after = start + 2 + name.length;
+    const v = env[name];
+    if (s[after] === '}') {
+      if (evaluate && v === undefined) problem(`environment variable ${name} is not set`);
+      return { out: v ?? '', end: after + 1 };
+    }
+    if (!s.startsWith(':-', after)) return invalid(start);
+    if (depth >= MAX_DEPTH) throw new TooDeep();
+    const useDefault = v === undefined || v === '';
+    const def = text(after + 2, depth + 1, evaluate && useDefault, true);
+    if (def.unclosed) {
+      // Reported once, by the outermost reference, with the whole of it.
+      if (depth === 0) problem(`invalid interpolation ${JSON.stringify(s.slice(start))}: no closing } ${USAGE}`);
+      return { out: '', end: s.length, unclosed: depth > 0 };
+    }
+    return { out: useDefault ? def.out : v, end: def.end };
+  };
+
+  try {
+    let out = '';
+    let from = 0;
+    if (s.startsWith('${')) {
+      const r = reference(0, 0, true);
+      if (r.end === s.length) return { out: r.out, whole: true };
+      out = r.out;
+      from = r.end;
+    }
+    return { out: out + text(from, 0, true, false).out, whole: false };
+  } catch (err) {
+    if (!(err instanceof TooDeep)) throw err;
+    problem(`defaults nested more than ${MAX_DEPTH} levels deep`);
+    return { out: s, whole: false };
+  }
+}
+
+class TooDeep extends Error {}
 
 /**
  * Interpolate every string in `value` (keys are left alone). `isNumberAt(path)` says
@@ -32,25 +127,7 @@ export function interpolate(
 
   const str = (s: string, path: PropertyKey[]): unknown => {
     if (!s.includes('${')) return s;
-    let whole = false;
-    const out = s.replace(TOKEN_RE, (tok: string, name?: string, hasDefault?: string, def?: string) => {
-      if (tok === '$${') return '${';
-      if (name === undefined) {
-        problems.push({
-          key: keyPath(path),
-          message: `invalid interpolation ${JSON.stringify(tok)} (use \${NAME} or \${NAME:-default}; write $\${ for a literal \${)`,
-        });
-        return tok;
-      }
-      whole = tok === s;
-      const v = env[name];
-      if (hasDefault !== undefined) return v === undefined || v === '' ? (def ?? '') : v;
-      if (v === undefined) {
-        problems.push({ key: keyPath(path), message: `environment variable ${name} is not set` });
-        return '';
-      }
-      return v;
-    });
+    const { out, whole } = expand(s, env, (message) => problems.push({ key: keyPath(path), message }));
     return whole && NUMBER_RE.test(out.trim()) && isNumberAt(path) ? Number(out) : out;
   };
 

@@ -40,11 +40,39 @@ function fail(file: string, problems: KeyProblem[]): never {
   throw new ConfigError(problems.map((p) => problemLine(file, p)).join('\n'), path.resolve(file), problems[0]?.key);
 }
 
+/** A config is a page of YAML; past this it is a mistake (or /dev/zero), not a config. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+/**
+ * At most MAX_CONFIG_BYTES + 1 bytes, whatever the file is: readFileSync would read a
+ * FIFO or /dev/zero until the heap gives out, and a huge file into a huge parse.
+ */
+function readBounded(abs: string): { text: string; tooBig: boolean } {
+  const fd = fs.openSync(abs, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
+    let n = 0;
+    while (n < buf.length) {
+      const got = fs.readSync(fd, buf, n, buf.length - n, null);
+      if (got === 0) break;
+      n += got;
+    }
+    return { text: buf.toString('utf8', 0, Math.min(n, MAX_CONFIG_BYTES)), tooBig: n > MAX_CONFIG_BYTES };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function readYaml(file: string, abs: string): unknown {
   let text: string;
   try {
-    text = fs.readFileSync(abs, 'utf8');
+    const read = readBounded(abs);
+    if (read.tooBig) {
+      throw new ConfigError(`config file ${abs} is larger than the 1 MiB limit (${MAX_CONFIG_BYTES} bytes)`, abs);
+    }
+    text = read.text;
   } catch (err) {
+    if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}`, abs);
     throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
@@ -108,8 +136,26 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
   if (!parsed.success) fail(file, formatIssues(parsed.error.issues, knownKeysAt));
 
   const config = resolve(parsed.data, abs);
+  checkState(file, config);
   if (opts.checkPaths ?? true) checkPaths(file, config);
   return config;
+}
+
+/**
+ * The SQLite ledger's path: created on first use when missing, but an existing
+ * non-file can never be opened (every command uses the ledger, so always checked).
+ */
+function checkState(file: string, c: Config): void {
+  const db = c.state.sqlite;
+  let s: fs.Stats | undefined;
+  try {
+    s = db === undefined ? undefined : fs.statSync(db, { throwIfNoEntry: false });
+  } catch {
+    return; // ENOTDIR, EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+  }
+  if (db !== undefined && s && !s.isFile()) {
+    fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, 'cronsafe.db')}): ${db}` }]);
+  }
 }
 
 /** Machine- and location-dependent defaults, absolute paths. */
@@ -133,6 +179,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
       timeoutSeconds: p.handler.timeoutSeconds,
       killAfterSeconds: p.handler.killAfterSeconds,
       maxLogBytes: p.handler.maxLogBytes,
+      expectOutput: p.handler.expectOutput,
       env: p.handler.env,
     },
     state:
@@ -295,6 +342,7 @@ export function configSummary(c: Config): Record<string, unknown> {
       timeoutSeconds: c.handler.timeoutSeconds,
       killAfterSeconds: c.handler.killAfterSeconds,
       maxLogBytes: c.handler.maxLogBytes,
+      expectOutput: c.handler.expectOutput,
       envKeys: Object.keys(c.handler.env).sort(),
     },
     output: c.output,

@@ -116,6 +116,7 @@ const handlerSchema = z
     timeoutSeconds: seconds(true).default(300),
     killAfterSeconds: seconds(false).default(5),
     maxLogBytes: int(0).default(65536),
+    expectOutput: z.boolean({ error: 'expected true or false' }).default(false),
     env: z
       .record(
         z.string().regex(ENV_NAME_RE, 'expected an environment variable name (letters, digits, _; not starting with a digit)'),
@@ -295,6 +296,9 @@ export const configSchema = z
   })
   .superRefine((c, ctx) => {
     // Runs on unvalidated input too (see `always`), hence the shape checks.
+    if (c.output === undefined && (c.handler as { expectOutput?: unknown } | undefined)?.expectOutput === true) {
+      ctx.addIssue({ code: 'custom', path: ['handler', 'expectOutput'], message: 'true needs output.directory (the output it expects goes there)' });
+    }
     const argv: unknown = (c.handler as { command?: unknown } | undefined)?.command;
     if (c.output !== undefined || !Array.isArray(argv)) return;
     argv.forEach((arg: unknown, i) => {

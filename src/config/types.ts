@@ -68,6 +68,12 @@ export interface HandlerConfig {
   killAfterSeconds: number;
   /** Cap on captured stdout+stderr per attempt, in bytes. Default 65536. */
   maxLogBytes: number;
+  /**
+   * A successful attempt that wrote nothing to `{output}` is a failure. Default false
+   * (handlers that write elsewhere); attempts without output are counted either way.
+   * Absent (programmatic callers): false.
+   */
+  expectOutput?: boolean;
   /** Extra environment for command handlers. */
   env: Record<string, string>;
 }

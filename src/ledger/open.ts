@@ -12,6 +12,13 @@ export interface OpenAs {
   job: string;
   /** For the message. */
   configPath?: string;
+  /**
+   * Only read (status, dead-letter list): no migration and no write (the owner is checked,
+   * never recorded), so it works on a read-only state directory or with a read-only
+   * database role. A ledger that does not exist yet, or whose schema is older or newer
+   * than this cronsafe's, is an error that says so. Write verbs on such a ledger fail.
+   */
+  readOnly?: boolean;
 }
 
 /**
@@ -19,19 +26,19 @@ export interface OpenAs {
  * work, so a CronJob with a bad `state` fails at once instead of being retried: among
  * those, a ledger that belongs to another job (`as.job`), refused before any item is read.
  * Each adapter (with better-sqlite3 or pg) is loaded only when it is used, so the
- * commands that never open a ledger do not pay for loading one.
+ * commands that never open a ledger do not pay for loading one. `as.readOnly`: see OpenAs.
  */
 export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledger> {
   try {
     if (state.postgres !== undefined) {
       const { openPostgresLedger } = await import('./postgres/index.js');
-      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job });
+      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly });
     }
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
     const { openSqliteLedger } = await import('./sqlite/index.js');
-    return await openSqliteLedger(state.sqlite, { job: as?.job });
+    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
     throw err;
@@ -66,15 +73,20 @@ export class StateUnavailable extends Error {
 }
 
 /**
- * Open the ledger; an unreachable store is fatal (exit 1) with a clear message, a ledger
- * of another job a config error (exit 78).
+ * Open the ledger; an unreachable store is fatal (exit 1) with a clear message naming the
+ * store and its path, a ledger of another job a config error (exit 78). `readOnly`: for
+ * commands that only look (status, dead-letter list); see OpenAs.readOnly.
  */
-export async function openState(config: Config): Promise<Ledger> {
+export async function openState(config: Config, opts: { readOnly?: boolean } = {}): Promise<Ledger> {
   try {
     // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
-    return await openLedger(config.state, { job: config.name, configPath: config.configPath });
+    return await openLedger(config.state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly });
   } catch (err) {
     if (err instanceof ConfigError) throw err; // [issue 10, case 1]
-    throw new StateUnavailable(`state store unavailable (${config.state.sqlite ?? 'postgres'}): ${(err as Error).message}`);
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${(err as Error).message}`);
   }
 }
+
+/** The store in use, for messages: `sqlite <path>` or `postgres` (its errors name host and database). */
+export const storeLabel = (config: Config): string =>
+  config.state.postgres !== undefined ? 'postgres' : `sqlite ${config.state.sqlite ?? '(no path)'}`;

@@ -156,7 +156,7 @@ export interface RunStatsRow {
 
 export function toRunStats(rows: RunStatsRow[]): RunStats {
   const out: RunStats = {
-    byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
+    byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0, died: 0 },
     firstStartedAt: null,
     lastStartedAt: null,
     lastSuccessAt: null,

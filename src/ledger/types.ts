@@ -140,6 +140,16 @@ export interface DeadItem {
   deadAt: number | null;
 }
 
+/** Which dead items Ledger.deadPages yields. */
+export interface DeadQuery {
+  /** Only items dead-lettered at or after this instant (epoch ms). */
+  since?: number;
+  /** At most this many. */
+  limit?: number;
+  /** Rows per round trip to the ledger (default 500). */
+  pageSize?: number;
+}
+
 export interface ItemRecord {
   id: string;
   state: ItemState;
@@ -154,7 +164,11 @@ export interface ItemRecord {
   mtimeMs: number | null;
 }
 
-export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
+/**
+ * How a run ended. `died`: it never recorded an end (SIGKILL, OOM, node loss) and a later
+ * run proved it dead (markRunsDied); its finishedAt is its last sign of life.
+ */
+export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale' | 'died';
 
 export interface RunRecord {
   runId: string;
@@ -298,6 +312,13 @@ export interface Ledger {
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;
   listDead(limit?: number): Promise<DeadItem[]>;
+  /**
+   * Dead items in listDead's order (oldest deadAt first, then id), as pages of at most
+   * `pageSize`, each read after the last (deadAt, id) of the one before, so memory holds
+   * one page however many there are. Each page is its own read: an item retried or newly
+   * dead while the caller iterates may be missed or seen, never seen twice. No empty pages.
+   */
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
   /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved. */
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 
@@ -319,6 +340,15 @@ export interface Ledger {
   heartbeat(runId: string, at: number): Promise<void>;
   /** Unfinished runs whose heartbeat (startedAt before the first) is at or after `since`, newest first. */
   beatingRuns(since: number): Promise<RunHeartbeat[]>;
+
+  /**
+   * Unfinished runs whose last sign of life (heartbeat, else start) is before `before`:
+   * the caller has proved their owners dead (it holds the run lock and no run beats;
+   * PostgreSQL: it started the pass alone, or their heartbeats are older than a lease).
+   * Each gets outcome `died` and finishedAt = that last sign of life, so status stops
+   * showing it as running. Returns their run ids.
+   */
+  markRunsDied(before: number): Promise<string[]>;
 
   /**
    * Record an event and bump the totals it feeds, in one transaction. `at` is when it

@@ -73,7 +73,7 @@ export class LedgerViewReader {
 /**
  * Failed runs since the last completed one, newest first. The newest run is skipped while
  * unfinished (it may be the one running now); an older unfinished run died (SIGKILL, OOM,
- * node loss) and counts as failed. Drained and stale runs neither break nor extend a streak:
+ * node loss) and counts as failed, as does one a later run marked `died`. Drained and stale runs neither break nor extend a streak:
  * a SIGTERM is not the job's fault, and a refused stale fire did no work.
  */
 export function failedRunsInARow(newestFirst: readonly RunRecord[]): number {
@@ -84,7 +84,7 @@ export function failedRunsInARow(newestFirst: readonly RunRecord[]): number {
       continue;
     }
     if (run.outcome === 'completed') break;
-    if (run.outcome === 'failed') streak++;
+    if (run.outcome === 'failed' || run.outcome === 'died') streak++;
   }
   return streak;
 }

@@ -55,7 +55,8 @@ export type PassOutcome = 'completed' | 'drained' | 'failed';
 
 export interface PassResult {
   outcome: PassOutcome;
-  counts: ResultCounts & { scanned: number; claimed: number; skippedDirectories: number };
+  /** `noOutput`: attempts whose handler succeeded but wrote nothing to `{output}` (with output.directory). */
+  counts: ResultCounts & { scanned: number; claimed: number; skippedDirectories: number; noOutput: number };
   /** `partial` when the scan skipped directories it could not read (their items wait). */
   scan: 'complete' | 'partial' | 'incomplete';
   error?: Error;
@@ -100,6 +101,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   let scanned = 0;
   let claimed = 0;
   let skippedDirectories = 0;
+  let noOutput = 0;
   let scanComplete = false;
   let sweepComplete = false;
   // One wake-up list for the dispatcher: a task ended, a result was written, or a stop.
@@ -240,7 +242,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     try {
       await handler.run(item, ctx);
       // Output first, ledger second: a crash in between means a redo that overwrites.
-      if (tempPath && outputs) await outputs.commit(tempPath, claim.id);
+      if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id))) {
+        noOutput++;
+        if (config.handler.expectOutput) {
+          throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
+        }
+      }
       durations.set(claim, now() - started);
       if (debug) logOf().debug({ ms: now() - started }, 'item done');
       results.complete(claim);
@@ -409,7 +416,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     drain.dispose();
   }
   error ??= results.error;
-  const counts = { scanned, claimed, skippedDirectories, ...results.counts };
+  const counts = { scanned, claimed, skippedDirectories, noOutput, ...results.counts };
   const scan = !scanComplete ? 'incomplete' : skippedDirectories > 0 ? 'partial' : 'complete';
   // Complete: the scan finished and nothing this pass saw is due any more. The sweep proves
   // it (attempts handed back without a stop, e.g. when our temp directory vanished, are

@@ -41,4 +41,10 @@ export class HandlerFailure extends Error {
 export interface Handler {
   run(item: WorkItem, ctx: HandlerContext): Promise<void>;
   close?(): Promise<void>;
+  /**
+   * Aborted (reason: an Error) when the handler broke the process in a way no item can be
+   * charged for (module handlers: a stray process.exit, an unhandled rejection): the run
+   * must stop claiming, hand its claims back and fail.
+   */
+  readonly fatal?: AbortSignal;
 }

@@ -36,7 +36,7 @@ export function metricsReadsContract(use: UseLedger): void {
   describe('runStats', () => {
     it('is empty before the first run', async () => {
       expect(await use().runStats()).toEqual({
-        byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0 },
+        byOutcome: { completed: 0, drained: 0, failed: 0, 'skipped-locked': 0, stale: 0, died: 0 },
         firstStartedAt: null,
         lastStartedAt: null,
         lastSuccessAt: null,
@@ -55,7 +55,7 @@ export function metricsReadsContract(use: UseLedger): void {
       await run('r5', T0 + 4000); // still running (or died): no outcome
       await use().recordEvent('lock-skip', T0 + 4500); // a skipped start is not a run
       expect(await use().runStats()).toEqual({
-        byOutcome: { completed: 2, drained: 1, failed: 1, 'skipped-locked': 0, stale: 0 },
+        byOutcome: { completed: 2, drained: 1, failed: 1, 'skipped-locked': 0, stale: 0, died: 0 },
         firstStartedAt: T0,
         lastStartedAt: T0 + 4000,
         lastSuccessAt: T0 + 1100,

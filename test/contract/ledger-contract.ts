@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Ledger } from '../../src/ledger/types.js';
 import { claimOne, discoverAndClaim, claimOpts, failOpts, items, killItem, LEASE_MS, T0, type UseLedger } from './ledger-fixtures.js';
 import { metricsReadsContract } from './ledger-contract-metrics.js';
+import { operatorContract } from './ledger-contract-operator.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
 import { refreshContract } from './ledger-contract-refresh.js';
 import { scheduleContract } from './ledger-contract-schedule.js';
@@ -34,6 +35,7 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
     metricsReadsContract(use);
     refreshContract(use);
     scheduleContract(use);
+    operatorContract(use);
   });
 }
 

@@ -133,6 +133,7 @@ describe('failedRunsInARow (the consecutive_failed_runs gauge)', () => {
   it('counts failures (and runs that died) back to the last completed run', () => {
     expect(failedRunsInARow([r('failed'), r('failed'), r('completed'), r('failed')])).toBe(2);
     expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(2); // newest may be running; older unfinished died
+    expect(failedRunsInARow([r('died'), r('failed'), r('died'), r('completed')])).toBe(3); // marked died by a later run
     expect(failedRunsInARow([r('failed'), r('drained'), r('stale'), r('failed')])).toBe(2); // a drain is not a failure
     expect(failedRunsInARow([r('completed'), r('failed')])).toBe(0);
     expect(failedRunsInARow([])).toBe(0);

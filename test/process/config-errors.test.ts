@@ -27,6 +27,8 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     ['wrong type', () => configFile(`${valid}concurrency: eight\n`), /concurrency:/],
     ['missing source directory', () => configFile(valid.replace('./source', './nowhere')), /source\.directory.*nowhere/],
     ['source is a file', () => configFile(valid.replace('./source', './cronsafe.yaml')), /source\.directory/],
+    ['state.sqlite is a directory', () => configFile(`${valid}state: {sqlite: ./source}\n`), /cronsafe\.yaml: state\.sqlite: a directory, expected the ledger file .*source/],
+    ['config is /dev/zero (read no more than 1 MiB)', () => '/dev/zero', /config file \/dev\/zero is larger than the 1 MiB limit/],
   ])('%s', async (_name, make, pattern) => {
     const file = make();
     for (const cmd of [['run'], ['validate']]) {

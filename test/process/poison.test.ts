@@ -42,5 +42,7 @@ describe('poison items are dead-lettered and stop being claimed', () => {
     expect(r.stdout).toContain('1 of the given ids were not dead letters');
     const usage = await runCli(['dead-letter', 'retry', '-c', ws.configPath]);
     expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('dead-letter retry: no item ids given (give one or more ids, or --all)');
+    expect(usage.stderr).toContain('Usage: cronsafe dead-letter retry [options] [ids...]');
   });
 });

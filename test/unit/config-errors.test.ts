@@ -1,6 +1,7 @@
+import { spawn, spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
+import { loadConfig, MAX_CONFIG_BYTES } from '../../src/config/load.js';
 import { configError, expectProblem, useConfigDir } from '../helpers/config-files.js';
 
 const dir = useConfigDir();
@@ -49,6 +50,32 @@ describe('loadConfig: file and YAML errors', () => {
     );
     const list = write('- a\n', 'list.yaml');
     expect(configError(() => loadConfig(list)).message).toBe(`${list}: expected a mapping at the top level, got a list`);
+  });
+});
+
+describe('loadConfig: size cap', () => {
+  const tooBig = (file: string) => `config file ${file} is larger than the 1 MiB limit (1048576 bytes)`;
+
+  it('reads a config of exactly 1 MiB, and refuses a valid config one byte longer, naming the file', () => {
+    const head = `name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"]}\n#`;
+    const at = write(`${head}${'x'.repeat(MAX_CONFIG_BYTES - head.length - 1)}\n`);
+    expect(loadConfig(at).name).toBe('job');
+    const over = write(`${head}${'x'.repeat(MAX_CONFIG_BYTES - head.length)}\n`, 'over.yaml');
+    const err = configError(() => loadConfig(over));
+    expect(err.message).toBe(tooBig(over));
+    expect(err.file).toBe(over);
+  });
+
+  it('reads at most the cap from a FIFO whose writer never stops', async () => {
+    const fifo = path.join(dir.root, 'fifo.yaml');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    // A separate process: opening a FIFO for reading blocks until a writer opens it.
+    const writer = spawn(process.execPath, ['-e', `const fs=require('fs');const fd=fs.openSync(${JSON.stringify(fifo)},'w');const b=Buffer.alloc(65536,35);try{for(;;)fs.writeSync(fd,b)}catch{}`]);
+    try {
+      expect(configError(() => loadConfig(fifo)).message).toBe(tooBig(fifo));
+    } finally {
+      writer.kill('SIGKILL');
+    }
   });
 });
 

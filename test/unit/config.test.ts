@@ -48,6 +48,7 @@ log: {level: info, format: json}
         timeoutSeconds: 300,
         killAfterSeconds: 5,
         maxLogBytes: 65536,
+        expectOutput: false,
         env: {},
       },
       output: { directory: `${dir.root}/out` },
@@ -75,7 +76,9 @@ handler:
   timeoutSeconds: 12.5
   killAfterSeconds: 0
   maxLogBytes: 100
+  expectOutput: true
   env: {MODE: fast}
+output: {directory: ./out}
 state: {postgres: "postgres://u:pw@db:5432/cs"}
 concurrency: 3
 queueSize: 7
@@ -94,6 +97,7 @@ log: {level: debug, format: pretty}
       timeoutSeconds: 12.5,
       killAfterSeconds: 0,
       maxLogBytes: 100,
+      expectOutput: true,
       env: { MODE: 'fast' },
     });
     expect(c.state).toStrictEqual({ postgres: 'postgres://u:pw@db:5432/cs' });
@@ -114,7 +118,7 @@ log: {level: debug, format: pretty}
       name: 'job',
       configPath: file,
       source: { directory: dir.queue, include: ['**'], exclude: [] },
-      handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, env: {} },
+      handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, expectOutput: false, env: {} },
       state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db') },
       concurrency: DEFAULT_CONCURRENCY,
       queueSize: 4 * DEFAULT_CONCURRENCY,
@@ -224,6 +228,25 @@ describe('environment', () => {
     const c = loadConfig(file, { env: { T: '0123' } });
     expect([c.concurrency, c.handler.env]).toStrictEqual([4, { TOKEN: '0123' }]);
     expectProblem(file, 'concurrency', 'expected an integer from 1 to 1024, got "many"', { T: 'x', N: 'many' });
+  });
+
+  it('expands nested defaults, lazily, and names the key of a malformed or runaway one', () => {
+    const file = minimal('lock: {path: "/l/${A:-${B:-${C:-c}}}-${D:-$${x}}.lock"}\n');
+    expect(loadConfig(file, { env: {} }).lock.path).toBe('/l/c-${x}.lock');
+    expect(loadConfig(file, { env: { B: 'b' } }).lock.path).toBe('/l/b-${x}.lock');
+    expect(loadConfig(file, { env: { A: 'a', D: 'd' } }).lock.path).toBe('/l/a-d.lock');
+    // An unset variable in a default that is not used is no error (as in a shell).
+    const lazy = minimal('lock: {path: "/l/${A:-${UNSET}}.lock"}\n');
+    expect(loadConfig(lazy, { env: { A: 'a' } }).lock.path).toBe('/l/a.lock');
+    expectProblem(lazy, 'lock.path', 'environment variable UNSET is not set', {});
+    // A whole nested reference still becomes a number where one is expected.
+    const n = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\nconcurrency: \${N:-\${M:-3}}\n`);
+    expect(loadConfig(n, { env: {} }).concurrency).toBe(3);
+    expect(loadConfig(n, { env: { M: '5' } }).concurrency).toBe(5);
+    expectProblem(minimal('lock: {path: "/x/${A:-${B:-y}"}\n'), 'lock.path', 'invalid interpolation "${A:-${B:-y}": no closing } (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
+    expectProblem(minimal('lock: {path: "/x/${A:-${1B}}"}\n'), 'lock.path', 'invalid interpolation "${1B}" (use ${NAME} or ${NAME:-default}; write $${ for a literal ${)');
+    const deep = `${'${A:-'.repeat(9)}x${'}'.repeat(9)}`;
+    expectProblem(minimal(`lock: {path: "${deep}"}\n`), 'lock.path', 'defaults nested more than 8 levels deep');
   });
 
   it('rejects malformed interpolation', () => {

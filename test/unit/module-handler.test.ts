@@ -101,6 +101,50 @@ describe('module handler', () => {
   });
 
   it.each([
+    ['undefined', 'threw undefined'],
+    ['null', 'threw null'],
+    ['string', 'caption track missing'],
+    ['empty', 'an empty string'],
+    ['symbol', 'threw Symbol(bad-frame)'],
+    ['number', 'threw 42 (a number)'],
+    ['object', 'threw {"code":"E_CAPTION","line":7}'],
+    ['cyclic', 'threw an object (Object)'],
+  ])('keeps a useful message when the function throws %s', async (id, message) => {
+    const handler = await createModuleHandler(moduleConfig('module-throws-value.mjs'), { sourceDir: '/src' });
+    try {
+      expect((await failureOf(handler.run({ ...item, id }, context()))).message).toBe(message);
+    } finally {
+      await handler.close?.();
+    }
+  });
+
+  it('turns process.exit() inside an attempt into that item\'s failure, and restores process.exit on close', async () => {
+    const before = process.exit;
+    const handler = await createModuleHandler(moduleConfig('module-exit.mjs'), { sourceDir: '/src' });
+    try {
+      const f = await failureOf(handler.run({ ...item, id: 'exit-me' }, context()));
+      expect(f.message).toMatch(/^handler code called process\.exit\(0\): a module handler fails an item by throwing/);
+      expect(f.interrupted).toBe(false);
+      await handler.run({ ...item, id: 'fine' }, context()); // the process is still here, and so is the handler
+      expect(handler.fatal?.aborted).toBe(false);
+    } finally {
+      await handler.close?.();
+    }
+    expect(process.exit).toBe(before);
+  });
+
+  it('stops the run (fatal) when handler code swallows the process.exit throw', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-exit.mjs'), { sourceDir: '/src' });
+    try {
+      await handler.run({ ...item, id: 'swallow-it' }, context());
+      expect(handler.fatal?.aborted).toBe(true);
+      expect(String(handler.fatal?.reason)).toMatch(/process\.exit\(3\) and no attempt failed with it/);
+    } finally {
+      await handler.close?.();
+    }
+  });
+
+  it.each([
     ['module-not-function.mjs', /default export must be a function.*found a number \(42\)/],
     ['module-no-default.mjs', /default export must be a function.*found no default export/],
     ['module-missing.mjs', /cannot import/],

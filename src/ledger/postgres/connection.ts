@@ -21,6 +21,8 @@ export interface PostgresOptions {
   startBudgetMs?: number;
   /** Connections in the pool. Default 4: the runner makes a few calls at a time. */
   poolMax?: number;
+  /** Sessions refuse writes (default_transaction_read_only), and open() does not migrate. */
+  readOnly?: boolean;
   /** Told before each retry (logging). */
   onRetry?: (info: { what: string; attempt: number; delayMs: number; error: PostgresLedgerError }) => void;
 }
@@ -49,6 +51,7 @@ export function clientConfig(opts: PostgresOptions): pg.ClientConfig {
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     types,
+    ...(opts.readOnly ? { options: '-c default_transaction_read_only=on' } : {}),
   };
 }
 

@@ -4,6 +4,7 @@ import type {
   Claim,
   ClaimOptions,
   DeadItem,
+  DeadQuery,
   DiscoveredItem,
   DiscoverOptions,
   FailOptions,
@@ -29,11 +30,12 @@ import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './conne
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { beatingRunsQuery, heartbeatQuery } from './heartbeat.js';
-import { LedgerOwnedByAnotherJob } from '../identity.js';
-import { adoptJob } from './meta.js';
+import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
+import { adoptJob, getMetaQuery } from './meta.js';
 import { migrate } from './migrate.js';
 import { ident } from './query.js';
-import { countsQuery, getQuery, listDeadQuery, type ItemRow } from './read.js';
+import { checkReadableSchema, countsQuery, deadPageQuery, getQuery, listDeadQuery, type ItemRow } from './read.js';
+import { deadPages } from '../dead-pages.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
 import * as runs from './runs.js';
 
@@ -44,18 +46,24 @@ export type { PostgresOptions } from './connection.js';
  * Open the PostgreSQL ledger: a connection pool, and the schema brought up to date
  * (numbered migrations under an advisory lock, so pods starting together do not race).
  * A database that cannot be reached within `startBudgetMs` is an error naming host,
- * database and schema, never the password.
+ * database and schema, never the password. `readOnly`: no migration, sessions refuse
+ * writes, and the schema must be this cronsafe's version (checkReadableSchema).
  */
 export async function openPostgresLedger(opts: PostgresOptions & { job?: string }): Promise<PostgresLedger> {
   ident(opts.schema); // a bad name fails here, before any connection
   const { job } = opts;
   const ex = new PostgresExecutor(opts);
   try {
-    await ex.tx('migrate', (exec) => migrate(exec, opts.schema), opts.startBudgetMs ?? START_BUDGET_MS);
+    const budget = opts.startBudgetMs ?? START_BUDGET_MS;
+    if (opts.readOnly) await ex.tx('open read-only', (exec) => checkReadableSchema(exec, opts.schema), budget);
+    else await ex.tx('migrate', (exec) => migrate(exec, opts.schema), budget);
     // `job`: the config name; recorded as the schema's owner on first use, refused when
     // another is recorded (LedgerOwnedByAnotherJob). Absent: no check (tools, tests).
+    // Read-only: checked, never recorded.
     if (job !== undefined) {
-      const owner = await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), opts.startBudgetMs ?? START_BUDGET_MS);
+      const owner = opts.readOnly
+        ? await ex.query<{ value: string }>('readJob', getMetaQuery(opts.schema, JOB_KEY)).then((r) => r[0]?.value ?? job)
+        : await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), budget);
       if (owner !== job) throw new LedgerOwnedByAnotherJob(owner, job);
     }
     return new PostgresLedger(ex);
@@ -155,6 +163,9 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   listDead(limit?: number): Promise<DeadItem[]> {
     return this.#ex.query<DeadItem>('listDead', listDeadQuery(this.#schema, limit ?? null));
   }
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]> {
+    return deadPages((after, n) => this.#ex.query<DeadItem>('deadPages', deadPageQuery(this.#schema, after.at, after.id, n)), query);
+  }
   retryDead(ids: string[] | 'all', now: number): Promise<number> {
     return this.#recover.retryDead(ids, now);
   }
@@ -177,6 +188,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   }
   beatingRuns(since: number): Promise<RunHeartbeat[]> {
     return this.#ex.query<RunHeartbeat>('beatingRuns', beatingRunsQuery(this.#schema, since));
+  }
+  async markRunsDied(before: number): Promise<string[]> {
+    const rows = await this.#ex.tx('markRunsDied', (exec) => exec<{ run_id: string }>(runs.markDiedQuery(this.#schema, before)));
+    return rows.map((r) => r.run_id);
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     const feeds = runs.EVENT_COUNTERS[kind] as (typeof runs.EVENT_COUNTERS)[LedgerEventKind] | undefined; // callers outside TypeScript

@@ -1,3 +1,6 @@
+import type { Exec } from './connection.js';
+import { appliedVersionsQuery, migrationsTableQuery } from './migrate.js';
+import { MIGRATIONS } from './migrations/index.js';
 import { ident, q, type Query } from './query.js';
 
 /** Item counts by state in one pass (no index on plain `state`: every transition would rewrite it). */
@@ -24,4 +27,34 @@ FROM ${ident(schema)}.items WHERE state = 'dead' ORDER BY dead_at, id LIMIT $1`,
     limit,
   );
 
+/**
+ * One page of deadPages: dead items strictly after ($1, $2) in (dead_at, id) order.
+ * A range on items_dead (dead_at), then an incremental sort of each dead_at tie by id.
+ */
+export const deadPageQuery = (schema: string, at: number, id: string, n: number): Query =>
+  q(
+    `SELECT id, attempts, last_error AS "lastError", dead_at AS "deadAt"
+FROM ${ident(schema)}.items WHERE state = 'dead' AND dead_at >= $1 AND (dead_at, id) > ($1, $2)
+ORDER BY dead_at, id LIMIT $3`,
+    at,
+    id,
+    n,
+  );
+
 export type { ItemRow } from '../rows.js';
+
+/**
+ * For a read-only open (no migration): the schema must hold a ledger of exactly this
+ * cronsafe's version; otherwise say which way it differs, rather than fail on a column.
+ */
+export async function checkReadableSchema(exec: Exec, schema: string): Promise<void> {
+  const known = Math.max(...MIGRATIONS.map((m) => m.version));
+  const [table] = await exec<{ present: boolean }>(migrationsTableQuery(schema));
+  if (!table?.present) throw new Error(`schema ${schema} holds no cronsafe ledger yet: no run has created it (check state.schema)`);
+  const [row] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
+  const v = Math.max(0, ...(row?.versions ?? []));
+  if (v < known) {
+    throw new Error(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (status and dead-letter list only read)`);
+  }
+  if (v > known) throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+}

@@ -36,11 +36,19 @@ export const lastRunStartQuery = (schema: string): Query =>
   q(`SELECT run_id AS "runId", started_at AS "startedAt", scheduled_for AS "scheduledFor"
 FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT 1`);
 
-/** One row per outcome (NULL: not finished, or died). */
+/** One row per outcome (NULL: still running, or a crash no later run has seen yet). */
 export const runStatsQuery = (schema: string): Query =>
   q(`SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
   max(started_at) AS last_started, max(finished_at) AS last_finished
 FROM ${ident(schema)}.runs GROUP BY outcome`);
+
+/** Unfinished runs (runs_unfinished) last seen alive before $1. */
+export const markDiedQuery = (schema: string, before: number): Query =>
+  q(
+    `UPDATE ${ident(schema)}.runs SET outcome = 'died', finished_at = coalesce(heartbeat_at, started_at)
+WHERE finished_at IS NULL AND coalesce(heartbeat_at, started_at) < $1 RETURNING run_id`,
+    before,
+  );
 
 export { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../rows.js';
 

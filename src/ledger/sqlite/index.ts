@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type {
   AttemptTotals,
   Claim,
   ClaimOptions,
   DeadItem,
+  DeadQuery,
   DiscoveredItem,
   DiscoverOptions,
   FailOptions,
@@ -24,7 +25,9 @@ import type {
   SettleOutcome,
   Settlement,
 } from '../types.js';
+import { deadPages } from '../dead-pages.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
+import { newDatabase } from './database.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
@@ -32,6 +35,7 @@ import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { makeReadOps, type ReadOps } from './read.js';
+import { openSqliteReadOnly } from './read-only.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRunOps, type RunOps } from './runs.js';
 
@@ -46,6 +50,8 @@ export interface SqliteOpenOptions {
    * (tests and tools that read any ledger).
    */
   job?: string;
+  /** Only read: see OpenAs.readOnly (src/ledger/open.ts) and read-only.ts. */
+  readOnly?: boolean;
 }
 
 /**
@@ -58,8 +64,14 @@ export interface SqliteOpenOptions {
  * (better-sqlite3); the async interface is for the PostgreSQL adapter's sake.
  */
 export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {}): Promise<Ledger> {
+  // Status and dead-letter list: no directory, file, migration or pragma write (read-only.ts).
+  if (opts.readOnly) {
+    const db = openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job);
+    db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
+    return new SqliteLedger(db);
+  }
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
-  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
@@ -164,6 +176,9 @@ class SqliteLedger implements Ledger {
   async listDead(limit?: number): Promise<DeadItem[]> {
     return this.#read.listDead(limit);
   }
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]> {
+    return deadPages((after, n) => this.#read.deadPage(after, n), query);
+  }
   async retryDead(ids: string[] | 'all', now: number): Promise<number> {
     return this.#recover.retryDead(ids, now);
   }
@@ -184,6 +199,9 @@ class SqliteLedger implements Ledger {
   }
   async beatingRuns(since: number): Promise<RunHeartbeat[]> {
     return this.#heartbeat.beatingRuns(since);
+  }
+  async markRunsDied(before: number): Promise<string[]> {
+    return this.#runs.markRunsDied(before);
   }
   async recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
     this.#events.recordEvent(kind, at, detail, occurrence);

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import type { DeadCursor } from '../dead-pages.js';
 import type { DeadItem, ItemCounts, ItemRecord } from '../types.js';
 import { toItemRecord, wellFormed, type ItemRow } from '../rows.js';
 
@@ -20,17 +21,27 @@ export const GET_SQL = `SELECT id, state, attempts, released, owner, lease_until
 export const LIST_DEAD_SQL = `SELECT id, attempts, last_error AS lastError, dead_at AS deadAt
   FROM items WHERE state = 'dead' ORDER BY dead_at, id LIMIT ?`;
 
+/**
+ * One page of deadPages: dead items strictly after (@at, @id). The range on items_dead
+ * (dead_at) is the index; ties on dead_at (one result batch, <= 128 rows) are sorted by id.
+ */
+export const DEAD_PAGE_SQL = `SELECT id, attempts, last_error AS lastError, dead_at AS deadAt
+  FROM items WHERE state = 'dead' AND dead_at >= @at AND (dead_at > @at OR id > @id)
+  ORDER BY dead_at, id LIMIT @n`;
+
 /** Read-only item queries (synchronous; the Ledger wraps them). */
 export interface ReadOps {
   counts(): ItemCounts;
   get(id: string): ItemRecord | null;
   listDead(limit?: number): DeadItem[];
+  deadPage(after: DeadCursor, n: number): DeadItem[];
 }
 
 export function makeReadOps(db: Database): ReadOps {
   const counts = db.prepare(COUNTS_SQL);
   const get = db.prepare(GET_SQL);
   const listDead = db.prepare(LIST_DEAD_SQL);
+  const deadPage = db.prepare(DEAD_PAGE_SQL);
   return {
     counts() {
       const c = counts.get() as { pending: number; claimed: number; dead: number; total: number };
@@ -41,5 +52,6 @@ export function makeReadOps(db: Database): ReadOps {
       return row === undefined ? null : toItemRecord(row);
     },
     listDead: (limit) => listDead.all(limit ?? -1) as DeadItem[],
+    deadPage: (after, n) => deadPage.all({ at: after.at, id: after.id, n }) as DeadItem[],
   };
 }

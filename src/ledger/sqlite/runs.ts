@@ -12,7 +12,7 @@ export const FINISH_RUN_SQL = `UPDATE runs SET finished_at = @finishedAt, outcom
 export const RECENT_RUNS_SQL = `SELECT run_id, owner, started_at, finished_at, outcome, scheduled_for, counts
   FROM runs ORDER BY started_at DESC, seq DESC LIMIT ?`;
 
-/** One row per outcome (NULL: not finished, or died); one pass over `runs`, which grows by one row per run. */
+/** One row per outcome (NULL: still running, or a crash no later run has seen yet); one pass over `runs`, which grows by one row per run. */
 export const RUN_STATS_SQL = `SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
   max(started_at) AS last_started, max(finished_at) AS last_finished
   FROM runs GROUP BY outcome`;
@@ -20,6 +20,11 @@ export const RUN_STATS_SQL = `SELECT outcome, count(*) AS runs, min(started_at) 
 /** The order of RECENT_RUNS_SQL, so lastRunStart() is recentRuns(1)[0]. */
 export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor
   FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1`;
+
+/** Unfinished runs (runs_unfinished) last seen alive before @before. */
+export const MARK_DIED_SQL = `UPDATE runs SET outcome = 'died', finished_at = coalesce(heartbeat_at, started_at)
+  WHERE finished_at IS NULL AND coalesce(heartbeat_at, started_at) < @before
+  RETURNING run_id`;
 
 /** SQLite keeps counts as JSON text. */
 type SqliteRunRow = Omit<RunRow, 'counts'> & { counts: string | null };
@@ -31,6 +36,7 @@ export interface RunOps {
   recentRuns(limit: number): RunRecord[];
   lastRunStart(): RunStart | null;
   runStats(): RunStats;
+  markRunsDied(before: number): string[];
 }
 
 
@@ -40,6 +46,7 @@ export function makeRunOps(db: Database): RunOps {
   const recent = db.prepare(RECENT_RUNS_SQL);
   const lastStart = db.prepare(LAST_RUN_START_SQL);
   const stats = db.prepare(RUN_STATS_SQL);
+  const died = db.prepare(MARK_DIED_SQL).pluck();
 
   return {
     startRun(run) {
@@ -56,5 +63,6 @@ export function makeRunOps(db: Database): RunOps {
     },
     lastRunStart: () => (lastStart.get() as RunStart | undefined) ?? null,
     runStats: () => toRunStats(stats.all() as RunStatsRow[]),
+    markRunsDied: (before) => died.all({ before }) as string[],
   };
 }

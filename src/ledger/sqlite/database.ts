@@ -1,0 +1,18 @@
+import Database from 'better-sqlite3';
+
+/**
+ * `new Database` with SQLite URI filenames enabled, so a read-only open can fall back to
+ * `file:...?immutable=1` (see read-only.ts). better-sqlite3 reads SQLITE_USE_URI once, when
+ * its addon loads on the first `new Database` of the process, so every open goes through
+ * here; the variable is removed again at once, so handler children never inherit it. A
+ * plain path (cronsafe's are absolute) means the same with URIs enabled or not.
+ */
+export function newDatabase(file: string, opts: Database.Options): Database.Database {
+  const had = process.env.SQLITE_USE_URI;
+  if (had === undefined) process.env.SQLITE_USE_URI = '1';
+  try {
+    return new Database(file, opts);
+  } finally {
+    if (had === undefined) delete process.env.SQLITE_USE_URI;
+  }
+}

@@ -1,0 +1,61 @@
+import { existsSync, statSync } from 'node:fs';
+import type Database from 'better-sqlite3';
+import { checkJob, JOB_KEY } from '../identity.js';
+import { newDatabase } from './database.js';
+import { GET_META_SQL } from './meta.js';
+import { MIGRATIONS } from './migrations/index.js';
+
+/** The schema version this cronsafe reads and writes. */
+const KNOWN = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/** Errors that mean "SQLite wanted to create the WAL index (-shm) and may not". */
+const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
+
+/**
+ * Open the ledger at `file` for reading only (status, dead-letter list): no migration,
+ * no write, no file created. A WAL database needs its `-shm` index; when the directory is
+ * read-only and no writer left one (the last connection removes it), the file is opened
+ * `immutable` instead, which is exact as long as no write-ahead log is pending (checked).
+ * Throws, with the path, when there is no ledger or its schema is not this cronsafe's;
+ * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
+ */
+export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
+  if (!existsSync(file)) throw new Error(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
+  let db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
+  try {
+    checkSchema(db, file, job);
+    return db;
+  } catch (err) {
+    db.close();
+    if (!NO_SHM.test(String((err as { code?: unknown }).code))) throw err;
+  }
+  const wal = statSync(`${file}-wal`, { throwIfNoEntry: false });
+  if (wal && wal.size > 0) {
+    throw new Error(
+      `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which this read-only directory does not allow`,
+    );
+  }
+  db = newDatabase(`file:${file.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`, { readonly: true });
+  try {
+    checkSchema(db, file, job);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/** A reader must not guess at a schema it does not know; say which way the versions differ. */
+function checkSchema(db: Database.Database, file: string, job: string | undefined): void {
+  const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).get();
+  if (table === undefined) throw new Error(`${file} holds no cronsafe ledger (no schema_migrations table)`);
+  const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
+  if (v < KNOWN) {
+    throw new Error(
+      `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (status and dead-letter list only read)`,
+    );
+  }
+  if (v > KNOWN) throw new Error(`ledger ${file} has schema version ${v}, newer than this cronsafe knows (${KNOWN}); upgrade cronsafe`);
+  // Checked, not recorded: a ledger no job has adopted yet is read as it is.
+  if (job !== undefined) checkJob(db.prepare(GET_META_SQL).pluck().get(JOB_KEY) as string | undefined, job);
+}

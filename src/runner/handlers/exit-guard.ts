@@ -1,0 +1,144 @@
+/**
+ * A module handler runs inside cronsafe's process, so its code can end or break that
+ * process: `process.exit(0)` would end the run with exit 0 and its claims still held, an
+ * unhandled rejection or an uncaught exception would crash it. While a module handler is
+ * loaded, this guard:
+ *
+ * - replaces `process.exit` with a function that throws a ModuleExit instead. Called from
+ *   an attempt's own code, the throw rejects that attempt, which fails (the item's
+ *   fault). Called anywhere else (a timer, code that caught the throw), no attempt
+ *   receives it: once every attempt in flight at the call has settled without it, the
+ *   call is "stray" and `fatal` aborts: the run stops claiming, hands claims back and
+ *   fails (exit 1).
+ * - turns an unhandled rejection or an uncaught exception into `fatal` at once (nothing
+ *   tells which item it came from).
+ *
+ * No AsyncLocalStorage: on Node 20 it enables promise hooks for the whole process; an
+ * attempt here costs one Set insert and delete.
+ */
+
+/** What `process.exit(code)` throws while a module handler is loaded. */
+export class ModuleExit extends Error {
+  override name = 'ModuleExit';
+  constructor(readonly code: unknown) {
+    super(`handler code called process.exit(${code === undefined ? '' : String(code)})`);
+  }
+}
+
+/** One exit call, waiting for one of the attempts in flight at the time to receive it. */
+interface ExitCall {
+  err: ModuleExit;
+  waiting: Set<symbol>;
+}
+
+export interface ExitGuard {
+  /** Aborted (reason: an Error saying what happened) when handler code broke the process. */
+  readonly fatal: AbortSignal;
+  /** An attempt starts; pass the token to end(). */
+  begin(): symbol;
+  /** The attempt settled; `rejection` is what its function rejected with, if anything. */
+  end(token: symbol, rejection?: unknown): void;
+  /** Uninstall (idempotent); process.exit and the listeners are restored with the last guard. */
+  release(): void;
+}
+
+const guards = new Set<Guard>();
+let realExit: typeof process.exit | undefined;
+
+function interceptedExit(code?: unknown): never {
+  const err = new ModuleExit(code);
+  for (const g of guards) g.exitCalled(err);
+  throw err;
+}
+
+function onRejection(reason: unknown): void {
+  for (const g of guards) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason)}`));
+}
+
+function onException(err: unknown): void {
+  const why =
+    err instanceof ModuleExit
+      ? `${err.message} outside an attempt (from a timer or callback)`
+      : `uncaught exception: ${describeThrown(err)}`;
+  for (const g of guards) g.stop(new Error(why));
+}
+
+class Guard implements ExitGuard {
+  readonly #fatal = new AbortController();
+  readonly fatal = this.#fatal.signal;
+  readonly #inFlight = new Set<symbol>();
+  #calls: ExitCall[] = [];
+
+  begin(): symbol {
+    const token = Symbol('attempt');
+    this.#inFlight.add(token);
+    return token;
+  }
+
+  end(token: symbol, rejection?: unknown): void {
+    this.#inFlight.delete(token);
+    if (this.#calls.length === 0) return;
+    const left: ExitCall[] = [];
+    let stray: ExitCall | undefined;
+    for (const c of this.#calls) {
+      if (c.err === rejection) continue; // received by the attempt that made it
+      c.waiting.delete(token);
+      if (c.waiting.size > 0) left.push(c);
+      else stray ??= c;
+    }
+    this.#calls = left;
+    if (stray) this.stop(new Error(`${stray.err.message} and no attempt failed with it (the call was caught, or came from a timer)`));
+  }
+
+  exitCalled(err: ModuleExit): void {
+    if (this.#inFlight.size === 0) this.stop(new Error(`${err.message} while no attempt was running`));
+    else this.#calls.push({ err, waiting: new Set(this.#inFlight) });
+  }
+
+  stop(reason: Error): void {
+    if (!this.#fatal.signal.aborted) this.#fatal.abort(reason);
+  }
+
+  release(): void {
+    if (!guards.delete(this) || guards.size > 0) return;
+    if (realExit) process.exit = realExit;
+    realExit = undefined;
+    process.off('unhandledRejection', onRejection);
+    process.off('uncaughtException', onException);
+  }
+}
+
+/** Install the guard (process-wide, shared by every loaded module handler). */
+export function acquireExitGuard(): ExitGuard {
+  const g = new Guard();
+  if (guards.size === 0) {
+    realExit = process.exit;
+    process.exit = interceptedExit as typeof process.exit;
+    process.on('unhandledRejection', onRejection);
+    process.on('uncaughtException', onException);
+  }
+  guards.add(g);
+  return g;
+}
+
+/**
+ * A useful message for anything a handler may throw: an Error's message (else its name),
+ * a string as is, and other values as String(value) or, failing that, their type.
+ */
+export function describeThrown(value: unknown): string {
+  if (value instanceof Error) return value.message || value.name || 'an Error without a message';
+  if (typeof value === 'string') return value === '' ? 'an empty string' : value;
+  if (value === undefined || value === null) return `threw ${String(value)}`;
+  if (typeof value === 'symbol') return `threw ${value.toString()}`;
+  if (typeof value !== 'object' && typeof value !== 'function') return `threw ${String(value)} (a ${typeof value})`;
+  const message = (value as { message?: unknown }).message;
+  if (typeof message === 'string' && message !== '') return message;
+  try {
+    const json = JSON.stringify(value);
+    if (json !== undefined && json !== '{}') return `threw ${json.length > 500 ? `${json.slice(0, 499)}…` : json}`;
+  } catch {
+    /* cyclic, or a BigInt inside: fall back to the type */
+  }
+  const ctor = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return `threw ${typeof value === 'function' ? 'a function' : `an object (${typeof ctor === 'string' && ctor ? ctor : 'Object'})`}`;
+}

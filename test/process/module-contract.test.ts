@@ -1,0 +1,53 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+
+// A module handler shares cronsafe's process: it must not be able to end the run with
+// "pass completed" (exit 0) while claims are still held, nor crash it with claims left.
+const items = (n: number, extra: Record<string, string>) => ({
+  ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`item-${String(i).padStart(3, '0')}.scc`, `${i}`])),
+  ...extra,
+});
+
+describe('module handler: process.exit and unhandled rejections', () => {
+  it('process.exit(0) inside an attempt fails that item only; the run completes', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') } }, items(20, { 'exit-now.scc': 'x' }));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)).toMatchObject({ outcome: 'completed', counts: { succeeded: 20, failed: 1 } });
+    const failed = r.lines.find((l) => l.msg === 'item failed; will retry');
+    expect(failed).toMatchObject({ itemId: 'exit-now.scc' });
+    expect(String(failed?.error)).toMatch(/handler code called process\.exit\(0\)/);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 20, dead: 0 });
+  });
+
+  it('process.exit(0) from a timer stops the run: claims handed back, outcome failed, exit 1', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 },
+      items(200, { 'item-000-timer.scc': 't' }),
+    );
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(1);
+    const broke = r.lines.find((l) => l.msg === 'handler code broke the process; stopping the run');
+    expect(JSON.stringify(broke?.err)).toMatch(/process\.exit\(0\)/);
+    expect(finished(r)).toMatchObject({ outcome: 'failed' });
+    const s = await statusJson(ws.configPath);
+    expect(s.items.claimed).toBe(0);
+    expect(s.items.pending).toBeGreaterThan(0); // stopped early; the rest waits for the next run
+  });
+
+  it('an unhandled rejection from handler code stops the run with its claims handed back, exit 1', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/unhandled-module.mjs') }, concurrency: 2 },
+      items(200, { 'item-000-reject.scc': 'r' }),
+    );
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(1);
+    const broke = r.lines.find((l) => l.msg === 'handler code broke the process; stopping the run');
+    expect(JSON.stringify(broke?.err)).toMatch(/promise rejection unhandled: lost promise for item-000-reject\.scc/);
+    expect(finished(r)).toMatchObject({ outcome: 'failed' });
+    const s = await statusJson(ws.configPath);
+    expect(s.items.claimed).toBe(0);
+    expect(s.items.pending).toBeGreaterThan(0);
+  });
+});

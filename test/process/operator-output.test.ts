@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { CLI, FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
+
+/**
+ * Operator commands piped to a slow reader: the output is complete and valid, or the exit
+ * is non-zero. The reader takes nothing until the CLI has exited or 1.5 s have passed, so
+ * a CLI that exits with output still queued is caught every time.
+ */
+const T0 = Date.UTC(2026, 0, 1);
+const DEAD = 100_500;
+const BATCH = 128; // one result batch of the runner: the items that share a deadAt
+
+/** Fill a ledger with `n` dead items, `BATCH` per deadAt, oldest first. */
+async function deadLedger(ws: Workspace, n: number, error: (i: number) => string): Promise<void> {
+  const ledger = await openSqliteLedger(ws.db);
+  try {
+    const retry = { maxAttempts: 1, backoffMs: 0, backoffMaxMs: 0 };
+    for (let start = 0, b = 0; start < n; start += BATCH, b++) {
+      const now = T0 + b * 1000;
+      const ids = Array.from({ length: Math.min(BATCH, n - start) }, (_, i) => ({ id: `dir/item-${String(start + i).padStart(7, '0')}.scc` }));
+      const claimable = await ledger.discover(ids, { runId: 'seed', now });
+      const claims = await ledger.claim(claimable, { owner: 'seed', runId: 'seed', now, leaseMs: 60_000 });
+      await ledger.fail(claims.map((c) => ({ claim: c, error: error(Number(c.id.slice(9, 16))) })), { now, retry });
+    }
+  } finally {
+    await ledger.close();
+  }
+}
+
+interface Piped {
+  code: number | null;
+  stderr: string;
+  output: string;
+}
+
+/** Run the CLI with its stdout into a reader that starts reading only later. */
+async function throughLateReader(args: string[], file: string): Promise<Piped> {
+  const reader = spawn(process.execPath, [path.join(FIXTURES, 'process/late-reader.mjs'), file], { stdio: ['pipe', 'ignore', 'pipe'] });
+  const readerExit = new Promise((resolve) => reader.on('exit', resolve));
+  await new Promise<void>((resolve, reject) => {
+    reader.stderr!.setEncoding('utf8').on('data', (c: string) => c.includes('READY') && resolve());
+    void readerExit.then(() => reject(new Error('reader exited early')));
+  });
+  const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', reader.stdin!, 'pipe'] });
+  reader.stdin!.destroy(); // the CLI holds the only write end: the reader sees EOF when it exits
+  let stderr = '';
+  cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const hard = setTimeout(() => cli.kill('SIGKILL'), 120_000);
+  const start = setTimeout(() => reader.kill('SIGUSR1'), 1500);
+  const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+  clearTimeout(hard);
+  clearTimeout(start);
+  reader.kill('SIGUSR1');
+  await readerExit;
+  return { code, stderr, output: readFileSync(file, 'utf8') };
+}
+
+describe(`dead-letter list and status through a slow pipe (${DEAD} dead items)`, () => {
+  let ws: Workspace;
+  beforeAll(async () => {
+    ws = workspace({ handler: { command: ['true'] } });
+    await deadLedger(ws, DEAD, (i) => `exit code 1: caption ${i} has no cue at line ${i % 977}`);
+  }, 120_000);
+
+  it('--json: one complete, valid JSON array, oldest first', async () => {
+    const r = await throughLateReader(['dead-letter', 'list', '-c', ws.configPath, '--json'], path.join(ws.dir, 'list.json'));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.output.length).toBeGreaterThan(65_536);
+    const list = JSON.parse(r.output) as Array<{ id: string; attempts: number; lastError: string; deadAt: string }>;
+    expect(list).toHaveLength(DEAD);
+    expect(new Set(list.map((d) => d.id)).size).toBe(DEAD);
+    expect(list[0]).toEqual({ id: 'dir/item-0000000.scc', attempts: 1, lastError: 'exit code 1: caption 0 has no cue at line 0', deadAt: new Date(T0).toISOString() });
+    expect(list.at(-1)!.id).toBe(`dir/item-${String(DEAD - 1).padStart(7, '0')}.scc`);
+  }, 150_000);
+
+  it('text: one line per dead item', async () => {
+    const r = await throughLateReader(['dead-letter', 'list', '-c', ws.configPath], path.join(ws.dir, 'list.txt'));
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.output.split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines).toHaveLength(DEAD);
+    expect(lines[1]).toBe('"dir/item-0000001.scc"\tattempts 1\texit code 1: caption 1 has no cue at line 1');
+  }, 150_000);
+
+  it('--limit and --since choose the oldest items from an instant on', async () => {
+    const since = new Date(T0 + 3 * 1000).toISOString(); // the 4th batch on
+    const r = await throughLateReader(['dead-letter', 'list', '-c', ws.configPath, '--json', '--since', since, '--limit', '200'], path.join(ws.dir, 'since.json'));
+    expect(r.code, r.stderr).toBe(0);
+    const list = JSON.parse(r.output) as Array<{ id: string }>;
+    expect(list.map((d) => d.id)).toEqual(Array.from({ length: 200 }, (_, i) => `dir/item-${String(3 * BATCH + i).padStart(7, '0')}.scc`));
+  }, 60_000);
+
+  it('a reader that leaves early (| head -c 1000) gives a non-zero exit, never a silent 0', async () => {
+    const head = spawn('head', ['-c', '1000'], { stdio: ['pipe', 'pipe', 'ignore'] });
+    let got = 0;
+    head.stdout!.on('data', (c: Buffer) => (got += c.length));
+    const cli = spawn(process.execPath, [CLI, 'dead-letter', 'list', '-c', ws.configPath, '--json'], { stdio: ['ignore', head.stdin!, 'pipe'] });
+    head.stdin!.destroy();
+    let stderr = '';
+    cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const hard = setTimeout(() => cli.kill('SIGKILL'), 60_000);
+    const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+    clearTimeout(hard);
+    expect(got).toBe(1000);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/output incomplete: stdout was closed before everything was written \(EPIPE\)/);
+  }, 90_000);
+});
+
+describe('status --json through a slow pipe', () => {
+  it('is complete when the 20 dead letters it shows are large', async () => {
+    // Last errors as large as handler.maxLogBytes allows: 1.2 MB, more than any pipe or socket buffer.
+    const ws = workspace({ handler: { command: ['true'] } });
+    await deadLedger(ws, 30, (i) => `stderr of caption ${i}: ${'x'.repeat(60_000)}`);
+    const r = await throughLateReader(['status', '-c', ws.configPath, '--json'], path.join(ws.dir, 'status.json'));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.output.length).toBeGreaterThan(1_200_000);
+    const report = JSON.parse(r.output) as { items: Record<string, number>; deadLetters: unknown[] };
+    expect(report.items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 30 });
+    expect(report.deadLetters).toHaveLength(20);
+  }, 60_000);
+});

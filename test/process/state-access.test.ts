@@ -1,0 +1,130 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/ledger/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
+import { CLI, FIXTURES, runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+const KNOWN = Math.max(...MIGRATIONS.map((m) => m.version));
+const isRoot = process.getuid?.() === 0;
+
+/** The CLI as `nobody`, for directories that root could write anyway. */
+async function asNobody(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const hard = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  clearTimeout(hard);
+  return { code, stdout, stderr };
+}
+
+const failing = { module: path.join(FIXTURES, 'process/fail-some-module.mjs') };
+
+describe('SQLite state problems name the store in use and its path (exit 1)', () => {
+  it('the run lock directory cannot be made: its parent is a file', async () => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    writeFileSync(path.join(ws.dir, 'plain-file'), '');
+    const lock = path.join(ws.dir, 'plain-file', 'locks', 'job.lock');
+    const cfg = workspace({ handler: failing, state: { sqlite: ws.db }, lock: { path: lock } }, { 'a.scc': 'a' });
+    const r = await runCli(['run', '-c', cfg.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${lock}: ENOTDIR`);
+    expect(r.stderr).not.toMatch(/postgres/);
+  });
+
+  it("the ledger's directory cannot be made: its parent is a file", async () => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    writeFileSync(path.join(ws.dir, 'plain-file'), '');
+    const db = path.join(ws.dir, 'plain-file', 'state', 'cronsafe.db');
+    const cfg = workspace({ handler: failing, state: { sqlite: db } }, { 'a.scc': 'a' });
+    const r = await runCli(['run', '-c', cfg.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`state store unavailable (sqlite ${db}): ENOTDIR`);
+  });
+
+  it.skipIf(!isRoot)('the state directory is not writable (as an unprivileged user)', async () => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    chmodSync(ws.dir, 0o755);
+    mkdirSync(ws.state, { recursive: true, mode: 0o755 });
+    const r = await asNobody(['run', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${path.join(ws.state, 'cronsafe.lock')}: EACCES`);
+  });
+});
+
+describe('status and dead-letter list only read the ledger', () => {
+  it.skipIf(!isRoot)('work on a read-only state directory, creating nothing', async () => {
+    const ws = workspace({ handler: failing, retry: { maxAttempts: 1 } }, { 'ok.scc': 'o', 'corrupt.scc': 'x' });
+    chmodSync(ws.dir, 0o755);
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    chmodSync(ws.db, 0o644);
+    const files = readdirSync(ws.state).sort();
+    expect(files.filter((f) => f.endsWith('-wal') || f.endsWith('-shm'))).toEqual([]); // a clean close removes them
+
+    const status = await asNobody(['status', '-c', ws.configPath, '--json']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 1 });
+    const list = await asNobody(['dead-letter', 'list', '-c', ws.configPath, '--json']);
+    expect(list.code, list.stderr).toBe(0);
+    expect((JSON.parse(list.stdout) as Array<{ id: string }>).map((d) => d.id)).toEqual(['corrupt.scc']);
+    expect(readdirSync(ws.state).sort()).toEqual(files);
+  });
+
+  it('say when there is no ledger yet, and do not create one', async () => {
+    const ws = workspace({ handler: failing });
+    for (const args of [['status'], ['dead-letter', 'list']]) {
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): no ledger file at ${ws.db}: no run has created it yet (check state.sqlite)`);
+    }
+    expect(existsSync(ws.db)).toBe(false);
+  });
+
+  it('say that an older ledger needs a run to migrate it, and leave it as it is', async () => {
+    const ws = workspace({ handler: failing });
+    mkdirSync(ws.state, { recursive: true });
+    const old = new Database(ws.db);
+    migrate(old, MIGRATIONS.slice(0, KNOWN - 1));
+    old.close();
+    const r = await runCli(['status', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      `ledger ${ws.db} has schema version ${KNOWN - 1}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (status and dead-letter list only read)`,
+    );
+    const after = new Database(ws.db, { readonly: true });
+    expect(after.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: KNOWN - 1 });
+    after.close();
+  });
+});
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('status on PostgreSQL only reads', () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('says when the schema holds no ledger yet (and creates none), then reads with a SELECT-only role', async () => {
+    const url = await server.createDatabase('ro');
+    const ws = workspace({ handler: failing, state: { postgres: url, schema: 'qc' }, retry: { maxAttempts: 1 } }, { 'corrupt.scc': 'x' });
+    const none = await runCli(['status', '-c', ws.configPath]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/state store unavailable \(postgres\): open read-only on PostgreSQL .* schema qc holds no cronsafe ledger yet/);
+    expect(await server.admin(`SELECT 1 FROM pg_namespace WHERE nspname = 'qc'`, [], 'ro')).toEqual([]);
+
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    await server.admin(`CREATE ROLE reader LOGIN; GRANT USAGE ON SCHEMA qc TO reader; GRANT SELECT ON ALL TABLES IN SCHEMA qc TO reader`, [], 'ro');
+    const reader = workspace({ handler: failing, state: { postgres: url.replace('postgres@', 'reader@'), schema: 'qc' } });
+    const status = await runCli(['status', '-c', reader.configPath, '--json']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 1 });
+  }, 60_000);
+});
