@@ -8,6 +8,7 @@ export class AttemptSignal {
   #ctl: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
+  #listeners: Array<(reason: unknown) => void> | undefined;
 
   /** The attempt's AbortSignal (created on first read; already aborted if the attempt was). */
   get signal(): AbortSignal {
@@ -31,5 +32,24 @@ export class AttemptSignal {
     this.#aborted = true;
     this.#reason = reason;
     this.#ctl?.abort(reason);
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners) for (const fn of listeners) fn(reason);
+  }
+
+  /**
+   * Be told of the abort without making the AbortSignal (called at once if already
+   * aborted). Returns the unsubscribe.
+   */
+  onAbort(fn: (reason: unknown) => void): () => void {
+    if (this.#aborted) {
+      fn(this.#reason);
+      return () => undefined;
+    }
+    (this.#listeners ??= []).push(fn);
+    return () => {
+      const i = this.#listeners?.indexOf(fn) ?? -1;
+      if (i >= 0) this.#listeners!.splice(i, 1);
+    };
   }
 }

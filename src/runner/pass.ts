@@ -232,6 +232,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       get signal() {
         return abort.signal;
       },
+      onAbort: (fn) => abort.onAbort(fn),
       outputPath: tempPath,
       get log() {
         return logOf();

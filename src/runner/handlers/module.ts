@@ -1,9 +1,9 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
+import { AttemptSignal } from '../attempt-signal.js';
 import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
 
 /** The shape `handler.module`'s default export must have. */
@@ -11,7 +11,7 @@ export type ModuleHandlerFn = (item: WorkItem, ctx: HandlerContext) => unknown;
 
 /**
  * Import `handler.module` and wrap its default export as a Handler. Each attempt gets
- * its own AbortSignal (the run's signal combined with the timeout). In-process code
+ * its own AbortSignal (the run's abort combined with the timeout; made only if read). In-process code
  * cannot be killed, so after a timeout or abort the function gets killAfterSeconds to
  * notice its signal, then the attempt fails whether or not it stopped.
  * While the handler is loaded (from import to close()), process.exit, unhandled rejections
@@ -47,59 +47,120 @@ export async function createModuleHandler(cfg: HandlerConfig, _opts: { sourceDir
   };
 }
 
+type Ending = { kind: 'ok' } | { kind: 'err'; err: unknown } | { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
+
+/**
+ * One attempt of an in-process handler. The hot path is a no-op handler over a big
+ * backlog, so nothing is made per attempt that the attempt does not need: the function's
+ * AbortSignal exists only if it reads `ctx.signal` (AttemptSignal), the run's abort is
+ * heard through ctx.onAbort (no signal made for it), one promise waits for whichever comes
+ * first (the function, its timeout, the run's abort), and a synchronous function costs
+ * no promise at all.
+ */
 async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard): Promise<void> {
-  if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
   const token = guard.begin();
   let rejection: unknown;
-  // One controller per attempt, fed by the run's signal and the timeout. Not
-  // AbortSignal.any: on Node 20 it costs ~3 KB and two signals per call and its composite
-  // signals outlive the attempt, which showed up as heap growth over a million items.
-  const attempt = new AbortController();
-
-  // Settles as {ok} / {err}, never rejects: we may stop listening to it, and a late
-  // rejection must not become an unhandledRejection that crashes the run.
-  const work = (async () => fn(item, { ...ctx, signal: attempt.signal }))().then(
-    () => ({ ok: true as const }),
-    (err: unknown) => ({ ok: false as const, err }),
-  );
-
+  const own = new AttemptSignal();
+  const fnCtx = new ModuleContext(ctx, own);
+  let settle: ((e: Ending) => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const stopped = new Promise<'timeout' | 'abort'>((resolve) => {
-    timer = setTimeout(() => {
-      attempt.abort(new Error(`timed out after ${cfg.timeoutSeconds}s`));
-      resolve('timeout');
-    }, cfg.timeoutSeconds * 1000);
-    onAbort = () => {
-      attempt.abort(ctx.signal.reason);
-      resolve('abort');
-    };
-    ctx.signal.addEventListener('abort', onAbort, { once: true });
-  });
-
+  let offAbort: (() => void) | undefined;
   try {
-    const first = await Promise.race([work, stopped]);
-    if (first === 'timeout' || first === 'abort') {
-      // Grace for a cooperative function to stop writing before the runner discards its output.
-      const grace = new AbortController();
-      const graceMs = first === 'abort' ? killBudgetMs(ctx.signal.reason, cfg.killAfterSeconds * 1000) : cfg.killAfterSeconds * 1000;
-      const late = await Promise.race([work, delay(graceMs, undefined, { signal: grace.signal }).catch(() => undefined)]);
-      grace.abort();
-      if (late && !late.ok) rejection = late.err;
-      if (first === 'abort') throw interrupted(ctx.signal.reason);
-      throw new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
+    let result: unknown;
+    let early: Ending | undefined;
+    offAbort = listenAbort(ctx, (reason) => {
+      own.abort(reason);
+      const e: Ending = { kind: 'abort', reason };
+      if (settle) settle(e);
+      else early ??= e;
+    });
+    if (early) throw interrupted((early as { reason: unknown }).reason);
+    try {
+      result = fn(item, fnCtx);
+    } catch (err) {
+      result = Promise.reject(err);
     }
-    if (first.ok) return;
-    rejection = first.err;
-    if (first.err instanceof ModuleExit) {
-      throw new HandlerFailure(`${first.err.message}: a module handler fails an item by throwing; cronsafe does not exit`);
+    if (!isThenable(result)) return; // synchronous success
+    const work = Promise.resolve(result);
+    const ending = await new Promise<Ending>((resolve) => {
+      settle = resolve;
+      if (early) resolve(early);
+      work.then(
+        () => resolve({ kind: 'ok' }),
+        (err: unknown) => resolve({ kind: 'err', err }),
+      );
+      timer = setTimeout(() => {
+        own.abort(new Error(`timed out after ${cfg.timeoutSeconds}s`));
+        resolve({ kind: 'timeout' });
+      }, cfg.timeoutSeconds * 1000);
+    });
+    if (ending.kind === 'ok') return;
+    if (ending.kind === 'err') {
+      rejection = ending.err;
+      if (ending.err instanceof ModuleExit) {
+        throw new HandlerFailure(`${ending.err.message}: a module handler fails an item by throwing; cronsafe does not exit`);
+      }
+      if (own.aborted) throw interrupted(own.reason);
+      throw new HandlerFailure(describeThrown(ending.err));
     }
-    if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
-    throw new HandlerFailure(describeThrown(first.err));
+    // Timeout or abort: in-process code cannot be killed. Give a cooperative function its
+    // grace to stop writing before the runner discards its output, then fail the attempt.
+    clearTimeout(timer);
+    const graceMs = ending.kind === 'abort' ? killBudgetMs(ending.reason, cfg.killAfterSeconds * 1000) : cfg.killAfterSeconds * 1000;
+    let graceTimer: NodeJS.Timeout | undefined;
+    const late = await Promise.race([
+      work.then(
+        () => undefined,
+        (err: unknown) => ({ err }),
+      ),
+      new Promise<undefined>((resolve) => {
+        graceTimer = setTimeout(() => resolve(undefined), graceMs);
+      }),
+    ]);
+    clearTimeout(graceTimer);
+    if (late) rejection = late.err;
+    if (ending.kind === 'abort') throw interrupted(ending.reason);
+    throw new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
   } finally {
     clearTimeout(timer);
-    if (onAbort) ctx.signal.removeEventListener('abort', onAbort);
+    offAbort?.();
     guard.end(token, rejection);
+  }
+}
+
+/** ctx.onAbort when the runner offers it (no AbortSignal made), else a listener on ctx.signal. */
+function listenAbort(ctx: HandlerContext, fn: (reason: unknown) => void): () => void {
+  if (ctx.onAbort) return ctx.onAbort(fn);
+  const signal = ctx.signal;
+  if (signal.aborted) {
+    fn(signal.reason);
+    return () => undefined;
+  }
+  const on = () => fn(signal.reason);
+  signal.addEventListener('abort', on, { once: true });
+  return () => signal.removeEventListener('abort', on);
+}
+
+const isThenable = (v: unknown): v is PromiseLike<unknown> =>
+  v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function';
+
+/** The context a module handler sees: the runner's, with the attempt's own (lazy) signal. */
+class ModuleContext implements HandlerContext {
+  constructor(
+    private readonly outer: HandlerContext,
+    private readonly own: AttemptSignal,
+  ) {}
+  get signal(): AbortSignal {
+    return this.own.signal;
+  }
+  get log() {
+    return this.outer.log;
+  }
+  get outputPath(): string | undefined {
+    return this.outer.outputPath;
+  }
+  get attempt(): number {
+    return this.outer.attempt;
   }
 }
 
