@@ -1,7 +1,7 @@
 // Helpers shared by the PostgreSQL benchmarks (bench/postgres.mjs, bench/pg-compare.mjs):
 // a throwaway server, a cronsafe config on it, and P `cronsafe run` processes of one run group.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,4 +107,29 @@ export async function measureCronsafe(configFile, processes, group, items) {
     // What each process saw pending when it exited (a pass shared to its end leaves ~0).
     pendingAtExit: finished.map((f) => f.items?.pending ?? null),
   };
+}
+
+const TICK = 100; // USER_HZ: /proc/<pid>/stat times are in clock ticks
+
+/** CPU seconds used by the server: the postmaster, its live children, and its reaped children. */
+export function serverCpuSec(server) {
+  const postmasterPid = Number(readFileSync(path.join(server.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const stat = (pid) => {
+    try {
+      const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      // fields after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+      return { ppid: Number(f[1]), u: Number(f[11]), s: Number(f[12]), cu: Number(f[13]), cs: Number(f[14]) };
+    } catch {
+      return null;
+    }
+  };
+  const pm = stat(postmasterPid);
+  let ticks = pm.u + pm.s + pm.cu + pm.cs;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const st = stat(d);
+    if (st && st.ppid === postmasterPid) ticks += st.u + st.s;
+  }
+  return ticks / TICK;
 }

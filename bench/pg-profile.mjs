@@ -5,44 +5,19 @@
 //   npm run build && node bench/pg-profile.mjs          (env BENCH_PROFILE_ITEMS, default 20000;
 //                                                        BENCH_PROFILE_FSYNC=off for a flush-free server)
 // Not part of `npm run bench`: a diagnostic for docs and design notes.
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { envInt, fmtInt, loadavg, makeTree, table } from './lib.mjs';
-import { CLI, startServer, writePgConfig } from './pg-lib.mjs';
+import { CLI, serverCpuSec, startServer, writePgConfig } from './pg-lib.mjs';
 import { binNodeFlags, run } from './rss.mjs';
 
 const ITEMS = envInt('BENCH_PROFILE_ITEMS', 20_000);
 const FSYNC = process.env.BENCH_PROFILE_FSYNC ?? 'on';
 const log = (msg) => process.stderr.write(`[bench:pg-profile] ${msg}\n`);
-const TICK = 100; // USER_HZ: /proc/<pid>/stat times are in clock ticks
-
-/** CPU seconds used by the server: the postmaster, its live children, and its reaped children. */
-function serverCpuSec(postmasterPid) {
-  const stat = (pid) => {
-    try {
-      const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-      // fields after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
-      return { ppid: Number(f[1]), u: Number(f[11]), s: Number(f[12]), cu: Number(f[13]), cs: Number(f[14]) };
-    } catch {
-      return null;
-    }
-  };
-  const pm = stat(postmasterPid);
-  let ticks = pm.u + pm.s + pm.cu + pm.cs;
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    const st = stat(d);
-    if (st && st.ppid === postmasterPid) ticks += st.u + st.s;
-  }
-  return ticks / TICK;
-}
-
 const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-prof-'));
 const server = await startServer([`fsync=${FSYNC}`, 'shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all', 'track_wal_io_timing=on']);
 try {
-  const pmPid = Number(readFileSync(path.join(server.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
   const url = server.database('prof');
   server.psql('CREATE EXTENSION pg_stat_statements', 'prof');
   const src = path.join(root, 'src');
@@ -58,7 +33,7 @@ try {
       .psql('SELECT wal_records, wal_bytes, wal_sync, wal_sync_time, wal_write FROM pg_stat_wal')
       .split('|')
       .map(Number);
-    return { commits, rollbacks, walRecords, walBytes, walSync, walSyncMs, walWrite, cpu: serverCpuSec(pmPid) };
+    return { commits, rollbacks, walRecords, walBytes, walSync, walSyncMs, walWrite, cpu: serverCpuSec(server) };
   };
   server.psql('SELECT pg_stat_statements_reset()', 'prof');
   const before = stats();

@@ -12,30 +12,36 @@
 //              until none is left and nothing is in flight.
 //
 //   node bench/proto/claim-at-slot.mjs URL SCHEMA GROUP N '{"claimCommit":"off",...}'
-// Options (JSON): concurrency (8), queueSize (32), claimCommit ('on'|'off': synchronous_commit
-// of the claim session), claimTx (wrap each claim in BEGIN/COMMIT), claimConns (claims in
+// Options (JSON): concurrency (8), queueSize (32), claimCommit ('on' | 'off': synchronous_commit
+// of the claim session | 'local': BEGIN; SET LOCAL synchronous_commit = off; claim; COMMIT), claimTx (wrap each claim in BEGIN/COMMIT), claimConns (claims in
 // flight at once, each on its own connection), completeOne (complete + counters as one
 // statement instead of BEGIN/UPDATE/INSERT/COMMIT), window (candidates offered per claim:
 // 'k' or 'all' of the channel), sweepOrder ('available_at, id' | 'available_at'), candidates
 // (false: discovery feeds no candidates, every item goes through the sweep), analyze (ANALYZE
 // items once the scan is done: a first pass otherwise plans on a never-analyzed table),
+// analyzeAfter (ANALYZE once this pod has inserted this many rows; 0 = never),
 // sweepIndex (an index matching the sweep's ORDER BY: (seen_run, available_at, id)), pkGuard
 // (complete with `i.id = ANY($ids)`, so the plan looks rows up by primary key whatever the
 // statistics say), maxUnwritten (no claim while this many finished results wait to be written:
-// back-pressure from the ledger's write rate; 0 = none).
+// back-pressure from the ledger's write rate; 0 = none), named (prepared statements, planned
+// once and then generically; false: unnamed, planned for each call's values), customPlans
+// (plan_cache_mode = force_custom_plan on every session: prepared, but planned for each
+// call's values; a generic plan made while the table looked small scans every pending row),
+// claimMax (at most this many slots per claim, so several claims alternate; 0 = all free).
 // Prints BENCH_RESULT=<json>.
 import pg from 'pg';
 
 const [url, schema, group, nArg, optsArg = '{}'] = process.argv.slice(2);
 const N = Number(nArg);
-const o = { concurrency: 8, queueSize: 32, claimCommit: 'off', claimTx: false, claimConns: 1, completeOne: true, window: 'k', sweepOrder: 'available_at, id', candidates: true, analyze: false, sweepIndex: false, pkGuard: true, maxUnwritten: 256, ...JSON.parse(optsArg) };
+const o = { concurrency: 8, queueSize: 32, claimCommit: 'off', claimTx: false, claimConns: 1, completeOne: true, window: 'k', sweepOrder: 'available_at, id', candidates: true, analyze: false, analyzeAfter: 0, sweepIndex: false, pkGuard: true, maxUnwritten: 256, named: true, customPlans: true, claimMax: 0, ...JSON.parse(optsArg) };
 const S = `"${schema}"`;
 const owner = `proto:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
 const LEASE_MS = 90_000;
 const id = (i) => `d${String(Math.floor(i / 1000)).padStart(4, '0')}/f${String(i % 1000).padStart(4, '0')}`;
 
 const connect = async (opts = '') => {
-  const c = new pg.Client({ connectionString: url, options: opts || undefined });
+  const all = [opts, o.customPlans ? '-c plan_cache_mode=force_custom_plan' : ''].filter(Boolean).join(' ');
+  const c = new pg.Client({ connectionString: url, options: all || undefined });
   await c.connect();
   return c;
 };
@@ -47,10 +53,12 @@ if (o.sweepIndex) await resultConn.query(`CREATE INDEX IF NOT EXISTS items_pendi
 let rtt = 0; // round trips issued by this pod
 const q = async (c, text, values, name) => {
   rtt++;
-  return (await c.query({ text, values, name })).rows;
+  return (await c.query({ text, values, name: o.named ? name : undefined })).rows;
 };
 
 // ---- discovery -------------------------------------------------------------------------
+let inserted = 0;
+let analyzed = false;
 async function discover(ids) {
   const now = Date.now();
   await q(discoverConn, 'BEGIN');
@@ -63,6 +71,7 @@ ON CONFLICT (id) DO NOTHING RETURNING id`,
     'p-insert',
   );
   let claimable = created.map((r) => r.id);
+  inserted += created.length;
   if (created.length < ids.length) {
     const made = new Set(claimable);
     const known = ids.filter((x) => !made.has(x));
@@ -77,6 +86,10 @@ UPDATE ${S}.items AS i SET seen_run = $2 FROM t WHERE i.id = t.id`,
     claimable = claimable.concat(rows.map((r) => r.id));
   }
   await q(discoverConn, 'COMMIT');
+  if (o.analyzeAfter > 0 && !analyzed && inserted >= o.analyzeAfter) {
+    analyzed = true;
+    await q(discoverConn, `ANALYZE ${S}.items`);
+  }
   return claimable;
 }
 
@@ -91,9 +104,11 @@ UPDATE ${S}.items AS i ${CLAIM_SET} FROM c WHERE i.id = c.id RETURNING i.id, i.a
 
 async function claimOn(c, sql, first, k, name) {
   const now = Date.now();
-  if (o.claimTx) await q(c, 'BEGIN');
+  const tx = o.claimTx || o.claimCommit === 'local';
+  if (tx) await q(c, 'BEGIN');
+  if (o.claimCommit === 'local') await q(c, 'SET LOCAL synchronous_commit = off');
   const rows = await q(c, sql, [first, owner, now, now + LEASE_MS, k], name);
-  if (o.claimTx) await q(c, 'COMMIT');
+  if (tx) await q(c, 'COMMIT');
   return rows;
 }
 
@@ -205,7 +220,8 @@ function start(rows) {
 
 async function claimLoop(c) {
   for (;;) {
-    const free = o.concurrency - running - reserved;
+    const idleSlots = o.concurrency - running - reserved;
+    const free = o.claimMax > 0 ? Math.min(idleSlots, o.claimMax) : idleSlots;
     const unwritten = held.size - running;
     if (free <= 0 || (o.maxUnwritten > 0 && unwritten >= o.maxUnwritten)) {
       await idle();
@@ -213,7 +229,8 @@ async function claimLoop(c) {
     }
     let rows;
     if (channel.length > 0) {
-      const take = o.window === 'all' ? channel.length : Math.min(free, channel.length);
+      // 'all': every candidate this loop may look at (shared out when several loops claim).
+      const take = Math.min(channel.length, o.window === 'all' ? Math.max(free, Math.ceil(channel.length / o.claimConns)) : free);
       const cands = channel.splice(0, take);
       wakeProducer?.();
       reserved += free;
@@ -224,7 +241,7 @@ async function claimLoop(c) {
       // others were not claimable (another pod has them) and are dropped.
       if (o.window === 'all' && rows.length === free) {
         const last = rows.reduce((m, r) => (r.id > m ? r.id : m), '');
-        channel.unshift(...cands.filter((x) => x > last));
+        channel.unshift(...cands.filter((x) => x > last).slice(0, Math.max(0, o.queueSize - channel.length)));
       }
     } else if (scanDone) {
       reserved += free;
