@@ -1,4 +1,4 @@
-// Helpers shared by the PostgreSQL benchmarks (bench/postgres.mjs, bench/pg-compare.mjs):
+// Helpers shared by the PostgreSQL benchmarks (bench/postgres.mjs, bench/pg-graphile.mjs):
 // a throwaway server, a cronsafe config on it, and P `cronsafe run` processes of one run group.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';

@@ -41,8 +41,7 @@ try {
   log(`cronsafe run, 1 process, ${fmtInt(ITEMS)} items, fsync=${FSYNC} ...`);
   const t0 = performance.now();
   const r = await run(['/usr/bin/time', '-f', 'BENCH_CPU=%U %S', process.execPath, ...binNodeFlags(), CLI, 'run', '-c', configFile], 600_000, {
-    ...process.env,
-    CRONSAFE_RUN_GROUP: 'profile',
+    env: { ...process.env, CRONSAFE_RUN_GROUP: 'profile' },
   });
   const wallMs = performance.now() - t0;
   if (r.code !== 0) throw new Error(`run failed (${r.code}): ${r.stderr.slice(-2000)}`);

@@ -47,7 +47,7 @@ let db = 0;
 try {
   const graphile = async (label) => {
     log(`graphile-worker (${label}) ...`);
-    const r = result(await run([process.execPath, path.join(ROOT, 'bench', 'compare', 'graphile-worker.mjs'), server.database(`gw_${label}`), String(ITEMS), '8'], 600_000), 'graphile');
+    const r = result(await run([process.execPath, path.join(ROOT, 'bench', 'graphile', 'graphile-worker.mjs'), server.database(`gw_${label}`), String(ITEMS), '8'], 600_000), 'graphile');
     return (ITEMS * 1000) / r.processMs;
   };
   const gw = [await graphile('first')];

@@ -8,8 +8,8 @@
 //   - floor: one connection claiming 50 rows with SKIP LOCKED and completing them with one
 //     fenced UPDATE, no runner around it.
 // Prints a table with the ratio cronsafe / graphile-worker and writes
-// bench/results-pg-compare.json. Env: BENCH_COMPARE_ITEMS (default 20000; BENCH_QUICK=1:
-// 2000), BENCH_COMPARE_PROCESSES (default 1,2,4). See docs/benchmarks.md.
+// bench/results-pg-graphile.json. Env: BENCH_GRAPHILE_ITEMS (default 20000; BENCH_QUICK=1:
+// 2000), BENCH_GRAPHILE_PROCESSES (default 1,2,4). See docs/benchmarks.md.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,25 +18,25 @@ import { havePostgres, measureCronsafe, startServer, writePgConfig } from './pg-
 import { run } from './rss.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
-const ITEMS = envInt('BENCH_COMPARE_ITEMS', QUICK ? 2_000 : 20_000);
-const PROCESSES = (process.env.BENCH_COMPARE_PROCESSES ?? '1,2,4').split(',').map((v) => {
+const ITEMS = envInt('BENCH_GRAPHILE_ITEMS', QUICK ? 2_000 : 20_000);
+const PROCESSES = (process.env.BENCH_GRAPHILE_PROCESSES ?? '1,2,4').split(',').map((v) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_COMPARE_PROCESSES: expected positive integers separated by commas, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_GRAPHILE_PROCESSES: expected positive integers separated by commas, got ${JSON.stringify(v)}`);
   return n;
 });
 const CONCURRENCY = 8;
 const FLOOR_BATCH = 50;
-const log = (msg) => process.stderr.write(`[bench:pg-compare] ${msg}\n`);
+const log = (msg) => process.stderr.write(`[bench:pg-graphile] ${msg}\n`);
 
 if (!havePostgres()) {
   log('skipped: no PostgreSQL under /usr/lib/postgresql (run .ci/setup-postgres.sh)');
   process.exit(0);
 }
 
-/** Run a bench/compare child; its BENCH_RESULT line, plus the wall time from spawn to exit. */
+/** Run a bench/graphile child; its BENCH_RESULT line, plus the wall time from spawn to exit. */
 async function child(script, args) {
   const t0 = performance.now();
-  const r = await run([process.execPath, path.join(BENCH_DIR, 'compare', script), ...args], 900_000);
+  const r = await run([process.execPath, path.join(BENCH_DIR, 'graphile', script), ...args], 900_000);
   const wallMs = performance.now() - t0;
   const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT='));
   if (r.code !== 0 || !line) throw new Error(`${script} failed (exit ${r.code ?? r.signal})\n${r.stderr.slice(-3000)}`);
@@ -109,10 +109,10 @@ try {
   ];
   process.stdout.write(`${out.join('\n')}\n`);
   writeFileSync(
-    path.join(BENCH_DIR, 'results-pg-compare.json'),
+    path.join(BENCH_DIR, 'results-pg-graphile.json'),
     `${JSON.stringify({ environment: { ...env, loadavgAfter: loadavg() }, postgres: server.version, settings, quick: QUICK, graphileMeanPerSec: gwRate, results }, null, 2)}\n`,
   );
-  log(`wrote ${path.join(BENCH_DIR, 'results-pg-compare.json')}`);
+  log(`wrote ${path.join(BENCH_DIR, 'results-pg-graphile.json')}`);
 } finally {
   server.stop();
   rmSync(root, { recursive: true, force: true });

@@ -1,8 +1,8 @@
-// The floor for a fenced PostgreSQL queue (bench/pg-compare.mjs): a bare `pg` loop on one
+// The floor for a fenced PostgreSQL queue (bench/pg-graphile.mjs): a bare `pg` loop on one
 // connection that claims BATCH rows with FOR UPDATE SKIP LOCKED, "runs" them (no-op) and
 // completes them with one fenced UPDATE (owner + attempt), each statement its own commit.
 // No runner, no scan, no retries: what the server and one connection can do.
-//   node bench/compare/floor.mjs URL N [BATCH]
+//   node bench/graphile/floor.mjs URL N [BATCH]
 // Prints one `BENCH_RESULT=<json>` line.
 import pg from 'pg';
 

@@ -1,7 +1,7 @@
-// graphile-worker, the comparison for cronsafe on PostgreSQL (bench/pg-compare.mjs): one
+// graphile-worker, the comparison for cronsafe on PostgreSQL (bench/pg-graphile.mjs): one
 // process that migrates, enqueues N jobs with addJobs, runs them with a no-op task at the
 // given concurrency and stock worker settings, and stops once all N succeeded.
-//   node bench/compare/graphile-worker.mjs URL N CONCURRENCY
+//   node bench/graphile/graphile-worker.mjs URL N CONCURRENCY
 // Prints one `BENCH_RESULT=<json>` line (times in ms from this process's start).
 import { EventEmitter } from 'node:events';
 import { Logger, makeWorkerUtils, run, runMigrations } from 'graphile-worker';
