@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Start a throwaway PostgreSQL in DIR on loopback PORT and print its URL; or stop it.
-#   .ci/start-postgres.sh start DIR PORT   -> postgres://postgres@127.0.0.1:PORT/postgres
+#   .ci/start-postgres.sh start DIR PORT [NAME=VALUE ...]   -> postgres://postgres@127.0.0.1:PORT/postgres
 #   .ci/start-postgres.sh stop DIR
-# Trust auth, fsync off: for tests and benchmarks only. initdb refuses to run as root, so
+# Trust auth, fsync off: for tests and benchmarks only. Settings given after PORT are passed
+# as `-c NAME=VALUE` after the defaults and win over them (e.g. `fsync=on` for a bench that
+# must pay for durable commits). initdb refuses to run as root, so
 # as root the directory is given to the `postgres` user and the binaries run as it (so its
 # parent directories must be searchable by that user, e.g. a fresh `mktemp -d` under /tmp).
 set -euo pipefail
@@ -16,11 +18,16 @@ as_pg() {
 case "$cmd" in
   start)
     port=${3:?PORT required}
+    extra=''
+    for kv in "${@:4}"; do
+      [[ "$kv" =~ ^[a-z_.]+=[A-Za-z0-9_.,:-]*$ ]] || { echo "bad setting $kv (want name=value)" >&2; exit 2; }
+      extra="$extra -c $kv"
+    done
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres "$dir"
     as_pg "'$bin/initdb' -D '$dir/data' -U postgres -A trust -E UTF8 --locale=C --no-sync" >/dev/null
     as_pg "'$bin/pg_ctl' -D '$dir/data' -l '$dir/log' -w -t 30 \
-      -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200' start" >/dev/null
+      -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200$extra' start" >/dev/null
     echo "postgres://postgres@127.0.0.1:$port/postgres"
     ;;
   stop)

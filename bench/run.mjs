@@ -8,7 +8,9 @@
 //   rss       peak RSS, small vs big backlog, with the bin's flags and with plain node
 //   inprocess runPass in process, pinned to one core (the runner's ceiling)
 //   postgres  1, 2, 4 processes on PostgreSQL (when installed; bench/postgres.mjs)
-// BENCH_QUICK=1: smaller sizes, no postgres unless named: a few minutes. Sizes: see SIZES.
+//   graphile  cronsafe on PostgreSQL (fsync on) beside graphile-worker and a bare pg floor
+//             (when installed; bench/pg-graphile.mjs)
+// BENCH_QUICK=1: smaller sizes, no postgres/graphile unless named: a few minutes. Sizes: see SIZES.
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIR, envInt, environment, fmtInt, fmtMiB, fmtRatio, fmtSec, loadavg, table, which } from './lib.mjs';
@@ -17,11 +19,11 @@ import { measureCompare } from './compare.mjs';
 import { measureRss, run } from './rss.mjs';
 import { measureStartup } from './startup.mjs';
 
-const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'postgres'];
+const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'postgres', 'graphile'];
 const quick = process.env.BENCH_QUICK === '1';
 const asked = [...process.argv.slice(2), ...(process.env.BENCH_SECTIONS ?? '').split(',')].filter(Boolean);
 for (const s of asked) if (!ALL.includes(s)) throw new Error(`unknown bench section ${JSON.stringify(s)}: expected some of ${ALL.join(', ')}`);
-const sections = asked.length > 0 ? asked : ALL.filter((s) => !(quick && s === 'postgres'));
+const sections = asked.length > 0 ? asked : ALL.filter((s) => !(quick && (s === 'postgres' || s === 'graphile')));
 
 const SIZES = {
   startupRuns: envInt('BENCH_STARTUP_RUNS', 5),
@@ -168,15 +170,17 @@ process.stdout.write(`${report.join('\n')}\n`);
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);
 
-// PostgreSQL: its own server, table and results file (bench/postgres.mjs).
-if (sections.includes('postgres')) {
-  const pgRoot = '/usr/lib/postgresql';
-  if (existsSync(pgRoot) && readdirSync(pgRoot).some((v) => existsSync(path.join(pgRoot, v, 'bin', 'initdb')))) {
-    const pg = await run([process.execPath, path.join(BENCH_DIR, 'postgres.mjs')], 1_800_000);
-    process.stderr.write(pg.stderr);
-    process.stdout.write(pg.stdout);
-    if (pg.code !== 0) throw new Error(`bench/postgres.mjs failed (exit ${pg.code ?? pg.signal})`);
-  } else {
-    log('postgres: skipped (no PostgreSQL under /usr/lib/postgresql; .ci/setup-postgres.sh installs it)');
+// PostgreSQL: each its own server, table and results file (bench/postgres.mjs, bench/pg-graphile.mjs).
+const pgRoot = '/usr/lib/postgresql';
+const havePg = existsSync(pgRoot) && readdirSync(pgRoot).some((v) => existsSync(path.join(pgRoot, v, 'bin', 'initdb')));
+for (const [name, script] of [['postgres', 'postgres.mjs'], ['graphile', 'pg-graphile.mjs']]) {
+  if (!sections.includes(name)) continue;
+  if (!havePg) {
+    log(`${name}: skipped (no PostgreSQL under /usr/lib/postgresql; .ci/setup-postgres.sh installs it)`);
+    continue;
   }
+  const pg = await run([process.execPath, path.join(BENCH_DIR, script)], 1_800_000);
+  process.stderr.write(pg.stderr);
+  process.stdout.write(pg.stdout);
+  if (pg.code !== 0) throw new Error(`bench/${script} failed (exit ${pg.code ?? pg.signal})`);
 }

@@ -114,6 +114,21 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       for (const l of [a, b, c]) await l!.close();
     });
 
+    it('writes a batch and its counters together: a repeat and a stale attempt in the batch are fenced, and counted', async () => {
+      const ledger = await fresh();
+      const [a, b, c, d] = await discoverAndClaim(ledger, [{ id: 'a' }, { id: 'b' }, { id: 'c' }, { id: 'd' }], opts('o'));
+      const outs = await ledger.complete([a!, a!, { ...b!, attempt: 9 }, b!], T0 + 1);
+      expect(outs.map((o) => [o.id, o.result])).toEqual([['a', 'applied'], ['a', 'fenced'], ['b', 'fenced'], ['b', 'applied']]);
+      expect(outs[2]).toMatchObject({ reason: expect.stringMatching(/attempt 9/) });
+      expect(await ledger.release([c!, c!], T0 + 2, 'stop')).toMatchObject([{ result: 'applied', state: 'pending' }, { result: 'fenced' }]);
+      expect(await ledger.forget([d!, d!], T0 + 3)).toMatchObject([{ result: 'applied', state: 'gone' }, { result: 'fenced' }]);
+      expect(await ledger.attemptTotals()).toEqual({ succeeded: 2, failed: 0, dead: 0, released: 1, fenced: 4, gone: 1 });
+      expect((await ledger.totals()).itemsDone).toBe(2);
+      expect(await ledger.get('c')).toMatchObject({ state: 'pending', attempts: 1, released: 1, lastError: 'stop' });
+      expect(await ledger.get('d')).toBeNull();
+      await ledger.close();
+    });
+
     it('skips a row another transaction has locked instead of waiting for it', async () => {
       const ledger = await fresh();
       await discoverAndClaim(ledger, [{ id: 'locked' }, { id: 'free' }], opts('o', { limit: 0 }));

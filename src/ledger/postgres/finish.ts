@@ -23,42 +23,68 @@ const CLAIMS = `unnest($1::text[], $2::text[], $3::integer[]) AS c(id, owner, at
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.attempts = c.attempt`;
 
-/** Complete a whole batch in one statement; RETURNING names the rows that passed the fence. */
+/**
+ * A fenced write of a whole batch and its counters as ONE statement (its own transaction):
+ * one round trip and one commit per batch instead of BEGIN, write, counter bump, COMMIT.
+ * `write` is the guarded UPDATE or DELETE over CLAIMS, returning (id, owner, attempt) of the
+ * rows that passed the fence; `counter` counts those, items_fenced the rest of the batch
+ * (`n` = the batch's length: a claim listed twice is applied once, its repeat is fenced).
+ * Counter rows are written in name order, as bumpQuery does.
+ */
+const fencedWrite = (schema: string, write: string, counter: FencedCounter, n: string): string =>
+  `WITH w AS (
+  ${write}
+  RETURNING i.id, c.owner, c.attempt),
+k AS (SELECT count(*) AS applied FROM w),
+bump AS (
+  INSERT INTO ${ident(schema)}.counters AS t (name, value)
+  SELECT v.name, v.by FROM k, LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied)) AS v(name, by)
+  WHERE v.by > 0 ORDER BY v.name
+  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)
+SELECT id, owner, attempt FROM w`;
+
+type FencedCounter = 'items_done' | 'items_released' | 'items_gone';
+
+/** Complete a whole batch in one statement, counters included. */
 export const completeQuery = (schema: string, c: ClaimColumns, now: number): Query =>
   q(
-    `UPDATE ${ident(schema)}.items AS i SET state = 'done', owner = NULL, lease_until = NULL,
-  done_at = $4, done_by = c.owner, updated_at = $4
-FROM ${CLAIMS} WHERE ${GUARD}
-RETURNING i.id, c.owner, c.attempt`,
+    fencedWrite(
+      schema,
+      `UPDATE ${ident(schema)}.items AS i SET state = 'done', owner = NULL, lease_until = NULL,
+    done_at = $4, done_by = c.owner, updated_at = $4
+  FROM ${CLAIMS} WHERE ${GUARD}`,
+      'items_done',
+      '$5',
+    ),
     c.ids,
     c.owners,
     c.attempts,
     now,
+    c.ids.length,
   );
 
 /** The interrupted attempt is handed back (released + 1), so it is not charged. */
 export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string): Query =>
   q(
-    `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
-  released = i.released + 1, available_at = $4, last_error = $5, updated_at = $4
-FROM ${CLAIMS} WHERE ${GUARD}
-RETURNING i.id, c.owner, c.attempt`,
+    fencedWrite(
+      schema,
+      `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
+    released = i.released + 1, available_at = $4, last_error = $5, updated_at = $4
+  FROM ${CLAIMS} WHERE ${GUARD}`,
+      'items_released',
+      '$6',
+    ),
     c.ids,
     c.owners,
     c.attempts,
     now,
     reason,
+    c.ids.length,
   );
 
 /** The item's file is gone: the row goes, so a file that comes back is new again. */
 export const forgetQuery = (schema: string, c: ClaimColumns): Query =>
-  q(
-    `DELETE FROM ${ident(schema)}.items AS i USING ${CLAIMS} WHERE ${GUARD}
-RETURNING i.id, c.owner, c.attempt`,
-    c.ids,
-    c.owners,
-    c.attempts,
-  );
+  q(fencedWrite(schema, `DELETE FROM ${ident(schema)}.items AS i USING ${CLAIMS} WHERE ${GUARD}`, 'items_gone', '$4'), c.ids, c.owners, c.attempts, c.ids.length);
 
 /**
  * Lock the rows the claims still hold, in id order, and read what a failure decision
@@ -171,36 +197,46 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
     );
   }
 
-  /** complete / release: one guarded UPDATE for the batch, then settle. */
-  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome, counter: 'items_done' | 'items_released' | 'items_gone') =>
-    (claims: Claim[]): Promise<FenceOutcome[]> =>
-      claims.length === 0
-        ? Promise.resolve([])
-        : ex.tx(what, async (exec) => {
-            const rows = await exec<Applied>(query(claimColumns(claims)));
-            const applied = new Map<string, FenceOutcome>();
-            const byKey = new Map(claims.map((c) => [keyOf(c), c]));
-            for (const r of rows) {
-              const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
-              if (c) applied.set(keyOf(c), ok(c));
-            }
-            return settle(exec, claims, applied, { [counter]: rows.length });
-          });
+  /**
+   * complete / release / forget: one statement writes the batch and its counters
+   * (fencedWrite). Only when some claims were fenced, a read says why, after the commit: the
+   * reason is for people, the counts were already written with the change.
+   */
+  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome) =>
+    async (claims: Claim[]): Promise<FenceOutcome[]> => {
+      if (claims.length === 0) return [];
+      const rows = await ex.query<Applied>(what, query(claimColumns(claims)));
+      const applied = new Map<string, FenceOutcome>();
+      const byKey = new Map(claims.map((c) => [keyOf(c), c]));
+      for (const r of rows) {
+        const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
+        if (c) applied.set(keyOf(c), ok(c));
+      }
+      const outs = claims.map((c): FenceOutcome | Claim => {
+        const out = applied.get(keyOf(c));
+        applied.delete(keyOf(c)); // a repeat is fenced
+        return out ?? c;
+      });
+      const fenced = outs.filter((o): o is Claim => !('result' in o));
+      if (fenced.length === 0) return outs as FenceOutcome[];
+      const holders = await ex.query<ClaimHolder & { id: string }>(what, holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
+      const byId = new Map(holders.map((r) => [r.id, r]));
+      return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, byId.get(wellFormed(o.id)) ?? null) }));
+    };
 
   return {
     complete: (claims, now) =>
-      guarded('complete', (c) => completeQuery(schema, c, now), (c) => ({ id: c.id, result: 'applied', state: 'done' }), 'items_done')(claims),
+      guarded('complete', (c) => completeQuery(schema, c, now), (c) => ({ id: c.id, result: 'applied', state: 'done' }))(claims),
 
     release: (claims, now, reason) =>
       guarded(
         'release',
         (c) => releaseQuery(schema, c, now, reason),
         (c) => ({ id: c.id, result: 'applied', state: 'pending', availableAt: now }),
-        'items_released',
       )(claims),
 
     forget: (claims) =>
-      guarded('forget', (c) => forgetQuery(schema, c), (c) => ({ id: c.id, result: 'applied', state: 'gone' }), 'items_gone')(claims),
+      guarded('forget', (c) => forgetQuery(schema, c), (c) => ({ id: c.id, result: 'applied', state: 'gone' }))(claims),
 
     fail: (failures, opts) =>
       failures.length === 0
