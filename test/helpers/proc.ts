@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Direct children of every process, from /proc (Linux). */
 function childrenByParent(): Map<number, number[]> {
@@ -53,4 +53,16 @@ export function killTree(pid: number): number[] {
   const all = [...new Set([...tree, ...processTree(pid)])];
   for (const p of all) signal(p, 'SIGKILL');
   return all;
+}
+
+/** Handler starts per item id, from a handler's own log of "<id> <attempt>" lines (test/fixtures/process/logged-copy.sh). */
+export function invocations(file: string): Map<string, number> {
+  const byId = new Map<string, number>();
+  if (!existsSync(file)) return byId;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue;
+    const id = line.slice(0, line.lastIndexOf(' '));
+    byId.set(id, (byId.get(id) ?? 0) + 1);
+  }
+  return byId;
 }

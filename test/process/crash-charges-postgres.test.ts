@@ -3,13 +3,13 @@
  * moments, with maxAttempts 3. A killed pod's claims are taken over only once their lease
  * expires; what is charged must match what the handlers really started.
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
 import { configure, FIXTURES, spawnCli, workspace, type Running } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
-import { killTree } from '../helpers/proc.js';
+import { invocations, killTree } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 
 const MAX_ATTEMPTS = 3;
@@ -17,16 +17,6 @@ const CONCURRENCY = 3;
 const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
 const randomInt = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo + 1));
 
-function invocations(file: string): Map<string, number> {
-  const byId = new Map<string, number>();
-  if (!existsSync(file)) return byId;
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line) continue;
-    const id = line.slice(0, line.lastIndexOf(' '));
-    byId.set(id, (byId.get(id) ?? 0) + 1);
-  }
-  return byId;
-}
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('SIGKILLs of several pods on PostgreSQL (maxAttempts 3)', () => {
   let server: PgServer;

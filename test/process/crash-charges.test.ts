@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { ItemRecord } from '../../src/ledger/types.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, workspace, type Workspace } from '../helpers/cli.js';
-import { killTree } from '../helpers/proc.js';
+import { invocations, killTree } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 
 const MAX_ATTEMPTS = 3;
@@ -24,18 +24,6 @@ function backlog(n: number, prefix = 'item'): Record<string, string> {
   const files: Record<string, string> = {};
   for (let i = 0; i < n; i++) files[`${prefix}-${String(i).padStart(4, '0')}`] = `payload ${i} ${'x'.repeat(i % 97)}\n`;
   return files;
-}
-
-/** Handler starts per item id, from the handler's own log. */
-function invocations(file: string): Map<string, number> {
-  const byId = new Map<string, number>();
-  if (!existsSync(file)) return byId;
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line) continue;
-    const id = line.slice(0, line.lastIndexOf(' '));
-    byId.set(id, (byId.get(id) ?? 0) + 1);
-  }
-  return byId;
 }
 
 async function records(ws: Workspace, ids: string[]): Promise<Map<string, ItemRecord>> {
