@@ -116,7 +116,8 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
  * module that defines the class (commands/run.js is the whole runner), for every command.
  */
 const USAGE_ERRORS = new Set(['ScheduledTimeError']);
-const FATAL_ERRORS = new Set(['StateUnavailable', 'OutputClosed']);
+// Errors whose message says it all (an unusable environment): one line, no stack.
+const FATAL_ERRORS = new Set(['StateUnavailable', 'OutputClosed', 'UnsafeOwnDirectory']);
 
 /** Parse argv, run the command, map what it throws to an exit code (DESIGN.md). */
 export async function main(argv: string[], signals: ProgramSignals): Promise<number> {

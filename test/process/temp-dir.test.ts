@@ -20,6 +20,8 @@ async function refused(ws: Workspace, problem: RegExp) {
   expect(r.stderr).toContain(path.join(ws.out, '.cronsafe-tmp'));
   expect(r.stderr).toMatch(problem);
   expect(r.stderr).toMatch(/nothing in it was deleted/);
+  // One clear line for the operator, not a stack trace.
+  expect(r.stderr).not.toMatch(/\n\s+at /);
   // Nothing was processed: no output, the handler never ran.
   expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual([]);
   return r;
