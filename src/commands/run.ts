@@ -141,7 +141,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
-    const outputs = config.output ? new OutputStore(config.output.directory, shared) : undefined;
+    const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     await outputs?.prepare();
 
     await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });

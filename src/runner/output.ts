@@ -3,7 +3,7 @@ import { lstatSync, statSync, utimesSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { OwnDirectoryGone } from './faults.js';
+import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
 import { escapeProblem } from './item-id.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 
@@ -13,6 +13,9 @@ export { OwnDirectoryGone } from './faults.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
+/** More recreations of the temp directory than this in one run: the environment is broken. */
+const MAX_TEMP_RECREATIONS = 200;
+
 /** Suffix of every committed output: `<output.directory>/<id>.out`. */
 export const OUTPUT_SUFFIX = '.out';
 
@@ -125,16 +128,34 @@ export class OutputStore {
   #counter = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
   #tempId: DirId | undefined;
+  /**
+   * How many times the temp directory was found gone and recreated. It is in every temp
+   * name, so that each attempt whose directory was replaced under it is told so, not only
+   * the first to notice (the others would otherwise be charged for the cleaner's doing).
+   */
+  #gen = 0;
+  /** output.directory itself (followed if a link) as prepare() found it. */
+  #outId: DirId | undefined;
   /** Owner of `dir`, trusted for our directories in it too (see ensureOwnDir). */
   #dirUid: number | undefined;
 
+  /**
+   * @param shared many runs at once on this directory (PostgreSQL pods): a directory per run.
+   * @param job exclusive runs (SQLite): the job's name; its temp files live in
+   *   `.cronsafe-tmp/<job>/`, the only directory its start-up empties, so that two jobs that
+   *   share an output directory never delete each other's attempts. Neither: the temp
+   *   directory itself (one job alone on the directory).
+   */
   constructor(
     outDir: string,
     private readonly shared?: SharedTempOptions,
+    job?: string,
   ) {
     this.dir = path.resolve(outDir);
     this.#root = path.join(this.dir, TEMP_DIR_NAME);
-    this.tempDir = shared ? path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200)) : this.#root;
+    if (shared) this.tempDir = path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200));
+    // Job names are DNS labels: never a sanitised run owner (those hold '_').
+    else this.tempDir = job ? path.join(this.#root, `job-${job}`) : this.#root;
   }
 
   /**
@@ -147,16 +168,35 @@ export class OutputStore {
   async prepare(): Promise<void> {
     // The configured directory itself may be a link (the user's choice); below it, nothing may.
     await mkdir(this.dir, { recursive: true });
-    this.#dirUid = statSync(this.dir).uid;
+    const out = statSync(this.dir);
+    this.#dirUid = out.uid;
+    this.#outId = { dev: out.dev, ino: out.ino };
     const root = this.#own(this.#root);
     // Re-checked before each removal: swapped for a link meanwhile, we stop instead.
     const remove = async (entry: string): Promise<void> => {
       if (!sameDir(this.#root, root)) throw new UnsafeOwnDirectory(this.#root, 'was replaced while cronsafe was emptying it');
       await rm(entry, { recursive: true, force: true });
     };
-    if (!this.shared) {
+    if (!this.shared && this.tempDir === this.#root) {
       this.#tempId = root;
       for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
+      return;
+    }
+    if (!this.shared) {
+      // The job's own directory: everything in it is a killed run of this job's (the run
+      // lock proves it). Loose temp files of the old layout (before per-job directories)
+      // go too once they are an hour old.
+      this.#tempId = this.#own(this.tempDir);
+      for (const name of await readdir(this.tempDir)) {
+        if (!sameDir(this.tempDir, this.#tempId)) throw new UnsafeOwnDirectory(this.tempDir, 'was replaced while cronsafe was emptying it');
+        await rm(path.join(this.tempDir, name), { recursive: true, force: true });
+      }
+      for (const name of await readdir(this.#root)) {
+        if (!/\.tmp(\.item)?$/.test(name)) continue;
+        const entry = path.join(this.#root, name);
+        const newest = await newestMtimeMs(entry);
+        if (newest !== null && Date.now() - newest > 3_600_000) await remove(entry);
+      }
       return;
     }
     this.#tempId = this.#own(this.tempDir);
@@ -184,7 +224,7 @@ export class OutputStore {
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
     }
-    return `${this.tempDir}/${this.#prefix}-${++this.#counter}.tmp`;
+    return `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.tmp`;
   }
 
   /** `<outDir>/<outputName(id)>` (normally `<id>.out`); throws when the id is unsafe or the path would leave outDir. */
@@ -241,7 +281,14 @@ export class OutputStore {
   async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
     await rm(tempPath, { recursive: true, force: true });
-    return this.checkTempDir();
+    const now = this.checkTempDir();
+    if (now) return now;
+    // Replaced and recreated while this attempt ran (another attempt noticed first).
+    const gen = /-(\d+)-\d+\.tmp$/.exec(tempPath)?.[1];
+    if (gen !== undefined && Number(gen) < this.#gen) {
+      return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); it was recreated`);
+    }
+    return null;
   }
 
   /**
@@ -253,10 +300,24 @@ export class OutputStore {
    */
   checkTempDir(): OwnDirectoryGone | null {
     if (this.#tempId !== undefined && sameDir(this.tempDir, this.#tempId)) return null;
+    // Not ours to recreate: the user's output directory itself is gone or was replaced.
+    if (this.#outId !== undefined) {
+      const out = statSync(this.dir, { throwIfNoEntry: false });
+      if (out === undefined || !out.isDirectory() || out.dev !== this.#outId.dev || out.ino !== this.#outId.ino) {
+        throw new EnvironmentFault(`output.directory ${this.dir} vanished or was replaced during the run; stopping (nothing charged)`);
+      }
+    }
     const was = this.#tempId;
     const root = this.#own(this.#root);
-    this.#tempId = this.shared ? this.#own(this.tempDir) : root;
+    this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
     if (was === undefined) return null; // never prepared: nothing to compare with
+    // Something removes it over and over (a cleaner every few seconds): handing attempts
+    // back for ever would never finish. That is the environment's fault to fix: stop.
+    if (++this.#gen > MAX_TEMP_RECREATIONS) {
+      throw new EnvironmentFault(
+        `cronsafe's temp directory ${this.tempDir} was removed ${this.#gen} times during this run (a cleaner?); stopping (nothing charged). Exclude it from the cleaner.`,
+      );
+    }
     return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); recreated it`);
   }
 

@@ -254,7 +254,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       results.complete(claim);
     } catch (err) {
       durations.set(claim, now() - started);
-      const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch(() => null) : null;
+      // The environment's fault found by the clean-up (output.directory gone) stops the pass.
+      const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
       const message = err instanceof Error ? err.message : String(err);
       await settleFailure(claim, item, err, message, abort.aborted, tempGone ?? undefined, logOf);
     } finally {
@@ -275,9 +276,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     err: unknown,
     message: string,
     aborted: boolean,
-    tempGone: OwnDirectoryGone | undefined,
+    tempGone: OwnDirectoryGone | EnvironmentFault | undefined,
     logOf: () => Logger,
   ): Promise<void> {
+    // The clean-up found output.directory gone: whatever the handler said, not its fault.
+    if (tempGone instanceof EnvironmentFault) err = tempGone;
+    if (tempGone instanceof EnvironmentFault) message = tempGone.message;
     if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || aborted) {
       logOf().warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
       results.release(claim, `interrupted: ${message}`);

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { existsSync, readdirSync } from 'node:fs';
 
 /**
@@ -22,4 +23,12 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Every file (not directory) under `dir`, relative, recursively; [] when it does not exist. */
+export function filesUnder(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => !d.isDirectory())
+    .map((d) => path.relative(dir, path.join(d.parentPath, d.name)));
 }

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
-import { filesIn } from '../helpers/wait.js';
+import { filesIn, filesUnder } from '../helpers/wait.js';
 
 const ITEM = [process.execPath, path.join(FIXTURES, 'process/item-exec.mjs'), '{path}', '{id}'];
 const bytes = (...xs: Array<number | string>) => Buffer.concat(xs.map((x) => (typeof x === 'string' ? Buffer.from(x) : Buffer.of(x))));
@@ -40,7 +40,7 @@ describe('file names are bytes: any name Linux allows is an item', () => {
       else expect(path.basename(g.argv[0])).toBe(id.slice(id.lastIndexOf('/') + 1));
     }
     // The links were removed after their attempts.
-    expect(filesIn(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
+    expect(filesUnder(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
   });
 });
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { FIXTURES, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
-import { alive, filesIn, until } from '../helpers/wait.js';
+import { alive, filesIn, filesUnder, until } from '../helpers/wait.js';
 
 const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
 const items = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`slow-${i}.scc`, `item ${i}`]));
@@ -32,7 +32,7 @@ describe('graceful drain on SIGTERM', () => {
     for (const pid of markerPids(markers)) expect(alive(pid), `handler ${pid} killed`).toBe(false);
     // No output, partial or otherwise: nothing finished.
     expect(filesIn(ws.out).filter((f) => f !== '.cronsafe-tmp')).toEqual([]);
-    expect(filesIn(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
+    expect(filesUnder(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 6, claimed: 0, done: 0, dead: 0 });
     const ledger = await openSqliteLedger(ws.db);
     try {

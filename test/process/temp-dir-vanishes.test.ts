@@ -1,7 +1,8 @@
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 
 /**
  * A module handler that plays an empty-directory cleaner once: on item `b.txt` it removes
@@ -32,4 +33,88 @@ describe("cronsafe's temp directory removed mid-run", () => {
     expect(items.done).toBeGreaterThanOrEqual(5);
     expect(finished(r)?.outcome).toBe('completed');
   });
+});
+
+/** A shell handler: copies {path} to {output} after SLEEP seconds (a window for a cleaner). */
+function slowCopy(dir: string, sleep: string): string {
+  const file = path.join(dir, 'slow-copy.sh');
+  writeFileSync(file, `#!/bin/sh\nsleep ${sleep}\ncat "$1" > "$2"\n`, { mode: 0o755 });
+  return file;
+}
+
+async function chargedAttempts(db: string, ids: string[]): Promise<number[]> {
+  const ledger = await openSqliteLedger(db);
+  try {
+    const out: number[] = [];
+    for (const id of ids) {
+      const r = await ledger.get(id);
+      out.push(r ? r.attempts - r.released : 0);
+    }
+    return out;
+  } finally {
+    await ledger.close();
+  }
+}
+
+describe('an empty-directory cleaner running all the time, and output.directory removed', () => {
+  it('the temp directory removed every 50 ms for 3 s: every attempt it broke is handed back, none charged; the pass completes', async () => {
+    const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`f${i}.txt`, `item ${i}\n`]));
+    const ws = workspace({ concurrency: 4 }, files);
+    configure(ws, { handler: { command: [slowCopy(ws.dir, '0.2'), '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    let running = true;
+    void run.exited.then(() => (running = false));
+    await run.waitFor((l) => l.msg === 'run started', 30_000);
+    // A cleaner that runs while the first attempts do (not forever: then nothing could finish).
+    for (let i = 0; i < 60 && running; i++) {
+      rmSync(path.join(ws.out, '.cronsafe-tmp'), { recursive: true, force: true });
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(0);
+    expect(run.lines.filter((l) => l.msg === 'item failed; will retry')).toEqual([]);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
+    // Each item charged once: the attempt that succeeded.
+    expect(new Set(await chargedAttempts(ws.db, Object.keys(files)))).toEqual(new Set([1]));
+    for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(content);
+  }, 150_000);
+
+  it('output.directory removed mid-run: the pass stops with exit 1 and charges nothing', async () => {
+    const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`f${i}.txt`, `item ${i}\n`]));
+    const ws = workspace({ concurrency: 2 }, files);
+    configure(ws, { handler: { command: [slowCopy(ws.dir, '0.2'), '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    rmSync(ws.out, { recursive: true, force: true });
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('output.directory'))).toBe(true);
+    const items = (await statusJson(ws.configPath)).items;
+    expect(items).toMatchObject({ claimed: 0, dead: 0 });
+    // Only the attempts that succeeded were charged.
+    const charged = await chargedAttempts(ws.db, Object.keys(files));
+    expect(charged.reduce((a, b) => a + b, 0)).toBe(items.done);
+  }, 150_000);
+});
+
+describe('two jobs sharing one output.directory', () => {
+  it("the second's start-up never deletes the first's attempts: every output whole", async () => {
+    const a = workspace({ name: 'alpha', concurrency: 2 }, Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`a${i}.txt`, `alpha ${i}\n`])));
+    const b = workspace({ name: 'beta', concurrency: 2, output: { directory: a.out } }, Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`b${i}.txt`, `beta ${i}\n`])));
+    // The handler writes its output in two steps, so a deleted temp file shows as a torn or missing output.
+    const h = path.join(a.dir, 'two-step.sh');
+    writeFileSync(h, '#!/bin/sh\nexec 3>"$2"\necho begin >&3\nsleep 0.4\ncat "$1" >&3\n', { mode: 0o755 });
+    configure(a, { handler: { command: [h, '{path}', '{output}'] } });
+    configure(b, { handler: { command: [h, '{path}', '{output}'] } });
+    const first = spawnCli(['run', '-c', a.configPath], { timeoutMs: 120_000 });
+    await first.waitFor((l) => l.msg === 'run started', 30_000);
+    const second = await runCli(['run', '-c', b.configPath], { timeoutMs: 120_000 });
+    expect(second.code, second.stderr).toBe(0);
+    expect((await first.exited).code, first.stderr()).toBe(0);
+    expect(finished({ lines: first.lines })?.counts).toMatchObject({ succeeded: 8, noOutput: 0 });
+    for (let i = 0; i < 8; i++) {
+      expect(readFileSync(path.join(a.out, `a${i}.txt.out`), 'utf8')).toBe(`begin\nalpha ${i}\n`);
+      expect(readFileSync(path.join(a.out, `b${i}.txt.out`), 'utf8')).toBe(`begin\nbeta ${i}\n`);
+    }
+  }, 150_000);
 });

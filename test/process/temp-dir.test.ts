@@ -56,16 +56,20 @@ describe("cronsafe's temp directory is used only when it is our own real directo
     expect(readdirSync(tmp)).toEqual(['theirs.tmp']);
   });
 
-  it('a real directory of ours is emptied of leftovers, without following links inside it', async () => {
+  it("the job's own temp directory is emptied of leftovers, without following links inside it; other jobs' are left alone", async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
     const target = precious(ws);
-    const tmp = path.join(ws.out, '.cronsafe-tmp');
+    const tmp = path.join(ws.out, '.cronsafe-tmp', 'job-test-job');
     mkdirSync(tmp, { recursive: true });
     writeFileSync(path.join(tmp, 'left-1.tmp'), 'half');
     symlinkSync(target, path.join(tmp, 'link'));
+    const other = path.join(ws.out, '.cronsafe-tmp', 'job-other');
+    mkdirSync(other);
+    writeFileSync(path.join(other, 'in-flight.tmp'), 'another job is writing this');
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
     expect(readdirSync(tmp)).toEqual([]);
+    expect(readdirSync(other)).toEqual(['in-flight.tmp']);
     expect(readdirSync(target).sort()).toEqual(['sub', 'thesis.tex']);
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(true);
   });

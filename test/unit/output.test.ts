@@ -82,7 +82,7 @@ describe('OutputStore paths', () => {
     expect(a).not.toBe(b);
     for (const p of [a, b]) {
       expect(path.dirname(p)).toBe(store.tempDir);
-      expect(path.basename(p)).toMatch(/^[0-9a-f]{12}-\d+\.tmp$/);
+      expect(path.basename(p)).toMatch(/^[0-9a-f]{12}-\d+-\d+\.tmp$/);
     }
     // Another store (another run) never makes the same names.
     expect(new OutputStore(out).tempPathFor(id, 1)).not.toBe(a);
