@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -43,9 +43,31 @@ function stillThere(fd: number, lockPath: string): boolean {
  * nothing anyone else opens. Then retry on the file that is there now. Returns the locked
  * fd, or null when another process holds the lock.
  */
+/**
+ * Open the lock file, never through a symbolic link: we truncate and write our name into
+ * it, and a link there (planted in a shared directory) would make that overwrite its
+ * target. Only a regular file is a lock file.
+ */
+function openLockFile(lockPath: string): number {
+  let fd: number;
+  try {
+    fd = openSync(lockPath, constants.O_RDWR | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') {
+      throw new Error(`lock file ${lockPath} is a symbolic link: cronsafe never writes through links (lock.path); remove it or point lock.path elsewhere`);
+    }
+    throw err;
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
+    throw new Error(`lock file ${lockPath} is not a regular file (lock.path)`);
+  }
+  return fd;
+}
+
 function lockFile(lockPath: string): number | null {
   for (let tries = 1; ; tries++) {
-    const fd = openSync(lockPath, 'a+');
+    const fd = openLockFile(lockPath);
     try {
       flockSync(fd, 'exnb');
     } catch (err) {

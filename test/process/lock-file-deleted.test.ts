@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -71,6 +71,21 @@ describe('a run killed on another host (an evicted pod, replaced on another node
     const r2 = await runCli(['run', '-c', ws2.configPath]);
     expect(r2.code, r2.stderr).toBe(0);
     expect(finished(r2)?.outcome).toBe('skipped-locked');
+  });
+});
+
+describe('a lock file that is a symbolic link', () => {
+  it('is refused with exit 1 naming lock.path; the link target is not overwritten', async () => {
+    const ws = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    mkdirSync(ws.state, { recursive: true });
+    const victim = path.join(ws.dir, 'victim.txt');
+    writeFileSync(victim, 'precious');
+    symlinkSync(victim, path.join(ws.state, 'cronsafe.lock'));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/lock file .* is a symbolic link.*lock\.path/);
+    expect(readFileSync(victim, 'utf8')).toBe('precious');
+    expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(false);
   });
 });
 
