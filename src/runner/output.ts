@@ -88,7 +88,9 @@ export function outputName(id: string): string {
     .map((seg, i) => {
       if (i === last) return safeSegment(seg, OUTPUT_SUFFIX);
       const escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
-      return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(seg, '') : escaped;
+      // Shorten the escaped form: shortening `seg` itself could drop the `~` and give back
+      // a `.out` name that an output file takes (a 255-byte `x...x.out` directory).
+      return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(escaped, '') : escaped;
     })
     .join('/');
 }

@@ -208,6 +208,19 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
 describe('outputName: every id gets a writable, distinct output path', () => {
   const bytes = (s: string) => Buffer.byteLength(s);
 
+  it('a 255-byte directory named like an output keeps apart from the file it would meet', () => {
+    const file = 'x'.repeat(251); // its output: x...x.out, 255 bytes
+    const dirItem = `${file}.out/b`; // its directory segment is that very name
+    const fileOut = outputName(file);
+    const dirOut = outputName(dirItem);
+    expect(fileOut).toBe(`${file}.out`);
+    const dirSeg = dirOut.split('/')[0]!;
+    expect(dirSeg).not.toBe(fileOut);
+    expect(bytes(dirSeg)).toBeLessThanOrEqual(255);
+    expect(dirSeg).not.toMatch(/\.out$/);
+    expect(dirOut.endsWith('/b.out')).toBe(true);
+  });
+
   it('is <id>.out for ordinary ids', () => {
     expect(outputName('a.scc')).toBe('a.scc.out');
     expect(outputName('d/e/f.txt')).toBe('d/e/f.txt.out');
