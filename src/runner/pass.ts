@@ -345,7 +345,15 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     } catch (err) {
       fail(err, 'claim failed; stopping the pass', 'claim failure');
     }
-    await waitForTasks(tasks, drain, log);
+    if (await waitForTasks(tasks, drain, log)) {
+      // Attempts that did not stop in time (a module ignoring its signal, a child's pipes
+      // held by a process that left its group) are not the items' fault: hand them back
+      // uncharged before we exit. Should one still finish, its write is fenced.
+      for (const id of inflight.keys()) {
+        const claim = held.get(id);
+        if (claim) results.release(claim, 'interrupted: its handler did not stop within the drain margin');
+      }
+    }
   }
 
   async function claimLoop(freeSlots: () => number, running: () => number, start: (claim: Claim) => void): Promise<void> {

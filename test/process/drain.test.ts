@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { FIXTURES, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { alive, filesIn, filesUnder, until } from '../helpers/wait.js';
 
 const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
@@ -103,4 +103,32 @@ describe('graceful drain on SIGTERM', () => {
     expect(alive(pid)).toBe(false);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
   });
+});
+
+describe('a drain whose handlers do not settle in time', () => {
+  it('a handler that ignores SIGTERM and leaves a setsid process holding its pipes: exit 75 before the deadline, its claim handed back uncharged', async () => {
+    const ws = workspace({ concurrency: 2, drain: { gracePeriodSeconds: 6, marginSeconds: 3 } }, items(4));
+    const markers = path.join(ws.dir, 'markers');
+    const h = path.join(ws.dir, 'stubborn.sh');
+    writeFileSync(h, `#!/bin/sh\ntrap "" TERM\nsetsid sleep 20 &\ntouch "${markers}/$$.started"\nsleep 1000\n`, { mode: 0o755 });
+    mkdirSync(markers);
+    configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await until(() => markerPids(markers).length === 2, 'two handlers to start');
+    const t0 = Date.now();
+    run.child.kill('SIGTERM');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(75);
+    expect(Date.now() - t0).toBeLessThan(6_000);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      for (const id of Object.keys(items(4))) {
+        const r = await ledger.get(id);
+        expect(r ? r.attempts - r.released : 0, `${id} not charged`).toBe(0);
+      }
+    } finally {
+      await ledger.close();
+    }
+  }, 90_000);
 });

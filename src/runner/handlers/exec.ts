@@ -15,6 +15,8 @@ import { killBudgetMs } from '../drain.js';
 
 /** How long past the SIGKILL we wait for the group to vanish before settling anyway. */
 const REAP_SLACK_MS = 2000;
+/** After an abort (a drain) the child is gone: how long its pipes may stay open after it. */
+const ABORTED_PIPE_SLACK_MS = 250;
 
 /** Values substituted for `{path}`, `{id}`, `{output}`, `{attempt}`. */
 export interface Placeholders {
@@ -199,12 +201,17 @@ function runChild(
         terminate();
       }
       // A process that left the group on purpose (setsid) can hold our pipes forever:
-      // past the kill grace, stop reading so 'close' fires and the attempt settles.
-      pipeTimer = setTimeout(() => {
-        ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-      }, killAfterMs + REAP_SLACK_MS);
+      // past the kill grace, stop reading so 'close' fires and the attempt settles. When
+      // the run is draining (aborted), the kill already happened and the drain's margin is
+      // short: settle soon, so that the claim is handed back before cronsafe exits.
+      pipeTimer = setTimeout(
+        () => {
+          ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+        },
+        stop?.kind === 'abort' ? ABORTED_PIPE_SLACK_MS : killAfterMs + REAP_SLACK_MS,
+      );
     });
 
     child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
