@@ -107,6 +107,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   let stopBeat = () => {}; // [issue 10, case 3]
   try {
     ledger = await openState(config);
+    // Removed mid-run (its state directory deleted), the ledger would take our results to a
+    // deleted file while the next start began a new one: the lock's watch stops the run.
+    if (config.state.sqlite) lock.watch?.(config.state.sqlite);
     // [issue 10, case 1] upgrades keep the old shared default ledger while it is theirs.
     if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
     // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its

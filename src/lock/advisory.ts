@@ -13,6 +13,8 @@ export interface RunLock {
    * records (missed, overruns, stale), so that N pods do not count them N times.
    */
   readonly joined?: boolean;
+  /** Watch a file the run relies on (LocalLock.watch); absent on PostgreSQL. */
+  watch?(file: string): void;
   /** The local lock file's previous holder (see LocalLock.previousHolder); absent on PostgreSQL. */
   readonly previousHolder?: string | null;
   release(): void | Promise<void>;

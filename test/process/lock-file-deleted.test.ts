@@ -105,3 +105,25 @@ describe('the local lock', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 });
+
+describe('the whole state directory removed mid-run', () => {
+  it('the running run locks again (later starts skip) and stops (exit 75): no second run processes the items at the same time', async () => {
+    const files = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`s${i}.txt`, `s${i}`]));
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 2, log: { level: 'info' } }, files);
+    const markers = path.join(ws.dir, 'markers');
+    const env = { MARKER_DIR: markers, SLOW_MS: '3000' };
+    const first = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    await until(() => filesIn(markers).length === 2, 'the first run to start two handlers');
+    rmSync(ws.state, { recursive: true, force: true });
+    // Readiness: the first run has locked its (recreated) lock file again.
+    await until(() => existsSync(path.join(ws.state, 'cronsafe.lock')), 'the lock file to be recreated');
+    const second = await runCli(['run', '-c', ws.configPath], { env });
+    expect(second.code, second.stderr).toBe(0);
+    expect(finished(second)?.outcome).toBe('skipped-locked');
+    const done = await first.exited;
+    expect(done.code, first.stderr()).toBe(75);
+    expect(first.lines.some((l) => String(l.reason ?? '').includes('was removed or replaced during the run'))).toBe(true);
+    // Only the first run's two attempts ever started.
+    expect(filesIn(markers)).toHaveLength(2);
+  }, 90_000);
+});
