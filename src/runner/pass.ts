@@ -12,7 +12,7 @@ import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
-import { batches, itemGone, scanDirectory, sourcePresent } from './scan.js';
+import { batches, itemGone, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from './types.js';
@@ -98,6 +98,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const inflight = new Map<string, AttemptSignal>();
   // Handler time per attempt, until its result is written (for the duration histogram).
   const durations = new Map<Claim, number>();
+  // The source root as the pass found it: an unmounted or replaced one is not "files gone".
+  const sourceAtStart = deps.source === undefined ? sourceIdentity(config.source.directory) : Promise.resolve(null);
   let scanned = 0;
   let claimed = 0;
   let skippedDirectories = 0;
@@ -302,9 +304,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       results.fail(claim, message, retry);
       return;
     }
-    if (!(await sourcePresent(config.source.directory))) {
+    if (!(await sourcePresent(config.source.directory, await sourceAtStart))) {
       results.release(claim, 'not charged: source.directory is gone');
-      stopForEnvironment(new EnvironmentFault(`source.directory ${config.source.directory} is gone (moved or unmounted); stopping, nothing charged`));
+      stopForEnvironment(new EnvironmentFault(`source.directory ${config.source.directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`));
       return;
     }
     if (await itemGone(item.rawPath ?? item.path)) {

@@ -130,17 +130,33 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   yield* walk(Buffer.from(root, 'utf8'), '');
 }
 
-/**
- * True while `directory` (the source root) is still a directory that can be listed. A
- * pass that sees items fail can ask it, cheaply, to tell a vanished or unmounted source
- * (stop, charge nothing) from the items' own failures.
- */
-export async function sourcePresent(directory: string): Promise<boolean> {
+/** A directory's identity: another dev/ino at the same path later means it is not the same directory. */
+export interface SourceId {
+  dev: number;
+  ino: number;
+}
+
+/** The source root's identity now, or null when it is not a directory. */
+export async function sourceIdentity(directory: string): Promise<SourceId | null> {
   try {
-    return (await stat(directory)).isDirectory();
+    const st = await stat(directory);
+    return st.isDirectory() ? { dev: st.dev, ino: st.ino } : null;
   } catch {
-    return false;
+    return null;
   }
+}
+
+/**
+ * True while `directory` (the source root) is still a directory and, given `since` (its
+ * identity when the pass began), the same one: moved away, or unmounted (a lazy unmount
+ * leaves the empty mount point, another directory), it is not. A pass that sees items
+ * fail asks, cheaply, to tell a vanished source (stop, charge nothing) from the items'
+ * own failures, and from files deleted one by one.
+ */
+export async function sourcePresent(directory: string, since?: SourceId | null): Promise<boolean> {
+  const now = await sourceIdentity(directory);
+  if (now === null) return false;
+  return !since || (now.dev === since.dev && now.ino === since.ino);
 }
 
 /**

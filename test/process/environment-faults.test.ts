@@ -82,6 +82,24 @@ describe("the environment's faults are not the items'", () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
   }, 120_000);
 
+  it('the source directory replaced by an empty one mid-run (as a lazy unmount leaves its mount point): exit 1, nothing forgotten or charged', async () => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 2 }, files);
+    const script = slowCopyScript(ws.dir);
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    renameSync(ws.source, `${ws.source}.mounted`);
+    mkdirSync(ws.source);
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(finished({ lines: run.lines })?.counts).toMatchObject({ gone: 0, deadLettered: 0 });
+    const items = (await statusJson(ws.configPath)).items;
+    expect(items).toMatchObject({ claimed: 0, dead: 0 });
+    expect((items.pending ?? 0) + (items.done ?? 0)).toBe(30);
+    expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+  }, 120_000);
+
   it('files deleted between the scan and their attempt are forgotten, not dead-lettered (no page); the rest is done', async () => {
     const files = backlog(20);
     const ws = workspace({ concurrency: 1 }, files);
