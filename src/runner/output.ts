@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { lstatSync, statSync, utimesSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
@@ -325,6 +325,21 @@ export class OutputStore {
 
   #own(dir: string): DirId {
     return ensureOwnDir(dir, this.#dirUid);
+  }
+
+  /**
+   * True when the output file system is (nearly) full: less than 1% of it, or 16 MiB,
+   * whichever is less, is free. An attempt that failed then most likely failed for that
+   * (ENOSPC in the handler), which is the environment's fault, not the item's.
+   */
+  async full(): Promise<boolean> {
+    try {
+      const s = await statfs(this.dir);
+      const free = s.bavail * s.bsize;
+      return free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
+    } catch {
+      return false;
+    }
   }
 
   // A wrong path here would rename or delete something that is not ours.

@@ -256,10 +256,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       results.complete(claim);
     } catch (err) {
       durations.set(claim, now() - started);
+      // Asked before the clean-up, which frees what the failed attempt wrote.
+      const full = outputs !== undefined && (await outputs.full());
       // The environment's fault found by the clean-up (output.directory gone) stops the pass.
       const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
       const message = err instanceof Error ? err.message : String(err);
-      await settleFailure(claim, item, err, message, abort.aborted, tempGone ?? undefined, logOf);
+      await settleFailure(claim, item, err, message, abort.aborted, tempGone ?? undefined, full, logOf);
     } finally {
       inflight.delete(claim.id);
     }
@@ -279,6 +281,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     message: string,
     aborted: boolean,
     tempGone: OwnDirectoryGone | EnvironmentFault | undefined,
+    outputFull: boolean,
     logOf: () => Logger,
   ): Promise<void> {
     // The clean-up found output.directory gone: whatever the handler said, not its fault.
@@ -297,6 +300,11 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     if (tempGone || err instanceof OwnDirectoryGone) {
       logOf().warn({ reason: message }, "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)");
       results.release(claim, `not charged: cronsafe's temp directory vanished during the attempt: ${message}`);
+      return;
+    }
+    if (outputs && outputFull) {
+      results.release(claim, 'not charged: the output file system is full');
+      stopForEnvironment(new EnvironmentFault(`the file system of output.directory ${outputs.dir} is full; stopping, nothing charged: ${message}`));
       return;
     }
     // With a source other than the directory scan (tests, embedders), ids are not files.

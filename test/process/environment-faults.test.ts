@@ -3,6 +3,7 @@
  * are forgotten, and are never charged to the items.
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -146,4 +147,33 @@ describe('output path problems are found before the handler runs', () => {
     expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
     expect(readdirSync(path.join(ws.dir, 'elsewhere'))).toEqual([]);
   });
+});
+
+/** Mount a small tmpfs at `dir` (root only); false when this machine does not let us. */
+function mountTmpfs(dir: string, size: string): boolean {
+  if (process.getuid?.() !== 0) return false;
+  mkdirSync(dir, { recursive: true });
+  return spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]).status === 0;
+}
+
+describe('a full output file system', () => {
+  it('stops the pass with exit 1 and charges nothing (the items are not at fault)', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`big-${i}.txt`, `${i}\n`]));
+    const ws = workspace({ concurrency: 2 }, files);
+    if (!mountTmpfs(ws.out, '1m')) ctx.skip();
+    try {
+      const h = path.join(ws.dir, 'big.sh');
+      // Each output is 100 KiB: the 1 MiB file system is full after about ten.
+      writeFileSync(h, '#!/bin/sh\nhead -c 102400 /dev/zero > "$2"\n', { mode: 0o755 });
+      configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('is full'))).toBe(true);
+      const items = (await statusJson(ws.configPath)).items;
+      expect(items).toMatchObject({ claimed: 0, dead: 0 });
+      expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
 });
