@@ -145,7 +145,17 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
     const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
-    await outputs?.prepare();
+    try {
+      await outputs?.prepare();
+    } catch (err) {
+      // An unusable output directory (a link or a foreign .cronsafe-tmp): a failed run that
+      // alerts and metrics see (cronsafe_runs_total, consecutive failures), not only stderr.
+      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      await ledger.finishRun(runId, Date.now(), 'failed', {});
+      await metrics.runFinished('failed');
+      log.error({ outcome: 'failed', exitCode: EXIT.FATAL, err }, 'run finished');
+      throw err;
+    }
 
     await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]

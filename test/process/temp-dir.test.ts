@@ -1,7 +1,7 @@
 import { chownSync, existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, workspace, type Workspace } from '../helpers/cli.js';
+import { FIXTURES, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
 
@@ -20,8 +20,11 @@ async function refused(ws: Workspace, problem: RegExp) {
   expect(r.stderr).toContain(path.join(ws.out, '.cronsafe-tmp'));
   expect(r.stderr).toMatch(problem);
   expect(r.stderr).toMatch(/nothing in it was deleted/);
-  // One clear line for the operator, not a stack trace.
+  // One clear line for the operator, not a stack trace; and a failed run that alerts see.
   expect(r.stderr).not.toMatch(/\n\s+at /);
+  expect(r.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'failed', exitCode: 1 });
+  const runs = (await statusJson(ws.configPath)).recentRuns as Array<{ outcome: string }>;
+  expect(runs[0]?.outcome).toBe('failed');
   // Nothing was processed: no output, the handler never ran.
   expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual([]);
   return r;
