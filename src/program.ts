@@ -72,6 +72,8 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
     .addOption(configOption())
     .action(async (ids: string[], o: { config?: string; all?: boolean }) => {
       if (!o.all && ids.length === 0) retry.error('error: dead-letter retry: no item ids given (give one or more ids, or --all)', { exitCode: EXIT.USAGE });
+      // Both would be read as --all: requeuing everything is not what someone naming ids meant.
+      if (o.all && ids.length > 0) retry.error('error: dead-letter retry: give item ids or --all, not both', { exitCode: EXIT.USAGE });
       const { deadLetterRetry } = await import('./commands/dead-letter.js');
       setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
     });

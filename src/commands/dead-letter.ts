@@ -1,8 +1,8 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
-import { openState } from '../ledger/open.js';
+import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 import { Sink } from './sink.js';
-import { oneLine } from './status.js';
+import { oneLine, printableId } from './status.js';
 
 export interface ListOptions {
   json: boolean;
@@ -27,7 +27,7 @@ export async function deadLetterList(configPath: string, opts: ListOptions, out:
       let text = '';
       for (const d of page) {
         if (opts.json) text += `${n === 0 ? '[\n' : ',\n'}  ${JSON.stringify(jsonOf(d))}`;
-        else text += `${JSON.stringify(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`;
+        else text += `${printableId(d.id)}\tattempts ${d.attempts}\t${oneLine(d.lastError)}\n`;
         n++;
       }
       await sink.write(text);
@@ -58,7 +58,10 @@ export async function deadLetterRetry(
   const config = loadConfig(configPath, { checkPaths: false });
   const ledger = await openState(config);
   try {
-    const moved = await ledger.retryDead(opts.all ? 'all' : ids, Date.now());
+    const moved = await ledger.retryDead(opts.all ? 'all' : ids, Date.now()).catch((err: unknown) => {
+      // A read-only state directory, a full disk: name the store, not a driver stack.
+      throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${(err as Error).message}`);
+    });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (!opts.all && moved < ids.length) {
       out.write(`${ids.length - moved} of the given ids were not dead letters (unknown, or not dead)\n`);

@@ -49,7 +49,7 @@ export function formatStatus(r: StatusReport): string {
   }
   lines.push('', `dead letters${r.items.dead > r.deadLetters.length ? ` (first ${r.deadLetters.length} of ${r.items.dead})` : ''}`);
   if (r.deadLetters.length === 0) lines.push('  (none)');
-  for (const d of r.deadLetters) lines.push(`  ${JSON.stringify(d.id)}  attempts ${d.attempts}  ${oneLine(d.lastError)}`);
+  for (const d of r.deadLetters) lines.push(`  ${printableId(d.id)}  attempts ${d.attempts}  ${oneLine(d.lastError)}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -57,4 +57,12 @@ export function oneLine(s: string | null, max = 160): string {
   if (!s) return '';
   const flat = s.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/**
+ * An id as text an operator can paste back into `dead-letter retry`: as stored when it has
+ * no space, quote or control character (escaped ids, `a\\b`, included), else JSON-quoted.
+ */
+export function printableId(id: string): string {
+  return /^[^\s"'\u0000-\u001f\u007f]+$/.test(id) ? id : JSON.stringify(id);
 }

@@ -150,11 +150,15 @@ function checkState(file: string, c: Config): void {
   let s: fs.Stats | undefined;
   try {
     s = db === undefined ? undefined : fs.statSync(db, { throwIfNoEntry: false });
-  } catch {
-    return; // ENOTDIR, EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+  } catch (err) {
+    // A file where a directory of the path must be: no run could ever create the ledger.
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      fail(file, [{ key: 'state.sqlite', message: `a parent of the ledger file is not a directory: ${db}` }]);
+    }
+    return; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
   }
   if (db !== undefined && s && !s.isFile()) {
-    fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, 'cronsafe.db')}): ${db}` }]);
+    fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
   }
 }
 

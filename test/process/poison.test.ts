@@ -44,5 +44,9 @@ describe('poison items are dead-lettered and stop being claimed', () => {
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('dead-letter retry: no item ids given (give one or more ids, or --all)');
     expect(usage.stderr).toContain('Usage: cronsafe dead-letter retry [options] [ids...]');
+    // Ids and --all together would requeue everything: refused, nothing moved.
+    const both = await runCli(['dead-letter', 'retry', '-c', ws.configPath, '--all', 'a.scc']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give item ids or --all, not both');
   });
 });

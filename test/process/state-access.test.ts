@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
-import { CLI, FIXTURES, runCli, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
 const KNOWN = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -38,14 +38,15 @@ describe('SQLite state problems name the store in use and its path (exit 1)', ()
     expect(r.stderr).not.toMatch(/postgres/);
   });
 
-  it("the ledger's directory cannot be made: its parent is a file", async () => {
+  it("the ledger's directory cannot be made: its parent is a file (a config error, named)", async () => {
     const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
     writeFileSync(path.join(ws.dir, 'plain-file'), '');
     const db = path.join(ws.dir, 'plain-file', 'state', 'cronsafe.db');
     const cfg = workspace({ handler: failing, state: { sqlite: db } }, { 'a.scc': 'a' });
     const r = await runCli(['run', '-c', cfg.configPath]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`state store unavailable (sqlite ${db}): ENOTDIR`);
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain('state.sqlite');
+    expect(r.stderr).toContain(`a parent of the ledger file is not a directory: ${db}`);
   });
 
   it.skipIf(!isRoot)('the state directory is not writable (as an unprivileged user)', async () => {
@@ -74,6 +75,21 @@ describe('status and dead-letter list only read the ledger', () => {
     expect(list.code, list.stderr).toBe(0);
     expect((JSON.parse(list.stdout) as Array<{ id: string }>).map((d) => d.id)).toEqual(['corrupt.scc']);
     expect(readdirSync(ws.state).sort()).toEqual(files);
+    // retry must write: it says which store it cannot write, without a driver's stack trace.
+    const retry = await asNobody(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt.scc']);
+    expect(retry.code).toBe(1);
+    expect(retry.stderr).toContain(`state store unavailable (sqlite ${ws.db})`);
+    expect(retry.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('a ledger path under a file is a config error in validate, not a failure at run time', async () => {
+    const ws = workspace({ handler: failing });
+    writeFileSync(path.join(ws.dir, 'plain-file'), 'x');
+    configure(ws, { state: { sqlite: path.join(ws.dir, 'plain-file', 'ledger.db') } });
+    const r = await runCli(['validate', '-c', ws.configPath]);
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain('state.sqlite');
+    expect(r.stderr).toContain('a parent of the ledger file is not a directory');
   });
 
   it('say when there is no ledger yet, and do not create one', async () => {

@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { printableId } from '../../src/commands/status.js';
+
+describe('printableId: ids in text listings can be pasted back into dead-letter retry', () => {
+  it('prints plain and escaped ids as stored', () => {
+    expect(printableId('dir/item-1.scc')).toBe('dir/item-1.scc');
+    expect(printableId('back\\\\slash')).toBe('back\\\\slash');
+    expect(printableId('caf\\xe9.txt')).toBe('caf\\xe9.txt');
+    expect(printableId('日本.scc')).toBe('日本.scc');
+  });
+
+  it('quotes ids a shell or a line would mangle: spaces, quotes, control characters', () => {
+    expect(printableId('a b.txt')).toBe('"a b.txt"');
+    expect(printableId('new\nline')).toBe('"new\\nline"');
+    expect(printableId('it\'s')).toBe('"it\'s"');
+    expect(printableId('tab\there')).toBe('"tab\\there"');
+  });
+});
