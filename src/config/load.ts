@@ -36,8 +36,13 @@ export interface LoadOptions {
   checkPaths?: boolean;
 }
 
+/** More problems than this are summed up in one line: nobody reads the 100,000th. */
+const MAX_PROBLEMS_SHOWN = 50;
+
 function fail(file: string, problems: KeyProblem[]): never {
-  throw new ConfigError(problems.map((p) => problemLine(file, p)).join('\n'), path.resolve(file), problems[0]?.key);
+  const lines = problems.slice(0, MAX_PROBLEMS_SHOWN).map((p) => problemLine(file, p));
+  if (problems.length > MAX_PROBLEMS_SHOWN) lines.push(`${file}: ... and ${problems.length - MAX_PROBLEMS_SHOWN} more problems`);
+  throw new ConfigError(lines.join('\n'), path.resolve(file), problems[0]?.key);
 }
 
 /** A config is a page of YAML; past this it is a mistake (or /dev/zero), not a config. */
@@ -77,7 +82,17 @@ function readYaml(file: string, abs: string): unknown {
     if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}`, abs);
     throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
   }
-  const doc = YAML.parseDocument(text, { prettyErrors: true });
+  // uniqueKeys off: the library compares every key with every other (quadratic: a 1 MiB
+  // file of keys took minutes); duplicateKeyError does the same check with a Set.
+  const lineCounter = new YAML.LineCounter();
+  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter });
+  if (doc.errors.length === 0) {
+    const dup = duplicateKeyOffset(doc);
+    if (dup !== undefined) {
+      const pos = lineCounter.linePos(dup);
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: invalid YAML: Map keys must be unique`, abs);
+    }
+  }
   if (doc.errors.length > 0) {
     const lines = doc.errors.map((e) => {
       const pos = e.linePos?.[0];
@@ -96,6 +111,28 @@ function readYaml(file: string, abs: string): unknown {
   } catch (err) {
     throw new ConfigError(`${file}: invalid YAML: ${(err as Error).message}`, abs);
   }
+}
+
+/** Offset of the first key that repeats one before it in the same mapping, if any (linear). */
+function duplicateKeyOffset(doc: YAML.Document): number | undefined {
+  let found: number | undefined;
+  YAML.visit(doc, {
+    Map(_key, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        const k = pair.key;
+        if (!YAML.isScalar(k)) continue;
+        const name = String(k.value);
+        if (seen.has(name)) {
+          found = k.range?.[0] ?? 0;
+          return YAML.visit.BREAK;
+        }
+        seen.add(name);
+      }
+      return undefined;
+    },
+  });
+  return found;
 }
 
 /**

@@ -114,7 +114,8 @@ export function formatIssues(
     switch (issue.code) {
       case 'unrecognized_keys':
         for (const k of issue.keys) {
-          const hint = suggestKey(k, knownKeys(issue.path));
+          // Suggestions cost an edit distance per known key: only for the ones shown.
+          const hint = out.length < 50 ? suggestKey(k, knownKeys(issue.path)) : undefined;
           out.push({
             key: keyPath([...issue.path, k]),
             message: hint === undefined ? 'unknown key' : `unknown key (did you mean ${JSON.stringify(hint)}?)`,

@@ -202,3 +202,15 @@ describe('loadConfig: invalid values name the key', () => {
   });
 });
 
+
+describe('a config with a great many unknown keys', () => {
+  it('is refused in linear time, with the first 50 problems and a count of the rest', () => {
+    const keys = Array.from({ length: 20_000 }, (_, i) => `key${i}: 1`).join('\n');
+    const file = write(`name: a\nsource: {directory: /x}\nhandler: {command: ["true"]}\n${keys}\n`);
+    const err = configError(() => loadConfig(file, { checkPaths: false }));
+    const lines = err.message.split('\n');
+    expect(lines).toHaveLength(51);
+    expect(lines[0]).toBe(`${file}: key0: unknown key`);
+    expect(lines[50]).toBe(`${file}: ... and 19950 more problems`);
+  });
+});
