@@ -47,19 +47,40 @@ function fail(file: string, problems: KeyProblem[]): never {
 
 /** A config is a page of YAML; past this it is a mistake (or /dev/zero), not a config. */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
+/** How long a FIFO's writer may take to send the config. */
+const FIFO_WAIT_MS = 10_000;
 
 /**
  * At most MAX_CONFIG_BYTES + 1 bytes, whatever the file is: readFileSync would read a
  * FIFO or /dev/zero until the heap gives out, and a huge file into a huge parse.
  */
 function readBounded(abs: string): { text: string; tooBig: boolean } {
-  const fd = fs.openSync(abs, 'r');
+  // A FIFO is opened without blocking: with no writer, a blocking open would hang the
+  // process before any signal handler could run (only SIGKILL would end it). A writer may
+  // still come (`mkfifo f; gen > f & cronsafe -c f`), so nothing read yet is waited for,
+  // in short naps, up to FIFO_WAIT_MS; `-c <(generate-config)` is read to its end.
+  const fifo = fs.statSync(abs, { throwIfNoEntry: false })?.isFIFO() === true;
+  const fd = fs.openSync(abs, fifo ? fs.constants.O_RDONLY | fs.constants.O_NONBLOCK : 'r');
   try {
     const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
     let n = 0;
+    const deadline = Date.now() + FIFO_WAIT_MS;
     while (n < buf.length) {
-      const got = fs.readSync(fd, buf, n, buf.length - n, null);
-      if (got === 0) break;
+      let got: number;
+      try {
+        got = fs.readSync(fd, buf, n, buf.length - n, null);
+      } catch (err) {
+        // A FIFO's writer that has not written yet: wait a little, not for ever.
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+        got = -1;
+      }
+      // EAGAIN (a writer, no data yet), or end of file with nothing read (no writer yet).
+      if (fifo && (got === -1 || (got === 0 && n === 0))) {
+        if (Date.now() > deadline) throw new ConfigError(`config file ${abs} is a FIFO whose writer sent nothing for ${FIFO_WAIT_MS / 1000} s`, abs);
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        continue;
+      }
+      if (got <= 0) break;
       n += got;
     }
     return { text: buf.toString('utf8', 0, Math.min(n, MAX_CONFIG_BYTES)), tooBig: n > MAX_CONFIG_BYTES };

@@ -66,6 +66,18 @@ describe('loadConfig: size cap', () => {
     expect(err.file).toBe(over);
   });
 
+  it('reads a FIFO whose writer comes only later (the open never blocks the process)', () => {
+    const fifo = path.join(dir.root, 'late.yaml');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const config = `name: late\nsource: {directory: ${dir.queue}}\nhandler: {command: ["true"]}\n`;
+    const writer = spawn(process.execPath, ['-e', `setTimeout(()=>require('fs').writeFileSync(${JSON.stringify(fifo)}, ${JSON.stringify(config)}), 300)`]);
+    try {
+      expect(loadConfig(fifo, { checkPaths: false }).name).toBe('late');
+    } finally {
+      writer.kill('SIGKILL');
+    }
+  });
+
   it('reads at most the cap from a FIFO whose writer never stops', async () => {
     const fifo = path.join(dir.root, 'fifo.yaml');
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
