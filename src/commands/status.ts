@@ -36,9 +36,14 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
 
 const iso = (ms: number | null) => (ms == null ? '-' : new Date(ms).toISOString());
 
+/** What a state means, where it is not obvious (issue 9: a claim is a started attempt). */
+const STATE_NOTES: Record<string, string> = {
+  claimed: '   (attempts running now, or left running by a run that died: the next run takes them back)',
+};
+
 export function formatStatus(r: StatusReport): string {
   const lines = [`job ${r.job}`, '', 'items'];
-  for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}`);
+  for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}${STATE_NOTES[state] ?? ''}`);
   lines.push('', 'recent runs');
   if (r.recentRuns.length === 0) lines.push('  (none)');
   for (const run of r.recentRuns) {
