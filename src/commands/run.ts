@@ -181,6 +181,8 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       outputs,
       log,
       runId,
+      // PostgreSQL: every pod of the run group shares one pass (seen_run, the sweep).
+      passId: lock.group ?? runId,
       owner,
       stop: passStop.signal,
       force: opts.force,

@@ -47,7 +47,10 @@ export interface RetryPolicy {
 }
 
 export interface DiscoverOptions {
-  /** The pass the scan belongs to: the end-of-scan sweep claims what this pass saw. */
+  /**
+   * The pass the scan belongs to: the end-of-scan sweep claims what this pass saw. The run
+   * itself on SQLite; on PostgreSQL the run group, shared by every pod of the pass.
+   */
   runId: string;
   /** Epoch ms (injected clock). */
   now: number;
@@ -252,6 +255,60 @@ export interface RunStats {
   lastSuccessAt: number | null;
 }
 
+/** What SharedPassLedger.claimOffered did with the candidates it was offered. */
+export interface OfferedClaims {
+  /** In the order offered. */
+  claims: Claim[];
+  /**
+   * How many of the offered ids (from the front) the claim looked at: all of them, unless it
+   * reached its limit, and then up to the last one claimed. The rest were not looked at and
+   * may be offered again; those looked at and not claimed were not claimable.
+   */
+  considered: number;
+}
+
+/** Where the other pods of a pass stand (SharedPassLedger.siblings). */
+export interface PassSiblings {
+  /** Claims of the pass other owners hold with a live lease: attempts that may come back. */
+  live: number;
+  /** Claims of the pass whose lease expired: their pod stopped renewing (killed). */
+  expired: number;
+  /** Claims of the caller that it did not know of, handed back (see siblings()). */
+  stray: number;
+}
+
+/**
+ * A ledger that many pods of one pass share (PostgreSQL). The pass id (`runId` of the claim
+ * and discover options) is then the run group: every pod marks what it scans with it, and
+ * any pod may claim any pending item of the pass, whoever scanned it.
+ *
+ * Claims are apart from result writes (the runner writes results in batches of its own)
+ * and may be committed asynchronously: a database server crash can forget the latest
+ * claims (never a pod crash). A forgotten claim is pending again with its old attempt
+ * count, so the same owner re-claiming it would get the same fencing token while its first
+ * attempt may still run: callers never offer or sweep ids they hold (`exclude`).
+ */
+export interface SharedPassLedger {
+  /**
+   * Claim at most `limit` of `offered` (candidate ids in the caller's order, none of them held
+   * by the caller) that are still claimable, the first ones first, skipping rows other pods
+   * hold. Offering more than `limit` lets a pod pass over candidates a sibling just took.
+   */
+  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims>;
+  /**
+   * Claims of the pass `passId` held by owners other than `owner`, by lease; and, first,
+   * every claim `owner` holds handed back (not charged): call it only when the caller holds
+   * nothing, so those are claims whose commit it never heard of (a lost acknowledgement).
+   */
+  siblings(passId: string, owner: string, now: number): Promise<PassSiblings>;
+  /** Claims of the pass whose lease expired before `opts.now`: back to pending (charged), or dead. */
+  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number>;
+}
+
+/** Checked by shape, so the runner need not load pg to ask. */
+export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger =>
+  typeof (ledger as Partial<SharedPassLedger>).claimOffered === 'function';
+
 export interface Ledger {
   /** Apply numbered migrations; idempotent. */
   migrate(): Promise<void>;
@@ -271,8 +328,11 @@ export interface Ledger {
    */
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
 
-  /** Claim pending items seen by `opts.runId` whose backoff has passed (end-of-scan retry sweep). */
-  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;
+  /**
+   * Claim pending items seen by `opts.runId` whose backoff has passed (end-of-scan retry
+   * sweep), never one of `exclude` (ids the caller holds; see SharedPassLedger for why).
+   */
+  claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]>;
 
   /** Earliest availableAt among pending items seen by runId, or null. */
   nextDueAt(runId: string): Promise<number | null>;

@@ -15,6 +15,11 @@ export interface RunLock {
   readonly joined?: boolean;
   /** Watch a file the run relies on (LocalLock.watch); absent on PostgreSQL. */
   watch?(file: string): void;
+  /**
+   * PostgreSQL: the run group whose pass this run takes part in (the pass id: what the pods
+   * of the pass mark and claim). Absent with the local lock: the run is its own pass.
+   */
+  readonly group?: string;
   /** The local lock file's previous holder (see LocalLock.previousHolder); absent on PostgreSQL. */
   readonly previousHolder?: string | null;
   release(): void | Promise<void>;

@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { setImmediate as yieldTurn } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
@@ -15,6 +14,7 @@ import { ownFiles } from './own-files.js';
 import { batches, itemGone, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
+import { claimLoop } from './claim-loop.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from './types.js';
 import { AttemptSignal } from './attempt-signal.js';
 
@@ -25,6 +25,12 @@ export interface PassDeps {
   outputs?: OutputStore;
   log: Logger;
   runId: string;
+  /**
+   * The pass this run takes part in: what its scan marks and its sweep claims. The run
+   * itself by default (SQLite: one run per pass); on PostgreSQL the run group, shared by
+   * every pod of the pass (src/ledger/postgres/lock.ts).
+   */
+  passId?: string;
   owner: string;
   /** First signal: stop claiming and drain. */
   stop: AbortSignal;
@@ -62,17 +68,21 @@ export interface PassResult {
   error?: Error;
 }
 
-/** How many scanned items go to the ledger in one discover-and-claim transaction. */
+/** How many scanned items go to the ledger in one discovery transaction. */
 const DISCOVER_BATCH = 256;
+/** Results per ledger write, at most (a batch is also written 20 ms after its first result). */
+const MAX_BATCH = 128;
 
 /**
- * One pass over the backlog: scan lazily -> discover+claim in batches -> bounded channel ->
- * at most `concurrency` handlers (p-limit) -> batched, fenced results. Then a retry sweep
- * for items that failed during this pass and are due again. Never throws: a ledger
+ * One pass over the backlog: scan lazily -> discover in batches -> bounded channel of
+ * candidate ids -> claims for free handler slots (claim-loop.ts) -> at most `concurrency`
+ * handlers (p-limit) -> batched, fenced results. Then a sweep for the pass's items that are
+ * due again (failures past their backoff, hand-backs). Never throws: a ledger
  * failure ends the pass as `failed` after in-flight work is stopped.
  */
 export async function runPass(deps: PassDeps): Promise<PassResult> {
-  const { config, ledger, handler, outputs, owner, runId } = deps;
+  const { config, ledger, handler, outputs, owner } = deps;
+  const passId = deps.passId ?? deps.runId;
   const now = deps.now ?? Date.now;
   const log = deps.log;
   const retry: RetryPolicy = {
@@ -117,7 +127,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 
   const results = new ResultBatcher(ledger, log, {
     now,
-    maxBatch: 128,
+    maxBatch: MAX_BATCH,
     maxDelayMs: 20,
     onError: (err) => {
       log.error({ err }, 'ledger write failed; stopping the pass');
@@ -172,7 +182,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     killAfterMs: () => drain.killAfterMs(),
   });
 
-  const claimOpts = () => ({ owner, runId, now: now(), leaseMs });
+  const claimOpts = () => ({ owner, runId: passId, now: now(), leaseMs });
 
   /** Scan lazily, record what is found, and queue the ids claimable now. */
   async function produce(): Promise<void> {
@@ -193,7 +203,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     try {
       for await (const batch of batches(source, DISCOVER_BATCH)) {
         if (drain.stopping.aborted) return;
-        const ids = await ledger.discover(batch, { runId, now: now(), refresh: deps.refresh });
+        const ids = await ledger.discover(batch, { runId: passId, now: now(), refresh: deps.refresh });
         scanned += batch.length;
         for (const id of ids) {
           if (drain.stopping.aborted) return;
@@ -331,12 +341,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     drain.requestStop(err.message);
   }
 
-  /**
-   * Claim at the slot: when handlers are free, claim that many candidates in one
-   * transaction and start them at once. A claim is a started attempt, so a crash charges
-   * at most `concurrency` items. After the scan, a sweep claims this pass's items whose
-   * retry backoff has passed, until nothing is held and nothing is due.
-   */
+  /** Start attempts for claims (at most the free slots), then wait for them all. */
   async function dispatch(): Promise<void> {
     const tasks = new Set<Promise<void>>();
     // p-limit is the slot count; we claim only for free slots, so its queue stays empty.
@@ -351,7 +356,24 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       tasks.add(task);
     };
     try {
-      await claimLoop(() => config.concurrency - limit.activeCount - limit.pendingCount, () => tasks.size, start);
+      sweepComplete = await claimLoop({
+        ledger,
+        results,
+        channel,
+        drain,
+        log,
+        held,
+        claimOpts,
+        freeSlots: () => config.concurrency - limit.activeCount - limit.pendingCount,
+        running: () => tasks.size,
+        start,
+        changed,
+        scanComplete: () => scanComplete,
+        queueSize: config.queueSize,
+        maxUnwritten: 2 * MAX_BATCH,
+        // Claims of the pass whose lease expired resume at once, as at start (charged).
+        retry: { ...retry, backoffMs: 0, backoffMaxMs: 0 },
+      });
     } catch (err) {
       fail(err, 'claim failed; stopping the pass', 'claim failure');
     }
@@ -363,59 +385,6 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         const claim = held.get(id);
         if (claim) results.release(claim, 'interrupted: its handler did not stop within the drain margin');
       }
-    }
-  }
-
-  async function claimLoop(freeSlots: () => number, running: () => number, start: (claim: Claim) => void): Promise<void> {
-    for (;;) {
-      if (drain.stopping.aborted) return;
-      if (freeSlots() <= 0) {
-        await changed();
-        continue;
-      }
-      // Let every attempt that is finishing in this turn of the event loop free its slot
-      // first, so that one claim transaction serves all of them (with fast handlers,
-      // claiming per freed slot would cost a transaction per item).
-      if (running() > 0) await yieldTurn();
-      if (drain.stopping.aborted) return;
-      const free = freeSlots();
-      let ids = channel.take(free);
-      if (ids.length === 0 && !channel.closed) {
-        const next = await channel.receive();
-        if (next.done) continue;
-        ids = [next.value, ...channel.take(free - 1)];
-      }
-      let claims: Claim[];
-      if (ids.length > 0) {
-        // With the results of the attempts that freed these slots, in one transaction.
-        claims = await results.flushAndClaim(ids, claimOpts);
-      } else {
-        // The scan ended (or stopped: checked above) and its candidates are taken.
-        if (!scanComplete) return;
-        // Retry sweep. Write settled results first, so failures whose backoff is over
-        // are claimable; listen before flushing, so no wake-up is missed.
-        const wake = changed();
-        await results.flush();
-        claims = await ledger.claimDue({ ...claimOpts(), limit: free });
-        if (claims.length === 0) {
-          // Every attempt of this pass is settled and written: nothing can become due now.
-          if (running() === 0 && held.size === 0) {
-            sweepComplete = true;
-            return;
-          }
-          await wake;
-          continue;
-        }
-      }
-      if (drain.stopping.aborted) {
-        // The stop came while we were claiming: these never started.
-        for (const c of claims) {
-          held.set(c.id, c);
-          results.release(c, 'handed back unstarted: run stopping');
-        }
-        return;
-      }
-      for (const c of claims) start(c);
     }
   }
 
@@ -447,7 +416,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   // everything was done still left nothing to do (exit 0, not 75), while hand-backs are due.
   const finished =
     scanComplete &&
-    (sweepComplete || (!error && !(await ledger.nextDueAt(runId).then((t) => t !== null && t <= now(), () => true))));
+    (sweepComplete || (!error && !(await ledger.nextDueAt(passId).then((t) => t !== null && t <= now(), () => true))));
   const outcome: PassOutcome = error ? 'failed' : finished ? 'completed' : 'drained';
   return { outcome, counts, scan, error };
 }

@@ -35,10 +35,10 @@ interface Finished {
 }
 
 /** A workspace of `n` small files for run group `schema`, with the I/O-like module handler. */
-function backlog(url: string, schema: string, n: number): Workspace {
+function backlog(url: string, schema: string, n: number, extra: Record<string, unknown> = {}): Workspace {
   const files = Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i % 10}/item-${i}.txt`, String(i)]));
   // concurrency 4 is the default on a 2-core machine; set so the test means the same anywhere.
-  const ws = workspace({ handler: { module: 'handler.mjs' }, state: { postgres: url, schema }, concurrency: 4, log: { level: 'info' } }, files);
+  const ws = workspace({ handler: { module: 'handler.mjs' }, state: { postgres: url, schema }, concurrency: 4, log: { level: 'info' }, ...extra }, files);
   writeFileSync(path.join(ws.dir, 'handler.mjs'), IO_HANDLER);
   return ws;
 }
@@ -65,14 +65,7 @@ async function pollUntil(cond: () => Promise<boolean>, what: string, timeoutMs: 
   }
 }
 
-// enabled when the pass-sharing work lands
-// To enable: change `describe.skip` below to `describe.skipIf(PG_SKIP_REASON !== undefined)`.
-// On main before claims moved to the handler slot (8546748) the first two fail (pods exit
-// `completed` with thousands of items pending); on main at bfa658a they pass and the
-// hand-back test fails (A ends with B's two handed-back items pending: its sweep only takes
-// what its own scan marked).
-describe.skip('PostgreSQL: a pass is shared by its pods until it ends (issue 11)', () => {
-  void PG_SKIP_REASON;
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pass is shared by its pods until it ends (issue 11)', () => {
   let server: PgServer;
   beforeAll(async () => {
     server = await startPostgres();
@@ -156,6 +149,44 @@ describe.skip('PostgreSQL: a pass is shared by its pods until it ends (issue 11)
     expect(fa.items.pending, `pending at A's exit: ${report}`).toBe(0);
     expect(external, `pending seen at A's exit: ${report}`).toBe(0);
     expect(await doneNow('handback', 'handback')).toBe(ITEMS);
+    // B scanned them (alone, before A started) and handed them back: A did them.
+    const handedBack = await server.admin<{ done_by: string }>(`SELECT done_by FROM handback.items WHERE released > 0`, [], 'handback');
+    expect(handedBack.length, report).toBeGreaterThanOrEqual(2);
+    for (const r of handedBack) expect(r.done_by, report).toContain(`:${a.child.pid}:`);
+  }, 200_000);
+
+  it('a pod killed while it holds claims: its sibling waits for their lease to expire, takes them over and finishes the pass', async () => {
+    const ITEMS = 256;
+    const url = await server.createDatabase('killed');
+    // The lease docs/postgres.md recommends with PostgreSQL: 30 s, renewed every 10 s.
+    const ws = backlog(url, 'killed', ITEMS, { lease: { seconds: 30, renewSeconds: 10 } });
+    const env = { CRONSAFE_RUN_GROUP: 'killed' };
+    const doneBy = async (r: Running): Promise<number> => {
+      const [row] = await server.admin<{ n: number }>(`SELECT count(*)::int AS n FROM killed.items WHERE state = 'done' AND done_by LIKE $1`, [`%:${r.child.pid}:%`], 'killed');
+      return row?.n ?? 0;
+    };
+    // B starts two items that hang, then A joins; B dies without a word (SIGKILL: no hand-back).
+    const b = spawnCli(['run', '-c', ws.configPath], { env: { ...env, TEST_HANG_FIRST: '2' }, timeoutMs: 150_000 });
+    await b.waitFor((l) => l.msg === 'run started', 60_000);
+    await pollUntil(async () => (await doneBy(b)) >= 10, 'B to complete 10 items', 60_000);
+    const a = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 150_000 });
+    await a.waitFor((l) => l.msg === 'run started', 60_000);
+    await pollUntil(async () => (await doneBy(a)) >= 5, 'A to complete 5 items', 60_000);
+    b.child.kill('SIGKILL');
+    const eb = await b.exited;
+    const ea = await a.exited;
+    expect(eb.signal).toBe('SIGKILL');
+    expect(ea.code, a.stderr()).toBe(0);
+    const fa = finishedLine(a);
+    const taken = await server.admin<{ attempts: number; done_by: string | null }>(`SELECT attempts, done_by FROM killed.items WHERE attempts > 1`, [], 'killed');
+    const report = JSON.stringify({ a: { done: fa.counts.succeeded, items: fa.items }, taken });
+    expect(fa.outcome).toBe('completed');
+    expect(fa.items, `ledger at A's exit: ${report}`).toMatchObject({ pending: 0, claimed: 0, done: ITEMS });
+    expect(a.lines.some((l) => /lease expired/.test(l.msg)), report).toBe(true);
+    // B's claims (the two hanging at least): charged, taken over and done by A.
+    expect(taken.length, report).toBeGreaterThanOrEqual(2);
+    for (const r of taken) expect(r.done_by, report).toContain(`:${a.child.pid}:`);
+    expect(await doneNow('killed', 'killed')).toBe(ITEMS);
   }, 200_000);
 
   it('a pod that joins 2 s after the first does a fair share of what was left, and neither leaves work behind', async () => {

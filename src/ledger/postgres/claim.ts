@@ -1,5 +1,5 @@
 import { wellFormed } from '../rows.js';
-import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
+import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions, OfferedClaims, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
@@ -110,33 +110,105 @@ RETURNING i.id, i.attempts, i.released`,
     p.leaseUntil,
   );
 
-/** The end-of-scan sweep: this run's due pending items, earliest first (SKIP LOCKED too). */
-export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number): Query =>
+/**
+ * A shared pass's claim (SharedPassLedger.claimOffered): at most $6 of the offered ids
+ * ($1, in the caller's order), those still pending and past their backoff, the first ones
+ * first; rows other pods hold are skipped (SKIP LOCKED, under LIMIT: only rows locked here
+ * count toward it). Offering more ids than slots lets a pod pass over the candidates a
+ * sibling scanning the same directory just took, instead of coming back with fewer claims
+ * than slots. `ord` says how far down the list the claim got. The claim marks the row as
+ * the pass's ($5): whoever claims it, it is then one of the pass's claims (siblingsQuery).
+ */
+export const claimOfferedQuery = (schema: string, ids: string[], p: ClaimParams, pass: string, limit: number): Query =>
+  q(
+    `WITH c AS (
+  SELECT it.id, b.ord FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
+  JOIN ${ident(schema)}.items AS it ON it.id = b.id
+  WHERE it.state = 'pending' AND it.available_at <= $3
+  ORDER BY b.ord LIMIT $6
+  FOR UPDATE OF it SKIP LOCKED)
+UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}, seen_run = $5
+FROM c WHERE i.id = c.id
+RETURNING i.id, i.attempts, i.released, c.ord`,
+    ids,
+    p.owner,
+    p.now,
+    p.leaseUntil,
+    pass,
+    limit,
+  );
+
+/**
+ * The sweep: pending items of the pass ($5) whose backoff has passed, earliest first,
+ * whoever scanned them (SKIP LOCKED too), never one the caller holds ($1). The order is
+ * the index items_pending_pass's (migration 003): a range scan that stops after $6 rows.
+ */
+export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number, exclude: readonly string[] = []): Query =>
   q(
     `WITH c AS (
   SELECT id FROM ${ident(schema)}.items
-  WHERE state = 'pending' AND seen_run = $1 AND available_at <= $3
-  ORDER BY available_at, id LIMIT $5
+  WHERE state = 'pending' AND seen_run = $5 AND available_at <= $3 AND NOT (id = ANY($1::text[]))
+  ORDER BY available_at, id LIMIT $6
   FOR UPDATE SKIP LOCKED)
 UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}
 FROM c WHERE i.id = c.id
 RETURNING i.id, i.attempts, i.released, i.available_at`,
-    runId,
+    exclude,
     p.owner,
     p.now,
     p.leaseUntil,
+    runId,
     limit,
   );
 
 export const nextDueQuery = (schema: string, runId: string): Query =>
   q(`SELECT min(available_at) AS t FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1`, runId);
 
-/** The claim verbs of the PostgreSQL ledger (each one retried transaction). */
+/**
+ * Where the pass's other pods stand, for a pod that has nothing left of its own (no claim
+ * held, nothing claimable): their claims of the pass by lease (live ones may come back, as
+ * a hand-back or a failure; expired ones are its to reclaim). First, every claim `owner`
+ * still has in the ledger goes back to pending, not charged: the caller holds none, so these
+ * are claims committed on a try whose acknowledgement was lost (the retry claimed others).
+ * Few rows either way: claims are at most `concurrency` per pod (items_claimed_owner).
+ */
+export const siblingsQuery = (schema: string, pass: string, owner: string, now: number): Query =>
+  q(
+    `WITH stray AS (
+  UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
+    released = i.released + 1, available_at = $3, updated_at = $3,
+    last_error = 'claim handed back unstarted: its owner never heard it was committed'
+  WHERE i.state = 'claimed' AND i.owner = $2
+  RETURNING i.id)
+SELECT (SELECT count(*) FROM stray) AS stray,
+  count(*) FILTER (WHERE lease_until >= $3) AS live,
+  count(*) FILTER (WHERE lease_until < $3) AS expired
+FROM ${ident(schema)}.items WHERE state = 'claimed' AND seen_run = $1 AND owner <> $2`,
+    pass,
+    owner,
+    now,
+  );
+
+/**
+ * Statistics for a table that was empty a moment ago: a first pass plans every statement
+ * against a never-analyzed `items` (autovacuum looks once a minute), and the plans are bad
+ * (claims by id scan every pending row). One pod at a time: a second ANALYZE would queue
+ * behind the first for nothing, so it is skipped when another holds the try-lock.
+ */
+export const analyzeLockQuery = (schema: string): Query => q(`SELECT pg_try_advisory_xact_lock(hashtext($1), 3) AS ok`, schema);
+export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema)}.items`);
+
+/** A pod analyzes `items` once its discovery has inserted this many rows, then after 10x as many. */
+export const ANALYZE_AFTER_ROWS = 1024;
+
+/** The claim verbs of the PostgreSQL ledger (each one retried transaction or statement). */
 export interface ClaimOps {
   discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
-  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]>;
+  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims>;
+  claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]>;
   nextDueAt(runId: string): Promise<number | null>;
+  siblings(pass: string, owner: string, now: number): Promise<PassSiblings>;
 }
 
 interface ClaimedRow {
@@ -161,6 +233,20 @@ const toClaim = (r: ClaimedRow, owner: string): Claim => ({ id: r.id, owner, att
 const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
 
 export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
+  let inserted = 0;
+  let analyzeAt = ANALYZE_AFTER_ROWS;
+  const analyze = async (): Promise<void> => {
+    analyzeAt = inserted * 10;
+    // Only a plan is at stake: a failure (a role that may not ANALYZE, a lost connection) is
+    // left to autovacuum.
+    await ex
+      .tx('analyze', async (exec) => {
+        const [lock] = await exec<{ ok: boolean }>(analyzeLockQuery(schema));
+        if (lock?.ok) await exec(analyzeQuery(schema));
+      })
+      .catch(() => undefined);
+  };
+
   return {
     async discover(items, opts) {
       if (items.length === 0) return [];
@@ -177,15 +263,20 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
         batch.sizes.push(it.size ?? null);
         batch.mtimes.push(it.mtimeMs ?? null);
       }
-      return ex.tx('discover', async (exec) => {
-        const created = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
-        if (created.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, created), opts.runId));
+      let created = 0;
+      const claimable = await ex.tx('discover', async (exec) => {
+        const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
+        created = made.size;
+        if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId));
         if (refresh !== null) {
           await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
           if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
         }
         return (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);
       });
+      inserted += created;
+      if (inserted >= analyzeAt) await analyze();
+      return claimable;
     },
 
     async claim(ids, opts) {
@@ -198,11 +289,20 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       return rows.map((r) => toClaim(r, opts.owner));
     },
 
+    async claimOffered(offered, opts) {
+      if (offered.length === 0 || opts.limit <= 0) return { claims: [], considered: 0 };
+      const wanted = offered.map(wellFormed);
+      const rows = await ex.claim<ClaimedRow & { ord: number }>('claim', claimOfferedQuery(schema, wanted, claimParams(opts), opts.runId, opts.limit));
+      // RETURNING order is unspecified; hand claims out in the order offered.
+      rows.sort((a, b) => a.ord - b.ord);
+      const considered = rows.length < opts.limit ? offered.length : rows[rows.length - 1]!.ord;
+      return { claims: rows.map((r) => toClaim(r, opts.owner)), considered };
+    },
+
     async claimDue(opts) {
       if (opts.limit <= 0) return [];
-      const rows = await ex.tx('claimDue', (exec) =>
-        exec<ClaimedRow & { available_at: number }>(claimDueQuery(schema, opts.runId, claimParams(opts), opts.limit)),
-      );
+      const exclude = opts.exclude?.map(wellFormed);
+      const rows = await ex.claim<ClaimedRow & { available_at: number }>('claimDue', claimDueQuery(schema, opts.runId, claimParams(opts), opts.limit, exclude));
       // The longest-waiting item goes first.
       rows.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1));
       return rows.map((r) => toClaim(r, opts.owner));
@@ -211,6 +311,11 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
     async nextDueAt(runId) {
       const [row] = await ex.query<{ t: number | null }>('nextDueAt', nextDueQuery(schema, runId));
       return row?.t ?? null;
+    },
+
+    async siblings(pass, owner, now) {
+      const [row] = await ex.query<PassSiblings>('siblings', siblingsQuery(schema, pass, owner, now));
+      return { live: row?.live ?? 0, expired: row?.expired ?? 0, stray: row?.stray ?? 0 };
     },
   };
 }

@@ -15,6 +15,8 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
+  OfferedClaims,
+  PassSiblings,
   RunHeartbeat,
   RunOutcome,
   RunRecord,
@@ -22,6 +24,7 @@ import type {
   RunStats,
   SettleOutcome,
   Settlement,
+  SharedPassLedger,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { settleInSteps } from '../settle-steps.js';
@@ -81,7 +84,7 @@ export const isPostgresLedger = (ledger: Ledger): ledger is PostgresLedger => le
  * (retried with backoff on transient errors: connection loss, failover, deadlock,
  * serialization failure); SQL builders are pure functions in the sibling modules.
  */
-export class PostgresLedger implements Ledger, ReclaimsExpired {
+export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger {
   readonly #ex: PostgresExecutor;
   readonly #schema: string;
   readonly #claim: ClaimOps;
@@ -113,12 +116,21 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
     return this.#finish.forget(claims, now);
   }
-  /** One transaction per step for now (see settleInSteps). */
+  /**
+   * One statement per step (see settleInSteps). The runner does not claim through settle
+   * on PostgreSQL: its claims go apart, on the claim session (claimOffered).
+   */
   settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
     return settleInSteps(this, s, now, claim, random);
   }
-  claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
+  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims> {
+    return this.#claim.claimOffered(offered, opts);
+  }
+  claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);
+  }
+  siblings(passId: string, owner: string, now: number): Promise<PassSiblings> {
+    return this.#claim.siblings(passId, owner, now);
   }
   nextDueAt(runId: string): Promise<number | null> {
     return this.#claim.nextDueAt(runId);
@@ -147,9 +159,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired {
   /**
    * Claims whose lease ended before `opts.now` (their run stopped renewing: it died, or
    * lost the database for longer than a lease) go back to pending, or dead when charged
-   * >= maxAttempts. Live pods renew well before expiry, so their claims are never taken.
+   * >= maxAttempts; only the pass `opts.passId`'s when given. Live pods renew well before
+   * expiry, so their claims are never taken.
    */
-  reclaimExpired(opts: FailOptions): Promise<number> {
+  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number> {
     return this.#recover.reclaimExpired(opts);
   }
   async counts(): Promise<ItemCounts> {

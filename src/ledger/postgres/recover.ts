@@ -35,14 +35,15 @@ WHERE state = 'claimed' AND owner <> $1 ORDER BY id FOR UPDATE`,
 
 /**
  * Claims whose lease ran out before `now`: their run stopped renewing (killed, or cut
- * off from the database for longer than a lease). SKIP LOCKED: a row another pod is
- * reclaiming or renewing right now is left to it.
+ * off from the database for longer than a lease); only the pass `pass`'s when given. SKIP
+ * LOCKED: a row another pod is reclaiming or renewing right now is left to it.
  */
-export const expiredQuery = (schema: string, now: number): Query =>
+export const expiredQuery = (schema: string, now: number, pass: string | null = null): Query =>
   q(
     `SELECT id, owner, attempts, released FROM ${ident(schema)}.items
-WHERE state = 'claimed' AND lease_until < $1 ORDER BY id FOR UPDATE SKIP LOCKED`,
+WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run = $2) ORDER BY id FOR UPDATE SKIP LOCKED`,
     now,
+    pass,
   );
 
 const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1`;
@@ -62,7 +63,7 @@ interface OrphanRow {
 /** Crash recovery, lease renewal and dead-letter requeue. */
 export interface RecoverOps {
   reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number>;
-  reclaimExpired(opts: FailOptions): Promise<number>;
+  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number>;
   renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 }
@@ -88,7 +89,7 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
     reclaimOrphans: (exceptOwner, opts) =>
       reclaim('reclaimOrphans', orphansQuery(schema, exceptOwner), 'the run that claimed it died', opts),
     reclaimExpired: (opts) =>
-      reclaim('reclaimExpired', expiredQuery(schema, opts.now), 'its lease expired (the run that claimed it stopped renewing)', opts),
+      reclaim('reclaimExpired', expiredQuery(schema, opts.now, opts.passId ?? null), 'its lease expired (the run that claimed it stopped renewing)', opts),
     async renew(owner, ids, leaseUntil) {
       if (ids.length === 0) return [];
       const rows = await ex.tx('renew', (exec) => exec<{ id: string }>(renewQuery(schema, owner, leaseUntil)));

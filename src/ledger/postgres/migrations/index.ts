@@ -1,5 +1,6 @@
 import * as m001 from './001-initial.js';
 import * as m002 from './002-job-identity-and-heartbeat.js';
+import * as m003 from './003-pass-index.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {
@@ -12,4 +13,5 @@ export interface Migration {
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, ...m001 },
   { version: 2, ...m002 },
+  { version: 3, ...m003 },
 ];

@@ -1,0 +1,157 @@
+import { setImmediate as yieldTurn } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { sharesPass, type Claim, type ClaimOptions, type Ledger, type RetryPolicy } from '../ledger/types.js';
+import type { Channel } from './channel.js';
+import type { Drain } from './drain.js';
+import type { ResultBatcher } from './results.js';
+
+/** How often a pod with nothing of its own left asks whether its siblings' claims came back. */
+export const SIBLING_POLL_MS = 500;
+
+export interface ClaimLoopDeps {
+  ledger: Ledger;
+  results: ResultBatcher;
+  channel: Channel<string>;
+  drain: Drain;
+  log: Logger;
+  /** Claims of attempts started and not yet written, by id. */
+  held: Map<string, Claim>;
+  /** The pass (run group on PostgreSQL, the run on SQLite), the owner, the clock and the lease. */
+  claimOpts: () => ClaimOptions;
+  freeSlots: () => number;
+  /** Attempts running now. */
+  running: () => number;
+  start: (claim: Claim) => void;
+  /** Resolves at the next wake-up: an attempt ended, a result was written, or a stop. */
+  changed: () => Promise<void>;
+  scanComplete: () => boolean;
+  /** Candidates offered per claim on a shared pass (the channel's capacity). */
+  queueSize: number;
+  /** Shared pass: no claim while this many finished attempts wait for their result write. */
+  maxUnwritten: number;
+  /** Policy for claims of the pass whose lease expired (resumed at once, charged). */
+  retry: RetryPolicy;
+}
+
+/**
+ * Claim at the slot: when handlers are free, claim that many candidates and start them at
+ * once. A claim is a started attempt, so a crash charges at most `concurrency` items. After
+ * the scan, a sweep claims the pass's due items, until nothing is held and nothing is due.
+ * Resolves true when the pass is over for this pod (the sweep proved it), false when it
+ * stopped (a drain, or the scan did not complete).
+ *
+ * SQLite: the claim goes with the results of the attempts that freed the slots, in one
+ * transaction (ResultBatcher.flushAndClaim). A shared pass (PostgreSQL): claims go apart,
+ * one statement each (SharedPassLedger), while results are written in their own batches;
+ * the whole channel is offered to each claim, and the pod's pass ends only once no sibling
+ * holds a claim of the pass that could come back (docs/postgres.md, "How pods share a pass").
+ */
+export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
+  const { channel, drain, held, ledger, results } = d;
+  const shared = sharesPass(ledger) ? ledger : undefined;
+  // Shared pass: candidates offered to a claim that it did not reach, offered first next time.
+  let front: string[] = [];
+
+  /** Candidates for `free` slots: SQLite `free` of them, a shared pass all it has. */
+  async function candidates(free: number): Promise<string[]> {
+    const want = shared ? Math.max(free, d.queueSize - front.length) : free;
+    let ids = front.length > 0 ? front.concat(channel.take(want)) : channel.take(want);
+    front = [];
+    if (ids.length === 0 && !channel.closed) {
+      const next = await channel.receive();
+      if (next.done) return [];
+      ids = [next.value, ...channel.take(want - 1)];
+    }
+    // A pod never claims an id it holds: after a server crash forgot a claim, the same
+    // owner would get the same fencing token for a second attempt (SharedPassLedger).
+    return shared ? ids.filter((id) => !held.has(id)) : ids;
+  }
+
+  async function claimCandidates(ids: string[], free: number): Promise<Claim[]> {
+    if (!shared) return results.flushAndClaim(ids, d.claimOpts);
+    const out = await shared.claimOffered(ids, { ...d.claimOpts(), limit: free });
+    front = ids.slice(out.considered);
+    return out.claims;
+  }
+
+  /**
+   * Nothing claimable and nothing of ours held. True: the pass is over for this pod. On a
+   * shared pass only once no sibling holds a claim of the pass that could come back (a
+   * hand-back, a failure); claims whose lease expired are reclaimed, then swept.
+   */
+  async function passOver(): Promise<boolean> {
+    if (!shared) return true;
+    const { runId: passId, owner, now } = d.claimOpts();
+    const s = await shared.siblings(passId, owner, now);
+    if (s.stray > 0) {
+      d.log.warn({ claims: s.stray }, 'handed back claims whose commit this run never heard of (a lost acknowledgement)');
+      return false;
+    }
+    if (s.expired > 0) {
+      const n = await shared.reclaimExpired({ now, retry: d.retry, passId });
+      if (n > 0) d.log.warn({ orphans: n }, "reclaimed claims of this pass whose lease expired (a sibling stopped renewing)");
+      return false;
+    }
+    if (s.live === 0) return true;
+    await sleepOrWake(d.changed(), SIBLING_POLL_MS);
+    return false;
+  }
+
+  for (;;) {
+    if (drain.stopping.aborted) return false;
+    const unwritten = held.size - d.running();
+    if (d.freeSlots() <= 0 || (shared && unwritten >= d.maxUnwritten)) {
+      await d.changed();
+      continue;
+    }
+    // Let every attempt that is finishing in this turn of the event loop free its slot
+    // first, so that one claim serves all of them (with fast handlers, claiming per freed
+    // slot would cost a statement per item).
+    if (d.running() > 0) await yieldTurn();
+    if (drain.stopping.aborted) return false;
+    const free = d.freeSlots();
+    const ids = await candidates(free);
+    let claims: Claim[];
+    if (ids.length > 0) {
+      claims = await claimCandidates(ids, free);
+    } else if (!channel.closed || channel.size > 0 || front.length > 0) {
+      continue; // every candidate was one we hold: look again
+    } else {
+      // The scan ended (or stopped: checked above) and its candidates are taken.
+      if (!d.scanComplete()) return false;
+      // Retry sweep. Write settled results first, so failures whose backoff is over are
+      // claimable; listen before flushing, so no wake-up is missed.
+      const wake = d.changed();
+      await results.flush();
+      claims = await ledger.claimDue({ ...d.claimOpts(), limit: free, exclude: shared ? [...held.keys()] : undefined });
+      if (claims.length === 0) {
+        // Every attempt of this pod is settled and written: nothing of its own can become due.
+        if (d.running() === 0 && held.size === 0) {
+          if (await passOver()) return true;
+          continue;
+        }
+        await wake;
+        continue;
+      }
+    }
+    if (drain.stopping.aborted) {
+      // The stop came while we were claiming: these never started.
+      for (const c of claims) {
+        held.set(c.id, c);
+        results.release(c, 'handed back unstarted: run stopping');
+      }
+      return false;
+    }
+    for (const c of claims) {
+      if (held.has(c.id)) throw new Error(`bug: the ledger handed out ${JSON.stringify(c.id)} again while this run holds it (attempt ${c.attempt})`);
+      d.start(c);
+    }
+  }
+}
+
+/** Wait for `wake` or `ms`, whichever comes first. */
+async function sleepOrWake(wake: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([wake, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
