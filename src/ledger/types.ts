@@ -255,18 +255,6 @@ export interface RunStats {
   lastSuccessAt: number | null;
 }
 
-/** What SharedPassLedger.claimOffered did with the candidates it was offered. */
-export interface OfferedClaims {
-  /** In the order offered. */
-  claims: Claim[];
-  /**
-   * How many of the offered ids (from the front) the claim looked at: all of them, unless it
-   * reached its limit, and then up to the last one claimed. The rest were not looked at and
-   * may be offered again; those looked at and not claimed were not claimable.
-   */
-  considered: number;
-}
-
 /** Where the other pods of a pass stand (SharedPassLedger.siblings). */
 export interface PassSiblings {
   /** Claims of the pass other owners hold with a live lease: attempts that may come back. */
@@ -282,19 +270,29 @@ export interface PassSiblings {
  * and discover options) is then the run group: every pod marks what it scans with it, and
  * any pod may claim any pending item of the pass, whoever scanned it.
  *
- * Claims are apart from result writes (the runner writes results in batches of its own)
- * and may be committed asynchronously: a database server crash can forget the latest
- * claims (never a pod crash). A forgotten claim is pending again with its old attempt
- * count, so the same owner re-claiming it would get the same fencing token while its first
- * attempt may still run: callers never offer or sweep ids they hold (`exclude`).
+ * Claims are committed asynchronously (no wait for the WAL flush): a crash of the database
+ * server (never a pod crash) can forget the latest ones, with the completions written
+ * with them. A forgotten claim is pending again with its old attempt count, so the same
+ * owner re-claiming it would get the same fencing token while its first attempt may still
+ * run: callers never offer or sweep ids they hold (`exclude`). A forgotten completion is a
+ * claim of its owner again, one it no longer holds: siblings() hands such claims back.
  */
 export interface SharedPassLedger {
   /**
-   * Claim at most `limit` of `offered` (candidate ids in the caller's order, none of them held
-   * by the caller) that are still claimable, the first ones first, skipping rows other pods
-   * hold. Offering more than `limit` lets a pod pass over candidates a sibling just took.
+   * settle() with the claim made from an offer: write the results, then claim at most
+   * `limit` of `offer.ids` (candidate ids in the caller's order, none of them held by the
+   * caller) that are still claimable, the first ones first, skipping rows other pods hold.
+   * Offering more ids than `limit` lets a pod pass over candidates a sibling just took.
+   * `considered`: how many of the offered ids (from the front) the claim looked at: all of
+   * them unless it reached its limit, and then up to the last one claimed. The rest may be
+   * offered again; those looked at and not claimed were not claimable.
    */
-  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims>;
+  settleOffered(
+    s: Settlement,
+    now: number,
+    offer: { ids: string[]; opts: ClaimOptions & { limit: number } },
+    random?: () => number,
+  ): Promise<SettleOutcome & { considered: number }>;
   /**
    * Claims of the pass `passId` held by owners other than `owner`, by lease; and, first,
    * every claim `owner` holds handed back (not charged): call it only when the caller holds
@@ -307,7 +305,7 @@ export interface SharedPassLedger {
 
 /** Checked by shape, so the runner need not load pg to ask. */
 export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger =>
-  typeof (ledger as Partial<SharedPassLedger>).claimOffered === 'function';
+  typeof (ledger as Partial<SharedPassLedger>).settleOffered === 'function';
 
 export interface Ledger {
   /** Apply numbered migrations; idempotent. */

@@ -27,8 +27,6 @@ export interface ClaimLoopDeps {
   scanComplete: () => boolean;
   /** Candidates offered per claim on a shared pass (the channel's capacity). */
   queueSize: number;
-  /** Shared pass: no claim while this many finished attempts wait for their result write. */
-  maxUnwritten: number;
   /** Policy for claims of the pass whose lease expired (resumed at once, charged). */
   retry: RetryPolicy;
 }
@@ -40,11 +38,11 @@ export interface ClaimLoopDeps {
  * Resolves true when the pass is over for this pod (the sweep proved it), false when it
  * stopped (a drain, or the scan did not complete).
  *
- * SQLite: the claim goes with the results of the attempts that freed the slots, in one
- * transaction (ResultBatcher.flushAndClaim). A shared pass (PostgreSQL): claims go apart,
- * one statement each (SharedPassLedger), while results are written in their own batches;
- * the whole channel is offered to each claim, and the pod's pass ends only once no sibling
- * holds a claim of the pass that could come back (docs/postgres.md, "How pods share a pass").
+ * The claim goes with the results of the attempts that freed the slots, in one write
+ * (ResultBatcher.flushAndClaim): one transaction on SQLite, one statement on a shared pass
+ * (PostgreSQL, SharedPassLedger). On a shared pass the whole channel is offered to each
+ * claim, and the pod's pass ends only once no sibling holds a claim of the pass that could
+ * come back (docs/postgres.md, "How pods share a pass").
  */
 export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   const { channel, drain, held, ledger, results } = d;
@@ -67,9 +65,9 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     return shared ? ids.filter((id) => !held.has(id)) : ids;
   }
 
+  /** With the results of the attempts that freed these slots, in one write. */
   async function claimCandidates(ids: string[], free: number): Promise<Claim[]> {
-    if (!shared) return results.flushAndClaim(ids, d.claimOpts);
-    const out = await shared.claimOffered(ids, { ...d.claimOpts(), limit: free });
+    const out = await results.flushAndClaim(ids, d.claimOpts, free);
     front = ids.slice(out.considered);
     return out.claims;
   }
@@ -99,8 +97,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
 
   for (;;) {
     if (drain.stopping.aborted) return false;
-    const unwritten = held.size - d.running();
-    if (d.freeSlots() <= 0 || (shared && unwritten >= d.maxUnwritten)) {
+    if (d.freeSlots() <= 0) {
       await d.changed();
       continue;
     }

@@ -370,7 +370,6 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         changed,
         scanComplete: () => scanComplete,
         queueSize: config.queueSize,
-        maxUnwritten: 2 * MAX_BATCH,
         // Claims of the pass whose lease expired resume at once, as at start (charged).
         retry: { ...retry, backoffMs: 0, backoffMaxMs: 0 },
       });

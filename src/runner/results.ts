@@ -1,5 +1,18 @@
 import type { Logger } from 'pino';
-import type { Claim, ClaimOptions, FenceOutcome, Ledger, RetryPolicy, Settlement } from '../ledger/types.js';
+import { sharesPass, type Claim, type ClaimOptions, type FenceOutcome, type Ledger, type RetryPolicy, type Settlement, type SettleOutcome } from '../ledger/types.js';
+
+/** A claim made with a result write (ResultBatcher.flushAndClaim). */
+interface ClaimRequest {
+  ids: string[];
+  opts: () => ClaimOptions;
+  limit: number;
+}
+
+/** The claims made, and how many of the ids offered the claim looked at. */
+export interface Claimed {
+  claims: Claim[];
+  considered: number;
+}
 
 /** How one attempt ended, as recorded in the ledger. */
 export type AttemptOutcome = 'succeeded' | 'failed' | 'dead' | 'released' | 'fenced' | 'gone';
@@ -19,9 +32,10 @@ export type ResultCounts = {
  * Collects item results and writes them to the ledger in batches, so that the ledger is
  * not the bottleneck (one transaction per batch instead of per item). Flushes when
  * `maxBatch` results wait or `maxDelayMs` after the first one, always on `flush()`, and
- * with every claim (`flushAndClaim`): the transaction that starts new attempts also
- * records the ones that freed their slots, so finished attempts hardly ever wait as
- * claims. Writes are serialised. A result is only ever reported as done after its
+ * with every claim (`flushAndClaim`): the write that starts new attempts also records the
+ * ones that freed their slots (SQLite: one transaction; a shared pass on PostgreSQL: one
+ * statement, SharedPassLedger.settleOffered), so finished attempts hardly ever wait as
+ * claims, and a pod's claims in the ledger never outnumber its slots. Writes are serialised. A result is only ever reported as done after its
  * transaction committed; a crash before that leaves the claim in place, and the item is
  * redone (its attempt charged: it did start).
  */
@@ -76,12 +90,16 @@ export class ResultBatcher {
     return this.enqueue().then(() => undefined);
   }
 
-  /** Write everything queued so far and claim `ids` in the same ledger write; the claims. */
-  flushAndClaim(ids: string[], opts: () => ClaimOptions): Promise<Claim[]> {
-    return this.enqueue({ ids, opts });
+  /**
+   * Write everything queued so far and claim from `ids` in the same ledger write: at most
+   * `limit` of them (a shared pass offers more candidates than slots; SharedPassLedger).
+   * `considered`: how many of `ids` the claim looked at (the rest may be offered again).
+   */
+  flushAndClaim(ids: string[], opts: () => ClaimOptions, limit = ids.length): Promise<Claimed> {
+    return this.enqueue({ ids, opts, limit });
   }
 
-  private enqueue(claim?: { ids: string[]; opts: () => ClaimOptions }): Promise<Claim[]> {
+  private enqueue(claim?: ClaimRequest): Promise<Claimed> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
@@ -106,14 +124,18 @@ export class ResultBatcher {
     }
   }
 
-  private async write(batch: Settlement, claim?: { ids: string[]; opts: () => ClaimOptions }): Promise<Claim[]> {
+  private async write(batch: Settlement, claim?: ClaimRequest): Promise<Claimed> {
     if (this.error) throw this.error;
     const size = batch.complete.length + batch.fail.length + batch.release.length + batch.gone.length;
-    if (size === 0 && (!claim || claim.ids.length === 0)) return [];
+    if (size === 0 && (!claim || claim.ids.length === 0)) return { claims: [], considered: 0 };
     const now = this.opts.now();
-    let out;
+    let out: SettleOutcome & { considered?: number };
     try {
-      out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
+      if (claim && sharesPass(this.ledger)) {
+        out = await this.ledger.settleOffered(batch, now, { ids: claim.ids, opts: { ...claim.opts(), limit: claim.limit } });
+      } else {
+        out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
+      }
     } catch (err) {
       this.error = err instanceof Error ? err : new Error(String(err));
       this.opts.onError(this.error);
@@ -127,7 +149,7 @@ export class ResultBatcher {
     for (const c of batch.gone) this.opts.onSettled?.(c);
     for (const f of batch.fail) this.opts.onSettled?.(f.claim);
     for (const r of batch.release) this.opts.onSettled?.(r.claim);
-    return out.claims;
+    return { claims: out.claims, considered: out.considered ?? claim?.ids.length ?? 0 };
   }
 
   private account(

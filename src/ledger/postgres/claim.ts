@@ -1,6 +1,7 @@
 import { wellFormed } from '../rows.js';
-import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions, OfferedClaims, PassSiblings } from '../types.js';
+import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
+import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
 
@@ -62,11 +63,14 @@ WHERE i.id = t.id`,
 
 /**
  * A claim records the stat of the version it claims (the row's, just refreshed by
- * discovery): the baseline `refresh: on-change` compares later discoveries with.
- * $owner, $now, $leaseUntil are parameters 2, 3, 4 of every claiming statement.
+ * discovery): the baseline `refresh: on-change` compares later discoveries with. The
+ * arguments are parameter references ($n) of the statement's owner, now and lease end.
  */
-const CLAIM_SET = `SET state = 'claimed', owner = $2, attempts = i.attempts + 1, lease_until = $4,
-  claimed_size = i.size, claimed_mtime_ms = i.mtime_ms, updated_at = $3`;
+const claimSet = (owner: string, now: string, leaseUntil: string): string =>
+  `SET state = 'claimed', owner = ${owner}, attempts = i.attempts + 1, lease_until = ${leaseUntil},
+  claimed_size = i.size, claimed_mtime_ms = i.mtime_ms, updated_at = ${now}`;
+/** $owner, $now, $leaseUntil are parameters 2, 3, 4 of the claim-only statements. */
+const CLAIM_SET = claimSet('$2', '$3', '$4');
 
 export interface ClaimParams {
   owner: string;
@@ -111,32 +115,55 @@ RETURNING i.id, i.attempts, i.released`,
   );
 
 /**
- * A shared pass's claim (SharedPassLedger.claimOffered): at most $6 of the offered ids
- * ($1, in the caller's order), those still pending and past their backoff, the first ones
+ * A shared pass's claim (SharedPassLedger.settleOffered): at most `limit` of the offered
+ * ids (in the caller's order), those still pending and past their backoff, the first ones
  * first; rows other pods hold are skipped (SKIP LOCKED, under LIMIT: only rows locked here
  * count toward it). Offering more ids than slots lets a pod pass over the candidates a
  * sibling scanning the same directory just took, instead of coming back with fewer claims
  * than slots. `ord` says how far down the list the claim got. The claim marks the row as
- * the pass's ($5): whoever claims it, it is then one of the pass's claims (siblingsQuery).
+ * the pass's: whoever claims it, it is then one of the pass's claims (siblingsQuery).
+ *
+ * `done`: the caller's finished attempts, completed (fenced, counted) in the same statement,
+ * so that a pod's claims in the ledger never outnumber its slots: a kill right after the
+ * claim leaves at most `concurrency` claims to charge, as on SQLite. Without completions the
+ * statement is the claim alone.
  */
-export const claimOfferedQuery = (schema: string, ids: string[], p: ClaimParams, pass: string, limit: number): Query =>
-  q(
-    `WITH c AS (
-  SELECT it.id, b.ord FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
+export const settleOfferedQuery = (schema: string, done: ClaimColumns, ids: string[], p: ClaimParams, pass: string, limit: number): Query => {
+  // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
+  const claim = (at: (n: number) => string): string => `c AS (
+  SELECT it.id, b.ord FROM unnest(${at(1)}::text[]) WITH ORDINALITY AS b(id, ord)
   JOIN ${ident(schema)}.items AS it ON it.id = b.id
-  WHERE it.state = 'pending' AND it.available_at <= $3
-  ORDER BY b.ord LIMIT $6
-  FOR UPDATE OF it SKIP LOCKED)
-UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}, seen_run = $5
-FROM c WHERE i.id = c.id
-RETURNING i.id, i.attempts, i.released, c.ord`,
+  WHERE it.state = 'pending' AND it.available_at <= ${at(2)}
+  ORDER BY b.ord LIMIT ${at(6)}
+  FOR UPDATE OF it SKIP LOCKED),
+cl AS (
+  UPDATE ${ident(schema)}.items AS i ${claimSet(at(3), at(2), at(4))}, seen_run = ${at(5)}
+  FROM c WHERE i.id = c.id
+  RETURNING i.id, i.attempts, i.released, c.ord)`;
+  const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl`;
+  if (done.ids.length === 0) {
+    return q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit);
+  }
+  // $2 of the claim is completeQuery's $4 (now); the others follow $5.
+  const at = (n: number): string => (n === 2 ? '$4' : `$${n === 1 ? 6 : n + 4}`);
+  return q(
+    `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
+${claim(at)}
+${claimed}
+UNION ALL
+SELECT id, attempt, NULL, NULL, owner FROM w`,
+    done.ids,
+    done.owners,
+    done.attempts,
+    p.now,
+    done.ids.length,
     ids,
     p.owner,
-    p.now,
     p.leaseUntil,
     pass,
     limit,
   );
+};
 
 /**
  * The sweep: pending items of the pass ($5) whose backoff has passed, earliest first,
@@ -205,7 +232,8 @@ export const ANALYZE_AFTER_ROWS = 1024;
 export interface ClaimOps {
   discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
-  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims>;
+  /** Complete `done` and claim from the offer, in one statement on the claim session. */
+  settleOffered(done: Claim[], offered: string[], opts: ClaimOptions & { limit: number }): Promise<{ complete: FenceOutcome[]; claims: Claim[]; considered: number }>;
   claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]>;
   nextDueAt(runId: string): Promise<number | null>;
   siblings(pass: string, owner: string, now: number): Promise<PassSiblings>;
@@ -289,14 +317,24 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       return rows.map((r) => toClaim(r, opts.owner));
     },
 
-    async claimOffered(offered, opts) {
-      if (offered.length === 0 || opts.limit <= 0) return { claims: [], considered: 0 };
+    async settleOffered(done, offered, opts) {
+      if (done.length === 0 && (offered.length === 0 || opts.limit <= 0)) return { complete: [], claims: [], considered: 0 };
       const wanted = offered.map(wellFormed);
-      const rows = await ex.claim<ClaimedRow & { ord: number }>('claim', claimOfferedQuery(schema, wanted, claimParams(opts), opts.runId, opts.limit));
+      const rows = await ex.claim<ClaimedRow & { ord: number | null; owner: string | null }>(
+        'claim',
+        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit)),
+      );
+      const applied: Applied[] = [];
+      const claimed: (ClaimedRow & { ord: number })[] = [];
+      for (const r of rows) {
+        if (r.owner !== null) applied.push({ id: r.id, owner: r.owner, attempt: r.attempts });
+        else claimed.push(r as ClaimedRow & { ord: number });
+      }
       // RETURNING order is unspecified; hand claims out in the order offered.
-      rows.sort((a, b) => a.ord - b.ord);
-      const considered = rows.length < opts.limit ? offered.length : rows[rows.length - 1]!.ord;
-      return { claims: rows.map((r) => toClaim(r, opts.owner)), considered };
+      claimed.sort((a, b) => a.ord - b.ord);
+      const considered = claimed.length < opts.limit ? offered.length : claimed[claimed.length - 1]!.ord;
+      const complete = await fencedOutcomes(ex, schema, 'complete', done, applied, (c) => ({ id: c.id, result: 'applied', state: 'done' }));
+      return { complete, claims: claimed.map((r) => toClaim(r, opts.owner)), considered };
     },
 
     async claimDue(opts) {

@@ -29,10 +29,11 @@ const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.a
  * `write` is the guarded UPDATE or DELETE over CLAIMS, returning (id, owner, attempt) of the
  * rows that passed the fence; `counter` counts those, items_fenced the rest of the batch
  * (`n` = the batch's length: a claim listed twice is applied once, its repeat is fenced).
- * Counter rows are written in name order, as bumpQuery does.
+ * Counter rows are written in name order, as bumpQuery does. fencedWriteCtes is the part
+ * before the final SELECT (`w` holds the applied rows), for statements that do more.
  */
-const fencedWrite = (schema: string, write: string, counter: FencedCounter, n: string): string =>
-  `WITH w AS (
+export const fencedWriteCtes = (schema: string, write: string, counter: FencedCounter, n: string): string =>
+  `w AS (
   ${write}
   RETURNING i.id, c.owner, c.attempt),
 k AS (SELECT count(*) AS applied FROM w),
@@ -40,28 +41,23 @@ bump AS (
   INSERT INTO ${ident(schema)}.counters AS t (name, value)
   SELECT v.name, v.by FROM k, LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied)) AS v(name, by)
   WHERE v.by > 0 ORDER BY v.name
-  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)
+  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)`;
+
+const fencedWrite = (schema: string, write: string, counter: FencedCounter, n: string): string =>
+  `WITH ${fencedWriteCtes(schema, write, counter, n)}
 SELECT id, owner, attempt FROM w`;
 
 type FencedCounter = 'items_done' | 'items_released' | 'items_gone';
 
+/** claimed -> done for the claims in $1-$3 (CLAIMS) still held, at `now` (a parameter reference). */
+export const completeWrite = (schema: string, now: string): string =>
+  `UPDATE ${ident(schema)}.items AS i SET state = 'done', owner = NULL, lease_until = NULL,
+    done_at = ${now}, done_by = c.owner, updated_at = ${now}
+  FROM ${CLAIMS} WHERE ${GUARD}`;
+
 /** Complete a whole batch in one statement, counters included. */
 export const completeQuery = (schema: string, c: ClaimColumns, now: number): Query =>
-  q(
-    fencedWrite(
-      schema,
-      `UPDATE ${ident(schema)}.items AS i SET state = 'done', owner = NULL, lease_until = NULL,
-    done_at = $4, done_by = c.owner, updated_at = $4
-  FROM ${CLAIMS} WHERE ${GUARD}`,
-      'items_done',
-      '$5',
-    ),
-    c.ids,
-    c.owners,
-    c.attempts,
-    now,
-    c.ids.length,
-  );
+  q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5'), c.ids, c.owners, c.attempts, now, c.ids.length);
 
 /** The interrupted attempt is handed back (released + 1), so it is not charged. */
 export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string): Query =>
@@ -170,7 +166,40 @@ export interface FinishOps {
 export const claimKey = (id: string, owner: string, attempt: number): string => `${wellFormed(id)}\0${owner}\0${attempt}`;
 const keyOf = (c: Claim): string => claimKey(c.id, c.owner, c.attempt);
 
-type Applied = { id: string; owner: string; attempt: number };
+/** A row a fenced write applied to: the claim's whole token. */
+export type Applied = { id: string; owner: string; attempt: number };
+
+/**
+ * Outcomes in claim order of a fenced write that applied to `rows`: a claim listed twice is
+ * applied once and the repeat reports as fenced (as in SQLite). Only when some were fenced,
+ * a read says why (after the commit: the reason is for people, the counts were written with
+ * the change).
+ */
+export async function fencedOutcomes(
+  ex: PostgresExecutor,
+  schema: string,
+  what: string,
+  claims: Claim[],
+  rows: Applied[],
+  ok: (c: Claim) => FenceOutcome,
+): Promise<FenceOutcome[]> {
+  const applied = new Map<string, FenceOutcome>();
+  const byKey = new Map(claims.map((c) => [keyOf(c), c]));
+  for (const r of rows) {
+    const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
+    if (c) applied.set(keyOf(c), ok(c));
+  }
+  const outs = claims.map((c): FenceOutcome | Claim => {
+    const out = applied.get(keyOf(c));
+    applied.delete(keyOf(c)); // a repeat is fenced
+    return out ?? c;
+  });
+  const fenced = outs.filter((o): o is Claim => !('result' in o));
+  if (fenced.length === 0) return outs as FenceOutcome[];
+  const holders = await ex.query<ClaimHolder & { id: string }>(what, holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
+  const byId = new Map(holders.map((r) => [r.id, r]));
+  return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, byId.get(wellFormed(o.id)) ?? null) }));
+}
 
 export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
   /**
@@ -206,22 +235,7 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
     async (claims: Claim[]): Promise<FenceOutcome[]> => {
       if (claims.length === 0) return [];
       const rows = await ex.query<Applied>(what, query(claimColumns(claims)));
-      const applied = new Map<string, FenceOutcome>();
-      const byKey = new Map(claims.map((c) => [keyOf(c), c]));
-      for (const r of rows) {
-        const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
-        if (c) applied.set(keyOf(c), ok(c));
-      }
-      const outs = claims.map((c): FenceOutcome | Claim => {
-        const out = applied.get(keyOf(c));
-        applied.delete(keyOf(c)); // a repeat is fenced
-        return out ?? c;
-      });
-      const fenced = outs.filter((o): o is Claim => !('result' in o));
-      if (fenced.length === 0) return outs as FenceOutcome[];
-      const holders = await ex.query<ClaimHolder & { id: string }>(what, holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
-      const byId = new Map(holders.map((r) => [r.id, r]));
-      return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, byId.get(wellFormed(o.id)) ?? null) }));
+      return fencedOutcomes(ex, schema, what, claims, rows, ok);
     };
 
   return {

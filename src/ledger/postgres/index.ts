@@ -15,7 +15,6 @@ import type {
   Ledger,
   LedgerEventKind,
   LedgerTotals,
-  OfferedClaims,
   PassSiblings,
   RunHeartbeat,
   RunOutcome,
@@ -117,14 +116,26 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
     return this.#finish.forget(claims, now);
   }
   /**
-   * One statement per step (see settleInSteps). The runner does not claim through settle
-   * on PostgreSQL: its claims go apart, on the claim session (claimOffered).
+   * One statement per step (see settleInSteps). The runner claims through settleOffered,
+   * and writes results without a claim through here.
    */
   settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
     return settleInSteps(this, s, now, claim, random);
   }
-  claimOffered(offered: string[], opts: ClaimOptions & { limit: number }): Promise<OfferedClaims> {
-    return this.#claim.claimOffered(offered, opts);
+  /**
+   * Failures, hand-backs and forgotten items first, one statement each (rare); then the
+   * completions and the claim in ONE statement on the claim session (asynchronous commit):
+   * one round trip and no WAL flush wait per group of freed slots.
+   */
+  async settleOffered(
+    s: Settlement,
+    now: number,
+    offer: { ids: string[]; opts: ClaimOptions & { limit: number } },
+    random?: () => number,
+  ): Promise<SettleOutcome & { considered: number }> {
+    const rest = await settleInSteps(this, { complete: [], fail: s.fail, release: s.release, gone: s.gone }, now, undefined, random);
+    const { complete, claims, considered } = await this.#claim.settleOffered(s.complete, offer.ids, { ...offer.opts, now });
+    return { ...rest, complete, claims, considered };
   }
   claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);
