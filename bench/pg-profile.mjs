@@ -5,7 +5,7 @@
 //   npm run build && node bench/pg-profile.mjs          (env BENCH_PROFILE_ITEMS, default 20000;
 //                                                        BENCH_PROFILE_FSYNC=off for a flush-free server)
 // Not part of `npm run bench`: a diagnostic for docs and design notes.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { envInt, fmtInt, loadavg, makeTree, table } from './lib.mjs';
@@ -24,9 +24,13 @@ try {
   log(`creating ${fmtInt(ITEMS)} empty files ...`);
   makeTree(src, ITEMS);
   const configFile = writePgConfig(root, src, { postgres: url, schema: 'prof' }, { extra: ['concurrency: 8'] });
-  // Create the schema first (migrations are not what we measure), then start counting.
-  const warm = await run([process.execPath, CLI, 'status', '-c', configFile, '--json'], 60_000);
-  if (warm.code !== 0) throw new Error(`status failed: ${warm.stderr}`);
+  // Create the schema first (migrations are not what we measure): a run over an empty
+  // directory (status opens read-only and refuses a schema no run has created).
+  const warmRoot = path.join(root, 'warm');
+  mkdirSync(path.join(warmRoot, 'src'), { recursive: true });
+  const warmConfig = writePgConfig(warmRoot, path.join(warmRoot, 'src'), { postgres: url, schema: 'prof' }, { extra: ['concurrency: 8'] });
+  const warm = await run([process.execPath, CLI, 'run', '-c', warmConfig], 60_000);
+  if (warm.code !== 0) throw new Error(`warm-up run failed: ${warm.stderr}`);
   const stats = () => {
     const [commits, rollbacks] = server.psql(`SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = 'prof'`).split('|').map(Number);
     const [walRecords, walBytes, walSync, walSyncMs, walWrite] = server

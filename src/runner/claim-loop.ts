@@ -58,6 +58,9 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     if (ids.length === 0 && !channel.closed) {
       const next = await channel.receive();
       if (next.done) return [];
+      // The scan hands over a discovered batch id by id: let it, so that the claim is
+      // offered the batch rather than its first id.
+      if (shared) await yieldTurn();
       ids = [next.value, ...channel.take(want - 1)];
     }
     // A pod never claims an id it holds: after a server crash forgot a claim, the same

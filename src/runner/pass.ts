@@ -2,7 +2,7 @@ import path from 'node:path';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import type { Claim, DiscoveredItem, Ledger, RefreshPolicy, RetryPolicy } from '../ledger/types.js';
+import { sharesPass, type Claim, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy } from '../ledger/types.js';
 import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
@@ -83,6 +83,7 @@ const MAX_BATCH = 128;
 export async function runPass(deps: PassDeps): Promise<PassResult> {
   const { config, ledger, handler, outputs, owner } = deps;
   const passId = deps.passId ?? deps.runId;
+  const shared = sharesPass(ledger);
   const now = deps.now ?? Date.now;
   const log = deps.log;
   const retry: RetryPolicy = {
@@ -205,9 +206,13 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         if (drain.stopping.aborted) return;
         const ids = await ledger.discover(batch, { runId: passId, now: now(), refresh: deps.refresh });
         scanned += batch.length;
-        for (const id of ids) {
+        // The pods of a shared pass scan one directory in one order: each goes through a
+        // batch from its own random place, or they would all offer their claims the same
+        // candidates and mostly find them taken.
+        const from = shared ? Math.floor(Math.random() * ids.length) : 0;
+        for (let i = 0; i < ids.length; i++) {
           if (drain.stopping.aborted) return;
-          await channel.send(id);
+          await channel.send(ids[(from + i) % ids.length]!);
         }
       }
       // The scan also ends early when the stop aborts it: that is not a complete scan.

@@ -158,11 +158,9 @@ export class ResultBatcher {
     claims: Claim[],
     failures?: Array<{ claim: Claim; error: string }>,
   ): void {
-    if (outcomes.length === 0) return;
-    const errors = new Map(failures?.map((f) => [f.claim.id, f] as const));
-    const byId = new Map(claims.map((c) => [c.id, c] as const));
-    for (const o of outcomes) {
-      const claim = byId.get(o.id);
+    // Outcomes come in the order of the claims written (Ledger.settle).
+    for (const [i, o] of outcomes.entries()) {
+      const claim = claims[i];
       if (claim) this.opts.onOutcome?.(claim, outcomeOf(o, op));
       if (o.result === 'fenced') {
         this.counts.fenced++;
@@ -176,7 +174,7 @@ export class ResultBatcher {
         this.log.warn({ itemId: o.id }, 'item gone: its file was deleted after the scan; dropped from the ledger (not charged)');
       }
       else {
-        const f = errors.get(o.id);
+        const f = failures?.[i];
         if (o.state === 'dead') {
           this.counts.deadLettered++;
           this.log.error({ itemId: o.id, attempt: f?.claim.attempt, error: f?.error }, 'item dead-lettered');

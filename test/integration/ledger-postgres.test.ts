@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimBatchQuery, insertNewQuery, touchKnownQuery } from '../../src/ledger/postgres/claim.js';
+import { claimBatchQuery } from '../../src/ledger/postgres/claim.js';
+import { insertNewQuery, knownQuery, touchKnownQuery } from '../../src/ledger/postgres/discover.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
@@ -32,6 +33,8 @@ describe('PostgreSQL SQL builders (no database)', () => {
     // Discovery never waits for rows other pods hold, and leaves unchanged rows alone.
     expect(touchKnownQuery('s', batch, 'r').text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
     expect(touchKnownQuery('s', batch, 'r').text).toMatch(/IS DISTINCT FROM/);
+    expect(knownQuery('s', batch, 'r', 9).text).toMatch(/FOR UPDATE SKIP LOCKED/);
+    expect(knownQuery('s', batch, 'r', 9).text).toMatch(/IS DISTINCT FROM/);
     for (const bad of ['Cronsafe', '1x', 'a"b', 'a-b', '', 'x'.repeat(64)]) expect(() => ident(bad)).toThrow(/schema name/);
   });
 

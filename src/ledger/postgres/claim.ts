@@ -2,64 +2,8 @@ import { wellFormed } from '../rows.js';
 import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
-import { ident, q, type Query } from './query.js';
+import { ident, q, type NamedQuery, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
-
-/** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
-export interface BatchColumns {
-  ids: string[];
-  sizes: (number | null)[];
-  mtimes: (number | null)[];
-}
-
-/**
- * Discovery, step 1: insert the batch's new ids as pending (ON CONFLICT DO NOTHING:
- * idempotent across pods, two pods discovering one file end with one row). Rows go in
- * id order, so pods inserting overlapping batches take row locks in one order. RETURNING
- * names the rows this transaction created (and so holds locked).
- */
-export const insertNewQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
-  q(
-    `INSERT INTO ${ident(schema)}.items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
-SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5
-FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
-ORDER BY d.id COLLATE "C"
-ON CONFLICT (id) DO NOTHING
-RETURNING id`,
-    b.ids,
-    b.sizes,
-    b.mtimes,
-    runId,
-    now,
-  );
-
-/**
- * Discovery, step 2, for ids that were already known: record their stat and mark the
- * pending ones as seen by this run (the end-of-scan sweep claims those). Only rows where
- * that changes something are written: with N pods each scanning the whole source, an
- * unconditional update would rewrite every row N times per pass. SKIP LOCKED: a row
- * another pod holds in an open transaction is being claimed or settled by it right now;
- * waiting for it would make the pods queue behind each other on the same batch.
- */
-export const touchKnownQuery = (schema: string, b: BatchColumns, runId: string): Query =>
-  q(
-    `WITH d AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)),
-t AS (
-  SELECT it.id FROM ${ident(schema)}.items AS it JOIN d ON it.id = d.id
-  WHERE (it.state = 'pending' AND it.seen_run IS DISTINCT FROM $4)
-     OR (d.size IS NOT NULL AND d.size IS DISTINCT FROM it.size)
-     OR (d.mtime_ms IS NOT NULL AND d.mtime_ms IS DISTINCT FROM it.mtime_ms)
-  ORDER BY it.id
-  FOR UPDATE OF it SKIP LOCKED)
-UPDATE ${ident(schema)}.items AS i SET size = coalesce(d.size, i.size), mtime_ms = coalesce(d.mtime_ms, i.mtime_ms),
-  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
-FROM t JOIN d ON d.id = t.id
-WHERE i.id = t.id`,
-    b.ids,
-    b.sizes,
-    b.mtimes,
-    runId,
-  );
 
 /**
  * A claim records the stat of the version it claims (the row's, just refreshed by
@@ -77,20 +21,6 @@ export interface ClaimParams {
   now: number;
   leaseUntil: number;
 }
-
-/**
- * Which ids of a discovered batch are claimable now (pending, past their backoff), in
- * batch order. Read only: the claim itself comes later, when a handler slot is free.
- */
-export const claimableQuery = (schema: string, ids: string[], now: number): Query =>
-  q(
-    `SELECT it.id FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
-JOIN ${ident(schema)}.items AS it ON it.id = b.id
-WHERE it.state = 'pending' AND it.available_at <= $2
-ORDER BY b.ord`,
-    ids,
-    now,
-  );
 
 /**
  * Claim those of `ids` still claimable (pending, past their backoff), for the handler
@@ -128,7 +58,7 @@ RETURNING i.id, i.attempts, i.released`,
  * claim leaves at most `concurrency` claims to charge, as on SQLite. Without completions the
  * statement is the claim alone.
  */
-export const settleOfferedQuery = (schema: string, done: ClaimColumns, ids: string[], p: ClaimParams, pass: string, limit: number): Query => {
+export const settleOfferedQuery = (schema: string, done: ClaimColumns, ids: string[], p: ClaimParams, pass: string, limit: number): NamedQuery => {
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
   const claim = (at: (n: number) => string): string => `c AS (
   SELECT it.id, b.ord FROM unnest(${at(1)}::text[]) WITH ORDINALITY AS b(id, ord)
@@ -142,11 +72,13 @@ cl AS (
   RETURNING i.id, i.attempts, i.released, c.ord)`;
   const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl`;
   if (done.ids.length === 0) {
-    return q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit);
+    return { name: 'cronsafe-claim', ...q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit) };
   }
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
   const at = (n: number): string => (n === 2 ? '$4' : `$${n === 1 ? 6 : n + 4}`);
-  return q(
+  return {
+    name: 'cronsafe-complete-claim',
+    ...q(
     `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
 ${claim(at)}
 ${claimed}
@@ -162,7 +94,8 @@ SELECT id, attempt, NULL, NULL, owner FROM w`,
     p.leaseUntil,
     pass,
     limit,
-  );
+    ),
+  };
 };
 
 /**
@@ -170,8 +103,9 @@ SELECT id, attempt, NULL, NULL, owner FROM w`,
  * whoever scanned them (SKIP LOCKED too), never one the caller holds ($1). The order is
  * the index items_pending_pass's (migration 003): a range scan that stops after $6 rows.
  */
-export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number, exclude: readonly string[] = []): Query =>
-  q(
+export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number, exclude: readonly string[] = []): NamedQuery => ({
+  name: 'cronsafe-sweep',
+  ...q(
     `WITH c AS (
   SELECT id FROM ${ident(schema)}.items
   WHERE state = 'pending' AND seen_run = $5 AND available_at <= $3 AND NOT (id = ANY($1::text[]))
@@ -186,7 +120,8 @@ RETURNING i.id, i.attempts, i.released, i.available_at`,
     p.leaseUntil,
     runId,
     limit,
-  );
+  ),
+});
 
 export const nextDueQuery = (schema: string, runId: string): Query =>
   q(`SELECT min(available_at) AS t FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1`, runId);
@@ -216,21 +151,8 @@ FROM ${ident(schema)}.items WHERE state = 'claimed' AND seen_run = $1 AND owner 
     now,
   );
 
-/**
- * Statistics for a table that was empty a moment ago: a first pass plans every statement
- * against a never-analyzed `items` (autovacuum looks once a minute), and the plans are bad
- * (claims by id scan every pending row). One pod at a time: a second ANALYZE would queue
- * behind the first for nothing, so it is skipped when another holds the try-lock.
- */
-export const analyzeLockQuery = (schema: string): Query => q(`SELECT pg_try_advisory_xact_lock(hashtext($1), 3) AS ok`, schema);
-export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema)}.items`);
-
-/** A pod analyzes `items` once its discovery has inserted this many rows, then after 10x as many. */
-export const ANALYZE_AFTER_ROWS = 1024;
-
 /** The claim verbs of the PostgreSQL ledger (each one retried transaction or statement). */
 export interface ClaimOps {
-  discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
   /** Complete `done` and claim from the offer, in one statement on the claim session. */
   settleOffered(done: Claim[], offered: string[], opts: ClaimOptions & { limit: number }): Promise<{ complete: FenceOutcome[]; claims: Claim[]; considered: number }>;
@@ -245,68 +167,11 @@ interface ClaimedRow {
   released: number;
 }
 
-/** The batch minus the ids in `drop` (parallel arrays kept aligned). */
-function without(b: BatchColumns, drop: Set<string>): BatchColumns {
-  const out: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-  b.ids.forEach((id, i) => {
-    if (drop.has(id)) return;
-    out.ids.push(id);
-    out.sizes.push(b.sizes[i] ?? null);
-    out.mtimes.push(b.mtimes[i] ?? null);
-  });
-  return out;
-}
-
 const toClaim = (r: ClaimedRow, owner: string): Claim => ({ id: r.id, owner, attempt: r.attempts, charged: r.attempts - r.released });
 const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
 
 export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
-  let inserted = 0;
-  let analyzeAt = ANALYZE_AFTER_ROWS;
-  const analyze = async (): Promise<void> => {
-    analyzeAt = inserted * 10;
-    // Only a plan is at stake: a failure (a role that may not ANALYZE, a lost connection) is
-    // left to autovacuum.
-    await ex
-      .tx('analyze', async (exec) => {
-        const [lock] = await exec<{ ok: boolean }>(analyzeLockQuery(schema));
-        if (lock?.ok) await exec(analyzeQuery(schema));
-      })
-      .catch(() => undefined);
-  };
-
   return {
-    async discover(items, opts) {
-      if (items.length === 0) return [];
-      const refresh = refreshParams(opts.refresh); // throws before anything is written
-      const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-      const seen = new Set<string>();
-      for (const it of items) {
-        // One row per id: a repeat would make the upsert touch a row twice (an error in
-        // PostgreSQL).
-        const id = wellFormed(it.id);
-        if (seen.has(id)) continue;
-        seen.add(id);
-        batch.ids.push(id);
-        batch.sizes.push(it.size ?? null);
-        batch.mtimes.push(it.mtimeMs ?? null);
-      }
-      let created = 0;
-      const claimable = await ex.tx('discover', async (exec) => {
-        const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
-        created = made.size;
-        if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId));
-        if (refresh !== null) {
-          await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
-          if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
-        }
-        return (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);
-      });
-      inserted += created;
-      if (inserted >= analyzeAt) await analyze();
-      return claimable;
-    },
-
     async claim(ids, opts) {
       if (ids.length === 0) return [];
       const wanted = ids.map(wellFormed);
@@ -320,7 +185,8 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
     async settleOffered(done, offered, opts) {
       if (done.length === 0 && (offered.length === 0 || opts.limit <= 0)) return { complete: [], claims: [], considered: 0 };
       const wanted = offered.map(wellFormed);
-      const rows = await ex.claim<ClaimedRow & { ord: number | null; owner: string | null }>(
+      const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>(
+        'claims',
         'claim',
         settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit)),
       );
@@ -340,7 +206,7 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
     async claimDue(opts) {
       if (opts.limit <= 0) return [];
       const exclude = opts.exclude?.map(wellFormed);
-      const rows = await ex.claim<ClaimedRow & { available_at: number }>('claimDue', claimDueQuery(schema, opts.runId, claimParams(opts), opts.limit, exclude));
+      const rows = await ex.on<ClaimedRow & { available_at: number }>('claims', 'claimDue', claimDueQuery(schema, opts.runId, claimParams(opts), opts.limit, exclude));
       // The longest-waiting item goes first.
       rows.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1));
       return rows.map((r) => toClaim(r, opts.owner));

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { isTransient, ledgerError, type PostgresLedgerError } from './errors.js';
-import type { Query } from './query.js';
+import type { NamedQuery, Query } from './query.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
@@ -47,7 +47,7 @@ const types = {
  * Connection settings shared by the pool and the run lock's dedicated session. `settings`:
  * server settings for the session (`-c name=value` at connect: no extra round trip).
  */
-export function clientConfig(opts: PostgresOptions, settings: string[] = []): pg.ClientConfig {
+export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
   const all = [...(opts.readOnly ? ['default_transaction_read_only=on'] : []), ...settings];
   return {
     connectionString: opts.url,
@@ -59,19 +59,35 @@ export function clientConfig(opts: PostgresOptions, settings: string[] = []): pg
   };
 }
 
+/**
+ * The hot paths run on dedicated sessions, one statement at a time in autocommit, each
+ * statement prepared once (docs/postgres.md, "Claims"):
+ * - `claims`: the claim loop's claims (with the completions of the slots they refill) and
+ *   sweeps;
+ * - `discovery`: the scan's inserts and checks of known ids.
+ * `synchronous_commit = off`: a statement returns without waiting for its WAL flush (~2.7
+ * ms on a local disk), which would otherwise be paid every few items. Only a crash of the
+ * database server can forget such commits, never a pod crash, and only the last ~600 ms of
+ * them (3 x wal_writer_delay); what that means for each is in SharedPassLedger and
+ * docs/postgres.md. Their statements are planned once, generically (parsing and planning a
+ * claim cost more than running it), so these sessions allow no plan that reads the table
+ * past an index: every one of their statements reaches rows by index, and a plan made
+ * while the table was small must stay right once it is large.
+ */
+const BY_INDEX = ['enable_seqscan=off', 'enable_hashjoin=off', 'enable_mergejoin=off'];
+const SESSIONS = {
+  claims: ['synchronous_commit=off', ...BY_INDEX],
+  discovery: ['synchronous_commit=off', ...BY_INDEX],
+} as const;
+export type SessionName = keyof typeof SESSIONS;
+
 export type Exec = <R extends pg.QueryResultRow = pg.QueryResultRow>(query: Query) => Promise<R[]>;
 
 /** Runs the ledger's transactions on a pool, retrying transient failures with backoff. */
 export class PostgresExecutor {
   readonly pool: pg.Pool;
-  /**
-   * The claim session: one connection, `synchronous_commit = off`, one autocommit statement
-   * per claim (docs/postgres.md, "Claims"). A claim then returns without waiting for its WAL
-   * flush (~2.7 ms on a local disk), which would otherwise be paid every few items; only a
-   * crash of the database server can forget it, and the next synchronous commit (a result
-   * batch) makes it durable. Opened on first use.
-   */
-  #claims: pg.Pool | undefined;
+  /** Dedicated sessions (one connection each, opened on first use), see SESSIONS. */
+  readonly #sessions = new Map<SessionName, pg.Pool>();
   #closed: Promise<void> | undefined;
   /**
    * Set when a call spent its whole budget; until a call succeeds again, calls try once
@@ -123,17 +139,20 @@ export class PostgresExecutor {
   }
 
   /**
-   * One statement on the claim session (autocommit, asynchronous commit), retried like
-   * tx(). A retry after a lost acknowledgement may leave the first try's claims committed
-   * and unknown to the caller: SharedPassLedger.siblings hands those back.
+   * One prepared statement in autocommit on a dedicated session (SESSIONS), retried like
+   * tx(). A retry after a lost acknowledgement may find the first try committed: a claim
+   * then stays with its owner unknown to it (SharedPassLedger.siblings hands it back), a
+   * discovery finds its rows known.
    */
-  claim<R extends pg.QueryResultRow = pg.QueryResultRow>(what: string, query: Query): Promise<R[]> {
-    if (!this.#claims) {
-      this.#claims = new pg.Pool({ ...clientConfig(this.opts, ['synchronous_commit=off']), application_name: 'cronsafe-claims', max: 1, idleTimeoutMillis: 30_000 });
-      this.#claims.on('error', () => undefined);
+  on<R extends pg.QueryResultRow = pg.QueryResultRow>(session: SessionName, what: string, query: NamedQuery): Promise<R[]> {
+    let pool = this.#sessions.get(session);
+    if (!pool) {
+      pool = new pg.Pool({ ...clientConfig(this.opts, SESSIONS[session]), application_name: `cronsafe-${session}`, max: 1, idleTimeoutMillis: 30_000 });
+      pool.on('error', () => undefined);
+      this.#sessions.set(session, pool);
     }
-    const pool = this.#claims;
-    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await pool.query<R>(query)).rows);
+    const p = pool;
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await p.query<R>(query)).rows);
   }
 
   /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. */
@@ -163,7 +182,7 @@ export class PostgresExecutor {
 
   /** Idempotent (memoized): ends the pool once. */
   close(): Promise<void> {
-    this.#closed ??= Promise.all([this.pool.end(), this.#claims?.end()]).then(
+    this.#closed ??= Promise.all([this.pool.end(), ...[...this.#sessions.values()].map((p) => p.end())]).then(
       () => undefined,
       () => undefined,
     );

@@ -183,22 +183,25 @@ export async function fencedOutcomes(
   rows: Applied[],
   ok: (c: Claim) => FenceOutcome,
 ): Promise<FenceOutcome[]> {
-  const applied = new Map<string, FenceOutcome>();
-  const byKey = new Map(claims.map((c) => [keyOf(c), c]));
-  for (const r of rows) {
-    const c = byKey.get(claimKey(r.id, r.owner, r.attempt));
-    if (c) applied.set(keyOf(c), ok(c));
-  }
+  // A row is updated at most once per statement, so ids are unique among `rows`.
+  const byId = new Map<string, Applied>();
+  for (const r of rows) byId.set(r.id, r);
+  let fencedCount = 0;
   const outs = claims.map((c): FenceOutcome | Claim => {
-    const out = applied.get(keyOf(c));
-    applied.delete(keyOf(c)); // a repeat is fenced
-    return out ?? c;
+    const id = wellFormed(c.id);
+    const r = byId.get(id);
+    if (r === undefined || r.owner !== c.owner || r.attempt !== c.attempt) {
+      fencedCount++;
+      return c;
+    }
+    byId.delete(id); // a repeat is fenced
+    return ok(c);
   });
+  if (fencedCount === 0) return outs as FenceOutcome[];
   const fenced = outs.filter((o): o is Claim => !('result' in o));
-  if (fenced.length === 0) return outs as FenceOutcome[];
   const holders = await ex.query<ClaimHolder & { id: string }>(what, holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
-  const byId = new Map(holders.map((r) => [r.id, r]));
-  return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, byId.get(wellFormed(o.id)) ?? null) }));
+  const holderOf = new Map(holders.map((r) => [r.id, r]));
+  return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holderOf.get(wellFormed(o.id)) ?? null) }));
 }
 
 export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {

@@ -26,6 +26,7 @@ import type {
   SharedPassLedger,
 } from '../types.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
+import { makeDiscover } from './discover.js';
 import { settleInSteps } from '../settle-steps.js';
 import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
@@ -87,6 +88,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   readonly #ex: PostgresExecutor;
   readonly #schema: string;
   readonly #claim: ClaimOps;
+  readonly #discover: (items: DiscoveredItem[], opts: DiscoverOptions) => Promise<string[]>;
   readonly #finish: FinishOps;
   readonly #recover: RecoverOps;
 
@@ -94,6 +96,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
     this.#ex = ex;
     this.#schema = ex.opts.schema;
     this.#claim = makeClaimOps(ex, this.#schema);
+    this.#discover = makeDiscover(ex, this.#schema);
     this.#finish = makeFinishOps(ex, this.#schema);
     this.#recover = makeRecoverOps(ex, this.#schema);
   }
@@ -107,7 +110,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
     await this.#ex.tx('migrate', (exec) => migrate(exec, this.#schema));
   }
   discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> {
-    return this.#claim.discover(items, opts);
+    return this.#discover(items, opts);
   }
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
     return this.#claim.claim(ids, opts);
@@ -133,9 +136,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
     offer: { ids: string[]; opts: ClaimOptions & { limit: number } },
     random?: () => number,
   ): Promise<SettleOutcome & { considered: number }> {
-    const rest = await settleInSteps(this, { complete: [], fail: s.fail, release: s.release, gone: s.gone }, now, undefined, random);
+    const rare = s.fail.length + s.release.length + s.gone.length > 0;
+    const rest = rare ? await settleInSteps(this, { ...s, complete: [] }, now, undefined, random) : { fail: [], release: [], gone: [] };
     const { complete, claims, considered } = await this.#claim.settleOffered(s.complete, offer.ids, { ...offer.opts, now });
-    return { ...rest, complete, claims, considered };
+    return { fail: rest.fail, release: rest.release, gone: rest.gone, complete, claims, considered };
   }
   claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]> {
     return this.#claim.claimDue(opts);

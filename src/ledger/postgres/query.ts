@@ -8,6 +8,14 @@ export interface Query {
   values: unknown[];
 }
 
+/**
+ * A statement prepared once per session under `name` (node-postgres does it on first use).
+ * Only for statements whose text is fixed for a session: the claim session's.
+ */
+export interface NamedQuery extends Query {
+  name: string;
+}
+
 /** The schema the ledger lives in when `state.schema` is not set. */
 export const DEFAULT_SCHEMA = 'cronsafe';
 

@@ -1,0 +1,208 @@
+import { wellFormed } from '../rows.js';
+import type { DiscoveredItem, DiscoverOptions } from '../types.js';
+import type { PostgresExecutor } from './connection.js';
+import { ident, q, type Query } from './query.js';
+import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
+
+/** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
+export interface BatchColumns {
+  ids: string[];
+  sizes: (number | null)[];
+  mtimes: (number | null)[];
+}
+
+/**
+ * Discovery, step 1: insert the batch's new ids as pending (ON CONFLICT DO NOTHING:
+ * idempotent across pods, two pods discovering one file end with one row). Rows go in
+ * id order, so pods inserting overlapping batches take row locks in one order. RETURNING
+ * names the rows this statement created. A pod inserting ids another pod's statement is
+ * inserting waits for that statement: it commits on its own, so the wait is short.
+ */
+export const insertNewQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
+  q(
+    `INSERT INTO ${ident(schema)}.items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
+SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5
+FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
+ORDER BY d.id COLLATE "C"
+ON CONFLICT (id) DO NOTHING
+RETURNING id`,
+    b.ids,
+    b.sizes,
+    b.mtimes,
+    runId,
+    now,
+  );
+
+/** Whether a known row must be written: pending and not yet marked by the pass ($4), or its stat changed. */
+const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND ${i}.seen_run IS DISTINCT FROM $4)
+      OR (${d}.size IS NOT NULL AND ${d}.size IS DISTINCT FROM ${i}.size)
+      OR (${d}.mtime_ms IS NOT NULL AND ${d}.mtime_ms IS DISTINCT FROM ${i}.mtime_ms)`;
+
+/**
+ * Discovery, step 2, for ids that were already known, in one statement: record their stat,
+ * mark the pending ones as the pass's (its sweep claims those), and return those claimable
+ * now (pending, past their backoff), in batch order. Only rows where that changes something
+ * are written: with N pods each scanning the whole source, an unconditional update would
+ * rewrite every row N times per pass. SKIP LOCKED: a row another pod is claiming or
+ * settling right now is not waited for. Each id is looked up by primary key (the subquery
+ * is not flattened: OFFSET 0) and filtered after: a filter next to the join may make the
+ * planner walk the whole pending index once per batch. What is returned is what the
+ * statement saw at its start (the write changes neither state nor backoff).
+ */
+export const knownQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
+  q(
+    `WITH d AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[]) WITH ORDINALITY AS d(id, size, mtime_ms, ord)),
+k AS (
+  SELECT d.id, d.ord, d.size, d.mtime_ms, it.state, it.available_at, it.stale
+  FROM d CROSS JOIN LATERAL (
+    SELECT i.state, i.available_at, ${STALE('i', 'd')} AS stale
+    FROM ${ident(schema)}.items AS i WHERE i.id = d.id OFFSET 0) AS it),
+t AS (
+  SELECT l.id, k.size, k.mtime_ms FROM k CROSS JOIN LATERAL (
+    SELECT i.id FROM ${ident(schema)}.items AS i WHERE i.id = k.id AND (${STALE('i', 'k')})
+    FOR UPDATE SKIP LOCKED) AS l
+  WHERE k.stale),
+u AS (
+  UPDATE ${ident(schema)}.items AS i SET size = coalesce(t.size, i.size), mtime_ms = coalesce(t.mtime_ms, i.mtime_ms),
+    seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
+  FROM t WHERE i.id = t.id)
+SELECT id FROM k WHERE state = 'pending' AND available_at <= $5 ORDER BY ord`,
+    b.ids,
+    b.sizes,
+    b.mtimes,
+    runId,
+    now,
+  );
+
+/** As knownQuery's write alone: for the refresh path, which must write between it and the read. */
+export const touchKnownQuery = (schema: string, b: BatchColumns, runId: string): Query =>
+  q(
+    `WITH d AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)),
+t AS (
+  SELECT it.id FROM ${ident(schema)}.items AS it JOIN d ON it.id = d.id
+  WHERE ${STALE('it', 'd')}
+  ORDER BY it.id
+  FOR UPDATE OF it SKIP LOCKED)
+UPDATE ${ident(schema)}.items AS i SET size = coalesce(d.size, i.size), mtime_ms = coalesce(d.mtime_ms, i.mtime_ms),
+  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
+FROM t JOIN d ON d.id = t.id
+WHERE i.id = t.id`,
+    b.ids,
+    b.sizes,
+    b.mtimes,
+    runId,
+  );
+
+/** As knownQuery's read alone (refresh path): which of `ids` are claimable now, in order. */
+export const claimableQuery = (schema: string, ids: string[], now: number): Query =>
+  q(
+    `SELECT b.id FROM unnest($1::text[]) WITH ORDINALITY AS b(id, ord)
+CROSS JOIN LATERAL (SELECT state, available_at FROM ${ident(schema)}.items WHERE id = b.id OFFSET 0) AS it
+WHERE it.state = 'pending' AND it.available_at <= $2
+ORDER BY b.ord`,
+    ids,
+    now,
+  );
+
+/**
+ * The discovery session's settings (connection.ts) for the refresh path's transaction:
+ * every discovery statement reaches the batch's rows by primary key. A plan that reads the
+ * table instead costs the whole table per batch of 256 (a pass would cost its size
+ * squared), and the planner picks one when it misjudges a batch against a table whose
+ * statistics lag behind (a first pass grows it from nothing).
+ */
+export const byIndexOnlyQuery = (): Query => q(`SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`);
+
+/**
+ * Statistics for a table that was empty a moment ago: a first pass plans every statement
+ * against a never-analyzed `items` (autovacuum looks once a minute). One pod at a time: a
+ * second ANALYZE would queue behind the first for nothing, so it is skipped when another
+ * holds the try-lock.
+ */
+export const analyzeLockQuery = (schema: string): Query => q(`SELECT pg_try_advisory_xact_lock(hashtext($1), 3) AS ok`, schema);
+export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema)}.items`);
+
+/** A pod analyzes `items` once its discovery has inserted this many rows, then after 10x as many. */
+export const ANALYZE_AFTER_ROWS = 1024;
+
+/** The batch minus the ids in `drop` (parallel arrays kept aligned). */
+function without(b: BatchColumns, drop: Set<string>): BatchColumns {
+  const out: BatchColumns = { ids: [], sizes: [], mtimes: [] };
+  b.ids.forEach((id, i) => {
+    if (drop.has(id)) return;
+    out.ids.push(id);
+    out.sizes.push(b.sizes[i] ?? null);
+    out.mtimes.push(b.mtimes[i] ?? null);
+  });
+  return out;
+}
+
+/** One id per row, well-formed (a repeat would make the upsert touch a row twice: an error). */
+function columns(items: DiscoveredItem[]): BatchColumns {
+  const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
+  const seen = new Set<string>();
+  for (const it of items) {
+    const id = wellFormed(it.id);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    batch.ids.push(id);
+    batch.sizes.push(it.size ?? null);
+    batch.mtimes.push(it.mtimeMs ?? null);
+  }
+  return batch;
+}
+
+/**
+ * Ledger.discover on PostgreSQL. Without a refresh policy (the default): an INSERT, then,
+ * for the ids it did not create, one knownQuery, each in autocommit on the discovery
+ * session; the first pod of a pass makes one round trip per batch. A lost commit (a server
+ * crash) loses rows or marks that the next scan makes again, and the claims of lost rows,
+ * committed after them, are lost as well. With a refresh policy: one transaction, in the
+ * order the policy needs (touch, refresh, baseline, read).
+ */
+export function makeDiscover(ex: PostgresExecutor, schema: string): (items: DiscoveredItem[], opts: DiscoverOptions) => Promise<string[]> {
+  let inserted = 0;
+  let analyzeAt = ANALYZE_AFTER_ROWS;
+  const analyze = async (): Promise<void> => {
+    analyzeAt = inserted * 10;
+    // Only a plan is at stake: a failure (a role that may not ANALYZE, a lost connection) is
+    // left to autovacuum.
+    await ex
+      .tx('analyze', async (exec) => {
+        const [lock] = await exec<{ ok: boolean }>(analyzeLockQuery(schema));
+        if (lock?.ok) await exec(analyzeQuery(schema));
+      })
+      .catch(() => undefined);
+  };
+
+  async function plain(batch: BatchColumns, opts: DiscoverOptions): Promise<{ created: number; claimable: string[] }> {
+    const made = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-insert', ...insertNewQuery(schema, batch, opts.runId, opts.now) });
+    if (made.length === batch.ids.length) return { created: made.length, claimable: batch.ids };
+    const madeIds = new Set(made.map((r) => r.id));
+    const known = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-known', ...knownQuery(schema, without(batch, madeIds), opts.runId, opts.now) });
+    // New rows are claimable at once; both lists follow the batch's order.
+    const claimable = new Set(known.map((r) => r.id));
+    return { created: made.length, claimable: batch.ids.filter((id) => madeIds.has(id) || claimable.has(id)) };
+  }
+
+  return async (items, opts) => {
+    if (items.length === 0) return [];
+    const refresh = refreshParams(opts.refresh); // throws before anything is written
+    const batch = columns(items);
+    const { created, claimable } =
+      refresh === null
+        ? await plain(batch, opts)
+        : await ex.tx('discover', async (exec) => {
+            await exec(byIndexOnlyQuery());
+            const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
+            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId));
+            await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
+            if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
+            const ids = (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);
+            return { created: made.size, claimable: ids };
+          });
+    inserted += created;
+    if (inserted >= analyzeAt) await analyze();
+    return claimable;
+  };
+}
