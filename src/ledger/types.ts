@@ -280,17 +280,19 @@ export interface PassSiblings {
 export interface SharedPassLedger {
   /**
    * settle() with the claim made from an offer: write the results, then claim at most
-   * `limit` of `offer.ids` (candidate ids in the caller's order, none of them held by the
-   * caller) that are still claimable, the first ones first, skipping rows other pods hold.
-   * Offering more ids than `limit` lets a pod pass over candidates a sibling just took.
-   * `considered`: how many of the offered ids (from the front) the claim looked at: all of
-   * them unless it reached its limit, and then up to the last one claimed. The rest may be
-   * offered again; those looked at and not claimed were not claimable.
+   * `limit` items: first those of `offer.ids` (candidate ids in the caller's order, none of
+   * them held by the caller) still claimable, the first ones first; when they fall short,
+   * the pass's other due pending items, as claimDue takes them, never one of `exclude`.
+   * Rows other pods hold are skipped. Offering more ids than `limit` lets a pod pass over
+   * candidates a sibling just took. `considered`: how many of the offered ids (from the
+   * front) the claim looked at: all of them unless it reached its limit with them, and then
+   * up to the last one claimed. The rest may be offered again; those looked at and not
+   * claimed were not claimable.
    */
   settleOffered(
     s: Settlement,
     now: number,
-    offer: { ids: string[]; opts: ClaimOptions & { limit: number } },
+    offer: { ids: string[]; opts: ClaimOptions & { limit: number; exclude?: readonly string[] } },
     random?: () => number,
   ): Promise<SettleOutcome & { considered: number }>;
   /**

@@ -50,14 +50,23 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   // Shared pass: candidates offered to a claim that it did not reach, offered first next time.
   let front: string[] = [];
 
-  /** Candidates for `free` slots: SQLite `free` of them, a shared pass all it has. */
+  // Shared pass: a claim found nothing claimable in the pass. Until the scan offers
+  // something new, there is no point in asking again.
+  let dry = false;
+
+  /**
+   * Candidates for `free` slots: SQLite `free` of them, a shared pass all it has. Waits
+   * while the channel is empty and open, except on a shared pass whose claim can take the
+   * pass's pending items without any (until one such claim came back empty).
+   */
   async function candidates(free: number): Promise<string[]> {
     const want = shared ? Math.max(free, d.queueSize - front.length) : free;
     let ids = front.length > 0 ? front.concat(channel.take(want)) : channel.take(want);
     front = [];
-    if (ids.length === 0 && !channel.closed) {
+    if (ids.length === 0 && !channel.closed && !(shared && !dry)) {
       const next = await channel.receive();
       if (next.done) return [];
+      dry = false;
       // The scan hands over a discovered batch id by id: let it, so that the claim is
       // offered the batch rather than its first id.
       if (shared) await yieldTurn();
@@ -70,8 +79,15 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
 
   /** With the results of the attempts that freed these slots, in one write. */
   async function claimCandidates(ids: string[], free: number): Promise<Claim[]> {
-    const out = await results.flushAndClaim(ids, d.claimOpts, free);
+    const out = await results.flushAndClaim(ids, d.claimOpts, free, shared ? [...held.keys()] : undefined);
     front = ids.slice(out.considered);
+    if (shared && out.claims.length === 0) {
+      // Nothing of the pass was claimable, so neither is anything this pod found before:
+      // the siblings took it. Wait for what the scan finds next instead of offering that.
+      dry = true;
+      front = [];
+      channel.take(channel.size);
+    }
     return out.claims;
   }
 
@@ -111,19 +127,25 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     if (drain.stopping.aborted) return false;
     const free = d.freeSlots();
     const ids = await candidates(free);
+    const scanning = !channel.closed || channel.size > 0 || front.length > 0;
     let claims: Claim[];
-    if (ids.length > 0) {
+    if (ids.length > 0 || (shared && scanning)) {
       claims = await claimCandidates(ids, free);
-    } else if (!channel.closed || channel.size > 0 || front.length > 0) {
+    } else if (scanning) {
       continue; // every candidate was one we hold: look again
     } else {
       // The scan ended (or stopped: checked above) and its candidates are taken.
       if (!d.scanComplete()) return false;
-      // Retry sweep. Write settled results first, so failures whose backoff is over are
-      // claimable; listen before flushing, so no wake-up is missed.
+      // Retry sweep, after the settled results are written, so failures whose backoff is
+      // over are claimable (a shared pass: in one statement); listen first, so no wake-up
+      // is missed.
       const wake = d.changed();
-      await results.flush();
-      claims = await ledger.claimDue({ ...d.claimOpts(), limit: free, exclude: shared ? [...held.keys()] : undefined });
+      if (shared) {
+        claims = await claimCandidates([], free);
+      } else {
+        await results.flush();
+        claims = await ledger.claimDue({ ...d.claimOpts(), limit: free });
+      }
       if (claims.length === 0) {
         // Every attempt of this pod is settled and written: nothing of its own can become due.
         if (d.running() === 0 && held.size === 0) {

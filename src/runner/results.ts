@@ -6,6 +6,8 @@ interface ClaimRequest {
   ids: string[];
   opts: () => ClaimOptions;
   limit: number;
+  /** Ids the caller holds (SharedPassLedger.settleOffered). */
+  exclude?: readonly string[];
 }
 
 /** The claims made, and how many of the ids offered the claim looked at. */
@@ -92,11 +94,12 @@ export class ResultBatcher {
 
   /**
    * Write everything queued so far and claim from `ids` in the same ledger write: at most
-   * `limit` of them (a shared pass offers more candidates than slots; SharedPassLedger).
-   * `considered`: how many of `ids` the claim looked at (the rest may be offered again).
+   * `limit` (a shared pass offers more candidates than slots, and fills up from the pass's
+   * pending items, never one of `exclude`: SharedPassLedger.settleOffered). `considered`:
+   * how many of `ids` the claim looked at (the rest may be offered again).
    */
-  flushAndClaim(ids: string[], opts: () => ClaimOptions, limit = ids.length): Promise<Claimed> {
-    return this.enqueue({ ids, opts, limit });
+  flushAndClaim(ids: string[], opts: () => ClaimOptions, limit = ids.length, exclude?: readonly string[]): Promise<Claimed> {
+    return this.enqueue({ ids, opts, limit, exclude });
   }
 
   private enqueue(claim?: ClaimRequest): Promise<Claimed> {
@@ -127,12 +130,12 @@ export class ResultBatcher {
   private async write(batch: Settlement, claim?: ClaimRequest): Promise<Claimed> {
     if (this.error) throw this.error;
     const size = batch.complete.length + batch.fail.length + batch.release.length + batch.gone.length;
-    if (size === 0 && (!claim || claim.ids.length === 0)) return { claims: [], considered: 0 };
+    if (size === 0 && (!claim || (claim.ids.length === 0 && !sharesPass(this.ledger)))) return { claims: [], considered: 0 };
     const now = this.opts.now();
     let out: SettleOutcome & { considered?: number };
     try {
       if (claim && sharesPass(this.ledger)) {
-        out = await this.ledger.settleOffered(batch, now, { ids: claim.ids, opts: { ...claim.opts(), limit: claim.limit } });
+        out = await this.ledger.settleOffered(batch, now, { ids: claim.ids, opts: { ...claim.opts(), limit: claim.limit, exclude: claim.exclude } });
       } else {
         out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
       }

@@ -45,20 +45,30 @@ RETURNING i.id, i.attempts, i.released`,
   );
 
 /**
- * A shared pass's claim (SharedPassLedger.settleOffered): at most `limit` of the offered
- * ids (in the caller's order), those still pending and past their backoff, the first ones
- * first; rows other pods hold are skipped (SKIP LOCKED, under LIMIT: only rows locked here
- * count toward it). Offering more ids than slots lets a pod pass over the candidates a
- * sibling scanning the same directory just took, instead of coming back with fewer claims
- * than slots. `ord` says how far down the list the claim got. The claim marks the row as
- * the pass's: whoever claims it, it is then one of the pass's claims (siblingsQuery).
+ * A shared pass's claim (SharedPassLedger.settleOffered): at most `limit` items, first the
+ * offered ids (in the caller's order) still pending and past their backoff, then, when those
+ * fall short, the pass's other pending items as the sweep takes them (claimDueQuery), never
+ * one the caller holds (`exclude`). Rows other pods hold are skipped (SKIP LOCKED, under
+ * LIMIT: only rows locked here count toward it). A pod's candidates are what its own scan
+ * found, and a pod behind its siblings finds most of them taken: the fill gives it full
+ * claims anyway, whoever scanned the items. `ord` says how far down the offered list the
+ * claim got (NULL for the fill). The claim marks the row as the pass's: whoever claims it,
+ * it is then one of the pass's claims (siblingsQuery).
  *
  * `done`: the caller's finished attempts, completed (fenced, counted) in the same statement,
  * so that a pod's claims in the ledger never outnumber its slots: a kill right after the
  * claim leaves at most `concurrency` claims to charge, as on SQLite. Without completions the
  * statement is the claim alone.
  */
-export const settleOfferedQuery = (schema: string, done: ClaimColumns, ids: string[], p: ClaimParams, pass: string, limit: number): NamedQuery => {
+export const settleOfferedQuery = (
+  schema: string,
+  done: ClaimColumns,
+  ids: string[],
+  p: ClaimParams,
+  pass: string,
+  limit: number,
+  exclude: readonly string[],
+): NamedQuery => {
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
   const claim = (at: (n: number) => string): string => `c AS (
   SELECT it.id, b.ord FROM unnest(${at(1)}::text[]) WITH ORDINALITY AS b(id, ord)
@@ -66,34 +76,44 @@ export const settleOfferedQuery = (schema: string, done: ClaimColumns, ids: stri
   WHERE it.state = 'pending' AND it.available_at <= ${at(2)}
   ORDER BY b.ord LIMIT ${at(6)}
   FOR UPDATE OF it SKIP LOCKED),
+f AS (
+  SELECT it.id, NULL::bigint AS ord FROM ${ident(schema)}.items AS it
+  WHERE it.state = 'pending' AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)}
+    AND NOT (it.id = ANY (${at(7)}::text[])) AND it.id NOT IN (SELECT id FROM c)
+  ORDER BY it.available_at, it.id LIMIT greatest(0, ${at(6)} - (SELECT count(*) FROM c))
+  FOR UPDATE OF it SKIP LOCKED),
 cl AS (
   UPDATE ${ident(schema)}.items AS i ${claimSet(at(3), at(2), at(4))}, seen_run = ${at(5)}
-  FROM c WHERE i.id = c.id
-  RETURNING i.id, i.attempts, i.released, c.ord)`;
+  FROM (SELECT id, ord FROM c UNION ALL SELECT id, ord FROM f) AS x WHERE i.id = x.id
+  RETURNING i.id, i.attempts, i.released, x.ord)`;
   const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl`;
   if (done.ids.length === 0) {
-    return { name: 'cronsafe-claim', ...q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit) };
+    return {
+      name: 'cronsafe-claim',
+      ...q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude),
+    };
   }
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
   const at = (n: number): string => (n === 2 ? '$4' : `$${n === 1 ? 6 : n + 4}`);
   return {
     name: 'cronsafe-complete-claim',
     ...q(
-    `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
+      `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
 ${claim(at)}
 ${claimed}
 UNION ALL
 SELECT id, attempt, NULL, NULL, owner FROM w`,
-    done.ids,
-    done.owners,
-    done.attempts,
-    p.now,
-    done.ids.length,
-    ids,
-    p.owner,
-    p.leaseUntil,
-    pass,
-    limit,
+      done.ids,
+      done.owners,
+      done.attempts,
+      p.now,
+      done.ids.length,
+      ids,
+      p.owner,
+      p.leaseUntil,
+      pass,
+      limit,
+      exclude,
     ),
   };
 };
@@ -155,7 +175,11 @@ FROM ${ident(schema)}.items WHERE state = 'claimed' AND seen_run = $1 AND owner 
 export interface ClaimOps {
   claim(ids: string[], opts: ClaimOptions): Promise<Claim[]>;
   /** Complete `done` and claim from the offer, in one statement on the claim session. */
-  settleOffered(done: Claim[], offered: string[], opts: ClaimOptions & { limit: number }): Promise<{ complete: FenceOutcome[]; claims: Claim[]; considered: number }>;
+  settleOffered(
+    done: Claim[],
+    offered: string[],
+    opts: ClaimOptions & { limit: number; exclude?: readonly string[] },
+  ): Promise<{ complete: FenceOutcome[]; claims: Claim[]; considered: number }>;
   claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]>;
   nextDueAt(runId: string): Promise<number | null>;
   siblings(pass: string, owner: string, now: number): Promise<PassSiblings>;
@@ -183,22 +207,31 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
     },
 
     async settleOffered(done, offered, opts) {
-      if (done.length === 0 && (offered.length === 0 || opts.limit <= 0)) return { complete: [], claims: [], considered: 0 };
+      if (done.length === 0 && opts.limit <= 0) return { complete: [], claims: [], considered: 0 };
       const wanted = offered.map(wellFormed);
+      const exclude = (opts.exclude ?? []).map(wellFormed);
       const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>(
         'claims',
         'claim',
-        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit)),
+        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude),
       );
       const applied: Applied[] = [];
-      const claimed: (ClaimedRow & { ord: number })[] = [];
+      const claimed: (ClaimedRow & { ord: number | null })[] = [];
+      let fromOffer = 0;
+      let last = 0;
       for (const r of rows) {
         if (r.owner !== null) applied.push({ id: r.id, owner: r.owner, attempt: r.attempts });
-        else claimed.push(r as ClaimedRow & { ord: number });
+        else {
+          claimed.push(r);
+          if (r.ord !== null) {
+            fromOffer++;
+            last = Math.max(last, r.ord);
+          }
+        }
       }
-      // RETURNING order is unspecified; hand claims out in the order offered.
-      claimed.sort((a, b) => a.ord - b.ord);
-      const considered = claimed.length < opts.limit ? offered.length : claimed[claimed.length - 1]!.ord;
+      // RETURNING order is unspecified; hand claims out in the order offered, the fill last.
+      claimed.sort((a, b) => (a.ord ?? Infinity) - (b.ord ?? Infinity));
+      const considered = fromOffer < opts.limit ? offered.length : last;
       const complete = await fencedOutcomes(ex, schema, 'complete', done, applied, (c) => ({ id: c.id, result: 'applied', state: 'done' }));
       return { complete, claims: claimed.map((r) => toClaim(r, opts.owner)), considered };
     },

@@ -133,7 +133,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   async settleOffered(
     s: Settlement,
     now: number,
-    offer: { ids: string[]; opts: ClaimOptions & { limit: number } },
+    offer: { ids: string[]; opts: ClaimOptions & { limit: number; exclude?: readonly string[] } },
     random?: () => number,
   ): Promise<SettleOutcome & { considered: number }> {
     const rare = s.fail.length + s.release.length + s.gone.length > 0;
