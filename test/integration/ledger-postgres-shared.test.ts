@@ -1,0 +1,170 @@
+/**
+ * The PostgreSQL ledger as many pods of one pass use it (SharedPassLedger, issue 11):
+ * claims from an offer filled up from the pass, completions in the same statement, the
+ * siblings' claims, discovery of known ids, statistics for a table that was just filled.
+ * Real server, one schema per test.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
+import type { Claim, Settlement } from '../../src/ledger/types.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+const T0 = 1_700_000_000_000;
+const RETRY = { maxAttempts: 3, backoffMs: 1000, backoffMaxMs: 8000 };
+const PASS = 'group:p';
+const ids = (n: number, prefix = 'i') => Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`);
+const none: Settlement = { complete: [], fail: [], release: [], gone: [] };
+const opts = (owner: string, limit: number, over: Record<string, unknown> = {}) => ({ owner, runId: PASS, now: T0, leaseMs: 60_000, limit, ...over });
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the pods of a pass', () => {
+  let server: PgServer;
+  let url = '';
+  let n = 0;
+  const fresh = () => openPostgresLedger({ url, schema: `s_${++n}` });
+  const row = async (l: PostgresLedger, id: string) =>
+    (await server.admin<{ state: string; owner: string | null; seen_run: string; attempts: number; released: number; xmin: string }>(
+      `SELECT state, owner, seen_run, attempts, released, xmin::text FROM ${l.schema}.items WHERE id = $1`,
+      [id],
+      'shared',
+    ))[0]!;
+  const offer = (l: PostgresLedger, s: Settlement, offered: string[], o: ReturnType<typeof opts>) => l.settleOffered(s, T0, { ids: offered, opts: o });
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('shared');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('claims the offered ids still claimable, in order, up to the limit, and says how far it looked', async () => {
+    const l = await fresh();
+    await l.discover(ids(20).map((id) => ({ id })), { runId: PASS, now: T0 });
+    const b = await offer(l, none, ['i02'], opts('pod-b', 1));
+    expect(b.claims.map((c) => c.id)).toEqual(['i02']);
+    const a = await offer(l, none, ids(10), opts('pod-a', 4));
+    // i02 is pod-b's: passed over; the limit is reached at i04, the 5th offered.
+    expect(a.claims.map((c) => [c.id, c.owner, c.attempt])).toEqual([
+      ['i00', 'pod-a', 1],
+      ['i01', 'pod-a', 1],
+      ['i03', 'pod-a', 1],
+      ['i04', 'pod-a', 1],
+    ]);
+    expect(a.considered).toBe(5);
+    // Short of the limit with what was offered: everything offered was looked at.
+    const c = await offer(l, none, ['i00', 'i05'], opts('pod-c', 1));
+    expect(c.claims.map((x) => x.id)).toEqual(['i05']);
+    expect(c.considered).toBe(2);
+    await l.close();
+  });
+
+  it('completes the freed claims in the same statement (fenced, counted) and fills up from the pass, whoever scanned it', async () => {
+    const l = await fresh();
+    await l.discover(ids(10).map((id) => ({ id })), { runId: PASS, now: T0 });
+    await l.discover([{ id: 'elsewhere' }], { runId: 'group:other', now: T0 });
+    const first = await offer(l, none, ['i00', 'i01'], opts('pod-a', 2));
+    const stale: Claim = { ...first.claims[0]!, attempt: 9 };
+    const out = await offer(l, { ...none, complete: [...first.claims, stale] }, [], opts('pod-a', 3));
+    expect(out.complete.map((o) => o.result)).toEqual(['applied', 'applied', 'fenced']);
+    expect(out.complete[2]).toMatchObject({ reason: expect.stringMatching(/attempt 9/) });
+    // Nothing offered: the pass's pending items, earliest first, never another pass's.
+    expect(out.claims.map((c) => c.id)).toEqual(['i02', 'i03', 'i04']);
+    expect(out.considered).toBe(0);
+    expect(await l.attemptTotals()).toMatchObject({ succeeded: 2, fenced: 1 });
+    expect((await l.get('i00'))?.state).toBe('done');
+    // Offered explicitly, another pass's item is claimed, and becomes this pass's.
+    const other = await offer(l, none, ['elsewhere'], opts('pod-a', 1));
+    expect(other.claims.map((c) => c.id)).toEqual(['elsewhere']);
+    expect((await row(l, 'elsewhere')).seen_run).toBe(PASS);
+    await l.close();
+  });
+
+  it('never fills with an id the caller holds (a claim a server crash forgot), nor sweeps one', async () => {
+    const l = await fresh();
+    await l.discover(ids(3).map((id) => ({ id })), { runId: PASS, now: T0 });
+    const [held] = (await offer(l, none, ['i00'], opts('pod-a', 1))).claims;
+    // As after a server crash: the claim's commit is gone, the row pending with its old count.
+    await server.admin(`UPDATE ${l.schema}.items SET state = 'pending', owner = NULL, lease_until = NULL, attempts = 0 WHERE id = 'i00'`, [], 'shared');
+    const out = await offer(l, none, [], opts('pod-a', 3, { exclude: [held!.id] }));
+    expect(out.claims.map((c) => c.id)).toEqual(['i01', 'i02']);
+    expect(await l.claimDue({ owner: 'pod-a', runId: PASS, now: T0, leaseMs: 60_000, limit: 5, exclude: ['i00'] })).toEqual([]);
+    expect((await l.claimDue({ owner: 'pod-b', runId: PASS, now: T0, leaseMs: 60_000, limit: 5 })).map((c) => c.id)).toEqual(['i00']);
+    await l.close();
+  });
+
+  it('never hands one item to two pods claiming at once from overlapping offers', async () => {
+    const all = ids(60).concat(ids(60, 'j'), ids(60, 'k'));
+    const schema = `s_${++n}`;
+    const pods = await Promise.all([1, 2, 3].map(() => openPostgresLedger({ url, schema })));
+    await pods[0]!.discover(all.map((id) => ({ id })), { runId: PASS, now: T0 });
+    const work = async (l: PostgresLedger, owner: string) => {
+      const got: string[] = [];
+      let done: Claim[] = [];
+      for (let i = 0; ; i++) {
+        // Everyone offers the same candidates, from different places.
+        const from = (i * 7 + owner.length * 13) % all.length;
+        const out = await l.settleOffered({ ...none, complete: done }, T0, { ids: all.slice(from, from + 32), opts: opts(owner, 8) });
+        if (out.claims.length === 0) return got;
+        got.push(...out.claims.map((c) => c.id));
+        done = out.claims;
+      }
+    };
+    const got = await Promise.all(pods.map((l, i) => work(l, `pod-${'x'.repeat(i + 1)}`)));
+    const flat = got.flat();
+    expect(new Set(flat).size).toBe(flat.length);
+    expect(flat.length).toBe(all.length);
+    // The last claim of each pod is still held: the rest were completed with the next.
+    expect((await pods[0]!.counts()).pending).toBe(0);
+    for (const l of pods) await l.close();
+  });
+
+  it("reports the siblings' claims of the pass by lease, and hands back the caller's own claims it does not know of", async () => {
+    const l = await fresh();
+    await l.discover(ids(6).map((id) => ({ id })), { runId: PASS, now: T0 });
+    await l.discover([{ id: 'other-pass' }], { runId: 'group:other', now: T0 });
+    await offer(l, none, ['i00', 'i01'], opts('live-pod', 2));
+    await offer(l, none, ['i02'], opts('dead-pod', 1, { leaseMs: 1000 }));
+    await offer(l, none, ['i03'], opts('me', 1));
+    await l.claim(['other-pass'], { owner: 'other-pod', runId: 'group:other', now: T0, leaseMs: 1000 });
+    const now = T0 + 5000;
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 1, stray: 1 });
+    expect(await row(l, 'i03')).toMatchObject({ state: 'pending', owner: null, attempts: 1, released: 1 });
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 1, stray: 0 });
+    // Only the pass's expired claims are reclaimed (charged), not another pass's.
+    expect(await l.reclaimExpired({ now, retry: RETRY, passId: PASS, random: () => 0 })).toBe(1);
+    expect(await l.get('i02')).toMatchObject({ state: 'pending', attempts: 1 });
+    expect((await l.get('other-pass'))?.state).toBe('claimed');
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 0, stray: 0 });
+    await l.close();
+  });
+
+  it("discovery marks known pending items as the pass's, returns the claimable ones in order, and rewrites nothing unchanged", async () => {
+    const l = await fresh();
+    await l.discover(['a', 'b', 'c', 'd'].map((id) => ({ id })), { runId: 'group:old', now: T0 });
+    const [c] = await l.claim(['c'], { owner: 'o', runId: 'group:old', now: T0, leaseMs: 60_000 });
+    await l.complete([c!], T0);
+    const [d] = await l.claim(['d'], { owner: 'o', runId: 'group:old', now: T0, leaseMs: 60_000 });
+    await l.fail([{ claim: d!, error: 'x' }], { now: T0, retry: RETRY, random: () => 0 });
+    // New and known ids mixed; c is done, d backs off.
+    const found = await l.discover(['b', 'new', 'a', 'c', 'd'].map((id) => ({ id })), { runId: PASS, now: T0 + 1 });
+    expect(found).toEqual(['b', 'new', 'a']);
+    for (const id of ['a', 'b', 'd']) expect((await row(l, id)).seen_run).toBe(PASS);
+    expect((await row(l, 'c')).seen_run).toBe('group:old');
+    const before = await Promise.all(['a', 'b', 'new'].map(async (id) => (await row(l, id)).xmin));
+    expect(await l.discover(['b', 'new', 'a'].map((id) => ({ id })), { runId: PASS, now: T0 + 2 })).toEqual(['b', 'new', 'a']);
+    expect(await Promise.all(['a', 'b', 'new'].map(async (id) => (await row(l, id)).xmin))).toEqual(before);
+    await l.close();
+  });
+
+  it('analyzes the table once discovery has inserted 1,024 rows: a first pass is not planned against an empty table', async () => {
+    const l = await fresh();
+    const reltuples = async () =>
+      Number((await server.admin<{ t: number }>(`SELECT reltuples AS t FROM pg_class WHERE oid = '${l.schema}.items'::regclass`, [], 'shared'))[0]!.t);
+    const all = ids(1000).concat(ids(100, 'x'));
+    await l.discover(all.slice(0, 1000).map((id) => ({ id })), { runId: PASS, now: T0 });
+    expect(await reltuples()).toBeLessThan(0); // never analyzed
+    await l.discover(all.slice(1000).map((id) => ({ id })), { runId: PASS, now: T0 });
+    expect(await reltuples()).toBe(1100);
+    await l.close();
+  });
+});
