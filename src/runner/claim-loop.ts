@@ -5,8 +5,11 @@ import type { Channel } from './channel.js';
 import type { Drain } from './drain.js';
 import type { ResultBatcher } from './results.js';
 
-/** How often a pod with nothing of its own left asks whether its siblings' claims came back. */
-export const SIBLING_POLL_MS = 500;
+/**
+ * How often a pod with nothing of its own left asks whether its siblings' claims came back:
+ * soon at first (fast items end within milliseconds), then every 500 ms at most.
+ */
+export const SIBLING_POLL_MS = { first: 50, max: 500 };
 
 export interface ClaimLoopDeps {
   ledger: Ledger;
@@ -50,6 +53,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   // Shared pass: candidates offered to a claim that it did not reach, offered first next time.
   let front: string[] = [];
 
+  let pollMs = SIBLING_POLL_MS.first;
   // Shared pass: a claim found nothing claimable in the pass. Until the scan offers
   // something new, there is no point in asking again.
   let dry = false;
@@ -110,7 +114,8 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       return false;
     }
     if (s.live === 0) return true;
-    await sleepOrWake(d.changed(), SIBLING_POLL_MS);
+    await sleepOrWake(d.changed(), pollMs);
+    pollMs = Math.min(SIBLING_POLL_MS.max, pollMs * 2);
     return false;
   }
 
@@ -164,6 +169,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       }
       return false;
     }
+    if (claims.length > 0) pollMs = SIBLING_POLL_MS.first;
     for (const c of claims) {
       if (held.has(c.id)) throw new Error(`bug: the ledger handed out ${JSON.stringify(c.id)} again while this run holds it (attempt ${c.attempt})`);
       d.start(c);
