@@ -9,7 +9,8 @@
 //     fenced UPDATE, no runner around it.
 // Prints a table with the ratio cronsafe / graphile-worker and writes
 // bench/results-pg-graphile.json. Env: BENCH_GRAPHILE_ITEMS (default 20000; BENCH_QUICK=1:
-// 2000), BENCH_GRAPHILE_PROCESSES (default 1,2,4). See docs/benchmarks.md.
+// 2000), BENCH_GRAPHILE_PROCESSES (default 1,2,4), BENCH_GRAPHILE_CONCURRENCY (default 8,
+// both systems). See docs/benchmarks.md.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +25,7 @@ const PROCESSES = (process.env.BENCH_GRAPHILE_PROCESSES ?? '1,2,4').split(',').m
   if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_GRAPHILE_PROCESSES: expected positive integers separated by commas, got ${JSON.stringify(v)}`);
   return n;
 });
-const CONCURRENCY = 8;
+const CONCURRENCY = envInt('BENCH_GRAPHILE_CONCURRENCY', 8);
 const FLOOR_BATCH = 50;
 const log = (msg) => process.stderr.write(`[bench:pg-graphile] ${msg}\n`);
 
