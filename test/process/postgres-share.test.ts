@@ -189,6 +189,37 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pass is shared by i
     expect(await doneNow('killed', 'killed')).toBe(ITEMS);
   }, 200_000);
 
+  it('a pod waiting for its siblings stops waiting at once on SIGTERM', async () => {
+    const ITEMS = 64;
+    const url = await server.createDatabase('waitstop');
+    const ws = backlog(url, 'waitstop', ITEMS);
+    const env = { CRONSAFE_RUN_GROUP: 'wait-stop' };
+    const claimedBy = async (r: Running): Promise<number> => {
+      const [row] = await server.admin<{ n: number }>(`SELECT count(*)::int AS n FROM waitstop.items WHERE state = 'claimed' AND owner LIKE $1`, [`%:${r.child.pid}:%`], 'waitstop');
+      return row?.n ?? 0;
+    };
+    // B starts two items that hang for 60 s; A joins and does everything else.
+    const b = spawnCli(['run', '-c', ws.configPath], { env: { ...env, TEST_HANG_FIRST: '2' }, timeoutMs: 150_000 });
+    await b.waitFor((l) => l.msg === 'run started', 60_000);
+    await pollUntil(async () => (await claimedBy(b)) >= 2, 'B to hold its two hanging items', 60_000);
+    const a = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 150_000 });
+    await a.waitFor((l) => l.msg === 'run started', 60_000);
+    // Everything but B's two is done: A has nothing left and waits for B's claims.
+    await pollUntil(async () => (await doneNow('waitstop', 'waitstop')) === ITEMS - 2, 'all but the hanging items to be done', 60_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(a.child.exitCode, 'A must wait while a sibling holds claims of the pass').toBeNull();
+    const stopped = Date.now();
+    a.child.kill('SIGTERM');
+    const ea = await a.exited;
+    const waited = Date.now() - stopped;
+    b.child.kill('SIGKILL');
+    await b.exited;
+    expect(ea.code, a.stderr()).toBe(0);
+    expect(finishedLine(a).outcome).toBe('completed');
+    // Far less than the 60 s B's items hang: the stop ended the wait, not B.
+    expect(waited).toBeLessThan(20_000);
+  }, 200_000);
+
   it('a pod that joins 2 s after the first does a fair share of what was left, and neither leaves work behind', async () => {
     const ITEMS = 1200;
     const url = await server.createDatabase('late');
