@@ -44,8 +44,9 @@ export interface ClaimLoopDeps {
  * The claim goes with the results of the attempts that freed the slots, in one write
  * (ResultBatcher.flushAndClaim): one transaction on SQLite, one statement on a shared pass
  * (PostgreSQL, SharedPassLedger). On a shared pass the whole channel is offered to each
- * claim, and the pod's pass ends only once no sibling holds a claim of the pass that could
- * come back (docs/postgres.md, "How pods share a pass").
+ * claim, which fills up from the pass's pending items when the candidates fall short, and
+ * the pod's pass ends only once no sibling holds a claim of the pass that could come back
+ * (docs/postgres.md, "How pods share a pass").
  */
 export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   const { channel, drain, held, ledger, results } = d;

@@ -37,9 +37,10 @@ export type ResultCounts = {
  * with every claim (`flushAndClaim`): the write that starts new attempts also records the
  * ones that freed their slots (SQLite: one transaction; a shared pass on PostgreSQL: one
  * statement, SharedPassLedger.settleOffered), so finished attempts hardly ever wait as
- * claims, and a pod's claims in the ledger never outnumber its slots. Writes are serialised. A result is only ever reported as done after its
- * transaction committed; a crash before that leaves the claim in place, and the item is
- * redone (its attempt charged: it did start).
+ * claims, and a pod's claims in the ledger never outnumber its slots. Writes are
+ * serialised. A result is only ever reported as done after its write committed; a crash
+ * before that leaves the claim in place, and the item is redone (its attempt charged: it
+ * did start).
  */
 export class ResultBatcher {
   readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0, gone: 0 };

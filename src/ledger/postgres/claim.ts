@@ -1,9 +1,8 @@
 import { wellFormed } from '../rows.js';
-import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions, FenceOutcome, PassSiblings } from '../types.js';
+import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
 import { ident, q, type NamedQuery, type Query } from './query.js';
-import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
 
 /**
  * A claim records the stat of the version it claims (the row's, just refreshed by
