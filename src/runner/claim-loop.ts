@@ -106,7 +106,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     const { runId: passId, owner, now } = d.claimOpts();
     const s = await shared.siblings(passId, owner, now);
     if (s.stray > 0) {
-      d.log.warn({ claims: s.stray }, 'handed back claims whose commit this run never heard of (a lost acknowledgement)');
+      d.log.warn({ claims: s.stray }, 'handed back claims the ledger had for this run that it was not running (a lost acknowledgement, or completions a database crash forgot); not charged');
       return false;
     }
     if (s.expired > 0) {

@@ -52,6 +52,11 @@ export interface PgServer {
   admin<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[], db?: string): Promise<R[]>;
   /** `pg_ctl restart -m fast`: every session is cut, the server is back when it resolves. */
   restart(): Promise<void>;
+  /**
+   * `pg_ctl restart -m immediate`: a crash and its recovery. WAL still in the server's
+   * buffers is gone, so asynchronous commits of the last moments are forgotten.
+   */
+  crash(): Promise<void>;
   /** Stop without restarting (`-m fast`); start() brings it back on the same port. */
   halt(): Promise<void>;
   start(): Promise<void>;
@@ -106,6 +111,9 @@ export async function startPostgres(opts: { settings?: Record<string, string> } 
     },
     async restart() {
       ctl('-o', o, '-m', 'fast', '-w', '-t', '30', 'restart');
+    },
+    async crash() {
+      ctl('-o', o, '-m', 'immediate', '-w', '-t', '60', 'restart');
     },
     async halt() {
       ctl('-m', 'fast', '-w', '-t', '30', 'stop');
