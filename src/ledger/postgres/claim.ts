@@ -158,7 +158,7 @@ export const siblingsQuery = (schema: string, pass: string, owner: string, now: 
     `WITH stray AS (
   UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
     released = i.released + 1, available_at = $3, updated_at = $3,
-    last_error = 'claim handed back unstarted: its owner never heard it was committed'
+    last_error = 'handed back: its owner was not running it (a lost acknowledgement, or a completion a database crash forgot)'
   WHERE i.state = 'claimed' AND i.owner = $2
   RETURNING i.id)
 SELECT (SELECT count(*) FROM stray) AS stray,
