@@ -298,7 +298,8 @@ export interface SharedPassLedger {
   /**
    * Claims of the pass `passId` held by owners other than `owner`, by lease; and, first,
    * every claim `owner` holds handed back (not charged): call it only when the caller holds
-   * nothing, so those are claims whose commit it never heard of (a lost acknowledgement).
+   * nothing, so those are claims whose commit it never heard of (a lost acknowledgement) or
+   * whose completion a database crash forgot.
    */
   siblings(passId: string, owner: string, now: number): Promise<PassSiblings>;
   /** Claims of the pass whose lease expired before `opts.now`: back to pending (charged), or dead. */

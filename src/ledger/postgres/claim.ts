@@ -150,7 +150,8 @@ export const nextDueQuery = (schema: string, runId: string): Query =>
  * held, nothing claimable): their claims of the pass by lease (live ones may come back, as
  * a hand-back or a failure; expired ones are its to reclaim). First, every claim `owner`
  * still has in the ledger goes back to pending, not charged: the caller holds none, so these
- * are claims committed on a try whose acknowledgement was lost (the retry claimed others).
+ * are claims committed on a try whose acknowledgement was lost (the retry claimed others),
+ * or claims whose completion a database crash forgot (it was written asynchronously).
  * Few rows either way: claims are at most `concurrency` per pod (items_claimed_owner).
  */
 export const siblingsQuery = (schema: string, pass: string, owner: string, now: number): Query =>
