@@ -128,9 +128,19 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     // Holding the lock proves their run is gone: resume them now (no backoff), but charge
     // the attempt, so an item that kills the process every time still ends up dead.
     // PostgreSQL: pods of this pass may be alive, so only claims whose lease expired.
-    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 } };
+    // An attempt that had committed its output when its run died (killed between the rename
+    // and the ledger write) is done: its work survived, only the record of it was lost.
+    // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
+    const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
+    const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
+    const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
+    let recovered = 0;
+    const committed = outputs && ((id: string, claimedAt: number) => outputs.committedSince(id, claimedAt) && ++recovered > 0);
+    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed };
     const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
-    if (orphans > 0) log.warn({ orphans }, 'reclaimed claims left by a run that died (lock held, or lease expired)');
+    if (orphans > 0) {
+      log.warn({ orphans, doneByOutput: recovered }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
+    }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
     // pod's lock session is gone), or, joining one, those silent for longer than a lease.
@@ -141,10 +151,6 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
       throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
     });
-    // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
-    const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
-    const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
-    const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     try {
       await outputs?.prepare();
     } catch (err) {

@@ -100,6 +100,16 @@ export interface FailOptions {
   random?: () => number;
 }
 
+/**
+ * Crash recovery (reclaimOrphans, reclaimExpired). `committed(id, claimedAt)`: whether the
+ * abandoned attempt had already committed its output (renamed into place after the claim
+ * at `claimedAt`, before its run died in the gap to the ledger write). Those claims are
+ * completed, not charged as failures: the work was done, only the record of it was lost.
+ */
+export interface ReclaimOptions extends FailOptions {
+  committed?: (id: string, claimedAt: number) => boolean;
+}
+
 export interface Failure {
   claim: Claim;
   error: string;
@@ -302,8 +312,8 @@ export interface SharedPassLedger {
    * whose completion a database crash forgot.
    */
   siblings(passId: string, owner: string, now: number): Promise<PassSiblings>;
-  /** Claims of the pass whose lease expired before `opts.now`: back to pending (charged), or dead. */
-  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number>;
+  /** Claims of the pass whose lease expired before `opts.now`: back to pending (charged), or dead; done as in reclaimOrphans. */
+  reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number>;
 }
 
 /** Checked by shape, so the runner need not load pg to ask. */
@@ -366,9 +376,10 @@ export interface Ledger {
 
   /**
    * Claims not owned by `exceptOwner` are orphans (the caller holds the run lock, so no
-   * other run is alive): back to pending, or dead when charged >= maxAttempts. Returns count.
+   * other run is alive): back to pending, or dead when charged >= maxAttempts; done when
+   * `opts.committed` says the attempt's output was committed. Returns how many moved.
    */
-  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number>;
+  reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number>;
 
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;

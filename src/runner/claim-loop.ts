@@ -32,6 +32,8 @@ export interface ClaimLoopDeps {
   queueSize: number;
   /** Policy for claims of the pass whose lease expired (resumed at once, charged). */
   retry: RetryPolicy;
+  /** Whether an expired claim's attempt committed its output (then it is done): OutputStore.committedSince. */
+  committed?: (id: string, claimedAt: number) => boolean;
 }
 
 /**
@@ -110,7 +112,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       return false;
     }
     if (s.expired > 0) {
-      const n = await shared.reclaimExpired({ now, retry: d.retry, passId });
+      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: d.committed });
       if (n > 0) d.log.warn({ orphans: n }, "reclaimed claims of this pass whose lease expired (a sibling stopped renewing)");
       return false;
     }

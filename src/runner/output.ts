@@ -241,6 +241,24 @@ export class OutputStore {
   }
 
   /**
+   * Whether the item's output was committed (renamed into place, see commit) after
+   * `claimedAt`: then the attempt claimed at that time got that far before its run died.
+   * The file's ctime says so: the rename (and any write) sets it, nobody can set it back,
+   * and the kernel's clock for it lags, never leads, the one that stamped the claim. A
+   * doubt (a link, no file, an unsafe id) is a no: the item is simply done again.
+   */
+  committedSince(id: string, claimedAt: number): boolean {
+    try {
+      // A link on the way would make lstat look at somebody else's file.
+      if (this.outputProblem(id) !== null) return false;
+      const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
+      return stat !== undefined && stat.isFile() && stat.ctimeMs >= claimedAt;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
    * What would stop the item's output from being committed (a link or a file where a
    * directory must be, a directory where the output goes), or null. Reads only; the pass
    * may ask before it runs the handler, and commit refuses the same (OutputPathError).

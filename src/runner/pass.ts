@@ -377,6 +377,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         queueSize: config.queueSize,
         // Claims of the pass whose lease expired resume at once, as at start (charged).
         retry: { ...retry, backoffMs: 0, backoffMaxMs: 0 },
+        committed: outputs && ((id, claimedAt) => outputs.committedSince(id, claimedAt)),
       });
     } catch (err) {
       fail(err, 'claim failed; stopping the pass', 'claim failure');

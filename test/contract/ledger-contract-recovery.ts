@@ -34,6 +34,26 @@ export function recoveryContract(use: UseLedger): void {
       expect(await use().claim([ids[5]!], claimOpts({ owner: 'next-run', now: T0 + 5 }))).toMatchObject([{ attempt: 1, charged: 1 }]);
     });
 
+    it('completes an orphan whose output was committed after its claim, even at its last attempt; charges the rest', async () => {
+      const retry = { ...RETRY, maxAttempts: 1 };
+      await claimOne(use(), 'written', { owner: 'dead-run', now: T0 + 7 });
+      await claimOne(use(), 'not-written', { owner: 'dead-run', now: T0 + 7 });
+      const asked: Array<[string, number]> = [];
+      const committed = (id: string, claimedAt: number) => {
+        asked.push([id, claimedAt]);
+        return id === 'written';
+      };
+      const before = await use().totals();
+      expect(await use().reclaimOrphans('next-run', { ...failOpts({ retry, now: T0 + 50 }), committed })).toBe(2);
+      // Asked with the claim's own time, which is what the output must be newer than.
+      expect(asked.sort()).toEqual([['not-written', T0 + 7], ['written', T0 + 7]]);
+      expect(await use().get('written')).toMatchObject({ state: 'done', attempts: 1, owner: null, doneAt: T0 + 50 });
+      expect(await use().get('not-written')).toMatchObject({ state: 'dead', attempts: 1 });
+      const after = await use().totals();
+      expect(after.itemsDone - before.itemsDone).toBe(1);
+      expect(after.deadLettered - before.deadLettered).toBe(1);
+    });
+
     it('dead-letters an item that kills every run that claims it (OOM)', async () => {
       const retry = { ...RETRY, maxAttempts: 2 };
       await claimOne(use(), 'oom', { owner: 'run-1-owner' });

@@ -138,6 +138,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     await l.close();
   });
 
+  it('reclaimExpired completes an expired claim whose output was committed after its claim (asked with the claim time), and charges the rest', async () => {
+    const l = await fresh();
+    await l.discover(ids(3).map((id) => ({ id })), { runId: PASS, now: T0 });
+    await l.settleOffered(none, T0 + 3, { ids: ['i00', 'i01'], opts: opts('dead-pod', 2, { leaseMs: 1000, now: T0 + 3 }) });
+    await offer(l, none, ['i02'], opts('live-pod', 1));
+    const asked: Array<[string, number]> = [];
+    const committed = (id: string, claimedAt: number) => (asked.push([id, claimedAt]), id === 'i00');
+    expect(await l.reclaimExpired({ now: T0 + 5000, retry: { ...RETRY, maxAttempts: 1 }, passId: PASS, committed })).toBe(2);
+    expect(asked.sort()).toEqual([['i00', T0 + 3], ['i01', T0 + 3]]);
+    expect(await l.get('i00')).toMatchObject({ state: 'done', attempts: 1, doneAt: T0 + 5000 });
+    expect(await l.get('i01')).toMatchObject({ state: 'dead', attempts: 1 });
+    expect(await row(l, 'i02')).toMatchObject({ state: 'claimed', owner: 'live-pod' });
+    expect((await l.totals()).itemsDone).toBe(1);
+    await l.close();
+  });
+
   it("discovery marks known pending items as the pass's, returns the claimable ones in order, and rewrites nothing unchanged", async () => {
     const l = await fresh();
     await l.discover(['a', 'b', 'c', 'd'].map((id) => ({ id })), { runId: 'group:old', now: T0 });

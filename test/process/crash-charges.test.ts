@@ -5,7 +5,7 @@
  * Every handler invocation is logged by the handler itself, and the ledger's charges are
  * checked against that log.
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -146,6 +146,37 @@ describe('SIGKILL of the whole process tree (SQLite, maxAttempts 3)', () => {
     for (const id of Object.keys(files).filter((i) => i !== 'slow-item')) expect(recs.get(id), id).toMatchObject({ state: 'done', attempts: 1 });
     expect(recs.get('slow-item')).toMatchObject({ state: 'dead', attempts: MAX_ATTEMPTS });
     expect(invocations(log).get('slow-item')).toBe(MAX_ATTEMPTS);
+  }, 300_000);
+
+  it('an attempt killed after its output was committed (before the ledger heard) is done on the next start, even at its last attempt; an older output is not taken for it', async () => {
+    const files = { ...backlog(3, 'queued'), 'slow-item': 'the real payload\n' };
+    const ws = workspace({ concurrency: 1, retry: { maxAttempts: MAX_ATTEMPTS } }, files);
+    const log = path.join(ws.dir, 'invocations.log');
+    configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.05', SLOW_ID: 'slow-item' } } });
+    // An output from before any claim (an earlier version, another tool): never proof.
+    const final = path.join(ws.out, 'slow-item.out');
+    mkdirSync(ws.out, { recursive: true });
+    writeFileSync(final, 'stale\n');
+    for (let k = 1; k <= MAX_ATTEMPTS; k++) {
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+      await until(() => (invocations(log).get('slow-item') ?? 0) >= k, `slow-item started (${k})`, 60_000);
+      killTree(run.child.pid!);
+      await run.exited;
+      // The stale output did not make the killed attempts count as done.
+      expect((await records(ws, ['slow-item'])).get('slow-item')).toMatchObject({ state: 'claimed', attempts: k });
+    }
+    // The last attempt got as far as the runner's commit (a whole file renamed into place),
+    // and the kill came before its ledger write.
+    writeFileSync(`${final}.partial`, files['slow-item']);
+    renameSync(`${final}.partial`, final);
+    const clean = await runCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(clean.stdout + clean.stderr).toMatch(/"doneByOutput":1/);
+    const recs = await records(ws, Object.keys(files));
+    expect(recs.get('slow-item')).toMatchObject({ state: 'done', attempts: MAX_ATTEMPTS });
+    expect(invocations(log).get('slow-item'), 'not run again').toBe(MAX_ATTEMPTS);
+    expect(readFileSync(final, 'utf8')).toBe(files['slow-item']);
+    for (const id of Object.keys(files).filter((i) => i !== 'slow-item')) expect(recs.get(id), id).toMatchObject({ state: 'done', attempts: 1 });
   }, 300_000);
 
   it('kills during start-up (before or after the lock, no handler running) charge nothing: no item is ever dead', async () => {

@@ -115,6 +115,26 @@ describe('OutputStore commit / discard', () => {
     expect(readFileSync(path.join(out, 'a.scc.out'), 'utf8')).toBe('second');
   });
 
+  it('committedSince: an output committed after the claim time is proof; an older one, none, a link on the way or an unsafe id is not', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const claimedAt = Date.now() - 5_000;
+    expect(store.committedSince('a.scc', claimedAt), 'no file').toBe(false);
+    const tmp = store.tempPathFor('a.scc', 1);
+    writeFileSync(tmp, 'whole');
+    expect(await store.commit(tmp, 'a.scc')).toBe(true);
+    expect(store.committedSince('a.scc', claimedAt)).toBe(true);
+    // ctime, which the rename sets: a later claim is not proven by this older output.
+    expect(store.committedSince('a.scc', Date.now() + 60_000)).toBe(false);
+    // A subdirectory that is a link to elsewhere: never look through it.
+    const elsewhere = path.join(dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    writeFileSync(path.join(elsewhere, 'b.scc.out'), 'foreign');
+    symlinkSync(elsewhere, path.join(out, 'sub'));
+    expect(store.committedSince('sub/b.scc', claimedAt)).toBe(false);
+    expect(store.committedSince('../escape', claimedAt)).toBe(false);
+  });
+
   it('returns false and writes nothing when the handler created no file', async () => {
     const store = new OutputStore(out);
     await store.prepare();

@@ -1,4 +1,4 @@
-import type { FailOptions, Ledger } from '../types.js';
+import type { Ledger, ReclaimOptions } from '../types.js';
 
 /**
  * A ledger that can tell expired claims from live ones (the PostgreSQL adapter). With
@@ -7,7 +7,7 @@ import type { FailOptions, Ledger } from '../types.js';
  * claim but mine" is right only under an exclusive lock).
  */
 export interface ReclaimsExpired {
-  reclaimExpired(opts: FailOptions): Promise<number>;
+  reclaimExpired(opts: ReclaimOptions): Promise<number>;
 }
 
 /** Checked by shape, so the runner need not load pg to ask (this module imports nothing). */

@@ -8,6 +8,7 @@ import type {
   DiscoveredItem,
   DiscoverOptions,
   FailOptions,
+  ReclaimOptions,
   Failure,
   FenceOutcome,
   ItemCounts,
@@ -168,7 +169,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
    * right when no other run can be alive; with many pods sharing a pass (or any doubt,
    * e.g. after the lock's session was cut by a database restart) use reclaimExpired.
    */
-  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number> {
+  reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number> {
     return this.#recover.reclaimOrphans(exceptOwner, opts);
   }
   /**
@@ -177,7 +178,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
    * >= maxAttempts; only the pass `opts.passId`'s when given. Live pods renew well before
    * expiry, so their claims are never taken.
    */
-  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number> {
+  reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number> {
     return this.#recover.reclaimExpired(opts);
   }
   async counts(): Promise<ItemCounts> {

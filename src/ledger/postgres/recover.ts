@@ -1,8 +1,8 @@
 import { wellFormed } from '../rows.js';
-import type { FailOptions } from '../types.js';
+import type { ReclaimOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';
-import { applyFailures, type HeldFailure } from './finish.js';
+import { applyFailures, claimColumns, completeQuery, type HeldFailure } from './finish.js';
 import { ident, q, type Query } from './query.js';
 
 /**
@@ -28,7 +28,7 @@ RETURNING i.id`,
  */
 export const orphansQuery = (schema: string, exceptOwner: string): Query =>
   q(
-    `SELECT id, owner, attempts, released FROM ${ident(schema)}.items
+    `SELECT id, owner, attempts, released, updated_at FROM ${ident(schema)}.items
 WHERE state = 'claimed' AND owner <> $1 ORDER BY id FOR UPDATE`,
     exceptOwner,
   );
@@ -40,7 +40,7 @@ WHERE state = 'claimed' AND owner <> $1 ORDER BY id FOR UPDATE`,
  */
 export const expiredQuery = (schema: string, now: number, pass: string | null = null): Query =>
   q(
-    `SELECT id, owner, attempts, released FROM ${ident(schema)}.items
+    `SELECT id, owner, attempts, released, updated_at FROM ${ident(schema)}.items
 WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run = $2) ORDER BY id FOR UPDATE SKIP LOCKED`,
     now,
     pass,
@@ -58,22 +58,28 @@ interface OrphanRow {
   owner: string;
   attempts: number;
   released: number;
+  updated_at: number;
 }
 
 /** Crash recovery, lease renewal and dead-letter requeue. */
 export interface RecoverOps {
-  reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number>;
-  reclaimExpired(opts: FailOptions & { passId?: string }): Promise<number>;
+  reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number>;
+  reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number>;
   renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 }
 
 export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps {
   // An orphan's attempt is charged like a failure: an item that kills the process
-  // every time (OOM, segfault) must end up dead, not crash every run forever.
-  const reclaim = (what: string, query: Query, why: string, opts: FailOptions): Promise<number> =>
+  // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
+  // output was committed before the run died (updated_at is the claim's time) is done.
+  const reclaim = (what: string, query: Query, why: string, opts: ReclaimOptions): Promise<number> =>
     ex.tx(what, async (exec: Exec) => {
-      const rows = await exec<OrphanRow>(query);
+      const all = await exec<OrphanRow>(query);
+      const rows = all.filter((r) => !opts.committed?.(r.id, Number(r.updated_at)));
+      const committed = all.filter((r) => !rows.includes(r)).map((r) => ({ id: r.id, owner: r.owner, attempt: r.attempts, charged: 0 }));
+      // completeQuery bumps items_done itself; the rows are locked by `query`.
+      if (committed.length > 0) await exec(completeQuery(schema, claimColumns(committed), opts.now));
       const held: HeldFailure[] = rows.map((r) => ({
         claim: { id: r.id, owner: r.owner, attempt: r.attempts, charged: r.attempts - r.released },
         released: r.released,
@@ -82,7 +88,7 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       const { bumps } = await applyFailures(exec, schema, held, opts);
       const bump = bumpQuery(schema, bumps);
       if (bump) await exec(bump);
-      return held.length;
+      return all.length;
     });
 
   return {

@@ -10,6 +10,7 @@ import type {
   DiscoveredItem,
   DiscoverOptions,
   FailOptions,
+  ReclaimOptions,
   Failure,
   FenceOutcome,
   ItemCounts,
@@ -164,7 +165,7 @@ class SqliteLedger implements Ledger {
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
     return this.#recover.renew(owner, ids, leaseUntil);
   }
-  async reclaimOrphans(exceptOwner: string, opts: FailOptions): Promise<number> {
+  async reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number> {
     return this.#recover.reclaimOrphans(exceptOwner, opts);
   }
   async counts(): Promise<ItemCounts> {

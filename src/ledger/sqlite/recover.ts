@@ -1,9 +1,9 @@
 import type { Database } from 'better-sqlite3';
-import type { FailOptions } from '../types.js';
+import type { ReclaimOptions } from '../types.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../rows.js';
 
-export const ORPHANS_SQL = `SELECT id, owner, attempts FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
+export const ORPHANS_SQL = `SELECT id, owner, attempts, updated_at FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
 
 export const RENEW_SQL = `UPDATE items SET lease_until = ? WHERE id = ? AND state = 'claimed' AND owner = ?`;
 
@@ -15,7 +15,7 @@ export const RETRY_DEAD_ALL_SQL = `UPDATE items ${RETRY_SET} WHERE state = 'dead
 
 /** Crash recovery, lease renewal and dead-letter requeue (synchronous; the Ledger wraps them). */
 export interface RecoverOps {
-  reclaimOrphans(exceptOwner: string, opts: FailOptions): number;
+  reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): number;
   renew(owner: string, ids: string[], leaseUntil: number): string[];
   retryDead(ids: string[] | 'all', now: number): number;
 }
@@ -27,12 +27,17 @@ export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
   const retryAll = db.prepare(RETRY_DEAD_ALL_SQL);
 
   // An orphan's attempt is charged like a failure: an item that kills the process
-  // every time (OOM, segfault) must end up dead, not crash every run forever.
-  const reclaimTx = db.transaction((exceptOwner: string, opts: FailOptions): number => {
-    const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number }[];
+  // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
+  // output was committed before the run died (updated_at is the claim's time) is done.
+  const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
+    const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number; updated_at: number }[];
     let moved = 0;
     for (const r of rows) {
       const claim = { id: r.id, owner: r.owner, attempt: r.attempts, charged: 0 };
+      if (opts.committed?.(r.id, r.updated_at)) {
+        if (finish.completeIn([claim], opts.now)[0]?.result === 'applied') moved++;
+        continue;
+      }
       const error = `attempt ${r.attempts} abandoned: the run that claimed it died`;
       if (finish.failOne(claim, error, opts).result === 'applied') moved++;
     }
