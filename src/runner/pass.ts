@@ -312,6 +312,15 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       stopForEnvironment(err);
       return;
     }
+    // The pass is stopping for the environment (a full output file system, a source that
+    // went away): an attempt that was running beside the one that found it failed for the
+    // same cause, though its own check may come too late to see it (a sibling's clean-up
+    // freed some space a moment before).
+    if (environmentFault) {
+      logOf().warn({ reason: message, cause: environmentFault.message }, 'item failed while the pass stops for the environment; claim handed back (attempt not charged)');
+      results.release(claim, `not charged: failed while the pass stopped for the environment (${environmentFault.message}): ${message}`);
+      return;
+    }
     if (tempGone || err instanceof OwnDirectoryGone) {
       logOf().warn({ reason: message }, "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)");
       results.release(claim, `not charged: cronsafe's temp directory vanished during the attempt: ${message}`);
@@ -341,6 +350,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 
   /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */
   function stopForEnvironment(err: Error): void {
+    environmentFault ??= err;
     if (error === undefined) log.error({ err }, 'the environment cannot run items; stopping the pass (nothing charged)');
     error ??= err;
     drain.requestStop(err.message);
@@ -394,6 +404,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   }
 
   let error: Error | undefined;
+  /** Set once the pass stops for the environment (stopForEnvironment). */
+  let environmentFault: Error | undefined;
   function fail(err: unknown, msg: string, reason: string): void {
     const e = err instanceof Error ? err : new Error(String(err));
     error ??= e;
