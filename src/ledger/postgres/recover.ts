@@ -1,5 +1,5 @@
 import { wellFormed } from '../rows.js';
-import type { ReclaimOptions } from '../types.js';
+import type { Claim, ReclaimOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';
 import { applyFailures, claimColumns, completeQuery, type HeldFailure } from './finish.js';
@@ -76,8 +76,12 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
   const reclaim = (what: string, query: Query, why: string, opts: ReclaimOptions): Promise<number> =>
     ex.tx(what, async (exec: Exec) => {
       const all = await exec<OrphanRow>(query);
-      const rows = all.filter((r) => !opts.committed?.(r.id, Number(r.updated_at)));
-      const committed = all.filter((r) => !rows.includes(r)).map((r) => ({ id: r.id, owner: r.owner, attempt: r.attempts, charged: 0 }));
+      const rows: OrphanRow[] = [];
+      const committed: Claim[] = [];
+      for (const r of all) {
+        if (opts.committed?.(r.id, Number(r.updated_at))) committed.push({ id: r.id, owner: r.owner, attempt: r.attempts, charged: 0 });
+        else rows.push(r);
+      }
       // completeQuery bumps items_done itself; the rows are locked by `query`.
       if (committed.length > 0) await exec(completeQuery(schema, claimColumns(committed), opts.now));
       const held: HeldFailure[] = rows.map((r) => ({
