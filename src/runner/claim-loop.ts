@@ -112,8 +112,12 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       return false;
     }
     if (s.expired > 0) {
-      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: d.committed });
-      if (n > 0) d.log.warn({ orphans: n }, "reclaimed claims of this pass whose lease expired (a sibling stopped renewing)");
+      const byOutput = new Set<string>();
+      const committed = d.committed && ((id: string, at: number) => d.committed!(id, at) && byOutput.add(id).size > 0);
+      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed });
+      if (n > 0) {
+        d.log.warn({ orphans: n, doneByOutput: byOutput.size }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged');
+      }
       return false;
     }
     if (s.live === 0) return true;

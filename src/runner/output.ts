@@ -241,18 +241,20 @@ export class OutputStore {
   }
 
   /**
-   * Whether the item's output was committed (renamed into place, see commit) after
-   * `claimedAt`: then the attempt claimed at that time got that far before its run died.
-   * The file's ctime says so: the rename (and any write) sets it, nobody can set it back,
-   * and the kernel's clock for it lags, never leads, the one that stamped the claim. A
-   * doubt (a link, no file, an unsafe id) is a no: the item is simply done again.
+   * Whether the item's output was committed (renamed into place, see commit) by an attempt
+   * claimed at `claimedAt`: then that attempt got that far before its run died. The proof is
+   * the file's birth time: commit renames the attempt's own temp file, created after the
+   * claim; what may happen to an older output later (chmod, chown, a hard link, touch, a
+   * rewrite in place: each moves its ctime and mtime) leaves its birth time. The kernel's clock
+   * for it lags, never leads, the one that stamped the claim. A doubt (no birth time, as on
+   * NFS; a link; no file; an unsafe id) is a no: the item is simply done again.
    */
   committedSince(id: string, claimedAt: number): boolean {
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;
       const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
-      return stat !== undefined && stat.isFile() && stat.ctimeMs >= claimedAt;
+      return stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt;
     } catch {
       return false;
     }

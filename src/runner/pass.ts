@@ -6,12 +6,13 @@ import { sharesPass, type Claim, type DiscoveredItem, type Ledger, type RefreshP
 import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
-import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
+import { EnvironmentFault } from './faults.js';
+import { judgeFailure, type FailedAttempt } from './failure.js';
 import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
-import { batches, itemGone, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
+import { batches, scanDirectory, sourceIdentity } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { claimLoop } from './claim-loop.js';
@@ -276,81 +277,41 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       // The environment's fault found by the clean-up (output.directory gone) stops the pass.
       const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
       const message = err instanceof Error ? err.message : String(err);
-      await settleFailure(claim, item, err, message, abort.aborted, tempGone ?? undefined, full, logOf);
+      const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, itemPath: item.rawPath ?? item.path };
+      await settleFailure(claim, attempt, logOf);
     } finally {
       inflight.delete(claim.id);
     }
   }
 
-  /**
-   * A failed attempt is charged to the item only when the item is to blame. Checked in
-   * this order, only on failure (failures are rare, so the checks cost nothing per item):
-   * cronsafe's own interruption, an environment that cannot run anything (stop the pass),
-   * our temp directory removed under the attempt, a source directory that is gone (stop),
-   * and the item's own file deleted since the scan (forget it).
-   */
-  async function settleFailure(
-    claim: Claim,
-    item: WorkItem,
-    err: unknown,
-    message: string,
-    aborted: boolean,
-    tempGone: OwnDirectoryGone | EnvironmentFault | undefined,
-    outputFull: boolean,
-    logOf: () => Logger,
-  ): Promise<void> {
-    // The clean-up found output.directory gone: whatever the handler said, not its fault.
-    if (tempGone instanceof EnvironmentFault) err = tempGone;
-    if (tempGone instanceof EnvironmentFault) message = tempGone.message;
-    if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || aborted) {
-      logOf().warn({ reason: message }, 'item interrupted; claim handed back (attempt not charged)');
-      results.release(claim, `interrupted: ${message}`);
-      return;
+  /** Charge, hand back, stop or forget: whoever is to blame decides (judgeFailure). */
+  async function settleFailure(claim: Claim, attempt: FailedAttempt, logOf: () => Logger): Promise<void> {
+    const verdict = await judgeFailure(attempt, {
+      outputFullSeen,
+      outputDir: outputs?.dir,
+      source: deps.source === undefined ? { directory: config.source.directory, atStart: sourceAtStart } : undefined,
+    });
+    switch (verdict.kind) {
+      case 'charge':
+        results.fail(claim, verdict.message, retry);
+        return;
+      case 'gone':
+        results.gone(claim);
+        return;
+      case 'release':
+        if (verdict.warn) logOf().warn(verdict.warn.fields, verdict.warn.msg);
+        results.release(claim, verdict.reason);
+        return;
+      case 'stop':
+        if (verdict.outputFull) outputFullSeen = true;
+        results.release(claim, verdict.reason);
+        stopForEnvironment(verdict.fault);
+        return;
     }
-    if (err instanceof EnvironmentFault) {
-      results.release(claim, `not charged: ${message}`);
-      stopForEnvironment(err);
-      return;
-    }
-    // The pass is stopping for the environment (a full output file system, a source that
-    // went away): an attempt that was running beside the one that found it failed for the
-    // same cause, though its own check may come too late to see it (a sibling's clean-up
-    // freed some space a moment before).
-    if (environmentFault) {
-      logOf().warn({ reason: message, cause: environmentFault.message }, 'item failed while the pass stops for the environment; claim handed back (attempt not charged)');
-      results.release(claim, `not charged: failed while the pass stopped for the environment (${environmentFault.message}): ${message}`);
-      return;
-    }
-    if (tempGone || err instanceof OwnDirectoryGone) {
-      logOf().warn({ reason: message }, "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)");
-      results.release(claim, `not charged: cronsafe's temp directory vanished during the attempt: ${message}`);
-      return;
-    }
-    if (outputs && outputFull) {
-      results.release(claim, 'not charged: the output file system is full');
-      stopForEnvironment(new EnvironmentFault(`the file system of output.directory ${outputs.dir} is full; stopping, nothing charged: ${message}`));
-      return;
-    }
-    // With a source other than the directory scan (tests, embedders), ids are not files.
-    if (deps.source !== undefined) {
-      results.fail(claim, message, retry);
-      return;
-    }
-    if (!(await sourcePresent(config.source.directory, await sourceAtStart))) {
-      results.release(claim, 'not charged: source.directory is gone');
-      stopForEnvironment(new EnvironmentFault(`source.directory ${config.source.directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`));
-      return;
-    }
-    if (await itemGone(item.rawPath ?? item.path)) {
-      results.gone(claim);
-      return;
-    }
-    results.fail(claim, message, retry);
   }
 
   /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */
   function stopForEnvironment(err: Error): void {
-    environmentFault ??= err;
     if (error === undefined) log.error({ err }, 'the environment cannot run items; stopping the pass (nothing charged)');
     error ??= err;
     drain.requestStop(err.message);
@@ -404,8 +365,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   }
 
   let error: Error | undefined;
-  /** Set once the pass stops for the environment (stopForEnvironment). */
-  let environmentFault: Error | undefined;
+  /** An attempt of this pass found the output file system full (judgeFailure). */
+  let outputFullSeen = false;
   function fail(err: unknown, msg: string, reason: string): void {
     const e = err instanceof Error ? err : new Error(String(err));
     error ??= e;

@@ -5,7 +5,7 @@
  * Every handler invocation is logged by the handler itself, and the ledger's charges are
  * checked against that log.
  */
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -162,6 +162,10 @@ describe('SIGKILL of the whole process tree (SQLite, maxAttempts 3)', () => {
       await until(() => (invocations(log).get('slow-item') ?? 0) >= k, `slow-item started (${k})`, 60_000);
       killTree(run.child.pid!);
       await run.exited;
+      // Someone touches the old output after the claim (a backup's hard link, a chmod):
+      // it is still not this attempt's.
+      chmodSync(final, 0o600 + k);
+      linkSync(final, path.join(ws.dir, `backup-${k}`));
       // The stale output did not make the killed attempts count as done.
       expect((await records(ws, ['slow-item'])).get('slow-item')).toMatchObject({ state: 'claimed', attempts: k });
     }

@@ -1,4 +1,4 @@
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, utimesSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -124,8 +124,22 @@ describe('OutputStore commit / discard', () => {
     writeFileSync(tmp, 'whole');
     expect(await store.commit(tmp, 'a.scc')).toBe(true);
     expect(store.committedSince('a.scc', claimedAt)).toBe(true);
-    // ctime, which the rename sets: a later claim is not proven by this older output.
-    expect(store.committedSince('a.scc', Date.now() + 60_000)).toBe(false);
+    // A later claim is not proven by this older output, whatever was done to it since
+    // (each of these moves its ctime and mtime, not its birth time).
+    const later = Date.now() + 1;
+    await new Promise((r) => setTimeout(r, 20));
+    const final = path.join(out, 'a.scc.out');
+    chmodSync(final, 0o600);
+    linkSync(final, path.join(dir, 'backup-link'));
+    utimesSync(final, new Date(), new Date());
+    writeFileSync(final, 'rewritten in place');
+    expect(statSync(final).ctimeMs).toBeGreaterThanOrEqual(later);
+    expect(store.committedSince('a.scc', later)).toBe(false);
+    // A new commit (a new file renamed into place) is proof for the later claim.
+    const tmp2 = store.tempPathFor('a.scc', 2);
+    writeFileSync(tmp2, 'whole again');
+    expect(await store.commit(tmp2, 'a.scc')).toBe(true);
+    expect(store.committedSince('a.scc', later)).toBe(true);
     // A subdirectory that is a link to elsewhere: never look through it.
     const elsewhere = path.join(dir, 'elsewhere');
     mkdirSync(elsewhere);

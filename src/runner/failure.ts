@@ -1,0 +1,83 @@
+import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
+import { itemGone, sourcePresent, type SourceId } from './scan.js';
+import { HandlerFailure } from './types.js';
+
+/** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
+const NO_SPACE = /no space left on device|\bENOSPC\b/i;
+
+/** What a failed attempt costs: who is to blame decides it (judgeFailure). */
+export type FailureVerdict =
+  /** The item's fault: charged toward retry.maxAttempts. */
+  | { kind: 'charge'; message: string }
+  /** Not the item's fault: handed back uncharged, with a warning when `warn` is set. */
+  | { kind: 'release'; reason: string; warn?: { msg: string; fields: Record<string, unknown> } }
+  /** The environment cannot run items: handed back uncharged and the pass stops. */
+  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true }
+  /** The item's file was deleted since the scan: forgotten. */
+  | { kind: 'gone' };
+
+export interface FailedAttempt {
+  err: unknown;
+  message: string;
+  /** The attempt's signal had fired (a drain or a timeout of ours). */
+  aborted: boolean;
+  /** What the clean-up of the attempt's temp file found, if anything. */
+  tempGone: OwnDirectoryGone | EnvironmentFault | undefined;
+  /** output.directory's file system was (nearly) full when the attempt failed. */
+  outputFull: boolean;
+  /** The item's file (raw bytes for an escaped id). */
+  itemPath: string | Buffer;
+}
+
+export interface FailureScene {
+  /** An earlier attempt of this pass found the output file system full (the pass is stopping). */
+  outputFullSeen: boolean;
+  outputDir: string | undefined;
+  /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
+  source: { directory: string; atStart: Promise<SourceId | null> } | undefined;
+}
+
+/**
+ * A failed attempt is charged to the item only when the item is to blame. Checked in this
+ * order, only on failure (failures are rare, so the checks cost nothing per item):
+ * cronsafe's own interruption; an environment that cannot run anything (stop the pass); our
+ * temp directory removed under the attempt; a full output file system (stop); a source
+ * directory that is gone (stop); and the item's own file deleted since the scan (forget it).
+ *
+ * A full file system is seen by the attempt's own check, or, once an earlier attempt of the
+ * pass saw it, by a failure that says "no space left on device": an attempt that ran beside
+ * the one that found it can come to its check a moment after a sibling's clean-up freed a
+ * little space. Any other failure is still the item's, however the pass is ending.
+ */
+export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promise<FailureVerdict> {
+  let { err, message } = a;
+  // The clean-up found output.directory gone: whatever the handler said, not its fault.
+  if (a.tempGone instanceof EnvironmentFault) {
+    err = a.tempGone;
+    message = a.tempGone.message;
+  }
+  if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || a.aborted) {
+    return { kind: 'release', reason: `interrupted: ${message}`, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
+  }
+  if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
+  if (a.tempGone || err instanceof OwnDirectoryGone) {
+    return {
+      kind: 'release',
+      reason: `not charged: cronsafe's temp directory vanished during the attempt: ${message}`,
+      warn: { msg: "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)", fields: { reason: message } },
+    };
+  }
+  if (scene.outputDir !== undefined && (a.outputFull || (scene.outputFullSeen && NO_SPACE.test(message)))) {
+    const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is full; stopping, nothing charged: ${message}`);
+    return { kind: 'stop', reason: 'not charged: the output file system is full', fault, outputFull: true };
+  }
+  // With a source other than the directory scan (tests, embedders), ids are not files.
+  if (scene.source === undefined) return { kind: 'charge', message };
+  const { directory, atStart } = scene.source;
+  if (!(await sourcePresent(directory, await atStart))) {
+    const fault = new EnvironmentFault(`source.directory ${directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`);
+    return { kind: 'stop', reason: 'not charged: source.directory is gone', fault };
+  }
+  if (await itemGone(a.itemPath)) return { kind: 'gone' };
+  return { kind: 'charge', message };
+}

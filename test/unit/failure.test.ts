@@ -1,0 +1,93 @@
+/**
+ * Who is to blame for a failed attempt (judgeFailure): real directories and files, so the
+ * source and item checks are the ones a pass makes.
+ */
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { judgeFailure, type FailedAttempt, type FailureScene } from '../../src/runner/failure.js';
+import { EnvironmentFault, OwnDirectoryGone } from '../../src/runner/faults.js';
+import { sourceIdentity } from '../../src/runner/scan.js';
+import { HandlerFailure } from '../../src/runner/types.js';
+
+let dir: string;
+let src: string;
+let file: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-failure-'));
+  src = path.join(dir, 'src');
+  mkdirSync(src);
+  file = path.join(src, 'a.txt');
+  writeFileSync(file, 'a');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const attempt = (over: Partial<FailedAttempt> = {}): FailedAttempt => ({
+  err: new HandlerFailure('exit code 1: boom'),
+  message: 'exit code 1: boom',
+  aborted: false,
+  tempGone: undefined,
+  outputFull: false,
+  itemPath: file,
+  ...over,
+});
+const scene = (over: Partial<FailureScene> = {}): FailureScene => ({
+  outputFullSeen: false,
+  outputDir: path.join(dir, 'out'),
+  source: { directory: src, atStart: sourceIdentity(src) },
+  ...over,
+});
+
+describe('judgeFailure', () => {
+  it("charges the item's own failure, with its message", async () => {
+    expect(await judgeFailure(attempt(), scene())).toEqual({ kind: 'charge', message: 'exit code 1: boom' });
+  });
+
+  it('hands back an interrupted attempt (a drain), whatever else is true', async () => {
+    const v = await judgeFailure(attempt({ err: new HandlerFailure('interrupted: drain', true), message: 'interrupted: drain', outputFull: true }), scene());
+    expect(v).toMatchObject({ kind: 'release', reason: 'interrupted: interrupted: drain' });
+    expect(await judgeFailure(attempt({ aborted: true }), scene())).toMatchObject({ kind: 'release' });
+  });
+
+  it("stops the pass for the environment's fault, and for one the temp clean-up found", async () => {
+    const fault = new EnvironmentFault('handler.command program /x is missing');
+    expect(await judgeFailure(attempt({ err: fault, message: fault.message }), scene())).toEqual({ kind: 'stop', reason: `not charged: ${fault.message}`, fault });
+    const gone = new EnvironmentFault('output.directory is gone');
+    expect(await judgeFailure(attempt({ tempGone: gone }), scene())).toMatchObject({ kind: 'stop', fault: gone });
+  });
+
+  it('once the pass saw the output file system full, a failure that says ENOSPC is that too; any other failure is still charged', async () => {
+    const full = scene({ outputFullSeen: true });
+    for (const message of ["exit code 1: head: error writing 'standard output': No space left on device", 'ENOSPC: no space left on device, write']) {
+      expect(await judgeFailure(attempt({ message }), full), message).toMatchObject({ kind: 'stop', outputFull: true, reason: 'not charged: the output file system is full' });
+      // Before any attempt saw it full, the words alone prove nothing (another file system, a bomb).
+      expect(await judgeFailure(attempt({ message }), scene()), message).toMatchObject({ kind: 'charge' });
+    }
+    expect(await judgeFailure(attempt({ message: 'exit code 1: bad input' }), full)).toMatchObject({ kind: 'charge' });
+  });
+
+  it('hands back an attempt whose temp directory vanished', async () => {
+    expect(await judgeFailure(attempt({ tempGone: new OwnDirectoryGone('recreated') }), scene())).toMatchObject({ kind: 'release', reason: expect.stringMatching(/temp directory vanished/) });
+    expect(await judgeFailure(attempt({ err: new OwnDirectoryGone('x') }), scene())).toMatchObject({ kind: 'release' });
+  });
+
+  it('stops for a full output file system only when there is an output directory', async () => {
+    expect(await judgeFailure(attempt({ outputFull: true }), scene())).toMatchObject({ kind: 'stop', fault: { message: expect.stringMatching(/is full/) } });
+    expect(await judgeFailure(attempt({ outputFull: true }), scene({ outputDir: undefined }))).toMatchObject({ kind: 'charge' });
+  });
+
+  it('stops when the source directory was replaced, forgets an item whose file is gone', async () => {
+    const s = scene();
+    rmSync(file);
+    expect(await judgeFailure(attempt(), s)).toEqual({ kind: 'gone' });
+    renameSync(src, path.join(dir, 'moved'));
+    mkdirSync(src);
+    expect(await judgeFailure(attempt(), s)).toMatchObject({ kind: 'stop', reason: 'not charged: source.directory is gone' });
+  });
+
+  it('charges without looking at files when ids are not files (no scanned source)', async () => {
+    rmSync(src, { recursive: true });
+    expect(await judgeFailure(attempt(), scene({ source: undefined }))).toMatchObject({ kind: 'charge' });
+  });
+});
