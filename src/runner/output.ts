@@ -136,6 +136,8 @@ export class OutputStore {
    * the first to notice (the others would otherwise be charged for the cleaner's doing).
    */
   #gen = 0;
+  /** Whether birth times are real here (realBirthTimes), once asked. */
+  #realBirthTimes: boolean | undefined;
   /** output.directory itself (followed if a link) as prepare() found it. */
   #outId: DirId | undefined;
   /** Owner of `dir`, trusted for our directories in it too (see ensureOwnDir). */
@@ -247,14 +249,17 @@ export class OutputStore {
    * claim; what may happen to an older output later (chmod, chown, a hard link, touch, a
    * rewrite in place: each moves its ctime and mtime) leaves its birth time. The kernel's clock
    * for it lags, never leads, the one that stamped the claim. A doubt (no birth time, as on
-   * NFS; a link; no file; an unsafe id) is a no: the item is simply done again.
+   * NFS or where statx is refused: realBirthTimes; a link; no file; an unsafe id) is a no:
+   * the item is simply done again.
    */
   committedSince(id: string, claimedAt: number): boolean {
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;
       const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
-      return stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt;
+      this.#realBirthTimes ??= realBirthTimes([this.dir, path.dirname(this.dir), process.execPath]);
+      // No birth time reads as 0 (NFS).
+      return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt;
     } catch {
       return false;
     }
@@ -368,6 +373,22 @@ export class OutputStore {
       throw new Error(`not a cronsafe temp path: ${tempPath} (expected inside ${this.tempDir})`);
     }
   }
+}
+
+/**
+ * Whether this process sees real birth times. Where statx(2) is refused (old kernels,
+ * strict seccomp profiles) Node fills the birth time in from the ctime, which chmod, links
+ * and touch move, so it proves nothing; then every file reads birth == ctime. A directory
+ * that has had entries added since it was made (the output directory), or any file written
+ * after its creation, shows the two apart when birth times are real. Asked once, lazily:
+ * only crash recovery needs it.
+ */
+export function realBirthTimes(paths: readonly string[]): boolean {
+  for (const p of paths) {
+    const st = lstatSync(p, { throwIfNoEntry: false });
+    if (st && st.birthtimeMs > 0 && st.birthtimeMs !== st.ctimeMs) return true;
+  }
+  return false;
 }
 
 /** The newest mtime of an entry and, for a directory, of what is directly in it; null if gone. */

@@ -46,6 +46,13 @@ export interface PassDeps {
   observer?: PassObserver;
   /** Which finished items are outstanding again (schedule.refresh). */
   refresh?: RefreshPolicy;
+  /**
+   * Commit an output only while its claim's lease, as this pod knows it (from the claim,
+   * or the last renewal that reached the ledger), has not run out. Default: on a shared
+   * pass (PostgreSQL), where a sibling takes over a claim whose lease expired; under
+   * SQLite's run lock nobody can.
+   */
+  leaseGuardsOutputs?: boolean;
 }
 
 /** What a metrics module sees of a pass (src/metrics). */
@@ -96,6 +103,17 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const deadAtOnce: RetryPolicy = { ...retry, maxAttempts: 1 };
   const leaseMs = config.lease.seconds * 1000;
 
+  // [lease guard] A pod cut off from the ledger for longer than a lease keeps running its
+  // handlers, but a sibling may have taken their items over by then (reclaimExpired): a late
+  // rename would overwrite the newer attempt's output. Each claim's lease as this pod knows
+  // it: from the claim's write, or from the last renewal that reached the ledger (it renews
+  // every claim the owner holds). Past it, the output is not committed.
+  const leaseGuard = deps.leaseGuardsOutputs ?? shared;
+  let lastClaimAt = 0;
+  let renewedAt = Number.NEGATIVE_INFINITY;
+  const claimedAt = new Map<Claim, number>();
+  const leaseLapsed = (claim: Claim): boolean => now() >= Math.max(claimedAt.get(claim) ?? 0, renewedAt) + leaseMs;
+
   const drain = new Drain({
     stop: deps.stop,
     force: deps.force,
@@ -137,6 +155,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     },
     onSettled: (c) => {
       if (held.get(c.id) === c) held.delete(c.id);
+      claimedAt.delete(c);
       notify();
     },
     onDeadLettered: (id, error) => deps.observer?.deadLettered?.(id, error),
@@ -182,9 +201,13 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     leaseMs,
     everyMs: config.lease.renewSeconds * 1000,
     killAfterMs: () => drain.killAfterMs(),
+    onRenewed: (at) => (renewedAt = Math.max(renewedAt, at)),
   });
 
-  const claimOpts = () => ({ owner, runId: passId, now: now(), leaseMs });
+  const claimOpts = () => {
+    lastClaimAt = now();
+    return { owner, runId: passId, now: lastClaimAt, leaseMs };
+  };
 
   /** Scan lazily, record what is found, and queue the ids claimable now. */
   async function produce(): Promise<void> {
@@ -260,6 +283,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     const started = now();
     try {
       await handler.run(item, ctx);
+      if (leaseGuard && tempPath && leaseLapsed(claim)) {
+        throw new HandlerFailure(
+          `the claim's lease may have run out (no renewal reached the ledger for ${config.lease.seconds}s), so another pod may hold the item now: output not committed, claim handed back`,
+          true,
+        );
+      }
       // Output first, ledger second: a crash in between means a redo that overwrites.
       if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id))) {
         noOutput++;
@@ -324,6 +353,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     const limit = pLimit(config.concurrency);
     const start = (claim: Claim) => {
       held.set(claim.id, claim);
+      if (leaseGuard) claimedAt.set(claim, lastClaimAt);
       claimed++;
       const task: Promise<void> = limit(() => processItem(claim)).finally(() => {
         tasks.delete(task);

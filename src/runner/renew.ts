@@ -14,6 +14,8 @@ export interface RenewalOptions {
   leaseMs: number;
   everyMs: number;
   killAfterMs: () => number;
+  /** A renewal reached the ledger: every claim the owner held then has its lease from `at`. */
+  onRenewed?: (at: number) => void;
 }
 
 /**
@@ -28,9 +30,11 @@ export function startRenewal(o: RenewalOptions): NodeJS.Timeout {
     // The claims as renewed: a completion may commit while the renewal is in flight (its
     // id then reads as lost) and a retry may re-claim the id; only the same claim is lost.
     const renewed = new Map(o.held);
+    const at = o.now();
     o.ledger
-      .renew(o.owner, [...renewed.keys()], o.now() + o.leaseMs)
+      .renew(o.owner, [...renewed.keys()], at + o.leaseMs)
       .then((lost) => {
+        o.onRenewed?.(at);
         for (const id of lost) {
           const claim = renewed.get(id);
           if (!claim || o.held.get(id) !== claim) continue;

@@ -1,3 +1,4 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
@@ -178,5 +179,62 @@ describe('runPass (in-process, real SQLite ledger)', () => {
     expect(outcomes).toEqual(['dead', 'failed', 'succeeded', 'succeeded']);
     for (const [, ms] of seen) expect(ms).toBeGreaterThanOrEqual(9);
     expect(read?.().inFlight).toBe(0);
+  });
+});
+
+describe('runPass: the lease guard on outputs (a pod cut off from the ledger for longer than a lease)', () => {
+  it('does not commit an output once the claim\'s lease may have run out: the claim is handed back uncharged, nothing lands', async () => {
+    const { ws, ledger, deps, lines } = await setup({ lease: { seconds: 90, renewSeconds: 30 } });
+    const outputs = new OutputStore(ws.out);
+    await outputs.prepare();
+    let skew = 0;
+    const handler: Handler = {
+      run: async (item, ctx) => {
+        writeFileSync(ctx.outputPath!, `attempt ${ctx.attempt}`);
+        // The first attempt outlives the lease while no renewal reaches the ledger.
+        if (ctx.attempt === 1) skew += 91_000;
+        else expect(existsSync(path.join(ws.out, 'item-0.out')), 'the first attempt left nothing').toBe(false);
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(1), outputs, now: () => Date.now() + skew, leaseGuardsOutputs: true }));
+    // Handed back uncharged, then claimed again by the same pass (a new claim, a new lease).
+    expect(r.counts).toMatchObject({ succeeded: 1, released: 1, failed: 0 });
+    expect(readFileSync(path.join(ws.out, 'item-0.out'), 'utf8')).toBe('attempt 2');
+    expect(readdirSync(outputs.tempDir)).toEqual([]);
+    expect(await ledger.get('item-0')).toMatchObject({ state: 'done', attempts: 2, released: 1 });
+    expect(lines.some((l) => /lease may have run out/.test(String(l.reason)))).toBe(true);
+  });
+
+  it('commits when a renewal reached the ledger after the claim, and without the guard (SQLite, under its run lock)', async () => {
+    const { ws, ledger, deps } = await setup({ lease: { seconds: 2, renewSeconds: 1 } });
+    const outputs = new OutputStore(ws.out);
+    await outputs.prepare();
+    let skew = 0;
+    let renewed!: () => void;
+    const renewal = new Promise<void>((r) => (renewed = r));
+    const renew = ledger.renew.bind(ledger);
+    ledger.renew = async (owner, idsHeld, until) => {
+      const lost = await renew(owner, idsHeld, until);
+      renewed();
+      return lost;
+    };
+    const handler: Handler = {
+      run: async (item, ctx) => {
+        writeFileSync(ctx.outputPath!, `out of ${item.id}`);
+        if (item.id !== 'item-0') return;
+        skew += 1_500; // 1.5 s of the 2 s lease gone by the claim's clock ...
+        await renewal; // ... and then a renewal (every 1 s of real time) reaches the ledger
+        skew += 1_000; // 2.5 s after the claim: past its own lease, within the renewal's
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(1), outputs, now: () => Date.now() + skew, leaseGuardsOutputs: true }));
+    expect(r.counts).toMatchObject({ succeeded: 1, released: 0 });
+    expect(readFileSync(path.join(ws.out, 'item-0.out'), 'utf8')).toBe('out of item-0');
+
+    // The default on SQLite: no guard (nobody else can take a claim over under the run lock).
+    const late: Handler = { run: async (item, ctx) => void (writeFileSync(ctx.outputPath!, 'late'), (skew += 10_000)) };
+    const r2 = await runPass(deps(late, { runId: 'run-2', owner: 'owner-2', source: (async function* () { yield { id: 'other' }; })(), outputs, now: () => Date.now() + skew }));
+    expect(r2.counts).toMatchObject({ succeeded: 1 });
+    expect(readFileSync(path.join(ws.out, 'other.out'), 'utf8')).toBe('late');
   });
 });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { NAME_MAX, OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId, outputName } from '../../src/runner/output.js';
+import { NAME_MAX, OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId, outputName, realBirthTimes } from '../../src/runner/output.js';
 
 let dir: string;
 let out: string;
@@ -147,6 +147,15 @@ describe('OutputStore commit / discard', () => {
     symlinkSync(elsewhere, path.join(out, 'sub'));
     expect(store.committedSince('sub/b.scc', claimedAt)).toBe(false);
     expect(store.committedSince('../escape', claimedAt)).toBe(false);
+  });
+
+  it('realBirthTimes: a directory written to after it was made shows real birth times here; nothing to look at proves nothing', () => {
+    mkdirSync(out);
+    // Add entries until the kernel's file-time clock (a coarse one) has ticked past the birth.
+    for (let i = 0; statSync(out).ctimeMs === statSync(out).birthtimeMs && i < 100_000; i++) writeFileSync(path.join(out, `entry-${i}`), 'x');
+    expect(statSync(out).birthtimeMs, 'this machine keeps birth times (statx)').toBeGreaterThan(0);
+    expect(realBirthTimes([path.join(dir, 'missing'), out])).toBe(true);
+    expect(realBirthTimes([path.join(dir, 'missing')])).toBe(false);
   });
 
   it('returns false and writes nothing when the handler created no file', async () => {
