@@ -58,6 +58,7 @@ function measure(args) {
 const env = environment();
 log(`node ${env.node}, ${env.cpu}, ${env.cores} cores, load ${env.loadavg.join(' ')}`);
 const rows = [];
+const rss = new Map(); // command -> [[n, KiB]]
 for (const n of SIZES) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-bench-dead-'));
   try {
@@ -70,9 +71,27 @@ for (const n of SIZES) {
       if (args.includes('list') && args.includes('--json') && !r.tail.endsWith('\n]\n')) throw new Error('the JSON array is not closed');
       log(`${fmtInt(n)} ${args.join(' ')}: ${fmtMiB(r.maxRssKiB)} peak RSS, ${fmtSec(r.ms)}, ${fmtInt(r.bytes)} bytes; peaks KiB ${JSON.stringify(r.peaks)}`);
       rows.push([fmtInt(n), args.join(' '), fmtMiB(r.maxRssKiB), fmtSec(r.ms), fmtInt(r.bytes)]);
+      const key = args.join(' ');
+      rss.set(key, [...(rss.get(key) ?? []), [n, r.maxRssKiB]]);
     }
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
 }
 process.stdout.write(`${table(['dead items', 'command', 'peak RSS', 'wall', 'output bytes'], rows)}\n`);
+// Flat memory (issue 12): peak RSS must not grow with the number of dead items. The first
+// size pays for start-up only (V8 sizes its heap to the work once there is some), so the
+// verdict is on the last step (e.g. 100,000 -> 200,000 dead items: at most 5% more); the
+// ratio to the smallest is shown beside it.
+const GROWTH = 1.05;
+const verdicts = [];
+for (const [key, points] of rss) {
+  if (points.length < 3 || points.some((p) => !p[1])) continue;
+  const [lo, mid, hi] = [points[0], points[points.length - 2], points[points.length - 1]];
+  const step = hi[1] / mid[1];
+  verdicts.push(
+    `${key}: peak RSS ${fmtInt(hi[0])} / ${fmtInt(mid[0])} dead items = ${step.toFixed(2)}x (target <= ${GROWTH}x): ${step <= GROWTH ? 'OK' : 'MISSED'}; ` +
+      `/ ${fmtInt(lo[0])} = ${(hi[1] / lo[1]).toFixed(2)}x`,
+  );
+}
+process.stdout.write(`\n${verdicts.join('\n')}\n`);

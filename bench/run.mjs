@@ -7,6 +7,7 @@
 //   command   handler.command ["true"] vs a bare Node loop spawning `true`
 //   rss       peak RSS, small vs big backlog, with the bin's flags and with plain node
 //   inprocess runPass in process, pinned to one core (the runner's ceiling)
+//   deadletters  peak RSS of `dead-letter list` / `status` over 1,000 to 200,000 dead items (bench/dead-letters.mjs)
 //   postgres  1, 2, 4 processes on PostgreSQL (when installed; bench/postgres.mjs)
 //   graphile  cronsafe on PostgreSQL (fsync on) beside graphile-worker and a bare pg floor
 //             (when installed; bench/pg-graphile.mjs)
@@ -19,7 +20,7 @@ import { measureCompare } from './compare.mjs';
 import { measureRss, run } from './rss.mjs';
 import { measureStartup } from './startup.mjs';
 
-const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'postgres', 'graphile'];
+const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'deadletters', 'postgres', 'graphile'];
 const quick = process.env.BENCH_QUICK === '1';
 const asked = [...process.argv.slice(2), ...(process.env.BENCH_SECTIONS ?? '').split(',')].filter(Boolean);
 for (const s of asked) if (!ALL.includes(s)) throw new Error(`unknown bench section ${JSON.stringify(s)}: expected some of ${ALL.join(', ')}`);
@@ -169,6 +170,17 @@ report.push('', `load average at end ${results.environment.loadavgAfter.join(' '
 process.stdout.write(`${report.join('\n')}\n`);
 writeFileSync(path.join(BENCH_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 log(`wrote ${path.join(BENCH_DIR, 'results.json')}`);
+
+// Dead letters (issue 12): its own script and table; quick mode takes smaller ledgers.
+if (sections.includes('deadletters')) {
+  const dead = await run([process.execPath, path.join(BENCH_DIR, 'dead-letters.mjs')], 1_800_000, { env: {
+    ...process.env,
+    BENCH_DEAD: process.env.BENCH_DEAD ?? (quick ? '1000,10000,20000' : '1000,100000,200000'),
+  } });
+  process.stderr.write(dead.stderr);
+  process.stdout.write(`\n## dead-letter list / status: peak RSS with many dead items\n\n${dead.stdout}`);
+  if (dead.code !== 0) throw new Error(`bench/dead-letters.mjs failed (exit ${dead.code ?? dead.signal})`);
+}
 
 // PostgreSQL: each its own server, table and results file (bench/postgres.mjs, bench/pg-graphile.mjs).
 const pgRoot = '/usr/lib/postgresql';
