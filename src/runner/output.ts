@@ -286,8 +286,9 @@ export class OutputStore {
     // a thrown ENOENT through fs.promises cost a third of a no-op run's CPU.
     const stat = lstatSync(tempPath, { throwIfNoEntry: false });
     if (stat === undefined) {
-      // No file: the handler wrote nothing, unless our directory went away with it.
-      const gone = this.checkTempDir();
+      // No file: the handler wrote nothing, unless our directory went away with it (and
+      // perhaps came back already, recreated for another attempt).
+      const gone = this.lostWithTempDir(tempPath);
       if (gone) throw gone;
       return false;
     }
@@ -308,9 +309,17 @@ export class OutputStore {
   async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
     await rm(tempPath, { recursive: true, force: true });
+    return this.lostWithTempDir(tempPath);
+  }
+
+  /**
+   * OwnDirectoryGone when the temp directory the attempt's `tempPath` was in is gone: it
+   * vanished (recreated now, checkTempDir), or it was replaced and recreated while the
+   * attempt ran (another attempt noticed first: the path's generation is older). Else null.
+   */
+  private lostWithTempDir(tempPath: string): OwnDirectoryGone | null {
     const now = this.checkTempDir();
     if (now) return now;
-    // Replaced and recreated while this attempt ran (another attempt noticed first).
     const gen = /-(\d+)-\d+\.tmp$/.exec(tempPath)?.[1];
     if (gen !== undefined && Number(gen) < this.#gen) {
       return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); it was recreated`);

@@ -227,6 +227,20 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
     expect(await store.commit(store.tempPathFor('b', 2), 'b')).toBe(false); // really nothing written now
   });
 
+  it('a commit that finds no file after another attempt already recreated the directory: OwnDirectoryGone, never "wrote nothing"', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const tmp = store.tempPathFor('c', 1);
+    writeFileSync(tmp, 'written, then lost with the directory');
+    rmSync(store.tempDir, { recursive: true });
+    // A sibling attempt noticed first and recreated it.
+    expect(store.checkTempDir()).toBeInstanceOf(OwnDirectoryGone);
+    await expect(store.commit(tmp, 'c')).rejects.toBeInstanceOf(OwnDirectoryGone);
+    expect(existsSync(path.join(out, 'c.out'))).toBe(false);
+    // A path handed out after the recreation that really got nothing is still "wrote nothing".
+    expect(await store.commit(store.tempPathFor('c', 2), 'c')).toBe(false);
+  });
+
   it.skipIf(process.getuid?.() !== 0)("is trusted when owned by output.directory's owner (root on NFS with root_squash), refused when owned by a third user", async () => {
     mkdirSync(path.join(out, '.cronsafe-tmp'), { recursive: true });
     chownSync(out, 65534, 65534);
