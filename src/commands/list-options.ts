@@ -13,13 +13,20 @@ export function parseLimit(value: string): number {
   return Number(value);
 }
 
-const ISO_RE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/i;
+const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2})))?$/i;
 
 /** `--since ISO`: a date (UTC midnight) or a timestamp with its zone (`Z` or `+01:00`). */
 export function parseSince(value: string): Date {
-  const at = ISO_RE.test(value) ? new Date(value) : undefined;
+  const m = ISO_RE.exec(value);
+  // `new Date` rolls impossible fields over (2025-02-30 is 2025-03-02, T24:00 the next
+  // day): a date that does not exist is refused, not silently moved.
+  const [year, month, day, hour, minute, second, offH, offM] = (m?.slice(1) ?? []).map((f) => (f === undefined ? 0 : Number(f)));
+  const daysInMonth = new Date(Date.UTC(year ?? 0, month ?? 0, 0)).getUTCDate();
+  const real =
+    m !== null && month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysInMonth && hour! <= 23 && minute! <= 59 && second! <= 59 && offH! <= 23 && offM! <= 59;
+  const at = real ? new Date(value) : undefined;
   if (!at || Number.isNaN(at.getTime())) {
-    throw new InvalidArgumentError('expected an ISO 8601 date or timestamp with a zone, e.g. 2026-11-30 or 2026-11-30T08:00:00Z');
+    throw new InvalidArgumentError('expected an ISO 8601 date or timestamp with a zone that exists, e.g. 2026-11-30 or 2026-11-30T08:00:00Z');
   }
   return at;
 }

@@ -64,7 +64,8 @@ function readBounded(abs: string): { text: string; tooBig: boolean } {
   try {
     const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
     let n = 0;
-    const deadline = Date.now() + FIFO_WAIT_MS;
+    // Silence, not the whole read: a writer that sends a line a second is still waited for.
+    let deadline = Date.now() + FIFO_WAIT_MS;
     while (n < buf.length) {
       let got: number;
       try {
@@ -76,12 +77,13 @@ function readBounded(abs: string): { text: string; tooBig: boolean } {
       }
       // EAGAIN (a writer, no data yet), or end of file with nothing read (no writer yet).
       if (fifo && (got === -1 || (got === 0 && n === 0))) {
-        if (Date.now() > deadline) throw new ConfigError(`config file ${abs} is a FIFO whose writer sent nothing for ${FIFO_WAIT_MS / 1000} s`, abs);
+        if (Date.now() > deadline) throw new ConfigError(`config file ${abs} is a FIFO whose writer sent nothing (more) for ${FIFO_WAIT_MS / 1000} s`, abs);
         Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
         continue;
       }
       if (got <= 0) break;
       n += got;
+      deadline = Date.now() + FIFO_WAIT_MS;
     }
     return { text: buf.toString('utf8', 0, Math.min(n, MAX_CONFIG_BYTES)), tooBig: n > MAX_CONFIG_BYTES };
   } finally {

@@ -109,6 +109,11 @@ describe('module handler', () => {
     ['number', 'threw 42 (a number)'],
     ['object', 'threw {"code":"E_CAPTION","line":7}'],
     ['cyclic', 'threw an object (Object)'],
+    ['error-code', 'Error: ECONNRESET'],
+    ['error-message-code', 'socket hang up (ECONNRESET)'],
+    ['aggregate', 'AggregateError: connect ECONNREFUSED ::1:5432; connect ECONNREFUSED 127.0.0.1:5432'],
+    ['cause', 'Error: caused by upstream timed out'],
+    ['bare', 'Error'],
   ])('keeps a useful message when the function throws %s', async (id, message) => {
     const handler = await createModuleHandler(moduleConfig('module-throws-value.mjs'), { sourceDir: '/src' });
     try {

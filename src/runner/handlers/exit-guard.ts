@@ -122,11 +122,30 @@ export function acquireExitGuard(): ExitGuard {
 }
 
 /**
+ * An Error's message; an empty one is filled in from what else it carries: a system
+ * error's `code` (ECONNRESET), an AggregateError's inner errors (Node's dual-stack connect
+ * failures look like this), its `cause`. Else its name.
+ */
+function describeError(err: Error, depth = 0): string {
+  const code = (err as { code?: unknown }).code;
+  const codeText = (typeof code === 'string' || typeof code === 'number') && !err.message.includes(String(code)) ? String(code) : undefined;
+  let inner: string | undefined;
+  if (depth < 2 && err instanceof AggregateError && Array.isArray(err.errors) && err.errors.length > 0) {
+    const shown = err.errors.slice(0, 5).map((e: unknown) => (e instanceof Error ? describeError(e, depth + 1) : describeThrown(e)));
+    inner = `${shown.join('; ')}${err.errors.length > 5 ? `; and ${err.errors.length - 5} more` : ''}`;
+  }
+  if (err.message) return `${err.message}${codeText ? ` (${codeText})` : ''}${inner ? `: ${inner}` : ''}`;
+  const cause = depth < 2 && err.cause !== undefined ? (err.cause instanceof Error ? describeError(err.cause, depth + 1) : describeThrown(err.cause)) : undefined;
+  const what = [codeText, inner, cause === undefined ? undefined : `caused by ${cause}`].filter((w): w is string => w !== undefined);
+  return what.length > 0 ? `${err.name}: ${what.join(': ')}` : err.name || 'an Error without a message';
+}
+
+/**
  * A useful message for anything a handler may throw: an Error's message (else its name),
  * a string as is, and other values as String(value) or, failing that, their type.
  */
 export function describeThrown(value: unknown): string {
-  if (value instanceof Error) return value.message || value.name || 'an Error without a message';
+  if (value instanceof Error) return describeError(value);
   if (typeof value === 'string') return value === '' ? 'an empty string' : value;
   if (value === undefined || value === null) return `threw ${String(value)}`;
   if (typeof value === 'symbol') return `threw ${value.toString()}`;
