@@ -70,6 +70,14 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     });
   });
 
+  it('handler.expectOutput reaches cronsafe (and is left out, so the default applies, when false)', () => {
+    const on = validate(configOf(render({ config: { handler: { expectOutput: true } } })));
+    expect(on.status, on.stderr).toBe(0);
+    expect(on.summary).toMatchObject({ handler: { expectOutput: true } });
+    const off = configOf(render({}));
+    expect(off.handler.expectOutput).toBeUndefined();
+  });
+
   it('the Kubernetes features render keys cronsafe knows: Lease name, Events, scheduled timestamp', () => {
     const r = validate(configOf(render({
       lock: { kubernetesLease: { enabled: true, name: 'captions-lock' } }, events: { enabled: true }, scheduledTimestamp: { enabled: true },

@@ -24,6 +24,9 @@ handler:
   timeoutSeconds: {{ toJson $c.handler.timeoutSeconds }}
   killAfterSeconds: {{ toJson $c.handler.killAfterSeconds }}
   maxLogBytes: {{ toJson $c.handler.maxLogBytes }}
+{{- if $c.handler.expectOutput }}
+  expectOutput: true
+{{- end }}
 {{- with $c.handler.env }}
   env: {{ toJson . }}
 {{- end }}
