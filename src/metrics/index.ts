@@ -86,7 +86,10 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
         pusher.start(m.pushIntervalSeconds * 1000);
       },
       async runFinished(outcome) {
-        live = undefined; // in-flight and queued read 0 from now on
+        // In-flight and queued read 0 from now on; what the pass skipped stays, so that
+        // the final push (and a scrape after the run) still says the scan was partial.
+        const last = live?.();
+        live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
         if (!pusher) return;
         pusher.stop();
         await pusher.push(`run ${outcome}`);
@@ -94,7 +97,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       },
       close() {
         closing ??= (async () => {
-          live = undefined;
+          const last = live?.();
+          live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
           pusher?.stop();
           if (pusher && !finalPushed) await pusher.push('closing');
           await server?.close();

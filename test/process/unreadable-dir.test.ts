@@ -2,6 +2,7 @@ import { chmodSync, chownSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, workspace } from '../helpers/cli.js';
+import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
 const NOBODY = 65534;
@@ -35,6 +36,28 @@ describe('an unreadable subdirectory of the source', () => {
       expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
     } finally {
       chmodSync(path.join(ws.source, 'locked'), 0o755);
+    }
+  });
+});
+
+describe.skipIf(!PUSHGATEWAY)('an unreadable subdirectory, seen by Prometheus', () => {
+  it("the run's final push carries cronsafe_scan_skipped_directories (the pass has ended by then)", async () => {
+    const gw = await startPushgateway();
+    const job = 'skipped-dirs';
+    const ws = workspace({ name: job, handler: { command: COPY }, metrics: { pushgateway: gw.url, pushIntervalSeconds: 3600 } }, { 'a.txt': 'a', 'locked/x.txt': 'x' });
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'locked'), 0o000);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)).toMatchObject({ scan: 'partial', counts: { skippedDirectories: 1 } });
+      const g = (await scrape(gw.url)).filter((x) => x.labels.job === job);
+      expect(value(g, 'cronsafe_scan_skipped_directories')).toBe(1);
+      expect(value(g, 'cronsafe_in_flight_items')).toBe(0);
+    } finally {
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+      await gw.stop();
     }
   });
 });
