@@ -5,6 +5,11 @@ import { HandlerFailure } from './types.js';
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
 
+/** The source root vanished or was replaced: the pass stops, the claims go back uncharged. */
+export const sourceGone = (directory: string): EnvironmentFault =>
+  new EnvironmentFault(`source.directory ${directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`);
+export const SOURCE_GONE = 'not charged: source.directory is gone';
+
 /** What a failed attempt costs: who is to blame decides it (judgeFailure). */
 export type FailureVerdict =
   /** The item's fault: charged toward retry.maxAttempts. */
@@ -75,8 +80,7 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   if (scene.source === undefined) return { kind: 'charge', message };
   const { directory, atStart } = scene.source;
   if (!(await sourcePresent(directory, await atStart))) {
-    const fault = new EnvironmentFault(`source.directory ${directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`);
-    return { kind: 'stop', reason: 'not charged: source.directory is gone', fault };
+    return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
   }
   if (await itemGone(a.itemPath)) return { kind: 'gone' };
   return { kind: 'charge', message };

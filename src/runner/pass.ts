@@ -1,3 +1,4 @@
+import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
@@ -7,12 +8,12 @@ import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
 import { EnvironmentFault } from './faults.js';
-import { judgeFailure, type FailedAttempt } from './failure.js';
+import { judgeFailure, sourceGone, SOURCE_GONE, type FailedAttempt } from './failure.js';
 import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
-import { batches, scanDirectory, sourceIdentity } from './scan.js';
+import { batches, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { claimLoop } from './claim-loop.js';
@@ -268,6 +269,20 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       return;
     }
     const item = workItem(config.source.directory, claim);
+    // Deleted between the scan and now: forgotten before its handler runs (a handler that
+    // shrugs at a missing input would otherwise turn it into an empty "done" output). One
+    // lstat, no exception on a miss; a source that vanished as a whole stops the pass.
+    if (deps.source === undefined && fileMissing(item.rawPath ?? item.path)) {
+      inflight.delete(claim.id);
+      if (await sourcePresent(config.source.directory, await sourceAtStart)) {
+        logOf().warn('item gone before its attempt: its file was deleted after the scan; dropped (handler not run)');
+        results.gone(claim);
+      } else {
+        results.release(claim, SOURCE_GONE);
+        stopForEnvironment(sourceGone(config.source.directory));
+      }
+      return;
+    }
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     const ctx: HandlerContext = {
       get signal() {
@@ -459,4 +474,13 @@ function workItem(sourceDir: string, claim: Claim): WorkItem {
   }
   const where = itemPaths(sourceDir, claim.id);
   return { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
+}
+
+/** True when `file` is not there (ENOENT, or ENOTDIR: a parent became a file). */
+function fileMissing(file: string | Buffer): boolean {
+  try {
+    return lstatSync(file, { throwIfNoEntry: false }) === undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+  }
 }

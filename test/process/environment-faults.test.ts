@@ -2,7 +2,7 @@
  * Issue 10, cases 6, 8 and 10 (the pass part): the environment's faults stop the pass or
  * are forgotten, and are never charged to the items.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -125,6 +125,29 @@ describe("the environment's faults are not the items'", () => {
     writeFileSync(path.join(ws.source, deleted[0]!), 'back\n');
     const again = await runCli(['run', '-c', ws.configPath]);
     expect(finished(again)?.counts).toMatchObject({ succeeded: 1 });
+  }, 120_000);
+});
+
+describe('a file deleted before its attempt, with a handler that shrugs at a missing input', () => {
+  it('is forgotten before its handler runs: never an empty "done" output', async () => {
+    const files = backlog(12);
+    const ws = workspace({ concurrency: 1 }, files);
+    const log = path.join(ws.dir, 'invocations.log');
+    const h = path.join(ws.dir, 'shrug.sh');
+    // Exits 0 whatever happens, as many real scripts do.
+    writeFileSync(h, `#!/bin/sh\nprintf '%s\\n' "$CRONSAFE_ITEM_ID" >> ${JSON.stringify(log)}\nsleep 0.1\ncat "$1" > "$2" 2>/dev/null\nexit 0\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'item done', 30_000);
+    const deleted = Object.keys(files).slice(-4);
+    for (const id of deleted) rmSync(path.join(ws.source, id));
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(0);
+    expect(finished({ lines: run.lines })?.counts).toMatchObject({ gone: 4, succeeded: 8, deadLettered: 0, failed: 0 });
+    const ran = readFileSync(log, 'utf8').trim().split('\n');
+    for (const id of deleted) expect(ran, `handler of deleted ${id}`).not.toContain(id);
+    for (const id of deleted) expect(existsSync(path.join(ws.out, `${id}.out`)), `output of ${id}`).toBe(false);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 8, dead: 0 });
   }, 120_000);
 });
 
