@@ -291,7 +291,33 @@ function defaultSqlite(stateDir: string, name: string): { file: string; legacy?:
     // Unreadable now: keep it, and let the open (which checks the owner again) say why.
     return { file: legacy, legacy: true };
   }
-  return owner === null || owner === name ? { file: legacy, legacy: true } : { file: own };
+  if (owner === name) return { file: legacy, legacy: true };
+  if (owner !== null) return { file: own };
+  // It records no job (written before ledgers did). The run locks beside it say who used
+  // it: each job's default lock is `<name>.lock` there. Another job's lock (one without a
+  // `<name>.db` of its own yet) and not ours: it is theirs, start our own. Ours and
+  // another's: both jobs ran on it and its items are mixed; a person must choose.
+  const ours = fs.existsSync(path.join(stateDir, `${name}.lock`));
+  const others = lockOwnersBeside(stateDir).filter((job) => job !== name && !fs.existsSync(path.join(stateDir, `${job}.db`)));
+  if (others.length === 0) return { file: legacy, legacy: true };
+  if (!ours) return { file: own };
+  throw new ConfigError(
+    `state.sqlite: the old shared default ledger ${legacy} records no job, and both this job (${name}) and ${others.map((j) => `"${j}"`).join(', ')} ran on it (their locks are beside it), so its items may be mixed; set state.sqlite explicitly: ${legacy} to keep it for this job, or ${own} to start a new ledger`,
+    undefined,
+    'state.sqlite',
+  );
+}
+
+/** Job names of the `<name>.lock` files in `dir` (the default run locks), or none. */
+function lockOwnersBeside(dir: string): string[] {
+  try {
+    return fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.lock') && f.length > '.lock'.length)
+      .map((f) => f.slice(0, -'.lock'.length));
+  } catch {
+    return [];
+  }
 }
 
 /** `lock.kubernetesLease` with its defaults, or nothing when it is off. */

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -81,5 +81,49 @@ describe('a ledger belongs to one job', () => {
     expect(b.code, b.stderr).toBe(0);
     expect(outputs(beta.out)).toEqual(FILES.map((f) => `${f}.out`));
     expect(existsSync(path.join(dir, '.cronsafe', 'beta.db'))).toBe(true);
+  });
+
+  /** An old (no job recorded) cronsafe.db where alpha did a.txt, with the run locks of the jobs that used it. */
+  function oldSharedLedger(dir: string, locks: string[]): string {
+    const legacy = path.join(dir, '.cronsafe', 'cronsafe.db');
+    mkdirSync(path.dirname(legacy));
+    const db = new Database(legacy);
+    migrate(db, MIGRATIONS.filter((m) => m.version <= 2));
+    db.prepare(`INSERT INTO items (id, state, attempts, available_at, first_seen_at, updated_at, done_at) VALUES ('a.txt', 'done', 1, 0, 0, 0, 0)`).run();
+    db.close();
+    for (const job of locks) writeFileSync(path.join(dir, '.cronsafe', `${job}.lock`), '');
+    return legacy;
+  }
+
+  it("upgrades: another job that starts first does not adopt the old ledger its lock says was alpha's", async () => {
+    const { dir, alpha, beta } = twoJobs(undefined);
+    oldSharedLedger(dir, ['alpha']);
+    const b = await runCli(['run', '-c', beta.configPath]);
+    expect(b.code, b.stderr).toBe(0);
+    expect(outputs(beta.out)).toEqual(FILES.map((f) => `${f}.out`)); // all of beta's, a.txt included
+    expect(existsSync(path.join(dir, '.cronsafe', 'beta.db'))).toBe(true);
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.lines.some((l) => l.msg.startsWith('using the old default ledger file'))).toBe(true);
+    expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']);
+  });
+
+  it('upgrades: an old ledger both jobs ran on (both locks beside it) is refused with 78 until state.sqlite says which', async () => {
+    const { dir, alpha, beta } = twoJobs(undefined);
+    const legacy = oldSharedLedger(dir, ['alpha', 'beta']);
+    for (const ws of [alpha, beta]) {
+      for (const args of [['validate'], ['run']]) {
+        const r = await runCli([...args, '-c', ws.configPath]);
+        expect(r.code, `${args[0]}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain('state.sqlite');
+        expect(r.stderr).toContain('items may be mixed');
+      }
+      expect(outputs(ws.out)).toEqual([]);
+    }
+    // Told explicitly, alpha keeps it.
+    writeFileSync(alpha.configPath, YAML.stringify({ ...(YAML.parse(readFileSync(alpha.configPath, 'utf8')) as object), state: { sqlite: legacy } }));
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']);
   });
 });
