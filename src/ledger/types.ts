@@ -360,6 +360,13 @@ export interface Ledger {
    */
   forget(claims: Claim[], now: number): Promise<FenceOutcome[]>;
 
+  /**
+   * pending -> (no row) for every pending item the pass `passId` did not see: after a
+   * complete scan, their files are gone (deleted between runs). Counted as gone. Claimed,
+   * done and dead rows are kept. Returns how many were forgotten.
+   */
+  forgetUnseen(passId: string): Promise<number>;
+
   /** claimed -> pending, attempt not charged (drain hand-back); fenced. */
   release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
 

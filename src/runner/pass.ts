@@ -242,6 +242,14 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       }
       // The scan also ends early when the stop aborts it: that is not a complete scan.
       scanComplete = !drain.stopping.aborted;
+      // Pending items a whole scan of the same source did not see were deleted since an
+      // earlier run found them: forget them, or the backlog never reaches 0. Not after a
+      // partial scan (their directory may be the unreadable one), nor when the source root
+      // is no longer the directory the pass began with. A file that comes back is new.
+      if (scanComplete && deps.source === undefined && skippedDirectories === 0 && (await sourcePresent(config.source.directory, await sourceAtStart))) {
+        const n = await ledger.forgetUnseen(passId);
+        if (n > 0) log.warn({ items: n }, 'forgot pending items whose files are gone (a complete scan did not find them); not charged, not dead');
+      }
     } catch (err) {
       // A send on the channel the stop closed is not an error.
       if (!drain.stopping.aborted) throw err;

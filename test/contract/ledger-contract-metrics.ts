@@ -25,6 +25,23 @@ export function metricsReadsContract(use: UseLedger): void {
       expect(await use().totals()).toMatchObject({ deadLettered: 1, itemsDone: 1 });
     });
 
+    it('forgetUnseen: pending items the pass did not see are forgotten and counted as gone; claimed, done and dead ones stay', async () => {
+      const ids = ['seen', 'unseen-1', 'unseen-2', 'claimed-old', 'done-old', 'dead-old'];
+      await use().discover(ids.map((id) => ({ id })), { runId: 'pass-1', now: T0 });
+      await use().claim(['claimed-old'], { owner: 'o', runId: 'pass-1', now: T0, leaseMs: 60_000 });
+      await use().complete(await use().claim(['done-old'], { owner: 'o', runId: 'pass-1', now: T0, leaseMs: 60_000 }), T0);
+      await killItem(use(), 'dead-old');
+      // The next pass sees only one of them again.
+      await use().discover([{ id: 'seen' }], { runId: 'pass-2', now: T0 + 1 });
+      const before = await use().attemptTotals();
+      expect(await use().forgetUnseen('pass-2')).toBe(2);
+      expect(await use().get('unseen-1')).toBeNull();
+      expect(await use().get('unseen-2')).toBeNull();
+      for (const id of ['seen', 'claimed-old', 'done-old', 'dead-old']) expect(await use().get(id), id).not.toBeNull();
+      expect((await use().attemptTotals()).gone).toBe(before.gone + 2);
+      expect(await use().forgetUnseen('pass-2')).toBe(0);
+    });
+
     it('does not go down when dead items are retried', async () => {
       await killItem(use(), 'b');
       const before = await use().attemptTotals();

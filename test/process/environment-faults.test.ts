@@ -151,6 +151,36 @@ describe('a file deleted before its attempt, with a handler that shrugs at a mis
   }, 120_000);
 });
 
+describe('files deleted between runs while their items wait', () => {
+  it('are forgotten by the next complete scan: the backlog reaches 0, nothing charged or dead', async () => {
+    const files = backlog(20);
+    const ws = workspace({ concurrency: 1 }, files);
+    configure(ws, { handler: { command: [slowCopyScript(ws.dir), '{path}', '{output}'] } });
+    const first = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    let done = 0;
+    await first.waitFor((l) => l.msg === 'item done' && ++done >= 3, 30_000);
+    first.child.kill('SIGTERM');
+    expect((await first.exited).code, first.stderr()).toBe(75);
+    const ledger = await openSqliteLedger(ws.db);
+    const waiting: string[] = [];
+    try {
+      for (const id of Object.keys(files)) if ((await ledger.get(id))?.state === 'pending' && waiting.length < 4) waiting.push(id);
+    } finally {
+      await ledger.close();
+    }
+    expect(waiting).toHaveLength(4);
+    for (const id of waiting) rmSync(path.join(ws.source, id));
+    const next = await runCli(['run', '-c', ws.configPath]);
+    expect(next.code, next.stderr).toBe(0);
+    expect(finished(next)?.outcome).toBe('completed');
+    expect(next.lines.find((l) => l.msg.startsWith('forgot pending items whose files are gone'))).toMatchObject({ items: 4 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 16, dead: 0 });
+    // A third run has nothing left to forget.
+    const third = await runCli(['run', '-c', ws.configPath]);
+    expect(third.lines.some((l) => l.msg.startsWith('forgot pending items'))).toBe(false);
+  }, 120_000);
+});
+
 describe('output path problems are found before the handler runs', () => {
   it('a symlink on the way to the output: the item is dead-lettered at once, its handler never run', async () => {
     const ws = workspace({}, { 'sub/x.txt': 'x', 'ok.txt': 'ok' });

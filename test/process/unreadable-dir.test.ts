@@ -1,4 +1,5 @@
-import { chmodSync, chownSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync } from 'node:fs';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, workspace } from '../helpers/cli.js';
@@ -20,6 +21,12 @@ function chownTree(dir: string, uid: number): void {
 describe('an unreadable subdirectory of the source', () => {
   it('is skipped and the rest processed (before: the scan failed, exit 1, on every run)', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'locked/x.txt': 'x', 'z/b.txt': 'b' });
+    // An earlier run found locked/x.txt and left it waiting: a partial scan must not take
+    // it for deleted (only a complete scan forgets what it did not see).
+    mkdirSync(path.dirname(ws.db), { recursive: true });
+    const seed = await openSqliteLedger(ws.db);
+    await seed.discover([{ id: 'locked/x.txt' }], { runId: 'an-earlier-run', now: Date.now() });
+    await seed.close();
     // Root reads anything: run as "nobody", so that EACCES is real.
     const asRoot = process.getuid?.() === 0;
     if (asRoot) chownTree(ws.dir, NOBODY);
@@ -34,6 +41,13 @@ describe('an unreadable subdirectory of the source', () => {
       expect(warned.map((l) => l.path)).toEqual([path.join(ws.source, 'locked')]);
       expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
       expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
+      expect(r.lines.some((l) => l.msg.startsWith('forgot pending items'))).toBe(false);
+      const after = await openSqliteLedger(ws.db);
+      try {
+        expect(await after.get('locked/x.txt')).toMatchObject({ state: 'pending', attempts: 0 });
+      } finally {
+        await after.close();
+      }
     } finally {
       chmodSync(path.join(ws.source, 'locked'), 0o755);
     }

@@ -275,3 +275,18 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
           }),
   };
 }
+
+/**
+ * Every pending item the pass `pass` did not see is forgotten (its file is gone: the caller
+ * completed its scan), counted as gone, in one statement.
+ */
+export const forgetUnseenQuery = (schema: string, pass: string): Query =>
+  q(
+    `WITH d AS (DELETE FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run IS DISTINCT FROM $1 RETURNING 1),
+k AS (SELECT count(*) AS n FROM d),
+bump AS (
+  INSERT INTO ${ident(schema)}.counters AS t (name, value) SELECT 'items_gone', k.n FROM k WHERE k.n > 0
+  ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)
+SELECT n::integer AS n FROM k`,
+    pass,
+  );

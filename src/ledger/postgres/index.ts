@@ -32,7 +32,7 @@ import { settleInSteps } from '../settle-steps.js';
 import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
-import { makeFinishOps, type FinishOps } from './finish.js';
+import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
 import { beatingRunsQuery, heartbeatQuery } from './heartbeat.js';
 import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
 import { adoptJob, getMetaQuery } from './meta.js';
@@ -118,6 +118,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   }
   forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
     return this.#finish.forget(claims, now);
+  }
+  async forgetUnseen(passId: string): Promise<number> {
+    const [r] = await this.#ex.query<{ n: number }>('forgetUnseen', forgetUnseenQuery(this.#schema, passId));
+    return Number(r?.n ?? 0);
   }
   /**
    * One statement per step (see settleInSteps). The runner claims through settleOffered,

@@ -130,7 +130,16 @@ class SqliteLedger implements Ledger {
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
     this.#heartbeat = makeHeartbeatOps(db);
+    // Walks the pending partial index (seen_run, available_at): pending rows only.
+    const unseen = db.prepare(`DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`);
+    const counters = this.#counters;
+    this.#forgetUnseen = db.transaction((passId: string): number => {
+      const n = unseen.run(passId).changes;
+      if (n > 0) counters.bump('items_gone', n);
+      return n;
+    }).immediate;
   }
+  readonly #forgetUnseen: (passId: string) => number;
 
   async migrate(): Promise<void> {
     migrate(this.#db);
@@ -158,6 +167,9 @@ class SqliteLedger implements Ledger {
   }
   async forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
     return this.#finish.forget(claims, now);
+  }
+  async forgetUnseen(passId: string): Promise<number> {
+    return this.#forgetUnseen(passId);
   }
   async settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
     return this.#settle(s, now, claim, random);
