@@ -217,6 +217,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
       },
       'run finished',
     );
+    // The log is JSON on stdout (for the cluster's log pipeline); a person at a terminal, or
+    // a wrapper that only keeps stderr, still gets the reason of a failed run in one line.
+    if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${result.error.message}\n`);
     return result.outcome;
   } finally {
     stopWatch();

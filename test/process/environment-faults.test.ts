@@ -71,6 +71,8 @@ describe("the environment's faults are not the items'", () => {
     renameSync(ws.source, `${ws.source}.moved`);
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(1);
+    // Beside the JSON log on stdout, one plain line on stderr says why.
+    expect(run.stderr()).toMatch(/^cronsafe: run failed: source\.directory .* is gone or is no longer the same directory/m);
     // Named in the error: the source directory (gone, or the handler's working directory missing).
     const stopped = run.lines.find((l) => l.msg.startsWith('the environment cannot run items'));
     expect(String((stopped?.err as { message?: string } | undefined)?.message)).toContain(ws.source);
