@@ -16,7 +16,7 @@ import { createLogger } from '../log.js';
 import { pushSkippedStart, startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
 import { firstAbort } from '../runner/drain.js';
-import { OutputStore } from '../runner/output.js';
+import { committedOutputs, OutputStore } from '../runner/output.js';
 import { runPass, type PassOutcome } from '../runner/pass.js';
 import { openEventSink, withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/run-lease.js';
@@ -134,13 +134,11 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
     const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
-    // A set: PostgreSQL retries the whole reclaim transaction on a transient error.
-    const recovered = new Set<string>();
-    const committed = outputs && ((id: string, claimedAt: number) => outputs.committedSince(id, claimedAt) && recovered.add(id).size > 0);
-    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed };
+    const recovered = committedOutputs(outputs);
+    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed: recovered.committed };
     const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
     if (orphans > 0) {
-      log.warn({ orphans, doneByOutput: recovered.size }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
+      log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
     }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier

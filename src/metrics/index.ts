@@ -71,6 +71,12 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
             method: 'put',
             ready: async () => (await view.read()) !== undefined,
           });
+    // The pass is over: in-flight and queued read 0 from now on; what the pass skipped stays,
+    // so that the final push (and a scrape after the run) still says the scan was partial.
+    const settle = () => {
+      const last = live?.();
+      live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
+    };
     let finalPushed = false;
     let closing: Promise<void> | undefined;
     return {
@@ -86,10 +92,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
         pusher.start(m.pushIntervalSeconds * 1000);
       },
       async runFinished(outcome) {
-        // In-flight and queued read 0 from now on; what the pass skipped stays, so that
-        // the final push (and a scrape after the run) still says the scan was partial.
-        const last = live?.();
-        live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
+        settle();
         if (!pusher) return;
         pusher.stop();
         await pusher.push(`run ${outcome}`);
@@ -97,8 +100,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       },
       close() {
         closing ??= (async () => {
-          const last = live?.();
-          live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
+          settle();
           pusher?.stop();
           if (pusher && !finalPushed) await pusher.push('closing');
           await server?.close();

@@ -4,6 +4,7 @@ import { sharesPass, type Claim, type ClaimOptions, type Ledger, type RetryPolic
 import type { Channel } from './channel.js';
 import type { Drain } from './drain.js';
 import type { ResultBatcher } from './results.js';
+import { committedOutputs, type OutputStore } from './output.js';
 
 /**
  * How often a pod with nothing of its own left asks whether its siblings' claims came back:
@@ -32,8 +33,8 @@ export interface ClaimLoopDeps {
   queueSize: number;
   /** Policy for claims of the pass whose lease expired (resumed at once, charged). */
   retry: RetryPolicy;
-  /** Whether an expired claim's attempt committed its output (then it is done): OutputStore.committedSince. */
-  committed?: (id: string, claimedAt: number) => boolean;
+  /** Where an expired claim's attempt may have committed its output (then it is done): committedOutputs. */
+  outputs?: OutputStore;
 }
 
 /**
@@ -112,11 +113,10 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       return false;
     }
     if (s.expired > 0) {
-      const byOutput = new Set<string>();
-      const committed = d.committed && ((id: string, at: number) => d.committed!(id, at) && byOutput.add(id).size > 0);
-      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed });
+      const byOutput = committedOutputs(d.outputs);
+      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: byOutput.committed });
       if (n > 0) {
-        d.log.warn({ orphans: n, doneByOutput: byOutput.size }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged');
+        d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged');
       }
       return false;
     }

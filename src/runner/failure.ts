@@ -6,9 +6,9 @@ import { HandlerFailure } from './types.js';
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
 
 /** The source root vanished or was replaced: the pass stops, the claims go back uncharged. */
-export const sourceGone = (directory: string): EnvironmentFault =>
+const sourceGone = (directory: string): EnvironmentFault =>
   new EnvironmentFault(`source.directory ${directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`);
-export const SOURCE_GONE = 'not charged: source.directory is gone';
+const SOURCE_GONE = 'not charged: source.directory is gone';
 
 /** What a failed attempt costs: who is to blame decides it (judgeFailure). */
 export type FailureVerdict =
@@ -76,12 +76,17 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is full; stopping, nothing charged: ${message}`);
     return { kind: 'stop', reason: 'not charged: the output file system is full', fault, outputFull: true };
   }
-  // With a source other than the directory scan (tests, embedders), ids are not files.
-  if (scene.source === undefined) return { kind: 'charge', message };
+  return (await whereItWent(a.itemPath, scene)) ?? { kind: 'charge', message };
+}
+
+/**
+ * For an item that failed, or whose file is found missing before its attempt: the whole
+ * source gone (stop, uncharged), the item's own file gone (forget it), or null (it is
+ * there). Null when ids are not files (a source other than the directory scan).
+ */
+export async function whereItWent(itemPath: string | Buffer, scene: Pick<FailureScene, 'source'>): Promise<FailureVerdict | null> {
+  if (scene.source === undefined) return null;
   const { directory, atStart } = scene.source;
-  if (!(await sourcePresent(directory, await atStart))) {
-    return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
-  }
-  if (await itemGone(a.itemPath)) return { kind: 'gone' };
-  return { kind: 'charge', message };
+  if (!(await sourcePresent(directory, await atStart))) return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
+  return itemGone(itemPath) ? { kind: 'gone' } : null;
 }

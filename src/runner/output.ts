@@ -385,6 +385,20 @@ export class OutputStore {
 }
 
 /**
+ * Crash recovery's `committed` test (ReclaimOptions) over `outputs`, and how many distinct
+ * ids it accepted (a set: PostgreSQL retries a whole reclaim transaction on a transient
+ * error, asking again). Without an output directory there is nothing to prove.
+ */
+export function committedOutputs(outputs: OutputStore | undefined): { committed?: (id: string, claimedAt: number) => boolean; count: () => number } {
+  const accepted = new Set<string>();
+  if (!outputs) return { count: () => 0 };
+  return {
+    committed: (id, claimedAt) => outputs.committedSince(id, claimedAt) && accepted.add(id).size > 0,
+    count: () => accepted.size,
+  };
+}
+
+/**
  * Whether this process sees real birth times. Where statx(2) is refused (old kernels,
  * strict seccomp profiles) Node fills the birth time in from the ctime, which chmod, links
  * and touch move, so it proves nothing; then every file reads birth == ctime. A directory

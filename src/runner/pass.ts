@@ -1,4 +1,3 @@
-import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
@@ -8,12 +7,12 @@ import { Channel } from './channel.js';
 import { AbortReason, Drain } from './drain.js';
 import { checkItemId, type OutputStore } from './output.js';
 import { EnvironmentFault } from './faults.js';
-import { judgeFailure, sourceGone, SOURCE_GONE, type FailedAttempt } from './failure.js';
+import { judgeFailure, whereItWent, type FailureScene, type FailureVerdict } from './failure.js';
 import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
 import { ownFiles } from './own-files.js';
-import { batches, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
+import { batches, itemGone, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { claimLoop } from './claim-loop.js';
@@ -131,6 +130,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const durations = new Map<Claim, number>();
   // The source root as the pass found it: an unmounted or replaced one is not "files gone".
   const sourceAtStart = deps.source === undefined ? sourceIdentity(config.source.directory) : Promise.resolve(null);
+  // What judges a failed or missing item needs; outputFullSeen is set by the first attempt that finds the output file system full.
+  const scene: FailureScene = {
+    outputFullSeen: false,
+    outputDir: outputs?.dir,
+    source: deps.source === undefined ? { directory: config.source.directory, atStart: sourceAtStart } : undefined,
+  };
   let scanned = 0;
   let claimed = 0;
   let skippedDirectories = 0;
@@ -280,15 +285,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     // Deleted between the scan and now: forgotten before its handler runs (a handler that
     // shrugs at a missing input would otherwise turn it into an empty "done" output). One
     // lstat, no exception on a miss; a source that vanished as a whole stops the pass.
-    if (deps.source === undefined && fileMissing(item.rawPath ?? item.path)) {
+    if (scene.source !== undefined && itemGone(item.rawPath ?? item.path)) {
       inflight.delete(claim.id);
-      if (await sourcePresent(config.source.directory, await sourceAtStart)) {
-        logOf().warn('item gone before its attempt: its file was deleted after the scan; dropped (handler not run)');
-        results.gone(claim);
-      } else {
-        results.release(claim, SOURCE_GONE);
-        stopForEnvironment(sourceGone(config.source.directory));
-      }
+      settle(claim, (await whereItWent(item.rawPath ?? item.path, scene)) ?? { kind: 'gone' }, logOf);
       return;
     }
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
@@ -330,19 +329,14 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
       const message = err instanceof Error ? err.message : String(err);
       const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, itemPath: item.rawPath ?? item.path };
-      await settleFailure(claim, attempt, logOf);
+      settle(claim, await judgeFailure(attempt, scene), logOf);
     } finally {
       inflight.delete(claim.id);
     }
   }
 
-  /** Charge, hand back, stop or forget: whoever is to blame decides (judgeFailure). */
-  async function settleFailure(claim: Claim, attempt: FailedAttempt, logOf: () => Logger): Promise<void> {
-    const verdict = await judgeFailure(attempt, {
-      outputFullSeen,
-      outputDir: outputs?.dir,
-      source: deps.source === undefined ? { directory: config.source.directory, atStart: sourceAtStart } : undefined,
-    });
+  /** Charge, hand back, stop or forget, as the verdict says (judgeFailure, whereItWent). */
+  function settle(claim: Claim, verdict: FailureVerdict, logOf: () => Logger): void {
     switch (verdict.kind) {
       case 'charge':
         results.fail(claim, verdict.message, retry);
@@ -355,7 +349,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         results.release(claim, verdict.reason);
         return;
       case 'stop':
-        if (verdict.outputFull) outputFullSeen = true;
+        if (verdict.outputFull) scene.outputFullSeen = true;
         results.release(claim, verdict.reason);
         stopForEnvironment(verdict.fault);
         return;
@@ -401,7 +395,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
         queueSize: config.queueSize,
         // Claims of the pass whose lease expired resume at once, as at start (charged).
         retry: { ...retry, backoffMs: 0, backoffMaxMs: 0 },
-        committed: outputs && ((id, claimedAt) => outputs.committedSince(id, claimedAt)),
+        outputs,
       });
     } catch (err) {
       fail(err, 'claim failed; stopping the pass', 'claim failure');
@@ -418,8 +412,6 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   }
 
   let error: Error | undefined;
-  /** An attempt of this pass found the output file system full (judgeFailure). */
-  let outputFullSeen = false;
   function fail(err: unknown, msg: string, reason: string): void {
     const e = err instanceof Error ? err : new Error(String(err));
     error ??= e;
@@ -484,11 +476,3 @@ function workItem(sourceDir: string, claim: Claim): WorkItem {
   return { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
 }
 
-/** True when `file` is not there (ENOENT, or ENOTDIR: a parent became a file). */
-function fileMissing(file: string | Buffer): boolean {
-  try {
-    return lstatSync(file, { throwIfNoEntry: false }) === undefined;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
-  }
-}

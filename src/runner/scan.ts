@@ -1,8 +1,8 @@
-import type { Dirent } from 'node:fs';
+import { lstatSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { lstat, opendir, stat } from 'node:fs/promises';
+import { opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -161,15 +161,14 @@ export async function sourcePresent(directory: string, since?: SourceId | null):
 
 /**
  * True when an item's file is gone (ENOENT or ENOTDIR on lstat): deleted between the scan
- * and its attempt. A pass can drop such an item instead of charging it.
+ * and its attempt. A pass can drop such an item instead of charging it. Synchronous and
+ * without an exception on a miss: the pass asks before every attempt.
  */
-export async function itemGone(file: string | Buffer): Promise<boolean> {
+export function itemGone(file: string | Buffer): boolean {
   try {
-    await lstat(file);
-    return false;
+    return lstatSync(file, { throwIfNoEntry: false }) === undefined;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' || code === 'ENOTDIR';
+    return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
   }
 }
 

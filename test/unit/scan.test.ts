@@ -117,8 +117,8 @@ describe('scanDirectory: unreadable and vanished directories', () => {
     expect(await sourcePresent(root)).toBe(true);
     expect(await sourcePresent(path.join(root, 'nope'))).toBe(false);
     expect(await sourcePresent(path.join(root, 'a.scc'))).toBe(false); // a file is not a source
-    expect(await itemGone(path.join(root, 'a.scc'))).toBe(false);
-    expect(await itemGone(path.join(root, 'b.scc'))).toBe(true);
-    expect(await itemGone(path.join(root, 'a.scc', 'x'))).toBe(true); // ENOTDIR
+    expect(itemGone(path.join(root, 'a.scc'))).toBe(false);
+    expect(itemGone(path.join(root, 'b.scc'))).toBe(true);
+    expect(itemGone(path.join(root, 'a.scc', 'x'))).toBe(true); // ENOTDIR
   });
 });
