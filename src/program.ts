@@ -105,9 +105,14 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
     .addOption(configOption())
     .action(async (o: { config?: string }) => {
       const { resolveConfigPath, loadConfig, configSummary } = await import('./config/load.js');
+      const { checkFilesystems } = await import('./config/filesystems.js');
       const file = resolveConfigPath(o.config);
       const config = loadConfig(file);
-      process.stdout.write(`${file}: OK\n${JSON.stringify(configSummary(config), null, 2)}\n`);
+      // The file systems found, so that the network check can be seen working.
+      const filesystems = checkFilesystems(config).map(({ key, path, type, network, allowed }) => ({ key, path, type, network, ...(network ? { allowed } : {}) }));
+      const where = filesystems.map((f) => `${f.key} on ${f.type}${f.network ? ' (network, allowed)' : ''}`).join(', ');
+      const summary = { ...configSummary(config), filesystems };
+      process.stdout.write(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`);
       setExit(EXIT.OK);
     });
   return program;

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { checkFilesystems } from '../config/filesystems.js';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError } from '../errors.js';
@@ -20,6 +21,7 @@ const realClock: DaemonClock = {
 export async function daemonCommand(opts: { configPath: string; stop: AbortSignal; force: AbortSignal; logger?: Logger }): Promise<number> {
   const config = loadConfig(opts.configPath);
   if (!config.schedule) throw new ConfigError(`${config.configPath}: schedule: cronsafe daemon needs schedule.cron`, config.configPath, 'schedule');
+  checkFilesystems(config); // at once, not at the first occurrence (each run checks again)
   const log = (opts.logger ?? createLogger(config.log)).child({ job: config.name, daemon: true });
   const ledger = await openState(config);
   try {

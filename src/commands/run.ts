@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
+import { checkFilesystems, networkFilesystemMessage } from '../config/filesystems.js';
 import { configSummary, loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
@@ -79,6 +80,10 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const runId = newRunId();
   const owner = `${hostname()}:${process.pid}:${runId}`;
   const log = rootLog.child({ job: config.name, runId });
+  // Each run, so that a volume remounted between runs of a daemon is caught too.
+  for (const fsCheck of checkFilesystems(config)) {
+    if (fsCheck.network) log.warn({ key: fsCheck.key, path: fsCheck.path, filesystem: fsCheck.type }, networkFilesystemMessage(fsCheck));
+  }
 
   const events = await openEventSink(config, log);
   const lock = await takeRunLock(config, owner, log, opts.scheduledTime).catch((err: unknown) => {

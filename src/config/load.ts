@@ -248,7 +248,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
     },
     state:
       sqlite !== undefined
-        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}) }
+        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}), allowNetworkFilesystem: p.state.allowNetworkFilesystem }
         : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
     concurrency,
     queueSize: p.queueSize ?? 4 * concurrency,
@@ -257,6 +257,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
     drain: p.drain,
     lock: {
       path: at(p.lock.path ?? path.join(sqlite ? path.dirname(sqlite.file) : stateDir, `${p.name}.lock`)),
+      allowNetworkFilesystem: p.lock.allowNetworkFilesystem,
       ...kubernetesLease(p),
     },
     daemon: p.daemon,
@@ -439,7 +440,7 @@ export function configSummary(c: Config): Record<string, unknown> {
     state:
       c.state.postgres !== undefined
         ? { postgres: redactUrl(c.state.postgres), ...(c.state.schema !== undefined ? { schema: c.state.schema } : {}) }
-        : { sqlite: c.state.sqlite },
+        : { sqlite: c.state.sqlite, allowNetworkFilesystem: c.state.allowNetworkFilesystem === true },
     concurrency: c.concurrency,
     queueSize: c.queueSize,
     lease: c.lease,

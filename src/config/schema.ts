@@ -198,6 +198,7 @@ const stateSchema = z
       .regex(/^[a-z_][a-z0-9_]*$/, 'expected a lowercase SQL identifier: letters, digits and "_", not starting with a digit')
       .max(63, 'expected at most 63 characters (PostgreSQL identifier limit)')
       .optional(),
+    allowNetworkFilesystem: z.boolean({ error: 'expected true or false' }).default(false),
   })
   .superRefine((s, ctx) => {
     if (s.sqlite !== undefined && s.postgres !== undefined) {
@@ -256,7 +257,13 @@ export const configSchema = z
     lease: leaseSchema.prefault({}),
     retry: retrySchema.prefault({}),
     drain: drainSchema.prefault({}),
-    lock: z.strictObject({ path: str('a file path').optional(), kubernetesLease: kubernetesLeaseSchema.optional() }).prefault({}),
+    lock: z
+      .strictObject({
+        path: str('a file path').optional(),
+        allowNetworkFilesystem: flag().default(false),
+        kubernetesLease: kubernetesLeaseSchema.optional(),
+      })
+      .prefault({}),
     schedule: z
       .strictObject({
         cron,

@@ -22,6 +22,8 @@ export interface Config {
   drain: { gracePeriodSeconds: number; marginSeconds: number };
   lock: {
     path: string;
+    /** Run even when `path` is on a network or FUSE file system (a warning each run). Default false: exit 78. */
+    allowNetworkFilesystem?: boolean;
     /** Present only when the Kubernetes Lease lock is enabled (docs/kubernetes-api.md). */
     kubernetesLease?: KubernetesLeaseConfig;
   };
@@ -89,6 +91,8 @@ export interface StateConfig {
    * because `<name>.db` does not exist yet and the old file is unowned or this job's.
    */
   legacyDefault?: boolean;
+  /** Use a `sqlite` file on a network or FUSE file system (a warning each run). Default false: exit 78. */
+  allowNetworkFilesystem?: boolean;
   /** PostgreSQL URL (issue 6). Never logged with its password. */
   postgres?: string;
   /** PostgreSQL schema of the ledger (`[a-z_][a-z0-9_]*`); absent: `cronsafe`. Ignored with sqlite. */

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { ROOT, configOf, ensureTools, kubectl, parseDocs, render, tempDir, type Obj } from './helpers.js';
+import { ROOT, configOf, ensureTools, kubectl, mainContainer, parseDocs, podSpec, render, runner, tempDir, type Obj } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
 
 const CLI = path.join(ROOT, 'dist/cli.js');
@@ -95,6 +95,35 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     expect(cfg.source.directory).toBe('/srv/work/queue');
     expect(cfg.output.directory).toBe('/srv/work/out');
     expect(cfg.state.sqlite).toBe('/srv/work/state/cronsafe.db');
+  });
+
+  it('the run lock sits beside the SQLite ledger on a ReadWriteOnce volume, and on the /tmp emptyDir with ReadWriteMany', () => {
+    // ReadWriteOnce is node-local: a flock there also keeps out a manual Job, or a pod still
+    // terminating, that mounts the same volume. ReadWriteMany is a network file system.
+    const rwo = validate(configOf(render({})));
+    expect(rwo.status, rwo.stderr).toBe(0);
+    const { lock, state } = rwo.summary as { lock: { path: string }; state: { sqlite: string } };
+    expect(path.dirname(lock.path)).toBe(path.dirname(state.sqlite));
+
+    const objs = render({ persistence: { accessModes: ['ReadWriteMany'] } });
+    const cfg = configOf(objs);
+    expect(cfg.lock.path).toBe('/tmp/qc-cronsafe.lock');
+    const tmp = (mainContainer(runner(objs)).volumeMounts as Obj[]).find((m) => m.mountPath === '/tmp') as Obj;
+    const volume = (podSpec(runner(objs)).volumes as Obj[]).find((v) => v.name === tmp.name) as Obj;
+    expect(volume.emptyDir).toBeDefined();
+    expect(validate(cfg).status).toBe(0);
+    // An explicit path wins; an existingClaim's access modes are not known to the chart.
+    expect(configOf(render({ persistence: { accessModes: ['ReadWriteMany'] }, config: { lock: { path: 'locks/x.lock' } } })).lock.path).toBe('/data/locks/x.lock');
+    expect(configOf(render({ persistence: { accessModes: ['ReadWriteMany'], existingClaim: 'mine' } })).lock).toBeUndefined();
+  });
+
+  it('the network file system opt-ins reach cronsafe (and are left out when false)', () => {
+    const on = validate(configOf(render({ config: { state: { allowNetworkFilesystem: true }, lock: { allowNetworkFilesystem: true } } })));
+    expect(on.status, on.stderr).toBe(0);
+    expect(on.summary).toMatchObject({ state: { allowNetworkFilesystem: true }, lock: { allowNetworkFilesystem: true } });
+    const off = configOf(render({}));
+    expect(off.state.allowNetworkFilesystem).toBeUndefined();
+    expect(off.lock).toBeUndefined();
   });
 
   it('a schedule the chart schema lets through but cronsafe rejects is caught by validate (exit 78)', () => {

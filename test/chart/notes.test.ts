@@ -32,12 +32,20 @@ describe('NOTES.txt', () => {
     ['API features without the chart-made Role', { rbac: { create: false }, events: { enabled: true } },
       /Kubernetes API features are enabled but the chart does not create the Role/],
     ['metrics nobody collects', { metrics: { enabled: true } }, /metrics\.enabled without metrics\.pushgateway/],
+    ['a ReadWriteMany volume with the SQLite ledger', { persistence: { accessModes: ['ReadWriteMany'] } },
+      /persistence\.accessModes has ReadWriteMany with the SQLite ledger[\s\S]*cronsafe exits 78 there\.[\s\S]*ReadWriteOnce volume, or set config\.state\.postgres\.existingSecret/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
   ])('warns about %s', (_what, values, warning) => {
     const text = notes(values);
     expect(text).toMatch(warning);
     expect(text.match(/WARNING/g)).toHaveLength(1);
+  });
+
+  it('does not warn about a ReadWriteMany volume with the PostgreSQL ledger (no SQLite file, no lock file)', () => {
+    const text = notes({ persistence: { accessModes: ['ReadWriteMany'] }, config: { state: { postgres: { existingSecret: 'pg' } } } });
+    expect(text).toContain('PostgreSQL ledger');
+    expect(text).not.toContain('WARNING');
   });
 
   it('omits the status recipe when the status template is disabled', () => {

@@ -27,7 +27,7 @@ describe('lock.kubernetesLease', () => {
 
   it('every key set', () => {
     const c = load('lock: {path: x.lock, kubernetesLease: {enabled: true, name: qc.lock, namespace: batch, durationSeconds: 60, renewSeconds: 20}}\n');
-    expect(c.lock).toEqual({ path: `${dir.root}/x.lock`, kubernetesLease: { name: 'qc.lock', namespace: 'batch', durationSeconds: 60, renewSeconds: 20 } });
+    expect(c.lock).toEqual({ path: `${dir.root}/x.lock`, allowNetworkFilesystem: false, kubernetesLease: { name: 'qc.lock', namespace: 'batch', durationSeconds: 60, renewSeconds: 20 } });
     expect(configSummary(c).lock).toEqual(c.lock);
   });
 

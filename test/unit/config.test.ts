@@ -52,13 +52,13 @@ log: {level: info, format: json}
         env: {},
       },
       output: { directory: `${dir.root}/out` },
-      state: { sqlite: `${dir.root}/state/cronsafe.db` },
+      state: { sqlite: `${dir.root}/state/cronsafe.db`, allowNetworkFilesystem: false },
       concurrency: 8,
       queueSize: 32,
       lease: { seconds: 90, renewSeconds: 30 },
       retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
       drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
-      lock: { path: `${dir.root}/state/cronsafe.lock` },
+      lock: { path: `${dir.root}/state/cronsafe.lock`, allowNetworkFilesystem: false },
       schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London', graceSeconds: 300, refresh: 'never', repeatedFire: 'run' },
       daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
       metrics: { port: 9464, pushgateway: 'http://pushgateway:9091', pushIntervalSeconds: 30 },
@@ -79,7 +79,8 @@ handler:
   expectOutput: true
   env: {MODE: fast}
 output: {directory: ./out}
-state: {postgres: "postgres://u:pw@db:5432/cs"}
+state: {postgres: "postgres://u:pw@db:5432/cs", allowNetworkFilesystem: true}
+lock: {allowNetworkFilesystem: true}
 concurrency: 3
 queueSize: 7
 lease: {seconds: 15, renewSeconds: 5}
@@ -106,7 +107,7 @@ log: {level: debug, format: pretty}
     expect(c.retry).toStrictEqual({ maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 10 });
     expect(c.drain).toStrictEqual({ gracePeriodSeconds: 60, marginSeconds: 10 });
     // With postgres there is no db file to sit next to: the lock goes under <config dir>/.cronsafe.
-    expect(c.lock).toStrictEqual({ path: path.join(dir.root, '.cronsafe', 'x1.lock') });
+    expect(c.lock).toStrictEqual({ path: path.join(dir.root, '.cronsafe', 'x1.lock'), allowNetworkFilesystem: true });
     expect(c.schedule).toStrictEqual({ cron: '0 3 * * 1-5', refresh: 'on-change', repeatedFire: 'skip' });
     expect(c.metrics).toStrictEqual({ pushIntervalSeconds: 5 });
     expect(c.log).toStrictEqual({ level: 'debug', format: 'pretty' });
@@ -119,13 +120,13 @@ log: {level: debug, format: pretty}
       configPath: file,
       source: { directory: dir.queue, include: ['**'], exclude: [] },
       handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, expectOutput: false, env: {} },
-      state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db') },
+      state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db'), allowNetworkFilesystem: false },
       concurrency: DEFAULT_CONCURRENCY,
       queueSize: 4 * DEFAULT_CONCURRENCY,
       lease: { seconds: 90, renewSeconds: 30 },
       retry: { maxAttempts: 5, backoffSeconds: 30, backoffMaxSeconds: 3600 },
       drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
-      lock: { path: path.join(dir.root, '.cronsafe', 'job.lock') },
+      lock: { path: path.join(dir.root, '.cronsafe', 'job.lock'), allowNetworkFilesystem: false },
       daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
       log: { level: 'info', format: 'json' },
     } satisfies Config);
@@ -259,7 +260,7 @@ describe('environment', () => {
     const c = loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: 'postgresql://a:b@pg/cs' } });
     expect(c.state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs' });
     expect(c.lock.path).toBe(path.join(dir.root, '.cronsafe', 'job.lock'));
-    expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: '' } }).state).toStrictEqual({ sqlite: path.join(dir.root, 's.db') });
+    expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: '' } }).state).toStrictEqual({ sqlite: path.join(dir.root, 's.db'), allowNetworkFilesystem: false });
     expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got "nonsense"', {
       CRONSAFE_STATE_POSTGRES: 'nonsense',
     });

@@ -36,6 +36,9 @@ output:
 {{- end }}
 state:
   sqlite: {{ include "cronsafe.dataPath" (list . $c.state.sqlite) | toJson }}
+{{- if $c.state.allowNetworkFilesystem }}
+  allowNetworkFilesystem: true
+{{- end }}
 {{- if $c.state.postgres.existingSecret }}
   # The URL comes from Secret {{ $c.state.postgres.existingSecret }} (CRONSAFE_STATE_POSTGRES replaces sqlite).
   schema: {{ toJson $c.state.postgres.schema }}
@@ -55,10 +58,18 @@ drain:
   # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds).
   gracePeriodSeconds: {{ toJson $v.drain.gracePeriodSeconds }}
   marginSeconds: {{ toJson $v.drain.marginSeconds }}
-{{- if or $c.lock.path $v.lock.kubernetesLease.enabled }}
+{{- $sharedVolume := include "cronsafe.sharedVolume" . }}
+{{- if or $c.lock.path $sharedVolume $c.lock.allowNetworkFilesystem $v.lock.kubernetesLease.enabled }}
 lock:
-{{- with $c.lock.path }}
-  path: {{ include "cronsafe.dataPath" (list $ .) | toJson }}
+{{- if $c.lock.path }}
+  path: {{ include "cronsafe.dataPath" (list $ $c.lock.path) | toJson }}
+{{- else if $sharedVolume }}
+  # persistence.accessModes has ReadWriteMany: a flock there is unreliable, so the lock is
+  # on the pod's /tmp emptyDir (Forbid, and lock.kubernetesLease, keep runs apart).
+  path: {{ printf "/tmp/%s.lock" (include "cronsafe.configName" .) | toJson }}
+{{- end }}
+{{- if $c.lock.allowNetworkFilesystem }}
+  allowNetworkFilesystem: true
 {{- end }}
 {{- if $v.lock.kubernetesLease.enabled }}
   # In the pod's namespace (CRONSAFE_POD_NAMESPACE); duration and renewal from `lease`.

@@ -123,3 +123,13 @@ install time is kinder than a failed Job.
 {{- define "cronsafe.usesOutput" -}}
 {{- range .Values.config.handler.command -}}{{- if contains "{output}" . -}}true{{- end -}}{{- end -}}
 {{- end -}}
+
+{{/*
+"true" when the chart's own PVC may be mounted by pods on several nodes (ReadWriteMany):
+on such a (network) volume a flock is unreliable and SQLite is unsafe. "" otherwise.
+An existingClaim's modes are unknown here: cronsafe's own start-up check (statfs) decides.
+*/}}
+{{- define "cronsafe.sharedVolume" -}}
+{{- $p := .Values.persistence -}}
+{{- if and $p.enabled (not $p.existingClaim) (has "ReadWriteMany" $p.accessModes) -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,130 @@
+/**
+ * Which file system the run lock and the SQLite ledger live on, and a refusal when it is a
+ * network or FUSE one: there a flock can be granted to two hosts at once (seed 000's NFS
+ * warning), and SQLite's WAL needs memory shared between processes, which such a file
+ * system cannot give, so the ledger can be corrupted. On Kubernetes this is the easy
+ * mistake of a ReadWriteMany volume (NFS, CephFS, Azure Files, EFS) holding everything.
+ *
+ * The type is the statfs(2) magic number of the file (following links, as flock and SQLite
+ * do) or, when it does not exist yet, of its nearest existing parent directory.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Config } from './types.js';
+import { ConfigError } from '../errors.js';
+
+/** f_type magic numbers (linux/magic.h and the file systems' own sources). */
+const NETWORK: ReadonlyMap<number, string> = new Map([
+  [0x6969, 'nfs'],
+  [0x517b, 'smb'],
+  [0xff534d42, 'cifs'],
+  [0xfe534d42, 'smb2'],
+  [0x00c36400, 'ceph'],
+  [0x01021997, '9p'],
+  [0x0bd00bd0, 'lustre'],
+  // Every FUSE file system: GlusterFS's native client, s3fs, sshfs, blobfuse, JuiceFS...
+  [0x65735546, 'fuse'],
+  [0x5346414f, 'afs'],
+  [0x6b414653, 'kafs'],
+  [0x73757245, 'coda'],
+  [0x564c, 'ncp'],
+  [0x47504653, 'gpfs'],
+  [0x19830326, 'beegfs'],
+  [0x20030528, 'orangefs'],
+  [0xaad7aaea, 'panfs'],
+  [0x786f4256, 'vboxsf'],
+]);
+
+/** Local types, named only so that `validate` can say what it found. */
+const LOCAL: ReadonlyMap<number, string> = new Map([
+  [0xef53, 'ext4'], // ext2 and ext3 share the magic
+  [0x58465342, 'xfs'],
+  [0x9123683e, 'btrfs'],
+  [0x01021994, 'tmpfs'],
+  [0x794c7630, 'overlay'],
+  [0x2fc12fc1, 'zfs'],
+  [0xf2f52010, 'f2fs'],
+  [0x858458f6, 'ramfs'],
+  [0x73717368, 'squashfs'],
+  [0x4d44, 'vfat'],
+]);
+
+export type Statfs = (p: string) => { type: number };
+
+/** What one path's file system is. */
+export interface FilesystemCheck {
+  /** The config key: `lock.path` or `state.sqlite`. */
+  key: 'lock.path' | 'state.sqlite';
+  path: string;
+  /** The path statfs looked at: the file, or its nearest existing parent. */
+  probed: string;
+  /** `ext4`, `nfs`, `fuse`, ... or `0x<magic>` for one we do not know (taken as local). */
+  type: string;
+  network: boolean;
+  /** `lock.allowNetworkFilesystem` / `state.allowNetworkFilesystem`. */
+  allowed: boolean;
+}
+
+/** The file system type behind a statfs magic number. */
+export function filesystemType(magic: number): { type: string; network: boolean } {
+  const m = magic >>> 0; // f_type is a signed long on some ABIs
+  const network = NETWORK.get(m);
+  if (network !== undefined) return { type: network, network: true };
+  return { type: LOCAL.get(m) ?? `0x${m.toString(16)}`, network: false };
+}
+
+/**
+ * The file systems of the paths cronsafe locks and writes its ledger on. With PostgreSQL
+ * neither is used (the run lock is an advisory lock in the database), so none is checked.
+ * A path whose statfs fails (EACCES) is left to the open, which names the error.
+ */
+export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSync): FilesystemCheck[] {
+  if (config.state.sqlite === undefined) return [];
+  const paths = [
+    { key: 'lock.path' as const, path: config.lock.path, allowed: config.lock.allowNetworkFilesystem },
+    { key: 'state.sqlite' as const, path: config.state.sqlite, allowed: config.state.allowNetworkFilesystem },
+  ];
+  const found: FilesystemCheck[] = [];
+  for (const p of paths) {
+    for (let probed = p.path; ; probed = path.dirname(probed)) {
+      try {
+        found.push({ ...p, probed, allowed: p.allowed === true, ...filesystemType(statfs(probed).type) });
+        break;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        // Not created yet (or a dangling link): it will be, on its parent's file system.
+        if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(probed) === probed) break;
+      }
+    }
+  }
+  return found;
+}
+
+const WHY: Record<FilesystemCheck['key'], string> = {
+  'lock.path':
+    'a flock there can be granted to two hosts at once (or not at all), so two runs could overlap; put lock.path on a node-local volume (an emptyDir on Kubernetes)',
+  'state.sqlite':
+    "SQLite's WAL needs memory shared between processes, which a network file system cannot give, so the ledger can be corrupted; put state.sqlite on a node-local or ReadWriteOnce volume, or use state.postgres for state shared between pods",
+};
+
+/** The warning (allowed) or refusal (not allowed) for a path on a network file system. */
+export function networkFilesystemMessage(c: FilesystemCheck): string {
+  const optIn = `${c.key === 'lock.path' ? 'lock' : 'state'}.allowNetworkFilesystem`;
+  const what = c.type === 'fuse' ? 'a FUSE file system' : `a network file system (${c.type})`;
+  return `${c.key}: ${c.path} is on ${what}: ${WHY[c.key]}${c.allowed ? ` (allowed by ${optIn}: true)` : `; or set ${optIn}: true to run there anyway`}`;
+}
+
+/**
+ * `run`, `daemon` and `validate`: refuse (ConfigError, exit 78) a lock or SQLite ledger on a
+ * network file system unless the config allows it. Returns every check, for the caller to
+ * report (validate) or warn about (each run, while one is allowed).
+ */
+export function checkFilesystems(config: Config, statfs?: Statfs): FilesystemCheck[] {
+  const checks = inspectFilesystems(config, statfs);
+  const refused = checks.filter((c) => c.network && !c.allowed);
+  if (refused[0]) {
+    const lines = refused.map((c) => `${config.configPath}: ${networkFilesystemMessage(c)}`);
+    throw new ConfigError(lines.join('\n'), config.configPath, refused[0].key);
+  }
+  return checks;
+}
