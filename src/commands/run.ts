@@ -111,7 +111,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
   try {
-    ledger = await openState(config);
+    ledger = await openState(config, { writeBehind: true });
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
     // deleted file while the next start began a new one: the lock's watch stops the run.
     if (config.state.sqlite) lock.watch?.(config.state.sqlite);

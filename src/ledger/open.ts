@@ -19,6 +19,8 @@ export interface OpenAs {
    * than this cronsafe's, is an error that says so. Write verbs on such a ledger fail.
    */
   readOnly?: boolean;
+  /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
+  writeBehind?: boolean;
 }
 
 /**
@@ -38,7 +40,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
     const { openSqliteLedger } = await import('./sqlite/index.js');
-    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly });
+    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
     throw err;
@@ -77,10 +79,10 @@ export class StateUnavailable extends Error {
  * store and its path, a ledger of another job a config error (exit 78). `readOnly`: for
  * commands that only look (status, dead-letter list); see OpenAs.readOnly.
  */
-export async function openState(config: Config, opts: { readOnly?: boolean } = {}): Promise<Ledger> {
+export async function openState(config: Config, opts: { readOnly?: boolean; writeBehind?: boolean } = {}): Promise<Ledger> {
   try {
     // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
-    return await openLedger(config.state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly });
+    return await openLedger(config.state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
   } catch (err) {
     if (err instanceof ConfigError) throw err; // [issue 10, case 1]
     throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${(err as Error).message}`);

@@ -9,6 +9,7 @@ export function ownFiles(config: Config): string[] {
     db && `${db}-wal`,
     db && `${db}-shm`,
     db && `${db}-journal`,
+    db && `${db}-starts`, // the start journal (ledger/sqlite/start-journal.ts)
     config.lock.path,
   ].filter((p): p is string => !!p);
 }

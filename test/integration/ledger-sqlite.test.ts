@@ -21,6 +21,8 @@ const freshFile = (): string => join(root, `t${++n}`, 'state', 'cronsafe.db');
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 ledgerContract('sqlite', () => openSqliteLedger(freshFile()));
+// As `cronsafe run` opens it: claims and successes written behind through the start journal.
+ledgerContract('sqlite (write-behind)', () => openSqliteLedger(freshFile(), { writeBehind: true }));
 
 describe('SQLite ledger specifics', () => {
   it('creates the parent directory and runs in WAL mode', async () => {

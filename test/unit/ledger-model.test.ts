@@ -58,6 +58,7 @@ type Op =
   | { kind: 'reclaim'; owner: number }
   | { kind: 'retryDead'; ids: string[] | 'all' }
   | { kind: 'renew'; owner: number; ids: string[] }
+  | { kind: 'settle'; owner: number; complete: { pick: number; stale: Stale }[]; ids: string[] }
   | { kind: 'tick'; ms: number };
 
 function newModel(): Model {
@@ -216,6 +217,28 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       expect(await ledger.renew(owner, op.ids, m.now + 5000)).toEqual(lost);
       return;
     }
+    case 'settle': {
+      // The runner's write: successes, then a claim of candidates (ResultBatcher.flushAndClaim).
+      const o = opts(op.owner);
+      // One success per item per write, as the runner settles them.
+      const claims = op.complete
+        .map((c) => pickClaim(m, c.pick, c.stale))
+        .filter((c, i, all): c is Claim => c !== undefined && all.findIndex((d) => d?.id === c.id) === i);
+      const wantComplete = claims.map((c) => {
+        const it = holds(m, c);
+        if (!it) return { id: c.id, result: 'fenced' };
+        Object.assign(it, { state: 'done', owner: null, doneAt: m.now });
+        m.totals.itemsDone++;
+        return { id: c.id, result: 'applied', state: 'done' };
+      });
+      const wantClaims = [...new Set(op.ids)]
+        .filter((id) => m.items.has(id) && claimable(m, m.items.get(id) as MItem))
+        .map((id) => claimInModel(m, id, m.items.get(id) as MItem, o.owner));
+      const got = await ledger.settle({ complete: claims, fail: [], release: [], gone: [] }, m.now, { ids: op.ids, opts: o });
+      expect(got.complete).toMatchObject(wantComplete);
+      expect(got.claims).toEqual(wantClaims);
+      return;
+    }
     case 'tick':
       m.now += op.ms;
   }
@@ -284,17 +307,25 @@ const ops: fc.Arbitrary<Op>[] = [
   fc.record({ kind: fc.constant('retryDead' as const), ids: fc.oneof(fc.constant('all' as const), fc.array(id, { maxLength: 3 })) }),
   fc.record({ kind: fc.constant('renew' as const), owner, ids: fc.array(id, { maxLength: 3 }) }),
   fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 500 }) }),
+  fc.record({
+    kind: fc.constant('settle' as const),
+    owner,
+    complete: fc.array(fc.record({ pick: fc.nat(), stale }), { maxLength: 3 }),
+    ids: fc.array(id, { maxLength: 4 }),
+  }),
 ];
 
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-model-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let runs = 0;
 
-it('the SQLite ledger behaves like the model under random, often stale, operations', async () => {
+// Plain: every write its own transaction. Write-behind: as `cronsafe run` opens it, claims
+// and successes through the start journal (ledger/sqlite/write-behind.ts); the same model.
+it.each([false, true])('the SQLite ledger (writeBehind: %s) behaves like the model under random, often stale, operations', async (writeBehind) => {
   const sequence = fc.commands(ops.map((a) => a.map((op) => new OpCommand(op))), { maxCommands: 80, size: 'max' });
   await fc.assert(
     fc.asyncProperty(sequence, async (cmds) => {
-      const ledger = await openSqliteLedger(join(root, `run-${++runs}.db`));
+      const ledger = await openSqliteLedger(join(root, `run-${++runs}.db`), { writeBehind });
       try {
         await fc.asyncModelRun(() => ({ model: newModel(), real: { ledger } }), cmds);
       } finally {

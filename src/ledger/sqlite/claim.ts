@@ -34,10 +34,10 @@ const CLAIM_SET = `SET state = 'claimed', owner = @owner, attempts = attempts + 
  * otherwise the planner may scan a state index over the whole table.
  */
 const CLAIMABLE = `
-  SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  SELECT i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state = 'pending' AND +i.available_at <= @now`;
 
-/** Which ids of a discovered batch are claimable now, in batch order. */
+/** Which rows of a discovered batch are claimable now, in batch order (with what a claim needs). */
 export const CLAIMABLE_SQL = `${CLAIMABLE} ORDER BY j.key`;
 
 /**
@@ -68,7 +68,8 @@ export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = '
 
 /** The claim verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
 export interface ClaimOps {
-  discover(items: DiscoveredItem[], opts: DiscoverOptions): string[];
+  /** The batch's claimable rows, in batch order. */
+  discover(items: DiscoveredItem[], opts: DiscoverOptions): ClaimedRow[];
   claim(ids: string[], opts: ClaimOptions): Claim[];
   /** claim() without its own transaction (settle runs it inside its own). */
   claimIn(ids: string[], opts: ClaimOptions): Claim[];
@@ -80,14 +81,14 @@ export function makeClaimOps(db: Database): ClaimOps {
   const discover = db.prepare(DISCOVER_SQL);
   const claimableRows = db.prepare(CLAIMABLE_ROWS_SQL);
   const claimIds = db.prepare(CLAIM_IDS_SQL);
-  const claimable = db.prepare(CLAIMABLE_SQL).pluck();
+  const claimable = db.prepare(CLAIMABLE_SQL);
   const claimDue = db.prepare(CLAIM_DUE_SQL);
   const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
   const applyRefresh = makeApplyRefresh(db);
 
   // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
   // (busy_timeout) instead of failing with SQLITE_BUSY at the first write.
-  const discoverTx = db.transaction((items: DiscoveredItem[], opts: DiscoverOptions): string[] => {
+  const discoverTx = db.transaction((items: DiscoveredItem[], opts: DiscoverOptions): ClaimedRow[] => {
     const seen = new Set<string>();
     const rows: [string, number | null, number | null][] = [];
     for (const it of items) {
@@ -99,7 +100,7 @@ export function makeClaimOps(db: Database): ClaimOps {
     const batch = batchJson(rows);
     discover.run({ batch, runId: opts.runId, now: opts.now });
     if (refresh !== null) applyRefresh(batch, refresh, opts.now);
-    return claimable.all({ batch, now: opts.now }) as string[];
+    return claimable.all({ batch, now: opts.now }) as ClaimedRow[];
   });
 
   const claimIn = (ids: string[], opts: ClaimOptions): Claim[] => {

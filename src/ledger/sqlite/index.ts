@@ -39,6 +39,9 @@ import { makeReadOps, type ReadOps } from './read.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRunOps, type RunOps } from './runs.js';
+import { countsThroughJournal, journalled, throughJournal } from './journal-view.js';
+import { journalPath } from './start-journal.js';
+import { WriteBehind } from './write-behind.js';
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -53,6 +56,12 @@ export interface SqliteOpenOptions {
   job?: string;
   /** Only read: see OpenAs.readOnly (src/ledger/open.ts) and read-only.ts. */
   readOnly?: boolean;
+  /**
+   * The run's connection (it holds the flock): claims and successes go through the start
+   * journal and are written behind in batches (write-behind.ts). Off: each settle is its
+   * own transaction, as every other connection's.
+   */
+  writeBehind?: boolean;
 }
 
 /**
@@ -69,7 +78,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   if (opts.readOnly) {
     const db = openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job);
     db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
-    return new SqliteLedger(db);
+    return new SqliteLedger(db, journalPath(file));
   }
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
@@ -92,7 +101,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     db.pragma('journal_size_limit = 67108864');
     migrate(db);
     if (opts.job !== undefined) claimJob(db, opts.job);
-    return new SqliteLedger(db);
+    return new SqliteLedger(db, file === ':memory:' ? undefined : journalPath(file), opts.writeBehind === true);
   } catch (err) {
     db.close();
     throw err;
@@ -111,12 +120,20 @@ class SqliteLedger implements Ledger {
   readonly #events: EventOps;
   readonly #heartbeat: HeartbeatOps;
 
-  constructor(db: Database.Database) {
+  /** Claims and successes written behind (the run's connection only). */
+  readonly #behind: WriteBehind | undefined;
+
+  /** The start journal's file (none in memory). */
+  readonly #journal: string | undefined;
+
+  constructor(db: Database.Database, journal?: string, writeBehind = false) {
     this.#db = db;
+    this.#journal = journal;
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
     this.#finish = makeFinishOps(db, this.#counters);
-    this.#recover = makeRecoverOps(db, this.#finish);
+    this.#recover = makeRecoverOps(db, this.#finish, journal);
+    if (writeBehind && journal !== undefined) this.#behind = new WriteBehind(db, this.#finish, journal);
     this.#read = makeReadOps(db);
     this.#runs = makeRunOps(db);
     this.#events = makeEventOps(db, this.#counters);
@@ -145,60 +162,100 @@ class SqliteLedger implements Ledger {
     migrate(this.#db);
   }
   async discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> {
-    return this.#claim.discover(items, opts);
+    // Flushed first: an item started or done in the journal only is still pending here.
+    this.#behind?.flush();
+    const rows = this.#claim.discover(items, opts);
+    this.#behind?.offer(rows);
+    return rows.map((r) => r.id);
   }
   async claim(ids: string[], opts: ClaimOptions): Promise<Claim[]> {
-    return this.#claim.claim(ids, opts);
+    return this.#written(() => this.#claim.claim(ids, opts));
   }
   async claimDue(opts: ClaimOptions & { limit: number }): Promise<Claim[]> {
-    return this.#claim.claimDue(opts);
+    return this.#written(() => this.#claim.claimDue(opts));
   }
   async nextDueAt(runId: string): Promise<number | null> {
+    this.#behind?.flush();
     return this.#claim.nextDueAt(runId);
   }
   async complete(claims: Claim[], now: number): Promise<FenceOutcome[]> {
-    return this.#finish.complete(claims, now);
+    return this.#written(() => this.#finish.complete(claims, now), () => []);
   }
   async fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]> {
-    return this.#finish.fail(failures, opts);
+    return this.#written(() => this.#finish.fail(failures, opts), () => []);
   }
   async release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]> {
-    return this.#finish.release(claims, now, reason);
+    return this.#written(() => this.#finish.release(claims, now, reason), () => []);
   }
   async forget(claims: Claim[], now: number): Promise<FenceOutcome[]> {
-    return this.#finish.forget(claims, now);
+    return this.#written(() => this.#finish.forget(claims, now), () => []);
   }
   async forgetUnseen(passId: string): Promise<number> {
-    return this.#forgetUnseen(passId);
+    return this.#written(() => this.#forgetUnseen(passId), () => []);
   }
   async settle(s: Settlement, now: number, claim?: { ids: string[]; opts: ClaimOptions }, random?: () => number): Promise<SettleOutcome> {
-    return this.#settle(s, now, claim, random);
+    const behind = this.#behind;
+    if (behind && claim && s.fail.length === 0 && s.release.length === 0 && s.gone.length === 0) {
+      const fast = behind.settle(s.complete, claim);
+      if (fast) return { ...fast, fail: [], release: [], gone: [] };
+    }
+    return this.#written(() => this.#settle(s, now, claim, random), (out) => out.claims);
   }
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
+    this.#behind?.flush();
     return this.#recover.renew(owner, ids, leaseUntil);
   }
   async reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number> {
-    return this.#recover.reclaimOrphans(exceptOwner, opts);
+    return this.#written(() => this.#recover.reclaimOrphans(exceptOwner, opts), () => []);
+  }
+  /**
+   * A write the transactional way: what is written behind goes first, and afterwards the
+   * write-behind forgets what the write may have changed (write-behind.ts, forgetState).
+   */
+  #written<T>(write: () => T, claimed: (out: T) => readonly { id: string }[] = (out) => out as unknown as Claim[]): T {
+    const behind = this.#behind;
+    if (!behind) return write();
+    behind.flush();
+    const out = write();
+    behind.forgetState(claimed(out));
+    return out;
   }
   async counts(): Promise<ItemCounts> {
-    return this.#read.counts();
+    this.#behind?.flush();
+    const j = this.#othersJournal();
+    const counts = this.#read.counts();
+    return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id)) : counts;
   }
   async get(id: string): Promise<ItemRecord | null> {
-    return this.#read.get(id);
+    this.#behind?.flush();
+    const row = this.#read.get(id);
+    return row ? throughJournal(row, this.#othersJournal()?.get(row.id)) : row;
+  }
+  /**
+   * What another connection's run journalled and has not written yet (a running pass, or
+   * one that died before the next run replayed it): read as written (journal-view.ts).
+   */
+  #othersJournal(): ReturnType<typeof journalled> | undefined {
+    if (this.#journal === undefined || this.#behind?.writing) return undefined;
+    const j = journalled(this.#journal);
+    return j.size > 0 ? j : undefined;
   }
   async listDead(limit?: number): Promise<DeadItem[]> {
+    this.#behind?.flush();
     return this.#read.listDead(limit);
   }
   deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]> {
+    this.#behind?.flush();
     return deadPages((after, n) => this.#read.deadPage(after, n), query);
   }
   async retryDead(ids: string[] | 'all', now: number): Promise<number> {
-    return this.#recover.retryDead(ids, now);
+    return this.#written(() => this.#recover.retryDead(ids, now), () => []);
   }
   async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
     this.#runs.startRun(run);
   }
   async finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void> {
+    this.#behind?.flush();
     this.#runs.finishRun(runId, finishedAt, outcome, counts);
   }
   async recentRuns(limit: number): Promise<RunRecord[]> {
@@ -226,9 +283,11 @@ class SqliteLedger implements Ledger {
     return this.#events.lastOccurrenceRecorded();
   }
   async totals(): Promise<LedgerTotals> {
+    this.#behind?.flush();
     return this.#counters.totals();
   }
   async attemptTotals(): Promise<AttemptTotals> {
+    this.#behind?.flush();
     return this.#counters.attemptTotals();
   }
   async runStats(): Promise<RunStats> {
@@ -236,6 +295,12 @@ class SqliteLedger implements Ledger {
   }
   /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
   async close(): Promise<void> {
-    if (this.#db.open) this.#db.close();
+    if (!this.#db.open) return;
+    try {
+      // A flush that fails (disk full) leaves the journal for the next run to replay.
+      this.#behind?.close();
+    } finally {
+      this.#db.close();
+    }
   }
 }

@@ -2,6 +2,8 @@ import type { Database } from 'better-sqlite3';
 import type { ReclaimOptions } from '../types.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../rows.js';
+import { removeJournal } from './start-journal.js';
+import { replayJournal } from './write-behind.js';
 
 export const ORPHANS_SQL = `SELECT id, owner, attempts, updated_at FROM items WHERE state = 'claimed' AND owner IS NOT ?`;
 
@@ -20,7 +22,7 @@ export interface RecoverOps {
   retryDead(ids: string[] | 'all', now: number): number;
 }
 
-export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
+export function makeRecoverOps(db: Database, finish: FinishOps, journal?: string): RecoverOps {
   const orphans = db.prepare(ORPHANS_SQL);
   const renew = db.prepare(RENEW_SQL);
   const retryOne = db.prepare(RETRY_DEAD_ONE_SQL);
@@ -30,6 +32,8 @@ export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
   // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
   // output was committed before the run died (updated_at is the claim's time) is done.
   const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
+    // What a dead run journalled and had not written yet becomes its claims and successes.
+    if (journal !== undefined) replayJournal(db, finish, journal, opts.now);
     const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number; updated_at: number }[];
     let moved = 0;
     for (const r of rows) {
@@ -56,7 +60,12 @@ export function makeRecoverOps(db: Database, finish: FinishOps): RecoverOps {
   });
 
   return {
-    reclaimOrphans: (exceptOwner, opts) => reclaimTx.immediate(exceptOwner, opts),
+    reclaimOrphans: (exceptOwner, opts) => {
+      const moved = reclaimTx.immediate(exceptOwner, opts);
+      // Only once its records are committed: a crash before this replays them again, harmlessly.
+      if (journal !== undefined) removeJournal(journal);
+      return moved;
+    },
     renew: (owner, ids, leaseUntil) => (ids.length === 0 ? [] : renewTx.immediate(owner, ids, leaseUntil)),
     retryDead: (ids, now) => retryTx.immediate(ids, now),
   };

@@ -1,0 +1,56 @@
+/**
+ * The ledger as the start journal says it is. While a run writes claims and successes
+ * behind (write-behind.ts), and after a run that died before its next run replayed its
+ * journal, the rows lag: an attempt that started shows `pending`, a success `claimed` or
+ * `pending`. Every other connection (`status`, `dead-letter`, tools) reads the rows
+ * through the journal, so it sees what happened, as the run itself does.
+ */
+import type { ItemCounts, ItemRecord } from '../types.js';
+import { readJournal } from './start-journal.js';
+
+interface Journalled {
+  state: 'claimed' | 'done';
+  owner: string;
+  attempt: number;
+  at: number;
+}
+
+/** What the journal says of each id it names (its last record wins). */
+export function journalled(file: string): Map<string, Journalled> {
+  const { starts, done } = readJournal(file);
+  const out = new Map<string, Journalled>();
+  for (const s of starts) out.set(s.id, { state: 'claimed', owner: s.owner, attempt: s.attempt, at: s.at });
+  for (const d of done) out.set(d.id, { state: 'done', owner: d.owner, attempt: d.attempt, at: d.at });
+  return out;
+}
+
+/**
+ * A row as the journal has moved it on, or as it is when the journal's record does not
+ * follow from it (written already, or overtaken: a replay would not apply it either).
+ */
+export function throughJournal(row: ItemRecord, j: Journalled | undefined): ItemRecord {
+  if (!j) return row;
+  const startedFromRow = row.state === 'pending' && row.attempts === j.attempt - 1;
+  if (j.state === 'claimed' && startedFromRow) {
+    return { ...row, state: 'claimed', attempts: j.attempt, owner: j.owner };
+  }
+  const claimedByIt = row.state === 'claimed' && row.owner === j.owner && row.attempts === j.attempt;
+  if (j.state === 'done' && (startedFromRow || claimedByIt)) {
+    return { ...row, state: 'done', attempts: j.attempt, owner: null, leaseUntil: null, doneAt: j.at };
+  }
+  return row;
+}
+
+/** Counts moved on by the journal: each journalled id's row is read and re-counted. */
+export function countsThroughJournal(counts: ItemCounts, j: Map<string, Journalled>, get: (id: string) => ItemRecord | null): ItemCounts {
+  const out = { ...counts };
+  for (const [id, rec] of j) {
+    const row = get(id);
+    if (!row) continue;
+    const now = throughJournal(row, rec);
+    if (now.state === row.state) continue;
+    out[row.state]--;
+    out[now.state]++;
+  }
+  return out;
+}

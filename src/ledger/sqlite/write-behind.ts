@@ -1,0 +1,162 @@
+/**
+ * Claims and successes written behind, for the run that holds the flock (issue 9's
+ * figures). A claim at the handler slot used to be its own SQLite transaction with the
+ * results that freed the slots: ~12,500 commits per 100,000 items at concurrency 8, each
+ * rewriting the same few index pages into the WAL, about half of the runner's time. Here a
+ * slot batch is one write(2) to the start journal (start-journal.ts), and the ledger gets
+ * the claims and successes in one transaction per FLUSH_AT records.
+ *
+ * What stays exact: a start is journalled before its handler runs, so a crash charges the
+ * attempts that started and no other, as before; a success is journalled before it is
+ * reported, so a crash loses none. Nothing else is deferred: failures, hand-backs and
+ * forgets flush first and go through the ledger's own transaction, and every read of
+ * this connection flushes first, so it sees its own writes. Another process (`status`)
+ * sees a running pass at most FLUSH_AT records or FLUSH_MS behind.
+ *
+ * Only candidates the ledger itself found claimable in this pass (discover) start here:
+ * pending and due then, and nothing but this run, which holds the flock, moves a pending
+ * item. Anything else goes the transactional way.
+ */
+import type { Database } from 'better-sqlite3';
+import type { Claim, ClaimOptions, FenceOutcome } from '../types.js';
+import { batchJson, toClaim, type ClaimedRow } from '../rows.js';
+import type { FinishOps } from './finish.js';
+import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
+
+/** Records (starts + successes) per ledger transaction. */
+export const FLUSH_AT = 512;
+/** At most this long between a record and its transaction, so `status` keeps up. */
+export const FLUSH_MS = 1000;
+
+/**
+ * Journalled starts into claims, as the claim would have written them at the time: the
+ * attempt recorded, updated_at the start (committed-output recovery compares output birth
+ * times with it). Only a row still pending at the attempt before: a replay is idempotent.
+ */
+export const APPLY_STARTS_SQL = `
+UPDATE items SET state = 'claimed', owner = c.owner, attempts = c.attempt, lease_until = c.lease_until,
+  claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, updated_at = c.at
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at, j.value ->> 3 AS owner,
+             j.value ->> 4 AS lease_until FROM json_each(@starts) AS j) AS c
+WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1`;
+
+interface Start extends JournalStart {
+  leaseUntil: number;
+}
+
+export class WriteBehind {
+  /** Claimable candidates of this pass's discoveries, with the row's attempt counts. */
+  readonly #ready = new Map<string, ClaimedRow>();
+  /** Attempts started here and not yet settled: `owner\nattempt` by id. */
+  readonly #live = new Map<string, string>();
+  #starts: Start[] = [];
+  #done: Claim[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  readonly #journal: StartJournal;
+  readonly #flushTx: (starts: Start[], done: Claim[], now: number) => void;
+
+  constructor(
+    db: Database,
+    private readonly finish: FinishOps,
+    journalFile: string,
+  ) {
+    this.#journal = new StartJournal(journalFile);
+    const apply = db.prepare(APPLY_STARTS_SQL);
+    this.#flushTx = db.transaction((starts: Start[], done: Claim[], now: number) => {
+      if (starts.length > 0) apply.run({ starts: batchJson(starts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
+      finish.completeIn(done, now);
+    }).immediate;
+  }
+
+  /** Discovery's claimable rows: candidates this pass may start from the journal. */
+  offer(rows: ClaimedRow[]): void {
+    for (const r of rows) this.#ready.set(r.id, r);
+  }
+
+  /**
+   * A write went the transactional way (flushed first). What this knows may be stale now:
+   * `claimed` ids are no longer candidates, and an attempt started here may have been
+   * failed, handed back or reclaimed, so its success must be fenced by the row again.
+   */
+  forgetState(claimed: readonly { id: string }[] = []): void {
+    for (const c of claimed) this.#ready.delete(c.id);
+    this.#live.clear();
+  }
+
+  /**
+   * settle() for the common case: successes of attempts started here, and a claim of
+   * discovered candidates. Null when the batch needs the ledger's own transaction (flush
+   * first, then forgetState()): a success of any other claim must be fenced by the row.
+   */
+  settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions }): { complete: FenceOutcome[]; claims: Claim[] } | null {
+    const { ids, opts } = claim;
+    if (!ids.every((id) => this.#ready.has(id)) || new Set(ids).size !== ids.length) return null;
+    if (!complete.every((c) => this.#live.get(c.id) === `${c.owner}\n${c.attempt}`)) return null;
+    for (const c of complete) this.#live.delete(c.id);
+    const claims: Claim[] = [];
+    const starts: Start[] = [];
+    for (const id of ids) {
+      const row = this.#ready.get(id)!;
+      claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
+      starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs });
+    }
+    // Before the handlers start and before the successes are reported: the record is the commit.
+    this.#journal.append(opts.owner, starts, complete, opts.now);
+    for (const s of starts) {
+      this.#ready.delete(s.id);
+      this.#live.set(s.id, `${s.owner}\n${s.attempt}`);
+    }
+    this.#starts.push(...starts);
+    this.#done.push(...complete);
+    if (this.#starts.length + this.#done.length >= FLUSH_AT) this.flush(opts.now);
+    else this.#timer ??= setTimeout(() => this.#flushLater(), FLUSH_MS).unref();
+    return { complete: complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })), claims };
+  }
+
+  /** True once this connection wrote the journal: its records are its own, not a dead run's. */
+  get writing(): boolean {
+    return this.#journal.opened;
+  }
+
+  /** Write what the journal holds into the ledger, then empty the journal. */
+  flush(now = Date.now()): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#starts.length === 0 && this.#done.length === 0) return;
+    this.#flushTx(this.#starts, this.#done, now);
+    this.#starts = [];
+    this.#done = [];
+    this.#journal.clear();
+  }
+
+  /** The timer's flush: a failure (disk full) keeps the records, the next flush raises it. */
+  #flushLater(): void {
+    try {
+      this.flush();
+    } catch {
+      /* still journalled; every later read or write flushes again and reports the error */
+    }
+  }
+
+  /** At the end of the run: flush, and remove the (now empty) journal. */
+  close(): void {
+    this.flush();
+    this.#ready.clear();
+    this.#live.clear();
+    this.#journal.close(true);
+  }
+}
+
+/**
+ * Recovery, inside reclaimOrphans' transaction, before it looks for orphans: the journal a
+ * dead run left becomes the claims and successes it recorded, so its started attempts are
+ * charged (as orphans) and its successes are done. The caller removes the file once the
+ * transaction committed. `finish` fences every success by owner and attempt.
+ */
+export function replayJournal(db: Database, finish: FinishOps, journalFile: string, now: number): void {
+  const { starts, done } = readJournal(journalFile);
+  if (starts.length === 0 && done.length === 0) return;
+  // A dead run's claims need no lease: the flock we hold says it is gone.
+  db.prepare(APPLY_STARTS_SQL).run({ starts: batchJson(starts.map((s) => [s.id, s.attempt, s.at, s.owner, s.at])) });
+  finish.completeIn(done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0 })), now);
+}
