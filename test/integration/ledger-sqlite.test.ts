@@ -155,6 +155,19 @@ describe('SQLite ledger specifics', () => {
   });
 });
 
+describe('SQLite requeue while a pass runs', () => {
+  it('a requeued item the running pass already scanned is its own: swept by it, never forgotten by its end of scan', async () => {
+    const ledger = await openSqliteLedger(freshFile());
+    const [first] = await discoverAndClaim(ledger, [{ id: 'a' }], { owner: 'o', runId: 'old-pass', now: 1, leaseMs: 1000 });
+    await ledger.complete(first ? [first] : [], 2);
+    expect(await ledger.discover([{ id: 'a' }], { runId: 'new-pass', now: 3 })).toEqual([]);
+    expect(await ledger.requeue(['a'], { states: ['done'] }, 4)).toEqual(['a']);
+    expect(await ledger.forgetUnseen('new-pass')).toBe(0);
+    expect(await ledger.claimDue({ owner: 'o', runId: 'new-pass', now: 4, leaseMs: 1000, limit: 5 })).toMatchObject([{ id: 'a', attempt: 1 }]);
+    await ledger.close();
+  });
+});
+
 describe('openLedger', () => {
   it('opens the SQLite ledger named by state.sqlite', async () => {
     const ledger = await openLedger({ sqlite: freshFile() });

@@ -39,6 +39,8 @@ import { makeReadOps, type ReadOps } from './read.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRunOps, type RunOps } from './runs.js';
+import { makeRequeueOps, type RequeueOps } from './requeue.js';
+import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -110,13 +112,15 @@ class SqliteLedger implements Ledger {
   readonly #runs: RunOps;
   readonly #events: EventOps;
   readonly #heartbeat: HeartbeatOps;
+  readonly #requeue: RequeueOps;
 
   constructor(db: Database.Database) {
     this.#db = db;
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
     this.#finish = makeFinishOps(db, this.#counters);
-    this.#recover = makeRecoverOps(db, this.#finish);
+    this.#recover = makeRecoverOps(db, this.#finish, this.#counters);
+    this.#requeue = makeRequeueOps(db, this.#counters);
     this.#read = makeReadOps(db);
     this.#runs = makeRunOps(db);
     this.#events = makeEventOps(db, this.#counters);
@@ -233,6 +237,15 @@ class SqliteLedger implements Ledger {
   }
   async runStats(): Promise<RunStats> {
     return this.#runs.runStats();
+  }
+  finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
+    return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+  }
+  async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
+    return this.#requeue.requeue(ids, filter, now);
+  }
+  async peek(ids: string[]): Promise<ItemPeek[]> {
+    return this.#requeue.peek(ids);
   }
   /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
   async close(): Promise<void> {
