@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { FinishedFilter, FinishedItem } from '../../src/ledger/requeue-types.js';
-import type { Ledger } from '../../src/ledger/types.js';
+import type { DiscoveredItem, Ledger, RefreshPolicy } from '../../src/ledger/types.js';
+import { classify } from '../../src/runner/plan.js';
 import { claimOne, claimOpts, failOpts, items, killItem, T0, type UseLedger } from './ledger-fixtures.js';
 
 const DONE: FinishedFilter = { states: ['done'] };
@@ -149,6 +150,43 @@ export function requeueContract(use: UseLedger): void {
         { id: 'w', state: 'pending', attempts: 1, availableAt: T0 + 500, doneAt: null, claimedSize: null, claimedMtimeMs: null },
       ]);
       expect(await use().peek([])).toEqual([]);
+    });
+
+    it("with the plan's rules, predicts exactly what discovery then finds claimable, under each refresh policy", async () => {
+      const policies: Array<RefreshPolicy | undefined> = [undefined, { doneBefore: T0 + 150 }, { onChange: true }, { doneBefore: T0 + 150, onChange: true }];
+      for (const [n, refresh] of policies.entries()) {
+        const id = (name: string) => `p${n}/${name}`;
+        await use().discover([{ id: id('done-early'), size: 1, mtimeMs: 1 }, { id: id('done-late'), size: 1, mtimeMs: 1 }, { id: id('dead'), size: 1, mtimeMs: 1 }], {
+          runId: 'run-1', now: T0,
+        });
+        const early = await use().claim([id('done-early')], claimOpts());
+        await use().complete(early, T0 + 100);
+        const late = await use().claim([id('done-late')], claimOpts());
+        await use().complete(late, T0 + 200);
+        const dead = await use().claim([id('dead')], claimOpts());
+        await use().fail(dead.map((claim) => ({ claim, error: 'x' })), failOpts({ retry: { maxAttempts: 1, backoffMs: 0, backoffMaxMs: 0 } }));
+        await claimOne(use(), id('held'));
+        const waiting = await claimOne(use(), id('waiting'));
+        await use().fail([{ claim: waiting, error: 'x' }], failOpts());
+        await use().discover(items(id('pending')), { runId: 'run-1', now: T0 });
+        // What the next scan finds: the dead and the late-done item changed on disk.
+        const found: DiscoveredItem[] = [
+          { id: id('done-early'), size: 1, mtimeMs: 1 },
+          { id: id('done-late'), size: 2, mtimeMs: 1 },
+          { id: id('dead'), size: 1, mtimeMs: 9 },
+          { id: id('held') },
+          { id: id('waiting') },
+          { id: id('pending') },
+          { id: id('new') },
+        ];
+        const now = T0 + 300;
+        const known = new Map((await use().peek(found.map((f) => f.id))).map((p) => [p.id, p]));
+        const planned = found.filter((f) => ['new', 'pending', 'refresh'].includes(classify(f, known.get(f.id), now, refresh))).map((f) => f.id);
+        const claimable = await use().discover(found, { runId: 'run-2', now, refresh });
+        expect(claimable, `refresh ${JSON.stringify(refresh)}`).toEqual(planned);
+        expect(classify(found[4]!, known.get(id('waiting')), now, refresh)).toBe('retryWaiting');
+        expect(classify(found[3]!, known.get(id('held')), now, refresh)).toBe('claimed');
+      }
     });
   });
 }
