@@ -7,6 +7,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
+import { parseGlob } from './commands/requeue-options.js';
 
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
@@ -16,6 +17,18 @@ export interface ProgramSignals {
   force: AbortSignal;
   /** Told the (sub)command's name just before its action runs. */
   commandStarts(name: string): void;
+}
+
+interface RequeueFlags {
+  config?: string;
+  glob?: string[];
+  doneBefore?: Date;
+  doneAfter?: Date;
+  all?: boolean;
+  includeDead?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  limit?: number;
 }
 
 const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)');
@@ -34,12 +47,23 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
     .showHelpAfterError()
     .hook('preAction', (_program, action) => signals.commandStarts(action.name()));
 
-  program
+  const run = program
     .command('run')
     .description('one pass over the backlog (the CronJob command)')
     .addOption(configOption())
     .option('--scheduled-time <rfc3339>', "the occurrence this run is for (the Job's cronjob-scheduled-timestamp); default $CRONSAFE_SCHEDULED_TIME, else the latest occurrence")
-    .action(async (o: { config?: string; scheduledTime?: string }) => {
+    .option('--dry-run', 'say what the pass would do and do nothing (= cronsafe plan)')
+    .option('--json', 'with --dry-run: machine-readable output')
+    .option('--limit <n>', 'with --dry-run: ids shown per category (default 10)', parseLimit)
+    .action(async (o: { config?: string; scheduledTime?: string; dryRun?: boolean; json?: boolean; limit?: number }) => {
+      if (o.dryRun) {
+        // Nothing to drain: a signal ends it at once, and stdout is flushed like any report's.
+        signals.commandStarts('plan');
+        const { planCommand } = await import('./commands/plan.js');
+        setExit(await planCommand(await configPath(o.config), { json: !!o.json, limit: o.limit, scheduledTime: o.scheduledTime }));
+        return;
+      }
+      if (o.json || o.limit !== undefined) run.error(`error: run: ${o.json ? '--json' : '--limit'} only applies with --dry-run`, { exitCode: EXIT.USAGE });
       const { runCommand } = await import('./commands/run.js');
       setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force }));
     });
@@ -76,6 +100,51 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
       if (o.all && ids.length > 0) retry.error('error: dead-letter retry: give item ids or --all, not both', { exitCode: EXIT.USAGE });
       const { deadLetterRetry } = await import('./commands/dead-letter.js');
       setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
+    });
+
+  program
+    .command('plan')
+    .description('what the next run would do: new, pending, due for refresh, retry-waiting, dead (claims, runs and writes nothing)')
+    .addOption(configOption())
+    .option('--json', 'machine-readable output')
+    .option('--limit <n>', 'ids shown per category (default 10)', parseLimit)
+    .option('--scheduled-time <rfc3339>', 'plan for this occurrence (default $CRONSAFE_SCHEDULED_TIME, else the latest)')
+    .action(async (o: { config?: string; json?: boolean; limit?: number; scheduledTime?: string }) => {
+      const { planCommand } = await import('./commands/plan.js');
+      setExit(await planCommand(await configPath(o.config), { json: !!o.json, limit: o.limit, scheduledTime: o.scheduledTime }));
+    });
+
+  const requeue = program
+    .command('requeue')
+    .description('put done (or dead) items back to pending, to be processed again by the next run')
+    .argument('[ids...]', 'item ids to requeue')
+    .option('--glob <glob>', 'items whose id matches this glob (repeatable: any of them)', parseGlob)
+    .option('--done-before <iso>', 'items finished before this date or timestamp', parseSince)
+    .option('--done-after <iso>', 'items finished at or after this date or timestamp', parseSince)
+    .option('--all', 'every done item (with --include-dead, every dead one too)')
+    .option('--include-dead', 'dead items too (their time is when they were dead-lettered)')
+    .option('--dry-run', 'count what would be requeued and change nothing')
+    .option('--json', 'machine-readable output')
+    .option('--limit <n>', 'show at most n of the ids (default 10)', parseLimit)
+    .addOption(configOption())
+    .action(async (ids: string[], o: RequeueFlags) => {
+      const usage = (msg: string) => requeue.error(`error: requeue: ${msg}`, { exitCode: EXIT.USAGE });
+      const filters = [o.glob && '--glob', o.doneBefore && '--done-before', o.doneAfter && '--done-after'].filter(Boolean);
+      if (ids.length === 0 && !o.all && filters.length === 0) usage('nothing selected (give item ids, --glob, --done-before / --done-after, or --all)');
+      // Requeuing everything is not what someone naming ids or a filter meant.
+      if (ids.length > 0 && (o.all || filters.length > 0)) usage(`give item ids or a selection (${o.all ? '--all' : filters.join(', ')}), not both`);
+      if (o.all && filters.length > 0) usage(`--all selects every item: drop it, or drop ${filters.join(', ')}`);
+      if (o.doneAfter && o.doneBefore && o.doneAfter.getTime() >= o.doneBefore.getTime()) {
+        usage(`--done-after ${o.doneAfter.toISOString()} is not before --done-before ${o.doneBefore.toISOString()}: nothing could match`);
+      }
+      const { requeueCommand } = await import('./commands/requeue.js');
+      setExit(
+        await requeueCommand(
+          await configPath(o.config),
+          { ids: ids.length > 0 ? ids : undefined, globs: o.glob, doneAfter: o.doneAfter, doneBefore: o.doneBefore, includeDead: !!o.includeDead },
+          { dryRun: !!o.dryRun, json: !!o.json, show: o.limit },
+        ),
+      );
     });
 
   program

@@ -6,6 +6,8 @@ import { Sink } from './sink.js';
 export interface StatusReport {
   job: string;
   items: ItemCounts;
+  /** Items ever put back to pending by `requeue` or `dead-letter retry` (monotonic). */
+  requeued: number;
   recentRuns: RunRecord[];
   deadLetters: DeadItem[];
 }
@@ -22,6 +24,7 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
     const report: StatusReport = {
       job: config.name,
       items: await ledger.counts(),
+      requeued: (await ledger.totals()).requeued,
       recentRuns: await ledger.recentRuns(10),
       deadLetters: await ledger.listDead(20),
     };
@@ -44,6 +47,7 @@ const STATE_NOTES: Record<string, string> = {
 export function formatStatus(r: StatusReport): string {
   const lines = [`job ${r.job}`, '', 'items'];
   for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}${STATE_NOTES[state] ?? ''}`);
+  if (r.requeued > 0) lines.push(`  requeued ${String(r.requeued).padStart(10)}   (ever, by requeue or dead-letter retry)`);
   lines.push('', 'recent runs');
   if (r.recentRuns.length === 0) lines.push('  (none)');
   for (const run of r.recentRuns) {

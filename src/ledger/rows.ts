@@ -83,7 +83,9 @@ export type CounterName =
   | 'items_failed'
   | 'items_released'
   | 'items_fenced'
-  | 'items_gone';
+  | 'items_gone'
+  /** Items put back to pending by `cronsafe requeue` or `dead-letter retry`. */
+  | 'items_requeued';
 
 /**
  * Totals each event kind feeds. A start that finds the lock held is an overrun too
@@ -108,6 +110,7 @@ export function toTotals(get: CounterGet): LedgerTotals {
     stale: get('stale'),
     itemsDone: get('items_done'),
     itemsFailed: get('items_failed'),
+    requeued: get('items_requeued'),
   };
 }
 

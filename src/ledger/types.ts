@@ -1,3 +1,5 @@
+import type { RequeueLedger } from './requeue-types.js';
+
 /**
  * The ledger: the persistent record of every item's state. Two adapters (SQLite now,
  * PostgreSQL later) implement this one interface and pass one contract test suite.
@@ -230,6 +232,8 @@ export interface LedgerTotals {
   stale: number;
   itemsDone: number;
   itemsFailed: number;
+  /** Items put back to pending by an operator: `cronsafe requeue` and `dead-letter retry`. */
+  requeued: number;
 }
 
 /**
@@ -320,7 +324,7 @@ export interface SharedPassLedger {
 export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger =>
   typeof (ledger as Partial<SharedPassLedger>).settleOffered === 'function';
 
-export interface Ledger {
+export interface Ledger extends RequeueLedger {
   /** Apply numbered migrations; idempotent. */
   migrate(): Promise<void>;
 
@@ -398,7 +402,7 @@ export interface Ledger {
    * dead while the caller iterates may be missed or seen, never seen twice. No empty pages.
    */
   deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
-  /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved. */
+  /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved (counted in totals().requeued). */
   retryDead(ids: string[] | 'all', now: number): Promise<number>;
 
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;

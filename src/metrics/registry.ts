@@ -91,6 +91,9 @@ export function createMetrics(src: MetricsSources, scope: MetricsScope): Cronsaf
     one(v.totals.missed),
   );
   fromLedger('counter', 'dead_lettered_total', 'Items ever moved to dead after retry.maxAttempts charged failures (ledger).', [], (v) => one(v.totals.deadLettered));
+  fromLedger('counter', 'items_requeued_total', 'Items an operator put back to pending: `cronsafe requeue` and `cronsafe dead-letter retry` (ledger).', [], (v) =>
+    one(v.totals.requeued),
+  );
   fromLedger('counter', 'items_processed_total', 'Settled attempts by result (ledger).', ['result'], (v) =>
     RESULTS.map((result) => [{ result }, v.attempts[result]]),
   );

@@ -4,7 +4,7 @@
  * skipped, and overruns that come due while the run is active.
  */
 import type { Logger } from 'pino';
-import type { Config } from '../config/types.js';
+import type { Config, ScheduleConfig } from '../config/types.js';
 import type { Ledger, RefreshPolicy } from '../ledger/types.js';
 import { identifyFire, missedOccurrences, type Fire } from './fire.js';
 import type { SchedulePolicy } from './occurrences.js';
@@ -21,6 +21,11 @@ export interface FirePlan {
 }
 
 const noWatch = () => () => undefined;
+
+/** Which finished items `schedule.refresh` makes outstanding again for the fire of `occurrence` (also `cronsafe plan`). */
+export function refreshFor(schedule: ScheduleConfig, occurrence: number): RefreshPolicy | undefined {
+  return schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
+}
 
 export async function planFire(
   config: Config,
@@ -58,8 +63,7 @@ export async function planFire(
     return { fire, skip: 'repeated-fire', watchOverruns: noWatch };
   }
 
-  const refresh: RefreshPolicy | undefined =
-    schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
+  const refresh = refreshFor(schedule, occurrence);
   if (!record) return { fire, refresh, watchOverruns: noWatch };
 
   const lastRecorded = await ledger.lastOccurrenceRecorded();

@@ -153,7 +153,7 @@ export function recoveryContract(use: UseLedger): void {
       await use().recordEvent('stale', T0 + 3);
       await use().recordEvent('overrun', T0 + 4, undefined, T0 + 1);
       expect(await use().totals()).toEqual({
-        deadLettered: 0, overruns: 3, lockSkips: 1, missed: 2, stale: 1, itemsDone: 0, itemsFailed: 0,
+        deadLettered: 0, overruns: 3, lockSkips: 1, missed: 2, stale: 1, itemsDone: 0, itemsFailed: 0, requeued: 0,
       });
     });
 
@@ -188,7 +188,7 @@ export function recoveryContract(use: UseLedger): void {
         for (const key of Object.keys(prev) as (keyof LedgerTotals)[]) expect(next?.[key]).toBeGreaterThanOrEqual(prev[key]);
       }
       expect(seen.at(-1)).toEqual({
-        deadLettered: 1, overruns: 1, lockSkips: 1, missed: 1, stale: 1, itemsDone: 1, itemsFailed: 3,
+        deadLettered: 1, overruns: 1, lockSkips: 1, missed: 1, stale: 1, itemsDone: 1, itemsFailed: 3, requeued: 1,
       });
     });
   });

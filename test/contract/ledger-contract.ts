@@ -5,6 +5,7 @@ import { metricsReadsContract } from './ledger-contract-metrics.js';
 import { operatorContract } from './ledger-contract-operator.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
 import { refreshContract } from './ledger-contract-refresh.js';
+import { requeueContract } from './ledger-contract-requeue.js';
 import { scheduleContract } from './ledger-contract-schedule.js';
 import { transitionsContract } from './ledger-contract-transitions.js';
 
@@ -36,6 +37,7 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
     refreshContract(use);
     scheduleContract(use);
     operatorContract(use);
+    requeueContract(use);
   });
 }
 

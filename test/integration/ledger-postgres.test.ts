@@ -167,6 +167,21 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     });
   });
 
+  describe('requeue while a pass runs', () => {
+    it("marks the requeued item as the running pass's (run_lock): swept by it, never forgotten by its end of scan", async () => {
+      const ledger = await fresh();
+      const [first] = await discoverAndClaim(ledger, [{ id: 'a' }], opts('pod-1', { runId: 'old-pass' }));
+      await ledger.complete(first ? [first] : [], T0);
+      // A new pass starts (its lock records its group) and its scan passes the done item.
+      await server.admin(`INSERT INTO ${ident(ledger.schema)}.run_lock (name, run_group, owner, acquired_at) VALUES ('j', 'new-pass', 'pod-2', $1)`, [T0 + 1], 'ledger');
+      expect(await ledger.discover([{ id: 'a' }], { runId: 'new-pass', now: T0 + 2 })).toEqual([]);
+      expect(await ledger.requeue(['a'], { states: ['done'] }, T0 + 3)).toEqual(['a']);
+      expect(await ledger.forgetUnseen('new-pass')).toBe(0);
+      expect(await ledger.claimDue({ ...opts('pod-2', { runId: 'new-pass', now: T0 + 3 }), limit: 5 })).toMatchObject([{ id: 'a', attempt: 1 }]);
+      await ledger.close();
+    });
+  });
+
   describe('migrations', () => {
     it('are applied once when many pods open a new schema at the same time', async () => {
       const schema = `t_${++n}`;

@@ -11,6 +11,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
+import { FINISHED_PAGE_SQL, PEEK_SQL, REQUEUE_SQL } from '../../src/ledger/sqlite/requeue.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 
@@ -153,6 +154,32 @@ describe('SQLite ledger specifics', () => {
     expect((await discoverAndClaim(ledger, first, opts)).map((c) => [c.id, c.attempt])).toEqual([['statted', 1], ['broken', 1]]);
     const second = [{ id: 'kept', size: 7, mtimeMs: 7 }, { id: 'plain', size: 4 }];
     expect((await discoverAndClaim(ledger, second, opts)).map((c) => c.id)).toEqual(['plain']);
+    await ledger.close();
+  });
+});
+
+describe('SQLite requeue while a pass runs', () => {
+  it('pages, requeues and peeks by primary key, never scanning items', () => {
+    const db = new Database(':memory:');
+    migrate(db);
+    const params = { id: '', n: 10, states: '["done"]', after: null, before: null, ids: '[]', now: 0 };
+    for (const sql of [FINISHED_PAGE_SQL, REQUEUE_SQL, PEEK_SQL]) {
+      const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(used) as { detail: string }[]).map((r) => r.detail).join('\n');
+      expect(plan).toMatch(/USING INDEX sqlite_autoindex_items_1/);
+      expect(plan).not.toMatch(/SCAN (items|i)\b/);
+    }
+    db.close();
+  });
+
+  it('a requeued item the running pass already scanned is its own: swept by it, never forgotten by its end of scan', async () => {
+    const ledger = await openSqliteLedger(freshFile());
+    const [first] = await discoverAndClaim(ledger, [{ id: 'a' }], { owner: 'o', runId: 'old-pass', now: 1, leaseMs: 1000 });
+    await ledger.complete(first ? [first] : [], 2);
+    expect(await ledger.discover([{ id: 'a' }], { runId: 'new-pass', now: 3 })).toEqual([]);
+    expect(await ledger.requeue(['a'], { states: ['done'] }, 4)).toEqual(['a']);
+    expect(await ledger.forgetUnseen('new-pass')).toBe(0);
+    expect(await ledger.claimDue({ owner: 'o', runId: 'new-pass', now: 4, leaseMs: 1000, limit: 5 })).toMatchObject([{ id: 'a', attempt: 1 }]);
     await ledger.close();
   });
 });

@@ -62,7 +62,7 @@ type Op =
   | { kind: 'tick'; ms: number };
 
 function newModel(): Model {
-  const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, missed: 0, stale: 0, itemsDone: 0, itemsFailed: 0 };
+  const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, missed: 0, stale: 0, itemsDone: 0, itemsFailed: 0, requeued: 0 };
   return { now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
 }
 
@@ -208,6 +208,7 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
         Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now });
         moved++;
       }
+      m.totals.requeued += moved;
       expect(await ledger.retryDead(op.ids, m.now)).toBe(moved);
       return;
     }

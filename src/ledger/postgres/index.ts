@@ -42,6 +42,8 @@ import { checkReadableSchema, countsQuery, deadPageQuery, getQuery, listDeadQuer
 import { deadPages } from '../dead-pages.js';
 import { makeRecoverOps, type RecoverOps } from './recover.js';
 import * as runs from './runs.js';
+import { makeRequeueOps, type RequeueOps } from './requeue.js';
+import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 
 export { DEFAULT_SCHEMA } from './query.js';
 export type { PostgresOptions } from './connection.js';
@@ -92,6 +94,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   readonly #discover: (items: DiscoveredItem[], opts: DiscoverOptions) => Promise<string[]>;
   readonly #finish: FinishOps;
   readonly #recover: RecoverOps;
+  readonly #requeue: RequeueOps;
 
   constructor(ex: PostgresExecutor) {
     this.#ex = ex;
@@ -100,6 +103,7 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
     this.#discover = makeDiscover(ex, this.#schema);
     this.#finish = makeFinishOps(ex, this.#schema);
     this.#recover = makeRecoverOps(ex, this.#schema);
+    this.#requeue = makeRequeueOps(ex, this.#schema);
   }
 
   /** The schema this ledger lives in. */
@@ -255,6 +259,15 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   }
   async runStats(): Promise<RunStats> {
     return runs.toRunStats(await this.#ex.query<runs.RunStatsRow>('runStats', runs.runStatsQuery(this.#schema)));
+  }
+  finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
+    return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+  }
+  requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
+    return this.#requeue.requeue(ids, filter, now);
+  }
+  peek(ids: string[]): Promise<ItemPeek[]> {
+    return this.#requeue.peek(ids);
   }
   /** Idempotent (memoized): a second close is a no-op. */
   close(): Promise<void> {

@@ -109,7 +109,12 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
     async retryDead(ids, now) {
       if (ids !== 'all' && ids.length === 0) return 0;
       const query = retryDeadQuery(schema, ids === 'all' ? 'all' : [...new Set(ids.map(wellFormed))], now);
-      return ex.tx('retryDead', async (exec) => (await exec(query)).length);
+      return ex.tx('retryDead', async (exec) => {
+        const moved = (await exec(query)).length;
+        const bump = bumpQuery(schema, { items_requeued: moved });
+        if (bump) await exec(bump);
+        return moved;
+      });
     },
   };
 }

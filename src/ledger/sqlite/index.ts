@@ -42,6 +42,8 @@ import { makeRunOps, type RunOps } from './runs.js';
 import { countsThroughJournal, journalled, throughJournal } from './journal-view.js';
 import { journalPath } from './start-journal.js';
 import { WriteBehind } from './write-behind.js';
+import { makeRequeueOps, type RequeueOps } from './requeue.js';
+import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -119,6 +121,7 @@ class SqliteLedger implements Ledger {
   readonly #runs: RunOps;
   readonly #events: EventOps;
   readonly #heartbeat: HeartbeatOps;
+  readonly #requeue: RequeueOps;
 
   /** Claims and successes written behind (the run's connection only). */
   readonly #behind: WriteBehind | undefined;
@@ -132,7 +135,8 @@ class SqliteLedger implements Ledger {
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
     this.#finish = makeFinishOps(db, this.#counters);
-    this.#recover = makeRecoverOps(db, this.#finish, journal);
+    this.#recover = makeRecoverOps(db, this.#finish, this.#counters, journal);
+    this.#requeue = makeRequeueOps(db, this.#counters);
     if (writeBehind && journal !== undefined) this.#behind = new WriteBehind(db, this.#finish, journal);
     this.#read = makeReadOps(db);
     this.#runs = makeRunOps(db);
@@ -292,6 +296,17 @@ class SqliteLedger implements Ledger {
   }
   async runStats(): Promise<RunStats> {
     return this.#runs.runStats();
+  }
+  finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
+    this.#behind?.flush();
+    return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+  }
+  async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
+    return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
+  }
+  async peek(ids: string[]): Promise<ItemPeek[]> {
+    this.#behind?.flush();
+    return this.#requeue.peek(ids);
   }
   /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
   async close(): Promise<void> {

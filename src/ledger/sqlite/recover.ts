@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { ReclaimOptions } from '../types.js';
+import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../rows.js';
 import { removeJournal } from './start-journal.js';
@@ -22,7 +23,7 @@ export interface RecoverOps {
   retryDead(ids: string[] | 'all', now: number): number;
 }
 
-export function makeRecoverOps(db: Database, finish: FinishOps, journal?: string): RecoverOps {
+export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counters, journal?: string): RecoverOps {
   const orphans = db.prepare(ORPHANS_SQL);
   const renew = db.prepare(RENEW_SQL);
   const retryOne = db.prepare(RETRY_DEAD_ONE_SQL);
@@ -53,9 +54,10 @@ export function makeRecoverOps(db: Database, finish: FinishOps, journal?: string
   );
 
   const retryTx = db.transaction((ids: string[] | 'all', now: number): number => {
-    if (ids === 'all') return retryAll.run({ now }).changes;
     let moved = 0;
-    for (const id of new Set(ids.map(wellFormed))) moved += retryOne.run({ id, now }).changes;
+    if (ids === 'all') moved = retryAll.run({ now }).changes;
+    else for (const id of new Set(ids.map(wellFormed))) moved += retryOne.run({ id, now }).changes;
+    counters.bump('items_requeued', moved);
     return moved;
   });
 

@@ -1,0 +1,110 @@
+import { existsSync } from 'node:fs';
+import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/types.js';
+import { openState } from '../ledger/open.js';
+import { PLAN_CATEGORIES, planPass, type PassPlan, type PlanCategory } from '../runner/plan.js';
+import { identifyFire, parseScheduledTime, type Fire } from '../schedule/fire.js';
+import { refreshFor } from '../schedule/fire-records.js';
+import { Sink } from './sink.js';
+import { printableId } from './status.js';
+
+export interface PlanOptions {
+  json: boolean;
+  /** Ids shown per category (default 10). */
+  limit?: number;
+  /** --scheduled-time (RFC 3339); else CRONSAFE_SCHEDULED_TIME; else the latest occurrence. */
+  scheduledTime?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * `cronsafe plan` (also `cronsafe run --dry-run`): scan the source as a pass would and say
+ * what the pass would do with each item, against the ledger as it is now. Takes no lock
+ * (a run in progress is neither blocked nor blocking), opens the ledger read-only, runs no
+ * handler, and writes nothing: no ledger file is created when there is none (then every
+ * item is new), and the output directory is not touched.
+ */
+export async function planCommand(configPath: string, opts: PlanOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  const config = loadConfig(configPath);
+  const now = Date.now();
+  const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
+  const scheduledTime = raw ? parseScheduledTime(raw, opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME') : undefined;
+  const fire = config.schedule ? identifyFire(config.schedule, new Date(now), scheduledTime, 'kubernetes') : null;
+  const skip = fire?.stale ? 'stale' : fire?.repeatedWallTime && config.schedule?.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+  const ledger = noLedgerYet(config) ? null : await openState(config, { readOnly: true });
+  try {
+    const plan = await planPass({
+      config,
+      ledger,
+      now,
+      refresh: config.schedule && fire ? refreshFor(config.schedule, fire.occurrence.getTime()) : undefined,
+      limit: opts.limit ?? 10,
+      signal: opts.signal,
+    });
+    const report: PlanReport = { job: config.name, ledger: ledger ? 'found' : 'none', fire: fire && fireOf(fire, skip), ...plan };
+    const sink = new Sink(out);
+    await sink.write(opts.json ? `${JSON.stringify(jsonOf(report))}\n` : format(report));
+    await sink.end();
+    return 0;
+  } finally {
+    await ledger?.close();
+  }
+}
+
+/** SQLite only: a ledger file that does not exist is an empty ledger (never created here). */
+const noLedgerYet = (config: Config): boolean => config.state.postgres === undefined && config.state.sqlite !== undefined && !existsSync(config.state.sqlite);
+
+interface PlanReport extends PassPlan {
+  job: string;
+  ledger: 'found' | 'none';
+  fire: ReturnType<typeof fireOf> | null;
+}
+
+const fireOf = (f: Fire, skip: string | undefined) => ({ occurrence: f.occurrence.toISOString(), local: f.local, source: f.source, skip: skip ?? null });
+
+const LABEL: Record<PlanCategory, string> = {
+  new: 'new',
+  pending: 'pending',
+  refresh: 'due for refresh',
+  retryWaiting: 'retry-waiting',
+  claimed: 'claimed',
+  dead: 'dead',
+  done: 'done',
+};
+const NOTE: Partial<Record<PlanCategory, string>> = {
+  retryWaiting: 'backing off: attempted only if the backoff ends while the pass runs',
+  claimed: 'attempts running now, or left by a run that died (the next run takes them back)',
+  dead: 'left alone: dead-letter retry, or requeue --include-dead',
+  done: 'nothing to do',
+};
+
+function format(r: PlanReport): string {
+  const lines = [`plan for job ${r.job} (dry run: nothing claimed, run or written)`];
+  if (r.ledger === 'none') lines.push('no ledger yet: every item is new');
+  if (r.fire) lines.push(`fire ${r.fire.occurrence} (${r.fire.source})${r.fire.skip ? `: a run now would skip it (${r.fire.skip}) and process nothing` : ''}`);
+  lines.push(`scan ${r.scan}: ${r.scanned} item${r.scanned === 1 ? '' : 's'} found${r.skippedDirectories > 0 ? `, ${r.skippedDirectories} unreadable director${r.skippedDirectories === 1 ? 'y' : 'ies'} skipped` : ''}`);
+  lines.push(`would attempt ${r.wouldAttempt} (new + pending + due for refresh)`, '');
+  for (const c of PLAN_CATEGORIES) {
+    const g = r.groups[c];
+    const note = c === 'retryWaiting' && r.nextRetryAt !== null ? `${NOTE[c]}; next at ${new Date(r.nextRetryAt).toISOString()}` : NOTE[c];
+    lines.push(`${LABEL[c].padEnd(16)} ${String(g.count).padStart(9)}${note && g.count > 0 ? `   (${note})` : ''}`);
+    for (const id of g.first) lines.push(`  ${printableId(id)}`);
+    if (g.count > g.first.length && g.first.length > 0) lines.push(`  ... and ${g.count - g.first.length} more`);
+  }
+  if (r.gone > 0) lines.push(`${'gone'.padEnd(16)} ${String(r.gone).padStart(9)}   (pending in the ledger, not found by the scan: the pass forgets them)`);
+  return `${lines.join('\n')}\n`;
+}
+
+const jsonOf = (r: PlanReport) => ({
+  job: r.job,
+  ledger: r.ledger,
+  fire: r.fire,
+  scan: r.scan,
+  scanned: r.scanned,
+  skippedDirectories: r.skippedDirectories,
+  wouldAttempt: r.wouldAttempt,
+  ...r.groups,
+  nextRetryAt: r.nextRetryAt === null ? null : new Date(r.nextRetryAt).toISOString(),
+  gone: r.gone,
+});
+

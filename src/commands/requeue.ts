@@ -1,0 +1,148 @@
+import picomatch from 'picomatch';
+import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/types.js';
+import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
+import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
+import type { Ledger } from '../ledger/types.js';
+import { GLOB_OPTIONS } from './requeue-options.js';
+import { Sink } from './sink.js';
+import { printableId } from './status.js';
+
+/** Which finished items `cronsafe requeue` puts back. Checked by the program (usage errors). */
+export interface RequeueSelection {
+  /** Exactly these ids; else every finished item that passes the filters below. */
+  ids?: string[];
+  /** Any of these globs over ids. */
+  globs?: string[];
+  /** Finished at or after. */
+  doneAfter?: Date;
+  /** Finished strictly before. */
+  doneBefore?: Date;
+  /** Dead items too (their time is when they were dead-lettered). */
+  includeDead: boolean;
+}
+
+export interface RequeueOptions {
+  dryRun: boolean;
+  json: boolean;
+  /** How many of the ids to show (default 10). */
+  show?: number;
+}
+
+/** Ids written to the ledger per transaction: a run in progress waits for one batch at most. */
+const BATCH = 500;
+
+/**
+ * `cronsafe requeue`: finished items back to pending, re-run by the next pass (or by the
+ * running one, if its scan already passed them). Pages through the ledger by id and moves
+ * each page in its own transaction, whose guard re-checks the selection on each row: an
+ * item claimed meanwhile is never touched, and a run in progress waits for one short
+ * transaction at most. `--dry-run` opens the ledger read-only and only counts.
+ */
+export async function requeueCommand(configPath: string, sel: RequeueSelection, opts: RequeueOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  const config = loadConfig(configPath, { checkPaths: false });
+  // Read-only first: a missing ledger is an error (as for status), never created here.
+  const reader = await openState(config, { readOnly: true });
+  let ledger: Ledger = reader;
+  try {
+    if (!opts.dryRun) {
+      await reader.close();
+      ledger = await openState(config);
+    }
+    const show = opts.show ?? 10;
+    const filter: FinishedFilter = {
+      states: (sel.includeDead ? ['done', 'dead'] : ['done']) satisfies FinishedState[],
+      after: sel.doneAfter?.getTime(),
+      before: sel.doneBefore?.getTime(),
+    };
+    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts.dryRun, config) : await byFilter(ledger, sel, filter, opts.dryRun, show, config);
+    const sink = new Sink(out);
+    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead));
+    await sink.end();
+    return result.notMoved.length > 0 ? 1 : 0;
+  } finally {
+    await ledger.close();
+  }
+}
+
+interface Outcome {
+  count: number;
+  /** The first ids moved (or that would be), in id order for a selection, as given for ids. */
+  first: string[];
+  /** Given ids that were not requeued, with their state (null: unknown). */
+  notMoved: Array<{ id: string; state: string | null }>;
+}
+
+async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, dryRun: boolean, show: number, config: Config): Promise<Outcome> {
+  const match = sel.globs && sel.globs.length > 0 ? picomatch(sel.globs, GLOB_OPTIONS) : () => true;
+  const now = Date.now();
+  let count = 0;
+  const first: string[] = [];
+  for await (const page of ledger.finishedPages(filter, BATCH)) {
+    const ids = page.map((i) => i.id).filter((id) => match(id));
+    const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), config);
+    count += moved.length;
+    for (const id of moved) if (first.length < show) first.push(id);
+  }
+  return { count, first, notMoved: [] };
+}
+
+async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryRun: boolean, config: Config): Promise<Outcome> {
+  const unique = [...new Set(ids)];
+  const moved = new Set<string>();
+  for (let i = 0; i < unique.length; i += BATCH) {
+    const batch = unique.slice(i, i + BATCH);
+    const got = dryRun ? await wouldMove(ledger, batch, filter) : await write(() => ledger.requeue(batch, filter, Date.now()), config);
+    for (const id of got) moved.add(id);
+  }
+  const left = unique.filter((id) => !moved.has(id));
+  const states = new Map((await ledger.peek(left)).map((p) => [p.id, p.state]));
+  return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: left.map((id) => ({ id, state: states.get(id) ?? null })) };
+}
+
+/** The ids of `batch` a requeue would move now (the same rules as its guard). */
+async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter): Promise<string[]> {
+  const ok = new Set<string>();
+  for (const p of await ledger.peek(batch)) {
+    if (p.state !== 'done' && p.state !== 'dead') continue;
+    if (!filter.states.includes(p.state)) continue;
+    ok.add(p.id);
+  }
+  return batch.filter((id) => ok.has(id));
+}
+
+async function write(fn: () => Promise<string[]>, config: Config): Promise<string[]> {
+  return fn().catch((err: unknown) => {
+    // A read-only state directory, a full disk: name the store, not a driver stack.
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${(err as Error).message}`);
+  });
+}
+
+const plural = (n: number) => `${n} item${n === 1 ? '' : 's'}`;
+
+function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean): string {
+  const lines = [dryRun ? `would requeue ${plural(r.count)} (dry run: nothing changed)` : `requeued ${plural(r.count)}: pending again, attempts reset`];
+  for (const id of r.first.slice(0, show)) lines.push(`  ${printableId(id)}`);
+  if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
+  if (r.notMoved.length > 0) {
+    lines.push(`${r.notMoved.length} of the given ids were not ${dryRun ? 'requeueable' : 'requeued'}:`);
+    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${why(n.state, includeDead)}`);
+    if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function why(state: string | null, includeDead: boolean): string {
+  if (state === null) return 'unknown (not in the ledger)';
+  if (state === 'dead' && !includeDead) return 'dead (add --include-dead, or use dead-letter retry)';
+  if (state === 'claimed') return 'claimed (an attempt is running; left alone)';
+  if (state === 'pending') return 'pending already';
+  return state;
+}
+
+const jsonOf = (r: Outcome, dryRun: boolean, show: number) => ({
+  dryRun,
+  count: r.count,
+  first: r.first.slice(0, show),
+  notRequeued: r.notMoved,
+});

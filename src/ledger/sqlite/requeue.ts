@@ -1,0 +1,59 @@
+import type { Database } from 'better-sqlite3';
+import { batchJson, wellFormed } from '../rows.js';
+import { filterParams, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
+import type { Counters } from './counters.js';
+
+// `cronsafe requeue` and `cronsafe plan` (issue 17). The filter travels as parameters
+// (@states a JSON array, @after/@before NULL when unbounded), so each statement is
+// prepared once.
+
+const FINISHED_AT = `CASE state WHEN 'done' THEN done_at ELSE dead_at END`;
+const MATCHES = `state IN (SELECT value FROM json_each(@states))
+  AND (@after IS NULL OR ${FINISHED_AT} >= @after) AND (@before IS NULL OR ${FINISHED_AT} < @before)`;
+
+/** One page of finishedPages: a range of the primary key after @id, the filter on each row. */
+export const FINISHED_PAGE_SQL = `SELECT id, state, ${FINISHED_AT} AS finishedAt FROM items
+WHERE id > @id AND ${MATCHES} ORDER BY id LIMIT @n`;
+
+/**
+ * The guard is the whole filter, re-checked on each row inside the write transaction: an
+ * item claimed (or finished again at another time) since it was listed is left alone.
+ * A new cycle, as REFRESH_SQL and dead-letter retry make one; last_error is kept.
+ */
+export const REQUEUE_SQL = `UPDATE items SET state = 'pending', attempts = 0, released = 0, available_at = @now,
+  done_at = NULL, dead_at = NULL, updated_at = @now
+WHERE id IN (SELECT value FROM json_each(@ids)) AND ${MATCHES}
+RETURNING id`;
+
+/** Known rows among a batch of ids, each looked up by primary key (see CLAIMABLE in claim.ts). */
+export const PEEK_SQL = `SELECT i.id, i.state, i.attempts, i.available_at AS availableAt, i.done_at AS doneAt,
+  i.claimed_size AS claimedSize, i.claimed_mtime_ms AS claimedMtimeMs
+FROM json_each(@ids) AS j CROSS JOIN items AS i ON i.id = j.value`;
+
+export interface RequeueOps {
+  finishedPage(filter: FinishedFilter, afterId: string, n: number): FinishedItem[];
+  requeue(ids: string[], filter: FinishedFilter, now: number): string[];
+  peek(ids: string[]): ItemPeek[];
+}
+
+export function makeRequeueOps(db: Database, counters: Counters): RequeueOps {
+  const page = db.prepare(FINISHED_PAGE_SQL);
+  const peek = db.prepare(PEEK_SQL);
+  const requeue = db.prepare(REQUEUE_SQL).pluck();
+  // IMMEDIATE: the write lock up front (a run's writes wait at most busy_timeout for it).
+  const requeueTx = db.transaction((ids: string[], filter: FinishedFilter, now: number): string[] => {
+    const moved = requeue.all({ ...params(filter), ids: batchJson([...new Set(ids.map(wellFormed))]), now }) as string[];
+    counters.bump('items_requeued', moved.length);
+    return moved;
+  }).immediate;
+  return {
+    finishedPage: (filter, afterId, n) => page.all({ ...params(filter), id: afterId, n }) as FinishedItem[],
+    requeue: (ids, filter, now) => (ids.length === 0 ? [] : requeueTx(ids, filter, now)),
+    peek: (ids) => (ids.length === 0 ? [] : (peek.all({ ids: batchJson(ids) }) as ItemPeek[])),
+  };
+}
+
+function params(filter: FinishedFilter): { states: string; after: number | null; before: number | null } {
+  const p = filterParams(filter);
+  return { states: JSON.stringify(p.states), after: p.after, before: p.before };
+}

@@ -1,0 +1,123 @@
+import type { Config } from '../config/types.js';
+import type { ItemPeek, RequeueLedger } from '../ledger/requeue-types.js';
+import type { DiscoveredItem, Ledger, RefreshPolicy } from '../ledger/types.js';
+import { ownFiles } from './own-files.js';
+import { batches, scanDirectory } from './scan.js';
+
+/**
+ * What the next pass would do with each item, by the rules discovery applies (claim.ts,
+ * refresh.ts): computed from a scan and a read of the ledger, claiming and writing nothing.
+ *   new            not in the ledger: recorded and attempted
+ *   pending        pending and past its backoff: attempted
+ *   refresh        finished, outstanding again under schedule.refresh: attempted (attempt 1)
+ *   retryWaiting   pending, backing off: attempted only if its backoff ends while the pass runs
+ *   claimed        an attempt runs now (or its run died: a run takes it back at start)
+ *   dead           dead-lettered: left alone
+ *   done           finished: nothing to do
+ */
+export type PlanCategory = 'new' | 'pending' | 'refresh' | 'retryWaiting' | 'claimed' | 'dead' | 'done';
+export const PLAN_CATEGORIES: readonly PlanCategory[] = ['new', 'pending', 'refresh', 'retryWaiting', 'claimed', 'dead', 'done'];
+
+/** A stat field counts as changed only when both sides are known and differ (refresh.ts `differs`). */
+const differs = (found: number | undefined, claimed: number | null): boolean => found !== undefined && claimed !== null && found !== claimed;
+
+/** The category of one scanned item; `known` is its ledger row, if any. Pure. */
+export function classify(item: DiscoveredItem, known: ItemPeek | undefined, now: number, refresh: RefreshPolicy | undefined): PlanCategory {
+  if (known === undefined) return 'new';
+  const changed = refresh?.onChange === true && (differs(item.size, known.claimedSize) || differs(item.mtimeMs, known.claimedMtimeMs));
+  switch (known.state) {
+    case 'pending':
+      return known.availableAt <= now ? 'pending' : 'retryWaiting';
+    case 'claimed':
+      return 'claimed';
+    case 'done':
+      if (refresh?.doneBefore !== undefined && known.doneAt !== null && known.doneAt < refresh.doneBefore) return 'refresh';
+      return changed ? 'refresh' : 'done';
+    case 'dead':
+      return changed ? 'refresh' : 'dead';
+  }
+}
+
+export interface PlanGroup {
+  count: number;
+  /** The first ids found, in scan order (at most the limit). */
+  first: string[];
+}
+
+export interface PassPlan {
+  /** Items the scan found. */
+  scanned: number;
+  /** `partial`: directories the scan could not read were skipped (their items wait; nothing is forgotten). */
+  scan: 'complete' | 'partial';
+  skippedDirectories: number;
+  groups: Record<PlanCategory, PlanGroup>;
+  /** Attempts the pass would start at once: new + pending + refresh. */
+  wouldAttempt: number;
+  /** Earliest end of a backoff among retryWaiting items (epoch ms), or null. */
+  nextRetryAt: number | null;
+  /**
+   * Pending items in the ledger that the scan did not find (their files are gone): a pass
+   * whose scan is complete forgets them. Counted from the ledger at the end of the scan.
+   */
+  gone: number;
+}
+
+export interface PlanDeps {
+  config: Config;
+  /** Null: no ledger yet (every item is new). */
+  ledger: (Pick<Ledger, 'counts'> & Pick<RequeueLedger, 'peek'>) | null;
+  now: number;
+  refresh?: RefreshPolicy;
+  /** Ids kept per category. */
+  limit: number;
+  /** Items to plan for; default a scan of source.directory as the pass makes it. */
+  source?: AsyncIterable<DiscoveredItem>;
+  signal?: AbortSignal;
+}
+
+/** As the pass's DISCOVER_BATCH: one ledger read per 256 items found. */
+const BATCH = 256;
+
+/** Scan as the pass would, and sort what it finds. Memory: one batch, plus `limit` ids per category. */
+export async function planPass(deps: PlanDeps): Promise<PassPlan> {
+  const { config, ledger, now, refresh, limit } = deps;
+  let skippedDirectories = 0;
+  const source =
+    deps.source ??
+    scanDirectory({
+      directory: config.source.directory,
+      include: config.source.include,
+      exclude: config.source.exclude,
+      skipPaths: ownFiles(config),
+      withStats: config.schedule?.refresh === 'on-change',
+      signal: deps.signal,
+      onUnreadable: () => skippedDirectories++,
+    });
+  const groups = Object.fromEntries(PLAN_CATEGORIES.map((c) => [c, { count: 0, first: [] as string[] }])) as Record<PlanCategory, PlanGroup>;
+  let scanned = 0;
+  let nextRetryAt: number | null = null;
+  for await (const batch of batches(source, BATCH)) {
+    const known = new Map((ledger ? await ledger.peek(batch.map((i) => i.id)) : []).map((p) => [p.id, p]));
+    for (const item of batch) {
+      scanned++;
+      const row = known.get(item.id);
+      const category = classify(item, row, now, refresh);
+      const g = groups[category];
+      g.count++;
+      if (g.first.length < limit) g.first.push(item.id);
+      if (category === 'retryWaiting' && row) nextRetryAt = Math.min(nextRetryAt ?? Infinity, row.availableAt);
+    }
+  }
+  // Pending in the ledger, less those the scan found: their files are gone.
+  const pendingSeen = groups.pending.count + groups.retryWaiting.count;
+  const gone = ledger ? Math.max(0, (await ledger.counts()).pending - pendingSeen) : 0;
+  return {
+    scanned,
+    scan: skippedDirectories > 0 ? 'partial' : 'complete',
+    skippedDirectories,
+    groups,
+    wouldAttempt: groups.new.count + groups.pending.count + groups.refresh.count,
+    nextRetryAt,
+    gone: skippedDirectories > 0 ? 0 : gone,
+  };
+}
