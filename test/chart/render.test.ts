@@ -3,8 +3,8 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import {
-  CHART, RELEASE, byKind, configOf, ensureTools, mainContainer, one, podSpec, render, runner, validateAll, validateObject,
-  type Obj,
+  CHART, RELEASE, byKind, configOf, ensureTools, helm, mainContainer, one, podSpec, render, runner, validateAll,
+  validateObject, valuesFile, type Obj,
 } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
 
@@ -63,25 +63,27 @@ describe('CronJob', () => {
     expect(runner(render({ activeDeadlineSeconds: 7200 })).spec.jobTemplate.spec.activeDeadlineSeconds).toBe(7200);
   });
 
-  it('maps exit codes with podFailurePolicy: 78 and 2 fail the Job, 75 and disruptions are ignored', () => {
+  it('maps exit codes with podFailurePolicy: 78 and 2 fail the Job (78 from init-dirs too), 75 and disruptions are ignored', () => {
     const cj = runner(render());
     const spec = cj.spec.jobTemplate.spec;
     expect(spec.podFailurePolicy.rules).toEqual([
       { action: 'FailJob', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [2, 78] } },
+      { action: 'FailJob', onExitCodes: { containerName: 'init-dirs', operator: 'In', values: [78] } },
       { action: 'Ignore', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [75] } },
       { action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] },
     ]);
     // The API server rejects a podFailurePolicy unless the pod template says Never.
     expect(podSpec(cj).restartPolicy).toBe('Never');
-    // The rules name the container that runs cronsafe, not the init container.
+    // The rules name containers of the template (the API server rejects others).
     expect(mainContainer(cj).name).toBe('cronsafe');
+    expect((podSpec(cj).initContainers as Obj[]).map((c) => c.name)).toEqual(['init-dirs']);
   });
 
   it('runs `run` through the image entrypoint (args only, so tini stays PID 1)', () => {
     const c = mainContainer(runner(render()));
     expect(c.args).toEqual(['run']);
     expect(c).not.toHaveProperty('command');
-    expect(c.image).toBe(`cronsafe:${chartVersion}`);
+    expect(c.image).toBe(`ghcr.io/cronsafe/cronsafe:${chartVersion}`);
     expect(c.env).toContainEqual({ name: 'CRONSAFE_CONFIG', value: '/etc/cronsafe/cronsafe.yaml' });
   });
 });
@@ -179,10 +181,39 @@ describe('persistence', () => {
     expect((podSpec(runner(none)).volumes as Obj[])[1]).toEqual({ name: 'data', emptyDir: {} });
   });
 
-  it('creates the source directory in an init container (cronsafe exits 78 without it)', () => {
+  it('creates the source, output and state directories on the volume in an init container (cronsafe exits 78 without the source)', () => {
+    const dirsOf = (values: Obj) => ((podSpec(runner(render(values))).initContainers as Obj[])[0]?.command as string[]).slice(4);
     const init = podSpec(runner(render({ config: { source: { directory: 'in/box' } } }))).initContainers as Obj[];
-    expect(init.map((c) => c.command)).toEqual([['mkdir', '-p', '/data/in/box']]);
+    expect(init.map((c) => c.name)).toEqual(['init-dirs']);
+    expect(init[0]?.command.slice(0, 2)).toEqual(['sh', '-c']);
+    expect(init[0]?.command.slice(3)).toEqual(['init-dirs', '/data/in/box', '/data/out', '/data/state']);
+    // Only paths on the data volume (the only one it mounts); no state dir with PostgreSQL.
+    expect(dirsOf({ config: { output: { directory: '/elsewhere/out' }, state: { postgres: { existingSecret: 'pg' } } } }))
+      .toEqual(['/data/queue']);
+    expect(dirsOf({ config: { handler: { command: ['true'] }, output: { directory: '' }, state: { sqlite: 'queue/ledger.db' } } }))
+      .toEqual(['/data/queue']);
     expect(podSpec(runner(render({ initDirs: { enabled: false } })))).not.toHaveProperty('initContainers');
+  });
+
+  it('fails the Job at once when the init container exits 78 (a volume it cannot write), only when there is one', () => {
+    const rules = (values: Obj) => runner(render(values)).spec.jobTemplate.spec.podFailurePolicy.rules as Obj[];
+    expect(rules({})).toContainEqual({
+      action: 'FailJob', onExitCodes: { containerName: 'init-dirs', operator: 'In', values: [78] },
+    });
+    // containerName must name a container of the template, or the API server rejects the Job.
+    expect(rules({ initDirs: { enabled: false } }).map((r) => r.onExitCodes?.containerName)).not.toContain('init-dirs');
+  });
+
+  it('refuses an image repository without a registry host, naming image.repository', () => {
+    for (const [repository, pulled] of [['cronsafe', 'docker.io/library/cronsafe'], ['myorg/cronsafe', 'docker.io/myorg/cronsafe']]) {
+      const r = helm(['template', RELEASE, CHART, '-f', valuesFile({ image: { repository } })]);
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain(`image.repository "${repository}" has no registry host`);
+      expect(r.stderr).toContain(pulled);
+    }
+    for (const repository of ['localhost/cronsafe', 'registry.example.com:5000/cronsafe', 'docker.io/library/cronsafe']) {
+      expect(mainContainer(runner(render({ image: { repository, tag: 't' } }))).image).toBe(`${repository}:t`);
+    }
   });
 });
 

@@ -67,6 +67,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+The directories the init container creates, as a YAML list: the source, the output and
+the SQLite ledger's directory, each only when it lies on the data volume (the only volume
+the init container mounts; paths elsewhere belong to extraVolumes the user manages).
+*/}}
+{{- define "cronsafe.initDirs" -}}
+{{- $v := .Values -}}
+{{- $mount := trimSuffix "/" $v.persistence.mountPath -}}
+{{- $dirs := list (include "cronsafe.dataPath" (list . $v.config.source.directory)) -}}
+{{- with $v.config.output.directory -}}
+{{- $dirs = append $dirs (include "cronsafe.dataPath" (list $ .)) -}}
+{{- end -}}
+{{- if not $v.config.state.postgres.existingSecret -}}
+{{- $dirs = append $dirs (dir (include "cronsafe.dataPath" (list . $v.config.state.sqlite))) -}}
+{{- end -}}
+{{- $onVolume := list -}}
+{{- range $dirs -}}
+{{- if and (hasPrefix (printf "%s/" $mount) (printf "%s/" .)) (not (has . $onVolume)) -}}
+{{- $onVolume = append $onVolume . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $onVolume -}}
+{{- end -}}
+
 {{/* A config path: absolute as given, relative under the volume's mountPath. */}}
 {{- define "cronsafe.dataPath" -}}
 {{- $p := index . 1 -}}
@@ -112,6 +136,14 @@ install time is kinder than a failed Job.
 {{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
+{{- end -}}
+{{- /* A short name is resolved by each node's runtime (docker.io on containerd, refused
+or searched on CRI-O): a default install would render fine and every Job would then fail
+with ErrImagePull. */ -}}
+{{- $repo := $v.image.repository -}}
+{{- if not (regexMatch "^([^/]*[.:][^/]*|localhost)/" $repo) -}}
+{{- $pulled := ternary (printf "docker.io/%s" $repo) (printf "docker.io/library/%s" $repo) (contains "/" $repo) -}}
+{{- fail (printf "image.repository %q has no registry host, so nodes would pull %s (or refuse a short name). Set image.repository to the image's full path: ghcr.io/cronsafe/cronsafe (the default), your own image built FROM it (e.g. registry.example.com/team/cronsafe), or %s if that is really the one" $repo $pulled $pulled) -}}
 {{- end -}}
 {{- $name := include "cronsafe.configName" . -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name) -}}

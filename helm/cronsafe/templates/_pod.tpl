@@ -42,11 +42,22 @@ spec:
   {{- if .initDirs }}
   initContainers:
     # cronsafe refuses (exit 78) a source directory that does not exist; on a fresh
-    # volume nothing has created it yet.
+    # volume nothing has created it yet. On a volume the pod's user cannot write, the
+    # script names the path, its owner and mode, and the fixes, and exits 78: the Job's
+    # podFailurePolicy then fails the Job at once (files/init-dirs.sh).
+    # The name is what that rule's containerName refers to.
     - name: init-dirs
       image: {{ include "cronsafe.image" $ | quote }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
-      command: ["mkdir", "-p", {{ include "cronsafe.dataPath" (list $ $v.config.source.directory) | quote }}]
+      command:
+        - sh
+        - -c
+        # The script without its comment lines (they stay in the chart's file).
+        - {{ regexReplaceAll "(?m)^[ \t]*#.*\n" ($.Files.Get "files/init-dirs.sh") "" | quote }}
+        - init-dirs
+        {{- range (include "cronsafe.initDirs" $ | fromYamlArray) }}
+        - {{ . | quote }}
+        {{- end }}
       {{- with $v.securityContext }}
       securityContext:
         {{- toYaml . | nindent 8 }}
