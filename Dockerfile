@@ -1,6 +1,6 @@
 # cronsafe container image.
 #
-#   docker build -t cronsafe .                      # node:22 (LTS) on Debian bookworm
+#   docker build -t cronsafe .                      # node:22 (LTS) on Debian bookworm, by digest
 #   docker build --build-arg NODE_IMAGE=... .        # any Debian-based image with node + npm
 #
 # The runtime image runs as a numeric non-root user, writes nothing outside mounted
@@ -8,9 +8,10 @@
 # Handlers (`handler.command`) run inside this image: build your own image FROM this one
 # to add the tools they need (see docs/kubernetes.md).
 
-# Pinned to the Node 22 LTS line on bookworm (better-sqlite3 12 supports Node 20 and 22).
-# Pin a digest (node:22-bookworm-slim@sha256:...) in your own builds for reproducibility.
-ARG NODE_IMAGE=node:22-bookworm-slim
+# The Node 22 LTS line on bookworm (better-sqlite3 12 supports Node 20 and 22), pinned by
+# the digest of its multi-platform index, so a rebuild of the same commit gets the same
+# base; Renovate (.github/renovate.json) proposes new digests.
+ARG NODE_IMAGE=node:22-bookworm-slim@sha256:f32b81066cde10a75dbac96646099533316d94bac4150c55da1636e1f0ffdc46
 
 # ---------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS build
