@@ -16,7 +16,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { CHART, ROOT, ensureTools, helm } from '../chart/helpers.js';
 
-const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
+const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: { cronsafe: string } };
 
 interface PackFile { path: string }
 let packed: { files: PackFile[]; filename: string };
