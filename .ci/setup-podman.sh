@@ -4,13 +4,16 @@
 # image registry is reachable. Idempotent: installed packages and an existing base
 # image are kept. Prints the base image name on its last line.
 #
-#   .ci/setup-podman.sh            # install + base image
-#   CONTAINERS_CONF=.tmp/podman/containers.conf podman build \
-#     --build-arg NODE_IMAGE=$(tail -1 of the above) -t cronsafe .
+#   base=$(.ci/setup-podman.sh | tail -1)     # install + base image
+#   CONTAINERS_CONF=$PWD/.tmp/podman/containers.conf podman build \
+#     --build-arg NODE_IMAGE="$base" -t cronsafe .
+#
+# CONTAINERS_CONF must be an absolute path: podman build does not find a relative one.
+# catatonit is the pause binary `podman kube play` needs (test/container/kube-play.test.ts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(podman buildah runc fuse-overlayfs uidmap slirp4netns debootstrap)
+pkgs=(podman buildah runc fuse-overlayfs uidmap slirp4netns debootstrap catatonit)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

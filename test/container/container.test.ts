@@ -11,40 +11,12 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { IMAGE, UID, buildImage, must, sh, skipReason as skipReasonFor } from './podman.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const IMAGE = 'localhost/cronsafe:test';
-const UID = 65532;
-
-// Opt-in (`npm run test:container`): building the image takes minutes of both cores and
-// would starve the timing-sensitive process tests that run beside it in `npm test`.
-const optedIn = process.env.CRONSAFE_CONTAINER_TESTS === '1';
-const missing = optedIn
-  ? ['podman', 'runc', 'debootstrap'].filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0)
-  : ['CRONSAFE_CONTAINER_TESTS=1'];
-const skipReason = !optedIn
-  ? ' (skipped: opt in with `npm run test:container`)'
-  : missing.length > 0
-    ? ` (skipped: ${missing.join(', ')} not installed; run .ci/setup-podman.sh)`
-    : '';
+const skipReason = skipReasonFor(['podman', 'runc', 'debootstrap']);
 if (skipReason) console.log(`test/container${skipReason}`);
-
-const env = { ...process.env, CONTAINERS_CONF: path.join(ROOT, '.tmp/podman/containers.conf') };
-
-function sh(cmd: string, args: string[], timeoutMs: number): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', env, timeout: timeoutMs, maxBuffer: 64 << 20 });
-  if (r.error) throw r.error;
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-function must(cmd: string, args: string[], timeoutMs = 60_000): string {
-  const r = sh(cmd, args, timeoutMs);
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stderr.slice(-4000)}`);
-  return r.stdout;
-}
 
 /** A work volume (queue/, config) owned by the image's user, as fsGroup makes it in a pod. */
 function workDir(config: Record<string, unknown>, items: Record<string, string>): string {
@@ -78,12 +50,9 @@ const containerName = () => {
   return n;
 };
 
-describe.skipIf(missing.length > 0)(`container image${skipReason}`, () => {
-  beforeAll(() => {
-    // Both steps are cached: the base image by name, the build by podman's layer cache.
-    const base = must('bash', [path.join(ROOT, '.ci/setup-podman.sh')], 900_000).trim().split('\n').pop() ?? '';
-    must('podman', ['build', '--network', 'host', '--build-arg', `NODE_IMAGE=${base}`, '-t', IMAGE, ROOT], 900_000);
-  }, 1_800_000);
+describe.skipIf(skipReason !== '')(`container image${skipReason}`, () => {
+  // Both steps are cached: the base image by name, the build by podman's layer cache.
+  beforeAll(buildImage, 1_800_000);
 
   afterAll(() => {
     for (const n of names) sh('podman', ['rm', '-f', '-t', '0', n], 30_000);
