@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // One version everywhere a release publishes it: package.json's `version` is the source,
-// and the chart's `version` and `appVersion`, the chart's image tag default and the
-// kustomize base's image tag must equal it, so that `helm install` and `kubectl apply -k`
+// and the chart's `version` and `appVersion`, the chart's image tag default, the
+// kustomize base's image tag and the versions in README.md's and docs/'s install commands
+// must equal it, so that `helm install` and `kubectl apply -k`
 // pull the image built from the same commit as the npm package.
 //
 //   node scripts/check-versions.mjs [--root DIR] [--tag vX.Y.Z]
@@ -51,6 +52,16 @@ const kustomization = path.join(root, 'k8s/base/kustomization.yaml');
 const images = YAML.parse(readFileSync(kustomization, 'utf8'))?.images ?? [];
 if (images.length === 0) problems.push(`${rel(kustomization)}: images: no image tag to check`);
 for (const image of images) expectEqual(kustomization, `images[${image.name}].newTag`, image.newTag);
+
+// The install commands users copy from the docs name the version too.
+const docs = [path.join(root, 'README.md'), ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => path.join(root, 'docs', f))];
+for (const file of docs) {
+  const text = readFileSync(file, 'utf8');
+  for (const m of text.matchAll(/charts\/cronsafe --version (\d\S*)|ghcr\.io\/cronsafe\/cronsafe:(\d\S*?)(?=[\s`'")]|$)/gm)) {
+    const found = m[1] ?? m[2];
+    if (found !== version) problems.push(`${rel(file)}: ${JSON.stringify(m[0])} names ${found}, but package.json's version is ${JSON.stringify(version)}`);
+  }
+}
 
 if (opts.tag !== undefined && opts.tag !== `v${version}`) {
   problems.push(`git tag ${JSON.stringify(opts.tag)} is not "v${version}" (package.json's version)`);

@@ -1,7 +1,8 @@
 /**
  * One version everywhere a release publishes it (scripts/check-versions.mjs, also run by
  * the release workflow with the pushed tag): package.json, the chart's version and
- * appVersion, the chart's image tag default and the kustomize base's image tag. Each
+ * appVersion, the chart's image tag default, the kustomize base's image tag and the
+ * install commands in README.md and docs/. Each
  * disagreement, made in a copy of those files, must fail the check and name the file and
  * key.
  */
@@ -29,6 +30,8 @@ function copyWith(file: string, edit: (text: string) => string): string {
   cpSync(path.join(ROOT, 'helm'), path.join(dir, 'helm'), { recursive: true });
   mkdirSync(path.join(dir, 'k8s/base'), { recursive: true });
   cpSync(path.join(ROOT, 'k8s/base/kustomization.yaml'), path.join(dir, 'k8s/base/kustomization.yaml'));
+  cpSync(path.join(ROOT, 'README.md'), path.join(dir, 'README.md'));
+  cpSync(path.join(ROOT, 'docs'), path.join(dir, 'docs'), { recursive: true });
   const target = path.join(dir, file);
   const before = readFileSync(target, 'utf8');
   const after = edit(before);
@@ -50,6 +53,8 @@ describe('versions', () => {
     ['helm/cronsafe/values.yaml', /^  tag: ""$/m, '  tag: "9.9.9"', 'helm/cronsafe/values.yaml: image.tag is "9.9.9"'],
     ['k8s/base/kustomization.yaml', /newTag: .*$/m, 'newTag: "9.9.9"', 'k8s/base/kustomization.yaml: images[ghcr.io/cronsafe/cronsafe].newTag is "9.9.9"'],
     ['package.json', /"version": "[^"]*"/, '"version": "9.9.9"', 'helm/cronsafe/Chart.yaml: version is'],
+    ['README.md', /charts\/cronsafe --version \S+/, 'charts/cronsafe --version 9.9.9', 'README.md: "charts/cronsafe --version 9.9.9" names 9.9.9'],
+    ['docs/kubernetes.md', /ghcr\.io\/cronsafe\/cronsafe:[\d.]+/, 'ghcr.io/cronsafe/cronsafe:9.9.9', 'docs/kubernetes.md: "ghcr.io/cronsafe/cronsafe:9.9.9" names 9.9.9'],
   ])('disagree when %s says %s', (file, pattern, replacement, message) => {
     const r = check(copyWith(file, (t) => t.replace(pattern, replacement)));
     expect(r.status).toBe(1);
