@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { ROOT, byKind, ensureTools, kubectl, one, parseDocs, validateAll, type Obj } from './helpers.js';
+import { ROOT, byKind, ensureTools, kubectl, one, parseDocs, podSpec, render, runner, validateAll, type Obj } from './helpers.js';
 
 beforeAll(ensureTools);
 
@@ -33,10 +33,22 @@ describe.each(['k8s/base', 'k8s/overlays/example'])('%s', (dir) => {
     expect(spec(objs).concurrencyPolicy).toBe('Forbid');
     expect(spec(objs).jobTemplate.spec.podFailurePolicy.rules).toEqual([
       { action: 'FailJob', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [2, 78] } },
+      { action: 'FailJob', onExitCodes: { containerName: 'init-dirs', operator: 'In', values: [78] } },
       { action: 'Ignore', onExitCodes: { containerName: 'cronsafe', operator: 'In', values: [75] } },
       { action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] },
     ]);
     expect(pod(objs).restartPolicy).toBe('Never');
+  });
+
+  it("runs the chart's init-dirs script on the directories of cronsafe.yaml", () => {
+    const objs = build(dir);
+    const cfg = config(objs);
+    const init = (pod(objs).initContainers as Obj[])[0] as Obj;
+    const chartInit = (podSpec(runner(render())).initContainers as Obj[])[0] as Obj;
+    expect(init.name).toBe('init-dirs');
+    // The same script (the chart's file without comments); a change to one must go to both.
+    expect(init.command.slice(0, 3)).toEqual(chartInit.command.slice(0, 3));
+    expect(init.command.slice(3)).toEqual(['init-dirs', cfg.source.directory, cfg.output.directory, path.dirname(cfg.state.sqlite)]);
   });
 
   it('the CronJob and cronsafe.yaml agree on schedule, zone and drain grace', () => {

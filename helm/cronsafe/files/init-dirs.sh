@@ -25,7 +25,7 @@ for dir in "$@"; do
     printf 'The volume ignores the pod'"'"'s fsGroup (hostPath, many NFS and CSI drivers, a root-owned existingClaim). Fix one of:\n'
     printf '  1. use a volume type that applies podSecurityContext.fsGroup, or make the volume writable for gid %s;\n' "$gid"
     printf '  2. pre-create %s owned by (or writable for) uid %s on the volume;\n' "$dir" "$uid"
-    printf '  3. create the directories yourself and set initDirs.enabled: false.\n'
+    printf '  3. create the directories yourself and drop this init container (Helm: initDirs.enabled: false).\n'
     printf 'See docs/kubernetes.md, "Volumes that ignore fsGroup".\n'
   } >&2
   exit 78
