@@ -8,6 +8,8 @@
 //   rss       peak RSS, small vs big backlog, with the bin's flags and with plain node
 //   inprocess runPass in process, pinned to one core (the runner's ceiling)
 //   deadletters  peak RSS of `dead-letter list` / `status` over 1,000 to 200,000 dead items (bench/dead-letters.mjs)
+//   retention a pass with 1,000,000 done items whose files are gone and 1,000 new ones,
+//             before and after retention forgets them (bench/retention.mjs)
 //   postgres  1, 2, 4 processes on PostgreSQL (when installed; bench/postgres.mjs)
 //   graphile  cronsafe on PostgreSQL (fsync on) beside graphile-worker and a bare pg floor
 //             (when installed; bench/pg-graphile.mjs)
@@ -20,7 +22,7 @@ import { measureCompare } from './compare.mjs';
 import { measureRss, run } from './rss.mjs';
 import { measureStartup } from './startup.mjs';
 
-const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'deadletters', 'postgres', 'graphile'];
+const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'deadletters', 'retention', 'postgres', 'graphile'];
 const quick = process.env.BENCH_QUICK === '1';
 const asked = [...process.argv.slice(2), ...(process.env.BENCH_SECTIONS ?? '').split(',')].filter(Boolean);
 for (const s of asked) if (!ALL.includes(s)) throw new Error(`unknown bench section ${JSON.stringify(s)}: expected some of ${ALL.join(', ')}`);
@@ -180,6 +182,16 @@ if (sections.includes('deadletters')) {
   process.stderr.write(dead.stderr);
   process.stdout.write(`\n## dead-letter list / status: peak RSS with many dead items\n\n${dead.stdout}`);
   if (dead.code !== 0) throw new Error(`bench/dead-letters.mjs failed (exit ${dead.code ?? dead.signal})`);
+}
+
+if (sections.includes('retention')) {
+  const ret = await run([process.execPath, path.join(BENCH_DIR, 'retention.mjs')], 1_800_000, { env: {
+    ...process.env,
+    BENCH_RETENTION_ITEMS: process.env.BENCH_RETENTION_ITEMS ?? (quick ? '100000' : '1000000'),
+  } });
+  process.stderr.write(ret.stderr);
+  process.stdout.write(`\n## retention: a pass over 1,000 new files beside many done items whose files are gone\n\n${ret.stdout}`);
+  if (ret.code !== 0) throw new Error(`bench/retention.mjs failed (exit ${ret.code ?? ret.signal})`);
 }
 
 // PostgreSQL: each its own server, table and results file (bench/postgres.mjs, bench/pg-graphile.mjs).

@@ -261,6 +261,7 @@ function resolve(p: ParsedConfig, abs: string): Config {
       ...kubernetesLease(p),
     },
     daemon: p.daemon,
+    retention: p.retention,
     log: p.log,
   };
   if (p.output) config.output = { directory: at(p.output.directory) };
@@ -449,6 +450,7 @@ export function configSummary(c: Config): Record<string, unknown> {
     lock: c.lock,
     schedule: c.schedule,
     events: c.events,
+    retention: c.retention,
     scheduledTimestamp: c.scheduledTimestamp,
     metrics: c.metrics && {
       ...c.metrics,

@@ -240,6 +240,18 @@ const kubernetesLeaseSchema = z
     }
   });
 
+/**
+ * What the ledger keeps (docs/configuration.md). On by default: a job that fires every 5
+ * minutes runs ~105,000 times a year. At least RETENTION_MIN_RUNS runs are kept because
+ * status shows the newest 10 and the failure-streak gauge reads the newest 20.
+ */
+export const RETENTION_MIN_RUNS = 20;
+const retentionSchema = z.strictObject({
+  runs: int(RETENTION_MIN_RUNS, 10_000_000).default(1000),
+  days: int(1, 36_500).default(30),
+  forgetMissingAfterDays: int(1, 36_500).default(30),
+});
+
 /** The whole file. Objects are strict: an unknown key is always an error. */
 export const configSchema = z
   .strictObject({
@@ -293,6 +305,7 @@ export const configSchema = z
       })
       .optional(),
     events: z.strictObject({ enabled: flag().default(false) }).optional(),
+    retention: retentionSchema.prefault({}),
     scheduledTimestamp: z.strictObject({ enabled: flag().default(false) }).optional(),
     log: z
       .strictObject({

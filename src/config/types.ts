@@ -33,6 +33,8 @@ export interface Config {
   metrics?: { port?: number; pushgateway?: string; pushIntervalSeconds: number };
   /** Kubernetes Events on the Job/CronJob (skipped start, overrun, dead letter). Absent: off. */
   events?: { enabled: boolean };
+  /** What the ledger keeps (pruned at the end of each pass; docs/configuration.md). */
+  retention: RetentionConfig;
   /** Read the run's occurrence from the Job's cronjob-scheduled-timestamp annotation. Absent: off. */
   scheduledTimestamp?: { enabled: boolean };
   log: { level: LogLevel; format: 'json' | 'pretty' };
@@ -48,6 +50,15 @@ export interface KubernetesLeaseConfig {
   durationSeconds: number;
   /** Renewal interval, < durationSeconds. Default: lease.renewSeconds. */
   renewSeconds: number;
+}
+
+export interface RetentionConfig {
+  /** Finished runs kept, newest first (events too); older ones are folded into totals and deleted. >= 20. Default 1000. */
+  runs: number;
+  /** Finished runs and events older than this many days are folded into totals and deleted. Default 30. */
+  days: number;
+  /** A done item whose file complete scans have not found for this many days is forgotten. Default 30. */
+  forgetMissingAfterDays: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';

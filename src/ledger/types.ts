@@ -20,6 +20,8 @@ import type { RequeueLedger } from './requeue-types.js';
  * while the row is still `claimed` by that exact owner and attempt; otherwise the write is
  * rejected (returned as `fenced`) and never applied.
  */
+import type { RetentionLedger } from './retention.js';
+
 export type ItemState = 'pending' | 'claimed' | 'done' | 'dead';
 export const ITEM_STATES: readonly ItemState[] = ['pending', 'claimed', 'done', 'dead'];
 
@@ -259,7 +261,8 @@ export interface AttemptTotals {
 export interface RunStats {
   /**
    * Finished runs by outcome. Starts that found the lock held are not runs (they are
-   * events: LedgerTotals.lockSkips). Monotonic as long as run history is not pruned.
+   * events: LedgerTotals.lockSkips). Monotonic: runs that retention deletes are folded into
+   * totals first (src/ledger/retention.ts).
    */
   byOutcome: Record<RunOutcome, number>;
   /** startedAt of the oldest / newest run (finished or not), or null before the first run. */
@@ -324,7 +327,7 @@ export interface SharedPassLedger {
 export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger =>
   typeof (ledger as Partial<SharedPassLedger>).settleOffered === 'function';
 
-export interface Ledger extends RequeueLedger {
+export interface Ledger extends RequeueLedger, RetentionLedger {
   /** Apply numbered migrations; idempotent. */
   migrate(): Promise<void>;
 
@@ -441,7 +444,7 @@ export interface Ledger extends RequeueLedger {
    */
   recordEvent(kind: LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void>;
 
-  /** Events of `kind` with `at >= since` (all of them without `since`). */
+  /** Events of `kind` with `at >= since` still in the ledger (retention deletes old ones; totals() keeps counting them). */
   countEvents(kind: LedgerEventKind, since?: number): Promise<number>;
 
   /**
@@ -456,7 +459,7 @@ export interface Ledger extends RequeueLedger {
   totals(): Promise<LedgerTotals>;
   /** Settled attempts ever, by result; each kept in the transaction of the write it counts. */
   attemptTotals(): Promise<AttemptTotals>;
-  /** Runs by outcome, first/last start and last success, over the whole run history. */
+  /** Runs by outcome, first/last start and last success, over the whole run history (pruned runs included). */
   runStats(): Promise<RunStats>;
 
   close(): Promise<void>;

@@ -18,6 +18,7 @@ import { waitForTasks } from './settle.js';
 import { claimLoop } from './claim-loop.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from './types.js';
 import { AttemptSignal } from './attempt-signal.js';
+import { pruneLedger, type PruneReport } from './prune.js';
 
 export interface PassDeps {
   config: Config;
@@ -74,6 +75,8 @@ export interface PassResult {
   /** `partial` when the scan skipped directories it could not read (their items wait). */
   scan: 'complete' | 'partial' | 'incomplete';
   error?: Error;
+  /** What retention pruned at the end of the pass (absent: skipped, the pass stopped or failed). */
+  pruned?: PruneReport;
 }
 
 /** How many scanned items go to the ledger in one discovery transaction. */
@@ -142,6 +145,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   let noOutput = 0;
   let scanComplete = false;
   let sweepComplete = false;
+  // Set when a complete scan of the directory source proved which items exist (forgetUnseen).
+  let wholeScan: { passId: string; startedAt: number } | undefined;
   // One wake-up list for the dispatcher: a task ended, a result was written, or a stop.
   let waiters: Array<() => void> = [];
   const notify = () => {
@@ -217,6 +222,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 
   /** Scan lazily, record what is found, and queue the ids claimable now. */
   async function produce(): Promise<void> {
+    const scanStartedAt = now();
     const source =
       deps.source ??
       scanDirectory({
@@ -254,6 +260,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       if (scanComplete && deps.source === undefined && skippedDirectories === 0 && (await sourcePresent(config.source.directory, await sourceAtStart))) {
         const n = await ledger.forgetUnseen(passId);
         if (n > 0) log.warn({ items: n }, 'forgot pending items whose files are gone (a complete scan did not find them); not charged, not dead');
+        wholeScan = { passId, startedAt: scanStartedAt };
       }
     } catch (err) {
       // A send on the channel the stop closed is not an error.
@@ -441,7 +448,13 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     scanComplete &&
     (sweepComplete || (!error && !(await ledger.nextDueAt(passId).then((t) => t !== null && t <= now(), () => true))));
   const outcome: PassOutcome = error ? 'failed' : finished ? 'completed' : 'drained';
-  return { outcome, counts, scan, error };
+  // Retention last, and never on the way out of a drain (pruneLedger also checks between steps).
+  const stopping = AbortSignal.any([deps.stop, deps.force]);
+  const pruned =
+    config.retention && !error && !stopping.aborted
+      ? await pruneLedger({ ledger, retention: config.retention, log, now, stop: stopping, wholeScan })
+      : undefined;
+  return { outcome, counts, scan, error, ...(pruned ? { pruned } : {}) };
 }
 
 /** Run `fn` once when `signal` aborts, or now if it already has. */

@@ -57,7 +57,7 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
 
   it('cronsafe sees the values the CronJob was rendered from', () => {
     const values = { drain: { gracePeriodSeconds: 240, marginSeconds: 20 }, schedule: '30 2 * * *', timeZone: 'Europe/Paris',
-      config: { concurrency: 3, retry: { maxAttempts: 7 } } };
+      config: { concurrency: 3, retry: { maxAttempts: 7 }, retention: { runs: 200, days: 7, forgetMissingAfterDays: 14 } } };
     const r = validate(configOf(render(values)));
     expect(r.status, r.stderr).toBe(0);
     expect(r.summary).toMatchObject({
@@ -66,6 +66,7 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
       schedule: { cron: '30 2 * * *', timeZone: 'Europe/Paris' },
       concurrency: 3,
       retry: { maxAttempts: 7 },
+      retention: { runs: 200, days: 7, forgetMissingAfterDays: 14 },
       handler: { command: ['cp', '{path}', '{output}'] },
     });
   });

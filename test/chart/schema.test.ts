@@ -28,6 +28,8 @@ const BAD: [string, Values, string][] = [
   ['an absolute include glob', { config: { source: { include: ['/etc/**'] } } }, '/config/source/include/0'],
   ['an empty include list', { config: { source: { include: [] } } }, '/config/source/include'],
   ['a log level typo', { config: { log: { level: 'verbose' } } }, '/config/log/level'],
+  ['retention.runs below the 20 status and the streak gauge read', { config: { retention: { runs: 5 } } }, '/config/retention/runs'],
+  ['a fractional retention.days', { config: { retention: { days: 1.5 } } }, '/config/retention/days'],
   ['an unknown refresh', { config: { schedule: { refresh: 'always' } } }, '/config/schedule/refresh'],
   ['an uppercase name', { config: { name: 'Caption_QC' } }, '/config/name'],
   ['a non-string handler env value', { config: { handler: { env: { RETRIES: 3 } } } }, '/config/handler/env/RETRIES'],

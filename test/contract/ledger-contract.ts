@@ -6,6 +6,7 @@ import { operatorContract } from './ledger-contract-operator.js';
 import { recoveryContract } from './ledger-contract-recovery.js';
 import { refreshContract } from './ledger-contract-refresh.js';
 import { requeueContract } from './ledger-contract-requeue.js';
+import { retentionContract } from './ledger-contract-retention.js';
 import { scheduleContract } from './ledger-contract-schedule.js';
 import { transitionsContract } from './ledger-contract-transitions.js';
 
@@ -38,6 +39,7 @@ export function ledgerContract(name: string, open: () => Promise<Ledger>): void 
     scheduleContract(use);
     operatorContract(use);
     requeueContract(use);
+    retentionContract(use);
   });
 }
 

@@ -31,8 +31,8 @@ describe('PostgreSQL SQL builders (no database)', () => {
     const batch = { ids: ['b', 'a'], sizes: [1, null], mtimes: [null, 2.5] };
     expect(insertNewQuery('s', batch, 'r', 9).text).toMatch(/ON CONFLICT \(id\) DO NOTHING/);
     // Discovery never waits for rows other pods hold, and leaves unchanged rows alone.
-    expect(touchKnownQuery('s', batch, 'r').text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
-    expect(touchKnownQuery('s', batch, 'r').text).toMatch(/IS DISTINCT FROM/);
+    expect(touchKnownQuery('s', batch, 'r', 9).text).toMatch(/FOR UPDATE OF it SKIP LOCKED/);
+    expect(touchKnownQuery('s', batch, 'r', 9).text).toMatch(/IS DISTINCT FROM/);
     expect(knownQuery('s', batch, 'r', 9).text).toMatch(/FOR UPDATE SKIP LOCKED/);
     expect(knownQuery('s', batch, 'r', 9).text).toMatch(/IS DISTINCT FROM/);
     for (const bad of ['Cronsafe', '1x', 'a"b', 'a-b', '', 'x'.repeat(64)]) expect(() => ident(bad)).toThrow(/schema name/);

@@ -120,6 +120,9 @@ describe('loadConfig: invalid values name the key', () => {
   it('out of range values', () => {
     expectProblem(minimal('concurrency: 0\n'), 'concurrency', 'expected an integer from 1 to 1024, got 0');
     expectProblem(minimal('concurrency: 1025\n'), 'concurrency', 'expected an integer from 1 to 1024, got 1025');
+    expectProblem(minimal('retention: {runs: 5}\n'), 'retention.runs', 'expected an integer from 20 to 10000000, got 5');
+    expectProblem(minimal('retention: {days: 0}\n'), 'retention.days', 'expected an integer from 1 to 36500, got 0');
+    expectProblem(minimal('retention: {forgetMissingAfterDays: 1.5}\n'), 'retention.forgetMissingAfterDays', 'expected an integer from 1 to 36500, got 1.5');
     expectProblem(minimal('concurrency: 2.5\n'), 'concurrency', 'expected an integer from 1 to 1024, got 2.5');
     expectProblem(minimal('queueSize: 0\n'), 'queueSize', 'expected an integer >= 1, got 0');
     expectProblem(minimal('metrics: {port: 70000}\n'), 'metrics.port', 'expected an integer from 1 to 65535, got 70000');

@@ -61,6 +61,7 @@ log: {level: info, format: json}
       lock: { path: `${dir.root}/state/cronsafe.lock`, allowNetworkFilesystem: false },
       schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London', graceSeconds: 300, refresh: 'never', repeatedFire: 'run' },
       daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
+      retention: { runs: 1000, days: 30, forgetMissingAfterDays: 30 },
       metrics: { port: 9464, pushgateway: 'http://pushgateway:9091', pushIntervalSeconds: 30 },
       log: { level: 'info', format: 'json' },
     };
@@ -88,6 +89,7 @@ retry: {maxAttempts: 2, backoffSeconds: 0, backoffMaxSeconds: 10}
 drain: {gracePeriodSeconds: 60, marginSeconds: 10}
 schedule: {cron: "0 3 * * 1-5", refresh: on-change, repeatedFire: skip}
 metrics: {pushIntervalSeconds: 5}
+retention: {runs: 50, days: 7, forgetMissingAfterDays: 3}
 log: {level: debug, format: pretty}
 `);
     fs.writeFileSync(path.join(dir.root, 'h.mjs'), 'export default async () => {};\n');
@@ -110,6 +112,7 @@ log: {level: debug, format: pretty}
     expect(c.lock).toStrictEqual({ path: path.join(dir.root, '.cronsafe', 'x1.lock'), allowNetworkFilesystem: true });
     expect(c.schedule).toStrictEqual({ cron: '0 3 * * 1-5', refresh: 'on-change', repeatedFire: 'skip' });
     expect(c.metrics).toStrictEqual({ pushIntervalSeconds: 5 });
+    expect(c.retention).toStrictEqual({ runs: 50, days: 7, forgetMissingAfterDays: 3 });
     expect(c.log).toStrictEqual({ level: 'debug', format: 'pretty' });
   });
 
@@ -128,6 +131,7 @@ log: {level: debug, format: pretty}
       drain: { gracePeriodSeconds: 30, marginSeconds: 5 },
       lock: { path: path.join(dir.root, '.cronsafe', 'job.lock'), allowNetworkFilesystem: false },
       daemon: { tickSeconds: 30, growth: { enabled: false, cooldownSeconds: 300, maxIncompletePasses: 3 } },
+      retention: { runs: 1000, days: 30, forgetMissingAfterDays: 30 },
       log: { level: 'info', format: 'json' },
     } satisfies Config);
   });

@@ -54,6 +54,10 @@ retry:
   maxAttempts: {{ toJson $c.retry.maxAttempts }}
   backoffSeconds: {{ toJson $c.retry.backoffSeconds }}
   backoffMaxSeconds: {{ toJson $c.retry.backoffMaxSeconds }}
+retention:
+  runs: {{ toJson $c.retention.runs }}
+  days: {{ toJson $c.retention.days }}
+  forgetMissingAfterDays: {{ toJson $c.retention.forgetMissingAfterDays }}
 drain:
   # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds).
   gracePeriodSeconds: {{ toJson $v.drain.gracePeriodSeconds }}

@@ -3,6 +3,7 @@ import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
+import { SEEN_GRANULARITY_MS } from '../retention.js';
 
 /** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
 export interface BatchColumns {
@@ -20,8 +21,8 @@ export interface BatchColumns {
  */
 export const insertNewQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
   q(
-    `INSERT INTO ${ident(schema)}.items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
-SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5
+    `INSERT INTO ${ident(schema)}.items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at, seen_at)
+SELECT d.id, d.size, d.mtime_ms, $4, $5, $5, $5, $5
 FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)
 ORDER BY d.id COLLATE "C"
 ON CONFLICT (id) DO NOTHING
@@ -33,8 +34,13 @@ RETURNING id`,
     now,
   );
 
-/** Whether a known row must be written: pending and not yet marked by the pass ($4), or its stat changed. */
+/**
+ * Whether a known row must be written: pending and not yet marked by the pass ($4), or its
+ * stat changed, or (retention) done with a seen_at a day older than now ($5) or marked
+ * missing: a done row is rewritten about once a day, not once per pass (prune.ts).
+ */
 const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND ${i}.seen_run IS DISTINCT FROM $4)
+      OR (${i}.state = 'done' AND (${i}.seen_at IS NULL OR ${i}.seen_at < $5::bigint - ${SEEN_GRANULARITY_MS} OR ${i}.missing_since IS NOT NULL))
       OR (${d}.size IS NOT NULL AND ${d}.size IS DISTINCT FROM ${i}.size)
       OR (${d}.mtime_ms IS NOT NULL AND ${d}.mtime_ms IS DISTINCT FROM ${i}.mtime_ms)`;
 
@@ -64,7 +70,7 @@ t AS (
   WHERE k.stale),
 u AS (
   UPDATE ${ident(schema)}.items AS i SET size = coalesce(t.size, i.size), mtime_ms = coalesce(t.mtime_ms, i.mtime_ms),
-    seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
+    seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL
   FROM t WHERE i.id = t.id)
 SELECT id FROM k WHERE state = 'pending' AND available_at <= $5 ORDER BY ord`,
     b.ids,
@@ -75,7 +81,7 @@ SELECT id FROM k WHERE state = 'pending' AND available_at <= $5 ORDER BY ord`,
   );
 
 /** As knownQuery's write alone: for the refresh path, which must write between it and the read. */
-export const touchKnownQuery = (schema: string, b: BatchColumns, runId: string): Query =>
+export const touchKnownQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
   q(
     `WITH d AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS d(id, size, mtime_ms)),
 t AS (
@@ -84,13 +90,14 @@ t AS (
   ORDER BY it.id
   FOR UPDATE OF it SKIP LOCKED)
 UPDATE ${ident(schema)}.items AS i SET size = coalesce(d.size, i.size), mtime_ms = coalesce(d.mtime_ms, i.mtime_ms),
-  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END
+  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL
 FROM t JOIN d ON d.id = t.id
 WHERE i.id = t.id`,
     b.ids,
     b.sizes,
     b.mtimes,
     runId,
+    now,
   );
 
 /** As knownQuery's read alone (refresh path): which of `ids` are claimable now, in order. */
@@ -195,7 +202,7 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
         : await ex.tx('discover', async (exec) => {
             await exec(byIndexOnlyQuery());
             const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
-            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId));
+            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId, opts.now));
             await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
             if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
             const ids = (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);

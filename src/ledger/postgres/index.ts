@@ -44,6 +44,8 @@ import { makeRecoverOps, type RecoverOps } from './recover.js';
 import * as runs from './runs.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
+import { forgetMissingQuery, markMissingQuery, pruneEventsQuery, pruneRunsQuery } from './prune.js';
+import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
 
 export { DEFAULT_SCHEMA } from './query.js';
 export type { PostgresOptions } from './connection.js';
@@ -268,6 +270,26 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
   }
   peek(ids: string[]): Promise<ItemPeek[]> {
     return this.#requeue.peek(ids);
+  }
+  async pruneRuns(opts: PruneRunsOptions): Promise<number> {
+    const [r] = await this.#ex.tx('pruneRuns', (exec) => exec<{ n: number }>(pruneRunsQuery(this.#schema, opts)));
+    return r?.n ?? 0;
+  }
+  async pruneEvents(opts: PruneEventsOptions): Promise<number> {
+    const [r] = await this.#ex.tx('pruneEvents', (exec) => exec<{ n: number }>(pruneEventsQuery(this.#schema, opts)));
+    return r?.n ?? 0;
+  }
+  async markMissing(opts: MarkMissingOptions): Promise<MarkMissingStep> {
+    const [r] = await this.#ex.tx('markMissing', (exec) => exec<{ wrapped: boolean; marked: number }>(markMissingQuery(this.#schema, opts)));
+    return { marked: r?.marked ?? 0, wrapped: r?.wrapped ?? true };
+  }
+  async forgetMissing(opts: { before: number; limit: number }): Promise<number> {
+    const [r] = await this.#ex.tx('forgetMissing', (exec) => exec<{ n: number }>(forgetMissingQuery(this.#schema, opts.before, opts.limit)));
+    return r?.n ?? 0;
+  }
+  /** Nothing to do: autovacuum makes deleted rows' space reusable; the table does not shrink by itself. */
+  async reclaimSpace(): Promise<ReclaimedSpace> {
+    return { freed: 0, free: 0, shrinkable: true };
   }
   /** Idempotent (memoized): a second close is a no-op. */
   close(): Promise<void> {

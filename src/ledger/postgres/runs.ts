@@ -36,11 +36,18 @@ export const lastRunStartQuery = (schema: string): Query =>
   q(`SELECT run_id AS "runId", started_at AS "startedAt", scheduled_for AS "scheduledFor"
 FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT 1`);
 
-/** One row per outcome (NULL: still running, or a crash no later run has seen yet). */
+/**
+ * One row per outcome (NULL: still running, or a crash no later run has seen yet): the runs
+ * kept plus those retention folded into run_totals (prune.ts), so totals never go back.
+ */
 export const runStatsQuery = (schema: string): Query =>
-  q(`SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
-  max(started_at) AS last_started, max(finished_at) AS last_finished
-FROM ${ident(schema)}.runs GROUP BY outcome`);
+  q(`SELECT outcome, sum(runs)::integer AS runs, min(first_started) AS first_started,
+  max(last_started) AS last_started, max(last_finished) AS last_finished
+FROM (SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
+    max(started_at) AS last_started, max(finished_at) AS last_finished
+  FROM ${ident(schema)}.runs GROUP BY outcome
+  UNION ALL SELECT outcome, runs, first_started, last_started, last_finished FROM ${ident(schema)}.run_totals) AS r
+GROUP BY outcome`);
 
 /** Unfinished runs (runs_unfinished) last seen alive before $1. */
 export const markDiedQuery = (schema: string, before: number): Query =>
@@ -65,9 +72,11 @@ export const recordEventQuery = (schema: string, kind: LedgerEventKind, at: numb
 export const countEventsQuery = (schema: string, kind: LedgerEventKind, since: number): Query =>
   q(`SELECT count(*) AS n FROM ${ident(schema)}.events WHERE kind = $1 AND at >= $2`, kind, since);
 
-/** The latest occurrence accounted for by a run or an event; greatest() skips NULLs. */
+/** The latest occurrence accounted for by a run or an event, kept or pruned; greatest() skips NULLs. */
 export const lastOccurrenceQuery = (schema: string): Query =>
   q(`SELECT greatest((SELECT max(scheduled_for) FROM ${ident(schema)}.runs),
-  (SELECT max(occurrence) FROM ${ident(schema)}.events)) AS o`);
+  (SELECT max(occurrence) FROM ${ident(schema)}.events),
+  (SELECT max(last_scheduled_for) FROM ${ident(schema)}.run_totals),
+  (SELECT max(last_occurrence) FROM ${ident(schema)}.event_totals)) AS o`);
 
 export { EVENT_COUNTERS } from '../rows.js';

@@ -9,8 +9,9 @@ import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
 
 /**
  * Upsert a batch: new ids become pending; known ids get their stat and seen_run
- * refreshed (whatever their state). `WHERE true` is required by SQLite's grammar
- * to tell an upsert's ON CONFLICT from a join constraint after SELECT.
+ * refreshed (whatever their state), and are no longer missing (retention, prune.ts).
+ * `WHERE true` is required by SQLite's grammar to tell an upsert's ON CONFLICT from a
+ * join constraint after SELECT.
  */
 export const DISCOVER_SQL = `
 INSERT INTO items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
@@ -19,7 +20,8 @@ FROM json_each(@batch) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET
   size = coalesce(excluded.size, size),
   mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
-  seen_run = excluded.seen_run`;
+  seen_run = excluded.seen_run,
+  missing_since = NULL`;
 
 /**
  * A claim also records the stat of the version it claims (the row's, just refreshed

@@ -9,11 +9,14 @@ export const COUNT_EVENTS_SQL = `SELECT count(*) FROM events WHERE kind = ? AND 
 
 /**
  * The latest occurrence accounted for: by a run that knew its occurrence, or by an
- * event about one. Each max() is one seek on its index (migration 002).
+ * event about one, kept or pruned (retention keeps the greatest in run_totals and
+ * event_totals). Each max() is one seek on its index (migration 002) or a tiny table.
  */
 export const LAST_OCCURRENCE_SQL = `SELECT max(o) FROM (
   SELECT max(scheduled_for) AS o FROM runs
-  UNION ALL SELECT max(occurrence) FROM events)`;
+  UNION ALL SELECT max(occurrence) FROM events
+  UNION ALL SELECT max(last_scheduled_for) FROM run_totals
+  UNION ALL SELECT max(last_occurrence) FROM event_totals)`;
 
 
 /** Operator events and the schedule's bookkeeping (synchronous; the Ledger wraps them). */

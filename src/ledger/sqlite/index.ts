@@ -44,6 +44,8 @@ import { journalPath } from './start-journal.js';
 import { WriteBehind } from './write-behind.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
+import { makePruneOps, type PruneOps } from './prune.js';
+import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -85,6 +87,9 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
+    // Before the first table exists, so a new file can shrink after pruning (retention).
+    // On an older file this is a no-op: switching needs a VACUUM (docs/operations.md).
+    db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
@@ -122,6 +127,7 @@ class SqliteLedger implements Ledger {
   readonly #events: EventOps;
   readonly #heartbeat: HeartbeatOps;
   readonly #requeue: RequeueOps;
+  readonly #prune: PruneOps;
 
   /** Claims and successes written behind (the run's connection only). */
   readonly #behind: WriteBehind | undefined;
@@ -151,6 +157,7 @@ class SqliteLedger implements Ledger {
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
     this.#heartbeat = makeHeartbeatOps(db);
+    this.#prune = makePruneOps(db);
     // Walks the pending partial index (seen_run, available_at): pending rows only.
     const unseen = db.prepare(`DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`);
     const counters = this.#counters;
@@ -307,6 +314,23 @@ class SqliteLedger implements Ledger {
   async peek(ids: string[]): Promise<ItemPeek[]> {
     this.#behind?.flush();
     return this.#requeue.peek(ids);
+  }
+  // Retention (prune.ts) runs after the pass's work: what is written behind goes first, so
+  // a completion still in the journal is a done row when the missing-file walk looks.
+  async pruneRuns(opts: PruneRunsOptions): Promise<number> {
+    return this.#written(() => this.#prune.pruneRuns(opts), () => []);
+  }
+  async pruneEvents(opts: PruneEventsOptions): Promise<number> {
+    return this.#written(() => this.#prune.pruneEvents(opts), () => []);
+  }
+  async markMissing(opts: MarkMissingOptions): Promise<MarkMissingStep> {
+    return this.#written(() => this.#prune.markMissing(opts), () => []);
+  }
+  async forgetMissing(opts: { before: number; limit: number }): Promise<number> {
+    return this.#written(() => this.#prune.forgetMissing(opts), () => []);
+  }
+  async reclaimSpace(maxPages: number): Promise<ReclaimedSpace> {
+    return this.#written(() => this.#prune.reclaimSpace(maxPages), () => []);
   }
   /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
   async close(): Promise<void> {

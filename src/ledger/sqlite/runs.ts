@@ -12,10 +12,17 @@ export const FINISH_RUN_SQL = `UPDATE runs SET finished_at = @finishedAt, outcom
 export const RECENT_RUNS_SQL = `SELECT run_id, owner, started_at, finished_at, outcome, scheduled_for, counts
   FROM runs ORDER BY started_at DESC, seq DESC LIMIT ?`;
 
-/** One row per outcome (NULL: still running, or a crash no later run has seen yet); one pass over `runs`, which grows by one row per run. */
-export const RUN_STATS_SQL = `SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
-  max(started_at) AS last_started, max(finished_at) AS last_finished
-  FROM runs GROUP BY outcome`;
+/**
+ * One row per outcome (NULL: still running, or a crash no later run has seen yet): the runs
+ * kept plus those retention folded into run_totals (prune.ts), so totals never go back.
+ */
+export const RUN_STATS_SQL = `SELECT outcome, sum(runs) AS runs, min(first_started) AS first_started,
+  max(last_started) AS last_started, max(last_finished) AS last_finished
+  FROM (SELECT outcome, count(*) AS runs, min(started_at) AS first_started,
+      max(started_at) AS last_started, max(finished_at) AS last_finished
+    FROM runs GROUP BY outcome
+    UNION ALL SELECT outcome, runs, first_started, last_started, last_finished FROM run_totals)
+  GROUP BY outcome`;
 
 /** The order of RECENT_RUNS_SQL, so lastRunStart() is recentRuns(1)[0]. */
 export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor

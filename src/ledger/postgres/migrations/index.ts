@@ -1,6 +1,7 @@
 import * as m001 from './001-initial.js';
 import * as m002 from './002-job-identity-and-heartbeat.js';
 import * as m003 from './003-pass-index.js';
+import * as m004 from './004-retention.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {
@@ -14,4 +15,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 1, ...m001 },
   { version: 2, ...m002 },
   { version: 3, ...m003 },
+  { version: 4, ...m004 },
 ];

@@ -1,0 +1,147 @@
+import type { Database } from 'better-sqlite3';
+import { WALK_KEY, type MarkMissingOptions, type MarkMissingStep, type PruneEventsOptions, type PruneRunsOptions, type ReclaimedSpace } from '../retention.js';
+
+// Retention on SQLite (src/ledger/retention.ts): each verb is one IMMEDIATE transaction
+// over at most `limit` rows, so a pass's writers never wait long behind it.
+
+/** Newest first, as recentRuns orders them. */
+const NEWEST = 'ORDER BY started_at DESC, seq DESC';
+
+/**
+ * Finished runs beyond retention, oldest first: past the newest @keep, or started before
+ * @before; never the newest run (the daemon's lastRunStart), never an unfinished one.
+ */
+export const PRUNABLE_RUNS_SQL = `
+SELECT seq FROM runs
+WHERE finished_at IS NOT NULL
+  AND seq <> (SELECT seq FROM runs ${NEWEST} LIMIT 1)
+  AND (started_at < @before OR seq NOT IN (SELECT seq FROM runs ${NEWEST} LIMIT @keep))
+ORDER BY started_at, seq LIMIT @limit`;
+
+/** max() of two nullable values, NULL only when both are (SQLite's max(a, b) is NULL if either is). */
+const greater = (a: string, b: string): string => `max(coalesce(${a}, ${b}), coalesce(${b}, ${a}))`;
+const lesser = (a: string, b: string): string => `min(coalesce(${a}, ${b}), coalesce(${b}, ${a}))`;
+
+/** Fold the runs about to go into run_totals (runStats adds those to the runs left). */
+export const FOLD_RUNS_SQL = `
+INSERT INTO run_totals (outcome, runs, first_started, last_started, last_finished, last_scheduled_for)
+SELECT outcome, count(*), min(started_at), max(started_at), max(finished_at), max(scheduled_for)
+FROM runs WHERE seq IN (SELECT value FROM json_each(@seqs)) GROUP BY outcome
+ON CONFLICT (outcome) DO UPDATE SET
+  runs = runs + excluded.runs,
+  first_started = ${lesser('first_started', 'excluded.first_started')},
+  last_started = ${greater('last_started', 'excluded.last_started')},
+  last_finished = ${greater('last_finished', 'excluded.last_finished')},
+  last_scheduled_for = ${greater('last_scheduled_for', 'excluded.last_scheduled_for')}`;
+
+export const DELETE_RUNS_SQL = `DELETE FROM runs WHERE seq IN (SELECT value FROM json_each(@seqs))`;
+
+/** Events past the newest @keep, or recorded before @before, oldest first. */
+export const PRUNABLE_EVENTS_SQL = `
+SELECT seq FROM events
+WHERE at < @before OR seq < (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET @keep - 1)
+ORDER BY seq LIMIT @limit`;
+
+export const FOLD_EVENTS_SQL = `
+INSERT INTO event_totals (kind, events, last_occurrence)
+SELECT kind, count(*), max(occurrence) FROM events WHERE seq IN (SELECT value FROM json_each(@seqs)) GROUP BY kind
+ON CONFLICT (kind) DO UPDATE SET
+  events = events + excluded.events,
+  last_occurrence = ${greater('last_occurrence', 'excluded.last_occurrence')}`;
+
+export const DELETE_EVENTS_SQL = `DELETE FROM events WHERE seq IN (SELECT value FROM json_each(@seqs))`;
+
+/**
+ * A mark older than the row's completion is void: the item was done again since (say,
+ * requeued and processed), so its file was there. Such a row counts as unmarked, and the
+ * forget step skips it. Discovery clears marks anyway; this covers what it cannot see.
+ */
+export const STILL_DONE_UNMARKED = '(missing_since IS NULL OR missing_since < done_at)';
+
+/** The last id of the next @limit rows after @after, in primary-key order, and how many there are. */
+export const CHUNK_SQL = `SELECT max(id) AS last, count(*) AS n FROM (SELECT id FROM items WHERE id > @after ORDER BY id LIMIT @limit)`;
+
+export const WALK_AT_SQL = `SELECT value FROM meta WHERE key = '${WALK_KEY}'`;
+export const WALK_TO_SQL = `INSERT INTO meta (key, value) VALUES ('${WALK_KEY}', @after)
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+
+/**
+ * Discovery writes seen_run on every row it finds, whatever its state (claim.ts), so after
+ * a complete scan the done rows not carrying the pass's mark are exactly those it missed.
+ */
+export const MARK_MISSING_SQL = `
+UPDATE items SET missing_since = @now
+WHERE id > @after AND id <= @end AND state = 'done' AND ${STILL_DONE_UNMARKED} AND seen_run IS NOT @passId`;
+
+/** Walks items_missing: only marked rows, whose mark is younger than their completion. */
+export const FORGET_MISSING_SQL = `
+DELETE FROM items WHERE id IN (
+  SELECT id FROM items WHERE missing_since < @before AND state = 'done' AND done_at <= missing_since LIMIT @limit)`;
+
+/** The retention verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
+export interface PruneOps {
+  pruneRuns(opts: PruneRunsOptions): number;
+  pruneEvents(opts: PruneEventsOptions): number;
+  markMissing(opts: MarkMissingOptions): MarkMissingStep;
+  forgetMissing(opts: { before: number; limit: number }): number;
+  reclaimSpace(maxPages: number): ReclaimedSpace;
+}
+
+export function makePruneOps(db: Database): PruneOps {
+  const prunableRuns = db.prepare(PRUNABLE_RUNS_SQL).pluck();
+  const foldRuns = db.prepare(FOLD_RUNS_SQL);
+  const deleteRuns = db.prepare(DELETE_RUNS_SQL);
+  const prunableEvents = db.prepare(PRUNABLE_EVENTS_SQL).pluck();
+  const foldEvents = db.prepare(FOLD_EVENTS_SQL);
+  const deleteEvents = db.prepare(DELETE_EVENTS_SQL);
+  const chunk = db.prepare(CHUNK_SQL);
+  const walkAt = db.prepare(WALK_AT_SQL).pluck();
+  const walkTo = db.prepare(WALK_TO_SQL);
+  const mark = db.prepare(MARK_MISSING_SQL);
+  const forget = db.prepare(FORGET_MISSING_SQL);
+
+  const pruneRuns = db.transaction((o: PruneRunsOptions): number => {
+    const seqs = prunableRuns.all({ keep: o.keep, before: o.before, limit: o.limit }) as number[];
+    if (seqs.length === 0) return 0;
+    const json = JSON.stringify(seqs);
+    foldRuns.run({ seqs: json });
+    return deleteRuns.run({ seqs: json }).changes;
+  });
+  const pruneEvents = db.transaction((o: PruneEventsOptions): number => {
+    const seqs = prunableEvents.all({ keep: o.keep, before: o.before, limit: o.limit }) as number[];
+    if (seqs.length === 0) return 0;
+    const json = JSON.stringify(seqs);
+    foldEvents.run({ seqs: json });
+    return deleteEvents.run({ seqs: json }).changes;
+  });
+  const markMissing = db.transaction((o: MarkMissingOptions): MarkMissingStep => {
+    // Ids are never empty, so '' sorts before every one of them.
+    const after = (walkAt.get() as string | undefined) ?? '';
+    const { last, n } = chunk.get({ after, limit: o.limit }) as { last: string | null; n: number };
+    const marked = last === null ? 0 : mark.run({ after, end: last, now: o.now, passId: o.passId }).changes;
+    const wrapped = n < o.limit;
+    walkTo.run({ after: wrapped ? '' : last });
+    return { marked, wrapped };
+  });
+  const forgetMissing = db.transaction((o: { before: number; limit: number }): number => forget.run(o).changes);
+
+  return {
+    pruneRuns: (o) => pruneRuns.immediate(o),
+    pruneEvents: (o) => pruneEvents.immediate(o),
+    markMissing: (o) => markMissing.immediate(o),
+    forgetMissing: (o) => forgetMissing.immediate(o),
+    reclaimSpace(maxPages) {
+      // A file made before migration 004 has auto_vacuum NONE: freed pages are reused by
+      // later rows, but only a VACUUM would shrink it (docs/operations.md).
+      const free = (): number => db.pragma('freelist_count', { simple: true }) as number;
+      const before = free();
+      if (db.pragma('auto_vacuum', { simple: true }) !== 2) return { freed: 0, free: before, shrinkable: false };
+      if (before === 0) return { freed: 0, free: 0, shrinkable: true };
+      db.pragma(`incremental_vacuum(${Math.max(1, Math.floor(maxPages))})`);
+      const freed = before - free();
+      // The file is truncated when the WAL is copied back; PASSIVE never waits on readers.
+      if (freed > 0) db.pragma('wal_checkpoint(PASSIVE)');
+      return { freed, free: before - freed, shrinkable: true };
+    },
+  };
+}

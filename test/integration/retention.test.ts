@@ -1,0 +1,170 @@
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { migrate } from '../../src/ledger/sqlite/migrate.js';
+import type { Ledger, RunOutcome } from '../../src/ledger/types.js';
+import { runPass, type PassDeps } from '../../src/runner/pass.js';
+import { PRUNE_BATCH, pruneLedger } from '../../src/runner/prune.js';
+import { workspace, type Workspace } from '../helpers/cli.js';
+import { memoryLogger } from '../helpers/log.js';
+import { metricTotals, seedDone } from '../helpers/retention.js';
+
+const DAY = 24 * 3600 * 1000;
+/** The final pass's clock. */
+const T = Date.UTC(2026, 10, 30, 12);
+const never = new AbortController().signal;
+
+const open: Ledger[] = [];
+afterEach(async () => {
+  for (const l of open.splice(0)) await l.close();
+});
+
+/** Opened as `cronsafe run` opens it (write-behind through the start journal). */
+async function ledgerOf(ws: Workspace): Promise<Ledger> {
+  const l = await openSqliteLedger(ws.db, { writeBehind: true });
+  open.push(l);
+  return l;
+}
+async function closeAll(): Promise<void> {
+  for (const l of open.splice(0)) await l.close();
+}
+
+function passDeps(ws: Workspace, ledger: Ledger, runId: string, at: number) {
+  const config = loadConfig(ws.configPath);
+  const { log, lines } = memoryLogger();
+  const deps: PassDeps = { config, ledger, handler: { run: async () => undefined }, log, runId, owner: `o-${runId}`, stop: never, force: never, now: () => at };
+  return { deps, lines, config };
+}
+
+const size = (file: string): number => statSync(file).size;
+
+describe('retention with the defaults (real SQLite file, real passes over a directory)', () => {
+  it('a pass prunes 10,000 runs and 100,000 done items whose files are gone: rows and file shrink, metric totals do not move', async () => {
+    const present = Array.from({ length: 20 }, (_, i) => `keep-${i}.txt`);
+    const ws = workspace({ handler: { command: ['true'] } }, Object.fromEntries(present.map((f) => [f, 'x'])));
+    let ledger = await ledgerOf(ws);
+    // 100,000 items done 40 days ago whose files are gone, and the 20 that are still there.
+    const gone = Array.from({ length: 100_000 }, (_, i) => `gone/${String(i).padStart(6, '0')}.scc`);
+    await seedDone(ledger, [...present, ...gone], T - 40 * DAY);
+
+    // A run 31 days ago scanned the whole directory: those files were missing then. It
+    // also processed 5 new files (their successes written behind, through the journal).
+    for (let i = 0; i < 5; i++) writeFileSync(path.join(ws.source, `new-${i}.txt`), 'x');
+    const a = passDeps(ws, ledger, 'pass-a', T - 31 * DAY);
+    expect(a.config.retention).toEqual({ runs: 1000, days: 30, forgetMissingAfterDays: 30 });
+    const ra = await runPass(a.deps);
+    expect(ra.scan).toBe('complete');
+    expect(ra.counts).toMatchObject({ succeeded: 5 });
+    expect(ra.pruned).toMatchObject({ markedMissing: 100_000, forgotten: 0 });
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 100_025, dead: 0 });
+
+    // 10,000 runs over the last 60 days (a job every ~9 minutes), and old events.
+    const outcomes: RunOutcome[] = ['completed', 'completed', 'completed', 'failed', 'drained', 'died'];
+    for (let i = 0; i < 10_000; i++) {
+      const at = T - 60 * DAY + Math.floor((i * 59 * DAY) / 10_000);
+      await ledger.startRun({ runId: `run-${i}`, owner: 'o', startedAt: at, scheduledFor: at });
+      await ledger.finishRun(`run-${i}`, at + 1000, outcomes[i % outcomes.length]!, { scanned: 100_020, claimed: 0 });
+    }
+    for (let i = 0; i < 3000; i++) await ledger.recordEvent(i % 2 ? 'overrun' : 'lock-skip', T - 50 * DAY + i * 1000, {}, T - 50 * DAY + i * 1000);
+    const totals = await metricTotals(ledger, T);
+    expect(totals.join('\n')).toMatch(/cronsafe_runs_total\{job="test-job",outcome="completed"\} 5001/);
+    expect(totals.join('\n')).toMatch(/cronsafe_items_processed_total\{job="test-job",result="succeeded"\} 100025/);
+    const last = await ledger.lastOccurrenceRecorded();
+    await closeAll(); // checkpoints the WAL into the file
+    const before = size(ws.db);
+
+    ledger = await ledgerOf(ws);
+    const b = passDeps(ws, ledger, 'pass-b', T);
+    const rb = await runPass(b.deps);
+    expect(rb.outcome).toBe('completed');
+    expect(rb.pruned).toMatchObject({ runs: 9000, events: 3000, forgotten: 100_000, stopped: false });
+    expect(rb.pruned!.pagesFreed).toBeGreaterThan(0);
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 25, dead: 0 });
+    expect(await ledger.recentRuns(20_000)).toHaveLength(1000);
+    expect(await ledger.countEvents('overrun')).toBe(0);
+    expect(await metricTotals(ledger, T)).toEqual(totals);
+    expect(await ledger.lastOccurrenceRecorded()).toBe(last);
+    await closeAll();
+    const after = size(ws.db);
+    // ~100,000 item rows and 9,000 runs were most of the file.
+    expect(after).toBeLessThan(before / 4);
+
+    // A forgotten file that comes back is a new item, processed again.
+    const c = await ledgerOf(ws);
+    expect(await c.get(gone[0]!)).toBeNull();
+  }, 180_000);
+
+  it('a ledger file from before retention keeps working; pruning frees pages for reuse and says how to shrink it', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'x' });
+    // As an older cronsafe made it: auto_vacuum NONE (the default), schema migrated.
+    mkdirSync(ws.state, { recursive: true });
+    const raw = new Database(ws.db);
+    raw.pragma('journal_mode = WAL');
+    migrate(raw);
+    raw.close();
+    const ledger = await ledgerOf(ws);
+    for (let i = 0; i < 3000; i++) {
+      await ledger.startRun({ runId: `run-${i}`, owner: 'o', startedAt: T - 40 * DAY + i, scheduledFor: null });
+      await ledger.finishRun(`run-${i}`, T - 40 * DAY + i + 1, 'completed', { scanned: 1 });
+    }
+    const p = passDeps(ws, ledger, 'pass', T);
+    const r = await runPass(p.deps);
+    expect(r.pruned).toMatchObject({ runs: 2999, pagesFreed: 0 });
+    expect(p.lines.some((l) => l.level === 40 && /one-time VACUUM/.test(String(l.msg)))).toBe(true);
+    expect((await ledger.runStats()).byOutcome.completed).toBe(3000);
+  }, 60_000);
+
+  it('marks nothing missing after a scan that is not a whole scan of the directory (here: another source)', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const ledger = await ledgerOf(ws);
+    await seedDone(ledger, ['x', 'y'], T - 40 * DAY);
+    async function* other() {
+      yield { id: 'z' };
+    }
+    const p = passDeps(ws, ledger, 'pass', T);
+    const r = await runPass({ ...p.deps, source: other() });
+    expect(r.pruned).toMatchObject({ markedMissing: 0, forgotten: 0 });
+    const again = await runPass({ ...passDeps(ws, ledger, 'pass-2', T + 40 * DAY).deps, source: other() });
+    expect(again.pruned).toMatchObject({ markedMissing: 0, forgotten: 0 });
+    expect(await ledger.counts()).toMatchObject({ done: 3 });
+    // The directory itself (empty): a whole scan, so x, y and z are marked.
+    const whole = await runPass(passDeps(ws, ledger, 'pass-3', T + 41 * DAY).deps);
+    expect(whole.scan).toBe('complete');
+    expect(whole.pruned).toMatchObject({ markedMissing: 3, forgotten: 0 });
+  }, 60_000);
+
+  it('a stop ends pruning between two bounded steps (a drain never waits for the rest)', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const ledger = await ledgerOf(ws);
+    for (let i = 0; i < 3 * PRUNE_BATCH + 100; i++) {
+      await ledger.startRun({ runId: `run-${i}`, owner: 'o', startedAt: T - 40 * DAY + i });
+      await ledger.finishRun(`run-${i}`, T - 40 * DAY + i + 1, 'completed', {});
+    }
+    const stop = new AbortController();
+    const steps: number[] = [];
+    // The real ledger; the stop arrives (a SIGTERM) while the first step runs.
+    const watched = new Proxy(ledger, {
+      get(target, prop, receiver) {
+        if (prop === 'pruneRuns') {
+          return async (o: Parameters<Ledger['pruneRuns']>[0]) => {
+            const n = await target.pruneRuns(o);
+            steps.push(n);
+            stop.abort(new Error('SIGTERM'));
+            return n;
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const { log } = memoryLogger();
+    const config = loadConfig(ws.configPath);
+    const r = await pruneLedger({ ledger: watched, retention: config.retention, log, now: () => T, stop: stop.signal, wholeScan: { passId: 'p', startedAt: T } });
+    expect(steps).toEqual([PRUNE_BATCH]);
+    expect(r).toMatchObject({ runs: PRUNE_BATCH, events: 0, markedMissing: 0, forgotten: 0, pagesFreed: 0, stopped: true });
+    expect(await ledger.recentRuns(10_000)).toHaveLength(2 * PRUNE_BATCH + 100);
+    expect((await ledger.runStats()).byOutcome.completed).toBe(3 * PRUNE_BATCH + 100);
+  }, 60_000);
+});
