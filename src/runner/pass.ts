@@ -11,8 +11,7 @@ import { judgeFailure, whereItWent, type FailureScene, type FailureVerdict } fro
 import { isPlainId, itemPaths } from './item-id.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { ResultBatcher, type AttemptOutcome, type ResultCounts } from './results.js';
-import { ownFiles } from './own-files.js';
-import { batches, itemGone, scanDirectory, sourceIdentity, sourcePresent } from './scan.js';
+import { batches, itemGone, scanSource, sourceIdentity, sourcePresent } from './scan.js';
 import { startRenewal } from './renew.js';
 import { waitForTasks } from './settle.js';
 import { claimLoop } from './claim-loop.js';
@@ -225,17 +224,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     const scanStartedAt = now();
     const source =
       deps.source ??
-      scanDirectory({
-        directory: config.source.directory,
-        include: config.source.include,
-        exclude: config.source.exclude,
-        skipPaths: ownFiles(config),
-        withStats: config.schedule?.refresh === 'on-change',
-        signal: drain.stopping,
-        onUnreadable: (dir) => {
-          skippedDirectories++;
-          log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
-        },
+      scanSource(config, drain.stopping, (dir) => {
+        skippedDirectories++;
+        log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
       });
     try {
       for await (const batch of batches(source, DISCOVER_BATCH)) {

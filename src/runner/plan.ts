@@ -1,8 +1,7 @@
 import type { Config } from '../config/types.js';
 import type { ItemPeek, RequeueLedger } from '../ledger/requeue-types.js';
 import type { DiscoveredItem, Ledger, RefreshPolicy } from '../ledger/types.js';
-import { ownFiles } from './own-files.js';
-import { batches, scanDirectory } from './scan.js';
+import { batches, scanSource } from './scan.js';
 
 /**
  * What the next pass would do with each item, by the rules discovery applies (claim.ts,
@@ -82,17 +81,7 @@ const BATCH = 256;
 export async function planPass(deps: PlanDeps): Promise<PassPlan> {
   const { config, ledger, now, refresh, limit } = deps;
   let skippedDirectories = 0;
-  const source =
-    deps.source ??
-    scanDirectory({
-      directory: config.source.directory,
-      include: config.source.include,
-      exclude: config.source.exclude,
-      skipPaths: ownFiles(config),
-      withStats: config.schedule?.refresh === 'on-change',
-      signal: deps.signal,
-      onUnreadable: () => skippedDirectories++,
-    });
+  const source = deps.source ?? scanSource(config, deps.signal, () => skippedDirectories++);
   const groups = Object.fromEntries(PLAN_CATEGORIES.map((c) => [c, { count: 0, first: [] as string[] }])) as Record<PlanCategory, PlanGroup>;
   let scanned = 0;
   let nextRetryAt: number | null = null;

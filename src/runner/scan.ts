@@ -5,8 +5,10 @@ type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
 import { opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
+import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
 import { idFromName } from './item-id.js';
+import { ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
 
@@ -183,4 +185,20 @@ export async function* batches<T>(source: AsyncIterable<T>, size: number): Async
     }
   }
   if (batch.length > 0) yield batch;
+}
+
+/**
+ * The scan of `config.source` as a pass makes it (and `plan` predicts it): cronsafe's own
+ * files skipped, stats read when `schedule.refresh: on-change` compares them.
+ */
+export function scanSource(config: Config, signal: AbortSignal | undefined, onUnreadable: ScanOptions['onUnreadable']): AsyncIterable<DiscoveredItem> {
+  return scanDirectory({
+    directory: config.source.directory,
+    include: config.source.include,
+    exclude: config.source.exclude,
+    skipPaths: ownFiles(config),
+    withStats: config.schedule?.refresh === 'on-change',
+    signal,
+    onUnreadable,
+  });
 }
