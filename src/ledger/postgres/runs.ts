@@ -1,5 +1,4 @@
 import type { LedgerEventKind, RunOutcome } from '../types.js';
-import type { CounterName } from './counters.js';
 import { ident, q, type Query } from './query.js';
 
 export const startRunQuery = (

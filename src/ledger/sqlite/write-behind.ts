@@ -57,7 +57,7 @@ export class WriteBehind {
 
   constructor(
     db: Database,
-    private readonly finish: FinishOps,
+    finish: FinishOps,
     journalFile: string,
   ) {
     this.#journal = new StartJournal(journalFile);
