@@ -6,7 +6,8 @@
  * mistake of a ReadWriteMany volume (NFS, CephFS, Azure Files, EFS) holding everything.
  *
  * The type is the statfs(2) magic number of the file (following links, as flock and SQLite
- * do) or, when it does not exist yet, of its nearest existing parent directory.
+ * do) or, when it does not exist yet, of its nearest existing parent directory (where a
+ * dangling link points, for a link: that is where it will be created).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -86,18 +87,31 @@ export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSyn
   ];
   const found: FilesystemCheck[] = [];
   for (const p of paths) {
-    for (let probed = p.path; ; probed = path.dirname(probed)) {
+    let probed = p.path;
+    for (let hops = 0; hops < 64; hops++) {
       try {
         found.push({ ...p, probed, allowed: p.allowed === true, ...filesystemType(statfs(probed).type) });
         break;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        // Not created yet (or a dangling link): it will be, on its parent's file system.
         if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(probed) === probed) break;
+        // A dangling link is created where it points (the first write follows it): look
+        // there. Anything else not created yet will be, on its parent's file system.
+        probed = danglingTarget(probed) ?? path.dirname(probed);
       }
     }
   }
   return found;
+}
+
+/** Where a dangling symbolic link points, or null when `p` is not one. */
+function danglingTarget(p: string): string | null {
+  try {
+    if (!fs.lstatSync(p).isSymbolicLink()) return null;
+    return path.resolve(path.dirname(p), fs.readlinkSync(p));
+  } catch {
+    return null;
+  }
 }
 
 const WHY: Record<FilesystemCheck['key'], string> = {

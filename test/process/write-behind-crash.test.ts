@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -122,6 +122,49 @@ describe('a run killed with claims and successes only in its start journal', () 
       expect(await states(l)).toEqual({ a: 'done/1', b: 'pending/1', c: 'pending/1', d: 'pending/1', e: 'pending/0', f: 'pending/0' });
       expect((await l.totals()).itemsDone).toBe(1);
     });
+  });
+
+  it('requeue (another writer) writes the journal first: a success only the journal records is requeued, and the replay does not undo it', async () => {
+    const { file } = await journalThenDie();
+    await withLedger(file, {}, async (l) => {
+      expect(await l.requeue(['a'], { states: ['done'] }, T0 + 1000)).toEqual(['a']);
+      // The started attempts are now claims of the dead run, as `status` showed them.
+      expect(await l.get('b')).toMatchObject({ state: 'claimed', owner: 'host:1:run-dead', attempts: 1 });
+    });
+    // The journal stays for the next run (it could be a live run's).
+    expect(existsSync(journalPath(file))).toBe(true);
+    await withLedger(file, { writeBehind: true }, async (l) => {
+      await l.reclaimOrphans('host:2:run-next', { now: T0 + 5000, retry: RETRY });
+      expect(await states(l)).toEqual({ a: 'pending/0', b: 'pending/1', c: 'pending/1', d: 'pending/1', e: 'pending/0', f: 'pending/0' });
+    });
+  });
+
+  it('a journal whose records were written but not cleared (killed between the two) is not replayed over a requeue', async () => {
+    const file = path.join(root, `t${++n}`, 'job.db');
+    const owner = 'host:1:run-one';
+    const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
+    const none = { complete: [], fail: [], release: [], gone: [] };
+    const run = await openSqliteLedger(file, { writeBehind: true });
+    await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+    const { claims } = await run.settle(none, T0, { ids: ['a', 'b'], opts });
+    await run.settle({ ...none, complete: claims }, T0 + 10, { ids: [], opts: { ...opts, now: T0 + 10 } });
+    const journal = readFileSync(journalPath(file));
+    await run.counts(); // flushes: the records are in the ledger, the journal is cleared
+    writeFileSync(journalPath(file), journal); // as if the kill came before the truncation
+    await withLedger(file, {}, async (l) => expect(await l.requeue(['a'], { states: ['done'] }, T0 + 1000)).toEqual(['a']));
+    // The dead run's journal is replayed by the next run: its records are older than the ledger.
+    await withLedger(file, { writeBehind: true }, async (l) => {
+      expect(await l.reclaimOrphans('host:2:run-next', { now: T0 + 5000, retry: RETRY })).toBe(0);
+      expect(await l.get('a')).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await l.get('b')).toMatchObject({ state: 'done', attempts: 1 });
+    });
+    await run.close().catch(() => undefined);
+  });
+
+  it('the journal is as readable as the ledger (0644 under umask 022), so another user\'s status reads it', async () => {
+    const { file } = await journalThenDie();
+    const mode = statSync(journalPath(file)).mode & 0o777;
+    expect(mode & 0o044, mode.toString(8)).toBe(statSync(file).mode & 0o044);
   });
 
   it('a torn last record (killed mid-write) is ignored; a damaged line is skipped, the rest stands', async () => {

@@ -113,6 +113,21 @@ describe('checkFilesystems', () => {
     expect(err.key).toBe('lock.path');
   });
 
+  it('follows a dangling link (file or directory) to where it will be created: onto a network mount', () => {
+    const nfs = path.join(dir.root, 'nfs');
+    fs.mkdirSync(nfs);
+    fs.symlinkSync(path.join(nfs, 'not-yet.db'), path.join(dir.root, 'ledger.db'));
+    fs.symlinkSync(path.join(nfs, 'no-dir'), path.join(dir.root, 'locks'));
+    const statfs = mounts({ [nfs]: 0x6969 });
+    const config = load(`state: {sqlite: ${dir.root}/ledger.db}\nlock: {path: ${dir.root}/locks/job.lock}\n`);
+    const checks = inspectFilesystems(config, statfs);
+    expect(checks.map((c) => [c.key, c.probed, c.type])).toEqual([
+      ['lock.path', nfs, 'nfs'],
+      ['state.sqlite', nfs, 'nfs'],
+    ]);
+    expect(configError(() => checkFilesystems(config, statfs)).key).toBe('lock.path');
+  });
+
   it('with the opt-ins, runs on a network file system and reports it (the run warns)', () => {
     const config = load('lock: {allowNetworkFilesystem: true}\nstate: {allowNetworkFilesystem: true}\n');
     const checks = checkFilesystems(config, mounts({ [dir.root]: 0x6969 }));

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import type {
@@ -41,7 +41,7 @@ import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRunOps, type RunOps } from './runs.js';
 import { countsThroughJournal, journalled, throughJournal } from './journal-view.js';
 import { journalPath } from './start-journal.js';
-import { WriteBehind } from './write-behind.js';
+import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import { makePruneOps, type PruneOps } from './prune.js';
@@ -82,7 +82,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   if (opts.readOnly) {
     const db = openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job);
     db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
-    return new SqliteLedger(db, journalPath(file));
+    return new SqliteLedger(db, journalOf(file));
   }
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
@@ -108,10 +108,23 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     db.pragma('journal_size_limit = 67108864');
     migrate(db);
     if (opts.job !== undefined) claimJob(db, opts.job);
-    return new SqliteLedger(db, file === ':memory:' ? undefined : journalPath(file), opts.writeBehind === true);
+    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true);
   } catch (err) {
     db.close();
     throw err;
+  }
+}
+
+/**
+ * The start journal beside the ledger file itself: SQLite puts its -wal and -shm beside the
+ * file a link points to, and so does this (a link on one file system to a ledger on another
+ * must not put the journal on the first).
+ */
+function journalOf(file: string): string {
+  try {
+    return journalPath(realpathSync(file));
+  } catch {
+    return journalPath(file);
   }
 }
 
@@ -225,7 +238,10 @@ class SqliteLedger implements Ledger {
    */
   #written<T>(write: () => T, claimed: (out: T) => readonly { id: string }[] = (out) => out as unknown as Claim[]): T {
     const behind = this.#behind;
-    if (!behind) return write();
+    if (!behind) {
+      this.#catchUp();
+      return write();
+    }
     behind.flush();
     const out = write();
     behind.forgetState(claimed(out));
@@ -243,12 +259,23 @@ class SqliteLedger implements Ledger {
     return row ? throughJournal(row, this.#othersJournal()?.get(row.id)) : row;
   }
   /**
+   * Another writer (requeue, dead-letter retry): what a running or dead run journalled and
+   * has not written yet is written first (write-behind.ts, replayJournal), so this write
+   * sees the items as they are. A journal that cannot be read is left to its run.
+   */
+  #catchUp(): void {
+    if (this.#journal === undefined || this.#db.readonly) return;
+    const journal = this.#journal;
+    this.#db.transaction(() => replayJournal(this.#db, this.#finish, journal, Date.now(), { strict: false, advance: false })).immediate();
+  }
+
+  /**
    * What another connection's run journalled and has not written yet (a running pass, or
    * one that died before the next run replayed it): read as written (journal-view.ts).
    */
   #othersJournal(): ReturnType<typeof journalled> | undefined {
     if (this.#journal === undefined || this.#behind?.writing) return undefined;
-    const j = journalled(this.#journal);
+    const j = journalled(this.#journal, writtenSegment(this.#db));
     return j.size > 0 ? j : undefined;
   }
   async listDead(limit?: number): Promise<DeadItem[]> {
@@ -305,15 +332,26 @@ class SqliteLedger implements Ledger {
     return this.#runs.runStats();
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
-    this.#behind?.flush();
+    if (this.#behind) this.#behind.flush();
+    else this.#catchUp();
     return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
   }
   async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
     return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
   }
   async peek(ids: string[]): Promise<ItemPeek[]> {
-    this.#behind?.flush();
-    return this.#requeue.peek(ids);
+    if (this.#behind) this.#behind.flush();
+    else this.#catchUp();
+    const j = this.#othersJournal();
+    const rows = this.#requeue.peek(ids);
+    if (!j) return rows;
+    // Read-only (plan, requeue --dry-run): as the journal has them.
+    return rows.map((p) => {
+      const rec = j.get(p.id);
+      if (!rec) return p;
+      const now = throughJournal({ id: p.id, state: p.state, attempts: p.attempts, owner: null, released: 0, lastError: null, availableAt: p.availableAt, leaseUntil: null, doneAt: p.doneAt, size: null, mtimeMs: null }, rec);
+      return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
+    });
   }
   // Retention (prune.ts) runs after the pass's work: what is written behind goes first, so
   // a completion still in the journal is a done row when the missing-file walk looks.

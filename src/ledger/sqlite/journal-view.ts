@@ -15,12 +15,15 @@ interface Journalled {
   at: number;
 }
 
-/** What the journal says of each id it names (its last record wins). */
-export function journalled(file: string): Map<string, Journalled> {
+/**
+ * What the journal says of each id it names (its last record wins), from the segments not
+ * written into the ledger yet (`written`: the last one that is).
+ */
+export function journalled(file: string, written: number): Map<string, Journalled> {
   const { starts, done } = readJournal(file);
   const out = new Map<string, Journalled>();
-  for (const s of starts) out.set(s.id, { state: 'claimed', owner: s.owner, attempt: s.attempt, at: s.at });
-  for (const d of done) out.set(d.id, { state: 'done', owner: d.owner, attempt: d.attempt, at: d.at });
+  for (const s of starts) if (s.segment > written) out.set(s.id, { state: 'claimed', owner: s.owner, attempt: s.attempt, at: s.at });
+  for (const d of done) if (d.segment > written) out.set(d.id, { state: 'done', owner: d.owner, attempt: d.attempt, at: d.at });
   return out;
 }
 

@@ -34,7 +34,7 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
   // output was committed before the run died (updated_at is the claim's time) is done.
   const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
     // What a dead run journalled and had not written yet becomes its claims and successes.
-    if (journal !== undefined) replayJournal(db, finish, journal, opts.now);
+    if (journal !== undefined) replayJournal(db, finish, journal, opts.now, { strict: true, advance: true });
     const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number; updated_at: number }[];
     let moved = 0;
     for (const r of rows) {

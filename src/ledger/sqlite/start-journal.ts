@@ -9,19 +9,23 @@
  * crash still charges exactly the attempts that started, and loses no success.
  *
  * Format, one record per line (ids as JSON strings, so any byte of a name is safe):
- *   O <owner>                  the run writing the records below (JSON string)
+ *   O <owner> <segment>        the run writing the records below (JSON string), and the
+ *                              segment's number: each flush commits its number into the
+ *                              ledger, so records already written are never replayed
  *   S <id> <attempt> <at>      attempt <attempt> of <id> started at <at> (epoch ms)
  *   D <id> <attempt> <at>      that attempt succeeded
  * Fields are tab-separated. A torn last line (a crash mid-write) is ignored: its handler
  * had not started (or its success is simply redone).
  */
-import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 
 export interface JournalStart {
   id: string;
   owner: string;
   attempt: number;
   at: number;
+  /** The segment the record belongs to. */
+  segment: number;
 }
 
 export interface JournalRecords {
@@ -29,12 +33,17 @@ export interface JournalRecords {
   done: JournalStart[];
 }
 
-/** The journal's path for a ledger file. */
+/** The journal's path for a ledger file (the file itself, links resolved: see openSqliteLedger). */
 export const journalPath = (ledgerFile: string): string => `${ledgerFile}-starts`;
+
+/** A journal error, naming the file (exit 1: the state store's problem). */
+const named = (file: string, what: string, err: unknown): Error =>
+  Object.assign(new Error(`cannot ${what} cronsafe's start journal ${file}: ${(err as Error).message}`), { code: (err as NodeJS.ErrnoException).code });
 
 export class StartJournal {
   #fd: number | undefined;
-  #owner: string | undefined;
+  /** The segment being written, once its O line is; undefined before. */
+  #segment: number | undefined;
 
   constructor(readonly file: string) {}
 
@@ -42,25 +51,47 @@ export class StartJournal {
     return this.#fd !== undefined;
   }
 
-  /** Append records for `owner`'s attempts; returns once they are written (not fsynced). */
-  append(owner: string, starts: readonly { id: string; attempt: number }[], done: readonly { id: string; attempt: number }[], at: number): void {
+  /** Deleted under us (an operator, a cleaner): what was appended since the last flush is only in our fd. */
+  vanished(): boolean {
+    if (this.#fd === undefined) return false;
+    try {
+      return fstatSync(this.#fd).nlink === 0;
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * Append records for `owner`'s attempts, in segment `segment` (a new segment starts with
+   * its O line); returns once they are written (not fsynced).
+   */
+  append(owner: string, segment: number, starts: readonly { id: string; attempt: number }[], done: readonly { id: string; attempt: number }[], at: number): void {
+    if (this.vanished()) this.#close();
     let text = '';
-    if (this.#owner !== owner) text += `O\t${JSON.stringify(owner)}\n`;
+    if (this.#segment !== segment) text += `O\t${JSON.stringify(owner)}\t${segment}\n`;
     for (const d of done) text += `D\t${JSON.stringify(d.id)}\t${d.attempt}\t${at}\n`;
     for (const s of starts) text += `S\t${JSON.stringify(s.id)}\t${s.attempt}\t${at}\n`;
     if (text === '') return;
-    this.#fd ??= openSync(this.file, 'a', 0o600);
+    const fd = this.#open();
     const buf = Buffer.from(text, 'utf8');
-    // write(2) on a regular file writes everything or fails (ENOSPC, EIO); loop anyway.
-    for (let off = 0; off < buf.length; ) off += writeSync(this.#fd, buf, off);
-    this.#owner = owner;
+    try {
+      // write(2) on a regular file writes everything or fails (ENOSPC, EIO); loop anyway.
+      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+    } catch (err) {
+      throw named(this.file, 'write', err);
+    }
+    this.#segment = segment;
   }
 
   /** Everything recorded is in the ledger now: start over (O_APPEND writes go to offset 0). */
   clear(): void {
     if (this.#fd === undefined) return;
-    ftruncateSync(this.#fd, 0);
-    this.#owner = undefined;
+    try {
+      ftruncateSync(this.#fd, 0);
+    } catch (err) {
+      throw named(this.file, 'truncate', err);
+    }
+    this.#segment = undefined;
   }
 
   /**
@@ -69,35 +100,64 @@ export class StartJournal {
    */
   close(remove: boolean): void {
     const mine = this.#fd !== undefined;
+    this.#close();
+    if (remove && mine) removeJournal(this.file);
+  }
+
+  #close(): void {
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = undefined;
-    this.#owner = undefined;
-    if (remove && mine) removeJournal(this.file);
+    this.#segment = undefined;
+  }
+
+  #open(): number {
+    if (this.#fd !== undefined) return this.#fd;
+    let fd: number;
+    try {
+      // O_NONBLOCK: a FIFO put there fails (ENXIO) instead of hanging the run. 0644 as the
+      // ledger: `status` of another user reads it (the umask still applies).
+      fd = openSync(this.file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW, 0o644);
+    } catch (err) {
+      throw named(this.file, 'open', err);
+    }
+    if (!fstatSync(fd).isFile()) {
+      closeSync(fd);
+      throw named(this.file, 'use', new Error('not a regular file; remove it'));
+    }
+    this.#fd = fd;
+    return fd;
   }
 }
 
-/** What a journal left by a run that died holds; empty when there is none. */
-export function readJournal(file: string): JournalRecords {
+/**
+ * What a journal holds; empty when there is none. `strict` (the run that replays it): a
+ * journal that cannot be read is an error naming it. Otherwise (status, plan, requeue) it
+ * is read as empty, so a reader never fails or hangs on it (a FIFO, a directory, EACCES).
+ */
+export function readJournal(file: string, strict = false): JournalRecords {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { starts: [], done: [] };
-    throw err;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || !strict) return { starts: [], done: [] };
+    throw named(file, 'read', err);
   }
   const out: JournalRecords = { starts: [], done: [] };
   let owner: string | undefined;
+  let segment = 0;
   const lines = text.split('\n');
   lines.pop(); // after the last '\n': empty, or a torn record
   for (const line of lines) {
     const f = line.split('\t');
     try {
-      if (f[0] === 'O' && f.length === 2) {
+      if (f[0] === 'O' && f.length === 3) {
         owner = JSON.parse(f[1]!) as string;
+        segment = Number(f[2]);
+        if (typeof owner !== 'string' || !Number.isSafeInteger(segment)) owner = undefined;
         continue;
       }
       if ((f[0] === 'S' || f[0] === 'D') && f.length === 4 && owner !== undefined) {
-        const rec = { id: JSON.parse(f[1]!) as string, owner, attempt: Number(f[2]), at: Number(f[3]) };
+        const rec = { id: JSON.parse(f[1]!) as string, owner, attempt: Number(f[2]), at: Number(f[3]), segment };
         if (typeof rec.id === 'string' && Number.isSafeInteger(rec.attempt) && Number.isFinite(rec.at)) {
           (f[0] === 'S' ? out.starts : out.done).push(rec);
         }
@@ -109,10 +169,30 @@ export function readJournal(file: string): JournalRecords {
   return out;
 }
 
+/** The file's text, refusing (without blocking) anything but a regular file. */
+function readRegularFile(file: string): string {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw Object.assign(new Error('not a regular file; remove it'), { code: 'EFTYPE' });
+    const buf = Buffer.alloc(st.size);
+    let n = 0;
+    while (n < buf.length) {
+      const got = readSync(fd, buf, n, buf.length - n, n);
+      if (got === 0) break;
+      n += got;
+    }
+    return buf.subarray(0, n).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Remove the journal (a regular file only: anything else is reported, never deleted). */
 export function removeJournal(file: string): void {
   try {
     unlinkSync(file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw named(file, 'remove', err);
   }
 }

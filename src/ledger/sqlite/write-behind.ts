@@ -31,17 +31,30 @@ export const FLUSH_MS = 1000;
 /**
  * Journalled starts into claims, as the claim would have written them at the time: the
  * attempt recorded, updated_at the start (committed-output recovery compares output birth
- * times with it). Only a row still pending at the attempt before: a replay is idempotent.
+ * times with it). Only a row still pending at the attempt before, and not changed since the
+ * start: a replay is idempotent, and a requeue or dead-letter retry after it (attempts back
+ * to 0, updated_at later) is never undone by it.
  */
 export const APPLY_STARTS_SQL = `
 UPDATE items SET state = 'claimed', owner = c.owner, attempts = c.attempt, lease_until = c.lease_until,
   claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, updated_at = c.at
 FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at, j.value ->> 3 AS owner,
              j.value ->> 4 AS lease_until FROM json_each(@starts) AS j) AS c
-WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1`;
+WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at`;
 
-interface Start extends JournalStart {
+interface Start extends Omit<JournalStart, 'segment'> {
   leaseUntil: number;
+}
+
+/** meta key: the last journal segment written into the ledger (replays skip it and older). */
+const SEGMENT_KEY = 'journal_segment';
+const GET_SEGMENT_SQL = `SELECT value FROM meta WHERE key = '${SEGMENT_KEY}'`;
+const SET_SEGMENT_SQL = `INSERT INTO meta (key, value) VALUES ('${SEGMENT_KEY}', @segment)
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)`;
+
+/** The last segment written into the ledger (0: none yet). Exported for the journal view. */
+export function writtenSegment(db: Database): number {
+  return Number((db.prepare(GET_SEGMENT_SQL).pluck().get() as string | undefined) ?? 0);
 }
 
 export class WriteBehind {
@@ -52,19 +65,24 @@ export class WriteBehind {
   #starts: Start[] = [];
   #done: Claim[] = [];
   #timer: NodeJS.Timeout | undefined;
+  /** The journal segment being written; the next is one more (read from the ledger at first use). */
+  #segment: number | undefined;
   readonly #journal: StartJournal;
-  readonly #flushTx: (starts: Start[], done: Claim[], now: number) => void;
+  readonly #flushTx: (starts: Start[], done: Claim[], now: number, segment: number) => void;
+  readonly #db: Database;
 
-  constructor(
-    db: Database,
-    finish: FinishOps,
-    journalFile: string,
-  ) {
+  constructor(db: Database, finish: FinishOps, journalFile: string) {
+    this.#db = db;
     this.#journal = new StartJournal(journalFile);
     const apply = db.prepare(APPLY_STARTS_SQL);
-    this.#flushTx = db.transaction((starts: Start[], done: Claim[], now: number) => {
+    const setSegment = db.prepare(SET_SEGMENT_SQL);
+    this.#flushTx = db.transaction((starts: Start[], done: Claim[], now: number, segment: number) => {
       if (starts.length > 0) apply.run({ starts: batchJson(starts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
       finish.completeIn(done, now);
+      // With the records: a crash between this commit and the journal's truncation, or a
+      // truncation that fails, leaves records a replay must not apply again (a requeue or
+      // dead-letter retry since would be undone by them).
+      setSegment.run({ segment: String(segment) });
     }).immediate;
   }
 
@@ -100,8 +118,12 @@ export class WriteBehind {
       claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
       starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs });
     }
+    // Deleted under us: what it held since the last flush is only in our fd. Write that
+    // into the ledger now, then append to a new file (append reopens).
+    if (this.#journal.vanished()) this.flush(opts.now);
     // Before the handlers start and before the successes are reported: the record is the commit.
-    this.#journal.append(opts.owner, starts, complete, opts.now);
+    this.#segment ??= writtenSegment(this.#db) + 1;
+    this.#journal.append(opts.owner, this.#segment, starts, complete, opts.now);
     for (const s of starts) {
       this.#ready.delete(s.id);
       this.#live.set(s.id, `${s.owner}\n${s.attempt}`);
@@ -123,9 +145,10 @@ export class WriteBehind {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#starts.length === 0 && this.#done.length === 0) return;
-    this.#flushTx(this.#starts, this.#done, now);
+    this.#flushTx(this.#starts, this.#done, now, this.#segment ?? 0);
     this.#starts = [];
     this.#done = [];
+    this.#segment = (this.#segment ?? 0) + 1;
     this.#journal.clear();
   }
 
@@ -148,15 +171,27 @@ export class WriteBehind {
 }
 
 /**
- * Recovery, inside reclaimOrphans' transaction, before it looks for orphans: the journal a
- * dead run left becomes the claims and successes it recorded, so its started attempts are
- * charged (as orphans) and its successes are done. The caller removes the file once the
- * transaction committed. `finish` fences every success by owner and attempt.
+ * The journal's unwritten records into the ledger, inside the caller's transaction.
+ * - Recovery (reclaimOrphans, `advance`): the journal a dead run left becomes the claims and
+ *   successes it recorded, so its started attempts are charged (as orphans) and its
+ *   successes are done; the caller removes the file once the transaction committed.
+ * - Another writer (requeue, dead-letter retry), before it writes: what a running or dead
+ *   run journalled is written first, so the write sees it; the file is left to its run.
+ * `finish` fences every success by owner and attempt.
  */
-export function replayJournal(db: Database, finish: FinishOps, journalFile: string, now: number): void {
-  const { starts, done } = readJournal(journalFile);
+export function replayJournal(db: Database, finish: FinishOps, journalFile: string, now: number, opts: { strict: boolean; advance: boolean }): void {
+  const written = writtenSegment(db);
+  const unwritten = (r: JournalStart) => r.segment > written;
+  const recs = readJournal(journalFile, opts.strict);
+  const starts = recs.starts.filter(unwritten);
+  const done = recs.done.filter(unwritten);
   if (starts.length === 0 && done.length === 0) return;
   // A dead run's claims need no lease: the flock we hold says it is gone.
   db.prepare(APPLY_STARTS_SQL).run({ starts: batchJson(starts.map((s) => [s.id, s.attempt, s.at, s.owner, s.at])) });
   finish.completeIn(done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0 })), now);
+  // Only the run that proved the writer dead (it holds the lock) closes the segments: a
+  // live writer may still append to its current one.
+  if (!opts.advance) return;
+  const last = Math.max(...starts.map((r) => r.segment), ...done.map((r) => r.segment));
+  db.prepare(SET_SEGMENT_SQL).run({ segment: String(last) });
 }
