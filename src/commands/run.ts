@@ -104,6 +104,11 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     return skipLocked(config, log, opts, events, lease.skip);
   }
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
+  // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
+  // Lease lost). Said at warn, so a `log.level: warn` deployment still sees why it stopped.
+  for (const lost of [lease.held?.lost, lock.lost]) {
+    lost?.addEventListener('abort', () => log.warn({ reason: String(lost.reason) }, 'stopping the run: what it relies on was lost'), { once: true });
+  }
 
   let ledger: Ledger | undefined;
   let handler: Handler | undefined;
