@@ -124,7 +124,8 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
     // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its
     // lock file was deleted under it): skip like a held lock, never reclaim its claims.
-    const live = reclaimsExpired(ledger) ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
+    // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
+    const live = reclaimsExpired(ledger) || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
     if (live) return await skipLocked(config, log, opts, events, undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();

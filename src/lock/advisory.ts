@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { DEFAULT_POSTGRES_SCHEMA } from '../ledger/open.js';
-import { tryLock } from './local.js';
+import { lockLedgerFile, tryLock } from './local.js';
 
 /** The run lock, whichever kind the state store calls for. */
 export interface RunLock {
@@ -22,6 +22,11 @@ export interface RunLock {
   readonly group?: string;
   /** The local lock file's previous holder (see LocalLock.previousHolder); absent on PostgreSQL. */
   readonly previousHolder?: string | null;
+  /**
+   * SQLite: this run also holds the flock on the ledger file itself (lockLedgerFile), so no
+   * other run of this ledger is alive, wherever its lock file was.
+   */
+  readonly ledgerLocked?: boolean;
   release(): void | Promise<void>;
 }
 
@@ -33,7 +38,7 @@ export interface RunLock {
  * database cannot be reached (the caller maps that to exit 1).
  */
 export async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
-  if (config.state.postgres === undefined) return tryLock(config.lock.path, owner);
+  if (config.state.postgres === undefined) return localRunLock(config, owner);
   const { runGroup, tryPostgresRunLock } = await import('../ledger/postgres/lock.js');
   const group = runGroup(process.env, scheduledTime, owner);
   const lock = await tryPostgresRunLock(
@@ -42,4 +47,36 @@ export async function takeRunLock(config: Config, owner: string, log: Logger, sc
   );
   if (lock) log.info({ group, joined: lock.joined }, lock.joined ? 'joined the pass of this run group' : 'run lock taken (PostgreSQL advisory lock)');
   return lock;
+}
+
+/**
+ * SQLite: the flock on `lock.path`, then the one on the ledger file (lockLedgerFile). Not on
+ * a network file system the user allowed: there flock is emulated with the fcntl locks
+ * SQLite itself takes, and would block them.
+ */
+function localRunLock(config: Config, owner: string): RunLock | null {
+  const lock = tryLock(config.lock.path, owner);
+  if (!lock || config.state.sqlite === undefined || config.state.allowNetworkFilesystem) return lock;
+  let releaseLedger: (() => void) | null;
+  try {
+    releaseLedger = lockLedgerFile(config.state.sqlite);
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+  if (!releaseLedger) {
+    lock.release();
+    return null;
+  }
+  const ledgerRelease = releaseLedger;
+  return {
+    lost: lock.lost,
+    previousHolder: lock.previousHolder,
+    ledgerLocked: true,
+    watch: (file) => lock.watch(file),
+    release() {
+      ledgerRelease();
+      lock.release();
+    },
+  };
 }

@@ -180,3 +180,35 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
     },
   };
 }
+
+/**
+ * flock(2) on the SQLite ledger file itself, beside the run lock: it lives wherever the
+ * ledger does, so it keeps every run on that ledger apart however `lock.path` is placed
+ * (the chart puts that on the pod's emptyDir). SQLite's own locks are POSIX fcntl locks,
+ * which do not interact with flock on a local file system, and nothing is written: the
+ * file is created empty when missing (SQLite takes an empty file as a new database).
+ * Returns the release, or null when another run holds it.
+ */
+export function lockLedgerFile(file: string): (() => void) | null {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error(`the ledger ${file} is not a regular file (state.sqlite)`);
+    flockSync(fd, 'exnb');
+  } catch (err) {
+    closeSync(fd);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
+    throw err;
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    try {
+      flockSync(fd, 'un');
+    } finally {
+      closeSync(fd);
+    }
+  };
+}

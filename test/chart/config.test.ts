@@ -98,24 +98,17 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     expect(cfg.state.sqlite).toBe('/srv/work/state/cronsafe.db');
   });
 
-  it('the run lock sits beside the SQLite ledger on a ReadWriteOnce volume, and on the /tmp emptyDir with ReadWriteMany', () => {
-    // ReadWriteOnce is node-local: a flock there also keeps out a manual Job, or a pod still
-    // terminating, that mounts the same volume. ReadWriteMany is a network file system.
-    const rwo = validate(configOf(render({})));
-    expect(rwo.status, rwo.stderr).toBe(0);
-    const { lock, state } = rwo.summary as { lock: { path: string }; state: { sqlite: string } };
-    expect(path.dirname(lock.path)).toBe(path.dirname(state.sqlite));
-
-    const objs = render({ persistence: { accessModes: ['ReadWriteMany'] } });
-    const cfg = configOf(objs);
-    expect(cfg.lock.path).toBe('/tmp/qc-cronsafe.lock');
-    const tmp = (mainContainer(runner(objs)).volumeMounts as Obj[]).find((m) => m.mountPath === '/tmp') as Obj;
-    const volume = (podSpec(runner(objs)).volumes as Obj[]).find((v) => v.name === tmp.name) as Obj;
-    expect(volume.emptyDir).toBeDefined();
-    expect(validate(cfg).status).toBe(0);
-    // An explicit path wins; an existingClaim's access modes are not known to the chart.
-    expect(configOf(render({ persistence: { accessModes: ['ReadWriteMany'] }, config: { lock: { path: 'locks/x.lock' } } })).lock.path).toBe('/data/locks/x.lock');
-    expect(configOf(render({ persistence: { accessModes: ['ReadWriteMany'], existingClaim: 'mine' } })).lock).toBeUndefined();
+  it('the run lock is on the pod\'s /tmp emptyDir, whatever the volume; an explicit path wins', () => {
+    for (const values of [{}, { persistence: { accessModes: ['ReadWriteMany'] } }, { persistence: { existingClaim: 'mine' } }]) {
+      const objs = render(values);
+      const cfg = configOf(objs);
+      expect(cfg.lock.path, JSON.stringify(values)).toBe('/tmp/qc-cronsafe.lock');
+      const tmp = (mainContainer(runner(objs)).volumeMounts as Obj[]).find((m) => m.mountPath === '/tmp') as Obj;
+      const volume = (podSpec(runner(objs)).volumes as Obj[]).find((v) => v.name === tmp.name) as Obj;
+      expect(volume.emptyDir).toBeDefined();
+      expect(validate(cfg).status).toBe(0);
+    }
+    expect(configOf(render({ config: { lock: { path: 'locks/x.lock' } } })).lock.path).toBe('/data/locks/x.lock');
   });
 
   it('the network file system opt-ins reach cronsafe (and are left out when false)', () => {
@@ -124,7 +117,7 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     expect(on.summary).toMatchObject({ state: { allowNetworkFilesystem: true }, lock: { allowNetworkFilesystem: true } });
     const off = configOf(render({}));
     expect(off.state.allowNetworkFilesystem).toBeUndefined();
-    expect(off.lock).toBeUndefined();
+    expect(off.lock.allowNetworkFilesystem).toBeUndefined();
   });
 
   it('a schedule the chart schema lets through but cronsafe rejects is caught by validate (exit 78)', () => {

@@ -67,13 +67,13 @@ describe('least privilege', () => {
 describe('what the pod is told about the enabled features', () => {
   it('the config names the Lease and the features only when they are enabled', () => {
     const off = configOf(render());
-    expect(off.lock).toBeUndefined();
+    expect(off.lock).not.toHaveProperty('kubernetesLease');
     expect(off).not.toHaveProperty('events');
     expect(off).not.toHaveProperty('scheduledTimestamp');
     const on = configOf(render({
       lock: { kubernetesLease: { enabled: true } }, events: { enabled: true }, scheduledTimestamp: { enabled: true },
     }));
-    expect(on.lock).toEqual({ kubernetesLease: { name: 'qc-cronsafe' } });
+    expect(on.lock).toEqual({ path: '/tmp/qc-cronsafe.lock', kubernetesLease: { name: 'qc-cronsafe' } });
     expect(on.events).toEqual({ enabled: true });
     expect(on.scheduledTimestamp).toEqual({ enabled: true });
   });

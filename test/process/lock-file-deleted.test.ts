@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { tryLock } from '../../src/lock/local.js';
-import { FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
@@ -23,7 +23,8 @@ describe('a deleted lock file does not let a second run in', () => {
     const second = await runCli(['run', '-c', ws.configPath], { env });
     expect(second.code, second.stderr).toBe(0);
     expect(finished(second)?.outcome).toBe('skipped-locked');
-    expect(second.lines.some((l) => l.msg.startsWith('skipped: another run of this job is alive'))).toBe(true);
+    // Kept out by the flock on the ledger file itself, which deleting the lock file does not free.
+    expect(second.lines.some((l) => l.msg.startsWith('skipped: another run holds the lock'))).toBe(true);
     expect(second.lines.some((l) => l.msg.startsWith('reclaimed claims'))).toBe(false);
 
     const done = await first.exited;
@@ -59,18 +60,27 @@ describe('a run killed on another host (an evicted pod, replaced on another node
     expect(r.code, r.stderr).toBe(0);
     expect(finished(r)?.outcome).toBe('completed');
 
-    // Without that proof (the lock file was replaced), a fresh heartbeat from another host still wins.
-    const ws2 = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
-    const l2 = await openSqliteLedger(ws2.db);
-    try {
-      await l2.startRun({ runId: 'alive-run', owner: 'other-node:4243:alive-run', startedAt: Date.now() });
-      await l2.heartbeat('alive-run', Date.now());
-    } finally {
-      await l2.close();
+    // Without that proof (the lock file was replaced), the flock on the ledger file itself
+    // proves it: a run alive on another host would hold it.
+    for (const [allowNetworkFilesystem, outcome] of [
+      [false, 'completed'],
+      // Where that flock is not taken (a network file system the user allowed: flock would
+      // block SQLite's own locks there), a fresh heartbeat from another host still wins.
+      [true, 'skipped-locked'],
+    ] as const) {
+      const ws2 = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
+      configure(ws2, { state: { sqlite: ws2.db, allowNetworkFilesystem } });
+      const l2 = await openSqliteLedger(ws2.db);
+      try {
+        await l2.startRun({ runId: 'alive-run', owner: 'other-node:4243:alive-run', startedAt: Date.now() });
+        await l2.heartbeat('alive-run', Date.now());
+      } finally {
+        await l2.close();
+      }
+      const r2 = await runCli(['run', '-c', ws2.configPath]);
+      expect(r2.code, r2.stderr).toBe(0);
+      expect(finished(r2)?.outcome, `allowNetworkFilesystem: ${allowNetworkFilesystem}`).toBe(outcome);
     }
-    const r2 = await runCli(['run', '-c', ws2.configPath]);
-    expect(r2.code, r2.stderr).toBe(0);
-    expect(finished(r2)?.outcome).toBe('skipped-locked');
   });
 });
 

@@ -62,14 +62,13 @@ drain:
   # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds).
   gracePeriodSeconds: {{ toJson $v.drain.gracePeriodSeconds }}
   marginSeconds: {{ toJson $v.drain.marginSeconds }}
-{{- $sharedVolume := include "cronsafe.sharedVolume" . }}
-{{- if or $c.lock.path $sharedVolume $c.lock.allowNetworkFilesystem $v.lock.kubernetesLease.enabled }}
 lock:
 {{- if $c.lock.path }}
   path: {{ include "cronsafe.dataPath" (list $ $c.lock.path) | toJson }}
-{{- else if $sharedVolume }}
-  # persistence.accessModes has ReadWriteMany: a flock there is unreliable, so the lock is
-  # on the pod's /tmp emptyDir (Forbid, and lock.kubernetesLease, keep runs apart).
+{{- else }}
+  # On the pod's /tmp emptyDir: node-local whatever the volume is (a flock on a network file
+  # system is unreliable). Runs on one SQLite ledger are also kept apart by cronsafe's flock
+  # on the ledger file itself, on the volume (a manual Job, a pod still terminating).
   path: {{ printf "/tmp/%s.lock" (include "cronsafe.configName" .) | toJson }}
 {{- end }}
 {{- if $c.lock.allowNetworkFilesystem }}
@@ -79,7 +78,6 @@ lock:
   # In the pod's namespace (CRONSAFE_POD_NAMESPACE); duration and renewal from `lease`.
   kubernetesLease:
     name: {{ include "cronsafe.leaseName" . | toJson }}
-{{- end }}
 {{- end }}
 schedule:
   # The CronJob's spec.schedule and spec.timeZone (values: schedule, timeZone).
