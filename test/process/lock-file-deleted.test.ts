@@ -42,6 +42,25 @@ describe('a deleted lock file does not let a second run in', () => {
   });
 });
 
+describe('two runs of one ledger with different lock files (the chart: each pod its own emptyDir lock)', () => {
+  it('the second is kept out by the flock on the ledger file itself: skipped, nothing processed twice', async () => {
+    const files = Object.fromEntries(['a', 'b', 'c'].map((n) => [`${n}.txt`, n]));
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 2, log: { level: 'info' } }, files);
+    const markers = path.join(ws.dir, 'markers');
+    const env = { MARKER_DIR: markers, SLOW_MS: '2000' };
+    const first = spawnCli(['run', '-c', ws.configPath], { env });
+    await until(() => filesIn(markers).length === 2, 'the first run to start two handlers');
+    const other = path.join(ws.dir, 'other.yaml');
+    writeFileSync(other, readFileSync(ws.configPath, 'utf8').replace(path.join(ws.state, 'cronsafe.lock'), path.join(ws.dir, 'pod-2-tmp', 'job.lock')));
+    const second = await runCli(['run', '-c', other], { env });
+    expect(second.code, second.stderr).toBe(0);
+    expect(finished(second)?.outcome).toBe('skipped-locked');
+    expect(second.lines.some((l) => l.msg.startsWith('skipped: another run holds the lock'))).toBe(true);
+    expect((await first.exited).code).toBe(0);
+    expect(filesIn(markers)).toHaveLength(3);
+  });
+});
+
 describe('a run killed on another host (an evicted pod, replaced on another node)', () => {
   it('its replacement, which finds the dead run\'s name in the lock file it now holds, does not wait for the heartbeat to age', async () => {
     const ws = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
