@@ -35,6 +35,10 @@ const podEnv = (pod: string, extra: Record<string, string> = {}) => ({
 function otherPod(ws: Workspace): string {
   const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
   cfg.lock.path = path.join(ws.dir, 'other-node', 'cronsafe.lock');
+  // A pod on another node sees the ledger through a network file system (a ReadWriteMany
+  // volume): the user allowed it, so cronsafe takes no flock on the ledger file there, and
+  // only the Lease keeps the two runs apart.
+  cfg.state = { ...cfg.state, allowNetworkFilesystem: true };
   const file = path.join(ws.dir, 'cronsafe-b.yaml');
   writeFileSync(file, YAML.stringify(cfg));
   return file;
