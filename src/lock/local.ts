@@ -74,17 +74,23 @@ function openLockFile(lockPath: string): number {
   return fd;
 }
 
+/** flock(LOCK_EX | LOCK_NB): true when taken; false when another process holds it. `fd` is closed unless taken. */
+function tryFlock(fd: number): boolean {
+  try {
+    flockSync(fd, 'exnb');
+    return true;
+  } catch (err) {
+    closeSync(fd);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return false;
+    throw err;
+  }
+}
+
 function lockFile(lockPath: string): number | null {
   for (let tries = 1; ; tries++) {
     const fd = openLockFile(lockPath);
-    try {
-      flockSync(fd, 'exnb');
-    } catch (err) {
-      closeSync(fd);
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
-      throw err;
-    }
+    if (!tryFlock(fd)) return null;
     if (stillThere(fd, lockPath)) return fd;
     flockSync(fd, 'un');
     closeSync(fd);
@@ -192,15 +198,11 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
 export function lockLedgerFile(file: string): (() => void) | null {
   mkdirSync(path.dirname(file), { recursive: true });
   const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
-  try {
-    if (!fstatSync(fd).isFile()) throw new Error(`the ledger ${file} is not a regular file (state.sqlite)`);
-    flockSync(fd, 'exnb');
-  } catch (err) {
+  if (!fstatSync(fd).isFile()) {
     closeSync(fd);
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
-    throw err;
+    throw new Error(`the ledger ${file} is not a regular file (state.sqlite)`);
   }
+  if (!tryFlock(fd)) return null;
   let released = false;
   return () => {
     if (released) return;
