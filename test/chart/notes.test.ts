@@ -48,6 +48,15 @@ describe('NOTES.txt', () => {
     expect(text).not.toContain('WARNING');
   });
 
+  it('says where the state may live: SQLite on a ReadWriteOnce volume, PostgreSQL for many pods', () => {
+    const text = notes();
+    expect(text).toMatch(/The ledger is SQLite, \/data\/state\/cronsafe\.db: keep it on a ReadWriteOnce\s+volume/);
+    expect(text).toMatch(/On NFS, CephFS, SMB, EFS or a FUSE mount cronsafe exits 78/);
+    expect(text).toContain('use PostgreSQL (config.state.postgres.existingSecret)');
+    expect(text).toContain("The run lock is on the pod's /tmp emptyDir");
+    expect(notes({ config: { state: { postgres: { existingSecret: 'pg' } } } })).not.toContain('The ledger is SQLite');
+  });
+
   it('omits the status recipe when the status template is disabled', () => {
     expect(notes({ statusJob: { enabled: false } })).not.toContain('-status');
   });
