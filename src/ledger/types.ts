@@ -1,8 +1,9 @@
 import type { RequeueLedger } from './requeue-types.js';
 
 /**
- * The ledger: the persistent record of every item's state. Two adapters (SQLite now,
- * PostgreSQL later) implement this one interface and pass one contract test suite.
+ * The ledger: the persistent record of every item's state. Two adapters (SQLite, the
+ * embedded default; PostgreSQL, for many pods) implement this one interface and pass one
+ * contract test suite (test/contract/).
  *
  * State machine (each transition one transaction with a guard):
  *   (new) --discover--> pending --claim--> claimed --complete--> done

@@ -81,8 +81,6 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string 
   }
 }
 
-/** Whether `ledger` is the PostgreSQL adapter (the runner's many-pods paths need it). */
-export const isPostgresLedger = (ledger: Ledger): ledger is PostgresLedger => ledger instanceof PostgresLedger;
 
 /**
  * The Ledger on PostgreSQL, for many pods on one backlog. Every verb is one transaction
