@@ -13,11 +13,12 @@ import { scanSkipsDirectory } from '../runner/scan.js';
 import { interpolate } from './interpolate.js';
 import { programProblem } from './program.js';
 import type { KeyProblem } from './messages.js';
-import { describeValue, fallbackMessage, formatIssues, problemLine, redactUrl } from './messages.js';
+import { describeValue, fallbackMessage, formatIssues, problemLine } from './messages.js';
+import { redactUrl } from '../redact.js';
 import { configSchema, knownKeysAt, schemaAt, type ParsedConfig } from './schema.js';
 import type { Config } from './types.js';
 
-export { redactUrl } from './messages.js';
+export { redactUrl } from '../redact.js';
 
 /** Overrides `state.postgres` (and drops `state.sqlite`) when set and non-empty. */
 export const POSTGRES_ENV = 'CRONSAFE_STATE_POSTGRES';

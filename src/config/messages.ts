@@ -5,6 +5,7 @@
  * postgres URL in it must not carry its password into the logs.
  */
 import type * as z from 'zod';
+import { redactUrl } from '../redact.js';
 
 /** One problem with one key. `key` is '' for the top level. */
 export interface KeyProblem {
@@ -20,26 +21,6 @@ export function keyPath(path: readonly PropertyKey[]): string {
     else out += out === '' ? String(seg) : `.${String(seg)}`;
   }
   return out;
-}
-
-/**
- * Replace the password of a URL with `***`, both in the userinfo
- * (`postgres://u:***@host/db`) and in a `password=` query parameter (libpq accepts both).
- * Anything else is returned unchanged, byte for byte.
- */
-export function redactUrl(url: string): string {
-  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
-  if (!m) return url;
-  const [, scheme = '', authority = '', rest = ''] = m;
-  // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
-  const at = authority.lastIndexOf('@');
-  let auth = authority;
-  if (at >= 0) {
-    const userinfo = authority.slice(0, at);
-    const colon = userinfo.indexOf(':');
-    if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${authority.slice(at)}`;
-  }
-  return scheme + auth + rest.replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /** How a found value is shown after `got`. */

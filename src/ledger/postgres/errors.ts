@@ -1,4 +1,4 @@
-import { redactUrl } from '../../config/load.js';
+import { redactUrl } from '../../redact.js';
 
 /**
  * SQLSTATEs worth retrying: the transaction did not commit and running it again can
