@@ -1,3 +1,4 @@
+import { setImmediate as yieldTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { RetentionConfig } from '../config/types.js';
 import type { Ledger } from '../ledger/types.js';
@@ -12,6 +13,11 @@ export const MARK_WALK = 10_000;
  * so what a pass pays for it does not grow with the ledger (docs/benchmarks.md).
  */
 export const MARK_STEPS = 20;
+/**
+ * Forget steps per pass, at most (200,000 items): after a whole source is deleted, the
+ * pass 30 days later stays short, and the next passes forget the rest.
+ */
+export const FORGET_STEPS = 200;
 /** Pages per incremental-vacuum step (16 MiB at SQLite's 4 KiB pages). */
 export const VACUUM_PAGES = 4096;
 
@@ -57,10 +63,15 @@ export async function pruneLedger(d: PruneDeps): Promise<PruneReport> {
   const r: PruneReport = { runs: 0, events: 0, markedMissing: 0, forgotten: 0, pagesFreed: 0, stopped: false };
   const now = d.now();
   const before = now - retention.days * DAY_MS;
-  /** Repeat `step` until it does less than a full batch, or the pass stops. */
-  const drainSteps = async (step: () => Promise<number>, full: number): Promise<number> => {
+  /**
+   * Repeat `step` until it does less than a full batch, `maxSteps` are done, or the pass
+   * stops. Each step yields to the event loop first: SQLite's steps are synchronous, so
+   * without it a SIGTERM (and a metrics scrape) would wait for the whole loop.
+   */
+  const drainSteps = async (step: () => Promise<number>, full: number, maxSteps = Infinity): Promise<number> => {
     let total = 0;
-    for (;;) {
+    for (let i = 0; i < maxSteps; i++) {
+      await yieldTurn();
       if (stop.aborted) {
         r.stopped = true;
         return total;
@@ -69,13 +80,16 @@ export async function pruneLedger(d: PruneDeps): Promise<PruneReport> {
       total += n;
       if (n < full) return total;
     }
+    return total;
   };
   try {
+    log.debug({ wholeScan: d.wholeScan !== undefined }, 'retention: pruning');
     const keep = { keep: retention.runs, before, limit: PRUNE_BATCH };
     r.runs = await drainSteps(() => ledger.pruneRuns(keep), PRUNE_BATCH);
     r.events = await drainSteps(() => ledger.pruneEvents(keep), PRUNE_BATCH);
     if (d.wholeScan && !stop.aborted) {
       for (let i = 0; i < MARK_STEPS; i++) {
+        await yieldTurn();
         if (stop.aborted) {
           r.stopped = true;
           break;
@@ -86,7 +100,7 @@ export async function pruneLedger(d: PruneDeps): Promise<PruneReport> {
       }
       if (!r.stopped) {
         const forgetBefore = now - retention.forgetMissingAfterDays * DAY_MS;
-        r.forgotten = await drainSteps(() => ledger.forgetMissing({ before: forgetBefore, limit: PRUNE_BATCH }), PRUNE_BATCH);
+        r.forgotten = await drainSteps(() => ledger.forgetMissing({ before: forgetBefore, limit: PRUNE_BATCH }), PRUNE_BATCH, FORGET_STEPS);
       }
     }
     let shrinkable = true;
@@ -99,7 +113,7 @@ export async function pruneLedger(d: PruneDeps): Promise<PruneReport> {
         return s.freed;
       }, 1);
     }
-    if (r.runs + r.events + r.markedMissing + r.forgotten + r.pagesFreed > 0) log.info({ pruned: r }, 'retention: pruned the ledger');
+    if (r.stopped || r.runs + r.events + r.markedMissing + r.forgotten + r.pagesFreed > 0) log.info({ pruned: r }, 'retention: pruned the ledger');
     if (!shrinkable) {
       log.warn(
         { freePages: free },
