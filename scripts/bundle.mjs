@@ -5,8 +5,12 @@
 // loaded only when the command or config uses it.
 //
 // External (loaded from node_modules at run time, as before): the native modules, and the
-// large optional libraries that are imported lazily anyway (Kubernetes client, pg,
-// prom-client, pino-pretty). tsc's per-file output stays in dist/ for the benchmarks that
+// large optional libraries that are imported lazily anyway (pg, prom-client, pino-pretty).
+// The Kubernetes client is bundled, into a chunk loaded only when a Kubernetes feature is
+// on: its own dependency range pulls undici 8, which needs Node 22, and package.json's
+// `overrides` (undici 7) apply to this repository only, never to a user's `npm install`.
+// Bundled here, it carries the undici this repository resolves, and is a devDependency.
+// (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
 // import single modules; the bin, the image and the process tests run dist/cli.js.
 import { rmSync } from 'node:fs';
 import path from 'node:path';
@@ -14,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const external = ['better-sqlite3', 'fs-ext', 'pg', '@kubernetes/client-node', 'prom-client', 'pino-pretty'];
+const external = ['better-sqlite3', 'fs-ext', 'pg', 'prom-client', 'pino-pretty', 'bufferutil', 'utf-8-validate'];
 
 rmSync(path.join(root, 'dist', 'chunks'), { recursive: true, force: true });
 await build({

@@ -66,6 +66,21 @@ describe('npm package', () => {
     expect(unexpected).toEqual([]);
   });
 
+  it('bundles the Kubernetes client instead of depending on it: its own range pulls undici 8, which needs Node 22', () => {
+    const shipped = JSON.parse(readFileSync(path.join(packDir, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; engines: { node: string } };
+    expect(shipped.engines.node).toBe('>=20');
+    expect(Object.keys(shipped.dependencies)).not.toContain('@kubernetes/client-node');
+    expect(Object.keys(shipped.dependencies)).not.toContain('undici');
+    const chunks = packed.files.map((f) => f.path).filter((p) => p.startsWith('dist/chunks/'));
+    const withClient = chunks.filter((p) => {
+      const text = readFileSync(path.join(packDir, p), 'utf8');
+      return text.includes('CoordinationV1Api') && text.includes('UND_ERR_'); // the client and its undici
+    });
+    expect(withClient).toHaveLength(1);
+    // Loaded lazily: the bin itself never imports it.
+    expect(readFileSync(path.join(packDir, 'dist/cli.js'), 'utf8')).not.toContain('CoordinationV1Api');
+  });
+
   it('runs from the unpacked tarball (every chunk the bin loads is in it)', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-unpacked-'));
     execFileSync('tar', ['-xzf', packed.filename, '-C', dir]);
