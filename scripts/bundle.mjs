@@ -12,13 +12,15 @@
 // Bundled here, it carries the undici this repository resolves, and is a devDependency.
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
 // import single modules; the bin, the image and the process tests run dist/cli.js.
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const external = ['better-sqlite3', 'fs-ext', 'pg', 'prom-client', 'pino-pretty', 'bufferutil', 'utf-8-validate'];
+
+const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 
 rmSync(path.join(root, 'dist', 'chunks'), { recursive: true, force: true });
 await build({
@@ -32,6 +34,8 @@ await build({
   platform: 'node',
   target: 'node20',
   external,
+  // `cronsafe --version` (src/program.ts).
+  define: { CRONSAFE_VERSION: JSON.stringify(version) },
   // Bundled CommonJS packages (commander, pino) call require() for Node's built-ins; an ES
   // module has none, so each chunk gets one (the entry chunk's shebang line stays first).
   banner: { js: "import { createRequire as __cronsafeCreateRequire } from 'node:module'; const require = __cronsafeCreateRequire(import.meta.url);" },

@@ -38,11 +38,17 @@ async function configPath(cliPath: string | undefined): Promise<string> {
   return resolveConfigPath(cliPath);
 }
 
+// package.json's version, put in by the bundler (scripts/bundle.mjs), so the bin always
+// says what it is, wherever it runs (never the version of the project that ran it through
+// npx, as npm_package_version would). tsc's per-file output (benchmarks) has none.
+declare const CRONSAFE_VERSION: string | undefined;
+const VERSION = typeof CRONSAFE_VERSION === 'string' ? CRONSAFE_VERSION : '0.0.0-unbundled';
+
 function buildProgram(signals: ProgramSignals, setExit: (code: number) => void): Command {
   const { stop, force } = signals;
   const program = new Command('cronsafe')
     .description('Drain a backlog of work items safely from a Kubernetes CronJob')
-    .version(process.env.npm_package_version ?? '0.1.0')
+    .version(VERSION)
     .exitOverride()
     .showHelpAfterError()
     .hook('preAction', (_program, action) => signals.commandStarts(action.name()));

@@ -81,6 +81,15 @@ describe('npm package', () => {
     expect(readFileSync(path.join(packDir, 'dist/cli.js'), 'utf8')).not.toContain('CoordinationV1Api');
   });
 
+  it('`cronsafe --version` is package.json\'s version, wherever it is run from (not the caller\'s npm_package_version)', () => {
+    const r = spawnSync(process.execPath, [path.join(packDir, pkg.bin.cronsafe), '--version'], {
+      encoding: 'utf8',
+      env: { ...process.env, npm_package_version: '9.9.9' },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe(pkg.version);
+  });
+
   it('runs from the unpacked tarball (every chunk the bin loads is in it)', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-unpacked-'));
     execFileSync('tar', ['-xzf', packed.filename, '-C', dir]);
