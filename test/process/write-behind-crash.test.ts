@@ -133,6 +133,12 @@ describe('a run killed with claims and successes only in its start journal', () 
     });
     // The journal stays for the next run (it could be a live run's).
     expect(existsSync(journalPath(file))).toBe(true);
+    // `status` and `plan` read through it, and see the requeue: the record is older than it.
+    await withLedger(file, { readOnly: true }, async (l) => {
+      expect(await l.get('a')).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await l.counts()).toEqual({ pending: 3, claimed: 3, done: 0, dead: 0 });
+      expect((await l.peek(['a']))[0]).toMatchObject({ state: 'pending', attempts: 0 });
+    });
     await withLedger(file, { writeBehind: true }, async (l) => {
       await l.reclaimOrphans('host:2:run-next', { now: T0 + 5000, retry: RETRY });
       expect(await states(l)).toEqual({ a: 'pending/0', b: 'pending/1', c: 'pending/1', d: 'pending/1', e: 'pending/0', f: 'pending/0' });

@@ -43,6 +43,7 @@ import { countsThroughJournal, journalled, throughJournal } from './journal-view
 import { journalPath } from './start-journal.js';
 import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
+import { wellFormed } from '../rows.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
@@ -251,13 +252,21 @@ class SqliteLedger implements Ledger {
     this.#behind?.flush();
     const j = this.#othersJournal();
     const counts = this.#read.counts();
-    return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id)) : counts;
+    return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : counts;
   }
   async get(id: string): Promise<ItemRecord | null> {
     this.#behind?.flush();
     const row = this.#read.get(id);
-    return row ? throughJournal(row, this.#othersJournal()?.get(row.id)) : row;
+    const rec = row ? this.#othersJournal()?.get(row.id) : undefined;
+    return row && rec ? throughJournal(row, rec, this.#updatedAt(row.id)) : row;
   }
+  /** A row's last transition (the journal view applies no record older than it). */
+  #updatedAt(id: string): number | undefined {
+    this.#updatedAtStmt ??= this.#db.prepare('SELECT updated_at FROM items WHERE id = ?').pluck();
+    return (this.#updatedAtStmt.get(wellFormed(id)) as number | undefined) ?? undefined;
+  }
+  #updatedAtStmt: Database.Statement | undefined;
+
   /**
    * Another writer (requeue, dead-letter retry): what a running or dead run journalled and
    * has not written yet is written first (write-behind.ts, replayJournal), so this write
@@ -349,7 +358,7 @@ class SqliteLedger implements Ledger {
     return rows.map((p) => {
       const rec = j.get(p.id);
       if (!rec) return p;
-      const now = throughJournal({ id: p.id, state: p.state, attempts: p.attempts, owner: null, released: 0, lastError: null, availableAt: p.availableAt, leaseUntil: null, doneAt: p.doneAt, size: null, mtimeMs: null }, rec);
+      const now = throughJournal({ id: p.id, state: p.state, attempts: p.attempts, owner: null, released: 0, lastError: null, availableAt: p.availableAt, leaseUntil: null, doneAt: p.doneAt, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
       return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
     });
   }

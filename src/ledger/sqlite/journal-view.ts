@@ -31,8 +31,10 @@ export function journalled(file: string, written: number): Map<string, Journalle
  * A row as the journal has moved it on, or as it is when the journal's record does not
  * follow from it (written already, or overtaken: a replay would not apply it either).
  */
-export function throughJournal(row: ItemRecord, j: Journalled | undefined): ItemRecord {
+export function throughJournal(row: ItemRecord, j: Journalled | undefined, updatedAt?: number): ItemRecord {
   if (!j) return row;
+  // Written since the record (a requeue, a dead-letter retry): the record is history.
+  if (updatedAt !== undefined && updatedAt > j.at) return row;
   const startedFromRow = row.state === 'pending' && row.attempts === j.attempt - 1;
   if (j.state === 'claimed' && startedFromRow) {
     return { ...row, state: 'claimed', attempts: j.attempt, owner: j.owner };
@@ -45,12 +47,17 @@ export function throughJournal(row: ItemRecord, j: Journalled | undefined): Item
 }
 
 /** Counts moved on by the journal: each journalled id's row is read and re-counted. */
-export function countsThroughJournal(counts: ItemCounts, j: Map<string, Journalled>, get: (id: string) => ItemRecord | null): ItemCounts {
+export function countsThroughJournal(
+  counts: ItemCounts,
+  j: Map<string, Journalled>,
+  get: (id: string) => ItemRecord | null,
+  updatedAt: (id: string) => number | undefined,
+): ItemCounts {
   const out = { ...counts };
   for (const [id, rec] of j) {
     const row = get(id);
     if (!row) continue;
-    const now = throughJournal(row, rec);
+    const now = throughJournal(row, rec, updatedAt(id));
     if (now.state === row.state) continue;
     out[row.state]--;
     out[now.state]++;
