@@ -215,6 +215,15 @@ describe('persistence', () => {
       expect(mainContainer(runner(render({ image: { repository, tag: 't' } }))).image).toBe(`${repository}:t`);
     }
   });
+
+  it('refuses a repository that is not one (a tag, a digest, a scheme, spaces, upper case), naming image.repository', () => {
+    for (const repository of ['ghcr.io/x/y:1.0', 'ghcr.io/x/y@sha256:abc', 'https://ghcr.io/x/y', 'ghcr.io/X/Y', 'ghcr.io/', ' ghcr.io/x/y', 'ghcr.io/x/y ']) {
+      const r = helm(['template', RELEASE, CHART, '-f', valuesFile({ image: { repository } })]);
+      expect(r.status, repository).not.toBe(0);
+      expect(r.stderr).toContain(`image.repository ${JSON.stringify(repository)} is not an image repository`);
+      expect(r.stderr).toContain('set image.tag');
+    }
+  });
 });
 
 describe('status template', () => {

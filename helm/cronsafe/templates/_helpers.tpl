@@ -141,6 +141,11 @@ install time is kinder than a failed Job.
 or searched on CRI-O): a default install would render fine and every Job would then fail
 with ErrImagePull. */ -}}
 {{- $repo := $v.image.repository -}}
+{{- /* A reference's grammar (distribution/reference): a tag or digest goes in image.tag /
+image.digest, never in the repository, or the chart would render "repo:tag:appVersion". */ -}}
+{{- if not (regexMatch "^[a-zA-Z0-9][a-zA-Z0-9.-]*(:[0-9]+)?(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)+$|^[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$" $repo) -}}
+{{- fail (printf "image.repository %q is not an image repository: expected a registry host and a lowercase path, such as ghcr.io/cronsafe/cronsafe, with no scheme, spaces, tag (set image.tag) or digest (set image.digest)" $repo) -}}
+{{- end -}}
 {{- if not (regexMatch "^([^/]*[.:][^/]*|localhost)/" $repo) -}}
 {{- $pulled := ternary (printf "docker.io/%s" $repo) (printf "docker.io/library/%s" $repo) (contains "/" $repo) -}}
 {{- fail (printf "image.repository %q has no registry host, so nodes would pull %s (or refuse a short name). Set image.repository to the image's full path: ghcr.io/cronsafe/cronsafe (the default), your own image built FROM it (e.g. registry.example.com/team/cronsafe), or %s if that is really the one" $repo $pulled $pulled) -}}
