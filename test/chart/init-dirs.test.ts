@@ -8,7 +8,7 @@
  * Needs root, to run the command as another user with setpriv (CI runs as root).
  */
 import { spawnSync } from 'node:child_process';
-import { chownSync, chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { chownSync, chmodSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureTools, podSpec, render, runner, tempDir, type Obj } from './helpers.js';
@@ -57,6 +57,18 @@ describe.skipIf(!canSwitchUser)('init-dirs on the pod user (needs root and setpr
     const r = runAsPodUser(initCommand(vol));
     expect(r.status, r.stderr).toBe(78);
     expect(r.stderr).toContain(`${vol}/queue: ${vol}/queue is owned by uid:gid 0:0 with mode 755`);
+  });
+
+  it('a file where a directory must be is named as such, not blamed on ownership', () => {
+    const vol = path.join(tempDir('cronsafe-initdirs-'), 'vol');
+    mkdirSync(vol, { recursive: true });
+    chmodSync(path.dirname(vol), 0o755);
+    chownSync(vol, UID, UID);
+    writeFileSync(path.join(vol, 'out'), 'a file');
+    const r = runAsPodUser(initCommand(vol));
+    expect(r.status, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`cannot create the directory ${vol}/out: ${vol}/out exists and is not a directory`);
+    expect(r.stderr).not.toContain('fsGroup');
   });
 
   it('on a volume the user can write (what fsGroup gives): creates source, output and state, exits 0', () => {

@@ -12,9 +12,13 @@ for dir in "$@"; do
   if mkdir -p -- "$dir" 2>/dev/null && [ -w "$dir" ] && [ -x "$dir" ]; then
     continue
   fi
-  # The deepest path that exists is the one whose ownership stops us.
+  # The deepest path that exists is the one that stops us.
   blocker=$dir
   while [ ! -e "$blocker" ] && [ "$blocker" != / ]; do blocker=$(dirname -- "$blocker"); done
+  if [ -e "$blocker" ] && [ ! -d "$blocker" ]; then
+    printf 'cronsafe init-dirs: cannot create the directory %s: %s exists and is not a directory. Remove or rename it, or point the config at another path.\n' "$dir" "$blocker" >&2
+    exit 78
+  fi
   owner=$(stat -c '%u:%g' -- "$blocker" 2>/dev/null || echo '?')
   mode=$(stat -c '%a' -- "$blocker" 2>/dev/null || echo '?')
   # printf, not a here-document: some shells write those to a temp file, and the
