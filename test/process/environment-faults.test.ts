@@ -71,8 +71,13 @@ describe("the environment's faults are not the items'", () => {
     renameSync(ws.source, `${ws.source}.moved`);
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(1);
-    // Beside the JSON log on stdout, one plain line on stderr says why.
-    expect(run.stderr()).toMatch(/^cronsafe: run failed: source\.directory .* is gone or is no longer the same directory/m);
+    // Beside the JSON log on stdout, one plain line on stderr says why: whichever saw it
+    // first, the pass's check of the source or the next handler's spawn (its working
+    // directory is the source), naming the source directory either way.
+    expect(run.stderr()).toMatch(
+      /^cronsafe: run failed: (source\.directory .* is gone or is no longer the same directory|cannot run handler\.command .*\(working directory .* does not exist\))/m,
+    );
+    expect(run.stderr()).toContain(ws.source);
     // Named in the error: the source directory (gone, or the handler's working directory missing).
     const stopped = run.lines.find((l) => l.msg.startsWith('the environment cannot run items'));
     expect(String((stopped?.err as { message?: string } | undefined)?.message)).toContain(ws.source);
