@@ -1,4 +1,4 @@
-import { mkdirSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import type {
@@ -273,7 +273,7 @@ class SqliteLedger implements Ledger {
    * sees the items as they are. A journal that cannot be read is left to its run.
    */
   #catchUp(): void {
-    if (this.#journal === undefined || this.#db.readonly) return;
+    if (this.#journal === undefined || this.#db.readonly || !existsSync(this.#journal)) return;
     const journal = this.#journal;
     this.#db.transaction(() => replayJournal(this.#db, this.#finish, journal, Date.now(), { strict: false, advance: false })).immediate();
   }

@@ -61,12 +61,16 @@ export class StartJournal {
     }
   }
 
+  /** After vanished(): the next append creates the file anew (the caller flushed first). */
+  reopen(): void {
+    this.#close();
+  }
+
   /**
    * Append records for `owner`'s attempts, in segment `segment` (a new segment starts with
    * its O line); returns once they are written (not fsynced).
    */
   append(owner: string, segment: number, starts: readonly { id: string; attempt: number }[], done: readonly { id: string; attempt: number }[], at: number): void {
-    if (this.vanished()) this.#close();
     let text = '';
     if (this.#segment !== segment) text += `O\t${JSON.stringify(owner)}\t${segment}\n`;
     for (const d of done) text += `D\t${JSON.stringify(d.id)}\t${d.attempt}\t${at}\n`;

@@ -60,8 +60,8 @@ export function writtenSegment(db: Database): number {
 export class WriteBehind {
   /** Claimable candidates of this pass's discoveries, with the row's attempt counts. */
   readonly #ready = new Map<string, ClaimedRow>();
-  /** Attempts started here and not yet settled: `owner\nattempt` by id. */
-  readonly #live = new Map<string, string>();
+  /** Attempts started here and not yet settled, by id. */
+  readonly #live = new Map<string, { owner: string; attempt: number }>();
   #starts: Start[] = [];
   #done: Claim[] = [];
   #timer: NodeJS.Timeout | undefined;
@@ -109,7 +109,11 @@ export class WriteBehind {
   settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions }): { complete: FenceOutcome[]; claims: Claim[] } | null {
     const { ids, opts } = claim;
     if (!ids.every((id) => this.#ready.has(id)) || new Set(ids).size !== ids.length) return null;
-    if (!complete.every((c) => this.#live.get(c.id) === `${c.owner}\n${c.attempt}`)) return null;
+    const started = (c: Claim) => {
+      const live = this.#live.get(c.id);
+      return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
+    };
+    if (!complete.every(started)) return null;
     for (const c of complete) this.#live.delete(c.id);
     const claims: Claim[] = [];
     const starts: Start[] = [];
@@ -119,14 +123,17 @@ export class WriteBehind {
       starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs });
     }
     // Deleted under us: what it held since the last flush is only in our fd. Write that
-    // into the ledger now, then append to a new file (append reopens).
-    if (this.#journal.vanished()) this.flush(opts.now);
+    // into the ledger now, then append to a new file.
+    if (this.#journal.vanished()) {
+      this.flush(opts.now);
+      this.#journal.reopen();
+    }
     // Before the handlers start and before the successes are reported: the record is the commit.
     this.#segment ??= writtenSegment(this.#db) + 1;
     this.#journal.append(opts.owner, this.#segment, starts, complete, opts.now);
     for (const s of starts) {
       this.#ready.delete(s.id);
-      this.#live.set(s.id, `${s.owner}\n${s.attempt}`);
+      this.#live.set(s.id, { owner: s.owner, attempt: s.attempt });
     }
     this.#starts.push(...starts);
     this.#done.push(...complete);
