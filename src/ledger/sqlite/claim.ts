@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
 import { makeApplyRefresh, refreshParams } from './refresh.js';
-import { batchJson, toClaim, type ClaimedRow } from '../rows.js';
+import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
 // json_each: one statement per batch instead of one per item took discover + claim +
@@ -22,6 +22,15 @@ ON CONFLICT (id) DO UPDATE SET
   mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
   seen_run = excluded.seen_run,
   missing_since = NULL`;
+
+/**
+ * Discovery with the claimable facts of every row it touched (inserted or refreshed), for
+ * batches with no refresh policy: the rows come back from the write itself, instead of a
+ * second walk of the batch (CLAIMABLE_SQL) that parses the JSON and looks every id up
+ * again. RETURNING order is unspecified, so the caller puts them in batch order.
+ */
+export const DISCOVER_RETURNING_SQL = `${DISCOVER_SQL}
+RETURNING id, attempts, released, state, available_at`;
 
 /**
  * A claim also records the stat of the version it claims (the row's, just refreshed
@@ -81,6 +90,7 @@ export interface ClaimOps {
 
 export function makeClaimOps(db: Database): ClaimOps {
   const discover = db.prepare(DISCOVER_SQL);
+  const discoverReturning = db.prepare(DISCOVER_RETURNING_SQL);
   const claimableRows = db.prepare(CLAIMABLE_ROWS_SQL);
   const claimIds = db.prepare(CLAIM_IDS_SQL);
   const claimable = db.prepare(CLAIMABLE_SQL);
@@ -100,8 +110,9 @@ export function makeClaimOps(db: Database): ClaimOps {
     }
     const refresh = refreshParams(opts.refresh);
     const batch = batchJson(rows);
+    if (refresh === null) return inBatchOrder(rows, discoverReturning.all({ batch, runId: opts.runId, now: opts.now }) as DiscoveredRow[], opts.now);
     discover.run({ batch, runId: opts.runId, now: opts.now });
-    if (refresh !== null) applyRefresh(batch, refresh, opts.now);
+    applyRefresh(batch, refresh, opts.now);
     return claimable.all({ batch, now: opts.now }) as ClaimedRow[];
   });
 
@@ -132,6 +143,28 @@ export function makeClaimOps(db: Database): ClaimOps {
     claimDue: (opts) => claimDueTx.immediate(opts),
     nextDueAt: (runId) => (nextDue.get(runId) as number | null | undefined) ?? null,
   };
+}
+
+interface DiscoveredRow extends ClaimedRow {
+  state: string;
+  available_at: number;
+}
+
+/** The claimable rows of an upsert's RETURNING, in the order of the batch (what CLAIMABLE_SQL gives). */
+function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[], now: number): ClaimedRow[] {
+  const byId = new Map<string, DiscoveredRow>();
+  for (const r of returned) if (r.state === 'pending' && r.available_at <= now) byId.set(r.id, r);
+  const out: ClaimedRow[] = [];
+  if (byId.size === 0) return out;
+  for (const [id] of batch) {
+    // RETURNING gives stored ids: an ill-formed one is stored well-formed (rows.ts).
+    const key = byId.has(id) ? id : wellFormed(id);
+    const r = byId.get(key);
+    if (r === undefined) continue;
+    byId.delete(key); // two ids stored as one row: one candidate
+    out.push({ id: r.id, attempts: r.attempts, released: r.released });
+  }
+  return out;
 }
 
 function claimParams(opts: ClaimOptions): { owner: string; leaseUntil: number; now: number } {

@@ -20,6 +20,22 @@ FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS owner, j.value ->> 2 AS attem
 WHERE items.id = c.id AND +items.state = 'claimed' AND +items.owner = c.owner AND +items.attempts = c.attempt
 RETURNING items.id`;
 
+/**
+ * A start and its success written together (write-behind.ts flushes both in one
+ * transaction): pending straight to done, as APPLY_STARTS_SQL then COMPLETE_SQL would leave
+ * the row, without writing the claim in between (its row and owner index) only to undo it.
+ * Records as JSON [[id, attempt, at, owner], ...]; the guard is the start's (see
+ * APPLY_STARTS_SQL), and the completion's fence holds by construction: the same owner and
+ * attempt. RETURNING names the rows it applied to; the caller sends the rest the two-step way.
+ */
+export const START_AND_COMPLETE_SQL = `
+UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, attempts = c.attempt,
+  claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, done_at = @now, updated_at = @now
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at
+      FROM json_each(@records) AS j) AS c
+WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at
+RETURNING items.id`;
+
 export const FAIL_READ_SQL = `SELECT released FROM items WHERE ${GUARD}`;
 
 export const FAIL_TO_PENDING_SQL = `
@@ -55,6 +71,11 @@ export interface FinishOps {
   failOne(claim: Claim, error: string, opts: FailOptions): FenceOutcome;
   /** complete() without its own transaction (settle runs it inside its own). */
   completeIn(claims: Claim[], now: number): FenceOutcome[];
+  /**
+   * Starts (not yet in the ledger) whose attempt also succeeded, written as one transition
+   * inside the caller's transaction; returns the ids it applied to, counted as done.
+   */
+  startAndCompleteIn(records: { id: string; attempt: number; at: number }[], now: number): Set<string>;
   /** One hand-back, inside the caller's transaction. */
   releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
   forget(claims: Claim[], now: number): FenceOutcome[];
@@ -64,6 +85,7 @@ export interface FinishOps {
 
 export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const complete = db.prepare(COMPLETE_SQL).pluck();
+  const startAndComplete = db.prepare(START_AND_COMPLETE_SQL).pluck();
   const failRead = db.prepare(FAIL_READ_SQL).pluck();
   const toPending = db.prepare(FAIL_TO_PENDING_SQL);
   const toDead = db.prepare(FAIL_TO_DEAD_SQL);
@@ -111,6 +133,13 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   };
   const completeTx = db.transaction(completeIn);
 
+  const startAndCompleteIn = (records: { id: string; attempt: number; at: number }[], now: number): Set<string> => {
+    if (records.length === 0) return new Set();
+    const applied = new Set(startAndComplete.all({ now, records: batchJson(records.map((r) => [r.id, r.attempt, r.at])) }) as string[]);
+    counters.bump('items_done', applied.size);
+    return applied;
+  };
+
   const failTx = db.transaction((failures: Failure[], opts: FailOptions): FenceOutcome[] =>
     failures.map((f) => failOne(f.claim, f.error, opts)),
   );
@@ -137,6 +166,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     release: (claims, now, reason) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason)),
     failOne,
     completeIn,
+    startAndCompleteIn,
     releaseOne,
     forget: (claims) => (claims.length === 0 ? [] : forgetTx.immediate(claims)),
     forgetOne,
