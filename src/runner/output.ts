@@ -31,6 +31,8 @@ export function checkItemId(id: string): string | null {
   const escape = escapeProblem(id);
   if (escape) return escape;
   if (id.startsWith('/')) return 'absolute path';
+  // One segment (a flat source directory: the common case) needs no split.
+  if (!id.includes('/')) return id === '.' ? 'contains a "." segment' : id === '..' ? 'contains a ".." segment' : null;
   const segments = id.split('/');
   if (segments.includes('')) return 'empty path segment';
   if (segments.includes('.')) return 'contains a "." segment';

@@ -1,4 +1,4 @@
-import { lstatSync, type Dirent } from 'node:fs';
+import { existsSync, lstatSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
@@ -167,6 +167,10 @@ export async function sourcePresent(directory: string, since?: SourceId | null):
  * without an exception on a miss: the pass asks before every attempt.
  */
 export function itemGone(file: string | Buffer): boolean {
+  // The common answer (still there) from access(2), which builds no Stats object (~2 us of
+  // an lstat's result and dates per item); any miss, a dangling link or an unreadable
+  // parent, is decided by the lstat below as before.
+  if (existsSync(file)) return false;
   try {
     return lstatSync(file, { throwIfNoEntry: false }) === undefined;
   } catch (err) {

@@ -48,6 +48,7 @@ export async function createModuleHandler(cfg: HandlerConfig, _opts: { sourceDir
 }
 
 type Ending = { kind: 'ok' } | { kind: 'err'; err: unknown } | { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
+const OK: Ending = { kind: 'ok' };
 
 /**
  * One attempt of an in-process handler. The hot path is a no-op handler over a big
@@ -82,7 +83,15 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     }
     if (!isThenable(result)) return; // synchronous success
     const work = Promise.resolve(result);
-    const ending = await new Promise<Ending>((resolve) => {
+    // Most attempts over small items have settled already (no I/O left to wait for): one
+    // microtask tells, and they cost no timeout timer and no race.
+    let quick: Ending | undefined;
+    work.then(
+      () => (quick = OK),
+      (err: unknown) => (quick = { kind: 'err', err }),
+    );
+    await undefined;
+    const ending = (early as Ending | undefined) ?? (quick as Ending | undefined) ?? (await new Promise<Ending>((resolve) => {
       settle = resolve;
       if (early) resolve(early);
       work.then(
@@ -93,7 +102,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
         own.abort(new Error(`timed out after ${cfg.timeoutSeconds}s`));
         resolve({ kind: 'timeout' });
       }, cfg.timeoutSeconds * 1000);
-    });
+    }));
     if (ending.kind === 'ok') return;
     if (ending.kind === 'err') {
       rejection = ending.err;
