@@ -265,11 +265,11 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 
   async function processItem(claim: Claim): Promise<void> {
     const abort = new AttemptSignal();
+    const ctx = new AttemptContext(abort, log, claim);
     inflight.set(claim.id, abort);
     if (drain.aborting.aborted) abort.abort(drain.aborting.reason);
     // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
-    let itemLog: Logger | undefined;
-    const logOf = () => (itemLog ??= log.child({ itemId: claim.id, attempt: claim.attempt }));
+    const logOf = () => ctx.log;
     // Problems known before the handler runs cannot be fixed by running it again: an id
     // that would escape output.directory, or something foreign where its output goes.
     const unsafeId = checkItemId(claim.id);
@@ -289,17 +289,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       return;
     }
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
-    const ctx: HandlerContext = {
-      get signal() {
-        return abort.signal;
-      },
-      onAbort: (fn) => abort.onAbort(fn),
-      outputPath: tempPath,
-      get log() {
-        return logOf();
-      },
-      attempt: claim.attempt,
-    };
+    ctx.outputPath = tempPath;
     const started = now();
     try {
       await handler.run(item, ctx);
@@ -480,3 +470,28 @@ function workItem(sourceDir: string, claim: Claim): WorkItem {
   return { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
 }
 
+/**
+ * What a handler gets for one attempt. A class, not an object literal with getters and
+ * closures: one object per attempt, its signal and child logger made only when read.
+ */
+class AttemptContext implements HandlerContext {
+  outputPath: string | undefined;
+  #log: Logger | undefined;
+  constructor(
+    private readonly abort: AttemptSignal,
+    private readonly parentLog: Logger,
+    private readonly claim: Claim,
+  ) {}
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+  onAbort(fn: (reason: unknown) => void): () => void {
+    return this.abort.onAbort(fn);
+  }
+  get log(): Logger {
+    return (this.#log ??= this.parentLog.child({ itemId: this.claim.id, attempt: this.claim.attempt }));
+  }
+  get attempt(): number {
+    return this.claim.attempt;
+  }
+}

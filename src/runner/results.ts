@@ -163,7 +163,8 @@ export class ResultBatcher {
     failures?: Array<{ claim: Claim; error: string }>,
   ): void {
     // Outcomes come in the order of the claims written (Ledger.settle).
-    for (const [i, o] of outcomes.entries()) {
+    for (let i = 0; i < outcomes.length; i++) {
+      const o = outcomes[i]!;
       const claim = claims[i];
       if (claim) this.opts.onOutcome?.(claim, outcomeOf(o, op));
       if (o.result === 'fenced') {
