@@ -149,6 +149,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   // One wake-up list for the dispatcher: a task ended, a result was written, or a stop.
   let waiters: Array<() => void> = [];
   const notify = () => {
+    if (waiters.length === 0) return; // called twice per attempt, mostly with nobody waiting
     const w = waiters;
     waiters = [];
     for (const f of w) f();

@@ -107,7 +107,7 @@ export class WriteBehind {
    */
   settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions }): { complete: FenceOutcome[]; claims: Claim[] } | null {
     const { ids, opts } = claim;
-    if (!ids.every((id) => this.#ready.has(id)) || new Set(ids).size !== ids.length) return null;
+    if (!ids.every((id) => this.#ready.has(id)) || hasRepeats(ids)) return null;
     const started = (c: Claim) => {
       const live = this.#live.get(c.id);
       return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
@@ -174,6 +174,13 @@ export class WriteBehind {
     this.#live.clear();
     this.#journal.close(true);
   }
+}
+
+/** A slot batch (a few ids) names one twice: compared pairwise, no Set made per batch. */
+function hasRepeats(ids: readonly string[]): boolean {
+  if (ids.length > 16) return new Set(ids).size !== ids.length;
+  for (let i = 1; i < ids.length; i++) for (let j = 0; j < i; j++) if (ids[i] === ids[j]) return true;
+  return false;
 }
 
 /**
