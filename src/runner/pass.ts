@@ -284,9 +284,9 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     // Deleted between the scan and now: forgotten before its handler runs (a handler that
     // shrugs at a missing input would otherwise turn it into an empty "done" output). One
     // lstat, no exception on a miss; a source that vanished as a whole stops the pass.
-    if (scene.source !== undefined && itemGone(item.rawPath ?? item.path)) {
+    if (scene.source !== undefined && itemGone(fsPath(item))) {
       inflight.delete(claim.id);
-      settle(claim, (await whereItWent(item.rawPath ?? item.path, scene)) ?? { kind: 'gone' }, logOf);
+      settle(claim, (await whereItWent(fsPath(item), scene)) ?? { kind: 'gone' }, logOf);
       return;
     }
     const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
@@ -317,7 +317,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       // The environment's fault found by the clean-up (output.directory gone) stops the pass.
       const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
       const message = err instanceof Error ? err.message : String(err);
-      const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, itemPath: item.rawPath ?? item.path };
+      const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, itemPath: fsPath(item) };
       settle(claim, await judgeFailure(attempt, scene), logOf);
     } finally {
       inflight.delete(claim.id);
@@ -462,6 +462,9 @@ class PlainItem implements WorkItem {
     return (this.#raw ??= Buffer.from(this.path, 'utf8'));
   }
 }
+
+/** The item's path for our own file system calls: the text for a plain id (no Buffer made). */
+const fsPath = (item: WorkItem): string | Buffer => (item instanceof PlainItem ? item.path : (item.rawPath ?? item.path));
 
 function workItem(sourceDir: string, claim: Claim): WorkItem {
   if (isPlainId(claim.id)) {
