@@ -90,7 +90,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       () => (quick = OK),
       (err: unknown) => (quick = { kind: 'err', err }),
     );
-    await undefined;
+    await Promise.resolve();
     const ending = (early as Ending | undefined) ?? (quick as Ending | undefined) ?? (await new Promise<Ending>((resolve) => {
       settle = resolve;
       if (early) resolve(early);
