@@ -4,6 +4,8 @@
 // Sections (all by default; pick some with arguments or BENCH_SECTIONS=a,b):
 //   startup   start-up wall of --version, validate, schedule --json, a lock-skipped run, vs node -e 0
 //   compare   no-op throughput of the CLI vs seed 000's runner and seed 002's ledger worker
+//   versus    this CLI against another build's (BENCH_BASELINE_CLI=<other checkout>/dist/cli.js),
+//             interleaved rounds over the same files (bench/versus.mjs); skipped when unset
 //   command   handler.command ["true"] vs a bare Node loop spawning `true`
 //   rss       peak RSS, small vs big backlog, with the bin's flags and with plain node
 //   inprocess runPass in process, pinned to one core (the runner's ceiling)
@@ -19,10 +21,11 @@ import path from 'node:path';
 import { BENCH_DIR, envInt, environment, fmtInt, fmtMiB, fmtRatio, fmtSec, loadavg, table, which } from './lib.mjs';
 import { measureCommand } from './command.mjs';
 import { measureCompare } from './compare.mjs';
+import { measureVersus } from './versus.mjs';
 import { measureRss, run } from './rss.mjs';
 import { measureStartup } from './startup.mjs';
 
-const ALL = ['startup', 'compare', 'command', 'rss', 'inprocess', 'deadletters', 'retention', 'postgres', 'graphile'];
+const ALL = ['startup', 'compare', 'versus', 'command', 'rss', 'inprocess', 'deadletters', 'retention', 'postgres', 'graphile'];
 const quick = process.env.BENCH_QUICK === '1';
 const asked = [...process.argv.slice(2), ...(process.env.BENCH_SECTIONS ?? '').split(',')].filter(Boolean);
 for (const s of asked) if (!ALL.includes(s)) throw new Error(`unknown bench section ${JSON.stringify(s)}: expected some of ${ALL.join(', ')}`);
@@ -84,6 +87,17 @@ if (sections.includes('compare')) {
     lines.push('seeds skipped: no seed-runners folder (set BENCH_SEED_RUNNERS)');
   }
   section(`no-op throughput: the CLI against the seeds (same ${fmtInt(r.items)} .scc files)`, lines);
+}
+
+if (sections.includes('versus') && process.env.BENCH_BASELINE_CLI) {
+  const r = await measureVersus({ baseline: process.env.BENCH_BASELINE_CLI, log });
+  results.sections.versus = r;
+  const row = (name, x) => [name, fmtInt(r.items), fmtSec(x.medianPassMs), fmtInt(x.medianItemsPerSec), x.medianCpuMs === null ? '-' : fmtSec(x.medianCpuMs)];
+  section(`this build against ${r.baselineCli}, ${r.rounds} interleaved rounds`, [
+    table(['build', 'items', 'pass (median)', 'items/s', 'CPU (median)'], [row('this build', r.current), row('baseline', r.baseline)]),
+    '',
+    `this / baseline: ${fmtRatio(r.passRatio)} by pass time, ${r.cpuRatio === null ? '-' : fmtRatio(r.cpuRatio)} by CPU (> 1: this build is faster)`,
+  ]);
 }
 
 if (sections.includes('command')) {
