@@ -4,8 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectKube, type Kube } from '../../src/kube/client.js';
-import { MICRO_TIME_RE } from '../../src/kube/lease-state.js';
-import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/lock/lease.js';
+import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
+import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
