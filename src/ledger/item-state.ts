@@ -3,4 +3,3 @@
  * requeue-types.ts (the part of it requeue uses) both import it without importing each other.
  */
 export type ItemState = 'pending' | 'claimed' | 'done' | 'dead';
-export const ITEM_STATES: readonly ItemState[] = ['pending', 'claimed', 'done', 'dead'];

@@ -24,7 +24,7 @@ import type { RequeueLedger } from './requeue-types.js';
 import type { ItemState } from './item-state.js';
 import type { RetentionLedger } from './retention.js';
 
-export { ITEM_STATES, type ItemState } from './item-state.js';
+export type { ItemState } from './item-state.js';
 
 /** An item found by the source scan. */
 export interface DiscoveredItem {
