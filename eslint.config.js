@@ -33,6 +33,15 @@ export default tseslint.config(
     },
   },
   {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', {
+        selector: "TSAsExpression > TSTypeReference.typeAnnotation > Identifier.typeName[name='Error']",
+        message: 'Read an unknown error through coerceError (src/errors.ts): a thrown string or object has no .message.',
+      }],
+    },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       // Tests read JSON, YAML, HTTP bodies and log lines whose shape is what they assert:
@@ -71,5 +80,13 @@ export default tseslint.config(
   {
     files: ['src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts'],
     rules: { '@typescript-eslint/no-unsafe-return': 'warn' },
+  },
+  {
+    files: [
+      'src/commands/dead-letter.ts', 'src/commands/requeue-options.ts', 'src/commands/requeue.ts', 'src/commands/run.ts',
+      'src/config/load.ts', 'src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts',
+      'src/ledger/sqlite/start-journal.ts', 'src/runner/handlers/exec.ts',
+    ],
+    rules: { 'no-restricted-syntax': 'warn' },
   },
 );
