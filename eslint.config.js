@@ -2,11 +2,12 @@
 // eslint's recommended on the plain .mjs scripts (bench/, scripts/, examples/, test fixtures).
 // Each rule switched off or relaxed says why on its line.
 import js from '@eslint/js';
+import { defineConfig, globalIgnores } from 'eslint/config';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
-export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.tmp/', 'coverage/', '.demo/', 'helm/', 'bench/results*'] },
+export default defineConfig(
+  globalIgnores(['dist/', 'node_modules/', '.tmp/', 'coverage/', '.demo/', 'helm/', 'bench/results*']),
   js.configs.recommended,
   {
     files: ['**/*.mjs', '**/*.js'],
