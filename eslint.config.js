@@ -76,7 +76,7 @@ export default defineConfig(
   },
   {
     files: ['src/runner/handlers/module.ts'],
-    rules: { '@typescript-eslint/prefer-promise-reject-errors': 'warn' },
+    rules: { '@typescript-eslint/prefer-promise-reject-errors': 'warn', '@typescript-eslint/await-thenable': 'warn' },
   },
   {
     files: ['src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts'],
