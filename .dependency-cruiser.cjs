@@ -17,6 +17,9 @@
  * comment names the file. Once fixed, make it an `error`.
  */
 
+/** Files in cycles that other branches are breaking now (see no-circular-known). */
+const KNOWN_CYCLES = '^src/ledger/postgres/|^src/commands/run(-locked)?[.]ts$';
+
 /** The modules allowed to know about everything below: the edge of the program. */
 const TOP = '^src/(cli|program)[.]ts$|^src/(commands|run)/';
 
@@ -26,14 +29,16 @@ module.exports = {
       name: 'no-circular',
       severity: 'error',
       comment: 'A cycle has no bottom to read from; move the shared part into a module both import.',
-      from: { pathNot: '^src/ledger/postgres/' },
+      from: { pathNot: KNOWN_CYCLES },
       to: { circular: true },
     },
     {
-      name: 'no-circular-postgres',
+      name: 'no-circular-known',
       severity: 'warn',
-      comment: 'postgres/discover.ts <-> refresh.ts today (pg is breaking it with a shared batch module); then fold into no-circular.',
-      from: { path: '^src/ledger/postgres/' },
+      comment:
+        'Cycles being broken elsewhere: postgres/discover.ts <-> refresh.ts (pg: a shared batch module), ' +
+        'commands/run.ts <-> run-locked.ts (startup; the run engine is to move to run/). Then fold into no-circular.',
+      from: { path: KNOWN_CYCLES },
       to: { circular: true },
     },
     {
@@ -154,11 +159,12 @@ module.exports = {
         'devDependencies are not installed with the package; @kubernetes/client-node is the exception: ' +
         'scripts/bundle.mjs bundles it into a chunk.',
       from: { path: '^src/' },
-      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: '^node_modules/@kubernetes/client-node/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: '(^|/)node_modules/@kubernetes/client-node/' },
     },
   ],
   options: {
-    doNotFollow: { path: '^node_modules' },
+    // Unanchored: a worktree whose node_modules is a symlink resolves packages outside it.
+    doNotFollow: { path: '(^|/)node_modules/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
