@@ -40,6 +40,7 @@ export default defineConfig(
   {
     files: ['src/**/*.ts'],
     rules: {
+      // One place (coerceError) decides what a thrown string, object or Error says.
       'no-restricted-syntax': ['error', {
         selector: "TSAsExpression > TSTypeReference.typeAnnotation > Identifier.typeName[name='Error']",
         message: 'Read an unknown error through coerceError (src/errors.ts): a thrown string or object has no .message.',
@@ -71,7 +72,7 @@ export default defineConfig(
   {
     // Findings in files other engineers are rewriting now (issue 14): warnings until they
     // are fixed there, then delete the entry so the rule is an error again.
-    files: ['src/config/load.ts', 'src/config/schema.ts', 'src/runner/handlers/module.ts'],
+    files: ['src/config/load.ts', 'src/config/schema.ts', 'src/runner/handlers/module.ts', 'test/process/startup-modules.test.ts'],
     rules: { '@typescript-eslint/no-unnecessary-type-assertion': 'warn' },
   },
   {
