@@ -111,6 +111,13 @@ module.exports = {
       to: { path: '^src/(runner|kube|metrics|schedule)/' },
     },
     {
+      name: 'kube-does-not-import-lock',
+      severity: 'error',
+      comment: 'The Lease lock lives whole in kube/lease/ (state, API calls, the run\'s use of it); lock/ is the local and database locks.',
+      from: { path: '^src/kube/' },
+      to: { path: '^src/lock/' },
+    },
+    {
       name: 'runner-takes-its-sinks-as-parameters',
       severity: 'error',
       comment: 'The pass reports through callbacks and the Ledger interface; metrics, Kubernetes, locks and schedules are wired above it.',
