@@ -9,7 +9,7 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, makeFlatTree, seedRunnersDir, timeMaxRss, which, writeConfig, CLI } from './lib.mjs';
+import { makeFlatTree, seedRunnersDir, timeMaxRss, which, writeConfig, CLI } from './lib.mjs';
 import { binNodeFlags, run } from './rss.mjs';
 
 const gnuTime = which('/usr/bin/time');

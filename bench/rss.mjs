@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BENCH_DIR, ROOT, makeTree, writeConfig, CLI } from './lib.mjs';
+import { BENCH_DIR, makeTree, writeConfig, CLI } from './lib.mjs';
 
 /** The node options on dist/cli.js's `#!/usr/bin/env -S node ...` line. */
 export function binNodeFlags() {

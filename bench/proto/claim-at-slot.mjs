@@ -178,7 +178,6 @@ let wakeProducer;
 let dispatchWaiters = [];
 const held = new Map();
 let running = 0;
-let claimsInFlight = 0;
 let reserved = 0;
 let claims = 0;
 let emptyClaims = 0;

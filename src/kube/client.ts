@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import type * as K8s from '@kubernetes/client-node';
 import type { Config } from '../config/types.js';
+import { coerceError } from '../errors.js';
 
 export type ClientNode = typeof K8s;
 
@@ -97,7 +98,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   try {
     k8s = await loadClientNode();
   } catch (err) {
-    return { ok: false, reason: `cannot load @kubernetes/client-node: ${(err as Error).message}` };
+    return { ok: false, reason: `cannot load @kubernetes/client-node: ${coerceError(err).message}` };
   }
   const kc = new k8s.KubeConfig();
   try {
@@ -106,7 +107,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     else kc.loadFromFile(home);
     if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
   } catch (err) {
-    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${(err as Error).message}` };
+    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${coerceError(err).message}` };
   }
   const identity = podIdentity(env, fsRoot);
   const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
@@ -166,7 +167,7 @@ export function apiFailure(err: unknown): ApiFailure {
   }
   const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
   if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };
-  return { kind: 'server', message: firstLine(e?.message ?? String(err)) };
+  return { kind: 'server', message: firstLine(e?.message ?? coerceError(err).message) };
 }
 
 function statusMessage(body: unknown): string | undefined {

@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
+import { coerceError } from '../errors.js';
 import { parseScheduledTime } from '../schedule/fire.js';
 import { connectKube, requestTimeoutMs } from './client.js';
 import { findJobRef, readJob } from './workload.js';
@@ -39,6 +40,6 @@ export async function scheduledTimeFromJob(config: Config, log: Logger, env: Nod
     log.info({ scheduledTime: at.toISOString(), job: ref.value.name }, 'scheduled time read from the Job annotation');
     return at;
   } catch (err) {
-    return fallback((err as Error).message);
+    return fallback(coerceError(err).message);
   }
 }

@@ -1,5 +1,5 @@
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import type { Ledger } from './types.js';
 
@@ -85,7 +85,7 @@ export async function openState(config: Config, opts: { readOnly?: boolean; writ
     return await openLedger(config.state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
   } catch (err) {
     if (err instanceof ConfigError) throw err; // [issue 10, case 1]
-    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${(err as Error).message}`);
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${coerceError(err).message}`);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { ItemState } from './types.js';
+import type { ItemState } from './item-state.js';
 
 /**
  * The ledger verbs behind `cronsafe requeue` and `cronsafe plan` (issue 17), apart from

@@ -1,4 +1,4 @@
-import type { ClaimOptions, FenceOutcome, Ledger, RetryPolicy, SettleOutcome, Settlement } from './types.js';
+import type { ClaimOptions, FenceOutcome, Ledger, SettleOutcome, Settlement } from './types.js';
 
 /**
  * Ledger.settle as a sequence of the adapter's own verbs, one transaction each: fails
@@ -15,7 +15,7 @@ export async function settleInSteps(
 ): Promise<SettleOutcome> {
   const complete = await ledger.complete(s.complete, now);
   const fail = new Array<FenceOutcome>(s.fail.length);
-  for (const [retry, idx] of groupIndexes(s.fail, (f) => f.retry as RetryPolicy)) {
+  for (const [retry, idx] of groupIndexes(s.fail, (f) => f.retry)) {
     const outs = await ledger.fail(idx.map((i) => ({ claim: s.fail[i]!.claim, error: s.fail[i]!.error })), { now, retry, random });
     idx.forEach((i, k) => (fail[i] = outs[k]!));
   }

@@ -21,10 +21,10 @@ import type { RequeueLedger } from './requeue-types.js';
  * while the row is still `claimed` by that exact owner and attempt; otherwise the write is
  * rejected (returned as `fenced`) and never applied.
  */
+import type { ItemState } from './item-state.js';
 import type { RetentionLedger } from './retention.js';
 
-export type ItemState = 'pending' | 'claimed' | 'done' | 'dead';
-export const ITEM_STATES: readonly ItemState[] = ['pending', 'claimed', 'done', 'dead'];
+export type { ItemState } from './item-state.js';
 
 /** An item found by the source scan. */
 export interface DiscoveredItem {

@@ -4,7 +4,7 @@ import path from 'node:path';
 
 // fs-ext is CommonJS with no types; flock(2) is what we need from it.
 const require = createRequire(import.meta.url);
-const { flockSync } = require('fs-ext') as { flockSync(fd: number, flags: 'exnb' | 'un'): void };
+const { flockSync } = require('fs-ext') as { flockSync: (fd: number, flags: 'exnb' | 'un') => void };
 
 /** A held run lock. The kernel drops it if the process dies, so there is never a stale lock. */
 export interface LocalLock {
@@ -63,7 +63,7 @@ function openLockFile(lockPath: string): number {
     fd = openSync(lockPath, constants.O_RDWR | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ELOOP') {
-      throw new Error(`lock file ${lockPath} is a symbolic link: cronsafe never writes through links (lock.path); remove it or point lock.path elsewhere`);
+      throw new Error(`lock file ${lockPath} is a symbolic link: cronsafe never writes through links (lock.path); remove it or point lock.path elsewhere`, { cause: err });
     }
     throw err;
   }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { Pushgateway, type Registry } from 'prom-client';
+import { coerceError } from '../errors.js';
 
 /**
  * `put` replaces the whole group (a run: it owns every metric). `post` replaces only the
@@ -89,7 +90,7 @@ export class Pusher {
       if (err instanceof NotReady) {
         log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
       } else {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = coerceError(err).message;
         log.warn({ url: this.where, reason, error: message, timeoutMs }, 'metrics push failed (the run carries on)');
       }
       return false;

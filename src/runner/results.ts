@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { coerceError } from '../errors.js';
 import { sharesPass, type Claim, type ClaimOptions, type FenceOutcome, type Ledger, type RetryPolicy, type Settlement, type SettleOutcome } from '../ledger/types.js';
 
 /** A claim made with a result write (ResultBatcher.flushAndClaim). */
@@ -141,7 +142,7 @@ export class ResultBatcher {
         out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
       }
     } catch (err) {
-      this.error = err instanceof Error ? err : new Error(String(err));
+      this.error = coerceError(err);
       this.opts.onError(this.error);
       throw this.error;
     }

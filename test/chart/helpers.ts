@@ -140,7 +140,7 @@ export function validateObject(obj: Obj): void {
   try {
     new Model(obj).validate();
   } catch (err) {
-    throw new Error(`${where}: ${(err as Error).message}`);
+    throw new Error(`${where}: ${(err as Error).message}`, { cause: err });
   }
 }
 

@@ -97,7 +97,7 @@ export function refreshContract(use: UseLedger): void {
 
   describe('refresh: on-change', () => {
     it('reclaims a done item whose size or mtime changed; an unchanged one stays done', async () => {
-      const mtime = 1_700_000_000_123.4567; // fractional, as fs.stat gives it
+      const mtime = 1_700_000_000_123.4568; // fractional, as fs.stat gives it
       for (const id of ['size', 'mtime', 'same']) await doneWith(id, { size: 10, mtimeMs: mtime });
       const claims = await onChange([
         { id: 'size', size: 11, mtimeMs: mtime },

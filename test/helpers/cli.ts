@@ -97,7 +97,7 @@ export function spawnCliRaw(command: string, args: string[], opts: SpawnOptions 
   let buf = '';
   let err = '';
   let raw = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     raw += chunk;
     buf += chunk;
     let nl: number;
@@ -119,7 +119,7 @@ export function spawnCliRaw(command: string, args: string[], opts: SpawnOptions 
       }
     }
   });
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
   const hard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.on('exit', (code, signal) => {

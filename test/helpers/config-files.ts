@@ -12,9 +12,9 @@ export interface ConfigDir {
   /** `<root>/queue`, an existing empty directory. */
   readonly queue: string;
   /** Write `yaml` to `<root>/<name>` and return the absolute path. */
-  write(yaml: string, name?: string): string;
+  write: (yaml: string, name?: string) => string;
   /** A minimal valid config (source: queue, a command handler) plus `extra` top-level YAML. */
-  minimal(extra?: string): string;
+  minimal: (extra?: string) => string;
 }
 
 /** Registers hooks that give each test its own directory; call at describe/file level. */

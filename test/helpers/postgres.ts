@@ -69,7 +69,7 @@ function pgRun(bin: string, args: string[], timeoutMs = 30_000): string {
   const exe = path.join(PG_BIN ?? '', bin);
   const quoted = [exe, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
   const [cmd, argv] = isRoot ? ['su', ['postgres', '-s', '/bin/sh', '-c', quoted]] : ['/bin/sh', ['-c', quoted]];
-  const r = spawnSync(cmd as string, argv as string[], { encoding: 'utf8', timeout: timeoutMs });
+  const r = spawnSync(cmd, argv, { encoding: 'utf8', timeout: timeoutMs });
   if (r.status !== 0) throw new Error(`${bin} ${args.join(' ')} failed (${r.status ?? r.signal}):\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
 }

@@ -77,8 +77,8 @@ export interface Server {
 export async function startServer(bin: string, args: string[], port: number, readyPath: string, timeoutMs = 20_000): Promise<Server> {
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (log += c));
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (log += c));
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (log += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (log += c));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let gone = false;
   void exited.then(() => (gone = true));

@@ -147,9 +147,8 @@ function has(s: Sample[], name: string, v: number): boolean {
 /** Scrape every 50 ms until `ok` holds or 20 s pass. */
 async function pollScrape(base: string, ok: (s: Sample[]) => boolean, what: string): Promise<Sample[]> {
   const deadline = Date.now() + 20_000;
-  let last: Sample[] = [];
   for (;;) {
-    last = await scrape(base);
+    const last = await scrape(base);
     if (ok(last)) return last;
     if (Date.now() > deadline) {
       const shown = last.filter((s) => s.name.startsWith('cronsafe_') && !s.name.includes('_bucket'));

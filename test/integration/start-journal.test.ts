@@ -74,7 +74,7 @@ describe('the start journal', () => {
   it('sits beside the ledger file a symbolic link points to, as SQLite\'s -wal does', async () => {
     const real = fresh();
     const link = path.join(root, `link-${n}.db`);
-    (await openSqliteLedger(real)).close();
+    await (await openSqliteLedger(real)).close();
     spawnSync('ln', ['-s', real, link]);
     const run = await openSqliteLedger(link, { writeBehind: true });
     try {

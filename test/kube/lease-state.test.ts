@@ -1,6 +1,6 @@
 /** The pure Lease decision, walked through a Lease's life on an injected clock. */
 import { describe, expect, it } from 'vitest';
-import { decideAcquire, leaseExpiry, MICRO_TIME_RE, microTime, timeOf } from '../../src/kube/lease-state.js';
+import { decideAcquire, leaseExpiry, MICRO_TIME_RE, microTime, timeOf } from '../../src/kube/lease/state.js';
 
 const T0 = Date.parse('2026-11-30T10:00:00.000Z');
 const held = { holderIdentity: 'pod-a/run-1', renewTime: '2026-11-30T10:00:00.123456Z', leaseDurationSeconds: 60, leaseTransitions: 4 };

@@ -4,8 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectKube, type Kube } from '../../src/kube/client.js';
-import { MICRO_TIME_RE } from '../../src/kube/lease-state.js';
-import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/lock/lease.js';
+import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
+import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
@@ -50,7 +50,7 @@ describe('acquire', () => {
   });
 
   it('the fake rejects a 3-digit time, as a real API server does (so the test above can fail)', async () => {
-    const plainDate = new Date() as unknown as InstanceType<typeof kube.k8s.V1MicroTime>;
+    const plainDate = new Date();
     const body = { metadata: { name: 'x' }, spec: { holderIdentity: 'a', renewTime: plainDate } };
     await expect(kube.coordination.createNamespacedLease({ namespace: 'batch', body }, kube.options())).rejects.toMatchObject({ code: 400 });
     expect(fake.requests.at(-1)?.body).toMatch(/"renewTime":"[^"]*\.\d{3}Z"/);
@@ -115,7 +115,7 @@ describe('two contenders race for the same Lease: exactly one wins', () => {
       expect(winners, `round ${i}`).toHaveLength(1);
       const loser = rs.find((r) => r.status !== 'acquired');
       expect(loser?.status).toBe('held');
-      expect(stored(name).spec.holderIdentity).toBe(rs[0]!.status === 'acquired' ? `a/${i}` : `b/${i}`);
+      expect(stored(name).spec.holderIdentity).toBe(rs[0].status === 'acquired' ? `a/${i}` : `b/${i}`);
       alreadyExists += fake.requests.slice(before).filter((r) => r.verb === 'create' && r.status === 409).length;
     }
     expect(alreadyExists).toBeGreaterThan(0);

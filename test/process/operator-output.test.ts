@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
 
@@ -42,13 +42,13 @@ async function throughLateReader(args: string[], file: string): Promise<Piped> {
   const reader = spawn(process.execPath, [path.join(FIXTURES, 'process/late-reader.mjs'), file], { stdio: ['pipe', 'ignore', 'pipe'] });
   const readerExit = new Promise((resolve) => reader.on('exit', resolve));
   await new Promise<void>((resolve, reject) => {
-    reader.stderr!.setEncoding('utf8').on('data', (c: string) => c.includes('READY') && resolve());
+    reader.stderr.setEncoding('utf8').on('data', (c: string) => c.includes('READY') && resolve());
     void readerExit.then(() => reject(new Error('reader exited early')));
   });
-  const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', reader.stdin!, 'pipe'] });
-  reader.stdin!.destroy(); // the CLI holds the only write end: the reader sees EOF when it exits
+  const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', reader.stdin, 'pipe'] });
+  reader.stdin.destroy(); // the CLI holds the only write end: the reader sees EOF when it exits
   let stderr = '';
-  cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  cli.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const hard = setTimeout(() => cli.kill('SIGKILL'), 120_000);
   const start = setTimeout(() => reader.kill('SIGUSR1'), 1500);
   const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
@@ -98,11 +98,11 @@ describe(`dead-letter list and status through a slow pipe (${DEAD} dead items)`,
   it('a reader that leaves early (| head -c 1000) gives a non-zero exit, never a silent 0', async () => {
     const head = spawn('head', ['-c', '1000'], { stdio: ['pipe', 'pipe', 'ignore'] });
     let got = 0;
-    head.stdout!.on('data', (c: Buffer) => (got += c.length));
-    const cli = spawn(process.execPath, [CLI, 'dead-letter', 'list', '-c', ws.configPath, '--json'], { stdio: ['ignore', head.stdin!, 'pipe'] });
-    head.stdin!.destroy();
+    head.stdout.on('data', (c: Buffer) => (got += c.length));
+    const cli = spawn(process.execPath, [CLI, 'dead-letter', 'list', '-c', ws.configPath, '--json'], { stdio: ['ignore', head.stdin, 'pipe'] });
+    head.stdin.destroy();
     let stderr = '';
-    cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    cli.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     const hard = setTimeout(() => cli.kill('SIGKILL'), 60_000);
     const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
     clearTimeout(hard);

@@ -50,7 +50,7 @@ describe('versions', () => {
   it.each([
     ['helm/cronsafe/Chart.yaml', /^version: .*$/m, 'version: 9.9.9', 'helm/cronsafe/Chart.yaml: version is "9.9.9"'],
     ['helm/cronsafe/Chart.yaml', /^appVersion: .*$/m, 'appVersion: "9.9.9"', 'helm/cronsafe/Chart.yaml: appVersion is "9.9.9"'],
-    ['helm/cronsafe/values.yaml', /^  tag: ""$/m, '  tag: "9.9.9"', 'helm/cronsafe/values.yaml: image.tag is "9.9.9"'],
+    ['helm/cronsafe/values.yaml', /^ {2}tag: ""$/m, '  tag: "9.9.9"', 'helm/cronsafe/values.yaml: image.tag is "9.9.9"'],
     ['k8s/base/kustomization.yaml', /newTag: .*$/m, 'newTag: "9.9.9"', 'k8s/base/kustomization.yaml: images[ghcr.io/cronsafe/cronsafe].newTag is "9.9.9"'],
     ['package.json', /"version": "[^"]*"/, '"version": "9.9.9"', 'helm/cronsafe/Chart.yaml: version is'],
     ['README.md', /charts\/cronsafe --version \S+/, 'charts/cronsafe --version 9.9.9', 'README.md: "charts/cronsafe --version 9.9.9" names 9.9.9'],

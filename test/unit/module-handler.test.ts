@@ -124,6 +124,7 @@ describe('module handler', () => {
   });
 
   it('turns process.exit() inside an attempt into that item\'s failure, and restores process.exit on close', async () => {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- compared by identity, never called
     const before = process.exit;
     const handler = await createModuleHandler(moduleConfig('module-exit.mjs'), { sourceDir: '/src' });
     try {
@@ -135,6 +136,7 @@ describe('module handler', () => {
     } finally {
       await handler.close?.();
     }
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- compared by identity, never called
     expect(process.exit).toBe(before);
   });
 

@@ -21,6 +21,7 @@
 export class ModuleExit extends Error {
   override name = 'ModuleExit';
   constructor(readonly code: unknown) {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- shown as process.exit itself would coerce it
     super(`handler code called process.exit(${code === undefined ? '' : String(code)})`);
   }
 }
@@ -112,8 +113,9 @@ class Guard implements ExitGuard {
 export function acquireExitGuard(): ExitGuard {
   const g = new Guard();
   if (guards.size === 0) {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Node's exit reads the global process, not `this`
     realExit = process.exit;
-    process.exit = interceptedExit as typeof process.exit;
+    process.exit = interceptedExit;
     process.on('unhandledRejection', onRejection);
     process.on('uncaughtException', onException);
   }
@@ -149,6 +151,7 @@ export function describeThrown(value: unknown): string {
   if (typeof value === 'string') return value === '' ? 'an empty string' : value;
   if (value === undefined || value === null) return `threw ${String(value)}`;
   if (typeof value === 'symbol') return `threw ${value.toString()}`;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a number, bigint or boolean here
   if (typeof value !== 'object' && typeof value !== 'function') return `threw ${String(value)} (a ${typeof value})`;
   const message = (value as { message?: unknown }).message;
   if (typeof message === 'string' && message !== '') return message;

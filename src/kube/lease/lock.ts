@@ -10,8 +10,8 @@
  */
 import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { apiFailure, type ApiFailure, type Kube } from '../kube/client.js';
-import { decideAcquire } from '../kube/lease-state.js';
+import { apiFailure, type ApiFailure, type Kube } from '../client.js';
+import { decideAcquire } from './state.js';
 
 export interface LeaseLockOptions {
   kube: Pick<Kube, 'k8s' | 'coordination' | 'options'>;

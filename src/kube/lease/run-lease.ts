@@ -5,9 +5,9 @@
  */
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
-import type { Config } from '../config/types.js';
-import { acquireLease, type HeldLease } from '../lock/lease.js';
-import { connectKube, requestTimeoutMs } from './client.js';
+import type { Config } from '../../config/types.js';
+import { connectKube, requestTimeoutMs } from '../client.js';
+import { acquireLease, type HeldLease } from './lock.js';
 
 export interface RunLease {
   /** Held for this run: release() it at the end; `lost` aborts if it is taken away. */

@@ -1,3 +1,7 @@
+/**
+ * takeRunLock: the one-run-at-a-time lock, whichever kind the state store calls for (the
+ * flock in local.ts for SQLite, the advisory lock in ledger/postgres/lock.ts for PostgreSQL).
+ */
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { DEFAULT_POSTGRES_SCHEMA } from '../ledger/open.js';

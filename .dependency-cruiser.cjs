@@ -1,0 +1,179 @@
+/**
+ * The direction of imports in src/ (`npm run depcheck`, run by .ci/run). The layers, top
+ * to bottom (docs/architecture.md draws them):
+ *
+ *   cli.ts                  the process: exit codes, signal handlers
+ *   program.ts              argv -> a command (commander)
+ *   commands/  run/         a command's edge, the run engine
+ *   runner/  schedule/  metrics/  kube/  lock/  config/ (loading)
+ *   runner/handlers/        one attempt of one item (exec, module)
+ *   ledger/                 the Ledger interface and open.ts, the one door to...
+ *   ledger/sqlite/ ledger/postgres/   ...the adapters (all SQL lives here)
+ *   errors.ts redact.ts log.ts config/types.ts   leaves: import nothing above them
+ *
+ * Each rule below forbids an arrow that would point back up. Type-only imports count
+ * (tsPreCompilationDeps): a type is a dependency a reader must follow too.
+ * `warn` marks a rule the code breaks today in a file being rewritten elsewhere; its
+ * comment names the file. Once fixed, make it an `error`.
+ */
+
+/** Files in cycles that other branches are breaking now (see no-circular-known). */
+const KNOWN_CYCLES = '^src/ledger/postgres/|^src/commands/run(-locked)?[.]ts$';
+
+/** The modules allowed to know about everything below: the edge of the program. */
+const TOP = '^src/(cli|program)[.]ts$|^src/(commands|run)/';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'A cycle has no bottom to read from; move the shared part into a module both import.',
+      from: { pathNot: KNOWN_CYCLES },
+      to: { circular: true },
+    },
+    {
+      name: 'no-circular-known',
+      severity: 'warn',
+      comment:
+        'Cycles being broken elsewhere: postgres/discover.ts <-> refresh.ts (pg: a shared batch module), ' +
+        'commands/run.ts <-> run-locked.ts (startup; the run engine is to move to run/). Then fold into no-circular.',
+      from: { path: KNOWN_CYCLES },
+      to: { circular: true },
+    },
+    {
+      name: 'only-cli-imports-program',
+      severity: 'error',
+      comment: 'program.ts wires argv to commands; nothing below it may reach back up.',
+      from: { pathNot: '^src/cli[.]ts$' },
+      to: { path: '^src/(cli|program)[.]ts$' },
+    },
+    {
+      name: 'commands-are-the-edge',
+      severity: 'error',
+      comment: 'commands/ turn argv into calls downwards; only cli.ts and program.ts import them.',
+      from: { pathNot: '^src/(cli|program)[.]ts$|^src/commands/' },
+      to: { path: '^src/commands/' },
+    },
+    {
+      name: 'run-engine-is-above-the-pass',
+      severity: 'error',
+      comment: 'run/ (the run engine) drives runner/, ledger/, lock/ and the rest; none of them may import it.',
+      from: { pathNot: TOP },
+      to: { path: '^src/run/' },
+    },
+    {
+      name: 'config-loading-is-for-the-edge',
+      severity: 'error',
+      comment:
+        'Loading and validating config (yaml, zod, the schedule checks) happens once at the edge; ' +
+        'below it a module takes the resolved Config (config/types.ts) as a parameter. ' +
+        'ledger adapters in particular never import config/load.ts.',
+      from: { pathNot: `${TOP}|^src/config/` },
+      to: { path: '^src/config/', pathNot: '^src/config/types[.]ts$' },
+    },
+    {
+      name: 'config-does-not-reach-into-runner',
+      severity: 'warn',
+      comment: 'config/load.ts imports runner/scan.ts (startup is rewriting config/): move what both need into a leaf module.',
+      from: { path: '^src/config/' },
+      to: { path: '^src/(runner|lock|kube|metrics)/' },
+    },
+    {
+      name: 'ledger-is-below-the-pass',
+      severity: 'error',
+      comment: 'The ledger stores state; it never calls the runner, the lock, the schedule, metrics or Kubernetes.',
+      from: { path: '^src/ledger/' },
+      to: { path: '^src/(runner|lock|kube|metrics|schedule|commands|run)/|^src/(cli|program|log)[.]ts$' },
+    },
+    {
+      name: 'adapters-do-not-import-each-other',
+      severity: 'error',
+      comment: 'SQLite and PostgreSQL share TypeScript through ledger/ (rows, settle-steps, ...), never through each other.',
+      from: { path: '^src/ledger/(sqlite|postgres)/' },
+      to: { path: '^src/ledger/(sqlite|postgres)/', pathNot: '^src/ledger/$1/' },
+    },
+    {
+      name: 'adapters-only-through-the-seam',
+      severity: 'warn',
+      comment:
+        'Outside ledger/, the adapters are reached through ledger/open.ts only. Broken today by ' +
+        'commands/run.ts -> postgres/expired.ts and lock/run-lock.ts -> postgres/lock.ts (the store seam, ' +
+        'issue 14 point 1), and config/load.ts -> sqlite/read-job.ts (startup).',
+      from: { pathNot: '^src/ledger/' },
+      to: { path: '^src/ledger/(sqlite|postgres)/' },
+    },
+    {
+      name: 'lock-is-below-the-pass',
+      severity: 'error',
+      comment: 'A lock is taken and released by the run engine; it knows nothing of the pass, metrics or schedules.',
+      from: { path: '^src/lock/' },
+      to: { path: '^src/(runner|kube|metrics|schedule)/' },
+    },
+    {
+      name: 'kube-does-not-import-lock',
+      severity: 'error',
+      comment: 'The Lease lock lives whole in kube/lease/ (state, API calls, the run\'s use of it); lock/ is the local and database locks.',
+      from: { path: '^src/kube/' },
+      to: { path: '^src/lock/' },
+    },
+    {
+      name: 'runner-takes-its-sinks-as-parameters',
+      severity: 'error',
+      comment: 'The pass reports through callbacks and the Ledger interface; metrics, Kubernetes, locks and schedules are wired above it.',
+      from: { path: '^src/runner/' },
+      to: { path: '^src/(metrics|kube|lock|schedule)/' },
+    },
+    {
+      name: 'handlers-do-not-touch-state',
+      severity: 'error',
+      comment: 'A handler runs one attempt; recording its outcome is the pass\'s job (runner/), not the handler\'s.',
+      from: { path: '^src/runner/handlers/' },
+      to: { path: '^src/(ledger|lock|metrics|kube|schedule)/' },
+    },
+    {
+      name: 'schedule-is-pure',
+      severity: 'error',
+      comment: 'Schedule maths and the daemon loop take their clock and their ledger as parameters.',
+      from: { path: '^src/schedule/' },
+      to: { path: '^src/(runner|lock|kube|metrics)/|^src/ledger/(?!types[.]ts$)' },
+    },
+    {
+      name: 'leaves-stay-leaves',
+      severity: 'error',
+      comment: 'errors.ts, redact.ts and config/types.ts import nothing of ours; log.ts only the config types.',
+      from: { path: '^src/(errors|redact)[.]ts$|^src/config/types[.]ts$|^src/log[.]ts$' },
+      to: { path: '^src/', pathNot: '^src/config/types[.]ts$' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment: 'An import that resolves to nothing breaks at run time.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+    {
+      name: 'no-undeclared-packages',
+      severity: 'error',
+      comment: 'A package used by src/ must be in package.json, else a clean install breaks.',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['npm-no-pkg', 'npm-unknown'] },
+    },
+    {
+      name: 'no-dev-packages-at-run-time',
+      severity: 'error',
+      comment:
+        'devDependencies are not installed with the package; @kubernetes/client-node is the exception: ' +
+        'scripts/bundle.mjs bundles it into a chunk.',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: '(^|/)node_modules/@kubernetes/client-node/' },
+    },
+  ],
+  options: {
+    // Unanchored: a worktree whose node_modules is a symlink resolves packages outside it.
+    doNotFollow: { path: '(^|/)node_modules/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+  },
+};
