@@ -18,6 +18,7 @@
  * had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
+import { coerceError } from '../../errors.js';
 
 export interface JournalStart {
   id: string;
@@ -38,7 +39,7 @@ export const journalPath = (ledgerFile: string): string => `${ledgerFile}-starts
 
 /** A journal error, naming the file (exit 1: the state store's problem). */
 const named = (file: string, what: string, err: unknown): Error =>
-  Object.assign(new Error(`cannot ${what} cronsafe's start journal ${file}: ${(err as Error).message}`), { code: (err as NodeJS.ErrnoException).code });
+  Object.assign(new Error(`cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`), { code: (err as NodeJS.ErrnoException).code });
 
 export class StartJournal {
   #fd: number | undefined;

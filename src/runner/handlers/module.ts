@@ -1,6 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
-import { ConfigError } from '../../errors.js';
+import { ConfigError, coerceError } from '../../errors.js';
 import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
@@ -79,6 +79,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     try {
       result = fn(item, fnCtx);
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a handler may throw anything: describeThrown names it
       result = Promise.reject(err);
     }
     if (!isThenable(result)) return; // synchronous success
@@ -91,7 +92,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       (err: unknown) => (quick = { kind: 'err', err }),
     );
     await Promise.resolve();
-    const ending = (early as Ending | undefined) ?? (quick as Ending | undefined) ?? (await new Promise<Ending>((resolve) => {
+    const ending = (early as Ending | undefined) ?? quick ?? (await new Promise<Ending>((resolve) => {
       settle = resolve;
       if (early) resolve(early);
       work.then(
@@ -174,13 +175,15 @@ class ModuleContext implements HandlerContext {
 }
 
 function interrupted(reason: unknown): HandlerFailure {
-  const text = reason instanceof Error ? reason.message : String(reason ?? 'aborted');
+  const text = coerceError(reason ?? 'aborted').message;
   return new HandlerFailure(`interrupted: ${text}`, true);
 }
 
 function describe(value: unknown): string {
   if (value === undefined) return 'no default export';
   if (value === null) return 'null';
-  if (typeof value === 'object') return `an object (${(value as object).constructor?.name ?? 'Object'})`;
+  if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
+  // A primitive here (objects and null are named above, and describe() names what is not a function).
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string
   return `a ${typeof value} (${String(value).slice(0, 40)})`;
 }
