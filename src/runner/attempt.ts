@@ -1,0 +1,153 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Claim } from '../ledger/types.js';
+import { AttemptSignal } from './attempt-signal.js';
+import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
+import { EnvironmentFault } from './faults.js';
+import { isPlainId, itemPaths } from './item-id.js';
+import { checkItemId } from './output.js';
+import type { PassState } from './pass-state.js';
+import { itemGone } from './scan.js';
+import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
+
+/**
+ * One attempt of a claimed item: the checks before its handler runs, the handler, its
+ * output, and its result queued for the ledger (complete, or the verdict on a failure).
+ * Never throws: every ending is a result.
+ */
+export async function runItem(p: PassState, claim: Claim): Promise<void> {
+  const { drain, inflight, outputs, results, config, scene } = p;
+  const abort = new AttemptSignal();
+  const ctx = new AttemptContext(abort, p.log, claim);
+  inflight.set(claim.id, abort);
+  if (drain.aborting.aborted) abort.abort(drain.aborting.reason);
+  // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
+  const logOf = () => ctx.log;
+  // Problems known before the handler runs cannot be fixed by running it again: an id
+  // that would escape output.directory, or something foreign where its output goes.
+  const unsafeId = checkItemId(claim.id);
+  const unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : outputs?.outputProblem(claim.id);
+  if (unsafe) {
+    inflight.delete(claim.id);
+    results.fail(claim, `${unsafe} (the handler was not run)`, p.deadAtOnce);
+    return;
+  }
+  const item = workItem(config.source.directory, claim);
+  // Deleted between the scan and now: forgotten before its handler runs (a handler that
+  // shrugs at a missing input would otherwise turn it into an empty "done" output). One
+  // lstat, no exception on a miss; a source that vanished as a whole stops the pass.
+  if (scene.source !== undefined && itemGone(fsPath(item))) {
+    inflight.delete(claim.id);
+    settle(p, claim, (await whereItWent(fsPath(item), scene)) ?? { kind: 'gone' }, logOf);
+    return;
+  }
+  const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
+  ctx.outputPath = tempPath;
+  const started = p.now();
+  try {
+    await p.handler.run(item, ctx);
+    if (p.leaseGuard && tempPath && p.leaseLapsed(claim)) {
+      throw new HandlerFailure(
+        `the claim's lease may have run out (no renewal reached the ledger for ${config.lease.seconds}s), so another pod may hold the item now: output not committed, claim handed back`,
+        true,
+      );
+    }
+    // Output first, ledger second: a crash in between means a redo that overwrites.
+    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id))) {
+      p.noOutput++;
+      if (config.handler.expectOutput) {
+        throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
+      }
+    }
+    p.durations.set(claim, p.now() - started);
+    if (p.debug) logOf().debug({ ms: p.now() - started }, 'item done');
+    results.complete(claim);
+  } catch (err) {
+    p.durations.set(claim, p.now() - started);
+    // Asked before the clean-up, which frees what the failed attempt wrote.
+    const full = outputs !== undefined && (await outputs.full());
+    // The environment's fault found by the clean-up (output.directory gone) stops the pass.
+    const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
+    const message = err instanceof Error ? err.message : String(err);
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, itemPath: fsPath(item) };
+    settle(p, claim, await judgeFailure(attempt, scene), logOf);
+  } finally {
+    inflight.delete(claim.id);
+  }
+}
+
+/** Charge, hand back, stop or forget, as the verdict says (judgeFailure, whereItWent). */
+function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () => Logger): void {
+  switch (verdict.kind) {
+    case 'charge':
+      p.results.fail(claim, verdict.message, p.retry);
+      return;
+    case 'gone':
+      p.results.gone(claim);
+      return;
+    case 'release':
+      if (verdict.warn) logOf().warn(verdict.warn.fields, verdict.warn.msg);
+      p.results.release(claim, verdict.reason);
+      return;
+    case 'stop':
+      if (verdict.outputFull) p.scene.outputFullSeen = true;
+      p.results.release(claim, verdict.reason);
+      p.stopForEnvironment(verdict.fault);
+      return;
+  }
+}
+
+/**
+ * The handler's view of an item. For a plain id (valid UTF-8, no escapes) the path is the
+ * text, and the bytes are made only if a handler asks for rawPath (a Buffer per item would
+ * be pure garbage for the others). A class: its getter lives on the prototype, so every
+ * item has one shape (an object literal with a getter costs more per item, measured).
+ */
+class PlainItem implements WorkItem {
+  #raw: Buffer | undefined;
+  constructor(
+    readonly id: string,
+    readonly path: string,
+    readonly attempt: number,
+  ) {}
+  get rawPath(): Buffer {
+    return (this.#raw ??= Buffer.from(this.path, 'utf8'));
+  }
+}
+
+/** The item's path for our own file system calls: the text for a plain id (no Buffer made). */
+const fsPath = (item: WorkItem): string | Buffer => (item instanceof PlainItem ? item.path : (item.rawPath ?? item.path));
+
+function workItem(sourceDir: string, claim: Claim): WorkItem {
+  if (isPlainId(claim.id)) {
+    return new PlainItem(claim.id, sourceDir.endsWith(path.sep) ? sourceDir + claim.id : `${sourceDir}${path.sep}${claim.id}`, claim.attempt);
+  }
+  const where = itemPaths(sourceDir, claim.id);
+  return { id: claim.id, path: where.text ?? where.raw.toString('utf8'), rawPath: where.raw, attempt: claim.attempt };
+}
+
+/**
+ * What a handler gets for one attempt. A class, not an object literal with getters and
+ * closures: one object per attempt, its signal and child logger made only when read.
+ */
+class AttemptContext implements HandlerContext {
+  outputPath: string | undefined;
+  #log: Logger | undefined;
+  constructor(
+    private readonly abort: AttemptSignal,
+    private readonly parentLog: Logger,
+    private readonly claim: Claim,
+  ) {}
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+  onAbort(fn: (reason: unknown) => void): () => void {
+    return this.abort.onAbort(fn);
+  }
+  get log(): Logger {
+    return (this.#log ??= this.parentLog.child({ itemId: this.claim.id, attempt: this.claim.attempt }));
+  }
+  get attempt(): number {
+    return this.claim.attempt;
+  }
+}

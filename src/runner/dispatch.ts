@@ -1,0 +1,59 @@
+import pLimit from 'p-limit';
+import type { Claim } from '../ledger/types.js';
+import { runItem } from './attempt.js';
+import { claimLoop } from './claim-loop.js';
+import type { PassState } from './pass-state.js';
+import { waitForTasks } from './settle.js';
+
+/**
+ * The dispatcher of a pass: claim for free handler slots (claim-loop.ts), start an attempt
+ * per claim (at most `concurrency` at a time), then wait for them all. After a drain
+ * deadline, what did not stop is handed back uncharged.
+ */
+export async function dispatch(p: PassState): Promise<void> {
+  const { config, held, inflight, results } = p;
+  const tasks = new Set<Promise<void>>();
+  // p-limit is the slot count; we claim only for free slots, so its queue stays empty.
+  const limit = pLimit(config.concurrency);
+  const start = (claim: Claim) => {
+    held.set(claim.id, claim);
+    if (p.leaseGuard) p.claimedAt.set(claim, p.lastClaimAt);
+    p.claimed++;
+    const task: Promise<void> = limit(() => runItem(p, claim)).finally(() => {
+      tasks.delete(task);
+      p.notify();
+    });
+    tasks.add(task);
+  };
+  try {
+    p.sweepComplete = await claimLoop({
+      ledger: p.ledger,
+      results,
+      channel: p.channel,
+      drain: p.drain,
+      log: p.log,
+      held,
+      claimOpts: p.claimOpts,
+      freeSlots: () => config.concurrency - limit.activeCount - limit.pendingCount,
+      running: () => tasks.size,
+      start,
+      changed: p.changed,
+      scanComplete: () => p.scanComplete,
+      queueSize: config.queueSize,
+      // Claims of the pass whose lease expired resume at once, as at start (charged).
+      retry: { ...p.retry, backoffMs: 0, backoffMaxMs: 0 },
+      outputs: p.outputs,
+    });
+  } catch (err) {
+    p.fail(err, 'claim failed; stopping the pass', 'claim failure');
+  }
+  if (await waitForTasks(tasks, p.drain, p.log)) {
+    // Attempts that did not stop in time (a module ignoring its signal, a child's pipes
+    // held by a process that left its group) are not the items' fault: hand them back
+    // uncharged before we exit. Should one still finish, its write is fenced.
+    for (const id of inflight.keys()) {
+      const claim = held.get(id);
+      if (claim) results.release(claim, 'interrupted: its handler did not stop within the drain margin');
+    }
+  }
+}

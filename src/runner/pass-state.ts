@@ -1,0 +1,232 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
+import type { AttemptSignal } from './attempt-signal.js';
+import { Channel } from './channel.js';
+import { AbortReason, Drain } from './drain.js';
+import type { FailureScene } from './failure.js';
+import type { OutputStore } from './output.js';
+import type { ProgressSnapshot } from './progress.js';
+import type { PruneReport } from './prune.js';
+import type { AttemptOutcome, ResultBatcher, ResultCounts } from './results.js';
+import { sourceIdentity, type SourceId } from './scan.js';
+import type { Handler } from './types.js';
+
+export interface PassDeps {
+  config: Config;
+  ledger: Ledger;
+  handler: Handler;
+  outputs?: OutputStore;
+  log: Logger;
+  runId: string;
+  /**
+   * The pass this run takes part in: what its scan marks and its sweep claims. The run
+   * itself by default (SQLite: one run per pass); on PostgreSQL the run group, shared by
+   * every pod of the pass (src/ledger/postgres/lock.ts).
+   */
+  passId?: string;
+  owner: string;
+  /** First signal: stop claiming and drain. */
+  stop: AbortSignal;
+  /** Second signal: abort in-flight items at once. */
+  force: AbortSignal;
+  /** Injected clock (epoch ms). */
+  now?: () => number;
+  /** Items to offer; default: a lazy scan of source.directory. */
+  source?: AsyncIterable<DiscoveredItem>;
+  progressIntervalMs?: number;
+  /** Metrics hook: told about every attempt and able to read live gauges. */
+  observer?: PassObserver;
+  /** Which finished items are outstanding again (schedule.refresh). */
+  refresh?: RefreshPolicy;
+  /**
+   * Commit an output only while its claim's lease, as this pod knows it (from the claim,
+   * or the last renewal that reached the ledger), has not run out. Default: on a shared
+   * pass (PostgreSQL), where a sibling takes over a claim whose lease expired; under
+   * SQLite's run lock nobody can.
+   */
+  leaseGuardsOutputs?: boolean;
+}
+
+/** What a metrics module sees of a pass (src/metrics). */
+export interface PassObserver {
+  /** One settled attempt, after its ledger write committed. `durationMs` is the handler's time. */
+  attempt(outcome: AttemptOutcome, durationMs: number): void;
+  /** Called once at the start with a function returning live gauges. */
+  live?(read: () => ProgressSnapshot): void;
+  /** An item was dead-lettered (its ledger write committed): for Kubernetes Events, which may name the id. */
+  deadLettered?(id: string, error: string): void;
+}
+
+/** How a pass ends: the run outcomes a pass itself can reach (the others are the run's). */
+export type PassOutcome = Extract<RunOutcome, 'completed' | 'drained' | 'failed'>;
+
+export type ScanResult = 'complete' | 'partial' | 'incomplete';
+
+export interface PassResult {
+  outcome: PassOutcome;
+  /** `noOutput`: attempts whose handler succeeded but wrote nothing to `{output}` (with output.directory). */
+  counts: ResultCounts & { scanned: number; claimed: number; skippedDirectories: number; noOutput: number };
+  /** `partial` when the scan skipped directories it could not read (their items wait). */
+  scan: ScanResult;
+  error?: Error;
+  /** What retention pruned at the end of the pass (absent: skipped, the pass stopped or failed). */
+  pruned?: PruneReport;
+}
+
+/**
+ * The outcome of a pass from what it saw. Completed: the scan finished and nothing this
+ * pass saw is due any more. The sweep proves it (attempts handed back without a stop, e.g.
+ * when our temp directory vanished, are claimed again by it); after a stop, the ledger is
+ * asked (`dueLeft`): a stop that came once everything was done still left nothing to do
+ * (exit 0, not 75), while hand-backs are due.
+ */
+export function passOutcome(s: { error: Error | undefined; scanComplete: boolean; sweepComplete: boolean; dueLeft: boolean }): PassOutcome {
+  if (s.error) return 'failed';
+  return s.scanComplete && (s.sweepComplete || !s.dueLeft) ? 'completed' : 'drained';
+}
+
+export const scanResult = (scanComplete: boolean, skippedDirectories: number): ScanResult =>
+  !scanComplete ? 'incomplete' : skippedDirectories > 0 ? 'partial' : 'complete';
+
+/** The retry policy of a config, in milliseconds. */
+export function retryPolicy(config: Config): RetryPolicy {
+  return {
+    maxAttempts: config.retry.maxAttempts,
+    backoffMs: config.retry.backoffSeconds * 1000,
+    backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
+  };
+}
+
+/**
+ * One pass's settings, parts and progress: what its producer (produce.ts), dispatcher
+ * (dispatch.ts) and attempts (attempt.ts) share. runPass (pass.ts) makes it and wires the parts.
+ */
+export class PassState {
+  readonly config: Config;
+  readonly ledger: Ledger;
+  readonly handler: Handler;
+  readonly outputs: OutputStore | undefined;
+  readonly log: Logger;
+  readonly now: () => number;
+  readonly owner: string;
+  readonly passId: string;
+  /** A pass shared by the pods of a run group (PostgreSQL). */
+  readonly shared: boolean;
+  readonly retry: RetryPolicy;
+  /** An id that would escape the output directory can never succeed: dead at once. */
+  readonly deadAtOnce: RetryPolicy;
+  readonly leaseMs: number;
+  /**
+   * [lease guard] A pod cut off from the ledger for longer than a lease keeps running its
+   * handlers, but a sibling may have taken their items over by then (reclaimExpired): a late
+   * rename would overwrite the newer attempt's output. Each claim's lease as this pod knows
+   * it: from the claim's write, or from the last renewal that reached the ledger (it renews
+   * every claim the owner holds). Past it, the output is not committed.
+   */
+  readonly leaseGuard: boolean;
+  readonly source: AsyncIterable<DiscoveredItem> | undefined;
+  readonly refresh: RefreshPolicy | undefined;
+  readonly debug: boolean;
+  readonly drain: Drain;
+  /**
+   * Candidate ids (discovered, claimable when found), not claims: an item is claimed only
+   * when a handler slot is free for it, so what waits here costs no attempt if we die.
+   */
+  readonly channel: Channel<string>;
+  /** The source root as the pass found it: an unmounted or replaced one is not "files gone". */
+  readonly sourceAtStart: Promise<SourceId | null>;
+  /** What judges a failed or missing item needs; outputFullSeen is set by the first attempt that finds the output file system full. */
+  readonly scene: FailureScene;
+  /** Set by runPass once made (its callbacks need this state). */
+  results!: ResultBatcher;
+
+  /** Claims of attempts started in this pass whose result is not written yet. */
+  readonly held = new Map<string, Claim>();
+  readonly inflight = new Map<string, AttemptSignal>();
+  /** Handler time per attempt, until its result is written (for the duration histogram). */
+  readonly durations = new Map<Claim, number>();
+  readonly claimedAt = new Map<Claim, number>();
+  scanned = 0;
+  claimed = 0;
+  skippedDirectories = 0;
+  noOutput = 0;
+  scanComplete = false;
+  sweepComplete = false;
+  /** Set when a complete scan of the directory source proved which items exist (forgetUnseen). */
+  wholeScan: { passId: string; startedAt: number } | undefined;
+  error: Error | undefined;
+  lastClaimAt = 0;
+  renewedAt = Number.NEGATIVE_INFINITY;
+  /** One wake-up list for the dispatcher: a task ended, a result was written, or a stop. */
+  #waiters: Array<() => void> = [];
+
+  constructor(deps: PassDeps) {
+    const { config } = deps;
+    this.config = config;
+    this.ledger = deps.ledger;
+    this.handler = deps.handler;
+    this.outputs = deps.outputs;
+    this.log = deps.log;
+    this.now = deps.now ?? Date.now;
+    this.owner = deps.owner;
+    this.passId = deps.passId ?? deps.runId;
+    this.shared = sharesPass(deps.ledger);
+    this.retry = retryPolicy(config);
+    this.deadAtOnce = { ...this.retry, maxAttempts: 1 };
+    this.leaseMs = config.lease.seconds * 1000;
+    this.leaseGuard = deps.leaseGuardsOutputs ?? this.shared;
+    this.source = deps.source;
+    this.refresh = deps.refresh;
+    this.debug = deps.log.isLevelEnabled('debug');
+    this.drain = new Drain({
+      stop: deps.stop,
+      force: deps.force,
+      gracePeriodMs: config.drain.gracePeriodSeconds * 1000,
+      marginMs: config.drain.marginSeconds * 1000,
+    });
+    this.channel = new Channel<string>(config.queueSize);
+    this.sourceAtStart = deps.source === undefined ? sourceIdentity(config.source.directory) : Promise.resolve(null);
+    this.scene = {
+      outputFullSeen: false,
+      outputDir: deps.outputs?.dir,
+      source: deps.source === undefined ? { directory: config.source.directory, atStart: this.sourceAtStart } : undefined,
+    };
+  }
+
+  /** Wake the dispatcher. Called twice per attempt, mostly with nobody waiting: then it allocates nothing. */
+  readonly notify = (): void => {
+    if (this.#waiters.length === 0) return;
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const f of w) f();
+  };
+
+  /** Resolves at the next notify(). */
+  readonly changed = (): Promise<void> => new Promise<void>((resolve) => this.#waiters.push(resolve));
+
+  readonly claimOpts = (): ClaimOptions & { runId: string } => {
+    this.lastClaimAt = this.now();
+    return { owner: this.owner, runId: this.passId, now: this.lastClaimAt, leaseMs: this.leaseMs };
+  };
+
+  leaseLapsed(claim: Claim): boolean {
+    return this.now() >= Math.max(this.claimedAt.get(claim) ?? 0, this.renewedAt) + this.leaseMs;
+  }
+
+  /** Our own failure (the ledger, the scan): stop everything, end as failed. */
+  fail(err: unknown, msg: string, reason: string): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.error ??= e;
+    this.log.error({ err: e }, msg);
+    this.drain.abortNow(new AbortReason(reason, this.drain.killAfterMs()));
+    this.channel.close();
+  }
+
+  /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */
+  stopForEnvironment(err: Error): void {
+    if (this.error === undefined) this.log.error({ err }, 'the environment cannot run items; stopping the pass (nothing charged)');
+    this.error ??= err;
+    this.drain.requestStop(err.message);
+  }
+}

@@ -1,0 +1,51 @@
+import type { PassState } from './pass-state.js';
+import { batches, scanSource, sourcePresent } from './scan.js';
+
+/** How many scanned items go to the ledger in one discovery transaction. */
+export const DISCOVER_BATCH = 256;
+
+/**
+ * The producer of a pass: scan lazily, record what is found (discover), and queue the ids
+ * claimable now in the bounded channel. Closes the channel when done, however it ends.
+ */
+export async function produce(p: PassState): Promise<void> {
+  const { drain, ledger, log, channel } = p;
+  const scanStartedAt = p.now();
+  const source =
+    p.source ??
+    scanSource(p.config, drain.stopping, (dir) => {
+      p.skippedDirectories++;
+      log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
+    });
+  try {
+    for await (const batch of batches(source, DISCOVER_BATCH)) {
+      if (drain.stopping.aborted) return;
+      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh });
+      p.scanned += batch.length;
+      // The pods of a shared pass scan one directory in one order: each goes through a
+      // batch from its own random place, or they would all offer their claims the same
+      // candidates and mostly find them taken.
+      const from = p.shared ? Math.floor(Math.random() * ids.length) : 0;
+      for (let i = 0; i < ids.length; i++) {
+        if (drain.stopping.aborted) return;
+        await channel.send(ids[(from + i) % ids.length]!);
+      }
+    }
+    // The scan also ends early when the stop aborts it: that is not a complete scan.
+    p.scanComplete = !drain.stopping.aborted;
+    // Pending items a whole scan of the same source did not see were deleted since an
+    // earlier run found them: forget them, or the backlog never reaches 0. Not after a
+    // partial scan (their directory may be the unreadable one), nor when the source root
+    // is no longer the directory the pass began with. A file that comes back is new.
+    if (p.scanComplete && p.source === undefined && p.skippedDirectories === 0 && (await sourcePresent(p.config.source.directory, await p.sourceAtStart))) {
+      const n = await ledger.forgetUnseen(p.passId);
+      if (n > 0) log.warn({ items: n }, 'forgot pending items whose files are gone (a complete scan did not find them); not charged, not dead');
+      p.wholeScan = { passId: p.passId, startedAt: scanStartedAt };
+    }
+  } catch (err) {
+    // A send on the channel the stop closed is not an error.
+    if (!drain.stopping.aborted) throw err;
+  } finally {
+    channel.close();
+  }
+}
