@@ -1,16 +1,9 @@
-import { wellFormed } from '../rows.js';
+import { batchColumns, batchWithout, type BatchColumns } from './batch.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
 import { SEEN_GRANULARITY_MS } from '../retention.js';
-
-/** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
-export interface BatchColumns {
-  ids: string[];
-  sizes: (number | null)[];
-  mtimes: (number | null)[];
-}
 
 /**
  * Discovery, step 1: insert the batch's new ids as pending (ON CONFLICT DO NOTHING:
@@ -132,33 +125,6 @@ export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema
 /** A pod analyzes `items` once its discovery has inserted this many rows, then after 10x as many. */
 export const ANALYZE_AFTER_ROWS = 1024;
 
-/** The batch minus the ids in `drop` (parallel arrays kept aligned). */
-function without(b: BatchColumns, drop: Set<string>): BatchColumns {
-  const out: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-  b.ids.forEach((id, i) => {
-    if (drop.has(id)) return;
-    out.ids.push(id);
-    out.sizes.push(b.sizes[i] ?? null);
-    out.mtimes.push(b.mtimes[i] ?? null);
-  });
-  return out;
-}
-
-/** One id per row, well-formed (a repeat would make the upsert touch a row twice: an error). */
-function columns(items: DiscoveredItem[]): BatchColumns {
-  const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-  const seen = new Set<string>();
-  for (const it of items) {
-    const id = wellFormed(it.id);
-    if (seen.has(id)) continue;
-    seen.add(id);
-    batch.ids.push(id);
-    batch.sizes.push(it.size ?? null);
-    batch.mtimes.push(it.mtimeMs ?? null);
-  }
-  return batch;
-}
-
 /**
  * Ledger.discover on PostgreSQL. Without a refresh policy (the default): an INSERT, then,
  * for the ids it did not create, one knownQuery, each in autocommit on the discovery
@@ -186,7 +152,7 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
     const made = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-insert', ...insertNewQuery(schema, batch, opts.runId, opts.now) });
     if (made.length === batch.ids.length) return { created: made.length, claimable: batch.ids };
     const madeIds = new Set(made.map((r) => r.id));
-    const known = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-known', ...knownQuery(schema, without(batch, madeIds), opts.runId, opts.now) });
+    const known = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-known', ...knownQuery(schema, batchWithout(batch, madeIds), opts.runId, opts.now) });
     // New rows are claimable at once; both lists follow the batch's order.
     const claimable = new Set(known.map((r) => r.id));
     return { created: made.length, claimable: batch.ids.filter((id) => madeIds.has(id) || claimable.has(id)) };
@@ -195,14 +161,14 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
   return async (items, opts) => {
     if (items.length === 0) return [];
     const refresh = refreshParams(opts.refresh); // throws before anything is written
-    const batch = columns(items);
+    const batch = batchColumns(items);
     const { created, claimable } =
       refresh === null
         ? await plain(batch, opts)
         : await ex.tx('discover', async (exec) => {
             await exec(byIndexOnlyQuery());
             const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
-            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId, opts.now));
+            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, batchWithout(batch, made), opts.runId, opts.now));
             await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
             if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
             const ids = (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);
