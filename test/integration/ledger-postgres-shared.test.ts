@@ -58,6 +58,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     await l.close();
   });
 
+  it('looks at a prefix of a long offer only (4x the slots, at least 32), says so, and fills from the pass when the prefix is taken', async () => {
+    const l = await fresh();
+    const all = ids(100);
+    await l.discover(all.map((id) => ({ id })), { runId: PASS, now: T0 });
+    expect((await offer(l, none, all.slice(0, 40), opts('pod-b', 40))).claims).toHaveLength(40);
+    const a = await offer(l, none, all, opts('pod-a', 2));
+    // The first 32 offered were all pod-b's: looked at and passed over; the rest not looked at.
+    expect(a.considered).toBe(32);
+    expect(a.claims.map((c) => c.id)).toEqual(['i40', 'i41']);
+    // Offered again from where it stopped, the claim reaches them.
+    const again = await offer(l, none, all.slice(32).reverse(), opts('pod-a', 3));
+    expect(again.claims.map((c) => c.id)).toEqual(['i99', 'i98', 'i97']);
+    expect(again.considered).toBe(3);
+    await l.close();
+  });
+
   it('completes the freed claims in the same statement (fenced, counted) and fills up from the pass, whoever scanned it', async () => {
     const l = await fresh();
     await l.discover(ids(10).map((id) => ({ id })), { runId: PASS, now: T0 });
