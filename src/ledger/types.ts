@@ -303,9 +303,10 @@ export interface SharedPassLedger {
    * the pass's other due pending items, as claimDue takes them, never one of `exclude`.
    * Rows other pods hold are skipped. Offering more ids than `limit` lets a pod pass over
    * candidates a sibling just took. `considered`: how many of the offered ids (from the
-   * front) the claim looked at: all of them unless it reached its limit with them, and then
-   * up to the last one claimed. The rest may be offered again; those looked at and not
-   * claimed were not claimable.
+   * front) the claim looked at: up to the last one claimed when it reached its limit with
+   * them; otherwise all of them, or the prefix the adapter looks at (PostgreSQL: 4x the
+   * limit, at least 32). The rest may be offered again; those looked at and not claimed
+   * were not claimable.
    */
   settleOffered(
     s: Settlement,

@@ -58,6 +58,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     await l.close();
   });
 
+  it('looks at a prefix of a long offer only (4x the slots, at least 32), says so, and fills from the pass when the prefix is taken', async () => {
+    const l = await fresh();
+    const all = ids(100);
+    await l.discover(all.map((id) => ({ id })), { runId: PASS, now: T0 });
+    expect((await offer(l, none, all.slice(0, 40), opts('pod-b', 40))).claims).toHaveLength(40);
+    const a = await offer(l, none, all, opts('pod-a', 2));
+    // The first 32 offered were all pod-b's: looked at and passed over; the rest not looked at.
+    expect(a.considered).toBe(32);
+    expect(a.claims.map((c) => c.id)).toEqual(['i40', 'i41']);
+    // Offered again from where it stopped, the claim reaches them.
+    const again = await offer(l, none, all.slice(32).reverse(), opts('pod-a', 3));
+    expect(again.claims.map((c) => c.id)).toEqual(['i99', 'i98', 'i97']);
+    expect(again.considered).toBe(3);
+    await l.close();
+  });
+
   it('completes the freed claims in the same statement (fenced, counted) and fills up from the pass, whoever scanned it', async () => {
     const l = await fresh();
     await l.discover(ids(10).map((id) => ({ id })), { runId: PASS, now: T0 });
@@ -170,6 +186,37 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     expect(await l.discover(['b', 'new', 'a'].map((id) => ({ id })), { runId: PASS, now: T0 + 2 })).toEqual(['b', 'new', 'a']);
     expect(await Promise.all(['a', 'b', 'new'].map(async (id) => (await row(l, id)).xmin))).toEqual(before);
     await l.close();
+  });
+
+  it('a pod behind its siblings looks known batches up first and inserts only the rest: same claimable ids, in order, and marks', async () => {
+    const schema = `s_${++n}`;
+    const [ahead, behind] = await Promise.all([0, 1].map(() => openPostgresLedger({ url, schema })));
+    await ahead!.discover(ids(40).map((id) => ({ id })), { runId: 'group:old', now: T0 });
+    const [c] = await ahead!.claim(['i05'], { owner: 'o', runId: 'group:old', now: T0, leaseMs: 60_000 });
+    await ahead!.complete([c!], T0);
+    await ahead!.claim(['i06'], { owner: 'o', runId: 'group:old', now: T0, leaseMs: 60_000 });
+    // All known: the pod switches to looking up first for its next batch.
+    expect(await behind!.discover(ids(5).map((id) => ({ id })), { runId: PASS, now: T0 + 1 })).toEqual(ids(5));
+    // Known (done, claimed, pending) and new ids mixed: new ones are inserted, as the pass's.
+    const batch = ['n1', 'i05', 'i06', 'i07', 'n2', 'i08'];
+    expect(await behind!.discover(batch.map((id) => ({ id })), { runId: PASS, now: T0 + 2 })).toEqual(['n1', 'i07', 'n2', 'i08']);
+    for (const id of ['n1', 'n2', 'i07', 'i08']) expect((await row(behind!, id)).seen_run).toBe(PASS);
+    expect(await behind!.counts()).toMatchObject({ pending: 40 - 2 + 2, claimed: 1, done: 1 });
+    // Mostly new again: back to inserting first; a batch of only new ids.
+    expect(await behind!.discover(ids(3, 'm').map((id) => ({ id })), { runId: PASS, now: T0 + 3 })).toEqual(ids(3, 'm'));
+    expect(await behind!.discover(['m00', 'z'].map((id) => ({ id })), { runId: PASS, now: T0 + 4 })).toEqual(['m00', 'z']);
+    for (const l of [ahead!, behind!]) await l.close();
+  });
+
+  it('counts completions written by many pods at once (counter shards summed)', async () => {
+    const schema = `s_${++n}`;
+    const pods = await Promise.all([0, 1, 2].map(() => openPostgresLedger({ url, schema })));
+    await pods[0]!.discover(ids(30).map((id) => ({ id })), { runId: PASS, now: T0 });
+    const claims = await Promise.all(pods.map((l, i) => offer(l, none, ids(10).map((_, k) => `i${i}${k}`), opts(`pod-${i}`, 10))));
+    await Promise.all(pods.map((l, i) => offer(l, { ...none, complete: [...claims[i]!.claims, { ...claims[i]!.claims[0]!, attempt: 7 }] }, [], opts(`pod-${i}`, 0))));
+    for (const l of pods) expect(await l.attemptTotals()).toMatchObject({ succeeded: 30, fenced: 3 });
+    expect((await pods[1]!.totals()).itemsDone).toBe(30);
+    for (const l of pods) await l.close();
   });
 
   it('analyzes the table once discovery has inserted 1,024 rows: a first pass is not planned against an empty table', async () => {

@@ -1,4 +1,4 @@
-import { wellFormed } from '../rows.js';
+import { toClaim, wellFormed, type ClaimedRow } from '../rows.js';
 import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
@@ -185,13 +185,8 @@ export interface ClaimOps {
   siblings(pass: string, owner: string, now: number): Promise<PassSiblings>;
 }
 
-interface ClaimedRow {
-  id: string;
-  attempts: number;
-  released: number;
-}
-
-const toClaim = (r: ClaimedRow, owner: string): Claim => ({ id: r.id, owner, attempt: r.attempts, charged: r.attempts - r.released });
+/** How many offered ids a claim for `limit` slots looks at (see settleOffered). */
+export const offerPrefix = (limit: number): number => Math.max(32, limit * 4);
 const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
 
 export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
@@ -208,7 +203,12 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
 
     async settleOffered(done, offered, opts) {
       if (done.length === 0 && opts.limit <= 0) return { complete: [], claims: [], considered: 0 };
-      const wanted = offered.map(wellFormed);
+      // The claim looks at a prefix of the offer only (`considered` tells the caller where it
+      // stopped; the rest is offered again): a pod offers its whole channel, but each offered
+      // id costs a lookup and a sort place, and a claim for a few slots rarely needs more than
+      // a few candidates. Those a sibling took are passed over; when the prefix falls short,
+      // the fill takes the pass's other pending items.
+      const wanted = offered.slice(0, offerPrefix(opts.limit)).map(wellFormed);
       const exclude = (opts.exclude ?? []).map(wellFormed);
       const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>(
         'claims',
@@ -231,7 +231,7 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       }
       // RETURNING order is unspecified; hand claims out in the order offered, the fill last.
       claimed.sort((a, b) => (a.ord ?? Infinity) - (b.ord ?? Infinity));
-      const considered = fromOffer < opts.limit ? offered.length : last;
+      const considered = fromOffer < opts.limit ? wanted.length : last;
       const complete = await fencedOutcomes(ex, schema, 'complete', done, applied, (c) => ({ id: c.id, result: 'applied', state: 'done' }));
       return { complete, claims: claimed.map((r) => toClaim(r, opts.owner)), considered };
     },

@@ -24,7 +24,9 @@ ON CONFLICT (name) DO UPDATE SET value = c.value + EXCLUDED.value`,
   );
 }
 
-export const countersQuery = (schema: string): Query => q(`SELECT name, value FROM ${ident(schema)}.counters`);
+/** Every counter, its shards (`name:shard`, see finish.ts) summed. */
+export const countersQuery = (schema: string): Query =>
+  q(`SELECT split_part(name, ':', 1) AS name, sum(value)::bigint AS value FROM ${ident(schema)}.counters GROUP BY 1`);
 
 export function readCounters(rows: { name: string; value: number }[]): CounterGet {
   const v = new Map(rows.map((r) => [r.name, r.value]));

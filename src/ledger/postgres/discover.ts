@@ -1,16 +1,9 @@
-import { wellFormed } from '../rows.js';
+import { batchColumns, batchWithout, type BatchColumns } from './batch.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
 import { SEEN_GRANULARITY_MS } from '../retention.js';
-
-/** A discovered batch as parallel arrays (unnest), ids de-duplicated and made well-formed. */
-export interface BatchColumns {
-  ids: string[];
-  sizes: (number | null)[];
-  mtimes: (number | null)[];
-}
 
 /**
  * Discovery, step 1: insert the batch's new ids as pending (ON CONFLICT DO NOTHING:
@@ -46,8 +39,8 @@ const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND ${i
 
 /**
  * Discovery, step 2, for ids that were already known, in one statement: record their stat,
- * mark the pending ones as the pass's (its sweep claims those), and return those claimable
- * now (pending, past their backoff), in batch order. Only rows where that changes something
+ * mark the pending ones as the pass's (its sweep claims those), and return the ids found, in
+ * batch order, each saying whether it is claimable now (pending, past its backoff). Only rows where that changes something
  * are written: with N pods each scanning the whole source, an unconditional update would
  * rewrite every row N times per pass. SKIP LOCKED: a row another pod is claiming or
  * settling right now is not waited for. Each id is looked up by primary key (the subquery
@@ -72,7 +65,7 @@ u AS (
   UPDATE ${ident(schema)}.items AS i SET size = coalesce(t.size, i.size), mtime_ms = coalesce(t.mtime_ms, i.mtime_ms),
     seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL
   FROM t WHERE i.id = t.id)
-SELECT id FROM k WHERE state = 'pending' AND available_at <= $5 ORDER BY ord`,
+SELECT id, (state = 'pending' AND available_at <= $5) AS claimable FROM k ORDER BY ord`,
     b.ids,
     b.sizes,
     b.mtimes,
@@ -132,37 +125,11 @@ export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema
 /** A pod analyzes `items` once its discovery has inserted this many rows, then after 10x as many. */
 export const ANALYZE_AFTER_ROWS = 1024;
 
-/** The batch minus the ids in `drop` (parallel arrays kept aligned). */
-function without(b: BatchColumns, drop: Set<string>): BatchColumns {
-  const out: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-  b.ids.forEach((id, i) => {
-    if (drop.has(id)) return;
-    out.ids.push(id);
-    out.sizes.push(b.sizes[i] ?? null);
-    out.mtimes.push(b.mtimes[i] ?? null);
-  });
-  return out;
-}
-
-/** One id per row, well-formed (a repeat would make the upsert touch a row twice: an error). */
-function columns(items: DiscoveredItem[]): BatchColumns {
-  const batch: BatchColumns = { ids: [], sizes: [], mtimes: [] };
-  const seen = new Set<string>();
-  for (const it of items) {
-    const id = wellFormed(it.id);
-    if (seen.has(id)) continue;
-    seen.add(id);
-    batch.ids.push(id);
-    batch.sizes.push(it.size ?? null);
-    batch.mtimes.push(it.mtimeMs ?? null);
-  }
-  return batch;
-}
-
 /**
  * Ledger.discover on PostgreSQL. Without a refresh policy (the default): an INSERT, then,
  * for the ids it did not create, one knownQuery, each in autocommit on the discovery
- * session; the first pod of a pass makes one round trip per batch. A lost commit (a server
+ * session; the first pod of a pass makes one round trip per batch. A pod that finds its
+ * batches known looks them up first instead, and inserts only what it did not find. A lost commit (a server
  * crash) loses rows or marks that the next scan makes again, and the claims of lost rows,
  * committed after them, are lost as well. With a refresh policy: one transaction, in the
  * order the policy needs (touch, refresh, baseline, read).
@@ -182,27 +149,56 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
       .catch(() => undefined);
   };
 
+  const insert = (b: BatchColumns, opts: DiscoverOptions): Promise<{ id: string }[]> =>
+    ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-insert', ...insertNewQuery(schema, b, opts.runId, opts.now) });
+  /** Ids of `b` found, the claimable ones added to `claimable`. */
+  const lookUp = async (b: BatchColumns, opts: DiscoverOptions, claimable: Set<string>): Promise<Set<string>> => {
+    const rows = await ex.on<{ id: string; claimable: boolean }>('discovery', 'discover', { name: 'cronsafe-known', ...knownQuery(schema, b, opts.runId, opts.now) });
+    for (const r of rows) if (r.claimable) claimable.add(r.id);
+    return new Set(rows.map((r) => r.id));
+  };
+  /**
+   * Which statement goes first. A pod whose siblings scanned ahead of it finds every row
+   * known: inserting first would cost it a conflict check per row, and a wait for the
+   * sibling's insert in flight, before the look-up it needs anyway. So each pod follows
+   * what its last batch found: mostly new, insert first (the first pod: one statement per
+   * batch); mostly known, look up first and insert only the rest.
+   */
+  let knownFirst = false;
+
   async function plain(batch: BatchColumns, opts: DiscoverOptions): Promise<{ created: number; claimable: string[] }> {
-    const made = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-insert', ...insertNewQuery(schema, batch, opts.runId, opts.now) });
+    // New rows are claimable at once; the result follows the batch's order.
+    const claimable = new Set<string>();
+    if (knownFirst) {
+      const found = await lookUp(batch, opts, claimable);
+      knownFirst = found.size * 2 >= batch.ids.length;
+      if (found.size === batch.ids.length) return { created: 0, claimable: batch.ids.filter((id) => claimable.has(id)) };
+      const missing = batchWithout(batch, found);
+      const made = await insert(missing, opts);
+      for (const r of made) claimable.add(r.id);
+      // Inserted by a sibling since the look-up: look again (rare), or its mark would be missed.
+      if (made.length < missing.ids.length) await lookUp(batchWithout(missing, new Set(made.map((r) => r.id))), opts, claimable);
+      return { created: made.length, claimable: batch.ids.filter((id) => claimable.has(id)) };
+    }
+    const made = await insert(batch, opts);
+    knownFirst = made.length * 2 < batch.ids.length;
     if (made.length === batch.ids.length) return { created: made.length, claimable: batch.ids };
-    const madeIds = new Set(made.map((r) => r.id));
-    const known = await ex.on<{ id: string }>('discovery', 'discover', { name: 'cronsafe-known', ...knownQuery(schema, without(batch, madeIds), opts.runId, opts.now) });
-    // New rows are claimable at once; both lists follow the batch's order.
-    const claimable = new Set(known.map((r) => r.id));
-    return { created: made.length, claimable: batch.ids.filter((id) => madeIds.has(id) || claimable.has(id)) };
+    for (const r of made) claimable.add(r.id);
+    await lookUp(batchWithout(batch, new Set(made.map((r) => r.id))), opts, claimable);
+    return { created: made.length, claimable: batch.ids.filter((id) => claimable.has(id)) };
   }
 
   return async (items, opts) => {
     if (items.length === 0) return [];
     const refresh = refreshParams(opts.refresh); // throws before anything is written
-    const batch = columns(items);
+    const batch = batchColumns(items);
     const { created, claimable } =
       refresh === null
         ? await plain(batch, opts)
         : await ex.tx('discover', async (exec) => {
             await exec(byIndexOnlyQuery());
             const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
-            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, without(batch, made), opts.runId, opts.now));
+            if (made.size < batch.ids.length) await exec(touchKnownQuery(schema, batchWithout(batch, made), opts.runId, opts.now));
             await exec(refreshQuery(schema, batch, refresh, opts.now, opts.runId));
             if (refresh.onChange) await exec(adoptBaselineQuery(schema, batch.ids));
             const ids = (await exec<{ id: string }>(claimableQuery(schema, batch.ids, opts.now))).map((r) => r.id);

@@ -24,6 +24,14 @@ const CLAIMS = `unnest($1::text[], $2::text[], $3::integer[]) AS c(id, owner, at
 const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.attempts = c.attempt`;
 
 /**
+ * The hot statements (every claim of a pod completes the attempts that freed its slots) bump
+ * a shard of their counters, `name:shard`, chosen by the server process: one row per counter
+ * would make every pod's claim wait for the others' commits on it. countersQuery sums the
+ * shards. Deadlock-free as before: a statement bumps rows of one shard, in name order.
+ */
+const COUNTER_SHARD = `':' || (pg_backend_pid() % 16)`;
+
+/**
  * A fenced write of a whole batch and its counters as ONE statement (its own transaction):
  * one round trip and one commit per batch instead of BEGIN, write, counter bump, COMMIT.
  * `write` is the guarded UPDATE or DELETE over CLAIMS, returning (id, owner, attempt) of the
@@ -39,7 +47,7 @@ export const fencedWriteCtes = (schema: string, write: string, counter: FencedCo
 k AS (SELECT count(*) AS applied FROM w),
 bump AS (
   INSERT INTO ${ident(schema)}.counters AS t (name, value)
-  SELECT v.name, v.by FROM k, LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied)) AS v(name, by)
+  SELECT v.name || ${COUNTER_SHARD}, v.by FROM k, LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied)) AS v(name, by)
   WHERE v.by > 0 ORDER BY v.name
   ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)`;
 

@@ -1,5 +1,5 @@
 import type { RefreshPolicy } from '../types.js';
-import type { BatchColumns } from './discover.js';
+import type { BatchColumns } from './batch.js';
 import { ident, q, type Query } from './query.js';
 
 // Refresh runs only when a policy asks for it: the default (`never`) discovery path
