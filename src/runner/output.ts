@@ -225,7 +225,13 @@ export class OutputStore {
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
       this.#own(this.#root);
-      this.#tempId = this.#own(this.tempDir);
+      const was = this.#tempId;
+      const id = this.#own(this.tempDir);
+      // Recreated just now: a cleaner removed it since. An attempt whose path is of the
+      // older generation failed for that, not for its item (lostWithTempDir), as when
+      // checkTempDir recreates it.
+      if (was !== undefined && (was.dev !== id.dev || was.ino !== id.ino)) this.#gen++;
+      this.#tempId = id;
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();
@@ -346,8 +352,7 @@ export class OutputStore {
       }
     }
     const was = this.#tempId;
-    const root = this.#own(this.#root);
-    this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+    this.#tempId = this.#recreate();
     if (was === undefined) return null; // never prepared: nothing to compare with
     // Something removes it over and over (a cleaner every few seconds): handing attempts
     // back for ever would never finish. That is the environment's fault to fix: stop.
@@ -357,6 +362,22 @@ export class OutputStore {
       );
     }
     return new OwnDirectoryGone(`cronsafe's temp directory ${this.tempDir} vanished under the attempt (an empty-directory cleaner?); recreated it`);
+  }
+
+  /**
+   * Our directories as they are now, made again where missing. A cleaner that is removing
+   * the tree may take the parent away between our two mkdirs (ENOENT): then again, a few
+   * times, so that an attempt that lost its directory is never judged by that race.
+   */
+  #recreate(): DirId {
+    for (let tries = 1; ; tries++) {
+      try {
+        const root = this.#own(this.#root);
+        return this.tempDir === this.#root ? root : this.#own(this.tempDir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || tries >= 5) throw err;
+      }
+    }
   }
 
   #own(dir: string): DirId {

@@ -77,7 +77,7 @@ describe('an empty-directory cleaner running all the time, and output.directory 
     }
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(0);
-    expect(run.lines.filter((l) => l.msg === 'item failed; will retry')).toEqual([]);
+    expect(run.lines.filter((l) => l.msg === 'item failed; will retry').map((l) => `${String(l.itemId)}: ${String(l.error)}`)).toEqual([]);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
     // Each item charged once: the attempt that succeeded.
     expect(new Set(await chargedAttempts(ws.db, Object.keys(files)))).toEqual(new Set([1]));
