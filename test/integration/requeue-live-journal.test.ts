@@ -62,4 +62,29 @@ describe('requeue while a run writes behind', () => {
       await run.close();
     }
   });
+
+  it('another writer\'s catch-up (a requeue of nothing) is no fenced attempt: the run\'s flush of the same records counts none', async () => {
+    // cronsafe_items_processed_total{result="fenced"} means a result was rejected because its
+    // claim had moved on. Here nothing was rejected: the run's own success was written
+    // first by the other writer's catch-up, and the run's flush finds it done already.
+    // Through the CLI: `requeue --all` after each of 4 SIGKILLs of a 15,000-item run left
+    // items_fenced at 3,136 with no attempt ever fenced.
+    const file = path.join(root, `t${++n}`, 'job.db');
+    const run = await openSqliteLedger(file, { writeBehind: true });
+    try {
+      await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+      const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
+      const { claims } = await run.settle(none, T0, { ids: ['a'], opts });
+      await run.settle({ ...none, complete: claims }, T0 + 5, { ids: ['b'], opts: { ...opts, now: T0 + 5 } });
+      const other = await openSqliteLedger(file, {});
+      try {
+        expect(await other.requeue(['nothing'], DONE, T0 + 10)).toEqual([]);
+      } finally {
+        await other.close();
+      }
+      expect(await run.attemptTotals()).toMatchObject({ succeeded: 1, fenced: 0 });
+    } finally {
+      await run.close();
+    }
+  });
 });
