@@ -10,8 +10,9 @@ export const ORPHANS_SQL = `SELECT id, owner, attempts, updated_at FROM items WH
 
 export const RENEW_SQL = `UPDATE items SET lease_until = ? WHERE id = ? AND state = 'claimed' AND owner = ?`;
 
+/** updated_at past the row's last transition, whatever the caller's clock (see REQUEUE_SQL). */
 const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = @now,
-  dead_at = NULL, updated_at = @now`;
+  dead_at = NULL, updated_at = max(@now, updated_at + 1)`;
 /** last_error is kept: it is what the operator looked at before retrying. */
 export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND state = 'dead'`;
 export const RETRY_DEAD_ALL_SQL = `UPDATE items ${RETRY_SET} WHERE state = 'dead'`;

@@ -20,8 +20,14 @@ WHERE id > @id AND ${MATCHES} ORDER BY id LIMIT @n`;
  * item claimed (or finished again at another time) since it was listed is left alone.
  * A new cycle, as REFRESH_SQL and dead-letter retry make one; last_error is kept.
  */
+/**
+ * updated_at moves past the row's last transition even when the caller's clock is older
+ * (it was read before a catch-up wrote a live run's journal: commands/requeue.ts): a
+ * journal record of the run's is history only if the row changed after it, so a replay of
+ * it must never find this row unchanged since (write-behind.ts, APPLY_STARTS_SQL).
+ */
 export const REQUEUE_SQL = `UPDATE items SET state = 'pending', attempts = 0, released = 0, available_at = @now,
-  done_at = NULL, dead_at = NULL, updated_at = @now
+  done_at = NULL, dead_at = NULL, updated_at = max(@now, updated_at + 1)
 WHERE id IN (SELECT value FROM json_each(@ids)) AND ${MATCHES}
 RETURNING id`;
 

@@ -42,6 +42,15 @@ FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at,
              j.value ->> 4 AS lease_until FROM json_each(@starts) AS j) AS c
 WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at`;
 
+/**
+ * Successes already in the ledger at their attempt: another writer's catch-up (requeue,
+ * dead-letter retry) wrote them from the journal before this flush or replay did. Writing
+ * them again is no fenced attempt (nothing was rejected): they are left out.
+ */
+export const ALREADY_DONE_SQL = `
+SELECT i.id FROM json_each(@done) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+WHERE +i.state = 'done' AND +i.attempts = j.value ->> 1`;
+
 interface Start extends Omit<JournalStart, 'segment'> {
   leaseUntil: number;
 }
@@ -74,10 +83,10 @@ export class WriteBehind {
   constructor(db: Database, finish: FinishOps, journalFile: string) {
     this.#db = db;
     this.#journal = new StartJournal(journalFile);
-    const apply = db.prepare(APPLY_STARTS_SQL);
+    const stmts = recordStatements(db);
     const setSegment = db.prepare(SET_SEGMENT_SQL);
     this.#flushTx = db.transaction((starts: Start[], done: Claim[], now: number, segment: number) => {
-      writeRecords(apply, finish, starts, done, now);
+      writeRecords(stmts, finish, starts, done, now);
       // With the records: a crash between this commit and the journal's truncation, or a
       // truncation that fails, leaves records a replay must not apply again (a requeue or
       // dead-letter retry since would be undone by them).
@@ -191,7 +200,17 @@ function hasRepeats(ids: readonly string[]): boolean {
  * written and then undone. An id listed twice, or a pair whose start no longer applies,
  * goes the two-step way, so the outcome is the same either way.
  */
-function writeRecords(applyStarts: Statement, finish: FinishOps, starts: Start[], done: Claim[], now: number): void {
+interface RecordStatements {
+  applyStarts: Statement;
+  alreadyDone: Statement;
+}
+
+const recordStatements = (db: Database): RecordStatements => ({
+  applyStarts: db.prepare(APPLY_STARTS_SQL),
+  alreadyDone: db.prepare(ALREADY_DONE_SQL).pluck(),
+});
+
+function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Claim[], now: number): void {
   const startOf = new Map<string, Start | null>();
   for (const s of starts) startOf.set(s.id, startOf.has(s.id) ? null : s);
   const doneTwice = new Set<string>();
@@ -205,8 +224,11 @@ function writeRecords(applyStarts: Statement, finish: FinishOps, starts: Start[]
   const applied = finish.startAndCompleteIn(pairs, now);
   const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !applied.has(wellFormed(x.id))));
   const restStarts = rest(starts);
-  if (restStarts.length > 0) applyStarts.run({ starts: batchJson(restStarts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
-  finish.completeIn(rest(done), now);
+  if (restStarts.length > 0) stmts.applyStarts.run({ starts: batchJson(restStarts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
+  const restDone = rest(done);
+  if (restDone.length === 0) return;
+  const written = new Set(stmts.alreadyDone.all({ done: batchJson(restDone.map((d) => [d.id, d.attempt])) }) as string[]);
+  finish.completeIn(written.size === 0 ? restDone : restDone.filter((d) => !written.has(wellFormed(d.id))), now);
 }
 
 /**
@@ -227,7 +249,7 @@ export function replayJournal(db: Database, finish: FinishOps, journalFile: stri
   if (starts.length === 0 && done.length === 0) return;
   // A dead run's claims need no lease: the flock we hold says it is gone.
   writeRecords(
-    db.prepare(APPLY_STARTS_SQL),
+    recordStatements(db),
     finish,
     starts.map((s) => ({ ...s, leaseUntil: s.at })),
     done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0 })),
