@@ -29,6 +29,18 @@ export interface RequeueOptions {
   show?: number;
 }
 
+/** The first of `globs` that picomatch refuses (an unbalanced bracket, brace or parenthesis), with why. */
+export function badGlob(globs: string[]): { glob: string; reason: string } | undefined {
+  for (const glob of globs) {
+    try {
+      picomatch(glob, GLOB_OPTIONS);
+    } catch (err) {
+      return { glob, reason: (err as Error).message };
+    }
+  }
+  return undefined;
+}
+
 /** Ids written to the ledger per transaction: a run in progress waits for one batch at most. */
 const BATCH = 500;
 
