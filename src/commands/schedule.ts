@@ -21,7 +21,9 @@ export async function scheduleCommand(
   const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
   if (config.state.postgres || (config.state.sqlite && existsSync(config.state.sqlite))) {
-    const ledger = await openState(config);
+    // Only read, as status does: no migration check, pragma writes or checkpoint at close
+    // (~5 ms). A ledger that needs a migration first (an upgrade) is opened as before.
+    const ledger = await openState(config, { readOnly: true }).catch(() => openState(config));
     try {
       const last = await ledger.lastRunStart();
       lastRunStartedAt = last ? new Date(last.startedAt) : null;
