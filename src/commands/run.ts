@@ -92,7 +92,10 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   if (!lock) return skipLocked(config, log, opts, events);
   // The pass and everything it needs (the runner, handlers, outputs, metrics), only now:
   // a start that finds the lock held is done without loading them (docs/benchmarks.md).
-  const { runHoldingLock } = await import('./run-locked.js');
+  const { runHoldingLock } = await import('./run-locked.js').catch(async (err: unknown) => {
+    await lock.release(); // a broken install: the daemon's next occurrence must not find it held
+    throw err;
+  });
   return runHoldingLock({ config, log, opts, runId, owner, events, lock });
 }
 
