@@ -29,7 +29,9 @@ const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'ut
  * executable subcommands, which cronsafe never declares; it pulls in net, dgram and the
  * stream stack), and node:assert in sonic-boom and thread-stream (pino's destinations; an
  * argument check, called only when something is wrong or on a path cronsafe does not take).
- * Keyed by package, then by the built-in's name as written; the value is the stand-in.
+ * Keyed by package, then by the built-in's name as written; the value is the stand-in, which
+ * offers only what that package calls (commander: spawn; the others: assert() itself): when
+ * upgrading one of them, check that it still calls nothing else of the module.
  */
 const LAZY_BUILTINS = {
   commander: { child_process: "module.exports = { spawn: (...args) => require('node:child_process').spawn(...args) };" },
