@@ -1,6 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
+import { coerceError } from '../errors.js';
 import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
@@ -35,7 +36,7 @@ export function badGlob(globs: string[]): { glob: string; reason: string } | und
     try {
       picomatch(glob, GLOB_OPTIONS);
     } catch (err) {
-      return { glob, reason: (err as Error).message };
+      return { glob, reason: coerceError(err).message };
     }
   }
   return undefined;

@@ -10,7 +10,7 @@ import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
 import { openState } from '../ledger/open.js';
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
-import type { Ledger } from '../ledger/types.js';
+import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../lock/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
@@ -22,7 +22,7 @@ import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { planFire } from '../schedule/fire-records.js';
-import { exitCodeFor, retryPolicy, skipLocked, type ExecuteOptions, type RunResult } from './run.js';
+import { exitCodeFor, retryPolicy, type ExecuteOptions, type RunResult } from './run-outcome.js';
 
 /** What executeRun hands over with the lock. */
 export interface LockedRun {
@@ -34,10 +34,12 @@ export interface LockedRun {
   owner: string;
   events: EventSink;
   lock: RunLock;
+  /** Ends the run as a skip (run.ts): a Lease held elsewhere, or a run alive in the ledger. */
+  skip: (lease?: string, live?: RunHeartbeat) => Promise<RunResult>;
 }
 
 /** Everything after the run lock is taken; releases it before returning. */
-export async function runHoldingLock({ config, log, opts, runId, owner, events, lock }: LockedRun): Promise<RunResult> {
+export async function runHoldingLock({ config, log, opts, runId, owner, events, lock, skip }: LockedRun): Promise<RunResult> {
   // After the run lock, so a second run in the same pod skips without an API call. A pod
   // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
   const joined = lock.joined === true;
@@ -47,7 +49,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
   });
   if (lease.skip) {
     await lock.release();
-    return skipLocked(config, log, opts, events, lease.skip);
+    return skip(lease.skip);
   }
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
   // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
@@ -72,7 +74,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
     // lock file was deleted under it): skip like a held lock, never reclaim its claims.
     // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
     const live = reclaimsExpired(ledger) || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
-    if (live) return await skipLocked(config, log, opts, events, undefined, live);
+    if (live) return await skip(undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
     const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined);

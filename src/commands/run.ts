@@ -11,11 +11,10 @@ import type { RunHeartbeat } from '../ledger/types.js';
 import { takeRunLock } from '../lock/run-lock.js';
 import { createLogger } from '../log.js';
 import { pushSkippedStart } from '../metrics/index.js';
-import type { PassOutcome } from '../runner/pass.js';
 import { openEventSink, type EventSink } from '../kube/events.js';
 import { scheduledTimeFromJob } from '../kube/scheduled-time.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
-import type { SchedulePolicy } from '../schedule/occurrences.js';
+import { exitCodeFor, type ExecuteOptions, type RunResult } from './run-outcome.js';
 
 export interface RunOptions {
   configPath: string;
@@ -27,27 +26,8 @@ export interface RunOptions {
   logger?: Logger;
 }
 
-/** What one execution needs beyond the config (the daemon calls executeRun per occurrence). */
-export interface ExecuteOptions {
-  stop: AbortSignal;
-  force: AbortSignal;
-  /** The occurrence this run is for, when known (else the latest occurrence at start). */
-  scheduledTime?: Date;
-  /** `kubernetes` under a CronJob, `vixie` under cronsafe daemon. */
-  policy: SchedulePolicy;
-}
-
-export type RunResult = PassOutcome | 'skipped-locked' | 'stale';
-
-const EXIT_FOR: Record<RunResult, number> = {
-  completed: EXIT.OK,
-  drained: EXIT.TEMPFAIL,
-  failed: EXIT.FATAL,
-  'skipped-locked': EXIT.OK,
-  stale: EXIT.OK,
-};
-
-export const exitCodeFor = (r: RunResult): number => EXIT_FOR[r];
+// In run-outcome.ts, which run-locked.ts shares without importing this file.
+export { exitCodeFor, retryPolicy, type ExecuteOptions, type RunResult } from './run-outcome.js';
 
 /**
  * Time-sortable, unique enough for run ids: base36 ms + 8 hex chars. Math.random (seeded from
@@ -96,22 +76,16 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     await lock.release(); // a broken install: the daemon's next occurrence must not find it held
     throw err;
   });
-  return runHoldingLock({ config, log, opts, runId, owner, events, lock });
+  const skip = (lease?: string, live?: RunHeartbeat) => skipLocked(config, log, opts, events, lease, live);
+  return runHoldingLock({ config, log, opts, runId, owner, events, lock, skip });
 }
 
-export function retryPolicy(config: Config) {
-  return {
-    maxAttempts: config.retry.maxAttempts,
-    backoffMs: config.retry.backoffSeconds * 1000,
-    backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
-  };
-}
 
 /**
  * Another run holds the lock: exit 0 at once (Forbid semantics), and record the skip in
  * the ledger so that the overrun count, which must survive this short-lived process, sees it.
  */
-export async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, events: EventSink, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
+async function skipLocked(config: Config, log: Logger, opts: ExecuteOptions, events: EventSink, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
   if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
   // [issue 10, case 3]
   else if (live) log.warn({ lock: config.lock.path, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');

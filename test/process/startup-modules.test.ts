@@ -58,7 +58,7 @@ describe('start-up loads only what the command needs', () => {
     release = () => holder.kill('SIGKILL');
     await new Promise<void>((resolve, reject) => {
       holder.on('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
-      holder.stdout!.setEncoding('utf8').on('data', (d: string) => d.includes('HELD') && resolve());
+      holder.stdout.setEncoding('utf8').on('data', (d: string) => d.includes('HELD') && resolve());
     });
     const file = path.join(ws.dir, 'builtins-skip.txt');
     const r = spawnCliRaw(process.execPath, ['-r', PRELOAD, CLI, 'run', '-c', ws.configPath], { env: { BUILTINS_OUT: file } });
