@@ -5,6 +5,7 @@ import { isRepeatedWallTime } from '../schedule/occurrences.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { parseScheduledTime } from '../schedule/fire.js';
 import { openState } from '../ledger/open.js';
+import { Sink } from './sink.js';
 
 /**
  * `cronsafe schedule`: latest and next occurrence, due?, stale?, refresh horizon: the
@@ -50,11 +51,16 @@ export async function scheduleCommand(
     refresh: schedule.refresh,
     refreshHorizon: s.refreshHorizon?.toISOString() ?? null,
   };
-  if (opts.json) {
-    out.write(`${JSON.stringify(report, null, 2)}\n`);
-  } else {
-    const w = Math.max(...Object.keys(report).map((k) => k.length));
-    for (const [k, v] of Object.entries(report)) out.write(`${k.padEnd(w)}  ${v === null ? '-' : String(v)}\n`);
-  }
+  const w = Math.max(...Object.keys(report).map((k) => k.length));
+  const text = opts.json
+    ? `${JSON.stringify(report, null, 2)}\n`
+    : Object.entries(report)
+        .map(([k, v]) => `${k.padEnd(w)}  ${v === null ? '-' : String(v)}\n`)
+        .join('');
+  // Through a Sink, as every report: a reader that left (`| head -1`) is a cut output, exit 1
+  // with a message, not an unhandled EPIPE.
+  const sink = new Sink(out);
+  await sink.write(text);
+  await sink.end();
   return 0;
 }
