@@ -17,12 +17,12 @@ import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
 import { firstAbort } from '../runner/drain.js';
 import { committedOutputs, OutputStore } from '../runner/output.js';
-import { runPass } from '../runner/pass.js';
+import { retryPolicy, runPass } from '../runner/pass.js';
 import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { planFire } from '../schedule/fire-records.js';
-import { exitCodeFor, retryPolicy, type ExecuteOptions, type RunResult } from './run-outcome.js';
+import { exitCodeFor, type ExecuteOptions, type RunResult } from './run-outcome.js';
 
 /** What executeRun hands over with the lock. */
 export interface LockedRun {

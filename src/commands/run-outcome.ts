@@ -2,7 +2,6 @@
  * What a run comes to and the exit code it maps to, shared by run.ts (the lock) and
  * run-locked.ts (the pass), so that neither imports the other's module statically.
  */
-import type { Config } from '../config/types.js';
 import { EXIT } from '../errors.js';
 import type { PassOutcome } from '../runner/pass.js';
 import type { SchedulePolicy } from '../schedule/occurrences.js';
@@ -28,11 +27,3 @@ const EXIT_FOR: Record<RunResult, number> = {
 };
 
 export const exitCodeFor = (r: RunResult): number => EXIT_FOR[r];
-
-export function retryPolicy(config: Config) {
-  return {
-    maxAttempts: config.retry.maxAttempts,
-    backoffMs: config.retry.backoffSeconds * 1000,
-    backoffMaxMs: config.retry.backoffMaxSeconds * 1000,
-  };
-}

@@ -27,7 +27,7 @@ export interface RunOptions {
 }
 
 // In run-outcome.ts, which run-locked.ts shares without importing this file.
-export { exitCodeFor, retryPolicy, type ExecuteOptions, type RunResult } from './run-outcome.js';
+export { exitCodeFor, type ExecuteOptions, type RunResult } from './run-outcome.js';
 
 /**
  * Time-sortable, unique enough for run ids: base36 ms + 8 hex chars. Math.random (seeded from
