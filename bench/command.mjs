@@ -24,8 +24,16 @@ export async function measureCommand({ items, concurrency = 8, log }) {
     const wallMs = performance.now() - t0;
     if (loop.code !== 0 || !loop.stdout.includes(`spawned ${items}`)) throw new Error(`spawn loop failed (${loop.code}): ${loop.stderr}`);
     const bare = { items, wallMs, itemsPerSec: (items * 1000) / wallMs };
-    log(`command: bare loop ${Math.round(bare.itemsPerSec)} spawns/s`);
-    return { items, concurrency, cronsafe: cli, bare, ratio: cli.itemsPerSec / bare.itemsPerSec };
+    log(`command: bare loop ${Math.round(bare.itemsPerSec)} spawns/s; with pipes and process groups ...`);
+    // The same loop with what a command handler cannot drop (its own process group, stdout and
+    // stderr piped): where Node's own cost ends and cronsafe's begins.
+    const t1 = performance.now();
+    const cap = await run([process.execPath, path.join(BENCH_DIR, 'fixtures', 'spawn-loop-capture.mjs'), truePath, String(items), String(concurrency)], 60_000 + items * 20);
+    const capMs = performance.now() - t1;
+    if (cap.code !== 0 || !cap.stdout.includes(`spawned ${items}`)) throw new Error(`spawn loop with capture failed (${cap.code}): ${cap.stderr}`);
+    const capture = { items, wallMs: capMs, itemsPerSec: (items * 1000) / capMs };
+    log(`command: bare loop with capture ${Math.round(capture.itemsPerSec)} spawns/s`);
+    return { items, concurrency, cronsafe: cli, bare, capture, ratio: cli.itemsPerSec / bare.itemsPerSec, ratioCapture: cli.itemsPerSec / capture.itemsPerSec };
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

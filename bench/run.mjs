@@ -109,10 +109,12 @@ if (sections.includes('command')) {
       [
         ['cronsafe run, handler.command ["true"]', fmtInt(r.items), fmtSec(r.cronsafe.wallMs), fmtInt(r.cronsafe.itemsPerSec)],
         ['bare Node loop spawning true (bench/fixtures/spawn-loop.mjs)', fmtInt(r.items), fmtSec(r.bare.wallMs), fmtInt(r.bare.itemsPerSec)],
+        ['the same, own process group + stdout/stderr piped (spawn-loop-capture.mjs)', fmtInt(r.items), fmtSec(r.capture.wallMs), fmtInt(r.capture.itemsPerSec)],
       ],
     ),
     '',
     `cronsafe / bare loop = ${fmtRatio(r.ratio)} (target >= ${TARGETS.command}x): ${verdict(r.ratio >= TARGETS.command)}`,
+    `cronsafe / bare loop with capture = ${fmtRatio(r.ratioCapture)} (what is left to cronsafe's own per-item work)`,
   ]);
 }
 

@@ -134,6 +134,10 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
     .option('--limit <n>', 'show at most n of the ids (default 10)', parseLimit)
     .addOption(configOption())
     .action(async (ids: string[], o: RequeueFlags) => {
+      const { requeueCommand, badGlob } = await import('./commands/requeue.js');
+      // As commander says it for the other option values (parseGlob leaves this check here).
+      const bad = o.glob && badGlob(o.glob);
+      if (bad) requeue.error(`error: option '--glob <glob>' argument '${bad.glob}' is invalid. not a valid glob: ${bad.reason}`, { exitCode: EXIT.USAGE, code: 'commander.invalidArgument' });
       const usage = (msg: string) => requeue.error(`error: requeue: ${msg}`, { exitCode: EXIT.USAGE });
       const filters = [o.glob && '--glob', o.doneBefore && '--done-before', o.doneAfter && '--done-after'].filter(Boolean);
       if (ids.length === 0 && !o.all && filters.length === 0) usage('nothing selected (give item ids, --glob, --done-before / --done-after, or --all)');
@@ -143,7 +147,6 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
       if (o.doneAfter && o.doneBefore && o.doneAfter.getTime() >= o.doneBefore.getTime()) {
         usage(`--done-after ${o.doneAfter.toISOString()} is not before --done-before ${o.doneBefore.toISOString()}: nothing could match`);
       }
-      const { requeueCommand } = await import('./commands/requeue.js');
       setExit(
         await requeueCommand(
           await configPath(o.config),

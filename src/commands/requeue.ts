@@ -1,6 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
+import { coerceError } from '../errors.js';
 import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
@@ -27,6 +28,18 @@ export interface RequeueOptions {
   json: boolean;
   /** How many of the ids to show (default 10). */
   show?: number;
+}
+
+/** The first of `globs` that picomatch refuses (an unbalanced bracket, brace or parenthesis), with why. */
+export function badGlob(globs: string[]): { glob: string; reason: string } | undefined {
+  for (const glob of globs) {
+    try {
+      picomatch(glob, GLOB_OPTIONS);
+    } catch (err) {
+      return { glob, reason: coerceError(err).message };
+    }
+  }
+  return undefined;
 }
 
 /** Ids written to the ledger per transaction: a run in progress waits for one batch at most. */

@@ -5,6 +5,7 @@ import { isRepeatedWallTime } from '../schedule/occurrences.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { parseScheduledTime } from '../schedule/fire.js';
 import { openState } from '../ledger/open.js';
+import { Sink } from './sink.js';
 
 /**
  * `cronsafe schedule`: latest and next occurrence, due?, stale?, refresh horizon: the
@@ -21,7 +22,9 @@ export async function scheduleCommand(
   const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
   if (config.state.postgres || (config.state.sqlite && existsSync(config.state.sqlite))) {
-    const ledger = await openState(config);
+    // Only read, as status does: no migration check, pragma writes or checkpoint at close
+    // (~5 ms). A ledger that needs a migration first (an upgrade) is opened as before.
+    const ledger = await openState(config, { readOnly: true }).catch(() => openState(config));
     try {
       const last = await ledger.lastRunStart();
       lastRunStartedAt = last ? new Date(last.startedAt) : null;
@@ -48,11 +51,16 @@ export async function scheduleCommand(
     refresh: schedule.refresh,
     refreshHorizon: s.refreshHorizon?.toISOString() ?? null,
   };
-  if (opts.json) {
-    out.write(`${JSON.stringify(report, null, 2)}\n`);
-  } else {
-    const w = Math.max(...Object.keys(report).map((k) => k.length));
-    for (const [k, v] of Object.entries(report)) out.write(`${k.padEnd(w)}  ${v === null ? '-' : String(v)}\n`);
-  }
+  const w = Math.max(...Object.keys(report).map((k) => k.length));
+  const text = opts.json
+    ? `${JSON.stringify(report, null, 2)}\n`
+    : Object.entries(report)
+        .map(([k, v]) => `${k.padEnd(w)}  ${v === null ? '-' : String(v)}\n`)
+        .join('');
+  // Through a Sink, as every report: a reader that left (`| head -1`) is a cut output, exit 1
+  // with a message, not an unhandled EPIPE.
+  const sink = new Sink(out);
+  await sink.write(text);
+  await sink.end();
   return 0;
 }

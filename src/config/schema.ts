@@ -13,6 +13,11 @@ import { parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 
+// zod compiles a fast path per object schema (new Function) on its first parse; a config is
+// parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
+// docs/benchmarks.md). zod is used for nothing else.
+z.config({ jitless: true });
+
 /** Handler argv placeholders (DESIGN.md). */
 export const PLACEHOLDERS = ['path', 'id', 'output', 'attempt'] as const;
 export type Placeholder = (typeof PLACEHOLDERS)[number];

@@ -1,10 +1,13 @@
 /**
  * IANA time-zone arithmetic on epoch milliseconds, built on Intl (full ICU ships with Node).
  *
- * Everything here is a pure function of (zone, instant). The only expensive call is
- * Intl's formatToParts (~4 us), so offsets are cached per zone and UTC day: a day holds at
- * most one transition in every real zone, found once by bisection and then reused. The
- * occurrence searches step through thousands of days, which would otherwise take seconds.
+ * Everything here is a pure function of (zone, instant). The only expensive calls are Intl's
+ * (a formatter costs ~15 ms to build, the first one loading ICU's data; a format ~2 us), so
+ * offsets are cached per zone and UTC day: a day holds at most one transition in every real
+ * zone, found once by bisection and then reused. The occurrence searches step through
+ * thousands of days (robfig's chain goes back over every transition of the search horizon),
+ * so each `cronsafe schedule` or run start makes ~3,000 of these calls: they read
+ * `format()`'s string, ~3x cheaper than `formatToParts()` (docs/benchmarks.md, start-up).
  */
 
 export const SECOND = 1000;
@@ -31,7 +34,11 @@ interface DayOffsets {
 }
 
 interface ZoneCache {
+  zone: string;
+  /** Without the era: half the cost to build, and right for every year from 1 on. */
   format: Intl.DateTimeFormat;
+  /** With the era, for instants before year 2 (built only then). */
+  eraFormat?: Intl.DateTimeFormat;
   days: Map<number, DayOffsets>;
   /** Offset at 00:00:00 UTC of a day, by day number. */
   starts: Map<number, number>;
@@ -77,17 +84,7 @@ function zoneCache(zone: string): ZoneCache {
   }
   let format: Intl.DateTimeFormat;
   try {
-    format = new Intl.DateTimeFormat('en-US', {
-      timeZone: zone,
-      hourCycle: 'h23',
-      era: 'short',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    });
+    format = formatter(zone, false);
   } catch {
     throw new Error(`unknown time zone "${zone}": not in the IANA time zone database`);
   }
@@ -96,28 +93,63 @@ function zoneCache(zone: string): ZoneCache {
   if (canonical !== zone && canonical.toLowerCase() === zone.toLowerCase()) {
     throw new Error(`unknown time zone "${zone}": zone names are case-sensitive (did you mean ${canonical}?)`);
   }
-  const cache: ZoneCache = { format, days: new Map(), starts: new Map() };
+  const cache: ZoneCache = { zone, format, days: new Map(), starts: new Map() };
   zones.set(zone, cache);
   return cache;
 }
 
+function formatter(zone: string, era: boolean): Intl.DateTimeFormat {
+  return new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    ...(era ? { era: 'short' } : {}),
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+}
+
+/**
+ * From 0001-01-02T00:00Z on, every zone's local year is at least 1 (offsets are less than a
+ * day), so the formatter without an era cannot be ambiguous; before it, 1 BC would print as 1.
+ */
+const NO_ERA_FROM = -62135596800000 + DAY;
+
+/** What en-US `format()` prints with the fields of `formatter`: `1/30/2032, 22:13:20`. */
+const WALL_RE = /^(\d{1,2})\/(\d{1,2})\/(\d+), (\d{1,2}):(\d{2}):(\d{2})$/;
+
 /** Offset from Intl, uncached: local wall time (as if UTC) minus the instant, whole seconds. */
-function intlOffset(format: Intl.DateTimeFormat, ms: number): number {
+function intlOffset(cache: ZoneCache, ms: number): number {
   const whole = Math.floor(ms / SECOND) * SECOND;
+  if (whole >= NO_ERA_FROM) {
+    const m = WALL_RE.exec(cache.format.format(whole));
+    // Another ICU may print it differently: then the parts, which name each field.
+    if (m) return utcOf(Number(m[3]), Number(m[1]), Number(m[2]), Number(m[4]), Number(m[5]), Number(m[6])) - whole;
+  }
+  cache.eraFormat ??= formatter(cache.zone, true);
   const f: Record<string, string> = {};
-  for (const part of format.formatToParts(whole)) f[part.type] = part.value;
+  for (const part of cache.eraFormat.formatToParts(whole)) f[part.type] = part.value;
   let year = Number(f.year);
   if (f.era === 'BC' || f.era === 'B') year = 1 - year;
+  return utcOf(year, Number(f.month), Number(f.day), Number(f.hour), Number(f.minute), Number(f.second)) - whole;
+}
+
+/** Date.UTC for any year (Date.UTC reads years 0-99 as 1900-1999); month 1-12. */
+function utcOf(year: number, month: number, day: number, hour: number, minute: number, second: number): number {
+  if (year >= 100) return Date.UTC(year, month - 1, day, hour, minute, second);
   const local = new Date(0);
-  local.setUTCFullYear(year, Number(f.month) - 1, Number(f.day));
-  local.setUTCHours(Number(f.hour), Number(f.minute), Number(f.second), 0);
-  return local.getTime() - whole;
+  local.setUTCFullYear(year, month - 1, day);
+  local.setUTCHours(hour, minute, second, 0);
+  return local.getTime();
 }
 
 function startOffset(cache: ZoneCache, day: number): number {
   let off = cache.starts.get(day);
   if (off === undefined) {
-    off = intlOffset(cache.format, day * DAY);
+    off = intlOffset(cache, day * DAY);
     if (cache.starts.size >= MAX_CACHED_DAYS) cache.starts.clear();
     cache.starts.set(day, off);
   }
@@ -133,7 +165,7 @@ function dayOffsets(cache: ZoneCache, day: number): DayOffsets {
   // The same offset at this midnight and the next: no transition in between (a UTC day
   // holds at most one in every real zone, the premise of this cache), so the end of the
   // day needs no call of its own. Walking many days, that halves the Intl calls (~8 us each).
-  const after = startOffset(cache, day + 1) === before ? before : intlOffset(cache.format, end);
+  const after = startOffset(cache, day + 1) === before ? before : intlOffset(cache, end);
   let at: number | null = null;
   if (before !== after) {
     // Bisect to the first second showing the new offset.
@@ -141,7 +173,7 @@ function dayOffsets(cache: ZoneCache, day: number): DayOffsets {
     let hi = end; // has `after`
     while (hi - lo > SECOND) {
       const mid = lo + Math.floor((hi - lo) / 2 / SECOND) * SECOND;
-      if (intlOffset(cache.format, mid) === before) lo = mid;
+      if (intlOffset(cache, mid) === before) lo = mid;
       else hi = mid;
     }
     at = hi;

@@ -17,6 +17,8 @@ import { killBudgetMs } from '../drain.js';
 const REAP_SLACK_MS = 2000;
 /** After an abort (a drain) the child is gone: how long its pipes may stay open after it. */
 const ABORTED_PIPE_SLACK_MS = 250;
+/** How long after the child's exit its pipes may stay open before we look for who holds them. */
+const LINGER_CHECK_MS = 50;
 
 /** Values substituted for `{path}`, `{id}`, `{output}`, `{attempt}`. */
 export interface Placeholders {
@@ -195,23 +197,29 @@ function runChild(
       exited = true;
       clearTimeout(timeoutTimer);
       if (settled) return; // spawn failed: nothing ran
-      // Grandchildren holding our pipes would keep 'close' from ever firing.
-      if (child.pid !== undefined && groupAlive(child.pid)) {
-        ctx.log.warn({ pgid: child.pid }, 'handler exited but left processes in its group; terminating them');
-        terminate();
-      }
       // A process that left the group on purpose (setsid) can hold our pipes forever:
       // past the kill grace, stop reading so 'close' fires and the attempt settles. When
       // the run is draining (aborted), the kill already happened and the drain's margin is
       // short: settle soon, so that the claim is handed back before cronsafe exits.
-      pipeTimer = setTimeout(
-        () => {
-          ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-        },
-        stop?.kind === 'abort' ? ABORTED_PIPE_SLACK_MS : killAfterMs + REAP_SLACK_MS,
-      );
+      const pipeSlackMs = stop?.kind === 'abort' ? ABORTED_PIPE_SLACK_MS : killAfterMs + REAP_SLACK_MS;
+      // 'close' (which checks the group itself) normally follows at once, the pipes closing
+      // with the child: only when it does not do we look for grandchildren holding our pipes,
+      // which would keep it from ever firing. Probing the group here for every item threw
+      // ESRCH (~20 us) for nothing (docs/benchmarks.md, command handlers).
+      pipeTimer = setTimeout(() => {
+        if (child.pid !== undefined && groupAlive(child.pid)) {
+          ctx.log.warn({ pgid: child.pid }, 'handler exited but left processes in its group; terminating them');
+          terminate();
+        }
+        pipeTimer = setTimeout(
+          () => {
+            ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
+            child.stdout?.destroy();
+            child.stderr?.destroy();
+          },
+          Math.max(0, pipeSlackMs - LINGER_CHECK_MS),
+        );
+      }, Math.min(LINGER_CHECK_MS, pipeSlackMs));
     });
 
     child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {

@@ -1,0 +1,192 @@
+/**
+ * `cronsafe run` once it holds the run lock: the Lease, the ledger, the fire, the pass, and
+ * the record of it all. Apart from run.ts, which imports it only after taking the lock, so
+ * that a start that finds the lock held (a lock skip, every overlapping CronJob fire) loads
+ * neither the runner nor the handlers nor the metrics (docs/benchmarks.md, start-up).
+ */
+import type { Logger } from 'pino';
+import { configSummary } from '../config/load.js';
+import type { Config } from '../config/types.js';
+import { ConfigError, EXIT } from '../errors.js';
+import { openState } from '../ledger/open.js';
+import { reclaimsExpired } from '../ledger/postgres/expired.js';
+import type { Ledger, RunHeartbeat } from '../ledger/types.js';
+import type { RunLock } from '../lock/run-lock.js';
+import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
+import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
+import { createHandler } from '../runner/handlers/index.js';
+import { firstAbort } from '../runner/drain.js';
+import { committedOutputs, OutputStore } from '../runner/output.js';
+import { retryPolicy, runPass } from '../runner/pass.js';
+import type { Handler } from '../runner/types.js';
+import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
+import { acquireRunLease } from '../kube/lease/run-lease.js';
+import { planFire } from '../schedule/fire-records.js';
+import { exitCodeFor, type ExecuteOptions, type RunResult } from './run-outcome.js';
+
+/** What executeRun hands over with the lock. */
+export interface LockedRun {
+  config: Config;
+  /** The run's logger (job and runId bound). */
+  log: Logger;
+  opts: ExecuteOptions;
+  runId: string;
+  owner: string;
+  events: EventSink;
+  lock: RunLock;
+  /** Ends the run as a skip (run.ts): a Lease held elsewhere, or a run alive in the ledger. */
+  skip: (lease?: string, live?: RunHeartbeat) => Promise<RunResult>;
+}
+
+/** Everything after the run lock is taken; releases it before returning. */
+export async function runHoldingLock({ config, log, opts, runId, owner, events, lock, skip }: LockedRun): Promise<RunResult> {
+  // After the run lock, so a second run in the same pod skips without an API call. A pod
+  // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
+  const joined = lock.joined === true;
+  const lease = joined ? {} : await acquireRunLease(config, log, runId).catch(async (err: unknown) => {
+    await lock.release();
+    throw err;
+  });
+  if (lease.skip) {
+    await lock.release();
+    return skip(lease.skip);
+  }
+  const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
+  // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
+  // Lease lost). Said at warn, so a `log.level: warn` deployment still sees why it stopped.
+  for (const lost of [lease.held?.lost, lock.lost]) {
+    lost?.addEventListener('abort', () => log.warn({ reason: String(lost.reason) }, 'stopping the run: what it relies on was lost'), { once: true });
+  }
+
+  let ledger: Ledger | undefined;
+  let handler: Handler | undefined;
+  let metrics: RunMetrics | undefined;
+  let stopWatch = () => {};
+  let stopBeat = () => {}; // [issue 10, case 3]
+  try {
+    ledger = await openState(config, { writeBehind: true });
+    // Removed mid-run (its state directory deleted), the ledger would take our results to a
+    // deleted file while the next start began a new one: the lock's watch stops the run.
+    if (config.state.sqlite) lock.watch?.(config.state.sqlite);
+    // [issue 10, case 1] upgrades keep the old shared default ledger while it is theirs.
+    if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
+    // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its
+    // lock file was deleted under it): skip like a held lock, never reclaim its claims.
+    // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
+    const live = reclaimsExpired(ledger) || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
+    if (live) return await skip(undefined, live);
+    metrics = await startRunMetrics({ config, ledger, log });
+    const startedAt = Date.now();
+    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined);
+    if (plan.skip) {
+      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      await ledger.finishRun(runId, Date.now(), 'stale', {});
+      log.info({ outcome: 'stale', exitCode: EXIT.OK, reason: plan.skip }, 'run finished');
+      return 'stale';
+    }
+    // Holding the lock proves their run is gone: resume them now (no backoff), but charge
+    // the attempt, so an item that kills the process every time still ends up dead.
+    // PostgreSQL: pods of this pass may be alive, so only claims whose lease expired.
+    // An attempt that had committed its output when its run died (killed between the rename
+    // and the ledger write) is done: its work survived, only the record of it was lost.
+    // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
+    const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
+    const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
+    const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
+    const recovered = committedOutputs(outputs);
+    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed: recovered.committed };
+    const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
+    if (orphans > 0) {
+      log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
+    }
+    // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
+    // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
+    // pod's lock session is gone), or, joining one, those silent for longer than a lease.
+    const silentSince = reclaimsExpired(ledger) && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
+    const died = await ledger.markRunsDied(silentSince);
+    if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
+
+    handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+      throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
+    });
+    try {
+      await outputs?.prepare();
+    } catch (err) {
+      // An unusable output directory (a link or a foreign .cronsafe-tmp): a failed run that
+      // alerts and metrics see (cronsafe_runs_total, consecutive failures), not only stderr.
+      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      await ledger.finishRun(runId, Date.now(), 'failed', {});
+      await metrics.runFinished('failed');
+      log.error({ outcome: 'failed', exitCode: EXIT.FATAL, err }, 'run finished');
+      throw err;
+    }
+
+    await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+    stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
+    metrics.runStarted();
+    stopWatch = plan.watchOverruns();
+    log.info(
+      {
+        config: configSummary(config),
+        pid: process.pid,
+        fire: plan.fire && { occurrence: plan.fire.occurrence.toISOString(), local: plan.fire.local, source: plan.fire.source },
+      },
+      'run started',
+    );
+    // A module handler that broke the process (a stray process.exit, an unhandled
+    // rejection) stops the run like a lost lock, and the run fails.
+    const fatal = handler.fatal;
+    fatal?.addEventListener('abort', () => log.error({ err: fatal.reason as Error }, 'handler code broke the process; stopping the run'), { once: true });
+    const passStop = firstAbort(stop.signal, fatal);
+    const passed = await runPass({
+      config,
+      ledger,
+      handler,
+      outputs,
+      log,
+      runId,
+      // PostgreSQL: every pod of the run group shares one pass (seen_run, the sweep).
+      passId: lock.group ?? runId,
+      owner,
+      stop: passStop.signal,
+      force: opts.force,
+      observer: withDeadLetterEvents(metrics.observer, events),
+      refresh: plan.refresh,
+    });
+    passStop.dispose();
+    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? (fatal.reason as Error) } : passed;
+    stopWatch();
+    const finishedAt = Date.now();
+    await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
+      log.error({ err }, 'could not record the end of the run');
+    });
+    await metrics.runFinished(result.outcome);
+    const items = await ledger.counts().catch(() => undefined);
+    log.info(
+      {
+        outcome: result.outcome,
+        exitCode: exitCodeFor(result.outcome),
+        durationMs: finishedAt - startedAt,
+        counts: result.counts,
+        scan: result.scan,
+        items,
+        err: result.error,
+      },
+      'run finished',
+    );
+    // The log is JSON on stdout (for the cluster's log pipeline); a person at a terminal, or
+    // a wrapper that only keeps stderr, still gets the reason of a failed run in one line.
+    if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${result.error.message}\n`);
+    return result.outcome;
+  } finally {
+    stopWatch();
+    stopBeat();
+    stop.dispose();
+    await handler?.close?.().catch(() => undefined);
+    await metrics?.close();
+    await ledger?.close().catch(() => undefined);
+    await lease.held?.release();
+    await events.flush();
+    await lock.release();
+  }
+}

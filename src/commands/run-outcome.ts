@@ -1,0 +1,29 @@
+/**
+ * What a run comes to and the exit code it maps to, shared by run.ts (the lock) and
+ * run-locked.ts (the pass), so that neither imports the other's module statically.
+ */
+import { EXIT } from '../errors.js';
+import type { PassOutcome } from '../runner/pass.js';
+import type { SchedulePolicy } from '../schedule/occurrences.js';
+
+/** What one execution needs beyond the config (the daemon calls executeRun per occurrence). */
+export interface ExecuteOptions {
+  stop: AbortSignal;
+  force: AbortSignal;
+  /** The occurrence this run is for, when known (else the latest occurrence at start). */
+  scheduledTime?: Date;
+  /** `kubernetes` under a CronJob, `vixie` under cronsafe daemon. */
+  policy: SchedulePolicy;
+}
+
+export type RunResult = PassOutcome | 'skipped-locked' | 'stale';
+
+const EXIT_FOR: Record<RunResult, number> = {
+  completed: EXIT.OK,
+  drained: EXIT.TEMPFAIL,
+  failed: EXIT.FATAL,
+  'skipped-locked': EXIT.OK,
+  stale: EXIT.OK,
+};
+
+export const exitCodeFor = (r: RunResult): number => EXIT_FOR[r];

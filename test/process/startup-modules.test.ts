@@ -1,0 +1,70 @@
+/**
+ * What start-up loads (docs/benchmarks.md, start-up): each of node:child_process,
+ * node:crypto and node:assert costs 10-15 ms to load, and the commands a CronJob or a
+ * script runs most often need none of them: `--version`, `validate`, `schedule --json`, and
+ * a `run` that finds the lock held. Their loading is looked at, not timed.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, FIXTURES, ROOT, finished, spawnCliRaw, workspace, type Workspace } from '../helpers/cli.js';
+
+const PRELOAD = path.join(FIXTURES, 'process/list-builtins.cjs');
+const HEAVY = ['child_process', 'crypto', 'assert'];
+
+async function builtinsOf(ws: Workspace, args: string[]): Promise<{ loaded: string[]; out: string; code: number | null }> {
+  const file = path.join(ws.dir, `builtins-${args[0]}.txt`);
+  const r = spawnCliRaw(process.execPath, ['-r', PRELOAD, CLI, ...args], { env: { BUILTINS_OUT: file } });
+  const { code } = await r.exited;
+  expect(code, r.stderr()).toBe(0);
+  return { loaded: readFileSync(file, 'utf8').split('\n').filter(Boolean), out: r.stdout(), code };
+}
+
+describe('start-up loads only what the command needs', () => {
+  let ws: Workspace;
+  let release = () => {};
+
+  beforeAll(async () => {
+    ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London' } }, { 'a.scc': 'a' });
+    mkdirSync(ws.state, { recursive: true });
+  });
+  afterAll(() => release());
+
+  it('a run with a command handler loads node:child_process (the probe sees it)', async () => {
+    const { loaded, out } = await builtinsOf(ws, ['run', '-c', ws.configPath]);
+    expect(out).toContain('"outcome":"completed"');
+    expect(loaded).toContain('child_process');
+  });
+
+  it('--version, validate and schedule --json load none of child_process, crypto, assert', async () => {
+    for (const args of [['--version'], ['validate', '-c', ws.configPath], ['schedule', '--json', '-c', ws.configPath]]) {
+      const { loaded } = await builtinsOf(ws, args);
+      expect({ args, heavy: loaded.filter((m) => HEAVY.includes(m)) }).toEqual({ args, heavy: [] });
+    }
+  });
+
+  it('a run that finds the lock held loads none of them either', async () => {
+    // Another process holds the run lock (flock), as a run in progress would.
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const fs=require('node:fs');const {flockSync}=require(${JSON.stringify(path.join(ROOT, 'node_modules', 'fs-ext'))});` +
+          `flockSync(fs.openSync(${JSON.stringify(path.join(ws.state, 'cronsafe.lock'))},'a+'),'exnb');process.stdout.write('HELD\\n');setInterval(()=>{},1e9);`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    release = () => holder.kill('SIGKILL');
+    await new Promise<void>((resolve, reject) => {
+      holder.on('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
+      holder.stdout.setEncoding('utf8').on('data', (d: string) => d.includes('HELD') && resolve());
+    });
+    const file = path.join(ws.dir, 'builtins-skip.txt');
+    const r = spawnCliRaw(process.execPath, ['-r', PRELOAD, CLI, 'run', '-c', ws.configPath], { env: { BUILTINS_OUT: file } });
+    expect((await r.exited).code, r.stderr()).toBe(0);
+    expect(finished(r)?.outcome).toBe('skipped-locked');
+    const loaded = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    expect(loaded.filter((m) => HEAVY.includes(m))).toEqual([]);
+  });
+});
