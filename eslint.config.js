@@ -87,7 +87,6 @@ export default defineConfig(
     files: [
       'src/commands/dead-letter.ts', 'src/commands/requeue-options.ts', 'src/commands/requeue.ts', 'src/commands/run.ts', 'src/commands/run-locked.ts',
       'src/config/load.ts', 'src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts',
-      'src/runner/handlers/exec.ts',
     ],
     rules: { 'no-restricted-syntax': 'warn' },
   },

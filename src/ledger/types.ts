@@ -186,7 +186,8 @@ export interface ItemRecord {
  * How a run ended. `died`: it never recorded an end (SIGKILL, OOM, node loss) and a later
  * run proved it dead (markRunsDied); its finishedAt is its last sign of life.
  */
-export type RunOutcome = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale' | 'died';
+export const RUN_OUTCOMES = ['completed', 'drained', 'failed', 'skipped-locked', 'stale', 'died'] as const;
+export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 export interface RunRecord {
   runId: string;

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { RunOutcome } from '../ledger/types.js';
+import { RUN_OUTCOMES } from '../ledger/types.js';
 import type { ProgressSnapshot } from '../runner/progress.js';
 import type { AttemptOutcome } from '../runner/results.js';
 import type { LedgerView } from './ledger-view.js';
@@ -20,8 +20,8 @@ export const PREFIX = 'cronsafe_';
 
 /** Results of one attempt (`cronsafe_items_processed_total{result}`, histogram `result`). */
 export const RESULTS: readonly AttemptOutcome[] = ['succeeded', 'failed', 'dead', 'released', 'fenced', 'gone'];
-/** Outcomes of `cronsafe_runs_total{outcome}`. `skipped-locked` comes from the lock-skip total. */
-export const RUN_OUTCOMES: readonly RunOutcome[] = ['completed', 'drained', 'failed', 'skipped-locked', 'stale', 'died'];
+/** Outcomes of `cronsafe_runs_total{outcome}` (all of them). `skipped-locked` comes from the lock-skip total. */
+export { RUN_OUTCOMES };
 
 /** Handler time from 10 ms to an hour: cheap checks to long transcodes (timeoutSeconds is 300 by default). */
 export const DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];

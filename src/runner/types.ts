@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { coerceError } from '../errors.js';
 
 /** One unit of work handed to a handler. */
 export interface WorkItem {
@@ -41,6 +42,11 @@ export class HandlerFailure extends Error {
   ) {
     super(message);
   }
+}
+
+/** The failure of an attempt cronsafe cut short (drain, second signal, timeout): not the item's, never charged. */
+export function interrupted(reason: unknown): HandlerFailure {
+  return new HandlerFailure(`interrupted: ${coerceError(reason ?? 'aborted').message}`, true);
 }
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */

@@ -4,11 +4,11 @@ import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
-import { ConfigError } from '../../errors.js';
+import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId, itemPaths } from '../item-id.js';
 import { safeSegment } from '../output.js';
-import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
 import { killBudgetMs } from '../drain.js';
@@ -111,7 +111,7 @@ async function itemLink(sourceDir: string, id: string, outputPath: string | unde
     return { path: link, remove };
   } catch (err) {
     await remove();
-    throw new EnvironmentFault(`cannot make a link to item ${JSON.stringify(id)} in ${dir}: ${(err as Error).message}`);
+    throw new EnvironmentFault(`cannot make a link to item ${JSON.stringify(id)} in ${dir}: ${coerceError(err).message}`);
   }
 }
 
@@ -255,11 +255,6 @@ function outcome(
   return new HandlerFailure(tail ? `${what}: ${tail}` : what);
 }
 
-function interrupted(reason: unknown): HandlerFailure {
-  const text = reason instanceof Error ? reason.message : String(reason ?? 'aborted');
-  return new HandlerFailure(`interrupted: ${text}`, true);
-}
-
 /**
  * A child that never started. The environment's fault (EnvironmentFault: the pass stops,
  * nothing is charged): a missing or non-executable program, a vanished working directory,
@@ -268,7 +263,7 @@ function interrupted(reason: unknown): HandlerFailure {
  */
 function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: boolean): HandlerFailure {
   const code = (err as NodeJS.ErrnoException).code ?? 'error';
-  let hint = (err as Error).message ?? String(err);
+  let hint = coerceError(err).message;
   if (code === 'ENOENT') {
     // libuv reports a missing cwd as ENOENT on the command too; say which it was.
     hint = existsSync(cwd) ? 'command not found' : `working directory ${cwd} does not exist`;

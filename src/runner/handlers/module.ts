@@ -1,7 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
-import { ConfigError, coerceError } from '../../errors.js';
-import { HandlerFailure, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { ConfigError } from '../../errors.js';
+import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
 import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
@@ -172,11 +172,6 @@ class ModuleContext implements HandlerContext {
   get attempt(): number {
     return this.outer.attempt;
   }
-}
-
-function interrupted(reason: unknown): HandlerFailure {
-  const text = coerceError(reason ?? 'aborted').message;
-  return new HandlerFailure(`interrupted: ${text}`, true);
 }
 
 function describe(value: unknown): string {
