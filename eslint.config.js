@@ -83,11 +83,4 @@ export default defineConfig(
     files: ['src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts'],
     rules: { '@typescript-eslint/no-unsafe-return': 'warn' },
   },
-  {
-    files: [
-      'src/commands/dead-letter.ts', 'src/commands/requeue-options.ts', 'src/commands/requeue.ts', 'src/commands/run.ts', 'src/commands/run-locked.ts',
-      'src/config/load.ts', 'src/ledger/postgres/connection.ts', 'src/ledger/postgres/lock.ts',
-    ],
-    rules: { 'no-restricted-syntax': 'warn' },
-  },
 );

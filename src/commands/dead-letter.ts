@@ -3,6 +3,7 @@ import type { DeadItem } from '../ledger/types.js';
 import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 import { Sink } from './sink.js';
 import { oneLine, printableId } from './status.js';
+import { coerceError } from '../errors.js';
 
 export interface ListOptions {
   json: boolean;
@@ -60,7 +61,7 @@ export async function deadLetterRetry(
   try {
     const moved = await ledger.retryDead(opts.all ? 'all' : ids, Date.now()).catch((err: unknown) => {
       // A read-only state directory, a full disk: name the store, not a driver stack.
-      throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${(err as Error).message}`);
+      throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${coerceError(err).message}`);
     });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (!opts.all && moved < ids.length) {

@@ -127,7 +127,7 @@ async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter
 async function write(fn: () => Promise<string[]>, config: Config): Promise<string[]> {
   return fn().catch((err: unknown) => {
     // A read-only state directory, a full disk: name the store, not a driver stack.
-    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${(err as Error).message}`);
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${coerceError(err).message}`);
   });
 }
 

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { ConfigError, EXIT } from '../errors.js';
+import { ConfigError, EXIT, coerceError } from '../errors.js';
 import { openState } from '../ledger/open.js';
 import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
@@ -107,7 +107,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
     handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
-      throw new ConfigError(`handler.module: ${(err as Error).message}`, config.configPath, 'handler.module');
+      throw new ConfigError(`handler.module: ${coerceError(err).message}`, config.configPath, 'handler.module');
     });
     try {
       await outputs?.prepare();
@@ -136,7 +136,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
     // A module handler that broke the process (a stray process.exit, an unhandled
     // rejection) stops the run like a lost lock, and the run fails.
     const fatal = handler.fatal;
-    fatal?.addEventListener('abort', () => log.error({ err: fatal.reason as Error }, 'handler code broke the process; stopping the run'), { once: true });
+    fatal?.addEventListener('abort', () => log.error({ err: coerceError(fatal.reason) }, 'handler code broke the process; stopping the run'), { once: true });
     const passStop = firstAbort(stop.signal, fatal);
     const passed = await runPass({
       config,
@@ -154,7 +154,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
       refresh: plan.refresh,
     });
     passStop.dispose();
-    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? (fatal.reason as Error) } : passed;
+    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : passed;
     stopWatch();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { checkFilesystems, networkFilesystemMessage } from '../config/filesystems.js';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { ConfigError, EXIT } from '../errors.js';
+import { ConfigError, EXIT, coerceError } from '../errors.js';
 import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
 // Moved to ledger/open.ts (status, schedule and dead-letter need them without the runner).
 export { openState, StateUnavailable };
@@ -67,7 +67,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const lock = await takeRunLock(config, owner, log, opts.scheduledTime).catch((err: unknown) => {
     // PostgreSQL's lock errors name the database already; the flock's name only its file.
     const what = config.state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '';
-    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${what}${(err as Error).message}`);
+    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${what}${coerceError(err).message}`);
   });
   if (!lock) return skipLocked(config, log, opts, events);
   // The pass and everything it needs (the runner, handlers, outputs, metrics), only now:

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
-import { ConfigError } from '../errors.js';
+import { ConfigError, coerceError } from '../errors.js';
 import { readJob } from '../ledger/sqlite/read-job.js';
 import { scanSkipsDirectory } from '../runner/scan.js';
 import { interpolate } from './interpolate.js';
@@ -133,7 +133,7 @@ function readYaml(file: string, abs: string): unknown {
     // The alias cap stops a "billion laughs" file from expanding into gigabytes.
     return doc.toJS({ maxAliasCount: 100 });
   } catch (err) {
-    throw new ConfigError(`${file}: invalid YAML: ${(err as Error).message}`, abs);
+    throw new ConfigError(`${file}: invalid YAML: ${coerceError(err).message}`, abs);
   }
 }
 

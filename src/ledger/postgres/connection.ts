@@ -2,6 +2,7 @@ import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { isTransient, ledgerError, type PostgresLedgerError } from './errors.js';
 import type { NamedQuery, Query } from './query.js';
+import { coerceError } from '../../errors.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
@@ -128,7 +129,7 @@ export class PostgresExecutor {
       } finally {
         client.off('error', ignore);
         // A broken connection must not go back to the pool.
-        client.release(failure !== undefined && isTransient(failure) ? (failure as Error) : undefined);
+        client.release(failure !== undefined && isTransient(failure) ? coerceError(failure) : undefined);
       }
     });
   }

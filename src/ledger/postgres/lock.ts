@@ -4,6 +4,7 @@ import { clientConfig, RETRY_BUDGET_MS, START_BUDGET_MS, type Exec, type Postgre
 import { isTransient, ledgerError } from './errors.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
+import { coerceError } from '../../errors.js';
 
 /*
  * The run lock on PostgreSQL (docs/postgres.md, "Locking"). Two advisory locks keyed by
@@ -162,7 +163,7 @@ export async function tryPostgresRunLock(
       watch(again.client);
       onEvent('run lock taken again', { group: opts.group, joined: again.joined });
     } catch (err) {
-      lost.abort(new Error(`run lock lost: ${(err as Error).message}`));
+      lost.abort(new Error(`run lock lost: ${coerceError(err).message}`));
     }
   };
   watch(first.client);
