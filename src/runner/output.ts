@@ -224,14 +224,13 @@ export class OutputStore {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
     // stale while we were idle), so that no live attempt's file is ever removed.
     if (this.shared && Date.now() - this.#lastTouch > this.shared.staleAfterMs / 4) {
-      this.#own(this.#root);
-      const was = this.#tempId;
-      const id = this.#own(this.tempDir);
-      // Recreated just now: a cleaner removed it since. An attempt whose path is of the
-      // older generation failed for that, not for its item (lostWithTempDir), as when
-      // checkTempDir recreates it.
-      if (was !== undefined && (was.dev !== id.dev || was.ino !== id.ino)) this.#gen++;
-      this.#tempId = id;
+      // Missing (a cleaner removed it since) and recreated here: an attempt whose path is of
+      // the older generation failed for that, not for its item (lostWithTempDir), as when
+      // checkTempDir recreates it. Asked before the mkdir: a new directory may get the old
+      // one's inode number.
+      const lost = this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId);
+      this.#tempId = this.#recreate();
+      if (lost) this.#gen++;
       const now = new Date();
       utimesSync(this.tempDir, now, now);
       this.#lastTouch = now.getTime();

@@ -2,7 +2,7 @@ import { chmodSync, chownSync, existsSync, linkSync, utimesSync, mkdirSync, mkdt
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NAME_MAX, OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId, outputName, realBirthTimes } from '../../src/runner/output.js';
 
 let dir: string;
@@ -225,6 +225,26 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
     rmSync(store.tempDir, { recursive: true });
     await expect(store.commit(store.tempPathFor('b', 1), 'b')).rejects.toBeInstanceOf(OwnDirectoryGone);
     expect(await store.commit(store.tempPathFor('b', 2), 'b')).toBe(false); // really nothing written now
+  });
+
+  it('a shared run whose periodic touch recreated the directory: an attempt of the old one is OwnDirectoryGone, not the item\'s', async () => {
+    // PostgreSQL pods share output.directory: each touches (and recreates) its own temp
+    // directory every quarter of staleAfterMs as it hands out paths.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const store = new OutputStore(out, { run: 'host:1:run-a', staleAfterMs: 4_000 });
+      await store.prepare();
+      const before = store.tempPathFor('a', 1);
+      rmSync(path.join(out, '.cronsafe-tmp'), { recursive: true }); // a cleaner
+      vi.setSystemTime(Date.now() + 2_000);
+      const after = store.tempPathFor('b', 1); // the touch recreates it
+      expect(statSync(store.tempDir).isDirectory()).toBe(true);
+      // The first attempt's handler found no directory to write into: not its item's fault.
+      expect(await store.discard(before)).toBeInstanceOf(OwnDirectoryGone);
+      expect(await store.discard(after)).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a commit that finds no file after another attempt already recreated the directory: OwnDirectoryGone, never "wrote nothing"', async () => {
