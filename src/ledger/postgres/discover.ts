@@ -2,7 +2,8 @@ import { batchColumns, batchWithout, type BatchColumns } from './batch.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
-import { adoptBaselineQuery, refreshParams, refreshQuery } from './refresh.js';
+import { refreshParams } from '../refresh-params.js';
+import { adoptBaselineQuery, refreshQuery } from './refresh.js';
 import { SEEN_GRANULARITY_MS } from '../retention.js';
 
 /**

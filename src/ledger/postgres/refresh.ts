@@ -1,25 +1,9 @@
-import type { RefreshPolicy } from '../types.js';
+import type { RefreshParams } from '../refresh-params.js';
 import type { BatchColumns } from './batch.js';
 import { ident, q, type Query } from './query.js';
 
 // Refresh runs only when a policy asks for it: the default (`never`) discovery path
 // stays upsert + claim and pays nothing for it. Same rules as the SQLite adapter.
-
-/** A policy as statement parameters, or null when it asks for nothing. */
-export interface RefreshParams {
-  doneBefore: number | null;
-  onChange: boolean;
-}
-
-export function refreshParams(policy: RefreshPolicy | undefined): RefreshParams | null {
-  if (policy === undefined) return null;
-  const { doneBefore, onChange } = policy;
-  if (doneBefore !== undefined && !Number.isFinite(doneBefore)) {
-    throw new TypeError(`refresh.doneBefore must be epoch milliseconds, got ${String(doneBefore)}`);
-  }
-  if (doneBefore === undefined && onChange !== true) return null;
-  return { doneBefore: doneBefore ?? null, onChange: onChange === true };
-}
 
 /** A stat field counts as changed only when both sides are known and differ. */
 const differs = (discovered: string, claimed: string): string =>

@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
-import { makeApplyRefresh, refreshParams } from './refresh.js';
+import { refreshParams } from '../refresh-params.js';
+import { makeApplyRefresh } from './refresh.js';
 import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by

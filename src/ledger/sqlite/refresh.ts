@@ -1,5 +1,5 @@
 import type { Database } from 'better-sqlite3';
-import type { RefreshPolicy } from '../types.js';
+import type { RefreshParams } from '../refresh-params.js';
 
 // Refresh runs only when a policy asks for it, as statements of its own: the default
 // (`never`) discovery path stays DISCOVER + CLAIM_BATCH and pays nothing for it.
@@ -42,22 +42,6 @@ WHERE id IN (
   SELECT i.id FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state IN ('done', 'dead') AND (+i.claimed_size IS NULL OR +i.claimed_mtime_ms IS NULL))`;
 
-/** A policy as statement parameters, or null when it asks for nothing. */
-export interface RefreshParams {
-  doneBefore: number | null;
-  onChange: 0 | 1;
-}
-
-export function refreshParams(policy: RefreshPolicy | undefined): RefreshParams | null {
-  if (policy === undefined) return null;
-  const { doneBefore, onChange } = policy;
-  if (doneBefore !== undefined && !Number.isFinite(doneBefore)) {
-    throw new TypeError(`refresh.doneBefore must be epoch milliseconds, got ${String(doneBefore)}`);
-  }
-  if (doneBefore === undefined && onChange !== true) return null;
-  return { doneBefore: doneBefore ?? null, onChange: onChange === true ? 1 : 0 };
-}
-
 /**
  * Apply a refresh policy to a discovered batch (JSON [[id, size, mtimeMs], ...]).
  * Must run inside the discovery transaction, after the upsert and before claiming.
@@ -68,8 +52,8 @@ export function makeApplyRefresh(db: Database): ApplyRefresh {
   const refresh = db.prepare(REFRESH_SQL);
   const adopt = db.prepare(ADOPT_BASELINE_SQL);
   return (batch, params, now) => {
-    refresh.run({ batch, now, ...params });
+    refresh.run({ batch, now, doneBefore: params.doneBefore, onChange: params.onChange ? 1 : 0 });
     // After refresh: a refreshed row is pending, and its claim records the stat.
-    if (params.onChange === 1) adopt.run({ batch });
+    if (params.onChange) adopt.run({ batch });
   };
 }
