@@ -9,7 +9,6 @@ import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT, coerceError } from '../errors.js';
 import { openState } from '../ledger/open.js';
-import { reclaimsExpired } from '../ledger/postgres/expired.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../lock/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
@@ -73,7 +72,7 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
     // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its
     // lock file was deleted under it): skip like a held lock, never reclaim its claims.
     // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
-    const live = reclaimsExpired(ledger) || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
+    const live = ledger.shared || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
     if (live) return await skip(undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
@@ -91,18 +90,18 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
     // and the ledger write) is done: its work survived, only the record of it was lost.
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
-    const shared = config.state.postgres === undefined ? undefined : { run: owner, staleAfterMs };
+    const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
     const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     const recovered = committedOutputs(outputs);
     const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed: recovered.committed };
-    const orphans = reclaimsExpired(ledger) ? await ledger.reclaimExpired(reclaim) : await ledger.reclaimOrphans(owner, reclaim);
+    const orphans = await ledger.reclaimAbandoned(owner, reclaim);
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
     }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
     // pod's lock session is gone), or, joining one, those silent for longer than a lease.
-    const silentSince = reclaimsExpired(ledger) && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
+    const silentSince = ledger.shared && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
     const died = await ledger.markRunsDied(silentSince);
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 

@@ -326,11 +326,17 @@ export interface SharedPassLedger {
   reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number>;
 }
 
-/** Checked by shape, so the runner need not load pg to ask. */
-export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger =>
-  typeof (ledger as Partial<SharedPassLedger>).settleOffered === 'function';
+/** A store whose passes many runs share (Ledger.shared), with the verbs that sharing needs. */
+export const sharesPass = (ledger: Ledger): ledger is Ledger & SharedPassLedger => ledger.shared;
 
 export interface Ledger extends RequeueLedger, RetentionLedger {
+  /**
+   * True when many runs (pods) take part in one pass on this store at once (PostgreSQL):
+   * a claim of another owner may then be live. False when a run holds the store alone
+   * under its run lock (SQLite). The one place that says so: the runner, the recovery and
+   * the lock ask here, never by the store's kind.
+   */
+  readonly shared: boolean;
   /** Apply numbered migrations; idempotent. */
   migrate(): Promise<void>;
 
@@ -397,6 +403,14 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * `opts.committed` says the attempt's output was committed. Returns how many moved.
    */
   reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number>;
+
+  /**
+   * Crash recovery at the start of a run: the claims this run may take over as abandoned.
+   * On a store a run holds alone (SQLite, under its run lock), every claim not owned by
+   * `owner` (reclaimOrphans); on a shared one, only those whose lease expired (a live pod
+   * renews well before). Back to pending (charged), dead, or done by a committed output.
+   */
+  reclaimAbandoned(owner: string, opts: ReclaimOptions): Promise<number>;
 
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;

@@ -1,9 +1,30 @@
 import { describe, expect, it } from 'vitest';
 import type { LedgerTotals } from '../../src/ledger/types.js';
-import { claimOne, claimOpts, failOpts, items, killItem, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
+import { claimOne, claimOpts, failOpts, items, killItem, LEASE_MS, RETRY, T0, type UseLedger } from './ledger-fixtures.js';
 
 /** Crash recovery, leases, dead letters, counts, run history, events and totals. */
 export function recoveryContract(use: UseLedger): void {
+  describe('reclaimAbandoned (the recovery a run starts with)', () => {
+    it('takes every claim not its own on a store a run holds alone, only the expired ones on a shared store', async () => {
+      await claimOne(use(), 'expired', { owner: 'dead-pod', now: T0 });
+      await claimOne(use(), 'live', { owner: 'live-pod', now: T0 + LEASE_MS });
+      await claimOne(use(), 'mine', { owner: 'me', now: T0 + LEASE_MS });
+      // After the first claim's lease ended, before the others' did.
+      const n = await use().reclaimAbandoned('me', failOpts({ now: T0 + LEASE_MS + 5 }));
+      expect(await use().get('expired')).toMatchObject({ state: 'pending', owner: null, attempts: 1 });
+      expect(await use().get('mine')).toMatchObject({ state: 'claimed', owner: 'me' });
+      if (use().shared) {
+        // Another pod of the pass may be alive: its claim stays.
+        expect(n).toBe(1);
+        expect(await use().get('live')).toMatchObject({ state: 'claimed', owner: 'live-pod' });
+      } else {
+        // The run lock proves every other run gone.
+        expect(n).toBe(2);
+        expect(await use().get('live')).toMatchObject({ state: 'pending', owner: null, attempts: 1 });
+      }
+    });
+  });
+
   describe('reclaimOrphans', () => {
     it("returns other owners' claims to pending with a charged attempt; leaves its own", async () => {
       await claimOne(use(), 'a');

@@ -29,7 +29,6 @@ import type {
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeDiscover } from './discover.js';
 import { settleInSteps } from '../settle-steps.js';
-import type { ReclaimsExpired } from './expired.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { bumpQuery, countersQuery, readCounters, toAttemptTotals, toTotals } from './counters.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
@@ -87,7 +86,8 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string 
  * (retried with backoff on transient errors: connection loss, failover, deadlock,
  * serialization failure); SQL builders are pure functions in the sibling modules.
  */
-export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger {
+export class PostgresLedger implements Ledger, SharedPassLedger {
+  readonly shared = true;
   readonly #ex: PostgresExecutor;
   readonly #schema: string;
   readonly #claim: ClaimOps;
@@ -188,6 +188,10 @@ export class PostgresLedger implements Ledger, ReclaimsExpired, SharedPassLedger
    */
   reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number> {
     return this.#recover.reclaimExpired(opts);
+  }
+  /** Other pods of the pass may be alive: only claims whose lease expired are abandoned. */
+  reclaimAbandoned(_owner: string, opts: ReclaimOptions): Promise<number> {
+    return this.reclaimExpired(opts);
   }
   async counts(): Promise<ItemCounts> {
     const [c] = await this.#ex.query<ItemCounts>('counts', countsQuery(this.#schema));

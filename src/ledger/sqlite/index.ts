@@ -130,6 +130,7 @@ function journalOf(file: string): string {
 }
 
 class SqliteLedger implements Ledger {
+  readonly shared = false;
   readonly #db: Database.Database;
   readonly #settle: (s: Settlement, now: number, claim: { ids: string[]; opts: ClaimOptions } | undefined, random?: () => number) => SettleOutcome;
   readonly #counters: Counters;
@@ -229,6 +230,10 @@ class SqliteLedger implements Ledger {
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
     this.#behind?.flush();
     return this.#recover.renew(owner, ids, leaseUntil);
+  }
+  /** Under the run lock no other run is alive: every claim not ours is abandoned. */
+  reclaimAbandoned(owner: string, opts: ReclaimOptions): Promise<number> {
+    return this.reclaimOrphans(owner, opts);
   }
   async reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number> {
     return this.#written(() => this.#recover.reclaimOrphans(exceptOwner, opts), () => []);
