@@ -28,7 +28,7 @@ export async function measureCommand({ items, concurrency = 8, log }) {
     // The same loop with what a command handler cannot drop (its own process group, stdout and
     // stderr piped): where Node's own cost ends and cronsafe's begins.
     const t1 = performance.now();
-    const cap = await run([process.execPath, path.join(BENCH_DIR, 'fixtures', 'spawn-loop-capture.mjs'), truePath, String(items), String(concurrency)], 60_000 + items * 20);
+    const cap = await run([process.execPath, path.join(BENCH_DIR, 'fixtures', 'spawn-loop.mjs'), truePath, String(items), String(concurrency), '--capture'], 60_000 + items * 20);
     const capMs = performance.now() - t1;
     if (cap.code !== 0 || !cap.stdout.includes(`spawned ${items}`)) throw new Error(`spawn loop with capture failed (${cap.code}): ${cap.stderr}`);
     const capture = { items, wallMs: capMs, itemsPerSec: (items * 1000) / capMs };

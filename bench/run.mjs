@@ -109,7 +109,7 @@ if (sections.includes('command')) {
       [
         ['cronsafe run, handler.command ["true"]', fmtInt(r.items), fmtSec(r.cronsafe.wallMs), fmtInt(r.cronsafe.itemsPerSec)],
         ['bare Node loop spawning true (bench/fixtures/spawn-loop.mjs)', fmtInt(r.items), fmtSec(r.bare.wallMs), fmtInt(r.bare.itemsPerSec)],
-        ['the same, own process group + stdout/stderr piped (spawn-loop-capture.mjs)', fmtInt(r.items), fmtSec(r.capture.wallMs), fmtInt(r.capture.itemsPerSec)],
+        ['the same, own process group + stdout/stderr piped (spawn-loop.mjs --capture)', fmtInt(r.items), fmtSec(r.capture.wallMs), fmtInt(r.capture.itemsPerSec)],
       ],
     ),
     '',

@@ -192,14 +192,6 @@ function hasRepeats(ids: readonly string[]): boolean {
   return false;
 }
 
-/**
- * Starts and successes into the ledger, inside the caller's transaction, as if every start
- * were applied (APPLY_STARTS_SQL) and then every success (finish.completeIn, fenced by owner
- * and attempt). Most successes are of attempts started in the same batch: those go pending
- * to done in one write (START_AND_COMPLETE_SQL), about half the b-tree work of a claim
- * written and then undone. An id listed twice, or a pair whose start no longer applies,
- * goes the two-step way, so the outcome is the same either way.
- */
 interface RecordStatements {
   applyStarts: Statement;
   alreadyDone: Statement;
@@ -210,6 +202,15 @@ const recordStatements = (db: Database): RecordStatements => ({
   alreadyDone: db.prepare(ALREADY_DONE_SQL).pluck(),
 });
 
+/**
+ * Starts and successes into the ledger, inside the caller's transaction, as if every start
+ * were applied (APPLY_STARTS_SQL) and then every success (finish.completeIn, fenced by owner
+ * and attempt). Most successes are of attempts started in the same batch: those go pending
+ * to done in one write (START_AND_COMPLETE_SQL), about half the b-tree work of a claim
+ * written and then undone. An id listed twice, or a pair whose start no longer applies,
+ * goes the two-step way, so the outcome is the same either way. A success already in the
+ * ledger at its attempt (ALREADY_DONE_SQL) is left out.
+ */
 function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Claim[], now: number): void {
   const startOf = new Map<string, Start | null>();
   for (const s of starts) startOf.set(s.id, startOf.has(s.id) ? null : s);
@@ -222,13 +223,15 @@ function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[
     if (s && s.owner === d.owner && s.attempt === d.attempt && !doneTwice.has(d.id)) pairs.push(s);
   }
   const applied = finish.startAndCompleteIn(pairs, now);
-  const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !applied.has(wellFormed(x.id))));
+  // RETURNING gives stored ids: an ill-formed one (rows.ts, wellFormed) is looked up as stored, only on a miss.
+  const isApplied = (id: string): boolean => applied.has(id) || applied.has(wellFormed(id));
+  const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !isApplied(x.id)));
   const restStarts = rest(starts);
   if (restStarts.length > 0) stmts.applyStarts.run({ starts: batchJson(restStarts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
   const restDone = rest(done);
   if (restDone.length === 0) return;
   const written = new Set(stmts.alreadyDone.all({ done: batchJson(restDone.map((d) => [d.id, d.attempt])) }) as string[]);
-  finish.completeIn(written.size === 0 ? restDone : restDone.filter((d) => !written.has(wellFormed(d.id))), now);
+  finish.completeIn(written.size === 0 ? restDone : restDone.filter((d) => !(written.has(d.id) || written.has(wellFormed(d.id)))), now);
 }
 
 /**
