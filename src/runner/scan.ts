@@ -162,17 +162,20 @@ export async function sourcePresent(directory: string, since?: SourceId | null):
 }
 
 /**
- * True when an item's file is gone (ENOENT or ENOTDIR on lstat): deleted between the scan
- * and its attempt. A pass can drop such an item instead of charging it. Synchronous and
- * without an exception on a miss: the pass asks before every attempt.
+ * True when an item's file is gone (ENOENT or ENOTDIR on lstat, or a link to nothing):
+ * deleted or replaced by a dangling link between the scan and its attempt. A pass can drop
+ * such an item instead of charging it. Synchronous and without an exception on a miss: the
+ * pass asks before every attempt.
  */
 export function itemGone(file: string | Buffer): boolean {
   // The common answer (still there) from access(2), which builds no Stats object (~2 us of
-  // an lstat's result and dates per item); any miss, a dangling link or an unreadable
-  // parent, is decided by the lstat below as before.
+  // an lstat's result and dates per item); any miss (a dangling link, an unreadable
+  // parent) is decided by the lstat below.
   if (existsSync(file)) return false;
   try {
-    return lstatSync(file, { throwIfNoEntry: false }) === undefined;
+    // A link to nothing is gone too: the scan does not find one (it follows links to files only).
+    const st = lstatSync(file, { throwIfNoEntry: false });
+    return st === undefined || st.isSymbolicLink();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
   }
