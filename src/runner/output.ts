@@ -242,7 +242,11 @@ export class OutputStore {
   finalPathFor(id: string): string {
     const reason = checkItemId(id);
     if (reason) throw new Error(`unsafe item id ${JSON.stringify(id)}: ${reason}`);
-    const final = path.resolve(this.dir, outputName(id));
+    const name = outputName(id);
+    // A checked id maps to a relative name with no empty, "." or ".." segment, so joining is
+    // what resolve would give; resolve (a dozen strings per call, per item) stays for a root
+    // output directory. The check below holds either way.
+    const final = this.dir === '/' ? path.resolve(this.dir, name) : `${this.dir}/${name}`;
     if (!final.startsWith(this.dir + path.sep)) {
       throw new Error(`item id ${JSON.stringify(id)} resolves outside the output directory ${this.dir}`);
     }
@@ -400,6 +404,9 @@ export class OutputStore {
 
   // A wrong path here would rename or delete something that is not ours.
   private assertTemp(tempPath: string): void {
+    // The names tempPath() gives (`<tempDir>/<name>`, one plain segment) pass without resolve.
+    const name = tempPath.startsWith(this.tempDir) && tempPath[this.tempDir.length] === '/' ? tempPath.slice(this.tempDir.length + 1) : undefined;
+    if (name !== undefined && name !== '' && name !== '.' && name !== '..' && !name.includes('/')) return;
     if (path.dirname(path.resolve(tempPath)) !== this.tempDir) {
       throw new Error(`not a cronsafe temp path: ${tempPath} (expected inside ${this.tempDir})`);
     }

@@ -95,12 +95,16 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('SIGKILLs of several pods on Postg
         const rec = (await ledger.get(id))!;
         const charged = rec.attempts - rec.released;
         const ran = started.get(id) ?? 0;
-        expect(charged, `charged attempts of ${id} (started ${ran} times)`).toBeLessThanOrEqual(ran + 1);
-        if (charged > ran) overcharged++;
+        // A kill can land between a claim (the charge) and the handler's first line (what the
+        // log counts as a start): one extra charge per kill that hits the item. Under load the
+        // same item can be hit by two kills in two rounds, so the bound per item is 2 and the
+        // bound that states the promise is the total below: at most one per item a kill held.
+        expect(charged, `charged attempts of ${id} (started ${ran} times)`).toBeLessThanOrEqual(ran + 2);
+        overcharged += Math.max(0, charged - ran);
         if (rec.state === 'dead') {
           dead++;
           expect(charged).toBe(MAX_ATTEMPTS);
-          expect(ran, `starts of dead ${id}`).toBeGreaterThanOrEqual(MAX_ATTEMPTS - 1);
+          expect(ran, `starts of dead ${id}`).toBeGreaterThanOrEqual(MAX_ATTEMPTS - 2);
         } else {
           expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(files[id]);
         }
