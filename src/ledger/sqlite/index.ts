@@ -99,9 +99,11 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     // on disk (the default) it cost ~40% of discoverAndClaim. It is bounded by the batch.
     db.pragma('temp_store = MEMORY');
     // better-sqlite3 builds SQLite with a 16 MiB page cache; it fills on a large backlog
-    // and is most of the native memory that grows with it. 4 MiB keeps the hot index pages;
-    // the rest come from the OS page cache (measured in docs/benchmarks.md).
-    db.pragma("cache_size = -4096");
+    // and is most of the native memory that grows with it. 2 MiB holds the id index's
+    // interior pages at 1,000,000 items (~1% of its ~60 MB); its leaves are written at
+    // random places whatever the cache, and come from the OS page cache. 4 MiB measured no
+    // faster (docs/benchmarks.md).
+    db.pragma('cache_size = -2048');
     // Discovery writes land all over the id index, so the WAL fills quickly; each
     // checkpoint fsyncs twice. 10,000 pages (~40 MB) cuts those ~10x; the size limit
     // gives the disk back after a checkpoint.
