@@ -72,7 +72,8 @@ try {
   if (mode === 'pending' && first) endBySignal(first);
   if (mode !== 'drain') {
     // Never exit with output still queued for a slow reader, nor 0 after the reader left.
-    const { OutputClosed, settleStdout } = await import('./commands/sink.js');
+    const { settleStdout } = await import('./commands/sink.js');
+    const { OutputClosed } = await import('./errors.js');
     const cut = await settleStdout();
     if (cut && code === 0) {
       process.stderr.write(`cronsafe: ${new OutputClosed(cut).message}\n`);

@@ -19,6 +19,38 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * An error met at the edge of the program whose message says it all (an unusable
+ * environment, a bad flag value): the CLI prints that one line, no stack, and exits with
+ * `exitCode`. Declared here, a leaf, so that program.ts can test `instanceof` without
+ * importing the module that throws it (the runner, the schedule, the ledger adapters).
+ */
+export abstract class EdgeError extends Error {
+  abstract readonly exitCode: number;
+}
+
+/** The state store cannot be reached or opened: exit 1 (counts toward the Job's backoffLimit). */
+export class StateUnavailable extends EdgeError {
+  override name = 'StateUnavailable';
+  readonly exitCode = EXIT.FATAL;
+}
+
+/** A --scheduled-time (or --at, CRONSAFE_SCHEDULED_TIME) value that is not an RFC 3339 instant: a usage error. */
+export class ScheduledTimeError extends EdgeError {
+  override name = 'ScheduledTimeError';
+  readonly exitCode = EXIT.USAGE;
+}
+
+/** The reader of our output went away (EPIPE) or the stream failed: the output is incomplete. */
+export class OutputClosed extends EdgeError {
+  override name = 'OutputClosed';
+  readonly exitCode = EXIT.FATAL;
+  constructor(cause: Error) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    super(`output incomplete: stdout was closed before everything was written (${code ?? cause.message})`, { cause });
+  }
+}
+
 /** Normalise anything thrown into an Error, once, at the boundary (graphile-worker's coerceError). */
 export function coerceError(err: unknown): Error {
   if (err instanceof Error) return err;

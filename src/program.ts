@@ -5,7 +5,7 @@
  * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
  */
 import { Command, CommanderError, Option } from 'commander';
-import { ConfigError, EXIT, coerceError } from './errors.js';
+import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
 
@@ -196,14 +196,6 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
   return program;
 }
 
-/**
- * Errors the commands throw, by class name: testing `instanceof` here would import the
- * module that defines the class (commands/run.js is the whole runner), for every command.
- */
-const USAGE_ERRORS = new Set(['ScheduledTimeError']);
-// Errors whose message says it all (an unusable environment): one line, no stack.
-const FATAL_ERRORS = new Set(['StateUnavailable', 'OutputClosed', 'UnsafeOwnDirectory']);
-
 /** Parse argv, run the command, map what it throws to an exit code (DESIGN.md). */
 export async function main(argv: string[], signals: ProgramSignals): Promise<number> {
   let code: number = EXIT.OK;
@@ -221,13 +213,10 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
       process.stderr.write(`cronsafe: config error: ${err.message}\n`);
       return EXIT.CONFIG;
     }
-    if (USAGE_ERRORS.has(err.name)) {
+    // Its message says it all (an unusable environment, a bad flag value): one line, no stack.
+    if (err instanceof EdgeError) {
       process.stderr.write(`cronsafe: ${err.message}\n`);
-      return EXIT.USAGE;
-    }
-    if (FATAL_ERRORS.has(err.name)) {
-      process.stderr.write(`cronsafe: ${err.message}\n`);
-      return EXIT.FATAL;
+      return err.exitCode;
     }
     process.stderr.write(`cronsafe: fatal: ${err.stack ?? err.message}\n`);
     return EXIT.FATAL;

@@ -1,9 +1,8 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
-import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
+import { openStore } from '../ledger/open.js';
 import { Sink } from './sink.js';
 import { oneLine, printableId } from './status.js';
-import { coerceError } from '../errors.js';
 
 export interface ListOptions {
   json: boolean;
@@ -20,7 +19,7 @@ export interface ListOptions {
  */
 export async function deadLetterList(configPath: string, opts: ListOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openState(config, { readOnly: true });
+  const ledger = await openStore(config).openLedger({ readOnly: true });
   const sink = new Sink(out);
   try {
     let n = 0;
@@ -57,11 +56,11 @@ export async function deadLetterRetry(
   out: NodeJS.WritableStream = process.stdout,
 ): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openState(config);
+  const store = openStore(config);
+  const ledger = await store.openLedger();
   try {
     const moved = await ledger.retryDead(opts.all ? 'all' : ids, Date.now()).catch((err: unknown) => {
-      // A read-only state directory, a full disk: name the store, not a driver stack.
-      throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${coerceError(err).message}`);
+      throw store.unavailable('cannot requeue', err);
     });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (!opts.all && moved < ids.length) {

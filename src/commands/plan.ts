@@ -1,10 +1,8 @@
-import { existsSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
-import type { Config } from '../config/types.js';
-import { openState } from '../ledger/open.js';
+import { openStore } from '../ledger/open.js';
 import { PLAN_CATEGORIES, planPass, type PassPlan, type PlanCategory } from '../runner/plan.js';
 import { identifyFire, parseScheduledTime, type Fire } from '../schedule/fire.js';
-import { refreshFor } from '../schedule/fire-records.js';
+import { refreshFor } from '../run/fire-plan.js';
 import { Sink } from './sink.js';
 import { printableId } from './status.js';
 
@@ -31,7 +29,9 @@ export async function planCommand(configPath: string, opts: PlanOptions, out: No
   const scheduledTime = raw ? parseScheduledTime(raw, opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME') : undefined;
   const fire = config.schedule ? identifyFire(config.schedule, new Date(now), scheduledTime, 'kubernetes') : null;
   const skip = fire?.stale ? 'stale' : fire?.repeatedWallTime && config.schedule?.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
-  const ledger = noLedgerYet(config) ? null : await openState(config, { readOnly: true });
+  const store = openStore(config);
+  // No ledger yet (a new SQLite file): every item is new, and none is created here.
+  const ledger = store.mayHaveLedger() ? await store.openLedger({ readOnly: true }) : null;
   try {
     const plan = await planPass({
       config,
@@ -50,9 +50,6 @@ export async function planCommand(configPath: string, opts: PlanOptions, out: No
     await ledger?.close();
   }
 }
-
-/** SQLite only: a ledger file that does not exist is an empty ledger (never created here). */
-const noLedgerYet = (config: Config): boolean => config.state.postgres === undefined && config.state.sqlite !== undefined && !existsSync(config.state.sqlite);
 
 interface PlanReport extends PassPlan {
   job: string;

@@ -1,8 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
-import type { Config } from '../config/types.js';
 import { coerceError } from '../errors.js';
-import { openState, StateUnavailable, storeLabel } from '../ledger/open.js';
+import { openStore, type Store } from '../ledger/open.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
@@ -55,12 +54,13 @@ const BATCH = 500;
 export async function requeueCommand(configPath: string, sel: RequeueSelection, opts: RequeueOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
   // Read-only first: a missing ledger is an error (as for status), never created here.
-  const reader = await openState(config, { readOnly: true });
+  const store = openStore(config);
+  const reader = await store.openLedger({ readOnly: true });
   let ledger: Ledger = reader;
   try {
     if (!opts.dryRun) {
       await reader.close();
-      ledger = await openState(config);
+      ledger = await store.openLedger();
     }
     const show = opts.show ?? 10;
     const filter: FinishedFilter = {
@@ -68,7 +68,7 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
       after: sel.doneAfter?.getTime(),
       before: sel.doneBefore?.getTime(),
     };
-    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts.dryRun, config) : await byFilter(ledger, sel, filter, opts.dryRun, show, config);
+    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts.dryRun, store) : await byFilter(ledger, sel, filter, opts.dryRun, show, store);
     const sink = new Sink(out);
     await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead));
     await sink.end();
@@ -86,26 +86,26 @@ interface Outcome {
   notMoved: Array<{ id: string; state: string | null }>;
 }
 
-async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, dryRun: boolean, show: number, config: Config): Promise<Outcome> {
+async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, dryRun: boolean, show: number, store: Store): Promise<Outcome> {
   const match = sel.globs && sel.globs.length > 0 ? picomatch(sel.globs, GLOB_OPTIONS) : () => true;
   const now = Date.now();
   let count = 0;
   const first: string[] = [];
   for await (const page of ledger.finishedPages(filter, BATCH)) {
     const ids = page.map((i) => i.id).filter((id) => match(id));
-    const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), config);
+    const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), store);
     count += moved.length;
     for (const id of moved) if (first.length < show) first.push(id);
   }
   return { count, first, notMoved: [] };
 }
 
-async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryRun: boolean, config: Config): Promise<Outcome> {
+async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryRun: boolean, store: Store): Promise<Outcome> {
   const unique = [...new Set(ids)];
   const moved = new Set<string>();
   for (let i = 0; i < unique.length; i += BATCH) {
     const batch = unique.slice(i, i + BATCH);
-    const got = dryRun ? await wouldMove(ledger, batch, filter) : await write(() => ledger.requeue(batch, filter, Date.now()), config);
+    const got = dryRun ? await wouldMove(ledger, batch, filter) : await write(() => ledger.requeue(batch, filter, Date.now()), store);
     for (const id of got) moved.add(id);
   }
   const left = unique.filter((id) => !moved.has(id));
@@ -124,10 +124,9 @@ async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter
   return batch.filter((id) => ok.has(id));
 }
 
-async function write(fn: () => Promise<string[]>, config: Config): Promise<string[]> {
+async function write(fn: () => Promise<string[]>, store: Store): Promise<string[]> {
   return fn().catch((err: unknown) => {
-    // A read-only state directory, a full disk: name the store, not a driver stack.
-    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): cannot requeue: ${coerceError(err).message}`);
+    throw store.unavailable('cannot requeue', err);
   });
 }
 

@@ -1,10 +1,9 @@
-import { existsSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../errors.js';
 import { isRepeatedWallTime } from '../schedule/occurrences.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { parseScheduledTime } from '../schedule/fire.js';
-import { openState } from '../ledger/open.js';
+import { openStore } from '../ledger/open.js';
 import { Sink } from './sink.js';
 
 /**
@@ -21,10 +20,11 @@ export async function scheduleCommand(
   if (!schedule) throw new ConfigError(`${config.configPath}: schedule: not configured (add schedule.cron)`, config.configPath, 'schedule');
   const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
-  if (config.state.postgres || (config.state.sqlite && existsSync(config.state.sqlite))) {
+  const store = openStore(config);
+  if (store.mayHaveLedger()) {
     // Only read, as status does: no migration check, pragma writes or checkpoint at close
     // (~5 ms). A ledger that needs a migration first (an upgrade) is opened as before.
-    const ledger = await openState(config, { readOnly: true }).catch(() => openState(config));
+    const ledger = await store.openLedger({ readOnly: true }).catch(() => store.openLedger());
     try {
       const last = await ledger.lastRunStart();
       lastRunStartedAt = last ? new Date(last.startedAt) : null;

@@ -7,14 +7,7 @@
  * flush before it exits (settleStdout).
  */
 
-/** The reader of our output went away (EPIPE) or the stream failed: the output is incomplete. */
-export class OutputClosed extends Error {
-  override name = 'OutputClosed';
-  constructor(cause: Error) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    super(`output incomplete: stdout was closed before everything was written (${code ?? cause.message})`, { cause });
-  }
-}
+import { OutputClosed } from '../errors.js';
 
 /** Text is buffered up to this many characters, then written; a write waits for 'drain'. */
 const CHUNK = 64 * 1024;

@@ -1,6 +1,6 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
-import { openState } from '../ledger/open.js';
+import { openStore } from '../ledger/open.js';
 import { Sink } from './sink.js';
 
 export interface StatusReport {
@@ -19,7 +19,7 @@ export interface StatusReport {
  */
 export async function statusCommand(configPath: string, opts: { json: boolean }, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openState(config, { readOnly: true });
+  const ledger = await openStore(config).openLedger({ readOnly: true });
   try {
     const report: StatusReport = {
       job: config.name,

@@ -1,6 +1,9 @@
+import { existsSync } from 'node:fs';
+import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError, coerceError } from '../errors.js';
+import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
+import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -69,26 +72,76 @@ function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, config
   );
 }
 
-/** The state store cannot be reached or opened: exit 1 (counts toward the Job's backoffLimit). */
-export class StateUnavailable extends Error {
-  override name = 'StateUnavailable';
+/** The state store the config names: the one seam between the run engine and an adapter. */
+export interface Store {
+  /** For messages: `sqlite <path>` or `postgres` (its errors name host and database). */
+  readonly label: string;
+  /**
+   * False only when there is certainly no ledger yet (SQLite: no file), so that a command
+   * that only reads (plan, schedule) creates none. A database is asked by opening it.
+   */
+  mayHaveLedger(): boolean;
+  /**
+   * Take the run lock without waiting, whichever kind this store needs (ledger/run-lock.ts);
+   * null when another run holds it. StateUnavailable (exit 1) when it cannot be taken.
+   * `scheduledTime`: the occurrence the run is for, which PostgreSQL's pods of one fire share.
+   */
+  takeRunLock(owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null>;
+  /**
+   * Open the ledger; an unreachable store is StateUnavailable (exit 1) with a message naming
+   * the store and its path, a ledger of another job a ConfigError (exit 78). `readOnly`:
+   * for commands that only look (status, dead-letter list); see OpenAs.readOnly.
+   */
+  openLedger(opts?: { readOnly?: boolean; writeBehind?: boolean }): Promise<Ledger>;
+  /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
+  unavailable(doing: string, err: unknown): StateUnavailable;
+}
+
+/** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
+export function openStore(config: Config): Store {
+  const { state } = config;
+  const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
+  const unavailable = (doing: string, err: unknown) => new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}`);
+  return {
+    label,
+    mayHaveLedger: () => state.postgres !== undefined || (state.sqlite !== undefined && existsSync(state.sqlite)),
+    async takeRunLock(owner, log, scheduledTime) {
+      try {
+        return await takeRunLock(config, owner, log, scheduledTime);
+      } catch (err) {
+        // PostgreSQL's lock errors name the database already; the flock's name only its file.
+        throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
+      }
+    },
+    async openLedger(opts = {}) {
+      try {
+        // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
+        return await openLedger(state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
+      } catch (err) {
+        if (err instanceof ConfigError) throw err; // [issue 10, case 1]
+        throw unavailable('', err);
+      }
+    },
+    unavailable: (doing, err) => unavailable(`${doing}: `, err),
+  };
 }
 
 /**
- * Open the ledger; an unreachable store is fatal (exit 1) with a clear message naming the
- * store and its path, a ledger of another job a config error (exit 78). `readOnly`: for
- * commands that only look (status, dead-letter list); see OpenAs.readOnly.
+ * SQLite: the flocks (sqlite/run-lock.ts). PostgreSQL: the advisory lock in the database,
+ * shared by the pods of one run group (postgres/lock.ts). Each loaded only here, by `run`.
  */
-export async function openState(config: Config, opts: { readOnly?: boolean; writeBehind?: boolean } = {}): Promise<Ledger> {
-  try {
-    // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
-    return await openLedger(config.state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
-  } catch (err) {
-    if (err instanceof ConfigError) throw err; // [issue 10, case 1]
-    throw new StateUnavailable(`state store unavailable (${storeLabel(config)}): ${coerceError(err).message}`);
+async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
+  const { state } = config;
+  if (state.postgres === undefined) {
+    const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
+    return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner });
   }
+  const { runGroup, tryPostgresRunLock } = await import('./postgres/lock.js');
+  const group = runGroup(process.env, scheduledTime, owner);
+  const lock = await tryPostgresRunLock(
+    { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner },
+    (msg, detail) => log.warn(detail ?? {}, msg),
+  );
+  if (lock) log.info({ group, joined: lock.joined }, lock.joined ? 'joined the pass of this run group' : 'run lock taken (PostgreSQL advisory lock)');
+  return lock;
 }
-
-/** The store in use, for messages: `sqlite <path>` or `postgres` (its errors name host and database). */
-export const storeLabel = (config: Config): string =>
-  config.state.postgres !== undefined ? 'postgres' : `sqlite ${config.state.sqlite ?? '(no path)'}`;

@@ -1,4 +1,5 @@
 import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+import { EdgeError, EXIT } from '../errors.js';
 
 /**
  * cronsafe's own directories inside the output directory (the temp directory and each
@@ -8,8 +9,9 @@ import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
  * its target, which is not ours. Node has no openat/unlinkat, so these are lstat checks
  * just before each use, and callers re-check the inode before deleting anything in them.
  */
-export class UnsafeOwnDirectory extends Error {
+export class UnsafeOwnDirectory extends EdgeError {
   override name = 'UnsafeOwnDirectory';
+  readonly exitCode = EXIT.FATAL;
   constructor(
     readonly dir: string,
     readonly problem: string,

@@ -4,6 +4,7 @@
  * CRONSAFE_SCHEDULED_TIME) are parameters.
  */
 import type { ScheduleConfig } from '../config/types.js';
+import { ScheduledTimeError } from '../errors.js';
 import { parseCron } from './cron.js';
 import { isRepeatedWallTime, latestOccurrence, occurrencesBetween, wallTime, type SchedulePolicy } from './occurrences.js';
 import { defaultTimeZone } from './zone.js';
@@ -23,11 +24,6 @@ export interface Fire {
   stale: boolean;
   /** The second fire of a fixed-time schedule in a repeated fall-back hour. */
   repeatedWallTime: boolean;
-}
-
-/** A --scheduled-time value that is not an RFC 3339 instant. */
-export class ScheduledTimeError extends Error {
-  override name = 'ScheduledTimeError';
 }
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { tryLock } from '../../src/lock/local.js';
+import { tryLock } from '../../src/ledger/sqlite/flock.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { filesIn, until } from '../helpers/wait.js';
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ScheduleConfig } from '../../src/config/types.js';
-import { identifyFire, missedOccurrences, parseScheduledTime, ScheduledTimeError } from '../../src/schedule/fire.js';
+import { ScheduledTimeError } from '../../src/errors.js';
+import { identifyFire, missedOccurrences, parseScheduledTime } from '../../src/schedule/fire.js';
 import { watchOverruns, type Clock } from '../../src/schedule/overrun-watch.js';
 
 const sched = (cron: string, extra: Partial<ScheduleConfig> = {}): ScheduleConfig => ({

@@ -1,14 +1,15 @@
 /**
- * The run's dealings with its schedule, recorded in the ledger so that counts survive
- * short-lived pods: missed occurrences before this fire, a stale or repeated fire that is
- * skipped, and overruns that come due while the run is active.
+ * The fire plan: what a run does about its schedule before its pass, recorded in the
+ * ledger so that counts survive short-lived pods: which occurrence it is for, whether that
+ * fire is skipped (stale, or the repeated fall-back hour), the occurrences missed before
+ * it, which finished items it refreshes, and the overruns that come due while it runs.
  */
 import type { Logger } from 'pino';
 import type { Config, ScheduleConfig } from '../config/types.js';
 import type { Ledger, RefreshPolicy } from '../ledger/types.js';
-import { identifyFire, missedOccurrences, type Fire } from './fire.js';
-import type { SchedulePolicy } from './occurrences.js';
-import { watchOverruns } from './overrun-watch.js';
+import { identifyFire, missedOccurrences, type Fire } from '../schedule/fire.js';
+import type { SchedulePolicy } from '../schedule/occurrences.js';
+import { watchOverruns } from '../schedule/overrun-watch.js';
 
 export interface FirePlan {
   fire: Fire | null;
@@ -27,6 +28,7 @@ export function refreshFor(schedule: ScheduleConfig, occurrence: number): Refres
   return schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
 }
 
+/** Decide about this fire and record what the schedule says (unless `record` is false); the run then acts on the plan. */
 export async function planFire(
   config: Config,
   ledger: Ledger,

@@ -1,6 +1,6 @@
 /**
  * `cronsafe run` once it holds the run lock: the Lease, the ledger, the fire, the pass, and
- * the record of it all. Apart from run.ts, which imports it only after taking the lock, so
+ * the record of it all. Apart from execute.ts, which imports it only after taking the lock, so
  * that a start that finds the lock held (a lock skip, every overlapping CronJob fire) loads
  * neither the runner nor the handlers nor the metrics (docs/benchmarks.md, start-up).
  */
@@ -8,9 +8,9 @@ import type { Logger } from 'pino';
 import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT, coerceError } from '../errors.js';
-import { openState } from '../ledger/open.js';
+import type { Store } from '../ledger/open.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
-import type { RunLock } from '../lock/run-lock.js';
+import type { RunLock } from '../ledger/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
@@ -20,12 +20,14 @@ import { retryPolicy, runPass } from '../runner/pass.js';
 import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
-import { planFire } from '../schedule/fire-records.js';
-import { exitCodeFor, type ExecuteOptions, type RunResult } from './run-outcome.js';
+import { planFire } from './fire-plan.js';
+import { exitCodeFor, type ExecuteOptions, type RunResult } from './outcome.js';
 
 /** What executeRun hands over with the lock. */
 export interface LockedRun {
   config: Config;
+  /** The store the lock was taken from: the ledger is opened from it. */
+  store: Store;
   /** The run's logger (job and runId bound). */
   log: Logger;
   opts: ExecuteOptions;
@@ -33,12 +35,12 @@ export interface LockedRun {
   owner: string;
   events: EventSink;
   lock: RunLock;
-  /** Ends the run as a skip (run.ts): a Lease held elsewhere, or a run alive in the ledger. */
+  /** Ends the run as a skip (skip.ts): a Lease held elsewhere, or a run alive in the ledger. */
   skip: (lease?: string, live?: RunHeartbeat) => Promise<RunResult>;
 }
 
 /** Everything after the run lock is taken; releases it before returning. */
-export async function runHoldingLock({ config, log, opts, runId, owner, events, lock, skip }: LockedRun): Promise<RunResult> {
+export async function runHoldingLock({ config, store, log, opts, runId, owner, events, lock, skip }: LockedRun): Promise<RunResult> {
   // After the run lock, so a second run in the same pod skips without an API call. A pod
   // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
   const joined = lock.joined === true;
@@ -63,10 +65,10 @@ export async function runHoldingLock({ config, log, opts, runId, owner, events, 
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
   try {
-    ledger = await openState(config, { writeBehind: true });
+    ledger = await store.openLedger({ writeBehind: true });
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
     // deleted file while the next start began a new one: the lock's watch stops the run.
-    if (config.state.sqlite) lock.watch?.(config.state.sqlite);
+    lock.watchLedger?.();
     // [issue 10, case 1] upgrades keep the old shared default ledger while it is theirs.
     if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
     // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { Ledger } from '../../src/ledger/types.js';
-import { planFire } from '../../src/schedule/fire-records.js';
+import { planFire } from '../../src/run/fire-plan.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
 

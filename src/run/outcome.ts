@@ -1,6 +1,6 @@
 /**
- * What a run comes to and the exit code it maps to, shared by run.ts (the lock) and
- * run-locked.ts (the pass), so that neither imports the other's module statically.
+ * What a run comes to and the exit code it maps to, shared by execute.ts (the lock) and
+ * holding-lock.ts (the pass), so that neither imports the other's module statically.
  */
 import { EXIT } from '../errors.js';
 import type { PassOutcome } from '../runner/pass.js';

@@ -1,0 +1,34 @@
+/**
+ * The one-run-at-a-time lock, as the run engine sees it. Each adapter takes its own kind
+ * (the store's `takeRunLock`, ledger/open.ts): SQLite the flock on `lock.path` and on the
+ * ledger file (sqlite/run-lock.ts), PostgreSQL an advisory lock in the database
+ * (postgres/lock.ts), because the pods of one Job share no lock file and must share a pass.
+ */
+export interface RunLock {
+  /** Aborted when the lock is lost for good mid-run: the run must drain. */
+  readonly lost?: AbortSignal;
+  /**
+   * True when this run joined a pass that another pod of its run group already started
+   * (PostgreSQL, `parallelism` > 1). That pod holds the Lease and keeps the schedule
+   * records (missed, overruns, stale), so that N pods do not count them N times.
+   */
+  readonly joined?: boolean;
+  /**
+   * Called once the run's ledger is open. SQLite: from then on a ledger file removed or
+   * replaced under the run (its state directory deleted) aborts `lost`. Absent on PostgreSQL.
+   */
+  watchLedger?(): void;
+  /**
+   * PostgreSQL: the run group whose pass this run takes part in (the pass id: what the pods
+   * of the pass mark and claim). Absent with the flock: the run is its own pass.
+   */
+  readonly group?: string;
+  /** The lock file's previous holder (see LocalLock.previousHolder); absent on PostgreSQL. */
+  readonly previousHolder?: string | null;
+  /**
+   * SQLite: this run also holds the flock on the ledger file itself (lockLedgerFile), so no
+   * other run of this ledger is alive, wherever its lock file was.
+   */
+  readonly ledgerLocked?: boolean;
+  release(): void | Promise<void>;
+}

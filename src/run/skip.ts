@@ -1,0 +1,48 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/types.js';
+import { ConfigError, EXIT } from '../errors.js';
+import type { Store } from '../ledger/open.js';
+import type { RunHeartbeat } from '../ledger/types.js';
+import { pushSkippedStart } from '../metrics/index.js';
+import type { EventSink } from '../kube/events.js';
+import { identifyFire } from '../schedule/fire.js';
+import type { ExecuteOptions, RunResult } from './outcome.js';
+
+/** What a skip needs of the run that ends with it. */
+export interface SkippedRun {
+  config: Config;
+  store: Store;
+  /** The run's logger (job and runId bound). */
+  log: Logger;
+  opts: ExecuteOptions;
+  events: EventSink;
+}
+
+/**
+ * Another run holds the lock (or the Lease, `lease`; or it beats in the ledger, `live`): exit
+ * 0 at once (Forbid semantics), and record the skip in the ledger so that the overrun count,
+ * which must survive this short-lived process, sees it.
+ */
+export async function skipLocked({ config, store, log, opts, events }: SkippedRun, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
+  if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
+  // [issue 10, case 3]
+  else if (live) log.warn({ lock: config.lock.path, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
+  else log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
+  events.skipped(lease ?? 'another run holds the run lock');
+  try {
+    const ledger = await store.openLedger();
+    try {
+      const occurrence = config.schedule ? identifyFire(config.schedule, new Date(), opts.scheduledTime, opts.policy)?.occurrence : undefined;
+      await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid, ...(lease ? { lease } : {}) }, occurrence?.getTime());
+      await pushSkippedStart({ config, ledger, log });
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    if (err instanceof ConfigError) throw err; // [issue 10, case 1] a ledger of another job
+    log.warn({ err }, 'could not record the skipped start in the ledger');
+  }
+  await events.flush();
+  log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
+  return 'skipped-locked';
+}
