@@ -1,8 +1,6 @@
 import { loadConfig } from '../config/load.js';
-import { openStore } from '../ledger/open.js';
-import { PLAN_CATEGORIES, planPass, type PassPlan, type PlanCategory } from '../runner/plan.js';
-import { identifyFire, parseScheduledTime, type Fire } from '../schedule/fire.js';
-import { refreshFor } from '../run/fire-plan.js';
+import { dryRun, PLAN_CATEGORIES, type PassPlan, type PlanCategory } from '../run/dry-run.js';
+import { parseScheduledTime, type Fire } from '../schedule/fire.js';
 import { Sink } from './sink.js';
 import { printableId } from './status.js';
 
@@ -15,40 +13,17 @@ export interface PlanOptions {
   signal?: AbortSignal;
 }
 
-/**
- * `cronsafe plan` (also `cronsafe run --dry-run`): scan the source as a pass would and say
- * what the pass would do with each item, against the ledger as it is now. Takes no lock
- * (a run in progress is neither blocked nor blocking), opens the ledger read-only, runs no
- * handler, and writes nothing: no ledger file is created when there is none (then every
- * item is new), and the output directory is not touched.
- */
+/** `cronsafe plan` (also `cronsafe run --dry-run`): what the next run would do (run/dry-run.ts), as text or JSON. */
 export async function planCommand(configPath: string, opts: PlanOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath);
-  const now = Date.now();
   const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
   const scheduledTime = raw ? parseScheduledTime(raw, opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME') : undefined;
-  const fire = config.schedule ? identifyFire(config.schedule, new Date(now), scheduledTime, 'kubernetes') : null;
-  const skip = fire?.stale ? 'stale' : fire?.repeatedWallTime && config.schedule?.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
-  const store = openStore(config);
-  // No ledger yet (a new SQLite file): every item is new, and none is created here.
-  const ledger = store.mayHaveLedger() ? await store.openLedger({ readOnly: true }) : null;
-  try {
-    const plan = await planPass({
-      config,
-      ledger,
-      now,
-      refresh: config.schedule && fire ? refreshFor(config.schedule, fire.occurrence.getTime()) : undefined,
-      limit: opts.limit ?? 10,
-      signal: opts.signal,
-    });
-    const report: PlanReport = { job: config.name, ledger: ledger ? 'found' : 'none', fire: fire && fireOf(fire, skip), ...plan };
-    const sink = new Sink(out);
-    await sink.write(opts.json ? `${JSON.stringify(jsonOf(report))}\n` : format(report));
-    await sink.end();
-    return 0;
-  } finally {
-    await ledger?.close();
-  }
+  const plan = await dryRun(config, { now: Date.now(), scheduledTime, limit: opts.limit ?? 10, signal: opts.signal });
+  const report: PlanReport = { ...plan, job: config.name, fire: plan.fire && fireOf(plan.fire.fire, plan.fire.skip) };
+  const sink = new Sink(out);
+  await sink.write(opts.json ? `${JSON.stringify(jsonOf(report))}\n` : format(report));
+  await sink.end();
+  return 0;
 }
 
 interface PlanReport extends PassPlan {

@@ -14,7 +14,7 @@ import { watchOverruns } from '../schedule/overrun-watch.js';
 export interface FirePlan {
   fire: Fire | null;
   /** Set when this fire must not run: the reason, already logged and recorded. */
-  skip?: 'stale' | 'repeated-fire';
+  skip?: FireSkip;
   /** Which finished items are outstanding again for this fire (schedule.refresh). */
   refresh?: RefreshPolicy;
   /** Start counting overruns; returns the stop function. */
@@ -22,6 +22,14 @@ export interface FirePlan {
 }
 
 const noWatch = () => () => undefined;
+
+/** Why a fire is not run. */
+export type FireSkip = 'stale' | 'repeated-fire';
+
+/** Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back hour with `repeatedFire: skip`. */
+export function fireSkip(schedule: ScheduleConfig, fire: Fire): FireSkip | undefined {
+  return fire.stale ? 'stale' : fire.repeatedWallTime && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+}
 
 /** Which finished items `schedule.refresh` makes outstanding again for the fire of `occurrence` (also `cronsafe plan`). */
 export function refreshFor(schedule: ScheduleConfig, occurrence: number): RefreshPolicy | undefined {
@@ -54,12 +62,13 @@ export async function planFire(
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
-  if (fire.stale) {
+  const skip = fireSkip(schedule, fire);
+  if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
     return { fire, skip: 'stale', watchOverruns: noWatch };
   }
-  if (fire.repeatedWallTime && schedule.repeatedFire === 'skip') {
+  if (skip === 'repeated-fire') {
     log.warn(fireLog, 'skipped: second fire of the repeated fall-back hour (schedule.repeatedFire: skip)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'repeated wall time at fall-back', ...fireLog }, occurrence);
     return { fire, skip: 'repeated-fire', watchOverruns: noWatch };

@@ -1,0 +1,42 @@
+/**
+ * What the next run would do (`cronsafe plan`, `cronsafe run --dry-run`): its fire and the
+ * pass's plan for each item, against the ledger as it is now. Takes no lock (a run in
+ * progress is neither blocked nor blocking), opens the ledger read-only, runs no handler,
+ * and writes nothing: no ledger is created when there is none (then every item is new),
+ * and the output directory is not touched.
+ */
+import type { Config } from '../config/types.js';
+import { openStore } from '../ledger/open.js';
+import { planPass, type PassPlan } from '../runner/plan.js';
+import { identifyFire, type Fire } from '../schedule/fire.js';
+import { fireSkip, refreshFor, type FireSkip } from './fire-plan.js';
+
+export { PLAN_CATEGORIES, type PassPlan, type PlanCategory } from '../runner/plan.js';
+
+export interface DryRun extends PassPlan {
+  /** Whether a ledger was read: 'none' when there is none yet. */
+  ledger: 'found' | 'none';
+  /** The fire a run now would be for (null without a schedule), and whether it would skip it. */
+  fire: { fire: Fire; skip?: FireSkip } | null;
+}
+
+export async function dryRun(config: Config, opts: { now: number; scheduledTime?: Date; limit: number; signal?: AbortSignal }): Promise<DryRun> {
+  const { schedule } = config;
+  const fire = schedule ? identifyFire(schedule, new Date(opts.now), opts.scheduledTime, 'kubernetes') : null;
+  const store = openStore(config);
+  // No ledger yet (a new SQLite file): every item is new, and none is created here.
+  const ledger = store.mayHaveLedger() ? await store.openLedger({ readOnly: true }) : null;
+  try {
+    const plan = await planPass({
+      config,
+      ledger,
+      now: opts.now,
+      refresh: schedule && fire ? refreshFor(schedule, fire.occurrence.getTime()) : undefined,
+      limit: opts.limit,
+      signal: opts.signal,
+    });
+    return { ...plan, ledger: ledger ? 'found' : 'none', fire: schedule && fire ? { fire, skip: fireSkip(schedule, fire) } : null };
+  } finally {
+    await ledger?.close();
+  }
+}
