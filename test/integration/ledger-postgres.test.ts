@@ -13,6 +13,8 @@ import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 import { ident } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
+import { storeContract } from '../contract/store-contract.js';
+import { workspace } from '../helpers/cli.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 import { freePort } from '../helpers/prom.js';
@@ -92,6 +94,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
 
   // A schema per test: the same database, nothing shared between tests.
   ledgerContract('postgres', () => fresh());
+  storeContract('postgres', () => loadConfig(workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: `t_${++n}` } }).configPath), { shared: true });
 
   describe('many pods on one ledger', () => {
     it('never hands one item to two concurrent claimers (SKIP LOCKED, idempotent upsert)', async () => {

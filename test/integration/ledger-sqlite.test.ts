@@ -12,7 +12,10 @@ import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
 import { FINISHED_PAGE_SQL, PEEK_SQL, REQUEUE_SQL } from '../../src/ledger/sqlite/requeue.js';
+import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
+import { storeContract } from '../contract/store-contract.js';
+import { workspace } from '../helpers/cli.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-'));
@@ -24,6 +27,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 ledgerContract('sqlite', () => openSqliteLedger(freshFile()));
 // As `cronsafe run` opens it: claims and successes written behind through the start journal.
 ledgerContract('sqlite (write-behind)', () => openSqliteLedger(freshFile(), { writeBehind: true }));
+storeContract('sqlite', () => loadConfig(workspace({ handler: { command: ['true'] } }).configPath), { shared: false });
 
 describe('SQLite ledger specifics', () => {
   it('creates the parent directory and runs in WAL mode', async () => {
