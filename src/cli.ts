@@ -73,10 +73,9 @@ try {
   if (mode !== 'drain') {
     // Never exit with output still queued for a slow reader, nor 0 after the reader left.
     const { settleStdout } = await import('./commands/sink.js');
-    const { OutputClosed } = await import('./errors.js');
     const cut = await settleStdout();
     if (cut && code === 0) {
-      process.stderr.write(`cronsafe: ${new OutputClosed(cut).message}\n`);
+      process.stderr.write(`cronsafe: ${cut.message}\n`);
       exit(1);
     }
   }

@@ -81,10 +81,10 @@ export class Sink {
  * synchronous writer and must not have process.stdout made: on a pipe, that turns fd 1
  * non-blocking for the whole run). Waits until stdout and stderr have written out
  * everything queued (an empty write's callback runs after the writes before it) and
- * resolves with stdout's error, if any (EPIPE: the reader left early), so that the exit is
- * not 0 after a cut output.
+ * resolves with OutputClosed when stdout failed (EPIPE: the reader left early), so that the
+ * exit is not 0 after a cut output.
  */
-export async function settleStdout(): Promise<Error | undefined> {
+export async function settleStdout(): Promise<OutputClosed | undefined> {
   let error: Error | undefined;
   const onError = (err: Error): void => {
     error ??= err;
@@ -97,7 +97,8 @@ export async function settleStdout(): Promise<Error | undefined> {
     });
   try {
     const [out] = await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
-    return error ?? out;
+    const cut = error ?? out;
+    return cut && new OutputClosed(cut);
   } finally {
     process.stdout.off('error', onError);
   }

@@ -4,6 +4,9 @@ import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import type { RunLock } from './run-lock.js';
+// Static, unlike the adapters: a few functions, no driver (fs-ext loads at the first lock),
+// and one file fewer to read in a start that finds the lock held (docs/benchmarks.md).
+import { takeSqliteRunLock } from './sqlite/run-lock.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -128,12 +131,11 @@ export function openStore(config: Config): Store {
 
 /**
  * SQLite: the flocks (sqlite/run-lock.ts). PostgreSQL: the advisory lock in the database,
- * shared by the pods of one run group (postgres/lock.ts). Each loaded only here, by `run`.
+ * shared by the pods of one run group (postgres/lock.ts, with pg: loaded only here).
  */
 async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
   const { state } = config;
   if (state.postgres === undefined) {
-    const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
     return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner });
   }
   const { runGroup, tryPostgresRunLock } = await import('./postgres/lock.js');
