@@ -103,14 +103,14 @@ module.exports = {
     {
       name: 'lock-is-below-the-pass',
       severity: 'error',
-      comment: 'A lock is taken and released by the run engine; it knows nothing of the pass, metrics or schedules.',
+      comment: 'lock/ (the heartbeat that backs the run lock) is driven by the run engine; it knows nothing of the pass, metrics or schedules.',
       from: { path: '^src/lock/' },
       to: { path: '^src/(runner|kube|metrics|schedule)/' },
     },
     {
       name: 'kube-does-not-import-lock',
       severity: 'error',
-      comment: 'The Lease lock lives whole in kube/lease/ (state, API calls, the run\'s use of it); lock/ is the local and database locks.',
+      comment: 'The Lease lock lives whole in kube/lease/ (state, API calls, the run\'s use of it); the run lock is the store\'s (ledger/open.ts), its heartbeat in lock/.',
       from: { path: '^src/kube/' },
       to: { path: '^src/lock/' },
     },
