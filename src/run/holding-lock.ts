@@ -16,7 +16,7 @@ import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { createHandler } from '../runner/handlers/index.js';
 import { firstAbort } from '../runner/drain.js';
 import { committedOutputs, OutputStore } from '../runner/output.js';
-import { retryPolicy, runPass } from '../runner/pass.js';
+import { resumeAtOnce, retryPolicy, runPass } from '../runner/pass.js';
 import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
@@ -95,7 +95,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
     const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     const recovered = committedOutputs(outputs);
-    const reclaim = { now: startedAt, retry: { ...retryPolicy(config), backoffMs: 0, backoffMaxMs: 0 }, committed: recovered.committed };
+    const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed };
     const orphans = await ledger.reclaimAbandoned(owner, reclaim);
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');

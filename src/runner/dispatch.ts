@@ -2,7 +2,7 @@ import pLimit from 'p-limit';
 import type { Claim } from '../ledger/types.js';
 import { runItem } from './attempt.js';
 import { claimLoop } from './claim-loop.js';
-import type { PassState } from './pass-state.js';
+import { resumeAtOnce, type PassState } from './pass-state.js';
 import { waitForTasks } from './settle.js';
 
 /**
@@ -41,7 +41,7 @@ export async function dispatch(p: PassState): Promise<void> {
       scanComplete: () => p.scanComplete,
       queueSize: config.queueSize,
       // Claims of the pass whose lease expired resume at once, as at start (charged).
-      retry: { ...p.retry, backoffMs: 0, backoffMaxMs: 0 },
+      retry: resumeAtOnce(p.retry),
       outputs: p.outputs,
     });
   } catch (err) {

@@ -98,6 +98,9 @@ export function retryPolicy(config: Config): RetryPolicy {
   };
 }
 
+/** For claims taken back from a run that is gone (at start, or a lease that expired): resumed at once, the attempt still charged. */
+export const resumeAtOnce = (retry: RetryPolicy): RetryPolicy => ({ ...retry, backoffMs: 0, backoffMaxMs: 0 });
+
 /**
  * One pass's settings, parts and progress: what its producer (produce.ts), dispatcher
  * (dispatch.ts) and attempts (attempt.ts) share. runPass (pass.ts) makes it and wires the parts.

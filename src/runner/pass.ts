@@ -7,7 +7,7 @@ import { pruneLedger } from './prune.js';
 import { startRenewal } from './renew.js';
 import { ResultBatcher } from './results.js';
 
-export { passOutcome, retryPolicy, type PassDeps, type PassObserver, type PassOutcome, type PassResult, type ScanResult } from './pass-state.js';
+export { passOutcome, resumeAtOnce, retryPolicy, type PassDeps, type PassObserver, type PassOutcome, type PassResult, type ScanResult } from './pass-state.js';
 
 /** Results per ledger write, at most (a batch is also written 20 ms after its first result). */
 const MAX_BATCH = 128;
