@@ -1,5 +1,5 @@
 /**
- * Model-based test of the SQLite ledger: fast-check generates random sequences of
+ * Model-based test of both ledger adapters: fast-check generates random sequences of
  * discover (with stat data and refresh policies) / claimDue / complete / fail / release /
  * reclaimOrphans / retryDead / renew / clock ticks, with claims picked from every claim ever issued (so many are stale)
  * and sometimes forged with another owner or attempt. After every step the real ledger
@@ -9,11 +9,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffDelayMs } from '../../src/ledger/backoff.js';
+import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { Claim, DiscoveredItem, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 const OWNERS = ['o0', 'o1', 'o2'];
@@ -36,6 +38,12 @@ interface MItem {
   claimed: { size: number | null; mtimeMs: number | null };
 }
 interface Model {
+  /**
+   * A shared store (Ledger.shared, PostgreSQL) marks only pending rows as seen by the
+   * discovering pass: N pods scanning one source must not rewrite every claimed or finished
+   * row N times (postgres/discover.ts). The sweep (claimDue) only takes pending rows.
+   */
+  shared: boolean;
   now: number;
   items: Map<string, MItem>;
   issued: Claim[];
@@ -61,9 +69,9 @@ type Op =
   | { kind: 'settle'; owner: number; complete: { pick: number; stale: Stale }[]; ids: string[] }
   | { kind: 'tick'; ms: number };
 
-function newModel(): Model {
+function newModel(shared: boolean): Model {
   const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, missed: 0, stale: 0, itemsDone: 0, itemsFailed: 0, requeued: 0 };
-  return { now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
+  return { shared, now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
 }
 
 /** The claim a fenced op uses: one ever issued, possibly forged to be stale. */
@@ -113,14 +121,14 @@ const differs = (found: number | undefined, claimed: number | null): boolean =>
   found !== undefined && claimed !== null && found !== claimed;
 
 /** The refresh policy on the batch `rows` (first occurrence of each id), after the upsert. */
-function refreshInModel(m: Model, rows: DiscoveredItem[], r: Refresh, doneBefore: number | undefined): void {
+function refreshInModel(m: Model, rows: DiscoveredItem[], r: Refresh, doneBefore: number | undefined, runId: string): void {
   for (const f of rows) {
     const it = m.items.get(f.id) as MItem;
     const finished = it.state === 'done' || it.state === 'dead';
     const changed = differs(f.size, it.claimed.size) || differs(f.mtimeMs, it.claimed.mtimeMs);
     const old = it.state === 'done' && doneBefore !== undefined && (it.doneAt ?? 0) < doneBefore;
     if (old || (r.onChange && finished && changed)) {
-      Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now, doneAt: null });
+      Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now, doneAt: null, seenRun: runId });
     } else if (r.onChange && finished) {
       it.claimed = { size: it.claimed.size ?? it.size, mtimeMs: it.claimed.mtimeMs ?? it.mtimeMs };
     }
@@ -137,12 +145,12 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       for (const { id, size, mtimeMs } of rows) {
         const it = m.items.get(id);
         const stat = { size: size ?? it?.size ?? null, mtimeMs: mtimeMs ?? it?.mtimeMs ?? null };
-        if (it) Object.assign(it, { seenRun: o.runId, ...stat });
+        if (it) Object.assign(it, { ...stat, ...(!m.shared || it.state === 'pending' ? { seenRun: o.runId } : {}) });
         else m.items.set(id, { state: 'pending', attempts: 0, released: 0, owner: null, availableAt: m.now, lastError: null,
           seenRun: o.runId, doneAt: null, ...stat, claimed: { size: null, mtimeMs: null } });
       }
       const doneBefore = op.refresh?.doneBeforeAgo === undefined ? undefined : m.now - op.refresh.doneBeforeAgo;
-      if (op.refresh) refreshInModel(m, rows, op.refresh, doneBefore);
+      if (op.refresh) refreshInModel(m, rows, op.refresh, doneBefore, o.runId);
       const due = rows.filter((f) => claimable(m, m.items.get(f.id) as MItem)).slice(0, op.limit ?? Infinity);
       const want = due.map((f) => claimInModel(m, f.id, m.items.get(f.id) as MItem, o.owner));
       const refresh = op.refresh && { doneBefore, onChange: op.refresh.onChange };
@@ -316,6 +324,22 @@ const ops: fc.Arbitrary<Op>[] = [
   }),
 ];
 
+/** Random sequences against a fresh ledger each, `open` making it. */
+async function behavesLikeTheModel(open: () => Promise<Ledger>, numRuns: number): Promise<void> {
+  const sequence = fc.commands(ops.map((a) => a.map((op) => new OpCommand(op))), { maxCommands: 80, size: 'max' });
+  await fc.assert(
+    fc.asyncProperty(sequence, async (cmds) => {
+      const ledger = await open();
+      try {
+        await fc.asyncModelRun(() => ({ model: newModel(ledger.shared), real: { ledger } }), cmds);
+      } finally {
+        await ledger.close();
+      }
+    }),
+    { numRuns },
+  );
+}
+
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-model-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let runs = 0;
@@ -323,16 +347,23 @@ let runs = 0;
 // Plain: every write its own transaction. Write-behind: as `cronsafe run` opens it, claims
 // and successes through the start journal (ledger/sqlite/write-behind.ts); the same model.
 it.each([false, true])('the SQLite ledger (writeBehind: %s) behaves like the model under random, often stale, operations', async (writeBehind) => {
-  const sequence = fc.commands(ops.map((a) => a.map((op) => new OpCommand(op))), { maxCommands: 80, size: 'max' });
-  await fc.assert(
-    fc.asyncProperty(sequence, async (cmds) => {
-      const ledger = await openSqliteLedger(join(root, `run-${++runs}.db`), { writeBehind });
-      try {
-        await fc.asyncModelRun(() => ({ model: newModel(), real: { ledger } }), cmds);
-      } finally {
-        await ledger.close();
-      }
-    }),
-    { numRuns: 150 },
-  );
+  await behavesLikeTheModel(() => openSqliteLedger(join(root, `run-${++runs}.db`), { writeBehind }), 150);
 }, 60_000);
+
+// The same model on PostgreSQL, a schema per sequence (a real server: test/helpers/postgres.ts).
+// Fewer sequences: each one migrates a new schema, and every step is a few round trips.
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL', () => {
+  let server: PgServer;
+  let url = '';
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('model');
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('the PostgreSQL ledger behaves like the model under random, often stale, operations', async () => {
+    await behavesLikeTheModel(() => openPostgresLedger({ url, schema: `m_${++runs}` }), 60);
+  }, 240_000);
+});

@@ -1,4 +1,4 @@
-import { wellFormed } from '../rows.js';
+import { wellFormed } from '../well-formed.js';
 import type { DiscoveredItem } from '../types.js';
 
 /**

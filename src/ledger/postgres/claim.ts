@@ -1,4 +1,5 @@
-import { toClaim, wellFormed, type ClaimedRow } from '../rows.js';
+import { toClaim, type ClaimedRow } from '../item-rows.js';
+import { wellFormed } from '../well-formed.js';
 import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
@@ -195,8 +196,10 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       if (ids.length === 0) return [];
       const wanted = ids.map(wellFormed);
       const rows = await ex.tx('claim', (exec) => exec<ClaimedRow>(claimBatchQuery(schema, wanted, claimParams(opts))));
-      // RETURNING order is unspecified; hand claims out in the order asked.
-      const order = new Map(wanted.map((id, i) => [id, i] as const));
+      // RETURNING order is unspecified; hand claims out in the order asked (an id asked twice
+      // at its first place, as SQLite does).
+      const order = new Map<string, number>();
+      for (const [i, id] of wanted.entries()) if (!order.has(id)) order.set(id, i);
       rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
       return rows.map((r) => toClaim(r, opts.owner));
     },

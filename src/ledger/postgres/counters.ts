@@ -1,5 +1,7 @@
+import { toAttemptTotals, toTotals, type CounterGet, type CounterName } from '../counters.js';
+import type { AttemptTotals, LedgerTotals } from '../types.js';
+import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
-import type { CounterGet, CounterName } from '../rows.js';
 
 export type { CounterName };
 
@@ -33,4 +35,15 @@ export function readCounters(rows: { name: string; value: number }[]): CounterGe
   return (n) => v.get(n) ?? 0;
 }
 
-export { toAttemptTotals, toTotals } from '../rows.js';
+/** Monotonic totals (bumps are in the statements of the changes they count: bumpQuery). */
+export interface Counters {
+  totals(): Promise<LedgerTotals>;
+  attemptTotals(): Promise<AttemptTotals>;
+}
+
+export function makeCounters(ex: PostgresExecutor, schema: string): Counters {
+  return {
+    totals: async () => toTotals(readCounters(await ex.query('totals', countersQuery(schema)))),
+    attemptTotals: async () => toAttemptTotals(readCounters(await ex.query('attemptTotals', countersQuery(schema)))),
+  };
+}

@@ -1,6 +1,6 @@
 import { decideAfterFailure } from '../backoff.js';
 import { fenceReason, type ClaimHolder } from '../fencing.js';
-import { wellFormed } from '../rows.js';
+import { wellFormed } from '../well-formed.js';
 import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery, type Bumps } from './counters.js';

@@ -1,3 +1,5 @@
+import type { RunHeartbeat } from '../types.js';
+import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 
 export const heartbeatQuery = (schema: string, runId: string, at: number): Query =>
@@ -11,3 +13,18 @@ FROM ${ident(schema)}.runs WHERE finished_at IS NULL AND coalesce(heartbeat_at, 
 ORDER BY started_at DESC, seq DESC LIMIT 100`,
     since,
   );
+
+/** A run's liveness, for the runs that may still be alive (one statement each). */
+export interface HeartbeatOps {
+  heartbeat(runId: string, at: number): Promise<void>;
+  beatingRuns(since: number): Promise<RunHeartbeat[]>;
+}
+
+export function makeHeartbeatOps(ex: PostgresExecutor, schema: string): HeartbeatOps {
+  return {
+    async heartbeat(runId, at) {
+      await ex.query('heartbeat', heartbeatQuery(schema, runId, at));
+    },
+    beatingRuns: (since) => ex.query<RunHeartbeat>('beatingRuns', beatingRunsQuery(schema, since)),
+  };
+}

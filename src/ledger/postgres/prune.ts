@@ -1,4 +1,13 @@
-import { SEEN_GRANULARITY_MS, WALK_KEY, type MarkMissingOptions, type PruneEventsOptions, type PruneRunsOptions } from '../retention.js';
+import {
+  SEEN_GRANULARITY_MS,
+  WALK_KEY,
+  type MarkMissingOptions,
+  type MarkMissingStep,
+  type PruneEventsOptions,
+  type PruneRunsOptions,
+  type RetentionLedger,
+} from '../retention.js';
+import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 
 // Retention on PostgreSQL (src/ledger/retention.ts): each builder is one statement over at
@@ -105,3 +114,29 @@ SELECT count(*)::integer AS n FROM d`,
     limit,
   );
 };
+
+/** Retention verbs (the Ledger's, retention.ts), one statement each. */
+export type PruneOps = RetentionLedger;
+
+export function makePruneOps(ex: PostgresExecutor, schema: string): PruneOps {
+  return {
+    async pruneRuns(opts) {
+      const [r] = await ex.tx('pruneRuns', (exec) => exec<{ n: number }>(pruneRunsQuery(schema, opts)));
+      return r?.n ?? 0;
+    },
+    async pruneEvents(opts) {
+      const [r] = await ex.tx('pruneEvents', (exec) => exec<{ n: number }>(pruneEventsQuery(schema, opts)));
+      return r?.n ?? 0;
+    },
+    async markMissing(opts) {
+      const [r] = await ex.tx('markMissing', (exec) => exec<{ wrapped: boolean; marked: number }>(markMissingQuery(schema, opts)));
+      return { marked: r?.marked ?? 0, wrapped: r?.wrapped ?? true };
+    },
+    async forgetMissing(opts) {
+      const [r] = await ex.tx('forgetMissing', (exec) => exec<{ n: number }>(forgetMissingQuery(schema, opts.before, opts.limit)));
+      return r?.n ?? 0;
+    },
+    /** Nothing to do: autovacuum makes deleted rows' space reusable; the table does not shrink by itself. */
+    reclaimSpace: () => Promise.resolve({ freed: 0, free: 0, shrinkable: true }),
+  };
+}

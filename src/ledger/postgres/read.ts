@@ -1,4 +1,8 @@
-import type { Exec } from './connection.js';
+import { deadPages } from '../dead-pages.js';
+import { toItemRecord, type ItemRow } from '../item-rows.js';
+import type { DeadItem, DeadQuery, ItemCounts, ItemRecord } from '../types.js';
+import { wellFormed } from '../well-formed.js';
+import type { Exec, PostgresExecutor } from './connection.js';
 import { appliedVersionsQuery, migrationsTableQuery } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { ident, q, type Query } from './query.js';
@@ -41,8 +45,6 @@ ORDER BY dead_at, id LIMIT $3`,
     n,
   );
 
-export type { ItemRow } from '../rows.js';
-
 /**
  * For a read-only open (no migration): the schema must hold a ledger of exactly this
  * cronsafe's version; otherwise say which way it differs, rather than fail on a column.
@@ -57,4 +59,27 @@ export async function checkReadableSchema(exec: Exec, schema: string): Promise<v
     throw new Error(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (status and dead-letter list only read)`);
   }
   if (v > known) throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+}
+
+/** Read-only item queries (each one statement). */
+export interface ReadOps {
+  counts(): Promise<ItemCounts>;
+  get(id: string): Promise<ItemRecord | null>;
+  listDead(limit?: number): Promise<DeadItem[]>;
+  deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
+}
+
+export function makeReadOps(ex: PostgresExecutor, schema: string): ReadOps {
+  return {
+    async counts() {
+      const [c] = await ex.query<ItemCounts>('counts', countsQuery(schema));
+      return { pending: c?.pending ?? 0, claimed: c?.claimed ?? 0, done: c?.done ?? 0, dead: c?.dead ?? 0 };
+    },
+    async get(id) {
+      const [r] = await ex.query<ItemRow>('get', getQuery(schema, wellFormed(id)));
+      return r === undefined ? null : toItemRecord(r);
+    },
+    listDead: (limit) => ex.query<DeadItem>('listDead', listDeadQuery(schema, limit ?? null)),
+    deadPages: (query) => deadPages((after, n) => ex.query<DeadItem>('deadPages', deadPageQuery(schema, after.at, after.id, n)), query),
+  };
 }

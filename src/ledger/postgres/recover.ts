@@ -1,4 +1,4 @@
-import { wellFormed } from '../rows.js';
+import { wellFormed } from '../well-formed.js';
 import type { Claim, ReclaimOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';

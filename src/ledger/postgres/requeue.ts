@@ -1,4 +1,4 @@
-import { wellFormed } from '../rows.js';
+import { wellFormed } from '../well-formed.js';
 import { filterParams, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';

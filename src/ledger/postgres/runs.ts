@@ -1,4 +1,6 @@
-import type { LedgerEventKind, RunOutcome } from '../types.js';
+import { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../run-rows.js';
+import type { RunOutcome, RunRecord, RunStart, RunStats } from '../types.js';
+import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 
 export const startRunQuery = (
@@ -56,26 +58,38 @@ WHERE finished_at IS NULL AND coalesce(heartbeat_at, started_at) < $1 RETURNING 
     before,
   );
 
-export { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../rows.js';
+/** Run history (each one statement or transaction). Events are in events.ts. */
+export interface RunOps {
+  startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;
+  finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;
+  recentRuns(limit: number): Promise<RunRecord[]>;
+  lastRunStart(): Promise<RunStart | null>;
+  runStats(): Promise<RunStats>;
+  markRunsDied(before: number): Promise<string[]>;
+}
 
-
-export const recordEventQuery = (schema: string, kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null): Query =>
-  q(
-    `INSERT INTO ${ident(schema)}.events (kind, at, detail, occurrence) VALUES ($1, $2, $3::jsonb, $4)`,
-    kind,
-    at,
-    detail === undefined ? null : JSON.stringify(detail),
-    occurrence,
-  );
-
-export const countEventsQuery = (schema: string, kind: LedgerEventKind, since: number): Query =>
-  q(`SELECT count(*) AS n FROM ${ident(schema)}.events WHERE kind = $1 AND at >= $2`, kind, since);
-
-/** The latest occurrence accounted for by a run or an event, kept or pruned; greatest() skips NULLs. */
-export const lastOccurrenceQuery = (schema: string): Query =>
-  q(`SELECT greatest((SELECT max(scheduled_for) FROM ${ident(schema)}.runs),
-  (SELECT max(occurrence) FROM ${ident(schema)}.events),
-  (SELECT max(last_scheduled_for) FROM ${ident(schema)}.run_totals),
-  (SELECT max(last_occurrence) FROM ${ident(schema)}.event_totals)) AS o`);
-
-export { EVENT_COUNTERS } from '../rows.js';
+export function makeRunOps(ex: PostgresExecutor, schema: string): RunOps {
+  return {
+    async startRun(run) {
+      await ex.tx('startRun', (exec) => exec(startRunQuery(schema, run)));
+    },
+    async finishRun(runId, finishedAt, outcome, counts) {
+      const rows = await ex.tx('finishRun', (exec) => exec(finishRunQuery(schema, runId, finishedAt, outcome, counts)));
+      if (rows.length === 0) throw new Error(`finishRun: no run ${runId} was started in this ledger`);
+    },
+    async recentRuns(limit) {
+      return (await ex.query<RunRow>('recentRuns', recentRunsQuery(schema, limit))).map(toRunRecord);
+    },
+    async lastRunStart() {
+      const [r] = await ex.query<RunStart>('lastRunStart', lastRunStartQuery(schema));
+      return r ?? null;
+    },
+    async runStats() {
+      return toRunStats(await ex.query<RunStatsRow>('runStats', runStatsQuery(schema)));
+    },
+    async markRunsDied(before) {
+      const rows = await ex.tx('markRunsDied', (exec) => exec<{ run_id: string }>(markDiedQuery(schema, before)));
+      return rows.map((r) => r.run_id);
+    },
+  };
+}

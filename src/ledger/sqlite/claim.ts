@@ -2,7 +2,8 @@ import type { Database } from 'better-sqlite3';
 import type { Claim, ClaimOptions, DiscoveredItem, DiscoverOptions } from '../types.js';
 import { refreshParams } from '../refresh-params.js';
 import { makeApplyRefresh } from './refresh.js';
-import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
+import { batchJson, wellFormed } from '../well-formed.js';
+import { toClaim, type ClaimedRow } from '../item-rows.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
 // json_each: one statement per batch instead of one per item took discover + claim +
@@ -158,7 +159,7 @@ function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[]
   const out: ClaimedRow[] = [];
   if (byId.size === 0) return out;
   for (const [id] of batch) {
-    // RETURNING gives stored ids: an ill-formed one is stored well-formed (rows.ts).
+    // RETURNING gives stored ids: an ill-formed one is stored well-formed (well-formed.ts).
     const key = byId.has(id) ? id : wellFormed(id);
     const r = byId.get(key);
     if (r === undefined) continue;

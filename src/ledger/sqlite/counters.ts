@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { AttemptTotals, LedgerTotals } from '../types.js';
-import { toAttemptTotals, toTotals, type CounterName } from '../rows.js';
+import { toAttemptTotals, toTotals, type CounterName } from '../counters.js';
 
 export type { CounterName };
 

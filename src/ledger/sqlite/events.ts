@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { LedgerEventKind } from '../types.js';
-import { EVENT_COUNTERS, type CounterName } from '../rows.js';
+import type { CounterName } from '../counters.js';
+import { eventCounters } from '../events.js';
 import type { Counters } from './counters.js';
 
 export const RECORD_EVENT_SQL = `INSERT INTO events (kind, at, detail, occurrence) VALUES (?, ?, ?, ?)`;
@@ -32,9 +33,7 @@ export function makeEventOps(db: Database, counters: Counters): EventOps {
   const lastOccurrence = db.prepare(LAST_OCCURRENCE_SQL).pluck();
 
   const recordTx = db.transaction(
-    (kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null) => {
-      const feeds = EVENT_COUNTERS[kind] as CounterName[] | undefined; // callers outside TypeScript
-      if (feeds === undefined) throw new Error(`recordEvent: unknown event kind ${JSON.stringify(kind)}`);
+    (kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null, feeds: readonly CounterName[]) => {
       record.run(kind, at, detail === undefined ? null : JSON.stringify(detail), occurrence);
       for (const name of feeds) counters.bump(name, 1);
     },
@@ -42,11 +41,7 @@ export function makeEventOps(db: Database, counters: Counters): EventOps {
 
   return {
     recordEvent(kind, at, detail, occurrence) {
-      // null from callers outside TypeScript means "no occurrence", like undefined.
-      if (occurrence != null && !Number.isSafeInteger(occurrence)) {
-        throw new TypeError(`recordEvent: occurrence must be integer epoch milliseconds, got ${String(occurrence)}`);
-      }
-      recordTx.immediate(kind, at, detail, occurrence ?? null);
+      recordTx.immediate(kind, at, detail, occurrence ?? null, eventCounters(kind, occurrence));
     },
     countEvents: (kind, since) => count.get(kind, since ?? Number.MIN_SAFE_INTEGER) as number,
     lastOccurrenceRecorded: () => (lastOccurrence.get() as number | null | undefined) ?? null,

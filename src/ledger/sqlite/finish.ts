@@ -3,7 +3,7 @@ import { decideAfterFailure } from '../backoff.js';
 import { fenceReason, type ClaimHolder } from '../fencing.js';
 import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Counters } from './counters.js';
-import { batchJson, wellFormed } from '../rows.js';
+import { batchJson, wellFormed } from '../well-formed.js';
 
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
-import { newDatabase } from './database.js';
+import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { MIGRATIONS } from './migrations/index.js';
 

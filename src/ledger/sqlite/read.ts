@@ -1,7 +1,8 @@
 import type { Database } from 'better-sqlite3';
 import type { DeadCursor } from '../dead-pages.js';
 import type { DeadItem, ItemCounts, ItemRecord } from '../types.js';
-import { toItemRecord, wellFormed, type ItemRow } from '../rows.js';
+import { toItemRecord, type ItemRow } from '../item-rows.js';
+import { wellFormed } from '../well-formed.js';
 
 /**
  * Each per-state count walks only its partial index; `done` (usually the bulk) is

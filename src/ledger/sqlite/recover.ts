@@ -2,7 +2,7 @@ import type { Database } from 'better-sqlite3';
 import type { ReclaimOptions } from '../types.js';
 import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
-import { wellFormed } from '../rows.js';
+import { wellFormed } from '../well-formed.js';
 import { removeJournal } from './start-journal.js';
 import { replayJournal } from './write-behind.js';
 

@@ -1,5 +1,5 @@
 import type { Database } from 'better-sqlite3';
-import { batchJson, wellFormed } from '../rows.js';
+import { batchJson, wellFormed } from '../well-formed.js';
 import { filterParams, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { Counters } from './counters.js';
 

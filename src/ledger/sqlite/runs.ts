@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import type { RunOutcome, RunRecord, RunStart, RunStats } from '../types.js';
-import { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../rows.js';
+import { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../run-rows.js';
 
 export const START_RUN_SQL = `INSERT INTO runs (run_id, owner, started_at, scheduled_for)
   VALUES (@runId, @owner, @startedAt, @scheduledFor)`;

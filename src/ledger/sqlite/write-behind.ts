@@ -19,7 +19,8 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import type { Claim, ClaimOptions, FenceOutcome } from '../types.js';
-import { batchJson, toClaim, wellFormed, type ClaimedRow } from '../rows.js';
+import { batchJson, wellFormed } from '../well-formed.js';
+import { toClaim, type ClaimedRow } from '../item-rows.js';
 import type { FinishOps } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
@@ -223,7 +224,7 @@ function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[
     if (s && s.owner === d.owner && s.attempt === d.attempt && !doneTwice.has(d.id)) pairs.push(s);
   }
   const applied = finish.startAndCompleteIn(pairs, now);
-  // RETURNING gives stored ids: an ill-formed one (rows.ts, wellFormed) is looked up as stored, only on a miss.
+  // RETURNING gives stored ids: an ill-formed one (well-formed.ts) is looked up as stored, only on a miss.
   const isApplied = (id: string): boolean => applied.has(id) || applied.has(wellFormed(id));
   const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !isApplied(x.id)));
   const restStarts = rest(starts);

@@ -1,0 +1,48 @@
+import type { Claim, ItemRecord, ItemState } from './types.js';
+
+/**
+ * The `items` row as both adapters read it, and its mappers (same column names in SQLite
+ * and PostgreSQL; pg's int8 parser already gives numbers).
+ */
+
+/** An `items` row as the adapters read it. */
+export interface ItemRow {
+  id: string;
+  state: ItemState;
+  attempts: number;
+  released: number;
+  owner: string | null;
+  lease_until: number | null;
+  available_at: number;
+  last_error: string | null;
+  size: number | null;
+  mtime_ms: number | null;
+  done_at: number | null;
+}
+
+/** What a claiming `UPDATE ... RETURNING` gives back. */
+export interface ClaimedRow {
+  id: string;
+  attempts: number;
+  released: number;
+}
+
+export function toItemRecord(r: ItemRow): ItemRecord {
+  return {
+    id: r.id,
+    state: r.state,
+    attempts: r.attempts,
+    released: r.released,
+    owner: r.owner,
+    lastError: r.last_error,
+    availableAt: r.available_at,
+    leaseUntil: r.lease_until,
+    doneAt: r.done_at,
+    size: r.size,
+    mtimeMs: r.mtime_ms,
+  };
+}
+
+export function toClaim(r: ClaimedRow, owner: string): Claim {
+  return { id: r.id, owner, attempt: r.attempts, charged: r.attempts - r.released };
+}

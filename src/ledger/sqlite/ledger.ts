@@ -1,0 +1,293 @@
+import { existsSync } from 'node:fs';
+import type Database from 'better-sqlite3';
+import type * as L from '../types.js';
+import { deadPages } from '../dead-pages.js';
+import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
+import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
+import { wellFormed } from '../well-formed.js';
+import { makeClaimOps, type ClaimOps } from './claim.js';
+import { makeCounters, type Counters } from './counters.js';
+import { makeEventOps, type EventOps } from './events.js';
+import { makeFinishOps, type FinishOps } from './finish.js';
+import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
+import { countsThroughJournal, journalled, throughJournal } from './journal-view.js';
+import { migrate } from './migrate.js';
+import { makePruneOps, type PruneOps } from './prune.js';
+import { makeReadOps, type ReadOps } from './read.js';
+import { makeRecoverOps, type RecoverOps } from './recover.js';
+import { makeRequeueOps, type RequeueOps } from './requeue.js';
+import { makeRunOps, type RunOps } from './runs.js';
+import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
+
+/**
+ * The Ledger on one SQLite file: the verbs are synchronous underneath (better-sqlite3),
+ * each its own transaction; the run's connection writes claims and successes behind
+ * (write-behind.ts), and every other connection reads through the journal it has not
+ * written yet (journal-view.ts). Its sibling modules are named as PostgreSQL's are.
+ */
+export class SqliteLedger implements L.Ledger {
+  readonly shared = false;
+  readonly #db: Database.Database;
+  readonly #settle: (s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => L.SettleOutcome;
+  readonly #counters: Counters;
+  readonly #claim: ClaimOps;
+  readonly #finish: FinishOps;
+  readonly #recover: RecoverOps;
+  readonly #read: ReadOps;
+  readonly #runs: RunOps;
+  readonly #events: EventOps;
+  readonly #heartbeat: HeartbeatOps;
+  readonly #requeue: RequeueOps;
+  readonly #prune: PruneOps;
+
+  /** Claims and successes written behind (the run's connection only). */
+  readonly #behind: WriteBehind | undefined;
+
+  /** The start journal's file (none in memory). */
+  readonly #journal: string | undefined;
+
+  constructor(db: Database.Database, journal?: string, writeBehind = false) {
+    this.#db = db;
+    this.#journal = journal;
+    this.#counters = makeCounters(db);
+    this.#claim = makeClaimOps(db);
+    this.#finish = makeFinishOps(db, this.#counters);
+    this.#recover = makeRecoverOps(db, this.#finish, this.#counters, journal);
+    this.#requeue = makeRequeueOps(db, this.#counters);
+    if (writeBehind && journal !== undefined) this.#behind = new WriteBehind(db, this.#finish, journal);
+    this.#read = makeReadOps(db);
+    this.#runs = makeRunOps(db);
+    this.#events = makeEventOps(db, this.#counters);
+    const finish = this.#finish;
+    const claimOps = this.#claim;
+    this.#settle = db.transaction((s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => ({
+      complete: finish.completeIn(s.complete, now),
+      fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
+      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
+      gone: s.gone.map((c) => finish.forgetOne(c)),
+      claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
+    })).immediate;
+    this.#heartbeat = makeHeartbeatOps(db);
+    this.#prune = makePruneOps(db);
+    // Walks the pending partial index (seen_run, available_at): pending rows only.
+    const unseen = db.prepare(`DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`);
+    const counters = this.#counters;
+    this.#forgetUnseen = db.transaction((passId: string): number => {
+      const n = unseen.run(passId).changes;
+      if (n > 0) counters.bump('items_gone', n);
+      return n;
+    }).immediate;
+  }
+  readonly #forgetUnseen: (passId: string) => number;
+
+  async migrate(): Promise<void> {
+    migrate(this.#db);
+  }
+  async discover(items: L.DiscoveredItem[], opts: L.DiscoverOptions): Promise<string[]> {
+    // Flushed first: an item started or done in the journal only is still pending here.
+    this.#behind?.flush();
+    const rows = this.#claim.discover(items, opts);
+    this.#behind?.offer(rows);
+    return rows.map((r) => r.id);
+  }
+  async claim(ids: string[], opts: L.ClaimOptions): Promise<L.Claim[]> {
+    return this.#written(() => this.#claim.claim(ids, opts));
+  }
+  async claimDue(opts: L.ClaimOptions & { limit: number }): Promise<L.Claim[]> {
+    return this.#written(() => this.#claim.claimDue(opts));
+  }
+  async nextDueAt(runId: string): Promise<number | null> {
+    this.#behind?.flush();
+    return this.#claim.nextDueAt(runId);
+  }
+  async complete(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
+    return this.#written(() => this.#finish.complete(claims, now), () => []);
+  }
+  async fail(failures: L.Failure[], opts: L.FailOptions): Promise<L.FenceOutcome[]> {
+    return this.#written(() => this.#finish.fail(failures, opts), () => []);
+  }
+  async release(claims: L.Claim[], now: number, reason: string): Promise<L.FenceOutcome[]> {
+    return this.#written(() => this.#finish.release(claims, now, reason), () => []);
+  }
+  async forget(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
+    return this.#written(() => this.#finish.forget(claims, now), () => []);
+  }
+  async forgetUnseen(passId: string): Promise<number> {
+    return this.#written(() => this.#forgetUnseen(passId), () => []);
+  }
+  async settle(s: L.Settlement, now: number, claim?: { ids: string[]; opts: L.ClaimOptions }, random?: () => number): Promise<L.SettleOutcome> {
+    const behind = this.#behind;
+    if (behind && claim && s.fail.length === 0 && s.release.length === 0 && s.gone.length === 0) {
+      const fast = behind.settle(s.complete, claim);
+      if (fast) return { ...fast, fail: [], release: [], gone: [] };
+    }
+    return this.#written(() => this.#settle(s, now, claim, random), (out) => out.claims);
+  }
+  async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
+    this.#behind?.flush();
+    return this.#recover.renew(owner, ids, leaseUntil);
+  }
+  /** Under the run lock no other run is alive: every claim not ours is abandoned. */
+  reclaimAbandoned(owner: string, opts: L.ReclaimOptions): Promise<number> {
+    return this.reclaimOrphans(owner, opts);
+  }
+  async reclaimOrphans(exceptOwner: string, opts: L.ReclaimOptions): Promise<number> {
+    return this.#written(() => this.#recover.reclaimOrphans(exceptOwner, opts), () => []);
+  }
+  /**
+   * A write the transactional way: what is written behind goes first, and afterwards the
+   * write-behind forgets what the write may have changed (write-behind.ts, forgetState).
+   */
+  #written<T>(write: () => T, claimed: (out: T) => readonly { id: string }[] = (out) => out as unknown as L.Claim[]): T {
+    const behind = this.#behind;
+    if (!behind) {
+      this.#catchUp();
+      return write();
+    }
+    behind.flush();
+    const out = write();
+    behind.forgetState(claimed(out));
+    return out;
+  }
+  async counts(): Promise<L.ItemCounts> {
+    this.#behind?.flush();
+    const j = this.#othersJournal();
+    const counts = this.#read.counts();
+    return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : counts;
+  }
+  async get(id: string): Promise<L.ItemRecord | null> {
+    this.#behind?.flush();
+    const row = this.#read.get(id);
+    const rec = row ? this.#othersJournal()?.get(row.id) : undefined;
+    return row && rec ? throughJournal(row, rec, this.#updatedAt(row.id)) : row;
+  }
+  /** A row's last transition (the journal view applies no record older than it). */
+  #updatedAt(id: string): number | undefined {
+    this.#updatedAtStmt ??= this.#db.prepare('SELECT updated_at FROM items WHERE id = ?').pluck();
+    return (this.#updatedAtStmt.get(wellFormed(id)) as number | undefined) ?? undefined;
+  }
+  #updatedAtStmt: Database.Statement | undefined;
+
+  /**
+   * Another writer (requeue, dead-letter retry): what a running or dead run journalled and
+   * has not written yet is written first (write-behind.ts, replayJournal), so this write
+   * sees the items as they are. A journal that cannot be read is left to its run.
+   */
+  #catchUp(): void {
+    if (this.#journal === undefined || this.#db.readonly || !existsSync(this.#journal)) return;
+    const journal = this.#journal;
+    this.#db.transaction(() => replayJournal(this.#db, this.#finish, journal, Date.now(), { strict: false, advance: false })).immediate();
+  }
+
+  /**
+   * What another connection's run journalled and has not written yet (a running pass, or
+   * one that died before the next run replayed it): read as written (journal-view.ts).
+   */
+  #othersJournal(): ReturnType<typeof journalled> | undefined {
+    if (this.#journal === undefined || this.#behind?.writing) return undefined;
+    const j = journalled(this.#journal, writtenSegment(this.#db));
+    return j.size > 0 ? j : undefined;
+  }
+  async listDead(limit?: number): Promise<L.DeadItem[]> {
+    this.#behind?.flush();
+    return this.#read.listDead(limit);
+  }
+  deadPages(query?: L.DeadQuery): AsyncIterable<L.DeadItem[]> {
+    this.#behind?.flush();
+    return deadPages((after, n) => this.#read.deadPage(after, n), query);
+  }
+  async retryDead(ids: string[] | 'all', now: number): Promise<number> {
+    return this.#written(() => this.#recover.retryDead(ids, now), () => []);
+  }
+  async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
+    this.#runs.startRun(run);
+  }
+  async finishRun(runId: string, finishedAt: number, outcome: L.RunOutcome, counts: Record<string, number>): Promise<void> {
+    this.#behind?.flush();
+    this.#runs.finishRun(runId, finishedAt, outcome, counts);
+  }
+  async recentRuns(limit: number): Promise<L.RunRecord[]> {
+    return this.#runs.recentRuns(limit);
+  }
+  async lastRunStart(): Promise<L.RunStart | null> {
+    return this.#runs.lastRunStart();
+  }
+  async heartbeat(runId: string, at: number): Promise<void> {
+    this.#heartbeat.heartbeat(runId, at);
+  }
+  async beatingRuns(since: number): Promise<L.RunHeartbeat[]> {
+    return this.#heartbeat.beatingRuns(since);
+  }
+  async markRunsDied(before: number): Promise<string[]> {
+    return this.#runs.markRunsDied(before);
+  }
+  async recordEvent(kind: L.LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
+    this.#events.recordEvent(kind, at, detail, occurrence);
+  }
+  async countEvents(kind: L.LedgerEventKind, since?: number): Promise<number> {
+    return this.#events.countEvents(kind, since);
+  }
+  async lastOccurrenceRecorded(): Promise<number | null> {
+    return this.#events.lastOccurrenceRecorded();
+  }
+  async totals(): Promise<L.LedgerTotals> {
+    this.#behind?.flush();
+    return this.#counters.totals();
+  }
+  async attemptTotals(): Promise<L.AttemptTotals> {
+    this.#behind?.flush();
+    return this.#counters.attemptTotals();
+  }
+  async runStats(): Promise<L.RunStats> {
+    return this.#runs.runStats();
+  }
+  finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
+    if (this.#behind) this.#behind.flush();
+    else this.#catchUp();
+    return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+  }
+  async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
+    return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
+  }
+  async peek(ids: string[]): Promise<ItemPeek[]> {
+    if (this.#behind) this.#behind.flush();
+    else this.#catchUp();
+    const j = this.#othersJournal();
+    const rows = this.#requeue.peek(ids);
+    if (!j) return rows;
+    // Read-only (plan, requeue --dry-run): as the journal has them.
+    return rows.map((p) => {
+      const rec = j.get(p.id);
+      if (!rec) return p;
+      const now = throughJournal({ id: p.id, state: p.state, attempts: p.attempts, owner: null, released: 0, lastError: null, availableAt: p.availableAt, leaseUntil: null, doneAt: p.doneAt, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
+      return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
+    });
+  }
+  // Retention (prune.ts) runs after the pass's work: what is written behind goes first, so
+  // a completion still in the journal is a done row when the missing-file walk looks.
+  async pruneRuns(opts: PruneRunsOptions): Promise<number> {
+    return this.#written(() => this.#prune.pruneRuns(opts), () => []);
+  }
+  async pruneEvents(opts: PruneEventsOptions): Promise<number> {
+    return this.#written(() => this.#prune.pruneEvents(opts), () => []);
+  }
+  async markMissing(opts: MarkMissingOptions): Promise<MarkMissingStep> {
+    return this.#written(() => this.#prune.markMissing(opts), () => []);
+  }
+  async forgetMissing(opts: { before: number; limit: number }): Promise<number> {
+    return this.#written(() => this.#prune.forgetMissing(opts), () => []);
+  }
+  async reclaimSpace(maxPages: number): Promise<ReclaimedSpace> {
+    return this.#written(() => this.#prune.reclaimSpace(maxPages), () => []);
+  }
+  /** Idempotent: a second close (e.g. from a drain and a finally) is a no-op. */
+  async close(): Promise<void> {
+    if (!this.#db.open) return;
+    try {
+      // A flush that fails (disk full) leaves the journal for the next run to replay.
+      this.#behind?.close();
+    } finally {
+      this.#db.close();
+    }
+  }
+}
