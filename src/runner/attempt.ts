@@ -5,7 +5,7 @@ import { AttemptSignal } from './attempt-signal.js';
 import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
 import { EnvironmentFault } from './faults.js';
 import { isPlainId, itemPaths } from './item-id.js';
-import { checkItemId } from './output.js';
+import { checkItemId } from './output-name.js';
 import type { PassState } from './pass-state.js';
 import { itemGone } from './scan.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';

@@ -3,7 +3,7 @@ import type { Claim } from '../ledger/types.js';
 import { runItem } from './attempt.js';
 import { claimLoop } from './claim-loop.js';
 import { resumeAtOnce, type PassState } from './pass-state.js';
-import { waitForTasks } from './settle.js';
+import { waitForTasks } from './wait-for-tasks.js';
 
 /**
  * The dispatcher of a pass: claim for free handler slots (claim-loop.ts), start an attempt

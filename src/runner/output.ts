@@ -1,101 +1,19 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { lstatSync, statSync, utimesSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rm, statfs } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { escapeProblem } from './item-id.js';
+import { fsyncPath, newestMtimeMs, realBirthTimes } from './output-fs.js';
+import { checkItemId, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
 export { OwnDirectoryGone } from './faults.js';
 
-/** Temp files live inside the output directory: same filesystem, so rename is atomic. */
-export const TEMP_DIR_NAME = '.cronsafe-tmp';
 /** More recreations of the temp directory than this in one run: the environment is broken. */
 const MAX_TEMP_RECREATIONS = 200;
-
-/** Suffix of every committed output: `<output.directory>/<id>.out`. */
-export const OUTPUT_SUFFIX = '.out';
-
-/**
- * Why `id` is not a safe item id, or null when it is. Ids are `/`-separated paths
- * relative to source.directory, names escaped as bytes (item-id.ts); an unsafe one could
- * write outside output.directory or into cronsafe's own temp directory.
- */
-export function checkItemId(id: string): string | null {
-  if (id === '') return 'empty id';
-  if (id.includes('\0')) return 'contains a NUL byte';
-  // A backslash only as the scan's escapes (src/runner/item-id.ts): `\\` and `\xHH`.
-  const escape = escapeProblem(id);
-  if (escape) return escape;
-  if (id.startsWith('/')) return 'absolute path';
-  // One segment (a flat source directory: the common case) needs no split.
-  if (!id.includes('/')) return id === '.' ? 'contains a "." segment' : id === '..' ? 'contains a ".." segment' : null;
-  const segments = id.split('/');
-  if (segments.includes('')) return 'empty path segment';
-  if (segments.includes('.')) return 'contains a "." segment';
-  if (segments.includes('..')) return 'contains a ".." segment';
-  return null;
-}
-
-/** Longest file name Linux file systems take, in bytes (NAME_MAX). */
-export const NAME_MAX = 255;
-/** `~` + 16 hex digits: the end of a hashed name (before its suffix). */
-const HASH_MARK = /~[0-9a-f]{16}$/;
-const HASH_LEN = 17;
-/** Directory names that would meet an output (`<x>.out`) or our temp directory: see outputName. */
-const OUTPUT_LIKE_DIR = /\.out~*$/;
-const TEMP_LIKE_DIR = new RegExp(`^${TEMP_DIR_NAME.replace('.', '\\.')}~*$`);
-
-/**
- * One path segment as a name that fits NAME_MAX with `suffix` appended: itself when it
- * fits, else its first characters (whole UTF-8 characters) + `~` + 16 hex digits of the
- * SHA-256 of the whole segment + suffix. A segment that already ends like a hashed name
- * (`~` + 16 hex) is hashed too, so that no name can pose as another's hashed form.
- */
-export function safeSegment(seg: string, suffix: string): string {
-  const room = NAME_MAX - Buffer.byteLength(suffix);
-  if (Buffer.byteLength(seg) <= room && !HASH_MARK.test(seg)) return seg + suffix;
-  const hash = createHash('sha256').update(seg).digest('hex').slice(0, 16);
-  let head = '';
-  let bytes = 0;
-  for (const ch of seg) {
-    const n = Buffer.byteLength(ch);
-    if (bytes + n > room - HASH_LEN) break;
-    head += ch;
-    bytes += n;
-  }
-  return `${head}~${hash}${suffix}`;
-}
-
-/**
- * Where an item's output goes, relative to output.directory: `<id>.out`, with two
- * deterministic, documented changes that keep every id's output writable and distinct
- * (pure; the same id always gets the same name):
- *   - a directory segment that ends in `.out` (or `.out~`, `.out~~` ...), or a top-level
- *     one named `.cronsafe-tmp` (or with `~`s after it), gets one more `~`: item `a` writes
- *     the file `a.out`, so item `a.out/b` writes `a.out~/b.out`, never through that file;
- *     and no item writes into cronsafe's temp directory;
- *   - a segment longer than NAME_MAX (with `.out` for the last) is shortened to fit, with
- *     a hash of the whole segment (safeSegment).
- * Files always end in `.out` and directories never do, so no output can need a path that
- * another output's file or directory occupies.
- */
-export function outputName(id: string): string {
-  const segs = id.split('/');
-  const last = segs.length - 1;
-  return segs
-    .map((seg, i) => {
-      if (i === last) return safeSegment(seg, OUTPUT_SUFFIX);
-      const escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
-      // Shorten the escaped form: shortening `seg` itself could drop the `~` and give back
-      // a `.out` name that an output file takes (a 255-byte `x...x.out` directory).
-      return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(escaped, '') : escaped;
-    })
-    .join('/');
-}
 
 /**
  * With many runs at once on one output directory (the PostgreSQL ledger's pods), each
@@ -425,47 +343,4 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
     committed: (id, claimedAt) => outputs.committedSince(id, claimedAt) && accepted.add(id).size > 0,
     count: () => accepted.size,
   };
-}
-
-/**
- * Whether this process sees real birth times. Where statx(2) is refused (old kernels,
- * strict seccomp profiles) Node fills the birth time in from the ctime, which chmod, links
- * and touch move, so it proves nothing; then every file reads birth == ctime. A directory
- * that has had entries added since it was made (the output directory), or any file written
- * after its creation, shows the two apart when birth times are real. Asked once, lazily:
- * only crash recovery needs it.
- */
-export function realBirthTimes(paths: readonly string[]): boolean {
-  for (const p of paths) {
-    const st = lstatSync(p, { throwIfNoEntry: false });
-    if (st && st.birthtimeMs > 0 && st.birthtimeMs !== st.ctimeMs) return true;
-  }
-  return false;
-}
-
-/** The newest mtime of an entry and, for a directory, of what is directly in it; null if gone. */
-async function newestMtimeMs(entry: string): Promise<number | null> {
-  try {
-    const st = await lstat(entry);
-    let newest = st.mtimeMs;
-    if (st.isDirectory()) {
-      for (const name of await readdir(entry)) {
-        const child = await lstat(path.join(entry, name)).catch(() => null);
-        if (child) newest = Math.max(newest, child.mtimeMs);
-      }
-    }
-    return newest;
-  } catch {
-    return null;
-  }
-}
-
-/** fsync a file or directory; read-only open is enough on Linux and works for 0444 files. */
-async function fsyncPath(p: string): Promise<void> {
-  const fh = await open(p, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }

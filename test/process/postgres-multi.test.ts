@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
-import { OutputStore, TEMP_DIR_NAME } from '../../src/runner/output.js';
+import { TEMP_DIR_NAME } from '../../src/runner/output-name.js';
+import { OutputStore } from '../../src/runner/output.js';
 import { spawnCli, workspace, type Running } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 

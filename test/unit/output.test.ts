@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { NAME_MAX, OutputStore, OwnDirectoryGone, UnsafeOwnDirectory, checkItemId, outputName, realBirthTimes } from '../../src/runner/output.js';
+import { realBirthTimes } from '../../src/runner/output-fs.js';
+import { NAME_MAX, checkItemId, outputName } from '../../src/runner/output-name.js';
+import { OutputStore, OwnDirectoryGone, UnsafeOwnDirectory } from '../../src/runner/output.js';
 
 let dir: string;
 let out: string;

@@ -7,7 +7,7 @@ import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId, itemPaths } from '../item-id.js';
-import { safeSegment } from '../output.js';
+import { safeSegment } from '../output-name.js';
 import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';

@@ -1,0 +1,48 @@
+import { lstatSync } from 'node:fs';
+import { lstat, open, readdir } from 'node:fs/promises';
+import path from 'node:path';
+
+// File system probes the output store needs beyond plain reads and renames.
+
+/**
+ * Whether this process sees real birth times. Where statx(2) is refused (old kernels,
+ * strict seccomp profiles) Node fills the birth time in from the ctime, which chmod, links
+ * and touch move, so it proves nothing; then every file reads birth == ctime. A directory
+ * that has had entries added since it was made (the output directory), or any file written
+ * after its creation, shows the two apart when birth times are real. Asked once, lazily:
+ * only crash recovery needs it.
+ */
+export function realBirthTimes(paths: readonly string[]): boolean {
+  for (const p of paths) {
+    const st = lstatSync(p, { throwIfNoEntry: false });
+    if (st && st.birthtimeMs > 0 && st.birthtimeMs !== st.ctimeMs) return true;
+  }
+  return false;
+}
+
+/** The newest mtime of an entry and, for a directory, of what is directly in it; null if gone. */
+export async function newestMtimeMs(entry: string): Promise<number | null> {
+  try {
+    const st = await lstat(entry);
+    let newest = st.mtimeMs;
+    if (st.isDirectory()) {
+      for (const name of await readdir(entry)) {
+        const child = await lstat(path.join(entry, name)).catch(() => null);
+        if (child) newest = Math.max(newest, child.mtimeMs);
+      }
+    }
+    return newest;
+  } catch {
+    return null;
+  }
+}
+
+/** fsync a file or directory; read-only open is enough on Linux and works for 0444 files. */
+export async function fsyncPath(p: string): Promise<void> {
+  const fh = await open(p, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
