@@ -41,7 +41,7 @@ function parseInt8(text: string): number {
 const INT8_OID = 20;
 const types = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : (pg.types.getTypeParser(oid, format) as (text: string) => unknown)) as typeof pg.types.getTypeParser,
 };
 
 /**
@@ -84,6 +84,12 @@ export type SessionName = keyof typeof SESSIONS;
 
 export type Exec = <R extends pg.QueryResultRow = pg.QueryResultRow>(query: Query) => Promise<R[]>;
 
+/** Exec on one client (a pooled connection in a transaction, or the run lock's session). */
+export const execOn =
+  (client: pg.ClientBase): Exec =>
+  async <R extends pg.QueryResultRow>(query: Query) =>
+    (await client.query<R>(query)).rows;
+
 /** Runs the ledger's transactions on a pool, retrying transient failures with backoff. */
 export class PostgresExecutor {
   readonly pool: pg.Pool;
@@ -118,7 +124,7 @@ export class PostgresExecutor {
       let failure: unknown;
       try {
         await client.query('BEGIN');
-        const exec: Exec = async (query) => (await client.query(query)).rows;
+        const exec = execOn(client);
         const out = await fn(exec);
         await client.query('COMMIT');
         return out;

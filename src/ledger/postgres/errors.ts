@@ -98,7 +98,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   let message = typeof e?.message === 'string' && e.message !== '' ? e.message : String(err);
   // AggregateError's own message is empty; its parts say what happened.
   if (Array.isArray(e?.errors) && e.errors.length > 0) {
-    message = e.errors.map((x: { message?: unknown }) => String(x?.message ?? x)).join('; ');
+    message = e.errors.map((x: unknown) => String((x as { message?: unknown } | null)?.message ?? x)).join('; ');
   }
   const code = typeof e?.code === 'string' ? e.code : undefined;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
-import { clientConfig, RETRY_BUDGET_MS, START_BUDGET_MS, type Exec, type PostgresOptions } from './connection.js';
+import { clientConfig, execOn, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError } from './errors.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
@@ -81,7 +81,7 @@ async function attempt(opts: RunLockOptions): Promise<Attempt> {
   client.on('error', () => undefined); // reported through 'end' below, or the failing query
   try {
     await client.connect();
-    const exec: Exec = async (query) => (await client.query(query)).rows;
+    const exec = execOn(client);
     await exec(q('BEGIN'));
     await migrate(exec, opts.schema); // run_lock must exist; a no-op once migrated
     await exec(gateQuery(opts.schema, opts.name));

@@ -2,7 +2,6 @@ import {
   SEEN_GRANULARITY_MS,
   WALK_KEY,
   type MarkMissingOptions,
-  type MarkMissingStep,
   type PruneEventsOptions,
   type PruneRunsOptions,
   type RetentionLedger,
