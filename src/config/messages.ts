@@ -4,7 +4,9 @@
  * `handler.command[2]`). Values are shown redacted: a config error is logged, and a
  * postgres URL in it must not carry its password into the logs.
  */
+import * as path from 'node:path';
 import type * as z from 'zod';
+import { ConfigError } from '../errors.js';
 import { redactUrl } from '../redact.js';
 
 /** One problem with one key. `key` is '' for the top level. */
@@ -33,7 +35,8 @@ export function describeValue(v: unknown): string {
     const s = redactUrl(v);
     return JSON.stringify(s.length > 80 ? `${s.slice(0, 77)}...` : s);
   }
-  return String(v);
+  // What YAML leaves: a number or a boolean (never a function or symbol).
+  return typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint' ? String(v) : typeof v;
 }
 
 const TYPE_WORDS: Record<string, string> = {
@@ -124,4 +127,14 @@ export function formatIssues(
 /** `file: key: message`, or `file: message` at the top level. */
 export function problemLine(file: string, p: KeyProblem): string {
   return p.key === '' ? `${file}: ${p.message}` : `${file}: ${p.key}: ${p.message}`;
+}
+
+/** More problems than this are summed up in one line: nobody reads the 100,000th. */
+const MAX_PROBLEMS_SHOWN = 50;
+
+/** Throws the ConfigError for `problems` in `file`: one line each, the first key named. */
+export function fail(file: string, problems: KeyProblem[]): never {
+  const lines = problems.slice(0, MAX_PROBLEMS_SHOWN).map((p) => problemLine(file, p));
+  if (problems.length > MAX_PROBLEMS_SHOWN) lines.push(`${file}: ... and ${problems.length - MAX_PROBLEMS_SHOWN} more problems`);
+  throw new ConfigError(lines.join('\n'), path.resolve(file), problems[0]?.key);
 }

@@ -9,92 +9,24 @@
  * could be hidden by an unrelated bad sibling run regardless (see `always`).
  */
 import * as z from 'zod';
-import { parseCron } from '../schedule/cron.js';
-import { assertTimeZone } from '../schedule/zone.js';
-import { describeValue } from './messages.js';
+import { PLACEHOLDERS, scanPlaceholders } from './placeholders.js';
+import {
+  always,
+  cron,
+  ENV_NAME_RE,
+  flag,
+  glob,
+  int,
+  K8S_NAME_RE,
+  MAX_TIMER_SECONDS,
+  NAME_RE,
+  oneOf,
+  seconds,
+  str,
+  timeZone,
+  url,
+} from './schema-fields.js';
 
-// zod compiles a fast path per object schema (new Function) on its first parse; a config is
-// parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
-// docs/benchmarks.md). zod is used for nothing else.
-z.config({ jitless: true });
-
-/** Handler argv placeholders (DESIGN.md). */
-export const PLACEHOLDERS = ['path', 'id', 'output', 'attempt'] as const;
-export type Placeholder = (typeof PLACEHOLDERS)[number];
-
-const BRACED_RE = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
-
-/**
- * The `{name}`s in one handler argument, split as the exec handler will treat them: a
- * known name is expanded wherever it appears (even inside `${...}`); an unknown one is
- * an error, unless written `${name}`, which is shell syntax for a child `sh -c` (in
- * YAML `$${name}`, to get past interpolation) and is passed through untouched.
- */
-export function scanPlaceholders(arg: string): { known: Placeholder[]; unknown: string[] } {
-  const known: Placeholder[] = [];
-  const unknown: string[] = [];
-  for (const m of arg.matchAll(BRACED_RE)) {
-    const name = m[1] ?? '';
-    if ((PLACEHOLDERS as readonly string[]).includes(name)) known.push(name as Placeholder);
-    else if (arg[(m.index ?? 0) - 1] !== '$') unknown.push(m[0]);
-  }
-  return { known, unknown };
-}
-
-/** Node clamps timers above 2^31-1 ms to 1 ms, so a longer timeout would fire at once. */
-export const MAX_TIMER_SECONDS = 2_147_483;
-
-export const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-const int = (min: number, max?: number) => {
-  const error = max === undefined ? `expected an integer >= ${min}` : `expected an integer from ${min} to ${max}`;
-  const s = z.int({ error }).min(min);
-  return max === undefined ? s : s.max(max);
-};
-
-/** Seconds: `positive` excludes 0; every value is capped so it is usable as a timer. */
-const seconds = (positive: boolean) => {
-  const lo = positive ? '> 0' : '>= 0';
-  const error = `expected a number of seconds ${lo} and <= ${MAX_TIMER_SECONDS}`;
-  const s = z.number({ error }).max(MAX_TIMER_SECONDS);
-  return positive ? s.positive() : s.nonnegative();
-};
-
-const str = (what = 'a non-empty string') => z.string({ error: `expected ${what}` }).min(1);
-
-const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
-  z.enum(values, { error: `expected one of ${values.map((v) => JSON.stringify(v)).join(', ')}` });
-
-/** A refine's error text with the found value, as the formatter adds it for built-in checks. */
-const got = (expected: string) => (iss: { input?: unknown }) => `${expected}, got ${describeValue(iss.input)}`;
-
-/**
- * Run a cross-key check even when a sibling key has an issue (zod skips it by default),
- * so one run reports every problem; but only on a mapping, since the check reads its
- * keys. Such checks see unvalidated values and must not trust their types.
- */
-const always = {
-  when: (p: { value: unknown }) => typeof p.value === 'object' && p.value !== null && !Array.isArray(p.value),
-};
-
-const url = (protocols: string[], what: string) =>
-  str(what).refine(
-    (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { error: got(`expected ${what}`) },
-  );
-
-/** Globs are matched against ids, which are relative and never climb out of the directory. */
-const glob = str('a glob relative to source.directory').refine(
-  (g) => !g.startsWith('/') && !g.split('/').includes('..'),
-  { error: got('expected a glob relative to source.directory (no leading "/", no ".." segment)') },
-);
 
 const sourceSchema = z.strictObject({
   directory: str('a directory path'),
@@ -179,21 +111,6 @@ const drainSchema = z
     }
   });
 
-/**
- * The schedule module's own parser and zone check, so `cronsafe validate` accepts exactly
- * what the scheduler runs: 5 fields or an @macro, field ranges, case-sensitive IANA zones
- * as Kubernetes' spec.timeZone wants them. Their messages already name the bad value.
- */
-const fromThrow = (check: (v: string) => unknown) => (v: string, ctx: z.RefinementCtx) => {
-  try {
-    check(v);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-  }
-};
-const cron = str('a cron expression').superRefine(fromThrow(parseCron));
-const timeZone = str('an IANA time zone name').superRefine(fromThrow(assertTimeZone));
-
 const stateSchema = z
   .strictObject({
     sqlite: str('a file path').optional(),
@@ -210,10 +127,6 @@ const stateSchema = z
       ctx.addIssue({ code: 'custom', message: 'expected at most one of sqlite or postgres, got both' });
     }
   });
-
-/** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
-const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
-const flag = () => z.boolean({ error: 'expected true or false' });
 
 /**
  * The opt-in Kubernetes Lease lock. The mapping's presence turns it on (`enabled`
@@ -362,46 +275,3 @@ export type ConfigInput = z.input<typeof configSchema>;
 /** The validated file, static defaults applied, paths not yet resolved. */
 export type ParsedConfig = z.output<typeof configSchema>;
 
-/** The definition fields schemaAt() walks through; the rest of zod's def is not needed. */
-interface WalkDef {
-  type: string;
-  innerType?: z.core.$ZodType;
-  in?: z.core.$ZodType;
-  shape?: Record<string, z.core.$ZodType>;
-  element?: z.core.$ZodType;
-  valueType?: z.core.$ZodType;
-}
-
-function unwrap(s: z.core.$ZodType): WalkDef {
-  let def = s._zod.def as WalkDef;
-  for (;;) {
-    const next = def.innerType ?? (def.type === 'pipe' ? def.in : undefined);
-    if (next === undefined) return def;
-    def = next._zod.def as WalkDef;
-  }
-}
-
-/**
- * The schema node that validates the value at `path`, seen through optional/default
- * wrappers; undefined when the path leads nowhere. Used for "did you mean" hints and
- * to know which interpolated strings are meant as numbers.
- */
-export function schemaAt(path: readonly PropertyKey[], root: z.core.$ZodType = configSchema): WalkDef | undefined {
-  let def = unwrap(root);
-  for (const seg of path) {
-    const child =
-      def.type === 'object' ? def.shape?.[String(seg)]
-      : def.type === 'array' ? def.element
-      : def.type === 'record' ? def.valueType
-      : undefined;
-    if (child === undefined) return undefined;
-    def = unwrap(child);
-  }
-  return def;
-}
-
-/** Keys allowed in the mapping at `path` (empty if it is not a mapping). */
-export function knownKeysAt(path: readonly PropertyKey[]): string[] {
-  const def = schemaAt(path);
-  return def?.type === 'object' ? Object.keys(def.shape ?? {}) : [];
-}

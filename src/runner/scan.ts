@@ -7,6 +7,7 @@ import path from 'node:path';
 import picomatch from 'picomatch';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
+import { excludeMatcher, GLOB_OPTS } from '../globs.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
@@ -42,25 +43,6 @@ export interface UnreadableDirectory {
   id: string;
   /** EACCES or EPERM. */
   code: string;
-}
-
-// flags 's': a file name may contain a newline, and `*` must match it like any other byte.
-const GLOB_OPTS = { flags: 's' };
-
-function excludeMatcher(globs: string[]): (rel: string) => boolean {
-  return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
-}
-
-/**
- * True when the scan never enters the directory at `rel` (`/`-separated, relative to the
- * scanned directory): `exclude` matches it or one of its parents, which is where the walk
- * prunes. The config check uses it to prove that an output directory inside the source
- * is never scanned.
- */
-export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
-  const match = excludeMatcher(exclude);
-  const segs = rel.split('/');
-  return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')));
 }
 
 /**

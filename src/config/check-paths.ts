@@ -1,0 +1,111 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { scanSkipsDirectory } from '../globs.js';
+import { fail, type KeyProblem } from './messages.js';
+import { programProblem } from './program.js';
+import type { Config } from './types.js';
+
+// Checks of the paths a config names against the file system, at load time: a config that
+// can never work fails at once (exit 78), naming the key.
+
+/**
+ * The SQLite ledger's path: created on first use when missing, but an existing
+ * non-file can never be opened (every command uses the ledger, so always checked).
+ */
+export function checkState(file: string, c: Config): void {
+  const db = c.state.sqlite;
+  let s: fs.Stats | undefined;
+  try {
+    s = db === undefined ? undefined : fs.statSync(db, { throwIfNoEntry: false });
+  } catch (err) {
+    // A file where a directory of the path must be: no run could ever create the ledger.
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      fail(file, [{ key: 'state.sqlite', message: `a parent of the ledger file is not a directory: ${db}` }]);
+    }
+    return; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+  }
+  if (db !== undefined && s && !s.isFile()) {
+    fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
+  }
+}
+
+/** The source, the handler's program or module and the output directory: present, of the right kind, apart. */
+export function checkPaths(file: string, c: Config): void {
+  const problems: KeyProblem[] = [];
+  const stat = (p: string): fs.Stats | undefined => fs.statSync(p, { throwIfNoEntry: false });
+
+  const src = c.source.directory;
+  const s = stat(src);
+  if (!s) problems.push({ key: 'source.directory', message: `directory not found: ${src}` });
+  else if (!s.isDirectory()) problems.push({ key: 'source.directory', message: `not a directory: ${src}` });
+  else {
+    try {
+      // X_OK too: without search permission a readable directory cannot be walked.
+      fs.accessSync(src, fs.constants.R_OK | fs.constants.X_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'EACCES';
+      problems.push({ key: 'source.directory', message: `directory not readable (${code}): ${src}` });
+    }
+  }
+
+  const program = c.handler.command?.[0];
+  if (program !== undefined) {
+    const problem = programProblem(program, src, c.handler.env.PATH ?? process.env.PATH);
+    if (problem) problems.push({ key: 'handler.command', message: `cannot run the program: ${problem}` });
+  }
+
+  if (c.handler.module !== undefined) {
+    const m = stat(c.handler.module);
+    if (!m) problems.push({ key: 'handler.module', message: `file not found: ${c.handler.module}` });
+    else if (!m.isFile()) problems.push({ key: 'handler.module', message: `not a file: ${c.handler.module}` });
+  }
+
+  // Created on first use when missing; but an existing non-directory can never work.
+  const out = c.output && stat(c.output.directory);
+  if (c.output && out && !out.isDirectory()) {
+    problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
+  }
+  if (c.output && s?.isDirectory()) {
+    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude);
+    if (inside) problems.push({ key: 'output.directory', message: inside });
+  }
+  if (problems.length > 0) fail(file, problems);
+}
+
+/** realpath of the longest existing prefix of `p`, plus the rest: where `p` is or will be. */
+function whereItIs(p: string): string {
+  const rest: string[] = [];
+  for (let cur = p; ; ) {
+    try {
+      return path.join(fs.realpathSync(cur), ...rest.reverse());
+    } catch {
+      const parent = path.dirname(cur);
+      if (parent === cur) return p;
+      rest.push(path.basename(cur));
+      cur = parent;
+    }
+  }
+}
+
+/**
+ * Outputs written inside source.directory become items on the next run (`a` -> `a.out`
+ * -> `a.out.out` ...). Allowed only when the scan provably never enters the output
+ * directory: `source.exclude` matches its path relative to the source (or a parent's),
+ * which is where the scan prunes. Compared by real paths, so links on either side do not
+ * hide it. The scan's own skip of output.directory by name is not counted as proof: it is
+ * lexical, and a link in either path defeats it. Returns the problem, or null.
+ */
+function outputInsideSource(source: string, output: string, exclude: string[]): string | null {
+  const src = whereItIs(source);
+  const out = whereItIs(output);
+  if (out === src) {
+    return `${output} is source.directory itself: outputs (<id>.out) would become items on the next run (a -> a.out -> a.out.out ...); use a directory outside source.directory`;
+  }
+  if (!out.startsWith(src + path.sep)) return null;
+  const rel = path.relative(src, out).split(path.sep).join('/');
+  if (scanSkipsDirectory(exclude, rel)) return null;
+  return (
+    `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
+    `move it outside source.directory, or exclude it from the scan: source.exclude: ["${rel}/**"]`
+  );
+}

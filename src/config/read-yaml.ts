@@ -1,0 +1,119 @@
+import * as fs from 'node:fs';
+import YAML from 'yaml';
+import { ConfigError, coerceError } from '../errors.js';
+
+// Reading the config file: bounded (a FIFO or /dev/zero is not read forever), parsed as
+// YAML with duplicate keys refused; errors name the file.
+
+/** A config is a page of YAML; past this it is a mistake (or /dev/zero), not a config. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+/** How long a FIFO's writer may take to send the config. */
+const FIFO_WAIT_MS = 10_000;
+
+/**
+ * At most MAX_CONFIG_BYTES + 1 bytes, whatever the file is: readFileSync would read a
+ * FIFO or /dev/zero until the heap gives out, and a huge file into a huge parse.
+ */
+function readBounded(abs: string): { text: string; tooBig: boolean } {
+  // A FIFO is opened without blocking: with no writer, a blocking open would hang the
+  // process before any signal handler could run (only SIGKILL would end it). A writer may
+  // still come (`mkfifo f; gen > f & cronsafe -c f`), so nothing read yet is waited for,
+  // in short naps, up to FIFO_WAIT_MS; `-c <(generate-config)` is read to its end.
+  const fifo = fs.statSync(abs, { throwIfNoEntry: false })?.isFIFO() === true;
+  const fd = fs.openSync(abs, fifo ? fs.constants.O_RDONLY | fs.constants.O_NONBLOCK : 'r');
+  try {
+    const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
+    let n = 0;
+    // Silence, not the whole read: a writer that sends a line a second is still waited for.
+    let deadline = Date.now() + FIFO_WAIT_MS;
+    while (n < buf.length) {
+      let got: number;
+      try {
+        got = fs.readSync(fd, buf, n, buf.length - n, null);
+      } catch (err) {
+        // A FIFO's writer that has not written yet: wait a little, not for ever.
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+        got = -1;
+      }
+      // EAGAIN (a writer, no data yet), or end of file with nothing read (no writer yet).
+      if (fifo && (got === -1 || (got === 0 && n === 0))) {
+        if (Date.now() > deadline) throw new ConfigError(`config file ${abs} is a FIFO whose writer sent nothing (more) for ${FIFO_WAIT_MS / 1000} s`, abs);
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        continue;
+      }
+      if (got <= 0) break;
+      n += got;
+      deadline = Date.now() + FIFO_WAIT_MS;
+    }
+    return { text: buf.toString('utf8', 0, Math.min(n, MAX_CONFIG_BYTES)), tooBig: n > MAX_CONFIG_BYTES };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function readYaml(file: string, abs: string): unknown {
+  let text: string;
+  try {
+    const read = readBounded(abs);
+    if (read.tooBig) {
+      throw new ConfigError(`config file ${abs} is larger than the 1 MiB limit (${MAX_CONFIG_BYTES} bytes)`, abs);
+    }
+    text = read.text;
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}`, abs);
+    throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
+  }
+  // uniqueKeys off: the library compares every key with every other (quadratic: a 1 MiB
+  // file of keys took minutes); duplicateKeyError does the same check with a Set.
+  const lineCounter = new YAML.LineCounter();
+  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter });
+  if (doc.errors.length === 0) {
+    const dup = duplicateKeyOffset(doc);
+    if (dup !== undefined) {
+      const pos = lineCounter.linePos(dup);
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: invalid YAML: Map keys must be unique`, abs);
+    }
+  }
+  if (doc.errors.length > 0) {
+    const lines = doc.errors.map((e) => {
+      const pos = e.linePos?.[0];
+      const where = pos ? `${file}:${pos.line}:${pos.col}` : file;
+      const text =
+        e.code === 'MULTIPLE_DOCS'
+          ? 'expected one document, found a second one (remove the "---" line)'
+          : e.message.replace(/ at line \d+, column \d+:[\s\S]*$/, '');
+      return `${where}: invalid YAML: ${text}`;
+    });
+    throw new ConfigError(lines.join('\n'), abs);
+  }
+  try {
+    // The alias cap stops a "billion laughs" file from expanding into gigabytes.
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    throw new ConfigError(`${file}: invalid YAML: ${coerceError(err).message}`, abs);
+  }
+}
+
+/** Offset of the first key that repeats one before it in the same mapping, if any (linear). */
+function duplicateKeyOffset(doc: YAML.Document): number | undefined {
+  let found: number | undefined;
+  YAML.visit(doc, {
+    Map(_key, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        const k = pair.key;
+        if (!YAML.isScalar(k)) continue;
+        const name = String(k.value);
+        if (seen.has(name)) {
+          found = k.range?.[0] ?? 0;
+          return YAML.visit.BREAK;
+        }
+        seen.add(name);
+      }
+      return undefined;
+    },
+  });
+  return found;
+}

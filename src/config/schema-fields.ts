@@ -1,0 +1,86 @@
+import * as z from 'zod';
+import { parseCron } from '../schedule/cron.js';
+import { assertTimeZone } from '../schedule/zone.js';
+import { describeValue } from './messages.js';
+
+// zod compiles a fast path per object schema (new Function) on its first parse; a config is
+// parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
+// docs/benchmarks.md). zod is used for nothing else.
+z.config({ jitless: true });
+
+// The leaf validators the config schema (schema.ts) is built of, each with its own error
+// text; the formatter in messages.ts adds the key, the file and what was found.
+
+/** Node clamps timers above 2^31-1 ms to 1 ms, so a longer timeout would fire at once. */
+export const MAX_TIMER_SECONDS = 2_147_483;
+
+export const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export const int = (min: number, max?: number) => {
+  const error = max === undefined ? `expected an integer >= ${min}` : `expected an integer from ${min} to ${max}`;
+  const s = z.int({ error }).min(min);
+  return max === undefined ? s : s.max(max);
+};
+
+/** Seconds: `positive` excludes 0; every value is capped so it is usable as a timer. */
+export const seconds = (positive: boolean) => {
+  const lo = positive ? '> 0' : '>= 0';
+  const error = `expected a number of seconds ${lo} and <= ${MAX_TIMER_SECONDS}`;
+  const s = z.number({ error }).max(MAX_TIMER_SECONDS);
+  return positive ? s.positive() : s.nonnegative();
+};
+
+export const str = (what = 'a non-empty string') => z.string({ error: `expected ${what}` }).min(1);
+
+export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `expected one of ${values.map((v) => JSON.stringify(v)).join(', ')}` });
+
+/** A refine's error text with the found value, as the formatter adds it for built-in checks. */
+export const got = (expected: string) => (iss: { input?: unknown }) => `${expected}, got ${describeValue(iss.input)}`;
+
+/**
+ * Run a cross-key check even when a sibling key has an issue (zod skips it by default),
+ * so one run reports every problem; but only on a mapping, since the check reads its
+ * keys. Such checks see unvalidated values and must not trust their types.
+ */
+export const always = {
+  when: (p: { value: unknown }) => typeof p.value === 'object' && p.value !== null && !Array.isArray(p.value),
+};
+
+export const url = (protocols: string[], what: string) =>
+  str(what).refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { error: got(`expected ${what}`) },
+  );
+
+/** Globs are matched against ids, which are relative and never climb out of the directory. */
+export const glob = str('a glob relative to source.directory').refine(
+  (g) => !g.startsWith('/') && !g.split('/').includes('..'),
+  { error: got('expected a glob relative to source.directory (no leading "/", no ".." segment)') },
+);
+
+/**
+ * The schedule module's own parser and zone check, so `cronsafe validate` accepts exactly
+ * what the scheduler runs: 5 fields or an @macro, field ranges, case-sensitive IANA zones
+ * as Kubernetes' spec.timeZone wants them. Their messages already name the bad value.
+ */
+export const fromThrow = (check: (v: string) => unknown) => (v: string, ctx: z.RefinementCtx) => {
+  try {
+    check(v);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+  }
+};
+export const cron = str('a cron expression').superRefine(fromThrow(parseCron));
+export const timeZone = str('an IANA time zone name').superRefine(fromThrow(assertTimeZone));
+
+/** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
+export const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+export const flag = () => z.boolean({ error: 'expected true or false' });
