@@ -7,6 +7,7 @@ import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRuns
 import { wellFormed } from '../well-formed.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { makeCounters, type Counters } from './counters.js';
+import { makeDiscover, type Discover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
@@ -31,6 +32,7 @@ export class SqliteLedger implements L.Ledger {
   readonly #settle: (s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => L.SettleOutcome;
   readonly #counters: Counters;
   readonly #claim: ClaimOps;
+  readonly #discover: Discover;
   readonly #finish: FinishOps;
   readonly #recover: RecoverOps;
   readonly #read: ReadOps;
@@ -51,6 +53,7 @@ export class SqliteLedger implements L.Ledger {
     this.#journal = journal;
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
+    this.#discover = makeDiscover(db);
     this.#finish = makeFinishOps(db, this.#counters);
     this.#recover = makeRecoverOps(db, this.#finish, this.#counters, journal);
     this.#requeue = makeRequeueOps(db, this.#counters);
@@ -86,7 +89,7 @@ export class SqliteLedger implements L.Ledger {
   async discover(items: L.DiscoveredItem[], opts: L.DiscoverOptions): Promise<string[]> {
     // Flushed first: an item started or done in the journal only is still pending here.
     this.#behind?.flush();
-    const rows = this.#claim.discover(items, opts);
+    const rows = this.#discover(items, opts);
     this.#behind?.offer(rows);
     return rows.map((r) => r.id);
   }

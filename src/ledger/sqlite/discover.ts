@@ -1,0 +1,99 @@
+import type { Database } from 'better-sqlite3';
+import type { ClaimedRow } from '../item-rows.js';
+import { refreshParams } from '../refresh-params.js';
+import type { DiscoveredItem, DiscoverOptions } from '../types.js';
+import { batchJson, wellFormed } from '../well-formed.js';
+import { makeApplyRefresh } from './refresh.js';
+
+// A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
+// json_each: one statement per batch instead of one per item took discover + claim +
+// complete from ~57k to ~90k items/s (sequential ids, measured on one core).
+
+/**
+ * Upsert a batch: new ids become pending; known ids get their stat and seen_run
+ * refreshed (whatever their state), and are no longer missing (retention, prune.ts).
+ * `WHERE true` is required by SQLite's grammar to tell an upsert's ON CONFLICT from a
+ * join constraint after SELECT.
+ */
+export const DISCOVER_SQL = `
+INSERT INTO items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, @runId, @now, @now, @now
+FROM json_each(@batch) AS j WHERE true
+ON CONFLICT (id) DO UPDATE SET
+  size = coalesce(excluded.size, size),
+  mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
+  seen_run = excluded.seen_run,
+  missing_since = NULL`;
+
+/**
+ * Discovery with the claimable facts of every row it touched (inserted or refreshed), for
+ * batches with no refresh policy: the rows come back from the write itself, instead of a
+ * second walk of the batch (CLAIMABLE_SQL) that parses the JSON and looks every id up
+ * again. RETURNING order is unspecified, so the caller puts them in batch order.
+ */
+export const DISCOVER_RETURNING_SQL = `${DISCOVER_SQL}
+RETURNING id, attempts, released, state, available_at`;
+
+/**
+ * Rows of a batch that can be claimed now: pending and past their backoff. CROSS JOIN
+ * and the unary `+` pin the plan to "walk the batch, look each id up by primary key";
+ * otherwise the planner may scan a state index over the whole table.
+ */
+const CLAIMABLE = `
+  SELECT i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  WHERE +i.state = 'pending' AND +i.available_at <= @now`;
+
+/** Which rows of a discovered batch are claimable now, in batch order (with what a claim needs). */
+export const CLAIMABLE_SQL = `${CLAIMABLE} ORDER BY j.key`;
+
+/** Discovery (synchronous; the Ledger wraps it): the batch's claimable rows, in batch order. Claims nothing. */
+export type Discover = (items: DiscoveredItem[], opts: DiscoverOptions) => ClaimedRow[];
+
+export function makeDiscover(db: Database): Discover {
+  const discover = db.prepare(DISCOVER_SQL);
+  const discoverReturning = db.prepare(DISCOVER_RETURNING_SQL);
+  const claimable = db.prepare(CLAIMABLE_SQL);
+  const applyRefresh = makeApplyRefresh(db);
+
+  // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
+  // (busy_timeout) instead of failing with SQLITE_BUSY at the first write.
+  const discoverTx = db.transaction((items: DiscoveredItem[], opts: DiscoverOptions): ClaimedRow[] => {
+    const seen = new Set<string>();
+    const rows: [string, number | null, number | null][] = [];
+    for (const it of items) {
+      if (seen.has(it.id)) continue;
+      seen.add(it.id);
+      rows.push([it.id, it.size ?? null, it.mtimeMs ?? null]);
+    }
+    const refresh = refreshParams(opts.refresh);
+    const batch = batchJson(rows);
+    if (refresh === null) return inBatchOrder(rows, discoverReturning.all({ batch, runId: opts.runId, now: opts.now }) as DiscoveredRow[], opts.now);
+    discover.run({ batch, runId: opts.runId, now: opts.now });
+    applyRefresh(batch, refresh, opts.now);
+    return claimable.all({ batch, now: opts.now }) as ClaimedRow[];
+  });
+
+  return (items, opts) => (items.length === 0 ? [] : discoverTx.immediate(items, opts));
+}
+
+interface DiscoveredRow extends ClaimedRow {
+  state: string;
+  available_at: number;
+}
+
+/** The claimable rows of an upsert's RETURNING, in the order of the batch (what CLAIMABLE_SQL gives). */
+function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[], now: number): ClaimedRow[] {
+  const byId = new Map<string, DiscoveredRow>();
+  for (const r of returned) if (r.state === 'pending' && r.available_at <= now) byId.set(r.id, r);
+  const out: ClaimedRow[] = [];
+  if (byId.size === 0) return out;
+  for (const [id] of batch) {
+    // RETURNING gives stored ids: an ill-formed one is stored well-formed (well-formed.ts).
+    const key = byId.has(id) ? id : wellFormed(id);
+    const r = byId.get(key);
+    if (r === undefined) continue;
+    byId.delete(key); // two ids stored as one row: one candidate
+    out.push({ id: r.id, attempts: r.attempts, released: r.released });
+  }
+  return out;
+}
