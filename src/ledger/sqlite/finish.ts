@@ -62,6 +62,8 @@ export const HOLDER_SQL = `SELECT state, owner, attempts FROM items WHERE id = ?
 /** The fenced verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
 export interface FinishOps {
   complete(claims: Claim[], now: number): FenceOutcome[];
+  /** Pending items the pass `passId` did not see are gone (counted); returns how many. */
+  forgetUnseen(passId: string): number;
   fail(failures: Failure[], opts: FailOptions): FenceOutcome[];
   release(claims: Claim[], now: number, reason: string): FenceOutcome[];
   /**
@@ -83,7 +85,16 @@ export interface FinishOps {
   forgetOne(claim: Claim): FenceOutcome;
 }
 
+/** Walks the pending partial index (seen_run, available_at): pending rows only. */
+export const FORGET_UNSEEN_SQL = `DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`;
+
 export function makeFinishOps(db: Database, counters: Counters): FinishOps {
+  const unseen = db.prepare(FORGET_UNSEEN_SQL);
+  const forgetUnseenTx = db.transaction((passId: string): number => {
+    const n = unseen.run(passId).changes;
+    if (n > 0) counters.bump('items_gone', n);
+    return n;
+  });
   const complete = db.prepare(COMPLETE_SQL).pluck();
   const startAndComplete = db.prepare(START_AND_COMPLETE_SQL).pluck();
   const failRead = db.prepare(FAIL_READ_SQL).pluck();
@@ -162,6 +173,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
 
   return {
     complete: (claims, now) => (claims.length === 0 ? [] : completeTx.immediate(claims, now)),
+    forgetUnseen: (passId) => forgetUnseenTx.immediate(passId),
     fail: (failures, opts) => (failures.length === 0 ? [] : failTx.immediate(failures, opts)),
     release: (claims, now, reason) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason)),
     failOne,

@@ -72,16 +72,7 @@ export class SqliteLedger implements L.Ledger {
     })).immediate;
     this.#heartbeat = makeHeartbeatOps(db);
     this.#prune = makePruneOps(db);
-    // Walks the pending partial index (seen_run, available_at): pending rows only.
-    const unseen = db.prepare(`DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`);
-    const counters = this.#counters;
-    this.#forgetUnseen = db.transaction((passId: string): number => {
-      const n = unseen.run(passId).changes;
-      if (n > 0) counters.bump('items_gone', n);
-      return n;
-    }).immediate;
   }
-  readonly #forgetUnseen: (passId: string) => number;
 
   async migrate(): Promise<void> {
     migrate(this.#db);
@@ -116,7 +107,7 @@ export class SqliteLedger implements L.Ledger {
     return this.#written(() => this.#finish.forget(claims, now), () => []);
   }
   async forgetUnseen(passId: string): Promise<number> {
-    return this.#written(() => this.#forgetUnseen(passId), () => []);
+    return this.#written(() => this.#finish.forgetUnseen(passId), () => []);
   }
   async settle(s: L.Settlement, now: number, claim?: { ids: string[]; opts: L.ClaimOptions }, random?: () => number): Promise<L.SettleOutcome> {
     const behind = this.#behind;
