@@ -88,8 +88,10 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   /**
    * Upsert discovered items (new ones become `pending`) and return, in batch order and
    * without repeats, the ids claimable now (pending and past their backoff). Claims
-   * nothing. Done/dead/claimed/backing-off items are skipped cheaply. Marks all as seen
-   * by `opts.runId`.
+   * nothing. Done/dead/claimed/backing-off items are skipped cheaply. Marks them as seen
+   * by `opts.runId`: all of them on SQLite; on a shared store (PostgreSQL) only the pending
+   * ones, so that N pods scanning one source do not rewrite every other row N times (the
+   * sweep, claimDue, takes only pending items; test/unit/ledger-model.test.ts models both).
    */
   discover(items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]>;
 
