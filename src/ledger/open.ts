@@ -131,14 +131,14 @@ export function openStore(config: Config): Store {
 
 /**
  * SQLite: the flocks (sqlite/run-lock.ts). PostgreSQL: the advisory lock in the database,
- * shared by the pods of one run group (postgres/lock.ts, with pg: loaded only here).
+ * shared by the pods of one run group (postgres/run-lock.ts, with pg: loaded only here).
  */
 async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
   const { state } = config;
   if (state.postgres === undefined) {
     return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner });
   }
-  const { runGroup, tryPostgresRunLock } = await import('./postgres/lock.js');
+  const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
   const group = runGroup(process.env, scheduledTime, owner);
   const lock = await tryPostgresRunLock(
     { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner },

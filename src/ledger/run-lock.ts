@@ -2,7 +2,7 @@
  * The one-run-at-a-time lock, as the run engine sees it. Each adapter takes its own kind
  * (the store's `takeRunLock`, ledger/open.ts): SQLite the flock on `lock.path` and on the
  * ledger file (sqlite/run-lock.ts), PostgreSQL an advisory lock in the database
- * (postgres/lock.ts), because the pods of one Job share no lock file and must share a pass.
+ * (postgres/run-lock.ts), because the pods of one Job share no lock file and must share a pass.
  */
 export interface RunLock {
   /** Aborted when the lock is lost for good mid-run: the run must drain. */

@@ -22,7 +22,7 @@ export interface PassDeps {
   /**
    * The pass this run takes part in: what its scan marks and its sweep claims. The run
    * itself by default (SQLite: one run per pass); on PostgreSQL the run group, shared by
-   * every pod of the pass (src/ledger/postgres/lock.ts).
+   * every pod of the pass (src/ledger/postgres/run-lock.ts).
    */
   passId?: string;
   owner: string;

@@ -8,7 +8,7 @@ import { insertNewQuery, knownQuery, touchKnownQuery } from '../../src/ledger/po
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
-import { runGroup } from '../../src/ledger/postgres/lock.js';
+import { runGroup } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 import { ident } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
-import { tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/lock.js';
+import { tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/run-lock.js';
 import { finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
