@@ -27,22 +27,33 @@ const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'ut
  * for those packages by stand-ins that load the real module on first use. Each costs
  * 10-15 ms of every start-up (docs/benchmarks.md): commander's node:child_process (for
  * executable subcommands, which cronsafe never declares; it pulls in net, dgram and the
- * stream stack), and node:assert in sonic-boom and thread-stream (pino's destinations; an
- * argument check, called only when something is wrong or on a path cronsafe does not take).
+ * stream stack), node:assert in sonic-boom and thread-stream (pino's destinations; an
+ * argument check, called only when something is wrong or on a path cronsafe does not take),
+ * and node:worker_threads in pino and thread-stream (~7 ms: transports, which cronsafe does
+ * not use).
  * Keyed by package, then by the built-in's name as written; the value is the stand-in, which
- * offers only what that package calls (commander: spawn; the others: assert() itself): when
+ * offers only what that package calls (commander: spawn; sonic-boom, thread-stream: assert()
+ * itself; thread-stream: new Worker; pino: isMainThread): when
  * upgrading one of them, check that it still calls nothing else of the module.
  */
 const LAZY_BUILTINS = {
   commander: { child_process: "module.exports = { spawn: (...args) => require('node:child_process').spawn(...args) };" },
   'sonic-boom': { assert: "module.exports = (...args) => require('node:assert')(...args);" },
-  'thread-stream': { assert: "module.exports = (...args) => require('node:assert')(...args);" },
+  'thread-stream': {
+    assert: "module.exports = (...args) => require('node:assert')(...args);",
+    // pino's transports only (a worker per transport); cronsafe writes to its own streams.
+    worker_threads: "module.exports = { Worker: class Worker { constructor(...args) { return new (require('node:worker_threads').Worker)(...args); } } };",
+  },
+  // pino reads isMainThread only for an asynchronous destination (to flush it at exit);
+  // cronsafe's are synchronous, and the bundle never runs in a worker thread (nothing in
+  // src/ starts one), so it is the main thread by construction.
+  pino: { worker_threads: 'module.exports = { isMainThread: true };' },
 };
 
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^(node:)?(child_process|assert)$/ }, (args) => {
+    b.onResolve({ filter: /^(node:)?(child_process|assert|worker_threads)$/ }, (args) => {
       const pkg = /[\\/]node_modules[\\/]([^\\/]+)[\\/]/.exec(args.importer)?.[1];
       const name = args.path.replace(/^node:/, '');
       return pkg && LAZY_BUILTINS[pkg]?.[name] ? { path: `${pkg}/${name}`, namespace: 'lazy-builtin' } : undefined;
