@@ -12,13 +12,16 @@
 // Bundled here, it carries the undici this repository resolves, and is a devDependency.
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
 // import single modules; the bin, the image and the process tests run dist/cli.js.
-import { readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const external = ['better-sqlite3', 'fs-ext', 'pg', 'prom-client', 'pino-pretty', 'bufferutil', 'utf-8-validate'];
+const chunks = path.join(root, 'dist', 'chunks');
 
 const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 
@@ -65,10 +68,74 @@ const lazyBuiltins = {
   },
 };
 
-rmSync(path.join(root, 'dist', 'chunks'), { recursive: true, force: true });
+/**
+ * The code cache (src/code-cache.ts): cli.ts's `import('./program.js')` loads
+ * src/code-cache.ts instead, which compiles the program from one CommonJS script with V8's
+ * cache, made here, or else imports the ES module chunks as before. The Kubernetes client
+ * is an entry of its own (chunks/kubernetes-client.js), so that the script, which leaves it
+ * out, can import it by name.
+ */
+const codeCacheLoader = {
+  name: 'code-cache-loader',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/program\.js$/ }, (args) =>
+      args.importer === path.join(root, 'src', 'cli.ts') ? { path: path.join(root, 'src', 'code-cache.ts') } : undefined,
+    );
+  },
+};
+const kubernetesClientChunk = {
+  name: 'kubernetes-client-chunk',
+  setup(b) {
+    b.onResolve({ filter: /^@kubernetes\/client-node$/ }, () => ({ path: './kubernetes-client.js', external: true }));
+  },
+};
+
+/**
+ * Runs the CommonJS program as the commands that must start fast do (`--version`,
+ * `validate`, a lock-skipped `run`, `schedule --json`, on a config in a temporary
+ * directory), so that the functions they call are compiled, and writes V8's cache of it.
+ * Run in a child with the bin's flags: V8 rejects a cache made under other flags.
+ */
+async function writeCodeCache(start) {
+  if (start === 'plain') {
+    // As cli.ts does for `node dist/cli.js`, before it loads the program.
+    const { setFlagsFromString } = await import('node:v8');
+    for (const [, flag] of readFileSync(path.join(root, 'src', 'cli.ts'), 'utf8').matchAll(/setFlagsFromString\('([^']+)'\)/g)) setFlagsFromString(flag);
+  }
+  const { codeCacheFiles, runScript } = await import(pathToFileURL(path.join(root, 'dist', 'code-cache.js')).href);
+  const files = codeCacheFiles(chunks, start);
+  const { program, script } = runScript(files.script);
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'cronsafe-code-cache-'));
+  try {
+    for (const dir of ['items', 'state']) mkdirSync(path.join(tmp, dir));
+    writeFileSync(path.join(tmp, 'handler.mjs'), 'export default async function handle() {}\n');
+    const config = path.join(tmp, 'cronsafe.yaml');
+    const lock = path.join(tmp, 'state', 'warm.lock');
+    const yaml = { name: 'warm', source: { directory: path.join(tmp, 'items') }, handler: { module: path.join(tmp, 'handler.mjs') }, state: { sqlite: path.join(tmp, 'state', 'warm.db') }, lock: { path: lock }, schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London' } };
+    writeFileSync(config, JSON.stringify(yaml)); // JSON is YAML
+    // Held here, so that the run takes the lock-skip path (flock: another open file conflicts).
+    createRequire(import.meta.url)('fs-ext').flockSync(openSync(lock, 'a+'), 'exnb');
+    const signals = { stop: new AbortController().signal, force: new AbortController().signal, commandStarts: () => {} };
+    for (const argv of [['--version'], ['run', '-c', config], ['validate', '-c', config], ['schedule', '--json', '-c', config]]) {
+      const code = await program.main(['node', 'cronsafe', ...argv], signals);
+      if (code !== 0) throw new Error(`code cache: cronsafe ${argv.join(' ')} exited ${code}`);
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  writeFileSync(files.cache, script.createCachedData());
+}
+
+if (process.argv[2] === '--code-cache') {
+  await writeCodeCache(process.argv[3]);
+  process.exit(0); // the warm-up's ledger and logger may keep handles open
+}
+
+const { build } = await import('esbuild');
+rmSync(chunks, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: ['src/cli.ts'],
+  entryPoints: [{ in: 'src/cli.ts', out: 'cli' }, { in: '@kubernetes/client-node', out: 'chunks/kubernetes-client' }],
   outdir: 'dist',
   chunkNames: 'chunks/[name]-[hash]',
   bundle: true,
@@ -77,7 +144,7 @@ await build({
   platform: 'node',
   target: 'node20',
   external,
-  plugins: [lazyBuiltins],
+  plugins: [lazyBuiltins, codeCacheLoader],
   // `cronsafe --version` (src/program.ts).
   define: { CRONSAFE_VERSION: JSON.stringify(version) },
   // Bundled CommonJS packages (commander, pino) call require() for Node's built-ins; an ES
@@ -90,3 +157,37 @@ await build({
   sourcemap: true,
   logLevel: 'warning',
 });
+
+// The same program as one CommonJS script for the code cache (src/code-cache.ts). Not split:
+// a script is compiled whole, and the cache covers what the fast commands run.
+await build({
+  absWorkingDir: root,
+  entryPoints: ['src/program.ts'],
+  outfile: path.join(chunks, 'cronsafe.cjs'),
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  external,
+  plugins: [lazyBuiltins, kubernetesClientChunk],
+  define: { CRONSAFE_VERSION: JSON.stringify(version), 'import.meta.url': '__cronsafeImportMetaUrl' },
+  banner: { js: "const __cronsafeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+  minifyWhitespace: true,
+  sourcemap: true,
+  logLevel: 'warning',
+});
+// The script's own import() calls go through the loader's __cronsafeImport (src/code-cache.ts
+// says why): only those two are left as import() by esbuild (everything else is bundled).
+// Another one would be a new import() in src/ that needs the same, so the build stops.
+{
+  const file = path.join(chunks, 'cronsafe.cjs');
+  const text = readFileSync(file, 'utf8');
+  const calls = text.match(/(?<![\w$.])import\(/g)?.length ?? 0;
+  if (calls !== 2) throw new Error(`bundle: ${file} has ${calls} import() calls, expected 2 (a module handler, the Kubernetes client): route any new one through __cronsafeImport`);
+  writeFileSync(file, text.replace(/(?<![\w$.])import\(/g, '__cronsafeImport('));
+}
+const shebang = /^#!.*\bnode\b(.*)$/m.exec(readFileSync(path.join(root, 'src', 'cli.ts'), 'utf8'))?.[1].trim().split(/\s+/).filter(Boolean) ?? [];
+for (const [start, flags] of [['bin', shebang], ['plain', []]]) {
+  const warm = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--code-cache', start], { stdio: ['ignore', 'ignore', 'inherit'] });
+  if (warm.status !== 0) throw new Error(`bundle: making the ${start} code cache failed (${warm.status ?? warm.signal})`);
+}

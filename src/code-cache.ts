@@ -1,0 +1,62 @@
+/**
+ * What cli.ts's `import('./program.js')` loads in the bundle (scripts/bundle.mjs puts this
+ * module in that import's place). Node 20 keeps no compiled code between runs of an ES
+ * module, and compiling the program's chunks is a large part of every start-up; `npm run
+ * build` also makes the program as one CommonJS script plus V8's code cache for it (taken
+ * after running `--version`, `validate`, `schedule` and a lock-skipped `run`), which this
+ * compiles with that cache: 30-60 ms less per start (docs/benchmarks.md, start-up).
+ *
+ * Falls back to the ES module chunks, silently, wherever the cache cannot apply: no cache for
+ * this Node version, architecture and way of starting (a build made by another Node), or
+ * tsc's per-file output (no script next to it). If V8 rejects a cache anyway (other V8
+ * flags on the command line), the script is compiled without it: slower, same behaviour.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import vm from 'node:vm';
+import type * as Program from './program.js';
+
+export type ProgramModule = typeof Program;
+
+/**
+ * The script and its cache, in the directory of the chunk holding this module. V8 takes a
+ * cache only from the same V8, CPU and flags, so there is one per Node version, architecture
+ * and way of starting: `bin` with the shebang's flags on the command line (`cronsafe`, the
+ * image), `plain` for `node dist/cli.js`, whose flags cli.ts sets at run time.
+ */
+export function codeCacheFiles(dir: string, start: 'bin' | 'plain' = startedAs()): { script: string; cache: string } {
+  return { script: path.join(dir, 'cronsafe.cjs'), cache: path.join(dir, `cronsafe-${process.version}-${process.arch}-${start}.cache`) };
+}
+
+function startedAs(): 'bin' | 'plain' {
+  return process.execArgv.includes('--optimize-for-size') ? 'bin' : 'plain';
+}
+
+/**
+ * Compiles and runs the CommonJS script as Node's loader would; the build asks `script` for
+ * its cache. A script's own `import()` needs an experimental vm option on Node 20 (and
+ * warns on stderr), so the build has the script's two (a module handler, the Kubernetes
+ * client chunk) call `__cronsafeImport`, given here: Node's own import(), relative to the
+ * script.
+ */
+export function runScript(file: string, cachedData?: Buffer): { program: ProgramModule; script: vm.Script } {
+  // On one line with the source's first, as Node's own wrapper: line numbers stay right.
+  const source = `(function (exports, require, module, __filename, __dirname, __cronsafeImport) { ${readFileSync(file, 'utf8')}\n})`;
+  const script = new vm.Script(source, { filename: file, cachedData });
+  const base = pathToFileURL(file);
+  const importer = (specifier: string): Promise<unknown> => import(new URL(specifier, base).href);
+  const module = { exports: {} as ProgramModule };
+  const wrapper = script.runInThisContext() as (...args: unknown[]) => void;
+  wrapper.call(module.exports, module.exports, createRequire(file), module, file, path.dirname(file), importer);
+  return { program: module.exports, script };
+}
+
+async function load(): Promise<ProgramModule> {
+  const { script, cache } = codeCacheFiles(path.dirname(fileURLToPath(import.meta.url)));
+  if (existsSync(cache) && existsSync(script)) return runScript(script, readFileSync(cache)).program;
+  return import('./program.js');
+}
+
+export const main: ProgramModule['main'] = async (...args) => (await load()).main(...args);
