@@ -12,7 +12,7 @@
 import { parseCron, type CronSpec } from './cron.js';
 import { robfigStep } from './robfig.js';
 import { vixieLatest, vixieNext } from './vixie.js';
-import { DAY, MINUTE, assertTimeZone, instantsForWall, lastTransitionIn, offsetAt, wallOf, type Wall } from './zone.js';
+import { DAY, HOUR, MINUTE, assertTimeZone, instantsForWall, lastTransitionIn, offsetAt, wallOf, type Wall } from './zone.js';
 
 export { defaultTimeZone } from './zone.js';
 
@@ -76,7 +76,7 @@ const beforeTransition = new Map<string, Around>();
  */
 function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_HORIZON_MS): Around {
   const transition = lastTransitionIn(zone, floor, t);
-  if (transition === null) return walk(s, zone, t, null);
+  if (transition === null || (everyDay(s) && exactSince(s, zone, t, transition))) return walk(s, zone, t, null);
   const key = `${s.source}\n${zone}\n${transition}`;
   let before = beforeTransition.get(key);
   if (!before) {
@@ -87,6 +87,35 @@ function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_H
   const first = before.next;
   if (first === null || first > t) return before;
   return walk(s, zone, t, first);
+}
+
+/**
+ * Every day matches: robfig's month and day loops never run, so no Next in the chain can
+ * stall (Pacific/Apia's skipped day) or give up (five years without a match), and the
+ * chain never ends. A chain that ended (`0 0 29 2 *` in America/Asuncion) stays ended for
+ * the rest of the horizon, which only the whole chain shows.
+ */
+function everyDay(s: CronSpec): boolean {
+  return s.months.size === 12 && s.daysOfMonth.size === 31 && s.daysOfWeek.size === 7;
+}
+
+/**
+ * For a chain that never ends (everyDay): true when it needs no history before
+ * `transition`, the last one before `t`. That is when the walk crossing it was exact (whole-
+ * hour offsets on both sides, so robfig's hour steps stay on the hour and the chain after it
+ * takes every match) and a match lies between it and `t`, so that walk(t, null) starts
+ * after it and finds what the chain would. The whole chain walks every day of the eight-year
+ * horizon through Intl (~3,000 calls, ~20 ms of each `cronsafe schedule` or lock-skipped
+ * run; docs/benchmarks.md); this looks back to the last transition only.
+ */
+function exactSince(s: CronSpec, zone: string, t: number, transition: number): boolean {
+  if (offsetAt(zone, transition - 1) % HOUR !== 0 || offsetAt(zone, transition) % HOUR !== 0) return false;
+  // walk's first loop, stopped at the transition.
+  for (let back = MINUTE; back < SEARCH_HORIZON_MS && t - back > transition; back *= 2) {
+    const c = robfigStep(s, zone, t - back);
+    if (c !== null && c <= t) return true;
+  }
+  return false;
 }
 
 /**
