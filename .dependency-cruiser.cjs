@@ -33,8 +33,8 @@ module.exports = {
     {
       name: 'only-cli-imports-program',
       severity: 'error',
-      comment: 'program.ts wires argv to commands; nothing below it may reach back up.',
-      from: { pathNot: '^src/cli[.]ts$' },
+      comment: 'program.ts wires argv to commands; nothing below it may reach back up. code-cache.ts loads it for cli.ts (in the bundle).',
+      from: { pathNot: '^src/(cli|code-cache)[.]ts$' },
       to: { path: '^src/(cli|program)[.]ts$' },
     },
     {
