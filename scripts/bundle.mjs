@@ -75,12 +75,15 @@ const lazyBuiltins = {
  * is an entry of its own (chunks/kubernetes-client.js), so that the script, which leaves it
  * out, can import it by name.
  */
+let programRedirected = false;
 const codeCacheLoader = {
   name: 'code-cache-loader',
   setup(b) {
-    b.onResolve({ filter: /^\.\/program\.js$/ }, (args) =>
-      args.importer === path.join(root, 'src', 'cli.ts') ? { path: path.join(root, 'src', 'code-cache.ts') } : undefined,
-    );
+    b.onResolve({ filter: /^\.\/program\.js$/ }, (args) => {
+      if (args.importer !== path.join(root, 'src', 'cli.ts')) return undefined;
+      programRedirected = true;
+      return { path: path.join(root, 'src', 'code-cache.ts') };
+    });
   },
 };
 const kubernetesClientChunk = {
@@ -158,6 +161,9 @@ await build({
   logLevel: 'warning',
 });
 
+// Else the cache would go unused without a word (cli.ts imports the program another way).
+if (!programRedirected) throw new Error("bundle: src/cli.ts no longer imports './program.js': point codeCacheLoader at how it loads the program");
+
 // The same program as one CommonJS script for the code cache (src/code-cache.ts). Not split:
 // a script is compiled whole, and the cache covers what the fast commands run.
 await build({
@@ -188,6 +194,8 @@ await build({
 }
 const shebang = /^#!.*\bnode\b(.*)$/m.exec(readFileSync(path.join(root, 'src', 'cli.ts'), 'utf8'))?.[1].trim().split(/\s+/).filter(Boolean) ?? [];
 for (const [start, flags] of [['bin', shebang], ['plain', []]]) {
-  const warm = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--code-cache', start], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Without the environment's own cronsafe or Kubernetes settings: the warm-up is local.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(CRONSAFE_|KUBERNETES_)/.test(k)));
+  const warm = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--code-cache', start], { stdio: ['ignore', 'ignore', 'inherit'], env });
   if (warm.status !== 0) throw new Error(`bundle: making the ${start} code cache failed (${warm.status ?? warm.signal})`);
 }
