@@ -10,6 +10,8 @@
  * this Node version, architecture and way of starting (a build made by another Node), or
  * tsc's per-file output (no script next to it). If V8 rejects a cache anyway (other V8
  * flags on the command line), the script is compiled without it: slower, same behaviour.
+ * Under `--enable-source-maps` too: Node maps stack traces back to src/ for modules it
+ * loads itself, not for a vm.Script.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -55,7 +57,7 @@ export function runScript(file: string, cachedData?: Buffer): { program: Program
 
 async function load(): Promise<ProgramModule> {
   const { script, cache } = codeCacheFiles(path.dirname(fileURLToPath(import.meta.url)));
-  if (existsSync(cache) && existsSync(script)) return runScript(script, readFileSync(cache)).program;
+  if (!process.sourceMapsEnabled && existsSync(cache) && existsSync(script)) return runScript(script, readFileSync(cache)).program;
   return import('./program.js');
 }
 
