@@ -57,7 +57,15 @@ export function runScript(file: string, cachedData?: Buffer): { program: Program
 
 async function load(): Promise<ProgramModule> {
   const { script, cache } = codeCacheFiles(path.dirname(fileURLToPath(import.meta.url)));
-  if (!process.sourceMapsEnabled && existsSync(cache) && existsSync(script)) return runScript(script, readFileSync(cache)).program;
+  if (!process.sourceMapsEnabled && existsSync(cache) && existsSync(script)) {
+    try {
+      return runScript(script, readFileSync(cache)).program;
+    } catch (err) {
+      // Unreadable (a permission, an I/O error): the chunks hold the same program. An error
+      // of the program's own would come back from them too.
+      if (!(err instanceof Error && 'syscall' in err)) throw err;
+    }
+  }
   return import('./program.js');
 }
 

@@ -5,7 +5,7 @@
  * where there is no cache (a build made by another Node, a copy without the caches).
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -31,18 +31,44 @@ function rejected(start: 'bin' | 'plain', flags: string[]): string {
   return r.stdout;
 }
 
+/** dist/, package.json and a link to node_modules in a temporary directory. */
+function copyOfDist(): string {
+  const copy = mkdtempSync(path.join(tmpdir(), 'cronsafe-nocache-'));
+  cpSync(path.join(ROOT, 'dist'), path.join(copy, 'dist'), { recursive: true });
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+  cpSync(path.join(ROOT, 'package.json'), path.join(copy, 'package.json'));
+  return copy;
+}
+
 describe('the code cache', () => {
   it('is taken by V8 both with the shebang flags and for plain node', () => {
     expect(rejected('bin', ['--optimize-for-size'])).toBe('false');
     expect(rejected('plain', [])).toBe('false');
   });
 
-  it('the CLI works from a copy of dist/ without caches (the ES module chunks)', () => {
-    const copy = mkdtempSync(path.join(tmpdir(), 'cronsafe-nocache-'));
+  it('a damaged cache (cut short) is rejected by V8 and an unreadable one (a directory) passed over', () => {
+    const copy = copyOfDist();
     try {
-      cpSync(path.join(ROOT, 'dist'), path.join(copy, 'dist'), { recursive: true });
-      symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
-      cpSync(path.join(ROOT, 'package.json'), path.join(copy, 'package.json'));
+      const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London' } });
+      const cache = (start: string) => path.join(copy, 'dist', 'chunks', readdirSync(path.join(copy, 'dist', 'chunks')).find((f) => f.endsWith(`-${start}.cache`))!);
+      writeFileSync(cache('bin'), readFileSync(cache('bin')).subarray(0, 50_000));
+      const plain = cache('plain');
+      rmSync(plain);
+      mkdirSync(plain);
+      for (const flags of [['--optimize-for-size'], []]) {
+        const r = spawnSync(process.execPath, [...flags, path.join(copy, 'dist', 'cli.js'), 'schedule', '--json', '-c', ws.configPath], { encoding: 'utf8' });
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stderr).toBe('');
+        expect(JSON.parse(r.stdout)).toMatchObject({ cron: '*/5 * * * *', timeZone: 'Europe/London' });
+      }
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
+  it('the CLI works from a copy of dist/ without caches (the ES module chunks)', () => {
+    const copy = copyOfDist();
+    try {
       for (const f of readdirSync(path.join(copy, 'dist', 'chunks'))) if (f.endsWith('.cache')) rmSync(path.join(copy, 'dist', 'chunks', f));
       // Without the script too: neither is read, the chunks are.
       rmSync(path.join(copy, 'dist', 'chunks', 'cronsafe.cjs'));
