@@ -196,6 +196,8 @@ const shebang = /^#!.*\bnode\b(.*)$/m.exec(readFileSync(path.join(root, 'src', '
 for (const [start, flags] of [['bin', shebang], ['plain', []]]) {
   // Without the environment's own cronsafe or Kubernetes settings: the warm-up is local.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(CRONSAFE_|KUBERNETES_)/.test(k)));
-  const warm = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--code-cache', start], { stdio: ['ignore', 'ignore', 'inherit'], env });
+  const warm = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--code-cache', start], { stdio: ['ignore', 'pipe', 'inherit'], env, encoding: 'utf8', maxBuffer: 16 << 20 });
   if (warm.status !== 0) throw new Error(`bundle: making the ${start} code cache failed (${warm.status ?? warm.signal})`);
+  // A warm-up run that did not skip would cache the runner instead of the skip path.
+  if (!warm.stdout.includes('"outcome":"skipped-locked"')) throw new Error(`bundle: the ${start} code cache's warm-up run did not find its lock held:\n${warm.stdout.slice(-2000)}`);
 }
