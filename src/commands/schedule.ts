@@ -21,10 +21,11 @@ export async function scheduleCommand(
   const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
   const store = openStore(config);
-  if (store.mayHaveLedger()) {
-    // Only read, as status does: no migration check, pragma writes or checkpoint at close
-    // (~5 ms). A ledger that needs a migration first (an upgrade) is opened as before.
-    const ledger = await store.openLedger({ readOnly: true }).catch(() => store.openLedger());
+  // Only read, as status does: no migration check, pragma writes or checkpoint at close
+  // (~5 ms), and none created when no run made one. A ledger that needs a migration first
+  // (an upgrade) is opened as before.
+  const ledger = await store.openReader().catch(() => store.openLedger());
+  if (ledger) {
     try {
       const last = await ledger.lastRunStart();
       lastRunStartedAt = last ? new Date(last.startedAt) : null;

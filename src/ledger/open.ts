@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
+import { NoLedgerYet } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 // Static, unlike the adapters: a few functions, no driver (fs-ext loads at the first lock),
 // and one file fewer to read in a start that finds the lock held (docs/benchmarks.md).
@@ -80,10 +81,12 @@ export interface Store {
   /** For messages: `sqlite <path>` or `postgres` (its errors name host and database). */
   readonly label: string;
   /**
-   * False only when there is certainly no ledger yet (SQLite: no file), so that a command
-   * that only reads (plan, schedule) creates none. A database is asked by opening it.
+   * Open the ledger read-only, or null when no run has created it yet (SQLite: no file, and
+   * no adapter loaded; PostgreSQL: no ledger in the schema), so that a command that only
+   * looks (plan, schedule) answers "never ran" on either store and creates nothing.
+   * Any other failure as openLedger's.
    */
-  mayHaveLedger(): boolean;
+  openReader(): Promise<Ledger | null>;
   /**
    * Take the run lock without waiting, whichever kind this store needs (ledger/run-lock.ts);
    * null when another run holds it. StateUnavailable (exit 1) when it cannot be taken.
@@ -107,7 +110,13 @@ export function openStore(config: Config): Store {
   const unavailable = (doing: string, err: unknown) => new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}`);
   return {
     label,
-    mayHaveLedger: () => state.postgres !== undefined || (state.sqlite !== undefined && existsSync(state.sqlite)),
+    async openReader() {
+      if (state.postgres === undefined && !(state.sqlite !== undefined && existsSync(state.sqlite))) return null;
+      return this.openLedger({ readOnly: true }).catch((err: unknown) => {
+        if ((err as { cause?: unknown }).cause instanceof NoLedgerYet) return null;
+        throw err;
+      });
+    },
     async takeRunLock(owner, log, scheduledTime) {
       try {
         return await takeRunLock(config, owner, log, scheduledTime);
@@ -122,7 +131,9 @@ export function openStore(config: Config): Store {
         return await openLedger(state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
       } catch (err) {
         if (err instanceof ConfigError) throw err; // [issue 10, case 1]
-        throw unavailable('', err);
+        const failed = unavailable('', err);
+        if (err instanceof NoLedgerYet) failed.cause = err; // for openReader
+        throw failed;
       }
     },
     unavailable: (doing, err) => unavailable(`${doing}: `, err),

@@ -24,8 +24,8 @@ export async function dryRun(config: Config, opts: { now: number; scheduledTime?
   const { schedule } = config;
   const fire = schedule ? identifyFire(schedule, new Date(opts.now), opts.scheduledTime, 'kubernetes') : null;
   const store = openStore(config);
-  // No ledger yet (a new SQLite file): every item is new, and none is created here.
-  const ledger = store.mayHaveLedger() ? await store.openLedger({ readOnly: true }) : null;
+  // No ledger yet (no SQLite file, an empty PostgreSQL schema): every item is new, and none is created here.
+  const ledger = await store.openReader();
   try {
     const plan = await planPass({
       config,

@@ -5,6 +5,7 @@ import { wellFormed } from '../well-formed.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { appliedVersionsQuery, migrationsTableQuery } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { NoLedgerYet } from '../no-ledger.js';
 import { ident, q, type Query } from './query.js';
 
 /** Item counts by state in one pass (no index on plain `state`: every transition would rewrite it). */
@@ -48,11 +49,12 @@ ORDER BY dead_at, id LIMIT $3`,
 /**
  * For a read-only open (no migration): the schema must hold a ledger of exactly this
  * cronsafe's version; otherwise say which way it differs, rather than fail on a column.
+ * No ledger at all is NoLedgerYet (its message is completed by the caller, with where).
  */
 export async function checkReadableSchema(exec: Exec, schema: string): Promise<void> {
   const known = Math.max(...MIGRATIONS.map((m) => m.version));
   const [table] = await exec<{ present: boolean }>(migrationsTableQuery(schema));
-  if (!table?.present) throw new Error(`schema ${schema} holds no cronsafe ledger yet: no run has created it (check state.schema)`);
+  if (!table?.present) throw new NoLedgerYet(`schema ${schema} holds no cronsafe ledger yet: no run has created it (check state.schema)`);
   const [row] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
   const v = Math.max(0, ...(row?.versions ?? []));
   if (v < known) {

@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
+import { NoLedgerYet } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -16,11 +17,11 @@ const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
  * no write, no file created. A WAL database needs its `-shm` index; when the directory is
  * read-only and no writer left one (the last connection removes it), the file is opened
  * `immutable` instead, which is exact as long as no write-ahead log is pending (checked).
- * Throws, with the path, when there is no ledger or its schema is not this cronsafe's;
+ * Throws, with the path, when there is no ledger (NoLedgerYet) or its schema is not this cronsafe's;
  * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
  */
 export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
-  if (!existsSync(file)) throw new Error(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
+  if (!existsSync(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
   let db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
   try {
     checkSchema(db, file, job);

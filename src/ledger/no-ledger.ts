@@ -1,0 +1,9 @@
+/**
+ * A read-only open found no ledger: no run has created it yet (SQLite: no file; PostgreSQL:
+ * no cronsafe tables in the schema). Its own class so that the commands that only look
+ * (plan, schedule) can answer "never ran" on either adapter without creating one, while
+ * status and dead-letter list still report it as an unavailable store.
+ */
+export class NoLedgerYet extends Error {
+  override name = 'NoLedgerYet';
+}
