@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scanSkipsDirectory } from '../globs.js';
+import { storeFiles } from '../ledger/store-files.js';
 import { fail, type KeyProblem } from './messages.js';
 import { programProblem } from './program.js';
 import type { Config } from './types.js';
@@ -26,6 +27,15 @@ export function checkState(file: string, c: Config): void {
   }
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
+  }
+  // The lock truncates its file and writes its holder into it: on the ledger (or a file
+  // SQLite keeps beside it) every run would wipe the ledger, then find its own flock in the
+  // way and end as a lock skip, exit 0.
+  const lock = whereItIs(c.lock.path);
+  const clash = storeFiles(c.state).find((f) => whereItIs(f) === lock);
+  if (clash !== undefined) {
+    const what = clash === db ? 'the ledger file' : `${clash}, a file of the ledger`;
+    fail(file, [{ key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` }]);
   }
 }
 
