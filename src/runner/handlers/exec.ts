@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,6 +10,7 @@ import { safeSegment } from '../output-name.js';
 import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
+import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
 import { killBudgetMs } from '../drain.js';
 
 /** How long past the SIGKILL we wait for the group to vanish before settling anyway. */
@@ -74,15 +74,14 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
         attempt: String(ctx.attempt),
       };
       const argv = template.map((arg) => expandArg(arg, values));
-      const env: NodeJS.ProcessEnv = {
-        ...baseEnv,
+      const extraEnv: Record<string, string> = {
         CRONSAFE_ITEM_PATH: values.path,
         CRONSAFE_ITEM_ID: values.id,
         CRONSAFE_ATTEMPT: values.attempt,
       };
-      if (ctx.outputPath !== undefined) env.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
+      if (ctx.outputPath !== undefined) extraEnv.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
       try {
-        return await runChild(argv, env, opts.sourceDir, cfg, ctx, programFromItem);
+        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv }, cfg, ctx, programFromItem);
       } finally {
         await link?.remove();
       }
@@ -124,25 +123,16 @@ type Stop = { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
 
 function runChild(
   argv: string[],
-  env: NodeJS.ProcessEnv,
-  cwd: string,
+  request: Omit<SpawnRequest, 'file' | 'args'>,
   cfg: HandlerConfig,
   ctx: HandlerContext,
   programFromItem: boolean,
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
+  const { cwd } = request;
   return new Promise<void>((resolve, reject) => {
-    let child: ChildProcess;
-    try {
-      // detached: own session and process group, out of reach of a terminal's Ctrl-C,
-      // and killable as a whole with process.kill(-pid).
-      child = spawn(file, args, { cwd, env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    } catch (err) {
-      reject(spawnFailure(file, err, cwd, programFromItem));
-      return;
-    }
-
     const capture = new OutputCapture(ctx.log, cfg.maxLogBytes);
+    let pid: number | undefined;
     let settled = false;
     let exited = false;
     let stop: Stop | undefined;
@@ -153,12 +143,12 @@ function runChild(
     let killAfterMs = cfg.killAfterSeconds * 1000;
 
     // SIGTERM now, SIGKILL after killAfterSeconds; idempotent so timeout, abort and
-    // leftover cleanup can all ask for it.
+    // leftover cleanup can all ask for it. Before the pid is known, `spawned` calls it.
     const terminate = (): void => {
-      const pid = child.pid;
       if (pid === undefined || killTimer) return;
-      signalGroup(pid, 'SIGTERM');
-      killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), killAfterMs);
+      const pgid = pid;
+      signalGroup(pgid, 'SIGTERM');
+      killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
     };
     const timeoutTimer = setTimeout(() => {
       if (exited) return;
@@ -184,58 +174,69 @@ function runChild(
       else resolve();
     };
 
-    child.stdout!.on('data', (chunk: Buffer) => capture.write('stdout', chunk));
-    child.stderr!.on('data', (chunk: Buffer) => capture.write('stderr', chunk));
-
-    child.on('error', (err) => {
-      // Without a pid nothing started (ENOENT, EACCES); other errors (a failed kill)
-      // leave the child running and 'close' still decides the outcome.
-      if (child.pid === undefined) finish(spawnFailure(file, err, cwd, programFromItem));
-    });
-
-    child.on('exit', () => {
-      exited = true;
-      clearTimeout(timeoutTimer);
-      if (settled) return; // spawn failed: nothing ran
-      // A process that left the group on purpose (setsid) can hold our pipes forever:
-      // past the kill grace, stop reading so 'close' fires and the attempt settles. When
-      // the run is draining (aborted), the kill already happened and the drain's margin is
-      // short: settle soon, so that the claim is handed back before cronsafe exits.
-      const pipeSlackMs = stop?.kind === 'abort' ? ABORTED_PIPE_SLACK_MS : killAfterMs + REAP_SLACK_MS;
-      // 'close' (which checks the group itself) normally follows at once, the pipes closing
-      // with the child: only when it does not do we look for grandchildren holding our pipes,
-      // which would keep it from ever firing. Probing the group here for every item threw
-      // ESRCH (~20 us) for nothing (docs/benchmarks.md, command handlers).
-      pipeTimer = setTimeout(() => {
-        if (child.pid !== undefined && groupAlive(child.pid)) {
-          ctx.log.warn({ pgid: child.pid }, 'handler exited but left processes in its group; terminating them');
-          terminate();
-        }
-        pipeTimer = setTimeout(
-          () => {
-            ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
-            child.stdout?.destroy();
-            child.stderr?.destroy();
-          },
-          Math.max(0, pipeSlackMs - LINGER_CHECK_MS),
-        );
-      }, Math.min(LINGER_CHECK_MS, pipeSlackMs));
-    });
-
-    child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
-      clearTimeout(pipeTimer);
-      const pid = child.pid;
-      if (settled || pid === undefined) return;
+    // After the end (closed pipes, or the helper gone): leftovers in the group, with or
+    // without our pipes, are still ours to end before the attempt settles.
+    const reapThen = (settle: () => HandlerFailure | undefined): void => {
+      const pgid = pid;
+      if (settled || pgid === undefined) return;
       void (async () => {
-        // Leftovers that closed or never had our pipes: still ours to end.
-        if (groupAlive(pid)) {
+        if (groupAlive(pgid)) {
           terminate();
-          const gone = await waitGroupGone(pid, killAfterMs + REAP_SLACK_MS);
-          if (!gone) ctx.log.warn({ pgid: pid }, 'handler process group still has live members after SIGKILL (stuck in uninterruptible I/O?)');
+          const gone = await waitGroupGone(pgid, killAfterMs + REAP_SLACK_MS);
+          if (!gone) ctx.log.warn({ pgid }, 'handler process group still has live members after SIGKILL (stuck in uninterruptible I/O?)');
         }
         capture.end();
-        finish(outcome(stop, code, signal, cfg, capture.stderrTail()));
+        finish(settle());
       })();
+    };
+
+    const child: RemoteChild = spawnChild({ ...request, file, args }, {
+      spawned(p) {
+        pid = p;
+        if (stop) terminate();
+      },
+      // Nothing started (ENOENT, EACCES): nothing to kill or wait for.
+      failed: (err) => finish(spawnFailure(file, err, cwd, programFromItem)),
+      data: (stream, chunk) => capture.write(stream, chunk),
+      exit() {
+        exited = true;
+        clearTimeout(timeoutTimer);
+        if (settled) return;
+        // A process that left the group on purpose (setsid) can hold our pipes forever:
+        // past the kill grace, stop reading so 'close' fires and the attempt settles. When
+        // the run is draining (aborted), the kill already happened and the drain's margin is
+        // short: settle soon, so that the claim is handed back before cronsafe exits.
+        const pipeSlackMs = stop?.kind === 'abort' ? ABORTED_PIPE_SLACK_MS : killAfterMs + REAP_SLACK_MS;
+        // 'close' (which checks the group itself) normally follows at once, the pipes closing
+        // with the child: only when it does not do we look for grandchildren holding our pipes,
+        // which would keep it from ever firing. Probing the group here for every item threw
+        // ESRCH (~20 us) for nothing (docs/benchmarks.md, command handlers).
+        pipeTimer = setTimeout(() => {
+          if (pid !== undefined && groupAlive(pid)) {
+            ctx.log.warn({ pgid: pid }, 'handler exited but left processes in its group; terminating them');
+            terminate();
+          }
+          pipeTimer = setTimeout(
+            () => {
+              ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
+              child.stopReading();
+            },
+            Math.max(0, pipeSlackMs - LINGER_CHECK_MS),
+          );
+        }, Math.min(LINGER_CHECK_MS, pipeSlackMs));
+      },
+      close(code, signal) {
+        exited = true;
+        clearTimeout(pipeTimer);
+        reapThen(() => outcome(stop, code, signal, cfg, capture.stderrTail()));
+      },
+      // The helper died under the attempt: the environment's fault, not the item's.
+      lost(err) {
+        clearTimeout(pipeTimer);
+        if (pid === undefined) finish(new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        // Its pipes went with the helper: nothing reads what it writes, so end what is left.
+        else reapThen(() => new EnvironmentFault(`handler.command ${JSON.stringify(file)}: ${err.message}`));
+      },
     });
   });
 }

@@ -28,11 +28,17 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
  * /proc tells the two apart; elsewhere we trust signal 0.
  */
 export function groupAlive(pgid: number): boolean {
+  // Asked once per attempt, and the usual answer is ESRCH: an exception without a stack
+  // trace costs a third (docs/benchmarks.md, command handlers).
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
   try {
     process.kill(-pgid, 0);
   } catch (err) {
     // EPERM: a member exists but changed credentials; it still exists.
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  } finally {
+    Error.stackTraceLimit = limit;
   }
   const members = procGroupStates(pgid);
   return members === undefined || members.some((state) => state !== 'Z');

@@ -1,0 +1,210 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+
+/**
+ * Command handlers' children are forked by a small helper process, not by cronsafe itself.
+ *
+ * Why: libuv forks synchronously on the calling thread and waits there until the child has
+ * called exec. fork copies the caller's page tables and exec tears the copy down again, so a
+ * spawn costs in proportion to the caller's memory: cronsafe, with its ledger, bundle and
+ * logger, has about 1.7x the anonymous memory of a bare Node loop, and spawning from it ran
+ * at 0.60x a bare loop's rate (docs/benchmarks.md, command handlers). The helper is a bare
+ * `node -e` with nothing loaded but child_process; it forks at a bare loop's cost, on the
+ * other core, while cronsafe's thread goes on with the ledger.
+ *
+ * What stays in cronsafe: the process-group kills (the helper reports the pid; the group id
+ * is the pid, because the child is spawned `detached`), the timeouts, the drain, the output
+ * capture and the exit status. The helper only forks, forwards the child's output bytes and
+ * reports its exit and the close of its pipes, in order, over one IPC channel.
+ */
+
+/** What the helper tells about one child, in the order it happens. */
+export interface ChildEvents {
+  /** The child runs; its pid is also its process group id. */
+  spawned(pid: number): void;
+  /** The child never started (no pid): `err.code` is the errno name (ENOENT, EACCES, ...). */
+  failed(err: NodeJS.ErrnoException): void;
+  data(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+  exit(code: number | null, signal: NodeJS.Signals | null): void;
+  /** The child exited and its stdout and stderr closed; `exit` may not have been called before. */
+  close(code: number | null, signal: NodeJS.Signals | null): void;
+  /** The helper died: nothing more will be heard about this child. */
+  lost(err: Error): void;
+}
+
+export interface SpawnRequest {
+  file: string;
+  args: string[];
+  cwd: string;
+  /** The environment shared by every spawn of one handler; sent to the helper once. */
+  baseEnv: NodeJS.ProcessEnv;
+  /** Variables added to (or replacing) baseEnv's for this child. */
+  extraEnv: Record<string, string>;
+}
+
+export interface RemoteChild {
+  /** Stop reading the child's stdout and stderr (a process outside the group holds them): 'close' follows. */
+  stopReading(): void;
+}
+
+// The helper program (CommonJS for `node -e`). The exit is reported when the pipes have not
+// closed by the next turn of the helper's loop; usually they close with the child, and one
+// message (z: 2) says both. Back-pressure: when the channel to cronsafe
+// backs up, the helper stops reading that child's pipes until the backlog is written, so a
+// child that floods its stdout costs the helper a bounded amount of memory.
+const HELPER_SOURCE = `'use strict';
+const { spawn } = require('node:child_process');
+const envs = new Map();
+const kids = new Map();
+const paused = new Set();
+let backlog = 0;
+const written = () => {
+  if (--backlog === 0 && paused.size > 0) { for (const s of paused) s.resume(); paused.clear(); }
+};
+function send(m, stream) {
+  if (!process.connected) return;
+  backlog++;
+  if (!process.send(m, undefined, undefined, written) && stream) { stream.pause(); paused.add(stream); }
+}
+process.on('message', (m) => {
+  if (m.env) { envs.set(m.k, m.env); return; }
+  if (m.d) { const c = kids.get(m.i); if (c) { c.stdout.destroy(); c.stderr.destroy(); } return; }
+  const i = m.i;
+  let child;
+  try {
+    child = spawn(m.f, m.a, { cwd: m.c, env: Object.assign({}, envs.get(m.k), m.e), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  } catch (err) {
+    send({ i, f: (err && err.code) || 'error', m: String(err && err.message) });
+    return;
+  }
+  child.on('error', (err) => { if (child.pid === undefined) send({ i, f: err.code || 'error', m: err.message }); });
+  if (child.pid === undefined) return;
+  kids.set(i, child);
+  send({ i, p: child.pid });
+  child.stdout.on('data', (b) => send({ i, o: b.toString('latin1') }, child.stdout));
+  child.stderr.on('data', (b) => send({ i, r: b.toString('latin1') }, child.stderr));
+  let exit;
+  child.on('exit', (code, signal) => { exit = setImmediate(() => { exit = undefined; send({ i, x: code, s: signal }); }); });
+  child.on('close', (code, signal) => {
+    kids.delete(i); paused.delete(child.stdout); paused.delete(child.stderr);
+    if (exit) clearImmediate(exit);
+    send({ i, z: exit ? 2 : 1, x: code, s: signal });
+  });
+});
+process.on('disconnect', () => process.exit(0));
+`;
+
+interface HelperMessage {
+  i: number;
+  p?: number;
+  f?: string;
+  m?: string;
+  o?: string;
+  r?: string;
+  x?: number | null;
+  s?: NodeJS.Signals | null;
+  /** 1: the pipes closed after an exit already reported; 2: exit and close at once. */
+  z?: 1 | 2;
+}
+
+class SpawnServer {
+  readonly #helper: ChildProcess;
+  readonly #children = new Map<number, ChildEvents>();
+  readonly #envIds = new WeakMap<NodeJS.ProcessEnv, number>();
+  #nextEnv = 0;
+  #next = 0;
+  #dead: Error | undefined;
+
+  constructor(onDeath: () => void) {
+    // Its own session (detached): a terminal's Ctrl-C or a signal to cronsafe's group must not
+    // kill the helper while cronsafe drains. It exits when cronsafe's end of the channel closes
+    // (cronsafe exited or was killed). An empty environment: no NODE_OPTIONS meant for cronsafe.
+    this.#helper = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], {
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      detached: true,
+      env: {},
+      serialization: 'json',
+    });
+    this.#helper.on('message', (m: HelperMessage) => this.#receive(m));
+    const die = (why: string): void => {
+      if (this.#dead) return;
+      this.#dead = new Error(`the process that starts handler.command children ${why}`);
+      onDeath();
+      const lost = [...this.#children.values()];
+      this.#children.clear();
+      for (const c of lost) c.lost(this.#dead);
+    };
+    this.#helper.on('error', (err) => die(`failed: ${err.message}`));
+    this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`));
+    this.#idle();
+  }
+
+  get inFlight(): number {
+    return this.#children.size;
+  }
+
+  spawn(req: SpawnRequest, events: ChildEvents): RemoteChild {
+    const i = this.#next++;
+    let k = this.#envIds.get(req.baseEnv);
+    if (k === undefined) {
+      k = this.#nextEnv++;
+      this.#envIds.set(req.baseEnv, k);
+      this.#helper.send({ k, env: req.baseEnv });
+    }
+    if (this.#children.size === 0) this.#busy();
+    this.#children.set(i, events);
+    this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv });
+    return { stopReading: () => void (this.#children.has(i) && this.#helper.send({ i, d: 1 })) };
+  }
+
+  #receive(m: HelperMessage): void {
+    const c = this.#children.get(m.i);
+    if (!c) return;
+    if (m.o !== undefined) c.data('stdout', Buffer.from(m.o, 'latin1'));
+    else if (m.r !== undefined) c.data('stderr', Buffer.from(m.r, 'latin1'));
+    else if (m.p !== undefined) c.spawned(m.p);
+    else if (m.z !== undefined) {
+      this.#settled(m.i);
+      c.close(m.x ?? null, m.s ?? null);
+    } else if (m.f !== undefined) {
+      this.#settled(m.i);
+      c.failed(Object.assign(new Error(m.m ?? m.f), { code: m.f }));
+    } else c.exit(m.x ?? null, m.s ?? null);
+  }
+
+  #settled(i: number): void {
+    this.#children.delete(i);
+    if (this.#children.size === 0) this.#idle();
+  }
+
+  // While no child is in flight the helper must not keep cronsafe's event loop alive.
+  #busy(): void {
+    this.#helper.ref();
+    this.#helper.channel?.ref();
+  }
+
+  #idle(): void {
+    this.#helper.unref();
+    this.#helper.channel?.unref();
+  }
+}
+
+// Two helpers: each blocks while its child gets from fork to exec, so with two, one forks
+// while the other waits (measured: ~1.5x one helper's rate on 2 cores, docs/benchmarks.md).
+const HELPERS = Math.max(1, Math.min(2, availableParallelism()));
+const servers: SpawnServer[] = [];
+
+/** Start `req` as a child in its own process group; events arrive on `events`. */
+export function spawnChild(req: SpawnRequest, events: ChildEvents): RemoteChild {
+  let pick: SpawnServer | undefined;
+  for (const s of servers) if (!pick || s.inFlight < pick.inFlight) pick = s;
+  if (!pick || (pick.inFlight > 0 && servers.length < HELPERS)) {
+    const s: SpawnServer = new SpawnServer(() => {
+      const at = servers.indexOf(s);
+      if (at !== -1) servers.splice(at, 1);
+    });
+    servers.push(s);
+    pick = s;
+  }
+  return pick.spawn(req, events);
+}
