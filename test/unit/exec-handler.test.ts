@@ -295,6 +295,24 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     expect(processGone(grandchild)).toBe(true);
   });
 
+  it('when the helper that forks the children dies: the attempt is the environment\'s fault, its group is ended, the next attempt runs', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids]), { sourceDir: src });
+    const run = handler.run(item(), context().ctx);
+    const [child, grandchild] = await pidsFrom(pids);
+    // The child's parent is the helper (src/runner/handlers/spawn-server.ts), not this process.
+    const stat = readFileSync(`/proc/${child}/stat`, 'utf8');
+    const helper = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    expect(helper).not.toBe(process.pid);
+    process.kill(helper, 'SIGKILL');
+    const f = await failureOf(run);
+    expect(f).toBeInstanceOf(EnvironmentFault);
+    expect(f.message).toMatch(/exited \(SIGKILL\)/);
+    expect(processGone(child)).toBe(true);
+    expect(processGone(grandchild)).toBe(true);
+    await expect(createExecHandler(handlerConfig([NODE, '-e', '0']), { sourceDir: src }).run(item(), context().ctx)).resolves.toBeUndefined();
+  });
+
   it('does not spawn when already aborted', async () => {
     const record = path.join(dir, 'record.json');
     const handler = createExecHandler(handlerConfig([NODE, fixture('record-args.mjs')], { env: { RECORD_FILE: record } }), { sourceDir: src });
