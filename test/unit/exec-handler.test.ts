@@ -213,6 +213,15 @@ describe('exec handler: outcomes', () => {
     expect(dropped[0]!.msg).toMatch(/dropped 1038576 bytes/);
   });
 
+  it('a failure past maxLogBytes still ends its message with the last of stderr', async () => {
+    const script = "process.stderr.write('e'.repeat(200000) + '\\nthe last words\\n', () => process.exit(4))";
+    const handler = createExecHandler(handlerConfig([NODE, '-e', script], { maxLogBytes: 1000 }), { sourceDir: src });
+    const { ctx, lines } = context();
+    const f = await failureOf(handler.run(item(), ctx));
+    expect(f.message).toMatch(/^exit code 4: e+\nthe last words$/);
+    expect(lines.find((l) => l.droppedBytes !== undefined)?.droppedBytes).toBe(200000 + '\nthe last words\n'.length - 1000);
+  });
+
   it('names a missing command', async () => {
     const handler = createExecHandler(handlerConfig(['cronsafe-no-such-command-xyz', '{path}']), { sourceDir: src });
     const f = await failureOf(handler.run(item(), context().ctx));

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 
 /** Bytes of stderr kept for the failure message. */
-const TAIL_BYTES = 2048;
+export const TAIL_BYTES = 2048;
 const NEWLINE = 0x0a;
 
 /**
@@ -44,6 +44,15 @@ export class OutputCapture {
     this.partial[stream] = Buffer.from(buf);
     // Over budget, the rest of this line will never arrive in the log: show what we have.
     if (accepted.length < chunk.length) this.flush(stream);
+  }
+
+  /**
+   * Bytes the child wrote past the budget that were counted but never read here (the helper
+   * that forks the child drops them: spawn-server.ts), with the last of its stderr among them.
+   */
+  unread(bytes: number, stderrTail: Buffer): void {
+    this.dropped += bytes;
+    if (stderrTail.length > 0) this.tail = Buffer.concat([this.tail, stderrTail]).subarray(-TAIL_BYTES);
   }
 
   /** Log unterminated last lines and, if the budget was hit, one line saying how much was dropped. */

@@ -81,7 +81,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       };
       if (ctx.outputPath !== undefined) extraEnv.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
       try {
-        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv }, cfg, ctx, programFromItem);
+        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem);
       } finally {
         await link?.remove();
       }
@@ -225,9 +225,10 @@ function runChild(
           );
         }, Math.min(LINGER_CHECK_MS, pipeSlackMs));
       },
-      close(code, signal) {
+      close(code, signal, unread, stderrTail) {
         exited = true;
         clearTimeout(pipeTimer);
+        capture.unread(unread, stderrTail);
         reapThen(() => outcome(stop, code, signal, cfg, capture.stderrTail()));
       },
       // The helper died under the attempt: the environment's fault, not the item's.

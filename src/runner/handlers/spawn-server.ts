@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { TAIL_BYTES } from './capture.js';
 
 /**
  * Command handlers' children are forked by a small helper process, not by cronsafe itself.
@@ -26,8 +27,11 @@ export interface ChildEvents {
   failed(err: NodeJS.ErrnoException): void;
   data(stream: 'stdout' | 'stderr', chunk: Buffer): void;
   exit(code: number | null, signal: NodeJS.Signals | null): void;
-  /** The child exited and its stdout and stderr closed; `exit` may not have been called before. */
-  close(code: number | null, signal: NodeJS.Signals | null): void;
+  /**
+   * The child exited and its stdout and stderr closed; `exit` may not have been called
+   * before. `unread`: bytes past maxLogBytes, not forwarded; `stderrTail`: the last of them on stderr.
+   */
+  close(code: number | null, signal: NodeJS.Signals | null, unread: number, stderrTail: Buffer): void;
   /** The helper died: nothing more will be heard about this child. */
   lost(err: Error): void;
 }
@@ -40,6 +44,8 @@ export interface SpawnRequest {
   baseEnv: NodeJS.ProcessEnv;
   /** Variables added to (or replacing) baseEnv's for this child. */
   extraEnv: Record<string, string>;
+  /** Output bytes to forward (handler.maxLogBytes); past them only counts and stderr's tail. */
+  maxLogBytes: number;
 }
 
 export interface RemoteChild {
@@ -81,14 +87,22 @@ process.on('message', (m) => {
   if (child.pid === undefined) return;
   kids.set(i, child);
   send({ i, p: child.pid });
-  child.stdout.on('data', (b) => send({ i, o: b.toString('latin1') }, child.stdout));
-  child.stderr.on('data', (b) => send({ i, r: b.toString('latin1') }, child.stderr));
+  // Past the log budget (m.b) bytes are only counted, and the last of stderr kept for the
+  // failure message: a child that floods its pipes is drained at the pipes' speed.
+  let room = m.b, dropped = 0, tail = Buffer.alloc(0);
+  const read = (key, stream) => (b) => {
+    if (room > 0) { room -= b.length; send({ i, [key]: b.toString('latin1') }, stream); return; }
+    dropped += b.length;
+    if (key === 'r') tail = Buffer.concat([tail, b]).subarray(-${TAIL_BYTES});
+  };
+  child.stdout.on('data', read('o', child.stdout));
+  child.stderr.on('data', read('r', child.stderr));
   let exit;
   child.on('exit', (code, signal) => { exit = setImmediate(() => { exit = undefined; send({ i, x: code, s: signal }); }); });
   child.on('close', (code, signal) => {
     kids.delete(i); paused.delete(child.stdout); paused.delete(child.stderr);
     if (exit) clearImmediate(exit);
-    send({ i, z: exit ? 2 : 1, x: code, s: signal });
+    send({ i, z: exit ? 2 : 1, x: code, s: signal, n: dropped, t: tail.toString('latin1') });
   });
 });
 process.on('disconnect', () => process.exit(0));
@@ -103,6 +117,8 @@ interface HelperMessage {
   r?: string;
   x?: number | null;
   s?: NodeJS.Signals | null;
+  n?: number;
+  t?: string;
   /** 1: the pipes closed after an exit already reported; 2: exit and close at once. */
   z?: 1 | 2;
 }
@@ -118,11 +134,15 @@ class SpawnServer {
   constructor(onDeath: () => void) {
     // Its own session (detached): a terminal's Ctrl-C or a signal to cronsafe's group must not
     // kill the helper while cronsafe drains. It exits when cronsafe's end of the channel closes
-    // (cronsafe exited or was killed). An empty environment: no NODE_OPTIONS meant for cronsafe.
+    // (cronsafe exited or was killed). cronsafe's environment (a node that needs
+    // LD_LIBRARY_PATH still starts) without NODE_OPTIONS, whose --require or --import are
+    // meant for cronsafe, not for a helper whose output nobody reads.
+    const env = { ...process.env };
+    delete env.NODE_OPTIONS;
     this.#helper = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       detached: true,
-      env: {},
+      env,
       serialization: 'json',
     });
     this.#helper.on('message', (m: HelperMessage) => this.#receive(m));
@@ -153,7 +173,7 @@ class SpawnServer {
     }
     if (this.#children.size === 0) this.#busy();
     this.#children.set(i, events);
-    this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv });
+    this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv, b: req.maxLogBytes });
     return { stopReading: () => void (this.#children.has(i) && this.#helper.send({ i, d: 1 })) };
   }
 
@@ -165,7 +185,7 @@ class SpawnServer {
     else if (m.p !== undefined) c.spawned(m.p);
     else if (m.z !== undefined) {
       this.#settled(m.i);
-      c.close(m.x ?? null, m.s ?? null);
+      c.close(m.x ?? null, m.s ?? null, m.n ?? 0, Buffer.from(m.t ?? '', 'latin1'));
     } else if (m.f !== undefined) {
       this.#settled(m.i);
       c.failed(Object.assign(new Error(m.m ?? m.f), { code: m.f }));
