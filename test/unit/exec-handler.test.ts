@@ -322,6 +322,25 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     await expect(createExecHandler(handlerConfig([NODE, '-e', '0']), { sourceDir: src }).run(item(), context().ctx)).resolves.toBeUndefined();
   });
 
+  it('an abort before the child\'s pid is known still ends its group, at once', async () => {
+    const pids = path.join(dir, 'pids');
+    const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids], { killAfterSeconds: 30 }), { sourceDir: src });
+    const ac = new AbortController();
+    const run = handler.run(item(), context({ signal: ac.signal }).ctx);
+    // The spawn request is on its way to the helper; its pid has not come back yet.
+    const t0 = Date.now();
+    ac.abort(new Error('drain deadline'));
+    const f = await failureOf(run);
+    expect(f.interrupted).toBe(true);
+    // Not at the timeout (20 s) nor after killAfterSeconds (30 s): SIGTERM went to the group.
+    expect(Date.now() - t0).toBeLessThan(5000);
+    if (existsSync(pids)) {
+      const [child, grandchild] = readFileSync(pids, 'utf8').split(' ').map(Number) as [number, number];
+      expect(processGone(child)).toBe(true);
+      expect(processGone(grandchild)).toBe(true);
+    }
+  });
+
   it('does not spawn when already aborted', async () => {
     const record = path.join(dir, 'record.json');
     const handler = createExecHandler(handlerConfig([NODE, fixture('record-args.mjs')], { env: { RECORD_FILE: record } }), { sourceDir: src });
