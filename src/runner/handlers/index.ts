@@ -2,6 +2,7 @@ import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
 import type { Handler } from '../types.js';
 import { createExecHandler } from './exec.js';
+import { startHelpers } from './spawn-server.js';
 import { createModuleHandler } from './module.js';
 
 export { createExecHandler, expandArg } from './exec.js';
@@ -16,7 +17,11 @@ export async function createHandler(cfg: HandlerConfig, opts: { sourceDir: strin
   if (cfg.command && cfg.module) {
     throw new ConfigError('handler: set exactly one of handler.command and handler.module, not both', undefined, 'handler');
   }
-  if (cfg.command) return createExecHandler(cfg, opts);
+  if (cfg.command) {
+    const handler = createExecHandler(cfg, opts);
+    await startHelpers();
+    return handler;
+  }
   if (cfg.module) return createModuleHandler(cfg, opts);
   throw new ConfigError('handler: one of handler.command or handler.module is required', undefined, 'handler');
 }

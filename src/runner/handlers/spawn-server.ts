@@ -106,10 +106,12 @@ process.on('message', (m) => {
   });
 });
 process.on('disconnect', () => process.exit(0));
+send({ ready: 1 });
 `;
 
 interface HelperMessage {
   i: number;
+  ready?: 1;
   p?: number;
   f?: string;
   m?: string;
@@ -130,8 +132,12 @@ class SpawnServer {
   #nextEnv = 0;
   #next = 0;
   #dead: Error | undefined;
+  #onReady: (() => void) | undefined;
+  /** Settles when the helper can take requests, or is dead (never rejects). */
+  readonly ready: Promise<void>;
 
   constructor(onDeath: () => void) {
+    this.ready = new Promise<void>((resolve) => (this.#onReady = resolve));
     // Its own session (detached): a terminal's Ctrl-C or a signal to cronsafe's group must not
     // kill the helper while cronsafe drains. It exits when cronsafe's end of the channel closes
     // (cronsafe exited or was killed). cronsafe's environment (a node that needs
@@ -149,6 +155,7 @@ class SpawnServer {
     const die = (why: string): void => {
       if (this.#dead) return;
       this.#dead = new Error(`the process that starts handler.command children ${why}`);
+      this.#onReady?.();
       onDeath();
       const lost = [...this.#children.values()];
       this.#children.clear();
@@ -156,7 +163,8 @@ class SpawnServer {
     };
     this.#helper.on('error', (err) => die(`failed: ${err.message}`));
     this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`));
-    this.#idle();
+    // Held until it is ready: startHelpers() awaits that, and nothing else may keep the loop alive.
+    this.#busy();
   }
 
   get inFlight(): number {
@@ -178,6 +186,10 @@ class SpawnServer {
   }
 
   #receive(m: HelperMessage): void {
+    if (m.ready) {
+      if (this.#children.size === 0) this.#idle();
+      return this.#onReady?.();
+    }
     const c = this.#children.get(m.i);
     if (!c) return;
     if (m.o !== undefined) c.data('stdout', Buffer.from(m.o, 'latin1'));
@@ -214,17 +226,30 @@ class SpawnServer {
 const HELPERS = Math.max(1, Math.min(2, availableParallelism()));
 const servers: SpawnServer[] = [];
 
+function addServer(): SpawnServer {
+  const s: SpawnServer = new SpawnServer(() => {
+    const at = servers.indexOf(s);
+    if (at !== -1) servers.splice(at, 1);
+  });
+  servers.push(s);
+  return s;
+}
+
+/**
+ * Start the helpers and wait until they take requests (or died: then the first attempt
+ * starts one and fails as the environment's fault if it cannot). Before a run claims: an
+ * attempt is charged when its handler starts, and a helper still booting (~0.1 s of Node
+ * start-up) would widen the window in which a kill charges an attempt that never ran.
+ */
+export async function startHelpers(): Promise<void> {
+  while (servers.length < HELPERS) addServer();
+  await Promise.all(servers.map((s) => s.ready));
+}
+
 /** Start `req` as a child in its own process group; events arrive on `events`. */
 export function spawnChild(req: SpawnRequest, events: ChildEvents): RemoteChild {
   let pick: SpawnServer | undefined;
   for (const s of servers) if (!pick || s.inFlight < pick.inFlight) pick = s;
-  if (!pick || (pick.inFlight > 0 && servers.length < HELPERS)) {
-    const s: SpawnServer = new SpawnServer(() => {
-      const at = servers.indexOf(s);
-      if (at !== -1) servers.splice(at, 1);
-    });
-    servers.push(s);
-    pick = s;
-  }
+  if (!pick || (pick.inFlight > 0 && servers.length < HELPERS)) pick = addServer();
   return pick.spawn(req, events);
 }
