@@ -58,7 +58,7 @@ function policyOf(policy: SchedulePolicy): SchedulePolicy {
   return policy;
 }
 
-type Around = { latest: number | null; next: number | null };
+export type Around = { latest: number | null; next: number | null };
 
 // The chain just before each transition, per (expression, zone, transition instant).
 const beforeTransition = new Map<string, Around>();
@@ -74,19 +74,34 @@ const beforeTransition = new Map<string, Around>();
  * which is Next of its last fire before it: found the same way, transition by transition,
  * back to the search horizon.
  */
-function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_HORIZON_MS): Around {
+function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_HORIZON_MS, whole = false): Around {
   const transition = lastTransitionIn(zone, floor, t);
-  if (transition === null || (everyDay(s) && exactSince(s, zone, t, transition))) return walk(s, zone, t, null);
+  if (transition === null || (!whole && everyDay(s) && exactSince(s, zone, t, transition))) return walk(s, zone, t, null);
   const key = `${s.source}\n${zone}\n${transition}`;
-  let before = beforeTransition.get(key);
+  let before = whole ? undefined : beforeTransition.get(key);
   if (!before) {
-    before = robfigAround(s, zone, transition - 1, floor);
-    if (beforeTransition.size > 10_000) beforeTransition.clear();
-    beforeTransition.set(key, before);
+    before = robfigAround(s, zone, transition - 1, floor, whole);
+    if (!whole) {
+      if (beforeTransition.size > 10_000) beforeTransition.clear();
+      beforeTransition.set(key, before);
+    }
   }
-  const first = before.next;
-  if (first === null || first > t) return before;
-  return walk(s, zone, t, first);
+  return fromBefore(s, zone, t, before);
+}
+
+/**
+ * The whole chain back to the search horizon, without the shortcut or the cache: what the
+ * shortcut must agree with (test/unit/schedule-chain-shortcut.test.ts).
+ */
+export function wholeChainAround(cron: CronInput, zone: string, t: number): Around {
+  return robfigAround(spec(cron), zone, t, t - SEARCH_HORIZON_MS, true);
+}
+
+/** The fires around t, from the chain's state just before the last transition. */
+function fromBefore(s: CronSpec, zone: string, t: number, before: Around): Around {
+  const firstAfter = before.next;
+  if (firstAfter === null || firstAfter > t) return before;
+  return walk(s, zone, t, firstAfter);
 }
 
 /**

@@ -2,51 +2,13 @@
  * The kubernetes policy follows the controller's chain of fires back to the search horizon,
  * transition by transition (src/schedule/occurrences.ts). For a schedule that fires every
  * day it stops at the last transition when the chain cannot differ there; this checks that
- * shortcut against the whole chain, computed here as occurrences.ts computed it before, in
+ * shortcut against the whole chain (wholeChainAround: the same walk, no shortcut, no cache), in
  * zones whose transitions are whole hours, half hours (Lord Howe), at midnight (Asuncion,
  * Sao Paulo), a whole day (Apia 2011), or off the hour (Chatham, St Johns).
  */
 import { describe, expect, it } from 'vitest';
-import { parseCron, type CronSpec } from '../../src/schedule/cron.js';
-import { SEARCH_HORIZON_MS, latestOccurrence, nextOccurrence } from '../../src/schedule/occurrences.js';
-import { robfigStep } from '../../src/schedule/robfig.js';
-import { DAY, MINUTE, lastTransitionIn } from '../../src/schedule/zone.js';
-
-type Around = { latest: number | null; next: number | null };
-
-/** occurrences.ts's walk. */
-function walk(s: CronSpec, zone: string, t: number, anchor: number | null): Around {
-  let back = MINUTE;
-  while (back < SEARCH_HORIZON_MS && (anchor === null || t - back > anchor)) {
-    const c = robfigStep(s, zone, t - back);
-    if (c !== null && c <= t) break;
-    back *= 2;
-  }
-  const start = t - Math.min(back, SEARCH_HORIZON_MS);
-  let latest: number | null = null;
-  let cur: number | null;
-  if (anchor !== null && anchor >= start) {
-    latest = anchor;
-    cur = robfigStep(s, zone, anchor);
-  } else {
-    cur = robfigStep(s, zone, start);
-  }
-  while (cur !== null && cur <= t) {
-    latest = cur;
-    cur = robfigStep(s, zone, cur);
-  }
-  return { latest, next: cur };
-}
-
-/** The whole chain: every transition back to the horizon. */
-function chain(s: CronSpec, zone: string, t: number, floor = t - SEARCH_HORIZON_MS): Around {
-  const transition = lastTransitionIn(zone, floor, t);
-  if (transition === null) return walk(s, zone, t, null);
-  const before = chain(s, zone, transition - 1, floor);
-  const first = before.next;
-  if (first === null || first > t) return before;
-  return walk(s, zone, t, first);
-}
+import { latestOccurrence, nextOccurrence, wholeChainAround } from '../../src/schedule/occurrences.js';
+import { DAY } from '../../src/schedule/zone.js';
 
 const ZONES = ['Europe/London', 'America/New_York', 'Australia/Lord_Howe', 'America/Asuncion', 'America/Sao_Paulo', 'Pacific/Apia', 'Pacific/Chatham', 'America/St_Johns', 'Africa/Casablanca', 'Antarctica/Troll'];
 const EVERY_DAY = ['*/5 * * * *', '0 * * * *', '30 1 * * *', '30 2 * * *', '0 0 * * *', '15 */4 * * *', '*/7 3 * * *', '*/10 0-3 * * *', '59 23 * * *'];
@@ -65,7 +27,7 @@ describe('the chain shortcut for schedules that fire every day', () => {
       const year = 1995 + Math.floor(rnd() * 40);
       const month = rnd() < 0.7 ? [2, 3, 8, 9, 10][Math.floor(rnd() * 5)]! : Math.floor(rnd() * 12);
       const t = Date.UTC(year, month, 1) + Math.floor((rnd() * 31 * DAY) / 1000) * 1000;
-      const want = chain(parseCron(cron), zone, t);
+      const want = wholeChainAround(cron, zone, t);
       const got = { latest: latestOccurrence(cron, zone, new Date(t), 'kubernetes')?.getTime() ?? null, next: nextOccurrence(cron, zone, new Date(t), 'kubernetes')?.getTime() ?? null };
       if (got.latest !== want.latest || got.next !== want.next) differ.push(`${zone} "${cron}" at ${new Date(t).toISOString()}: ${JSON.stringify(got)} != ${JSON.stringify(want)}`);
     }
