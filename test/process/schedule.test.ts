@@ -42,10 +42,13 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     expect(due).toEqual(sorted);
     const runs = daemon.lines.filter((l) => l.msg === 'run started');
     expect(runs.length).toBe(due.length);
-    // every-occurrence: each pass re-did both items.
-    for (const r of daemon.lines.filter((l) => l.msg === 'run finished' && l.outcome === 'completed')) {
-      expect((r.counts as { succeeded: number }).succeeded).toBe(2);
-    }
+    // every-occurrence: a pass re-does both items, unless the pass before it finished them
+    // after this pass's occurrence (at x60 a loaded machine's 1 s is a fake minute): done
+    // since the occurrence is done for it. Beyond the first pass, at least one re-did both.
+    const succeeded = daemon.lines.filter((l) => l.msg === 'run finished' && l.outcome === 'completed').map((r) => (r.counts as { succeeded: number }).succeeded);
+    for (const n of succeeded) expect([0, 2]).toContain(n);
+    expect(succeeded[0]).toBe(2);
+    expect(succeeded.slice(1), 'a later pass that re-did the items').toContain(2);
   });
 
   it('drains the active pass on SIGTERM and exits 75', async () => {
