@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { lstatSync, statSync, utimesSync } from 'node:fs';
-import { mkdir, readdir, rename, rm, statfs } from 'node:fs/promises';
+import { mkdir, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { ensureOwnDir, sameDir, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { fsyncPath, newestMtimeMs, realBirthTimes } from './output-fs.js';
+import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
+import { removeTempLeftovers } from './temp-leftovers.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
@@ -96,41 +97,9 @@ export class OutputStore {
     this.#dirUid = out.uid;
     this.#outId = { dev: out.dev, ino: out.ino };
     const root = this.#own(this.#root);
-    // Re-checked before each removal: swapped for a link meanwhile, we stop instead.
-    const remove = async (entry: string): Promise<void> => {
-      if (!sameDir(this.#root, root)) throw new UnsafeOwnDirectory(this.#root, 'was replaced while cronsafe was emptying it');
-      await rm(entry, { recursive: true, force: true });
-    };
-    if (!this.shared && this.tempDir === this.#root) {
-      this.#tempId = root;
-      for (const name of await readdir(this.#root)) await remove(path.join(this.#root, name));
-      return;
-    }
-    if (!this.shared) {
-      // The job's own directory: everything in it is a killed run of this job's (the run
-      // lock proves it). Loose temp files of the old layout (before per-job directories)
-      // go too once they are an hour old.
-      this.#tempId = this.#own(this.tempDir);
-      for (const name of await readdir(this.tempDir)) {
-        if (!sameDir(this.tempDir, this.#tempId)) throw new UnsafeOwnDirectory(this.tempDir, 'was replaced while cronsafe was emptying it');
-        await rm(path.join(this.tempDir, name), { recursive: true, force: true });
-      }
-      for (const name of await readdir(this.#root)) {
-        if (!/\.tmp(\.item)?$/.test(name)) continue;
-        const entry = path.join(this.#root, name);
-        const newest = await newestMtimeMs(entry);
-        if (newest !== null && Date.now() - newest > 3_600_000) await remove(entry);
-      }
-      return;
-    }
-    this.#tempId = this.#own(this.tempDir);
-    this.#lastTouch = Date.now();
-    for (const name of await readdir(this.#root)) {
-      const entry = path.join(this.#root, name);
-      if (entry === this.tempDir) continue;
-      const newest = await newestMtimeMs(entry);
-      if (newest !== null && Date.now() - newest > this.shared.staleAfterMs) await remove(entry);
-    }
+    this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+    if (this.shared) this.#lastTouch = Date.now();
+    await removeTempLeftovers({ root: this.#root, rootId: root, tempDir: this.tempDir, tempId: this.#tempId, staleAfterMs: this.shared?.staleAfterMs });
   }
 
   /**
