@@ -13,6 +13,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { freePort } from './prom.js';
 
 /** The newest installed PostgreSQL's bin directory (never a hard-coded version), or undefined. */
@@ -145,4 +146,29 @@ export function psql(server: PgServer, sql: string, db = 'postgres'): string {
   return execFileSync(path.join(PG_BIN ?? '', 'psql'), ['-h', '127.0.0.1', '-p', String(server.port), '-U', 'postgres', '-d', db, '-Atc', sql], {
     encoding: 'utf8',
   });
+}
+
+/**
+ * A server for the tests of one describe block, with one database made in it: started in
+ * beforeAll, stopped in afterAll. Read `server` and `url` inside the tests.
+ */
+export function usePostgresDatabase(name: string, timeoutMs?: number): { readonly server: PgServer; readonly url: string } {
+  let server: PgServer | undefined;
+  let url = '';
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase(name);
+  }, timeoutMs);
+  afterAll(async () => {
+    await server?.stop();
+  });
+  return {
+    get server() {
+      if (!server) throw new Error('usePostgresDatabase: the server is not started yet (read it inside a test)');
+      return server;
+    },
+    get url() {
+      return url;
+    },
+  };
 }

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import type { RunOutcome } from '../../src/ledger/types.js';
 import { runPass, type PassDeps } from '../../src/runner/pass.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
-import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 import { metricTotals, seedDone } from '../helpers/retention.js';
 
 const DAY = 24 * 3600 * 1000;
@@ -13,21 +13,13 @@ const T = Date.UTC(2026, 10, 30, 12);
 const never = new AbortController().signal;
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('retention with the defaults on PostgreSQL (real server, real passes over a directory)', () => {
-  let server: PgServer;
-  let url = '';
-  beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.createDatabase('retention');
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const pg = usePostgresDatabase('retention');
 
   it('a pass prunes old runs and done items whose files are gone; the metric totals do not move', async () => {
     const present = Array.from({ length: 10 }, (_, i) => `keep-${i}.txt`);
     const ws = workspace({ handler: { command: ['true'] } }, Object.fromEntries(present.map((f) => [f, 'x'])));
     const config = loadConfig(ws.configPath);
-    const ledger: PostgresLedger = await openPostgresLedger({ url, schema: 'retention' });
+    const ledger: PostgresLedger = await openPostgresLedger({ url: pg.url, schema: 'retention' });
     try {
       const gone = Array.from({ length: 20_000 }, (_, i) => `gone/${String(i).padStart(6, '0')}.scc`);
       await seedDone(ledger, [...present, ...gone], T - 40 * DAY);
@@ -60,8 +52,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('retention with the defaults on Po
       expect(await ledger.recentRuns(10_000)).toHaveLength(1000);
       expect(await metricTotals(ledger, T)).toEqual(totals);
       expect(await ledger.lastOccurrenceRecorded()).toBe(last);
-      expect(await server.admin<{ n: string }>('SELECT count(*) AS n FROM retention.items', [], 'retention')).toEqual([{ n: '10' }]);
-      expect(await server.admin<{ n: string }>('SELECT count(*) AS n FROM retention.runs', [], 'retention')).toEqual([{ n: '1000' }]);
+      expect(await pg.server.admin<{ n: string }>('SELECT count(*) AS n FROM retention.items', [], 'retention')).toEqual([{ n: '10' }]);
+      expect(await pg.server.admin<{ n: string }>('SELECT count(*) AS n FROM retention.runs', [], 'retention')).toEqual([{ n: '1000' }]);
     } finally {
       await ledger.close();
     }

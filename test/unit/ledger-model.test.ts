@@ -9,13 +9,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { backoffDelayMs } from '../../src/ledger/backoff.js';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { Claim, DiscoveredItem, ItemState, Ledger, LedgerTotals, RetryPolicy } from '../../src/ledger/types.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
-import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 const OWNERS = ['o0', 'o1', 'o2'];
@@ -353,17 +353,9 @@ it.each([false, true])('the SQLite ledger (writeBehind: %s) behaves like the mod
 // The same model on PostgreSQL, a schema per sequence (a real server: test/helpers/postgres.ts).
 // Fewer sequences: each one migrates a new schema, and every step is a few round trips.
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL', () => {
-  let server: PgServer;
-  let url = '';
-  beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.createDatabase('model');
-  }, 60_000);
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const pg = usePostgresDatabase('model', 60_000);
 
   it('the PostgreSQL ledger behaves like the model under random, often stale, operations', async () => {
-    await behavesLikeTheModel(() => openPostgresLedger({ url, schema: `m_${++runs}` }), 60);
+    await behavesLikeTheModel(() => openPostgresLedger({ url: pg.url, schema: `m_${++runs}` }), 60);
   }, 240_000);
 });
