@@ -1,9 +1,11 @@
 /**
  * The SQLite store's run lock: the flock on `lock.path`, then the one on the ledger file
- * (flock.ts). Reached through the store (ledger/open.ts), loaded only by `run`.
+ * (flock.ts), then the ledger's name lock (name-lock.ts), which removing the state
+ * directory cannot take away. Reached through the store (ledger/open.ts), loaded only by `run`.
  */
 import type { RunLock } from '../run-lock.js';
 import { lockLedgerFile, tryLock } from './flock.js';
+import { takeNameLock } from './name-lock.js';
 
 export interface SqliteRunLockOptions {
   /** lock.path */
@@ -18,34 +20,42 @@ export interface SqliteRunLockOptions {
   owner: string;
 }
 
-/** Take both flocks without waiting; null when another run holds either. */
-export function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner }: SqliteRunLockOptions): RunLock | null {
+/** Take the flocks and the name lock without waiting; null when another run holds any of them. */
+export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner }: SqliteRunLockOptions): Promise<RunLock | null> {
   const lock = tryLock(lockPath, owner);
   if (!lock) return null;
-  const watchLedger = () => {
-    if (ledgerFile !== undefined) lock.watch(ledgerFile);
+  const releases: (() => void)[] = [() => lock.release()];
+  const release = (): void => {
+    for (const r of releases.splice(0).reverse()) r();
   };
-  if (ledgerFile === undefined || allowNetworkFilesystem) return { lost: lock.lost, previousHolder: lock.previousHolder, watchLedger, release: () => lock.release() };
-  let releaseLedger: (() => void) | null;
   try {
-    releaseLedger = lockLedgerFile(ledgerFile);
+    // With allowNetworkFilesystem the ledger file is not flocked (see above).
+    const ledgerLocked = ledgerFile !== undefined && !allowNetworkFilesystem;
+    if (ledgerLocked) {
+      const releaseLedger = lockLedgerFile(ledgerFile);
+      if (!releaseLedger) {
+        release();
+        return null;
+      }
+      releases.push(releaseLedger);
+    }
+    const releaseName = await takeNameLock(ledgerFile ?? lockPath);
+    if (!releaseName) {
+      release();
+      return null;
+    }
+    releases.push(releaseName);
+    return {
+      lost: lock.lost,
+      previousHolder: lock.previousHolder,
+      ...(ledgerLocked ? { ledgerLocked: true } : {}),
+      watchLedger() {
+        if (ledgerFile !== undefined) lock.watch(ledgerFile);
+      },
+      release,
+    };
   } catch (err) {
-    lock.release();
+    release();
     throw err;
   }
-  if (!releaseLedger) {
-    lock.release();
-    return null;
-  }
-  const ledgerRelease = releaseLedger;
-  return {
-    lost: lock.lost,
-    previousHolder: lock.previousHolder,
-    ledgerLocked: true,
-    watchLedger,
-    release() {
-      ledgerRelease();
-      lock.release();
-    },
-  };
 }

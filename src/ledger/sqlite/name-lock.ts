@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import { readlinkSync, realpathSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+
+/**
+ * The third part of the SQLite run lock, beside the two flocks (flock.ts): a Linux
+ * abstract unix socket whose name is derived from the ledger's path. A flock lives on a
+ * file, and removing the state directory takes the file away: a start in between (while
+ * the holder is paused, or before its recheck) would lock a new file and run beside it. An
+ * abstract socket has no file: nothing but the holder's exit (the kernel closes it, even on
+ * SIGKILL) frees the name. It is one more lock, never the only one: it holds only within a
+ * network namespace (a pod, a host), where the flocks already hold whenever the files stay.
+ *
+ * The name also carries the mount namespace, so two containers that each have their own
+ * volume at the same path (host networking) do not lock each other out; two that share
+ * one volume are kept apart by the flocks. Another process that binds the name first
+ * (it must know the ledger's path) makes the run skip, as a held lock file would.
+ *
+ * Returns the release, null when another process holds the name, or a no-op release where
+ * abstract sockets do not exist (not Linux) or cannot be bound (a sandbox that refuses
+ * sockets): the flocks alone then, as before.
+ */
+export async function takeNameLock(ledgerFile: string): Promise<(() => void) | null> {
+  if (process.platform !== 'linux') return () => {};
+  const server = createServer();
+  const bound = await new Promise<boolean | Error>((resolve) => {
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE' ? false : err));
+    server.listen({ path: `\0${lockName(ledgerFile)}`, exclusive: true }, () => resolve(true));
+  });
+  if (bound !== true) {
+    server.close();
+    return bound === false ? null : () => {};
+  }
+  // Holding the name must not keep a finished run alive; nobody ever connects to it.
+  server.unref();
+  server.on('connection', (socket) => socket.destroy());
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    server.close();
+  };
+}
+
+/** `cronsafe-run/` and a hash of the mount namespace and the ledger's real path. */
+export function lockName(ledgerFile: string): string {
+  let where = path.resolve(ledgerFile);
+  try {
+    // The directory exists by now (the ledger's flock created it); a link to it names the same ledger.
+    where = path.join(realpathSync(path.dirname(where)), path.basename(where));
+  } catch {
+    /* the resolved path, as given */
+  }
+  let mounts = '';
+  try {
+    mounts = readlinkSync('/proc/self/ns/mnt');
+  } catch {
+    /* no /proc: the path alone */
+  }
+  return `cronsafe-run/${createHash('sha256').update(`${mounts}\0${where}`).digest('hex').slice(0, 40)}`;
+}
