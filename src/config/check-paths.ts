@@ -37,6 +37,35 @@ export function checkState(file: string, c: Config): void {
     const what = clash === db ? 'the ledger file' : `${clash}, a file of the ledger`;
     fail(file, [{ key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` }]);
   }
+  const foreign = foreignLockFile(c.lock.path);
+  if (foreign !== null) {
+    fail(file, [{ key: 'lock.path', message: `${c.lock.path} holds ${foreign}, not a cronsafe lock: the lock would overwrite it; point lock.path elsewhere (or empty the file)` }]);
+  }
+}
+
+/** What a run writes into its lock file: `host:pid:runId` and a newline (run/execute.ts). */
+const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
+
+/**
+ * A description of the data in `lockPath` when it is a file holding something a run did
+ * not write (a user's file, named by mistake), or null: missing, empty (flock(1) and
+ * `touch` leave it so), a cronsafe holder line, or unreadable (the lock reports that).
+ */
+function foreignLockFile(lockPath: string): string | null {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(lockPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.size === 0) return null;
+    if (st.size > 512) return `${st.size} bytes`;
+    const buf = Buffer.alloc(st.size);
+    const text = buf.subarray(0, fs.readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
+    return text === '' || HOLDER_LINE.test(text) ? null : `${st.size} bytes`;
+  } catch {
+    return null;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
 }
 
 /** The source, the handler's program or module and the output directory: present, of the right kind, apart. */
