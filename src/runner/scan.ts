@@ -163,14 +163,20 @@ export function itemGone(file: string | Buffer): boolean {
   }
 }
 
-/** Group an async iterable into arrays of at most `size`, without waiting to fill a batch forever. */
-export async function* batches<T>(source: AsyncIterable<T>, size: number): AsyncGenerator<T[]> {
+/**
+ * Group an async iterable into arrays of `size`, the last one shorter. With `upTo`, each
+ * batch after the first is twice the size of the one before, up to `upTo`: the first comes
+ * as soon as `size` items did, and a long source goes on in fewer, larger batches.
+ */
+export async function* batches<T>(source: AsyncIterable<T>, size: number, upTo = size): AsyncGenerator<T[]> {
   let batch: T[] = [];
+  let limit = size;
   for await (const item of source) {
     batch.push(item);
-    if (batch.length >= size) {
+    if (batch.length >= limit) {
       yield batch;
       batch = [];
+      limit = Math.min(limit * 2, upTo);
     }
   }
   if (batch.length > 0) yield batch;

@@ -12,6 +12,7 @@ import type { Handler } from '../../src/runner/types.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
+import { DISCOVER_BATCH_MAX } from '../../src/runner/produce.js';
 
 const open: Ledger[] = [];
 afterEach(async () => {
@@ -71,8 +72,9 @@ describe('runPass (in-process, real SQLite ledger)', () => {
     };
     await runPass(deps(handler, { source: ids(5000, () => yielded++) }));
     expect(started).toBe(5000);
-    // One discover batch (256) + the channel + the workers, never the whole backlog.
-    expect(maxAhead).toBeLessThanOrEqual(256 + config.queueSize + config.concurrency);
+    // One discover batch (at most DISCOVER_BATCH_MAX) + the channel + the workers, never the whole backlog.
+    expect(maxAhead).toBeLessThanOrEqual(DISCOVER_BATCH_MAX + config.queueSize + config.concurrency);
+    expect(DISCOVER_BATCH_MAX + config.queueSize + config.concurrency).toBeLessThan(5000 / 2);
   });
 
   it('retries failures within the pass when their backoff is over, then dead-letters', async () => {

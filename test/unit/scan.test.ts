@@ -87,6 +87,22 @@ describe('batches', () => {
     for await (const b of batches(gen(), 3)) out.push(b);
     expect(out).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
   });
+
+  it('with upTo, doubles each batch after the first up to it; every item once, in order', async () => {
+    async function* gen(n: number) {
+      for (let i = 0; i < n; i++) yield i;
+    }
+    const sizes = async (n: number, size: number, upTo: number): Promise<number[]> => {
+      const out: number[][] = [];
+      for await (const b of batches(gen(n), size, upTo)) out.push(b);
+      expect(out.flat()).toEqual([...Array(n).keys()]);
+      return out.map((b) => b.length);
+    };
+    expect(await sizes(40, 2, 8)).toEqual([2, 4, 8, 8, 8, 8, 2]);
+    expect(await sizes(5, 2, 8)).toEqual([2, 3]);
+    expect(await sizes(0, 2, 8)).toEqual([]);
+    expect(await sizes(10, 3, 3)).toEqual([3, 3, 3, 1]);
+  });
 });
 
 describe('scanDirectory: unreadable and vanished directories', () => {
