@@ -25,6 +25,12 @@ export interface ClaimedRow {
   id: string;
   attempts: number;
   released: number;
+  /**
+   * SQLite: the row's rowid as discovery read it, so the write-behind flush finds the row
+   * without the id index (sqlite/finish.ts START_AND_COMPLETE_BY_ROWID_SQL). A hint only:
+   * every write by it also matches the id.
+   */
+  rowid?: number;
 }
 
 export function toItemRecord(r: ItemRow): ItemRecord {

@@ -32,7 +32,7 @@ ON CONFLICT (id) DO UPDATE SET
  * again. RETURNING order is unspecified, so the caller puts them in batch order.
  */
 export const DISCOVER_RETURNING_SQL = `${DISCOVER_SQL}
-RETURNING id, attempts, released, state, available_at`;
+RETURNING rowid, id, attempts, released, state, available_at`;
 
 /**
  * Rows of a batch that can be claimed now: pending and past their backoff. CROSS JOIN
@@ -40,7 +40,7 @@ RETURNING id, attempts, released, state, available_at`;
  * otherwise the planner may scan a state index over the whole table.
  */
 const CLAIMABLE = `
-  SELECT i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  SELECT i.rowid, i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state = 'pending' AND +i.available_at <= @now`;
 
 /** Which rows of a discovered batch are claimable now, in batch order (with what a claim needs). */
@@ -93,7 +93,7 @@ function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[]
     const r = byId.get(key);
     if (r === undefined) continue;
     byId.delete(key); // two ids stored as one row: one candidate
-    out.push({ id: r.id, attempts: r.attempts, released: r.released });
+    out.push({ id: r.id, attempts: r.attempts, released: r.released, rowid: r.rowid });
   }
   return out;
 }

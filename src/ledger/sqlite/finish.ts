@@ -28,12 +28,25 @@ RETURNING items.id`;
  * APPLY_STARTS_SQL), and the completion's fence holds by construction: the same owner and
  * attempt. RETURNING names the rows it applied to; the caller sends the rest the two-step way.
  */
-export const START_AND_COMPLETE_SQL = `
+const START_AND_COMPLETE = `
 UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, attempts = c.attempt,
   claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, done_at = @now, updated_at = @now
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at, j.value ->> 3 AS rid
       FROM json_each(@records) AS j) AS c
-WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at
+WHERE +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at`;
+
+export const START_AND_COMPLETE_SQL = `${START_AND_COMPLETE} AND items.id = c.id
+RETURNING items.id`;
+
+/**
+ * START_AND_COMPLETE_SQL for records that carry the rowid discovery read: the row is found
+ * by rowid in the table itself. Scanned in the directory's order, ids land all over the id
+ * index, so finding each one there is a page read; rows were inserted in discovery order,
+ * so the rowids of a flush sit on a few adjacent pages. The id must match too (`+`: checked
+ * on the row, not looked up), so a rowid that names another row (renumbered by a VACUUM)
+ * applies nothing, and the record goes the two-step way like any other miss.
+ */
+export const START_AND_COMPLETE_BY_ROWID_SQL = `${START_AND_COMPLETE} AND items.rowid = c.rid AND +items.id = c.id
 RETURNING items.id`;
 
 export const FAIL_READ_SQL = `SELECT released FROM items WHERE ${GUARD}`;
@@ -77,7 +90,7 @@ export interface FinishOps {
    * Starts (not yet in the ledger) whose attempt also succeeded, written as one transition
    * inside the caller's transaction; returns the ids it applied to, counted as done.
    */
-  startAndCompleteIn(records: { id: string; attempt: number; at: number }[], now: number): Set<string>;
+  startAndCompleteIn(records: { id: string; attempt: number; at: number; rowid?: number }[], now: number): Set<string>;
   /** One hand-back, inside the caller's transaction. */
   releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
   forget(claims: Claim[], now: number): FenceOutcome[];
@@ -97,6 +110,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   });
   const complete = db.prepare(COMPLETE_SQL).pluck();
   const startAndComplete = db.prepare(START_AND_COMPLETE_SQL).pluck();
+  const startAndCompleteByRowid = db.prepare(START_AND_COMPLETE_BY_ROWID_SQL).pluck();
   const failRead = db.prepare(FAIL_READ_SQL).pluck();
   const toPending = db.prepare(FAIL_TO_PENDING_SQL);
   const toDead = db.prepare(FAIL_TO_DEAD_SQL);
@@ -144,9 +158,16 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   };
   const completeTx = db.transaction(completeIn);
 
-  const startAndCompleteIn = (records: { id: string; attempt: number; at: number }[], now: number): Set<string> => {
-    if (records.length === 0) return new Set();
-    const applied = new Set(startAndComplete.all({ now, records: batchJson(records.map((r) => [r.id, r.attempt, r.at])) }) as string[]);
+  const startAndCompleteIn = (records: { id: string; attempt: number; at: number; rowid?: number }[], now: number): Set<string> => {
+    const applied = new Set<string>();
+    const byRowid = records.filter((r) => r.rowid !== undefined);
+    const byId = byRowid.length === records.length ? [] : records.filter((r) => r.rowid === undefined);
+    if (byRowid.length > 0) {
+      for (const id of startAndCompleteByRowid.all({ now, records: batchJson(byRowid.map((r) => [r.id, r.attempt, r.at, r.rowid])) }) as string[]) applied.add(id);
+    }
+    if (byId.length > 0) {
+      for (const id of startAndComplete.all({ now, records: batchJson(byId.map((r) => [r.id, r.attempt, r.at])) }) as string[]) applied.add(id);
+    }
     counters.bump('items_done', applied.size);
     return applied;
   };

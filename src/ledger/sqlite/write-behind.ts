@@ -54,6 +54,8 @@ WHERE +i.state = 'done' AND +i.attempts = j.value ->> 1`;
 
 interface Start extends Omit<JournalStart, 'segment'> {
   leaseUntil: number;
+  /** The row's rowid as discovery read it (ClaimedRow.rowid); absent in a replay. */
+  rowid?: number;
 }
 
 /** meta key: the last journal segment written into the ledger (replays skip it and older). */
@@ -129,7 +131,7 @@ export class WriteBehind {
     for (const id of ids) {
       const row = this.#ready.get(id)!;
       claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
-      starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs });
+      starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs, rowid: row.rowid });
     }
     // Deleted under us: what it held since the last flush is only in our fd. Write that
     // into the ledger now, then append to a new file.
