@@ -9,10 +9,11 @@ export const DISCOVER_BATCH = 256;
  * DISCOVER_BATCH: the pods' claims draw on each other's batches). A scan in the
  * directory's own order (hash order on ext4) inserts ids at random places in the id
  * index: a commit writes every index page its batch touched, so fewer, larger
- * transactions write each page once for several new ids (100,000 files: ~60% fewer
- * page writes, ~10% less time; docs/benchmarks.md).
+ * transactions write each page once for several new ids (100,000 files: ~45% fewer
+ * page writes; docs/benchmarks.md). 2,048 wrote fewer still, but raised the peak RSS of
+ * a 1,000,000-file pass by ~3 MiB (more of each batch survives into the old generation).
  */
-export const DISCOVER_BATCH_MAX = 2048;
+export const DISCOVER_BATCH_MAX = 1024;
 
 /**
  * The producer of a pass: scan lazily, record what is found (discover), and queue the ids
