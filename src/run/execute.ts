@@ -30,7 +30,8 @@ export function newRunId(): string {
 export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteOptions): Promise<RunResult> {
   const runId = newRunId();
   const owner = `${hostname()}:${process.pid}:${runId}`;
-  const log = rootLog.child({ job: config.name, runId });
+  // The daemon's logger has the job bound already: pino would write the key twice.
+  const log = rootLog.child(rootLog.bindings().job === config.name ? { runId } : { job: config.name, runId });
   // Each run, so that a volume remounted between runs of a daemon is caught too.
   for (const fsCheck of checkFilesystems(config)) {
     if (fsCheck.network) log.warn({ key: fsCheck.key, path: fsCheck.path, filesystem: fsCheck.type }, networkFilesystemMessage(fsCheck));

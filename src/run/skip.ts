@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
-import type { Store } from '../ledger/open.js';
+import { DEFAULT_POSTGRES_SCHEMA, type Store } from '../ledger/open.js';
 import type { RunHeartbeat } from '../ledger/types.js';
 import { pushSkippedStart } from '../metrics/index.js';
 import type { EventSink } from '../kube/events.js';
@@ -24,10 +24,12 @@ export interface SkippedRun {
  * which must survive this short-lived process, sees it.
  */
 export async function skipLocked({ config, store, log, opts, events }: SkippedRun, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
+  // Which lock: on PostgreSQL the advisory lock in the job's schema, not lock.path (unused there).
+  const lock = config.state.postgres !== undefined ? `postgres advisory lock (schema ${config.state.schema ?? DEFAULT_POSTGRES_SCHEMA})` : config.lock.path;
   if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
   // [issue 10, case 3]
-  else if (live) log.warn({ lock: config.lock.path, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
-  else log.info({ lock: config.lock.path }, 'skipped: another run holds the lock');
+  else if (live) log.warn({ lock, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
+  else log.info({ lock }, 'skipped: another run holds the lock');
   events.skipped(lease ?? 'another run holds the run lock');
   try {
     const ledger = await store.openLedger();

@@ -2,12 +2,13 @@
  * `cronsafe run` processes against the fake API server (KUBECONFIG in their env), as two
  * pods on different nodes would be: different local lock files, one Lease between them.
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { FIXTURES, finished, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace, type SpawnOptions, type Workspace } from '../helpers/cli.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { filesIn, until } from '../helpers/wait.js';
 
@@ -31,6 +32,18 @@ const podEnv = (pod: string, extra: Record<string, string> = {}) => ({
   ...extra,
 });
 
+/**
+ * Another node's pod runs in its own mount namespace (`unshare -m`): the ledger's name lock
+ * (sqlite/name-lock.ts) is per host and mount namespace, so there only the Lease stands
+ * between the two runs, as between two nodes. Needs root (CI runs as root).
+ */
+const canUnshare = spawnSync('unshare', ['-m', 'true']).status === 0;
+async function runOnOtherNode(args: string[], opts: SpawnOptions) {
+  const r = spawnCliRaw('unshare', ['-m', process.execPath, CLI, ...args], opts);
+  const { code, signal } = await r.exited;
+  return { code, signal, lines: r.lines, stderr: r.stderr(), stdout: r.stdout() };
+}
+
 /** A second config for the same ledger and Lease, with its own lock file: another pod's view. */
 function otherPod(ws: Workspace): string {
   const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
@@ -47,7 +60,7 @@ function otherPod(ws: Workspace): string {
 const lease = (): Obj | undefined => fake.get('leases', 'test-job');
 
 describe('the Kubernetes Lease across processes', () => {
-  it('two runs with different local locks: one works, the other skips with exit 0 and a recorded lock-skip', async () => {
+  it.skipIf(!canUnshare)('two runs with different local locks: one works, the other skips with exit 0 and a recorded lock-skip', async () => {
     const ws = workspace(
       { handler: { command: SLOW }, concurrency: 2, events: { enabled: true } },
       { 'a.scc': 'a', 'b.scc': 'b' },
@@ -58,7 +71,7 @@ describe('the Kubernetes Lease across processes', () => {
     await until(() => filesIn(markers).length === 2, 'the first run to start its handlers');
     expect(lease()?.spec.holderIdentity).toMatch(/^pod-a\//);
 
-    const second = await runCli(['run', '-c', otherPod(ws)], { env: podEnv('pod-b', { MARKER_DIR: markers, SLOW_MS: '10' }) });
+    const second = await runOnOtherNode(['run', '-c', otherPod(ws)], { env: podEnv('pod-b', { MARKER_DIR: markers, SLOW_MS: '10' }) });
     expect(second.code, second.stderr).toBe(0);
     const skip = second.lines.find((l) => l.msg === 'skipped: another run holds the Kubernetes Lease');
     expect(String(skip?.reason)).toMatch(/batch\/test-job is held by pod-a\//);

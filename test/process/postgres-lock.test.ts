@@ -80,6 +80,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     const other = await runCli(['run', '-c', ws.configPath], { env: env('nightly-2') });
     expect(other.code, other.stderr).toBe(0);
     expect(finished(other)?.outcome).toBe('skipped-locked');
+    // The lock it found held is the database's, not lock.path (unused on PostgreSQL).
+    expect(other.lines.find((l) => l.msg === 'skipped: another run holds the lock')?.lock).toBe('postgres advisory lock (schema cli)');
 
     const sibling = await runCli(['run', '-c', ws.configPath], { env: env('nightly-1') });
     expect(sibling.code, sibling.stderr).toBe(0);

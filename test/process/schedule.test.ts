@@ -42,6 +42,10 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     expect(due).toEqual(sorted);
     const runs = daemon.lines.filter((l) => l.msg === 'run started');
     expect(runs.length).toBe(due.length);
+    // Each line names the job once (the daemon's logger binds it; a pass's must not again).
+    const started = daemon.stdout().split('\n').filter((l) => l.includes('"msg":"run started"'));
+    expect(started.length).toBe(runs.length);
+    for (const l of started) expect(l.match(/"job":/g), l).toHaveLength(1);
     // every-occurrence: a pass re-does both items, unless the pass before it finished them
     // after this pass's occurrence (at x60 a loaded machine's 1 s is a fake minute): done
     // since the occurrence is done for it. Beyond the first pass, at least one re-did both.
