@@ -1,5 +1,6 @@
 // Profiling aid: one synthetic first pass of runPass (no directory, no file creation), so a
 // `--cpu-prof` of this script is the ledger + runner only. `BENCH_ITEMS=100000 node --cpu-prof bench/proto/pass-only.mjs`
+// (BENCH_ORDER=spread: ids in scattered order, as a directory's hash order gives them)
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,7 +17,9 @@ try {
   const config = loadConfig(writeConfig(root, { source: path.join(root, 'src') }));
   const ledger = await openSqliteLedger(config.state.sqlite, { writeBehind: true });
   const never = new AbortController().signal;
-  async function* synthetic(n) { for (let i = 0; i < n; i++) yield { id: itemId(i) }; }
+  // BENCH_ORDER=spread: ids in a scattered order (a directory's hash order), not sorted.
+  const spread = process.env.BENCH_ORDER === 'spread';
+  async function* synthetic(n) { for (let i = 0; i < n; i++) yield { id: itemId(spread ? (i * 7919 + 13) % n : i) }; }
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const r = await runPass({ config, ledger, handler: { run: async () => {} }, log: createLogger({ level: 'silent', format: 'json' }), runId: 'p1', owner: `p:${process.pid}:p1`, stop: never, force: never, source: synthetic(N) });
