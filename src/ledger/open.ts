@@ -7,7 +7,6 @@ import { NoLedgerYet } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 // Static, unlike the adapters: a few functions, no driver (fs-ext loads at the first lock),
 // and one file fewer to read in a start that finds the lock held (docs/benchmarks.md).
-import { takeSqliteRunLock } from './sqlite/run-lock.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -147,6 +146,8 @@ export function openStore(config: Config): Store {
 async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
   const { state } = config;
   if (state.postgres === undefined) {
+    // Loaded by the run that takes it, not by every command that opens the store.
+    const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
     return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner });
   }
   const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, statSync, utimesSync } from 'node:fs';
 import { mkdir, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { ensureOwnDir, sameDir, type DirId } from './own-dir.js';
+import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, outputName, TEMP_DIR_NAME } from './output-name.js';
@@ -242,7 +242,14 @@ export class OutputStore {
       }
     }
     const was = this.#tempId;
-    this.#tempId = this.#recreate();
+    try {
+      this.#tempId = this.#recreate();
+    } catch (err) {
+      // Replaced by a link or by someone else's directory mid-run: refused as at start-up,
+      // and the attempts that ran beside it failed for that, not for their items.
+      if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message}; it was replaced during the run, stopping (nothing charged)`);
+      throw err;
+    }
     if (was === undefined) return null; // never prepared: nothing to compare with
     // Something removes it over and over (a cleaner every few seconds): handing attempts
     // back for ever would never finish. That is the environment's fault to fix: stop.

@@ -47,10 +47,10 @@ describe.skipIf(process.platform !== 'linux')('the ledger name lock', () => {
     const dir = tempDir();
     mkdirSync(path.join(dir, 'state'));
     symlinkSync(path.join(dir, 'state'), path.join(dir, 'via-link'));
-    expect(await lockName(path.join(dir, 'via-link', 'job.db'))).toBe(await lockName(path.join(dir, 'state', 'job.db')));
+    expect(lockName(path.join(dir, 'via-link', 'job.db'))).toBe(lockName(path.join(dir, 'state', 'job.db')));
     expect(await take(path.join(dir, 'state', 'job.db'))).not.toBeNull();
     expect(await take(path.join(dir, 'via-link', 'job.db'))).toBeNull();
-    expect(await lockName(path.join(dir, 'state', 'job.db'))).not.toBe(await lockName(path.join(dir, 'state', 'job2.db')));
+    expect(lockName(path.join(dir, 'state', 'job.db'))).not.toBe(lockName(path.join(dir, 'state', 'job2.db')));
   });
 
   it('is freed by the kernel when its holder is killed with SIGKILL', async () => {

@@ -1,7 +1,9 @@
-import { chownSync, existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { FIXTURES, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { filesIn, until } from '../helpers/wait.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
 
@@ -76,4 +78,33 @@ describe("cronsafe's temp directory is used only when it is our own real directo
     expect(readdirSync(target).sort()).toEqual(['sub', 'thesis.tex']);
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(true);
   });
+});
+
+describe('cronsafe\'s temp directory replaced by a link while attempts run', () => {
+  it('stops the run (exit 1) and charges none of the attempts; the link target is left alone', async () => {
+    const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 2, log: { level: 'info' } }, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
+    const target = precious(ws);
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1500' } });
+    await until(() => filesIn(markers).length === 2, 'two handlers to start');
+    const tmp = path.join(ws.out, '.cronsafe-tmp');
+    renameSync(tmp, `${tmp}.moved`);
+    symlinkSync(target, tmp);
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.stderr()).toMatch(/\.cronsafe-tmp is a symbolic link.*replaced during the run/);
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      for (const id of ['a.txt', 'b.txt', 'c.txt']) {
+        const item = await ledger.get(id);
+        expect(item?.state, id).toBe('pending');
+        // Started or not, nothing is charged to the items: the environment failed them.
+        expect((item?.attempts ?? 0) - (item?.released ?? 0), id).toBe(0);
+      }
+    } finally {
+      await ledger.close();
+    }
+    expect(readdirSync(target).sort()).toEqual(['sub', 'thesis.tex']);
+  }, 60_000);
 });

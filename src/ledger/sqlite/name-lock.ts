@@ -1,8 +1,7 @@
+import { createHash } from 'node:crypto';
 import { readlinkSync, realpathSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
-
-// node:net and node:crypto are loaded by the first take, not with this module: the store
-// (ledger/open.ts) comes with it, and commands that take no lock must not pay for them.
 
 /**
  * The third part of the SQLite run lock, beside the two flocks (flock.ts): a Linux
@@ -24,8 +23,7 @@ import path from 'node:path';
  */
 export async function takeNameLock(ledgerFile: string): Promise<(() => void) | null> {
   if (process.platform !== 'linux') return () => {};
-  const { createServer } = await import('node:net');
-  const name = await lockName(ledgerFile);
+  const name = lockName(ledgerFile);
   const server = createServer();
   const bound = await new Promise<boolean | Error>((resolve) => {
     server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE' ? false : err));
@@ -47,8 +45,7 @@ export async function takeNameLock(ledgerFile: string): Promise<(() => void) | n
 }
 
 /** `cronsafe-run/` and a hash of the mount namespace and the ledger's real path. */
-export async function lockName(ledgerFile: string): Promise<string> {
-  const { createHash } = await import('node:crypto');
+export function lockName(ledgerFile: string): string {
   let where = path.resolve(ledgerFile);
   try {
     // The directory exists by now (the ledger's flock created it); a link to it names the same ledger.

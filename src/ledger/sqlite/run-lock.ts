@@ -5,7 +5,6 @@
  */
 import type { RunLock } from '../run-lock.js';
 import { lockLedgerFile, tryLock } from './flock.js';
-import { takeNameLock } from './name-lock.js';
 
 export interface SqliteRunLockOptions {
   /** lock.path */
@@ -39,6 +38,9 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       }
       releases.push(releaseLedger);
     }
+    // Loaded only once both flocks are ours (node:net, node:crypto): a start that finds the
+    // lock held exits without them.
+    const { takeNameLock } = await import('./name-lock.js');
     const releaseName = await takeNameLock(ledgerFile ?? lockPath);
     if (!releaseName) {
       release();
