@@ -36,6 +36,7 @@ export async function takeNameLock(ledgerFile: string): Promise<(() => void) | n
   // Holding the name must not keep a finished run alive; nobody ever connects to it.
   server.unref();
   server.on('connection', (socket) => socket.destroy());
+  server.on('error', () => {}); // a listening name has nothing left to fail; never crash the run for it
   let released = false;
   return () => {
     if (released) return;
