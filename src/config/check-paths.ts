@@ -37,7 +37,8 @@ export function checkState(file: string, c: Config): void {
     const what = clash === db ? 'the ledger file' : `${clash}, a file of the ledger`;
     fail(file, [{ key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` }]);
   }
-  const foreign = foreignLockFile(c.lock.path);
+  // With PostgreSQL the run lock is an advisory lock: lock.path is never opened, nothing to overwrite.
+  const foreign = c.state.postgres === undefined ? foreignLockFile(c.lock.path) : null;
   if (foreign !== null) {
     fail(file, [{ key: 'lock.path', message: `${c.lock.path} holds ${foreign}, not a cronsafe lock: the lock would overwrite it; point lock.path elsewhere (or empty the file)` }]);
   }
@@ -49,7 +50,8 @@ const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
 /**
  * A description of the data in `lockPath` when it is a file holding something a run did
  * not write (a user's file, named by mistake), or null: missing, empty (flock(1) and
- * `touch` leave it so), a cronsafe holder line, or unreadable (the lock reports that).
+ * `touch` leave it so; blanks only, as `echo > file` does, read as no holder in flock.ts
+ * too), a cronsafe holder line, or unreadable (the lock reports that).
  */
 function foreignLockFile(lockPath: string): string | null {
   let fd: number | undefined;
@@ -60,7 +62,7 @@ function foreignLockFile(lockPath: string): string | null {
     if (st.size > 512) return `${st.size} bytes`;
     const buf = Buffer.alloc(st.size);
     const text = buf.subarray(0, fs.readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
-    return text === '' || HOLDER_LINE.test(text) ? null : `${st.size} bytes`;
+    return text.trim() === '' || HOLDER_LINE.test(text) ? null : `${st.size} bytes`;
   } catch {
     return null;
   } finally {
