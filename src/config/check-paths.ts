@@ -38,10 +38,28 @@ export function checkState(file: string, c: Config): void {
     fail(file, [{ key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` }]);
   }
   // With PostgreSQL the run lock is an advisory lock: lock.path is never opened, nothing to overwrite.
-  const foreign = c.state.postgres === undefined ? foreignLockFile(c.lock.path) : null;
-  if (foreign !== null) {
-    fail(file, [{ key: 'lock.path', message: `${c.lock.path} holds ${foreign}, not a cronsafe lock: the lock would overwrite it; point lock.path elsewhere (or empty the file)` }]);
+  const problem = c.state.postgres === undefined ? lockFileProblem(c.lock.path, c.name) : null;
+  if (problem !== null) fail(file, [{ key: 'lock.path', message: `${c.lock.path} ${problem}` }]);
+}
+
+/**
+ * Why no run could ever take its lock at `lockPath`, or null: a link (never written
+ * through), a directory or another non-file (the open would fail on every run: exit 1,
+ * counted by the Job's backoffLimit), or a file of someone else's data (see foreignLockFile).
+ */
+function lockFileProblem(lockPath: string, name: string): string | null {
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.lstatSync(lockPath, { throwIfNoEntry: false });
+  } catch {
+    return null; // ENOTDIR, EACCES: the lock reports it with its path
   }
+  if (st === undefined) return null;
+  if (st.isSymbolicLink()) return 'is a symbolic link: cronsafe never writes through links; remove it or point lock.path elsewhere';
+  if (st.isDirectory()) return `is a directory, expected the lock file (e.g. ${path.join(lockPath, `${name}.lock`)})`;
+  if (!st.isFile()) return 'is not a regular file (a FIFO, socket or device); point lock.path at a file';
+  const foreign = foreignLockFile(lockPath);
+  return foreign === null ? null : `holds ${foreign}, not a cronsafe lock: the lock would overwrite it; point lock.path elsewhere (or empty the file)`;
 }
 
 /** What a run writes into its lock file: `host:pid:runId` and a newline (run/execute.ts). */

@@ -104,15 +104,17 @@ describe('a run killed on another host (an evicted pod, replaced on another node
 });
 
 describe('a lock file that is a symbolic link', () => {
-  it('is refused with exit 1 naming lock.path; the link target is not overwritten', async () => {
+  it('is refused with exit 78 naming lock.path (no run could take it); the link target is not overwritten', async () => {
     const ws = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
     mkdirSync(ws.state, { recursive: true });
     const victim = path.join(ws.dir, 'victim.txt');
     writeFileSync(victim, 'precious');
     symlinkSync(victim, path.join(ws.state, 'cronsafe.lock'));
-    const r = await runCli(['run', '-c', ws.configPath]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/lock file .* is a symbolic link.*lock\.path/);
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(/lock\.path: .*cronsafe\.lock is a symbolic link/);
+    }
     expect(readFileSync(victim, 'utf8')).toBe('precious');
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(false);
   });

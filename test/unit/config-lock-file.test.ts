@@ -6,9 +6,11 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { expectProblem, useConfigDir } from '../helpers/config-files.js';
+import type { ConfigError } from '../../src/errors.js';
+import { configError, expectProblem, useConfigDir } from '../helpers/config-files.js';
 
 describe('lock.path holding data', () => {
   const dir = useConfigDir();
@@ -33,5 +35,27 @@ describe('lock.path holding data', () => {
     const file = dir.minimal(`state: {postgres: "postgres://u@127.0.0.1:1/db"}\nlock: {path: ${lock}}\n`);
     expect(loadConfig(file).state.postgres).toBe('postgres://u@127.0.0.1:1/db');
     expect(fs.readFileSync(lock, 'utf8')).toBe('my notes\n');
+  });
+
+  it('a link, a directory or a FIFO at lock.path is a config error naming lock.path (no run could take it), the link target untouched', () => {
+    const target = path.join(dir.root, 'precious.txt');
+    fs.writeFileSync(target, 'keep\n');
+    const link = path.join(dir.root, 'link.lock');
+    fs.symlinkSync(target, link);
+    expectProblem(dir.minimal(`lock: {path: ${link}}\n`), 'lock.path', `${link} is a symbolic link: cronsafe never writes through links; remove it or point lock.path elsewhere`);
+    expect(fs.readFileSync(target, 'utf8')).toBe('keep\n');
+    const sub = path.join(dir.root, 'locks');
+    fs.mkdirSync(sub);
+    const refused = (lock: string): ConfigError => {
+      const file = dir.minimal(`lock: {path: ${lock}}\n`);
+      const err = configError(() => loadConfig(file));
+      expect(err.key).toBe('lock.path');
+      return err;
+    };
+    expect(refused(sub).message).toMatch(new RegExp(`lock\\.path: ${sub} is a directory, expected the lock file \\(e\\.g\\. ${sub}/.+\\.lock\\)$`));
+    const fifo = path.join(dir.root, 'fifo.lock');
+    if (spawnSync('mkfifo', [fifo]).status === 0) {
+      expect(refused(fifo).message).toMatch(/lock\.path: .*fifo\.lock is not a regular file \(a FIFO, socket or device\)/);
+    }
   });
 });
