@@ -32,6 +32,8 @@ describe('the whole state directory removed while its run is paused', () => {
       first.child.kill('SIGCONT');
       expect(second.code, second.stderr).toBe(0);
       expect(finished(second)?.outcome).toBe('skipped-locked');
+      // It says why, since the lock file it names was free.
+      expect(second.lines.some((l) => String(l.msg).startsWith('another run of this ledger holds its name lock'))).toBe(true);
       // Only the first run's two attempts ever started.
       expect(filesIn(markers)).toHaveLength(2);
     } finally {

@@ -17,10 +17,12 @@ export interface SqliteRunLockOptions {
    */
   allowNetworkFilesystem?: boolean;
   owner: string;
+  /** Told why a start skips when only the name lock is held (the flocks were free). */
+  warn?: (detail: Record<string, unknown>, msg: string) => void;
 }
 
 /** Take the flocks and the name lock without waiting; null when another run holds any of them. */
-export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner }: SqliteRunLockOptions): Promise<RunLock | null> {
+export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, warn }: SqliteRunLockOptions): Promise<RunLock | null> {
   const lock = tryLock(lockPath, owner);
   if (!lock) return null;
   const releases: (() => void)[] = [() => lock.release()];
@@ -44,6 +46,8 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
     const releaseName = await takeNameLock(ledgerFile ?? lockPath);
     if (!releaseName) {
       release();
+      // Free flocks on a held name: the files were removed or replaced under a live run.
+      warn?.({ ledger: ledgerFile ?? lockPath }, "another run of this ledger holds its name lock although the lock files were free (its state directory removed or replaced under it?); this start skips");
       return null;
     }
     releases.push(releaseName);
