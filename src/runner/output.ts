@@ -247,7 +247,7 @@ export class OutputStore {
     } catch (err) {
       // Replaced by a link or by someone else's directory mid-run: refused as at start-up,
       // and the attempts that ran beside it failed for that, not for their items.
-      if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message}; it was replaced during the run, stopping (nothing charged)`);
+      if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message.replace(/\.$/, '')}; it was replaced during the run: stopping (nothing charged)`);
       throw err;
     }
     if (was === undefined) return null; // never prepared: nothing to compare with

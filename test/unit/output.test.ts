@@ -5,7 +5,8 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { realBirthTimes } from '../../src/runner/output-fs.js';
 import { NAME_MAX, checkItemId, outputName } from '../../src/runner/output-name.js';
-import { OutputStore, OwnDirectoryGone, UnsafeOwnDirectory } from '../../src/runner/output.js';
+import { OutputStore, OwnDirectoryGone } from '../../src/runner/output.js';
+import { EnvironmentFault } from '../../src/runner/faults.js';
 
 let dir: string;
 let out: string;
@@ -279,7 +280,9 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
     mkdirSync(elsewhere);
     rmSync(store.tempDir, { recursive: true });
     symlinkSync(elsewhere, store.tempDir);
-    expect(() => store.checkTempDir()).toThrow(UnsafeOwnDirectory);
+    // Mid-run: the environment's fault (the pass stops, nothing charged), naming the link.
+    expect(() => store.checkTempDir()).toThrow(EnvironmentFault);
+    expect(() => store.checkTempDir()).toThrow(/\.cronsafe-tmp is a symbolic link .*; it was replaced during the run: stopping \(nothing charged\)$/);
     expect(readdirSync(elsewhere)).toEqual([]);
   });
 });
