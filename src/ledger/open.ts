@@ -5,8 +5,6 @@ import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { NoLedgerYet } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
-// Static, unlike the adapters: a few functions, no driver (fs-ext loads at the first lock),
-// and one file fewer to read in a start that finds the lock held (docs/benchmarks.md).
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
