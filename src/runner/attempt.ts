@@ -41,10 +41,12 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     settle(p, claim, (await whereItWent(fsPath(item), scene)) ?? { kind: 'gone' }, logOf);
     return;
   }
-  const tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
-  ctx.outputPath = tempPath;
+  let tempPath: string | undefined;
   const started = p.now();
   try {
+    // Inside: a temp directory found replaced here is judged like any other attempt's fault.
+    tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
+    ctx.outputPath = tempPath;
     await p.handler.run(item, ctx);
     if (p.leaseGuard && tempPath && p.leaseLapsed(claim)) {
       throw new HandlerFailure(

@@ -116,7 +116,7 @@ export class OutputStore {
       // checkTempDir recreates it. Asked before the mkdir: a new directory may get the old
       // one's inode number.
       const lost = this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId);
-      this.#tempId = this.#recreate();
+      this.#tempId = this.#recreateMidRun();
       if (lost) this.#gen++;
       const now = new Date();
       utimesSync(this.tempDir, now, now);
@@ -242,14 +242,7 @@ export class OutputStore {
       }
     }
     const was = this.#tempId;
-    try {
-      this.#tempId = this.#recreate();
-    } catch (err) {
-      // Replaced by a link or by someone else's directory mid-run: refused as at start-up,
-      // and the attempts that ran beside it failed for that, not for their items.
-      if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message.replace(/\.$/, '')}; it was replaced during the run: stopping (nothing charged)`);
-      throw err;
-    }
+    this.#tempId = this.#recreateMidRun();
     if (was === undefined) return null; // never prepared: nothing to compare with
     // Something removes it over and over (a cleaner every few seconds): handing attempts
     // back for ever would never finish. That is the environment's fault to fix: stop.
@@ -274,6 +267,20 @@ export class OutputStore {
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || tries >= 5) throw err;
       }
+    }
+  }
+
+  /**
+   * #recreate while attempts run: a link or someone else's directory where ours was is
+   * refused as at start-up, and it is the environment's fault (the pass stops, nothing
+   * charged), not the fault of the items whose attempts ran beside it.
+   */
+  #recreateMidRun(): DirId {
+    try {
+      return this.#recreate();
+    } catch (err) {
+      if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message.replace(/\.$/, '')}; it was replaced during the run: stopping (nothing charged)`);
+      throw err;
     }
   }
 

@@ -285,6 +285,24 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
     expect(() => store.checkTempDir()).toThrow(/\.cronsafe-tmp is a symbolic link .*; it was replaced during the run: stopping \(nothing charged\)$/);
     expect(readdirSync(elsewhere)).toEqual([]);
   });
+
+  it("a shared run's periodic touch that finds a link in its directory's place: the same environment fault, nothing written through it", async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const store = new OutputStore(out, { run: 'host:1:run-a', staleAfterMs: 4_000 });
+      await store.prepare();
+      const elsewhere = path.join(dir, 'elsewhere');
+      mkdirSync(elsewhere);
+      rmSync(store.tempDir, { recursive: true });
+      symlinkSync(elsewhere, store.tempDir);
+      vi.setSystemTime(Date.now() + 2_000); // due for the touch, which recreates
+      expect(() => store.tempPathFor('a', 1)).toThrow(EnvironmentFault);
+      expect(() => store.tempPathFor('a', 1)).toThrow(/is a symbolic link .*; it was replaced during the run: stopping \(nothing charged\)$/);
+      expect(readdirSync(elsewhere)).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });
 
 describe('outputName: every id gets a writable, distinct output path', () => {
