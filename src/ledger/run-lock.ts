@@ -19,6 +19,12 @@ export interface RunLock {
    */
   watchLedger?(): void;
   /**
+   * SQLite: look at the watched ledger now rather than at the next recheck, so that a write
+   * that failed because the state directory was just removed is told from any other
+   * failure (`lost` aborts). Absent on PostgreSQL.
+   */
+  checkLedger?(): void;
+  /**
    * PostgreSQL: the run group whose pass this run takes part in (the pass id: what the pods
    * of the pass mark and claim). Absent with the flock: the run is its own pass.
    */

@@ -155,7 +155,12 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       refresh: plan.refresh,
     });
     passStop.dispose();
-    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : passed;
+    // A ledger write that failed because the state directory was removed under the run (its
+    // start journal gone before the lock's next recheck saw the ledger go) is that loss,
+    // not a failure of the run: it ends as a lost lock does, drained (exit 75).
+    if (passed.outcome === 'failed') lock.checkLedger?.();
+    const lost = passed.outcome === 'failed' && lock.lost?.aborted === true;
+    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
     stopWatch();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {

@@ -157,4 +157,17 @@ describe('the whole state directory removed mid-run', () => {
     // Only the first run's two attempts ever started.
     expect(filesIn(markers)).toHaveLength(2);
   }, 90_000);
+
+  it('with fast items, whose next ledger write fails before the recheck sees the ledger go: the same exit 75, not 1', async () => {
+    const files = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`f${i}.txt`, `f${i}`]));
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 2, log: { level: 'info' } }, files);
+    const markers = path.join(ws.dir, 'markers');
+    const first = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '20' }, timeoutMs: 60_000 });
+    await until(() => filesIn(markers).length >= 6, 'the first run to be under way');
+    rmSync(ws.state, { recursive: true, force: true });
+    const done = await first.exited;
+    expect(done.code, first.stderr()).toBe(75);
+    expect(finished(first)?.outcome).toBe('drained');
+    expect(first.lines.some((l) => l.msg === 'stopping the run: what it relies on was lost')).toBe(true);
+  }, 90_000);
 });

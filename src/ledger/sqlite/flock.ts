@@ -27,6 +27,8 @@ export interface LocalLock {
    * would begin a new ledger and redo everything. The run must stop.
    */
   watch(file: string): void;
+  /** The recheck's look at the watched files, now: `lost` aborts if one is gone or replaced. */
+  checkWatched(): void;
   release(): void;
 }
 
@@ -176,6 +178,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
       const st = statSync(file, { throwIfNoEntry: false });
       if (st) watched.set(file, { dev: st.dev, ino: st.ino });
     },
+    checkWatched,
     release() {
       if (released) return;
       released = true;

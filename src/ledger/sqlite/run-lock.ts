@@ -58,6 +58,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       watchLedger() {
         if (ledgerFile !== undefined) lock.watch(ledgerFile);
       },
+      checkLedger: () => lock.checkWatched(),
       release,
     };
   } catch (err) {
