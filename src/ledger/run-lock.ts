@@ -21,9 +21,10 @@ export interface RunLock {
   /**
    * SQLite: look at the watched ledger now rather than at the next recheck, so that a write
    * that failed because the state directory was just removed is told from any other
-   * failure (`lost` aborts). Absent on PostgreSQL.
+   * failure (`lost` aborts). True when the ledger is gone. Absent on PostgreSQL, where a
+   * lost lock connection after a failed write is the outage that failed it (exit 1).
    */
-  checkLedger?(): void;
+  checkLedger?(): boolean;
   /**
    * PostgreSQL: the run group whose pass this run takes part in (the pass id: what the pods
    * of the pass mark and claim). Absent with the flock: the run is its own pass.

@@ -158,8 +158,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // A ledger write that failed because the state directory was removed under the run (its
     // start journal gone before the lock's next recheck saw the ledger go) is that loss,
     // not a failure of the run: it ends as a lost lock does, drained (exit 75).
-    if (passed.outcome === 'failed') lock.checkLedger?.();
-    const lost = passed.outcome === 'failed' && lock.lost?.aborted === true;
+    // On PostgreSQL a failed pass with a lost lock connection is the outage that failed it (1).
+    const lost = passed.outcome === 'failed' && lock.checkLedger?.() === true;
     const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
     stopWatch();
     const finishedAt = Date.now();

@@ -27,8 +27,8 @@ export interface LocalLock {
    * would begin a new ledger and redo everything. The run must stop.
    */
   watch(file: string): void;
-  /** The recheck's look at the watched files, now: `lost` aborts if one is gone or replaced. */
-  checkWatched(): void;
+  /** The recheck's look at the watched files, now: `lost` aborts if one is gone or replaced (true then). */
+  checkWatched(): boolean;
   release(): void;
 }
 
@@ -141,13 +141,17 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
 
   const lost = new AbortController();
   const watched = new Map<string, { dev: number; ino: number }>();
-  const checkWatched = (): void => {
+  const checkWatched = (): boolean => {
+    let gone = false;
     for (const [file, seen] of watched) {
       const st = statSync(file, { throwIfNoEntry: false });
-      if ((!st || st.dev !== seen.dev || st.ino !== seen.ino) && !lost.signal.aborted) {
+      if (st && st.dev === seen.dev && st.ino === seen.ino) continue;
+      gone = true;
+      if (!lost.signal.aborted) {
         lost.abort(new Error(`${file} was removed or replaced during the run (its directory deleted?); stopping, the next run starts over`));
       }
     }
+    return gone;
   };
 
   const recheck = setInterval(() => {
