@@ -145,7 +145,7 @@ describe('the whole state directory removed mid-run', () => {
     const env = { MARKER_DIR: markers, SLOW_MS: '3000' };
     const first = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
     await until(() => filesIn(markers).length === 2, 'the first run to start two handlers');
-    rmSync(ws.state, { recursive: true, force: true });
+    rmSync(ws.state, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
     // Readiness: the first run has locked its (recreated) lock file again.
     await until(() => existsSync(path.join(ws.state, 'cronsafe.lock')), 'the lock file to be recreated');
     const second = await runCli(['run', '-c', ws.configPath], { env });
@@ -164,7 +164,7 @@ describe('the whole state directory removed mid-run', () => {
     const markers = path.join(ws.dir, 'markers');
     const first = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '20' }, timeoutMs: 60_000 });
     await until(() => filesIn(markers).length >= 6, 'the first run to be under way');
-    rmSync(ws.state, { recursive: true, force: true });
+    rmSync(ws.state, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
     const done = await first.exited;
     expect(done.code, first.stderr()).toBe(75);
     expect(finished(first)?.outcome).toBe('drained');

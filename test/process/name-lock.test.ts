@@ -83,7 +83,7 @@ describe.skipIf(process.platform !== 'linux')('the ledger name lock', () => {
     expect(first).not.toBeNull();
     releases.push(() => first!.release());
     // Both flocks are on files that are gone now: only the name lock still stands.
-    rmSync(state, { recursive: true, force: true });
+    rmSync(state, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
     expect(await takeSqliteRunLock({ ...opts, owner: 'host:2:run-2' })).toBeNull();
     await first!.release();
     const second = await takeSqliteRunLock({ ...opts, owner: 'host:2:run-3' });

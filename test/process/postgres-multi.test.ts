@@ -59,7 +59,7 @@ describe('temp files when many runs share an output directory', () => {
     rmSync(idle.tempDir, { recursive: true });
     await new Promise((r) => setTimeout(r, 5));
     expect(existsSync(path.dirname(idle.tempPathFor('c', 1)))).toBe(true);
-    rmSync(out, { recursive: true, force: true });
+    rmSync(out, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
   });
 });
 

@@ -27,7 +27,7 @@ describe('the whole state directory removed while its run is paused', () => {
     try {
       await until(() => filesIn(markers).length === 2, 'the first run to start two handlers');
       first.child.kill('SIGSTOP');
-      rmSync(ws.state, { recursive: true, force: true });
+      rmSync(ws.state, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
       const second = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
       first.child.kill('SIGCONT');
       expect(second.code, second.stderr).toBe(0);

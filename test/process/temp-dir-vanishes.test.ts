@@ -90,7 +90,7 @@ describe('an empty-directory cleaner running all the time, and output.directory 
     configure(ws, { handler: { command: [slowCopy(ws.dir, '0.2'), '{path}', '{output}'] } });
     const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await run.waitFor((l) => l.msg === 'item done', 30_000);
-    rmSync(ws.out, { recursive: true, force: true });
+    rmSync(ws.out, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(1);
     expect(run.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('output.directory'))).toBe(true);
