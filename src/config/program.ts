@@ -1,4 +1,4 @@
-import { accessSync, constants, statSync, type Stats } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, readSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 
 /** A placeholder in argv[0] (`{path}`: run the item itself) can only be checked per item. */
@@ -19,8 +19,12 @@ export function programProblem(program: string, cwd: string, PATH: string | unde
     return problem && `${JSON.stringify(program)}${file === program ? '' : ` (${file})`} ${problem}`;
   }
   const dirs = (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
-  const found = dirs.map((d) => path.join(d, program)).find((f) => fileProblem(f) === null);
-  if (found) return null;
+  // execvp takes the first executable file on PATH, whatever its format.
+  const found = dirs.map((d) => path.join(d, program)).find((f) => accessProblem(f) === null);
+  if (found) {
+    const problem = formatProblem(found);
+    return problem && `${JSON.stringify(program)} (found on PATH as ${found}) ${problem}`;
+  }
   // Present but not executable somewhere on PATH is worth saying: it is the likely mistake.
   const there = dirs.map((d) => path.join(d, program)).find((f) => statOf(f)?.isFile());
   if (there) return `${JSON.stringify(program)} found on PATH as ${there}, but it is not executable`;
@@ -37,6 +41,10 @@ function statOf(file: string): Stats | undefined {
 }
 
 function fileProblem(file: string): string | null {
+  return accessProblem(file) ?? formatProblem(file);
+}
+
+function accessProblem(file: string): string | null {
   const st = statOf(file);
   if (!st) return 'does not exist';
   if (!st.isFile()) return 'is not a file';
@@ -46,4 +54,39 @@ function fileProblem(file: string): string | null {
     return 'is not executable';
   }
   return null;
+}
+
+/** ELF e_machine of the architectures Node runs on (process.arch), for the format check. */
+const ELF_MACHINE: Partial<Record<NodeJS.Architecture, number>> = { x64: 62, arm64: 183, arm: 40, ia32: 3, ppc64: 21, s390x: 22, riscv64: 243, loong64: 258 };
+
+/**
+ * A file the kernel cannot execute (execve's ENOEXEC) is not refused by spawn: execvp then
+ * hands it to /bin/sh, a shell the handler never asked for, which fails on every item (a
+ * binary for another architecture reads as a broken script) and charges them all. So a
+ * program must start with `#!` or be an ELF binary for this machine. An unreadable file
+ * (execute-only) is left to the kernel.
+ */
+function formatProblem(file: string): string | null {
+  const head = Buffer.alloc(20);
+  let n: number;
+  try {
+    const fd = openSync(file, 'r');
+    try {
+      n = readSync(fd, head, 0, head.length, 0);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  if (n >= 2 && head[0] === 0x23 && head[1] === 0x21) return null; // #!
+  if (n >= 20 && head.readUInt32BE(0) === 0x7f454c46) {
+    const machine = head[5] === 2 ? head.readUInt16BE(18) : head.readUInt16LE(18);
+    const ours = ELF_MACHINE[process.arch];
+    if (ours === undefined || machine === ours) return null;
+    return `is a binary for another architecture (ELF machine ${machine}; this machine is ${process.arch}): the kernel cannot execute it`;
+  }
+  return n === 0
+    ? 'is empty: the kernel cannot execute it (it would be run by /bin/sh as an empty script)'
+    : 'has no #! line and is not a binary this machine runs: the kernel cannot execute it (it would be run by /bin/sh; add a #! line)';
 }

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
@@ -39,5 +39,48 @@ describe('handler.command must name a program that can run', () => {
     const ok = workspace({ handler: { command: ['my-tool', '{path}'], env: { PATH: `${bin}:/usr/bin:/bin` } } }, { 'a.txt': 'a' });
     const r = await runCli(['run', '-c', ok.configPath]);
     expect(r.code, r.stderr).toBe(0);
+  });
+
+  it('a file the kernel cannot execute (another architecture, no #! line, empty) is refused with 78, not run by /bin/sh and charged on every item', async () => {
+    const ws = workspace({ handler: { command: ['./tools/prog', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const prog = path.join(ws.source, 'tools/prog');
+    mkdirSync(path.dirname(prog), { recursive: true });
+    // This machine's own `true`, with its ELF machine field changed to another architecture's.
+    copyFileSync('/bin/true', prog);
+    const elf = readFileSync(prog);
+    const other = elf.readUInt16LE(18) === 183 ? 62 : 183; // aarch64 <-> x86-64
+    elf.writeUInt16LE(other, 18);
+    writeFileSync(prog, elf, { mode: 0o755 });
+    chmodSync(prog, 0o755);
+    const cases: Array<[string, Buffer | string]> = [
+      ['another architecture', elf],
+      ['has no #! line', 'exit 0\n'],
+      ['is empty', ''],
+    ];
+    for (const [why, content] of cases) {
+      writeFileSync(prog, content);
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath]);
+        expect(r.code, `${why} / ${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain('handler.command');
+        expect(r.stderr).toContain(why);
+      }
+    }
+    expect(existsSync(ws.db)).toBe(false);
+    // The same file with a #! line runs.
+    writeFileSync(prog, '#!/bin/sh\nexit 0\n');
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+  });
+
+  it('on PATH, the first executable file is the one checked, as execvp takes it', async () => {
+    const ws = workspace({ handler: { command: ['my-tool', '{path}'], env: { PATH: '' } } }, { 'a.txt': 'a' });
+    const bin = path.join(ws.dir, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'my-tool'), 'exit 0\n', { mode: 0o755 });
+    const bad = workspace({ handler: { command: ['my-tool', '{path}'], env: { PATH: `${bin}:/usr/bin:/bin` } } }, { 'a.txt': 'a' });
+    const r = await runCli(['validate', '-c', bad.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`"my-tool" (found on PATH as ${path.join(bin, 'my-tool')}) has no #! line`);
   });
 });
