@@ -112,6 +112,13 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     });
     try {
       await outputs?.prepare();
+      const others = outputs?.sharedWith() ?? [];
+      if (others.length > 0) {
+        log.warn(
+          { outputDirectory: outputs?.dir, jobs: others },
+          'output.directory is shared with other jobs: outputs are named by item id alone, so an id that two jobs both have is one file, written by whichever commits last; an output left by a run that died is not taken as proof that it finished (the item runs again)',
+        );
+      }
     } catch (err) {
       // An unusable output directory (a link or a foreign .cronsafe-tmp): a failed run that
       // alerts and metrics see (cronsafe_runs_total, consecutive failures), not only stderr.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync, statSync, utimesSync } from 'node:fs';
+import { lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { mkdir, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -46,6 +46,10 @@ export class OutputStore {
   readonly #root: string;
 
   #lastTouch = 0;
+  /** The job whose temp directory is `.cronsafe-tmp/job-<job>` (exclusive runs). */
+  readonly #job: string | undefined;
+  /** Other jobs with a temp directory here (sharedWith), once asked. */
+  #others: string[] | undefined;
   /** Temp names: one random prefix per store (per run) and a counter, no syscall or hash per item. */
   readonly #prefix = randomBytes(6).toString('hex');
   #counter = 0;
@@ -81,6 +85,26 @@ export class OutputStore {
     if (shared) this.tempDir = path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200));
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
     else this.tempDir = job ? path.join(this.#root, `job-${job}`) : this.#root;
+    this.#job = shared ? undefined : job;
+  }
+
+  /**
+   * The other jobs that have run on this output directory (their `.cronsafe-tmp/job-<name>`
+   * stays): outputs are keyed by item id alone, so an id two jobs both have is one file.
+   * Exclusive runs only (a shared pass's pods are one job).
+   */
+  sharedWith(): string[] {
+    if (this.#job === undefined) return [];
+    if (this.#others === undefined) {
+      let names: string[] = [];
+      try {
+        names = readdirSync(this.#root);
+      } catch {
+        // No temp directory yet: no job has run here.
+      }
+      this.#others = names.filter((n) => n.startsWith('job-') && n !== `job-${this.#job}`).map((n) => n.slice(4)).sort();
+    }
+    return this.#others;
   }
 
   /**
@@ -151,6 +175,8 @@ export class OutputStore {
    * the item is simply done again.
    */
   committedSince(id: string, claimedAt: number): boolean {
+    // Another job's commit of the same id would pass for ours: run the item again instead.
+    if (this.sharedWith().length > 0) return false;
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -121,5 +121,46 @@ describe('two jobs sharing one output.directory', () => {
       expect(readFileSync(path.join(a.out, `a${i}.txt.out`), 'utf8')).toBe(`begin\nalpha ${i}\n`);
       expect(readFileSync(path.join(a.out, `b${i}.txt.out`), 'utf8')).toBe(`begin\nbeta ${i}\n`);
     }
+  }, 150_000);
+});
+
+describe('two jobs with the same item ids on one output.directory', () => {
+  it("an output the other job committed is not taken for the proof that a killed run's attempt finished: the item runs again", async () => {
+    const ids = ['f0.txt', 'f1.txt'];
+    const a = workspace({ name: 'alpha', concurrency: 2 }, Object.fromEntries(ids.map((id) => [id, `alpha ${id}\n`])));
+    const b = workspace({ name: 'beta', concurrency: 2, output: { directory: a.out } }, Object.fromEntries(ids.map((id) => [id, `beta ${id}\n`])));
+    const gate = path.join(a.dir, 'gate');
+    const started = path.join(a.dir, 'started');
+    mkdirSync(started);
+    // alpha's attempts wait for the gate (they are in flight when alpha is killed); each says so with its pid.
+    const h = path.join(a.dir, 'gated-copy.sh');
+    writeFileSync(h, `#!/bin/sh\necho $$ > "${started}/$(basename "$1")"\nwhile [ ! -e "${gate}" ]; do sleep 0.05; done\ncp "$1" "$2"\n`, { mode: 0o755 });
+    configure(a, { handler: { command: [h, '{path}', '{output}'] } });
+    configure(b, { handler: { command: ['/bin/cp', '{path}', '{output}'] } });
+    const first = spawnCli(['run', '-c', a.configPath], { timeoutMs: 120_000 });
+    await first.waitFor((l) => l.msg === 'run started', 30_000);
+    for (let i = 0; i < 600 && readdirSync(started).length < ids.length; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(readdirSync(started).sort()).toEqual(ids);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // Its handlers outlive it (their own process groups): end them, as the pod's end would.
+    for (const f of readdirSync(started)) {
+      try {
+        process.kill(Number(readFileSync(path.join(started, f), 'utf8')), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    const second = await runCli(['run', '-c', b.configPath]);
+    expect(second.code, second.stderr).toBe(0);
+    for (const id of ids) expect(readFileSync(path.join(a.out, `${id}.out`), 'utf8')).toBe(`beta ${id}\n`);
+    writeFileSync(gate, '');
+    const again = await runCli(['run', '-c', a.configPath]);
+    expect(again.code, again.stderr).toBe(0);
+    const lines = again.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.find((l) => String(l.msg).startsWith('output.directory is shared with other jobs'))?.jobs).toEqual(['beta']);
+    // Before: both were recorded done by beta's outputs, and kept beta's content.
+    for (const id of ids) expect(readFileSync(path.join(a.out, `${id}.out`), 'utf8')).toBe(`alpha ${id}\n`);
+    expect((await statusJson(a.configPath)).items).toMatchObject({ done: 2, dead: 0 });
   }, 150_000);
 });
