@@ -89,6 +89,8 @@ export interface FailOptions {
  */
 export interface ReclaimOptions extends FailOptions {
   committed?: (id: string, claimedAt: number) => boolean;
+  /** Told each id that was made pending again (not done, not dead). */
+  reclaimed?: (id: string) => void;
 }
 
 export interface Failure {

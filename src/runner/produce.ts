@@ -37,9 +37,12 @@ export async function produce(p: PassState): Promise<void> {
       // batch from its own random place, or they would all offer their claims the same
       // candidates and mostly find them taken.
       const from = p.shared ? Math.floor(Math.random() * ids.length) : 0;
+      const deferred = p.deferred;
       for (let i = 0; i < ids.length; i++) {
         if (drain.stopping.aborted) return;
-        await channel.send(ids[(from + i) % ids.length]!);
+        const id = ids[(from + i) % ids.length]!;
+        if (deferred?.has(id)) continue; // the sweep claims it (PassDeps.deferred)
+        await channel.send(id);
       }
     }
     // The scan also ends early when the stop aborts it: that is not a complete scan.

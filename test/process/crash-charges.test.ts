@@ -204,3 +204,31 @@ describe('SIGKILL of the whole process tree (SQLite, maxAttempts 3)', () => {
     for (const id of Object.keys(files)) expect(recs.get(id), id).toMatchObject({ state: 'done', attempts: 1, released: 0 });
   }, 300_000);
 });
+
+describe('a pod killed again and again soon after it starts (an eviction loop), with the defaults users get', () => {
+  it('does not charge the same item each time: what a dead run had started resumes after the rest, so no item is dead-lettered for the kills', async () => {
+    const files = backlog(8);
+    const ws = workspace({ concurrency: 2 }, files); // retry.maxAttempts: the default (5)
+    const log = path.join(ws.dir, 'invocations.log');
+    configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '5' } } });
+    const KILLS = 6;
+    for (let k = 1; k <= KILLS; k++) {
+      const before = [...invocations(log).values()].reduce((a, b) => a + b, 0);
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+      // Killed as soon as its first attempt has begun.
+      await until(() => [...invocations(log).values()].reduce((a, b) => a + b, 0) > before, `an attempt started (round ${k})`, 60_000);
+      killTree(run.child.pid!);
+      await run.exited;
+    }
+    const recs = await records(ws, Object.keys(files));
+    // Before: the item the scan finds first was started first by every run and charged each
+    // time, dead at the fifth kill although the kills were not its doing.
+    for (const [id, rec] of recs) expect(rec.attempts - rec.released, `charges of ${id}`).toBeLessThan(5);
+    configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.01' } } });
+    const clean = await runCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    expect(clean.code, clean.stderr).toBe(0);
+    const after = await records(ws, Object.keys(files));
+    for (const id of Object.keys(files)) expect(after.get(id), id).toMatchObject({ state: 'done' });
+    expectOutputs(ws, files, Object.keys(files));
+  }, 300_000);
+});

@@ -45,7 +45,10 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
         continue;
       }
       const error = `attempt ${r.attempts} abandoned: the run that claimed it died`;
-      if (finish.failOne(claim, error, opts).result === 'applied') moved++;
+      const out = finish.failOne(claim, error, opts);
+      if (out.result !== 'applied') continue;
+      moved++;
+      if (out.state === 'pending') opts.reclaimed?.(r.id);
     }
     return moved;
   });
