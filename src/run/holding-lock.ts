@@ -64,6 +64,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   let metrics: RunMetrics | undefined;
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
+  let outputs: OutputStore | undefined;
   try {
     ledger = await store.openLedger({ writeBehind: true });
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
@@ -93,7 +94,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
-    const outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
+    outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     const recovered = committedOutputs(outputs);
     // Resumed last in the pass, not first (PassDeps.deferred); on a shared pass, at once.
     const deferred = new Set<string>();
@@ -197,6 +198,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   } finally {
     stopWatch();
     stopBeat();
+    outputs?.close();
     stop.dispose();
     await handler?.close?.().catch(() => undefined);
     await metrics?.close();

@@ -10,6 +10,9 @@ import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
+
+/** How often a shared run's temp directory is touched, at most: below any run's staleness (>= 60 s). */
+const KEEP_FRESH_MS = 20_000;
 export { OutputPathError } from './output-path.js';
 export { OwnDirectoryGone } from './faults.js';
 
@@ -46,6 +49,7 @@ export class OutputStore {
   readonly #root: string;
 
   #lastTouch = 0;
+  #keepFresh: NodeJS.Timeout | undefined;
   /** The job whose temp directory is `.cronsafe-tmp/job-<job>` (exclusive runs). */
   readonly #job: string | undefined;
   /** Other jobs with a temp directory here (sharedWith), once asked. */
@@ -122,8 +126,31 @@ export class OutputStore {
     this.#outId = { dev: out.dev, ino: out.ino };
     const root = this.#own(this.#root);
     this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
-    if (this.shared) this.#lastTouch = Date.now();
+    if (this.shared) {
+      this.#lastTouch = Date.now();
+      // Fresh while we live, even when no attempt starts for a while (one long item):
+      // another job's runs may judge it stale after their own staleAfterMs, at least 60 s.
+      clearInterval(this.#keepFresh);
+      this.#keepFresh = setInterval(() => this.#touch(), Math.min(this.shared.staleAfterMs / 4, KEEP_FRESH_MS));
+      this.#keepFresh.unref();
+    }
     await removeTempLeftovers({ root: this.#root, rootId: root, tempDir: this.tempDir, tempId: this.#tempId, staleAfterMs: this.shared?.staleAfterMs });
+  }
+
+  /** Stop keeping the shared temp directory fresh (the run is over). */
+  close(): void {
+    clearInterval(this.#keepFresh);
+    this.#keepFresh = undefined;
+  }
+
+  #touch(): void {
+    try {
+      const now = new Date();
+      utimesSync(this.tempDir, now, now);
+      this.#lastTouch = now.getTime();
+    } catch {
+      // Gone: the next attempt's tempPathFor recreates it (and says so).
+    }
   }
 
   /**

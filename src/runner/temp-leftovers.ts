@@ -46,6 +46,10 @@ export async function removeTempLeftovers(d: TempDirs): Promise<void> {
   for (const name of await readdir(d.root)) {
     const entry = path.join(d.root, name);
     if (entry === d.tempDir) continue;
+    // Another job's (SQLite: `job-<name>`, a DNS label; a run's directory holds the `_` of
+    // its sanitised owner): that job empties it itself, under its run lock. It is not touched
+    // while one long attempt runs, so its age says nothing about whether it is live.
+    if (/^job-[a-z0-9-]+$/.test(name)) continue;
     const newest = await newestMtimeMs(entry);
     if (newest !== null && Date.now() - newest > d.staleAfterMs) await fromRoot(entry);
   }

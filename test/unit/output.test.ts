@@ -394,3 +394,34 @@ describe('outputName: every id gets a writable, distinct output path', () => {
     expect(store.outputProblem('dir.txt')).toMatch(/is a directory/);
   });
 });
+
+describe("a shared run's start-up sweep and another job's temp directory", () => {
+  const old = new Date(Date.now() - 3_600_000);
+
+  it("removes a dead run's stale directory, never a SQLite job's `job-<name>` directory, however old", async () => {
+    const root = path.join(out, '.cronsafe-tmp');
+    mkdirSync(path.join(root, 'job-transcode'), { recursive: true });
+    mkdirSync(path.join(root, 'host_9_run-dead'), { recursive: true });
+    writeFileSync(path.join(root, 'host_9_run-dead', 'x.tmp'), 'half');
+    // A long attempt of the other job has written nothing yet: nothing in its directory is new.
+    for (const d of ['job-transcode', 'host_9_run-dead', 'host_9_run-dead/x.tmp']) utimesSync(path.join(root, d), old, old);
+    const store = new OutputStore(out, { run: 'host:1:run-a', staleAfterMs: 60_000 });
+    await store.prepare();
+    store.close();
+    expect(existsSync(path.join(root, 'job-transcode'))).toBe(true);
+    expect(existsSync(path.join(root, 'host_9_run-dead'))).toBe(false);
+  });
+
+  it('keeps its own directory fresh while it lives, though no attempt starts (one long item)', async () => {
+    const store = new OutputStore(out, { run: 'host:1:run-a', staleAfterMs: 400 });
+    await store.prepare();
+    try {
+      utimesSync(store.tempDir, old, old);
+      const deadline = Date.now() + 10_000;
+      while (statSync(store.tempDir).mtimeMs < Date.now() - 60_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(statSync(store.tempDir).mtimeMs).toBeGreaterThan(Date.now() - 60_000);
+    } finally {
+      store.close();
+    }
+  });
+});
