@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
-import { mkdir, rename, rm, statfs } from 'node:fs/promises';
+import { rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
@@ -8,6 +8,7 @@ import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
+import { makeDirs } from '../make-dirs.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
 
@@ -120,7 +121,7 @@ export class OutputStore {
    */
   async prepare(): Promise<void> {
     // The configured directory itself may be a link (the user's choice); below it, nothing may.
-    await mkdir(this.dir, { recursive: true });
+    makeDirs(this.dir);
     const out = statSync(this.dir);
     this.#dirUid = out.uid;
     this.#outId = { dev: out.dev, ino: out.ino };

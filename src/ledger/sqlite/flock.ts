@@ -1,6 +1,7 @@
-import { closeSync, constants, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { makeDirs } from '../../make-dirs.js';
 
 // fs-ext is CommonJS with no types; flock(2) is what we need from it. Its native addon is
 // loaded at the first lock: this module comes with the store (ledger/open.ts), which the
@@ -115,7 +116,7 @@ function lockFile(lockPath: string): number | null {
  * between is stopped by the ledger heartbeat: src/lock/heartbeat.ts).
  */
 export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions = {}): LocalLock | null {
-  mkdirSync(path.dirname(lockPath), { recursive: true });
+  makeDirs(path.dirname(lockPath));
   const first = lockFile(lockPath);
   if (first === null) return null;
   const fds = [first];
@@ -161,7 +162,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
       if (stillThere(current, lockPath)) return;
       // Its directory may be gone too (the whole state directory deleted): recreate it,
       // so that later starts find the lock held instead of starting a second run.
-      mkdirSync(path.dirname(lockPath), { recursive: true });
+      makeDirs(path.dirname(lockPath));
       // Keep the old fds locked too: whoever still has the old file open stays locked out.
       const again = lockFile(lockPath);
       if (again === null) return; // another process holds the new file: the heartbeat is what stops it
@@ -207,7 +208,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
  * Returns the release, or null when another run holds it.
  */
 export function lockLedgerFile(file: string): (() => void) | null {
-  mkdirSync(path.dirname(file), { recursive: true });
+  makeDirs(path.dirname(file));
   const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
   if (!fstatSync(fd).isFile()) {
     closeSync(fd);

@@ -1,4 +1,4 @@
-import { mkdirSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
@@ -7,6 +7,7 @@ import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { journalPath } from './start-journal.js';
+import { makeDirs } from '../../make-dirs.js';
 
 export { SqliteLedger } from './ledger.js';
 
@@ -47,7 +48,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
     return new SqliteLedger(db, journalOf(file));
   }
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  if (file !== ':memory:') makeDirs(dirname(file));
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
     // Before the first table exists, so a new file can shrink after pruning (retention).
