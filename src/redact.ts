@@ -4,8 +4,15 @@
  */
 
 /**
+ * Query parameters whose value may be a secret: libpq's `password`, and the tokens, keys
+ * and signatures a push gateway behind a proxy may take (`?token=`, `?api_key=`, `?sig=`).
+ */
+const SECRET_PARAM = /([?&][^=&#]*(?:pass|pwd|token|secret|key|auth|sig|credential)[^=&#]*=)[^&#]*/gi;
+
+/**
  * Replace the password of a URL with `***`, both in the userinfo
- * (`postgres://u:***@host/db`) and in a `password=` query parameter (libpq accepts both).
+ * (`postgres://u:***@host/db`) and in a query parameter that may hold a secret
+ * (`password=`, which libpq accepts, `token=`, `api_key=`, ...: SECRET_PARAM).
  * Anything else is returned unchanged, byte for byte.
  */
 export function redactUrl(url: string): string {
@@ -20,5 +27,5 @@ export function redactUrl(url: string): string {
     const colon = userinfo.indexOf(':');
     if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${authority.slice(at)}`;
   }
-  return scheme + auth + rest.replace(/([?&]password=)[^&#]*/gi, '$1***');
+  return scheme + auth + rest.replace(SECRET_PARAM, '$1***');
 }

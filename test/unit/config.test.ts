@@ -287,6 +287,12 @@ describe('secrets', () => {
     expect(redactUrl('not a url')).toBe('not a url');
   });
 
+  it('redactUrl hides the query parameters that may hold a secret (a push gateway behind a proxy), and keeps the others', () => {
+    expect(redactUrl('http://h:9091/?password=hunter2&token=hunter3&job=x')).toBe('http://h:9091/?password=***&token=***&job=x');
+    expect(redactUrl('https://h/p?api_key=k1&X-Amz-Signature=s1&access_token=t1&authorization=a1')).toBe('https://h/p?api_key=***&X-Amz-Signature=***&access_token=***&authorization=***');
+    expect(redactUrl('postgres://db/cs?sslmode=require&application_name=cronsafe')).toBe('postgres://db/cs?sslmode=require&application_name=cronsafe');
+  });
+
   it('configSummary shows no secret', () => {
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
 state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);
