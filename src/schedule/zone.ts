@@ -54,7 +54,10 @@ const MAX_CACHED_DAYS = 200_000;
  * be wrong for half of the year.
  */
 export function defaultTimeZone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
+  // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
+  // reckons in UTC, as the C library (and so cron on this machine) does.
+  return zone === undefined || zone === 'Etc/Unknown' ? 'UTC' : zone;
 }
 
 /**

@@ -189,3 +189,17 @@ describe('fire identity', () => {
     expect(daemonView).toMatchObject({ policy: 'vixie', latest: '2026-11-01T05:30:00.000Z' });
   });
 });
+
+describe('a schedule with no timeZone on a machine whose TZ names no zone', () => {
+  it('reckons in UTC, as the C library does (TZ= or an unknown name), for schedule and run alike: no fatal error', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '30 1 * * *' } }, { 'a.txt': 'a' });
+    for (const TZ of ['', 'Nowhere/Foo']) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      expect(s.code, s.stderr).toBe(0);
+      expect(JSON.parse(s.stdout)).toMatchObject({ timeZone: 'UTC', latest: '2026-07-01T01:30:00.000Z' });
+      // Before: "fatal: unknown time zone "Etc/Unknown"", exit 1, while validate said OK.
+      const r = await runCli(['run', '-c', ws.configPath], { env: { TZ } });
+      expect(r.code, r.stderr).toBe(0);
+    }
+  });
+});
