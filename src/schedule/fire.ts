@@ -26,13 +26,26 @@ export interface Fire {
   repeatedWallTime: boolean;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
+
+/**
+ * The fields are in range: Date.parse rolls 2026-02-30 over to March 2 and reads 24:00 as
+ * the next day, where RFC 3339 (and Go's time.Parse, which Kubernetes uses) has no such date.
+ */
+function inRange(m: RegExpExecArray): boolean {
+  const [year, month, day, hour, minute, second, offH, offM] = m.slice(1, 9).map((f) => Number(f ?? 0));
+  if (month === undefined || month < 1 || month > 12 || day === undefined || day < 1) return false;
+  const days = new Date(Date.UTC(year ?? 0, month, 0)).getUTCDate();
+  return day <= days && (hour ?? 0) <= 23 && (minute ?? 0) <= 59 && (second ?? 0) <= 59 && (offH ?? 0) <= 23 && (offM ?? 0) <= 59;
+}
 
 /** Parse the Job's `batch.kubernetes.io/cronjob-scheduled-timestamp` (RFC 3339, with offset). */
 export function parseScheduledTime(value: string, from: string): Date {
-  const ms = RFC3339.test(value.trim()) ? Date.parse(value.trim()) : NaN;
+  const m = RFC3339.exec(value.trim());
+  const ms = m && inRange(m) ? Date.parse(value.trim()) : NaN;
   if (Number.isNaN(ms)) {
-    throw new ScheduledTimeError(`${from}: expected an RFC 3339 time with offset such as 2026-11-01T01:30:00-04:00, got ${JSON.stringify(value)}`);
+    const why = m ? ': no such date or time' : '';
+    throw new ScheduledTimeError(`${from}: expected an RFC 3339 time with offset such as 2026-11-01T01:30:00-04:00, got ${JSON.stringify(value)}${why}`);
   }
   return new Date(ms);
 }

@@ -23,6 +23,13 @@ describe('parseScheduledTime', () => {
     expect(() => parseScheduledTime('2026-11-01T01:30:00', 'CRONSAFE_SCHEDULED_TIME')).toThrow(ScheduledTimeError);
     expect(() => parseScheduledTime('yesterday', '--scheduled-time')).toThrow(/--scheduled-time: expected an RFC 3339 time/);
   });
+  it('rejects dates and times that do not exist, which Date.parse would roll over', () => {
+    for (const v of ['2026-02-30T01:30:00Z', '2026-11-31T01:30:00+00:00', '2026-03-29T24:00:00Z', '2026-02-29T00:00:00Z', '2026-13-01T00:00:00Z', '2026-01-01T10:60:00Z', '2026-01-01T10:00:60Z', '2026-01-01T10:00:00+24:00']) {
+      expect(() => parseScheduledTime(v, '--at'), v).toThrow(/--at: .*no such date or time/);
+    }
+    expect(parseScheduledTime('2028-02-29T01:00:00Z', 'x').toISOString()).toBe('2028-02-29T01:00:00.000Z');
+    expect(parseScheduledTime('2026-12-31T23:59:59.5-05:00', 'x').toISOString()).toBe('2027-01-01T04:59:59.500Z');
+  });
 });
 
 describe('identifyFire', () => {
