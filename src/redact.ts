@@ -29,3 +29,27 @@ export function redactUrl(url: string): string {
   }
   return scheme + auth + rest.replace(SECRET_PARAM, '$1***');
 }
+
+/**
+ * `new URL`, or undefined when it throws, also for libpq's `postgresql://user:pw@/db?host=
+ * /socket` (userinfo and no host: the socket directory in the query), which WHATWG URLs
+ * refuse: it is read with a blank host.
+ */
+export function parseUrl(url: string): URL | undefined {
+  try {
+    return new URL(url);
+  } catch {
+    const m = /^(postgres(?:ql)?:\/\/[^/?#]*@)([/?#].*)?$/is.exec(url);
+    if (!m) return undefined;
+    try {
+      const u = new URL(`${m[1]}${EMPTY_HOST}${m[2] ?? ''}`);
+      // The placeholder stands for no host: a blank hostname for those who read it.
+      Object.defineProperty(u, 'hostname', { value: '' });
+      return u;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+const EMPTY_HOST = 'cronsafe-no-host.invalid';

@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
+import { parseUrl } from '../redact.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
 // parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
@@ -51,11 +52,8 @@ export const always = {
 export const url = (protocols: string[], what: string) =>
   str(what).refine(
     (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
+      const u = parseUrl(v);
+      return u !== undefined && protocols.includes(u.protocol);
     },
     { error: got(`expected ${what}`) },
   );

@@ -96,6 +96,20 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
   ledgerContract('postgres', () => fresh());
   storeContract('postgres', () => loadConfig(workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: `t_${++n}` } }).configPath), { shared: true });
 
+  it("takes libpq's socket form with userinfo and no host (postgresql://user:pw@/db?host=/dir), which WHATWG URLs refuse", async () => {
+    const socketUrl = `postgresql://postgres:unused-pw@/ledger?host=${encodeURIComponent(server.dir)}&port=${server.port}`;
+    const config = loadConfig(workspace({ handler: { command: ['true'] }, state: { postgres: socketUrl, schema: `t_${++n}` } }).configPath);
+    expect(config.state.postgres).toBe(socketUrl);
+    expect(describeTarget(socketUrl, 'cs')).toBe(`${server.dir}:${server.port}/ledger as postgres (schema cs)`);
+    expect(scrub('failed: unused-pw', socketUrl)).toBe('failed: ***');
+    const ledger = await openPostgresLedger({ url: socketUrl, schema: `t_${++n}` });
+    try {
+      expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   describe('many pods on one ledger', () => {
     it('never hands one item to two concurrent claimers (SKIP LOCKED, idempotent upsert)', async () => {
       const schema = `t_${++n}`;

@@ -1,4 +1,4 @@
-import { redactUrl } from '../../redact.js';
+import { parseUrl, redactUrl } from '../../redact.js';
 
 /**
  * SQLSTATEs worth retrying: the transaction did not commit and running it again can
@@ -40,11 +40,12 @@ export function isTransient(err: unknown): boolean {
 /** Where the ledger is, for messages: `host:port/db as user (schema s)`, never a password. */
 export function describeTarget(url: string, schema: string): string {
   try {
-    const u = new URL(url);
+    const u = parseUrl(url);
+    if (u === undefined) throw new Error('not a URL');
     const host = u.hostname || u.searchParams.get('host') || 'localhost';
     const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default database)';
     const user = u.username ? ` as ${decodeURIComponent(u.username)}` : '';
-    return `${host}:${u.port || '5432'}/${db}${user} (schema ${schema})`;
+    return `${host}:${u.port || u.searchParams.get('port') || '5432'}/${db}${user} (schema ${schema})`;
   } catch {
     return `${redactUrl(url)} (schema ${schema})`;
   }
@@ -57,12 +58,7 @@ export function describeTarget(url: string, schema: string): string {
  */
 export function scrub(message: string, url: string): string {
   let out = message.split(url).join(redactUrl(url));
-  let password = '';
-  try {
-    password = new URL(url).password;
-  } catch {
-    /* not a URL: nothing more to find */
-  }
+  const password = parseUrl(url)?.password ?? '';
   for (const p of new Set([password, safeDecode(password)])) {
     if (p.length >= 3) out = out.split(p).join('***');
   }
