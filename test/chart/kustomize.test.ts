@@ -51,6 +51,15 @@ describe.each(['k8s/base', 'k8s/overlays/example'])('%s', (dir) => {
     expect(init.command.slice(3)).toEqual(['init-dirs', cfg.source.directory, cfg.output.directory, path.dirname(cfg.state.sqlite)]);
   });
 
+  it("puts the run lock on the pod's emptyDir, as the chart does, not on the (possibly network) volume", () => {
+    const objs = build(dir);
+    const lockPath = config(objs).lock?.path as string | undefined;
+    expect(lockPath, 'lock.path').toBeDefined();
+    const mount = (container(objs).volumeMounts as Obj[]).find((m) => lockPath!.startsWith(`${m.mountPath as string}/`));
+    const volume = (pod(objs).volumes as Obj[]).find((v) => v.name === mount?.name);
+    expect(volume?.emptyDir, `the volume of ${lockPath}`).toBeDefined();
+  });
+
   it('the CronJob and cronsafe.yaml agree on schedule, zone and drain grace', () => {
     const objs = build(dir);
     const cfg = config(objs);
