@@ -41,6 +41,17 @@ function onSignal(sig: HandledSignal): void {
 }
 for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig, onSignal);
 
+// A report's stdout whose reader left (`| true`, >/dev/full): the error is emitted on a
+// later tick, before settleStdout listens, and unheard it ends the process with a stack
+// trace. Noted from the start, so the command ends with the one "output incomplete" line.
+// Not for run and daemon, which log to fd 1 through their own stream.
+let stdoutFailed: Error | undefined;
+if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) {
+  process.stdout.on('error', (err) => {
+    stdoutFailed ??= err;
+  });
+}
+
 /** Called by the program once it knows which (sub)command runs, before that command starts. */
 function commandStarts(name: string): void {
   if (DRAINING.has(name)) {
@@ -73,7 +84,7 @@ try {
   if (mode !== 'drain') {
     // Never exit with output still queued for a slow reader, nor 0 after the reader left.
     const { settleStdout } = await import('./commands/sink.js');
-    const cut = await settleStdout();
+    const cut = await settleStdout(stdoutFailed);
     if (cut && code === 0) {
       process.stderr.write(`cronsafe: ${cut.message}\n`);
       exit(1);

@@ -84,8 +84,8 @@ export class Sink {
  * resolves with OutputClosed when stdout failed (EPIPE: the reader left early), so that the
  * exit is not 0 after a cut output.
  */
-export async function settleStdout(): Promise<OutputClosed | undefined> {
-  let error: Error | undefined;
+export async function settleStdout(earlier?: Error): Promise<OutputClosed | undefined> {
+  let error: Error | undefined = earlier;
   const onError = (err: Error): void => {
     error ??= err;
   };

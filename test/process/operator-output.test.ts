@@ -125,3 +125,29 @@ describe('status --json through a slow pipe', () => {
     expect(report.deadLetters).toHaveLength(20);
   }, 60_000);
 });
+
+describe('validate, --help and --version into a reader that is gone or a full disk', () => {
+  /** The CLI with stdout on a pipe whose reader is gone (closed before the CLI starts), or on /dev/full. */
+  async function into(args: string[], stdout: 'closed-pipe' | 'dev-full'): Promise<{ code: number | null; stderr: string }> {
+    const { openSync, closeSync } = await import('node:fs');
+    const full = stdout === 'dev-full' ? openSync('/dev/full', 'w') : undefined;
+    const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', full ?? 'pipe', 'pipe'] });
+    // Our end closed at once: node takes far longer to start than this to run.
+    cli.stdout?.destroy();
+    if (full !== undefined) closeSync(full);
+    let stderr = '';
+    cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+    return { code, stderr };
+  }
+
+  it.each([['validate'], ['--help'], ['--version']])('%s: exit 1 with the one "output incomplete" line, no stack trace', async (cmd) => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const args = cmd === 'validate' ? ['validate', '-c', ws.configPath] : [cmd];
+    for (const where of ['closed-pipe', 'dev-full'] as const) {
+      const r = await into(args, where);
+      expect(r.code, `${where}: ${r.stderr}`).toBe(1);
+      expect(r.stderr, where).toMatch(/^cronsafe: output incomplete: stdout was closed before everything was written \((EPIPE|ENOSPC)\)\n$/);
+    }
+  }, 60_000);
+});
