@@ -4,6 +4,7 @@
  * `cronsafe --version` or `cronsafe validate` does not pay for `cronsafe run`
  * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
  */
+import { existsSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
@@ -189,6 +190,21 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
       // The file systems found, so that the network check can be seen working.
       const filesystems = checkFilesystems(config).map(({ key, path, type, network, allowed }) => ({ key, path, type, network, ...(network ? { allowed } : {}) }));
       const where = filesystems.map((f) => `${f.key} on ${f.type}${f.network ? ' (network, allowed)' : ''}`).join(', ');
+      // A SQLite ledger another job owns: refused here as run and status refuse it (78).
+      // Not PostgreSQL: validate makes no connection.
+      const sqlite = config.state.sqlite;
+      if (sqlite !== undefined && sqlite !== ':memory:') {
+        if (existsSync(sqlite)) {
+          const { openStore } = await import('./ledger/open.js');
+          // Only that: an older schema (run migrates it) or an unreadable file is run's to report.
+          await openStore(config)
+            .openLedger({ readOnly: true })
+            .then((l) => l.close())
+            .catch((err: unknown) => {
+              if (err instanceof ConfigError) throw err;
+            });
+        }
+      }
       const summary = { ...configSummary(config), filesystems };
       process.stdout.write(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`);
       setExit(EXIT.OK);

@@ -50,7 +50,7 @@ describe('a ledger belongs to one job', () => {
     expect(b.stderr).toContain('job "alpha"');
     expect(b.stderr).toContain(path.join(dir, 'shared/state.db'));
     expect(outputs(beta.out)).toEqual([]);
-    for (const args of [['status', '--json'], ['dead-letter', 'list']]) {
+    for (const args of [['status', '--json'], ['dead-letter', 'list'], ['validate']]) {
       const r = await runCli([...args, '-c', beta.configPath]);
       expect(r.code, args.join(' ')).toBe(78);
       expect(r.stderr).toContain('job "alpha"');
@@ -59,6 +59,18 @@ describe('a ledger belongs to one job', () => {
     const again = await runCli(['status', '--json', '-c', alpha.configPath]);
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout).items).toMatchObject({ done: 3 });
+    expect((await runCli(['validate', '-c', alpha.configPath])).code).toBe(0);
+  });
+
+  it('validate leaves an older schema or an unreadable ledger file to run (run migrates, or says what is wrong)', async () => {
+    const { alpha } = twoJobs({ sqlite: 'shared/state.db' });
+    const file = path.join(path.dirname(alpha.configPath), 'shared/state.db');
+    mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    migrate(db, MIGRATIONS.slice(0, 1));
+    db.close();
+    const r = await runCli(['validate', '-c', alpha.configPath]);
+    expect(r.code, r.stderr).toBe(0);
   });
 
   it('upgrades: the old default cronsafe.db is kept by its first job, and another job starts its own', async () => {
