@@ -33,7 +33,7 @@ export function redactUrl(url: string): string {
 /**
  * `new URL`, or undefined when it throws, also for libpq's `postgresql://user:pw@/db?host=
  * /socket` (userinfo and no host: the socket directory in the query), which WHATWG URLs
- * refuse: it is read with a blank host.
+ * refuse: it is read with libpq's default host, localhost (`?host=` still wins for libpq).
  */
 export function parseUrl(url: string): URL | undefined {
   try {
@@ -42,14 +42,9 @@ export function parseUrl(url: string): URL | undefined {
     const m = /^(postgres(?:ql)?:\/\/[^/?#]*@)([/?#].*)?$/is.exec(url);
     if (!m) return undefined;
     try {
-      const u = new URL(`${m[1]}${EMPTY_HOST}${m[2] ?? ''}`);
-      // The placeholder stands for no host: a blank hostname for those who read it.
-      Object.defineProperty(u, 'hostname', { value: '' });
-      return u;
+      return new URL(`${m[1]}localhost${m[2] ?? ''}`);
     } catch {
       return undefined;
     }
   }
 }
-
-const EMPTY_HOST = 'cronsafe-no-host.invalid';

@@ -7,6 +7,12 @@ import { escapeProblem } from './item-id.js';
 
 /** Temp files live inside the output directory: same filesystem, so rename is atomic. */
 export const TEMP_DIR_NAME = '.cronsafe-tmp';
+
+/** An exclusive (SQLite) job's temp directory in TEMP_DIR_NAME; job names are DNS labels. */
+export const jobTempDir = (job: string): string => `job-${job}`;
+
+/** The job whose temp directory `name` is, or undefined (a shared run's holds a `_`). */
+export const jobOfTempDir = (name: string): string | undefined => /^job-([a-z0-9-]+)$/.exec(name)?.[1];
 /** Suffix of every committed output: `<output.directory>/<id>.out`. */
 export const OUTPUT_SUFFIX = '.out';
 

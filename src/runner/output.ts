@@ -5,17 +5,17 @@ import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
-import { checkItemId, outputName, TEMP_DIR_NAME } from './output-name.js';
+import { checkItemId, jobOfTempDir, jobTempDir, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { makeDirs } from '../make-dirs.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
+export { OutputPathError } from './output-path.js';
+export { OwnDirectoryGone } from './faults.js';
 
 /** How often a shared run's temp directory is touched, at most: below any run's staleness (>= 60 s). */
 const KEEP_FRESH_MS = 20_000;
-export { OutputPathError } from './output-path.js';
-export { OwnDirectoryGone } from './faults.js';
 
 /** More recreations of the temp directory than this in one run: the environment is broken. */
 const MAX_TEMP_RECREATIONS = 200;
@@ -89,7 +89,7 @@ export class OutputStore {
     this.#root = path.join(this.dir, TEMP_DIR_NAME);
     if (shared) this.tempDir = path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200));
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
-    else this.tempDir = job ? path.join(this.#root, `job-${job}`) : this.#root;
+    else this.tempDir = job ? path.join(this.#root, jobTempDir(job)) : this.#root;
     this.#job = shared ? undefined : job;
   }
 
@@ -107,7 +107,10 @@ export class OutputStore {
       } catch {
         // No temp directory yet: no job has run here.
       }
-      this.#others = names.filter((n) => n.startsWith('job-') && n !== `job-${this.#job}`).map((n) => n.slice(4)).sort();
+      this.#others = names
+        .map(jobOfTempDir)
+        .filter((j): j is string => j !== undefined && j !== this.#job)
+        .sort();
     }
     return this.#others;
   }
@@ -132,7 +135,13 @@ export class OutputStore {
       // Fresh while we live, even when no attempt starts for a while (one long item):
       // another job's runs may judge it stale after their own staleAfterMs, at least 60 s.
       clearInterval(this.#keepFresh);
-      this.#keepFresh = setInterval(() => this.#touch(), Math.min(this.shared.staleAfterMs / 4, KEEP_FRESH_MS));
+      this.#keepFresh = setInterval(() => {
+        try {
+          this.#touch();
+        } catch {
+          // Gone: the next attempt's tempPathFor recreates it (and says so).
+        }
+      }, Math.min(this.shared.staleAfterMs / 4, KEEP_FRESH_MS));
       this.#keepFresh.unref();
     }
     await removeTempLeftovers({ root: this.#root, rootId: root, tempDir: this.tempDir, tempId: this.#tempId, staleAfterMs: this.shared?.staleAfterMs });
@@ -145,13 +154,9 @@ export class OutputStore {
   }
 
   #touch(): void {
-    try {
-      const now = new Date();
-      utimesSync(this.tempDir, now, now);
-      this.#lastTouch = now.getTime();
-    } catch {
-      // Gone: the next attempt's tempPathFor recreates it (and says so).
-    }
+    const now = new Date();
+    utimesSync(this.tempDir, now, now);
+    this.#lastTouch = now.getTime();
   }
 
   /**
@@ -170,9 +175,7 @@ export class OutputStore {
       const lost = this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId);
       this.#tempId = this.#recreateMidRun();
       if (lost) this.#gen++;
-      const now = new Date();
-      utimesSync(this.tempDir, now, now);
-      this.#lastTouch = now.getTime();
+      this.#touch();
     }
     return `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.tmp`;
   }

@@ -1,6 +1,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { newestMtimeMs } from './output-fs.js';
+import { jobOfTempDir } from './output-name.js';
 import { sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 
 /** Loose temp files of the layout before per-job directories go once they are this old. */
@@ -49,7 +50,7 @@ export async function removeTempLeftovers(d: TempDirs): Promise<void> {
     // Another job's (SQLite: `job-<name>`, a DNS label; a run's directory holds the `_` of
     // its sanitised owner): that job empties it itself, under its run lock. It is not touched
     // while one long attempt runs, so its age says nothing about whether it is live.
-    if (/^job-[a-z0-9-]+$/.test(name)) continue;
+    if (jobOfTempDir(name) !== undefined) continue;
     const newest = await newestMtimeMs(entry);
     if (newest !== null && Date.now() - newest > d.staleAfterMs) await fromRoot(entry);
   }

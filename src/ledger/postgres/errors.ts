@@ -42,7 +42,8 @@ export function describeTarget(url: string, schema: string): string {
   try {
     const u = parseUrl(url);
     if (u === undefined) throw new Error('not a URL');
-    const host = u.hostname || u.searchParams.get('host') || 'localhost';
+    // libpq: `?host=` (a socket directory, or a list) wins over the authority's host.
+    const host = u.searchParams.get('host') || u.hostname || 'localhost';
     const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default database)';
     const user = u.username ? ` as ${decodeURIComponent(u.username)}` : '';
     return `${host}:${u.port || u.searchParams.get('port') || '5432'}/${db}${user} (schema ${schema})`;
