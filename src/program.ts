@@ -4,7 +4,7 @@
  * `cronsafe --version` or `cronsafe validate` does not pay for `cronsafe run`
  * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, realpathSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
@@ -203,6 +203,12 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
             .catch((err: unknown) => {
               if (err instanceof ConfigError) throw err;
             });
+          // The start journal beside it, which run opens without following links (78 there too).
+          const journal = `${realpathSync(sqlite)}-starts`;
+          const st = lstatSync(journal, { throwIfNoEntry: false });
+          if (st !== undefined && !st.isFile()) {
+            throw new ConfigError(`state.sqlite: ${journal} (cronsafe's start journal) is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; run refuses it: remove it`);
+          }
         }
       }
       const summary = { ...configSummary(config), filesystems };

@@ -18,7 +18,7 @@
  * had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
-import { coerceError } from '../../errors.js';
+import { ConfigError, StateUnavailable, coerceError } from '../../errors.js';
 
 export interface JournalStart {
   id: string;
@@ -37,9 +37,20 @@ export interface JournalRecords {
 /** The journal's path for a ledger file (the file itself, links resolved: see openSqliteLedger). */
 export const journalPath = (ledgerFile: string): string => `${ledgerFile}-starts`;
 
-/** A journal error, naming the file (exit 1: the state store's problem). */
-const named = (file: string, what: string, err: unknown): Error =>
-  Object.assign(new Error(`cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`), { code: (err as NodeJS.ErrnoException).code });
+/**
+ * A journal error, naming the file: one line, no stack. Something not ours at the journal's
+ * path (a link, a FIFO, a directory) is exit 78, as a foreign lock.path is: cronsafe never
+ * writes or reads through it, and only its owner can move it. Anything else (EACCES,
+ * ENOSPC, EIO) is exit 1, the state store's problem.
+ */
+const named = (file: string, what: string, err: unknown): Error => {
+  const code = (err as NodeJS.ErrnoException).code;
+  const message = `cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`;
+  if (code === 'ELOOP' || code === 'EFTYPE' || code === 'ENXIO' || code === 'EISDIR') {
+    return new ConfigError(`${message} (state.sqlite: the journal beside the ledger must be a regular file of cronsafe's; remove what is there)`);
+  }
+  return Object.assign(new StateUnavailable(message), { code });
+};
 
 export class StartJournal {
   #fd: number | undefined;
@@ -127,7 +138,7 @@ export class StartJournal {
     }
     if (!fstatSync(fd).isFile()) {
       closeSync(fd);
-      throw named(this.file, 'use', new Error('not a regular file; remove it'));
+      throw named(this.file, 'use', Object.assign(new Error('not a regular file; remove it'), { code: 'EFTYPE' }));
     }
     this.#fd = fd;
     return fd;

@@ -1,0 +1,50 @@
+/**
+ * Something not cronsafe's at the start journal's path (`<state.sqlite>-starts`): a symbolic
+ * link planted there, a FIFO or a directory. The run never reads or writes through it (it
+ * opens the journal without following links and without blocking), and says so in one line
+ * naming state.sqlite with exit 78, as for a foreign lock.path; validate says the same.
+ * Before, the run died with "fatal:" and a stack trace (exit 1), and validate said OK.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli, statusJson, workspace } from '../helpers/cli.js';
+
+describe("the start journal's path holds something not cronsafe's", () => {
+  it.each([
+    ['a symbolic link to a file of the user', (file: string, dir: string) => {
+      const target = path.join(dir, 'precious.txt');
+      writeFileSync(target, 'precious\n');
+      symlinkSync(target, file);
+      return () => expect(readFileSync(target, 'utf8')).toBe('precious\n');
+    }],
+    ['a FIFO', (file: string) => {
+      execFileSync('mkfifo', [file]);
+      return () => {};
+    }],
+    ['a directory', (file: string) => {
+      mkdirSync(file);
+      return () => {};
+    }],
+  ])('%s: validate and run exit 78 naming state.sqlite, one line, nothing claimed', async (_name, plant) => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    writeFileSync(path.join(ws.source, 'b.txt'), 'b');
+    const journal = `${ws.db}-starts`;
+    const unchanged = plant(journal, ws.dir);
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('state.sqlite');
+      expect(r.stderr).toContain(journal);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    }
+    unchanged();
+    rmSync(journal, { recursive: true, force: true });
+    const again = await runCli(['run', '-c', ws.configPath]);
+    expect(again.code, again.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 2, claimed: 0 });
+  }, 60_000);
+});
