@@ -77,7 +77,8 @@ export function filesystemType(magic: number): { type: string; network: boolean 
 /**
  * The file systems of the paths cronsafe locks and writes its ledger on. With PostgreSQL
  * neither is used (the run lock is an advisory lock in the database), so none is checked.
- * A path whose statfs fails (EACCES) is left to the open, which names the error.
+ * A path whose statfs fails (EACCES) is left to the open, which names the error; one
+ * behind a loop of symbolic links is a ConfigError (exit 78) naming its key.
  */
 export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSync): FilesystemCheck[] {
   if (config.state.sqlite === undefined) return [];
@@ -94,6 +95,11 @@ export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSyn
         break;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        // No open will ever get through a loop of links: a config problem, named now, not
+        // a run that fails (exit 1) every time it is started.
+        if (code === 'ELOOP') {
+          throw new ConfigError(`${p.key}: ${p.path} cannot be reached: its path runs into a loop of symbolic links (ELOOP)`, config.configPath, p.key);
+        }
         if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(probed) === probed) break;
         // A dangling link is created where it points (the first write follows it): look
         // there. Anything else not created yet will be, on its parent's file system.

@@ -85,6 +85,19 @@ describe('checkFilesystems', () => {
     expect(err.message).toContain('state.allowNetworkFilesystem: true');
   });
 
+  it.each(['lock.path', 'state.sqlite'] as const)('%s behind a loop of symbolic links: a ConfigError naming the key (no open can ever pass it)', (key) => {
+    const loop = path.join(dir.root, 'loop');
+    fs.mkdirSync(loop);
+    fs.symlinkSync(path.join(loop, 'b'), path.join(loop, 'a'));
+    fs.symlinkSync(path.join(loop, 'a'), path.join(loop, 'b'));
+    const file = path.join(loop, 'a', 'x');
+    const config = load(key === 'lock.path' ? `lock: {path: ${file}}\n` : `state: {sqlite: ${file}}\nlock: {path: ${dir.root}/job.lock}\n`);
+    const err = configError(() => checkFilesystems(config));
+    expect(err.key).toBe(key);
+    expect(err.message).toContain(`${key}: ${file} cannot be reached`);
+    expect(err.message).toContain('loop of symbolic links');
+  });
+
   it('refuses only the path on the network mount', () => {
     const config = load(`lock: {path: ${dir.root}/local/job.lock}\nstate: {sqlite: ${dir.root}/nfs/job.db}\n`);
     fs.mkdirSync(path.join(dir.root, 'nfs'));
