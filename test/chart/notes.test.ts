@@ -34,12 +34,19 @@ describe('NOTES.txt', () => {
     ['metrics nobody collects', { metrics: { enabled: true } }, /metrics\.enabled without metrics\.pushgateway/],
     ['a ReadWriteMany volume with the SQLite ledger', { persistence: { accessModes: ['ReadWriteMany'] } },
       /persistence\.accessModes has ReadWriteMany with the SQLite ledger[\s\S]*cronsafe exits 78 there\.[\s\S]*ReadWriteOnce volume, or set config\.state\.postgres\.existingSecret/],
+    ['a SQLite ledger off the volume (the /tmp emptyDir)', { config: { state: { sqlite: '/tmp/cronsafe.db' } } },
+      /config\.state\.sqlite \(\/tmp\/cronsafe\.db\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost after every run/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
   ])('warns about %s', (_what, values, warning) => {
     const text = notes(values);
     expect(text).toMatch(warning);
     expect(text.match(/WARNING/g)).toHaveLength(1);
+  });
+
+  it('does not warn about an absolute ledger path on the volume or on an extra volume mount', () => {
+    expect(notes({ config: { state: { sqlite: '/data/elsewhere/x.db' } } })).not.toContain('WARNING');
+    expect(notes({ config: { state: { sqlite: '/ledger/x.db' } }, extraVolumes: [{ name: 'l', emptyDir: {} }], extraVolumeMounts: [{ name: 'l', mountPath: '/ledger' }] })).not.toContain('config.state.sqlite');
   });
 
   it('does not warn about a ReadWriteMany volume with the PostgreSQL ledger (no SQLite file, no lock file)', () => {
