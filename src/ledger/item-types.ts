@@ -40,6 +40,17 @@ export interface DiscoverOptions {
    * absent or `{}`: `never`, done and dead are final). Applied in discover's transaction.
    */
   refresh?: RefreshPolicy;
+  /**
+   * Leave out of the result the items already charged an attempt (attempts - released > 0:
+   * a failure, or a run that died while the attempt ran). They stay pending and seen by this
+   * pass, and its sweep (claimDue) claims them once the scan has offered every fresh item.
+   * Were they offered as the scan finds them, a pod killed again and again soon after its
+   * start (an eviction loop, a node going down) would start and charge the same few items
+   * each time, and dead-letter them for kills, whatever their handler did; behind the fresh
+   * items, the charges spread over the whole backlog. The unshared store (SQLite) honours
+   * it; a shared pass (PostgreSQL) never asks: its pods claim from each other's batches.
+   */
+  deferCharged?: boolean;
 }
 
 export interface ClaimOptions {
@@ -89,8 +100,6 @@ export interface FailOptions {
  */
 export interface ReclaimOptions extends FailOptions {
   committed?: (id: string, claimedAt: number) => boolean;
-  /** Told each id that was made pending again (not done, not dead). */
-  reclaimed?: (id: string) => void;
 }
 
 export interface Failure {

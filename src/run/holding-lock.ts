@@ -96,9 +96,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
     outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
     const recovered = committedOutputs(outputs);
-    // Resumed last in the pass, not first (PassDeps.deferred); on a shared pass, at once.
-    const deferred = new Set<string>();
-    const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed, reclaimed: ledger.shared ? undefined : (id: string) => void deferred.add(id) };
+    // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
+    const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed };
     const orphans = await ledger.reclaimAbandoned(owner, reclaim);
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
@@ -163,7 +162,6 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       force: opts.force,
       observer: withDeadLetterEvents(metrics.observer, events),
       refresh: plan.refresh,
-      deferred,
     });
     passStop.dispose();
     // A ledger write that failed because the state directory was removed under the run (its

@@ -40,14 +40,6 @@ export interface PassDeps {
   /** Which finished items are outstanding again (schedule.refresh). */
   refresh?: RefreshPolicy;
   /**
-   * Items a run that died had started (reclaimed at start-up): the scan does not offer them;
-   * the sweep after it claims them, once every other item has started. Were they first, as
-   * the scan finds them, a pod killed again and again soon after its start (an eviction
-   * loop, a node going down) would charge the same few items each time, and dead-letter
-   * them for kills, whatever their handler did.
-   */
-  deferred?: ReadonlySet<string>;
-  /**
    * Commit an output only while its claim's lease, as this pod knows it (from the claim,
    * or the last renewal that reached the ledger), has not run out. Default: on a shared
    * pass (PostgreSQL), where a sibling takes over a claim whose lease expired; under
@@ -138,7 +130,6 @@ export class PassState {
   readonly leaseGuard: boolean;
   readonly source: AsyncIterable<DiscoveredItem> | undefined;
   readonly refresh: RefreshPolicy | undefined;
-  readonly deferred: ReadonlySet<string> | undefined;
   readonly debug: boolean;
   readonly drain: Drain;
   /**
@@ -190,7 +181,6 @@ export class PassState {
     this.leaseGuard = deps.leaseGuardsOutputs ?? this.shared;
     this.source = deps.source;
     this.refresh = deps.refresh;
-    this.deferred = deps.deferred !== undefined && deps.deferred.size > 0 ? deps.deferred : undefined;
     this.debug = deps.log.isLevelEnabled('debug');
     this.drain = new Drain({
       stop: deps.stop,

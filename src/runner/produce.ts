@@ -31,17 +31,16 @@ export async function produce(p: PassState): Promise<void> {
   try {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
       if (drain.stopping.aborted) return;
-      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh });
+      // Items charged before go behind the fresh ones (DiscoverOptions.deferCharged).
+      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh, deferCharged: !p.shared });
       p.scanned += batch.length;
       // The pods of a shared pass scan one directory in one order: each goes through a
       // batch from its own random place, or they would all offer their claims the same
       // candidates and mostly find them taken.
       const from = p.shared ? Math.floor(Math.random() * ids.length) : 0;
-      const deferred = p.deferred;
       for (let i = 0; i < ids.length; i++) {
         if (drain.stopping.aborted) return;
         const id = ids[(from + i) % ids.length]!;
-        if (deferred?.has(id)) continue; // the sweep claims it (PassDeps.deferred)
         await channel.send(id);
       }
     }

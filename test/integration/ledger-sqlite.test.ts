@@ -17,7 +17,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 import { storeContract } from '../contract/store-contract.js';
 import { workspace } from '../helpers/cli.js';
-import { discoverAndClaim } from '../contract/ledger-fixtures.js';
+import { discoverAndClaim, items, RETRY, T0 } from '../contract/ledger-fixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'cronsafe-ledger-'));
 let n = 0;
@@ -31,6 +31,24 @@ ledgerContract('sqlite (write-behind)', () => openSqliteLedger(freshFile(), { wr
 storeContract('sqlite', () => loadConfig(workspace({ handler: { command: ['true'] } }).configPath), { shared: false });
 
 describe('SQLite ledger specifics', () => {
+  it.each([false, true])('deferCharged (write-behind %s): a charged item is left to the sweep, a released one is not', async (writeBehind) => {
+    const ledger = await openSqliteLedger(freshFile(), { writeBehind });
+    const opts = { owner: 'o', runId: 'r1', now: T0, leaseMs: 60_000 };
+    const claims = await discoverAndClaim(ledger, items('failed', 'handed-back', 'fresh-done'), opts);
+    const by = new Map(claims.map((c) => [c.id, c]));
+    await ledger.fail([{ claim: by.get('failed')!, error: 'boom' }], { now: T0, retry: { ...RETRY, backoffMs: 0, backoffMaxMs: 0 } });
+    await ledger.release([by.get('handed-back')!], T0, 'drain');
+    await ledger.complete([by.get('fresh-done')!], T0);
+    const next = { runId: 'r2', now: T0 + 1 };
+    const found = items('new', 'failed', 'handed-back', 'fresh-done');
+    expect(await ledger.discover(found, next)).toEqual(['new', 'failed', 'handed-back']);
+    expect(await ledger.discover(found, { ...next, deferCharged: true })).toEqual(['new', 'handed-back']);
+    // Still pending and seen by the pass: the sweep takes it.
+    const due = await ledger.claimDue({ ...opts, runId: 'r2', now: T0 + 1, limit: 10 });
+    expect(due.map((c) => c.id).sort()).toEqual(['failed', 'handed-back', 'new']);
+    await ledger.close();
+  });
+
   it('creates the parent directory and runs in WAL mode', async () => {
     const file = freshFile();
     const ledger = await openSqliteLedger(file);

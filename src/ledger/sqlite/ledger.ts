@@ -82,7 +82,10 @@ export class SqliteLedger implements L.Ledger {
     this.#behind?.flush();
     const rows = this.#discover(items, opts);
     this.#behind?.offer(rows);
-    return rows.map((r) => r.id);
+    if (opts.deferCharged !== true) return rows.map((r) => r.id);
+    const ids: string[] = [];
+    for (const r of rows) if (r.attempts === r.released) ids.push(r.id);
+    return ids;
   }
   async claim(ids: string[], opts: L.ClaimOptions): Promise<L.Claim[]> {
     return this.#written(() => this.#claim.claim(ids, opts));

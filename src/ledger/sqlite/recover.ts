@@ -48,7 +48,6 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
       const out = finish.failOne(claim, error, opts);
       if (out.result !== 'applied') continue;
       moved++;
-      if (out.state === 'pending') opts.reclaimed?.(r.id);
     }
     return moved;
   });
