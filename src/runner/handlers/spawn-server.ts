@@ -105,7 +105,13 @@ process.on('message', (m) => {
     send({ i, z: exit ? 2 : 1, x: code, s: signal, n: dropped, t: tail.toString('latin1') });
   });
 });
-process.on('disconnect', () => process.exit(0));
+// cronsafe is gone (it exited, or was killed alone: the OOM killer, kill -9). Nobody will
+// record these attempts, and the next run charges and runs them again, so they must not
+// run on beside it: their groups end with the helper.
+process.on('disconnect', () => {
+  for (const c of kids.values()) { try { process.kill(-c.pid, 'SIGKILL'); } catch {} }
+  process.exit(0);
+});
 send({ ready: 1 });
 `;
 
@@ -140,9 +146,10 @@ class SpawnServer {
     this.ready = new Promise<void>((resolve) => (this.#onReady = resolve));
     // Its own session (detached): a terminal's Ctrl-C or a signal to cronsafe's group must not
     // kill the helper while cronsafe drains. It exits when cronsafe's end of the channel closes
-    // (cronsafe exited or was killed). cronsafe's environment (a node that needs
-    // LD_LIBRARY_PATH still starts) without NODE_OPTIONS, whose --require or --import are
-    // meant for cronsafe, not for a helper whose output nobody reads.
+    // (cronsafe exited or was killed), killing the process groups of the children it still
+    // has. cronsafe's environment (a node that needs LD_LIBRARY_PATH still starts) without
+    // NODE_OPTIONS, whose --require or --import are meant for cronsafe, not for a helper
+    // whose output nobody reads.
     const env = { ...process.env };
     delete env.NODE_OPTIONS;
     this.#helper = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], {
