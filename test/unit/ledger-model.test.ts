@@ -116,6 +116,9 @@ function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
 
 const claimable = (m: Model, it: MItem): boolean => it.state === 'pending' && it.availableAt <= m.now;
 
+/** Charged last by a run that died while it ran (SQLite's sweep isolates these: claim.ts). */
+const suspect = (it: MItem): boolean => it.attempts > it.released && /^attempt .* abandoned: the run that claimed it died$/.test(it.lastError ?? '');
+
 /** A stat field changed: known on both sides and different. */
 const differs = (found: number | undefined, claimed: number | null): boolean =>
   found !== undefined && claimed !== null && found !== claimed;
@@ -160,10 +163,14 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
     }
     case 'claimDue': {
       const o = opts(op.owner);
-      const due = [...m.items.entries()]
-        .filter(([, it]) => claimable(m, it) && it.seenRun === o.runId)
-        .sort(([ia, a], [ib, b]) => a.availableAt - b.availableAt || (ia < ib ? -1 : 1))
-        .slice(0, op.limit);
+      const byWait = ([ia, a]: [string, MItem], [ib, b]: [string, MItem]): number => a.availableAt - b.availableAt || (ia < ib ? -1 : 1);
+      const all = [...m.items.entries()].filter(([, it]) => claimable(m, it) && it.seenRun === o.runId).sort(byWait);
+      // SQLite: suspects (charged last by a run that died) one at a time per owner, first.
+      const isolate = !m.shared;
+      const running = [...m.items.values()].some((it) => it.state === 'claimed' && it.owner === o.owner && suspect(it));
+      const suspects = isolate && !running ? all.filter(([, it]) => suspect(it)).slice(0, 1) : [];
+      const rest = all.filter(([, it]) => !(isolate && suspect(it))).slice(0, op.limit - suspects.length);
+      const due = [...suspects, ...rest].sort(byWait);
       const want = due.map(([id, it]) => claimInModel(m, id, it, o.owner));
       expect(await ledger.claimDue({ ...o, limit: op.limit })).toEqual(want);
       return;

@@ -28,16 +28,43 @@ WHERE +i.state = 'pending' AND +i.available_at <= @now ORDER BY j.key`;
 
 export const CLAIM_IDS_SQL = `UPDATE items ${CLAIM_SET} WHERE id IN (SELECT value FROM json_each(@batch))`;
 
+/** The last error recovery gives an attempt whose run died while it ran (recover.ts). */
+export const abandonedError = (attempt: number): string => `attempt ${attempt} abandoned: the run that claimed it died`;
+
+/**
+ * A suspect: charged, and its last charge was a run that died while it ran. Nothing can
+ * tell which of the attempts in flight killed the process (an out-of-memory kill, a
+ * segfault), so the sweep runs suspects one at a time: the item that kills the process is
+ * then charged alone, and the good items that happened to run beside it are not
+ * dead-lettered with it. A suspect that fails or succeeds on its own is one no longer.
+ * Word for word the predicate of the items_suspect index (migration 005).
+ */
+const SUSPECT = `attempts > released AND last_error GLOB 'attempt * abandoned: the run that claimed it died'`;
+
 /**
  * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest
- * first. Its bound LIMIT costs a re-prepare per call, which is fine once per sweep.
+ * first, but for the suspects (below). Its bound LIMIT costs a re-prepare per call, which
+ * is fine once per sweep.
  */
 export const CLAIM_DUE_SQL = `
 UPDATE items ${CLAIM_SET}
 WHERE id IN (
   SELECT id FROM items
-  WHERE state = 'pending' AND seen_run = @runId AND available_at <= @now
+  WHERE state = 'pending' AND seen_run = @runId AND available_at <= @now AND (${SUSPECT}) IS NOT 1
   ORDER BY available_at, id LIMIT @limit)
+RETURNING id, attempts, released, available_at`;
+
+/**
+ * The sweep's suspect: the due one of this run waiting longest, unless one of this owner's
+ * claims is a suspect still running (its few claimed rows, by the owner index).
+ */
+export const CLAIM_SUSPECT_SQL = `
+UPDATE items ${CLAIM_SET}
+WHERE id = (
+  SELECT id FROM items INDEXED BY items_suspect
+  WHERE state = 'pending' AND ${SUSPECT} AND seen_run = @runId AND available_at <= @now
+  ORDER BY available_at, id LIMIT 1)
+AND NOT EXISTS (SELECT 1 FROM items WHERE state = 'claimed' AND owner = @owner AND ${SUSPECT})
 RETURNING id, attempts, released, available_at`;
 
 export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = 'pending' AND seen_run = ?`;
@@ -55,6 +82,8 @@ export function makeClaimOps(db: Database): ClaimOps {
   const claimableRows = db.prepare(CLAIMABLE_ROWS_SQL);
   const claimIds = db.prepare(CLAIM_IDS_SQL);
   const claimDue = db.prepare(CLAIM_DUE_SQL);
+  // Every claim of the sweep asks for a suspect first: with none (the rule), one seek.
+  const claimSuspect = db.prepare(CLAIM_SUSPECT_SQL);
   const nextDue = db.prepare(NEXT_DUE_SQL).pluck();
 
   const claimIn = (ids: string[], opts: ClaimOptions): Claim[] => {
@@ -70,8 +99,9 @@ export function makeClaimOps(db: Database): ClaimOps {
 
   const claimDueTx = db.transaction((opts: ClaimOptions & { limit: number }): Claim[] => {
     if (opts.limit <= 0) return [];
-    const params = { ...claimParams(opts), runId: opts.runId, limit: opts.limit };
-    const claimed = claimDue.all(params) as (ClaimedRow & { available_at: number })[];
+    const params = { ...claimParams(opts), runId: opts.runId };
+    const claimed = claimSuspect.all(params) as (ClaimedRow & { available_at: number })[];
+    if (opts.limit > claimed.length) claimed.push(...(claimDue.all({ ...params, limit: opts.limit - claimed.length }) as (ClaimedRow & { available_at: number })[]));
     // RETURNING order is unspecified; the longest-waiting item goes first.
     claimed.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1));
     return claimed.map((r) => toClaim(r, opts.owner));

@@ -3,6 +3,7 @@ import type { ReclaimOptions } from '../types.js';
 import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../well-formed.js';
+import { abandonedError } from './claim.js';
 import { removeJournal } from './start-journal.js';
 import { replayJournal } from './write-behind.js';
 
@@ -44,7 +45,7 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
         if (finish.completeIn([claim], opts.now)[0]?.result === 'applied') moved++;
         continue;
       }
-      const error = `attempt ${r.attempts} abandoned: the run that claimed it died`;
+      const error = abandonedError(r.attempts);
       const out = finish.failOne(claim, error, opts);
       if (out.result !== 'applied') continue;
       moved++;
