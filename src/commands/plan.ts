@@ -1,6 +1,6 @@
 import { loadConfig } from '../config/load.js';
 import { dryRun, PLAN_CATEGORIES, type PassPlan, type PlanCategory } from '../run/dry-run.js';
-import { parseScheduledTime, type Fire } from '../schedule/fire.js';
+import { parseScheduledTime, refuseAhead, type Fire } from '../schedule/fire.js';
 import { Sink } from './sink.js';
 import { printableId } from './status.js';
 
@@ -17,7 +17,9 @@ export interface PlanOptions {
 export async function planCommand(configPath: string, opts: PlanOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath);
   const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
-  const scheduledTime = raw ? parseScheduledTime(raw, opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME') : undefined;
+  const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
+  // As the run would: a fire ahead of this clock is refused.
+  const scheduledTime = raw ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : undefined;
   const plan = await dryRun(config, { now: Date.now(), scheduledTime, limit: opts.limit ?? 10, signal: opts.signal });
   const report: PlanReport = { ...plan, job: config.name, fire: plan.fire && fireOf(plan.fire.fire, plan.fire.skip) };
   const sink = new Sink(out);

@@ -4,7 +4,7 @@ import { createLogger } from '../log.js';
 import { scheduledTimeFromJob } from '../kube/scheduled-time.js';
 import { executeRun } from '../run/execute.js';
 import { exitCodeFor } from '../run/outcome.js';
-import { parseScheduledTime } from '../schedule/fire.js';
+import { parseScheduledTime, refuseAhead } from '../schedule/fire.js';
 
 export interface RunOptions {
   configPath: string;
@@ -23,6 +23,6 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
   const log = opts.logger ?? createLogger(config.log);
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
-  const scheduledTime = raw ? parseScheduledTime(raw, from) : await scheduledTimeFromJob(config, log);
+  const scheduledTime = raw ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : await scheduledTimeFromJob(config, log);
   return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime, policy: 'kubernetes' }));
 }

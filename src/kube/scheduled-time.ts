@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { coerceError } from '../errors.js';
-import { parseScheduledTime } from '../schedule/fire.js';
+import { parseScheduledTime, refuseAhead } from '../schedule/fire.js';
 import { connectKube, requestTimeoutMs } from './client.js';
 import { findJobRef, readJob } from './workload.js';
 
@@ -36,7 +36,8 @@ export async function scheduledTimeFromJob(config: Config, log: Logger, env: Nod
     return fallback(`Job ${ref.value.name} has no ${SCHEDULED_TIMESTAMP_ANNOTATION} annotation (made by hand, or Kubernetes < 1.28)`, 'info');
   }
   try {
-    const at = parseScheduledTime(value, `Job ${ref.value.name} annotation ${SCHEDULED_TIMESTAMP_ANNOTATION}`);
+    const from = `Job ${ref.value.name} annotation ${SCHEDULED_TIMESTAMP_ANNOTATION}`;
+    const at = refuseAhead(parseScheduledTime(value, from), from, new Date());
     log.info({ scheduledTime: at.toISOString(), job: ref.value.name }, 'scheduled time read from the Job annotation');
     return at;
   } catch (err) {

@@ -51,6 +51,23 @@ export function parseScheduledTime(value: string, from: string): Date {
 }
 
 /**
+ * How far a scheduled time may lead this machine's clock: the skew between the clock of
+ * the CronJob controller, which stamps the Job, and a node's. More is a mistake (a wrong
+ * year), and recording that fire would stop the overrun and missed counts until it came.
+ */
+export const MAX_SCHEDULED_AHEAD_MS = 5 * 60_000;
+
+/** `at`, unless it is more than MAX_SCHEDULED_AHEAD_MS after `now`: then a ScheduledTimeError naming `from`. */
+export function refuseAhead(at: Date, from: string, now: Date): Date {
+  if (at.getTime() - now.getTime() > MAX_SCHEDULED_AHEAD_MS) {
+    throw new ScheduledTimeError(
+      `${from}: ${at.toISOString()} is in the future (now ${now.toISOString()}); a run's scheduled time is the occurrence it was started for, at most ${MAX_SCHEDULED_AHEAD_MS / 60_000} minutes ahead of this clock`,
+    );
+  }
+  return at;
+}
+
+/**
  * The fire this run belongs to: the scheduled time when one is given, else the latest
  * occurrence at `now` under Kubernetes' (robfig) semantics. Null when the expression has
  * no occurrence at or before now.

@@ -132,6 +132,27 @@ describe('fire identity', () => {
     expect(bad.stderr).toContain('--scheduled-time: expected an RFC 3339 time');
   });
 
+  it('a scheduled time in the future (a wrong year) is a usage error, before anything is recorded: the overrun and missed counts keep working', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const nextYear = new Date(Date.now() + 365 * 86400_000);
+    nextYear.setUTCMinutes(0, 0, 0);
+    const stamp = nextYear.toISOString().replace('.000Z', 'Z');
+    for (const [args, env, from] of [
+      [['--scheduled-time', stamp], {}, '--scheduled-time'],
+      [[], { CRONSAFE_SCHEDULED_TIME: stamp }, 'CRONSAFE_SCHEDULED_TIME'],
+    ] as const) {
+      const r = await runCli(['run', '-c', ws.configPath, ...args], { env });
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`${from}: ${nextYear.toISOString()} is in the future`);
+      const plan = await runCli(['plan', '-c', ws.configPath, ...args], { env });
+      expect(plan.code, plan.stderr).toBe(2);
+    }
+    expect(existsSync(ws.db), 'no ledger made, no fire recorded').toBe(false);
+    // A fire a few seconds ahead (clock skew between the controller and the node) still runs.
+    const skew = await runCli(['run', '-c', ws.configPath, '--scheduled-time', new Date(Date.now() + 30_000).toISOString()]);
+    expect(skew.code, skew.stderr).toBe(0);
+  });
+
   it('records the occurrences between the last recorded one and this fire as missed', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
     expect((await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T10:00:00Z'])).code).toBe(0);
