@@ -71,6 +71,13 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     });
   });
 
+  it('schedule.repeatedFire reaches cronsafe: a CronJob user can skip the second fall-back fire (run by default, as Kubernetes does)', () => {
+    const skip = validate(configOf(render({ schedule: '30 1 * * *', timeZone: 'America/New_York', config: { schedule: { repeatedFire: 'skip' } } })));
+    expect(skip.status, skip.stderr).toBe(0);
+    expect(skip.summary).toMatchObject({ schedule: { cron: '30 1 * * *', repeatedFire: 'skip' } });
+    expect(configOf(render({})).schedule.repeatedFire).toBe('run');
+  });
+
   it('handler.expectOutput reaches cronsafe (and is left out, so the default applies, when false)', () => {
     const on = validate(configOf(render({ config: { handler: { expectOutput: true } } })));
     expect(on.status, on.stderr).toBe(0);

@@ -31,6 +31,7 @@ const BAD: [string, Values, string][] = [
   ['retention.runs below the 20 status and the streak gauge read', { config: { retention: { runs: 5 } } }, '/config/retention/runs'],
   ['a fractional retention.days', { config: { retention: { days: 1.5 } } }, '/config/retention/days'],
   ['an unknown refresh', { config: { schedule: { refresh: 'always' } } }, '/config/schedule/refresh'],
+  ['an unknown repeatedFire', { config: { schedule: { repeatedFire: 'twice' } } }, '/config/schedule/repeatedFire'],
   ['an uppercase name', { config: { name: 'Caption_QC' } }, '/config/name'],
   ['a non-string handler env value', { config: { handler: { env: { RETRIES: 3 } } } }, '/config/handler/env/RETRIES'],
   ['a bad handler env name', { config: { handler: { env: { '1X': 'a' } } } }, '/config/handler/env'],

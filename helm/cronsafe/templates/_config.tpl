@@ -87,6 +87,7 @@ schedule:
   graceSeconds: {{ toJson $c.schedule.graceSeconds }}
 {{- end }}
   refresh: {{ toJson $c.schedule.refresh }}
+  repeatedFire: {{ toJson $c.schedule.repeatedFire }}
 {{- if or $v.metrics.enabled $v.metrics.pushgateway }}
 metrics:
 {{- if $v.metrics.enabled }}
