@@ -121,7 +121,15 @@ export function formatIssues(
         }
     }
   }
-  return out;
+  // One value can fail two checks with one text (1e23 is neither a safe integer nor <= 1024):
+  // the user has one thing to fix, so it is said once.
+  const seen = new Set<string>();
+  return out.filter((p) => {
+    const line = `${p.key}\0${p.message}`;
+    if (seen.has(line)) return false;
+    seen.add(line);
+    return true;
+  });
 }
 
 /** `file: key: message`, or `file: message` at the top level. */

@@ -117,6 +117,11 @@ describe('loadConfig: invalid values name the key', () => {
       'expected a list of strings (argv), got "echo {path}"');
   });
 
+  it('a number past 2^53 is one problem, said once', () => {
+    const file = minimal('concurrency: 99999999999999999999999\n');
+    expect(configError(() => loadConfig(file)).message).toBe(`${file}: concurrency: expected an integer from 1 to 1024, got 1e+23`);
+  });
+
   it('out of range values', () => {
     expectProblem(minimal('concurrency: 0\n'), 'concurrency', 'expected an integer from 1 to 1024, got 0');
     expectProblem(minimal('concurrency: 1025\n'), 'concurrency', 'expected an integer from 1 to 1024, got 1025');
