@@ -58,13 +58,15 @@ export async function deadLetterRetry(
   const config = loadConfig(configPath, { checkPaths: false });
   const store = openStore(config);
   const ledger = await store.openLedger();
+  // An id given twice is one item: counted twice, it would read as one that is not dead.
+  const unique = [...new Set(ids)];
   try {
-    const moved = await ledger.retryDead(opts.all ? 'all' : ids, Date.now()).catch((err: unknown) => {
+    const moved = await ledger.retryDead(opts.all ? 'all' : unique, Date.now()).catch((err: unknown) => {
       throw store.unavailable('cannot requeue', err);
     });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
-    if (!opts.all && moved < ids.length) {
-      out.write(`${ids.length - moved} of the given ids were not dead letters (unknown, or not dead)\n`);
+    if (!opts.all && moved < unique.length) {
+      out.write(`${unique.length - moved} of the given ids were not dead letters (unknown, or not dead)\n`);
       return 1;
     }
     return 0;

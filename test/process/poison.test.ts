@@ -35,6 +35,19 @@ describe('poison items are dead-lettered and stop being claimed', () => {
     expect(finished(third)?.counts).toMatchObject({ claimed: 3, deadLettered: 1 });
   });
 
+  it('dead-letter retry of a dead id given twice (xargs over a list with repeats) requeues it and exits 0', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } },
+      { 'good.scc': 'g', 'corrupt.scc': 'x' },
+    );
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ dead: 1 });
+    const r = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt.scc', 'corrupt.scc']);
+    expect(r.stdout).toBe('requeued 1 dead item\n');
+    expect(r.code, r.stdout).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0 });
+  });
+
   it('dead-letter retry of an id that is not dead says so and exits 1', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') } }, { 'a.scc': 'a' });
     const r = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'nope.scc']);
