@@ -255,4 +255,12 @@ describe('metrics', () => {
     const file = YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj;
     expect(rule.spec).toEqual(file);
   });
+
+  it('the no-success age of the PrometheusRule is a value: a weekly job is not paged every week', () => {
+    const noSuccess = (objs: Obj[]) =>
+      (one(objs, 'PrometheusRule').spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((r) => r.alert === 'CronsafeNoRecentSuccess')?.expr as string;
+    expect(noSuccess(render({ metrics: { prometheusRule: { enabled: true } } }))).toBe('cronsafe:success_age_seconds > 86400');
+    const weekly = render({ schedule: '0 3 * * 0', metrics: { prometheusRule: { enabled: true, noSuccessAgeSeconds: 1900800 } } });
+    expect(noSuccess(weekly)).toBe('cronsafe:success_age_seconds > 1900800');
+  });
 });

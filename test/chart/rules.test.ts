@@ -26,6 +26,10 @@ describe('alert rules', () => {
     expect(r.status, r.stdout + r.stderr).toBe(0);
   });
 
+  it('holds the no-success expression the chart replaces with metrics.prometheusRule.noSuccessAgeSeconds', () => {
+    expect(readFileSync(CHART_RULES, 'utf8')).toContain('expr: cronsafe:success_age_seconds > 86400\n');
+  });
+
   it('alerts on the metric names DESIGN.md fixes', () => {
     const text = readFileSync(CHART_RULES, 'utf8');
     expect(text).toContain('cronsafe_overruns_total');
