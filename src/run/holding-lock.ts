@@ -110,7 +110,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
     handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
-      throw new ConfigError(`handler.module: ${coerceError(err).message}`, config.configPath, 'handler.module');
+      // `<file>: <key>: <problem>`, as every config error reads (the message names the module).
+      const e = coerceError(err);
+      const key = e instanceof ConfigError && e.key ? e.key : 'handler.module';
+      throw new ConfigError(`${config.configPath}: ${key}: ${e.message}`, config.configPath, key);
     });
     try {
       await outputs?.prepare();

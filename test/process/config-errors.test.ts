@@ -61,6 +61,15 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(err).toMatch(/source\.directory.*(not readable|permission|EACCES)/i);
   });
 
+  it('a module handler that cannot be used stops the run with 78 and one `<file>: handler.module: <problem>` line', async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    writeFileSync(mod, 'export const handle = async () => {};\n');
+    const r = await runCli(['run', '-c', file]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toBe(`cronsafe: config error: ${file}: handler.module: ${mod}: default export must be a function (item, ctx) => Promise<void>, found no default export\n`);
+  });
+
   it('a bad command line exits 2', async () => {
     expect((await runCli(['frobnicate'])).code).toBe(2);
     expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);

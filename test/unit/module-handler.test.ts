@@ -162,7 +162,7 @@ describe('module handler', () => {
     );
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).key).toBe('handler.module');
-    expect((err as Error).message).toContain(`handler.module ${fixture(name)}`);
+    expect((err as Error).message).toContain(`${fixture(name)}: `);
     expect((err as Error).message).toMatch(pattern);
   });
 });

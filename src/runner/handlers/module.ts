@@ -29,13 +29,13 @@ export async function createModuleHandler(cfg: HandlerConfig, _opts: { sourceDir
     mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (err) {
     guard.release();
-    throw new ConfigError(`handler.module ${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
+    throw new ConfigError(`${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
   }
   const fn = mod.default;
   if (typeof fn !== 'function') {
     guard.release();
     throw new ConfigError(
-      `handler.module ${file}: default export must be a function (item, ctx) => Promise<void>, found ${describe(fn)}`,
+      `${file}: default export must be a function (item, ctx) => Promise<void>, found ${describe(fn)}`,
       undefined,
       'handler.module',
     );
