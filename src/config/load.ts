@@ -5,7 +5,7 @@
  */
 import * as path from 'node:path';
 import { interpolate } from './interpolate.js';
-import { describeValue, fail, fallbackMessage, formatIssues } from './messages.js';
+import { describeValue, fail, fallbackMessage, formatIssues, type KeyProblem } from './messages.js';
 import { checkPaths, checkState } from './check-paths.js';
 import { readYaml } from './read-yaml.js';
 import { resolveConfig } from './resolve.js';
@@ -69,7 +69,12 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     reportInput: true,
     error: (iss) => fallbackMessage(iss),
   });
-  if (!parsed.success) fail(file, formatIssues(parsed.error.issues, knownKeysAt));
+  if (!parsed.success) {
+    const problems = formatIssues(parsed.error.issues, knownKeysAt);
+    // A bad URL from the environment is not in the file the line names: say where it is.
+    const fromEnv = (p: KeyProblem) => (pgOverride && p.key === 'state.postgres' ? { ...p, message: `${p.message} (from the environment variable ${POSTGRES_ENV})` } : p);
+    fail(file, problems.map(fromEnv));
+  }
 
   const config = resolveConfig(parsed.data, abs);
   checkState(file, config);

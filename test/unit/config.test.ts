@@ -265,7 +265,7 @@ describe('environment', () => {
     expect(c.state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs' });
     expect(c.lock.path).toBe(path.join(dir.root, '.cronsafe', 'job.lock'));
     expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: '' } }).state).toStrictEqual({ sqlite: path.join(dir.root, 's.db'), allowNetworkFilesystem: false });
-    expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got "nonsense"', {
+    expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got "nonsense" (from the environment variable CRONSAFE_STATE_POSTGRES)', {
       CRONSAFE_STATE_POSTGRES: 'nonsense',
     });
   });
