@@ -25,7 +25,8 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       stop: signals.stop,
       clock: realClock,
       lastRunStart: async () => (await ledger.lastRunStart())?.startedAt ?? null,
-      pass: (occurrence) => executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie' }),
+      pass: (occurrence, trigger) =>
+        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
       sourceGrew: () => sourceGrew(config, ledger),
     });
     log.info({ result }, 'daemon stopped');

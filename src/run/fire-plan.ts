@@ -51,6 +51,8 @@ export async function planFire(
    * pass another pod of its Job started: that pod records them, once.
    */
   record = true,
+  /** A growth-triggered daemon pass: no fire to refuse (ExecuteOptions.growth). */
+  growth = false,
 ): Promise<FirePlan> {
   const schedule = config.schedule;
   if (!schedule) return { fire: null, watchOverruns: noWatch };
@@ -62,7 +64,7 @@ export async function planFire(
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
-  const skip = fireSkip(schedule, fire);
+  const skip = growth ? undefined : fireSkip(schedule, fire);
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);

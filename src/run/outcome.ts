@@ -14,6 +14,11 @@ export interface ExecuteOptions {
   scheduledTime?: Date;
   /** `kubernetes` under a CronJob, `vixie` under cronsafe daemon. */
   policy: SchedulePolicy;
+  /**
+   * Started by the daemon's growth trigger between occurrences: not a fire, so never refused
+   * as stale or as the repeated fall-back fire (it belongs to the latest occurrence).
+   */
+  growth?: boolean;
 }
 
 export type RunResult = PassOutcome | 'skipped-locked' | 'stale';

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -53,6 +53,33 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     for (const n of succeeded) expect([0, 2]).toContain(n);
     expect(succeeded[0]).toBe(2);
     expect(succeeded.slice(1), 'a later pass that re-did the items').toContain(2);
+  });
+
+  it('a growth pass later than graceSeconds after the occurrence runs: it is not a fire, so it is never stale', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 600 },
+        daemon: { growth: { enabled: true } }, // default cooldown: 300 s
+      },
+      { 'a.txt': 'a' },
+    );
+    // 12:00 is 5 min old (within grace, with 5 fake minutes = 5 s for a loaded start-up): its
+    // pass runs. The growth pass comes a cooldown after that pass, past 12:10, when a fire
+    // for 12:00 would be stale.
+    const daemon = fast('2026-06-01 12:05:00', ['daemon', '-c', ws.configPath]);
+    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    writeFileSync(path.join(ws.source, 'b.txt'), 'b');
+    let growthAt = '';
+    await daemon.waitFor((l) => {
+      if (l.msg === 'daemon: the source has grown since the last completed pass; starting a pass') growthAt = String(l.time);
+      return growthAt !== '' && l.msg === 'run finished';
+    }, 30_000);
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(Date.parse(growthAt)).toBeGreaterThan(Date.parse('2026-06-01T12:10:00Z'));
+    expect(daemon.lines.filter((l) => String(l.msg).startsWith('skipped: stale fire')).map((l) => [l.time, l.occurrence])).toEqual([]);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 
   it('drains the active pass on SIGTERM and exits 75', async () => {
