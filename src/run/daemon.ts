@@ -5,10 +5,13 @@ import type { Config } from '../config/types.js';
 import { openStore } from '../ledger/open.js';
 import type { Ledger } from '../ledger/types.js';
 import { ownFiles } from '../runner/own-files.js';
-import { scanDirectory } from '../runner/scan.js';
+import { batches, scanDirectory } from '../runner/scan.js';
 import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
 import { executeRun } from './execute.js';
 import { exitCodeFor } from './outcome.js';
+
+/** Ids looked up per query by the growth check. */
+const GROWTH_BATCH = 256;
 
 const realClock: DaemonClock = {
   now: () => Date.now(),
@@ -37,16 +40,19 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
 }
 
 /**
- * True when the source holds more files than the ledger knows items: new work arrived.
- * The scan stops as soon as it has seen one more file than that, so it costs at most one
- * pass over the directory, and usually much less.
+ * True when the source holds a file the ledger has not seen: new work arrived. More files
+ * than known items settles it without a look-up; otherwise each batch of ids is looked up
+ * (done files may have left the source, as in an inbox, so counts alone cannot tell). The
+ * scan stops at the first new file: at most one pass over the directory.
  */
 async function sourceGrew(config: Config, ledger: Ledger): Promise<boolean> {
   const c = await ledger.counts();
   const known = c.pending + c.claimed + c.done + c.dead;
   let seen = 0;
-  for await (const _ of scanDirectory({ ...config.source, skipPaths: ownFiles(config) })) {
-    if (++seen > known) return true;
+  for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config) }), GROWTH_BATCH)) {
+    seen += batch.length;
+    if (seen > known) return true;
+    if ((await ledger.peek(batch.map((i) => i.id))).length < batch.length) return true;
   }
   return false;
 }

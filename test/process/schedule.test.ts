@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -80,6 +80,28 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     expect(Date.parse(growthAt)).toBeGreaterThan(Date.parse('2026-06-01T12:10:00Z'));
     expect(daemon.lines.filter((l) => String(l.msg).startsWith('skipped: stale fire')).map((l) => [l.time, l.occurrence])).toEqual([]);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  });
+
+  it('growth: a new file triggers a pass even when done files were moved out of the source (fewer files than the ledger knows)', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '0 * * * *', timeZone: 'UTC' },
+        daemon: { growth: { enabled: true } },
+      },
+      { 'a.txt': 'a', 'b.txt': 'b' },
+    );
+    const daemon = fast('2026-06-01 12:05:00', ['daemon', '-c', ws.configPath]);
+    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    // The inbox pattern: processed files leave the source, a new one arrives.
+    rmSync(path.join(ws.source, 'a.txt'));
+    rmSync(path.join(ws.source, 'b.txt'));
+    writeFileSync(path.join(ws.source, 'c.txt'), 'c');
+    let grew = false;
+    await daemon.waitFor((l) => (grew ||= l.msg === 'daemon: the source has grown since the last completed pass; starting a pass') && l.msg === 'run finished', 30_000);
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 0, claimed: 0, done: 3, dead: 0 });
   });
 
   it('drains the active pass on SIGTERM and exits 75', async () => {
