@@ -36,6 +36,7 @@ describe('scheduled time from the Job annotation', () => {
   it.each([
     ['no annotation (a Job made by hand)', () => job(), 'has no batch.kubernetes.io/cronjob-scheduled-timestamp annotation', 'info'],
     ['a malformed annotation', () => job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: 'yesterday' }), 'expected an RFC 3339 time', 'warn'],
+    ['an annotation far ahead of this clock', () => job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2099-01-01T00:00:00Z' }), '2099-01-01T00:00:00.000Z is in the future', 'warn'],
     ['no `get jobs` (403)', () => (job(), fake.deny('get', 'jobs')), 'HTTP 403', 'warn'],
     ['a missing Job (404)', () => undefined, 'HTTP 404', 'warn'],
   ])('%s: undefined, with one log line', async (_name, setup, reason, level) => {
