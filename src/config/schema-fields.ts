@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { parseCron } from '../schedule/cron.js';
+import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl } from '../redact.js';
@@ -59,10 +59,15 @@ export const url = (protocols: string[], what: string) =>
   );
 
 /** Globs are matched against ids, which are relative and never climb out of the directory. */
-export const glob = str('a glob relative to source.directory').refine(
-  (g) => !g.startsWith('/') && !g.split('/').includes('..'),
-  { error: got('expected a glob relative to source.directory (no leading "/", no ".." segment)') },
-);
+export const glob = str('a glob relative to source.directory')
+  .refine((g) => !g.startsWith('/') && !g.split('/').includes('..'), {
+    error: got('expected a glob relative to source.directory (no leading "/", no ".." segment)'),
+  })
+  // A leading "!" negates the whole glob ("every file but this one"), not an exception to
+  // the other globs as in .gitignore: include ["*.txt", "!bad.txt"] would take every file.
+  .refine((g) => !g.startsWith('!'), {
+    error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
+  });
 
 /**
  * The schedule module's own parser and zone check, so `cronsafe validate` accepts exactly
@@ -76,7 +81,7 @@ export const fromThrow = (check: (v: string) => unknown) => (v: string, ctx: z.R
     ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
   }
 };
-export const cron = str('a cron expression').superRefine(fromThrow(parseCron));
+export const cron = str('a cron expression').superRefine(fromThrow((v) => assertFires(parseCron(v))));
 export const timeZone = str('an IANA time zone name').superRefine(fromThrow(assertTimeZone));
 
 /** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */

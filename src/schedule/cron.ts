@@ -63,6 +63,9 @@ const MACROS: Record<string, string> = {
   '@hourly': '0 * * * *',
 };
 
+/** The most days each month can have (February: in a leap year). */
+const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
 const MONTH_NAMES = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
 const DAY_NAMES = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
 
@@ -143,6 +146,18 @@ export function parseCron(expression: string): CronSpec {
     },
     kind: starts(fields[0]) || starts(fields[1]) ? 'wildcard' : 'fixed-time',
   };
+}
+
+/**
+ * Throws when `spec` can never fire. With every weekday allowed, a day matches by its day of
+ * month alone (in both cron dialects), so "0 0 30 2 *" parses everywhere (Kubernetes takes
+ * it) and fires never: a job that silently never runs. The config refuses it; the
+ * occurrence functions still answer null for it.
+ */
+export function assertFires(spec: CronSpec): void {
+  if (spec.fields[4] !== '*' && spec.fields[4] !== '?') return;
+  const fits = [...spec.months].some((m) => [...spec.daysOfMonth].some((d) => d <= DAYS_IN_MONTH[m - 1]!));
+  if (!fits) throw new CronSyntaxError(`cron expression "${spec.source}": never fires (no month it allows has a day of month it allows)`, 'day-of-month');
 }
 
 function parseField(text: string, rule: FieldRule): ParsedField {

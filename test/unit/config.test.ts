@@ -166,6 +166,23 @@ log: {level: debug, format: pretty}
   });
 });
 
+describe('loadConfig: globs', () => {
+  it.each(['source.include', 'source.exclude'])('%s refuses a leading "!" (it negates the whole glob, not an exception to the others)', (key) => {
+    const list = key === 'source.include' ? `include: ["*.txt", "!bad.txt"]` : `exclude: ["!keep.txt"]`;
+    const file = write(`name: job\nsource: {directory: queue, ${list}}\nhandler: {command: [echo]}\n`);
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toContain(`${key}[${key === 'source.include' ? 1 : 0}]: expected a glob without a leading "!"`);
+    expect(err.message).toContain('source.exclude');
+  });
+});
+
+describe('loadConfig: a schedule that never fires', () => {
+  it('schedule.cron "0 0 30 2 *" (Kubernetes takes it, and never starts the job) is a problem naming the key', () => {
+    const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nschedule: {cron: "0 0 30 2 *"}\n`);
+    expectProblem(file, 'schedule.cron', 'cron expression "0 0 30 2 *": never fires (no month it allows has a day of month it allows)');
+  });
+});
+
 describe('loadConfig: paths on disk', () => {
   it('source.directory must exist and be a directory', () => {
     const gone = path.join(dir.root, 'gone');

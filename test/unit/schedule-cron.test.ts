@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CronSyntaxError, parseCron } from '../../src/schedule/cron.js';
+import { assertFires, CronSyntaxError, parseCron } from '../../src/schedule/cron.js';
 import { nextOccurrence, occurrencesBetween } from '../../src/schedule/occurrences.js';
 
 const utc = (d: Date | null): string | null => d && d.toISOString().replace(':00.000Z', 'Z');
@@ -68,6 +68,15 @@ describe('parseCron: errors name the field and the reason', () => {
     ['0 0 * * 5#2', 'day-of-week field "5#2": "5#2": L, W and # are not supported'],
   ])('%s', (cron, message) => {
     expect(() => parseCron(cron)).toThrow(message);
+  });
+
+  // Parsed by every cron (Kubernetes takes them), fired by none: the config refuses them.
+  it.each(['0 0 30 2 *', '0 0 31 4,6,9,11 *', '0 0 30,31 feb ?'])('assertFires refuses %j: it never fires', (cron) => {
+    expect(() => assertFires(parseCron(cron))).toThrow(`cron expression "${cron}": never fires (no month it allows has a day of month it allows)`);
+  });
+
+  it.each(['0 0 29 2 *', '0 0 31 2,3 *', '0 0 30 2 1', '0 0 31 4 */2', '0 0 1-31 2 *', '@yearly'])('assertFires takes %j (a leap day, another month, or a weekday OR-ed in)', (cron) => {
+    expect(() => assertFires(parseCron(cron))).not.toThrow();
   });
 
   it('carries the field for the config layer', () => {
