@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -85,6 +85,48 @@ describe('the start journal', () => {
       expect(readFileSync(journalPath(real), 'utf8')).toContain('S\t"a"\t1');
     } finally {
       await run.close();
+    }
+  });
+
+  it('a full file system cuts a batch short: none of its starts is left to charge, the file is as before', async (ctx) => {
+    // tmpfs gives a write the rest of the page the file already has, then ENOSPC: a record
+    // that fits in there is whole, though the batch failed and no handler of it started.
+    const dir = path.join(root, `full-${++n}`);
+    mkdirSync(dir);
+    if (process.getuid?.() !== 0 || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]).status !== 0) ctx.skip();
+    try {
+      const file = path.join(dir, 'job.db');
+      const ids = Array.from({ length: 200 }, (_, i) => `item-${String(i).padStart(3, '0')}-${'x'.repeat(60)}`);
+      const run = await openSqliteLedger(file, { writeBehind: true });
+      await run.discover(ids.map((id) => ({ id })), { runId: owner, now: T0 });
+      await run.settle(none, T0, { ids: [ids[0]!], opts });
+      const before = readFileSync(journalPath(file), 'utf8');
+      const filler = openSync(path.join(dir, 'filler'), 'w');
+      try {
+        for (const chunk = Buffer.alloc(4096); ; ) writeSync(filler, chunk);
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+      } finally {
+        closeSync(filler);
+      }
+      const batch = ids.slice(1, 101);
+      await expect(run.settle(none, T0 + 1, { ids: batch, opts: { ...opts, now: T0 + 1 } })).rejects.toThrow(/ENOSPC/);
+      expect(readFileSync(journalPath(file), 'utf8')).toBe(before);
+      // The crash that follows (or a failed close): the next run replays the journal.
+      await run.close().catch(() => undefined);
+      unlinkSync(path.join(dir, 'filler'));
+      const next = await openSqliteLedger(file, { writeBehind: true });
+      try {
+        await next.reclaimOrphans('next', { now: T0 + 2, retry: { maxAttempts: 3, backoffMs: 0, backoffMaxMs: 0 } });
+        const raw = new Database(file, { readonly: true });
+        const charged = raw.prepare('SELECT id FROM items WHERE attempts > 0 ORDER BY id').pluck().all();
+        raw.close();
+        expect(charged).toEqual([ids[0]]);
+      } finally {
+        await next.close();
+      }
+    } finally {
+      spawnSync('umount', ['-l', dir]);
     }
   });
 });

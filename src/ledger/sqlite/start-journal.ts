@@ -56,6 +56,8 @@ export class StartJournal {
   #fd: number | undefined;
   /** The segment being written, once its O line is; undefined before. */
   #segment: number | undefined;
+  /** The file's length after our last whole append: where a failed one is cut back to. */
+  #length = 0;
 
   constructor(readonly file: string) {}
 
@@ -91,11 +93,19 @@ export class StartJournal {
     const fd = this.#open();
     const buf = Buffer.from(text, 'utf8');
     try {
-      // write(2) on a regular file writes everything or fails (ENOSPC, EIO); loop anyway.
+      // A full file system writes part of the buffer, then fails (ENOSPC): loop to find out.
       for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
     } catch (err) {
+      // The whole lines of that part would be replayed as started attempts, charged though
+      // their handlers never ran: cut the file back to what it held (shrinking needs no space).
+      try {
+        ftruncateSync(fd, this.#length);
+      } catch {
+        /* the write's error is the one to report */
+      }
       throw named(this.file, 'write', err);
     }
+    this.#length += buf.length;
     this.#segment = segment;
   }
 
@@ -107,6 +117,7 @@ export class StartJournal {
     } catch (err) {
       throw named(this.file, 'truncate', err);
     }
+    this.#length = 0;
     this.#segment = undefined;
   }
 
@@ -136,11 +147,13 @@ export class StartJournal {
     } catch (err) {
       throw named(this.file, 'open', err);
     }
-    if (!fstatSync(fd).isFile()) {
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
       closeSync(fd);
       throw named(this.file, 'use', Object.assign(new Error('not a regular file; remove it'), { code: 'EFTYPE' }));
     }
     this.#fd = fd;
+    this.#length = st.size;
     return fd;
   }
 }
