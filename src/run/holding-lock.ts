@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { ConfigError, EXIT, coerceError } from '../errors.js';
+import { ConfigError, EdgeError, EXIT, coerceError } from '../errors.js';
 import type { Store } from '../ledger/open.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../ledger/run-lock.js';
@@ -65,6 +65,12 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
   let outputs: OutputStore | undefined;
+  // The ledger's start-up writes: a failure (a full state volume, a lost connection) names
+  // the store and its path, in one line, as the open and the lock do; not a stack trace.
+  const writing = <T>(doing: string, write: Promise<T>): Promise<T> =>
+    write.catch((err: unknown) => {
+      throw err instanceof EdgeError ? err : store.unavailable(doing, err);
+    });
   try {
     ledger = await store.openLedger({ writeBehind: true });
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
@@ -98,7 +104,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const recovered = committedOutputs(outputs);
     // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
     const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed };
-    const orphans = await ledger.reclaimAbandoned(owner, reclaim);
+    const orphans = await writing('cannot take back the claims of a run that died', ledger.reclaimAbandoned(owner, reclaim));
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
     }
@@ -106,7 +112,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
     // pod's lock session is gone), or, joining one, those silent for longer than a lease.
     const silentSince = ledger.shared && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
-    const died = await ledger.markRunsDied(silentSince);
+    const died = await writing('cannot mark the runs that died', ledger.markRunsDied(silentSince));
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
     handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
@@ -134,7 +140,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       throw err;
     }
 
-    await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+    await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
     metrics.runStarted();
     stopWatch = plan.watchOverruns();

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -57,6 +57,30 @@ describe('SQLite state problems name the store in use and its path (exit 1)', ()
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${path.join(ws.state, 'cronsafe.lock')}: EACCES`);
   });
+
+  it('the state volume full when a run starts (the chart: outputs and ledger on one PVC): one line naming the ledger, no stack trace', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`item-${i}.txt`, `${i}\n`]));
+    const ws = workspace({}, files);
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const h = path.join(ws.dir, 'big.sh');
+      // Each output is 100 KiB: the 3 MiB volume is full after fewer than thirty.
+      writeFileSync(h, '#!/bin/sh\nhead -c 102400 /dev/zero > "$2"\n', { mode: 0o755 });
+      const db = path.join(volume, 'state', 'cronsafe.db');
+      configure(ws, { output: { directory: path.join(volume, 'out') }, state: { sqlite: db }, handler: { command: [h, '{path}', '{output}'] } });
+      const filling = await runCli(['run', '-c', ws.configPath]);
+      expect(filling.code, filling.stderr).toBe(1);
+      // Still full: the next run cannot write its start into the ledger.
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.split('\n')).toEqual([expect.stringMatching(/: database or disk is full$/), '']);
+      expect(r.stderr.startsWith(`cronsafe: state store unavailable (sqlite ${db}): `), r.stderr).toBe(true);
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 120_000);
 });
 
 describe('status and dead-letter list only read the ledger', () => {
