@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
 import { filesIn, filesUnder } from '../helpers/wait.js';
 
@@ -41,6 +42,26 @@ describe('file names are bytes: any name Linux allows is an item', () => {
     }
     // The links were removed after their attempts.
     expect(filesUnder(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
+  });
+});
+
+describe('a link for a name that is not UTF-8, without output.directory', () => {
+  it('with no usable $TMPDIR for it: the pass stops (exit 1) naming TMPDIR, and the item is not charged', async () => {
+    const ws = workspace({ handler: { command: ITEM }, output: undefined });
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/`), bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+    const missing = path.join(ws.dir, 'no-such-tmp');
+    const r = await runCli(['run', '-c', ws.configPath], { env: { ...process.env, TMPDIR: missing } });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(missing);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      const row = await ledger.get('caf\\xe9.txt');
+      // Charged: attempts counted and not handed back.
+      expect(row && row.attempts - row.released).toBe(0);
+    } finally {
+      await ledger.close();
+    }
   });
 });
 

@@ -101,7 +101,13 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
 async function itemLink(sourceDir: string, id: string, outputPath: string | undefined): Promise<{ path: string; remove(): Promise<void> }> {
   const where = itemPaths(sourceDir, id);
   if (where.text !== null) return { path: where.text, remove: async () => {} };
-  const dir = outputPath ? `${outputPath}.item` : await mkdtemp(path.join(tmpdir(), 'cronsafe-item-'));
+  // No usable TMPDIR (missing, or read-only with no emptyDir at /tmp) is the environment's
+  // fault, as a link that cannot be made is: never the item's.
+  const dir = outputPath
+    ? `${outputPath}.item`
+    : await mkdtemp(path.join(tmpdir(), 'cronsafe-item-')).catch((err: unknown) => {
+        throw new EnvironmentFault(`cannot make a directory for a link to item ${JSON.stringify(id)} in TMPDIR ${tmpdir()}: ${coerceError(err).message}`);
+      });
   if (outputPath) await mkdir(dir);
   const remove = () => rm(dir, { recursive: true, force: true });
   try {
