@@ -27,10 +27,10 @@ export interface ScanOptions {
   withStats?: boolean;
   signal?: AbortSignal;
   /**
-   * Told once per directory below `directory` that cannot be read (EACCES, EPERM): the scan
-   * skips it and goes on, so one bad directory does not stop every item on every run. The
-   * pass logs it (a warning with its path), counts it, and calls the scan partial. The root
-   * itself being unreadable still throws.
+   * Told once per directory below `directory` that cannot be read (EACCES, EPERM, or a path
+   * past PATH_MAX: ENAMETOOLONG): the scan skips it and goes on, so one bad directory does
+   * not stop every item on every run. The pass logs it (a warning with its path), counts
+   * it, and calls the scan partial. The root itself being unreadable still throws.
    */
   onUnreadable?: (dir: UnreadableDirectory) => void;
 }
@@ -41,7 +41,7 @@ export interface UnreadableDirectory {
   path: string;
   /** Relative to the scanned directory, `/`-separated (as item ids). */
   id: string;
-  /** EACCES or EPERM. */
+  /** EACCES, EPERM or ENAMETOOLONG. */
   code: string;
 }
 
@@ -79,7 +79,9 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
-      if (code === 'EACCES' || code === 'EPERM') {
+      // ENAMETOOLONG: its path is past PATH_MAX, so nothing under it can be opened by path
+      // (nor handed to a handler): unreadable as surely as EACCES makes it.
+      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG') {
         opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }

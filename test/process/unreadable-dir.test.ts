@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, readdirSync } from 'node:fs';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
@@ -51,6 +52,22 @@ describe('an unreadable subdirectory of the source', () => {
     } finally {
       chmodSync(path.join(ws.source, 'locked'), 0o755);
     }
+  });
+});
+
+describe('a subdirectory whose path is longer than Linux allows (PATH_MAX)', () => {
+  it('is skipped as an unreadable one is, and the rest processed (before: ENAMETOOLONG failed the scan, exit 1, on every run)', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    // 20 levels of 250-byte names, made one relative step at a time (a shell's cd keeps the
+    // whole path, and fails): past 4,096 bytes opendir(2) of the whole path says ENAMETOOLONG.
+    const script = "const fs = require('node:fs'); const n = 'd'.repeat(250); for (let i = 0; i < 20; i++) { fs.mkdirSync(n); process.chdir(n); } fs.writeFileSync('deep.txt', 'deep');";
+    const made = spawnSync(process.execPath, ['-e', script], { cwd: ws.source });
+    expect(made.status, String(made.stderr)).toBe(0);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial', counts: { succeeded: 1, skippedDirectories: 1 } });
+    expect(r.lines.filter((l) => l.msg.startsWith('scan: skipped a directory')).map((l) => l.code)).toEqual(['ENAMETOOLONG']);
+    expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
   });
 });
 
