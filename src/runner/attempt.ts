@@ -4,7 +4,7 @@ import type { Claim } from '../ledger/types.js';
 import { AttemptSignal } from './attempt-signal.js';
 import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
 import { EnvironmentFault } from './faults.js';
-import { isPlainId, itemPaths } from './item-id.js';
+import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
 import type { PassState } from './pass-state.js';
 import { itemGone } from './scan.js';
@@ -24,9 +24,10 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
   const logOf = () => ctx.log;
   // Problems known before the handler runs cannot be fixed by running it again: an id
-  // that would escape output.directory, or something foreign where its output goes.
+  // that would escape output.directory, something foreign where its output goes, or a path
+  // too long to open.
   const unsafeId = checkItemId(claim.id);
-  const unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : outputs?.outputProblem(claim.id);
+  const unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : (outputs?.outputProblem(claim.id) ?? itemPathProblem(config.source.directory, claim.id));
   if (unsafe) {
     inflight.delete(claim.id);
     results.fail(claim, `${unsafe} (the handler was not run)`, p.deadAtOnce);

@@ -109,3 +109,19 @@ export function itemPaths(sourceDir: string, id: string): { raw: Buffer; text: s
   const raw = Buffer.concat([Buffer.from(root, 'utf8'), idBytes(id)]);
   return { raw, text: isUtf8(raw) ? raw.toString('utf8') : null };
 }
+
+/** Longest path the kernel takes, in bytes with its NUL (PATH_MAX); a longer one is ENAMETOOLONG. */
+export const PATH_MAX = 4096;
+
+/**
+ * Why no handler could open the item's file by its path (longer than PATH_MAX: the scan
+ * reached it through a directory it could open, but a path from the root cannot), or null.
+ * Known before the handler runs, so it is not run five times to learn it.
+ */
+export function itemPathProblem(sourceDir: string, id: string): string | null {
+  // No Buffer per item in the common case: a UTF-16 unit is at most 3 bytes of UTF-8, and
+  // an escape (`\xHH`, 4 units) stands for one byte.
+  if (sourceDir.length + 1 + 3 * id.length < PATH_MAX) return null;
+  const bytes = itemPaths(sourceDir, id).raw.length;
+  return bytes < PATH_MAX ? null : `the item's path is ${bytes} bytes, longer than Linux allows (PATH_MAX, ${PATH_MAX} with its NUL): no handler could open it`;
+}

@@ -1,8 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
 import { filesIn, filesUnder } from '../helpers/wait.js';
 
 const ITEM = [process.execPath, path.join(FIXTURES, 'process/item-exec.mjs'), '{path}', '{id}'];
@@ -84,5 +85,24 @@ describe('output names that cannot be written as <id>.out', () => {
     expect(longOut[0]).toMatch(/^n+~[0-9a-f]{16}\.out$/);
     expect(Buffer.byteLength(longOut[0]!)).toBeLessThanOrEqual(255);
     expect(existsSync(path.join(ws.out, 'a.out', 'b.out'))).toBe(false);
+  });
+});
+
+describe('an item whose path is longer than Linux allows (PATH_MAX)', () => {
+  it('is dead-lettered at once, its handler never run (before: run and charged on every attempt, ENAMETOOLONG)', async () => {
+    const ws = workspace({}, { 'ok.txt': 'ok' });
+    const log = path.join(ws.dir, 'invocations.log');
+    configure(ws, { handler: { command: ['/bin/sh', path.join(FIXTURES, 'process/logged-copy.sh'), '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0' } } });
+    // Directories the scan can open one by one, a file whose whole path is past 4,096 bytes.
+    const script = "const fs = require('node:fs'); const n = 'd'.repeat(250); for (let i = 0; i < 16; i++) { fs.mkdirSync(n); process.chdir(n); } fs.writeFileSync('f'.repeat(200), 'long');";
+    const made = spawnSync(process.execPath, ['-e', script], { cwd: ws.source });
+    expect(made.status, String(made.stderr)).toBe(0);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const dead = JSON.parse((await runCli(['dead-letter', 'list', '-c', ws.configPath, '--json'])).stdout) as Array<{ id: string; attempts: number; lastError: string }>;
+    expect(dead).toHaveLength(1);
+    expect(dead[0]!.id.endsWith('f'.repeat(200))).toBe(true);
+    expect(dead[0]!.lastError).toMatch(/longer than Linux allows \(PATH_MAX.*\(the handler was not run\)$/);
+    expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
   });
 });
