@@ -1,5 +1,6 @@
 import { lstatSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { PATH_MAX } from './item-id.js';
 
 /**
  * Why an item's output cannot be written where its id puts it: a directory on the way is
@@ -33,6 +34,10 @@ function problemAt(dir: string, st: import('node:fs').Stats): string | null {
  * directories are fine (commit creates them). The pass can ask before running a handler.
  */
 export function outputPathProblem(root: string, final: string): string | null {
+  // Past PATH_MAX no call can reach it (the lstat below would throw ENAMETOOLONG).
+  if (final.length * 3 >= PATH_MAX && Buffer.byteLength(final) >= PATH_MAX) {
+    return `the output path is ${Buffer.byteLength(final)} bytes, longer than Linux allows (PATH_MAX, ${PATH_MAX} with its NUL): ${final.slice(0, 200)}...`;
+  }
   for (const dir of parentsBelow(root, final)) {
     const st = lstatSync(dir, { throwIfNoEntry: false });
     if (st === undefined) return null;

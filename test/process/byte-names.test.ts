@@ -105,4 +105,24 @@ describe('an item whose path is longer than Linux allows (PATH_MAX)', () => {
     expect(dead[0]!.lastError).toMatch(/longer than Linux allows \(PATH_MAX.*\(the handler was not run\)$/);
     expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
   });
+
+  it('its output path past PATH_MAX: dead-lettered at once, its handler never run (before: run, then the commit failed, on every attempt)', async () => {
+    const ws = workspace({}, { 'ok.txt': 'ok' });
+    const log = path.join(ws.dir, 'invocations.log');
+    const out = path.join(ws.dir, ...['o', 'p', 'q', 'r'].map((c) => c.repeat(250)));
+    configure(ws, {
+      output: { directory: out },
+      handler: { command: ['/bin/sh', path.join(FIXTURES, 'process/logged-copy.sh'), '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0' } },
+    });
+    // The item's own path is under 4,096 bytes; with the longer output directory, its output's is not.
+    const script = "const fs = require('node:fs'); const n = 'd'.repeat(250); for (let i = 0; i < 13; i++) { fs.mkdirSync(n); process.chdir(n); } fs.writeFileSync('g'.repeat(100), 'mid');";
+    const made = spawnSync(process.execPath, ['-e', script], { cwd: ws.source });
+    expect(made.status, String(made.stderr)).toBe(0);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const dead = JSON.parse((await runCli(['dead-letter', 'list', '-c', ws.configPath, '--json'])).stdout) as Array<{ id: string; lastError: string }>;
+    expect(dead.map((d) => d.id.endsWith('g'.repeat(100)))).toEqual([true]);
+    expect(dead[0]!.lastError).toMatch(/^the output path is \d+ bytes, longer than Linux allows \(PATH_MAX.*\(the handler was not run\)$/);
+    expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
+  });
 });
