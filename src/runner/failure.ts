@@ -30,6 +30,8 @@ export interface FailedAttempt {
   tempGone: OwnDirectoryGone | EnvironmentFault | undefined;
   /** output.directory's file system was (nearly) full when the attempt failed. */
   outputFull: boolean;
+  /** output.directory's file system was read-only when the attempt failed. */
+  outputReadOnly?: boolean;
   /** The item's file (raw bytes for an escaped id). */
   itemPath: string | Buffer;
 }
@@ -46,8 +48,9 @@ export interface FailureScene {
  * A failed attempt is charged to the item only when the item is to blame. Checked in this
  * order, only on failure (failures are rare, so the checks cost nothing per item):
  * cronsafe's own interruption; an environment that cannot run anything (stop the pass); our
- * temp directory removed under the attempt; a full output file system (stop); a source
- * directory that is gone (stop); and the item's own file deleted since the scan (forget it).
+ * temp directory removed under the attempt; a full or read-only output file system (stop);
+ * a source directory that is gone (stop); and the item's own file deleted since the scan
+ * (forget it).
  *
  * A full file system is seen by the attempt's own check, or, once an earlier attempt of the
  * pass saw it, by a failure that says "no space left on device": an attempt that ran beside
@@ -75,6 +78,10 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   if (scene.outputDir !== undefined && (a.outputFull || (scene.outputFullSeen && NO_SPACE.test(message)))) {
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is full; stopping, nothing charged: ${message}`);
     return { kind: 'stop', reason: 'not charged: the output file system is full', fault, outputFull: true };
+  }
+  if (scene.outputDir !== undefined && a.outputReadOnly) {
+    const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is read-only; stopping, nothing charged: ${message}`);
+    return { kind: 'stop', reason: 'not charged: the output file system is read-only', fault };
   }
   return (await whereItWent(a.itemPath, scene)) ?? { kind: 'charge', message };
 }

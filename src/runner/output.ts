@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
-import { rename, rm, statfs } from 'node:fs/promises';
+import { constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
@@ -358,6 +358,18 @@ export class OutputStore {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * True when the output file system is mounted read-only (ext4's errors=remount-ro after
+   * an I/O error, a volume detached read-only): no attempt can write an output, through
+   * no fault of its item. access(2) answers EROFS for a write check there, even for root.
+   */
+  async readOnly(): Promise<boolean> {
+    return access(this.dir, constants.W_OK).then(
+      () => false,
+      (err: unknown) => (err as NodeJS.ErrnoException).code === 'EROFS',
+    );
   }
 
   // A wrong path here would rename or delete something that is not ours.

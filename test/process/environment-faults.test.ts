@@ -236,4 +236,25 @@ describe('a full output file system', () => {
       spawnSync('umount', ['-l', ws.out]);
     }
   }, 120_000);
+
+  it('remounted read-only mid-run (ext4 errors=remount-ro): the pass stops with exit 1 and charges nothing', async (ctx) => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 2 }, files);
+    if (!mountTmpfs(ws.out, '4m')) ctx.skip();
+    try {
+      configure(ws, { handler: { command: [slowCopyScript(ws.dir), '{path}', '{output}'] } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      let done = 0;
+      await run.waitFor((l) => l.msg === 'item done' && ++done >= 3, 30_000);
+      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
+      const items = (await statusJson(ws.configPath)).items;
+      expect(items).toMatchObject({ claimed: 0, dead: 0 });
+      expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
 });
