@@ -45,7 +45,7 @@ async function configPath(cliPath: string | undefined): Promise<string> {
 declare const CRONSAFE_VERSION: string | undefined;
 const VERSION = typeof CRONSAFE_VERSION === 'string' ? CRONSAFE_VERSION : '0.0.0-unbundled';
 
-function buildProgram(signals: ProgramSignals, setExit: (code: number) => void): Command {
+export function buildProgram(signals: ProgramSignals, setExit: (code: number) => void): Command {
   const { stop, force } = signals;
   const program = new Command('cronsafe')
     .description('Drain a backlog of work items safely from a Kubernetes CronJob')
@@ -98,6 +98,7 @@ function buildProgram(signals: ProgramSignals, setExit: (code: number) => void):
     });
   const retry = dl
     .command('retry')
+    .description('requeue dead items (the given ids, or --all): pending again with their attempts reset')
     .argument('[ids...]', 'item ids to requeue')
     .option('--all', 'requeue every dead item')
     .addOption(configOption())
