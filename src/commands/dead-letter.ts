@@ -48,6 +48,21 @@ const jsonOf = (d: DeadItem) => ({
   deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString(),
 });
 
+/**
+ * An id as `dead-letter list` printed it: JSON-quoted (printableId) when it holds a space,
+ * quote or control character, so a pasted `"new\nline.txt"` means the id with a newline.
+ * printableId quotes every id with a `"` in it, so a quoted argument is never a plain id.
+ */
+function fromPrintable(arg: string): string {
+  if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
+  try {
+    const id: unknown = JSON.parse(arg);
+    return typeof id === 'string' ? id : arg;
+  } catch {
+    return arg;
+  }
+}
+
 /** `cronsafe dead-letter retry ID... | --all`: dead -> pending with attempts reset. */
 export async function deadLetterRetry(
   configPath: string,
@@ -59,7 +74,7 @@ export async function deadLetterRetry(
   const store = openStore(config);
   const ledger = await store.openLedger();
   // An id given twice is one item: counted twice, it would read as one that is not dead.
-  const unique = [...new Set(ids)];
+  const unique = [...new Set(ids.map(fromPrintable))];
   try {
     const moved = await ledger.retryDead(opts.all ? 'all' : unique, Date.now()).catch((err: unknown) => {
       throw store.unavailable('cannot requeue', err);

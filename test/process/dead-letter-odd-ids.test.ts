@@ -1,0 +1,26 @@
+/**
+ * `dead-letter list` prints an id with a space, quote or control character JSON-quoted, so
+ * that it stays on its line and can be pasted back into `dead-letter retry`. Before, the
+ * pasted form was taken literally: "1 of the given ids were not dead letters", exit 1.
+ */
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, runCli, statusJson, workspace } from '../helpers/cli.js';
+
+describe('dead-letter retry of an id as dead-letter list printed it', () => {
+  it.each(['new\nline corrupt.scc', 'tab\tand "quotes" corrupt.scc'])('%j: listed quoted, requeued from the pasted text', async (name) => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } },
+      { [name]: 'x', 'plain.scc': 'ok' },
+    );
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    const printed = list.stdout.split('\n')[0]!.split('\t')[0]!;
+    expect(printed).toBe(JSON.stringify(name));
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, printed]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 1 dead item\n');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0, done: 1 });
+  }, 60_000);
+});
