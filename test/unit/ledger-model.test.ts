@@ -191,7 +191,9 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
         const state = failInModel(m, it, error);
         want = { result: 'applied', state, ...(state === 'pending' ? { availableAt: it.availableAt } : {}) };
       } else if (it) {
-        Object.assign(it, { state: 'pending', owner: null, released: it.released + 1, availableAt: m.now, lastError: error });
+        // SQLite: a suspect handed back is still one (its last charge stands), so its error stays.
+        const wasSuspect = !m.shared && suspect({ ...it, attempts: it.attempts - 1 });
+        Object.assign(it, { state: 'pending', owner: null, released: it.released + 1, availableAt: m.now, lastError: wasSuspect ? it.lastError : error });
         want = { result: 'applied', state: 'pending', availableAt: m.now };
       }
       const [got] =

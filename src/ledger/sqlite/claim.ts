@@ -39,7 +39,8 @@ export const abandonedError = (attempt: number): string => `attempt ${attempt} a
  * dead-lettered with it. A suspect that fails or succeeds on its own is one no longer.
  * Word for word the predicate of the items_suspect index (migration 005).
  */
-const SUSPECT = `attempts > released AND last_error GLOB 'attempt * abandoned: the run that claimed it died'`;
+export const ABANDONED_GLOB = `'attempt * abandoned: the run that claimed it died'`;
+const SUSPECT = `attempts > released AND last_error GLOB ${ABANDONED_GLOB}`;
 
 /**
  * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest

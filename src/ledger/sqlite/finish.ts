@@ -4,6 +4,7 @@ import { fenceReason, type ClaimHolder } from '../fencing.js';
 import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Counters } from './counters.js';
 import { batchJson, wellFormed } from '../well-formed.js';
+import { ABANDONED_GLOB } from './claim.js';
 
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;
@@ -61,10 +62,16 @@ UPDATE items SET state = 'dead', owner = NULL, lease_until = NULL, last_error = 
   dead_at = @now, updated_at = @now
 WHERE ${GUARD}`;
 
-/** The interrupted attempt is handed back (released + 1), so it is not charged. */
+/**
+ * The interrupted attempt is handed back (released + 1), so it is not charged. A suspect's
+ * (claim.ts: its charge before this claim was a run that died) keeps that last error: the
+ * hand-back changed nothing about it, and with the reason written over it, it would run
+ * beside other items at its next sweep, and take them down with it if it is the poison.
+ */
 export const RELEASE_SQL = `
 UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, released = released + 1,
-  available_at = @now, last_error = @reason, updated_at = @now
+  available_at = @now, updated_at = @now,
+  last_error = CASE WHEN attempts - 1 > released AND last_error GLOB ${ABANDONED_GLOB} THEN last_error ELSE @reason END
 WHERE ${GUARD}`;
 
 /** The item's file is gone: the row goes, so a file that comes back is new again. */
