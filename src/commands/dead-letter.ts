@@ -51,13 +51,15 @@ const jsonOf = (d: DeadItem) => ({
 /**
  * An id as `dead-letter list` printed it: JSON-quoted (printableId) when it holds a space,
  * quote or control character, so a pasted `"new\nline.txt"` means the id with a newline.
- * printableId quotes every id with a `"` in it, so a quoted argument is never a plain id.
+ * Only when list would have quoted what is inside: `"a.txt"` is the id with its quotes (as
+ * `list --json` gives it), never a.txt, which list prints bare; taken as a.txt, it
+ * requeued another dead item and said so.
  */
 function fromPrintable(arg: string): string {
   if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
   try {
     const id: unknown = JSON.parse(arg);
-    return typeof id === 'string' ? id : arg;
+    return typeof id === 'string' && printableId(id) !== id ? id : arg;
   } catch {
     return arg;
   }

@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { FIXTURES, runCli, statusJson, workspace } from '../helpers/cli.js';
 
 describe('dead-letter retry of an id as dead-letter list printed it', () => {
@@ -22,5 +23,27 @@ describe('dead-letter retry of an id as dead-letter list printed it', () => {
     expect(retry.code, retry.stdout + retry.stderr).toBe(0);
     expect(retry.stdout).toBe('requeued 1 dead item\n');
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0, done: 1 });
+  }, 60_000);
+
+  it('an id that really starts and ends with a double quote, given as it is (from list --json), is that id, not the one inside the quotes', async () => {
+    const quoted = '"corrupt.scc"';
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } },
+      { [quoted]: 'x', 'corrupt.scc': 'x' },
+    );
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const list = await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath]);
+    const ids = (JSON.parse(list.stdout) as { id: string }[]).map((d) => d.id);
+    expect(ids.sort()).toEqual([quoted, 'corrupt.scc'].sort());
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, quoted]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      expect((await ledger.get(quoted))?.state).toBe('pending');
+      expect((await ledger.get('corrupt.scc'))?.state).toBe('dead');
+    } finally {
+      await ledger.close();
+    }
   }, 60_000);
 });
