@@ -6,6 +6,14 @@ import picomatch from 'picomatch';
 // flags 's': a file name may contain a newline, and `*` must match it like any other byte.
 export const GLOB_OPTS = { flags: 's' };
 
+/**
+ * True when `glob` is negated as a whole ("every file but these"), as picomatch reads it:
+ * a leading "!", but not an extglob "!(...)", which matches what its pattern does not.
+ */
+export function negatesWhole(glob: string): boolean {
+  return picomatch.scan(glob).negated;
+}
+
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
   return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
 }

@@ -3,6 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl } from '../redact.js';
+import { negatesWhole } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
 // parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
@@ -65,7 +66,8 @@ export const glob = str('a glob relative to source.directory')
   })
   // A leading "!" negates the whole glob ("every file but this one"), not an exception to
   // the other globs as in .gitignore: include ["*.txt", "!bad.txt"] would take every file.
-  .refine((g) => !g.startsWith('!'), {
+  // An extglob "!(...)" is no negation: it matches what its pattern does not, as meant.
+  .refine((g) => !negatesWhole(g), {
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
   });
 

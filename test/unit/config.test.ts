@@ -176,6 +176,15 @@ describe('loadConfig: globs', () => {
   });
 });
 
+describe('loadConfig: globs with a leading "!" that is no negation', () => {
+  it.each(['source.include', 'source.exclude'])('%s takes an extglob "!(...)" (everything but; picomatch does not negate it)', (key) => {
+    const list = key === 'source.include' ? `include: ["!(*.tmp)"]` : `exclude: ["!(*.scc)"]`;
+    const file = write(`name: job\nsource: {directory: queue, ${list}}\nhandler: {command: [echo]}\n`);
+    const config = loadConfig(file, { checkPaths: false });
+    expect(key === 'source.include' ? config.source.include : config.source.exclude).toEqual([key === 'source.include' ? '!(*.tmp)' : '!(*.scc)']);
+  });
+});
+
 describe('loadConfig: a schedule that never fires', () => {
   it('schedule.cron "0 0 30 2 *" (Kubernetes takes it, and never starts the job) is a problem naming the key', () => {
     const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nschedule: {cron: "0 0 30 2 *"}\n`);
