@@ -67,9 +67,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   let outputs: OutputStore | undefined;
   // The ledger's start-up writes: a failure (a full state volume, a lost connection) names
   // the store and its path, in one line, as the open and the lock do; not a stack trace.
+  // A ConfigError stays one (exit 78): something not ours at the start journal's path.
   const writing = <T>(doing: string, write: Promise<T>): Promise<T> =>
     write.catch((err: unknown) => {
-      throw err instanceof EdgeError ? err : store.unavailable(doing, err);
+      throw err instanceof EdgeError || err instanceof ConfigError ? err : store.unavailable(doing, err);
     });
   try {
     ledger = await store.openLedger({ writeBehind: true });
