@@ -155,7 +155,8 @@ export function parseCron(expression: string): CronSpec {
  * occurrence functions still answer null for it.
  */
 export function assertFires(spec: CronSpec): void {
-  if (spec.fields[4] !== '*' && spec.fields[4] !== '?') return;
+  // Kubernetes' (robfig's) star bit, not the text: `*/1` and `?/1` have it too.
+  if (!spec.dayStars.robfig.dow) return;
   const fits = [...spec.months].some((m) => [...spec.daysOfMonth].some((d) => d <= DAYS_IN_MONTH[m - 1]!));
   if (!fits) throw new CronSyntaxError(`cron expression "${spec.source}": never fires (no month it allows has a day of month it allows)`, 'day-of-month');
 }

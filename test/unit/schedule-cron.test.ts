@@ -71,7 +71,7 @@ describe('parseCron: errors name the field and the reason', () => {
   });
 
   // Parsed by every cron (Kubernetes takes them), fired by none: the config refuses them.
-  it.each(['0 0 30 2 *', '0 0 31 4,6,9,11 *', '0 0 30,31 feb ?'])('assertFires refuses %j: it never fires', (cron) => {
+  it.each(['0 0 30 2 *', '0 0 31 4,6,9,11 *', '0 0 30,31 feb ?', '0 0 30 2 */1', '0 0 31 4 ?/1'])('assertFires refuses %j: it never fires', (cron) => {
     expect(() => assertFires(parseCron(cron))).toThrow(`cron expression "${cron}": never fires (no month it allows has a day of month it allows)`);
   });
 
