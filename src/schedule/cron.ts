@@ -152,11 +152,13 @@ export function parseCron(expression: string): CronSpec {
  * Throws when `spec` can never fire. With every weekday allowed, a day matches by its day of
  * month alone (in both cron dialects), so "0 0 30 2 *" parses everywhere (Kubernetes takes
  * it) and fires never: a job that silently never runs. The config refuses it; the
- * occurrence functions still answer null for it.
+ * occurrence functions still answer null for it. `cronsafe daemon` also asks for its own
+ * dialect (vixie): `0 0 30 2 *\/2` fires under Kubernetes (OR) but never in the daemon (AND).
  */
-export function assertFires(spec: CronSpec): void {
-  // Kubernetes' (robfig's) star bit, not the text: `*/1` and `?/1` have it too.
-  if (!spec.dayStars.robfig.dow) return;
+export function assertFires(spec: CronSpec, flavour: 'robfig' | 'vixie' = 'robfig'): void {
+  // The dialect's own star: robfig's (Kubernetes) bit is set by `*/1` and `?/1` too; Vixie
+  // (cronsafe daemon) counts any field that starts with `*`, so `*/2` ANDs there as well.
+  if (!spec.dayStars[flavour].dow) return;
   const fits = [...spec.months].some((m) => [...spec.daysOfMonth].some((d) => d <= DAYS_IN_MONTH[m - 1]!));
   if (!fits) throw new CronSyntaxError(`cron expression "${spec.source}": never fires (no month it allows has a day of month it allows)`, 'day-of-month');
 }

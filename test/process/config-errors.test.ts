@@ -70,6 +70,13 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toBe(`cronsafe: config error: ${file}: handler.module: ${mod}: default export must be a function (item, ctx) => Promise<void>, found no default export\n`);
   });
 
+  it('cronsafe daemon refuses a schedule.cron that never fires as it reads it (vixie: "*/2" in day of week does not add days)', async () => {
+    const file = configFile(`${valid}schedule: {cron: "0 0 30 2 */2", timeZone: UTC}\n`);
+    const r = await runCli(['daemon', '-c', file], { timeoutMs: 20_000 });
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toMatch(/schedule\.cron: cron expression "0 0 30 2 \*\/2": never fires/);
+  });
+
   it('a bad command line exits 2', async () => {
     expect((await runCli(['frobnicate'])).code).toBe(2);
     expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);

@@ -75,6 +75,12 @@ describe('parseCron: errors name the field and the reason', () => {
     expect(() => assertFires(parseCron(cron))).toThrow(`cron expression "${cron}": never fires (no month it allows has a day of month it allows)`);
   });
 
+  it('assertFires in the daemon\'s dialect (vixie) refuses "0 0 30 2 */2", which Kubernetes fires on Sundays, Tuesdays...', () => {
+    expect(() => assertFires(parseCron('0 0 30 2 */2'))).not.toThrow();
+    expect(() => assertFires(parseCron('0 0 30 2 */2'), 'vixie')).toThrow('never fires');
+    expect(() => assertFires(parseCron('0 0 29 2 */2'), 'vixie')).not.toThrow();
+  });
+
   it.each(['0 0 29 2 *', '0 0 31 2,3 *', '0 0 30 2 1', '0 0 31 4 */2', '0 0 1-31 2 *', '@yearly'])('assertFires takes %j (a leap day, another month, or a weekday OR-ed in)', (cron) => {
     expect(() => assertFires(parseCron(cron))).not.toThrow();
   });
