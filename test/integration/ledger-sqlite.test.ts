@@ -52,15 +52,18 @@ describe('SQLite ledger specifics', () => {
   it('a suspect handed back by a drain is still a suspect: the next sweep runs it alone', async () => {
     const ledger = await openSqliteLedger(freshFile(), { writeBehind: true });
     const retry = { ...RETRY, backoffMs: 0, backoffMaxMs: 0 };
-    // A run died with three attempts in flight: all three are suspects.
+    // Two runs died with the same three attempts in flight: all three are suspects.
     await discoverAndClaim(ledger, items('a', 'b', 'c'), { owner: 'dead', runId: 'r1', now: T0, leaseMs: 60_000 });
+    await ledger.reclaimAbandoned('o1', { now: T0 + 1, retry });
+    await ledger.discover(items('a', 'b', 'c'), { runId: 'r1b', now: T0 + 1, deferCharged: true });
+    expect(await ledger.claimDue({ owner: 'dead2', runId: 'r1b', now: T0 + 1, leaseMs: 60_000, limit: 4 })).toHaveLength(3); // once: not suspects yet
     await ledger.reclaimAbandoned('o2', { now: T0 + 1, retry });
     expect(await ledger.discover(items('a', 'b', 'c'), { runId: 'r2', now: T0 + 2, deferCharged: true })).toEqual([]);
     const [alone, ...beside] = await ledger.claimDue({ owner: 'o2', runId: 'r2', now: T0 + 2, leaseMs: 60_000, limit: 4 });
     expect(beside).toEqual([]);
     // The pod is drained while the suspect runs: its attempt is handed back, not charged.
     await ledger.release([alone!], T0 + 3, 'interrupted: drain deadline reached');
-    expect(await ledger.get(alone!.id)).toMatchObject({ state: 'pending', attempts: 2, released: 1, lastError: 'attempt 1 abandoned: the run that claimed it died' });
+    expect(await ledger.get(alone!.id)).toMatchObject({ state: 'pending', attempts: 3, released: 1, lastError: 'attempt 2 abandoned: the run that claimed it died' });
     // It may be the item that kills the process: it must not run beside the other suspects.
     expect(await ledger.discover(items('a', 'b', 'c'), { runId: 'r3', now: T0 + 4, deferCharged: true })).toEqual([]);
     expect(await ledger.claimDue({ owner: 'o3', runId: 'r3', now: T0 + 4, leaseMs: 60_000, limit: 4 })).toHaveLength(1);

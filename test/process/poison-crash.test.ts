@@ -2,10 +2,10 @@
  * An item that kills the process every time it runs (an out-of-memory kill, a segfault in a
  * native library), run beside good items: it must end dead after retry.maxAttempts runs,
  * and the good items that happened to be in flight with it must not. Nothing can tell which
- * attempt killed the process, so the items a dead run had started are suspects: they run
- * one at a time, after the pass's other items, until one of them runs alone and kills it
- * again. Before, they ran together again at every retry, were charged together at every
- * crash, and were dead-lettered with the poison item.
+ * attempt killed the process, so an item charged twice, the last time by a dead run, is a
+ * suspect: suspects run one at a time, after the pass's other items, so the one that kills
+ * the process is charged alone. Before, they ran together again at every retry, were
+ * charged together at every crash, and were dead-lettered with the poison item.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

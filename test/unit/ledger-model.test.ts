@@ -19,7 +19,7 @@ import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 const OWNERS = ['o0', 'o1', 'o2'];
-const RETRY: RetryPolicy = { maxAttempts: 2, backoffMs: 100, backoffMaxMs: 400 };
+const RETRY: RetryPolicy = { maxAttempts: 3, backoffMs: 100, backoffMaxMs: 400 };
 const RANDOM = (): number => 0.5;
 const runOf = (owner: string): string => `run-${owner}`;
 
@@ -117,7 +117,7 @@ function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
 const claimable = (m: Model, it: MItem): boolean => it.state === 'pending' && it.availableAt <= m.now;
 
 /** Charged last by a run that died while it ran (SQLite's sweep isolates these: claim.ts). */
-const suspect = (it: MItem): boolean => it.attempts > it.released && /^attempt .* abandoned: the run that claimed it died$/.test(it.lastError ?? '');
+const suspect = (it: MItem): boolean => it.attempts - it.released >= 2 && /^attempt .* abandoned: the run that claimed it died$/.test(it.lastError ?? '');
 
 /** A stat field changed: known on both sides and different. */
 const differs = (found: number | undefined, claimed: number | null): boolean =>
@@ -167,7 +167,7 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       const all = [...m.items.entries()].filter(([, it]) => claimable(m, it) && it.seenRun === o.runId).sort(byWait);
       // SQLite: suspects (charged last by a run that died) one at a time per owner, first.
       const isolate = !m.shared;
-      const running = [...m.items.values()].some((it) => it.state === 'claimed' && it.owner === o.owner && suspect(it));
+      const running = [...m.items.values()].some((it) => it.state === 'claimed' && it.owner === o.owner && suspect({ ...it, attempts: it.attempts - 1 }));
       const suspects = isolate && !running ? all.filter(([, it]) => suspect(it)).slice(0, 1) : [];
       const rest = all.filter(([, it]) => !(isolate && suspect(it))).slice(0, op.limit - suspects.length);
       const due = [...suspects, ...rest].sort(byWait);

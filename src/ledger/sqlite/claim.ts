@@ -32,15 +32,19 @@ export const CLAIM_IDS_SQL = `UPDATE items ${CLAIM_SET} WHERE id IN (SELECT valu
 export const abandonedError = (attempt: number): string => `attempt ${attempt} abandoned: the run that claimed it died`;
 
 /**
- * A suspect: charged, and its last charge was a run that died while it ran. Nothing can
- * tell which of the attempts in flight killed the process (an out-of-memory kill, a
+ * A suspect: charged twice or more, the last time by a run that died while it ran. Nothing
+ * can tell which of the attempts in flight killed the process (an out-of-memory kill, a
  * segfault), so the sweep runs suspects one at a time: the item that kills the process is
- * then charged alone, and the good items that happened to run beside it are not
- * dead-lettered with it. A suspect that fails or succeeds on its own is one no longer.
+ * then charged alone, and the good items that happened to run beside it twice are not
+ * dead-lettered with it. Twice: one death is most often the node or an eviction, and its
+ * attempts then run again side by side, not one after another; an item that kills the
+ * process does it again. A suspect that fails or succeeds on its own is one no longer.
  * Word for word the predicate of the items_suspect index (migration 005).
  */
 export const ABANDONED_GLOB = `'attempt * abandoned: the run that claimed it died'`;
-const SUSPECT = `attempts > released AND last_error GLOB ${ABANDONED_GLOB}`;
+const SUSPECT = `attempts - released >= 2 AND last_error GLOB ${ABANDONED_GLOB}`;
+/** A claimed row that was a suspect when it was claimed (the claim added an attempt). */
+export const CLAIMED_SUSPECT = `attempts - released >= 3 AND last_error GLOB ${ABANDONED_GLOB}`;
 
 /**
  * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest
@@ -65,7 +69,7 @@ WHERE id = (
   SELECT id FROM items INDEXED BY items_suspect
   WHERE state = 'pending' AND ${SUSPECT} AND seen_run = @runId AND available_at <= @now
   ORDER BY available_at, id LIMIT 1)
-AND NOT EXISTS (SELECT 1 FROM items WHERE state = 'claimed' AND owner = @owner AND ${SUSPECT})
+AND NOT EXISTS (SELECT 1 FROM items WHERE state = 'claimed' AND owner = @owner AND ${CLAIMED_SUSPECT})
 RETURNING id, attempts, released, available_at`;
 
 export const NEXT_DUE_SQL = `SELECT min(available_at) FROM items WHERE state = 'pending' AND seen_run = ?`;

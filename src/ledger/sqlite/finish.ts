@@ -4,7 +4,7 @@ import { fenceReason, type ClaimHolder } from '../fencing.js';
 import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Counters } from './counters.js';
 import { batchJson, wellFormed } from '../well-formed.js';
-import { ABANDONED_GLOB } from './claim.js';
+import { CLAIMED_SUSPECT } from './claim.js';
 
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;
@@ -71,7 +71,7 @@ WHERE ${GUARD}`;
 export const RELEASE_SQL = `
 UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, released = released + 1,
   available_at = @now, updated_at = @now,
-  last_error = CASE WHEN attempts - 1 > released AND last_error GLOB ${ABANDONED_GLOB} THEN last_error ELSE @reason END
+  last_error = CASE WHEN ${CLAIMED_SUSPECT} THEN last_error ELSE @reason END
 WHERE ${GUARD}`;
 
 /** The item's file is gone: the row goes, so a file that comes back is new again. */
