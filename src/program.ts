@@ -204,12 +204,13 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
             .catch((err: unknown) => {
               if (err instanceof ConfigError) throw err;
             });
-          // The start journal beside it, which run opens without following links (78 there too).
-          const journal = `${realpathSync(sqlite)}-starts`;
-          const st = lstatSync(journal, { throwIfNoEntry: false });
-          if (st !== undefined && !st.isFile()) {
-            throw new ConfigError(`state.sqlite: ${journal} (cronsafe's start journal) is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; run refuses it: remove it`);
-          }
+        }
+        // The start journal beside it (planted before the first run, too), which run opens
+        // without following links (78 there too).
+        const journal = `${existsSync(sqlite) ? realpathSync(sqlite) : sqlite}-starts`;
+        const st = lstatSync(journal, { throwIfNoEntry: false });
+        if (st !== undefined && !st.isFile()) {
+          throw new ConfigError(`state.sqlite: ${journal} (cronsafe's start journal) is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; run refuses it: remove it`);
         }
       }
       const summary = { ...configSummary(config), filesystems };

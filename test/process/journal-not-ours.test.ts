@@ -43,6 +43,16 @@ describe("the start journal's path holds something not cronsafe's", () => {
     }
     unchanged();
     rmSync(journal, { recursive: true, force: true });
+    // Planted before the first run, with no ledger yet: validate says so too.
+    const fresh = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    mkdirSync(path.dirname(fresh.db), { recursive: true });
+    const freshJournal = `${fresh.db}-starts`;
+    plant(freshJournal, fresh.dir);
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', fresh.configPath]);
+      expect(r.code, `${cmd} (no ledger yet): ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(freshJournal);
+    }
     const again = await runCli(['run', '-c', ws.configPath]);
     expect(again.code, again.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 2, claimed: 0 });
