@@ -36,6 +36,13 @@ async function charged(db: string, ids: string[]): Promise<number> {
   }
 }
 
+/** Nothing left claimed or dead, and the only attempts charged are the ones that succeeded. */
+async function expectOnlyDoneCharged(ws: { configPath: string; db: string }, ids: string[]): Promise<void> {
+  const items = (await statusJson(ws.configPath)).items;
+  expect(items).toMatchObject({ claimed: 0, dead: 0 });
+  expect(await charged(ws.db, ids)).toBe(items.done);
+}
+
 describe("the environment's faults are not the items'", () => {
   it('the handler program vanishes mid-run: the pass stops with exit 1, nothing is charged or dead-lettered, the next run finishes', async () => {
     const files = backlog(30);
@@ -229,9 +236,7 @@ describe('a full output file system', () => {
       const r = await runCli(['run', '-c', ws.configPath]);
       expect(r.code, r.stderr).toBe(1);
       expect(r.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('is full'))).toBe(true);
-      const items = (await statusJson(ws.configPath)).items;
-      expect(items).toMatchObject({ claimed: 0, dead: 0 });
-      expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
     } finally {
       spawnSync('umount', ['-l', ws.out]);
     }
@@ -250,9 +255,7 @@ describe('a full output file system', () => {
       const { code } = await run.exited;
       expect(code, run.stderr()).toBe(1);
       expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
-      const items = (await statusJson(ws.configPath)).items;
-      expect(items).toMatchObject({ claimed: 0, dead: 0 });
-      expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
     } finally {
       spawnSync('umount', ['-l', ws.out]);
     }
