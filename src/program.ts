@@ -4,7 +4,7 @@
  * `cronsafe --version` or `cronsafe validate` does not pay for `cronsafe run`
  * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
  */
-import { existsSync, lstatSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
@@ -195,23 +195,19 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
       // Not PostgreSQL: validate makes no connection.
       const sqlite = config.state.sqlite;
       if (sqlite !== undefined && sqlite !== ':memory:') {
+        const { openStore } = await import('./ledger/open.js');
+        const store = openStore(config);
         if (existsSync(sqlite)) {
-          const { openStore } = await import('./ledger/open.js');
           // Only that: an older schema (run migrates it) or an unreadable file is run's to report.
-          await openStore(config)
+          await store
             .openLedger({ readOnly: true })
             .then((l) => l.close())
             .catch((err: unknown) => {
               if (err instanceof ConfigError) throw err;
             });
         }
-        // The start journal beside it (planted before the first run, too), which run opens
-        // without following links (78 there too).
-        const journal = `${existsSync(sqlite) ? realpathSync(sqlite) : sqlite}-starts`;
-        const st = lstatSync(journal, { throwIfNoEntry: false });
-        if (st !== undefined && !st.isFile()) {
-          throw new ConfigError(`state.sqlite: ${journal} (cronsafe's start journal) is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; run refuses it: remove it`);
-        }
+        // The start journal beside it (planted before the first run, too): 78, as run says.
+        await store.assertOwnFiles();
       }
       const summary = { ...configSummary(config), filesystems };
       process.stdout.write(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`);

@@ -98,6 +98,12 @@ export interface Store {
   openLedger(opts?: { readOnly?: boolean; writeBehind?: boolean }): Promise<Ledger>;
   /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
   unavailable(doing: string, err: unknown): StateUnavailable;
+  /**
+   * `validate`: what the run refuses to use beside the ledger (SQLite's start journal
+   * replaced by a link, a FIFO or a directory) as the run's ConfigError (exit 78). Loads no
+   * database driver; nothing to check for PostgreSQL.
+   */
+  assertOwnFiles(): Promise<void>;
 }
 
 /** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
@@ -134,6 +140,11 @@ export function openStore(config: Config): Store {
       }
     },
     unavailable: (doing, err) => unavailable(`${doing}: `, err),
+    async assertOwnFiles() {
+      if (state.postgres !== undefined || state.sqlite === undefined || state.sqlite === ':memory:') return;
+      const { assertJournalOurs } = await import('./sqlite/start-journal.js');
+      assertJournalOurs(state.sqlite);
+    },
   };
 }
 

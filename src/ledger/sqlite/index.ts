@@ -1,4 +1,3 @@
-import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
@@ -6,7 +5,7 @@ import { SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
-import { journalPath } from './start-journal.js';
+import { journalOf } from './start-journal.js';
 import { makeDirs } from '../../make-dirs.js';
 
 export { SqliteLedger } from './ledger.js';
@@ -78,18 +77,5 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   } catch (err) {
     db.close();
     throw err;
-  }
-}
-
-/**
- * The start journal beside the ledger file itself: SQLite puts its -wal and -shm beside the
- * file a link points to, and so does this (a link on one file system to a ledger on another
- * must not put the journal on the first).
- */
-function journalOf(file: string): string {
-  try {
-    return journalPath(realpathSync(file));
-  } catch {
-    return journalPath(file);
   }
 }

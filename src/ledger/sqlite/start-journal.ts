@@ -17,7 +17,7 @@
  * Fields are tab-separated. A torn last line (a crash mid-write) is ignored: its handler
  * had not started (or its success is simply redone).
  */
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
 import { ConfigError, StateUnavailable, coerceError } from '../../errors.js';
 
 export interface JournalStart {
@@ -36,6 +36,32 @@ export interface JournalRecords {
 
 /** The journal's path for a ledger file (the file itself, links resolved: see openSqliteLedger). */
 export const journalPath = (ledgerFile: string): string => `${ledgerFile}-starts`;
+
+/**
+ * The start journal beside the ledger file itself: SQLite puts its -wal and -shm beside the
+ * file a link points to, and so does this (a link on one file system to a ledger on another
+ * must not put the journal on the first).
+ */
+export function journalOf(ledgerFile: string): string {
+  try {
+    return journalPath(realpathSync(ledgerFile));
+  } catch {
+    return journalPath(ledgerFile);
+  }
+}
+
+/**
+ * `validate`: the refusal the run's open gives (ConfigError, exit 78) when something not
+ * ours is at the journal's path of `ledgerFile` (a link, a FIFO, a directory), before the
+ * run meets it. Nothing is opened: a FIFO there must not block.
+ */
+export function assertJournalOurs(ledgerFile: string): void {
+  const file = journalOf(ledgerFile);
+  const st = lstatSync(file, { throwIfNoEntry: false });
+  if (st === undefined || st.isFile()) return;
+  const link = st.isSymbolicLink();
+  throw named(file, 'use', Object.assign(new Error(link ? 'a symbolic link; remove it' : 'not a regular file; remove it'), { code: link ? 'ELOOP' : 'EFTYPE' }));
+}
 
 /**
  * A journal error, naming the file: one line, no stack. Something not ours at the journal's
