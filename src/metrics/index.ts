@@ -21,7 +21,12 @@ export interface RunMetrics {
   /** Give to runPass: per-attempt histogram and the live in-flight / queued gauges. */
   readonly observer: PassObserver;
   /** The run is recorded in the ledger: push at once, then every metrics.pushIntervalSeconds. */
-  runStarted(): void;
+  /**
+   * The run started: push, then push every interval until `draining` aborts (the drain's
+   * start) or the run finishes. A periodic push in flight when the drain deadline comes
+   * would make the final push wait for it, past the kubelet's SIGKILL.
+   */
+  runStarted(draining?: AbortSignal): void;
   /** The run's end is recorded in the ledger: final push (awaited, bounded by the push timeout). */
   runFinished(outcome: PassOutcome): Promise<void>;
   /** Stop pushing and serving; pushes first if runFinished never did (a run that threw). Idempotent. */
@@ -86,10 +91,12 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
           live = read;
         },
       },
-      runStarted() {
+      runStarted(draining) {
         if (!pusher) return;
         void pusher.push('run started');
+        if (draining?.aborted) return;
         pusher.start(m.pushIntervalSeconds * 1000);
+        draining?.addEventListener('abort', () => pusher.stop(), { once: true });
       },
       async runFinished(outcome) {
         settle();
@@ -144,8 +151,9 @@ export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
 
 /**
  * One push may take at most 5 s, no more than the push interval, and no more than a quarter
- * of the drain margin: the final push may have to wait for a periodic one to end, and both
- * must fit, after the handlers' kill, before the kubelet's SIGKILL.
+ * of the drain margin: after a drain, the handlers' kill (a third), the final push (periodic
+ * ones stopped when the drain began) and the Lease release beside the last Events must fit
+ * before the kubelet's SIGKILL.
  */
 export function pushTimeoutMs(config: Config): number {
   const interval = (config.metrics?.pushIntervalSeconds ?? 30) * 1000;

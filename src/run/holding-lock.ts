@@ -143,7 +143,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
 
     await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
-    metrics.runStarted();
+    metrics.runStarted(stop.signal);
     stopWatch = plan.watchOverruns();
     log.info(
       {
@@ -211,8 +211,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     await handler?.close?.().catch(() => undefined);
     await metrics?.close();
     await ledger?.close().catch(() => undefined);
-    await lease.held?.release();
-    await events.flush();
+    // Side by side: each is bounded by a quarter of the drain margin (requestTimeoutMs), and
+    // after a drain both must fit, with the handlers' kill and the final push, before the
+    // kubelet's SIGKILL.
+    await Promise.all([lease.held?.release(), events.flush()]);
     await lock.release();
   }
 }
