@@ -132,7 +132,8 @@ describe('failedRunsInARow (the consecutive_failed_runs gauge)', () => {
   const r = (outcome: RunRecord['outcome']): RunRecord => ({ runId: 'r', owner: 'o', startedAt: 0, finishedAt: outcome ? 1 : null, outcome, scheduledFor: null, counts: null });
   it('counts failures (and runs that died) back to the last completed run', () => {
     expect(failedRunsInARow([r('failed'), r('failed'), r('completed'), r('failed')])).toBe(2);
-    expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(2); // newest may be running; older unfinished died
+    expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(1); // unfinished: running (PostgreSQL: pods of one pass), or not yet marked died
+    expect(failedRunsInARow([r(null), r(null), r(null), r('completed')])).toBe(0); // three pods of a pass in progress
     expect(failedRunsInARow([r('died'), r('failed'), r('died'), r('completed')])).toBe(3); // marked died by a later run
     expect(failedRunsInARow([r('failed'), r('drained'), r('stale'), r('failed')])).toBe(2); // a drain is not a failure
     expect(failedRunsInARow([r('completed'), r('failed')])).toBe(0);
