@@ -134,6 +134,11 @@ install time is kinder than a failed Job.
 {{- if and (not $v.config.output.directory) (include "cronsafe.usesOutput" .) -}}
 {{- fail "config.handler.command uses {output} but config.output.directory is empty" -}}
 {{- end -}}
+{{- /* Least privilege: the namespace's default ServiceAccount runs every pod that names
+none, so a Role bound to it would hand them all the Lease, Events and Job rights. */ -}}
+{{- if and $v.rbac.create (include "cronsafe.needsApi" .) (eq (include "cronsafe.serviceAccountName" .) "default") -}}
+{{- fail "serviceAccount.name: the Role for the enabled Kubernetes features would be bound to the namespace's default ServiceAccount, which every pod that names none runs as. Set serviceAccount.create: true (the default), or serviceAccount.name to a ServiceAccount of its own, or rbac.create: false and grant the rules yourself (docs/kubernetes.md)" -}}
+{{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
 {{- end -}}
