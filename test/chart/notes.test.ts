@@ -55,6 +55,14 @@ describe('NOTES.txt', () => {
     expect(text).not.toContain('WARNING');
   });
 
+  // The pods that join a PostgreSQL pass do not take the Lease (only the pod that started
+  // the pass does: test/kube/lease-postgres.test.ts), so the Lease does not idle them.
+  it('does not warn that the Lease idles the pods of a PostgreSQL pass: they join it without the Lease', () => {
+    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } } });
+    expect(text).toContain('PostgreSQL ledger');
+    expect(text).not.toContain('WARNING');
+  });
+
   it('says where the state may live: SQLite on a ReadWriteOnce volume, PostgreSQL for many pods', () => {
     const text = notes();
     expect(text).toMatch(/The ledger is SQLite, \/data\/state\/cronsafe\.db: keep it on a ReadWriteOnce\s+volume/);
