@@ -75,14 +75,21 @@ the init container mounts; paths elsewhere belong to extraVolumes the user manag
 {{- define "cronsafe.initDirs" -}}
 {{- $v := .Values -}}
 {{- $mount := trimSuffix "/" $v.persistence.mountPath -}}
-{{- $dirs := list (include "cronsafe.dataPath" (list . $v.config.source.directory)) -}}
+{{- $onVolume := list -}}
+{{- /* cronsafe writes in these: output and the SQLite ledger's directory. */ -}}
+{{- $dirs := list -}}
 {{- with $v.config.output.directory -}}
 {{- $dirs = append $dirs (include "cronsafe.dataPath" (list $ .)) -}}
 {{- end -}}
 {{- if not $v.config.state.postgres.existingSecret -}}
 {{- $dirs = append $dirs (dir (include "cronsafe.dataPath" (list . $v.config.state.sqlite))) -}}
 {{- end -}}
-{{- $onVolume := list -}}
+{{- /* It only reads the source: `--readable` asks for read and search, unless it is
+also one of the others. */ -}}
+{{- $source := include "cronsafe.dataPath" (list . $v.config.source.directory) -}}
+{{- if and (hasPrefix (printf "%s/" $mount) (printf "%s/" $source)) (not (has $source $dirs)) -}}
+{{- $onVolume = list "--readable" $source -}}
+{{- end -}}
 {{- range $dirs -}}
 {{- if and (hasPrefix (printf "%s/" $mount) (printf "%s/" .)) (not (has . $onVolume)) -}}
 {{- $onVolume = append $onVolume . -}}
