@@ -141,6 +141,9 @@ install time is kinder than a failed Job.
 {{- if and (not $v.config.output.directory) (include "cronsafe.usesOutput" .) -}}
 {{- fail "config.handler.command uses {output} but config.output.directory is empty" -}}
 {{- end -}}
+{{- if and (not $v.config.output.directory) $v.config.handler.expectOutput -}}
+{{- fail "config.handler.expectOutput needs config.output.directory (the output it expects goes there)" -}}
+{{- end -}}
 {{- /* Least privilege: the namespace's default ServiceAccount runs every pod that names
 none, so a Role bound to it would hand them all the Lease, Events and Job rights. */ -}}
 {{- if and $v.rbac.create (include "cronsafe.needsApi" .) (eq (include "cronsafe.serviceAccountName" .) "default") -}}
