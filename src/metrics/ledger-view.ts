@@ -71,18 +71,17 @@ export class LedgerViewReader {
 }
 
 /**
- * Failed runs since the last completed one, newest first. The newest run is skipped while
- * unfinished (it may be the one running now); an older unfinished run died (SIGKILL, OOM,
- * node loss) and counts as failed, as does one a later run marked `died`. Drained and stale runs neither break nor extend a streak:
- * a SIGTERM is not the job's fault, and a refused stale fire did no work.
+ * Failed runs since the last completed one, newest first. A run that died (SIGKILL, OOM,
+ * node loss) counts once a later run has marked it `died`, which every run does before it
+ * records its own start. Unfinished runs are skipped: they may be running now, and on
+ * PostgreSQL every pod of the pass in progress is one (older than the newest, yet alive).
+ * Drained and stale runs neither break nor extend a streak: a SIGTERM is not the job's
+ * fault, and a refused stale fire did no work.
  */
 export function failedRunsInARow(newestFirst: readonly RunRecord[]): number {
   let streak = 0;
-  for (const [i, run] of newestFirst.entries()) {
-    if (run.outcome === null) {
-      if (i > 0) streak++;
-      continue;
-    }
+  for (const run of newestFirst) {
+    if (run.outcome === null) continue;
     if (run.outcome === 'completed') break;
     if (run.outcome === 'failed' || run.outcome === 'died') streak++;
   }

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { Pushgateway, type Registry } from 'prom-client';
 import { coerceError } from '../errors.js';
@@ -103,10 +104,30 @@ export class Pusher {
   private async send(signal: AbortSignal): Promise<void> {
     if (this.opts.ready && !(await this.opts.ready())) throw new NotReady();
     signal.throwIfAborted();
-    const gateway = new Pushgateway(this.opts.url, { timeout: this.opts.timeoutMs, signal }, this.opts.registry);
+    const gateway = new Pushgateway(gatewayBase(this.opts.url), { timeout: this.opts.timeoutMs, signal }, this.opts.registry);
     const params = { jobName: this.opts.job };
-    await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
+    const { resp } = await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
+    // prom-client rejects from 400 up only and follows no redirect: a 3xx (an ingress sending
+    // http:// on to https://, a path the gateway "cleans") would pass for a push that landed.
+    const answer = resp as IncomingMessage | undefined;
+    const status = answer?.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      const location = answer?.headers.location;
+      const where = location ? `, redirecting to ${displayUrl(new URL(location, this.opts.url).toString())} (set metrics.pushgateway to that URL)` : '';
+      throw new Error(`the Pushgateway answered ${status}${where}; nothing was pushed`);
+    }
   }
+}
+
+/**
+ * The gateway's URL as prom-client wants it: it appends `/metrics/job/<name>` to the path as
+ * given, so a path prefix with a trailing slash (`http://gw/pgw/`) would become `/pgw//metrics/...`,
+ * which the Pushgateway answers with a redirect, not a push.
+ */
+function gatewayBase(raw: string): string {
+  const u = new URL(raw);
+  u.pathname = u.pathname.replace(/\/+$/, '');
+  return u.toString();
 }
 
 class NotReady extends Error {}

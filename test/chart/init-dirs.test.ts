@@ -39,24 +39,49 @@ describe.skipIf(!canSwitchUser)('init-dirs on the pod user (needs root and setpr
     chmodSync(path.dirname(vol), 0o755);
     const r = runAsPodUser(initCommand(vol));
     expect(r.status, r.stderr).toBe(78);
-    expect(r.stderr).toContain(`cannot create or write the directory ${vol}/queue: ${vol} is owned by uid:gid 0:0 with mode 755`);
+    expect(r.stderr).toContain(`cannot create or read the directory ${vol}/queue: ${vol} is owned by uid:gid 0:0 with mode 755`);
     expect(r.stderr).toContain(`this container runs as uid ${UID}, gid ${UID}`);
     expect(r.stderr).toContain('podSecurityContext.fsGroup');
-    expect(r.stderr).toContain(`pre-create ${vol}/queue owned by (or writable for) uid ${UID}`);
+    expect(r.stderr).toContain(`pre-create ${vol}/queue owned by (or readable for) uid ${UID}`);
     expect(r.stderr).toContain('initDirs.enabled: false');
     expect(existsSync(path.join(vol, 'queue'))).toBe(false);
   });
 
   it('a pre-created directory that is not writable is named itself', () => {
     const vol = path.join(tempDir('cronsafe-initdirs-'), 'vol');
+    mkdirSync(path.join(vol, 'out'), { recursive: true });
+    chmodSync(path.dirname(vol), 0o755);
+    chownSync(vol, UID, UID);
+    // The output directory exists (root-owned, 0755): readable, but cronsafe could not write there.
+    chmodSync(path.join(vol, 'out'), 0o755);
+    const r = runAsPodUser(initCommand(vol));
+    expect(r.status, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`cannot create or write the directory ${vol}/out: ${vol}/out is owned by uid:gid 0:0 with mode 755`);
+  });
+
+  // cronsafe only reads the source (its own check wants read and search, nothing more): a
+  // queue that a producer owns, on a volume that ignores fsGroup, is fine as it is.
+  it('a source directory the pod user can read but not write passes; the others are created', () => {
+    const vol = path.join(tempDir('cronsafe-initdirs-'), 'vol');
     mkdirSync(path.join(vol, 'queue'), { recursive: true });
     chmodSync(path.dirname(vol), 0o755);
     chownSync(vol, UID, UID);
-    // The source exists (root-owned, 0755): readable, but cronsafe could not write there.
-    chmodSync(path.join(vol, 'queue'), 0o755);
+    chmodSync(path.join(vol, 'queue'), 0o755); // root-owned
+    const r = runAsPodUser(initCommand(vol));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    for (const d of ['out', 'state']) expect(statSync(path.join(vol, d)).uid).toBe(UID);
+  });
+
+  it('a source directory the pod user cannot read or search: exits 78 naming it', () => {
+    const vol = path.join(tempDir('cronsafe-initdirs-'), 'vol');
+    mkdirSync(path.join(vol, 'queue'), { recursive: true });
+    chmodSync(path.dirname(vol), 0o755);
+    chownSync(vol, UID, UID);
+    chmodSync(path.join(vol, 'queue'), 0o700); // root-owned, closed
     const r = runAsPodUser(initCommand(vol));
     expect(r.status, r.stderr).toBe(78);
-    expect(r.stderr).toContain(`${vol}/queue: ${vol}/queue is owned by uid:gid 0:0 with mode 755`);
+    expect(r.stderr).toContain(`cannot create or read the directory ${vol}/queue: ${vol}/queue is owned by uid:gid 0:0 with mode 700`);
   });
 
   it('a file where a directory must be is named as such, not blamed on ownership', () => {

@@ -48,7 +48,7 @@ describe.each(['k8s/base', 'k8s/overlays/example'])('%s', (dir) => {
     expect(init.name).toBe('init-dirs');
     // The same script (the chart's file without comments); a change to one must go to both.
     expect(init.command.slice(0, 3)).toEqual(chartInit.command.slice(0, 3));
-    expect(init.command.slice(3)).toEqual(['init-dirs', cfg.source.directory, cfg.output.directory, path.dirname(cfg.state.sqlite)]);
+    expect(init.command.slice(3)).toEqual(['init-dirs', '--readable', cfg.source.directory, cfg.output.directory, path.dirname(cfg.state.sqlite)]);
   });
 
   it("puts the run lock on the pod's emptyDir, as the chart does, not on the (possibly network) volume", () => {

@@ -32,6 +32,10 @@ describe('NOTES.txt', () => {
     ['API features without the chart-made Role', { rbac: { create: false }, events: { enabled: true } },
       /Kubernetes API features are enabled but the chart does not create the Role/],
     ['metrics nobody collects', { metrics: { enabled: true } }, /metrics\.enabled without metrics\.pushgateway/],
+    // Scraped pods are gone between runs: with no pushed series, a CronJob that stops
+    // starting Jobs leaves nothing for CronsafeNoRecentSuccess to fire on.
+    ['alerts fed by pod scrapes only', { metrics: { enabled: true, podMonitor: { enabled: true }, prometheusRule: { enabled: true } } },
+      /metrics\.prometheusRule\.enabled without metrics\.pushgateway[\s\S]*CronsafeNoRecentSuccess/],
     ['a ReadWriteMany volume with the SQLite ledger', { persistence: { accessModes: ['ReadWriteMany'] } },
       /persistence\.accessModes has ReadWriteMany with the SQLite ledger[\s\S]*cronsafe exits 78 there\.[\s\S]*ReadWriteOnce volume, or set config\.state\.postgres\.existingSecret/],
     ['a SQLite ledger off the volume (the /tmp emptyDir)', { config: { state: { sqlite: '/tmp/cronsafe.db' } } },
@@ -51,6 +55,14 @@ describe('NOTES.txt', () => {
 
   it('does not warn about a ReadWriteMany volume with the PostgreSQL ledger (no SQLite file, no lock file)', () => {
     const text = notes({ persistence: { accessModes: ['ReadWriteMany'] }, config: { state: { postgres: { existingSecret: 'pg' } } } });
+    expect(text).toContain('PostgreSQL ledger');
+    expect(text).not.toContain('WARNING');
+  });
+
+  // The pods that join a PostgreSQL pass do not take the Lease (only the pod that started
+  // the pass does: test/kube/lease-postgres.test.ts), so the Lease does not idle them.
+  it('does not warn that the Lease idles the pods of a PostgreSQL pass: they join it without the Lease', () => {
+    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } } });
     expect(text).toContain('PostgreSQL ledger');
     expect(text).not.toContain('WARNING');
   });

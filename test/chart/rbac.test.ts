@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { byKind, configOf, ensureTools, mainContainer, NAMESPACE, one, podSpec, render, runner, type Obj } from './helpers.js';
+import { byKind, configOf, ensureTools, mainContainer, NAMESPACE, one, podSpec, render, runner, templateRaw, type Obj } from './helpers.js';
 
 beforeAll(ensureTools);
 
@@ -61,6 +61,22 @@ describe('least privilege', () => {
     expect(byKind(objs, 'ServiceAccount')).toEqual([]);
     expect(podSpec(runner(objs)).serviceAccountName).toBe('batch-runner');
     expect(one(objs, 'RoleBinding').subjects[0].name).toBe('batch-runner');
+  });
+
+  // The namespace's `default` ServiceAccount is every pod's that names none: binding the
+  // Role to it would give them all the Lease, Events and Job rights.
+  it.each([
+    ['no ServiceAccount named', { create: false }],
+    ['`default` named', { create: false, name: 'default' }],
+  ])('never binds the Role to the default ServiceAccount (%s): install fails naming serviceAccount.name', (_what, serviceAccount) => {
+    const r = templateRaw({ serviceAccount, events: { enabled: true } });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/serviceAccount\.name/);
+    expect(r.stderr).toMatch(/default ServiceAccount/);
+    // Without a feature that needs the API there is no Role, so nothing to refuse.
+    expect(byKind(render({ serviceAccount }), 'RoleBinding')).toEqual([]);
+    // rbac.create: false binds nothing either: the user grants what is needed.
+    expect(byKind(render({ serviceAccount, events: { enabled: true }, rbac: { create: false } }), 'RoleBinding')).toEqual([]);
   });
 });
 

@@ -186,10 +186,12 @@ describe('persistence', () => {
     const init = podSpec(runner(render({ config: { source: { directory: 'in/box' } } }))).initContainers as Obj[];
     expect(init.map((c) => c.name)).toEqual(['init-dirs']);
     expect(init[0]?.command.slice(0, 2)).toEqual(['sh', '-c']);
-    expect(init[0]?.command.slice(3)).toEqual(['init-dirs', '/data/in/box', '/data/out', '/data/state']);
+    // The source only needs to be readable (cronsafe never writes there): `--readable`.
+    expect(init[0]?.command.slice(3)).toEqual(['init-dirs', '--readable', '/data/in/box', '/data/out', '/data/state']);
     // Only paths on the data volume (the only one it mounts); no state dir with PostgreSQL.
     expect(dirsOf({ config: { output: { directory: '/elsewhere/out' }, state: { postgres: { existingSecret: 'pg' } } } }))
-      .toEqual(['/data/queue']);
+      .toEqual(['--readable', '/data/queue']);
+    // A source that is also the ledger's directory must be writable: no `--readable`.
     expect(dirsOf({ config: { handler: { command: ['true'] }, output: { directory: '' }, state: { sqlite: 'queue/ledger.db' } } }))
       .toEqual(['/data/queue']);
     expect(podSpec(runner(render({ initDirs: { enabled: false } })))).not.toHaveProperty('initContainers');

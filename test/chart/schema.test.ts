@@ -40,6 +40,8 @@ const BAD: [string, Values, string][] = [
   ['both command and module', { config: { handler: { module: 'qc.mjs' } } }, 'set exactly one of config.handler.command and config.handler.module'],
   ['neither command nor module', { config: { handler: { command: [] } } }, 'set exactly one of config.handler.command and config.handler.module'],
   ['{output} without an output directory', { config: { output: { directory: '' } } }, 'config.handler.command uses {output} but config.output.directory is empty'],
+  // cronsafe exits 78 on it at start-up: every Job would fail.
+  ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],
   ['a PodMonitor without metrics', { metrics: { podMonitor: { enabled: true } } }, 'metrics.podMonitor.enabled needs metrics.enabled'],

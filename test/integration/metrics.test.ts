@@ -111,6 +111,26 @@ describe('a failing Pushgateway never fails the run', () => {
     expect(JSON.stringify(r.lines)).not.toContain('s3cret-pw');
   });
 
+  // prom-client takes any answer below 400 for success and follows no redirect: an ingress
+  // that sends http:// to https:// (308) made every push a silent no-op.
+  it('redirected: a 3xx answer is a failed push, logged with the status and where it points', async () => {
+    const redirect = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(308, { location: `https://gateway.example.com${req.url ?? ''}` }).end());
+    });
+    servers.push(redirect);
+    const port = await freePort();
+    await new Promise<void>((r) => redirect.listen(port, '127.0.0.1', r));
+    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+    expect(warns.length).toBeGreaterThanOrEqual(1);
+    expect(String(warns[0]?.error)).toContain('308');
+    expect(String(warns[0]?.error)).toContain('https://gateway.example.com/metrics/job/test-job');
+  });
+
   it('hanging: each push is cut off by its timeout, so the run ends on time', async () => {
     const hang = createServer(() => undefined); // accepts, never answers
     servers.push(hang);
@@ -132,7 +152,8 @@ describe('failedRunsInARow (the consecutive_failed_runs gauge)', () => {
   const r = (outcome: RunRecord['outcome']): RunRecord => ({ runId: 'r', owner: 'o', startedAt: 0, finishedAt: outcome ? 1 : null, outcome, scheduledFor: null, counts: null });
   it('counts failures (and runs that died) back to the last completed run', () => {
     expect(failedRunsInARow([r('failed'), r('failed'), r('completed'), r('failed')])).toBe(2);
-    expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(2); // newest may be running; older unfinished died
+    expect(failedRunsInARow([r(null), r('failed'), r(null), r('completed')])).toBe(1); // unfinished: running (PostgreSQL: pods of one pass), or not yet marked died
+    expect(failedRunsInARow([r(null), r(null), r(null), r('completed')])).toBe(0); // three pods of a pass in progress
     expect(failedRunsInARow([r('died'), r('failed'), r('died'), r('completed')])).toBe(3); // marked died by a later run
     expect(failedRunsInARow([r('failed'), r('drained'), r('stale'), r('failed')])).toBe(2); // a drain is not a failure
     expect(failedRunsInARow([r('completed'), r('failed')])).toBe(0);

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, spawnCli, workspace, type Workspace } from '../helpers/cli.js';
-import { find, PUSHGATEWAY, scrape, startPushgateway, value, type Sample, type Server } from '../helpers/prom.js';
+import { find, freePort, PUSHGATEWAY, scrape, startPushgateway, startServer, value, type Sample, type Server } from '../helpers/prom.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const GATED = path.join(FIXTURES, 'handlers/module-gated.mjs');
@@ -113,5 +113,25 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
     expect(value(end, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
     expect(value(end, 'cronsafe_overruns_total')).toBe(2);
     expect(value(end, 'cronsafe_in_flight_items')).toBe(0);
+  });
+
+  // A Pushgateway served under a path (--web.route-prefix, or behind an ingress at a path),
+  // written with a trailing slash as URLs often are: it answered 301 to `/pgw//metrics/...`,
+  // which passed for a successful push, and nothing ever landed.
+  it('a gateway under a path prefix, given with a trailing slash: the run lands in its group', async () => {
+    const port = await freePort();
+    const prefixed = await startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`, '--web.route-prefix=/pgw', '--persistence.file='], port, '/pgw/-/ready');
+    try {
+      const job = 'pg-prefix';
+      const ws = gatedWorkspace(job, `${prefixed.url}/pgw/`, 30, ['ok-1.txt']);
+      writeFileSync(path.join(ws.dir, 'gate'), '');
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)')).toEqual([]);
+      const g = (await scrape(`${prefixed.url}/pgw`)).filter((x) => x.labels.job === job);
+      expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
+    } finally {
+      await prefixed.stop();
+    }
   });
 });

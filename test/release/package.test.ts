@@ -129,6 +129,6 @@ describe('helm package', () => {
     // The packaged chart renders (its files/ came along: the init container's script).
     const rendered = helm(['template', 'qc', tgz]);
     expect(rendered.status, rendered.stderr).toBe(0);
-    expect(rendered.stdout).toContain('cronsafe init-dirs: cannot create or write the directory');
+    expect(rendered.stdout).toContain('cronsafe init-dirs: cannot create or %s the directory');
   });
 });

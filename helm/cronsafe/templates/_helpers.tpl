@@ -75,14 +75,21 @@ the init container mounts; paths elsewhere belong to extraVolumes the user manag
 {{- define "cronsafe.initDirs" -}}
 {{- $v := .Values -}}
 {{- $mount := trimSuffix "/" $v.persistence.mountPath -}}
-{{- $dirs := list (include "cronsafe.dataPath" (list . $v.config.source.directory)) -}}
+{{- $onVolume := list -}}
+{{- /* cronsafe writes in these: output and the SQLite ledger's directory. */ -}}
+{{- $dirs := list -}}
 {{- with $v.config.output.directory -}}
 {{- $dirs = append $dirs (include "cronsafe.dataPath" (list $ .)) -}}
 {{- end -}}
 {{- if not $v.config.state.postgres.existingSecret -}}
 {{- $dirs = append $dirs (dir (include "cronsafe.dataPath" (list . $v.config.state.sqlite))) -}}
 {{- end -}}
-{{- $onVolume := list -}}
+{{- /* It only reads the source: `--readable` asks for read and search, unless it is
+also one of the others. */ -}}
+{{- $source := include "cronsafe.dataPath" (list . $v.config.source.directory) -}}
+{{- if and (hasPrefix (printf "%s/" $mount) (printf "%s/" $source)) (not (has $source $dirs)) -}}
+{{- $onVolume = list "--readable" $source -}}
+{{- end -}}
 {{- range $dirs -}}
 {{- if and (hasPrefix (printf "%s/" $mount) (printf "%s/" .)) (not (has . $onVolume)) -}}
 {{- $onVolume = append $onVolume . -}}
@@ -133,6 +140,14 @@ install time is kinder than a failed Job.
 {{- end -}}
 {{- if and (not $v.config.output.directory) (include "cronsafe.usesOutput" .) -}}
 {{- fail "config.handler.command uses {output} but config.output.directory is empty" -}}
+{{- end -}}
+{{- if and (not $v.config.output.directory) $v.config.handler.expectOutput -}}
+{{- fail "config.handler.expectOutput needs config.output.directory (the output it expects goes there)" -}}
+{{- end -}}
+{{- /* Least privilege: the namespace's default ServiceAccount runs every pod that names
+none, so a Role bound to it would hand them all the Lease, Events and Job rights. */ -}}
+{{- if and $v.rbac.create (include "cronsafe.needsApi" .) (eq (include "cronsafe.serviceAccountName" .) "default") -}}
+{{- fail "serviceAccount.name: the Role for the enabled Kubernetes features would be bound to the namespace's default ServiceAccount, which every pod that names none runs as. Set serviceAccount.create: true (the default), or serviceAccount.name to a ServiceAccount of its own, or rbac.create: false and grant the rules yourself (docs/kubernetes.md)" -}}
 {{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
