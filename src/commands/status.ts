@@ -75,3 +75,20 @@ export function oneLine(s: string | null, max = 160): string {
 export function printableId(id: string): string {
   return /^[^\s"'\u0000-\u001f\u007f]+$/.test(id) ? id : JSON.stringify(id);
 }
+
+/**
+ * An id as a text listing printed it (`dead-letter list`, `plan`, `requeue --dry-run`):
+ * JSON-quoted (printableId) when it holds a space, quote or control character, so a pasted
+ * `"new\nline.txt"` means the id with a newline. Only when the listing would have quoted
+ * what is inside: `"a.txt"` is the id with its quotes (as `--json` gives it), never a.txt,
+ * which a listing prints bare; taken as a.txt, it would move another item and say so.
+ */
+export function fromPrintableId(arg: string): string {
+  if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
+  try {
+    const id: unknown = JSON.parse(arg);
+    return typeof id === 'string' && printableId(id) !== id ? id : arg;
+  } catch {
+    return arg;
+  }
+}
