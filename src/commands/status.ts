@@ -62,9 +62,18 @@ export function formatStatus(r: StatusReport): string {
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * A last error as one line of text: whitespace runs become one space, and the other control
+ * characters are shown as JSON escapes (`\u001b`), as printableId shows them in ids. Raw, a
+ * handler's colored stderr, a title-setting escape or backspaces would drive the operator's
+ * terminal (hiding or rewriting what the listing says). `--json` keeps the text exactly.
+ */
 export function oneLine(s: string | null, max = 160): string {
   if (!s) return '';
-  const flat = s.replace(/\s+/g, ' ').trim();
+  const flat = s
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
