@@ -2,7 +2,7 @@ import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { Sink } from './sink.js';
-import { oneLine, printableId } from './status.js';
+import { fromPrintableId, oneLine, printableId } from './status.js';
 
 export interface ListOptions {
   json: boolean;
@@ -48,23 +48,6 @@ const jsonOf = (d: DeadItem) => ({
   deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString(),
 });
 
-/**
- * An id as `dead-letter list` printed it: JSON-quoted (printableId) when it holds a space,
- * quote or control character, so a pasted `"new\nline.txt"` means the id with a newline.
- * Only when list would have quoted what is inside: `"a.txt"` is the id with its quotes (as
- * `list --json` gives it), never a.txt, which list prints bare; taken as a.txt, it
- * requeued another dead item and said so.
- */
-function fromPrintable(arg: string): string {
-  if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
-  try {
-    const id: unknown = JSON.parse(arg);
-    return typeof id === 'string' && printableId(id) !== id ? id : arg;
-  } catch {
-    return arg;
-  }
-}
-
 /** `cronsafe dead-letter retry ID... | --all`: dead -> pending with attempts reset. */
 export async function deadLetterRetry(
   configPath: string,
@@ -76,7 +59,7 @@ export async function deadLetterRetry(
   const store = openStore(config);
   const ledger = await store.openLedger();
   // An id given twice is one item: counted twice, it would read as one that is not dead.
-  const unique = [...new Set(ids.map(fromPrintable))];
+  const unique = [...new Set(ids.map(fromPrintableId))];
   try {
     const moved = await ledger.retryDead(opts.all ? 'all' : unique, Date.now()).catch((err: unknown) => {
       throw store.unavailable('cannot requeue', err);

@@ -6,7 +6,7 @@ import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
 import { Sink } from './sink.js';
-import { printableId } from './status.js';
+import { fromPrintableId, printableId } from './status.js';
 
 /** Which finished items `cronsafe requeue` puts back. Checked by the program (usage errors). */
 export interface RequeueSelection {
@@ -101,7 +101,8 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
 }
 
 async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryRun: boolean, store: Store): Promise<Outcome> {
-  const unique = [...new Set(ids)];
+  // As the listings print them (plan, requeue --dry-run, dead-letter list): quoted ids are decoded.
+  const unique = [...new Set(ids.map(fromPrintableId))];
   const moved = new Set<string>();
   for (let i = 0; i < unique.length; i += BATCH) {
     const batch = unique.slice(i, i + BATCH);

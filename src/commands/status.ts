@@ -62,16 +62,47 @@ export function formatStatus(r: StatusReport): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
+const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * A last error as one line of text: whitespace runs become one space, and the other control
+ * characters are shown as JSON escapes (`\u001b`), as printableId shows them in ids. Raw, a
+ * handler's colored stderr, a title-setting escape or backspaces would drive the operator's
+ * terminal (hiding or rewriting what the listing says). `--json` keeps the text exactly.
+ */
 export function oneLine(s: string | null, max = 160): string {
   if (!s) return '';
-  const flat = s.replace(/\s+/g, ' ').trim();
+  const flat = s
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, escapeControl);
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 /**
  * An id as text an operator can paste back into `dead-letter retry`: as stored when it has
- * no space, quote or control character (escaped ids, `a\\b`, included), else JSON-quoted.
+ * no space, quote or control character (escaped ids, `a\\b`, included), else JSON-quoted,
+ * with DEL and the C1 controls escaped too (JSON.stringify leaves them raw; `\u009b` is a
+ * CSI to some terminals). fromPrintableId reads it back.
  */
 export function printableId(id: string): string {
-  return /^[^\s"'\u0000-\u001f\u007f]+$/.test(id) ? id : JSON.stringify(id);
+  return /^[^\s"'\u0000-\u001f\u007f-\u009f]+$/.test(id) ? id : JSON.stringify(id).replace(/[\u007f-\u009f]/g, escapeControl);
+}
+
+/**
+ * An id as a text listing printed it (`dead-letter list`, `plan`, `requeue --dry-run`):
+ * JSON-quoted (printableId) when it holds a space, quote or control character, so a pasted
+ * `"new\nline.txt"` means the id with a newline. Only when the listing would have quoted
+ * what is inside: `"a.txt"` is the id with its quotes (as `--json` gives it), never a.txt,
+ * which a listing prints bare; taken as a.txt, it would move another item and say so.
+ */
+export function fromPrintableId(arg: string): string {
+  if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
+  try {
+    const id: unknown = JSON.parse(arg);
+    return typeof id === 'string' && printableId(id) !== id ? id : arg;
+  } catch {
+    return arg;
+  }
 }

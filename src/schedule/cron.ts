@@ -29,6 +29,12 @@ export interface CronSpec {
   readonly daysOfMonth: ReadonlySet<number>;
   readonly months: ReadonlySet<number>;
   readonly daysOfWeek: ReadonlySet<number>;
+  /**
+   * The weekdays as robfig reads the field (dayMatches 'robfig'). Its day-of-week ends at 6,
+   * so `a/n` (a through the end, every n) stops at Saturday, where Vixie's end, 7, adds a
+   * Sunday: `1/2` is Mon, Wed, Fri for a CronJob, Mon, Wed, Fri, Sun in Vixie cron.
+   */
+  readonly robfigDaysOfWeek: ReadonlySet<number>;
   readonly minuteSet: ReadonlySet<number>;
   readonly hourSet: ReadonlySet<number>;
   /**
@@ -76,6 +82,8 @@ interface FieldRule {
   names?: readonly string[];
   /** Value of names[0]: months count from 1, weekdays from 0. */
   nameBase?: number;
+  /** Where robfig's field ends, if not at max: the end of an open `a/n` in its reading. */
+  robfigMax?: number;
 }
 
 const RULES: readonly FieldRule[] = [
@@ -84,11 +92,13 @@ const RULES: readonly FieldRule[] = [
   { name: 'day-of-month', min: 1, max: 31 },
   { name: 'month', min: 1, max: 12, names: MONTH_NAMES, nameBase: 1 },
   // 7 is Sunday in Vixie cron and croner; robfig rejects it, we accept it (and store 0).
-  { name: 'day-of-week', min: 0, max: 7, names: DAY_NAMES, nameBase: 0 },
+  { name: 'day-of-week', min: 0, max: 7, names: DAY_NAMES, nameBase: 0, robfigMax: 6 },
 ];
 
 interface ParsedField {
   values: Set<number>;
+  /** The values as robfig reads the field (differs only where FieldRule.robfigMax is set). */
+  robfigValues: Set<number>;
   robfigStar: boolean;
 }
 
@@ -127,7 +137,7 @@ export function parseCron(expression: string): CronSpec {
     ParsedField,
     ParsedField,
   ];
-  if (dow.values.delete(7)) dow.values.add(0);
+  for (const days of [dow.values, dow.robfigValues]) if (days.delete(7)) days.add(0);
   const starts = (f: string): boolean => f.startsWith('*') || f.startsWith('?');
   const sorted = (s: Set<number>): number[] => [...s].sort((a, b) => a - b);
   return {
@@ -138,6 +148,7 @@ export function parseCron(expression: string): CronSpec {
     daysOfMonth: dom.values,
     months: month.values,
     daysOfWeek: dow.values,
+    robfigDaysOfWeek: dow.robfigValues,
     minuteSet: minute.values,
     hourSet: hour.values,
     dayStars: {
@@ -168,6 +179,7 @@ function parseField(text: string, rule: FieldRule): ParsedField {
     throw new CronSyntaxError(`${rule.name} field "${text}": ${why}`, rule.name);
   };
   const values = new Set<number>();
+  const robfigValues = new Set<number>();
   let robfigStar = false;
   for (const item of text.split(',')) {
     if (item === '') fail('empty item in list');
@@ -180,8 +192,10 @@ function parseField(text: string, rule: FieldRule): ParsedField {
     }
     let lo: number;
     let hi: number;
+    let robfigHi: number;
     if (range === '*' || range === '?') {
       [lo, hi] = [rule.min, rule.max];
+      robfigHi = hi; // `*` ends at 7 or 6: both hold Sunday once 7 is read as 0
       // robfig sets its star bit for `*` and `*/1` but clears it for a real step.
       if (step === 1) robfigStar = true;
     } else {
@@ -189,12 +203,15 @@ function parseField(text: string, rule: FieldRule): ParsedField {
       if (bounds.length > 2) fail(`"${range}" is not a range`);
       lo = parseValue(bounds[0] ?? '', rule, fail);
       // `5/15` means 5-max/15, as in robfig and croner.
-      hi = bounds.length === 2 ? parseValue(bounds[1] ?? '', rule, fail) : stepText === undefined ? lo : rule.max;
+      const open = bounds.length === 1 && stepText !== undefined;
+      hi = bounds.length === 2 ? parseValue(bounds[1] ?? '', rule, fail) : open ? rule.max : lo;
+      robfigHi = open ? (rule.robfigMax ?? rule.max) : hi;
       if (lo > hi) fail(`range start ${lo} is after range end ${hi}`);
     }
     for (let v = lo; v <= hi; v += step) values.add(v);
+    for (let v = lo; v <= robfigHi; v += step) robfigValues.add(v);
   }
-  return { values, robfigStar };
+  return { values, robfigValues, robfigStar };
 }
 
 function parseValue(token: string, rule: FieldRule, fail: (why: string) => never): number {
@@ -220,7 +237,7 @@ export function dayMatches(
 ): boolean {
   if (!spec.months.has(month)) return false;
   const dom = spec.daysOfMonth.has(day);
-  const dow = spec.daysOfWeek.has(weekday);
+  const dow = (flavour === 'robfig' ? spec.robfigDaysOfWeek : spec.daysOfWeek).has(weekday);
   const stars = spec.dayStars[flavour];
   // Vixie and robfig: when both day fields are restricted, either may match.
   return stars.dom || stars.dow ? dom && dow : dom || dow;

@@ -111,7 +111,7 @@ function fromBefore(s: CronSpec, zone: string, t: number, before: Around): Aroun
  * the rest of the horizon, which only the whole chain shows.
  */
 function everyDay(s: CronSpec): boolean {
-  return s.months.size === 12 && s.daysOfMonth.size === 31 && s.daysOfWeek.size === 7;
+  return s.months.size === 12 && s.daysOfMonth.size === 31 && s.robfigDaysOfWeek.size === 7;
 }
 
 /**

@@ -47,3 +47,24 @@ describe('dead-letter retry of an id as dead-letter list printed it', () => {
     }
   }, 60_000);
 });
+
+describe('a last error with terminal control characters in the text listings', () => {
+  it('status and dead-letter list show them escaped, never raw (a colored or title-setting handler cannot drive the terminal); --json keeps them exactly', async () => {
+    // What colored tools print, plus a window-title escape, backspaces and a NUL.
+    const stderr = '\\033[1;31mFAILED\\033[0m \\033]0;pwned\\007 ok\\010\\010XX \\000end';
+    const ws = workspace({ handler: { command: ['sh', '-c', `printf '${stderr}' >&2; exit 3`] }, retry: { maxAttempts: 1 } }, { 'bad.txt': 'x' });
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const raw = '\u001b[1;31mFAILED\u001b[0m \u001b]0;pwned\u0007 ok\b\bXX \u0000end';
+    const json = await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath]);
+    expect((JSON.parse(json.stdout) as { lastError: string }[])[0]!.lastError).toBe(`exit code 3: ${raw}`);
+    const shown = 'exit code 3: \\u001b[1;31mFAILED\\u001b[0m \\u001b]0;pwned\\u0007 ok\\u0008\\u0008XX \\u0000end';
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toBe(`bad.txt\tattempts 1\t${shown}\n`);
+    const status = await runCli(['status', '-c', ws.configPath]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain(`  bad.txt  attempts 1  ${shown}\n`);
+    for (const out of [list.stdout, status.stdout]) expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+  }, 60_000);
+});

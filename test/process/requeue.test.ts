@@ -160,6 +160,29 @@ describe('cronsafe requeue: selection and bad input', () => {
   }, 120_000);
 });
 
+describe('cronsafe requeue of an id as plan and requeue --dry-run printed it', () => {
+  it('a JSON-quoted id (a tab, a newline, quotes) pasted back is that id; one that really has its quotes is taken as given', async () => {
+    const odd = ['tab\there.txt', 'new\nline.txt', 'say "hi".txt'];
+    const quoted = '"plain.txt"'; // a file named with its quotes: list --json gives it so
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/copy-module.mjs') } }, Object.fromEntries([...odd, quoted, 'plain.txt'].map((f) => [f, 'x'])));
+    await runToEnd(ws);
+    const dry = await requeue(ws, '--all', '--dry-run', '--limit', '10');
+    expect(dry.code, dry.stderr).toBe(0);
+    const printed = dry.stdout.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.slice(2));
+    for (const id of odd) expect(printed).toContain(JSON.stringify(id));
+    for (const id of odd) {
+      const r = await requeue(ws, JSON.stringify(id));
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^requeued 1 item: pending again/);
+      expect((await item(ws, id))?.state).toBe('pending');
+    }
+    const literal = await requeue(ws, quoted);
+    expect(literal.code, literal.stdout + literal.stderr).toBe(0);
+    expect((await item(ws, quoted))?.state).toBe('pending');
+    expect((await item(ws, 'plain.txt'))?.state).toBe('done');
+  }, 120_000);
+});
+
 function mkdirp(file: string): void {
   mkdirSync(path.dirname(file), { recursive: true });
 }

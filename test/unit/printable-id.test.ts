@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { printableId } from '../../src/commands/status.js';
+import { fromPrintableId, printableId } from '../../src/commands/status.js';
 
 describe('printableId: ids in text listings can be pasted back into dead-letter retry', () => {
   it('prints plain and escaped ids as stored', () => {
@@ -14,5 +14,14 @@ describe('printableId: ids in text listings can be pasted back into dead-letter 
     expect(printableId('new\nline')).toBe('"new\\nline"');
     expect(printableId('it\'s')).toBe('"it\'s"');
     expect(printableId('tab\there')).toBe('"tab\\there"');
+  });
+});
+
+describe('printableId: no raw control character reaches the terminal, and the printed form reads back', () => {
+  it.each(['del\u007f.txt', 'csi\u009b31m.txt', 'nel\u0085.txt', 'esc\u001b[2J.txt'])('%j is quoted with the control character escaped', (id) => {
+    const shown = printableId(id);
+    expect(shown).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    expect(shown.startsWith('"')).toBe(true);
+    expect(fromPrintableId(shown)).toBe(id);
   });
 });

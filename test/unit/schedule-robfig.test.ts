@@ -73,3 +73,25 @@ describe('where cronsafe parts from robfig', () => {
     expect(nextOccurrence('0,30 1,2 1 * *', 'Pacific/Apia', new Date('2011-12-01T12:30:00Z'), 'kubernetes')).toBeNull();
   });
 });
+
+describe('day-of-week `a/n` ends at Saturday under robfig (Kubernetes), at 7 = Sunday in Vixie cron', () => {
+  // robfig's day-of-week is 0-6, so `1/2` (1 through the end, every 2nd) is Mon, Wed, Fri: the
+  // CronJob never fires on Sunday. Read with Vixie's end (7 = Sunday) it gained a Sunday,
+  // which the kubernetes policy then predicted: a wrong latest occurrence on Sundays, a
+  // Sunday occurrence recorded as missed every week. Expected values from robfig v3.0.1.
+  it.each([
+    ['UTC', '0 9 * * 1/2', '2026-12-05T12:00:00Z', '2026-12-07T09:00:00Z'], // Saturday -> Monday
+    ['UTC', '0 9 * * 1/1', '2026-12-05T12:00:00Z', '2026-12-07T09:00:00Z'], // Mon-Sat only
+    ['America/New_York', '30 1 * * 3/4', '2026-12-05T12:00:00Z', '2026-12-09T06:30:00Z'], // Wednesday only
+  ])('%s %s after %s -> %s', (zone, cron, after, expected) => {
+    expect(new Date(robfigNext(parseCron(cron), zone, Date.parse(after))!).toISOString().replace('.000', '')).toBe(expected);
+    expect(nextOccurrence(cron, zone, new Date(after), 'kubernetes')?.toISOString().replace('.000', '')).toBe(expected);
+  });
+
+  it('the latest occurrence on a Sunday is Friday under kubernetes; the daemon (vixie) keeps its Sunday', () => {
+    const sunday = new Date('2026-12-06T10:00:00Z');
+    expect(latestOccurrence('0 9 * * 1/2', 'UTC', sunday, 'kubernetes')?.toISOString()).toBe('2026-12-04T09:00:00.000Z');
+    expect(occurrencesBetween('0 9 * * 1/2', 'UTC', new Date('2026-11-30T00:00:00Z'), new Date('2026-12-06T23:00:00Z'), 'kubernetes').map((d) => d.getUTCDay())).toEqual([1, 3, 5]);
+    expect(latestOccurrence('0 9 * * 1/2', 'UTC', sunday, 'vixie')?.toISOString()).toBe('2026-12-06T09:00:00.000Z');
+  });
+});

@@ -5,6 +5,7 @@
  * `pending`. Every other connection (`status`, `dead-letter`, tools) reads the rows
  * through the journal, so it sees what happened, as the run itself does.
  */
+import type { FinishedFilter, FinishedItem } from '../requeue-types.js';
 import type { ItemCounts, ItemRecord } from '../types.js';
 import { readJournal } from './start-journal.js';
 
@@ -63,4 +64,47 @@ export function countsThroughJournal(
     out[now.state]++;
   }
   return out;
+}
+
+/**
+ * Items the journal finished whose rows do not show it yet, that `filter` selects (the
+ * journal records successes only): what a read-only finishedPages adds to the rows' pages,
+ * as a writer's catch-up would have written them first.
+ */
+export function finishedThroughJournal(
+  j: Map<string, Journalled>,
+  filter: FinishedFilter,
+  get: (id: string) => ItemRecord | null,
+  updatedAt: (id: string) => number | undefined,
+): FinishedItem[] {
+  if (!filter.states.includes('done')) return [];
+  const out: FinishedItem[] = [];
+  for (const [id, rec] of j) {
+    if (rec.state !== 'done') continue;
+    const row = get(id);
+    // A finished row is listed (or not) by the rows' own pages: the journal never moves it.
+    if (!row || row.state === 'done' || row.state === 'dead') continue;
+    const now = throughJournal(row, rec, updatedAt(id));
+    const at = now.doneAt;
+    if (now.state !== 'done' || at == null) continue;
+    if ((filter.after !== undefined && at < filter.after) || (filter.before !== undefined && at >= filter.before)) continue;
+    out.push({ id: row.id, state: 'done', finishedAt: at });
+  }
+  return out.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+}
+
+/**
+ * The rows' pages with `extra` (sorted by id) merged in: each extra item goes into the page
+ * whose ids reach past it, so the pages stay in id order (such a page holds more than the
+ * page size); any left over make a last page.
+ */
+export async function* withFinished(pages: AsyncIterable<FinishedItem[]>, extra: FinishedItem[]): AsyncGenerator<FinishedItem[]> {
+  const left = [...extra];
+  for await (const page of pages) {
+    const last = page[page.length - 1]!.id;
+    let k = 0;
+    while (k < left.length && left[k]!.id < last) k++;
+    yield k === 0 ? page : [...page, ...left.splice(0, k)].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  }
+  if (left.length > 0) yield left;
 }

@@ -11,7 +11,7 @@ import { makeDiscover, type Discover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
-import { countsThroughJournal, journalled, throughJournal } from './journal-view.js';
+import { countsThroughJournal, finishedThroughJournal, journalled, throughJournal, withFinished } from './journal-view.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -241,7 +241,11 @@ export class SqliteLedger implements L.Ledger {
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
     if (this.#behind) this.#behind.flush();
     else this.#catchUp();
-    return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+    const pages = finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+    // Read-only (requeue --dry-run), which cannot catch up: what the journal finished too.
+    const j = this.#othersJournal();
+    const extra = j ? finishedThroughJournal(j, filter, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : [];
+    return extra.length > 0 ? withFinished(pages, extra) : pages;
   }
   async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
     return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
@@ -250,13 +254,12 @@ export class SqliteLedger implements L.Ledger {
     if (this.#behind) this.#behind.flush();
     else this.#catchUp();
     const j = this.#othersJournal();
-    const rows = this.#requeue.peek(ids);
-    if (!j) return rows;
-    // Read-only (plan, requeue --dry-run): as the journal has them.
-    return rows.map((p) => {
-      const rec = j.get(p.id);
+    // Read-only (plan, requeue --dry-run): as the journal has them. The owner is only for
+    // that: a success applies to the claim it completes.
+    return this.#requeue.peek(ids).map(({ owner, ...p }) => {
+      const rec = j?.get(p.id);
       if (!rec) return p;
-      const now = throughJournal({ id: p.id, state: p.state, attempts: p.attempts, owner: null, released: 0, lastError: null, availableAt: p.availableAt, leaseUntil: null, doneAt: p.doneAt, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
+      const now = throughJournal({ ...p, owner, released: 0, lastError: null, leaseUntil: null, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
       return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
     });
   }

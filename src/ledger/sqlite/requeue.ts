@@ -32,14 +32,19 @@ WHERE id IN (SELECT value FROM json_each(@ids)) AND ${MATCHES}
 RETURNING id`;
 
 /** Known rows among a batch of ids, each looked up by primary key (see CLAIMABLE in claim.ts). */
-export const PEEK_SQL = `SELECT i.id, i.state, i.attempts, i.available_at AS availableAt, i.done_at AS doneAt,
+export const PEEK_SQL = `SELECT i.id, i.state, i.attempts, i.owner, i.available_at AS availableAt, i.done_at AS doneAt,
   i.claimed_size AS claimedSize, i.claimed_mtime_ms AS claimedMtimeMs
 FROM json_each(@ids) AS j CROSS JOIN items AS i ON i.id = j.value`;
+
+/** A peeked row with its claim's owner: the journal view applies a success to the claim it completes. */
+export interface PeekRow extends ItemPeek {
+  owner: string | null;
+}
 
 export interface RequeueOps {
   finishedPage(filter: FinishedFilter, afterId: string, n: number): FinishedItem[];
   requeue(ids: string[], filter: FinishedFilter, now: number): string[];
-  peek(ids: string[]): ItemPeek[];
+  peek(ids: string[]): PeekRow[];
 }
 
 export function makeRequeueOps(db: Database, counters: Counters): RequeueOps {
@@ -55,7 +60,7 @@ export function makeRequeueOps(db: Database, counters: Counters): RequeueOps {
   return {
     finishedPage: (filter, afterId, n) => page.all({ ...params(filter), id: afterId, n }) as FinishedItem[],
     requeue: (ids, filter, now) => (ids.length === 0 ? [] : requeueTx(ids, filter, now)),
-    peek: (ids) => (ids.length === 0 ? [] : (peek.all({ ids: batchJson(ids) }) as ItemPeek[])),
+    peek: (ids) => (ids.length === 0 ? [] : (peek.all({ ids: batchJson(ids) }) as PeekRow[])),
   };
 }
 
