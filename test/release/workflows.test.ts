@@ -45,6 +45,11 @@ function policyProblems(name: string, wf: Obj): string[] {
       if (typeof step.run === 'string' && step.run.includes('${{')) {
         problems.push(`${where} step ${i}: \${{ }} inside run (pass it through env)`);
       }
+      // A dependency's install script must not run where a secret is in the environment.
+      const secret = Object.values((step.env ?? {}) as Obj).some((v) => String(v).includes('secrets.'));
+      if (secret && typeof step.run === 'string' && /\bnpm (ci|install|i)\b(?![^\n]*--ignore-scripts)/.test(step.run)) {
+        problems.push(`${where} step ${i}: npm installs with a secret in the environment (install scripts could read it): --ignore-scripts, or a step of its own`);
+      }
     }
   }
   return problems;
@@ -100,12 +105,15 @@ describe('GitHub Actions workflows', () => {
     bad.jobs.image.steps[0].uses = 'actions/checkout@v4';
     bad.jobs.chart.steps[2].run = 'helm package helm/cronsafe --version ${{ github.ref_name }}';
     bad.jobs.npm.permissions = 'write-all';
+    const publish = (bad.jobs.npm.steps as Obj[]).findIndex((st) => String(st.run ?? '').includes('npm publish'));
+    bad.jobs.npm.steps[publish].run = `npm ci\n${bad.jobs.npm.steps[publish].run}`;
     const problems = policyProblems('release.yml', bad);
     expect(problems).toEqual([
       'release.yml: no top-level permissions (the default token can write)',
       'release.yml job image step 0: actions/checkout@v4 is not pinned by a full commit SHA',
       'release.yml job chart step 2: ${{ }} inside run (pass it through env)',
       'release.yml job npm: permissions write-all',
+      `release.yml job npm step ${publish}: npm installs with a secret in the environment (install scripts could read it): --ignore-scripts, or a step of its own`,
     ]);
   });
 
