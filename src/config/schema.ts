@@ -218,7 +218,14 @@ export const configSchema = z
     metrics: z
       .strictObject({
         port: int(1, 65535).optional(),
-        pushgateway: url(['http:', 'https:'], 'an http:// or https:// URL').optional(),
+        pushgateway: url(['http:', 'https:'], 'an http:// or https:// URL')
+          // The push client (prom-client) drops a query and a fragment: a `?token=` would
+          // never reach the gateway, and every push would fail. The value is not echoed: it
+          // may hold that token.
+          .refine((v) => !/[?#]/.test(v), {
+            error: 'expected a URL without a query string or fragment: the push does not send them (credentials go in user:password@)',
+          })
+          .optional(),
         pushIntervalSeconds: seconds(true).default(30),
       })
       .optional(),

@@ -319,6 +319,13 @@ describe('secrets', () => {
     expect(redactUrl('postgres://db/cs?sslmode=require&application_name=cronsafe')).toBe('postgres://db/cs?sslmode=require&application_name=cronsafe');
   });
 
+  it('metrics.pushgateway with a query string (a ?token= the push would drop, failing every push) is a problem naming the key, without the token', () => {
+    for (const url of ['http://pg:9091/?token=hunter2', 'https://pg:9091/gw#hunter2']) {
+      const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nmetrics: {pushgateway: "${url}"}\n`);
+      expectProblem(file, 'metrics.pushgateway', 'expected a URL without a query string or fragment: the push does not send them (credentials go in user:password@)');
+    }
+  });
+
   it('configSummary shows no secret', () => {
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
 state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);
