@@ -20,9 +20,11 @@ export function createLogger(
 ): Logger {
   const stream =
     destination ??
-    (log.format === 'pretty'
-      ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: 1 })
-      : pino.destination({ dest: 1, sync: true }));
+    carryOnWithout(
+      log.format === 'pretty'
+        ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: 1 })
+        : pino.destination({ dest: 1, sync: true }),
+    );
   return pino(
     {
       level: log.level,
@@ -32,4 +34,30 @@ export function createLogger(
     },
     stream,
   );
+}
+
+type Silenceable = DestinationStream & { on?: (event: 'error', fn: (err: NodeJS.ErrnoException) => void) => unknown; end?: () => void; flushSync?: () => void };
+
+/**
+ * A log that stdout cannot take (a full disk under `> file`, an I/O error) must not end the
+ * run: the ledger, not the log, is its record, and a run that died there would leave its
+ * claims to be taken back and charged. Say so once on stderr and drop the rest of the log,
+ * as pino itself does for a reader that left (EPIPE). Without this, the first line past the
+ * failure threw out of whatever was logging.
+ */
+function carryOnWithout<S extends Silenceable>(stream: S): S {
+  let told = false;
+  stream.on?.('error', (err) => {
+    // pino's own listener re-emits what is not EPIPE: this one hears it twice.
+    if (told) return;
+    told = true;
+    const noop = (): boolean => true;
+    Object.assign(stream, { write: noop, end: noop, flushSync: noop });
+    try {
+      process.stderr.write(`cronsafe: cannot write the log to stdout (${err.code ?? err.message}); carrying on without it\n`);
+    } catch {
+      // stderr failed too: nothing left to tell.
+    }
+  });
+  return stream;
 }

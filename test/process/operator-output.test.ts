@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { CLI, FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 
 /**
  * Operator commands piped to a slow reader: the output is complete and valid, or the exit
@@ -149,5 +149,26 @@ describe('validate, --help and --version into a reader that is gone or a full di
       expect(r.code, `${where}: ${r.stderr}`).toBe(1);
       expect(r.stderr, where).toMatch(/^cronsafe: output incomplete: stdout was closed before everything was written \((EPIPE|ENOSPC)\)\n$/);
     }
+  }, 60_000);
+});
+
+describe('run with its log on a full disk (`cronsafe run > file` on a full volume)', () => {
+  // The ledger, not the log, is the run's record: a log stdout cannot take must not end the
+  // pass. It died at its first log line with `fatal:` and a stack trace, leaving its run
+  // "running" until the next run marked it died.
+  it('carries on: every item done, exit 0, one line on stderr', async () => {
+    const { openSync, closeSync } = await import('node:fs');
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
+    const full = openSync('/dev/full', 'w');
+    const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', full, 'pipe'] });
+    closeSync(full);
+    let stderr = '';
+    cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+    expect(code, stderr).toBe(0);
+    expect(stderr).toBe('cronsafe: cannot write the log to stdout (ENOSPC); carrying on without it\n');
+    const status = await statusJson(ws.configPath);
+    expect(status.items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
+    expect((status.recentRuns as { outcome: string }[])[0]?.outcome).toBe('completed');
   }, 60_000);
 });
