@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -132,8 +132,12 @@ export class OutputStore {
       this.#outId = { dev: out.dev, ino: out.ino };
       root = this.#own(this.#root);
       this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+      // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
+      // another user than this run's (a changed runAsUser): every handler would fail to
+      // write its {output} there, and be charged for it.
+      accessSync(this.tempDir, constants.W_OK | constants.X_OK);
     } catch (err) {
-      const refused = writeRefused(err, `create ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`);
+      const refused = writeRefused(err, `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
     if (this.shared) {

@@ -2,7 +2,7 @@
  * Issue 10, cases 6, 8 and 10 (the pass part): the environment's faults stop the pass or
  * are forgotten, and are never charged to the items.
  */
-import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -310,5 +310,17 @@ describe('a full output file system', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 4, pending: 0, dead: 0 });
     await expectOnlyDoneCharged(ws, [...Object.keys(files), 'w.txt']);
     expect(readFileSync(path.join(ws.out, 'a/x.txt.out'), 'utf8')).toBe('x\n');
+
+    // Another runAsUser now: output.directory's owner is trusted, so its temp directory passes
+    // as cronsafe's own, but this user cannot write the handlers' outputs into it.
+    const OTHER = 1000;
+    writeFileSync(path.join(ws.source, 'v.txt'), 'v\n');
+    chownTree(ws.source, OTHER);
+    chownTree(ws.state, OTHER);
+    chmodSync(ws.dir, 0o755);
+    const r2 = await runCli(['run', '-c', ws.configPath], { uid: OTHER, gid: OTHER });
+    expect(r2.code, r2.stderr).toBe(1);
+    expect(r2.stderr).toMatch(new RegExp(`^cronsafe: cannot create or write in ${ws.out}/\\.cronsafe-tmp/\\S+: EACCES: .* not writable by this user \\(uid ${OTHER}\\)\\n$`));
+    await expectOnlyDoneCharged(ws, [...Object.keys(files), 'w.txt', 'v.txt']);
   }, 60_000);
 });
