@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { until } from '../helpers/wait.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -79,6 +80,27 @@ describe("the environment's faults are not the items'", () => {
     expect(next.code, next.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
   }, 120_000);
+
+  // The race behind that test's rare failure under load: the program is removed between the
+  // kernel's exec of it and its interpreter's open of it, so the child starts (no ENOENT from
+  // the spawn) and then fails. Held open here by an interpreter that waits for a gate.
+  it('the handler program vanishes while an attempt starts it: the attempt is not charged, the pass stops with exit 1', async () => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1 }, files);
+    const interp = path.join(ws.dir, 'gated-sh');
+    writeFileSync(interp, `#!/bin/sh\ntouch '${ws.dir}/started'\nwhile [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done\nexec /bin/sh "$@"\n`, { mode: 0o755 });
+    const script = path.join(ws.dir, 'copy.sh');
+    writeFileSync(script, `#!${interp}\ncat "$1" > "$2"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
+    unlinkSync(script);
+    writeFileSync(path.join(ws.dir, 'go'), '');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.stderr()).toContain(`cronsafe: run failed: handler.command's ${JSON.stringify(script)} vanished`);
+    await expectOnlyDoneCharged(ws, Object.keys(files));
+  }, 60_000);
 
   it('the source directory is moved away mid-run: exit 1, nothing charged; moved back, the next run finishes', async () => {
     const files = backlog(30);
