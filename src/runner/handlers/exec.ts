@@ -7,7 +7,7 @@ import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId, itemPaths } from '../item-id.js';
 import { safeSegment } from '../output-name.js';
-import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
 import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
@@ -293,7 +293,7 @@ function outcome(
   if (stop?.kind === 'timeout') return new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
   if (code === 0) return undefined;
   const what = signal ? `killed by ${signal}` : `exit code ${code}`;
-  return new HandlerFailure(tail ? `${what}: ${tail}` : what);
+  return signal ? new KilledBySignal(tail ? `${what}: ${tail}` : what, signal) : new HandlerFailure(tail ? `${what}: ${tail}` : what);
 }
 
 /**
