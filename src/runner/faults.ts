@@ -35,7 +35,7 @@ export class OwnDirectoryGone extends Error {
 export function writeRefused(err: unknown, what: string): string | null {
   const code = (err as NodeJS.ErrnoException).code;
   if (code !== 'EACCES' && code !== 'EPERM') return null;
-  return `cannot ${what}: ${code}: output.directory or a directory in it is not writable by this user (uid ${process.getuid?.() ?? '?'})`;
+  return `cannot ${what}: ${code}: a directory there (output.directory, one in it, or one on its way) is not writable by this user (uid ${process.getuid?.() ?? '?'})`;
 }
 
 /** output.directory cannot be used at start-up (writeRefused): one line, exit 1, before anything is claimed. */
