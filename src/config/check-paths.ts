@@ -51,8 +51,10 @@ function lockFileProblem(lockPath: string, name: string): string | null {
   let st: fs.Stats | undefined;
   try {
     st = fs.lstatSync(lockPath, { throwIfNoEntry: false });
-  } catch {
-    return null; // ENOTDIR, EACCES: the lock reports it with its path
+  } catch (err) {
+    // A file where a directory of the path must be: no run could ever create the lock.
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return 'cannot be created: a parent of the lock file is not a directory';
+    return null; // EACCES: the lock reports it with its path
   }
   if (st === undefined) return null;
   if (st.isSymbolicLink()) return 'is a symbolic link: cronsafe never writes through links; remove it or point lock.path elsewhere';
@@ -91,13 +93,21 @@ function foreignLockFile(lockPath: string): string | null {
 /** The source, the handler's program or module and the output directory: present, of the right kind, apart. */
 export function checkPaths(file: string, c: Config): void {
   const problems: KeyProblem[] = [];
-  const stat = (p: string): fs.Stats | undefined => fs.statSync(p, { throwIfNoEntry: false });
+  // undefined: not there (yet); null: cannot be reached at all, and said so under `key`.
+  const stat = (key: string, p: string): fs.Stats | undefined | null => {
+    try {
+      return fs.statSync(p, { throwIfNoEntry: false });
+    } catch (err) {
+      problems.push({ key, message: `${unreachable(err)}: ${p}` });
+      return null;
+    }
+  };
 
   const src = c.source.directory;
-  const s = stat(src);
-  if (!s) problems.push({ key: 'source.directory', message: `directory not found: ${src}` });
-  else if (!s.isDirectory()) problems.push({ key: 'source.directory', message: `not a directory: ${src}` });
-  else {
+  const s = stat('source.directory', src);
+  if (s === undefined) problems.push({ key: 'source.directory', message: `directory not found: ${src}` });
+  else if (s !== null && !s.isDirectory()) problems.push({ key: 'source.directory', message: `not a directory: ${src}` });
+  else if (s !== null) {
     try {
       // X_OK too: without search permission a readable directory cannot be walked.
       fs.accessSync(src, fs.constants.R_OK | fs.constants.X_OK);
@@ -114,13 +124,13 @@ export function checkPaths(file: string, c: Config): void {
   }
 
   if (c.handler.module !== undefined) {
-    const m = stat(c.handler.module);
-    if (!m) problems.push({ key: 'handler.module', message: `file not found: ${c.handler.module}` });
-    else if (!m.isFile()) problems.push({ key: 'handler.module', message: `not a file: ${c.handler.module}` });
+    const m = stat('handler.module', c.handler.module);
+    if (m === undefined) problems.push({ key: 'handler.module', message: `file not found: ${c.handler.module}` });
+    else if (m !== null && !m.isFile()) problems.push({ key: 'handler.module', message: `not a file: ${c.handler.module}` });
   }
 
   // Created on first use when missing; but an existing non-directory can never work.
-  const out = c.output && stat(c.output.directory);
+  const out = c.output && stat('output.directory', c.output.directory);
   if (c.output && out && !out.isDirectory()) {
     problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
   }
@@ -129,6 +139,15 @@ export function checkPaths(file: string, c: Config): void {
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
   if (problems.length > 0) fail(file, problems);
+}
+
+/** Why a path whose stat failed (other than ENOENT) can never be used. */
+function unreachable(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code ?? 'error';
+  if (code === 'ENOTDIR') return 'a parent in the path is not a directory';
+  if (code === 'ELOOP') return 'the path runs into a loop of symbolic links (ELOOP)';
+  if (code === 'EACCES') return 'cannot be reached: a parent directory is not searchable (EACCES)';
+  return `cannot be reached (${code})`;
 }
 
 /** realpath of the longest existing prefix of `p`, plus the rest: where `p` is or will be. */

@@ -33,7 +33,18 @@ export const seconds = (positive: boolean) => {
   return positive ? s.positive() : s.nonnegative();
 };
 
-export const str = (what = 'a non-empty string') => z.string({ error: `expected ${what}` }).min(1);
+/**
+ * No path, argv element or environment value can hold a NUL byte (C strings end there):
+ * Node refuses one at its first use, which would be a `fatal:` or a spawn that fails for
+ * every item on every run. The value is not shown: handler.env values may be secrets.
+ */
+export const noNul = [(v: string) => !v.includes('\0'), { error: 'expected no NUL byte ("\\0"): a path, an argument or an environment value cannot hold one' }] as const;
+
+export const str = (what = 'a non-empty string') =>
+  z
+    .string({ error: `expected ${what}` })
+    .min(1)
+    .refine(...noNul);
 
 export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `expected one of ${values.map((v) => JSON.stringify(v)).join(', ')}` });

@@ -20,6 +20,7 @@ import {
   K8S_NAME_RE,
   MAX_TIMER_SECONDS,
   NAME_RE,
+  noNul,
   oneOf,
   seconds,
   str,
@@ -37,7 +38,7 @@ const sourceSchema = z.strictObject({
 const handlerSchema = z
   .strictObject({
     command: z
-      .array(z.string({ error: 'expected a string' }), { error: 'expected a list of strings (argv)' })
+      .array(z.string({ error: 'expected a string' }).refine(...noNul), { error: 'expected a list of strings (argv)' })
       .min(1, 'expected a non-empty list of strings (argv)')
       .refine((argv) => argv[0] !== '', { message: 'the program (first element) must not be empty', path: [0] })
       .superRefine((argv, ctx) => {
@@ -57,7 +58,7 @@ const handlerSchema = z
     env: z
       .record(
         z.string().regex(ENV_NAME_RE, 'expected an environment variable name (letters, digits, _; not starting with a digit)'),
-        z.string({ error: 'expected a string (quote numbers and booleans in YAML)' }),
+        z.string({ error: 'expected a string (quote numbers and booleans in YAML)' }).refine(...noNul),
         { error: 'expected a mapping of NAME: value' },
       )
       .default({}),

@@ -73,7 +73,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
     const message = err instanceof Error ? err.message : String(err);
-    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, itemPath: fsPath(item) };
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, itemPath: fsPath(item), stopping: drain.stopping.aborted };
     settle(p, claim, await judgeFailure(attempt, scene), logOf);
   } finally {
     inflight.delete(claim.id);

@@ -1,6 +1,6 @@
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
 import { itemGone, sourcePresent, type SourceId } from './scan.js';
-import { HandlerFailure } from './types.js';
+import { HandlerFailure, KilledBySignal } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
@@ -34,7 +34,12 @@ export interface FailedAttempt {
   outputReadOnly?: boolean;
   /** The item's file (raw bytes for an escaped id). */
   itemPath: string | Buffer;
+  /** The run was stopping (a drain) when the attempt failed. */
+  stopping?: boolean;
 }
+
+/** Signals that stop a run: sent to the handlers too, they are the stop's, not the item's. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
 
 export interface FailureScene {
   /** An earlier attempt of this pass found the output file system full (the pass is stopping). */
@@ -68,6 +73,15 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     return { kind: 'release', reason: `interrupted: ${message}`, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
+  // The stop signalled to every process at once (systemd's KillMode=control-group stops a
+  // whole cgroup): the handler died of the signal that is draining the run.
+  if (a.stopping && err instanceof KilledBySignal && STOP_SIGNALS.includes(err.signal)) {
+    return {
+      kind: 'release',
+      reason: `interrupted: ${message} while the run was stopping`,
+      warn: { msg: 'item interrupted by the stop signal; claim handed back (attempt not charged)', fields: { reason: message } },
+    };
+  }
   if (a.tempGone || err instanceof OwnDirectoryGone) {
     return {
       kind: 'release',

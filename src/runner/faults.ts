@@ -1,3 +1,4 @@
+import { EdgeError, EXIT } from '../errors.js';
 import { HandlerFailure } from './types.js';
 
 /**
@@ -23,4 +24,22 @@ export class EnvironmentFault extends HandlerFailure {
  */
 export class OwnDirectoryGone extends Error {
   override name = 'OwnDirectoryGone';
+}
+
+/**
+ * What a refused write of cronsafe's own in output.directory says (creating its temp
+ * directory or an output's parent, renaming a finished output into place), or null when
+ * `err` is no refusal. EACCES or EPERM: the user cronsafe runs as may not write there (a
+ * volume whose owner changed, an export squashed to another uid); no item is to blame.
+ */
+export function writeRefused(err: unknown, what: string): string | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return null;
+  return `cannot ${what}: ${code}: a directory there (output.directory, one in it, or one on its way) is not writable by this user (uid ${process.getuid?.() ?? '?'})`;
+}
+
+/** output.directory cannot be used at start-up (writeRefused): one line, exit 1, before anything is claimed. */
+export class OutputUnwritable extends EdgeError {
+  override name = 'OutputUnwritable';
+  readonly exitCode = EXIT.FATAL;
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
+import { EnvironmentFault, OutputUnwritable, OwnDirectoryGone, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -123,13 +123,23 @@ export class OutputStore {
    * directory: a symlink there would make "empty the temp directory" empty its target.
    */
   async prepare(): Promise<void> {
-    // The configured directory itself may be a link (the user's choice); below it, nothing may.
-    makeDirs(this.dir);
-    const out = statSync(this.dir);
-    this.#dirUid = out.uid;
-    this.#outId = { dev: out.dev, ino: out.ino };
-    const root = this.#own(this.#root);
-    this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+    let root: DirId;
+    try {
+      // The configured directory itself may be a link (the user's choice); below it, nothing may.
+      makeDirs(this.dir);
+      const out = statSync(this.dir);
+      this.#dirUid = out.uid;
+      this.#outId = { dev: out.dev, ino: out.ino };
+      root = this.#own(this.#root);
+      this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+      // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
+      // another user than this run's (a changed runAsUser): every handler would fail to
+      // write its {output} there, and be charged for it.
+      accessSync(this.tempDir, constants.W_OK | constants.X_OK);
+    } catch (err) {
+      const refused = writeRefused(err, `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`);
+      throw refused === null ? err : new OutputUnwritable(refused);
+    }
     if (this.shared) {
       this.#lastTouch = Date.now();
       // Fresh while we live, even when no attempt starts for a while (one long item):
@@ -249,9 +259,15 @@ export class OutputStore {
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
-    // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
-    makeOutputParents(this.dir, final);
-    await rename(tempPath, final);
+    try {
+      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
+      makeOutputParents(this.dir, final);
+      await rename(tempPath, final);
+    } catch (err) {
+      // Our own write refused: the environment's fault (the pass stops), not the item's.
+      const refused = writeRefused(err, `move the output of ${JSON.stringify(id)} into ${path.dirname(final)}`);
+      throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
+    }
     await fsyncPath(path.dirname(final));
     return true;
   }

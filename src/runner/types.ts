@@ -44,6 +44,17 @@ export class HandlerFailure extends Error {
   }
 }
 
+/** A command handler's child that died of a signal cronsafe did not send (no timeout, no abort). */
+export class KilledBySignal extends HandlerFailure {
+  override name = 'KilledBySignal';
+  constructor(
+    message: string,
+    readonly signal: NodeJS.Signals,
+  ) {
+    super(message);
+  }
+}
+
 /** The failure of an attempt cronsafe cut short (drain, second signal, timeout): not the item's, never charged. */
 export function interrupted(reason: unknown): HandlerFailure {
   return new HandlerFailure(`interrupted: ${coerceError(reason ?? 'aborted').message}`, true);

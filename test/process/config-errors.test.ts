@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +10,14 @@ function configFile(text: string): string {
   mkdirSync(path.join(dir, 'source'));
   const file = path.join(dir, 'cronsafe.yaml');
   writeFileSync(file, text);
+  return file;
+}
+
+/** configFile(edit(valid)) beside `loop`, a link to `loop2`, which links back. */
+function loopConfig(edit: (v: string) => string): string {
+  const file = configFile(edit(valid));
+  symlinkSync('loop2', path.join(path.dirname(file), 'loop'));
+  symlinkSync('loop', path.join(path.dirname(file), 'loop2'));
   return file;
 }
 
@@ -29,6 +37,21 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     ['source is a file', () => configFile(valid.replace('./source', './cronsafe.yaml')), /source\.directory/],
     ['state.sqlite is a directory', () => configFile(`${valid}state: {sqlite: ./source}\n`), /cronsafe\.yaml: state\.sqlite: a directory, expected the ledger file .*source/],
     ['config is /dev/zero (read no more than 1 MiB)', () => '/dev/zero', /config file \/dev\/zero is larger than the 1 MiB limit/],
+    // A path through a regular file (a file mounted where a directory was meant) or a loop of
+    // links can never work: 78 naming the key, not `fatal:` and a stack trace (exit 1) every run.
+    ['source.directory below a regular file', () => configFile(valid.replace('./source', './cronsafe.yaml/source')), /cronsafe\.yaml: source\.directory: .*not a directory.*cronsafe\.yaml\/source/],
+    ['output.directory below a regular file', () => configFile(`${valid}output: {directory: ./cronsafe.yaml/out}\n`), /cronsafe\.yaml: output\.directory: .*not a directory.*cronsafe\.yaml\/out/],
+    ['handler.module below a regular file', () => configFile(valid.replace('command: ["true"]', 'module: ./cronsafe.yaml/h.mjs')), /cronsafe\.yaml: handler\.module: .*not a directory.*cronsafe\.yaml\/h\.mjs/],
+    ['lock.path below a regular file', () => configFile(`${valid}lock: {path: ./cronsafe.yaml/x.lock}\n`), /cronsafe\.yaml: lock\.path: .*cronsafe\.yaml\/x\.lock cannot be created: a parent of the lock file is not a directory/],
+    ['source.directory behind a loop of links', () => loopConfig((v) => v.replace('./source', './loop/source')), /cronsafe\.yaml: source\.directory: .*loop of symbolic links/],
+    ['output.directory behind a loop of links', () => loopConfig((v) => `${v}output: {directory: ./loop/out}\n`), /cronsafe\.yaml: output\.directory: .*loop of symbolic links/],
+    // No file name can hold a NUL byte, nor can argv or the environment: Node refuses them at
+    // the first use (`fatal: TypeError`, or every item's spawn failing, exit 1 every run).
+    ['a NUL byte in source.directory', () => configFile(valid.replace('./source', '"./source\\0x"')), /cronsafe\.yaml: source\.directory: .*NUL/],
+    ['a NUL byte in state.sqlite', () => configFile(`${valid}state: {sqlite: "./s\\0.db"}\n`), /cronsafe\.yaml: state\.sqlite: .*NUL/],
+    ['a NUL byte in lock.path', () => configFile(`${valid}lock: {path: "./l\\0.lock"}\n`), /cronsafe\.yaml: lock\.path: .*NUL/],
+    ['a NUL byte in a handler.command argument', () => configFile(valid.replace('command: ["true"]', 'command: ["true", "a\\0b"]')), /cronsafe\.yaml: handler\.command\[1\]: expected no NUL byte/],
+    ['a NUL byte in a handler.env value', () => configFile(valid.replace('command: ["true"]', 'command: ["true"], env: {A: "a\\0b"}')), /cronsafe\.yaml: handler\.env\.A: .*NUL/],
   ])('%s', async (_name, make, pattern) => {
     const file = make();
     for (const cmd of [['run'], ['validate']]) {

@@ -2,12 +2,25 @@
  * Issue 10, cases 6, 8 and 10 (the pass part): the environment's faults stop the pass or
  * are forgotten, and are never charged to the items.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { until } from '../helpers/wait.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+
+const isRoot = process.getuid?.() === 0;
+const NOBODY = 65534;
+
+/** chown -R, without following links. */
+function chownTree(dir: string, uid: number): void {
+  chownSync(dir, uid, uid);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) chownTree(path.join(dir, e.name), uid);
+    else if (!e.isSymbolicLink()) chownSync(path.join(dir, e.name), uid, uid);
+  }
+}
 
 function backlog(n: number): Record<string, string> {
   const files: Record<string, string> = {};
@@ -67,6 +80,27 @@ describe("the environment's faults are not the items'", () => {
     expect(next.code, next.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
   }, 120_000);
+
+  // The race behind that test's rare failure under load: the program is removed between the
+  // kernel's exec of it and its interpreter's open of it, so the child starts (no ENOENT from
+  // the spawn) and then fails. Held open here by an interpreter that waits for a gate.
+  it('the handler program vanishes while an attempt starts it: the attempt is not charged, the pass stops with exit 1', async () => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1 }, files);
+    const interp = path.join(ws.dir, 'gated-sh');
+    writeFileSync(interp, `#!/bin/sh\ntouch '${ws.dir}/started'\nwhile [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done\nexec /bin/sh "$@"\n`, { mode: 0o755 });
+    const script = path.join(ws.dir, 'copy.sh');
+    writeFileSync(script, `#!${interp}\ncat "$1" > "$2"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
+    unlinkSync(script);
+    writeFileSync(path.join(ws.dir, 'go'), '');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.stderr()).toContain(`cronsafe: run failed: handler.command's ${JSON.stringify(script)} vanished`);
+    await expectOnlyDoneCharged(ws, Object.keys(files));
+  }, 60_000);
 
   it('the source directory is moved away mid-run: exit 1, nothing charged; moved back, the next run finishes', async () => {
     const files = backlog(30);
@@ -260,4 +294,55 @@ describe('a full output file system', () => {
       spawnSync('umount', ['-l', ws.out]);
     }
   }, 120_000);
+
+  // A volume whose owner changed (a new runAsUser, a restored backup, an NFS export squashed
+  // to another uid): cronsafe's own rename of a finished output into output.directory is
+  // refused. No item is to blame; charging them dead-lettered the whole backlog in 5 runs.
+  it.skipIf(!isRoot)("output.directory or a directory in it not writable by the run's user: the pass stops with exit 1 and charges nothing", async () => {
+    const files = { 'a/x.txt': 'x\n', 'a/y.txt': 'y\n', 'z.txt': 'z\n' };
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    const asNobody = { uid: NOBODY, gid: NOBODY };
+    const blockedRun = async (blocked: string) => {
+      const r = await runCli(['run', '-c', ws.configPath], asNobody);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^cronsafe: .*${blocked}.* is not writable by this user \\(uid ${NOBODY}\\).*\\n$`));
+      expect(r.stderr).not.toContain('fatal');
+      await expectOnlyDoneCharged(ws, [...Object.keys(files), 'w.txt']);
+    };
+    chownTree(ws.dir, NOBODY);
+    // Before any run: cronsafe cannot make its temp directory there.
+    mkdirSync(ws.out);
+    chownSync(ws.out, 0, 0); // root's, 0755: nobody may not create entries in it
+    await blockedRun(ws.out);
+    chownSync(ws.out, NOBODY, NOBODY);
+    // Its temp directory made by an earlier run: the handlers write their outputs, and
+    // cronsafe's rename of them into a directory of output.directory is refused.
+    mkdirSync(path.join(ws.out, 'a'));
+    chownSync(path.join(ws.out, 'a'), 0, 0);
+    await blockedRun(path.join(ws.out, 'a'));
+    // ... or into output.directory itself.
+    writeFileSync(path.join(ws.source, 'w.txt'), 'w\n');
+    chownSync(path.join(ws.source, 'w.txt'), NOBODY, NOBODY);
+    chownSync(ws.out, 0, 0);
+    await blockedRun(ws.out);
+    chownSync(ws.out, NOBODY, NOBODY);
+    chownSync(path.join(ws.out, 'a'), NOBODY, NOBODY);
+    const r = await runCli(['run', '-c', ws.configPath], asNobody);
+    expect(r.code, r.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 4, pending: 0, dead: 0 });
+    await expectOnlyDoneCharged(ws, [...Object.keys(files), 'w.txt']);
+    expect(readFileSync(path.join(ws.out, 'a/x.txt.out'), 'utf8')).toBe('x\n');
+
+    // Another runAsUser now: output.directory's owner is trusted, so its temp directory passes
+    // as cronsafe's own, but this user cannot write the handlers' outputs into it.
+    const OTHER = 1000;
+    writeFileSync(path.join(ws.source, 'v.txt'), 'v\n');
+    chownTree(ws.source, OTHER);
+    chownTree(ws.state, OTHER);
+    chmodSync(ws.dir, 0o755);
+    const r2 = await runCli(['run', '-c', ws.configPath], { uid: OTHER, gid: OTHER });
+    expect(r2.code, r2.stderr).toBe(1);
+    expect(r2.stderr).toMatch(new RegExp(`^cronsafe: cannot create or write in ${ws.out}/\\.cronsafe-tmp/\\S+: EACCES: .* not writable by this user \\(uid ${OTHER}\\)\\n$`));
+    await expectOnlyDoneCharged(ws, [...Object.keys(files), 'w.txt', 'v.txt']);
+  }, 60_000);
 });

@@ -3,6 +3,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, finished, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { filesIn, until } from '../helpers/wait.js';
+import { processTree } from '../helpers/proc.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 
 const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
 const items = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`slow-${i}.scc`, `item ${i}`]));
@@ -73,5 +75,39 @@ describe('SIGHUP', () => {
     expect(code, run.stderr()).toBe(75);
     expect(finished({ lines: run.lines })?.outcome).toBe('drained');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
+  });
+});
+
+describe('SIGTERM to every process of the run at once', () => {
+  // systemd's default KillMode=control-group (a timer's service stopped, a shutdown) signals
+  // the whole cgroup: cronsafe, the helpers that fork handler.command children, and the
+  // handlers. It is one stop, as the kubelet's SIGTERM to cronsafe alone is: a drain, exit 75,
+  // and the handlers it killed are not charged.
+  it('drains the run (exit 75): the helpers live on, the handlers killed by it are handed back uncharged', async () => {
+    const ws = workspace({ handler: { command: slow }, concurrency: 2 }, items(3));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
+    await until(() => filesIn(markers).length === 2, 'two handlers to start');
+    for (const pid of processTree(run.child.pid!)) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        /* gone already */
+      }
+    }
+    const { code, signal } = await run.exited;
+    expect(signal, run.stderr()).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(finished({ lines: run.lines })?.outcome).toBe('drained');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      for (const id of Object.keys(items(3))) {
+        const rec = await ledger.get(id);
+        expect(rec && rec.attempts - rec.released, id).toBe(0);
+      }
+    } finally {
+      await ledger.close();
+    }
   });
 });

@@ -27,14 +27,14 @@ async function asNobody(args: string[]): Promise<{ code: number | null; stdout: 
 const failing = { module: path.join(FIXTURES, 'process/fail-some-module.mjs') };
 
 describe('SQLite state problems name the store in use and its path (exit 1)', () => {
-  it('the run lock directory cannot be made: its parent is a file', async () => {
+  it('the run lock directory cannot be made: its parent is a file (a config error, named, as for the ledger below)', async () => {
     const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
     writeFileSync(path.join(ws.dir, 'plain-file'), '');
     const lock = path.join(ws.dir, 'plain-file', 'locks', 'job.lock');
     const cfg = workspace({ handler: failing, state: { sqlite: ws.db }, lock: { path: lock } }, { 'a.scc': 'a' });
     const r = await runCli(['run', '-c', cfg.configPath]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${lock}: ENOTDIR`);
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain(`lock.path: ${lock} cannot be created: a parent of the lock file is not a directory`);
     expect(r.stderr).not.toMatch(/postgres/);
   });
 

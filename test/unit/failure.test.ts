@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { judgeFailure, type FailedAttempt, type FailureScene } from '../../src/runner/failure.js';
 import { EnvironmentFault, OwnDirectoryGone } from '../../src/runner/faults.js';
 import { sourceIdentity } from '../../src/runner/scan.js';
-import { HandlerFailure } from '../../src/runner/types.js';
+import { HandlerFailure, KilledBySignal } from '../../src/runner/types.js';
 
 let dir: string;
 let src: string;
@@ -42,6 +42,20 @@ const scene = (over: Partial<FailureScene> = {}): FailureScene => ({
 describe('judgeFailure', () => {
   it("charges the item's own failure, with its message", async () => {
     expect(await judgeFailure(attempt(), scene())).toEqual({ kind: 'charge', message: 'exit code 1: boom' });
+  });
+
+  it('hands back a handler killed by a stop signal while the run stops (systemd signals the whole cgroup); charges it otherwise', async () => {
+    const killed = (sig: NodeJS.Signals) => ({ err: new KilledBySignal(`killed by ${sig}`, sig), message: `killed by ${sig}` });
+    for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+      expect(await judgeFailure(attempt({ ...killed(sig), stopping: true }), scene())).toMatchObject({ kind: 'release' });
+      expect(await judgeFailure(attempt({ ...killed(sig) }), scene())).toEqual({ kind: 'charge', message: `killed by ${sig}` });
+    }
+    // The item's own crashes, and the OOM killer's SIGKILL, are the item's even during a stop.
+    for (const sig of ['SIGKILL', 'SIGSEGV', 'SIGABRT'] as const) {
+      expect(await judgeFailure(attempt({ ...killed(sig), stopping: true }), scene())).toEqual({ kind: 'charge', message: `killed by ${sig}` });
+    }
+    // An exit code, even 143, is the handler's own answer.
+    expect(await judgeFailure(attempt({ err: new HandlerFailure('exit code 143'), message: 'exit code 143', stopping: true }), scene())).toMatchObject({ kind: 'charge' });
   });
 
   it('hands back an interrupted attempt (a drain), whatever else is true', async () => {

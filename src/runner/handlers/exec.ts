@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,7 +7,7 @@ import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId, itemPaths } from '../item-id.js';
 import { safeSegment } from '../output-name.js';
-import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
 import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
@@ -53,6 +53,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
   const usesOutput = template.some((arg) => arg.includes('{output}'));
   // A program named by the item (`{path}`) that cannot start is the item's problem.
   const programFromItem = PLACEHOLDER_TEST.test(template[0]);
+  const ownFiles = commandFiles(template, opts.sourceDir);
   // The children's environment, copied once: process.env is a proxy over the C++ environ,
   // and spreading it per item read every variable through the binding (~11% of a
   // `true` handler's run, measured). An inherited CRONSAFE_OUTPUT_PATH (cronsafe run from
@@ -81,7 +82,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       };
       if (ctx.outputPath !== undefined) extraEnv.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
       try {
-        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem);
+        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem, ownFiles);
       } finally {
         await link?.remove();
       }
@@ -133,6 +134,7 @@ function runChild(
   cfg: HandlerConfig,
   ctx: HandlerContext,
   programFromItem: boolean,
+  ownFiles: readonly string[],
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
   const { cwd } = request;
@@ -235,7 +237,14 @@ function runChild(
         exited = true;
         clearTimeout(pipeTimer);
         capture.unread(unread, stderrTail);
-        reapThen(() => outcome(stop, code, signal, cfg, capture.stderrTail()));
+        reapThen(() => {
+          const failure = outcome(stop, code, signal, cfg, capture.stderrTail());
+          // Failed after one of the command's own files was removed (the program between the
+          // kernel's exec and its interpreter's open, a script argument): the environment's
+          // fault, as a spawn's ENOENT is. Asked only on failure: a few existsSync.
+          const gone = failure && !stop ? ownFiles.find((f) => !existsSync(f)) : undefined;
+          return gone === undefined ? failure : new EnvironmentFault(`handler.command's ${JSON.stringify(gone)} vanished during the attempt (removed mid-run?): ${failure!.message}`);
+        });
       },
       // The helper died under the attempt: the environment's fault, not the item's.
       lost(err) {
@@ -246,6 +255,30 @@ function runChild(
       },
     });
   });
+}
+
+/**
+ * The files handler.command names itself, as they are when the handler is made: the program
+ * by a path, and literal arguments that are files (`python3 /app/qc.py`). Resolved against
+ * the handler's working directory, as the child resolves them.
+ */
+function commandFiles(template: readonly string[], cwd: string): string[] {
+  const files: string[] = [];
+  template.forEach((arg, i) => {
+    if (PLACEHOLDER_TEST.test(arg) || !arg.includes('/')) return;
+    const file = path.resolve(cwd, arg);
+    // The program counts even when it is not there yet (validate found it): a later removal is ours to see.
+    if (i === 0 || isFile(file)) files.push(file);
+  });
+  return files;
+}
+
+function isFile(file: string): boolean {
+  try {
+    return statSync(file, { throwIfNoEntry: false })?.isFile() ?? false;
+  } catch {
+    return false; // ENOTDIR, EACCES, ELOOP: no file of ours to watch
+  }
 }
 
 /** The attempt's failure, or undefined for success. A timeout or abort wins over the exit status. */
@@ -260,7 +293,7 @@ function outcome(
   if (stop?.kind === 'timeout') return new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
   if (code === 0) return undefined;
   const what = signal ? `killed by ${signal}` : `exit code ${code}`;
-  return new HandlerFailure(tail ? `${what}: ${tail}` : what);
+  return signal ? new KilledBySignal(tail ? `${what}: ${tail}` : what, signal) : new HandlerFailure(tail ? `${what}: ${tail}` : what);
 }
 
 /**

@@ -112,6 +112,9 @@ process.on('disconnect', () => {
   for (const c of kids.values()) { try { process.kill(-c.pid, 'SIGKILL'); } catch {} }
   process.exit(0);
 });
+// A stop signalled to every process at once (systemd's KillMode=control-group) is cronsafe's
+// to drain: the helper must outlive it to report its children. It ends with cronsafe (above).
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => {});
 send({ ready: 1 });
 `;
 
