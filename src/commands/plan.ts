@@ -57,7 +57,7 @@ function format(r: PlanReport): string {
   if (r.ledger === 'none') lines.push('no ledger yet: every item is new');
   if (r.fire) lines.push(`fire ${r.fire.occurrence} (${r.fire.source})${r.fire.skip ? `: a run now would skip it (${r.fire.skip}) and process nothing` : ''}`);
   lines.push(`scan ${r.scan}: ${r.scanned} item${r.scanned === 1 ? '' : 's'} found${r.skippedDirectories > 0 ? `, ${r.skippedDirectories} unreadable director${r.skippedDirectories === 1 ? 'y' : 'ies'} skipped` : ''}`);
-  lines.push(`would attempt ${r.wouldAttempt} (new + pending + due for refresh)`, '');
+  lines.push(r.fire?.skip ? 'would attempt 0 (the fire is skipped)' : `would attempt ${r.wouldAttempt} (new + pending + due for refresh)`, '');
   for (const c of PLAN_CATEGORIES) {
     const g = r.groups[c];
     const note = c === 'retryWaiting' && r.nextRetryAt !== null ? `${NOTE[c]}; next at ${new Date(r.nextRetryAt).toISOString()}` : NOTE[c];

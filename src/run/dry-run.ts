@@ -35,7 +35,11 @@ export async function dryRun(config: Config, opts: { now: number; scheduledTime?
       limit: opts.limit,
       signal: opts.signal,
     });
-    return { ...plan, ledger: ledger ? 'found' : 'none', fire: schedule && fire ? { fire, skip: fireSkip(schedule, fire) } : null };
+    const skip = schedule && fire ? fireSkip(schedule, fire) : undefined;
+    // A run now would record the skip and process nothing: it would attempt none and forget
+    // none (the groups still say where each item stands).
+    const none = skip ? { wouldAttempt: 0, gone: 0 } : {};
+    return { ...plan, ...none, ledger: ledger ? 'found' : 'none', fire: schedule && fire ? { fire, skip } : null };
   } finally {
     await ledger?.close();
   }

@@ -151,6 +151,27 @@ describe('cronsafe plan / run --dry-run (real scan, real SQLite ledger)', () => 
     expect(Object.fromEntries(invocations(ws.log))).toEqual({ 'held.txt': 1, 'other.txt': 1 });
   }, 120_000);
 
+  it('a fire a run now would skip as stale: would attempt 0 and forget none, as that run processes nothing', async () => {
+    const ws = setup(['a.txt', 'b.txt']);
+    configure(ws, { schedule: { cron: '*/5 * * * *', timeZone: 'UTC', graceSeconds: 60 } });
+    const stale = new Date(Date.now() - 3_600_000);
+    stale.setUTCMinutes(0, 0, 0);
+    const at = ['--scheduled-time', stale.toISOString()];
+    const json = await runCli(['plan', '--json', ...at, '-c', ws.configPath]);
+    expect(json.code, json.stderr).toBe(0);
+    const plan = JSON.parse(json.stdout) as PlanJson & { fire: { skip?: string } };
+    expect(plan.fire.skip).toBe('stale');
+    expect(plan.wouldAttempt).toBe(0);
+    expect(plan.gone).toBe(0);
+    expect(plan.new.count).toBe(2); // where each item stands is still said
+    const text = await runCli(['plan', ...at, '-c', ws.configPath]);
+    expect(text.stdout).toContain('would attempt 0 (the fire is skipped)');
+    // And the run at that fire does what the plan said.
+    const run = await runCli(['run', ...at, '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(invocations(ws.log).size).toBe(0);
+  });
+
   it('bad input is a usage error (exit 2) naming it', async () => {
     const ws = setup(['a.txt']);
     const cases: Array<[string[], RegExp]> = [
