@@ -26,6 +26,32 @@ const exit = process.exit.bind(process);
 const endBySignal = (sig: HandledSignal): never => exit(128 + SIGNAL_NUMBER[sig]);
 
 /**
+ * The drain's last resort. The runner keeps the drain's deadline itself, but the writes it
+ * makes on the way out (results, hand-backs, the run's end) can hang on the ledger: on
+ * PostgreSQL a statement waits as long as a lock on its table is held (an operator's
+ * `LOCK TABLE`, `VACUUM FULL`, a non-concurrent index build) or a dead connection keeps it.
+ * The kubelet's SIGKILL would then end the pod with 137 at gracePeriodSeconds. Instead the
+ * process exits 75 just before that (a quarter of a second, or a third of the margin if
+ * less), or one margin after a second signal ("a second signal aborts at once"): what it
+ * had not written is what a SIGKILL would leave, claims that the next run takes back after
+ * their lease. The margin before it is the runner's, for kills and hand-backs.
+ */
+let stoppedAt: number | undefined;
+let drain: { graceMs: number; marginMs: number } | undefined;
+let lastResort: NodeJS.Timeout | undefined;
+function armLastResort(): void {
+  if (mode !== 'drain' || drain === undefined || stoppedAt === undefined) return;
+  const byStop = stoppedAt + drain.graceMs - Math.min(250, drain.marginMs / 3);
+  const at = force.signal.aborted ? Math.min(byStop, Date.now() + drain.marginMs) : byStop;
+  clearTimeout(lastResort);
+  lastResort = setTimeout(() => {
+    process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
+    exit(75);
+  }, Math.max(0, at - Date.now()));
+  lastResort.unref();
+}
+
+/**
  * First SIGTERM / SIGINT / SIGHUP drains, a second aborts at once. With handlers
  * installed, Node as PID 1 (no init) still reacts to SIGTERM: the kernel's "PID 1 ignores
  * default-action signals" rule only applies to signals without a handler.
@@ -34,10 +60,12 @@ function onSignal(sig: HandledSignal): void {
   if (mode === 'end') endBySignal(sig);
   if (!stop.signal.aborted) {
     first = sig;
+    stoppedAt = Date.now();
     stop.abort(sig);
   } else if (!force.signal.aborted) {
     force.abort(`second ${sig}`);
   }
+  armLastResort();
 }
 for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig, onSignal);
 
@@ -50,6 +78,12 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
   process.stdout.on('error', (err) => {
     stdoutFailed ??= err;
   });
+}
+
+/** Called by a draining command once its config is known: drain.gracePeriodSeconds and marginSeconds, in ms. */
+function drainBudget(graceMs: number, marginMs: number): void {
+  drain = { graceMs, marginMs };
+  armLastResort();
 }
 
 /** Called by the program once it knows which (sub)command runs, before that command starts. */
@@ -78,7 +112,7 @@ try {
     setFlagsFromString('--semi-space-growth-factor=1');
   }
   const { main } = await import('./program.js');
-  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts });
+  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
   if (mode !== 'drain') {

@@ -18,6 +18,8 @@ export interface ProgramSignals {
   force: AbortSignal;
   /** Told the (sub)command's name just before its action runs. */
   commandStarts(name: string): void;
+  /** Told by run and daemon, once their config is known, the drain's budget (ms): cli.ts's last resort. */
+  drainBudget?: (graceMs: number, marginMs: number) => void;
 }
 
 interface RequeueFlags {
@@ -72,7 +74,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
       }
       if (o.json || o.limit !== undefined) run.error(`error: run: ${o.json ? '--json' : '--limit'} only applies with --dry-run`, { exitCode: EXIT.USAGE });
       const { runCommand } = await import('./commands/run.js');
-      setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force }));
+      setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force, drainBudget: signals.drainBudget }));
     });
 
   program
@@ -176,7 +178,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .addOption(configOption())
     .action(async (o: { config?: string }) => {
       const { daemonCommand } = await import('./commands/daemon.js');
-      setExit(await daemonCommand({ configPath: await configPath(o.config), stop, force }));
+      setExit(await daemonCommand({ configPath: await configPath(o.config), stop, force, drainBudget: signals.drainBudget }));
     });
 
   program

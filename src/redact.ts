@@ -9,25 +9,37 @@
  */
 const SECRET_PARAM = /([?&][^=&#]*(?:pass|pwd|token|secret|key|auth|sig|credential)[^=&#]*=)[^&#]*/gi;
 
+/** libpq's keyword form (`host=db user=app password=...`): the password's value, quoted or not. */
+const KEYWORD_PASSWORD = /(^|\s)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)/gi;
+
 /**
  * Replace the password of a URL with `***`, both in the userinfo
  * (`postgres://u:***@host/db`) and in a query parameter that may hold a secret
- * (`password=`, which libpq accepts, `token=`, `api_key=`, ...: SECRET_PARAM).
+ * (`password=`, which libpq accepts, `token=`, `api_key=`, ...: SECRET_PARAM); and in what
+ * a user may have written instead of a URL: libpq's keyword form (`password=***`), a
+ * password with a raw '#', '/' or '?' (no URL: the userinfo is taken to the last '@'),
+ * one slash too few, blanks in front.
  * Anything else is returned unchanged, byte for byte.
  */
 export function redactUrl(url: string): string {
-  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
-  if (!m) return url;
+  const m = /^(\s*[a-z][a-z0-9+.-]*:\/*)([^/?#]*)(.*)$/is.exec(url);
+  if (!m) return url.replace(KEYWORD_PASSWORD, '$1$2***');
   const [, scheme = '', authority = '', rest = ''] = m;
   // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
-  const at = authority.lastIndexOf('@');
-  let auth = authority;
-  if (at >= 0) {
-    const userinfo = authority.slice(0, at);
-    const colon = userinfo.indexOf(':');
-    if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${authority.slice(at)}`;
+  let at = authority.lastIndexOf('@');
+  let [head, tail] = [authority, rest];
+  if (at < 0 && parseUrl(url.trim()) === undefined) {
+    // Not a URL: a raw '#', '/' or '?' in the password ended the authority early.
+    [head, tail] = [authority + rest, ''];
+    at = head.lastIndexOf('@');
   }
-  return scheme + auth + rest.replace(SECRET_PARAM, '$1***');
+  let auth = head;
+  if (at >= 0) {
+    const userinfo = head.slice(0, at);
+    const colon = userinfo.indexOf(':');
+    if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
+  }
+  return scheme + (auth + tail).replace(SECRET_PARAM, '$1***');
 }
 
 /**

@@ -7,8 +7,15 @@ import { createLogger } from '../log.js';
 import { runScheduled } from '../run/daemon.js';
 
 /** `cronsafe daemon`: stay up and run each occurrence of schedule.cron (run/daemon.ts). Returns the exit code. */
-export async function daemonCommand(opts: { configPath: string; stop: AbortSignal; force: AbortSignal; logger?: Logger }): Promise<number> {
+export async function daemonCommand(opts: {
+  configPath: string;
+  stop: AbortSignal;
+  force: AbortSignal;
+  logger?: Logger;
+  drainBudget?: (graceMs: number, marginMs: number) => void;
+}): Promise<number> {
   const config = loadConfig(opts.configPath);
+  opts.drainBudget?.(config.drain.gracePeriodSeconds * 1000, config.drain.marginSeconds * 1000);
   if (!config.schedule) throw new ConfigError(`${config.configPath}: schedule: cronsafe daemon needs schedule.cron`, config.configPath, 'schedule');
   // The config check asks Kubernetes' dialect; the daemon fires by Vixie's, where a
   // day-of-week starting with `*` never widens the days (it would wait forever, silent).

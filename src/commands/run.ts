@@ -14,11 +14,14 @@ export interface RunOptions {
   scheduledTime?: string;
   /** Tests inject a logger; otherwise one is made from config.log. */
   logger?: Logger;
+  /** Told drain.gracePeriodSeconds and marginSeconds (ms) once the config is loaded (ProgramSignals). */
+  drainBudget?: (graceMs: number, marginMs: number) => void;
 }
 
 /** `cronsafe run`: one pass (run/execute.ts). Returns the exit code (cli.ts exits with it). */
 export async function runCommand(opts: RunOptions): Promise<number> {
   const config = loadConfig(opts.configPath);
+  opts.drainBudget?.(config.drain.gracePeriodSeconds * 1000, config.drain.marginSeconds * 1000);
   const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
   const log = opts.logger ?? createLogger(config.log);

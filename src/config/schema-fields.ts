@@ -61,11 +61,16 @@ export const always = {
   when: (p: { value: unknown }) => typeof p.value === 'object' && p.value !== null && !Array.isArray(p.value),
 };
 
+/**
+ * A URL as written: `scheme://` first. `new URL` also takes blanks in front and one slash
+ * (`postgres:/u:pw@db/x`), which the driver then reads as something else (a database named
+ * `u:pw@db/x` on localhost, a host named `base`).
+ */
 export const url = (protocols: string[], what: string) =>
   str(what).refine(
     (v) => {
       const u = parseUrl(v);
-      return u !== undefined && protocols.includes(u.protocol);
+      return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`);
     },
     { error: got(`expected ${what}`) },
   );

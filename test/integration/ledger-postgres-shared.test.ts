@@ -230,4 +230,40 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     expect(await reltuples()).toBe(1100);
     await l.close();
   });
+  it('suspects (charged twice, the last time by a dead pod) are claimed last, one at a time per pod; a hand-back keeps one a suspect', async () => {
+    const l = await fresh();
+    const offerAt = (led: PostgresLedger, st: Settlement, offered: string[], o: ReturnType<typeof opts>) => led.settleOffered(st, o.now, { ids: offered, opts: o });
+    const resume = { ...RETRY, maxAttempts: 5, backoffMs: 0, backoffMaxMs: 0 };
+    const three = ['a', 'b', 'c'];
+    await l.discover([...three, ...ids(2)].map((id) => ({ id })), { runId: PASS, now: T0 });
+    // Two pods died, one after the other, with a, b and c in flight: all three are suspects.
+    for (const [k, dead] of ['dead-1', 'dead-2'].entries()) {
+      expect((await offerAt(l, none, three, opts(dead, 3, { now: T0 + k * 100_000 }))).claims).toHaveLength(3);
+      expect(await l.reclaimExpired({ now: T0 + k * 100_000 + 60_001, retry: resume, passId: PASS })).toBe(3);
+    }
+    const now = T0 + 300_000;
+    // Offered first, they are passed over; fresh items (offered, then filled) go first, and
+    // one suspect takes a slot left over.
+    const a = await offerAt(l, none, [...three, 'i00'], opts('pod-a', 4, { now }));
+    expect(a.claims.map((c) => c.id)).toEqual(['i00', 'i01', 'a']);
+    expect(a.considered).toBe(4);
+    const taken = a.claims.filter((c) => three.includes(c.id));
+    // No slot left after fresh items: no suspect.
+    await l.discover([{ id: 'i02' }], { runId: PASS, now });
+    expect((await offerAt(l, none, [], opts('pod-c', 1, { now }))).claims.map((c) => c.id)).toEqual(['i02']);
+    // pod-a runs a suspect: none more for it, but one for pod-b, whose pod is another process.
+    expect((await offerAt(l, none, three, opts('pod-a', 2, { now }))).claims.filter((c) => three.includes(c.id))).toEqual([]);
+    expect((await l.claimDue(opts('pod-b', 3, { now }))).filter((c) => three.includes(c.id))).toHaveLength(1);
+    // pod-a is drained: its suspect is handed back uncharged and is still a suspect.
+    await l.release(taken, now + 1, 'interrupted: drain deadline reached');
+    expect(await l.get(taken[0]!.id)).toMatchObject({ state: 'pending', lastError: expect.stringMatching(/^attempt 2 abandoned: its lease expired/) });
+    // Completing its running suspect in the claim's own statement lets pod-a take the next one.
+    const done = a.claims.filter((c) => !three.includes(c.id));
+    const next = await offerAt(l, { ...none, complete: done.slice(0, 1) }, [], opts('pod-a', 1, { now: now + 2 }));
+    // (c, waiting longest: b is pod-b's, a was handed back just now)
+    expect(next.claims.map((c) => c.id)).toEqual(['c']);
+    const after = await offerAt(l, { ...none, complete: next.claims }, [], opts('pod-a', 4, { now: now + 3 }));
+    expect(after.claims.filter((c) => three.includes(c.id)).map((c) => c.id)).toEqual(['a']);
+    await l.close();
+  });
 });

@@ -326,6 +326,17 @@ describe('secrets', () => {
     }
   });
 
+  it('redactUrl hides the password of what users write instead of a URL: libpq keywords, raw "#" or "/", one slash, blanks in front', () => {
+    expect(redactUrl("host=db user=app password=s3cret dbname=cs")).toBe('host=db user=app password=*** dbname=cs');
+    expect(redactUrl("host=db password = 'se cret' dbname=cs")).toBe('host=db password = *** dbname=cs');
+    expect(redactUrl('postgres://app:s3#cret@db:5432/cs')).toBe('postgres://app:***@db:5432/cs');
+    expect(redactUrl('postgres://app:s3/c?ret@db/cs?password=x')).toBe('postgres://app:***@db/cs?password=***');
+    expect(redactUrl('postgres:/app:s3cret@db/cs')).toBe('postgres:/app:***@db/cs');
+    expect(redactUrl('\tpostgres://app:s3cret@db/cs')).toBe('\tpostgres://app:***@db/cs');
+    // Not secrets: handler arguments stay as they are.
+    for (const arg of ['{path}', '/bin/cp', 's3://bucket/a@b', 'http://h/x?mail=a@b', '--retries=3']) expect(redactUrl(arg)).toBe(arg);
+  });
+
   it('configSummary shows no secret', () => {
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
 state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);

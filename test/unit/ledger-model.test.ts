@@ -116,7 +116,7 @@ function claimInModel(m: Model, id: string, it: MItem, owner: string): Claim {
 
 const claimable = (m: Model, it: MItem): boolean => it.state === 'pending' && it.availableAt <= m.now;
 
-/** Charged last by a run that died while it ran (SQLite's sweep isolates these: claim.ts). */
+/** Charged last by a run that died while it ran (the sweep isolates these: sqlite/claim.ts, postgres/suspect.ts). */
 const suspect = (it: MItem): boolean => it.attempts - it.released >= 2 && /^attempt .* abandoned: the run that claimed it died$/.test(it.lastError ?? '');
 
 /** A stat field changed: known on both sides and different. */
@@ -165,12 +165,14 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       const o = opts(op.owner);
       const byWait = ([ia, a]: [string, MItem], [ib, b]: [string, MItem]): number => a.availableAt - b.availableAt || (ia < ib ? -1 : 1);
       const all = [...m.items.entries()].filter(([, it]) => claimable(m, it) && it.seenRun === o.runId).sort(byWait);
-      // SQLite: suspects (charged last by a run that died) one at a time per owner, first.
-      const isolate = !m.shared;
+      // Suspects (charged last by a run that died) one at a time per owner: SQLite first,
+      // PostgreSQL last, with a slot left over.
       const running = [...m.items.values()].some((it) => it.state === 'claimed' && it.owner === o.owner && suspect({ ...it, attempts: it.attempts - 1 }));
-      const suspects = isolate && !running ? all.filter(([, it]) => suspect(it)).slice(0, 1) : [];
-      const rest = all.filter(([, it]) => !(isolate && suspect(it))).slice(0, op.limit - suspects.length);
-      const due = [...suspects, ...rest].sort(byWait);
+      const plain = all.filter(([, it]) => !suspect(it));
+      const oneSuspect = running ? [] : all.filter(([, it]) => suspect(it)).slice(0, 1);
+      const suspects = m.shared && plain.length >= op.limit ? [] : oneSuspect;
+      const rest = plain.slice(0, m.shared ? op.limit : op.limit - suspects.length);
+      const due = [...suspects, ...rest].slice(0, Math.max(0, op.limit)).sort(byWait);
       const want = due.map(([id, it]) => claimInModel(m, id, it, o.owner));
       expect(await ledger.claimDue({ ...o, limit: op.limit })).toEqual(want);
       return;
@@ -191,8 +193,8 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
         const state = failInModel(m, it, error);
         want = { result: 'applied', state, ...(state === 'pending' ? { availableAt: it.availableAt } : {}) };
       } else if (it) {
-        // SQLite: a suspect handed back is still one (its last charge stands), so its error stays.
-        const wasSuspect = !m.shared && suspect({ ...it, attempts: it.attempts - 1 });
+        // A suspect handed back is still one (its last charge stands), so its error stays.
+        const wasSuspect = suspect({ ...it, attempts: it.attempts - 1 });
         Object.assign(it, { state: 'pending', owner: null, released: it.released + 1, availableAt: m.now, lastError: wasSuspect ? it.lastError : error });
         want = { result: 'applied', state: 'pending', availableAt: m.now };
       }

@@ -4,6 +4,7 @@ import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.j
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
 import { ident, q, type NamedQuery, type Query } from './query.js';
+import { claimedSuspect, handBackError, suspect } from './suspect.js';
 
 /**
  * A claim records the stat of the version it claims (the row's, just refreshed by
@@ -45,6 +46,23 @@ RETURNING i.id, i.attempts, i.released`,
   );
 
 /**
+ * `s`: the pass's suspect waiting longest ($pass, $now, $owner, $limit, $exclude as `at`
+ * numbers them), when a slot is left after the claims `taken` counts: suspects go last, as
+ * on SQLite, so a pod evicted again and again soon after its start charges fresh items,
+ * not the same suspects. Not while the owner runs a suspect (its few claimed rows, by
+ * items_claimed_owner); `completing`: one the statement completes (CTE `w`) is over.
+ * By the items_suspect index (migration 005): one seek, none there unless pods died.
+ */
+const suspectCte = (schema: string, at: (n: number) => string, completing: boolean, taken: string): string => `s AS (
+  SELECT it.id, NULL::bigint AS ord FROM ${ident(schema)}.items AS it
+  WHERE it.state = 'pending' AND ${suspect('it')} AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)}
+    AND ${at(6)} > ${taken} AND NOT (it.id = ANY (${at(7)}::text[]))
+    AND NOT EXISTS (SELECT 1 FROM ${ident(schema)}.items AS h
+      WHERE h.state = 'claimed' AND h.owner = ${at(3)} AND ${claimedSuspect('h')}${completing ? ' AND h.id NOT IN (SELECT id FROM w)' : ''})
+  ORDER BY it.available_at, it.id LIMIT 1
+  FOR UPDATE OF it SKIP LOCKED)`;
+
+/**
  * A shared pass's claim (SharedPassLedger.settleOffered): at most `limit` items, first the
  * offered ids (in the caller's order) still pending and past their backoff, then, when those
  * fall short, the pass's other pending items as the sweep takes them (claimDueQuery), never
@@ -59,6 +77,10 @@ RETURNING i.id, i.attempts, i.released`,
  * so that a pod's claims in the ledger never outnumber its slots: a kill right after the
  * claim leaves at most `concurrency` claims to charge, as on SQLite. Without completions the
  * statement is the claim alone.
+ *
+ * Suspects (suspect.ts) are neither offered nor filled: with a slot left, the claim takes
+ * one, only while the caller runs none (an attempt completed by this very statement is
+ * over), so the item that kills the pod is charged alone among them.
  */
 export const settleOfferedQuery = (
   schema: string,
@@ -70,27 +92,28 @@ export const settleOfferedQuery = (
   exclude: readonly string[],
 ): NamedQuery => {
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
-  const claim = (at: (n: number) => string): string => `c AS (
+  const claim = (at: (n: number) => string, completing: boolean): string => `c AS (
   SELECT it.id, b.ord FROM unnest(${at(1)}::text[]) WITH ORDINALITY AS b(id, ord)
   JOIN ${ident(schema)}.items AS it ON it.id = b.id
-  WHERE it.state = 'pending' AND it.available_at <= ${at(2)}
+  WHERE it.state = 'pending' AND it.available_at <= ${at(2)} AND (${suspect('it')}) IS NOT TRUE
   ORDER BY b.ord LIMIT ${at(6)}
   FOR UPDATE OF it SKIP LOCKED),
 f AS (
   SELECT it.id, NULL::bigint AS ord FROM ${ident(schema)}.items AS it
-  WHERE it.state = 'pending' AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)}
+  WHERE it.state = 'pending' AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)} AND (${suspect('it')}) IS NOT TRUE
     AND NOT (it.id = ANY (${at(7)}::text[])) AND it.id NOT IN (SELECT id FROM c)
   ORDER BY it.available_at, it.id LIMIT greatest(0, ${at(6)} - (SELECT count(*) FROM c))
   FOR UPDATE OF it SKIP LOCKED),
+${suspectCte(schema, at, completing, '(SELECT count(*) FROM c) + (SELECT count(*) FROM f)')},
 cl AS (
   UPDATE ${ident(schema)}.items AS i ${claimSet(at(3), at(2), at(4))}, seen_run = ${at(5)}
-  FROM (SELECT id, ord FROM c UNION ALL SELECT id, ord FROM f) AS x WHERE i.id = x.id
+  FROM (SELECT id, ord FROM c UNION ALL SELECT id, ord FROM f UNION ALL SELECT id, ord FROM s) AS x WHERE i.id = x.id
   RETURNING i.id, i.attempts, i.released, x.ord)`;
   const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl`;
   if (done.ids.length === 0) {
     return {
       name: 'cronsafe-claim',
-      ...q(`WITH ${claim((n) => `$${n}`)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude),
+      ...q(`WITH ${claim((n) => `$${n}`, false)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude),
     };
   }
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
@@ -99,7 +122,7 @@ cl AS (
     name: 'cronsafe-complete-claim',
     ...q(
       `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
-${claim(at)}
+${claim(at, true)}
 ${claimed}
 UNION ALL
 SELECT id, attempt, NULL, NULL, owner FROM w`,
@@ -118,21 +141,26 @@ SELECT id, attempt, NULL, NULL, owner FROM w`,
   };
 };
 
+/** suspectCte's parameter numbers in claimDueQuery. */
+const SWEEP_AT: Record<number, string> = { 2: '$3', 3: '$2', 5: '$5', 6: '$6', 7: '$1' };
+
 /**
  * The sweep: pending items of the pass ($5) whose backoff has passed, earliest first,
  * whoever scanned them (SKIP LOCKED too), never one the caller holds ($1). The order is
  * the index items_pending_pass's (migration 003): a range scan that stops after $6 rows.
+ * Suspects last and one at a time, as settleOfferedQuery takes them.
  */
 export const claimDueQuery = (schema: string, runId: string, p: ClaimParams, limit: number, exclude: readonly string[] = []): NamedQuery => ({
   name: 'cronsafe-sweep',
   ...q(
     `WITH c AS (
-  SELECT id FROM ${ident(schema)}.items
-  WHERE state = 'pending' AND seen_run = $5 AND available_at <= $3 AND NOT (id = ANY($1::text[]))
-  ORDER BY available_at, id LIMIT $6
-  FOR UPDATE SKIP LOCKED)
+  SELECT it.id FROM ${ident(schema)}.items AS it
+  WHERE it.state = 'pending' AND it.seen_run = $5 AND it.available_at <= $3 AND NOT (it.id = ANY($1::text[])) AND (${suspect('it')}) IS NOT TRUE
+  ORDER BY it.available_at, it.id LIMIT $6
+  FOR UPDATE OF it SKIP LOCKED),
+${suspectCte(schema, (n) => SWEEP_AT[n] ?? '', false, '(SELECT count(*) FROM c)')}
 UPDATE ${ident(schema)}.items AS i ${CLAIM_SET}
-FROM c WHERE i.id = c.id
+FROM (SELECT id FROM s UNION ALL SELECT id FROM c) AS c WHERE i.id = c.id
 RETURNING i.id, i.attempts, i.released, i.available_at`,
     exclude,
     p.owner,
@@ -160,7 +188,7 @@ export const siblingsQuery = (schema: string, pass: string, owner: string, now: 
     `WITH stray AS (
   UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
     released = i.released + 1, available_at = $3, updated_at = $3,
-    last_error = 'handed back: its owner was not running it (a lost acknowledgement, or a completion a database crash forgot)'
+    last_error = ${handBackError('i', `'handed back: its owner was not running it (a lost acknowledgement, or a completion a database crash forgot)'`)}
   WHERE i.state = 'claimed' AND i.owner = $2
   RETURNING i.id)
 SELECT (SELECT count(*) FROM stray) AS stray,

@@ -5,6 +5,7 @@ import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery, type Bumps } from './counters.js';
 import { ident, q, type Query } from './query.js';
+import { handBackError } from './suspect.js';
 
 /** Claims as parallel arrays for unnest: the fence is (id, owner, attempt). */
 export interface ClaimColumns {
@@ -67,13 +68,16 @@ export const completeWrite = (schema: string, now: string): string =>
 export const completeQuery = (schema: string, c: ClaimColumns, now: number): Query =>
   q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5'), c.ids, c.owners, c.attempts, now, c.ids.length);
 
-/** The interrupted attempt is handed back (released + 1), so it is not charged. */
+/**
+ * The interrupted attempt is handed back (released + 1), so it is not charged. A suspect's
+ * keeps its 'abandoned' last error (suspect.ts): the hand-back changed nothing about it.
+ */
 export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string): Query =>
   q(
     fencedWrite(
       schema,
       `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
-    released = i.released + 1, available_at = $4, last_error = $5, updated_at = $4
+    released = i.released + 1, available_at = $4, last_error = ${handBackError('i', '$5')}, updated_at = $4
   FROM ${CLAIMS} WHERE ${GUARD}`,
       'items_released',
       '$6',

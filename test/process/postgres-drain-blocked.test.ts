@@ -1,0 +1,87 @@
+/**
+ * DESIGN 4: on SIGTERM cronsafe drains and exits before the kubelet's SIGKILL; a second
+ * signal aborts at once. On PostgreSQL the drain's writes (results, hand-backs, the run's
+ * end) wait as long as a lock on `items` is held: an operator's LOCK TABLE, VACUUM FULL or
+ * a non-concurrent index build. Before, the run waited for the lock (here 40 s) far past
+ * its gracePeriodSeconds, also after a second SIGTERM, and a kubelet would have SIGKILLed
+ * it (137). Now it exits 75 just before the grace period ends, and what it could not write
+ * is taken back after its lease, as after a SIGKILL: nothing is lost.
+ */
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, spawnCli, workspace, type Running } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+
+const HANDLER = `import { writeFile } from 'node:fs/promises';
+export default async function (item, ctx) {
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await writeFile(ctx.outputPath, item.id);
+}
+`;
+const GRACE = { gracePeriodSeconds: 6, marginSeconds: 3 };
+const LOCK_HELD_MS = 40_000;
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a drain whose ledger writes are blocked by a table lock', () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  const scenario = async (db: string, signals: number) => {
+    const url = await server.createDatabase(db);
+    const files = Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`item-${i}.txt`, String(i)]));
+    const ws = workspace({ handler: { module: 'handler.mjs' }, state: { postgres: url, schema: 'dl' }, drain: GRACE, lease: { seconds: 4, renewSeconds: 1 }, log: { level: 'info' } }, files);
+    writeFileSync(path.join(ws.dir, 'handler.mjs'), HANDLER);
+    const run: Running = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await run.waitFor((l) => l.msg === 'run started', 60_000);
+    const doneNow = async () => (await server.admin<{ n: number }>(`SELECT count(*)::int AS n FROM dl.items WHERE state = 'done'`, [], db))[0]?.n ?? 0;
+    for (const deadline = Date.now() + 60_000; (await doneNow()) < 8; ) {
+      if (Date.now() > deadline) throw new Error('timed out waiting for the run to complete 8 items');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // An operator locks the table; the run's next writes wait for it.
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE dl.items IN ACCESS EXCLUSIVE MODE');
+    const release = setTimeout(() => void locker.query('ROLLBACK').catch(() => undefined), LOCK_HELD_MS);
+    try {
+      const signalled = Date.now();
+      run.child.kill('SIGTERM');
+      if (signals === 2) {
+        await run.waitFor((l) => /drain: stopped claiming/.test(l.msg), 10_000);
+        run.child.kill('SIGTERM');
+      }
+      const exit = await run.exited;
+      const took = Date.now() - signalled;
+      expect(exit.code, run.stderr()).toBe(75);
+      expect(took, 'the exit must come before gracePeriodSeconds').toBeLessThan(GRACE.gracePeriodSeconds * 1000);
+      expect(run.stderr()).toContain('the drain did not end within drain.gracePeriodSeconds');
+    } finally {
+      clearTimeout(release);
+      await locker.query('ROLLBACK').catch(() => undefined);
+      await locker.end();
+    }
+    // Nothing is lost: once the lease of what it could not write is over, a run finishes all.
+    const [row] = await server.admin<{ t: string }>(`SELECT coalesce(max(lease_until), 0) AS t FROM dl.items WHERE state = 'claimed'`, [], db);
+    await until(() => Date.now() > Number(row?.t ?? 0) + 50, 'the leases to expire', 30_000);
+    const clean = await runCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    expect(clean.code, clean.stderr).toBe(0);
+    const [counts] = await server.admin<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM dl.items`, [], db);
+    expect(counts?.done).toBe(120);
+  };
+
+  it('one SIGTERM: exit 75 before gracePeriodSeconds, not when the lock is released', async () => {
+    await scenario('blocked1', 1);
+  }, 180_000);
+
+  it('a second SIGTERM: exit 75 within the margin', async () => {
+    await scenario('blocked2', 2);
+  }, 180_000);
+});
