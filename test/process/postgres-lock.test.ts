@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
 import { tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/run-lock.js';
@@ -45,6 +46,27 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     const other = await tryPostgresRunLock(lockOpts(`l_${++n}`, 'job-1'));
     expect(other).not.toBeNull();
     for (const l of [c, other]) await l!.release();
+  });
+
+  it("keeps its session through the server's idle_session_timeout (no window in which another Job could take the pass)", async () => {
+    // A DBA's idle_session_timeout cut the idle lock session again and again: each time the
+    // lock was free until it was taken again.
+    const db = `idle_${++n}`;
+    const idleUrl = await server.createDatabase(db);
+    await server.admin(`ALTER DATABASE "${db}" SET idle_session_timeout = '400ms'`);
+    const lock = await tryPostgresRunLock({ url: idleUrl, schema: 's', name: 'job', group: 'job-1', owner: 'o-1' });
+    const [held] = await server.admin<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], db);
+    expect(held).toBeDefined();
+    // The readiness signal: the server cut a session that went idle after ours did.
+    const control = new pg.Client({ connectionString: idleUrl });
+    control.on('error', () => undefined);
+    const ended = new Promise((r) => control.once('end', r));
+    await control.connect();
+    await ended;
+    const alive = await server.admin(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [held!.pid], db);
+    expect(alive, 'the lock session survived the idle timeout').toHaveLength(1);
+    expect(lock!.lost.aborted).toBe(false);
+    await lock!.release();
   });
 
   it('takes the lock again when its session is cut, and reports it lost when it cannot', async () => {

@@ -74,6 +74,16 @@ export interface PostgresRunLock {
 
 type Attempt = { client: pg.Client; joined: boolean } | { client: null; holder: string };
 
+/**
+ * The lock's session sits idle for the whole run. A server's `idle_session_timeout` (a
+ * DBA's setting, PostgreSQL 14+) would cut it again and again, and each time the pass lock
+ * is free until the session is back: another Job could start a pass in that window. So it
+ * is off for this session; a server without the setting skips it (no error, as `SET` would give).
+ */
+const keepIdleSession = q(
+  `SELECT set_config('idle_session_timeout', '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`,
+);
+
 /** One try at the protocol on a fresh session; the session is kept only when it holds the lock. */
 async function attempt(opts: RunLockOptions): Promise<Attempt> {
   // Its own application_name: pg_stat_activity shows which session holds the run lock.
@@ -83,6 +93,7 @@ async function attempt(opts: RunLockOptions): Promise<Attempt> {
     await client.connect();
     const exec = execOn(client);
     await exec(q('BEGIN'));
+    await exec(keepIdleSession);
     await migrate(exec, opts.schema); // run_lock must exist; a no-op once migrated
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
