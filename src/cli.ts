@@ -32,17 +32,22 @@ const endBySignal = (sig: HandledSignal): never => exit(128 + SIGNAL_NUMBER[sig]
  * `LOCK TABLE`, `VACUUM FULL`, a non-concurrent index build) or a dead connection keeps it.
  * The kubelet's SIGKILL would then end the pod with 137 at gracePeriodSeconds. Instead the
  * process exits 75 just before that (a quarter of a second, or a third of the margin if
- * less), or one margin after a second signal ("a second signal aborts at once"): what it
+ * less), or one margin (at least a second) after a second signal ("a second signal aborts at once"): what it
  * had not written is what a SIGKILL would leave, claims that the next run takes back after
  * their lease. The margin before it is the runner's, for kills and hand-backs.
  */
 let stoppedAt: number | undefined;
 let drain: { graceMs: number; marginMs: number } | undefined;
 let lastResort: NodeJS.Timeout | undefined;
+// After a second signal the runner still kills the handlers' groups (at least 0.2 s, see
+// Drain.killAfterMs) and hands their claims back: a small margin (0 is valid) must not
+// cut that short, or the claims are left to the next run, which charges them.
+const AFTER_SECOND_SIGNAL_MIN_MS = 1000;
 function armLastResort(): void {
   if (mode !== 'drain' || drain === undefined || stoppedAt === undefined) return;
   const byStop = stoppedAt + drain.graceMs - Math.min(250, drain.marginMs / 3);
-  const at = force.signal.aborted ? Math.min(byStop, Date.now() + drain.marginMs) : byStop;
+  const afterSecond = Date.now() + Math.max(drain.marginMs, AFTER_SECOND_SIGNAL_MIN_MS);
+  const at = force.signal.aborted ? Math.min(byStop, afterSecond) : byStop;
   clearTimeout(lastResort);
   lastResort = setTimeout(() => {
     process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);

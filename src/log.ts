@@ -20,11 +20,11 @@ export function createLogger(
 ): Logger {
   const stream =
     destination ??
-    carryOnWithout(
-      log.format === 'pretty'
-        ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: 1 })
-        : pino.destination({ dest: 1, sync: true }),
-    );
+    (log.format === 'pretty'
+      ? // pino-pretty pipes into its destination: an error there only tears its pipeline down
+        // (the log then vanished without a word), so the destination is the stream listened on.
+        loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: carryOnWithout(pino.destination({ dest: 1, sync: true })) })
+      : carryOnWithout(pino.destination({ dest: 1, sync: true })));
   return pino(
     {
       level: log.level,

@@ -76,6 +76,25 @@ describe('graceful drain on SIGTERM', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, pending: 4 });
   });
 
+  it('a second signal with drain.marginSeconds 0 still kills the handlers and hands their claims back', async () => {
+    // The last resort (cli.ts) exits one margin after a second signal: with a margin of 0 it
+    // fired at once, before the handlers' kill (at least 0.2 s) and the hand-back, so the
+    // in-flight claims were left to be taken back, and charged, by the next run.
+    const hang = [process.execPath, path.join(FIXTURES, 'process/hang-exec.mjs'), '{path}'];
+    const ws = workspace({ handler: { command: hang }, concurrency: 2, drain: { gracePeriodSeconds: 120, marginSeconds: 0 } }, items(4));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers } });
+    await until(() => filesIn(markers).length === 2, 'two handlers to start');
+    run.child.kill('SIGTERM');
+    await run.waitFor((l) => l.msg.startsWith('drain: stopped claiming'));
+    run.child.kill('SIGTERM');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(75);
+    expect(run.stderr()).not.toContain('the drain did not end');
+    expect(finished({ lines: run.lines })?.outcome).toBe('drained');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, pending: 4 });
+  });
+
   it('SIGINT drains like SIGTERM (Ctrl-C at a terminal)', async () => {
     const ws = workspace({ handler: { command: slow }, concurrency: 1, drain: { gracePeriodSeconds: 4, marginSeconds: 1 } }, items(2));
     const markers = path.join(ws.dir, 'markers');
