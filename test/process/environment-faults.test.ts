@@ -102,6 +102,22 @@ describe("the environment's faults are not the items'", () => {
     await expectOnlyDoneCharged(ws, Object.keys(files));
   }, 60_000);
 
+  // Only the program and the script it is given are watched: a handler that removes a
+  // scratch file it is given and then fails has failed on its own. Watched, the pass stopped
+  // on every run with that item never charged, and the items behind it never run.
+  it('a handler that removes a scratch file it is given and fails: its own failure, charged; the pass goes on', async () => {
+    const ws = workspace({ concurrency: 1 }, { 'a.txt': 'a', 'bad.txt': 'bad', 'c.txt': 'c' });
+    const scratch = path.join(ws.dir, 'scratch');
+    writeFileSync(scratch, '');
+    const script = path.join(ws.dir, 'h.sh');
+    writeFileSync(script, `case "$1" in *bad.txt) rm -f "$2"; exit 1 ;; esac\ntouch "$2"\n`);
+    configure(ws, { handler: { command: ['/bin/sh', script, '{path}', scratch] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 2, dead: 0 });
+    expect(await charged(ws.db, ['bad.txt'])).toBe(1);
+  }, 60_000);
+
   it('the source directory is moved away mid-run: exit 1, nothing charged; moved back, the next run finishes', async () => {
     const files = backlog(30);
     const ws = workspace({ concurrency: 2 }, files);

@@ -258,17 +258,25 @@ function runChild(
 }
 
 /**
- * The files handler.command names itself, as they are when the handler is made: the program
- * by a path, and literal arguments that are files (`python3 /app/qc.py`). Resolved against
- * the handler's working directory, as the child resolves them.
+ * The files handler.command runs, as they are when the handler is made: the program by a
+ * path, and the first literal argument that is a file, the script an interpreter is given
+ * (`python3 /app/qc.py`). Resolved against the handler's working directory, as the child
+ * resolves them. No later argument: a handler may remove a scratch or cache file it is
+ * given, and its failure then is its own, not the environment's (the pass would stop on
+ * every run and the item behind it never be dead-lettered).
  */
 function commandFiles(template: readonly string[], cwd: string): string[] {
   const files: string[] = [];
+  let script = false;
   template.forEach((arg, i) => {
-    if (PLACEHOLDER_TEST.test(arg) || !arg.includes('/')) return;
+    if (script || PLACEHOLDER_TEST.test(arg) || !arg.includes('/')) return;
     const file = path.resolve(cwd, arg);
     // The program counts even when it is not there yet (validate found it): a later removal is ours to see.
-    if (i === 0 || isFile(file)) files.push(file);
+    if (i === 0) files.push(file);
+    else if (isFile(file)) {
+      files.push(file);
+      script = true;
+    }
   });
   return files;
 }
