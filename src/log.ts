@@ -18,13 +18,12 @@ export function createLogger(
   destination?: DestinationStream,
   base: Record<string, unknown> = {},
 ): Logger {
+  const stdout = (): DestinationStream => carryOnWithout(pino.destination({ dest: 1, sync: true }));
   const stream =
     destination ??
-    (log.format === 'pretty'
-      ? // pino-pretty pipes into its destination: an error there only tears its pipeline down
-        // (the log then vanished without a word), so the destination is the stream listened on.
-        loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: carryOnWithout(pino.destination({ dest: 1, sync: true })) })
-      : carryOnWithout(pino.destination({ dest: 1, sync: true })));
+    // pino-pretty pipes into its destination: an error there only tears its pipeline down
+    // (the log then vanished without a word), so its destination is the stream listened on.
+    (log.format === 'pretty' ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: stdout() }) : stdout());
   return pino(
     {
       level: log.level,
