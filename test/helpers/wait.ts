@@ -3,11 +3,11 @@ import { existsSync, readdirSync } from 'node:fs';
 
 /**
  * Poll a condition until it holds (a readiness check, not a sleep): resolves as soon as
- * `cond()` is true, rejects with `what` after timeoutMs.
+ * `cond()` is true (or resolves true), rejects with `what` after timeoutMs.
  */
-export async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+export async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
+  while (!(await cond())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -83,6 +83,31 @@ const SESSIONS = {
 } as const;
 export type SessionName = keyof typeof SESSIONS;
 
+/**
+ * A statement that waits for a lock (an operator's LOCK TABLE, VACUUM FULL, an index build)
+ * stays queued on the server after its client is gone: a pod SIGKILLed, or one that left at
+ * the end of its grace period. Once the lock is released it ran all the same, so a dead pod's
+ * claim charged attempts to items that never started. With this check (PostgreSQL 14+) the
+ * server polls the socket of a running statement every second and ends it once the client
+ * has hung up. A server without the setting skips it (no error, as a startup `-c` would give),
+ * and its statements run as before.
+ */
+const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) FROM pg_settings WHERE name = 'client_connection_check_interval'`;
+
+/**
+ * A new pool whose connections each run CHECK_CLIENT first. A query on a pg client is queued
+ * behind the one sent in 'connect', so it holds for the first statement too; a failure of
+ * its own shows up on that statement (the connection is broken), where it is retried.
+ */
+function newPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on('connect', (client) => void client.query(CHECK_CLIENT).catch(() => undefined));
+  // An idle connection that the server drops (restart, failover) is reported here;
+  // without a listener the process would crash. The next checkout gets a new one.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
 export type Exec = <R extends pg.QueryResultRow = pg.QueryResultRow>(query: Query) => Promise<R[]>;
 
 /** Exec on one client (a pooled connection in a transaction, or the run lock's session). */
@@ -105,10 +130,7 @@ export class PostgresExecutor {
   #down = false;
 
   constructor(readonly opts: PostgresOptions) {
-    this.pool = new pg.Pool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
-    // An idle connection that the server drops (restart, failover) is reported here;
-    // without a listener the process would crash. The next checkout gets a new one.
-    this.pool.on('error', () => undefined);
+    this.pool = newPool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
   }
 
   /**
@@ -155,8 +177,7 @@ export class PostgresExecutor {
   on<R extends pg.QueryResultRow = pg.QueryResultRow>(session: SessionName, what: string, query: NamedQuery): Promise<R[]> {
     let pool = this.#sessions.get(session);
     if (!pool) {
-      pool = new pg.Pool({ ...clientConfig(this.opts, SESSIONS[session]), application_name: `cronsafe-${session}`, max: 1, idleTimeoutMillis: 30_000 });
-      pool.on('error', () => undefined);
+      pool = newPool({ ...clientConfig(this.opts, SESSIONS[session]), application_name: `cronsafe-${session}`, max: 1, idleTimeoutMillis: 30_000 });
       this.#sessions.set(session, pool);
     }
     const p = pool;
