@@ -36,11 +36,11 @@ function reroot(cfg: Obj, root: string): Obj {
   return out;
 }
 
-function validate(cfg: Obj): { status: number | null; stdout: string; stderr: string; summary?: Obj } {
+function validate(cfg: Obj, extraEnv: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string; summary?: Obj } {
   const dir = tempDir('cronsafe-chartcfg-');
   const file = path.join(dir, 'cronsafe.yaml');
   writeFileSync(file, YAML.stringify(reroot(cfg, dir)));
-  const env = { ...process.env };
+  const env = { ...process.env, ...extraEnv };
   delete env.CRONSAFE_STATE_POSTGRES; // would replace the rendered state
   const r = spawnSync(process.execPath, [CLI, 'validate', '-c', file], { encoding: 'utf8', env, timeout: 30_000 });
   const json = r.stdout.slice(r.stdout.indexOf('\n') + 1);
@@ -69,6 +69,17 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
       retention: { runs: 200, days: 7, forgetMissingAfterDays: 14 },
       handler: { command: ['cp', '{path}', '{output}'] },
     });
+  });
+
+  // What NOTES.txt tells users whose Pushgateway needs a password: the ConfigMap holds the
+  // reference only, cronsafe expands it from the pod's env (extraEnv from a Secret).
+  it('a Pushgateway password referenced as ${VAR} stays out of the ConfigMap and reaches cronsafe from the env', () => {
+    const objs = render({ metrics: { pushgateway: 'https://ops:${PUSHGATEWAY_PASSWORD}@pgw.example.com' } });
+    expect(JSON.stringify(objs)).not.toContain('hunter2');
+    const r = validate(configOf(objs), { PUSHGATEWAY_PASSWORD: 'hunter2' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.summary?.metrics).toMatchObject({ pushgateway: 'https://ops:***@pgw.example.com' });
+    expect(r.stdout).not.toContain('hunter2');
   });
 
   it('schedule.repeatedFire reaches cronsafe: a CronJob user can skip the second fall-back fire (run by default, as Kubernetes does)', () => {

@@ -40,12 +40,20 @@ describe('NOTES.txt', () => {
       /persistence\.accessModes has ReadWriteMany with the SQLite ledger[\s\S]*cronsafe exits 78 there\.[\s\S]*ReadWriteOnce volume, or set config\.state\.postgres\.existingSecret/],
     ['a SQLite ledger off the volume (the /tmp emptyDir)', { config: { state: { sqlite: '/tmp/cronsafe.db' } } },
       /config\.state\.sqlite \(\/tmp\/cronsafe\.db\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost after every run/],
+    ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
+      /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
   ])('warns about %s', (_what, values, warning) => {
     const text = notes(values);
     expect(text).toMatch(warning);
     expect(text.match(/WARNING/g)).toHaveLength(1);
+  });
+
+  it('does not warn about a Pushgateway URL without a password, or with one from the env', () => {
+    for (const pushgateway of ['http://pushgateway:9091', 'https://ops@pgw.example.com', 'https://ops:${PUSHGATEWAY_PASSWORD}@pgw.example.com', 'http://pgw:9091/a:b@c']) {
+      expect(notes({ metrics: { pushgateway } }), pushgateway).not.toContain('WARNING');
+    }
   });
 
   it('does not warn about an absolute ledger path on the volume or on an extra volume mount', () => {

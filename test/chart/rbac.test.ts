@@ -44,6 +44,14 @@ describe('least privilege', () => {
     expect(tokenMounted(objs)).toEqual({ pod: true, sa: true });
   });
 
+  // `cronsafe status` reads the ledger only: a one-off status pod gets no token, so the Lease,
+  // Events and Job rights stay with the runner's pods.
+  it('the status pod never mounts the token, whatever is enabled', () => {
+    const objs = render({ lock: { kubernetesLease: { enabled: true } }, events: { enabled: true }, scheduledTimestamp: { enabled: true } });
+    expect(podSpec(runner(objs)).automountServiceAccountToken).toBe(true);
+    expect(podSpec(one(objs, 'CronJob', `${runner(objs).metadata.name}-status`)).automountServiceAccountToken).toBe(false);
+  });
+
   it('restricts the Lease rule to the configured lease name', () => {
     const role = one(render({ lock: { kubernetesLease: { enabled: true, name: 'captions-lock' } } }), 'Role');
     expect(role.rules[0].resourceNames).toEqual(['captions-lock']);

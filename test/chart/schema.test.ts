@@ -46,6 +46,9 @@ const BAD: [string, Values, string][] = [
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],
   ['a PodMonitor without metrics', { metrics: { podMonitor: { enabled: true } } }, 'metrics.podMonitor.enabled needs metrics.enabled'],
   ['a pushgateway without a scheme', { metrics: { pushgateway: 'pushgateway:9091' } }, '/metrics/pushgateway'],
+  // cronsafe refuses both (exit 78): the push client drops them, so a ?token= never arrived.
+  ['a pushgateway with a query string', { metrics: { pushgateway: 'http://pushgateway:9091/?token=abc' } }, '/metrics/pushgateway'],
+  ['a pushgateway with a fragment', { metrics: { pushgateway: 'http://pushgateway:9091/#x' } }, '/metrics/pushgateway'],
   ['a bad pull policy', { image: { pullPolicy: 'Sometimes' } }, '/image/pullPolicy'],
   ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
@@ -67,6 +70,7 @@ describe('good edge values are accepted', () => {
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
+    ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
   ])('%s', (_what, values) => {
     const r = templateRaw(values);
     expect(r.status, r.stderr).toBe(0);

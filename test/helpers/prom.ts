@@ -107,10 +107,14 @@ export async function startServer(bin: string, args: string[], port: number, rea
   }
 }
 
-/** A real Pushgateway on a free loopback port, in memory only (no persistence file). */
+/**
+ * A real Pushgateway on a free loopback port, in memory only: Debian's build persists to
+ * /var/lib/prometheus/pushgateway.data by default, which would load every earlier test's
+ * groups at start and share them between tests running at once.
+ */
 export async function startPushgateway(): Promise<Server> {
   const port = await freePort();
-  return startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`], port, '/-/ready');
+  return startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`, '--persistence.file='], port, '/-/ready');
 }
 
 /** Scrape a URL's /metrics (a Pushgateway or our own endpoint) and parse it. */

@@ -135,3 +135,27 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
     }
   });
 });
+
+// Debian's pushgateway persists to /var/lib/prometheus/pushgateway.data unless told not to.
+// The helper's gateways wrote every test's groups there on shutdown and loaded them all at
+// start: a test reading its group back could pass on what an earlier run had pushed
+// (unreadable-dir.test.ts's skipped-dirs group was already there), and tests on one machine
+// leaked series into each other.
+describe.skipIf(!PUSHGATEWAY)('the test Pushgateway (helpers/prom.ts)', () => {
+  it('starts empty: a group the previous one held is not loaded from a persistence file', async () => {
+    const job = `persist-probe-${process.pid}`;
+    const first = await startPushgateway();
+    try {
+      const put = await fetch(`${first.url}/metrics/job/${job}`, { method: 'PUT', body: 'cronsafe_probe 1\n' });
+      expect(put.status).toBe(200);
+    } finally {
+      await first.stop(); // a persisting gateway writes its file now
+    }
+    const second = await startPushgateway();
+    try {
+      expect((await scrape(second.url)).filter((s) => s.labels.job === job)).toEqual([]);
+    } finally {
+      await second.stop();
+    }
+  });
+});

@@ -117,6 +117,22 @@ describe('GitHub Actions workflows', () => {
     ]);
   });
 
+  // `npm ci --ignore-scripts` builds no native module, and the build's code-cache warm-up
+  // (scripts/bundle.mjs) loads fs-ext and better-sqlite3: a publish whose prepack built after
+  // such an install failed ("making the bin code cache failed"), with the image and the chart
+  // already out. The build also runs dependencies' code (esbuild, the warm-up): not beside the
+  // npm token either.
+  it('the npm job builds dist/ (native modules rebuilt) before the token is in the environment, and publishes without running scripts', () => {
+    const steps = (load('release.yml').jobs.npm.steps as Obj[]).filter((s) => typeof s.run === 'string');
+    const at = (re: RegExp) => steps.findIndex((s) => re.test(String(s.run)));
+    const withSecret = (i: number) => Object.values((steps[i]!.env ?? {}) as Obj).some((v) => String(v).includes('secrets.'));
+    const order = { install: at(/\bnpm ci\b/), rebuild: at(/\bnpm rebuild better-sqlite3 fs-ext\b/), build: at(/\bnpm run build\b/), publish: at(/\bnpm publish\b/) };
+    expect(Object.values(order).every((i) => i >= 0), JSON.stringify(order)).toBe(true);
+    expect(order.install <= order.rebuild && order.rebuild <= order.build && order.build < order.publish, JSON.stringify(order)).toBe(true);
+    expect([order.install, order.rebuild, order.build].map(withSecret)).toEqual([false, false, false]);
+    expect(String(steps[order.publish]!.run)).toMatch(/\bnpm publish [^\n]*--ignore-scripts/);
+  });
+
   it('the release publishes what the issue asks: multi-arch image with SBOM and provenance, OCI chart, npm provenance', () => {
     const { jobs } = load('release.yml');
     const build = (jobs.image.steps as Obj[]).find((s) => String(s.uses).startsWith('docker/build-push-action@'));

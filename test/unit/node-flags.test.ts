@@ -19,5 +19,7 @@ describe('node flags', () => {
     const node = argv.indexOf('node');
     const script = argv.indexOf('/app/dist/cli.js');
     expect(argv.slice(node + 1, script)).toEqual(flags);
+    // Whoever sets `command:` from what docs/kubernetes.md says the ENTRYPOINT is keeps the flags.
+    expect(readFileSync(path.join(ROOT, 'docs/kubernetes.md'), 'utf8')).toContain(`(\`ENTRYPOINT ${JSON.stringify(argv).replaceAll('","', '", "')}\``);
   });
 });

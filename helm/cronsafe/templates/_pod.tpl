@@ -24,7 +24,9 @@ spec:
   # Job controller sees the exit code and applies the policy.
   restartPolicy: Never
   serviceAccountName: {{ include "cronsafe.serviceAccountName" $ }}
-  automountServiceAccountToken: {{ include "cronsafe.needsApi" $ | eq "true" }}
+  # A token only where a Kubernetes API feature runs: the runner (`cronsafe status` reads
+  # the ledger alone).
+  automountServiceAccountToken: {{ and (eq .component "runner") (include "cronsafe.needsApi" $ | eq "true") }}
   # One value for both: the kubelet's SIGKILL comes exactly when cronsafe's drain budget
   # (drain.gracePeriodSeconds in cronsafe.yaml) says it will.
   terminationGracePeriodSeconds: {{ $v.drain.gracePeriodSeconds }}
