@@ -41,7 +41,7 @@ describe('PostgreSQL SQL builders (no database)', () => {
   });
 
   it('classifies transient errors: connection loss, shutdown, deadlock, serialization', () => {
-    for (const code of ['57P01', '40001', '40P01', '08006', '08001', 'ECONNREFUSED', 'ECONNRESET']) {
+    for (const code of ['57P01', '40001', '40P01', '55P03', '08006', '08001', 'ECONNREFUSED', 'ECONNRESET']) {
       expect(isTransient(Object.assign(new Error('x'), { code })), code).toBe(true);
     }
     expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
@@ -241,6 +241,31 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       await blocker.end();
       expect(await completing).toEqual([{ id: 'a', result: 'applied', state: 'done' }]);
       expect(retries).toContain('57P01');
+      await ledger.close();
+    });
+
+    it("rides through a DBA's lock_timeout while maintenance holds the table for a moment (55P03 is retried)", async () => {
+      // A role with lock_timeout (a common DBA guard) and a short table lock (VACUUM FULL,
+      // an index swap): the statement was cancelled before it did anything, so it is run
+      // again, not thrown; thrown, it failed every pod of the pass at once (exit 1).
+      await server.admin(`DO $$ BEGIN CREATE ROLE guarded LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+      await server.admin(`ALTER ROLE guarded SET lock_timeout = '100ms'`);
+      const retries: string[] = [];
+      const guardedUrl = url.replace('postgres@', 'guarded@');
+      const ledger = await fresh({ url: guardedUrl, onRetry: (r) => retries.push(r.error.code ?? '') });
+      const [claim] = await discoverAndClaim(ledger, [{ id: 'a' }, { id: 'b' }], opts('o', { limit: 1 }));
+      const blocker = new pg.Client({ connectionString: url });
+      await blocker.connect();
+      await blocker.query('BEGIN');
+      await blocker.query(`LOCK TABLE ${ident(ledger.schema)}.items IN EXCLUSIVE MODE`);
+      const both = Promise.all([ledger.complete([claim!], T0 + 1), ledger.claimDue({ ...opts('o'), limit: 1 })]);
+      await new Promise((r) => setTimeout(r, 600));
+      await blocker.query('COMMIT');
+      await blocker.end();
+      const [completed, swept] = await both;
+      expect(completed).toEqual([{ id: claim!.id, result: 'applied', state: 'done' }]);
+      expect(swept.length).toBe(1);
+      expect(retries).toContain('55P03');
       await ledger.close();
     });
 
