@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimBatchQuery } from '../../src/ledger/postgres/claim.js';
 import { insertNewQuery, knownQuery, touchKnownQuery } from '../../src/ledger/postgres/discover.js';
+import { PostgresExecutor } from '../../src/ledger/postgres/connection.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
@@ -107,6 +108,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
     } finally {
       await ledger.close();
+    }
+  });
+
+  it("keeps its sessions' settings when the URL has its own `options` (pg lets the URL's win)", async () => {
+    // A provider's endpoint id or a search_path in `options=`: both must reach the server.
+    const withOptions = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}`;
+    const settings = `SELECT current_setting('work_mem') AS wm, current_setting('enable_seqscan') AS es,
+      current_setting('synchronous_commit') AS sc, current_setting('default_transaction_read_only') AS ro`;
+    const ex = new PostgresExecutor({ url: withOptions, schema: 'unused' });
+    const readOnly = new PostgresExecutor({ url: withOptions, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.on('claims', 'read settings', { name: 'settings', text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'off', sc: 'off', ro: 'off' }]);
+      expect(await readOnly.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', sc: 'on', ro: 'on' }]);
+    } finally {
+      await ex.close();
+      await readOnly.close();
     }
   });
 
