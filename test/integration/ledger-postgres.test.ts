@@ -201,6 +201,20 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     });
   });
 
+  it("a renewal that reaches the ledger after a newer claim never shortens that claim's lease", async () => {
+    // The runner renews with the lease as of when it sent the renewal; a claim sent later (on
+    // another session) may commit first. Shortened, the lease would run out on siblings before
+    // the end the claiming pod's lease guard counts from, and the pod could still commit its
+    // output after a sibling took the item over.
+    const ledger = await fresh();
+    await discoverAndClaim(ledger, [{ id: 'a' }], opts('pod-1', { now: T0 + 10_000 })); // lease to T0 + 70 s
+    expect(await ledger.renew('pod-1', ['a'], T0 + 60_000)).toEqual([]); // sent at T0, arriving late
+    const [row] = await server.admin<{ lease_until: string }>(`SELECT lease_until FROM ${ident(ledger.schema)}.items WHERE id = 'a'`, [], 'ledger');
+    expect(Number(row!.lease_until)).toBe(T0 + 70_000);
+    expect(await ledger.reclaimExpired({ now: T0 + 65_000, retry: RETRY })).toBe(0);
+    await ledger.close();
+  });
+
   describe('requeue while a pass runs', () => {
     it("marks the requeued item as the running pass's (run_lock): swept by it, never forgotten by its end of scan", async () => {
       const ledger = await fresh();
