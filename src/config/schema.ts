@@ -120,6 +120,11 @@ const stateSchema = z
     schema: str('a schema name')
       .regex(/^[a-z_][a-z0-9_]*$/, 'expected a lowercase SQL identifier: letters, digits and "_", not starting with a digit')
       .max(63, 'expected at most 63 characters (PostgreSQL identifier limit)')
+      // CREATE SCHEMA refuses pg_* (a server error, exit 1, on every retry of the Job);
+      // information_schema takes tables, but pg_dump leaves them out of every backup.
+      .refine((s) => !s.startsWith('pg_') && s !== 'information_schema', {
+        error: (iss) => `expected a name PostgreSQL does not keep for itself (pg_* and information_schema are reserved), got ${JSON.stringify(iss.input)}`,
+      })
       .optional(),
     allowNetworkFilesystem: z.boolean({ error: 'expected true or false' }).default(false),
   })

@@ -33,6 +33,9 @@ const BAD: [string, Values, string][] = [
   ['an unknown refresh', { config: { schedule: { refresh: 'always' } } }, '/config/schedule/refresh'],
   ['an unknown repeatedFire', { config: { schedule: { repeatedFire: 'twice' } } }, '/config/schedule/repeatedFire'],
   ['an uppercase name', { config: { name: 'Caption_QC' } }, '/config/name'],
+  // CREATE SCHEMA refuses pg_*, and pg_dump leaves information_schema out: cronsafe exits 78.
+  ['a reserved ledger schema', { config: { state: { postgres: { existingSecret: 'pg-url', schema: 'pg_ledger' } } } }, '/config/state/postgres/schema'],
+  ['information_schema as the ledger schema', { config: { state: { postgres: { existingSecret: 'pg-url', schema: 'information_schema' } } } }, '/config/state/postgres/schema'],
   ['a non-string handler env value', { config: { handler: { env: { RETRIES: 3 } } } }, '/config/handler/env/RETRIES'],
   ['a bad handler env name', { config: { handler: { env: { '1X': 'a' } } } }, '/config/handler/env'],
   ['renewal not shorter than the lease', { config: { lease: { seconds: 30, renewSeconds: 30 } } }, 'config.lease.renewSeconds (30) must be less than config.lease.seconds (30)'],

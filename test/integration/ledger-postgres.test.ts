@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimBatchQuery } from '../../src/ledger/postgres/claim.js';
 import { insertNewQuery, knownQuery, touchKnownQuery } from '../../src/ledger/postgres/discover.js';
+import { PostgresExecutor } from '../../src/ledger/postgres/connection.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
@@ -41,7 +42,7 @@ describe('PostgreSQL SQL builders (no database)', () => {
   });
 
   it('classifies transient errors: connection loss, shutdown, deadlock, serialization', () => {
-    for (const code of ['57P01', '40001', '40P01', '08006', '08001', 'ECONNREFUSED', 'ECONNRESET']) {
+    for (const code of ['57P01', '40001', '40P01', '55P03', '08006', '08001', 'ECONNREFUSED', 'ECONNRESET']) {
       expect(isTransient(Object.assign(new Error('x'), { code })), code).toBe(true);
     }
     expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
@@ -107,6 +108,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
     } finally {
       await ledger.close();
+    }
+  });
+
+  it("keeps its sessions' settings when the URL has its own `options` (pg lets the URL's win)", async () => {
+    // A provider's endpoint id or a search_path in `options=`: both must reach the server.
+    const withOptions = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}`;
+    const settings = `SELECT current_setting('work_mem') AS wm, current_setting('enable_seqscan') AS es,
+      current_setting('synchronous_commit') AS sc, current_setting('default_transaction_read_only') AS ro`;
+    const ex = new PostgresExecutor({ url: withOptions, schema: 'unused' });
+    const readOnly = new PostgresExecutor({ url: withOptions, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.on('claims', 'read settings', { name: 'settings', text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'off', sc: 'off', ro: 'off' }]);
+      expect(await readOnly.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', sc: 'on', ro: 'on' }]);
+    } finally {
+      await ex.close();
+      await readOnly.close();
     }
   });
 
@@ -184,6 +201,20 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     });
   });
 
+  it("a renewal that reaches the ledger after a newer claim never shortens that claim's lease", async () => {
+    // The runner renews with the lease as of when it sent the renewal; a claim sent later (on
+    // another session) may commit first. Shortened, the lease would run out on siblings before
+    // the end the claiming pod's lease guard counts from, and the pod could still commit its
+    // output after a sibling took the item over.
+    const ledger = await fresh();
+    await discoverAndClaim(ledger, [{ id: 'a' }], opts('pod-1', { now: T0 + 10_000 })); // lease to T0 + 70 s
+    expect(await ledger.renew('pod-1', ['a'], T0 + 60_000)).toEqual([]); // sent at T0, arriving late
+    const [row] = await server.admin<{ lease_until: string }>(`SELECT lease_until FROM ${ident(ledger.schema)}.items WHERE id = 'a'`, [], 'ledger');
+    expect(Number(row!.lease_until)).toBe(T0 + 70_000);
+    expect(await ledger.reclaimExpired({ now: T0 + 65_000, retry: RETRY })).toBe(0);
+    await ledger.close();
+  });
+
   describe('requeue while a pass runs', () => {
     it("marks the requeued item as the running pass's (run_lock): swept by it, never forgotten by its end of scan", async () => {
       const ledger = await fresh();
@@ -241,6 +272,31 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       await blocker.end();
       expect(await completing).toEqual([{ id: 'a', result: 'applied', state: 'done' }]);
       expect(retries).toContain('57P01');
+      await ledger.close();
+    });
+
+    it("rides through a DBA's lock_timeout while maintenance holds the table for a moment (55P03 is retried)", async () => {
+      // A role with lock_timeout (a common DBA guard) and a short table lock (VACUUM FULL,
+      // an index swap): the statement was cancelled before it did anything, so it is run
+      // again, not thrown; thrown, it failed every pod of the pass at once (exit 1).
+      await server.admin(`DO $$ BEGIN CREATE ROLE guarded LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+      await server.admin(`ALTER ROLE guarded SET lock_timeout = '100ms'`);
+      const retries: string[] = [];
+      const guardedUrl = url.replace('postgres@', 'guarded@');
+      const ledger = await fresh({ url: guardedUrl, onRetry: (r) => retries.push(r.error.code ?? '') });
+      const [claim] = await discoverAndClaim(ledger, [{ id: 'a' }, { id: 'b' }], opts('o', { limit: 1 }));
+      const blocker = new pg.Client({ connectionString: url });
+      await blocker.connect();
+      await blocker.query('BEGIN');
+      await blocker.query(`LOCK TABLE ${ident(ledger.schema)}.items IN EXCLUSIVE MODE`);
+      const both = Promise.all([ledger.complete([claim!], T0 + 1), ledger.claimDue({ ...opts('o'), limit: 1 })]);
+      await new Promise((r) => setTimeout(r, 600));
+      await blocker.query('COMMIT');
+      await blocker.end();
+      const [completed, swept] = await both;
+      expect(completed).toEqual([{ id: claim!.id, result: 'applied', state: 'done' }]);
+      expect(swept.length).toBe(1);
+      expect(retries).toContain('55P03');
       await ledger.close();
     });
 

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -14,6 +15,16 @@ export default async function slow(item, ctx) {
   await delay(Number(process.env.WAIT_MS ?? 100), undefined, { signal: ctx.signal });
 }
 `;
+
+/** A lost node is simulated by dropping its packets: root and iptables (loopback rules only). */
+const IPTABLES = (() => {
+  try {
+    execFileSync('iptables', ['-w', '-L', 'INPUT', '-n'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
   let server: PgServer;
@@ -135,5 +146,34 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     const next = await runCli(['run', '-c', ws.configPath], { env: { JOB_NAME: 'j2', WAIT_MS: '10' } });
     expect(next.code, next.stderr).toBe(0);
     expect(next.lines.some((l) => l.msg === 'run lock taken (PostgreSQL advisory lock)')).toBe(true);
+  });
+
+  it.skipIf(!IPTABLES)('the server drops the lock of a pod whose node is lost (nothing ever reaches it again): another Job starts', async () => {
+    // Before, the server held the lost session's pass lock until the kernel's keepalive gave
+    // up (over two hours) and every fire meanwhile was skipped as an overrun.
+    const schema = `l_${++n}`;
+    const lost = await tryPostgresRunLock(lockOpts(schema, 'job-1', { probes: { idleSeconds: 1, intervalSeconds: 1, count: 2 } }));
+    const sessions = await server.admin<{ port: number }>(`SELECT client_port AS port FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    expect(sessions).toHaveLength(1);
+    // The node is gone: every packet of the lock's connection is dropped, both ways (and only those).
+    const [client, pgPort] = [String(sessions[0]!.port), String(server.port)];
+    const rules = [
+      ['-s', '127.0.0.1', '--sport', client, '-d', '127.0.0.1', '--dport', pgPort],
+      ['-s', '127.0.0.1', '--sport', pgPort, '-d', '127.0.0.1', '--dport', client],
+    ];
+    const iptables = (op: string, rule: string[]) => execFileSync('iptables', ['-w', op, 'INPUT', '-i', 'lo', '-p', 'tcp', ...rule, '-j', 'DROP']);
+    for (const rule of rules) iptables('-I', rule);
+    try {
+      let next: Awaited<ReturnType<typeof tryPostgresRunLock>> = null;
+      for (const deadline = Date.now() + 20_000; next === null && Date.now() < deadline; ) {
+        next = await tryPostgresRunLock(lockOpts(schema, 'job-2'));
+        if (next === null) await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(next, "the lost node's session still holds the pass lock").not.toBeNull();
+      await next!.release();
+    } finally {
+      for (const rule of rules) iptables('-D', rule);
+    }
+    await lost!.release();
   });
 });

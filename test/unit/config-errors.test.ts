@@ -216,6 +216,15 @@ describe('loadConfig: invalid values name the key', () => {
     ]);
   });
 
+  it("refuses a state.schema PostgreSQL keeps for itself, before any connection (exit 78, not 1)", () => {
+    // CREATE SCHEMA refuses pg_*; information_schema takes tables, but pg_dump leaves it out.
+    for (const schema of ['pg_ledger', 'pg_temp', 'information_schema']) {
+      const file = minimal(`state: {postgres: "postgres://app@db/x", schema: ${schema}}\n`);
+      expect(configError(() => loadConfig(file)).message).toMatch(new RegExp(`^${file}: state\\.schema: .*reserved.*got "${schema}"$`));
+    }
+    expect(() => loadConfig(minimal('state: {postgres: "postgres://app@db/x", schema: pgledger}\n'))).not.toThrow();
+  });
+
   it('never prints a password in an error', () => {
     const file = minimal('state: {postgres: "mysql://app:s3cret@db/x"}\n');
     expect(configError(() => loadConfig(file)).message).toBe(`${file}: state.postgres: expected a postgres:// or postgresql:// URL, got "mysql://app:***@db/x"`);

@@ -51,14 +51,33 @@ const types = {
  */
 export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
   const all = [...(opts.readOnly ? ['default_transaction_read_only=on'] : []), ...settings];
+  const { url, options } = takeOptions(opts.url);
+  // Ours last: for a setting given twice the server keeps the last `-c`.
+  const merged = [options, ...all.map((x) => `-c ${x}`)].filter((x) => x !== '').join(' ');
   return {
-    connectionString: opts.url,
+    connectionString: url,
     application_name: 'cronsafe',
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     types,
-    ...(all.length > 0 ? { options: all.map((x) => `-c ${x}`).join(' ') } : {}),
+    ...(merged !== '' ? { options: merged } : {}),
   };
+}
+
+/**
+ * The URL's own `options=` (a provider's endpoint id, a search_path), and the URL without it.
+ * pg lets a connection string's parameters win over the config's, so left in the URL it
+ * would replace the sessions' settings (the claim session's plans, a reader's read-only).
+ */
+function takeOptions(url: string): { url: string; options: string } {
+  const at = url.indexOf('?');
+  if (at < 0) return { url, options: '' };
+  const params = new URLSearchParams(url.slice(at + 1));
+  const options = params.get('options');
+  if (options === null) return { url, options: '' };
+  params.delete('options');
+  const rest = params.toString();
+  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}`, options };
 }
 
 /**

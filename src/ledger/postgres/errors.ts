@@ -4,10 +4,12 @@ import { parseUrl, redactUrl } from '../../redact.js';
  * SQLSTATEs worth retrying: the transaction did not commit and running it again can
  * succeed. 40001 serialization failure, 40P01 deadlock (another pod's batch locked the
  * same rows in another order), 57P01/57P02 the server is shutting down, 57P03 it is
- * starting (or in recovery after a failover), 53300 too many connections for now.
- * Class 08 (connection exceptions) is matched as a prefix.
+ * starting (or in recovery after a failover), 53300 too many connections for now, 55P03 a
+ * DBA's lock_timeout ran out while maintenance (VACUUM FULL, an index swap) held a table: the
+ * statement was cancelled before it changed anything. Class 08 (connection exceptions) is
+ * matched as a prefix.
  */
-const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300']);
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03']);
 
 /** Socket-level failures from node:net / node:dns while a server restarts or fails over. */
 const TRANSIENT_ERRNOS = new Set([

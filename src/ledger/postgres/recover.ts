@@ -10,11 +10,13 @@ import { ident, q, type Query } from './query.js';
  * them. Not only the ids asked about: a live owner also holds claims it has not started
  * yet (the rest of a discovered batch, waiting for a slot in the runner's channel), and
  * with many pods an un-renewed one would expire and be taken over while still queued.
- * Rows are locked in id order, the order discovery's upsert uses (no deadlock).
+ * Rows are locked in id order, the order discovery's upsert uses (no deadlock). Never
+ * shortened: a claim sent after this renewal (its lease counted from later) may commit first,
+ * and the claiming pod's lease guard counts from the claim.
  */
 export const renewQuery = (schema: string, owner: string, leaseUntil: number): Query =>
   q(
-    `UPDATE ${ident(schema)}.items AS i SET lease_until = $2
+    `UPDATE ${ident(schema)}.items AS i SET lease_until = greatest(i.lease_until, $2)
 FROM (SELECT id FROM ${ident(schema)}.items WHERE state = 'claimed' AND owner = $1 ORDER BY id FOR UPDATE) AS r
 WHERE i.id = r.id
 RETURNING i.id`,

@@ -61,6 +61,8 @@ export interface RunLockOptions extends PostgresOptions {
   name: string;
   group: string;
   owner: string;
+  /** How the server finds the session of a lost node. Default DEAD_CLIENT_PROBES. */
+  probes?: KeepaliveProbes;
 }
 
 export interface PostgresRunLock {
@@ -84,6 +86,35 @@ const keepIdleSession = q(
   `SELECT set_config('idle_session_timeout', '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`,
 );
 
+/**
+ * A pod whose node is lost (powered off, cut from the network) never closes the lock's
+ * session, and the idle session sends nothing: the server would hold the pass lock until its
+ * TCP keepalive gave up, over two hours with the kernel's defaults, and skip every fire of the
+ * job meanwhile. So the server probes this session after a minute of silence, every 10 s, and
+ * ends it after 6 unanswered probes: about 2 minutes, longer than the retry budget and the
+ * default lease, so a pod cut off that long has given up on its ledger calls, or had its
+ * claims taken over, already. (The probes also keep a load balancer's idle timeout from
+ * cutting the session.) Ignored on a Unix socket.
+ */
+export const DEAD_CLIENT_PROBES: KeepaliveProbes = { idleSeconds: 60, intervalSeconds: 10, count: 6 };
+
+export interface KeepaliveProbes {
+  idleSeconds: number;
+  intervalSeconds: number;
+  count: number;
+}
+
+/** tcp_user_timeout (PostgreSQL 12+, ms) covers a node lost while an answer to it was unacknowledged. */
+const probeClient = (p: KeepaliveProbes): Query =>
+  q(
+    `SELECT set_config('tcp_keepalives_idle', $1, false), set_config('tcp_keepalives_interval', $2, false), set_config('tcp_keepalives_count', $3, false),
+  (SELECT set_config('tcp_user_timeout', $4, false) FROM pg_settings WHERE name = 'tcp_user_timeout')`,
+    String(p.idleSeconds),
+    String(p.intervalSeconds),
+    String(p.count),
+    String((p.idleSeconds + p.intervalSeconds * p.count) * 1000),
+  );
+
 /** One try at the protocol on a fresh session; the session is kept only when it holds the lock. */
 async function attempt(opts: RunLockOptions): Promise<Attempt> {
   // Its own application_name: pg_stat_activity shows which session holds the run lock.
@@ -94,6 +125,7 @@ async function attempt(opts: RunLockOptions): Promise<Attempt> {
     const exec = execOn(client);
     await exec(q('BEGIN'));
     await exec(keepIdleSession);
+    await exec(probeClient(opts.probes ?? DEAD_CLIENT_PROBES));
     await migrate(exec, opts.schema); // run_lock must exist; a no-op once migrated
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
