@@ -114,13 +114,18 @@ export type SessionName = keyof typeof SESSIONS;
 const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) FROM pg_settings WHERE name = 'client_connection_check_interval'`;
 
 /**
- * A new pool whose connections each run CHECK_CLIENT first. A query on a pg client is queued
- * behind the one sent in 'connect', so it holds for the first statement too; a failure of
- * its own shows up on that statement (the connection is broken), where it is retried.
+ * A new pool whose connections each run CHECK_CLIENT before their first use (pg-pool awaits
+ * `onConnect`; a failure there fails the checkout, which is retried like a failed connect).
  */
 function newPool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool(config);
-  pool.on('connect', (client) => void client.query(CHECK_CLIENT).catch(() => undefined));
+  // @types/pg types the hook as returning void; pg-pool 3.14 awaits what it returns.
+  const hooked: pg.PoolConfig & { onConnect: (client: pg.ClientBase) => Promise<void> } = {
+    ...config,
+    onConnect: async (client) => {
+      await client.query(CHECK_CLIENT);
+    },
+  };
+  const pool = new pg.Pool(hooked);
   // An idle connection that the server drops (restart, failover) is reported here;
   // without a listener the process would crash. The next checkout gets a new one.
   pool.on('error', () => undefined);
