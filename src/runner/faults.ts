@@ -38,6 +38,16 @@ export function writeRefused(err: unknown, what: string): string | null {
   return `cannot ${what}: ${code}: a directory there (output.directory, one in it, or one on its way) is not writable by this user (uid ${process.getuid?.() ?? '?'})`;
 }
 
+/**
+ * What a rename of cronsafe's own from its temp directory to an output's place says when
+ * the two are on different file systems (EXDEV: a volume mounted inside output.directory,
+ * or over the temp directory), or null when `err` is not that. No item is to blame.
+ */
+export function crossDevice(err: unknown, what: string, tempDir: string): string | null {
+  if ((err as NodeJS.ErrnoException).code !== 'EXDEV') return null;
+  return `cannot ${what}: EXDEV: it is on another file system than cronsafe's temp directory ${tempDir} (a mount inside output.directory, or over its .cronsafe-tmp?), and an output is only ever renamed into place`;
+}
+
 /** output.directory cannot be used at start-up (writeRefused): one line, exit 1, before anything is claimed. */
 export class OutputUnwritable extends EdgeError {
   override name = 'OutputUnwritable';

@@ -3,7 +3,7 @@ import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } f
 import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { EnvironmentFault, OutputUnwritable, OwnDirectoryGone, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, TEMP_DIR_NAME } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -264,8 +264,11 @@ export class OutputStore {
       makeOutputParents(this.dir, final);
       await rename(tempPath, final);
     } catch (err) {
-      // Our own write refused: the environment's fault (the pass stops), not the item's.
-      const refused = writeRefused(err, `move the output of ${JSON.stringify(id)} into ${path.dirname(final)}`);
+      // Our own write refused, or a file system mounted inside output.directory (or over
+      // our temp directory) that a rename cannot cross: the environment's fault (the pass
+      // stops), not the item's, which would otherwise be run and charged until dead.
+      const what = `move the output of ${JSON.stringify(id)} into ${path.dirname(final)}`;
+      const refused = writeRefused(err, what) ?? crossDevice(err, what, this.tempDir);
       throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
     }
     await fsyncPath(path.dirname(final));

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -133,6 +134,23 @@ describe('the local lock', () => {
     const next = tryLock(file, 'next');
     expect(next).not.toBeNull();
     next!.release();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('a file put in place of the lock file mid-run (renamed over it: an editor, a config tool)', () => {
+  it('is locked again so later starts see it held, but not overwritten: start-up refuses to write into such a file, and so does the recheck', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-lock-'));
+    const file = path.join(dir, 'job.lock');
+    const held = tryLock(file, 'host:1:holder', { recheckMs: 20 });
+    expect(held).not.toBeNull();
+    writeFileSync(path.join(dir, 'notes.tmp'), 'maintenance until Friday, ask Ann\n');
+    renameSync(path.join(dir, 'notes.tmp'), file);
+    /** Whether someone holds a flock on the file now at `file`: flock(1) -n, which opens it without writing. */
+    const lockedNow = (): boolean => spawnSync('flock', ['-n', '-E', '9', file, 'true']).status === 9;
+    await until(lockedNow, 'the holder to lock the new file');
+    expect(readFileSync(file, 'utf8')).toBe('maintenance until Friday, ask Ann\n');
+    held!.release();
     rmSync(dir, { recursive: true, force: true });
   });
 });

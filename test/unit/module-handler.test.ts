@@ -123,6 +123,19 @@ describe('module handler', () => {
     }
   });
 
+  it.each(['huge', 'huge-string'])('keeps the head of a %s message, at most 2 KiB of it, so that a ledger row and a log line stay small', async (id) => {
+    const handler = await createModuleHandler(moduleConfig('module-throws-value.mjs'), { sourceDir: '/src' });
+    try {
+      const { message } = await failureOf(handler.run({ ...item, id }, context()));
+      expect(Buffer.byteLength(message)).toBeLessThanOrEqual(2048);
+      expect(message).toMatch(id === 'huge' ? /^bad input: éé/ : /^xxxx/);
+      expect(message).toMatch(/… \(\d+ more bytes\)$/);
+      expect(message).not.toContain('\ufffd'); // cut between characters, never inside one
+    } finally {
+      await handler.close?.();
+    }
+  });
+
   it('turns process.exit() inside an attempt into that item\'s failure, and restores process.exit on close', async () => {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- compared by identity, never called
     const before = process.exit;

@@ -64,6 +64,9 @@ function stillThere(fd: number, lockPath: string): boolean {
  * it, and a link there (planted in a shared directory) would make that overwrite its
  * target. Only a regular file is a lock file.
  */
+/** What a run writes into its lock file: `host:pid:runId` and a newline (as config/check-paths.ts reads it). */
+const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
+
 function openLockFile(lockPath: string): number {
   let fd: number;
   try {
@@ -155,6 +158,21 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
     return gone;
   };
 
+  /**
+   * A file put at the path mid-run (renamed over it by an editor or a config tool) is
+   * locked, but written only when blank or a holder's line: start-up refuses to overwrite
+   * anything else (config/check-paths.ts, foreignLockFile), and so must the recheck.
+   */
+  const ours = (fd: number): boolean => {
+    try {
+      const buf = Buffer.alloc(512);
+      const text = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
+      return text.trim() === '' || HOLDER_LINE.test(text);
+    } catch {
+      return false;
+    }
+  };
+
   const recheck = setInterval(() => {
     const current = fds[fds.length - 1]!;
     checkWatched();
@@ -167,7 +185,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
       const again = lockFile(lockPath);
       if (again === null) return; // another process holds the new file: the heartbeat is what stops it
       fds.push(again);
-      describe(again);
+      if (ours(again)) describe(again);
     } catch {
       /* the directory is gone or unwritable: try again at the next tick */
     }

@@ -143,10 +143,28 @@ function describeError(err: Error, depth = 0): string {
 }
 
 /**
+ * The most of a thrown message kept (bytes of UTF-8), as a command handler's stderr tail
+ * (TAIL_BYTES): it becomes the item's `lastError` row and log line on every attempt, and a
+ * message that quotes a whole input would otherwise put megabytes into each.
+ */
+const MAX_MESSAGE_BYTES = 2048;
+
+/**
  * A useful message for anything a handler may throw: an Error's message (else its name),
- * a string as is, and other values as String(value) or, failing that, their type.
+ * a string as is, and other values as String(value) or, failing that, their type. The head
+ * of it, at most MAX_MESSAGE_BYTES (messages say what went wrong first).
  */
 export function describeThrown(value: unknown): string {
+  const text = describeValue(value);
+  if (text.length <= MAX_MESSAGE_BYTES / 4) return text; // 4 bytes per character at most
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= MAX_MESSAGE_BYTES) return text;
+  let end = MAX_MESSAGE_BYTES - 32; // room for the note
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // never inside a character
+  return `${bytes.subarray(0, end).toString('utf8')}… (${bytes.length - end} more bytes)`;
+}
+
+function describeValue(value: unknown): string {
   if (value instanceof Error) return describeError(value);
   if (typeof value === 'string') return value === '' ? 'an empty string' : value;
   if (value === undefined || value === null) return `threw ${String(value)}`;
