@@ -26,9 +26,23 @@ const noWatch = () => () => undefined;
 /** Why a fire is not run. */
 export type FireSkip = 'stale' | 'repeated-fire';
 
-/** Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back hour with `repeatedFire: skip`. */
-export function fireSkip(schedule: ScheduleConfig, fire: Fire): FireSkip | undefined {
-  return fire.stale ? 'stale' : fire.repeatedWallTime && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+/**
+ * Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back
+ * hour with `repeatedFire: skip`. The second fire is a duplicate only when the ledger accounts
+ * for the first (`lastRecorded`, Ledger.lastOccurrenceRecorded: a run for it, or a lock-skip,
+ * overrun or stale record): when no run came of the first, it is the night's only fire, and
+ * skipping it would also hide the first from the missed count.
+ */
+export function fireSkip(schedule: ScheduleConfig, fire: Fire, lastRecorded: number | null): FireSkip | undefined {
+  if (fire.stale) return 'stale';
+  const first = fire.firstPass?.getTime();
+  const duplicate = first !== undefined && lastRecorded !== null && lastRecorded >= first;
+  return duplicate && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+}
+
+/** Whether fireSkip needs Ledger.lastOccurrenceRecorded for `fire`. */
+export function needsLastRecorded(schedule: ScheduleConfig, fire: Fire): boolean {
+  return schedule.repeatedFire === 'skip' && fire.firstPass !== null;
 }
 
 /** Which finished items `schedule.refresh` makes outstanding again for the fire of `occurrence` (also `cronsafe plan`). */
@@ -64,7 +78,8 @@ export async function planFire(
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
-  const skip = growth ? undefined : fireSkip(schedule, fire);
+  const lastRecorded = record || needsLastRecorded(schedule, fire) ? await ledger.lastOccurrenceRecorded() : null;
+  const skip = growth ? undefined : fireSkip(schedule, fire, lastRecorded);
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
@@ -79,7 +94,6 @@ export async function planFire(
   const refresh = refreshFor(schedule, occurrence);
   if (!record) return { fire, refresh, watchOverruns: noWatch };
 
-  const lastRecorded = await ledger.lastOccurrenceRecorded();
   const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
   for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
   if (total > 0) {

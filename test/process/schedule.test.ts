@@ -241,6 +241,31 @@ describe('fire identity', () => {
     expect(second.lines.some((l) => String(l.msg).startsWith('skipped: second fire of the repeated fall-back hour'))).toBe(true);
   });
 
+  it('repeatedFire: skip still runs the second 01:30 when no run started for the first: it is the night\'s only fire', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', repeatedFire: 'skip' },
+      },
+      { 'a.txt': 'a' },
+    );
+    expect(finished(await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-10-31T01:30:00-04:00']))?.outcome).toBe('completed');
+    // The 01:30 EDT fire made no run (the cluster was down): the 01:30 EST one is no duplicate.
+    const plan = await runCli(['plan', '-c', ws.configPath, '--json', '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout).fire.skip).toBeNull();
+    const second = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(finished(second)?.outcome, second.stderr).toBe('completed');
+    const ledger = await ledgerOf(ws.db);
+    try {
+      // Before, the night passed without a run and without a missed count: the skip's record
+      // at 06:30Z also hid the 05:30Z fire from the next run's missed count.
+      expect((await ledger.totals()).missed).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('cronsafe schedule --json reports latest, next, due and stale', async () => {
     const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', graceSeconds: 600 } });
     const r = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-11-01T06:35:00Z']);
