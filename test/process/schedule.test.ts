@@ -297,4 +297,15 @@ describe('a schedule with no timeZone on a machine whose TZ names no zone', () =
       expect(r.code, r.stderr).toBe(0);
     }
   });
+
+  const newYorkFile = '/usr/share/zoneinfo/America/New_York';
+  it.skipIf(!existsSync(newYorkFile))('a TZ that is a zone file (TZ=/usr/share/zoneinfo/..., TZ=:/...) is that zone, as the C library and so cron read it', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
+    for (const TZ of [newYorkFile, `:${newYorkFile}`]) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      expect(s.code, s.stderr).toBe(0);
+      // Before: UTC (ICU reads no path), while `date` and cron on the machine said EDT.
+      expect(JSON.parse(s.stdout), TZ).toMatchObject({ timeZone: 'America/New_York', latest: '2026-07-01T05:30:00.000Z' });
+    }
+  });
 });
