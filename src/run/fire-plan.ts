@@ -28,21 +28,29 @@ export type FireSkip = 'stale' | 'repeated-fire';
 
 /**
  * Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back
- * hour with `repeatedFire: skip`. The second fire is a duplicate only when the ledger accounts
- * for the first (`lastRecorded`, Ledger.lastOccurrenceRecorded: a run for it, or a lock-skip,
- * overrun or stale record): when no run came of the first, it is the night's only fire, and
- * skipping it would also hide the first from the missed count.
+ * hour with `repeatedFire: skip` when it duplicates a first fire the ledger records
+ * (firstPassRecorded).
  */
-export function fireSkip(schedule: ScheduleConfig, fire: Fire, lastRecorded: number | null): FireSkip | undefined {
-  if (fire.stale) return 'stale';
-  const first = fire.firstPass?.getTime();
-  const duplicate = first !== undefined && lastRecorded !== null && lastRecorded >= first;
-  return duplicate && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+export function fireSkip(schedule: ScheduleConfig, fire: Fire, firstPassRecorded: boolean): FireSkip | undefined {
+  return fire.stale ? 'stale' : firstPassRecorded && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
 }
 
-/** Whether fireSkip needs Ledger.lastOccurrenceRecorded for `fire`. */
-export function needsLastRecorded(schedule: ScheduleConfig, fire: Fire): boolean {
-  return schedule.repeatedFire === 'skip' && fire.firstPass !== null;
+/**
+ * For the second fire of a fall-back hour under `repeatedFire: skip`: whether the ledger
+ * accounts for the first (a run for it, or its lock-skip, overrun or stale record). When it
+ * does not, no run came of the first, and the second is the night's only fire: skipping it
+ * would also hide the first from the missed count. A record of this very fire that is a
+ * run, not a skip, is a retried pod of a fire already judged so: it runs too.
+ */
+export async function firstPassRecorded(schedule: ScheduleConfig, fire: Fire, ledger: Ledger | null): Promise<boolean> {
+  const first = fire.firstPass?.getTime();
+  if (first === undefined || schedule.repeatedFire !== 'skip' || !ledger) return false;
+  const second = fire.occurrence.getTime();
+  const last = await ledger.lastOccurrenceRecorded();
+  if (last === null || last < first) return false;
+  if (last < second) return true;
+  const runs = await ledger.recentRuns(100);
+  return !runs.some((r) => r.scheduledFor === second && r.outcome !== 'stale');
 }
 
 /** Which finished items `schedule.refresh` makes outstanding again for the fire of `occurrence` (also `cronsafe plan`). */
@@ -78,8 +86,7 @@ export async function planFire(
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
-  const lastRecorded = record || needsLastRecorded(schedule, fire) ? await ledger.lastOccurrenceRecorded() : null;
-  const skip = growth ? undefined : fireSkip(schedule, fire, lastRecorded);
+  const skip = growth ? undefined : fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger));
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
@@ -94,6 +101,7 @@ export async function planFire(
   const refresh = refreshFor(schedule, occurrence);
   if (!record) return { fire, refresh, watchOverruns: noWatch };
 
+  const lastRecorded = await ledger.lastOccurrenceRecorded();
   const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
   for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
   if (total > 0) {

@@ -264,6 +264,9 @@ describe('fire identity', () => {
     } finally {
       await ledger.close();
     }
+    // The Job retries its pod (drained, exit 75): the same fire, still the night's only one.
+    const retry = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(finished(retry)?.outcome, retry.stderr).toBe('completed');
   });
 
   it('cronsafe schedule --json reports latest, next, due and stale', async () => {
