@@ -9,7 +9,7 @@ import type { Config } from '../config/types.js';
 import { openStore } from '../ledger/open.js';
 import { planPass, type PassPlan } from '../runner/plan.js';
 import { identifyFire, type Fire } from '../schedule/fire.js';
-import { fireSkip, refreshFor, type FireSkip } from './fire-plan.js';
+import { fireSkip, firstPassRecorded, refreshFor, type FireSkip } from './fire-plan.js';
 
 export { PLAN_CATEGORIES, type PassPlan, type PlanCategory } from '../runner/plan.js';
 
@@ -35,7 +35,7 @@ export async function dryRun(config: Config, opts: { now: number; scheduledTime?
       limit: opts.limit,
       signal: opts.signal,
     });
-    const skip = schedule && fire ? fireSkip(schedule, fire) : undefined;
+    const skip = schedule && fire ? fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger)) : undefined;
     // A run now would record the skip and process nothing: it would attempt none and forget
     // none (the groups still say where each item stands).
     const none = skip ? { wouldAttempt: 0, gone: 0 } : {};

@@ -26,9 +26,31 @@ const noWatch = () => () => undefined;
 /** Why a fire is not run. */
 export type FireSkip = 'stale' | 'repeated-fire';
 
-/** Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back hour with `repeatedFire: skip`. */
-export function fireSkip(schedule: ScheduleConfig, fire: Fire): FireSkip | undefined {
-  return fire.stale ? 'stale' : fire.repeatedWallTime && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+/**
+ * Whether `fire` is skipped, and why (also `cronsafe plan`): stale, or the repeated fall-back
+ * hour with `repeatedFire: skip` when it duplicates a first fire the ledger records
+ * (firstPassRecorded).
+ */
+export function fireSkip(schedule: ScheduleConfig, fire: Fire, firstPassRecorded: boolean): FireSkip | undefined {
+  return fire.stale ? 'stale' : firstPassRecorded && schedule.repeatedFire === 'skip' ? 'repeated-fire' : undefined;
+}
+
+/**
+ * For the second fire of a fall-back hour under `repeatedFire: skip`: whether the ledger
+ * accounts for the first (a run for it, or its lock-skip, overrun or stale record). When it
+ * does not, no run came of the first, and the second is the night's only fire: skipping it
+ * would also hide the first from the missed count. A record of this very fire that is a
+ * run, not a skip, is a retried pod of a fire already judged so: it runs too.
+ */
+export async function firstPassRecorded(schedule: ScheduleConfig, fire: Fire, ledger: Ledger | null): Promise<boolean> {
+  const first = fire.firstPass?.getTime();
+  if (first === undefined || schedule.repeatedFire !== 'skip' || !ledger) return false;
+  const second = fire.occurrence.getTime();
+  const last = await ledger.lastOccurrenceRecorded();
+  if (last === null || last < first) return false;
+  if (last < second) return true;
+  const runs = await ledger.recentRuns(100);
+  return !runs.some((r) => r.scheduledFor === second && r.outcome !== 'stale');
 }
 
 /** Which finished items `schedule.refresh` makes outstanding again for the fire of `occurrence` (also `cronsafe plan`). */
@@ -64,7 +86,7 @@ export async function planFire(
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
-  const skip = growth ? undefined : fireSkip(schedule, fire);
+  const skip = growth ? undefined : fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger));
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);

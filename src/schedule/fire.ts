@@ -6,7 +6,7 @@
 import type { ScheduleConfig } from '../config/types.js';
 import { ScheduledTimeError } from '../errors.js';
 import { parseCron } from './cron.js';
-import { isRepeatedWallTime, latestOccurrence, occurrencesBetween, wallTime, type SchedulePolicy } from './occurrences.js';
+import { firstPassOf, latestOccurrence, occurrencesBetween, wallTime, type SchedulePolicy } from './occurrences.js';
 import { defaultTimeZone } from './zone.js';
 
 export type FireSource = 'scheduled-time' | 'latest-occurrence';
@@ -24,6 +24,8 @@ export interface Fire {
   stale: boolean;
   /** The second fire of a fixed-time schedule in a repeated fall-back hour. */
   repeatedWallTime: boolean;
+  /** When repeatedWallTime: the first pass's instant with the same wall time (its fire, if Kubernetes made one). */
+  firstPass: Date | null;
 }
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
@@ -82,7 +84,7 @@ export function identifyFire(
   const occurrence = scheduledTime ?? latestOccurrence(schedule.cron, timeZone, now, policy);
   if (!occurrence) return null;
   const ageMs = now.getTime() - occurrence.getTime();
-  const fixedTime = parseCron(schedule.cron).kind === 'fixed-time';
+  const firstPass = parseCron(schedule.cron).kind === 'fixed-time' ? firstPassOf(occurrence, timeZone) : null;
   return {
     occurrence,
     local: wallTime(occurrence, timeZone).iso,
@@ -90,7 +92,8 @@ export function identifyFire(
     source: scheduledTime ? 'scheduled-time' : 'latest-occurrence',
     ageMs,
     stale: schedule.graceSeconds != null && ageMs > schedule.graceSeconds * 1000,
-    repeatedWallTime: fixedTime && isRepeatedWallTime(occurrence, timeZone),
+    repeatedWallTime: firstPass !== null,
+    firstPass,
   };
 }
 

@@ -249,7 +249,16 @@ export function wallTime(at: Date, zone: string): WallTime {
  * to recognise the duplicate and skip it.
  */
 export function isRepeatedWallTime(at: Date, zone: string): boolean {
+  return firstPassOf(at, zone) !== null;
+}
+
+/**
+ * For the second pass of a fall-back hour: the first instant that showed the same wall time
+ * (01:30 EDT for 01:30 EST); null when `instant`'s wall time did not occur earlier.
+ */
+export function firstPassOf(at: Date, zone: string): Date | null {
   assertTimeZone(zone);
   const ms = instant(at, 'instant');
-  return instantsForWall(zone, ms + offsetAt(zone, ms)).some((other) => other < ms);
+  const first = instantsForWall(zone, ms + offsetAt(zone, ms))[0];
+  return first !== undefined && first < ms ? new Date(first) : null;
 }

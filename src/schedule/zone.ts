@@ -9,6 +9,7 @@
  * so each `cronsafe schedule` or run start makes ~3,000 of these calls: they read
  * `format()`'s string, ~3x cheaper than `formatToParts()` (docs/benchmarks.md, start-up).
  */
+import { realpathSync } from 'node:fs';
 
 export const SECOND = 1000;
 export const MINUTE = 60 * SECOND;
@@ -55,9 +56,32 @@ const MAX_CACHED_DAYS = 200_000;
  */
 export function defaultTimeZone(): string {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
+  if (zone !== undefined && zone !== 'Etc/Unknown') return zone;
   // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
-  // reckons in UTC, as the C library (and so cron on this machine) does.
-  return zone === undefined || zone === 'Etc/Unknown' ? 'UTC' : zone;
+  // reckons in UTC, as the C library (and so cron on this machine) does. ICU reads no path,
+  // where the C library reads the file: `TZ=:/etc/localtime` or `TZ=/usr/share/zoneinfo/X`.
+  return zoneOfFile(process.env.TZ) ?? 'UTC';
+}
+
+/** The zone a TZ path names (`:/etc/localtime`, `/usr/share/zoneinfo/Europe/Berlin`), by where its file lies; else undefined. */
+function zoneOfFile(tz: string | undefined): string | undefined {
+  const file = tz?.startsWith(':') ? tz.slice(1) : tz;
+  if (!file?.startsWith('/')) return undefined;
+  let real: string;
+  try {
+    real = realpathSync(file);
+  } catch {
+    return undefined;
+  }
+  // posix/ and right/ (the same rules, counting leap seconds: within a minute of it) name the zone after them.
+  const name = /\/zoneinfo\/(?:posix\/|right\/)?([A-Za-z][^/]*(?:\/[^/]+)*)$/.exec(real)?.[1];
+  if (name === undefined) return undefined;
+  try {
+    assertTimeZone(name);
+    return name;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -241,6 +241,34 @@ describe('fire identity', () => {
     expect(second.lines.some((l) => String(l.msg).startsWith('skipped: second fire of the repeated fall-back hour'))).toBe(true);
   });
 
+  it('repeatedFire: skip still runs the second 01:30 when no run started for the first: it is the night\'s only fire', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', repeatedFire: 'skip' },
+      },
+      { 'a.txt': 'a' },
+    );
+    expect(finished(await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-10-31T01:30:00-04:00']))?.outcome).toBe('completed');
+    // The 01:30 EDT fire made no run (the cluster was down): the 01:30 EST one is no duplicate.
+    const plan = await runCli(['plan', '-c', ws.configPath, '--json', '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout).fire.skip).toBeNull();
+    const second = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(finished(second)?.outcome, second.stderr).toBe('completed');
+    const ledger = await ledgerOf(ws.db);
+    try {
+      // Before, the night passed without a run and without a missed count: the skip's record
+      // at 06:30Z also hid the 05:30Z fire from the next run's missed count.
+      expect((await ledger.totals()).missed).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+    // The Job retries its pod (drained, exit 75): the same fire, still the night's only one.
+    const retry = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:30:00-05:00']);
+    expect(finished(retry)?.outcome, retry.stderr).toBe('completed');
+  });
+
   it('cronsafe schedule --json reports latest, next, due and stale', async () => {
     const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *', timeZone: 'America/New_York', graceSeconds: 600 } });
     const r = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-11-01T06:35:00Z']);
@@ -270,6 +298,17 @@ describe('a schedule with no timeZone on a machine whose TZ names no zone', () =
       // Before: "fatal: unknown time zone "Etc/Unknown"", exit 1, while validate said OK.
       const r = await runCli(['run', '-c', ws.configPath], { env: { TZ } });
       expect(r.code, r.stderr).toBe(0);
+    }
+  });
+
+  const newYorkFile = '/usr/share/zoneinfo/America/New_York';
+  it.skipIf(!existsSync(newYorkFile))('a TZ that is a zone file (TZ=/usr/share/zoneinfo/..., TZ=:/...) is that zone, as the C library and so cron read it', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
+    for (const TZ of [newYorkFile, `:${newYorkFile}`]) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      expect(s.code, s.stderr).toBe(0);
+      // Before: UTC (ICU reads no path), while `date` and cron on the machine said EDT.
+      expect(JSON.parse(s.stdout), TZ).toMatchObject({ timeZone: 'America/New_York', latest: '2026-07-01T05:30:00.000Z' });
     }
   });
 });
