@@ -21,7 +21,7 @@ function ledger() {
   const discover = makeDiscover(db);
   const finish = makeFinishOps(db, makeCounters(db));
   const rows = discover(['a', 'b', 'c'].map((id) => ({ id })), { runId: 'pass-1', now: 1000 });
-  const row = (id: string) => db.prepare('SELECT rowid, state, attempts, owner FROM items WHERE id = ?').get(id) as { rowid: number; state: string; attempts: number };
+  const row = (id: string) => db.prepare('SELECT rowid, state, attempts, owner, done_at FROM items WHERE id = ?').get(id) as { rowid: number; state: string; attempts: number };
   return { rows, finish, row };
 }
 
@@ -35,15 +35,15 @@ describe('the rowid hint of discovered rows', () => {
   it('a start and its success go pending -> done by rowid', () => {
     const { rows, finish, row } = ledger();
     const a = rows[0]!;
-    const applied = db.transaction(() => finish.startAndCompleteIn([{ id: 'a', attempt: 1, at: 1000, rowid: a.rowid }], 2000))();
+    const applied = db.transaction(() => finish.startAndCompleteIn([{ id: 'a', attempt: 1, at: 1000, rowid: a.rowid, doneAt: 2000 }]))();
     expect([...applied]).toEqual(['a']);
-    expect(row('a')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(row('a')).toMatchObject({ state: 'done', attempts: 1, done_at: 2000 });
   });
 
   it('a rowid that names another row applies nothing, to either row', () => {
     const { finish, row } = ledger();
     const wrong = row('b').rowid;
-    const applied = db.transaction(() => finish.startAndCompleteIn([{ id: 'a', attempt: 1, at: 1000, rowid: wrong }], 2000))();
+    const applied = db.transaction(() => finish.startAndCompleteIn([{ id: 'a', attempt: 1, at: 1000, rowid: wrong, doneAt: 2000 }]))();
     expect(applied.size).toBe(0);
     expect(row('a')).toMatchObject({ state: 'pending', attempts: 0 });
     expect(row('b')).toMatchObject({ state: 'pending', attempts: 0 });
@@ -51,10 +51,9 @@ describe('the rowid hint of discovered rows', () => {
     const both = db.transaction(() =>
       finish.startAndCompleteIn(
         [
-          { id: 'a', attempt: 1, at: 1000 },
-          { id: 'c', attempt: 1, at: 1000, rowid: row('c').rowid },
+          { id: 'a', attempt: 1, at: 1000, doneAt: 2000 },
+          { id: 'c', attempt: 1, at: 1000, rowid: row('c').rowid, doneAt: 2000 },
         ],
-        2000,
       ),
     )();
     expect([...both].sort()).toEqual(['a', 'c']);

@@ -38,6 +38,36 @@ describe('the start journal', () => {
     expect(existsSync(journalPath(file))).toBe(false);
   });
 
+  it("a success keeps the time it was recorded as its done_at, however late it is written into the ledger", async () => {
+    // done_at decides retention and schedule.refresh; a flush (a read, the timer, close) used
+    // to stamp its own clock on every success it wrote, and a replay of a dead run's journal
+    // the replay's.
+    for (const how of ['flush', 'replay'] as const) {
+      const file = fresh();
+      const run = await openSqliteLedger(file, { writeBehind: true });
+      await run.discover(['a', 'b', 'c'].map((id) => ({ id })), { runId: owner, now: T0 });
+      const [a, b] = (await run.settle(none, T0, { ids: ['a', 'b'], opts })).claims;
+      // a: started in an earlier flush; b and c: started and succeeded in the same one.
+      await run.get('a');
+      const { claims: [c] } = await run.settle({ ...none, complete: [a!] }, T0 + 5_000, { ids: ['c'], opts: { ...opts, now: T0 + 5_000 } });
+      await run.settle({ ...none, complete: [b!, c!] }, T0 + 9_000);
+      if (how === 'flush') await run.close();
+      else {
+        // The run dies (it is never closed) with its successes only in the journal; the next run writes them.
+        const next = await openSqliteLedger(file, { writeBehind: true });
+        await next.reclaimOrphans('host:2:next', { now: T0 + 60_000, retry: { maxAttempts: 3, backoffMs: 0, backoffMaxMs: 0 } });
+        await next.close();
+      }
+      const raw = new Database(file, { readonly: true });
+      expect(raw.prepare('SELECT id, state, done_at FROM items ORDER BY id').all(), how).toEqual([
+        { id: 'a', state: 'done', done_at: T0 + 5_000 },
+        { id: 'b', state: 'done', done_at: T0 + 9_000 },
+        { id: 'c', state: 'done', done_at: T0 + 9_000 },
+      ]);
+      raw.close();
+    }
+  });
+
   it('a FIFO at its path: readers (status) do not hang, the run fails naming the file', async () => {
     const file = fresh();
     mkdirSync(path.dirname(file), { recursive: true });

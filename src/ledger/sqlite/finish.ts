@@ -6,17 +6,21 @@ import type { Counters } from './counters.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { CLAIMED_SUSPECT } from './claim.js';
 
+/** A success written behind (write-behind.ts), with when it was recorded. */
+export type Recorded<T> = T & { at?: number };
+
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `id = @id AND state = 'claimed' AND owner = @owner AND attempts = @attempt`;
 
 /**
- * Complete a whole batch in one statement (claims as JSON [[id, owner, attempt], ...]);
+ * Complete a whole batch in one statement (claims as JSON [[id, owner, attempt, at?], ...]:
+ * `at`, when given, is when the success was recorded, written behind later; else `@now`);
  * RETURNING names the rows that passed the fence, the rest are fenced.
  * The unary `+` keeps the planner on the primary key (see CLAIMABLE in claim.ts).
  */
 export const COMPLETE_SQL = `
-UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, done_at = @now, updated_at = @now
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS owner, j.value ->> 2 AS attempt
+UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, done_at = c.at, updated_at = c.at
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS owner, j.value ->> 2 AS attempt, coalesce(j.value ->> 3, @now) AS at
       FROM json_each(@claims) AS j) AS c
 WHERE items.id = c.id AND +items.state = 'claimed' AND +items.owner = c.owner AND +items.attempts = c.attempt
 RETURNING items.id`;
@@ -25,14 +29,16 @@ RETURNING items.id`;
  * A start and its success written together (write-behind.ts flushes both in one
  * transaction): pending straight to done, as APPLY_STARTS_SQL then COMPLETE_SQL would leave
  * the row, without writing the claim in between (its row and owner index) only to undo it.
- * Records as JSON [[id, attempt, at, owner], ...]; the guard is the start's (see
- * APPLY_STARTS_SQL), and the completion's fence holds by construction: the same owner and
- * attempt. RETURNING names the rows it applied to; the caller sends the rest the two-step way.
+ * Records as JSON [[id, attempt, at, rowid, doneAt], ...] (`at` the start, `doneAt` the
+ * success); the guard is the start's (see APPLY_STARTS_SQL), and the completion's fence
+ * holds by construction: the same owner and attempt. RETURNING names the rows it applied
+ * to; the caller sends the rest the two-step way.
  */
 const START_AND_COMPLETE = `
 UPDATE items SET state = 'done', owner = NULL, lease_until = NULL, attempts = c.attempt,
-  claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, done_at = @now, updated_at = @now
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at, j.value ->> 3 AS rid
+  claimed_size = items.size, claimed_mtime_ms = items.mtime_ms, done_at = c.done_at, updated_at = c.done_at
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt, j.value ->> 2 AS at, j.value ->> 3 AS rid,
+             j.value ->> 4 AS done_at
       FROM json_each(@records) AS j) AS c
 WHERE +items.state = 'pending' AND +items.attempts = c.attempt - 1 AND +items.updated_at <= c.at`;
 
@@ -92,12 +98,12 @@ export interface FinishOps {
    */
   failOne(claim: Claim, error: string, opts: FailOptions): FenceOutcome;
   /** complete() without its own transaction (settle runs it inside its own). */
-  completeIn(claims: Claim[], now: number): FenceOutcome[];
+  completeIn(claims: Recorded<Claim>[], now: number): FenceOutcome[];
   /**
-   * Starts (not yet in the ledger) whose attempt also succeeded, written as one transition
-   * inside the caller's transaction; returns the ids it applied to, counted as done.
+   * Starts (not yet in the ledger) whose attempt also succeeded at `doneAt`, written as one
+   * transition inside the caller's transaction; returns the ids it applied to, counted as done.
    */
-  startAndCompleteIn(records: { id: string; attempt: number; at: number; rowid?: number }[], now: number): Set<string>;
+  startAndCompleteIn(records: { id: string; attempt: number; at: number; rowid?: number; doneAt: number }[]): Set<string>;
   /** One hand-back, inside the caller's transaction. */
   releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
   forget(claims: Claim[], now: number): FenceOutcome[];
@@ -151,9 +157,9 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     return { id: claim.id, result: 'applied', state: 'pending', availableAt: decision.availableAt };
   };
 
-  const completeIn = (claims: Claim[], now: number): FenceOutcome[] => {
+  const completeIn = (claims: Recorded<Claim>[], now: number): FenceOutcome[] => {
     if (claims.length === 0) return [];
-    const batch = batchJson(claims.map((c) => [c.id, c.owner, c.attempt]));
+    const batch = batchJson(claims.map((c) => (c.at === undefined ? [c.id, c.owner, c.attempt] : [c.id, c.owner, c.attempt, c.at])));
     const applied = new Set(complete.all({ now, claims: batch }) as string[]);
     counters.bump('items_done', applied.size);
     return claims.map((c) => {
@@ -165,15 +171,15 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   };
   const completeTx = db.transaction(completeIn);
 
-  const startAndCompleteIn = (records: { id: string; attempt: number; at: number; rowid?: number }[], now: number): Set<string> => {
+  const startAndCompleteIn = (records: { id: string; attempt: number; at: number; rowid?: number; doneAt: number }[]): Set<string> => {
     const applied = new Set<string>();
     const byRowid = records.filter((r) => r.rowid !== undefined);
     const byId = byRowid.length === records.length ? [] : records.filter((r) => r.rowid === undefined);
     if (byRowid.length > 0) {
-      for (const id of startAndCompleteByRowid.all({ now, records: batchJson(byRowid.map((r) => [r.id, r.attempt, r.at, r.rowid])) }) as string[]) applied.add(id);
+      for (const id of startAndCompleteByRowid.all({ records: batchJson(byRowid.map((r) => [r.id, r.attempt, r.at, r.rowid, r.doneAt])) }) as string[]) applied.add(id);
     }
     if (byId.length > 0) {
-      for (const id of startAndComplete.all({ now, records: batchJson(byId.map((r) => [r.id, r.attempt, r.at])) }) as string[]) applied.add(id);
+      for (const id of startAndComplete.all({ records: batchJson(byId.map((r) => [r.id, r.attempt, r.at, null, r.doneAt])) }) as string[]) applied.add(id);
     }
     counters.bump('items_done', applied.size);
     return applied;

@@ -21,7 +21,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { Claim, ClaimOptions, FenceOutcome } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
-import type { FinishOps } from './finish.js';
+import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
 /** Records (starts + successes) per ledger transaction. */
@@ -75,12 +75,13 @@ export class WriteBehind {
   /** Attempts started here and not yet settled, by id. */
   readonly #live = new Map<string, { owner: string; attempt: number }>();
   #starts: Start[] = [];
-  #done: Claim[] = [];
+  /** Successes, each with when it was recorded (its done_at, however late the flush). */
+  #done: Recorded<Claim>[] = [];
   #timer: NodeJS.Timeout | undefined;
   /** The journal segment being written; the next is one more (read from the ledger at first use). */
   #segment: number | undefined;
   readonly #journal: StartJournal;
-  readonly #flushTx: (starts: Start[], done: Claim[], now: number, segment: number) => void;
+  readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], now: number, segment: number) => void;
   readonly #db: Database;
 
   constructor(db: Database, finish: FinishOps, journalFile: string) {
@@ -88,7 +89,7 @@ export class WriteBehind {
     this.#journal = new StartJournal(journalFile);
     const stmts = recordStatements(db);
     const setSegment = db.prepare(SET_SEGMENT_SQL);
-    this.#flushTx = db.transaction((starts: Start[], done: Claim[], now: number, segment: number) => {
+    this.#flushTx = db.transaction((starts: Start[], done: Recorded<Claim>[], now: number, segment: number) => {
       writeRecords(stmts, finish, starts, done, now);
       // With the records: a crash between this commit and the journal's truncation, or a
       // truncation that fails, leaves records a replay must not apply again (a requeue or
@@ -147,7 +148,7 @@ export class WriteBehind {
       this.#live.set(s.id, { owner: s.owner, attempt: s.attempt });
     }
     this.#starts.push(...starts);
-    this.#done.push(...complete);
+    for (const c of complete) this.#done.push({ ...c, at: opts.now });
     if (this.#starts.length + this.#done.length >= FLUSH_AT) this.flush(opts.now);
     else this.#timer ??= setTimeout(() => this.#flushLater(), FLUSH_MS).unref();
     return { complete: complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })), claims };
@@ -214,18 +215,18 @@ const recordStatements = (db: Database): RecordStatements => ({
  * goes the two-step way, so the outcome is the same either way. A success already in the
  * ledger at its attempt (ALREADY_DONE_SQL) is left out.
  */
-function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Claim[], now: number): void {
+function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Recorded<Claim>[], now: number): void {
   const startOf = new Map<string, Start | null>();
   for (const s of starts) startOf.set(s.id, startOf.has(s.id) ? null : s);
   const doneTwice = new Set<string>();
   const seen = new Set<string>();
   for (const d of done) (seen.has(d.id) ? doneTwice : seen).add(d.id);
-  const pairs: Start[] = [];
+  const pairs: (Start & { doneAt: number })[] = [];
   for (const d of done) {
     const s = startOf.get(d.id);
-    if (s && s.owner === d.owner && s.attempt === d.attempt && !doneTwice.has(d.id)) pairs.push(s);
+    if (s && s.owner === d.owner && s.attempt === d.attempt && !doneTwice.has(d.id)) pairs.push({ ...s, doneAt: d.at ?? now });
   }
-  const applied = finish.startAndCompleteIn(pairs, now);
+  const applied = finish.startAndCompleteIn(pairs);
   // RETURNING gives stored ids: an ill-formed one (well-formed.ts) is looked up as stored, only on a miss.
   const isApplied = (id: string): boolean => applied.has(id) || applied.has(wellFormed(id));
   const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !isApplied(x.id)));
@@ -258,7 +259,7 @@ export function replayJournal(db: Database, finish: FinishOps, journalFile: stri
     recordStatements(db),
     finish,
     starts.map((s) => ({ ...s, leaseUntil: s.at })),
-    done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0 })),
+    done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0, at: d.at })),
     now,
   );
   // Only the run that proved the writer dead (it holds the lock) closes the segments: a
