@@ -53,20 +53,14 @@ function stillThere(fd: number, lockPath: string): boolean {
   return st.ino === mine.ino && st.dev === mine.dev;
 }
 
-/**
- * open + flock, then the standard check that the path still names the locked file: a lock
- * on a file that was unlinked (or renamed over) between our open and our flock would lock
- * nothing anyone else opens. Then retry on the file that is there now. Returns the locked
- * fd, or null when another process holds the lock.
- */
+/** What a run writes into its lock file: `host:pid:runId` and a newline (as config/check-paths.ts reads it). */
+const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
+
 /**
  * Open the lock file, never through a symbolic link: we truncate and write our name into
  * it, and a link there (planted in a shared directory) would make that overwrite its
  * target. Only a regular file is a lock file.
  */
-/** What a run writes into its lock file: `host:pid:runId` and a newline (as config/check-paths.ts reads it). */
-const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
-
 function openLockFile(lockPath: string): number {
   let fd: number;
   try {
@@ -97,6 +91,12 @@ function tryFlock(fd: number): boolean {
   }
 }
 
+/**
+ * open + flock, then the standard check that the path still names the locked file: a lock
+ * on a file that was unlinked (or renamed over) between our open and our flock would lock
+ * nothing anyone else opens. Then retry on the file that is there now. Returns the locked
+ * fd, or null when another process holds the lock.
+ */
 function lockFile(lockPath: string): number | null {
   for (let tries = 1; ; tries++) {
     const fd = openLockFile(lockPath);
