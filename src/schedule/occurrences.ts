@@ -86,7 +86,7 @@ function robfigAround(s: CronSpec, zone: string, t: number, floor = t - SEARCH_H
       beforeTransition.set(key, before);
     }
   }
-  return fromBefore(s, zone, t, before);
+  return fromBefore(s, zone, t, before, transition);
 }
 
 /**
@@ -97,11 +97,23 @@ export function wholeChainAround(cron: CronInput, zone: string, t: number): Arou
   return robfigAround(spec(cron), zone, t, t - SEARCH_HORIZON_MS, true);
 }
 
-/** The fires around t, from the chain's state just before the last transition. */
-function fromBefore(s: CronSpec, zone: string, t: number, before: Around): Around {
-  const firstAfter = before.next;
-  if (firstAfter === null || firstAfter > t) return before;
-  return walk(s, zone, t, firstAfter);
+/**
+ * The fires around t, from the chain's state just before the last transition. robfig's hour
+ * step truncates to the hour in absolute time, so a `Next()` from less than an hour after the
+ * transition can still step back across it and skip matches: in Australia/Lord_Howe
+ * `0-30 1 * * *` fires at the change (02:00 -> 02:30) and then 01:30 the next night, not
+ * 01:00. So the chain's steps from there are taken one by one, until one lands an hour past
+ * the transition; from that fire on, a walk crosses no transition and is exact.
+ */
+function fromBefore(s: CronSpec, zone: string, t: number, before: Around, transition: number): Around {
+  let latest = before.latest;
+  let cur = before.next;
+  while (cur !== null && cur <= t && cur < transition + HOUR) {
+    latest = cur;
+    cur = robfigStep(s, zone, cur);
+  }
+  if (cur === null || cur > t) return { latest, next: cur };
+  return walk(s, zone, t, cur);
 }
 
 /**

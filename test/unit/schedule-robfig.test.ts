@@ -55,6 +55,21 @@ describe('kubernetes policy: the controller chain, fire to fire', () => {
     expect(latestOccurrence(s, zone, new Date('2000-01-01T00:00Z'), 'kubernetes')?.toISOString()).toBe('1999-10-30T13:30:00.000Z');
     expect(nextOccurrence(s, zone, new Date('1999-12-30T12:00Z'), 'kubernetes')?.toISOString()).toBe('2000-01-30T13:00:00.000Z');
   });
+
+  it('a fire at the change steps back across it (Lord Howe, 2026): the next night starts at 01:30, and latest agrees', () => {
+    // robfig's chain for 0-30 1 * * * (Go 1.19, v3.0.1): ... 01:30 +10:30 (15:00Z), then 15:30Z
+    // (the change, 02:00 -> 02:30 +11), then 01:30 +11 on 5 Oct (14:30Z): 01:00-01:29 are skipped,
+    // because Next() from the change truncates back across it. The next night is whole again.
+    const cron = '0-30 1 * * *';
+    const zone = 'Australia/Lord_Howe';
+    const fires = occurrencesBetween(cron, zone, new Date('2026-10-03T14:59:00Z'), new Date('2026-10-05T14:01:00Z'), 'kubernetes').map((d) => d.toISOString());
+    expect(fires).toEqual(['2026-10-03T15:00:00.000Z', '2026-10-03T15:30:00.000Z', '2026-10-04T14:30:00.000Z', '2026-10-05T14:00:00.000Z', '2026-10-05T14:01:00.000Z']);
+    for (const at of ['2026-10-04T14:00:00Z', '2026-10-04T14:15:30Z', '2026-10-04T14:29:59.999Z']) {
+      expect(latestOccurrence(cron, zone, new Date(at), 'kubernetes')?.toISOString(), at).toBe('2026-10-03T15:30:00.000Z');
+      expect(nextOccurrence(cron, zone, new Date(at), 'kubernetes')?.toISOString(), at).toBe('2026-10-04T14:30:00.000Z');
+    }
+    expect(latestOccurrence(cron, zone, new Date('2026-10-05T14:10:30Z'), 'kubernetes')?.toISOString()).toBe('2026-10-05T14:10:00.000Z');
+  });
 });
 
 describe('where cronsafe parts from robfig', () => {
