@@ -127,6 +127,36 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     }
   });
 
+  it('takes the last of repeated `options=` in the URL, as pg and libpq do', async () => {
+    const twice = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}&options=${encodeURIComponent('-c work_mem=16MB')}`;
+    const ex = new PostgresExecutor({ url: twice, schema: 'unused' });
+    try {
+      const read = { name: 'work_mem', text: `SELECT current_setting('work_mem') AS wm`, values: [] };
+      expect(await ex.query('read work_mem', read)).toEqual([{ wm: '16MB' }]);
+      expect(await ex.on('claims', 'read work_mem', read)).toEqual([{ wm: '16MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("keeps PGOPTIONS on every session, its settings' too (pg reads it only when no options are given)", async () => {
+    const before = process.env.PGOPTIONS;
+    process.env.PGOPTIONS = '-c work_mem=8MB';
+    const settings = `SELECT current_setting('work_mem') AS wm, current_setting('enable_seqscan') AS es, current_setting('default_transaction_read_only') AS ro`;
+    const ex = new PostgresExecutor({ url, schema: 'unused' });
+    const readOnly = new PostgresExecutor({ url, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', ro: 'off' }]);
+      expect(await ex.on('claims', 'read settings', { name: 'settings', text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'off', ro: 'off' }]);
+      expect(await readOnly.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', ro: 'on' }]);
+    } finally {
+      if (before === undefined) delete process.env.PGOPTIONS;
+      else process.env.PGOPTIONS = before;
+      await ex.close();
+      await readOnly.close();
+    }
+  });
+
   describe('many pods on one ledger', () => {
     it('never hands one item to two concurrent claimers (SKIP LOCKED, idempotent upsert)', async () => {
       const schema = `t_${++n}`;

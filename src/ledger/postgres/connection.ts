@@ -68,13 +68,16 @@ export function clientConfig(opts: PostgresOptions, settings: readonly string[] 
  * The URL's own `options=` (a provider's endpoint id, a search_path), and the URL without it.
  * pg lets a connection string's parameters win over the config's, so left in the URL it
  * would replace the sessions' settings (the claim session's plans, a reader's read-only).
+ * Given twice, the last counts (as pg and libpq read it). Without it, PGOPTIONS, which pg
+ * reads only when no options are given: ours would otherwise drop it from some sessions.
  */
 function takeOptions(url: string): { url: string; options: string } {
+  const fromEnv = process.env.PGOPTIONS ?? '';
   const at = url.indexOf('?');
-  if (at < 0) return { url, options: '' };
+  if (at < 0) return { url, options: fromEnv };
   const params = new URLSearchParams(url.slice(at + 1));
-  const options = params.get('options');
-  if (options === null) return { url, options: '' };
+  if (!params.has('options')) return { url, options: fromEnv };
+  const options = params.getAll('options').at(-1) || fromEnv; // `options=` (empty) is none, for pg too
   params.delete('options');
   const rest = params.toString();
   return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}`, options };
