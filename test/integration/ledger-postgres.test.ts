@@ -9,7 +9,7 @@ import { PostgresExecutor } from '../../src/ledger/postgres/connection.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
-import { runGroup } from '../../src/ledger/postgres/run-lock.js';
+import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 import { ident } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -154,6 +154,30 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       else process.env.PGOPTIONS = before;
       await ex.close();
       await readOnly.close();
+    }
+  });
+
+  it('works for a role that may not read pg_settings (a DBA revoked it from PUBLIC)', async () => {
+    const dbUrl = await server.createDatabase('nosettings');
+    await server.admin(`REVOKE SELECT ON pg_catalog.pg_settings FROM PUBLIC`, [], 'nosettings');
+    await server.admin(`CREATE ROLE cs_nosettings LOGIN`);
+    await server.admin(`GRANT CREATE ON DATABASE nosettings TO cs_nosettings`);
+    const roleUrl = dbUrl.replace('//postgres@', '//cs_nosettings@');
+    const ledger = await openPostgresLedger({ url: roleUrl, schema: 'cs', retryBudgetMs: 2_000 });
+    try {
+      const lock = await tryPostgresRunLock({ url: roleUrl, schema: 'cs', name: 'job', group: 'g', owner: 'o' });
+      expect(lock?.joined).toBe(false);
+      await lock!.release();
+      expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
+    } finally {
+      await ledger.close();
+    }
+    const reader = new PostgresExecutor({ url: roleUrl, schema: 'cs', readOnly: true });
+    try {
+      const check = `SELECT current_setting('client_connection_check_interval') AS cci`;
+      expect(await reader.query('read the check', { text: check, values: [] })).toEqual([{ cci: '1s' }]);
+    } finally {
+      await reader.close();
     }
   });
 

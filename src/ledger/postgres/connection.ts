@@ -112,9 +112,10 @@ export type SessionName = keyof typeof SESSIONS;
  * claim charged attempts to items that never started. With this check (PostgreSQL 14+) the
  * server polls the socket of a running statement every second and ends it once the client
  * has hung up. A server without the setting skips it (no error, as a startup `-c` would give),
- * and its statements run as before.
+ * and its statements run as before. Asked of current_setting, not pg_settings: a DBA may
+ * revoke that view from PUBLIC, and every connection would fail.
  */
-const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) FROM pg_settings WHERE name = 'client_connection_check_interval'`;
+const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) WHERE current_setting('client_connection_check_interval', true) IS NOT NULL`;
 
 /**
  * A new pool whose connections each run CHECK_CLIENT before their first use (pg-pool awaits
