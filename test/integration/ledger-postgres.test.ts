@@ -139,6 +139,16 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     }
   });
 
+  it('reads `options=` without the URL\'s fragment, as pg reads the rest of the URL', async () => {
+    const withFragment = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}#primary`;
+    const ex = new PostgresExecutor({ url: withFragment, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.query('read work_mem', { text: `SELECT current_setting('work_mem') AS wm`, values: [] })).toEqual([{ wm: '8MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
   it("keeps PGOPTIONS on every session, its settings' too (pg reads it only when no options are given)", async () => {
     const before = process.env.PGOPTIONS;
     process.env.PGOPTIONS = '-c work_mem=8MB';

@@ -75,12 +75,14 @@ function takeOptions(url: string): { url: string; options: string } {
   const fromEnv = process.env.PGOPTIONS ?? '';
   const at = url.indexOf('?');
   if (at < 0) return { url, options: fromEnv };
-  const params = new URLSearchParams(url.slice(at + 1));
+  // A fragment is no part of the query: pg's URL parse drops it.
+  const hash = url.indexOf('#', at);
+  const params = new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash));
   if (!params.has('options')) return { url, options: fromEnv };
   const options = params.getAll('options').at(-1) || fromEnv; // `options=` (empty) is none, for pg too
   params.delete('options');
   const rest = params.toString();
-  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}`, options };
+  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options };
 }
 
 /**
