@@ -149,6 +149,17 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     }
   });
 
+  it('leaves the rest of the URL as written when it takes `options=` out (pg reads a raw % or space in a password its own way)', async () => {
+    // pg percent-encodes a URL with a raw space or a stray % once more: a re-encoded `host=%2F...` became a host name.
+    const socket = `postgres://postgres:50%off@/ledger?host=${server.dir}&port=${server.port}&options=${encodeURIComponent('-c work_mem=8MB')}`;
+    const ex = new PostgresExecutor({ url: socket, schema: 'unused', readOnly: true, retryBudgetMs: 2_000 });
+    try {
+      expect(await ex.query('read work_mem', { text: `SELECT current_setting('work_mem') AS wm`, values: [] })).toEqual([{ wm: '8MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
   it("keeps PGOPTIONS on every session, its settings' too (pg reads it only when no options are given)", async () => {
     const before = process.env.PGOPTIONS;
     process.env.PGOPTIONS = '-c work_mem=8MB';

@@ -77,12 +77,19 @@ function takeOptions(url: string): { url: string; options: string } {
   if (at < 0) return { url, options: fromEnv };
   // A fragment is no part of the query: pg's URL parse drops it.
   const hash = url.indexOf('#', at);
-  const params = new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash));
-  if (!params.has('options')) return { url, options: fromEnv };
-  const options = params.getAll('options').at(-1) || fromEnv; // `options=` (empty) is none, for pg too
-  params.delete('options');
-  const rest = params.toString();
-  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options };
+  // The other parameters stay as written: pg encodes a URL with a raw space or stray `%`
+  // once more, and a parameter re-encoded here (`host=%2F...`) would then be read encoded.
+  const kept: string[] = [];
+  let options: string | undefined;
+  for (const part of url.slice(at + 1, hash < 0 ? undefined : hash).split('&')) {
+    const [key, value] = [...new URLSearchParams(part)][0] ?? [];
+    if (key === 'options') options = value;
+    else kept.push(part);
+  }
+  if (options === undefined) return { url, options: fromEnv };
+  const rest = kept.join('&');
+  // `options=` (empty) is none, for pg too.
+  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options: options || fromEnv };
 }
 
 /**
