@@ -55,21 +55,28 @@ const MAX_CACHED_DAYS = 200_000;
  * be wrong for half of the year.
  */
 export function defaultTimeZone(): string {
+  // ICU reads no path, where the C library (and so cron on this machine) reads the file:
+  // `TZ=:/etc/localtime`, `TZ=/usr/share/zoneinfo/X`, `TZ=:X`. For most ICU says nothing or
+  // Etc/Unknown, but for some (EST5EDT, CST6CDT, ...) UTC: so the file is asked first.
+  const fromFile = zoneOfFile(process.env.TZ);
+  if (fromFile !== undefined) return fromFile;
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
-  if (zone !== undefined && zone !== 'Etc/Unknown') return zone;
   // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
-  // reckons in UTC, as the C library (and so cron on this machine) does. ICU reads no path,
-  // where the C library reads the file: `TZ=:/etc/localtime` or `TZ=/usr/share/zoneinfo/X`.
-  return zoneOfFile(process.env.TZ) ?? 'UTC';
+  // reckons in UTC, as the C library does.
+  return zone === undefined || zone === 'Etc/Unknown' ? 'UTC' : zone;
 }
 
-/** The zone a TZ path names (`:/etc/localtime`, `/usr/share/zoneinfo/Europe/Berlin`), by where its file lies; else undefined. */
+/**
+ * The zone a TZ path names (`:/etc/localtime`, `/usr/share/zoneinfo/Europe/Berlin`, `:EST5EDT`
+ * under TZDIR, as the C library reads it), by where its file lies; else undefined.
+ */
 function zoneOfFile(tz: string | undefined): string | undefined {
-  const file = tz?.startsWith(':') ? tz.slice(1) : tz;
-  if (!file?.startsWith('/')) return undefined;
+  if (!tz?.startsWith(':') && !tz?.startsWith('/')) return undefined;
+  const file = tz.startsWith(':') ? tz.slice(1) : tz;
+  if (file === '') return undefined;
   let real: string;
   try {
-    real = realpathSync(file);
+    real = realpathSync(file.startsWith('/') ? file : `${process.env.TZDIR || '/usr/share/zoneinfo'}/${file}`);
   } catch {
     return undefined;
   }

@@ -9,7 +9,7 @@ import { PostgresExecutor } from '../../src/ledger/postgres/connection.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
-import { runGroup } from '../../src/ledger/postgres/run-lock.js';
+import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 import { ident } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -124,6 +124,81 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     } finally {
       await ex.close();
       await readOnly.close();
+    }
+  });
+
+  it('takes the last of repeated `options=` in the URL, as pg and libpq do', async () => {
+    const twice = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}&options=${encodeURIComponent('-c work_mem=16MB')}`;
+    const ex = new PostgresExecutor({ url: twice, schema: 'unused' });
+    try {
+      const read = { name: 'work_mem', text: `SELECT current_setting('work_mem') AS wm`, values: [] };
+      expect(await ex.query('read work_mem', read)).toEqual([{ wm: '16MB' }]);
+      expect(await ex.on('claims', 'read work_mem', read)).toEqual([{ wm: '16MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it('reads `options=` without the URL\'s fragment, as pg reads the rest of the URL', async () => {
+    const withFragment = `${url}?options=${encodeURIComponent('-c work_mem=8MB')}#primary`;
+    const ex = new PostgresExecutor({ url: withFragment, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.query('read work_mem', { text: `SELECT current_setting('work_mem') AS wm`, values: [] })).toEqual([{ wm: '8MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it('leaves the rest of the URL as written when it takes `options=` out (pg reads a raw % or space in a password its own way)', async () => {
+    // pg percent-encodes a URL with a raw space or a stray % once more: a re-encoded `host=%2F...` became a host name.
+    const socket = `postgres://postgres:50%off@/ledger?host=${server.dir}&port=${server.port}&options=${encodeURIComponent('-c work_mem=8MB')}`;
+    const ex = new PostgresExecutor({ url: socket, schema: 'unused', readOnly: true, retryBudgetMs: 2_000 });
+    try {
+      expect(await ex.query('read work_mem', { text: `SELECT current_setting('work_mem') AS wm`, values: [] })).toEqual([{ wm: '8MB' }]);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("keeps PGOPTIONS on every session, its settings' too (pg reads it only when no options are given)", async () => {
+    const before = process.env.PGOPTIONS;
+    process.env.PGOPTIONS = '-c work_mem=8MB';
+    const settings = `SELECT current_setting('work_mem') AS wm, current_setting('enable_seqscan') AS es, current_setting('default_transaction_read_only') AS ro`;
+    const ex = new PostgresExecutor({ url, schema: 'unused' });
+    const readOnly = new PostgresExecutor({ url, schema: 'unused', readOnly: true });
+    try {
+      expect(await ex.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', ro: 'off' }]);
+      expect(await ex.on('claims', 'read settings', { name: 'settings', text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'off', ro: 'off' }]);
+      expect(await readOnly.query('read settings', { text: settings, values: [] })).toEqual([{ wm: '8MB', es: 'on', ro: 'on' }]);
+    } finally {
+      if (before === undefined) delete process.env.PGOPTIONS;
+      else process.env.PGOPTIONS = before;
+      await ex.close();
+      await readOnly.close();
+    }
+  });
+
+  it('works for a role that may not read pg_settings (a DBA revoked it from PUBLIC)', async () => {
+    const dbUrl = await server.createDatabase('nosettings');
+    await server.admin(`REVOKE SELECT ON pg_catalog.pg_settings FROM PUBLIC`, [], 'nosettings');
+    await server.admin(`CREATE ROLE cs_nosettings LOGIN`);
+    await server.admin(`GRANT CREATE ON DATABASE nosettings TO cs_nosettings`);
+    const roleUrl = dbUrl.replace('//postgres@', '//cs_nosettings@');
+    const ledger = await openPostgresLedger({ url: roleUrl, schema: 'cs', retryBudgetMs: 2_000 });
+    try {
+      const lock = await tryPostgresRunLock({ url: roleUrl, schema: 'cs', name: 'job', group: 'g', owner: 'o' });
+      expect(lock?.joined).toBe(false);
+      await lock!.release();
+      expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
+    } finally {
+      await ledger.close();
+    }
+    const reader = new PostgresExecutor({ url: roleUrl, schema: 'cs', readOnly: true });
+    try {
+      const check = `SELECT current_setting('client_connection_check_interval') AS cci`;
+      expect(await reader.query('read the check', { text: check, values: [] })).toEqual([{ cci: '1s' }]);
+    } finally {
+      await reader.close();
     }
   });
 

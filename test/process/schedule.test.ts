@@ -311,4 +311,15 @@ describe('a schedule with no timeZone on a machine whose TZ names no zone', () =
       expect(JSON.parse(s.stdout), TZ).toMatchObject({ timeZone: 'America/New_York', latest: '2026-07-01T05:30:00.000Z' });
     }
   });
+
+  const est5edtFile = '/usr/share/zoneinfo/EST5EDT';
+  it.skipIf(!existsSync(est5edtFile))('a TZ that is a zone file ICU reckons as UTC (TZ=/usr/share/zoneinfo/EST5EDT, TZ=:EST5EDT) is that zone too', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
+    for (const TZ of [est5edtFile, ':EST5EDT']) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      expect(s.code, s.stderr).toBe(0);
+      // Before: UTC (ICU names these UTC, so the file was never read), while `date` said EDT.
+      expect(JSON.parse(s.stdout), TZ).toMatchObject({ latest: '2026-07-01T05:30:00.000Z' });
+    }
+  });
 });

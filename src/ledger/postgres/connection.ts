@@ -68,16 +68,28 @@ export function clientConfig(opts: PostgresOptions, settings: readonly string[] 
  * The URL's own `options=` (a provider's endpoint id, a search_path), and the URL without it.
  * pg lets a connection string's parameters win over the config's, so left in the URL it
  * would replace the sessions' settings (the claim session's plans, a reader's read-only).
+ * Given twice, the last counts (as pg and libpq read it). Without it, PGOPTIONS, which pg
+ * reads only when no options are given: ours would otherwise drop it from some sessions.
  */
 function takeOptions(url: string): { url: string; options: string } {
+  const fromEnv = process.env.PGOPTIONS ?? '';
   const at = url.indexOf('?');
-  if (at < 0) return { url, options: '' };
-  const params = new URLSearchParams(url.slice(at + 1));
-  const options = params.get('options');
-  if (options === null) return { url, options: '' };
-  params.delete('options');
-  const rest = params.toString();
-  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}`, options };
+  if (at < 0) return { url, options: fromEnv };
+  // A fragment is no part of the query: pg's URL parse drops it.
+  const hash = url.indexOf('#', at);
+  // The other parameters stay as written: pg encodes a URL with a raw space or stray `%`
+  // once more, and a parameter re-encoded here (`host=%2F...`) would then be read encoded.
+  const kept: string[] = [];
+  let options: string | undefined;
+  for (const part of url.slice(at + 1, hash < 0 ? undefined : hash).split('&')) {
+    const [key, value] = [...new URLSearchParams(part)][0] ?? [];
+    if (key === 'options') options = value;
+    else kept.push(part);
+  }
+  if (options === undefined) return { url, options: fromEnv };
+  const rest = kept.join('&');
+  // `options=` (empty) is none, for pg too.
+  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options: options || fromEnv };
 }
 
 /**
@@ -109,9 +121,10 @@ export type SessionName = keyof typeof SESSIONS;
  * claim charged attempts to items that never started. With this check (PostgreSQL 14+) the
  * server polls the socket of a running statement every second and ends it once the client
  * has hung up. A server without the setting skips it (no error, as a startup `-c` would give),
- * and its statements run as before.
+ * and its statements run as before. Asked of current_setting, not pg_settings: a DBA may
+ * revoke that view from PUBLIC, and every connection would fail.
  */
-const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) FROM pg_settings WHERE name = 'client_connection_check_interval'`;
+const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) WHERE current_setting('client_connection_check_interval', true) IS NOT NULL`;
 
 /**
  * A new pool whose connections each run CHECK_CLIENT before their first use (pg-pool awaits

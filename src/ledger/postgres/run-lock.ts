@@ -81,9 +81,10 @@ type Attempt = { client: pg.Client; joined: boolean } | { client: null; holder: 
  * DBA's setting, PostgreSQL 14+) would cut it again and again, and each time the pass lock
  * is free until the session is back: another Job could start a pass in that window. So it
  * is off for this session; a server without the setting skips it (no error, as `SET` would give).
+ * Asked of current_setting, not pg_settings: a DBA may revoke that view from PUBLIC.
  */
 const keepIdleSession = q(
-  `SELECT set_config('idle_session_timeout', '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`,
+  `SELECT set_config('idle_session_timeout', '0', false) WHERE current_setting('idle_session_timeout', true) IS NOT NULL`,
 );
 
 /**
@@ -108,7 +109,7 @@ export interface KeepaliveProbes {
 const probeClient = (p: KeepaliveProbes): Query =>
   q(
     `SELECT set_config('tcp_keepalives_idle', $1, false), set_config('tcp_keepalives_interval', $2, false), set_config('tcp_keepalives_count', $3, false),
-  (SELECT set_config('tcp_user_timeout', $4, false) FROM pg_settings WHERE name = 'tcp_user_timeout')`,
+  (SELECT set_config('tcp_user_timeout', $4, false) WHERE current_setting('tcp_user_timeout', true) IS NOT NULL)`,
     String(p.idleSeconds),
     String(p.intervalSeconds),
     String(p.count),
