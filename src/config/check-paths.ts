@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scanSkipsDirectory } from '../globs.js';
-import { storeFiles } from '../ledger/store-files.js';
+import { isLockFileText, storeFiles } from '../ledger/store-files.js';
 import { fail, type KeyProblem } from './messages.js';
 import { programProblem } from './program.js';
 import type { Config } from './types.js';
@@ -64,9 +64,6 @@ function lockFileProblem(lockPath: string, name: string): string | null {
   return foreign === null ? null : `holds ${foreign}, not a cronsafe lock: the lock would overwrite it; point lock.path elsewhere (or empty the file)`;
 }
 
-/** What a run writes into its lock file: `host:pid:runId` and a newline (run/execute.ts). */
-const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
-
 /**
  * A description of the data in `lockPath` when it is a file holding something a run did
  * not write (a user's file, named by mistake), or null: missing, empty (flock(1) and
@@ -82,7 +79,7 @@ function foreignLockFile(lockPath: string): string | null {
     if (st.size > 512) return `${st.size} bytes`;
     const buf = Buffer.alloc(st.size);
     const text = buf.subarray(0, fs.readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
-    return text.trim() === '' || HOLDER_LINE.test(text) ? null : `${st.size} bytes`;
+    return isLockFileText(text) ? null : `${st.size} bytes`;
   } catch {
     return null;
   } finally {

@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, sta
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { makeDirs } from '../../make-dirs.js';
+import { isLockFileText } from '../store-files.js';
 
 // fs-ext is CommonJS with no types; flock(2) is what we need from it. Its native addon is
 // loaded at the first lock: this module comes with the store (ledger/open.ts), which the
@@ -52,9 +53,6 @@ function stillThere(fd: number, lockPath: string): boolean {
   const mine = fstatSync(fd);
   return st.ino === mine.ino && st.dev === mine.dev;
 }
-
-/** What a run writes into its lock file: `host:pid:runId` and a newline (as config/check-paths.ts reads it). */
-const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
 
 /**
  * Open the lock file, never through a symbolic link: we truncate and write our name into
@@ -167,7 +165,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
     try {
       const buf = Buffer.alloc(512);
       const text = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
-      return text.trim() === '' || HOLDER_LINE.test(text);
+      return isLockFileText(text);
     } catch {
       return false;
     }

@@ -16,6 +16,7 @@
  * No AsyncLocalStorage: on Node 20 it enables promise hooks for the whole process; an
  * attempt here costs one Set insert and delete.
  */
+import { TAIL_BYTES } from './capture.js';
 
 /** What `process.exit(code)` throws while a module handler is loaded. */
 export class ModuleExit extends Error {
@@ -143,11 +144,11 @@ function describeError(err: Error, depth = 0): string {
 }
 
 /**
- * The most of a thrown message kept (bytes of UTF-8), as a command handler's stderr tail
+ * The most of a thrown message kept (bytes of UTF-8) is a command handler's stderr tail
  * (TAIL_BYTES): it becomes the item's `lastError` row and log line on every attempt, and a
  * message that quotes a whole input would otherwise put megabytes into each.
  */
-const MAX_MESSAGE_BYTES = 2048;
+const MAX_MESSAGE_BYTES = TAIL_BYTES;
 
 /**
  * A useful message for anything a handler may throw: an Error's message (else its name),
