@@ -16,3 +16,9 @@ export function newDatabase(file: string, opts: Database.Options): Database.Data
     if (had === undefined) delete process.env.SQLITE_USE_URI;
   }
 }
+
+/** Another connection holds the lock this statement needs (SQLITE_BUSY and its extended codes). */
+export const isBusy = (err: unknown): boolean => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+};

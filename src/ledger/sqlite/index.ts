@@ -1,7 +1,7 @@
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
-import { SqliteLedger } from './ledger.js';
+import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
 import { migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
@@ -9,9 +9,6 @@ import { journalOf } from './start-journal.js';
 import { makeDirs } from '../../make-dirs.js';
 
 export { SqliteLedger } from './ledger.js';
-
-/** How long a writer waits for another process's write lock before SQLITE_BUSY. */
-const BUSY_TIMEOUT_MS = 5000;
 
 /** Options of openSqliteLedger. */
 export interface SqliteOpenOptions {
@@ -73,6 +70,9 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     db.pragma('journal_size_limit = 67108864');
     migrate(db);
     if (opts.job !== undefined) claimJob(db, opts.job);
+    // The run's connection waits for another process's write lock in slices, between
+    // which its event loop runs (SqliteLedger's #op): the drain must end inside the grace.
+    if (opts.writeBehind === true) db.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
     return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true);
   } catch (err) {
     db.close();

@@ -1,11 +1,14 @@
 import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import type * as L from '../types.js';
 import { deadPages } from '../dead-pages.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
 import { wellFormed } from '../well-formed.js';
+import { StateUnavailable } from '../../errors.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
+import { isBusy } from './connection.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeDiscover, type Discover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
@@ -19,6 +22,12 @@ import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { makeRunOps, type RunOps } from './runs.js';
 import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
+
+/** How long a writer waits for another process's write lock before SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 5000;
+/** The run's connection waits in slices of this (busy_timeout), the event loop running between them (#op). */
+export const BUSY_SLICE_MS = 100;
+const BUSY_PAUSE_MS = 10;
 
 /**
  * The Ledger on one SQLite file: the verbs are synchronous underneath (better-sqlite3),
@@ -48,8 +57,12 @@ export class SqliteLedger implements L.Ledger {
   /** The start journal's file (none in memory). */
   readonly #journal: string | undefined;
 
+  /** The run's connection: it waits for another process's write lock in slices (#op). */
+  readonly #slices: boolean;
+
   constructor(db: Database.Database, journal?: string, writeBehind = false) {
     this.#db = db;
+    this.#slices = writeBehind;
     this.#journal = journal;
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
@@ -75,17 +88,19 @@ export class SqliteLedger implements L.Ledger {
   }
 
   async migrate(): Promise<void> {
-    migrate(this.#db);
+    return this.#op(() => { migrate(this.#db); });
   }
   async discover(items: L.DiscoveredItem[], opts: L.DiscoverOptions): Promise<string[]> {
-    // Flushed first: an item started or done in the journal only is still pending here.
-    this.#behind?.flush();
-    const rows = this.#discover(items, opts);
-    this.#behind?.offer(rows);
-    if (opts.deferCharged !== true) return rows.map((r) => r.id);
-    const ids: string[] = [];
-    for (const r of rows) if (r.attempts === r.released) ids.push(r.id);
-    return ids;
+    return this.#op(() => {
+      // Flushed first: an item started or done in the journal only is still pending here.
+      this.#behind?.flush();
+      const rows = this.#discover(items, opts);
+      this.#behind?.offer(rows);
+      if (opts.deferCharged !== true) return rows.map((r) => r.id);
+      const ids: string[] = [];
+      for (const r of rows) if (r.attempts === r.released) ids.push(r.id);
+      return ids;
+    });
   }
   async claim(ids: string[], opts: L.ClaimOptions): Promise<L.Claim[]> {
     return this.#written(() => this.#claim.claim(ids, opts));
@@ -94,8 +109,10 @@ export class SqliteLedger implements L.Ledger {
     return this.#written(() => this.#claim.claimDue(opts));
   }
   async nextDueAt(runId: string): Promise<number | null> {
-    this.#behind?.flush();
-    return this.#claim.nextDueAt(runId);
+    return this.#op(() => {
+      this.#behind?.flush();
+      return this.#claim.nextDueAt(runId);
+    });
   }
   async complete(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
     return this.#written(() => this.#finish.complete(claims, now), () => []);
@@ -110,19 +127,29 @@ export class SqliteLedger implements L.Ledger {
     return this.#written(() => this.#finish.forget(claims, now), () => []);
   }
   async forgetUnseen(passId: string): Promise<number> {
-    return this.#written(() => this.#finish.forgetUnseen(passId), () => []);
+    // Only pending rows this pass did not see (written behind first): never an attempt or a
+    // candidate of this run, so the write-behind keeps what it knows (not #written).
+    return this.#op(() => {
+      if (this.#behind) this.#behind.flush();
+      else this.#catchUp();
+      return this.#finish.forgetUnseen(passId);
+    });
   }
   async settle(s: L.Settlement, now: number, claim?: { ids: string[]; opts: L.ClaimOptions }, random?: () => number): Promise<L.SettleOutcome> {
-    const behind = this.#behind;
-    if (behind && claim && s.fail.length === 0 && s.release.length === 0 && s.gone.length === 0) {
-      const fast = behind.settle(s.complete, claim);
-      if (fast) return { ...fast, fail: [], release: [], gone: [] };
-    }
-    return this.#written(() => this.#settle(s, now, claim, random), (out) => out.claims);
+    return this.#op(() => {
+      const behind = this.#behind;
+      if (behind && s.fail.length === 0 && s.release.length === 0 && s.gone.length === 0) {
+        const fast = behind.settle(s.complete, claim, now);
+        if (fast) return { ...fast, fail: [], release: [], gone: [] };
+      }
+      return this.#writtenNow(() => this.#settle(s, now, claim, random), (out) => out.claims);
+    });
   }
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
-    this.#behind?.flush();
-    return this.#recover.renew(owner, ids, leaseUntil);
+    return this.#op(() => {
+      this.#behind?.flush();
+      return this.#recover.renew(owner, ids, leaseUntil);
+    });
   }
   /** Under the run lock no other run is alive: every claim not ours is abandoned. */
   reclaimAbandoned(owner: string, opts: L.ReclaimOptions): Promise<number> {
@@ -135,7 +162,10 @@ export class SqliteLedger implements L.Ledger {
    * A write the transactional way: what is written behind goes first, and afterwards the
    * write-behind forgets what the write may have changed (write-behind.ts, forgetState).
    */
-  #written<T>(write: () => T, claimed: (out: T) => readonly { id: string }[] = (out) => out as unknown as L.Claim[]): T {
+  #written<T>(write: () => T, claimed?: (out: T) => readonly { id: string }[]): Promise<T> {
+    return this.#op(() => this.#writtenNow(write, claimed));
+  }
+  #writtenNow<T>(write: () => T, claimed: (out: T) => readonly { id: string }[] = (out) => out as unknown as L.Claim[]): T {
     const behind = this.#behind;
     if (!behind) {
       this.#catchUp();
@@ -147,16 +177,20 @@ export class SqliteLedger implements L.Ledger {
     return out;
   }
   async counts(): Promise<L.ItemCounts> {
-    this.#behind?.flush();
-    const j = this.#othersJournal();
-    const counts = this.#read.counts();
-    return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : counts;
+    return this.#op(() => {
+      this.#behind?.flush();
+      const j = this.#othersJournal();
+      const counts = this.#read.counts();
+      return j ? countsThroughJournal(counts, j, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : counts;
+    });
   }
   async get(id: string): Promise<L.ItemRecord | null> {
-    this.#behind?.flush();
-    const row = this.#read.get(id);
-    const rec = row ? this.#othersJournal()?.get(row.id) : undefined;
-    return row && rec ? throughJournal(row, rec, this.#updatedAt(row.id)) : row;
+    return this.#op(() => {
+      this.#behind?.flush();
+      const row = this.#read.get(id);
+      const rec = row ? this.#othersJournal()?.get(row.id) : undefined;
+      return row && rec ? throughJournal(row, rec, this.#updatedAt(row.id)) : row;
+    });
   }
   /** A row's last transition (the journal view applies no record older than it). */
   #updatedAt(id: string): number | undefined {
@@ -186,8 +220,10 @@ export class SqliteLedger implements L.Ledger {
     return j.size > 0 ? j : undefined;
   }
   async listDead(limit?: number): Promise<L.DeadItem[]> {
-    this.#behind?.flush();
-    return this.#read.listDead(limit);
+    return this.#op(() => {
+      this.#behind?.flush();
+      return this.#read.listDead(limit);
+    });
   }
   deadPages(query?: L.DeadQuery): AsyncIterable<L.DeadItem[]> {
     this.#behind?.flush();
@@ -197,46 +233,52 @@ export class SqliteLedger implements L.Ledger {
     return this.#written(() => this.#recover.retryDead(ids, now), () => []);
   }
   async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
-    this.#runs.startRun(run);
+    return this.#op(() => { this.#runs.startRun(run); });
   }
   async finishRun(runId: string, finishedAt: number, outcome: L.RunOutcome, counts: Record<string, number>): Promise<void> {
-    this.#behind?.flush();
-    this.#runs.finishRun(runId, finishedAt, outcome, counts);
+    return this.#op(() => {
+      this.#behind?.flush();
+      this.#runs.finishRun(runId, finishedAt, outcome, counts);
+    });
   }
   async recentRuns(limit: number): Promise<L.RunRecord[]> {
-    return this.#runs.recentRuns(limit);
+    return this.#op(() => this.#runs.recentRuns(limit));
   }
   async lastRunStart(): Promise<L.RunStart | null> {
-    return this.#runs.lastRunStart();
+    return this.#op(() => this.#runs.lastRunStart());
   }
   async heartbeat(runId: string, at: number): Promise<void> {
-    this.#heartbeat.heartbeat(runId, at);
+    return this.#op(() => { this.#heartbeat.heartbeat(runId, at); });
   }
   async beatingRuns(since: number): Promise<L.RunHeartbeat[]> {
-    return this.#heartbeat.beatingRuns(since);
+    return this.#op(() => this.#heartbeat.beatingRuns(since));
   }
   async markRunsDied(before: number): Promise<string[]> {
-    return this.#runs.markRunsDied(before);
+    return this.#op(() => this.#runs.markRunsDied(before));
   }
   async recordEvent(kind: L.LedgerEventKind, at: number, detail?: Record<string, unknown>, occurrence?: number): Promise<void> {
-    this.#events.recordEvent(kind, at, detail, occurrence);
+    return this.#op(() => { this.#events.recordEvent(kind, at, detail, occurrence); });
   }
   async countEvents(kind: L.LedgerEventKind, since?: number): Promise<number> {
-    return this.#events.countEvents(kind, since);
+    return this.#op(() => this.#events.countEvents(kind, since));
   }
   async lastOccurrenceRecorded(): Promise<number | null> {
-    return this.#events.lastOccurrenceRecorded();
+    return this.#op(() => this.#events.lastOccurrenceRecorded());
   }
   async totals(): Promise<L.LedgerTotals> {
-    this.#behind?.flush();
-    return this.#counters.totals();
+    return this.#op(() => {
+      this.#behind?.flush();
+      return this.#counters.totals();
+    });
   }
   async attemptTotals(): Promise<L.AttemptTotals> {
-    this.#behind?.flush();
-    return this.#counters.attemptTotals();
+    return this.#op(() => {
+      this.#behind?.flush();
+      return this.#counters.attemptTotals();
+    });
   }
   async runStats(): Promise<L.RunStats> {
-    return this.#runs.runStats();
+    return this.#op(() => this.#runs.runStats());
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
     if (this.#behind) this.#behind.flush();
@@ -251,16 +293,18 @@ export class SqliteLedger implements L.Ledger {
     return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
   }
   async peek(ids: string[]): Promise<ItemPeek[]> {
-    if (this.#behind) this.#behind.flush();
-    else this.#catchUp();
-    const j = this.#othersJournal();
-    // Read-only (plan, requeue --dry-run): as the journal has them. The owner is only for
-    // that: a success applies to the claim it completes.
-    return this.#requeue.peek(ids).map(({ owner, ...p }) => {
-      const rec = j?.get(p.id);
-      if (!rec) return p;
-      const now = throughJournal({ ...p, owner, released: 0, lastError: null, leaseUntil: null, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
-      return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
+    return this.#op(() => {
+      if (this.#behind) this.#behind.flush();
+      else this.#catchUp();
+      const j = this.#othersJournal();
+      // Read-only (plan, requeue --dry-run): as the journal has them. The owner is only for
+      // that: a success applies to the claim it completes.
+      return this.#requeue.peek(ids).map(({ owner, ...p }) => {
+        const rec = j?.get(p.id);
+        if (!rec) return p;
+        const now = throughJournal({ ...p, owner, released: 0, lastError: null, leaseUntil: null, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
+        return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
+      });
     });
   }
   // Retention (prune.ts) runs after the pass's work: what is written behind goes first, so
@@ -284,10 +328,60 @@ export class SqliteLedger implements L.Ledger {
   async close(): Promise<void> {
     if (!this.#db.open) return;
     try {
-      // A flush that fails (disk full) leaves the journal for the next run to replay.
-      this.#behind?.close();
+      // A flush that fails (disk full, a lock held past BUSY_TIMEOUT_MS) leaves the journal
+      // for the next run to replay.
+      await this.#op(() => this.#behind?.close());
     } finally {
-      this.#db.close();
+      if (this.#db.open) this.#db.close();
+    }
+  }
+
+  /**
+   * A verb, run at once. On the run's connection (`#slices`) busy_timeout is one slice
+   * (BUSY_SLICE_MS): while another process holds the write lock (an operator's requeue, a
+   * `sqlite3` shell in a transaction), the verb is tried again after a pause until
+   * BUSY_TIMEOUT_MS has passed, instead of one wait inside SQLite that stops the event loop
+   * for all of it: the drain deadline, handlers' exits, signals and cli.ts's last resort
+   * run meanwhile, so a drain still ends inside the grace period. A verb that waits holds
+   * the later ones back, so they keep the order they were called in. A verb that fails on
+   * SQLITE_BUSY has written nothing (the write lock is taken first), so it can run again.
+   * Every other connection waits inside SQLite, as before.
+   */
+  async #op<T>(verb: () => T): Promise<T> {
+    // An async function runs up to its first await when called: the verb runs at once.
+    if (this.#waiting === 0) {
+      try {
+        return verb();
+      } catch (err) {
+        if (!this.#slices || !isBusy(err)) throw err;
+      }
+    }
+    this.#waiting++;
+    const turn = this.#queue.then(() => this.#again(verb));
+    this.#queue = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await turn;
+    } finally {
+      this.#waiting--;
+    }
+  }
+  /** Verbs waiting for another process's write lock (see #op), and the last one's turn. */
+  #waiting = 0;
+  #queue: Promise<void> = Promise.resolve();
+
+  async #again<T>(verb: () => T): Promise<T> {
+    const until = Date.now() + BUSY_TIMEOUT_MS;
+    for (;;) {
+      await sleep(BUSY_PAUSE_MS);
+      if (!this.#db.open) throw new StateUnavailable('the SQLite ledger was closed while a write waited for its lock');
+      try {
+        return verb();
+      } catch (err) {
+        if (!isBusy(err) || Date.now() >= until) throw err;
+      }
     }
   }
 }

@@ -21,6 +21,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { Claim, ClaimOptions, FenceOutcome } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
+import { isBusy } from './connection.js';
 import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
@@ -118,8 +119,12 @@ export class WriteBehind {
    * discovered candidates. Null when the batch needs the ledger's own transaction (flush
    * first, then forgetState()): a success of any other claim must be fenced by the row.
    */
-  settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions }): { complete: FenceOutcome[]; claims: Claim[] } | null {
-    const { ids, opts } = claim;
+  settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions } | undefined, now: number): { complete: FenceOutcome[]; claims: Claim[] } | null {
+    // Successes alone (a drain claims nothing more): journalled under their run's owner.
+    const owner = claim?.opts.owner ?? complete[0]?.owner;
+    if (owner === undefined || complete.some((c) => c.owner !== owner)) return null;
+    const ids = claim?.ids ?? [];
+    const opts = claim?.opts ?? { owner, now, leaseMs: 0 };
     if (!ids.every((id) => this.#ready.has(id)) || hasRepeats(ids)) return null;
     const started = (c: Claim) => {
       const live = this.#live.get(c.id);
@@ -149,7 +154,8 @@ export class WriteBehind {
     }
     this.#starts.push(...starts);
     for (const c of complete) this.#done.push({ ...c, at: opts.now });
-    if (this.#starts.length + this.#done.length >= FLUSH_AT) this.flush(opts.now);
+    // Journalled already: a flush that must wait for another process's write lock is the timer's.
+    if (this.#starts.length + this.#done.length >= FLUSH_AT) this.#flushOrWait(opts.now);
     else this.#timer ??= setTimeout(() => this.#flushLater(), FLUSH_MS).unref();
     return { complete: complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })), claims };
   }
@@ -174,9 +180,19 @@ export class WriteBehind {
   /** The timer's flush: a failure (disk full) keeps the records, the next flush raises it. */
   #flushLater(): void {
     try {
-      this.flush();
+      this.#flushOrWait(Date.now());
     } catch {
       /* still journalled; every later read or write flushes again and reports the error */
+    }
+  }
+
+  /** Flush, or while another process holds the write lock (SQLITE_BUSY), try again on the timer. */
+  #flushOrWait(now: number): void {
+    try {
+      this.flush(now);
+    } catch (err) {
+      if (!isBusy(err)) throw err;
+      this.#timer ??= setTimeout(() => this.#flushLater(), FLUSH_MS).unref();
     }
   }
 

@@ -1,0 +1,79 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FIXTURES, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+// Another process holds the SQLite ledger's write lock while a run drains: an operator's
+// long requeue, a `sqlite3` shell left in a transaction. The run's connection waits for it
+// (up to busy_timeout), but it must not stop the event loop meanwhile: the drain deadline,
+// the handlers' exits and cli.ts's last resort all run on it, and the kubelet's SIGKILL
+// comes at gracePeriodSeconds whatever the ledger does.
+
+const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
+const items = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`slow-${i}.scc`, `item ${i}`]));
+const started = (dir: string) => filesIn(dir).filter((f) => f.endsWith('.started'));
+
+let holder: Database.Database | undefined;
+afterEach(() => {
+  if (holder?.open) {
+    if (holder.inTransaction) holder.exec('ROLLBACK');
+    holder.close();
+  }
+  holder = undefined;
+});
+
+/** Take the ledger's write lock from this (another) process, as a `sqlite3` shell's BEGIN IMMEDIATE does. */
+function holdWriteLock(db: string): void {
+  holder = new Database(db, { timeout: 10_000 });
+  holder.exec('BEGIN IMMEDIATE');
+}
+
+describe('a drain while another process holds the ledger write lock', () => {
+  it('exits 75 inside the grace period when in-flight items outlast the drain deadline', async () => {
+    const ws = workspace({ handler: { command: slow, timeoutSeconds: 600 }, concurrency: 2, drain: { gracePeriodSeconds: 8, marginSeconds: 4 } }, items(6));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
+    await until(() => started(markers).length === 2, 'two handlers to start');
+    holdWriteLock(ws.db);
+    const t0 = Date.now();
+    run.child.kill('SIGTERM');
+    const { code, signal } = await run.exited;
+    const elapsed = Date.now() - t0;
+    expect(signal).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(elapsed, run.stderr()).toBeLessThan(8_000); // before the kubelet's SIGKILL
+  });
+
+  it('exits inside the grace period when in-flight items finish, and loses none of their successes', async () => {
+    const ws = workspace({ handler: { command: slow }, concurrency: 2, drain: { gracePeriodSeconds: 10, marginSeconds: 5 } }, items(12));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1000' } });
+    // Mid-pass: the first attempts are done and the next ones run.
+    await until(() => started(markers).length >= 4, 'four handlers to start');
+    holdWriteLock(ws.db);
+    const t0 = Date.now();
+    run.child.kill('SIGTERM');
+    const { code, signal } = await run.exited;
+    const elapsed = Date.now() - t0;
+    expect(signal).toBeNull();
+    // The ledger stays locked: the run cannot record its end, and leaves before the
+    // kubelet's SIGKILL (cli.ts's last resort), saying why.
+    expect(code, run.stderr()).toBe(75);
+    expect(run.stderr()).toContain('a ledger write is blocked');
+    expect(elapsed, run.stderr()).toBeLessThan(10_000);
+    holder!.exec('COMMIT');
+    holder!.close();
+    // Every attempt that started finished during the drain: its success was journalled
+    // (done, once), nothing is left claimed, and nothing else was charged.
+    const ran = started(markers).map((f) => path.basename(readFileSync(path.join(markers, f), 'utf8')));
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 12 - ran.length, claimed: 0, done: ran.length, dead: 0 });
+    for (const id of ran) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toContain('done');
+    // The next run finishes the rest from there, each item's handler having run once.
+    const again = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '10' } });
+    expect((await again.exited).code, again.stderr()).toBe(0);
+    expect(finished({ lines: again.lines })?.items).toEqual({ pending: 0, claimed: 0, done: 12, dead: 0 });
+    expect(started(markers)).toHaveLength(12);
+  });
+});
