@@ -53,6 +53,13 @@ const BAD: [string, Values, string][] = [
   ['a pushgateway with a query string', { metrics: { pushgateway: 'http://pushgateway:9091/?token=abc' } }, '/metrics/pushgateway'],
   ['a pushgateway with a fragment', { metrics: { pushgateway: 'http://pushgateway:9091/#x' } }, '/metrics/pushgateway'],
   ['a bad pull policy', { image: { pullPolicy: 'Sometimes' } }, '/image/pullPolicy'],
+  // Rendered as repo:<tag>, these are no image reference: the kubelet leaves the pod in
+  // InvalidImageName, a Job that never fails, and Forbid then starts no other run.
+  ['a tag with a leading colon', { image: { tag: ':0.1.0' } }, '/image/tag'],
+  ['a digest in the tag', { image: { tag: `sha256:${'a'.repeat(64)}` } }, '/image/tag'],
+  ['a tag with a space', { image: { tag: '0.1.0 ' } }, '/image/tag'],
+  ['a tag starting with a dot', { image: { tag: '.1' } }, '/image/tag'],
+  ['a tag over 128 characters', { image: { tag: 'a'.repeat(129) } }, '/image/tag'],
   ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
 ];
@@ -74,6 +81,8 @@ describe('good edge values are accepted', () => {
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
+    ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
+    ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {
     const r = templateRaw(values);
     expect(r.status, r.stderr).toBe(0);
