@@ -105,10 +105,11 @@ also one of the others. */ -}}
 {{- end -}}
 
 {{/*
-The longest time between two fires of `schedule`, in seconds, for the shapes that fire at
-most once a day (a macro, or a single hour with a single day of the week, of the month, or
-a date); "" for anything more frequent or not recognised. Only NOTES uses it, to warn when
-CronsafeNoRecentSuccess's age would page a healthy job.
+A lower bound of the longest time between two fires of `schedule`, in seconds, for the
+shapes that fire at most once a day: a macro, or a single hour (a week for a single day of
+the week, a month for a single day of the month, a year for a date, a day for any other
+restriction such as 1-5); "" for anything more frequent or not recognised. Only NOTES uses
+it, to warn when CronsafeNoRecentSuccess's age would page a healthy job.
 */}}
 {{- define "cronsafe.scheduleGapSeconds" -}}
 {{- $s := trim .Values.schedule -}}
@@ -125,6 +126,7 @@ CronsafeNoRecentSuccess's age would page a healthy job.
 {{- else if and (regexMatch $any $dom) (regexMatch $any $month) (regexMatch $one $dow) -}}604800
 {{- else if and (regexMatch $one $dom) (regexMatch $any $month) (regexMatch $any $dow) -}}2678400
 {{- else if and (regexMatch $one $dom) (regexMatch $one $month) (regexMatch $any $dow) -}}31622400
+{{- else -}}86400
 {{- end -}}
 {{- end -}}
 {{- end -}}
