@@ -44,6 +44,10 @@ describe('NOTES.txt', () => {
       /config\.state\.sqlite \(\/tmp\/cronsafe\.db\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost after every run/],
     ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
       /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
+    // A ReadWriteOnce volume attaches to one node: the pods of the pass placed elsewhere sit
+    // in ContainerCreating (Multi-Attach error) until the others end.
+    ['parallel pods of a PostgreSQL pass on a ReadWriteOnce volume', { parallelism: 3, config: { state: { postgres: { existingSecret: 'pg' } } } },
+      /parallelism is 3 but persistence\.accessModes is \[ReadWriteOnce\][\s\S]*Multi-Attach[\s\S]*ReadWriteMany/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
     // A healthy daily run that ends a little later than yesterday's leaves 24h + a bit since
@@ -89,7 +93,7 @@ describe('NOTES.txt', () => {
   // The pods that join a PostgreSQL pass do not take the Lease (only the pod that started
   // the pass does: test/kube/lease-postgres.test.ts), so the Lease does not idle them.
   it('does not warn that the Lease idles the pods of a PostgreSQL pass: they join it without the Lease', () => {
-    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } } });
+    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } }, persistence: { accessModes: ['ReadWriteMany'] } });
     expect(text).toContain('PostgreSQL ledger');
     expect(text).not.toContain('WARNING');
   });
