@@ -4,6 +4,8 @@ import type { Values } from './value-sets.js';
 
 beforeAll(ensureTools);
 
+const PGW = 'http://pushgateway:9091';
+
 /** NOTES.txt as `helm install` prints it (client-side dry run: no cluster needed). */
 function notes(values: Values = {}): string {
   const r = helm(['install', RELEASE, CHART, '--dry-run=client', '--namespace', NAMESPACE, '-f', valuesFile(values)]);
@@ -42,12 +44,33 @@ describe('NOTES.txt', () => {
       /config\.state\.sqlite \(\/tmp\/cronsafe\.db\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost after every run/],
     ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
       /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
+    // A ReadWriteOnce volume attaches to one node: the pods of the pass placed elsewhere sit
+    // in ContainerCreating (Multi-Attach error) until the others end.
+    ['parallel pods of a PostgreSQL pass on a ReadWriteOnce volume', { parallelism: 3, config: { state: { postgres: { existingSecret: 'pg' } } } },
+      /parallelism is 3 but persistence\.accessModes is \[ReadWriteOnce\][\s\S]*Multi-Attach[\s\S]*ReadWriteMany/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
+    // A healthy daily run that ends a little later than yesterday's leaves 24h + a bit since
+    // the last success: with the default age of a day, that pages (promtool shows it).
+    ['a no-success age within two intervals of a daily schedule', { schedule: '0 3 * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true } } },
+      /metrics\.prometheusRule\.noSuccessAgeSeconds \(86400\) is less than twice the longest time\s+between fires of "0 3 \* \* \*" \(at least 86400s\)[\s\S]*healthy[\s\S]*259200/],
+    // Friday's run to Monday's is three days: the whole weekend would page.
+    ['a no-success age within two intervals of a weekday schedule', { schedule: '15 6 * * 1-5', metrics: { pushgateway: PGW, prometheusRule: { enabled: true } } },
+      /noSuccessAgeSeconds \(86400\) is less than twice the longest time\s+between fires of "15 6 \* \* 1-5"/],
+    ['a no-success age shorter than a weekly schedule', { schedule: '@weekly', metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds: 172800 } } },
+      /noSuccessAgeSeconds \(172800\) is less than twice the longest time\s+between fires of "@weekly" \(at least 604800s\)/],
   ])('warns about %s', (_what, values, warning) => {
     const text = notes(values);
     expect(text).toMatch(warning);
     expect(text.match(/WARNING/g)).toHaveLength(1);
+  });
+
+  it('does not warn about the no-success age when it fits the schedule, or when no rule is rendered', () => {
+    for (const [schedule, noSuccessAgeSeconds] of [['*/15 * * * *', 86400], ['0 */6 * * *', 86400], ['@hourly', 86400], ['30 2 * * *', 259200], ['0 4 * * 1', 1900800], ['0 0 1 * *', 8035200]] as const) {
+      const text = notes({ schedule, metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds } } });
+      expect(text, schedule).not.toContain('WARNING');
+    }
+    expect(notes({ schedule: '@daily' })).not.toContain('WARNING');
   });
 
   it('does not warn about a Pushgateway URL without a password, or with one from the env', () => {
@@ -70,7 +93,7 @@ describe('NOTES.txt', () => {
   // The pods that join a PostgreSQL pass do not take the Lease (only the pod that started
   // the pass does: test/kube/lease-postgres.test.ts), so the Lease does not idle them.
   it('does not warn that the Lease idles the pods of a PostgreSQL pass: they join it without the Lease', () => {
-    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } } });
+    const text = notes({ parallelism: 4, lock: { kubernetesLease: { enabled: true } }, config: { state: { postgres: { existingSecret: 'pg' } } }, persistence: { accessModes: ['ReadWriteMany'] } });
     expect(text).toContain('PostgreSQL ledger');
     expect(text).not.toContain('WARNING');
   });

@@ -53,6 +53,26 @@ const BAD: [string, Values, string][] = [
   ['a pushgateway with a query string', { metrics: { pushgateway: 'http://pushgateway:9091/?token=abc' } }, '/metrics/pushgateway'],
   ['a pushgateway with a fragment', { metrics: { pushgateway: 'http://pushgateway:9091/#x' } }, '/metrics/pushgateway'],
   ['a bad pull policy', { image: { pullPolicy: 'Sometimes' } }, '/image/pullPolicy'],
+  // null in a values file deletes the chart's default ("use cronsafe's own default", a user
+  // may think); the ConfigMap then says `concurrency: null`, which cronsafe refuses with exit
+  // 78 in every Job. The schema refuses it at install instead, naming the key.
+  ['a null concurrency', { config: { concurrency: null } }, "at '/config': missing property 'concurrency'"],
+  ['a null handler timeout', { config: { handler: { timeoutSeconds: null } } }, "at '/config/handler': missing property 'timeoutSeconds'"],
+  ['a null include list', { config: { source: { include: null } } }, "at '/config/source': missing property 'include'"],
+  ['a null maxAttempts', { config: { retry: { maxAttempts: null } } }, "at '/config/retry': missing property 'maxAttempts'"],
+  ['a null lease duration', { config: { lease: { seconds: null } } }, "at '/config/lease': missing property 'seconds'"],
+  ['a null retention', { config: { retention: { runs: null } } }, "at '/config/retention': missing property 'runs'"],
+  ['a null refresh policy', { config: { schedule: { refresh: null } } }, "at '/config/schedule': missing property 'refresh'"],
+  ['a null log level', { config: { log: { level: null } } }, "at '/config/log': missing property 'level'"],
+  ['a null ledger schema', { config: { state: { postgres: { existingSecret: 'pg-url', schema: null } } } }, "at '/config/state/postgres': missing property 'schema'"],
+  ['a null push interval', { metrics: { pushgateway: 'http://pushgateway:9091', pushIntervalSeconds: null } }, "at '/metrics': missing property 'pushIntervalSeconds'"],
+  // Rendered as repo:<tag>, these are no image reference: the kubelet leaves the pod in
+  // InvalidImageName, a Job that never fails, and Forbid then starts no other run.
+  ['a tag with a leading colon', { image: { tag: ':0.1.0' } }, '/image/tag'],
+  ['a digest in the tag', { image: { tag: `sha256:${'a'.repeat(64)}` } }, '/image/tag'],
+  ['a tag with a space', { image: { tag: '0.1.0 ' } }, '/image/tag'],
+  ['a tag starting with a dot', { image: { tag: '.1' } }, '/image/tag'],
+  ['a tag over 128 characters', { image: { tag: 'a'.repeat(129) } }, '/image/tag'],
   ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
 ];
@@ -74,6 +94,8 @@ describe('good edge values are accepted', () => {
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
+    ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
+    ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {
     const r = templateRaw(values);
     expect(r.status, r.stderr).toBe(0);

@@ -228,4 +228,25 @@ describe('renewal and loss', () => {
     expect(a.lease.lost.aborted).toBe(false);
     expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
   });
+
+  // The end of a run often meets a renewal on the wire (a slow API server, renewSeconds 30).
+  // That renewal lands and moves the resourceVersion; the release must carry the new one,
+  // or a real API server answers 409 and the next run skips until the Lease expires.
+  it('release while a renewal is in flight still clears the holder', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 0.2, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    let onServer = false;
+    fake.latency = () => {
+      onServer = true;
+      return 400;
+    };
+    await until(() => onServer, 'a renewal to reach the API server', 3000);
+    await a.lease.release();
+    fake.latency = () => 0;
+    expect(fake.requests.filter((r) => r.verb === 'update' && r.status === 409)).toEqual([]);
+    expect(stored().spec.holderIdentity).toBeUndefined();
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect((await acquire('pod-b/run-2')).status).toBe('acquired');
+  });
 });

@@ -105,6 +105,34 @@ also one of the others. */ -}}
 {{- end -}}
 
 {{/*
+A lower bound of the longest time between two fires of `schedule`, in seconds, for the
+shapes that fire at most once a day: a macro, or a single hour (a week for a single day of
+the week, a month for a single day of the month, a year for a date, a day for any other
+restriction such as 1-5); "" for anything more frequent or not recognised. Only NOTES uses
+it, to warn when CronsafeNoRecentSuccess's age would page a healthy job.
+*/}}
+{{- define "cronsafe.scheduleGapSeconds" -}}
+{{- $s := trim .Values.schedule -}}
+{{- $macros := dict "@hourly" "" "@daily" "86400" "@midnight" "86400" "@weekly" "604800" "@monthly" "2678400" "@yearly" "31622400" "@annually" "31622400" -}}
+{{- if hasPrefix "@" $s -}}
+{{- get $macros $s -}}
+{{- else -}}
+{{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- $one := "^[0-9]+$" -}}
+{{- $any := "^[*?]$" -}}
+{{- if and (eq (len $f) 5) (regexMatch $one (index $f 1)) -}}
+{{- $dom := index $f 2 -}}{{- $month := index $f 3 -}}{{- $dow := index $f 4 -}}
+{{- if and (regexMatch $any $dom) (regexMatch $any $month) (regexMatch $any $dow) -}}86400
+{{- else if and (regexMatch $any $dom) (regexMatch $any $month) (regexMatch $one $dow) -}}604800
+{{- else if and (regexMatch $one $dom) (regexMatch $any $month) (regexMatch $any $dow) -}}2678400
+{{- else if and (regexMatch $one $dom) (regexMatch $one $month) (regexMatch $any $dow) -}}31622400
+{{- else -}}86400
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Which Kubernetes API features are on. "true" or "" (templates only pass strings), so
 `if (include ...)` reads naturally. The ServiceAccount token is mounted, and a Role is
 rendered, only when one of them needs the API.

@@ -184,9 +184,11 @@ export class HeldLease {
     };
     try {
       const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
-      if (this.stopped) return;
+      // Kept even when release() came meanwhile: the write landed, so the release must
+      // carry its resourceVersion (an older one is answered 409 and the Lease stays held).
       this.current = renewed;
       this.renewedAt = now;
+      if (this.stopped) return;
       this.armExpiry();
       if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
       this.failing = false;

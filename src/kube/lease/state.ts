@@ -42,7 +42,8 @@ export function leaseExpiry(spec: LeaseRecord, fallbackDurationSeconds: number):
  * Whether `me` may take the Lease at `nowMs`. Held means: a holder is named and its
  * renewTime + leaseDurationSeconds is still in the future. The holder's clock wrote
  * renewTime and ours judges it, so the nodes' clocks must agree to well within the
- * duration (NTP), as for Kubernetes' own leader election.
+ * duration (NTP). (client-go's leader election watches the record for a duration by its own
+ * clock instead, which tolerates skew but makes every takeover wait; docs/kubernetes-api.md.)
  */
 export function decideAcquire(spec: LeaseRecord | undefined, me: string, nowMs: number, fallbackDurationSeconds: number): LeaseDecision {
   const transitions = (spec?.leaseTransitions ?? 0) + 1;
