@@ -8,6 +8,7 @@ import picomatch from 'picomatch';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
 import { excludeMatcher, GLOB_OPTS } from '../globs.js';
+import { whereItIs } from '../real-path.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
@@ -61,10 +62,15 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
-  // Own paths inside the source, as the ids the walk will meet them under.
+  // Own paths inside the source, as the ids the walk will meet them under: as written, and
+  // by real paths too, since a link on either side (the ledger named through a link into
+  // the source, or the source through a link) hides them from a lexical match, and the
+  // handler would get the live ledger as an item (one that removes its input deletes it).
+  // The walk follows no directory links, so real ids below the real root are its ids.
+  const realRoot = whereItIs(root);
   const skip = new Set(
     (opts.skipPaths ?? [])
-      .map((d) => path.relative(root, path.resolve(d)))
+      .flatMap((d) => [path.relative(root, path.resolve(d)), path.relative(realRoot, whereItIs(path.resolve(d)))])
       .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );

@@ -49,6 +49,19 @@ describe('scanDirectory', () => {
     expect(found).toEqual(['a.scc']);
   });
 
+  it('never yields its own files named through a link into the source, or from a source named through a link', async () => {
+    const root = tree(['a.scc', 'state/ledger.db', 'state/ledger.db-wal', 'state/job.lock']);
+    const outside = mkdtempSync(path.join(tmpdir(), 'cronsafe-scan-link-'));
+    const link = path.join(outside, 'link');
+    symlinkSync(root, link);
+    // The ledger and the lock named through the link; -shm and -starts do not exist yet.
+    const viaLink = ['ledger.db', 'ledger.db-wal', 'ledger.db-shm', 'ledger.db-starts', 'job.lock'].map((f) => path.join(link, 'state', f));
+    expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [], skipPaths: viaLink }))).toEqual(['a.scc']);
+    // The source named through the link, the ledger by its real path.
+    const real = ['ledger.db', 'ledger.db-wal', 'job.lock'].map((f) => path.join(root, 'state', f));
+    expect(await ids(scanDirectory({ directory: link, include: ['**'], exclude: [], skipPaths: real }))).toEqual(['a.scc']);
+  });
+
   it('follows symlinks to files but not to directories (no loops)', async () => {
     const root = tree(['real/a.scc']);
     symlinkSync(path.join(root, 'real/a.scc'), path.join(root, 'link.scc'));
