@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, type Dirent } from 'node:fs';
+import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
@@ -168,6 +168,20 @@ export function itemGone(file: string | Buffer): boolean {
     return st === undefined || st.isSymbolicLink();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+  }
+}
+
+/**
+ * True when an item's path holds something the scan would not take as an item any more: a
+ * directory, a FIFO, a socket or a device (itself or behind a link), put there since the
+ * scan. Asked only after a failure, so a regular attempt pays no stat(2) for it.
+ */
+export function itemNotAFile(file: string | Buffer): boolean {
+  try {
+    const st = statSync(file, { throwIfNoEntry: false });
+    return st !== undefined && !st.isFile();
+  } catch {
+    return false;
   }
 }
 
