@@ -28,8 +28,8 @@ export interface ScanOptions {
   withStats?: boolean;
   signal?: AbortSignal;
   /**
-   * Told once per directory below `directory` that cannot be read (EACCES, EPERM, or a path
-   * past PATH_MAX: ENAMETOOLONG): the scan skips it and goes on, so one bad directory does
+   * Told once per directory below `directory` that cannot be read (EACCES, EPERM, a path
+   * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE): the scan skips it and goes on, so one bad directory does
    * not stop every item on every run. The pass logs it (a warning with its path), counts
    * it, and calls the scan partial. The root itself being unreadable still throws.
    */
@@ -42,7 +42,7 @@ export interface UnreadableDirectory {
   path: string;
   /** Relative to the scanned directory, `/`-separated (as item ids). */
   id: string;
-  /** EACCES, EPERM or ENAMETOOLONG. */
+  /** EACCES, EPERM, ENAMETOOLONG, EMFILE or ENFILE. */
   code: string;
 }
 
@@ -86,8 +86,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
       // ENAMETOOLONG: its path is past PATH_MAX, so nothing under it can be opened by path
-      // (nor handed to a handler): unreadable as surely as EACCES makes it.
-      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG') {
+      // (nor handed to a handler): unreadable as surely as EACCES makes it. EMFILE/ENFILE:
+      // one handle is open per level, so a tree nested deeper than the open-file limit
+      // (`ulimit -n`) cannot be walked to the bottom; failing the scan would stop every
+      // item on every run, as one unreadable directory once did.
+      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG' || code === 'EMFILE' || code === 'ENFILE') {
         opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }

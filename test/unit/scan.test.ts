@@ -141,6 +141,25 @@ describe('scanDirectory: unreadable and vanished directories', () => {
     });
   });
 
+  it('skips a subtree nested deeper than the open-file limit allows (EMFILE) instead of failing the whole scan', () => {
+    // One directory handle is open per level: 150 levels under `ulimit -n 100`.
+    const root = tree(['a.scc', 'z/b.scc', `${Array.from({ length: 150 }, () => 'd').join('/')}/deep.scc`]);
+    const script = `import { scanDirectory } from ${JSON.stringify(pathToFileURL(SCAN_TS).href)};
+      const skipped = [];
+      const ids = [];
+      for await (const x of scanDirectory({ directory: ${JSON.stringify(root)}, include: ['**'], exclude: [], onUnreadable: (d) => skipped.push(d) })) ids.push(x.id);
+      console.log(JSON.stringify({ ids: ids.sort(), codes: skipped.map((d) => d.code) }));`;
+    const child = spawnSync('sh', ['-c', 'ulimit -n 100 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      cwd: path.dirname(SCAN_TS),
+    });
+    expect(child.status, child.stderr).toBe(0);
+    const found = JSON.parse(child.stdout) as { ids: string[]; codes: string[] };
+    expect(found.ids).toEqual(['a.scc', 'z/b.scc']);
+    expect(found.codes).toEqual(['EMFILE']);
+  });
+
   it('tells a present source root and item from vanished ones', async () => {
     const root = tree(['a.scc']);
     expect(await sourcePresent(root)).toBe(true);
