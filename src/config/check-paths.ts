@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scanSkipsDirectory } from '../globs.js';
 import { isLockFileText, storeFiles } from '../ledger/store-files.js';
+import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
 import { programProblem } from './program.js';
 import type { Config } from './types.js';
@@ -145,21 +146,6 @@ function unreachable(err: unknown): string {
   if (code === 'ELOOP') return 'the path runs into a loop of symbolic links (ELOOP)';
   if (code === 'EACCES') return 'cannot be reached: a parent directory is not searchable (EACCES)';
   return `cannot be reached (${code})`;
-}
-
-/** realpath of the longest existing prefix of `p`, plus the rest: where `p` is or will be. */
-function whereItIs(p: string): string {
-  const rest: string[] = [];
-  for (let cur = p; ; ) {
-    try {
-      return path.join(fs.realpathSync(cur), ...rest.reverse());
-    } catch {
-      const parent = path.dirname(cur);
-      if (parent === cur) return p;
-      rest.push(path.basename(cur));
-      cur = parent;
-    }
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { itemGone, sourcePresent, type SourceId } from './scan.js';
+import { itemGone, itemNotAFile, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
@@ -102,12 +102,13 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
 
 /**
  * For an item that failed, or whose file is found missing before its attempt: the whole
- * source gone (stop, uncharged), the item's own file gone (forget it), or null (it is
- * there). Null when ids are not files (a source other than the directory scan).
+ * source gone (stop, uncharged), the item's own file gone (forget it): deleted, or replaced
+ * by a directory, a FIFO or another non-file that the scan would not take as an item, or
+ * null (it is there). Null when ids are not files (a source other than the directory scan).
  */
 export async function whereItWent(itemPath: string | Buffer, scene: Pick<FailureScene, 'source'>): Promise<FailureVerdict | null> {
   if (scene.source === undefined) return null;
   const { directory, atStart } = scene.source;
   if (!(await sourcePresent(directory, await atStart))) return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
-  return itemGone(itemPath) ? { kind: 'gone' } : null;
+  return itemGone(itemPath) || itemNotAFile(itemPath) ? { kind: 'gone' } : null;
 }

@@ -177,7 +177,7 @@ export class ResultBatcher {
       else if (op === 'release') this.counts.released++;
       else if (op === 'gone') {
         this.counts.gone++;
-        this.log.warn({ itemId: o.id }, 'item gone: its file was deleted after the scan; dropped from the ledger (not charged)');
+        this.log.warn({ itemId: o.id }, 'item gone: its file was deleted (or is no longer a file) after the scan; dropped from the ledger (not charged)');
       }
       else {
         const f = failures?.[i];

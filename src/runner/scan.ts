@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, type Dirent } from 'node:fs';
+import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
@@ -8,6 +8,7 @@ import picomatch from 'picomatch';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
 import { excludeMatcher, GLOB_OPTS } from '../globs.js';
+import { whereItIs } from '../real-path.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
@@ -27,8 +28,8 @@ export interface ScanOptions {
   withStats?: boolean;
   signal?: AbortSignal;
   /**
-   * Told once per directory below `directory` that cannot be read (EACCES, EPERM, or a path
-   * past PATH_MAX: ENAMETOOLONG): the scan skips it and goes on, so one bad directory does
+   * Told once per directory below `directory` that cannot be read (EACCES, EPERM, a path
+   * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE): the scan skips it and goes on, so one bad directory does
    * not stop every item on every run. The pass logs it (a warning with its path), counts
    * it, and calls the scan partial. The root itself being unreadable still throws.
    */
@@ -41,7 +42,7 @@ export interface UnreadableDirectory {
   path: string;
   /** Relative to the scanned directory, `/`-separated (as item ids). */
   id: string;
-  /** EACCES, EPERM or ENAMETOOLONG. */
+  /** EACCES, EPERM, ENAMETOOLONG, EMFILE or ENFILE. */
   code: string;
 }
 
@@ -61,10 +62,15 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
-  // Own paths inside the source, as the ids the walk will meet them under.
+  // Own paths inside the source, as the ids the walk will meet them under: as written, and
+  // by real paths too, since a link on either side (the ledger named through a link into
+  // the source, or the source through a link) hides them from a lexical match, and the
+  // handler would get the live ledger as an item (one that removes its input deletes it).
+  // The walk follows no directory links, so real ids below the real root are its ids.
+  const realRoot = whereItIs(root);
   const skip = new Set(
     (opts.skipPaths ?? [])
-      .map((d) => path.relative(root, path.resolve(d)))
+      .flatMap((d) => [path.relative(root, path.resolve(d)), path.relative(realRoot, whereItIs(path.resolve(d)))])
       .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
@@ -80,8 +86,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
       // ENAMETOOLONG: its path is past PATH_MAX, so nothing under it can be opened by path
-      // (nor handed to a handler): unreadable as surely as EACCES makes it.
-      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG') {
+      // (nor handed to a handler): unreadable as surely as EACCES makes it. EMFILE/ENFILE:
+      // one handle is open per level, so a tree nested deeper than the open-file limit
+      // (`ulimit -n`) cannot be walked to the bottom; failing the scan would stop every
+      // item on every run, as one unreadable directory once did.
+      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG' || code === 'EMFILE' || code === 'ENFILE') {
         opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }
@@ -162,6 +171,20 @@ export function itemGone(file: string | Buffer): boolean {
     return st === undefined || st.isSymbolicLink();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+  }
+}
+
+/**
+ * True when an item's path holds something the scan would not take as an item any more: a
+ * directory, a FIFO, a socket or a device (itself or behind a link), put there since the
+ * scan. Asked only after a failure, so a regular attempt pays no stat(2) for it.
+ */
+export function itemNotAFile(file: string | Buffer): boolean {
+  try {
+    const st = statSync(file, { throwIfNoEntry: false });
+    return st !== undefined && !st.isFile();
+  } catch {
+    return false;
   }
 }
 

@@ -400,6 +400,17 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     expect(lines.some((l) => l.level === 40 && /left processes in its group/.test(l.msg))).toBe(true);
   });
 
+  it('warns when the child exits 0 and leaves a process in its group without our pipes (a writer cut short)', async () => {
+    // A script that backgrounds its writer and forgets to `wait`: the writer holds none of
+    // our pipes, so the pipes close with the script and the group is ended at once.
+    const script = path.join(dir, 'no-wait.sh');
+    writeFileSync(script, '#!/bin/sh\n( sleep 0.3; echo late ) > /dev/null 2>&1 < /dev/null &\nexit 0\n', { mode: 0o755 });
+    const handler = createExecHandler(handlerConfig([script], { timeoutSeconds: 30 }), { sourceDir: src });
+    const { ctx, lines } = context();
+    await handler.run(item(), ctx);
+    expect(lines.some((l) => l.level === 40 && /left processes in its group/.test(l.msg))).toBe(true);
+  });
+
   it('settles even when a process that escaped the group holds our pipes', async () => {
     const pids = path.join(dir, 'pids');
     const handler = createExecHandler(handlerConfig([NODE, fixture('escaped-holding-pipes.mjs'), pids], { timeoutSeconds: 30, killAfterSeconds: 0.2 }), {

@@ -2,7 +2,8 @@
  * Who is to blame for a failed attempt (judgeFailure): real directories and files, so the
  * source and item checks are the ones a pass makes.
  */
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -98,6 +99,23 @@ describe('judgeFailure', () => {
     renameSync(src, path.join(dir, 'moved'));
     mkdirSync(src);
     expect(await judgeFailure(attempt(), s)).toMatchObject({ kind: 'stop', reason: 'not charged: source.directory is gone' });
+  });
+
+  it('forgets an item whose file was replaced by a directory or a FIFO since the scan (the scan no longer finds it)', async () => {
+    rmSync(file);
+    mkdirSync(file);
+    expect(await judgeFailure(attempt({ message: "exit code 1: cp: -r not specified; omitting directory" }), scene())).toEqual({ kind: 'gone' });
+    rmSync(file, { recursive: true });
+    execFileSync('mkfifo', [file]);
+    expect(await judgeFailure(attempt({ message: 'timed out after 300s' }), scene())).toEqual({ kind: 'gone' });
+    // A link to a file is still an item (the scan follows it); a link to a directory is not.
+    rmSync(file);
+    writeFileSync(path.join(dir, 'target'), 't');
+    symlinkSync(path.join(dir, 'target'), file);
+    expect(await judgeFailure(attempt(), scene())).toMatchObject({ kind: 'charge' });
+    rmSync(file);
+    symlinkSync(dir, file);
+    expect(await judgeFailure(attempt(), scene())).toEqual({ kind: 'gone' });
   });
 
   it('charges without looking at files when ids are not files (no scanned source)', async () => {

@@ -49,6 +49,19 @@ describe('scanDirectory', () => {
     expect(found).toEqual(['a.scc']);
   });
 
+  it('never yields its own files named through a link into the source, or from a source named through a link', async () => {
+    const root = tree(['a.scc', 'state/ledger.db', 'state/ledger.db-wal', 'state/job.lock']);
+    const outside = mkdtempSync(path.join(tmpdir(), 'cronsafe-scan-link-'));
+    const link = path.join(outside, 'link');
+    symlinkSync(root, link);
+    // The ledger and the lock named through the link; -shm and -starts do not exist yet.
+    const viaLink = ['ledger.db', 'ledger.db-wal', 'ledger.db-shm', 'ledger.db-starts', 'job.lock'].map((f) => path.join(link, 'state', f));
+    expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [], skipPaths: viaLink }))).toEqual(['a.scc']);
+    // The source named through the link, the ledger by its real path.
+    const real = ['ledger.db', 'ledger.db-wal', 'job.lock'].map((f) => path.join(root, 'state', f));
+    expect(await ids(scanDirectory({ directory: link, include: ['**'], exclude: [], skipPaths: real }))).toEqual(['a.scc']);
+  });
+
   it('follows symlinks to files but not to directories (no loops)', async () => {
     const root = tree(['real/a.scc']);
     symlinkSync(path.join(root, 'real/a.scc'), path.join(root, 'link.scc'));
@@ -126,6 +139,25 @@ describe('scanDirectory: unreadable and vanished directories', () => {
       ids: ['a.scc', 'z/b.scc'],
       skipped: [{ path: path.join(root, 'locked'), id: 'locked', code: 'EACCES' }],
     });
+  });
+
+  it('skips a subtree nested deeper than the open-file limit allows (EMFILE) instead of failing the whole scan', () => {
+    // One directory handle is open per level: 150 levels under `ulimit -n 100`.
+    const root = tree(['a.scc', 'z/b.scc', `${Array.from({ length: 150 }, () => 'd').join('/')}/deep.scc`]);
+    const script = `import { scanDirectory } from ${JSON.stringify(pathToFileURL(SCAN_TS).href)};
+      const skipped = [];
+      const ids = [];
+      for await (const x of scanDirectory({ directory: ${JSON.stringify(root)}, include: ['**'], exclude: [], onUnreadable: (d) => skipped.push(d) })) ids.push(x.id);
+      console.log(JSON.stringify({ ids: ids.sort(), codes: skipped.map((d) => d.code) }));`;
+    const child = spawnSync('sh', ['-c', 'ulimit -n 100 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      cwd: path.dirname(SCAN_TS),
+    });
+    expect(child.status, child.stderr).toBe(0);
+    const found = JSON.parse(child.stdout) as { ids: string[]; codes: string[] };
+    expect(found.ids).toEqual(['a.scc', 'z/b.scc']);
+    expect(found.codes).toEqual(['EMFILE']);
   });
 
   it('tells a present source root and item from vanished ones', async () => {
