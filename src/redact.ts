@@ -28,8 +28,9 @@ export function redactUrl(url: string): string {
   // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
   let at = authority.lastIndexOf('@');
   let [head, tail] = [authority, rest];
-  if (at < 0 && parseUrl(url.trim()) === undefined) {
-    // Not a URL: a raw '#', '/' or '?' in the password ended the authority early.
+  if ((at < 0 && parseUrl(url.trim()) === undefined) || rest.includes('@')) {
+    // A raw '#', '/' or '?' in the password ended the authority early: not a URL, or
+    // (with a raw '@' before it) one whose host and path are pieces of the password.
     [head, tail] = [authority + rest, ''];
     at = head.lastIndexOf('@');
   }

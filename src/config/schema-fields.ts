@@ -62,6 +62,13 @@ export const always = {
 };
 
 /**
+ * A raw '@' after the authority: a password with a raw '@' and then '/', '?' or '#'
+ * (`u:p@ss/word@db/x`), which new URL and the driver read as host `ss` and a database
+ * named `word@db/x`; the password would reach the connection errors.
+ */
+const rawAtAfterHost = (v: string): boolean => /^[^:]*:\/\/[^/?#]*[/?#].*@/s.test(v);
+
+/**
  * A URL as written: `scheme://` first. `new URL` also takes blanks in front and one slash
  * (`postgres:/u:pw@db/x`), which the driver then reads as something else (a database named
  * `u:pw@db/x` on localhost, a host named `base`).
@@ -70,7 +77,7 @@ export const url = (protocols: string[], what: string) =>
   str(what).refine(
     (v) => {
       const u = parseUrl(v);
-      return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`);
+      return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`) && !rawAtAfterHost(v);
     },
     { error: got(`expected ${what}`) },
   );

@@ -26,7 +26,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL password is never pr
     const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: 'postgres://placeholder/x' } }, { 'a.txt': 'a' });
     const r = await runCli([...args, '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: url }, timeoutMs: 30_000 });
     const printed = r.stdout + r.stderr;
-    for (const spelling of [SECRET, 'Hun#ter2', 'Hunter2/', 'ter2Sec']) expect(printed, `${args[0]} with ${JSON.stringify(url)}`).not.toContain(spelling);
+    for (const spelling of [SECRET, 'Hun#ter2', 'Hunter2/', 'ter2Sec', '@ter2', 'ter2/', 'ter2?', '4711/']) expect(printed, `${args[0]} with ${JSON.stringify(url)}`).not.toContain(spelling);
     return r;
   };
 
@@ -36,6 +36,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL password is never pr
       `host=127.0.0.1 port=${port} user=app password=${SECRET} dbname=pw`,
       `postgres://app:Hun#ter2Secret@127.0.0.1:${port}/pw`,
       `postgres://app:Hunter2/Secret@127.0.0.1:${port}/pw`,
+      // a raw '@' before the '/' (or '?', '#'): new URL and the driver take `ter2` for the
+      // host and the rest of the password for the database name
+      `postgres://app:Hun@ter2/Secret@127.0.0.1:${port}/pw`,
+      `postgres://app:Hun@ter2?Sec#ret@127.0.0.1:${port}/pw`,
+      // digits, then a raw '/': new URL takes `4711` for a port and printed the URL whole
+      `postgres://app:4711/Secret@127.0.0.1:${port}/pw`,
       `postgres:/app:${SECRET}@127.0.0.1:${port}/pw`,
       // new URL takes it, the driver does not (a host named 'base'); the tab one it does, by luck
       ` postgres://app:${SECRET}@127.0.0.1:${port}/pw`,

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -166,5 +166,26 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('status on PostgreSQL only reads',
     const status = await runCli(['status', '-c', reader.configPath, '--json']);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 1 });
+  }, 60_000);
+
+  it('runs with exactly the grants docs/postgres.md lists for the role after the first start', async () => {
+    // Read from the page, so that the page and the role the ledger needs cannot drift apart.
+    const doc = readFileSync(path.join(import.meta.dirname, '../../docs/postgres.md'), 'utf8').replace(/\s+/g, ' ');
+    const privileges = /then only `USAGE` on the schema and `([A-Z/]+)` on its tables/.exec(doc)?.[1];
+    expect(privileges, 'the grants sentence in docs/postgres.md').toBeDefined();
+    const url = await server.createDatabase('grants');
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'qc' } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0); // the first start, privileged
+    await server.admin(
+      `CREATE ROLE worker LOGIN; GRANT USAGE ON SCHEMA qc TO worker; GRANT ${privileges!.split('/').join(', ')} ON ALL TABLES IN SCHEMA qc TO worker`,
+      [],
+      'grants',
+    );
+    configure(ws, { state: { postgres: url.replace('postgres@', 'worker@'), schema: 'qc' } });
+    rmSync(path.join(ws.source, 'a.txt'));
+    writeFileSync(path.join(ws.source, 'c.txt'), 'c');
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(path.join(ws.out, 'c.txt.out'), 'utf8')).toBe('c');
   }, 60_000);
 });

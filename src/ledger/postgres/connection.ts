@@ -46,11 +46,19 @@ const types = {
 };
 
 /**
+ * Every session reads committed, whatever a DBA made the default (REPEATABLE READ or
+ * SERIALIZABLE for the database or the role): the migration and the run lock's join decision
+ * read rows after waiting for a lock, and must see what was committed while they waited, not
+ * a snapshot from before. (`\ `: a blank inside a value of `options`.)
+ */
+const READ_COMMITTED = 'default_transaction_isolation=read\\ committed';
+
+/**
  * Connection settings shared by the pool and the run lock's dedicated session. `settings`:
  * server settings for the session (`-c name=value` at connect: no extra round trip).
  */
 export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
-  const all = [...(opts.readOnly ? ['default_transaction_read_only=on'] : []), ...settings];
+  const all = [READ_COMMITTED, ...(opts.readOnly ? ['default_transaction_read_only=on'] : []), ...settings];
   const { url, options } = takeOptions(opts.url);
   // Ours last: for a setting given twice the server keeps the last `-c`.
   const merged = [options, ...all.map((x) => `-c ${x}`)].filter((x) => x !== '').join(' ');
