@@ -57,6 +57,8 @@ export async function deadLetterRetry(
 ): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
   const store = openStore(config);
+  // Read-only first, as requeue: a missing ledger is an error (as for status), never created here.
+  await (await store.openLedger({ readOnly: true })).close();
   const ledger = await store.openLedger();
   // An id given twice is one item: counted twice, it would read as one that is not dead.
   const unique = [...new Set(ids.map(fromPrintableId))];

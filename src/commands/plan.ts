@@ -16,10 +16,11 @@ export interface PlanOptions {
 /** `cronsafe plan` (also `cronsafe run --dry-run`): what the next run would do (run/dry-run.ts), as text or JSON. */
 export async function planCommand(configPath: string, opts: PlanOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath);
-  const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
+  // An empty variable is unset (as the shell's ${VAR:-}); an empty flag is a bad value (exit 2).
+  const raw = opts.scheduledTime ?? (process.env.CRONSAFE_SCHEDULED_TIME || undefined);
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
   // As the run would: a fire ahead of this clock is refused.
-  const scheduledTime = raw ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : undefined;
+  const scheduledTime = raw !== undefined ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : undefined;
   const plan = await dryRun(config, { now: Date.now(), scheduledTime, limit: opts.limit ?? 10, signal: opts.signal });
   const report: PlanReport = { ...plan, job: config.name, fire: plan.fire && fireOf(plan.fire.fire, plan.fire.skip) };
   const sink = new Sink(out);

@@ -22,10 +22,11 @@ export interface RunOptions {
 export async function runCommand(opts: RunOptions): Promise<number> {
   const config = loadConfig(opts.configPath);
   opts.drainBudget?.(config.drain.gracePeriodSeconds * 1000, config.drain.marginSeconds * 1000);
-  const raw = opts.scheduledTime ?? process.env.CRONSAFE_SCHEDULED_TIME;
+  // An empty variable is unset (as the shell's ${VAR:-}); an empty flag is a bad value (exit 2).
+  const raw = opts.scheduledTime ?? (process.env.CRONSAFE_SCHEDULED_TIME || undefined);
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
   const log = opts.logger ?? createLogger(config.log);
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
-  const scheduledTime = raw ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : await scheduledTimeFromJob(config, log);
+  const scheduledTime = raw !== undefined ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : await scheduledTimeFromJob(config, log);
   return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime, policy: 'kubernetes' }));
 }

@@ -18,7 +18,7 @@ export async function scheduleCommand(
   const config = loadConfig(configPath, { checkPaths: false });
   const schedule = config.schedule;
   if (!schedule) throw new ConfigError(`${config.configPath}: schedule: not configured (add schedule.cron)`, config.configPath, 'schedule');
-  const at = opts.at ? parseScheduledTime(opts.at, '--at') : new Date();
+  const at = opts.at !== undefined ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
   const store = openStore(config);
   // Only read, as status does: no migration check, pragma writes or checkpoint at close

@@ -20,17 +20,20 @@ const realClock: DaemonClock = {
 
 /** Run each occurrence of `config.schedule` until `stop`; the exit code (0 once stopped). */
 export async function runScheduled(config: Config, log: Logger, signals: { stop: AbortSignal; force: AbortSignal }): Promise<number> {
-  const ledger = await openStore(config).openLedger();
+  const store = openStore(config);
+  const ledger = await store.openLedger();
+  // The daemon's own reads name the store as a run's do (StateUnavailable), so that it waits an outage out.
+  const reading = <T>(doing: string, read: () => Promise<T>) => read().catch((err: unknown) => Promise.reject(store.unavailable(doing, err)));
   try {
     const result = await runDaemon({
       config,
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: async () => (await ledger.lastRunStart())?.startedAt ?? null,
+      lastRunStart: () => reading('read the last run: ', async () => (await ledger.lastRunStart())?.startedAt ?? null),
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
-      sourceGrew: () => sourceGrew(config, ledger),
+      sourceGrew: () => reading('look for new files: ', () => sourceGrew(config, ledger)),
     });
     log.info({ result }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);

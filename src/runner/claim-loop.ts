@@ -134,8 +134,12 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     }
     // Let every attempt that is finishing in this turn of the event loop free its slot
     // first, so that one claim serves all of them (with fast handlers, claiming per freed
-    // slot would cost a statement per item).
-    if (d.running() > 0) await yieldTurn();
+    // slot would cost a statement per item). Always, even with nothing running: after the
+    // scan, SQLite's claims are synchronous and a module handler can settle at once, so this
+    // loop would otherwise never leave the microtask queue, and signals (a SIGTERM's drain),
+    // timers (progress, heartbeats, the journal's flush) and the lock check would wait for
+    // the whole sweep.
+    await yieldTurn();
     if (drain.stopping.aborted) return false;
     const free = d.freeSlots();
     const ids = await candidates(free);

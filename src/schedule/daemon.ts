@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
+import { StateUnavailable } from '../errors.js';
 import { scheduleStatus } from './status.js';
 
 export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
@@ -22,9 +23,9 @@ export interface DaemonDeps {
   log: Logger;
   stop: AbortSignal;
   clock: DaemonClock;
-  /** When the latest run started (ledger), epoch ms. */
+  /** When the latest run started (ledger), epoch ms. An unreachable ledger: StateUnavailable. */
   lastRunStart(): Promise<number | null>;
-  /** Run one pass for `occurrence` (undefined: a growth-triggered pass). */
+  /** Run one pass for `occurrence` (undefined: a growth-triggered pass); StateUnavailable when it could not reach the ledger. */
   pass(occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult>;
   /** Whether the source holds items the ledger has not seen since the last completed pass. */
   sourceGrew?(): Promise<boolean>;
@@ -40,21 +41,46 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   let lastPassEnd = -Infinity;
   let incomplete = 0;
   let stoodDown = false;
+  let outage = false; // the state store could not be reached at the last try (logged once per outage)
+  const unavailable = (err: unknown): boolean => {
+    // A daemon stays up for years: a database restart or failover between (or at) passes is
+    // waited out tick by tick, as a failed pass is. Anything else still ends it.
+    if (!(err instanceof StateUnavailable)) return false;
+    if (!outage) d.log.error({ err: err.message }, 'daemon: the state store is unavailable; trying again every tick');
+    outage = true;
+    return true;
+  };
 
   d.log.info({ cron: schedule.cron, timeZone: schedule.timeZone, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
   for (;;) {
     if (d.stop.aborted) return 'stopped';
     const now = new Date(d.clock.now());
-    const started = await d.lastRunStart();
+    let started: number | null;
+    try {
+      started = await d.lastRunStart();
+    } catch (err) {
+      if (!unavailable(err)) throw err;
+      await d.clock.sleep(tickMs, d.stop);
+      continue;
+    }
+    if (outage) d.log.info('daemon: the state store is available again');
+    outage = false;
     const status = scheduleStatus(schedule, now, started === null ? null : new Date(started), 'vixie');
     let result: DaemonPassResult | undefined;
-    if (status.latest && status.due && status.latest.getTime() !== attempted) {
-      attempted = status.latest.getTime();
-      d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
-      result = await d.pass(status.latest, 'occurrence');
-    } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.())) {
-      d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
-      result = await d.pass(undefined, 'growth');
+    try {
+      if (status.latest && status.due && status.latest.getTime() !== attempted) {
+        attempted = status.latest.getTime();
+        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
+        result = await d.pass(status.latest, 'occurrence');
+      } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.())) {
+        d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
+        result = await d.pass(undefined, 'growth');
+      }
+    } catch (err) {
+      if (!unavailable(err)) throw err;
+      // Not given up: the next tick fires this occurrence again if no run has started since it.
+      attempted = null;
+      result = 'failed';
     }
     if (result) {
       lastPassEnd = d.clock.now();

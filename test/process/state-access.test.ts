@@ -118,12 +118,15 @@ describe('status and dead-letter list only read the ledger', () => {
 
   it('say when there is no ledger yet, and do not create one', async () => {
     const ws = workspace({ handler: failing });
-    for (const args of [['status'], ['dead-letter', 'list']]) {
+    // [the writers too: dead-letter retry made an empty ledger (and its directory) at a
+    // mistyped state.sqlite and said "requeued 0 dead items", exit 0]
+    for (const args of [['status'], ['dead-letter', 'list'], ['dead-letter', 'retry', '--all'], ['dead-letter', 'retry', 'a.scc'], ['requeue', '--all']]) {
       const r = await runCli([...args, '-c', ws.configPath]);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): no ledger file at ${ws.db}: no run has created it yet (check state.sqlite)`);
     }
     expect(existsSync(ws.db)).toBe(false);
+    expect(existsSync(ws.state)).toBe(false);
   });
 
   it('say that an older ledger needs a run to migrate it, and leave it as it is', async () => {
@@ -158,6 +161,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('status on PostgreSQL only reads',
     const none = await runCli(['status', '-c', ws.configPath]);
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/state store unavailable \(postgres\): open read-only on PostgreSQL .* schema qc holds no cronsafe ledger yet/);
+    const retry = await runCli(['dead-letter', 'retry', '--all', '-c', ws.configPath]);
+    expect(retry.code, retry.stdout).toBe(1);
+    expect(retry.stderr).toMatch(/schema qc holds no cronsafe ledger yet/);
     expect(await server.admin(`SELECT 1 FROM pg_namespace WHERE nspname = 'qc'`, [], 'ro')).toEqual([]);
 
     expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);

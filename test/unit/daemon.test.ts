@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { runDaemon, type DaemonClock, type DaemonPassResult } from '../../src/schedule/daemon.js';
+import { ConfigError, StateUnavailable } from '../../src/errors.js';
 import { memoryLogger } from '../helpers/log.js';
 
 function config(over: Partial<Config['daemon']['growth']> = {}, schedule: Partial<NonNullable<Config['schedule']>> = {}): Config {
@@ -44,8 +45,9 @@ async function drive(opts: {
     lastRunStart: async () => last,
     pass: async (occurrence, trigger) => {
       passes.push({ at: new Date(clock.now()).toISOString(), occurrence: occurrence?.toISOString() ?? null, trigger });
+      const result = opts.result?.(passes.length) ?? 'completed'; // a pass that threw recorded no run
       last = clock.now();
-      return opts.result?.(passes.length) ?? 'completed';
+      return result;
     },
     sourceGrew: async () => opts.grew?.() ?? false,
   });
@@ -103,5 +105,73 @@ describe('runDaemon', () => {
     });
     expect(passes.filter((p) => p.trigger === 'growth')).toHaveLength(2);
     expect(lines.filter((l) => String(l.msg).startsWith('daemon: standing down'))).toHaveLength(1);
+  });
+});
+
+describe('runDaemon when the state store is unavailable', () => {
+  const outage = () => new StateUnavailable('state store unavailable (postgres): connect ECONNREFUSED 127.0.0.1:5432');
+
+  it('a ledger that cannot be read between passes does not end the daemon: it says so once, and fires again once the ledger is back', async () => {
+    const stop = new AbortController();
+    const clock = sim('2026-06-01T10:30:00Z', '2026-06-01T13:30:00Z', stop);
+    const { log, lines } = memoryLogger();
+    const down = { from: Date.parse('2026-06-01T10:40:00Z'), to: Date.parse('2026-06-01T12:10:00Z') };
+    const isDown = () => clock.now() >= down.from && clock.now() < down.to;
+    let last: number | null = Date.parse('2026-06-01T10:00:05Z');
+    const passes: string[] = [];
+    await runDaemon({
+      config: config(),
+      log,
+      stop: stop.signal,
+      clock,
+      lastRunStart: async () => {
+        if (isDown()) throw outage();
+        return last;
+      },
+      pass: async (occurrence) => {
+        if (isDown()) throw outage();
+        passes.push(occurrence!.toISOString());
+        last = clock.now();
+        return 'completed';
+      },
+    });
+    // 11:00 fell in the outage; 12:00 is the latest when the ledger is back (no run started since it).
+    expect(passes).toEqual(['2026-06-01T12:00:00.000Z', '2026-06-01T13:00:00.000Z']);
+    expect(lines.filter((l) => String(l.msg).startsWith('daemon: the state store is unavailable'))).toHaveLength(1);
+    expect(lines.filter((l) => String(l.msg).startsWith('daemon: the state store is available again'))).toHaveLength(1);
+  });
+
+  it('a pass that could not reach the state store is tried again at the next tick, not given up for its occurrence', async () => {
+    let calls = 0;
+    const { passes } = await drive({
+      start: '2026-06-01T11:00:00Z',
+      until: '2026-06-01T11:30:00Z',
+      cfg: config(),
+      lastRun: Date.parse('2026-06-01T10:00:05Z'),
+      result: () => {
+        calls++;
+        if (calls <= 2) throw outage();
+        return 'completed';
+      },
+    });
+    expect(passes.map((p) => `${p.at.slice(11, 16)} ${p.occurrence}`)).toEqual([
+      '11:00 2026-06-01T11:00:00.000Z',
+      '11:01 2026-06-01T11:00:00.000Z',
+      '11:02 2026-06-01T11:00:00.000Z',
+    ]);
+  });
+
+  it('any other error still ends the daemon', async () => {
+    await expect(
+      drive({
+        start: '2026-06-01T11:00:00Z',
+        until: '2026-06-01T11:30:00Z',
+        cfg: config(),
+        lastRun: 0,
+        result: () => {
+          throw new ConfigError('x.yaml: source.directory: gone', 'x.yaml', 'source.directory');
+        },
+      }),
+    ).rejects.toThrow(ConfigError);
   });
 });

@@ -1,0 +1,51 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, FIXTURES, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+
+// A daemon stays up for years, so a database restart or failover longer than the ledger's
+// retry budget (30 s) must be waited out, not end it (exit 1) with nobody to start it again.
+// libfaketime (x60) makes the budget pass in half a real second; PostgreSQL keeps real time.
+const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+
+describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cronsafe daemon on PostgreSQL, database down between passes', () => {
+  const db = usePostgresDatabase('daemon_outage');
+
+  it('waits the outage out, says so once, and runs the next occurrence once the database is back', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        state: { postgres: db.url },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+        daemon: { tickSeconds: 5 },
+      },
+      { 'a.txt': 'a' },
+    );
+    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
+      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' },
+      timeoutMs: 90_000,
+    });
+    try {
+      await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      await db.server.halt();
+      try {
+        // Under the old code the daemon exited 1 here (the retry budget ran out).
+        await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+        // Fake minutes go by: occurrences come due while the database is down.
+        await new Promise((r) => setTimeout(r, 3_000));
+      } finally {
+        await db.server.start();
+      }
+      await daemon.waitFor((l) => l.msg === 'daemon: the state store is available again', 30_000);
+      const back = daemon.lines.length;
+      await daemon.waitFor((l) => l.msg === 'run finished' && daemon.lines.indexOf(l) >= back, 30_000);
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    const { code } = await daemon.exited;
+    expect(code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
+    expect(daemon.lines.filter((l) => l.msg === 'run finished').every((l) => l.outcome === 'completed')).toBe(true);
+  }, 120_000);
+});
