@@ -168,7 +168,11 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       // Suspects (charged last by a run that died) one at a time per owner: SQLite first,
       // PostgreSQL last, with a slot left over.
       const running = [...m.items.values()].some((it) => it.state === 'claimed' && it.owner === o.owner && suspect({ ...it, attempts: it.attempts - 1 }));
-      const plain = all.filter(([, it]) => !suspect(it));
+      // Among equal waits SQLite's sweep takes the oldest rows first (rowid: the model's
+      // insertion order, a forgotten item re-inserted last), PostgreSQL's by id.
+      const rowid = new Map([...m.items.keys()].map((id, i) => [id, i]));
+      const byRowid = ([ia, a]: [string, MItem], [ib, b]: [string, MItem]): number => a.availableAt - b.availableAt || rowid.get(ia)! - rowid.get(ib)!;
+      const plain = all.filter(([, it]) => !suspect(it)).sort(m.shared ? byWait : byRowid);
       const oneSuspect = running ? [] : all.filter(([, it]) => suspect(it)).slice(0, 1);
       const suspects = m.shared && plain.length >= op.limit ? [] : oneSuspect;
       const rest = plain.slice(0, m.shared ? op.limit : op.limit - suspects.length);

@@ -49,14 +49,17 @@ export const CLAIMED_SUSPECT = `attempts - released >= 3 AND last_error GLOB ${A
 /**
  * The end-of-scan sweep: this run's pending items whose backoff has passed, earliest
  * first, but for the suspects (below). Its bound LIMIT costs a re-prepare per call, which
- * is fine once per sweep.
+ * is fine once per sweep. Equal waits go oldest row first: rowid is the pending index's
+ * last column, so the LIMIT stops after `limit` entries; ordered by id, SQLite sorted every
+ * row of an equal wait per call (a requeue of 50,000 items behind the scan: ~26 ms per
+ * claim of 8, a sweep of ~300 items/s).
  */
 export const CLAIM_DUE_SQL = `
 UPDATE items ${CLAIM_SET}
 WHERE id IN (
   SELECT id FROM items
   WHERE state = 'pending' AND seen_run = @runId AND available_at <= @now AND (${SUSPECT}) IS NOT 1
-  ORDER BY available_at, id LIMIT @limit)
+  ORDER BY available_at, rowid LIMIT @limit)
 RETURNING id, attempts, released, available_at`;
 
 /**
