@@ -50,6 +50,8 @@ describe('poison items are dead-lettered and stop being claimed', () => {
 
   it('dead-letter retry of an id that is not dead says so and exits 1', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') } }, { 'a.scc': 'a' });
+    // A ledger that exists (without one, retry refuses as requeue does: state-access.test.ts).
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
     const r = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'nope.scc']);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('1 of the given ids were not dead letters');
