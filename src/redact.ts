@@ -28,7 +28,7 @@ export function redactUrl(url: string): string {
   // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
   let at = authority.lastIndexOf('@');
   let [head, tail] = [authority, rest];
-  if ((at < 0 && parseUrl(url.trim()) === undefined) || rest.includes('@')) {
+  if ((at < 0 && parseUrl(url.trim()) === undefined) || rawAtAfterAuthority(rest)) {
     // A raw '#', '/' or '?' in the password ended the authority early: not a URL, or
     // (with a raw '@' before it) one whose host and path are pieces of the password.
     [head, tail] = [authority + rest, ''];
@@ -41,6 +41,21 @@ export function redactUrl(url: string): string {
     if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
   }
   return scheme + (auth + tail).replace(SECRET_PARAM, '$1***');
+}
+
+/**
+ * A raw '@' after a URL's authority (`rest`: from its first '/', '?' or '#') that is not in
+ * a query parameter's value: in the path, the fragment, or a parameter's name. It is a
+ * password with a raw '@' and then '/', '?' or '#' (`u:p@ss/word@db/x`), whose pieces new
+ * URL and the driver read as host and path. In a value (`?application_name=etl@prod`) it
+ * is legal and meant.
+ */
+export function rawAtAfterAuthority(rest: string): boolean {
+  const hash = rest.indexOf('#');
+  if (hash >= 0 && rest.includes('@', hash)) return true;
+  const [path = '', query] = (hash >= 0 ? rest.slice(0, hash) : rest).split(/\?(.*)/s);
+  if (path.includes('@')) return true;
+  return query !== undefined && query.split('&').some((param) => param.split('=')[0]!.includes('@'));
 }
 
 /**

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
-import { parseUrl } from '../redact.js';
+import { parseUrl, rawAtAfterAuthority } from '../redact.js';
 import { negatesWhole } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
@@ -62,11 +62,12 @@ export const always = {
 };
 
 /**
- * A raw '@' after the authority: a password with a raw '@' and then '/', '?' or '#'
- * (`u:p@ss/word@db/x`), which new URL and the driver read as host `ss` and a database
- * named `word@db/x`; the password would reach the connection errors.
+ * A raw '@' after the authority, not in a query parameter's value (redact.ts): a password
+ * with a raw '@' and then '/', '?' or '#' (`u:p@ss/word@db/x`), which new URL and the driver
+ * read as host `ss` and a database named `word@db/x`; the password would reach the
+ * connection errors. `?application_name=etl@prod` is taken.
  */
-const rawAtAfterHost = (v: string): boolean => /^[^:]*:\/\/[^/?#]*[/?#].*@/s.test(v);
+const rawAtAfterHost = (v: string): boolean => rawAtAfterAuthority(/^[^:]*:\/\/[^/?#]*(.*)$/s.exec(v)?.[1] ?? '');
 
 /**
  * A URL as written: `scheme://` first. `new URL` also takes blanks in front and one slash

@@ -30,10 +30,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: () => reading('read the last run: ', async () => (await ledger.lastRunStart())?.startedAt ?? null),
+      lastRunStart: () => reading('read the last run', async () => (await ledger.lastRunStart())?.startedAt ?? null),
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
-      sourceGrew: () => reading('look for new files: ', () => sourceGrew(config, ledger)),
+      sourceGrew: () => reading('look for new files', () => sourceGrew(config, ledger)),
     });
     log.info({ result }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);

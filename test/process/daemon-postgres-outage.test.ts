@@ -49,3 +49,27 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     expect(daemon.lines.filter((l) => l.msg === 'run finished').every((l) => l.outcome === 'completed')).toBe(true);
   }, 120_000);
 });
+
+describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cronsafe daemon on PostgreSQL, database down at its own read', () => {
+  const db = usePostgresDatabase('daemon_read_outage');
+
+  it("names what the daemon's own read could not do once, then the driver's reason", async () => {
+    // No occurrence comes due: the outage meets the daemon's read of the last run, between passes.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 } });
+    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], { env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' }, timeoutMs: 90_000 });
+    let outage;
+    try {
+      await daemon.waitFor((l) => l.msg === 'run finished', 30_000); // the year's occurrence, at start
+      await db.server.halt();
+      try {
+        outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+      } finally {
+        await db.server.start();
+      }
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(String(outage.err)).toMatch(/^state store unavailable \(postgres\): read the last run: [^:\s]/);
+  }, 120_000);
+});

@@ -333,6 +333,12 @@ describe('secrets', () => {
     expect(redactUrl('postgres://app:s3/c?ret@db/cs?password=x')).toBe('postgres://app:***@db/cs?password=***');
     expect(redactUrl('postgres:/app:s3cret@db/cs')).toBe('postgres:/app:***@db/cs');
     expect(redactUrl('\tpostgres://app:s3cret@db/cs')).toBe('\tpostgres://app:***@db/cs');
+    // A raw '@' in a query parameter's value is a legal URL (libpq's application_name, a
+    // certificate path): kept whole, and state.postgres takes it.
+    for (const url of ['postgres://app:s3cret@db/cs?application_name=etl@prod', 'postgres://app:s3cret@db/cs?sslrootcert=/etc/team@x/ca.pem']) {
+      expect(redactUrl(url)).toBe(url.replace('s3cret', '***'));
+      expect(loadConfig(minimal(`state: {postgres: "${url}"}\n`)).state).toStrictEqual({ postgres: url });
+    }
     // Not secrets: handler arguments stay as they are.
     for (const arg of ['{path}', '/bin/cp', 's3://bucket/a@b', 'http://h/x?mail=a@b', '--retries=3']) expect(redactUrl(arg)).toBe(arg);
   });
