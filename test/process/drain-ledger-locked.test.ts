@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIXTURES, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { FIXTURES, finished, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 // Another process holds the SQLite ledger's write lock while a run drains: an operator's
@@ -30,18 +30,27 @@ function holdWriteLock(db: string): void {
   holder.exec('BEGIN IMMEDIATE');
 }
 
+/**
+ * Run with the slow handler until `handlers` have started, take the ledger's write lock,
+ * SIGTERM the run: how it ended (never by a signal) and how long after the SIGTERM.
+ */
+async function stopWhileLocked(ws: Workspace, slowMs: string, handlers: number) {
+  const markers = path.join(ws.dir, 'markers');
+  const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: slowMs } });
+  await until(() => started(markers).length >= handlers, `${handlers} handlers to start`);
+  holdWriteLock(ws.db);
+  const t0 = Date.now();
+  run.child.kill('SIGTERM');
+  const { code, signal } = await run.exited;
+  const elapsed = Date.now() - t0;
+  expect(signal).toBeNull();
+  return { run, code, elapsed };
+}
+
 describe('a drain while another process holds the ledger write lock', () => {
   it('exits 75 inside the grace period when in-flight items outlast the drain deadline', async () => {
     const ws = workspace({ handler: { command: slow, timeoutSeconds: 600 }, concurrency: 2, drain: { gracePeriodSeconds: 8, marginSeconds: 4 } }, items(6));
-    const markers = path.join(ws.dir, 'markers');
-    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
-    await until(() => started(markers).length === 2, 'two handlers to start');
-    holdWriteLock(ws.db);
-    const t0 = Date.now();
-    run.child.kill('SIGTERM');
-    const { code, signal } = await run.exited;
-    const elapsed = Date.now() - t0;
-    expect(signal).toBeNull();
+    const { run, code, elapsed } = await stopWhileLocked(ws, '120000', 2);
     expect(code, run.stderr()).toBe(75);
     expect(elapsed, run.stderr()).toBeLessThan(8_000); // before the kubelet's SIGKILL
   });
@@ -49,15 +58,8 @@ describe('a drain while another process holds the ledger write lock', () => {
   it('exits inside the grace period when in-flight items finish, and loses none of their successes', async () => {
     const ws = workspace({ handler: { command: slow }, concurrency: 2, drain: { gracePeriodSeconds: 10, marginSeconds: 5 } }, items(12));
     const markers = path.join(ws.dir, 'markers');
-    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1000' } });
     // Mid-pass: the first attempts are done and the next ones run.
-    await until(() => started(markers).length >= 4, 'four handlers to start');
-    holdWriteLock(ws.db);
-    const t0 = Date.now();
-    run.child.kill('SIGTERM');
-    const { code, signal } = await run.exited;
-    const elapsed = Date.now() - t0;
-    expect(signal).toBeNull();
+    const { run, code, elapsed } = await stopWhileLocked(ws, '1000', 4);
     // The ledger stays locked: the run cannot record its end, and leaves before the
     // kubelet's SIGKILL (cli.ts's last resort), saying why.
     expect(code, run.stderr()).toBe(75);
