@@ -12,6 +12,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
+import { RETRY_DEAD_PAGE, RETRY_DEAD_PAGE_SQL } from '../../src/ledger/sqlite/recover.js';
 import { FINISHED_PAGE_SQL, PEEK_SQL, REQUEUE_SQL } from '../../src/ledger/sqlite/requeue.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
@@ -172,6 +173,27 @@ describe('SQLite ledger specifics', () => {
     const plan = (db.prepare(`EXPLAIN QUERY PLAN ${CLAIM_DUE_SQL}`).all({ runId: 'r', now: 0, owner: 'o', leaseUntil: 0, limit: 8 }) as { detail: string }[]).map((r) => r.detail).join('\n');
     expect(plan).toMatch(/USING INDEX items_pending_due/);
     expect(plan).not.toMatch(/TEMP B-TREE/);
+    db.close();
+  });
+
+  it('retries every dead item a page per transaction, across page boundaries, each counted once', async () => {
+    const ledger = await openSqliteLedger(freshFile());
+    const n = 2 * RETRY_DEAD_PAGE + 1;
+    const ids = Array.from({ length: n }, (_, i) => `dead-${i}`);
+    const claims = await discoverAndClaim(ledger, items(...ids), { owner: 'o', runId: 'r', now: T0, leaseMs: 1, limit: n });
+    await ledger.fail(claims.map((claim) => ({ claim, error: 'boom' })), { now: T0, retry: { ...RETRY, maxAttempts: 1 }, random: () => 0 });
+    expect((await ledger.counts()).dead).toBe(n);
+    expect(await ledger.retryDead('all', T0 + 1)).toBe(n);
+    expect(await ledger.counts()).toEqual({ pending: n, claimed: 0, done: 0, dead: 0 });
+    expect((await ledger.totals()).requeued).toBe(n);
+    expect(await ledger.retryDead('all', T0 + 2)).toBe(0);
+    await ledger.close();
+    // Each page walks the dead rows' partial index (LIMIT stops it), never the whole table.
+    const db = new Database(':memory:');
+    migrate(db);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${RETRY_DEAD_PAGE_SQL}`).all({ now: 0, limit: 1 }) as { detail: string }[]).map((r) => r.detail).join('\n');
+    expect(plan).toMatch(/USING INDEX items_dead/);
+    expect(plan).not.toMatch(/SCAN items(?! USING INDEX items_dead)/);
     db.close();
   });
 

@@ -18,7 +18,7 @@ import { countsThroughJournal, finishedThroughJournal, journalled, throughJourna
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
-import { makeRecoverOps, type RecoverOps } from './recover.js';
+import { makeRecoverOps, RETRY_DEAD_PAGE, type RecoverOps } from './recover.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { makeRunOps, type RunOps } from './runs.js';
 import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
@@ -230,7 +230,17 @@ export class SqliteLedger implements L.Ledger {
     return deadPages((after, n) => this.#read.deadPage(after, n), query);
   }
   async retryDead(ids: string[] | 'all', now: number): Promise<number> {
-    return this.#written(() => this.#recover.retryDead(ids, now), () => []);
+    if (ids !== 'all') return this.#written(() => this.#recover.retryDead(ids, now), () => []);
+    // A page per transaction (recover.ts), and a pause between pages in which another
+    // process's writer (a running pass) takes the lock: SQLite's busy wait polls, so a loop
+    // that takes the lock again at once would keep it from it as one transaction did.
+    let moved = 0;
+    for (;;) {
+      const n = await this.#written(() => this.#recover.retryDead('page', now), () => []);
+      moved += n;
+      if (n < RETRY_DEAD_PAGE) return moved;
+      await sleep(BUSY_PAUSE_MS);
+    }
   }
   async startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
     return this.#op(() => { this.#runs.startRun(run); });

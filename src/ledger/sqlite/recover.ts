@@ -16,20 +16,30 @@ const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_
   dead_at = NULL, updated_at = max(@now, updated_at + 1)`;
 /** last_error is kept: it is what the operator looked at before retrying. */
 export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND state = 'dead'`;
-export const RETRY_DEAD_ALL_SQL = `UPDATE items ${RETRY_SET} WHERE state = 'dead'`;
+/**
+ * `retry --all` a page at a time, oldest dead first (the dead index), with a pause between
+ * pages (SqliteLedger.retryDead): one transaction over a million dead rows held the write
+ * lock for over 5 s, and a running pass's write gives up after that (BUSY_TIMEOUT_MS).
+ * 200,000 dead rows: 2.3 s in all, another process's writer waiting at most ~50 ms
+ * (bench/proto/retry-dead.mjs; one transaction: 1.5 s, the writer waiting all of it).
+ */
+export const RETRY_DEAD_PAGE_SQL = `UPDATE items ${RETRY_SET} WHERE id IN (
+  SELECT id FROM items WHERE state = 'dead' ORDER BY dead_at LIMIT @limit)`;
+export const RETRY_DEAD_PAGE = 2000;
 
 /** Crash recovery, lease renewal and dead-letter requeue (synchronous; the Ledger wraps them). */
 export interface RecoverOps {
   reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): number;
   renew(owner: string, ids: string[], leaseUntil: number): string[];
-  retryDead(ids: string[] | 'all', now: number): number;
+  /** By ids, or one page (RETRY_DEAD_PAGE) of all, oldest dead first; returns how many moved. */
+  retryDead(ids: string[] | 'page', now: number): number;
 }
 
 export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counters, journal?: string): RecoverOps {
   const orphans = db.prepare(ORPHANS_SQL);
   const renew = db.prepare(RENEW_SQL);
   const retryOne = db.prepare(RETRY_DEAD_ONE_SQL);
-  const retryAll = db.prepare(RETRY_DEAD_ALL_SQL);
+  const retryPage = db.prepare(RETRY_DEAD_PAGE_SQL);
 
   // An orphan's attempt is charged like a failure: an item that kills the process
   // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
@@ -57,9 +67,9 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
     ids.filter((id) => renew.run(leaseUntil, wellFormed(id), owner).changes === 0),
   );
 
-  const retryTx = db.transaction((ids: string[] | 'all', now: number): number => {
+  const retryTx = db.transaction((ids: string[] | 'page', now: number): number => {
     let moved = 0;
-    if (ids === 'all') moved = retryAll.run({ now }).changes;
+    if (ids === 'page') moved = retryPage.run({ now, limit: RETRY_DEAD_PAGE }).changes;
     else for (const id of new Set(ids.map(wellFormed))) moved += retryOne.run({ id, now }).changes;
     counters.bump('items_requeued', moved);
     return moved;
