@@ -130,8 +130,7 @@ export class SqliteLedger implements L.Ledger {
     // Only pending rows this pass did not see (written behind first): never an attempt or a
     // candidate of this run, so the write-behind keeps what it knows (not #written).
     return this.#op(() => {
-      if (this.#behind) this.#behind.flush();
-      else this.#catchUp();
+      this.#upToDate();
       return this.#finish.forgetUnseen(passId);
     });
   }
@@ -198,6 +197,12 @@ export class SqliteLedger implements L.Ledger {
     return (this.#updatedAtStmt.get(wellFormed(id)) as number | undefined) ?? undefined;
   }
   #updatedAtStmt: Database.Statement | undefined;
+
+  /** What this connection reads or writes next sees every journalled record: its own (flushed), or another run's (caught up). */
+  #upToDate(): void {
+    if (this.#behind) this.#behind.flush();
+    else this.#catchUp();
+  }
 
   /**
    * Another writer (requeue, dead-letter retry): what a running or dead run journalled and
@@ -291,8 +296,7 @@ export class SqliteLedger implements L.Ledger {
     return this.#op(() => this.#runs.runStats());
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
-    if (this.#behind) this.#behind.flush();
-    else this.#catchUp();
+    this.#upToDate();
     const pages = finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
     // Read-only (requeue --dry-run), which cannot catch up: what the journal finished too.
     const j = this.#othersJournal();
@@ -304,8 +308,7 @@ export class SqliteLedger implements L.Ledger {
   }
   async peek(ids: string[]): Promise<ItemPeek[]> {
     return this.#op(() => {
-      if (this.#behind) this.#behind.flush();
-      else this.#catchUp();
+      this.#upToDate();
       const j = this.#othersJournal();
       // Read-only (plan, requeue --dry-run): as the journal has them. The owner is only for
       // that: a success applies to the claim it completes.
