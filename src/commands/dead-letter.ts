@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
+import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, oneLine, printableId } from './status.js';
 
@@ -67,6 +68,7 @@ export async function deadLetterRetry(
       throw store.unavailable('cannot requeue', err);
     });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
+    if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');
     if (!opts.all && moved < unique.length) {
       out.write(`${unique.length - moved} of the given ids were not dead letters (unknown, or not dead)\n`);
       return 1;

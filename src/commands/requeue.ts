@@ -5,6 +5,7 @@ import { openStore, type Store } from '../ledger/open.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
+import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, printableId } from './status.js';
 
@@ -69,6 +70,7 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
       before: sel.doneBefore?.getTime(),
     };
     const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts.dryRun, store) : await byFilter(ledger, sel, filter, opts.dryRun, show, store);
+    if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
     await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead));
     await sink.end();

@@ -122,11 +122,13 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
 }
 
 /**
- * A start that found the lock held: push the ledger-derived metrics (its lock skip is now
- * in the ledger's overrun and lock-skip totals) so the skip is visible even though no
- * pass runs here. POST keeps the running pass's live gauges in the group. Never rejects.
+ * Push the ledger-derived metrics alone, once: a start that found the lock held (its lock
+ * skip is now in the ledger's overrun and lock-skip totals), or an operator's `dead-letter
+ * retry` / `requeue` (the dead-letter gauge and requeue total moved, and a Pushgateway-only
+ * setup would otherwise page on the old dead letters until the next run). POST keeps a
+ * running pass's live gauges in the group. Never rejects.
  */
-export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
+export async function pushLedgerMetrics(deps: MetricsDeps, reason: string): Promise<void> {
   const { config, ledger, log } = deps;
   const url = config.metrics?.pushgateway;
   if (url === undefined) return;
@@ -143,9 +145,9 @@ export async function pushSkippedStart(deps: MetricsDeps): Promise<void> {
       method: 'post',
       ready: async () => (await view.read()) !== undefined,
     });
-    await pusher.push('skipped: lock held');
+    await pusher.push(reason);
   } catch (err) {
-    log.warn({ err }, 'metrics: could not push the skipped start');
+    log.warn({ err, reason }, 'metrics: could not push');
   }
 }
 

@@ -3,7 +3,7 @@ import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
 import { DEFAULT_POSTGRES_SCHEMA, type Store } from '../ledger/open.js';
 import type { RunHeartbeat } from '../ledger/types.js';
-import { pushSkippedStart } from '../metrics/index.js';
+import { pushLedgerMetrics } from '../metrics/index.js';
 import type { EventSink } from '../kube/events.js';
 import { identifyFire } from '../schedule/fire.js';
 import type { ExecuteOptions, RunResult } from './outcome.js';
@@ -36,7 +36,7 @@ export async function skipLocked({ config, store, log, opts, events }: SkippedRu
     try {
       const occurrence = config.schedule ? identifyFire(config.schedule, new Date(), opts.scheduledTime, opts.policy)?.occurrence : undefined;
       await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid, ...(lease ? { lease } : {}) }, occurrence?.getTime());
-      await pushSkippedStart({ config, ledger, log });
+      await pushLedgerMetrics({ config, ledger, log }, 'skipped: lock held');
     } finally {
       await ledger.close();
     }

@@ -115,6 +115,55 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
     expect(value(end, 'cronsafe_in_flight_items')).toBe(0);
   });
 
+  // With only a Pushgateway (no scrape of a live pod), the group kept the old dead-letter
+  // gauge after an operator's retry until the next run pushed: a daily job's
+  // CronsafeDeadLetters alert went on firing all day for items already put back.
+  it('dead-letter retry and requeue push the ledger metrics at once; stdout stays the command output', async () => {
+    const job = 'pg-operator';
+    const ws = gatedWorkspace(job, gw.url, 30, ['ok-1.txt', 'bad-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    let g = await group(gw, job);
+    expect(value(g, 'cronsafe_dead_letter_items')).toBe(1);
+    expect(value(g, 'cronsafe_items_requeued_total')).toBe(0);
+
+    const retry = await runCli(['dead-letter', 'retry', '--all', '-c', ws.configPath]);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 1 dead item\n');
+    g = await group(gw, job);
+    expect(value(g, 'cronsafe_dead_letter_items')).toBe(0);
+    expect(value(g, 'cronsafe_items_requeued_total')).toBe(1);
+    expect(value(g, 'cronsafe_items', { state: 'pending' })).toBe(1);
+    // POST: the run's own series (its histogram) are still in the group.
+    expect(find(g, 'cronsafe_item_duration_seconds_count').length).toBeGreaterThan(0);
+
+    const requeue = await runCli(['requeue', '--all', '--json', '-c', ws.configPath]);
+    expect(requeue.code, requeue.stderr).toBe(0);
+    expect(JSON.parse(requeue.stdout)).toMatchObject({ dryRun: false, count: 1, first: ['ok-1.txt'] });
+    g = await group(gw, job);
+    expect(value(g, 'cronsafe_items_requeued_total')).toBe(2);
+    expect(value(g, 'cronsafe_items', { state: 'done' })).toBe(0);
+
+    // A dry run changes nothing, so it pushes nothing (the group's push time stays).
+    const pushed = value(g, 'push_time_seconds');
+    const dry = await runCli(['requeue', '--all', '--include-dead', '--dry-run', '-c', ws.configPath]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(value(await group(gw, job), 'push_time_seconds')).toBe(pushed);
+  });
+
+  it('a retry whose push fails still succeeds, with the warning on stderr only', async () => {
+    const port = await freePort(); // nothing listens there
+    const ws = gatedWorkspace('pg-operator-down', `http://127.0.0.1:${port}`, 30, ['bad-1.txt']);
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const retry = await runCli(['dead-letter', 'retry', '--all', '-c', ws.configPath]);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 1 dead item\n');
+    expect(retry.stderr).toContain('metrics push failed');
+    expect(retry.stderr).toContain('dead-letter retry');
+  });
+
   // A Pushgateway served under a path (--web.route-prefix, or behind an ingress at a path),
   // written with a trailing slash as URLs often are: it answered 301 to `/pgw//metrics/...`,
   // which passed for a successful push, and nothing ever landed.
