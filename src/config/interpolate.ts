@@ -7,7 +7,8 @@
  * references (`${A:-${B:-4}}`, up to MAX_DEPTH levels), expanded only when the default is
  * used, as a shell does; `$${` is a literal `${`; any other `${` is an error, so a typo
  * never passes through silently. A value that is exactly one `${...}` where the schema
- * expects a number becomes that number, so `concurrency: ${CONCURRENCY:-4}` works;
+ * expects a number becomes that number, so `concurrency: ${CONCURRENCY:-4}` works; where
+ * it expects a boolean, `true` or `false` (as YAML writes them) becomes that boolean;
  * everything else stays a string.
  */
 import type { KeyProblem } from './messages.js';
@@ -15,6 +16,8 @@ import { keyPath } from './messages.js';
 
 const NAME_RE = /[A-Za-z_][A-Za-z0-9_]*/y;
 const NUMBER_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+/** YAML 1.2's booleans (the core schema the config is read with). */
+const BOOLEAN_RE = /^(true|True|TRUE|false|False|FALSE)$/;
 /** Defaults nested deeper than this are an error (a runaway string, not a config). */
 export const MAX_DEPTH = 8;
 
@@ -115,20 +118,24 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
 class TooDeep extends Error {}
 
 /**
- * Interpolate every string in `value` (keys are left alone). `isNumberAt(path)` says
- * whether the schema wants a number there.
+ * Interpolate every string in `value` (keys are left alone). `typeAt(path)` says what the
+ * schema wants there ('number', 'boolean', ...).
  */
 export function interpolate(
   value: unknown,
   env: NodeJS.ProcessEnv,
-  isNumberAt: (path: readonly PropertyKey[]) => boolean,
+  typeAt: (path: readonly PropertyKey[]) => string | undefined,
 ): InterpolateResult {
   const problems: KeyProblem[] = [];
 
   const str = (s: string, path: PropertyKey[]): unknown => {
     if (!s.includes('${')) return s;
     const { out, whole } = expand(s, env, (message) => problems.push({ key: keyPath(path), message }));
-    return whole && NUMBER_RE.test(out.trim()) && isNumberAt(path) ? Number(out) : out;
+    if (!whole) return out;
+    const text = out.trim();
+    if (NUMBER_RE.test(text) && typeAt(path) === 'number') return Number(text);
+    if (BOOLEAN_RE.test(text) && typeAt(path) === 'boolean') return text.toLowerCase() === 'true';
+    return out;
   };
 
   const walk = (v: unknown, path: PropertyKey[]): unknown => {

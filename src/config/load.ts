@@ -52,7 +52,7 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     fail(file, [{ key: '', message: `expected a mapping at the top level, got ${describeValue(raw)}` }]);
   }
 
-  const interpolated = interpolate(raw, env, (p) => schemaAt(p)?.type === 'number');
+  const interpolated = interpolate(raw, env, (p) => schemaAt(p)?.type);
   if (interpolated.problems.length > 0) fail(file, interpolated.problems);
   const value = interpolated.value as Record<string, unknown>;
 

@@ -261,6 +261,21 @@ describe('environment', () => {
     expectProblem(file, 'concurrency', 'expected an integer from 1 to 1024, got "many"', { T: 'x', N: 'many' });
   });
 
+  // `expectOutput: ${EXPECT}` with EXPECT=true was refused as `expected true or false, got "true"`.
+  it('turns a whole ${...} into a boolean only where a boolean is expected', () => {
+    const out = path.join(dir.root, 'outputs');
+    fs.mkdirSync(out, { recursive: true });
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\noutput: {directory: ${out}}\nhandler: {command: [echo], expectOutput: "\${E:-false}", env: {FLAG: "\${F}"}}\n`);
+    for (const [e, want] of [['true', true], ['TRUE', true], ['True', true], ['false', false], ['', false]] as const) {
+      const c = loadConfig(file, { env: { E: e, F: 'true' } });
+      expect([c.handler.expectOutput, c.handler.env]).toStrictEqual([want, { FLAG: 'true' }]);
+    }
+    expectProblem(file, 'handler.expectOutput', 'expected true or false, got "yes"', { E: 'yes', F: 'x' });
+    // Only a whole reference: text around it keeps it a string.
+    const partial = write(`name: job\nsource: {directory: ${dir.queue}}\noutput: {directory: ${out}}\nhandler: {command: [echo], expectOutput: "\${E} "}\n`);
+    expectProblem(partial, 'handler.expectOutput', 'expected true or false, got "true "', { E: 'true' });
+  });
+
   it('expands nested defaults, lazily, and names the key of a malformed or runaway one', () => {
     const file = minimal('lock: {path: "/l/${A:-${B:-${C:-c}}}-${D:-$${x}}.lock"}\n');
     expect(loadConfig(file, { env: {} }).lock.path).toBe('/l/c-${x}.lock');
