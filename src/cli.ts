@@ -85,6 +85,11 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
   });
 }
 
+// A stderr that cannot take a line (2>/dev/full, a closed pipe): the line is lost, but the
+// exit code must still be the one the line explained (78 for a bad config, 2 for a usage
+// error), not 1 from the write's unheard error event. There is nowhere left to report it.
+process.stderr.on('error', () => undefined);
+
 /** Called by a draining command once its config is known: drain.gracePeriodSeconds and marginSeconds, in ms. */
 function drainBudget(graceMs: number, marginMs: number): void {
   drain = { graceMs, marginMs };

@@ -174,3 +174,21 @@ describe('run with its log on a full disk (`cronsafe run > file` on a full volum
     expect((status.recentRuns as { outcome: string }[])[0]?.outcome).toBe('completed');
   }, 60_000);
 });
+
+describe('stderr on a full disk (2>/dev/full): the exit code still says what went wrong', () => {
+  // The message is lost, but podFailurePolicy and scripts read the code: a bad config (78)
+  // and a usage error (2) came out as 1, from the stderr write's unheard error event.
+  it.each([
+    ['a usage error', () => ['no-such-command'], 2],
+    ['a bad config', (ws: Workspace) => ['validate', '-c', ws.configPath], 78],
+    ['a missing config', () => ['status', '-c', '/nonexistent/cronsafe.yaml'], 78],
+  ] as const)('%s', async (_what, args, want) => {
+    const { openSync, closeSync } = await import('node:fs');
+    const ws = workspace({ handler: { command: ['true'] }, concurrency: 0 });
+    const full = openSync('/dev/full', 'w');
+    const cli = spawn(process.execPath, [CLI, ...args(ws)], { stdio: ['ignore', 'ignore', full] });
+    closeSync(full);
+    const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+    expect(code).toBe(want);
+  }, 30_000);
+});
