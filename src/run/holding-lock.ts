@@ -101,7 +101,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
-    outputs = config.output ? new OutputStore(config.output.directory, shared, config.name) : undefined;
+    outputs = config.output ? new OutputStore(config.output.directory, shared, config.name, config.source.directory) : undefined;
     const recovered = committedOutputs(outputs);
     // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
     const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed };

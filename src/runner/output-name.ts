@@ -68,6 +68,25 @@ export function safeSegment(seg: string, suffix: string): string {
 }
 
 /**
+ * source.directory's place inside output.directory (its relative path's segments), when it
+ * is there: outputName then gives the directory that would be the source's own one more
+ * `~`, as it does for the temp directory, so that no output is written into the source
+ * (over an input of the same name, or as a new item for the next run).
+ */
+export interface SourceInOutput {
+  segments: readonly string[];
+  /** The last segment, or it with `~`s after it. */
+  last: RegExp;
+}
+
+/** SourceInOutput for the source at `rel` (relative to output.directory, `/`-separated; not empty). */
+export function sourceInOutput(rel: string): SourceInOutput {
+  const segments = rel.split('/');
+  const last = segments[segments.length - 1]!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return { segments, last: new RegExp(`^${last}~*$`) };
+}
+
+/**
  * Where an item's output goes, relative to output.directory: `<id>.out`, with two
  * deterministic, documented changes that keep every id's output writable and distinct
  * (pure; the same id always gets the same name):
@@ -78,15 +97,24 @@ export function safeSegment(seg: string, suffix: string): string {
  *   - a segment longer than NAME_MAX (with `.out` for the last) is shortened to fit, with
  *     a hash of the whole segment (safeSegment).
  * Files always end in `.out` and directories never do, so no output can need a path that
- * another output's file or directory occupies.
+ * another output's file or directory occupies. With `source` (SourceInOutput), the
+ * directory that would be source.directory gets one more `~` in the same way.
  */
-export function outputName(id: string): string {
+export function outputName(id: string, source?: SourceInOutput): string {
   const segs = id.split('/');
   const last = segs.length - 1;
+  // Whether the output path so far is the source's path so far (see SourceInOutput).
+  let onSourcePath = source !== undefined;
   return segs
     .map((seg, i) => {
       if (i === last) return safeSegment(seg, OUTPUT_SUFFIX);
-      const escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
+      let escaped = OUTPUT_LIKE_DIR.test(seg) || (i === 0 && TEMP_LIKE_DIR.test(seg)) ? `${seg}~` : seg;
+      if (onSourcePath && source) {
+        if (i === source.segments.length - 1) {
+          if (source.last.test(escaped)) escaped += '~';
+          onSourcePath = false;
+        } else onSourcePath = escaped === source.segments[i];
+      }
       // Shorten the escaped form: shortening `seg` itself could drop the `~` and give back
       // a `.out` name that an output file takes (a 255-byte `x...x.out` directory).
       return Buffer.byteLength(escaped) > NAME_MAX || HASH_MARK.test(escaped) ? safeSegment(escaped, '') : escaped;

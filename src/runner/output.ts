@@ -5,10 +5,11 @@ import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
-import { checkItemId, jobOfTempDir, jobTempDir, outputName, TEMP_DIR_NAME } from './output-name.js';
+import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { makeDirs } from '../make-dirs.js';
+import { whereItIs } from '../real-path.js';
 
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
@@ -72,6 +73,8 @@ export class OutputStore {
   #outId: DirId | undefined;
   /** Owner of `dir`, trusted for our directories in it too (see ensureOwnDir). */
   #dirUid: number | undefined;
+  /** source.directory's place inside `dir`, when it is there (outputName keeps outputs out of it). */
+  readonly #source: SourceInOutput | undefined;
 
   /**
    * @param shared many runs at once on this directory (PostgreSQL pods): a directory per run.
@@ -79,11 +82,14 @@ export class OutputStore {
    *   `.cronsafe-tmp/<job>/`, the only directory its start-up empties, so that two jobs that
    *   share an output directory never delete each other's attempts. Neither: the temp
    *   directory itself (one job alone on the directory).
+   * @param sourceDir source.directory: when it is inside the output directory, no output is
+   *   written into it (outputName's SourceInOutput).
    */
   constructor(
     outDir: string,
     private readonly shared?: SharedTempOptions,
     job?: string,
+    sourceDir?: string,
   ) {
     this.dir = path.resolve(outDir);
     this.#root = path.join(this.dir, TEMP_DIR_NAME);
@@ -91,6 +97,9 @@ export class OutputStore {
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
     else this.tempDir = job ? path.join(this.#root, jobTempDir(job)) : this.#root;
     this.#job = shared ? undefined : job;
+    // Real paths: a link on either side must not hide the source's place.
+    const rel = sourceDir === undefined ? '' : path.relative(whereItIs(this.dir), whereItIs(path.resolve(sourceDir)));
+    this.#source = rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : sourceInOutput(rel.split(path.sep).join('/'));
   }
 
   /**
@@ -194,7 +203,7 @@ export class OutputStore {
   finalPathFor(id: string): string {
     const reason = checkItemId(id);
     if (reason) throw new Error(`unsafe item id ${JSON.stringify(id)}: ${reason}`);
-    const name = outputName(id);
+    const name = outputName(id, this.#source);
     // A checked id maps to a relative name with no empty, "." or ".." segment, so joining is
     // what resolve would give; resolve (a dozen strings per call, per item) stays for a root
     // output directory. The check below holds either way.

@@ -6,9 +6,9 @@ export interface WorkItem {
   /** Path relative to source.directory, `/`-separated. Never absolute, never contains `..`. */
   id: string;
   /**
-   * Absolute path of the item file, as text. For an id with escapes (a name with a
-   * backslash or bytes that are not UTF-8; src/runner/item-id.ts) use rawPath: this text
-   * cannot name a file whose name is not UTF-8.
+   * Absolute path of the item file, as text. Text cannot name a file whose name is not
+   * UTF-8 (an id with `\\xHH` escapes, src/runner/item-id.ts): a module handler then gets a
+   * symbolic link to the file, with the escaped name, for the attempt (handlers/item-link.ts).
    */
   path: string;
   /** The item file's absolute path as bytes (itemPaths(sourceDir, id).raw): always opens the real file. */

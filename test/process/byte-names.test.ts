@@ -46,6 +46,29 @@ describe('file names are bytes: any name Linux allows is an item', () => {
   });
 });
 
+describe('module handlers: item.path opens the real file for any name', () => {
+  it('a non-UTF-8 name is read through item.path (a link with the escaped name) and item.rawPath; the link is removed after', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/item-module.mjs') } }, { 'plain.txt': 'plain' });
+    const src = Buffer.from(`${ws.source}/`);
+    writeFileSync(Buffer.concat([src, bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+    mkdirSync(Buffer.concat([src, bytes('sub', 0xff)]));
+    writeFileSync(Buffer.concat([src, bytes('sub', 0xff, '/inner.txt')]), 'inside an odd directory');
+
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    // Before: item.path was the lossy text (`caf\uFFFD.txt`), ENOENT, and the items were charged.
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
+    const got = (id: string) => JSON.parse(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'));
+    expect(got('plain.txt')).toMatchObject({ path: path.join(ws.source, 'plain.txt'), content: 'plain', raw: 'plain', link: false });
+    for (const [id, content] of [['caf\\xe9.txt', 'latin-1 name'], ['sub\\xff/inner.txt', 'inside an odd directory']] as const) {
+      const g = got(id);
+      expect(g, id).toMatchObject({ content, raw: content, link: true });
+      expect(path.basename(g.path)).toBe(id.slice(id.lastIndexOf('/') + 1));
+    }
+    expect(filesUnder(path.join(ws.out, '.cronsafe-tmp'))).toEqual([]);
+  });
+});
+
 describe('a link for a name that is not UTF-8, without output.directory', () => {
   it('with no usable $TMPDIR for it: the pass stops (exit 1) naming TMPDIR, and the item is not charged', async () => {
     const ws = workspace({ handler: { command: ITEM }, output: undefined });

@@ -1,7 +1,7 @@
-import { readdirSync, symlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
 
@@ -48,5 +48,25 @@ describe('output.directory inside source.directory', () => {
       expect(finished(r)?.counts).toMatchObject({ scanned: 2 });
     }
     expect((await statusJson(ok.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  });
+});
+
+describe('source.directory inside output.directory', () => {
+  it('an id that mirrors the source\'s place writes beside it (`source~/`), never into the source: no input overwritten, no output an item', async () => {
+    // output.directory is the workspace, source.directory its `source/`: the output of item
+    // `source/x` was `<out>/source/x.out`, which is the source's own file `x.out`.
+    const ws = workspace({ handler: { command: COPY } }, { 'source/x': 'the item x', 'x.out': 'an input, not an output' });
+    configure(ws, { output: { directory: ws.dir } });
+
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(path.join(ws.source, 'x.out'), 'utf8')).toBe('an input, not an output');
+    expect(readFileSync(path.join(ws.dir, 'source~', 'x.out'), 'utf8')).toMatch(/^the item x\n--cronsafe-test-footer/);
+    expect(readFileSync(path.join(ws.dir, 'x.out.out'), 'utf8')).toMatch(/^an input, not an output\n--cronsafe-test-footer/);
+
+    const again = await runCli(['run', '-c', ws.configPath]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(finished(again)?.counts).toMatchObject({ scanned: 2, claimed: 0 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { realBirthTimes } from '../../src/runner/output-fs.js';
-import { NAME_MAX, checkItemId, outputName } from '../../src/runner/output-name.js';
+import { NAME_MAX, checkItemId, outputName, sourceInOutput } from '../../src/runner/output-name.js';
 import { OutputStore, OwnDirectoryGone } from '../../src/runner/output.js';
 import { EnvironmentFault } from '../../src/runner/faults.js';
 
@@ -367,6 +367,27 @@ describe('outputName: every id gets a writable, distinct output path', () => {
         // The file of one is never a directory on the other's path.
         if (py.startsWith(`${px}/`) || px.startsWith(`${py}/`)) return false;
         return px.split('/').every((s) => bytes(s) <= NAME_MAX);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('with source.directory inside output.directory, no output lands in it, and ids stay apart (property)', () => {
+    expect(outputName('in/x', sourceInOutput('in'))).toBe('in~/x.out');
+    expect(outputName('in~/x', sourceInOutput('in'))).toBe('in~~/x.out');
+    expect(outputName('in', sourceInOutput('in'))).toBe('in.out');
+    expect(outputName('a/b/x', sourceInOutput('a/b'))).toBe('a/b~/x.out');
+    expect(outputName('a/c/x', sourceInOutput('a/b'))).toBe('a/c/x.out');
+    const seg = fc.constantFrom('a', 'a~', 'a~~', 'b', 'b~', 'a.out', 'a.out~', '.cronsafe-tmp', 'x');
+    const id = fc.array(seg, { minLength: 1, maxLength: 4 }).map((s) => s.join('/'));
+    const where = fc.array(fc.constantFrom('a', 'b', 'a~', 'a.out~'), { minLength: 1, maxLength: 3 }).map((s) => s.join('/'));
+    fc.assert(
+      fc.property(where, id, id, (rel, x, y) => {
+        const source = sourceInOutput(rel);
+        const [px, py] = [outputName(x, source), outputName(y, source)];
+        if (x !== y && px === py) return false;
+        if (py.startsWith(`${px}/`) || px.startsWith(`${py}/`)) return false;
+        return !px.startsWith(`${rel}/`);
       }),
       { numRuns: 3000 },
     );

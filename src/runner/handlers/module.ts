@@ -5,6 +5,8 @@ import { HandlerFailure, interrupted, type Handler, type HandlerContext, type Wo
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
 import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
+import { itemLink } from './item-link.js';
+import { isPlainId } from '../item-id.js';
 
 /** The shape `handler.module`'s default export must have. */
 export type ModuleHandlerFn = (item: WorkItem, ctx: HandlerContext) => unknown;
@@ -19,7 +21,7 @@ export type ModuleHandlerFn = (item: WorkItem, ctx: HandlerContext) => unknown;
  * broke the process in a way no single item can be charged for.
  * Throws a ConfigError (exit 78) when the module cannot be imported or exports no function.
  */
-export async function createModuleHandler(cfg: HandlerConfig, _opts: { sourceDir: string }): Promise<Handler> {
+export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir: string }): Promise<Handler> {
   const file = cfg.module;
   if (!file) throw new ConfigError('handler.module must be a path', undefined, 'handler.module');
   // Before the import: top-level code that calls process.exit fails the import instead.
@@ -41,10 +43,22 @@ export async function createModuleHandler(cfg: HandlerConfig, _opts: { sourceDir
     );
   }
   return {
-    run: (item, ctx) => runAttempt(fn as ModuleHandlerFn, cfg, item, ctx, guard),
+    // An escaped id's text path may name no file (bytes that are not UTF-8): the function
+    // gets a link to the real file instead, as a command handler's {path} is.
+    run: (item, ctx) => (isPlainId(item.id) ? runAttempt(fn as ModuleHandlerFn, cfg, item, ctx, guard) : runLinked(fn as ModuleHandlerFn, cfg, item, ctx, guard, opts.sourceDir)),
     fatal: guard.fatal,
     close: async () => guard.release(),
   };
+}
+
+/** runAttempt with item.path a link to the real file (itemLink), removed after the attempt. */
+async function runLinked(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard, sourceDir: string): Promise<void> {
+  const link = await itemLink(sourceDir, item.id, ctx.outputPath);
+  try {
+    await runAttempt(fn, cfg, { id: item.id, path: link.path, rawPath: item.rawPath, attempt: item.attempt }, ctx, guard);
+  } finally {
+    await link.remove();
+  }
 }
 
 type Ending = { kind: 'ok' } | { kind: 'err'; err: unknown } | { kind: 'timeout' } | { kind: 'abort'; reason: unknown };
