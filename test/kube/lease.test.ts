@@ -229,6 +229,24 @@ describe('renewal and loss', () => {
     expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
   });
 
+  // A renewal's answer is lost when the API server is struggling, and then the read that
+  // checks who holds the Lease may fail too. Nobody else holds it: that is a failed renewal
+  // (retried until the Lease would expire), not a takeover.
+  it('a 409 whose follow-up read fails too is retried, not LOST as "taken over"', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3, renewSeconds: 0.1, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.deny('get', 'leases');
+    stored().metadata.resourceVersion = '99999';
+    await until(() => fake.requests.filter((r) => r.verb === 'get' && r.status === 403).length >= 2, 'the read after a conflict to fail twice');
+    fake.allow('get', 'leases');
+    const allowed = fake.requests.length;
+    await until(() => fake.requests.slice(allowed).filter((r) => r.verb === 'update' && r.status === 200).length >= 2, 'renewals to succeed again');
+    expect(a.lease.lost.aborted, String(a.lease.lost.reason)).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toHaveLength(1);
+  });
+
   // The end of a run often meets a renewal on the wire (a slow API server, renewSeconds 30).
   // That renewal lands and moves the resourceVersion; the release must carry the new one,
   // or a real API server answers 409 and the next run skips until the Lease expires.

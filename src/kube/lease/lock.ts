@@ -205,9 +205,13 @@ export class HeldLease {
           this.current = fresh;
           return this.renew(true);
         }
-        return this.lose(fresh === null ? 'the Lease was deleted' : `taken over by ${fresh?.spec?.holderIdentity || 'another run'}`);
+        if (fresh === null) return this.lose('the Lease was deleted');
+        if (fresh) return this.lose(`taken over by ${fresh.spec?.holderIdentity || 'another run'}`);
+        // The read failed as well: who holds it is unknown, and an API server that lost our
+        // write's answer is likely to fail this read too. A failed renewal, retried below.
+      } else if (f.kind === 'conflict' || f.kind === 'not-found') {
+        return this.lose(f.message);
       }
-      if (f.kind === 'conflict' || f.kind === 'not-found') return this.lose(f.message);
       // Anything else may pass (timeout, restart of the API server): retry until it expires.
       if (!this.failing) {
         log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
