@@ -57,6 +57,14 @@ describe('PostgreSQL SQL builders (no database)', () => {
     expect(msg).not.toMatch(/w0rd/);
   });
 
+  it("names the user and port the driver connects with: the URL's ?user= and ?port= win, as in pg; ?password= is scrubbed too", () => {
+    // pg-connection-string lets query parameters win over the authority's user and port.
+    expect(describeTarget('postgres://app@db.example:5432/jobs?user=etl&port=6543', 'cs')).toBe('db.example:6543/jobs as etl (schema cs)');
+    expect(describeTarget('postgres:///jobs?host=/run/pg&user=etl', 'cs')).toBe('/run/pg:5432/jobs as etl (schema cs)');
+    const url = 'postgres://app@db.example/jobs?password=hunter2%21x';
+    expect(scrub('failed: hunter2!x and hunter2%21x', url)).toBe('failed: *** and ***');
+  });
+
   it('takes state.schema from the config, as a checked identifier', () => {
     const file = (state: string) => {
       const f = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-pgcfg-')), 'cronsafe.yaml');

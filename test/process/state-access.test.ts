@@ -194,4 +194,18 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('status on PostgreSQL only reads',
     expect(r.code, r.stderr).toBe(0);
     expect(readFileSync(path.join(ws.out, 'c.txt.out'), 'utf8')).toBe('c');
   }, 60_000);
+
+  it('makes its tables in a schema a DBA created for the role, without CREATE on the database', async () => {
+    // The common hand-over: `CREATE SCHEMA qc AUTHORIZATION app`, and no CREATE on the database.
+    // CREATE SCHEMA IF NOT EXISTS is refused there even though the schema exists.
+    const url = await server.createDatabase('handed');
+    await server.admin(`CREATE ROLE schema_owner LOGIN; CREATE SCHEMA qc AUTHORIZATION schema_owner`, [], 'handed');
+    const ws = workspace(
+      { handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: url.replace('postgres@', 'schema_owner@'), schema: 'qc' } },
+      { 'a.txt': 'a' },
+    );
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('a');
+  }, 60_000);
 });

@@ -44,11 +44,14 @@ export function describeTarget(url: string, schema: string): string {
   try {
     const u = parseUrl(url);
     if (u === undefined) throw new Error('not a URL');
-    // libpq: `?host=` (a socket directory, or a list) wins over the authority's host.
-    const host = u.searchParams.get('host') || u.hostname || 'localhost';
+    // As the driver reads it: `?host=` (a socket directory, or a list), `?port=` and `?user=`
+    // win over the authority's, so the message names where it actually connected.
+    const param = (key: string): string => u.searchParams.get(key) ?? '';
+    const host = param('host') || u.hostname || 'localhost';
     const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default database)';
-    const user = u.username ? ` as ${decodeURIComponent(u.username)}` : '';
-    return `${host}:${u.port || u.searchParams.get('port') || '5432'}/${db}${user} (schema ${schema})`;
+    const username = param('user') || decodeURIComponent(u.username);
+    const user = username ? ` as ${username}` : '';
+    return `${host}:${param('port') || u.port || '5432'}/${db}${user} (schema ${schema})`;
   } catch {
     return `${redactUrl(url)} (schema ${schema})`;
   }
@@ -61,8 +64,12 @@ export function describeTarget(url: string, schema: string): string {
  */
 export function scrub(message: string, url: string): string {
   let out = message.split(url).join(redactUrl(url));
-  const password = parseUrl(url)?.password ?? '';
-  for (const p of new Set([password, safeDecode(password)])) {
+  const u = parseUrl(url);
+  // The userinfo's password, or libpq's `?password=` (the driver takes either), as written.
+  const inQuery = /[?&]password=([^&#]*)/.exec(u?.search ?? '')?.[1] ?? '';
+  const spellings = [u?.password ?? '', inQuery].flatMap((p) => [p, safeDecode(p)]);
+  spellings.push(u?.searchParams.get('password') ?? ''); // as the driver decodes it ('+' is a blank)
+  for (const p of new Set(spellings)) {
     if (p.length >= 3) out = out.split(p).join('***');
   }
   return out;

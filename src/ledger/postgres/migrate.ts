@@ -17,8 +17,16 @@ export const migrationsTableQuery = (schema: string): Query =>
 export const migrationLockQuery = (schema: string): Query =>
   q(`SELECT pg_advisory_xact_lock(hashtext('cronsafe:migrate'), hashtext($1))`, schema);
 
+/**
+ * Whether the schema exists. CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even
+ * when the schema is there, so a role a DBA handed a schema to (`CREATE SCHEMA s
+ * AUTHORIZATION app`), without CREATE on the database, must not run it.
+ */
+export const schemaExistsQuery = (schema: string): Query => q(`SELECT to_regnamespace($1) IS NOT NULL AS present`, ident(schema));
+
+export const createSchemaSql = (schema: string): string => `CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`;
+
 export const createBookkeepingSql = (schema: string): string => `
-CREATE SCHEMA IF NOT EXISTS ${ident(schema)};
 CREATE TABLE IF NOT EXISTS ${ident(schema)}.schema_migrations (
   version    integer PRIMARY KEY,
   name       text NOT NULL,
@@ -56,6 +64,8 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
   if (todo().length === 0) return [];
 
   await exec(migrationLockQuery(schema));
+  const [schemaRow] = await exec<{ present: boolean }>(schemaExistsQuery(schema));
+  if (!schemaRow?.present) await exec(q(createSchemaSql(schema)));
   await exec(q(createBookkeepingSql(schema)));
   done = await applied(); // another pod may have finished while we waited for the lock
   check(done);
