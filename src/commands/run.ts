@@ -27,6 +27,6 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
   const log = opts.logger ?? createLogger(config.log);
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
-  const scheduledTime = raw !== undefined ? refuseAhead(parseScheduledTime(raw, from), from, new Date()) : await scheduledTimeFromJob(config, log);
-  return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime, policy: 'kubernetes' }));
+  const fire = raw !== undefined ? { scheduledTime: refuseAhead(parseScheduledTime(raw, from), from, new Date()) } : await scheduledTimeFromJob(config, log);
+  return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime: fire.scheduledTime, manual: fire.manual, policy: 'kubernetes' }));
 }

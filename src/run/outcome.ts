@@ -19,6 +19,11 @@ export interface ExecuteOptions {
    * as stale or as the repeated fall-back fire (it belongs to the latest occurrence).
    */
   growth?: boolean;
+  /**
+   * A Job made by hand (`kubectl create job --from=cronjob/...`, known from its annotation):
+   * not a fire either, so never refused, as a growth pass.
+   */
+  manual?: boolean;
 }
 
 export type RunResult = PassOutcome | 'skipped-locked' | 'stale';

@@ -48,8 +48,12 @@ describe('NOTES.txt', () => {
     // in ContainerCreating (Multi-Attach error) until the others end.
     ['parallel pods of a PostgreSQL pass on a ReadWriteOnce volume', { parallelism: 3, config: { state: { postgres: { existingSecret: 'pg' } } } },
       /parallelism is 3 but persistence\.accessModes is \[ReadWriteOnce\][\s\S]*Multi-Attach[\s\S]*ReadWriteMany/],
-    ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } } },
+    ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } }, scheduledTimestamp: { enabled: true } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
+    // The first recipe above (kubectl create job --from) would be skipped as a stale fire:
+    // without reading its Job, cronsafe cannot see kubectl's manual mark.
+    ['a manual Job judged as a late fire', { config: { schedule: { graceSeconds: 600 } } },
+      /graceSeconds is set and scheduledTimestamp\.enabled is false[\s\S]*more than\s+600 s after the latest occurrence logs "skipped: stale fire"[\s\S]*scheduledTimestamp\.enabled=true/],
     // A healthy daily run that ends a little later than yesterday's leaves 24h + a bit since
     // the last success: with the default age of a day, that pages (promtool shows it).
     ['a no-success age within two intervals of a daily schedule', { schedule: '0 3 * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true } } },

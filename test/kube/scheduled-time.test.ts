@@ -1,7 +1,7 @@
 /** The run's occurrence from the Job's cronjob-scheduled-timestamp annotation, through the fake API server. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
-import { SCHEDULED_TIMESTAMP_ANNOTATION, scheduledTimeFromJob } from '../../src/kube/scheduled-time.js';
+import { MANUAL_ANNOTATION, SCHEDULED_TIMESTAMP_ANNOTATION, scheduledTimeFromJob } from '../../src/kube/scheduled-time.js';
 import { FakeApiServer, startFakeApiServer } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
 
@@ -22,7 +22,8 @@ describe('scheduled time from the Job annotation', () => {
     job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-10-25T01:30:00+01:00' });
     const { log, lines } = memoryLogger();
     const at = await scheduledTimeFromJob(config, log, env());
-    expect(at?.toISOString()).toBe('2026-10-25T00:30:00.000Z');
+    expect(at.scheduledTime?.toISOString()).toBe('2026-10-25T00:30:00.000Z');
+    expect(at.manual).toBeUndefined();
     expect(lines.map((l) => l.msg)).toEqual(['scheduled time read from the Job annotation']);
   });
 
@@ -30,7 +31,7 @@ describe('scheduled time from the Job annotation', () => {
     const j = job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-11-30T10:15:00Z' });
     fake.seed('pods', { metadata: { name: 'p1', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'qc-29000000', uid: j.metadata.uid, controller: true }] } });
     const at = await scheduledTimeFromJob(config, memoryLogger().log, { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAME: 'p1' });
-    expect(at?.toISOString()).toBe('2026-11-30T10:15:00.000Z');
+    expect(at.scheduledTime?.toISOString()).toBe('2026-11-30T10:15:00.000Z');
   });
 
   it.each([
@@ -42,16 +43,33 @@ describe('scheduled time from the Job annotation', () => {
   ])('%s: undefined, with one log line', async (_name, setup, reason, level) => {
     setup();
     const { log, lines } = memoryLogger();
-    expect(await scheduledTimeFromJob(config, log, env())).toBeUndefined();
+    expect(await scheduledTimeFromJob(config, log, env())).toEqual({});
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: level === 'info' ? 30 : 40, msg: 'scheduled time: not read from the Job annotation; using the latest occurrence at start' });
     expect(String(lines[0]!.reason)).toContain(reason);
   });
 
+  // `kubectl create job --from=cronjob/...` (NOTES' "watch a first run now") marks its Job
+  // so. It has no scheduled time, and with graceSeconds it was judged against the latest
+  // occurrence and skipped as a stale fire.
+  it('a Job made by hand (kubectl create job --from): manual, with one info line', async () => {
+    job({ [MANUAL_ANNOTATION]: 'manual' });
+    const { log, lines } = memoryLogger();
+    expect(await scheduledTimeFromJob(config, log, env())).toEqual({ manual: true });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 30, job: 'qc-29000000' });
+    expect(String(lines[0]!.msg)).toContain('made by hand');
+    // Another value of the annotation is not kubectl's mark.
+    await fake.close();
+    fake = await startFakeApiServer('batch');
+    job({ [MANUAL_ANNOTATION]: 'other' });
+    expect(await scheduledTimeFromJob(config, memoryLogger().log, env())).toEqual({});
+  });
+
   it('an unreachable API server: undefined, one line', async () => {
     await fake.close();
     const { log, lines } = memoryLogger();
-    expect(await scheduledTimeFromJob(config, log, env())).toBeUndefined();
+    expect(await scheduledTimeFromJob(config, log, env())).toEqual({});
     expect(lines).toHaveLength(1);
     expect(String(lines[0]!.reason)).toContain('ECONNREFUSED');
     fake = await startFakeApiServer();
@@ -59,8 +77,8 @@ describe('scheduled time from the Job annotation', () => {
 
   it('off by default: no API call', async () => {
     job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-11-30T10:15:00Z' });
-    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: undefined }, memoryLogger().log, env())).toBeUndefined();
-    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: { enabled: false } }, memoryLogger().log, env())).toBeUndefined();
+    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: undefined }, memoryLogger().log, env())).toEqual({});
+    expect(await scheduledTimeFromJob({ ...config, scheduledTimestamp: { enabled: false } }, memoryLogger().log, env())).toEqual({});
     expect(fake.requests).toHaveLength(0);
   });
 });
