@@ -112,6 +112,15 @@ export async function planFire(
   // start (those between a late fire and the start never ran: the next run counts them as
   // missed), and after whatever the ledger already accounted for, so none counts twice.
   const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence, now.getTime()));
+  // An overrun recorded moves the ledger's last occurrence past those late ones, and the next
+  // run would not see them: the first overrun records them as missed first.
+  let late: { missed: Date[]; total: number } | undefined = missedOccurrences(
+    schedule,
+    new Date(Math.max(occurrence, lastRecorded ?? occurrence)),
+    new Date(after.getTime() + 1),
+    100,
+    policy,
+  );
   return {
     fire,
     refresh,
@@ -120,6 +129,15 @@ export async function planFire(
         schedule,
         after,
         (o) => {
+          if (late && late.total > 0) {
+            log.warn({ missed: late.total, first: late.missed[0]?.toISOString(), recorded: late.missed.length }, 'schedule: occurrences between this fire and the start of its run never ran');
+            for (const m of late.missed) {
+              ledger.recordEvent('missed', Date.now(), {}, m.getTime()).catch((err: unknown) => {
+                log.warn({ err }, 'could not record the missed occurrence');
+              });
+            }
+          }
+          late = undefined;
           log.warn({ occurrence: o.toISOString() }, 'overrun: an occurrence came due while this run is still active');
           onOverrun?.(o);
           ledger.recordEvent('overrun', Date.now(), { runFire: fireLog.occurrence }, o.getTime()).catch((err: unknown) => {

@@ -1,5 +1,6 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
@@ -146,6 +147,35 @@ describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () =
       expect((await ledger.totals()).overruns).toBe(2);
     } finally {
       await ledger.close();
+    }
+  });
+
+  it('occurrences that came due between a late fire and its start are missed, even when overruns are recorded after them', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/until-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+      },
+      { 'slow.txt': 's' },
+    );
+    // The 12:01 fire's pod starts after 12:03 (a slow image pull): 12:02 and 12:03 came due
+    // while its Job was pending and never ran. The run then overruns the next one or two.
+    const late = fast('2026-06-01 12:03:20', ['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:01:00Z'], { UNTIL_MINUTES: '1.5' });
+    expect((await late.exited).code, late.stderr()).toBe(0);
+    // The next fire, 12:15 (well after the late run, on a loaded machine too), at an
+    // unaccelerated clock: it starts on time.
+    const next = spawnCliRaw(process.execPath, [CLI, 'run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:15:00Z'], {
+      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:15:00' },
+    });
+    expect((await next.exited).code, next.stderr()).toBe(0);
+    // Every occurrence between the two fires is accounted for, as missed or as an overrun, once.
+    const db = new Database(ws.db, { readonly: true });
+    try {
+      const rows = db.prepare("SELECT occurrence FROM events WHERE kind IN ('missed', 'overrun') ORDER BY occurrence").pluck().all();
+      const between = Array.from({ length: 13 }, (_, i) => `12:${String(i + 2).padStart(2, '0')}`);
+      expect(rows.map((o) => new Date(Number(o)).toISOString().slice(11, 16))).toEqual(between);
+    } finally {
+      db.close();
     }
   });
 });
