@@ -87,6 +87,16 @@ export async function planFire(
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
   const skip = growth ? undefined : fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger));
+  // Before this fire, whether or not it runs: a stale fire after a week asleep moves the
+  // ledger's last occurrence past the week, so it is counted now or never.
+  const lastRecorded = record ? await ledger.lastOccurrenceRecorded() : null;
+  if (record) {
+    const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
+    for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
+    if (total > 0) {
+      log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
+    }
+  }
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
@@ -100,13 +110,6 @@ export async function planFire(
 
   const refresh = refreshFor(schedule, occurrence);
   if (!record) return { fire, refresh, watchOverruns: noWatch };
-
-  const lastRecorded = await ledger.lastOccurrenceRecorded();
-  const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
-  for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
-  if (total > 0) {
-    log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
-  }
 
   // Overruns are occurrences that come due while this run is active: start at the run's
   // start (those between a late fire and the start never ran: the next run counts them as

@@ -255,6 +255,23 @@ describe('fire identity', () => {
     }
   });
 
+  it('a stale fire still records the occurrences missed before it (a laptop that slept for a week)', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 300 } },
+      { 'a.txt': 'a' },
+    );
+    for (const fire of ['2026-06-01T10:00:00Z', '2026-06-01T14:00:00Z']) {
+      const r = await runCli(['run', '-c', ws.configPath, '--scheduled-time', fire]);
+      expect(finished(r)?.outcome, r.stderr).toBe('stale');
+    }
+    const ledger = await ledgerOf(ws.db);
+    try {
+      expect(await ledger.totals()).toMatchObject({ stale: 2, missed: 3 });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('repeatedFire: skip drops the second 01:30 of the New York fall-back night', async () => {
     const ws = workspace(
       {
