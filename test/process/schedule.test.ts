@@ -336,6 +336,15 @@ describe('fire identity', () => {
 });
 
 describe('a schedule with no timeZone on a machine whose TZ names no zone', () => {
+  it('cronsafe schedule calls a wildcard schedule\'s second-pass fire no repeated fire, as a run does (repeatedFire: skip never skips it)', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 * * * *', timeZone: 'America/New_York', repeatedFire: 'skip' } });
+    const r = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-11-01T06:05:00Z']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ latest: '2026-11-01T06:00:00.000Z', latestLocal: '2026-11-01T01:00:00-05:00', latestIsRepeatedFire: false });
+    const run = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:00:00-05:00']);
+    expect(finished(run)?.outcome, run.stderr).toBe('completed');
+  });
+
   it('reckons in UTC, as the C library does (TZ= or an unknown name), for schedule and run alike: no fatal error', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '30 1 * * *' } }, { 'a.txt': 'a' });
     for (const TZ of ['', 'Nowhere/Foo']) {
