@@ -1,8 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../errors.js';
-import { isRepeatedWallTime } from '../schedule/occurrences.js';
 import { scheduleStatus } from '../schedule/status.js';
-import { parseScheduledTime } from '../schedule/fire.js';
+import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
 import { openStore } from '../ledger/open.js';
 import { Sink } from './sink.js';
 
@@ -42,7 +41,9 @@ export async function scheduleCommand(
     at: at.toISOString(),
     latest: s.latest?.toISOString() ?? null,
     latestLocal: s.latestLocal,
-    latestIsRepeatedFire: s.latest ? isRepeatedWallTime(s.latest, s.timeZone) : false,
+    // As a run judges its fire: only a fixed-time schedule's second pass repeats one (a
+    // wildcard's is a real interval, which repeatedFire: skip never skips).
+    latestIsRepeatedFire: s.latest ? (identifyFire({ ...schedule, timeZone: s.timeZone }, at, s.latest)?.repeatedWallTime ?? false) : false,
     next: s.next?.toISOString() ?? null,
     nextLocal: s.nextLocal,
     lastRunStartedAt: lastRunStartedAt?.toISOString() ?? null,

@@ -87,6 +87,16 @@ export async function planFire(
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
 
   const skip = growth ? undefined : fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger));
+  // Before this fire, whether or not it runs: a stale fire after a week asleep moves the
+  // ledger's last occurrence past the week, so it is counted now or never.
+  const lastRecorded = record ? await ledger.lastOccurrenceRecorded() : null;
+  if (record) {
+    const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
+    for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
+    if (total > 0) {
+      log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
+    }
+  }
   if (skip === 'stale') {
     log.warn({ ...fireLog, graceSeconds: schedule.graceSeconds }, 'skipped: stale fire (older than schedule.graceSeconds)');
     if (record) await ledger.recordEvent('stale', now.getTime(), { reason: 'older than graceSeconds', ...fireLog }, occurrence);
@@ -101,17 +111,19 @@ export async function planFire(
   const refresh = refreshFor(schedule, occurrence);
   if (!record) return { fire, refresh, watchOverruns: noWatch };
 
-  const lastRecorded = await ledger.lastOccurrenceRecorded();
-  const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
-  for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
-  if (total > 0) {
-    log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
-  }
-
   // Overruns are occurrences that come due while this run is active: start at the run's
   // start (those between a late fire and the start never ran: the next run counts them as
   // missed), and after whatever the ledger already accounted for, so none counts twice.
   const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence, now.getTime()));
+  // An overrun recorded moves the ledger's last occurrence past those late ones, and the next
+  // run would not see them: the first overrun records them as missed first.
+  let late: { missed: Date[]; total: number } | undefined = missedOccurrences(
+    schedule,
+    new Date(Math.max(occurrence, lastRecorded ?? occurrence)),
+    new Date(after.getTime() + 1),
+    100,
+    policy,
+  );
   return {
     fire,
     refresh,
@@ -120,6 +132,15 @@ export async function planFire(
         schedule,
         after,
         (o) => {
+          if (late && late.total > 0) {
+            log.warn({ missed: late.total, first: late.missed[0]?.toISOString(), recorded: late.missed.length }, 'schedule: occurrences between this fire and the start of its run never ran');
+            for (const m of late.missed) {
+              ledger.recordEvent('missed', Date.now(), {}, m.getTime()).catch((err: unknown) => {
+                log.warn({ err }, 'could not record the missed occurrence');
+              });
+            }
+          }
+          late = undefined;
           log.warn({ occurrence: o.toISOString() }, 'overrun: an occurrence came due while this run is still active');
           onOverrun?.(o);
           ledger.recordEvent('overrun', Date.now(), { runFire: fireLog.occurrence }, o.getTime()).catch((err: unknown) => {

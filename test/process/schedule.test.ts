@@ -1,5 +1,6 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
@@ -148,6 +149,35 @@ describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () =
       await ledger.close();
     }
   });
+
+  it('occurrences that came due between a late fire and its start are missed, even when overruns are recorded after them', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/until-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+      },
+      { 'slow.txt': 's' },
+    );
+    // The 12:01 fire's pod starts after 12:03 (a slow image pull): 12:02 and 12:03 came due
+    // while its Job was pending and never ran. The run then overruns the next one or two.
+    const late = fast('2026-06-01 12:03:20', ['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:01:00Z'], { UNTIL_MINUTES: '1.5' });
+    expect((await late.exited).code, late.stderr()).toBe(0);
+    // The next fire, 12:15 (well after the late run, on a loaded machine too), at an
+    // unaccelerated clock: it starts on time.
+    const next = spawnCliRaw(process.execPath, [CLI, 'run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:15:00Z'], {
+      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:15:00' },
+    });
+    expect((await next.exited).code, next.stderr()).toBe(0);
+    // Every occurrence between the two fires is accounted for, as missed or as an overrun, once.
+    const db = new Database(ws.db, { readonly: true });
+    try {
+      const rows = db.prepare("SELECT occurrence FROM events WHERE kind IN ('missed', 'overrun') ORDER BY occurrence").pluck().all();
+      const between = Array.from({ length: 13 }, (_, i) => `12:${String(i + 2).padStart(2, '0')}`);
+      expect(rows.map((o) => new Date(Number(o)).toISOString().slice(11, 16))).toEqual(between);
+    } finally {
+      db.close();
+    }
+  });
 });
 
 describe('fire identity', () => {
@@ -225,6 +255,23 @@ describe('fire identity', () => {
     }
   });
 
+  it('a stale fire still records the occurrences missed before it (a laptop that slept for a week)', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 300 } },
+      { 'a.txt': 'a' },
+    );
+    for (const fire of ['2026-06-01T10:00:00Z', '2026-06-01T14:00:00Z']) {
+      const r = await runCli(['run', '-c', ws.configPath, '--scheduled-time', fire]);
+      expect(finished(r)?.outcome, r.stderr).toBe('stale');
+    }
+    const ledger = await ledgerOf(ws.db);
+    try {
+      expect(await ledger.totals()).toMatchObject({ stale: 2, missed: 3 });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('repeatedFire: skip drops the second 01:30 of the New York fall-back night', async () => {
     const ws = workspace(
       {
@@ -289,6 +336,15 @@ describe('fire identity', () => {
 });
 
 describe('a schedule with no timeZone on a machine whose TZ names no zone', () => {
+  it('cronsafe schedule calls a wildcard schedule\'s second-pass fire no repeated fire, as a run does (repeatedFire: skip never skips it)', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 * * * *', timeZone: 'America/New_York', repeatedFire: 'skip' } });
+    const r = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-11-01T06:05:00Z']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ latest: '2026-11-01T06:00:00.000Z', latestLocal: '2026-11-01T01:00:00-05:00', latestIsRepeatedFire: false });
+    const run = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-11-01T01:00:00-05:00']);
+    expect(finished(run)?.outcome, run.stderr).toBe('completed');
+  });
+
   it('reckons in UTC, as the C library does (TZ= or an unknown name), for schedule and run alike: no fatal error', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '30 1 * * *' } }, { 'a.txt': 'a' });
     for (const TZ of ['', 'Nowhere/Foo']) {
