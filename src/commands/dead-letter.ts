@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
+import { readingPages } from '../ledger/reading.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, oneLine, printableId } from './status.js';
@@ -20,11 +21,12 @@ export interface ListOptions {
  */
 export async function deadLetterList(configPath: string, opts: ListOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openStore(config).openLedger({ readOnly: true });
+  const store = openStore(config);
+  const ledger = await store.openLedger({ readOnly: true });
   const sink = new Sink(out);
   try {
     let n = 0;
-    for await (const page of ledger.deadPages({ limit: opts.limit, since: opts.since?.getTime() })) {
+    for await (const page of readingPages(store, ledger.deadPages({ limit: opts.limit, since: opts.since?.getTime() }))) {
       let text = '';
       for (const d of page) {
         if (opts.json) text += `${n === 0 ? '[\n' : ',\n'}  ${JSON.stringify(jsonOf(d))}`;

@@ -2,6 +2,7 @@ import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { coerceError } from '../errors.js';
 import { openStore, type Store } from '../ledger/open.js';
+import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
@@ -93,7 +94,7 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
   const now = Date.now();
   let count = 0;
   const first: string[] = [];
-  for await (const page of ledger.finishedPages(filter, BATCH)) {
+  for await (const page of readingPages(store, ledger.finishedPages(filter, BATCH))) {
     const ids = page.map((i) => i.id).filter((id) => match(id));
     const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), store);
     count += moved.length;
@@ -108,18 +109,18 @@ async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryR
   const moved = new Set<string>();
   for (let i = 0; i < unique.length; i += BATCH) {
     const batch = unique.slice(i, i + BATCH);
-    const got = dryRun ? await wouldMove(ledger, batch, filter) : await write(() => ledger.requeue(batch, filter, Date.now()), store);
+    const got = dryRun ? await wouldMove(ledger, batch, filter, store) : await write(() => ledger.requeue(batch, filter, Date.now()), store);
     for (const id of got) moved.add(id);
   }
   const left = unique.filter((id) => !moved.has(id));
-  const states = new Map((await ledger.peek(left)).map((p) => [p.id, p.state]));
+  const states = new Map((await reading(store, ledger.peek(left))).map((p) => [p.id, p.state]));
   return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: left.map((id) => ({ id, state: states.get(id) ?? null })) };
 }
 
 /** The ids of `batch` a requeue would move now (the same rules as its guard). */
-async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter): Promise<string[]> {
+async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter, store: Store): Promise<string[]> {
   const ok = new Set<string>();
-  for (const p of await ledger.peek(batch)) {
+  for (const p of await reading(store, ledger.peek(batch))) {
     if (p.state !== 'done' && p.state !== 'dead') continue;
     if (!filter.states.includes(p.state)) continue;
     ok.add(p.id);

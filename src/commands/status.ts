@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
+import { reading } from '../ledger/reading.js';
 import { Sink } from './sink.js';
 
 export interface StatusReport {
@@ -19,14 +20,15 @@ export interface StatusReport {
  */
 export async function statusCommand(configPath: string, opts: { json: boolean }, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
-  const ledger = await openStore(config).openLedger({ readOnly: true });
+  const store = openStore(config);
+  const ledger = await store.openLedger({ readOnly: true });
   try {
     const report: StatusReport = {
       job: config.name,
-      items: await ledger.counts(),
-      requeued: (await ledger.totals()).requeued,
-      recentRuns: await ledger.recentRuns(10),
-      deadLetters: await ledger.listDead(20),
+      items: await reading(store, ledger.counts()),
+      requeued: (await reading(store, ledger.totals())).requeued,
+      recentRuns: await reading(store, ledger.recentRuns(10)),
+      deadLetters: await reading(store, ledger.listDead(20)),
     };
     const sink = new Sink(out);
     await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));

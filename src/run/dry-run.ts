@@ -7,6 +7,7 @@
  */
 import type { Config } from '../config/types.js';
 import { openStore } from '../ledger/open.js';
+import { reading } from '../ledger/reading.js';
 import { planPass, type PassPlan } from '../runner/plan.js';
 import { identifyFire, type Fire } from '../schedule/fire.js';
 import { fireSkip, firstPassRecorded, refreshFor, type FireSkip } from './fire-plan.js';
@@ -29,13 +30,14 @@ export async function dryRun(config: Config, opts: { now: number; scheduledTime?
   try {
     const plan = await planPass({
       config,
-      ledger,
+      // Its reads, not its scan, name the store when they fail.
+      ledger: ledger && { peek: (ids) => reading(store, ledger.peek(ids)), counts: () => reading(store, ledger.counts()) },
       now: opts.now,
       refresh: schedule && fire ? refreshFor(schedule, fire.occurrence.getTime()) : undefined,
       limit: opts.limit,
       signal: opts.signal,
     });
-    const skip = schedule && fire ? fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger)) : undefined;
+    const skip = schedule && fire ? fireSkip(schedule, fire, await reading(store, firstPassRecorded(schedule, fire, ledger))) : undefined;
     // A run now would record the skip and process nothing: it would attempt none and forget
     // none (the groups still say where each item stands).
     const none = skip ? { wouldAttempt: 0, gone: 0 } : {};

@@ -311,6 +311,23 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect(await ledger.claimDue({ ...opts('pod-2', { runId: 'new-pass', now: T0 + 3 }), limit: 5 })).toMatchObject([{ id: 'a', attempt: 1 }]);
       await ledger.close();
     });
+
+    it('dead-letter retry does the same: a dead item the running scan passed is not forgotten as a deleted file', async () => {
+      // Before, retryDead left the dead row's older pass: the pass's end-of-scan forgetUnseen
+      // deleted it (its last error with it) as "gone", counted it so and logged its file missing.
+      const ledger = await fresh();
+      const retry = { maxAttempts: 1, backoffMs: 0, backoffMaxMs: 0 };
+      const [first] = await discoverAndClaim(ledger, [{ id: 'a' }], opts('pod-1', { runId: 'old-pass' }));
+      await ledger.fail(first ? [{ claim: first, error: 'corrupt input' }] : [], { now: T0, retry });
+      expect((await ledger.get('a'))?.state).toBe('dead');
+      await server.admin(`INSERT INTO ${ident(ledger.schema)}.run_lock (name, run_group, owner, acquired_at) VALUES ('j', 'new-pass', 'pod-2', $1)`, [T0 + 1], 'ledger');
+      expect(await ledger.discover([{ id: 'a' }], { runId: 'new-pass', now: T0 + 2 })).toEqual([]);
+      expect(await ledger.retryDead(['a'], T0 + 3)).toBe(1);
+      expect(await ledger.forgetUnseen('new-pass')).toBe(0);
+      expect(await ledger.get('a')).toMatchObject({ state: 'pending', lastError: 'corrupt input' });
+      expect(await ledger.claimDue({ ...opts('pod-2', { runId: 'new-pass', now: T0 + 3 }), limit: 5 })).toMatchObject([{ id: 'a', attempt: 1 }]);
+      await ledger.close();
+    });
   });
 
   describe('migrations', () => {

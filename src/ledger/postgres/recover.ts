@@ -48,12 +48,21 @@ WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run =
     pass,
   );
 
-const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1`;
-/** last_error is kept: it is what the operator looked at before retrying. */
-export const retryDeadQuery = (schema: string, ids: string[] | 'all', now: number): Query =>
-  ids === 'all'
-    ? q(`UPDATE ${ident(schema)}.items ${RETRY_SET} WHERE state = 'dead' RETURNING id`, now)
-    : q(`UPDATE ${ident(schema)}.items ${RETRY_SET} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
+/**
+ * last_error is kept: it is what the operator looked at before retrying. seen_run becomes
+ * the latest pass's group, as requeue.ts does it and for its reason: a dead row keeps the
+ * pass that last scanned it while pending, so a running pass whose scan already passed it
+ * would forget it at its end of scan as a deleted file.
+ */
+const retrySet = (s: string) =>
+  `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1,
+    seen_run = coalesce((SELECT run_group FROM ${s}.run_lock ORDER BY acquired_at DESC LIMIT 1), seen_run)`;
+export const retryDeadQuery = (schema: string, ids: string[] | 'all', now: number): Query => {
+  const s = ident(schema);
+  return ids === 'all'
+    ? q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' RETURNING id`, now)
+    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
+};
 
 interface OrphanRow {
   id: string;
