@@ -11,6 +11,12 @@ import { removeTempLeftovers } from './temp-leftovers.js';
 import { makeDirs } from '../make-dirs.js';
 import { whereItIs } from '../real-path.js';
 
+/**
+ * How far the kernel's file-time clock (coarse: one tick, 10 ms at HZ=100) may lag the
+ * clock that stamped a claim, for committedSince.
+ */
+const BIRTH_CLOCK_SLACK_MS = 20;
+
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
 export { OwnDirectoryGone } from './faults.js';
@@ -219,10 +225,12 @@ export class OutputStore {
    * claimed at `claimedAt`: then that attempt got that far before its run died. The proof is
    * the file's birth time: commit renames the attempt's own temp file, created after the
    * claim; what may happen to an older output later (chmod, chown, a hard link, touch, a
-   * rewrite in place: each moves its ctime and mtime) leaves its birth time. The kernel's clock
-   * for it lags, never leads, the one that stamped the claim. A doubt (no birth time, as on
-   * NFS or where statx is refused: realBirthTimes; a link; no file; an unsafe id) is a no:
-   * the item is simply done again.
+   * rewrite in place: each moves its ctime and mtime) leaves its birth time. The kernel stamps
+   * it with its coarse clock, up to a tick behind the one that stamped the claim: a temp file
+   * made 1 ms after the claim can be born a few ms "before" it, so BIRTH_CLOCK_SLACK_MS is
+   * allowed (no other file of the id is made that close to a claim of it). A doubt (no birth
+   * time, as on NFS or where statx is refused: realBirthTimes; a link; no file; an unsafe id)
+   * is a no: the item is simply done again.
    */
   committedSince(id: string, claimedAt: number): boolean {
     // Another job's commit of the same id would pass for ours: run the item again instead.
@@ -233,7 +241,7 @@ export class OutputStore {
       const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
       this.#realBirthTimes ??= realBirthTimes([this.dir, path.dirname(this.dir), process.execPath]);
       // No birth time reads as 0 (NFS).
-      return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt;
+      return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt - BIRTH_CLOCK_SLACK_MS;
     } catch {
       return false;
     }

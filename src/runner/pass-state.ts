@@ -3,7 +3,7 @@ import type { Config } from '../config/types.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
 import type { AttemptSignal } from './attempt-signal.js';
 import { Channel } from './channel.js';
-import { AbortReason, Drain } from './drain.js';
+import { Drain } from './drain.js';
 import type { FailureScene } from './failure.js';
 import type { OutputStore } from './output.js';
 import type { ProgressSnapshot } from './progress.js';
@@ -217,12 +217,17 @@ export class PassState {
     return this.now() >= Math.max(this.claimedAt.get(claim) ?? 0, this.renewedAt) + this.leaseMs;
   }
 
-  /** Our own failure (the ledger, the scan): stop everything, end as failed. */
+  /**
+   * Our own failure (the ledger, the scan): claim nothing more, end as failed. In-flight
+   * attempts finish (until the drain deadline), as in stopForEnvironment: cut short, each
+   * would need a hand-back the failing ledger may not take (a full disk), and the next run
+   * would charge it as a dead run's claim. Finished, its committed output makes it done.
+   */
   fail(err: unknown, msg: string, reason: string): void {
     const e = err instanceof Error ? err : new Error(String(err));
     this.error ??= e;
     this.log.error({ err: e }, msg);
-    this.drain.abortNow(new AbortReason(reason, this.drain.killAfterMs()));
+    this.drain.requestStop(reason);
     this.channel.close();
   }
 

@@ -18,7 +18,7 @@ const MAX_BATCH = 128;
  * `concurrency` handlers (dispatch.ts, attempt.ts) -> batched, fenced results. Then a
  * sweep for the pass's items that are due again (failures past their backoff,
  * hand-backs). Never throws: a ledger failure ends the pass as `failed` after in-flight
- * work is stopped.
+ * work has finished (or the drain deadline cut it short).
  */
 export async function runPass(deps: PassDeps): Promise<PassResult> {
   const p = new PassState(deps);
@@ -28,10 +28,8 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     now,
     maxBatch: MAX_BATCH,
     maxDelayMs: 20,
-    onError: (err) => {
-      log.error({ err }, 'ledger write failed; stopping the pass');
-      drain.abortNow(new AbortReason('ledger failure', drain.killAfterMs()));
-    },
+    // Stop, not abort: in-flight attempts finish (PassState.fail says why).
+    onError: (err) => p.fail(err, 'ledger write failed; stopping the pass', 'ledger failure'),
     onSettled: (c) => {
       if (held.get(c.id) === c) held.delete(c.id);
       p.claimedAt.delete(c);

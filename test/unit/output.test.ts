@@ -129,7 +129,8 @@ describe('OutputStore commit / discard', () => {
     expect(store.committedSince('a.scc', claimedAt)).toBe(true);
     // A later claim is not proven by this older output, whatever was done to it since
     // (each of these moves its ctime and mtime, not its birth time).
-    const later = Date.now() + 1;
+    await new Promise((r) => setTimeout(r, 60));
+    const later = Date.now();
     await new Promise((r) => setTimeout(r, 20));
     const final = path.join(out, 'a.scc.out');
     chmodSync(final, 0o600);
@@ -150,6 +151,18 @@ describe('OutputStore commit / discard', () => {
     symlinkSync(elsewhere, path.join(out, 'sub'));
     expect(store.committedSince('sub/b.scc', claimedAt)).toBe(false);
     expect(store.committedSince('../escape', claimedAt)).toBe(false);
+  });
+
+  it("committedSince: an output made just after the claim is proof though the kernel's coarse file clock stamped it a few ms before the claim's time", async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const tmp = store.tempPathFor('a.scc', 1);
+    writeFileSync(tmp, 'whole');
+    expect(await store.commit(tmp, 'a.scc')).toBe(true);
+    // File times come from the kernel's coarse clock, up to a tick (4 ms at HZ=250, 10 ms at
+    // HZ=100) behind Date.now(): a file made 1 ms after a claim can be born "before" it.
+    const born = statSync(path.join(out, 'a.scc.out')).birthtimeMs;
+    expect(store.committedSince('a.scc', born + 6)).toBe(true);
   });
 
   it('realBirthTimes: a directory written to after it was made shows real birth times here; nothing to look at proves nothing', () => {

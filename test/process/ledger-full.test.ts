@@ -1,0 +1,77 @@
+/**
+ * The ledger's file system fills up mid-run (SQLite: the state volume, often shared with the
+ * outputs). The environment's fault: the pass stops with exit 1 and no item is charged for
+ * it. The attempts running at that moment cannot be handed back (the hand-back is a ledger
+ * write too), so the next run takes their claims as a dead run's: they must have been let
+ * finish, not cut short, or each one costs its item an attempt it was never given a chance
+ * to complete.
+ */
+import { spawnSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { invocations } from '../helpers/proc.js';
+import { until } from '../helpers/wait.js';
+
+const isRoot = process.getuid?.() === 0;
+const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
+
+/** Write zeros into `file` until the file system refuses (ENOSPC). */
+function fill(file: string): void {
+  const fd = openSync(file, 'w');
+  const chunk = Buffer.alloc(64 * 1024);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe("the ledger's file system full mid-run (SQLite)", () => {
+  it('stops the pass with exit 1; the attempts running then finish, and no item is charged for the fault', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
+    const ids = Object.keys(files);
+    const ws = workspace({ concurrency: 4 }, files);
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'cronsafe.db');
+      const log = path.join(ws.dir, 'invocations.log');
+      // Each attempt takes 0.5 s: four are always running when the volume fills.
+      configure(ws, { state: { sqlite: db }, handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.5' } } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      // Readiness: a few attempts have finished and four more are running.
+      await until(() => [...invocations(log).values()].reduce((a, b) => a + b, 0) >= 8, 'eight handler starts', 30_000);
+      const filler = path.join(volume, 'filler');
+      fill(filler);
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'failed', exitCode: 1 });
+      const ran = invocations(log);
+      rmSync(filler);
+
+      const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
+      for (const id of ids) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'), id).toBe(files[id]);
+      // Every item ran to its end once: none was charged a second attempt for the full volume.
+      const ledger = await openSqliteLedger(db);
+      try {
+        for (const id of ids) {
+          const rec = (await ledger.get(id))!;
+          expect({ id, charged: rec.attempts - rec.released }, `started ${ran.get(id) ?? 0} time(s) in the run that found the volume full`).toEqual({ id, charged: 1 });
+        }
+      } finally {
+        await ledger.close();
+      }
+      expect([...invocations(log).values()].every((n) => n === 1), 'no item ran twice').toBe(true);
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 120_000);
+});
