@@ -204,7 +204,10 @@ export const configSchema = z
       .strictObject({
         cron,
         timeZone: timeZone.optional(),
-        graceSeconds: z.number({ error: 'expected a number of seconds >= 0' }).nonnegative().optional(),
+        graceSeconds: z
+          .number({ error: 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)' })
+          .positive({ error: 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)' })
+          .optional(),
         refresh: oneOf(['never', 'every-occurrence', 'on-change']).default('never'),
         repeatedFire: oneOf(['run', 'skip']).default('run'),
       })

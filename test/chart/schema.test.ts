@@ -74,6 +74,8 @@ const BAD: [string, Values, string][] = [
   ['a tag starting with a dot', { image: { tag: '.1' } }, '/image/tag'],
   ['a tag over 128 characters', { image: { tag: 'a'.repeat(129) } }, '/image/tag'],
   ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
+  // Every fire would be refused as stale (exit 0), silently, forever: cronsafe exits 78 too.
+  ['a stale-fire window of 0', { config: { schedule: { graceSeconds: 0 } } }, '/config/schedule/graceSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
 ];
 

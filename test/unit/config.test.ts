@@ -185,6 +185,15 @@ describe('loadConfig: globs with a leading "!" that is no negation', () => {
   });
 });
 
+describe('loadConfig: schedule.graceSeconds 0', () => {
+  // Every fire comes some seconds after its occurrence: with 0, every run was refused as a
+  // stale fire and exited 0, silently, forever.
+  it('is a problem naming the key (leave it out for no grace window)', () => {
+    const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nschedule: {cron: "0 * * * *", graceSeconds: 0}\n`);
+    expectProblem(file, 'schedule.graceSeconds', 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window), got 0');
+  });
+});
+
 describe('loadConfig: a schedule that never fires', () => {
   it('schedule.cron "0 0 30 2 *" (Kubernetes takes it, and never starts the job) is a problem naming the key', () => {
     const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nschedule: {cron: "0 0 30 2 *"}\n`);
