@@ -115,7 +115,10 @@ export function parseCron(expression: string): CronSpec {
   }
   let text = source;
   if (source.startsWith('@')) {
-    const macro = MACROS[source.toLowerCase()];
+    const macro = MACROS[source];
+    if (macro === undefined && MACROS[source.toLowerCase()] !== undefined) {
+      throw new CronSyntaxError(`cron expression "${source}": macros are lower case (Kubernetes and cron refuse "${source}"): write ${source.toLowerCase()}`);
+    }
     if (macro === undefined) {
       throw new CronSyntaxError(
         `cron expression "${source}": unsupported macro (use one of ${Object.keys(MACROS).join(', ')})`,

@@ -30,7 +30,7 @@ describe('parseCron: valid expressions', () => {
     ['@weekly', '0 0 * * 0'],
     ['@daily', '0 0 * * *'],
     ['@midnight', '0 0 * * *'],
-    ['@HOURLY', '0 * * * *'],
+    ['@hourly', '0 * * * *'],
   ])('expands %s to %s', (macro, fields) => {
     expect(parseCron(macro).fields.join(' ')).toBe(fields);
   });
@@ -101,6 +101,10 @@ describe('parseCron: errors name the field and the reason', () => {
     ['0 * * * * *', 'expected 5 fields (minute hour day-of-month month day-of-week), got 6'],
     ['@reboot', 'unsupported macro'],
     ['@every 5m', 'unsupported macro'],
+    // robfig/cron (the Kubernetes API server refuses the CronJob) and Vixie cron read
+    // macros case-sensitively: one that only cronsafe took would never fire.
+    ['@DAILY', 'macros are lower case (Kubernetes and cron refuse "@DAILY"): write @daily'],
+    ['@Hourly', 'write @hourly'],
     ['TZ=Europe/London 0 1 * * *', 'put the zone in schedule.timeZone'],
     ['CRON_TZ=UTC 0 1 * * *', 'put the zone in schedule.timeZone'],
   ])('rejects %j', (cron, message) => {
