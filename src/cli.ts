@@ -50,7 +50,7 @@ function armLastResort(): void {
   const at = force.signal.aborted ? Math.min(byStop, afterSecond) : byStop;
   clearTimeout(lastResort);
   lastResort = setTimeout(() => {
-    process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
+    process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked, or the start still waits for the ledger or its run lock): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
     exit(75);
   }, Math.max(0, at - Date.now()));
   lastResort.unref();
