@@ -3,6 +3,7 @@ import { ConfigError } from '../errors.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
 import { openStore } from '../ledger/open.js';
+import { reading } from '../ledger/reading.js';
 import { Sink } from './sink.js';
 
 /**
@@ -26,7 +27,8 @@ export async function scheduleCommand(
   const ledger = await store.openReader().catch(() => store.openLedger());
   if (ledger) {
     try {
-      const last = await ledger.lastRunStart();
+      // A read that fails after the open (a damaged file) names the store, as status does.
+      const last = await reading(store, ledger.lastRunStart());
       lastRunStartedAt = last ? new Date(last.startedAt) : null;
     } finally {
       await ledger.close();

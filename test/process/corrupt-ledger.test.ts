@@ -26,13 +26,13 @@ async function seedDead(db: string, n: number): Promise<void> {
   }
 }
 
-/** Zero the second quarter of the file's pages: the schema (the first pages) still reads, the items do not. */
-function damage(db: string): void {
+/** Zero the file's pages from `from` to `to` (fractions; default the second quarter): the schema (the first pages) still reads, the items do not. */
+function damage(db: string, from = 0.5, to = 0.75): void {
   const pages = Math.floor(statSync(db).size / 4096);
   const fd = openSync(db, 'r+');
   try {
     const zeros = Buffer.alloc(4096);
-    for (let p = Math.floor(pages / 2); p < Math.floor((pages * 3) / 4); p++) writeSync(fd, zeros, 0, zeros.length, p * 4096);
+    for (let p = Math.floor(pages * from); p < Math.floor(pages * to); p++) writeSync(fd, zeros, 0, zeros.length, p * 4096);
   } finally {
     closeSync(fd);
   }
@@ -52,6 +52,31 @@ describe('a damaged SQLite ledger: the reading commands name the store, in one l
     await seedDead(ws.db, 3000);
     damage(ws.db);
     const r = await runCli([...args, '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed\\n$`));
+  }, 60_000);
+});
+
+/** `n` finished runs, as runs record them (one row each, the newest last). */
+async function seedRuns(db: string, n: number): Promise<void> {
+  const ledger = await openSqliteLedger(db, { job: 'test-job' });
+  try {
+    for (let i = 0; i < n; i++) {
+      const startedAt = Date.UTC(2026, 0, 1) + i * 60_000;
+      await ledger.startRun({ runId: `run-${i}-with-a-long-enough-id-to-fill-pages`, owner: `host:${i}:a-long-owner-string-to-fill-pages`, startedAt, scheduledFor: startedAt });
+      await ledger.finishRun(`run-${i}-with-a-long-enough-id-to-fill-pages`, startedAt + 1000, 'completed', {});
+    }
+  } finally {
+    await ledger.close();
+  }
+}
+
+describe('a damaged SQLite ledger: schedule, which reads the last run start, names the store too', () => {
+  it('schedule', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '*/5 * * * *', timeZone: 'UTC' } });
+    await seedRuns(ws.db, 3000);
+    damage(ws.db, 0.5, 1);
+    const r = await runCli(['schedule', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed\\n$`));
   }, 60_000);
