@@ -25,9 +25,19 @@ describe('loadConfig: file and YAML errors', () => {
     expect(err.key).toBeUndefined();
   });
 
-  it('rejects a duplicate key with its line', () => {
+  it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
-    expect(configError(() => loadConfig(file)).message).toBe(`${file}:3:1: invalid YAML: Map keys must be unique`);
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toBe(`${file}:3:1: name: invalid YAML: duplicate key (a mapping holds each key once)`);
+    expect(err.key).toBe('name');
+    const nested = write('name: a\nhandler:\n  command: [x]\n  timeoutSeconds: 3\n  timeoutSeconds: 4\n', 'nested.yaml');
+    expect(configError(() => loadConfig(nested)).message).toBe(
+      `${nested}:5:3: handler.timeoutSeconds: invalid YAML: duplicate key (a mapping holds each key once)`,
+    );
+    const inList = write('name: a\nsource: {directory: /x, include: [{a: 1, a: 2}]}\n', 'list.yaml');
+    expect(configError(() => loadConfig(inList)).message).toBe(
+      `${inList}:2:42: source.include[0].a: invalid YAML: duplicate key (a mapping holds each key once)`,
+    );
   });
 
   it('rejects a second document and an alias bomb', () => {
