@@ -102,7 +102,13 @@ export function formatIssues(
           const hint = out.length < 50 ? suggestKey(k, knownKeys(issue.path)) : undefined;
           out.push({
             key: keyPath([...issue.path, k]),
-            message: hint === undefined ? 'unknown key' : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
+            message:
+              k === '<<'
+                ? // YAML 1.1's merge key, which YAML 1.2 (what is read here) does not have.
+                  'unknown key (YAML merge keys "<<" are not supported: write the keys out)'
+                : hint === undefined
+                  ? 'unknown key'
+                  : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
           });
         }
         break;

@@ -102,6 +102,11 @@ describe('loadConfig: size cap', () => {
 });
 
 describe('loadConfig: invalid values name the key', () => {
+  it('a YAML merge key "<<" says it is not supported, rather than only "unknown key"', () => {
+    const file = write('name: job\nsource: {directory: /x}\nhandler:\n  <<: {timeoutSeconds: 3}\n  command: [echo]\n', 'merge.yaml');
+    expectProblem(file, 'handler.<<', 'unknown key (YAML merge keys "<<" are not supported: write the keys out)');
+  });
+
   it('unknown keys, top level and nested, with a suggestion', () => {
     expectProblem(minimal('concurency: 3\n'), 'concurency', 'unknown key (did you mean "concurrency"?)');
     const file = write(`name: job\nsource: {directory: ${dir.queue}, direktory: x}\nhandler: {command: [echo]}\n`);
