@@ -127,7 +127,7 @@ function keyPath(nodes: readonly unknown[], last: string): string {
   let out = '';
   nodes.forEach((node, i) => {
     if (YAML.isPair(node) && YAML.isScalar(node.key)) out += `${out ? '.' : ''}${String(node.key.value)}`;
-    if (YAML.isSeq(node)) out += `[${node.items.indexOf(nodes[i + 1] as (typeof node.items)[number])}]`;
+    if (YAML.isSeq(node)) out += `[${node.items.indexOf(nodes[i + 1])}]`;
   });
   return `${out ? `${out}.` : ''}${last}`;
 }
