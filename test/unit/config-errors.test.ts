@@ -204,6 +204,11 @@ describe('loadConfig: invalid values name the key', () => {
       'must be less than drain.gracePeriodSeconds (5), got 5');
     expectProblem(minimal('retry: {backoffSeconds: 60, backoffMaxSeconds: 10}\n'), 'retry.backoffMaxSeconds',
       'must be >= retry.backoffSeconds (60), got 10');
+    // A retry time past what a Date can hold failed every run with "Invalid time value" (exit 1).
+    expect(configError(() => loadConfig(minimal('retry: {backoffSeconds: 1e300}\n'))).message).toContain(
+      'retry.backoffSeconds: expected a number of seconds >= 0 and <= 3153600000 (100 years), got 1e+300');
+    expectProblem(minimal('retry: {backoffMaxSeconds: 1e13}\n'), 'retry.backoffMaxSeconds',
+      'expected a number of seconds >= 0 and <= 3153600000 (100 years), got 10000000000000');
     expectProblem(minimal('state: {sqlite: a.db, postgres: "postgres://h/db"}\n'), 'state',
       'expected at most one of sqlite or postgres, got both');
   });
