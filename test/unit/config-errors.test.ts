@@ -109,6 +109,9 @@ describe('loadConfig: invalid values name the key', () => {
 
   it('unknown keys, top level and nested, with a suggestion', () => {
     expectProblem(minimal('concurency: 3\n'), 'concurency', 'unknown key (did you mean "concurrency"?)');
+    // A known key cut short is that key: "handler.timeout" had no hint (7 edits away).
+    const timeout = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], timeout: 30}\n`, 'timeout.yaml');
+    expectProblem(timeout, 'handler.timeout', 'unknown key (did you mean "timeoutSeconds"?)');
     const file = write(`name: job\nsource: {directory: ${dir.queue}, direktory: x}\nhandler: {command: [echo]}\n`);
     expectProblem(file, 'source.direktory', 'unknown key (did you mean "directory"?)');
     expectProblem(minimal('lease: {seconds: 90, zzz: 1}\n'), 'lease.zzz', 'unknown key');
