@@ -14,6 +14,30 @@ export function negatesWhole(glob: string): boolean {
   return picomatch.scan(glob).negated;
 }
 
+/**
+ * source.include's matcher. Like `*`, a glob matches a name starting with "." only where
+ * the glob writes that dot (as a shell does): picomatch lets a negated extglob match it
+ * (`!(*.md)` took `.report.tmp`), and the dotfiles a producer is still writing
+ * before its rename must not become items. A dot is "written" when the glob stops
+ * matching once that one dot is replaced by a NUL, which no glob can name.
+ */
+export function includeMatcher(globs: string[]): (rel: string) => boolean {
+  const matchers = globs.map((g) => picomatch(g, GLOB_OPTS));
+  return (rel) => {
+    const dots = dotSegmentStarts(rel);
+    return matchers.some((m) => m(rel) && dots.every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
+  };
+}
+
+/** Offsets of the "." that starts a path segment. */
+function dotSegmentStarts(rel: string): number[] {
+  const out: number[] = [];
+  for (let i = rel.indexOf('.'); i !== -1; i = rel.indexOf('.', i + 1)) {
+    if (i === 0 || rel[i - 1] === '/') out.push(i);
+  }
+  return out;
+}
+
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
   return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
 }

@@ -73,13 +73,24 @@ function distance(a: string, b: string): number {
   return prev[b.length] ?? 0;
 }
 
+/** Ranks a prefix match ahead of every edit-distance match. */
+const PREFIX_BONUS = 1000;
+
 /** The closest known key to a misspelt one, if it is close enough to be a typo. */
 export function suggestKey(unknown: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestD = Infinity;
+  let bestShared = -1;
+  const u = unknown.toLowerCase();
   for (const k of known) {
-    const d = distance(unknown.toLowerCase(), k.toLowerCase());
-    if (d < bestD) [best, bestD] = [k, d];
+    const lk = k.toLowerCase();
+    // A key cut short ("timeout" for timeoutSeconds) is the likeliest meaning, however far
+    // by edit distance; between equally near keys, the one sharing the longer start.
+    const prefix = u.length >= 3 && lk.startsWith(u);
+    const d = distance(u, lk) - (prefix ? PREFIX_BONUS : 0);
+    let shared = 0;
+    while (shared < u.length && u[shared] === lk[shared]) shared++;
+    if (d < bestD || (d === bestD && shared > bestShared)) [best, bestD, bestShared] = [k, d, shared];
   }
   return bestD <= Math.max(2, Math.floor(unknown.length / 3)) ? best : undefined;
 }
@@ -102,7 +113,13 @@ export function formatIssues(
           const hint = out.length < 50 ? suggestKey(k, knownKeys(issue.path)) : undefined;
           out.push({
             key: keyPath([...issue.path, k]),
-            message: hint === undefined ? 'unknown key' : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
+            message:
+              k === '<<'
+                ? // YAML 1.1's merge key, which YAML 1.2 (what is read here) does not have.
+                  'unknown key (YAML merge keys "<<" are not supported: write the keys out)'
+                : hint === undefined
+                  ? 'unknown key'
+                  : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
           });
         }
         break;

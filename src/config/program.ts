@@ -15,14 +15,14 @@ export function programProblem(program: string, cwd: string, PATH: string | unde
   if (PLACEHOLDER.test(program)) return null;
   if (program.includes('/')) {
     const file = path.resolve(cwd, program);
-    const problem = fileProblem(file);
+    const problem = fileProblem(file, cwd, PATH);
     return problem && `${JSON.stringify(program)}${file === program ? '' : ` (${file})`} ${problem}`;
   }
   const dirs = (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
   // execvp takes the first executable file on PATH, whatever its format.
   const found = dirs.map((d) => path.join(d, program)).find((f) => accessProblem(f) === null);
   if (found) {
-    const problem = formatProblem(found);
+    const problem = formatProblem(found, cwd, PATH);
     return problem && `${JSON.stringify(program)} (found on PATH as ${found}) ${problem}`;
   }
   // Present but not executable somewhere on PATH is worth saying: it is the likely mistake.
@@ -40,8 +40,8 @@ function statOf(file: string): Stats | undefined {
   }
 }
 
-function fileProblem(file: string): string | null {
-  return accessProblem(file) ?? formatProblem(file);
+function fileProblem(file: string, cwd: string, PATH: string | undefined): string | null {
+  return accessProblem(file) ?? formatProblem(file, cwd, PATH);
 }
 
 function accessProblem(file: string): string | null {
@@ -66,8 +66,9 @@ const ELF_MACHINE: Partial<Record<NodeJS.Architecture, number>> = { x64: 62, arm
  * program must start with `#!` or be an ELF binary for this machine. An unreadable file
  * (execute-only) is left to the kernel.
  */
-function formatProblem(file: string): string | null {
-  const head = Buffer.alloc(20);
+function formatProblem(file: string, cwd: string, PATH: string | undefined): string | null {
+  // Linux reads a #! line from the first 256 bytes (BINPRM_BUF_SIZE).
+  const head = Buffer.alloc(256);
   let n: number;
   try {
     const fd = openSync(file, 'r');
@@ -79,7 +80,7 @@ function formatProblem(file: string): string | null {
   } catch {
     return null;
   }
-  if (n >= 2 && head[0] === 0x23 && head[1] === 0x21) return null; // #!
+  if (n >= 2 && head[0] === 0x23 && head[1] === 0x21) return interpreterProblem(head.toString('latin1', 2, n), cwd, PATH); // #!
   if (n >= 20 && head.readUInt32BE(0) === 0x7f454c46) {
     const machine = head[5] === 2 ? head.readUInt16BE(18) : head.readUInt16LE(18);
     const ours = ELF_MACHINE[process.arch];
@@ -89,4 +90,30 @@ function formatProblem(file: string): string | null {
   return n === 0
     ? 'is empty: the kernel cannot execute it (it would be run by /bin/sh as an empty script)'
     : 'has no #! line and is not a binary this machine runs: the kernel cannot execute it (it would be run by /bin/sh; add a #! line)';
+}
+
+/**
+ * A #! line whose interpreter is missing makes execve fail with ENOENT on every item
+ * (`#!/usr/bin/python` in an image with only python3), and `#!/usr/bin/env NAME` with
+ * NAME not on the child's PATH exits 127 on every item, charging them all. As the kernel
+ * reads the line: the interpreter runs to the first blank, the rest is one argument
+ * (env's program, checked only when it is one plain word: `env -S ...` is left alone).
+ */
+function interpreterProblem(line: string, cwd: string, PATH: string | undefined): string | null {
+  const end = line.indexOf('\n');
+  // No line end in the bytes read: a line that long is the kernel's business.
+  if (end === -1) return null;
+  // Only blanks are trimmed, as the kernel does: a CRLF script's "/bin/sh\r" does not exist.
+  const [interpreter = '', arg = ''] = line.slice(0, end).replace(/^[ \t]+|[ \t]+$/g, '').split(/[ \t]+(.*)/);
+  if (interpreter === '') return null;
+  const problem = accessProblem(path.resolve(cwd, interpreter));
+  if (problem) return `has a #! interpreter ${JSON.stringify(interpreter)} that ${problem}`;
+  if (path.basename(interpreter) !== 'env' || arg === '' || arg.startsWith('-') || /[ \t]/.test(arg)) return null;
+  if (arg.includes('/')) {
+    const argProblem = accessProblem(path.resolve(cwd, arg));
+    return argProblem && `has a #! line for env whose program ${JSON.stringify(arg)} ${argProblem}`;
+  }
+  const dirs = (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
+  if (dirs.some((d) => accessProblem(path.join(d, arg)) === null)) return null;
+  return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})`;
 }

@@ -70,10 +70,10 @@ export function readYaml(file: string, abs: string): unknown {
   const lineCounter = new YAML.LineCounter();
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter });
   if (doc.errors.length === 0) {
-    const dup = duplicateKeyOffset(doc);
+    const dup = duplicateKey(doc);
     if (dup !== undefined) {
-      const pos = lineCounter.linePos(dup);
-      throw new ConfigError(`${file}:${pos.line}:${pos.col}: invalid YAML: Map keys must be unique`, abs);
+      const pos = lineCounter.linePos(dup.offset);
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: duplicate key (a mapping holds each key once)`, abs, dup.key);
     }
   }
   if (doc.errors.length > 0) {
@@ -96,18 +96,22 @@ export function readYaml(file: string, abs: string): unknown {
   }
 }
 
-/** Offset of the first key that repeats one before it in the same mapping, if any (linear). */
-function duplicateKeyOffset(doc: YAML.Document): number | undefined {
-  let found: number | undefined;
+/**
+ * The first key that repeats one before it in the same mapping, if any (linear): its
+ * offset, and its path as other config errors name keys (`handler.timeoutSeconds`,
+ * `source.include[0].a`), since every error names its key.
+ */
+function duplicateKey(doc: YAML.Document): { offset: number; key: string } | undefined {
+  let found: { offset: number; key: string } | undefined;
   YAML.visit(doc, {
-    Map(_key, map) {
+    Map(_key, map, ancestors) {
       const seen = new Set<string>();
       for (const pair of map.items) {
         const k = pair.key;
         if (!YAML.isScalar(k)) continue;
         const name = String(k.value);
         if (seen.has(name)) {
-          found = k.range?.[0] ?? 0;
+          found = { offset: k.range?.[0] ?? 0, key: keyPath([...ancestors, map], name) };
           return YAML.visit.BREAK;
         }
         seen.add(name);
@@ -116,4 +120,14 @@ function duplicateKeyOffset(doc: YAML.Document): number | undefined {
     },
   });
   return found;
+}
+
+/** `a.b[2].c` from the visitor's ancestors of a node (ending with the node) and its key. */
+function keyPath(nodes: readonly unknown[], last: string): string {
+  let out = '';
+  nodes.forEach((node, i) => {
+    if (YAML.isPair(node) && YAML.isScalar(node.key)) out += `${out ? '.' : ''}${String(node.key.value)}`;
+    if (YAML.isSeq(node)) out += `[${node.items.indexOf(nodes[i + 1])}]`;
+  });
+  return `${out ? `${out}.` : ''}${last}`;
 }

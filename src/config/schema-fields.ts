@@ -91,6 +91,11 @@ export const glob = str('a glob relative to source.directory')
   // A leading "!" negates the whole glob ("every file but this one"), not an exception to
   // the other globs as in .gitignore: include ["*.txt", "!bad.txt"] would take every file.
   // An extglob "!(...)" is no negation: it matches what its pattern does not, as meant.
+  // Ids name files and never end in "/", so such a glob matches nothing, silently: an
+  // exclude ["tmp/"] (as .gitignore writes a directory) left tmp/ in the scan.
+  .refine((g) => !g.endsWith('/'), {
+    error: got('expected a glob that can match a file: one ending in "/" matches none (ids name files); write "dir" to exclude a directory, "dir/**" for the files under it'),
+  })
   .refine((g) => !negatesWhole(g), {
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
   });

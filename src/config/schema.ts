@@ -82,11 +82,19 @@ const leaseSchema = z
     }
   });
 
+/**
+ * Not a timer (a retry time in the ledger), but bounded all the same: a retry time past
+ * what a Date holds (about 8.6e12 s from 1970) failed every run with "Invalid time value".
+ */
+const MAX_BACKOFF_SECONDS = 100 * 365 * 86_400;
+const backoffSeconds = () =>
+  z.number({ error: `expected a number of seconds >= 0 and <= ${MAX_BACKOFF_SECONDS} (100 years)` }).nonnegative().max(MAX_BACKOFF_SECONDS);
+
 const retrySchema = z
   .strictObject({
     maxAttempts: int(1).default(5),
-    backoffSeconds: z.number({ error: 'expected a number of seconds >= 0' }).nonnegative().default(30),
-    backoffMaxSeconds: z.number({ error: 'expected a number of seconds >= 0' }).nonnegative().default(3600),
+    backoffSeconds: backoffSeconds().default(30),
+    backoffMaxSeconds: backoffSeconds().default(3600),
   })
   .superRefine((r, ctx) => {
     if (r.backoffMaxSeconds < r.backoffSeconds) {

@@ -70,7 +70,9 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     message = a.tempGone.message;
   }
   if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || a.aborted) {
-    return { kind: 'release', reason: `interrupted: ${message}`, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
+    // The handler's own message already says "interrupted: ..." (types.ts interrupted()).
+    const reason = message.startsWith('interrupted: ') ? message : `interrupted: ${message}`;
+    return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a

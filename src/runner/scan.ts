@@ -4,10 +4,9 @@ import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
 import { opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import picomatch from 'picomatch';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
-import { excludeMatcher, GLOB_OPTS } from '../globs.js';
+import { excludeMatcher, includeMatcher } from '../globs.js';
 import { whereItIs } from '../real-path.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
@@ -59,7 +58,7 @@ export interface UnreadableDirectory {
  * globs are matched against these ids.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
-  const include = picomatch(opts.include.length > 0 ? opts.include : ['**'], GLOB_OPTS);
+  const include = includeMatcher(opts.include.length > 0 ? opts.include : ['**']);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
   // Own paths inside the source, as the ids the walk will meet them under: as written, and

@@ -93,6 +93,15 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toBe(`cronsafe: config error: ${file}: handler.module: ${mod}: default export must be a function (item, ctx) => Promise<void>, found no default export\n`);
   });
 
+  it('a module handler whose top-level await can never settle is 78 naming handler.module, not a silent exit 13', async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    writeFileSync(mod, 'await new Promise(() => {});\nexport default async () => {};\n');
+    const r = await runCli(['run', '-c', file]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: its top-level await never settles`);
+  });
+
   it('cronsafe daemon refuses a schedule.cron that never fires as it reads it (vixie: "*/2" in day of week does not add days)', async () => {
     const file = configFile(`${valid}schedule: {cron: "0 0 30 2 */2", timeZone: UTC}\n`);
     const r = await runCli(['daemon', '-c', file], { timeoutMs: 20_000 });

@@ -83,4 +83,30 @@ describe('handler.command must name a program that can run', () => {
     expect(r.code, r.stderr).toBe(78);
     expect(r.stderr).toContain(`"my-tool" (found on PATH as ${path.join(bin, 'my-tool')}) has no #! line`);
   });
+
+  it("a script whose #! interpreter is missing (or env's program is not on PATH) is refused with 78, not claimed and failed on every run", async () => {
+    const ws = workspace({ handler: { command: ['./qc', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const prog = path.join(ws.source, 'qc');
+    const cases: Array<[string, string]> = [
+      ['#!/usr/bin/python9 -u\nexit 0\n', '#! interpreter "/usr/bin/python9" that does not exist'],
+      ['#!  /etc/passwd\nexit 0\n', '#! interpreter "/etc/passwd" that is not executable'],
+      ['#!/bin/sh\r\nexit 0\r\n', '#! interpreter "/bin/sh\\r" that does not exist'],
+      ['#!/usr/bin/env cronsafe-no-such-interpreter\nexit 0\n', '#! line for env whose program "cronsafe-no-such-interpreter" is not found on PATH'],
+    ];
+    for (const [script, why] of cases) {
+      writeFileSync(prog, script, { mode: 0o755 });
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath]);
+        expect(r.code, `${script} / ${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(`handler.command: cannot run the program: "./qc" (${prog}) has a ${why}`);
+      }
+    }
+    // Before: exit 1 after claiming every item, on every run.
+    expect(existsSync(ws.db)).toBe(false);
+    for (const ok of ['#!/bin/sh\nexit 0\n', '#! /bin/sh -e\nexit 0\n', '#!/usr/bin/env sh\nexit 0\n']) {
+      writeFileSync(prog, ok);
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, `${ok}: ${r.stderr}`).toBe(0);
+    }
+  });
 });

@@ -25,9 +25,19 @@ describe('loadConfig: file and YAML errors', () => {
     expect(err.key).toBeUndefined();
   });
 
-  it('rejects a duplicate key with its line', () => {
+  it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
-    expect(configError(() => loadConfig(file)).message).toBe(`${file}:3:1: invalid YAML: Map keys must be unique`);
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toBe(`${file}:3:1: name: invalid YAML: duplicate key (a mapping holds each key once)`);
+    expect(err.key).toBe('name');
+    const nested = write('name: a\nhandler:\n  command: [x]\n  timeoutSeconds: 3\n  timeoutSeconds: 4\n', 'nested.yaml');
+    expect(configError(() => loadConfig(nested)).message).toBe(
+      `${nested}:5:3: handler.timeoutSeconds: invalid YAML: duplicate key (a mapping holds each key once)`,
+    );
+    const inList = write('name: a\nsource: {directory: /x, include: [{a: 1, a: 2}]}\n', 'list.yaml');
+    expect(configError(() => loadConfig(inList)).message).toBe(
+      `${inList}:2:42: source.include[0].a: invalid YAML: duplicate key (a mapping holds each key once)`,
+    );
   });
 
   it('rejects a second document and an alias bomb', () => {
@@ -92,8 +102,16 @@ describe('loadConfig: size cap', () => {
 });
 
 describe('loadConfig: invalid values name the key', () => {
+  it('a YAML merge key "<<" says it is not supported, rather than only "unknown key"', () => {
+    const file = write('name: job\nsource: {directory: /x}\nhandler:\n  <<: {timeoutSeconds: 3}\n  command: [echo]\n', 'merge.yaml');
+    expectProblem(file, 'handler.<<', 'unknown key (YAML merge keys "<<" are not supported: write the keys out)');
+  });
+
   it('unknown keys, top level and nested, with a suggestion', () => {
     expectProblem(minimal('concurency: 3\n'), 'concurency', 'unknown key (did you mean "concurrency"?)');
+    // A known key cut short is that key: "handler.timeout" had no hint (7 edits away).
+    const timeout = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], timeout: 30}\n`, 'timeout.yaml');
+    expectProblem(timeout, 'handler.timeout', 'unknown key (did you mean "timeoutSeconds"?)');
     const file = write(`name: job\nsource: {directory: ${dir.queue}, direktory: x}\nhandler: {command: [echo]}\n`);
     expectProblem(file, 'source.direktory', 'unknown key (did you mean "directory"?)');
     expectProblem(minimal('lease: {seconds: 90, zzz: 1}\n'), 'lease.zzz', 'unknown key');
@@ -189,6 +207,11 @@ describe('loadConfig: invalid values name the key', () => {
       'must be less than drain.gracePeriodSeconds (5), got 5');
     expectProblem(minimal('retry: {backoffSeconds: 60, backoffMaxSeconds: 10}\n'), 'retry.backoffMaxSeconds',
       'must be >= retry.backoffSeconds (60), got 10');
+    // A retry time past what a Date can hold failed every run with "Invalid time value" (exit 1).
+    expect(configError(() => loadConfig(minimal('retry: {backoffSeconds: 1e300}\n'))).message).toContain(
+      'retry.backoffSeconds: expected a number of seconds >= 0 and <= 3153600000 (100 years), got 1e+300');
+    expectProblem(minimal('retry: {backoffMaxSeconds: 1e13}\n'), 'retry.backoffMaxSeconds',
+      'expected a number of seconds >= 0 and <= 3153600000 (100 years), got 10000000000000');
     expectProblem(minimal('state: {sqlite: a.db, postgres: "postgres://h/db"}\n'), 'state',
       'expected at most one of sqlite or postgres, got both');
   });

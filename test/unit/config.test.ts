@@ -176,6 +176,15 @@ describe('loadConfig: globs', () => {
   });
 });
 
+describe('loadConfig: globs ending in "/"', () => {
+  it.each(['source.include', 'source.exclude'])('%s refuses them: they match no item (an exclude ["tmp/"] left tmp/ in the scan)', (key) => {
+    const list = key === 'source.include' ? `include: ["*.txt", "incoming/"]` : `exclude: ["tmp/"]`;
+    const file = write(`name: job\nsource: {directory: queue, ${list}}\nhandler: {command: [echo]}\n`);
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toContain(`${key}[${key === 'source.include' ? 1 : 0}]: expected a glob that can match a file: one ending in "/" matches none`);
+  });
+});
+
 describe('loadConfig: globs with a leading "!" that is no negation', () => {
   it.each(['source.include', 'source.exclude'])('%s takes an extglob "!(...)" (everything but; picomatch does not negate it)', (key) => {
     const list = key === 'source.include' ? `include: ["!(*.tmp)"]` : `exclude: ["!(*.scc)"]`;

@@ -61,7 +61,7 @@ describe('judgeFailure', () => {
 
   it('hands back an interrupted attempt (a drain), whatever else is true', async () => {
     const v = await judgeFailure(attempt({ err: new HandlerFailure('interrupted: drain', true), message: 'interrupted: drain', outputFull: true }), scene());
-    expect(v).toMatchObject({ kind: 'release', reason: 'interrupted: interrupted: drain' });
+    expect(v).toMatchObject({ kind: 'release', reason: 'interrupted: drain' });
     expect(await judgeFailure(attempt({ aborted: true }), scene())).toMatchObject({ kind: 'release' });
   });
 

@@ -41,6 +41,17 @@ describe('scanDirectory', () => {
     expect(found).toEqual(['a.scc', 'd/b.scc']);
   });
 
+  it('skips dotfiles under a negated extglob too ("all but *.md"), unless the glob names the dot', async () => {
+    const root = tree(['a.txt', 'b.md', '.a.txt.tmp', 'd/.rsync.x1', 'd/c.txt', '.hid/e.txt', '.hid/.f', 'g/.keep']);
+    // picomatch lets !(...) match a leading dot, which * never does: a producer's
+    // `.name.tmp`, still being written, was processed as an item.
+    expect(await ids(scanDirectory({ directory: root, include: ['**/!(*.md)'], exclude: [] }))).toEqual(['a.txt', 'd/c.txt']);
+    expect(await ids(scanDirectory({ directory: root, include: ['!(b).*'], exclude: [] }))).toEqual(['a.txt']);
+    // A dot written in the glob still matches it, and only where it is written.
+    expect(await ids(scanDirectory({ directory: root, include: ['.hid/!(x)', '**/.keep'], exclude: [] }))).toEqual(['.hid/e.txt', 'g/.keep']);
+    expect(await ids(scanDirectory({ directory: root, include: ['**/.*'], exclude: [] }))).toEqual(['.a.txt.tmp', 'd/.rsync.x1', 'g/.keep']);
+  });
+
   it('never yields cronsafe’s own files (output dir, ledger) that sit inside the source', async () => {
     const root = tree(['a.scc', 'out/a.scc.out', 'state/db']);
     const found = await ids(

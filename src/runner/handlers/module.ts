@@ -28,7 +28,7 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir:
   const guard = acquireExitGuard();
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    mod = (await untilLoopEmpties(import(pathToFileURL(file).href))) as Record<string, unknown>;
   } catch (err) {
     guard.release();
     throw new ConfigError(`${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
@@ -49,6 +49,19 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir:
     fatal: guard.fatal,
     close: async () => guard.release(),
   };
+}
+
+/**
+ * `loading`, or a rejection when the event loop empties first: the module's top-level
+ * await waits on a promise nothing is left to settle. Node would end the process there
+ * with exit 13 and no word (nor any exit code of ours); this makes it the config error it is.
+ */
+function untilLoopEmpties<T>(loading: Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const never = () => reject(new Error('its top-level await never settles (it waits on a promise that nothing is left to resolve)'));
+    process.once('beforeExit', never);
+    loading.then(resolve, reject).finally(() => process.off('beforeExit', never));
+  });
 }
 
 /** runAttempt with item.path a link to the real file (itemLink), removed after the attempt. */
