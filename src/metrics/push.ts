@@ -92,7 +92,10 @@ export class Pusher {
         log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
       } else {
         const message = coerceError(err).message;
-        log.warn({ url: this.where, reason, error: message, timeoutMs }, 'metrics push failed (the run carries on)');
+        // A run's push (PUT) fails beside a pass that goes on; a ledger-only push (POST: a
+        // skipped start, an operator's retry or requeue) beside a change already made.
+        const after = this.opts.method === 'put' ? 'the run carries on' : 'nothing else is affected';
+        log.warn({ url: this.where, reason, error: message, timeoutMs }, `metrics push failed (${after})`);
       }
       return false;
     } finally {
