@@ -1,7 +1,9 @@
 /** `cronsafe daemon`'s engine: a run per occurrence of schedule.cron, until stopped. */
+import { statSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
+import { coerceError, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
 import type { Ledger } from '../ledger/types.js';
 import { ownFiles } from '../runner/own-files.js';
@@ -21,19 +23,47 @@ const realClock: DaemonClock = {
 /** Run each occurrence of `config.schedule` until `stop`; the exit code (0 once stopped). */
 export async function runScheduled(config: Config, log: Logger, signals: { stop: AbortSignal; force: AbortSignal }): Promise<number> {
   const store = openStore(config);
-  const ledger = await store.openLedger();
+  let ledger = await store.openLedger();
+  let opened = sqliteFileIdentity(config);
+  // The SQLite file deleted or replaced while the daemon idled (a run since made a new one):
+  // read that one, not the deleted file this connection still holds open (and on the disk).
+  const current = async (): Promise<Ledger> => {
+    const now = sqliteFileIdentity(config);
+    if (now === undefined || now === opened) return ledger;
+    await ledger.close();
+    ledger = await store.openLedger();
+    opened = now;
+    return ledger;
+  };
   // The daemon's own reads name the store as a run's do (StateUnavailable), so that it waits an outage out.
   const reading = <T>(doing: string, read: () => Promise<T>) => read().catch((err: unknown) => Promise.reject(store.unavailable(doing, err)));
+  let unscannable = false; // the growth check could not scan the source last time (logged once)
   try {
     const result = await runDaemon({
       config,
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: () => reading('read the last run', async () => (await ledger.lastRunStart())?.startedAt ?? null),
+      lastRunStart: () => reading('read the last run', async () => (await (await current()).lastRunStart())?.startedAt ?? null),
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
-      sourceGrew: () => reading('look for new files', () => sourceGrew(config, ledger)),
+      sourceGrew: () =>
+        reading('look for new files', current)
+          .then((l) => sourceGrew(config, l, (read) => reading('look for new files', read)))
+          .then(
+            (grew) => {
+              unscannable = false;
+              return grew;
+            },
+            (err: unknown) => {
+              // Not the store's outage: a source that cannot be scanned (unmounted, removed) is the
+              // environment's fault, which the next occurrence's pass reports and stops on.
+              if (err instanceof StateUnavailable) throw err;
+              if (!unscannable) log.warn({ err: coerceError(err).message }, 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled');
+              unscannable = true;
+              return false;
+            },
+          ),
     });
     log.info({ result }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);
@@ -42,20 +72,33 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   }
 }
 
+/** The SQLite ledger file's identity (device and inode); undefined on PostgreSQL or while there is none. */
+function sqliteFileIdentity(config: Config): string | undefined {
+  const file = config.state.postgres === undefined ? config.state.sqlite : undefined;
+  if (file === undefined || file === ':memory:') return undefined;
+  try {
+    const s = statSync(file);
+    return `${s.dev}:${s.ino}`;
+  } catch {
+    return undefined; // deleted and not made again yet: the next run makes it
+  }
+}
+
 /**
  * True when the source holds a file the ledger has not seen: new work arrived. More files
  * than known items settles it without a look-up; otherwise each batch of ids is looked up
  * (done files may have left the source, as in an inbox, so counts alone cannot tell). The
- * scan stops at the first new file: at most one pass over the directory.
+ * scan stops at the first new file: at most one pass over the directory. Only the ledger's
+ * reads go through `fromLedger` (StateUnavailable): a scan's error is the source's.
  */
-async function sourceGrew(config: Config, ledger: Ledger): Promise<boolean> {
-  const c = await ledger.counts();
+async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>(read: () => Promise<T>) => Promise<T>): Promise<boolean> {
+  const c = await fromLedger(() => ledger.counts());
   const known = c.pending + c.claimed + c.done + c.dead;
   let seen = 0;
   for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config) }), GROWTH_BATCH)) {
     seen += batch.length;
     if (seen > known) return true;
-    if ((await ledger.peek(batch.map((i) => i.id))).length < batch.length) return true;
+    if ((await fromLedger(() => ledger.peek(batch.map((i) => i.id)))).length < batch.length) return true;
   }
   return false;
 }
