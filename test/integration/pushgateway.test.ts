@@ -21,6 +21,15 @@ function gatedWorkspace(name: string, gateway: string, pushIntervalSeconds: numb
   );
 }
 
+/** One ok and one bad item, gate open, one run (exit 0): a succeeded and a dead item in the ledger. */
+async function ranOnce(name: string, gateway: string): Promise<Workspace> {
+  const ws = gatedWorkspace(name, gateway, 30, ['ok-1.txt', 'bad-1.txt']);
+  writeFileSync(path.join(ws.dir, 'gate'), '');
+  const run = await runCli(['run', '-c', ws.configPath]);
+  expect(run.code, run.stderr).toBe(0);
+  return ws;
+}
+
 /** The cronsafe series of one group, as the Pushgateway serves them to Prometheus. */
 async function group(gw: Server, job: string): Promise<Sample[]> {
   return (await scrape(gw.url)).filter((s) => s.labels.job === job && (s.name.startsWith('cronsafe_') || s.name.startsWith('push_')));
@@ -48,11 +57,7 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
 
   it('each run pushes one group per job, and a second run in a new process keeps counting', async () => {
     const job = 'pg-totals';
-    const ws = gatedWorkspace(job, gw.url, 30, ['ok-1.txt', 'bad-1.txt']);
-    writeFileSync(path.join(ws.dir, 'gate'), '');
-
-    const first = await runCli(['run', '-c', ws.configPath]);
-    expect(first.code, first.stderr).toBe(0);
+    const ws = await ranOnce(job, gw.url);
     let g = await group(gw, job);
     expect(find(g, 'push_time_seconds')).toHaveLength(1); // one group: /metrics/job/pg-totals
     // No pod or instance identity in the series: the next pod's push replaces them.
@@ -120,10 +125,7 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
   // CronsafeDeadLetters alert went on firing all day for items already put back.
   it('dead-letter retry and requeue push the ledger metrics at once; stdout stays the command output', async () => {
     const job = 'pg-operator';
-    const ws = gatedWorkspace(job, gw.url, 30, ['ok-1.txt', 'bad-1.txt']);
-    writeFileSync(path.join(ws.dir, 'gate'), '');
-    const run = await runCli(['run', '-c', ws.configPath]);
-    expect(run.code, run.stderr).toBe(0);
+    const ws = await ranOnce(job, gw.url);
     let g = await group(gw, job);
     expect(value(g, 'cronsafe_dead_letter_items')).toBe(1);
     expect(value(g, 'cronsafe_items_requeued_total')).toBe(0);

@@ -3,19 +3,24 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { filesIn, filesUnder } from '../helpers/wait.js';
 
 const ITEM = [process.execPath, path.join(FIXTURES, 'process/item-exec.mjs'), '{path}', '{id}'];
 const bytes = (...xs: Array<number | string>) => Buffer.concat(xs.map((x) => (typeof x === 'string' ? Buffer.from(x) : Buffer.of(x))));
 
+/** Into the workspace's source: `caf\xe9.txt` and `sub\xff/inner.txt` (names that are not UTF-8). */
+function addByteNames(ws: Workspace): void {
+  const src = Buffer.from(`${ws.source}/`);
+  writeFileSync(Buffer.concat([src, bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+  mkdirSync(Buffer.concat([src, bytes('sub', 0xff)]));
+  writeFileSync(Buffer.concat([src, bytes('sub', 0xff, '/inner.txt')]), 'inside an odd directory');
+}
+
 describe('file names are bytes: any name Linux allows is an item', () => {
   it('non-UTF-8 names and backslashes are processed; the handler reads the real file', async () => {
     const ws = workspace({ handler: { command: ITEM } }, { 'plain.txt': 'plain', 'back\\slash.txt': 'backslash' });
-    const src = Buffer.from(`${ws.source}/`);
-    writeFileSync(Buffer.concat([src, bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
-    mkdirSync(Buffer.concat([src, bytes('sub', 0xff)]));
-    writeFileSync(Buffer.concat([src, bytes('sub', 0xff, '/inner.txt')]), 'inside an odd directory');
+    addByteNames(ws);
 
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
@@ -49,10 +54,7 @@ describe('file names are bytes: any name Linux allows is an item', () => {
 describe('module handlers: item.path opens the real file for any name', () => {
   it('a non-UTF-8 name is read through item.path (a link with the escaped name) and item.rawPath; the link is removed after', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/item-module.mjs') } }, { 'plain.txt': 'plain' });
-    const src = Buffer.from(`${ws.source}/`);
-    writeFileSync(Buffer.concat([src, bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
-    mkdirSync(Buffer.concat([src, bytes('sub', 0xff)]));
-    writeFileSync(Buffer.concat([src, bytes('sub', 0xff, '/inner.txt')]), 'inside an odd directory');
+    addByteNames(ws);
 
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);

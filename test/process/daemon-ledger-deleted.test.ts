@@ -1,13 +1,13 @@
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { FIXTURES, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 // The SQLite ledger deleted while the daemon idles (an operator starting over): the next run
 // makes a new one. The daemon's own connection, open since its start, kept reading the deleted
 // file (and kept it on the disk): its growth check never saw the items the new ledger holds,
 // so it started a pass every cooldown, for ever, over items already done.
-const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
 
 const GROWTH = 'daemon: the source has grown since the last completed pass; starting a pass';
 const DUE = 'daemon: occurrence due; starting a pass';
@@ -22,10 +22,7 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, ledger deleted whil
       },
       { 'a.txt': 'a' },
     );
-    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
-      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' },
-      timeoutMs: 90_000,
-    });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     try {
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       for (const suffix of ['', '-wal', '-shm']) rmSync(`${ws.db}${suffix}`, { force: true });

@@ -1,13 +1,12 @@
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { FIXTURES, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 
 // A daemon stays up for years, so a database restart or failover longer than the ledger's
 // retry budget (30 s) must be waited out, not end it (exit 1) with nobody to start it again.
 // libfaketime (x60) makes the budget pass in half a real second; PostgreSQL keeps real time.
-const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
 
 describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cronsafe daemon on PostgreSQL, database down between passes', () => {
   const db = usePostgresDatabase('daemon_outage');
@@ -22,10 +21,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
       },
       { 'a.txt': 'a' },
     );
-    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
-      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' },
-      timeoutMs: 90_000,
-    });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     try {
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       await db.server.halt();
@@ -56,7 +52,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
   it("names what the daemon's own read could not do once, then the driver's reason", async () => {
     // No occurrence comes due: the outage meets the daemon's read of the last run, between passes.
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 } });
-    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], { env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' }, timeoutMs: 90_000 });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     let outage;
     try {
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000); // the year's occurrence, at start

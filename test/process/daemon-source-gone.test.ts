@@ -1,13 +1,13 @@
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { FIXTURES, statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 // The source directory unmounted (or removed) while the daemon idles with the growth trigger
 // on: the growth check's scan fails. That is the environment's fault, which the next
 // occurrence's pass reports; it is not an outage of the state store (which it was called,
 // naming the SQLite file), and it must not count as a pass that did not complete.
-const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
 
 const UNAVAILABLE = 'daemon: the state store is unavailable; trying again every tick';
 const CANNOT_LOOK = 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled';
@@ -22,10 +22,7 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, source directory go
       },
       { 'a.txt': 'a' },
     );
-    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
-      env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: '@2026-06-01 12:00:30 x60' },
-      timeoutMs: 90_000,
-    });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     try {
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       rmSync(ws.source, { recursive: true, force: true });

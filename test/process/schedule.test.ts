@@ -4,15 +4,14 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 // libfaketime (Debian's faketime) runs the real CLI on an accelerated clock (x60: a minute a
 // second), so that once-per-occurrence firing and overruns are seen on real processes in
 // seconds. Preloaded directly (not via the faketime wrapper, which forks) so that signals
 // reach node itself.
-const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
 const hasFaketime = LIBFAKETIME !== undefined;
-const fast = (start: string, args: string[], env: Record<string, string> = {}) =>
-  spawnCliRaw(process.execPath, [CLI, ...args], { env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: `@${start} x60`, ...env }, timeoutMs: 60_000 });
+const fast = (start: string, args: string[], env: Record<string, string> = {}) => spawnFastCli(args, start, { env });
 
 async function ledgerOf(db: string) {
   return openSqliteLedger(db);
