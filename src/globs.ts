@@ -24,6 +24,8 @@ export function negatesWhole(glob: string): boolean {
 export function includeMatcher(globs: string[]): (rel: string) => boolean {
   const matchers = globs.map((g) => picomatch(g, GLOB_OPTS));
   return (rel) => {
+    // Most names have no segment starting with "." (one scan of the id, no array).
+    if (rel[0] !== '.' && !rel.includes('/.')) return matchers.some((m) => m(rel));
     const dots = dotSegmentStarts(rel);
     return matchers.some((m) => m(rel) && dots.every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
   };

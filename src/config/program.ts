@@ -18,18 +18,25 @@ export function programProblem(program: string, cwd: string, PATH: string | unde
     const problem = fileProblem(file, cwd, PATH);
     return problem && `${JSON.stringify(program)}${file === program ? '' : ` (${file})`} ${problem}`;
   }
-  const dirs = (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
-  // execvp takes the first executable file on PATH, whatever its format.
-  const found = dirs.map((d) => path.join(d, program)).find((f) => accessProblem(f) === null);
+  const found = onPath(program, cwd, PATH);
   if (found) {
     const problem = formatProblem(found, cwd, PATH);
     return problem && `${JSON.stringify(program)} (found on PATH as ${found}) ${problem}`;
   }
   // Present but not executable somewhere on PATH is worth saying: it is the likely mistake.
-  const there = dirs.map((d) => path.join(d, program)).find((f) => statOf(f)?.isFile());
+  const there = pathDirs(cwd, PATH).map((d) => path.join(d, program)).find((f) => statOf(f)?.isFile());
   if (there) return `${JSON.stringify(program)} found on PATH as ${there}, but it is not executable`;
   return `${JSON.stringify(program)} not found on PATH (${PATH ?? '(PATH is not set)'})`;
 }
+
+/** The directories of a PATH, as execvp reads them (an empty entry is the working directory). */
+const pathDirs = (cwd: string, PATH: string | undefined): string[] => (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
+
+/** The file execvp runs for a bare `name`: the first executable file on PATH, whatever its format. */
+const onPath = (name: string, cwd: string, PATH: string | undefined): string | undefined =>
+  pathDirs(cwd, PATH)
+    .map((d) => path.join(d, name))
+    .find((f) => accessProblem(f) === null);
 
 /** stat, with an unsearchable directory on the way (EACCES) counted as "not there". */
 function statOf(file: string): Stats | undefined {
@@ -113,7 +120,6 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
     const argProblem = accessProblem(path.resolve(cwd, arg));
     return argProblem && `has a #! line for env whose program ${JSON.stringify(arg)} ${argProblem}`;
   }
-  const dirs = (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
-  if (dirs.some((d) => accessProblem(path.join(d, arg)) === null)) return null;
+  if (onPath(arg, cwd, PATH)) return null;
   return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})`;
 }

@@ -90,6 +90,8 @@ const MAX_BACKOFF_SECONDS = 100 * 365 * 86_400;
 const backoffSeconds = () =>
   z.number({ error: `expected a number of seconds >= 0 and <= ${MAX_BACKOFF_SECONDS} (100 years)` }).nonnegative().max(MAX_BACKOFF_SECONDS);
 
+const GRACE_ERROR = 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)';
+
 const retrySchema = z
   .strictObject({
     maxAttempts: int(1).default(5),
@@ -212,10 +214,7 @@ export const configSchema = z
       .strictObject({
         cron,
         timeZone: timeZone.optional(),
-        graceSeconds: z
-          .number({ error: 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)' })
-          .positive({ error: 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)' })
-          .optional(),
+        graceSeconds: z.number({ error: GRACE_ERROR }).positive({ error: GRACE_ERROR }).optional(),
         refresh: oneOf(['never', 'every-occurrence', 'on-change']).default('never'),
         repeatedFire: oneOf(['run', 'skip']).default('run'),
       })

@@ -3,8 +3,9 @@ import { statSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { coerceError, StateUnavailable } from '../errors.js';
+import { coerceError, ConfigError, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
+import { reading } from '../ledger/reading.js';
 import type { Ledger } from '../ledger/types.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
@@ -36,7 +37,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     return ledger;
   };
   // The daemon's own reads name the store as a run's do (StateUnavailable), so that it waits an outage out.
-  const reading = <T>(doing: string, read: () => Promise<T>) => read().catch((err: unknown) => Promise.reject(store.unavailable(doing, err)));
+  const LOOK = 'look for new files';
   let unscannable = false; // the growth check could not scan the source last time (logged once)
   try {
     const result = await runDaemon({
@@ -44,12 +45,12 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: () => reading('read the last run', async () => (await (await current()).lastRunStart())?.startedAt ?? null),
+      lastRunStart: async () => (await reading(store, current().then((l) => l.lastRunStart()), 'read the last run'))?.startedAt ?? null,
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
       sourceGrew: () =>
-        reading('look for new files', current)
-          .then((l) => sourceGrew(config, l, (read) => reading('look for new files', read)))
+        reading(store, current(), LOOK)
+          .then((l) => sourceGrew(config, l, (read) => reading(store, read, LOOK)))
           .then(
             (grew) => {
               unscannable = false;
@@ -58,7 +59,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
             (err: unknown) => {
               // Not the store's outage: a source that cannot be scanned (unmounted, removed) is the
               // environment's fault, which the next occurrence's pass reports and stops on.
-              if (err instanceof StateUnavailable) throw err;
+              if (err instanceof StateUnavailable || err instanceof ConfigError) throw err;
               if (!unscannable) log.warn({ err: coerceError(err).message }, 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled');
               unscannable = true;
               return false;
@@ -91,14 +92,14 @@ function sqliteFileIdentity(config: Config): string | undefined {
  * scan stops at the first new file: at most one pass over the directory. Only the ledger's
  * reads go through `fromLedger` (StateUnavailable): a scan's error is the source's.
  */
-async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>(read: () => Promise<T>) => Promise<T>): Promise<boolean> {
-  const c = await fromLedger(() => ledger.counts());
+async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>(read: Promise<T>) => Promise<T>): Promise<boolean> {
+  const c = await fromLedger(ledger.counts());
   const known = c.pending + c.claimed + c.done + c.dead;
   let seen = 0;
   for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config) }), GROWTH_BATCH)) {
     seen += batch.length;
     if (seen > known) return true;
-    if ((await fromLedger(() => ledger.peek(batch.map((i) => i.id)))).length < batch.length) return true;
+    if ((await fromLedger(ledger.peek(batch.map((i) => i.id)))).length < batch.length) return true;
   }
   return false;
 }

@@ -116,14 +116,9 @@ export async function planFire(
   // missed), and after whatever the ledger already accounted for, so none counts twice.
   const after = new Date(Math.max(occurrence, lastRecorded ?? occurrence, now.getTime()));
   // An overrun recorded moves the ledger's last occurrence past those late ones, and the next
-  // run would not see them: the first overrun records them as missed first.
-  let late: { missed: Date[]; total: number } | undefined = missedOccurrences(
-    schedule,
-    new Date(Math.max(occurrence, lastRecorded ?? occurrence)),
-    new Date(after.getTime() + 1),
-    100,
-    policy,
-  );
+  // run would not see them: the first overrun records them as missed first (found then:
+  // most runs never overrun).
+  let lateRecorded = false;
   return {
     fire,
     refresh,
@@ -132,6 +127,8 @@ export async function planFire(
         schedule,
         after,
         (o) => {
+          const late = lateRecorded ? undefined : missedOccurrences(schedule, new Date(Math.max(occurrence, lastRecorded ?? occurrence)), new Date(after.getTime() + 1), 100, policy);
+          lateRecorded = true;
           if (late && late.total > 0) {
             log.warn({ missed: late.total, first: late.missed[0]?.toISOString(), recorded: late.missed.length }, 'schedule: occurrences between this fire and the start of its run never ran');
             for (const m of late.missed) {
@@ -140,7 +137,6 @@ export async function planFire(
               });
             }
           }
-          late = undefined;
           log.warn({ occurrence: o.toISOString() }, 'overrun: an occurrence came due while this run is still active');
           onOverrun?.(o);
           ledger.recordEvent('overrun', Date.now(), { runFire: fireLog.occurrence }, o.getTime()).catch((err: unknown) => {

@@ -69,9 +69,10 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     err = a.tempGone;
     message = a.tempGone.message;
   }
-  if ((err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault)) || a.aborted) {
-    // The handler's own message already says "interrupted: ..." (types.ts interrupted()).
-    const reason = message.startsWith('interrupted: ') ? message : `interrupted: ${message}`;
+  const ours = err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault);
+  if (ours || a.aborted) {
+    // interrupted() (types.ts) already says "interrupted: ..."; another error of an aborted attempt does not.
+    const reason = ours ? message : `interrupted: ${message}`;
     return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
