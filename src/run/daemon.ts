@@ -50,7 +50,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
       sourceGrew: () =>
         reading(store, current(), LOOK)
-          .then((l) => sourceGrew(config, l, (read) => reading(store, read, LOOK)))
+          .then((l) => sourceGrew(config, l, (read) => reading(store, read, LOOK), signals.stop))
           .then(
             (grew) => {
               unscannable = false;
@@ -90,13 +90,16 @@ function sqliteFileIdentity(config: Config): string | undefined {
  * than known items settles it without a look-up; otherwise each batch of ids is looked up
  * (done files may have left the source, as in an inbox, so counts alone cannot tell). The
  * scan stops at the first new file: at most one pass over the directory. Only the ledger's
- * reads go through `fromLedger` (StateUnavailable): a scan's error is the source's.
+ * reads go through `fromLedger` (StateUnavailable): a scan's error is the source's. A stop
+ * (SIGTERM) ends the scan at once with false: a large source must not hold the daemon past
+ * its grace period.
  */
-async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>(read: Promise<T>) => Promise<T>): Promise<boolean> {
+export async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>(read: Promise<T>) => Promise<T>, stop?: AbortSignal): Promise<boolean> {
   const c = await fromLedger(ledger.counts());
   const known = c.pending + c.claimed + c.done + c.dead;
   let seen = 0;
-  for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config) }), GROWTH_BATCH)) {
+  for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config), signal: stop }), GROWTH_BATCH)) {
+    if (stop?.aborted) return false;
     seen += batch.length;
     if (seen > known) return true;
     if ((await fromLedger(ledger.peek(batch.map((i) => i.id)))).length < batch.length) return true;

@@ -72,7 +72,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
         result = await d.pass(status.latest, 'occurrence');
-      } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.())) {
+      } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.()) && !d.stop.aborted) {
         d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
         result = await d.pass(undefined, 'growth');
       }

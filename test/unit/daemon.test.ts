@@ -30,7 +30,7 @@ async function drive(opts: {
   cfg: Config;
   lastRun?: number | null;
   result?: (n: number) => DaemonPassResult;
-  grew?: () => boolean;
+  grew?: (stop: AbortController) => boolean;
 }) {
   const stop = new AbortController();
   const clock = sim(opts.start, opts.until, stop);
@@ -49,7 +49,7 @@ async function drive(opts: {
       last = clock.now();
       return result;
     },
-    sourceGrew: async () => opts.grew?.() ?? false,
+    sourceGrew: async () => opts.grew?.(stop) ?? false,
   });
   return { passes, lines };
 }
@@ -92,6 +92,21 @@ describe('runDaemon', () => {
     const at = passes.map((p) => `${p.trigger}@${p.at.slice(11, 16)}`);
     // Every 10 minutes (cooldown), not every 1-minute tick.
     expect(at).toEqual(['growth@11:00', 'growth@11:10', 'growth@11:20', 'growth@11:30']);
+  });
+
+  it('a stop during the growth check starts no pass', async () => {
+    const { passes, lines } = await drive({
+      start: '2026-06-01T11:00:30Z',
+      until: '2026-06-01T12:00:00Z',
+      cfg: config({ enabled: true, cooldownSeconds: 600 }),
+      lastRun: Date.parse('2026-06-01T11:00:01Z'),
+      grew: (stop) => {
+        stop.abort(); // SIGTERM while the check scanned; it found new files all the same
+        return true;
+      },
+    });
+    expect(passes).toEqual([]);
+    expect(lines.some((l) => String(l.msg).includes('source has grown'))).toBe(false);
   });
 
   it('stands down the growth trigger after passes that did not complete, saying so once', async () => {
