@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Config, ScheduleConfig } from '../config/types.js';
 import type { Ledger, RefreshPolicy } from '../ledger/types.js';
 import { identifyFire, missedOccurrences, type Fire } from '../schedule/fire.js';
-import type { SchedulePolicy } from '../schedule/occurrences.js';
+import { latestOccurrence, type SchedulePolicy } from '../schedule/occurrences.js';
 import { watchOverruns } from '../schedule/overrun-watch.js';
 
 export interface FirePlan {
@@ -85,6 +85,16 @@ export async function planFire(
   }
   const occurrence = fire.occurrence.getTime();
   const fireLog = { occurrence: fire.occurrence.toISOString(), local: fire.local, source: fire.source, ageSeconds: Math.round(fire.ageMs / 1000) };
+  // A fire between the expression's occurrences: the CronJob's spec.schedule or spec.timeZone
+  // is not the config's. Missed and overrun counts follow the config, so each run would report
+  // an occurrence that "never ran" with nothing to say why.
+  const onOrBefore = fire.source === 'scheduled-time' ? latestOccurrence(schedule.cron, fire.timeZone, fire.occurrence, policy) : fire.occurrence;
+  if (onOrBefore?.getTime() !== occurrence) {
+    log.warn(
+      { scheduledTime: fire.occurrence.toISOString(), local: fire.local, cron: schedule.cron, timeZone: fire.timeZone, latestOccurrence: onOrBefore?.toISOString() ?? null },
+      "schedule: the scheduled time is not an occurrence of schedule.cron in schedule.timeZone; do they match the CronJob's spec.schedule and spec.timeZone?",
+    );
+  }
 
   const skip = growth ? undefined : fireSkip(schedule, fire, await firstPassRecorded(schedule, fire, ledger));
   // Before this fire, whether or not it runs: a stale fire after a week asleep moves the

@@ -65,6 +65,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     }
     if (outage) d.log.info('daemon: the state store is available again');
     outage = false;
+    // A stop that came during the read: no pass is active, so none starts. A pass would
+    // record a drained run "started since" the occurrence, which a restarted daemon would
+    // then never run, and end the daemon with 75 instead of 0.
+    if (d.stop.aborted) return 'stopped';
     const status = scheduleStatus(schedule, now, started === null ? null : new Date(started), 'vixie');
     let result: DaemonPassResult | undefined;
     try {

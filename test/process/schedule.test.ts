@@ -210,6 +210,28 @@ describe('fire identity', () => {
     expect(bad.stderr).toContain('--scheduled-time: expected an RFC 3339 time');
   });
 
+  // A CronJob whose spec.timeZone (or spec.schedule) differs from the config's: every fire
+  // falls between the config's occurrences, so each run warned that an occurrence "never
+  // ran" (and counted it missed) although the job ran every day, and nothing said why.
+  it('a scheduled time that is not an occurrence of schedule.cron in schedule.timeZone is named as a mismatch with the CronJob', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '30 1 * * *', timeZone: 'Europe/London' } }, { 'a.txt': 'a' });
+    const mismatch = 'schedule: the scheduled time is not an occurrence of schedule.cron in schedule.timeZone; do they match the CronJob\'s spec.schedule and spec.timeZone?';
+    // 01:30 in New York: the fire of a CronJob with timeZone America/New_York.
+    const ny = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_SCHEDULED_TIME: '2026-11-20T01:30:00-05:00' } });
+    expect(ny.code, ny.stderr).toBe(0);
+    expect(ny.lines.find((l) => l.msg === mismatch)).toMatchObject({
+      level: 'warn',
+      scheduledTime: '2026-11-20T06:30:00.000Z',
+      cron: '30 1 * * *',
+      timeZone: 'Europe/London',
+      latestOccurrence: '2026-11-20T01:30:00.000Z',
+    });
+    // London's own 01:30 is an occurrence: no such line.
+    const london = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_SCHEDULED_TIME: '2026-11-21T01:30:00Z' } });
+    expect(london.code, london.stderr).toBe(0);
+    expect(london.lines.some((l) => l.msg === mismatch)).toBe(false);
+  });
+
   it('a scheduled time in the future (a wrong year) is a usage error, before anything is recorded: the overrun and missed counts keep working', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
     const nextYear = new Date(Date.now() + 365 * 86400_000);

@@ -121,6 +121,30 @@ describe('runDaemon', () => {
     expect(passes.filter((p) => p.trigger === 'growth')).toHaveLength(2);
     expect(lines.filter((l) => String(l.msg).startsWith('daemon: standing down'))).toHaveLength(1);
   });
+
+  // A stop (SIGTERM from `systemctl stop`) that lands while the daemon reads the ledger
+  // between passes: no pass is active, so none may start. One would record a drained run
+  // that "started since" the occurrence, so a restarted daemon would never run that
+  // occurrence (a daily job's backlog waits a day), and the daemon would exit 75, not 0.
+  it.each(['occurrence', 'growth'] as const)('a stop during the ledger read before a pass starts no %s pass: the daemon just stops', async (trigger) => {
+    const stop = new AbortController();
+    const clock = sim('2026-06-01T11:00:30Z', '2026-06-01T12:30:00Z', stop);
+    const passes: string[] = [];
+    const result = await runDaemon({
+      config: config({ enabled: trigger === 'growth', cooldownSeconds: 60 }),
+      log: memoryLogger().log,
+      stop: stop.signal,
+      clock,
+      lastRunStart: async () => (trigger === 'occurrence' ? (stop.abort(), Date.parse('2026-06-01T10:00:05Z')) : Date.parse('2026-06-01T11:00:05Z')),
+      pass: async (occurrence, t) => {
+        passes.push(`${t} ${occurrence?.toISOString() ?? ''}`);
+        return 'drained';
+      },
+      sourceGrew: async () => (stop.abort(), true),
+    });
+    expect(passes).toEqual([]);
+    expect(result).toBe('stopped');
+  });
 });
 
 describe('runDaemon when the state store is unavailable', () => {
