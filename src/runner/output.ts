@@ -110,24 +110,37 @@ export class OutputStore {
 
   /**
    * The other jobs that have run on this output directory (their `.cronsafe-tmp/job-<name>`
-   * stays): outputs are keyed by item id alone, so an id two jobs both have is one file.
-   * Exclusive runs only (a shared pass's pods are one job).
+   * stays), or on one that holds it (real paths): outputs are keyed by item id alone, so an
+   * id two jobs both have is one file, and so is our `x` and the item `sub/x` of a job whose
+   * output directory is our parent. Exclusive runs only (a shared pass's pods are one job).
    */
   sharedWith(): string[] {
     if (this.#job === undefined) return [];
     if (this.#others === undefined) {
-      let names: string[] = [];
-      try {
-        names = readdirSync(this.#root);
-      } catch {
-        // No temp directory yet: no job has run here.
+      const names = new Set<string>();
+      for (let dir = whereItIs(this.dir); ; dir = path.dirname(dir)) {
+        try {
+          for (const j of readdirSync(path.join(dir, TEMP_DIR_NAME)).map(jobOfTempDir)) if (j !== undefined && j !== this.#job) names.add(j);
+        } catch {
+          // No temp directory there: no job has run on it.
+        }
+        if (path.dirname(dir) === dir) break;
       }
-      this.#others = names
-        .map(jobOfTempDir)
-        .filter((j): j is string => j !== undefined && j !== this.#job)
-        .sort();
+      this.#others = [...names].sort();
     }
     return this.#others;
+  }
+
+  /**
+   * Whether a directory between output.directory and the output `final` holds a
+   * `.cronsafe-tmp`: another job's output directory inside ours, whose item `x` writes our
+   * `sub/x`'s output (sharedWith cannot list those without walking the whole tree).
+   */
+  #nestedOutputDir(final: string): boolean {
+    for (let dir = path.dirname(final); dir.length > this.dir.length; dir = path.dirname(dir)) {
+      if (lstatSync(path.join(dir, TEMP_DIR_NAME), { throwIfNoEntry: false }) !== undefined) return true;
+    }
+    return false;
   }
 
   /**
@@ -238,7 +251,9 @@ export class OutputStore {
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;
-      const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
+      const final = this.finalPathFor(id);
+      if (this.#nestedOutputDir(final)) return false;
+      const stat = lstatSync(final, { throwIfNoEntry: false });
       this.#realBirthTimes ??= realBirthTimes([this.dir, path.dirname(this.dir), process.execPath]);
       // No birth time reads as 0 (NFS).
       return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt - BIRTH_CLOCK_SLACK_MS;
