@@ -58,7 +58,7 @@ export class OutputStore {
 
   #lastTouch = 0;
   #keepFresh: NodeJS.Timeout | undefined;
-  /** The job whose temp directory is `.cronsafe-tmp/job-<job>` (exclusive runs). */
+  /** This job's name: an exclusive run's temp directory is `.cronsafe-tmp/job-<job>`; any other `job-*` is another job's. */
   readonly #job: string | undefined;
   /** Other jobs with a temp directory here (sharedWith), once asked. */
   #others: string[] | undefined;
@@ -87,7 +87,8 @@ export class OutputStore {
    * @param job exclusive runs (SQLite): the job's name; its temp files live in
    *   `.cronsafe-tmp/<job>/`, the only directory its start-up empties, so that two jobs that
    *   share an output directory never delete each other's attempts. Neither: the temp
-   *   directory itself (one job alone on the directory).
+   *   directory itself (one job alone on the directory). With `shared`, only what sharedWith
+   *   is told: which `job-*` directory is not another job's.
    * @param sourceDir source.directory: when it is inside the output directory, no output is
    *   written into it (outputName's SourceInOutput).
    */
@@ -102,7 +103,7 @@ export class OutputStore {
     if (shared) this.tempDir = path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200));
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
     else this.tempDir = job ? path.join(this.#root, jobTempDir(job)) : this.#root;
-    this.#job = shared ? undefined : job;
+    this.#job = job;
     // Real paths: a link on either side must not hide the source's place.
     const rel = sourceDir === undefined ? '' : path.relative(whereItIs(this.dir), whereItIs(path.resolve(sourceDir)));
     this.#source = rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : sourceInOutput(rel.split(path.sep).join('/'));
@@ -112,7 +113,8 @@ export class OutputStore {
    * The other jobs that have run on this output directory (their `.cronsafe-tmp/job-<name>`
    * stays), or on one that holds it (real paths): outputs are keyed by item id alone, so an
    * id two jobs both have is one file, and so is our `x` and the item `sub/x` of a job whose
-   * output directory is our parent. Exclusive runs only (a shared pass's pods are one job).
+   * output directory is our parent. Exclusive (SQLite) jobs are told by name, also by a
+   * PostgreSQL job; a PostgreSQL job's run directories cannot be told from this pass's.
    */
   sharedWith(): string[] {
     if (this.#job === undefined) return [];
