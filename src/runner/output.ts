@@ -58,7 +58,7 @@ export class OutputStore {
 
   #lastTouch = 0;
   #keepFresh: NodeJS.Timeout | undefined;
-  /** The job whose temp directory is `.cronsafe-tmp/job-<job>` (exclusive runs). */
+  /** This job's name: an exclusive run's temp directory is `.cronsafe-tmp/job-<job>`; any other `job-*` is another job's. */
   readonly #job: string | undefined;
   /** Other jobs with a temp directory here (sharedWith), once asked. */
   #others: string[] | undefined;
@@ -87,7 +87,8 @@ export class OutputStore {
    * @param job exclusive runs (SQLite): the job's name; its temp files live in
    *   `.cronsafe-tmp/<job>/`, the only directory its start-up empties, so that two jobs that
    *   share an output directory never delete each other's attempts. Neither: the temp
-   *   directory itself (one job alone on the directory).
+   *   directory itself (one job alone on the directory). With `shared`, only what sharedWith
+   *   is told: which `job-*` directory is not another job's.
    * @param sourceDir source.directory: when it is inside the output directory, no output is
    *   written into it (outputName's SourceInOutput).
    */
@@ -102,7 +103,7 @@ export class OutputStore {
     if (shared) this.tempDir = path.join(this.#root, shared.run.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200));
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
     else this.tempDir = job ? path.join(this.#root, jobTempDir(job)) : this.#root;
-    this.#job = shared ? undefined : job;
+    this.#job = job;
     // Real paths: a link on either side must not hide the source's place.
     const rel = sourceDir === undefined ? '' : path.relative(whereItIs(this.dir), whereItIs(path.resolve(sourceDir)));
     this.#source = rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : sourceInOutput(rel.split(path.sep).join('/'));
@@ -110,24 +111,38 @@ export class OutputStore {
 
   /**
    * The other jobs that have run on this output directory (their `.cronsafe-tmp/job-<name>`
-   * stays): outputs are keyed by item id alone, so an id two jobs both have is one file.
-   * Exclusive runs only (a shared pass's pods are one job).
+   * stays), or on one that holds it (real paths): outputs are keyed by item id alone, so an
+   * id two jobs both have is one file, and so is our `x` and the item `sub/x` of a job whose
+   * output directory is our parent. Exclusive (SQLite) jobs are told by name, also by a
+   * PostgreSQL job; a PostgreSQL job's run directories cannot be told from this pass's.
    */
   sharedWith(): string[] {
     if (this.#job === undefined) return [];
     if (this.#others === undefined) {
-      let names: string[] = [];
-      try {
-        names = readdirSync(this.#root);
-      } catch {
-        // No temp directory yet: no job has run here.
+      const names = new Set<string>();
+      for (let dir = whereItIs(this.dir); ; dir = path.dirname(dir)) {
+        try {
+          for (const j of readdirSync(path.join(dir, TEMP_DIR_NAME)).map(jobOfTempDir)) if (j !== undefined && j !== this.#job) names.add(j);
+        } catch {
+          // No temp directory there: no job has run on it.
+        }
+        if (path.dirname(dir) === dir) break;
       }
-      this.#others = names
-        .map(jobOfTempDir)
-        .filter((j): j is string => j !== undefined && j !== this.#job)
-        .sort();
+      this.#others = [...names].sort();
     }
     return this.#others;
+  }
+
+  /**
+   * Whether a directory between output.directory and the output `final` holds a
+   * `.cronsafe-tmp`: another job's output directory inside ours, whose item `x` writes our
+   * `sub/x`'s output (sharedWith cannot list those without walking the whole tree).
+   */
+  #nestedOutputDir(final: string): boolean {
+    for (let dir = path.dirname(final); dir.length > this.dir.length; dir = path.dirname(dir)) {
+      if (lstatSync(path.join(dir, TEMP_DIR_NAME), { throwIfNoEntry: false }) !== undefined) return true;
+    }
+    return false;
   }
 
   /**
@@ -238,7 +253,9 @@ export class OutputStore {
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;
-      const stat = lstatSync(this.finalPathFor(id), { throwIfNoEntry: false });
+      const final = this.finalPathFor(id);
+      if (this.#nestedOutputDir(final)) return false;
+      const stat = lstatSync(final, { throwIfNoEntry: false });
       this.#realBirthTimes ??= realBirthTimes([this.dir, path.dirname(this.dir), process.execPath]);
       // No birth time reads as 0 (NFS).
       return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt - BIRTH_CLOCK_SLACK_MS;
