@@ -7,6 +7,8 @@
 
 /** The `meta` row that holds the owning job's name (both adapters). */
 export const JOB_KEY = 'job';
+/** The `meta` row that holds the source directory of the job's last run (Ledger.recordSource). */
+export const SOURCE_KEY = 'source';
 
 /** Thrown by an adapter's open when the ledger is recorded as another job's. */
 export class LedgerOwnedByAnotherJob extends Error {

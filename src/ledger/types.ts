@@ -181,6 +181,13 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * no run has started since it.
    */
   lastRunStart(): Promise<RunStart | null>;
+  /**
+   * Record `directory` as the source this job's items are found in, and return the one
+   * recorded before when it differs (null the first time and while it stays the same).
+   * Items are keyed by id alone, so a second config with the same name and another source
+   * (copy-paste) would have its items skipped as done, silently: the run warns instead.
+   */
+  recordSource(directory: string): Promise<string | null>;
 
   /**
    * A live run says so every lease.renewSeconds: `at` becomes the run's heartbeat. Behind

@@ -142,6 +142,15 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     }
 
     await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+    // Items are keyed by id within the job's ledger: a second config of the same name with
+    // another source (a copy-paste) would have every id the first one finished skipped as done.
+    const sourceBefore = await writing('cannot record the source directory', ledger.recordSource(config.source.directory));
+    if (sourceBefore !== null) {
+      log.warn(
+        { job: config.name, sourceDirectory: config.source.directory, before: sourceBefore },
+        `source.directory is not the one this job's earlier runs scanned: its ledger keys items by id, so an id done there counts as done here and is skipped. If two configs share the name ${JSON.stringify(config.name)}, give each its own name`,
+      );
+    }
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
     metrics.runStarted(stop.signal);
     stopWatch = plan.watchOverruns();

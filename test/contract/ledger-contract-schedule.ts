@@ -19,6 +19,16 @@ export function scheduleContract(use: UseLedger): void {
     });
   });
 
+  describe('recordSource', () => {
+    it('returns the source recorded before only when it changes', async () => {
+      expect(await use().recordSource('/data/a')).toBeNull(); // the first record
+      expect(await use().recordSource('/data/a')).toBeNull(); // the same again
+      expect(await use().recordSource('/data/b')).toBe('/data/a');
+      expect(await use().recordSource('/data/b')).toBeNull();
+      expect(await use().recordSource('/data/a')).toBe('/data/b'); // two configs taking turns: every change
+    });
+  });
+
   describe('occurrences', () => {
     const MIN = 60_000;
     it('lastOccurrenceRecorded is the greatest run scheduledFor or event occurrence', async () => {

@@ -138,4 +138,29 @@ describe('a ledger belongs to one job', () => {
     expect(a.code, a.stderr).toBe(0);
     expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']);
   });
+
+  it('two configs with the same name and different sources (a copy-paste): the run says the source changed, each time it does', async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    const copy = path.join(dir, 'alpha-copy.yaml');
+    const other = path.join(dir, 'other-in');
+    mkdirSync(other);
+    for (const f of FILES) writeFileSync(path.join(other, f), `other ${f}`);
+    const config = YAML.parse(readFileSync(alpha.configPath, 'utf8')) as { source: { directory: string } };
+    writeFileSync(copy, YAML.stringify({ ...config, source: { directory: other } }));
+    const warning = (r: { lines: Array<{ msg?: string; [k: string]: unknown }> }) => r.lines.find((l) => l.msg?.startsWith('source.directory is not the one'));
+
+    const first = await runCli(['run', '-c', alpha.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(warning(first)).toBeUndefined();
+    const again = await runCli(['run', '-c', alpha.configPath]);
+    expect(warning(again)).toBeUndefined(); // the same source: nothing to say
+
+    // The copy's a.txt..c.txt are ids alpha finished: skipped as done, which the warning names.
+    const b = await runCli(['run', '-c', copy]);
+    expect(b.code, b.stderr).toBe(0);
+    expect(warning(b)).toMatchObject({ level: 'warn', sourceDirectory: other, before: path.join(dir, 'alpha-in'), job: 'alpha' });
+    expect(warning(b)?.msg).toContain('give each its own name');
+    const back = await runCli(['run', '-c', alpha.configPath]);
+    expect(warning(back)).toMatchObject({ sourceDirectory: path.join(dir, 'alpha-in'), before: other });
+  });
 });

@@ -10,6 +10,7 @@ import { makeDiscover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
+import { recordSourceQuery } from './meta.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -168,6 +169,10 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   }
   lastRunStart(): Promise<L.RunStart | null> {
     return this.#runs.lastRunStart();
+  }
+  async recordSource(directory: string): Promise<string | null> {
+    const [r] = await this.#ex.query<{ before: string | null }>('recordSource', recordSourceQuery(this.#schema, directory));
+    return r?.before ?? null;
   }
   heartbeat(runId: string, at: number): Promise<void> {
     return this.#heartbeat.heartbeat(runId, at);

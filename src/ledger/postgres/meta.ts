@@ -1,4 +1,4 @@
-import { JOB_KEY } from '../identity.js';
+import { JOB_KEY, SOURCE_KEY } from '../identity.js';
 import type { Exec } from './connection.js';
 import { ident, q, type Query } from './query.js';
 
@@ -7,6 +7,21 @@ export const getMetaQuery = (schema: string, key: string): Query => q(`SELECT va
 /** Inserts unless a row exists; a concurrent adopter's row wins (the caller reads it back). */
 export const adoptMetaQuery = (schema: string, key: string, value: string): Query =>
   q(`INSERT INTO ${ident(schema)}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value);
+
+/**
+ * Ledger.recordSource in one statement: the row changes only when the directory differs,
+ * and then returns the one before (no row: the first record, or the same directory).
+ */
+export const recordSourceQuery = (schema: string, directory: string): Query => {
+  const meta = `${ident(schema)}.meta`;
+  return q(
+    `WITH before AS (SELECT value FROM ${meta} WHERE key = $1)
+INSERT INTO ${meta} AS m (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE m.value IS DISTINCT FROM excluded.value
+RETURNING (SELECT value FROM before) AS before`,
+    SOURCE_KEY,
+    directory,
+  );
+};
 
 /**
  * The schema's owning job, recording `job` first when none is. The common case is one

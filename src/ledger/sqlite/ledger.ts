@@ -15,6 +15,7 @@ import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { countsThroughJournal, finishedThroughJournal, journalled, throughJournal, withFinished } from './journal-view.js';
+import { recordSource } from './meta.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -261,6 +262,9 @@ export class SqliteLedger implements L.Ledger {
   }
   async lastRunStart(): Promise<L.RunStart | null> {
     return this.#op(() => this.#runs.lastRunStart());
+  }
+  async recordSource(directory: string): Promise<string | null> {
+    return this.#op(() => recordSource(this.#db, directory));
   }
   async heartbeat(runId: string, at: number): Promise<void> {
     return this.#op(() => { this.#heartbeat.heartbeat(runId, at); });

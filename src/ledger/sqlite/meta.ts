@@ -1,8 +1,20 @@
 import type Database from 'better-sqlite3';
-import { checkJob, JOB_KEY } from '../identity.js';
+import { checkJob, JOB_KEY, SOURCE_KEY } from '../identity.js';
 
 export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
 export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
+
+/** Ledger.recordSource: the source recorded before when it was another. */
+export function recordSource(db: Database.Database, directory: string): string | null {
+  return db
+    .transaction((): string | null => {
+      const before = db.prepare(GET_META_SQL).pluck().get(SOURCE_KEY) as string | undefined;
+      if (before === directory) return null;
+      db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(SOURCE_KEY, directory);
+      return before ?? null;
+    })
+    .immediate();
+}
 
 /**
  * Record `job` as the ledger's owner if none is, else check that it is the owner (throws
