@@ -6,12 +6,16 @@ import type { Config } from '../config/types.js';
 import { coerceError, ConfigError, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
+import type { RunOutcome } from '../ledger/run-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
 import { executeRun } from './execute.js';
 import { exitCodeFor } from './outcome.js';
+
+/** How a pass the daemon resumes at start-up ended: no end recorded (killed, or still running), died, drained or failed. */
+const UNFINISHED = new Set<RunOutcome | null>([null, 'died', 'drained', 'failed']);
 
 /** Ids looked up per query by the growth check. */
 const GROWTH_BATCH = 256;
@@ -46,6 +50,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       stop: signals.stop,
       clock: realClock,
       lastRunStart: async () => (await reading(store, current().then((l) => l.lastRunStart()), 'read the last run'))?.startedAt ?? null,
+      lastRunInterrupted: async () => {
+        const [last] = await reading(store, current().then((l) => l.recentRuns(1)), 'read the last run');
+        return last !== undefined && UNFINISHED.has(last.outcome);
+      },
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
       sourceGrew: () =>

@@ -25,6 +25,11 @@ export interface DaemonDeps {
   clock: DaemonClock;
   /** When the latest run started (ledger), epoch ms. An unreachable ledger: StateUnavailable. */
   lastRunStart(): Promise<number | null>;
+  /**
+   * Whether the latest run did not finish its pass: killed (no end recorded yet, or `died`),
+   * drained or failed. Asked once, at start-up.
+   */
+  lastRunInterrupted?(): Promise<boolean>;
   /** Run one pass for `occurrence` (undefined: a growth-triggered pass); StateUnavailable when it could not reach the ledger. */
   pass(occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult>;
   /** Whether the source holds items the ledger has not seen since the last completed pass. */
@@ -42,6 +47,11 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   let incomplete = 0;
   let stoodDown = false;
   let outage = false; // the state store could not be reached at the last try (logged once per outage)
+  // The daemon killed or stopped in the middle of a pass, then started again (systemd's
+  // Restart=): that occurrence has a run, but its pass did not finish. It is resumed once,
+  // as the Job controller retries a killed or drained CronJob pod; else its claims and the
+  // rest of its backlog would wait for the next occurrence (a day, for a daily schedule).
+  let resume: boolean | undefined;
   const unavailable = (err: unknown): boolean => {
     // A daemon stays up for years: a database restart or failover between (or at) passes is
     // waited out tick by tick, as a failed pass is. Anything else still ends it.
@@ -58,6 +68,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     let started: number | null;
     try {
       started = await d.lastRunStart();
+      resume ??= started !== null && ((await d.lastRunInterrupted?.()) ?? false);
     } catch (err) {
       if (!unavailable(err)) throw err;
       await d.clock.sleep(tickMs, d.stop);
@@ -75,6 +86,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       if (status.latest && status.due && status.latest.getTime() !== attempted) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
+        result = await d.pass(status.latest, 'occurrence');
+      } else if (resume && status.latest && status.latest.getTime() !== attempted) {
+        attempted = status.latest.getTime();
+        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
         result = await d.pass(status.latest, 'occurrence');
       } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.()) && !d.stop.aborted) {
         d.log.info('daemon: the source has grown since the last completed pass; starting a pass');

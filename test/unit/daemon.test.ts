@@ -31,6 +31,8 @@ async function drive(opts: {
   lastRun?: number | null;
   result?: (n: number) => DaemonPassResult;
   grew?: (stop: AbortController) => boolean;
+  /** Whether the latest run (before the daemon started) ended without finishing its pass. */
+  interrupted?: boolean;
 }) {
   const stop = new AbortController();
   const clock = sim(opts.start, opts.until, stop);
@@ -43,6 +45,7 @@ async function drive(opts: {
     stop: stop.signal,
     clock,
     lastRunStart: async () => last,
+    lastRunInterrupted: async () => opts.interrupted ?? false,
     pass: async (occurrence, trigger) => {
       passes.push({ at: new Date(clock.now()).toISOString(), occurrence: occurrence?.toISOString() ?? null, trigger });
       const result = opts.result?.(passes.length) ?? 'completed'; // a pass that threw recorded no run
@@ -212,5 +215,18 @@ describe('runDaemon when the state store is unavailable', () => {
         },
       }),
     ).rejects.toThrow(ConfigError);
+  });
+
+  it('resumes, once, an occurrence whose pass a killed or stopped daemon left unfinished', async () => {
+    const lastRun = Date.parse('2026-06-01T10:00:05Z');
+    const { passes, lines } = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T11:30:00Z', cfg: config(), lastRun, interrupted: true });
+    expect(passes.map((p) => [p.at, p.occurrence])).toEqual([
+      ['2026-06-01T10:30:00.000Z', '2026-06-01T10:00:00.000Z'],
+      ['2026-06-01T11:00:00.000Z', '2026-06-01T11:00:00.000Z'],
+    ]);
+    expect(lines.some((l) => String(l.msg).startsWith('daemon: the last pass of this occurrence did not finish'))).toBe(true);
+    // A finished one is not run again.
+    const done = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T10:59:00Z', cfg: config(), lastRun, interrupted: false });
+    expect(done.passes).toEqual([]);
   });
 });
