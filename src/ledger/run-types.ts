@@ -100,4 +100,6 @@ export interface PassSiblings {
   expired: number;
   /** Claims of the caller that it did not know of, handed back (see siblings()). */
   stray: number;
+  /** An item of the pass is pending and due now, or within a second: a hand-back that came after the caller's last sweep. */
+  due: boolean;
 }

@@ -104,7 +104,9 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   /**
    * Nothing claimable and nothing of ours held. True: the pass is over for this pod. On a
    * shared pass only once no sibling holds a claim of the pass that could come back (a
-   * hand-back, a failure); claims whose lease expired are reclaimed, then swept.
+   * hand-back, a failure) and nothing of the pass became claimable since the sweep (a
+   * sibling's hand-back between the two statements); claims whose lease expired are
+   * reclaimed, then swept.
    */
   async function passOver(): Promise<boolean> {
     if (!shared) return true;
@@ -122,7 +124,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       }
       return false;
     }
-    if (s.live === 0) return true;
+    if (s.live === 0 && !s.due) return true;
     await sleepOrWake(d.changed(), pollMs);
     pollMs = Math.min(SIBLING_POLL_MS.max, pollMs * 2);
     return false;

@@ -175,9 +175,20 @@ export const nextDueQuery = (schema: string, runId: string): Query =>
   q(`SELECT min(available_at) AS t FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1`, runId);
 
 /**
+ * How far ahead of the caller's `now` a pending item of the pass still counts as due for
+ * siblingsQuery: a sibling stamps its hand-back with its own clock, which may read a little
+ * later than the caller's (the caller read its clock before the statement; pods' clocks
+ * agree only to NTP's precision).
+ */
+export const DUE_SLACK_MS = 1000;
+
+/**
  * Where the pass's other pods stand, for a pod that has nothing left of its own (no claim
  * held, nothing claimable): their claims of the pass by lease (live ones may come back, as
- * a hand-back or a failure; expired ones are its to reclaim). First, every claim `owner`
+ * a hand-back or a failure; expired ones are its to reclaim), and whether an item of the
+ * pass is due after all (DUE_SLACK_MS), in the same snapshot: a sibling's hand-back
+ * committed after the pod's last sweep is no longer a claim, and must not pass for the end
+ * of the pass (by the pending index, items_pending_pass: one seek). First, every claim `owner`
  * still has in the ledger goes back to pending, not charged: the caller holds none, so these
  * are claims committed on a try whose acknowledgement was lost (the retry claimed others),
  * or claims whose completion a database crash forgot (it was written asynchronously).
@@ -193,7 +204,8 @@ export const siblingsQuery = (schema: string, pass: string, owner: string, now: 
   RETURNING i.id)
 SELECT (SELECT count(*) FROM stray) AS stray,
   count(*) FILTER (WHERE lease_until >= $3) AS live,
-  count(*) FILTER (WHERE lease_until < $3) AS expired
+  count(*) FILTER (WHERE lease_until < $3) AS expired,
+  EXISTS (SELECT 1 FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1 AND available_at <= $3::bigint + ${DUE_SLACK_MS}) AS due
 FROM ${ident(schema)}.items WHERE state = 'claimed' AND seen_run = $1 AND owner <> $2`,
     pass,
     owner,
@@ -283,7 +295,7 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
 
     async siblings(pass, owner, now) {
       const [row] = await ex.query<PassSiblings>('siblings', siblingsQuery(schema, pass, owner, now));
-      return { live: row?.live ?? 0, expired: row?.expired ?? 0, stray: row?.stray ?? 0 };
+      return { live: row?.live ?? 0, expired: row?.expired ?? 0, stray: row?.stray ?? 0, due: row?.due ?? false };
     },
   };
 }
