@@ -19,15 +19,19 @@ export function negatesWhole(glob: string): boolean {
  * the glob writes that dot (as a shell does): picomatch lets a negated extglob match it
  * (`!(*.md)` took `.report.tmp`), and the dotfiles a producer is still writing
  * before its rename must not become items. A dot is "written" when the glob stops
- * matching once that one dot is replaced by a NUL, which no glob can name.
+ * matching once that one dot is replaced by a NUL, which no glob can name. Brace lists are
+ * expanded first and each alternative checked on its own (picomatch's braces leak a leading
+ * dot too): in `{*,.*}` the dot of `.env` is written by `.*`, though `*` matches the NUL name.
  */
 export function includeMatcher(globs: string[]): (rel: string) => boolean {
-  const matchers = globs.map((g) => picomatch(g, GLOB_OPTS));
+  const whole = globs.map((g) => picomatch(g, GLOB_OPTS));
+  const alternatives = globs.flatMap(braceAlternatives).map((g) => picomatch(g, GLOB_OPTS));
   return (rel) => {
-    // Most names have no segment starting with "." (one scan of the id, no array).
-    if (rel[0] !== '.' && !rel.includes('/.')) return matchers.some((m) => m(rel));
+    // Most names have no segment starting with "." (one scan of the id, no array): one
+    // matcher per glob, as the alternatives match the same such names.
+    if (rel[0] !== '.' && !rel.includes('/.')) return whole.some((m) => m(rel));
     const dots = dotSegmentStarts(rel);
-    return matchers.some((m) => m(rel) && dots.every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
+    return alternatives.some((m) => m(rel) && dots.every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
   };
 }
 
@@ -54,4 +58,58 @@ export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
   const match = excludeMatcher(exclude);
   const segs = rel.split('/');
   return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')));
+}
+
+/** Past this many brace alternatives a glob is matched as it is (a runaway `{a,b}{c,d}...`). */
+const MAX_ALTERNATIVES = 256;
+
+/**
+ * The globs that `glob`'s brace lists stand for, as a shell expands them
+ * (`a/{b,c{d,e}}` -> `a/b`, `a/cd`, `a/ce`). A brace with no comma of its own (a range
+ * `{1..3}`, a literal) is left to picomatch, as is a `{` inside `[...]` or after a `\`.
+ */
+export function braceAlternatives(glob: string): string[] {
+  const out: string[] = [];
+  const expand = (g: string): boolean => {
+    const list = firstList(g);
+    if (list === undefined) {
+      out.push(g);
+      return out.length <= MAX_ALTERNATIVES;
+    }
+    return list.alternatives.every((alt) => expand(g.slice(0, list.start) + alt + g.slice(list.end + 1)));
+  };
+  return expand(glob) ? out : [glob];
+}
+
+/** The first `{...}` with a comma at its own depth: where it is and its alternatives. */
+function firstList(g: string): { start: number; end: number; alternatives: string[] } | undefined {
+  for (let i = 0; i < g.length; i++) {
+    if (g[i] === '\\') i++;
+    else if (g[i] === '[') i = bracketEnd(g, i);
+    else if (g[i] === '{') {
+      let depth = 0;
+      let from = i + 1;
+      const alternatives: string[] = [];
+      for (let j = i; j < g.length; j++) {
+        const c = g[j];
+        if (c === '\\') j++;
+        else if (c === '[') j = bracketEnd(g, j);
+        else if (c === '{') depth++;
+        else if (c === ',' && depth === 1) {
+          alternatives.push(g.slice(from, j));
+          from = j + 1;
+        } else if (c === '}' && --depth === 0) {
+          if (alternatives.length > 0) return { start: i, end: j, alternatives: [...alternatives, g.slice(from, j)] };
+          break;
+        }
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The offset of the `]` that closes the class opened at `i`, or `i` when none does (a literal `[`). */
+function bracketEnd(g: string, i: number): number {
+  const end = g.indexOf(']', i + 2);
+  return end === -1 ? i : end;
 }

@@ -52,6 +52,24 @@ describe('scanDirectory', () => {
     expect(await ids(scanDirectory({ directory: root, include: ['**/.*'], exclude: [] }))).toEqual(['.a.txt.tmp', 'd/.rsync.x1', 'g/.keep']);
   });
 
+  it('takes the dotfiles a brace glob names beside a wildcard ("**/{*,.*}": every file, dotfiles too)', async () => {
+    const root = tree(['a.txt', '.env', 'd/.hidden', 'd/c.txt']);
+    // `*` matches no leading dot, so a dot this glob matches is the one `.*` writes; the
+    // extglob check must not take the `*` alternative's match of "<NUL>env" for a wildcard's.
+    const all = ['.env', 'a.txt', 'd/.hidden', 'd/c.txt'];
+    expect(await ids(scanDirectory({ directory: root, include: ['**/{*,.*}'], exclude: [] }))).toEqual(all);
+    expect(await ids(scanDirectory({ directory: root, include: ['**/{.*,*}'], exclude: [] }))).toEqual(all);
+    expect(await ids(scanDirectory({ directory: root, include: ['**/{*.txt,.env}'], exclude: [] }))).toEqual(['.env', 'a.txt', 'd/c.txt']);
+  });
+
+  it('skips dotfiles under a brace list ("**/{*.txt,*.md}") as under "**/*.txt"', async () => {
+    // picomatch's brace alternatives lose the leading-dot guard: a producer's `.report.txt`,
+    // still being written, matched.
+    const root = tree(['a.txt', 'b.md', '.a.txt', 'd/.b.md', 'd/c.txt', 'x1.txt']);
+    expect(await ids(scanDirectory({ directory: root, include: ['**/{*.txt,*.md}'], exclude: [] }))).toEqual(['a.txt', 'b.md', 'd/c.txt', 'x1.txt']);
+    expect(await ids(scanDirectory({ directory: root, include: ['**/{a,x{1..3}}.txt'], exclude: [] }))).toEqual(['a.txt', 'x1.txt']);
+  });
+
   it('never yields cronsafe’s own files (output dir, ledger) that sit inside the source', async () => {
     const root = tree(['a.scc', 'out/a.scc.out', 'state/db']);
     const found = await ids(
