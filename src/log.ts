@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type PinoPretty from 'pino-pretty';
 import type { Config } from './config/types.js';
+import { escapeC1 } from './terminal-safe.js';
 
 // pino-pretty (and its dozen dependencies) only for `log.format: pretty`: a JSON run does
 // not pay for loading it. It is CommonJS, so require() keeps createLogger synchronous.
@@ -18,7 +19,7 @@ export function createLogger(
   destination?: DestinationStream,
   base: Record<string, unknown> = {},
 ): Logger {
-  const stdout = (): DestinationStream => carryOnWithout(pino.destination({ dest: 1, sync: true }));
+  const stdout = (): DestinationStream => carryOnWithout(escapingControls(pino.destination({ dest: 1, sync: true })));
   const stream =
     destination ??
     // pino-pretty pipes into its destination: an error there only tears its pipeline down
@@ -33,6 +34,17 @@ export function createLogger(
     },
     stream,
   );
+}
+
+/**
+ * Every line that reaches fd 1 with its raw C1 controls escaped (terminal-safe.ts): a JSON
+ * line, or pino-pretty's text, whose fields it prints as JSON strings (it strips controls
+ * from the message only). One regex test per line when there is none.
+ */
+function escapingControls<S extends DestinationStream>(stream: S): S {
+  const write = stream.write.bind(stream);
+  stream.write = (line: string) => write(typeof line === 'string' ? escapeC1(line) : line);
+  return stream;
 }
 
 type Silenceable = DestinationStream & { on?: (event: 'error', fn: (err: NodeJS.ErrnoException) => void) => unknown; end?: () => void; flushSync?: () => void };

@@ -8,6 +8,7 @@
  */
 
 import { OutputClosed } from '../errors.js';
+import { escapeC1 } from '../terminal-safe.js';
 
 /** Text is buffered up to this many characters, then written; a write waits for 'drain'. */
 const CHUNK = 64 * 1024;
@@ -23,9 +24,12 @@ export class Sink {
     out.on('error', this.#onError);
   }
 
-  /** Queue `text`; waits while the stream is full. Rejects with OutputClosed once it failed. */
+  /**
+   * Queue `text`; waits while the stream is full. Rejects with OutputClosed once it failed.
+   * Raw C1 controls are escaped: `--json` output holds them as JSON.stringify leaves them.
+   */
   async write(text: string): Promise<void> {
-    this.#buf += text;
+    this.#buf += escapeC1(text);
     if (this.#buf.length >= CHUNK) await this.#flush();
   }
 

@@ -20,6 +20,14 @@ export const claimColumns = (claims: Claim[]): ClaimColumns => ({
   attempts: claims.map((c) => c.attempt),
 });
 
+/**
+ * A last error as PostgreSQL's text can hold it: without NUL (22021, "invalid byte sequence
+ * for encoding UTF8: 0x00"), which a handler's binary stderr carries. Stored raw, the write of
+ * that item's failure failed, and with it the run (exit 1), run after run. The NUL becomes
+ * U+FFFD, as a byte that is not UTF-8 already does.
+ */
+export const pgText = (s: string): string => (s.includes('\u0000') ? s.replaceAll('\u0000', '\ufffd') : s);
+
 const CLAIMS = `unnest($1::text[], $2::text[], $3::integer[]) AS c(id, owner, attempt)`;
 /** The fence: the write applies only while this exact claim (owner + attempt) still holds. */
 const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.attempts = c.attempt`;
@@ -86,7 +94,7 @@ export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reaso
     c.owners,
     c.attempts,
     now,
-    reason,
+    pgText(reason),
     c.ids.length,
   );
 
@@ -154,7 +162,7 @@ export async function applyFailures(exec: Exec, schema: string, held: HeldFailur
     cols.ids.push(wellFormed(h.claim.id));
     cols.states.push(decision.state);
     cols.availableAts.push(decision.state === 'pending' ? decision.availableAt : null);
-    cols.errors.push(h.error);
+    cols.errors.push(pgText(h.error));
     if (decision.state === 'dead') {
       dead++;
       outcomes.push({ id: h.claim.id, result: 'applied', state: 'dead' });

@@ -1,0 +1,19 @@
+/**
+ * Text for a terminal that holds no raw DEL or C1 control (U+007F-U+009F): a leaf module,
+ * shared by the log's destination (log.ts) and the operator commands' output (Sink).
+ */
+
+const RAW = /[\u007f-\u009f]/;
+const RAW_ALL = /[\u007f-\u009f]/g;
+
+/**
+ * DEL and the C1 controls as JSON escapes (`\u009b`). JSON.stringify and pino escape only
+ * U+0000-U+001F, so a handler's stderr or a file name holding U+009B (CSI) or U+009D (OSC),
+ * which xterm and VTE take as controls in UTF-8, reached the operator's terminal raw through
+ * `kubectl logs`, a pretty log or `--json` output, as ESC never does. In JSON text (inside a
+ * string, the only place they can be) the escape means the same character, so the output
+ * parses to exactly the same values; status.ts shows them so in its text listings too.
+ */
+export function escapeC1(text: string): string {
+  return RAW.test(text) ? text.replace(RAW_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : text;
+}
