@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // One version everywhere a release publishes it: package.json's `version` is the source,
 // and the chart's `version` and `appVersion`, the chart's image tag default, the
-// kustomize base's image tag and the versions in README.md's and docs/'s install commands
+// kustomize base's image tag and the versions in the install commands of README.md, the
+// chart's README.md and docs/
 // must equal it, so that `helm install` and `kubectl apply -k`
 // pull the image built from the same commit as the npm package.
 //
@@ -54,7 +55,7 @@ if (images.length === 0) problems.push(`${rel(kustomization)}: images: no image 
 for (const image of images) expectEqual(kustomization, `images[${image.name}].newTag`, image.newTag);
 
 // The install commands users copy from the docs name the version too.
-const docs = [path.join(root, 'README.md'), ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => path.join(root, 'docs', f))];
+const docs = [path.join(root, 'README.md'), path.join(root, 'helm/cronsafe/README.md'), ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => path.join(root, 'docs', f))];
 for (const file of docs) {
   const text = readFileSync(file, 'utf8');
   for (const m of text.matchAll(/charts\/cronsafe --version (\d\S*)|ghcr\.io\/cronsafe\/cronsafe:(\d\S*?)(?=[\s`'")]|$)/gm)) {

@@ -211,6 +211,11 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
         // The start journal beside it (planted before the first run, too): 78, as run says.
         await store.assertOwnFiles();
       }
+      if (config.handler.module) {
+        // Only then: a command handler's config loads no handler code (start-up time).
+        const { checkModuleHandler } = await import('./run/load-handler.js');
+        await checkModuleHandler(config);
+      }
       const summary = { ...configSummary(config), filesystems };
       process.stdout.write(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`);
       setExit(EXIT.OK);

@@ -13,7 +13,6 @@ import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../ledger/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
-import { createHandler } from '../runner/handlers/index.js';
 import { firstAbort } from '../runner/drain.js';
 import { committedOutputs, OutputStore } from '../runner/output.js';
 import { resumeAtOnce, retryPolicy, runPass } from '../runner/pass.js';
@@ -21,6 +20,7 @@ import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { planFire } from './fire-plan.js';
+import { loadHandler } from './load-handler.js';
 import { exitCodeFor, type ExecuteOptions, type RunResult } from './outcome.js';
 
 /** What executeRun hands over with the lock. */
@@ -116,12 +116,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const died = await writing('cannot mark the runs that died', ledger.markRunsDied(silentSince));
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
-    handler = await createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
-      // `<file>: <key>: <problem>`, as every config error reads (the message names the module).
-      const e = coerceError(err);
-      const key = e instanceof ConfigError && e.key ? e.key : 'handler.module';
-      throw new ConfigError(`${config.configPath}: ${key}: ${e.message}`, config.configPath, key);
-    });
+    handler = await loadHandler(config);
     try {
       await outputs?.prepare();
       const others = outputs?.sharedWith() ?? [];

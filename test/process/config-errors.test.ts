@@ -84,13 +84,23 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(err).toMatch(/source\.directory.*(not readable|permission|EACCES)/i);
   });
 
-  it('a module handler that cannot be used stops the run with 78 and one `<file>: handler.module: <problem>` line', async () => {
+  // validate says so too: a config it passes must not fail the Job's run with 78.
+  it.each(['run', 'validate'])('a module handler that cannot be used: `%s` exits 78 with one `<file>: handler.module: <problem>` line', async (cmd) => {
     const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
     const mod = path.join(path.dirname(file), 'handler.mjs');
     writeFileSync(mod, 'export const handle = async () => {};\n');
-    const r = await runCli(['run', '-c', file]);
+    const r = await runCli([cmd, '-c', file]);
     expect(r.code, r.stderr).toBe(78);
     expect(r.stderr).toBe(`cronsafe: config error: ${file}: handler.module: ${mod}: default export must be a function (item, ctx) => Promise<void>, found no default export\n`);
+  });
+
+  it('validate imports a module handler that cannot be imported: 78 naming handler.module', async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    writeFileSync(mod, 'export default async function (item, ctx) {\n');
+    const r = await runCli(['validate', '-c', file]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: `);
   });
 
   it('a module handler whose top-level await can never settle is 78 naming handler.module, not a silent exit 13', async () => {

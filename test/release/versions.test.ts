@@ -2,7 +2,7 @@
  * One version everywhere a release publishes it (scripts/check-versions.mjs, also run by
  * the release workflow with the pushed tag): package.json, the chart's version and
  * appVersion, the chart's image tag default, the kustomize base's image tag and the
- * install commands in README.md and docs/. Each
+ * install commands in README.md, the chart's README.md and docs/. Each
  * disagreement, made in a copy of those files, must fail the check and name the file and
  * key.
  */
@@ -54,6 +54,7 @@ describe('versions', () => {
     ['k8s/base/kustomization.yaml', /newTag: .*$/m, 'newTag: "9.9.9"', 'k8s/base/kustomization.yaml: images[ghcr.io/cronsafe/cronsafe].newTag is "9.9.9"'],
     ['package.json', /"version": "[^"]*"/, '"version": "9.9.9"', 'helm/cronsafe/Chart.yaml: version is'],
     ['README.md', /charts\/cronsafe --version \S+/, 'charts/cronsafe --version 9.9.9', 'README.md: "charts/cronsafe --version 9.9.9" names 9.9.9'],
+    ['helm/cronsafe/README.md', /charts\/cronsafe --version \S+/, 'charts/cronsafe --version 9.9.9', 'helm/cronsafe/README.md: "charts/cronsafe --version 9.9.9" names 9.9.9'],
     ['docs/kubernetes.md', /ghcr\.io\/cronsafe\/cronsafe:[\d.]+/, 'ghcr.io/cronsafe/cronsafe:9.9.9', 'docs/kubernetes.md: "ghcr.io/cronsafe/cronsafe:9.9.9" names 9.9.9'],
   ])('disagree when %s says %s', (file, pattern, replacement, message) => {
     const r = check(copyWith(file, (t) => t.replace(pattern, replacement)));

@@ -1,0 +1,31 @@
+import type { Config } from '../config/types.js';
+import { ConfigError, coerceError } from '../errors.js';
+import { createHandler, createModuleHandler } from '../runner/handlers/index.js';
+import type { Handler } from '../runner/types.js';
+
+/** `<file>: <key>: <problem>`, as every config error reads (the message names the module). */
+function asConfigError(config: Config, err: unknown): ConfigError {
+  const e = coerceError(err);
+  const key = e instanceof ConfigError && e.key ? e.key : 'handler.module';
+  return new ConfigError(`${config.configPath}: ${key}: ${e.message}`, config.configPath, key);
+}
+
+/** The run's handler. A module that cannot be imported or exports no function: 78. */
+export async function loadHandler(config: Config): Promise<Handler> {
+  return createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+    throw asConfigError(config, err);
+  });
+}
+
+/**
+ * `cronsafe validate`: import `handler.module` as a run would and let it go, so that a
+ * config validate passes does not fail the run's start with 78 (a module with no default
+ * function, a syntax error, a throw at import). Its top-level code runs, as it does at
+ * every run's start. (A command handler's program is checked with the config.)
+ */
+export async function checkModuleHandler(config: Config): Promise<void> {
+  const handler = await createModuleHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+    throw asConfigError(config, err);
+  });
+  await handler.close?.();
+}
