@@ -383,14 +383,18 @@ export class OutputStore {
 
   /**
    * True when the output file system is (nearly) full: less than 1% of it, or 16 MiB,
-   * whichever is less, is free. An attempt that failed then most likely failed for that
-   * (ENOSPC in the handler), which is the environment's fault, not the item's.
+   * whichever is less, is free; or less than 1% of its inodes, or 1,024, are (ENOSPC while
+   * blocks are free: many small files on ext4, a tmpfs's nr_inodes). An attempt that failed
+   * then most likely failed for that (ENOSPC in the handler), which is the environment's
+   * fault, not the item's.
    */
   async full(): Promise<boolean> {
     try {
       const s = await statfs(this.dir);
       const free = s.bavail * s.bsize;
-      return free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
+      // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
+      const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
+      return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
     } catch {
       return false;
     }

@@ -267,10 +267,11 @@ describe('output path problems are found before the handler runs', () => {
 });
 
 /** Mount a small tmpfs at `dir` (root only); false when this machine does not let us. */
-function mountTmpfs(dir: string, size: string): boolean {
+function mountTmpfs(dir: string, size: string, inodes?: number): boolean {
   if (process.getuid?.() !== 0) return false;
   mkdirSync(dir, { recursive: true });
-  return spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]).status === 0;
+  const options = inodes === undefined ? `size=${size}` : `size=${size},nr_inodes=${inodes}`;
+  return spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir]).status === 0;
 }
 
 describe('a full output file system', () => {
@@ -287,6 +288,26 @@ describe('a full output file system', () => {
       expect(r.code, r.stderr).toBe(1);
       expect(r.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('is full'))).toBe(true);
       await expectOnlyDoneCharged(ws, Object.keys(files));
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
+  // Out of inodes ("No space left on device" while df shows free blocks: many small
+  // outputs on ext4): full as surely as out of blocks. Only the block count was asked, so
+  // every attempt that could not create its {output} was charged, and the run exited 0.
+  it('out of inodes: the pass stops with exit 1 and charges nothing', async (ctx) => {
+    const files = backlog(40);
+    const ws = workspace({ concurrency: 2 }, files);
+    // 64 MiB of blocks, but room for about twenty files.
+    if (!mountTmpfs(ws.out, '64m', 24)) ctx.skip();
+    try {
+      configure(ws, { handler: { command: ['/bin/cp', '{path}', '{output}'] } });
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the file system of output.directory ${ws.out} is full`);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+      expect((await statusJson(ws.configPath)).items.done).toBeGreaterThan(0);
     } finally {
       spawnSync('umount', ['-l', ws.out]);
     }
