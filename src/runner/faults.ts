@@ -39,6 +39,16 @@ export function writeRefused(err: unknown, what: string): string | null {
 }
 
 /**
+ * What cronsafe's own write in output.directory says when its file system is mounted
+ * read-only (EROFS: a volume mounted readOnly, a snapshot restored read-only), or null.
+ * No item is to blame. (An attempt that fails on it is judged by OutputStore.readOnly.)
+ */
+export function readOnlyFs(err: unknown, what: string, outDir: string): string | null {
+  if ((err as NodeJS.ErrnoException).code !== 'EROFS') return null;
+  return `cannot ${what}: EROFS: the file system of output.directory ${outDir} is read-only`;
+}
+
+/**
  * What a rename of cronsafe's own from its temp directory to an output's place says when
  * the two are on different file systems (EXDEV: a volume mounted inside output.directory,
  * or over the temp directory), or null when `err` is not that. No item is to blame.

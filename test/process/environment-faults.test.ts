@@ -332,6 +332,35 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // A volume mounted read-only (readOnly: true in the pod spec, a snapshot restored
+  // read-only): as with a directory the run's user may not write, one line naming it and
+  // exit 1, before anything is claimed; it was a 'fatal' stack trace, as for a bug.
+  it('on a read-only file system at start-up: exit 1 with one line naming it, nothing claimed', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    if (!mountTmpfs(ws.out, '4m')) ctx.skip();
+    try {
+      const startRefused = async (what: string) => {
+        const r = await runCli(['run', '-c', ws.configPath]);
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^cronsafe: cannot ${what} .*${ws.out}.*: EROFS: .*read-only.*\\n$`));
+        expect(r.stderr).not.toContain('fatal');
+        expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+        expect(await charged(ws.db, Object.keys(files))).toBe(0);
+      };
+      // Never used: cronsafe cannot make its temp directory there.
+      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      await startRefused('create or write in');
+      // Used before (its temp directory is there), then mounted read-only.
+      expect(spawnSync('mount', ['-o', 'remount,rw', ws.out]).status).toBe(0);
+      mkdirSync(path.join(ws.out, '.cronsafe-tmp', 'job-test-job'), { recursive: true });
+      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      await startRefused('create or write in');
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
   // A volume whose owner changed (a new runAsUser, a restored backup, an NFS export squashed
   // to another uid): cronsafe's own rename of a finished output into output.directory is
   // refused. No item is to blame; charging them dead-lettered the whole backlog in 5 runs.
