@@ -3,7 +3,7 @@ import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } f
 import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, readOnlyFs, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -153,7 +153,7 @@ export class OutputStore {
       accessSync(this.tempDir, constants.W_OK | constants.X_OK);
     } catch (err) {
       const what = `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`;
-      const refused = writeRefused(err, what) ?? readOnlyFs(err, what, this.dir);
+      const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
     if (this.shared) {

@@ -361,6 +361,23 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  it('full at start-up (no inode left for its temp directory): exit 1 with one line naming it, nothing claimed', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    // Two inodes: the root and one file.
+    if (!mountTmpfs(ws.out, '4m', 2)) ctx.skip();
+    try {
+      writeFileSync(path.join(ws.out, 'filler'), '');
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^cronsafe: cannot create or write in .*: ENOSPC: the file system of output.directory ${ws.out} is full.*\\n$`));
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+      expect(await charged(ws.db, Object.keys(files))).toBe(0);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
   // A volume whose owner changed (a new runAsUser, a restored backup, an NFS export squashed
   // to another uid): cronsafe's own rename of a finished output into output.directory is
   // refused. No item is to blame; charging them dead-lettered the whole backlog in 5 runs.
