@@ -174,6 +174,21 @@ export function itemGone(file: string | Buffer): boolean {
 }
 
 /**
+ * The error code when an item's path cannot be reached now (EACCES or EPERM on lstat: a
+ * directory on its way was made unreadable since the scan found it), else null. The scan
+ * skips such a directory and its files wait; an attempt cannot read them either.
+ */
+export function itemUnreachable(file: string | Buffer): string | null {
+  try {
+    lstatSync(file, { throwIfNoEntry: false });
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EACCES' || code === 'EPERM' ? code : null;
+  }
+}
+
+/**
  * True when an item's path holds something the scan would not take as an item any more: a
  * directory, a FIFO, a socket or a device (itself or behind a link), put there since the
  * scan. Asked only after a failure, so a regular attempt pays no stat(2) for it.
