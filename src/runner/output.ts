@@ -278,9 +278,7 @@ export class OutputStore {
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
     try {
-      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
-      makeOutputParents(this.dir, final);
-      await rename(tempPath, final);
+      await this.#renameIntoPlace(tempPath, final);
     } catch (err) {
       // Our own write refused, or a file system mounted inside output.directory (or over
       // our temp directory) that a rename cannot cross: the environment's fault (the pass
@@ -291,6 +289,26 @@ export class OutputStore {
     }
     await fsyncPath(path.dirname(final));
     return true;
+  }
+
+  /**
+   * Rename a finished temp file to `final`, making its parent directories first. An
+   * empty-directory cleaner on output.directory can remove a parent just made before the
+   * rename (ENOENT while the temp file is still there): then again, a few times, so that
+   * the item is not charged for that race.
+   */
+  async #renameIntoPlace(tempPath: string, final: string): Promise<void> {
+    for (let tries = 1; ; tries++) {
+      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
+      makeOutputParents(this.dir, final);
+      try {
+        await rename(tempPath, final);
+        return;
+      } catch (err) {
+        const parentGone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSync(tempPath, { throwIfNoEntry: false }) !== undefined;
+        if (!parentGone || tries >= 5) throw err;
+      }
+    }
   }
 
   /**
