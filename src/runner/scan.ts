@@ -73,6 +73,15 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
+  // The same directories by identity: one mounted into the source under another path (a
+  // bind mount, a volume's subPath) is seen by neither name, and its outputs would become
+  // items, a -> out/a.out -> out/out/a.out.out on each run. One stat per directory, then.
+  const skipDirs = (opts.skipPaths ?? []).map((d) => dirIdentity(d)).filter((id): id is SourceId => id !== null);
+  const isSkippedDir = async (dir: Buffer): Promise<boolean> => {
+    if (skipDirs.length === 0) return false;
+    const st = await stat(dir).catch(() => undefined);
+    return st !== undefined && skipDirs.some((d) => d.dev === st.dev && d.ino === st.ino);
+  };
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
@@ -103,7 +112,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(rel) || exclude(rel)) continue;
+        if (skip.has(rel) || exclude(rel) || (await isSkippedDir(abs(entry.name)))) continue;
         yield* walk(abs(entry.name), rel);
         continue;
       }
@@ -135,6 +144,16 @@ export async function sourceIdentity(directory: string): Promise<SourceId | null
   try {
     const st = await stat(directory);
     return st.isDirectory() ? { dev: st.dev, ino: st.ino } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A directory's identity (following links), or null when `p` is not a directory. */
+function dirIdentity(p: string): SourceId | null {
+  try {
+    const st = statSync(p, { throwIfNoEntry: false });
+    return st?.isDirectory() ? { dev: st.dev, ino: st.ino } : null;
   } catch {
     return null;
   }
