@@ -73,15 +73,15 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
-  // The same directories by identity: one mounted into the source under another path (a
+  // The same paths by identity: a directory mounted into the source under another path (a
   // bind mount, a volume's subPath) is seen by neither name, and its outputs would become
-  // items, a -> out/a.out -> out/out/a.out.out on each run. One stat per directory, then.
-  const skipDirs = (opts.skipPaths ?? []).map((d) => dirIdentity(d)).filter((id): id is SourceId => id !== null);
-  const isSkippedDir = async (dir: Buffer): Promise<boolean> => {
-    if (skipDirs.length === 0) return false;
-    const st = await stat(dir).catch(() => undefined);
-    return st !== undefined && skipDirs.some((d) => d.dev === st.dev && d.ino === st.ino);
-  };
+  // items, a -> out/a.out -> out/out/a.out.out on each run (one stat per directory, then);
+  // a link in the source to the ledger or the lock would hand the live file to a handler.
+  const own = (opts.skipPaths ?? []).map((p) => identity(p)).filter((id): id is OwnPath => id !== null);
+  const ownDirs = own.filter((o) => o.dir);
+  const isOwn = (st: { dev: number; ino: number } | undefined, among: OwnPath[]): boolean =>
+    st !== undefined && among.some((o) => o.dev === st.dev && o.ino === st.ino);
+  const isSkippedDir = async (dir: Buffer): Promise<boolean> => ownDirs.length > 0 && isOwn(await stat(dir).catch(() => undefined), ownDirs);
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
@@ -121,7 +121,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       if (entry.isSymbolicLink()) {
         // Follow links to files only; links to directories could loop.
         const target = await stat(abs(entry.name)).catch(() => undefined);
-        isFile = target?.isFile() ?? false;
+        isFile = (target?.isFile() ?? false) && !isOwn(target, own);
         st = target;
       }
       if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
@@ -149,11 +149,16 @@ export async function sourceIdentity(directory: string): Promise<SourceId | null
   }
 }
 
-/** A directory's identity (following links), or null when `p` is not a directory. */
-function dirIdentity(p: string): SourceId | null {
+/** One of cronsafe's own paths, by identity. */
+interface OwnPath extends SourceId {
+  dir: boolean;
+}
+
+/** A path's identity (following links), or null when there is nothing there. */
+function identity(p: string): OwnPath | null {
   try {
     const st = statSync(p, { throwIfNoEntry: false });
-    return st?.isDirectory() ? { dev: st.dev, ino: st.ino } : null;
+    return st ? { dev: st.dev, ino: st.ino, dir: st.isDirectory() } : null;
   } catch {
     return null;
   }

@@ -73,6 +73,23 @@ describe('output.directory inside source.directory', () => {
   });
 });
 
+describe("a symbolic link in the source to one of cronsafe's own files", () => {
+  // A link to a file is an item (its handler reads the target): one to the live ledger or
+  // the lock handed it to a handler, which a handler that appends to or rewrites its input
+  // in place would corrupt.
+  it('to the ledger or the lock: never an item', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    symlinkSync(ws.db, path.join(ws.source, 'ledger-link'));
+    symlinkSync(path.join(path.dirname(ws.db), 'cronsafe.lock'), path.join(ws.source, 'lock-link'));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ scanned: 1 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  });
+});
+
 describe('source.directory inside output.directory', () => {
   it('an id that mirrors the source\'s place writes beside it (`source~/`), never into the source: no input overwritten, no output an item', async () => {
     // output.directory is the workspace, source.directory its `source/`: the output of item
