@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Claim } from '../ledger/types.js';
@@ -7,7 +8,6 @@ import { EnvironmentFault } from './faults.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
 import type { PassState } from './pass-state.js';
-import { itemGone } from './scan.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
 
 /**
@@ -36,8 +36,9 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   const item = workItem(config.source.directory, claim);
   // Deleted between the scan and now: forgotten before its handler runs (a handler that
   // shrugs at a missing input would otherwise turn it into an empty "done" output). One
-  // lstat, no exception on a miss; a source that vanished as a whole stops the pass.
-  if (scene.source !== undefined && itemGone(fsPath(item))) {
+  // access(2), no exception on a miss; whereItWent tells the misses apart: a source that
+  // vanished as a whole, or a directory made unreadable since the scan, stops the pass.
+  if (scene.source !== undefined && !existsSync(fsPath(item))) {
     inflight.delete(claim.id);
     settle(p, claim, (await whereItWent(fsPath(item), scene)) ?? { kind: 'gone' }, logOf);
     return;

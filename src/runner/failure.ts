@@ -1,5 +1,5 @@
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { itemGone, itemNotAFile, sourcePresent, type SourceId } from './scan.js';
+import { itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
@@ -113,5 +113,15 @@ export async function whereItWent(itemPath: string | Buffer, scene: Pick<Failure
   if (scene.source === undefined) return null;
   const { directory, atStart } = scene.source;
   if (!(await sourcePresent(directory, await atStart))) return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
+  // Its directory made unreadable since the scan: no item of it can run now, and handing
+  // them back alone would have the sweep claim them again at once. The next scan skips it.
+  const unreachable = itemUnreachable(itemPath);
+  if (unreachable) {
+    const where = typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8');
+    const fault = new EnvironmentFault(
+      `item path ${where} cannot be reached now (${unreachable}): a directory on its way became unreadable after the scan; stopping, nothing charged (its items wait until it is readable)`,
+    );
+    return { kind: 'stop', reason: `not charged: its directory is unreadable (${unreachable})`, fault };
+  }
   return itemGone(itemPath) || itemNotAFile(itemPath) ? { kind: 'gone' } : null;
 }

@@ -39,6 +39,19 @@ export function writeRefused(err: unknown, what: string): string | null {
 }
 
 /**
+ * What cronsafe's own write in output.directory says when its file system refuses it as a
+ * whole: mounted read-only (EROFS: a volume mounted readOnly, a snapshot restored
+ * read-only) or full (ENOSPC: no block or no inode left); else null. No item is to blame.
+ * (An attempt that fails on either is judged by OutputStore.readOnly and full.)
+ */
+export function fileSystemRefused(err: unknown, what: string, outDir: string): string | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EROFS') return `cannot ${what}: EROFS: the file system of output.directory ${outDir} is read-only`;
+  if (code === 'ENOSPC') return `cannot ${what}: ENOSPC: the file system of output.directory ${outDir} is full (no space or no inode left)`;
+  return null;
+}
+
+/**
  * What a rename of cronsafe's own from its temp directory to an output's place says when
  * the two are on different file systems (EXDEV: a volume mounted inside output.directory,
  * or over the temp directory), or null when `err` is not that. No item is to blame.

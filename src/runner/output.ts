@@ -3,7 +3,7 @@ import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } f
 import { access, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -167,7 +167,8 @@ export class OutputStore {
       // write its {output} there, and be charged for it.
       accessSync(this.tempDir, constants.W_OK | constants.X_OK);
     } catch (err) {
-      const refused = writeRefused(err, `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`);
+      const what = `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`;
+      const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
     if (this.shared) {
@@ -294,9 +295,7 @@ export class OutputStore {
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
     try {
-      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
-      makeOutputParents(this.dir, final);
-      await rename(tempPath, final);
+      await this.#renameIntoPlace(tempPath, final);
     } catch (err) {
       // Our own write refused, or a file system mounted inside output.directory (or over
       // our temp directory) that a rename cannot cross: the environment's fault (the pass
@@ -307,6 +306,26 @@ export class OutputStore {
     }
     await fsyncPath(path.dirname(final));
     return true;
+  }
+
+  /**
+   * Rename a finished temp file to `final`, making its parent directories first. An
+   * empty-directory cleaner on output.directory can remove a parent just made before the
+   * rename (ENOENT while the temp file is still there): then again, a few times, so that
+   * the item is not charged for that race.
+   */
+  async #renameIntoPlace(tempPath: string, final: string): Promise<void> {
+    for (let tries = 1; ; tries++) {
+      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
+      makeOutputParents(this.dir, final);
+      try {
+        await rename(tempPath, final);
+        return;
+      } catch (err) {
+        const parentGone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSync(tempPath, { throwIfNoEntry: false }) !== undefined;
+        if (!parentGone || tries >= 5) throw err;
+      }
+    }
   }
 
   /**
@@ -400,14 +419,18 @@ export class OutputStore {
 
   /**
    * True when the output file system is (nearly) full: less than 1% of it, or 16 MiB,
-   * whichever is less, is free. An attempt that failed then most likely failed for that
-   * (ENOSPC in the handler), which is the environment's fault, not the item's.
+   * whichever is less, is free; or less than 1% of its inodes, or 1,024, are (ENOSPC while
+   * blocks are free: many small files on ext4, a tmpfs's nr_inodes). An attempt that failed
+   * then most likely failed for that (ENOSPC in the handler), which is the environment's
+   * fault, not the item's.
    */
   async full(): Promise<boolean> {
     try {
       const s = await statfs(this.dir);
       const free = s.bavail * s.bsize;
-      return free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
+      // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
+      const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
+      return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
     } catch {
       return false;
     }

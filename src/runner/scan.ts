@@ -73,6 +73,15 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
+  // The same paths by identity: a directory mounted into the source under another path (a
+  // bind mount, a volume's subPath) is seen by neither name, and its outputs would become
+  // items, a -> out/a.out -> out/out/a.out.out on each run (one stat per directory, then);
+  // a link in the source to the ledger or the lock would hand the live file to a handler.
+  const own = (opts.skipPaths ?? []).map((p) => identity(p)).filter((id): id is OwnPath => id !== null);
+  const ownDirs = own.filter((o) => o.dir);
+  const isOwn = (st: { dev: number; ino: number } | undefined, among: OwnPath[]): boolean =>
+    st !== undefined && among.some((o) => o.dev === st.dev && o.ino === st.ino);
+  const isSkippedDir = async (dir: Buffer): Promise<boolean> => ownDirs.length > 0 && isOwn(await stat(dir).catch(() => undefined), ownDirs);
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
@@ -103,7 +112,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(rel) || exclude(rel)) continue;
+        if (skip.has(rel) || exclude(rel) || (await isSkippedDir(abs(entry.name)))) continue;
         yield* walk(abs(entry.name), rel);
         continue;
       }
@@ -112,7 +121,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       if (entry.isSymbolicLink()) {
         // Follow links to files only; links to directories could loop.
         const target = await stat(abs(entry.name)).catch(() => undefined);
-        isFile = target?.isFile() ?? false;
+        isFile = (target?.isFile() ?? false) && !isOwn(target, own);
         st = target;
       }
       if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
@@ -135,6 +144,21 @@ export async function sourceIdentity(directory: string): Promise<SourceId | null
   try {
     const st = await stat(directory);
     return st.isDirectory() ? { dev: st.dev, ino: st.ino } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** One of cronsafe's own paths, by identity. */
+interface OwnPath extends SourceId {
+  dir: boolean;
+}
+
+/** A path's identity (following links), or null when there is nothing there. */
+function identity(p: string): OwnPath | null {
+  try {
+    const st = statSync(p, { throwIfNoEntry: false });
+    return st ? { dev: st.dev, ino: st.ino, dir: st.isDirectory() } : null;
   } catch {
     return null;
   }
@@ -170,6 +194,21 @@ export function itemGone(file: string | Buffer): boolean {
     return st === undefined || st.isSymbolicLink();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+  }
+}
+
+/**
+ * The error code when an item's path cannot be reached now (EACCES or EPERM on lstat: a
+ * directory on its way was made unreadable since the scan found it), else null. The scan
+ * skips such a directory and its files wait; an attempt cannot read them either.
+ */
+export function itemUnreachable(file: string | Buffer): string | null {
+  try {
+    lstatSync(file, { throwIfNoEntry: false });
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EACCES' || code === 'EPERM' ? code : null;
   }
 }
 

@@ -267,10 +267,11 @@ describe('output path problems are found before the handler runs', () => {
 });
 
 /** Mount a small tmpfs at `dir` (root only); false when this machine does not let us. */
-function mountTmpfs(dir: string, size: string): boolean {
+function mountTmpfs(dir: string, size: string, inodes?: number): boolean {
   if (process.getuid?.() !== 0) return false;
   mkdirSync(dir, { recursive: true });
-  return spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]).status === 0;
+  const options = inodes === undefined ? `size=${size}` : `size=${size},nr_inodes=${inodes}`;
+  return spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir]).status === 0;
 }
 
 describe('a full output file system', () => {
@@ -292,6 +293,26 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // Out of inodes ("No space left on device" while df shows free blocks: many small
+  // outputs on ext4): full as surely as out of blocks. Only the block count was asked, so
+  // every attempt that could not create its {output} was charged, and the run exited 0.
+  it('out of inodes: the pass stops with exit 1 and charges nothing', async (ctx) => {
+    const files = backlog(40);
+    const ws = workspace({ concurrency: 2 }, files);
+    // 64 MiB of blocks, but room for about twenty files.
+    if (!mountTmpfs(ws.out, '64m', 24)) ctx.skip();
+    try {
+      configure(ws, { handler: { command: ['/bin/cp', '{path}', '{output}'] } });
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the file system of output.directory ${ws.out} is full`);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+      expect((await statusJson(ws.configPath)).items.done).toBeGreaterThan(0);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
   it('remounted read-only mid-run (ext4 errors=remount-ro): the pass stops with exit 1 and charges nothing', async (ctx) => {
     const files = backlog(30);
     const ws = workspace({ concurrency: 2 }, files);
@@ -306,6 +327,52 @@ describe('a full output file system', () => {
       expect(code, run.stderr()).toBe(1);
       expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
       await expectOnlyDoneCharged(ws, Object.keys(files));
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
+  // A volume mounted read-only (readOnly: true in the pod spec, a snapshot restored
+  // read-only): as with a directory the run's user may not write, one line naming it and
+  // exit 1, before anything is claimed; it was a 'fatal' stack trace, as for a bug.
+  it('on a read-only file system at start-up: exit 1 with one line naming it, nothing claimed', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    if (!mountTmpfs(ws.out, '4m')) ctx.skip();
+    try {
+      const startRefused = async (what: string) => {
+        const r = await runCli(['run', '-c', ws.configPath]);
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^cronsafe: cannot ${what} .*${ws.out}.*: EROFS: .*read-only.*\\n$`));
+        expect(r.stderr).not.toContain('fatal');
+        expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+        expect(await charged(ws.db, Object.keys(files))).toBe(0);
+      };
+      // Never used: cronsafe cannot make its temp directory there.
+      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      await startRefused('create or write in');
+      // Used before (its temp directory is there), then mounted read-only.
+      expect(spawnSync('mount', ['-o', 'remount,rw', ws.out]).status).toBe(0);
+      mkdirSync(path.join(ws.out, '.cronsafe-tmp', 'job-test-job'), { recursive: true });
+      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      await startRefused('create or write in');
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
+  it('full at start-up (no inode left for its temp directory): exit 1 with one line naming it, nothing claimed', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    // Two inodes: the root and one file.
+    if (!mountTmpfs(ws.out, '4m', 2)) ctx.skip();
+    try {
+      writeFileSync(path.join(ws.out, 'filler'), '');
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^cronsafe: cannot create or write in .*: ENOSPC: the file system of output.directory ${ws.out} is full.*\\n$`));
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+      expect(await charged(ws.db, Object.keys(files))).toBe(0);
     } finally {
       spawnSync('umount', ['-l', ws.out]);
     }

@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
@@ -48,6 +49,44 @@ describe('output.directory inside source.directory', () => {
       expect(finished(r)?.counts).toMatchObject({ scanned: 2 });
     }
     expect((await statusJson(ok.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  });
+
+  // A bind mount (or a volume's subPath) puts output.directory inside the source under
+  // another path: neither the config check (real paths) nor the scan's by-name skip saw it,
+  // and every run turned the last run's outputs into items (a -> results/a.out -> ...).
+  it.skipIf(process.getuid?.() !== 0)('mounted into it under another path (a bind mount): outputs never become items', async (ctx) => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'results/.keep': '' });
+    const out = path.join(ws.dir, 'bound-out');
+    mkdirSync(out);
+    if (spawnSync('mount', ['--bind', path.join(ws.source, 'results'), out]).status !== 0) ctx.skip();
+    try {
+      configure(ws, { output: { directory: out } });
+      for (let run = 1; run <= 2; run++) {
+        const r = await runCli(['run', '-c', ws.configPath]);
+        expect(r.code, r.stderr).toBe(0);
+      }
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+      expect(readdirSync(out).filter((f) => !f.startsWith('.')).sort()).toEqual(['a.txt.out']);
+    } finally {
+      spawnSync('umount', ['-l', out]);
+    }
+  });
+});
+
+describe("a symbolic link in the source to one of cronsafe's own files", () => {
+  // A link to a file is an item (its handler reads the target): one to the live ledger or
+  // the lock handed it to a handler, which a handler that appends to or rewrites its input
+  // in place would corrupt.
+  it('to the ledger or the lock: never an item', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    symlinkSync(ws.db, path.join(ws.source, 'ledger-link'));
+    symlinkSync(path.join(path.dirname(ws.db), 'cronsafe.lock'), path.join(ws.source, 'lock-link'));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ scanned: 1 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   });
 });
 

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -82,6 +83,26 @@ describe('an empty-directory cleaner running all the time, and output.directory 
     // Each item charged once: the attempt that succeeded.
     expect(new Set(await chargedAttempts(ws.db, Object.keys(files)))).toEqual(new Set([1]));
     for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(content);
+  }, 150_000);
+
+  // A `find -empty -delete` on output.directory removes the directory an output is about to
+  // be renamed into, between cronsafe's mkdir and its rename (ENOENT): the item was charged.
+  // A race, so many items in their own directories: before the fix, ~7 of 1,500 failed.
+  it('removing empty directories under output.directory all the time: no output is lost, no item charged for it', async () => {
+    const files = Object.fromEntries(Array.from({ length: 1500 }, (_, i) => [`d${i}/f.txt`, `item ${i}\n`]));
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    const stop = path.join(ws.dir, 'stop-cleaner');
+    const cleaner = spawn('sh', ['-c', `while [ ! -e "$1" ]; do find "$2" -mindepth 1 -type d -empty -not -path '*/.cronsafe-tmp*' -delete 2>/dev/null; done`, 'cleaner', stop, ws.out], { stdio: 'ignore' });
+    const cleanerExited = new Promise((resolve) => cleaner.on('exit', resolve));
+    try {
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.lines.filter((l) => l.msg === 'item failed; will retry').map((l) => `${String(l.itemId)}: ${String(l.error)}`)).toEqual([]);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1500, dead: 0 });
+    } finally {
+      writeFileSync(stop, '');
+      await cleanerExited;
+    }
   }, 150_000);
 
   it('output.directory removed mid-run: the pass stops with exit 1 and charges nothing', async () => {

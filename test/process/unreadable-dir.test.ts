@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, finished, runCli, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
 import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
@@ -49,6 +49,50 @@ describe('an unreadable subdirectory of the source', () => {
       } finally {
         await after.close();
       }
+    } finally {
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+    }
+  });
+});
+
+describe('a subdirectory of the source that becomes unreadable after the scan found its items', () => {
+  // The docs promise its files wait until it is readable again, and the environment's
+  // faults are never charged: its queued items were run anyway, failed (EACCES) and charged.
+  it('stops the pass (exit 1) naming the item, charges nothing; readable again, the next run finishes', async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 6; i++) files[`locked/x${i}.txt`] = `x${i}\n`;
+    const ws = workspace({ concurrency: 1 }, files);
+    // The first attempt copies its item, then makes its directory unreadable (as a producer
+    // that locks a directory it rewrites would): the others were scanned and queued already.
+    const h = path.join(ws.dir, 'copy-then-lock.sh');
+    writeFileSync(h, '#!/bin/sh\nset -e\ncat "$1" > "$2"\nchmod 000 "$(dirname "$1")"\n', { mode: 0o755 });
+    configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    const as = asRoot ? { uid: NOBODY, gid: NOBODY } : {};
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], as);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/cannot be reached now \(EACCES\)/);
+      expect(r.stderr).toContain(path.join(ws.source, 'locked'));
+      const ledger = await openSqliteLedger(ws.db);
+      try {
+        let done = 0;
+        for (const id of Object.keys(files)) {
+          const row = await ledger.get(id);
+          expect(row?.state).toMatch(/^(pending|done)$/);
+          if (row?.state === 'done') done++;
+          expect(row!.attempts - row!.released, id).toBe(row?.state === 'done' ? 1 : 0);
+        }
+        expect(done).toBe(1);
+      } finally {
+        await ledger.close();
+      }
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+      writeFileSync(h, '#!/bin/sh\nset -e\ncat "$1" > "$2"\n', { mode: 0o755 });
+      const again = await runCli(['run', '-c', ws.configPath], as);
+      expect(again.code, again.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 0, claimed: 0, done: 6, dead: 0 });
     } finally {
       chmodSync(path.join(ws.source, 'locked'), 0o755);
     }
