@@ -20,8 +20,8 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
 spec:
-  # podFailurePolicy requires Never: a failed container must fail its pod, so that the
-  # Job controller sees the exit code and applies the policy.
+  # Never: a failed container fails its pod, so that the Job controller sees the exit
+  # code (and the runner's podFailurePolicy, which requires Never, can act on it).
   restartPolicy: Never
   serviceAccountName: {{ include "cronsafe.serviceAccountName" $ }}
   # A token only where a Kubernetes API feature runs: the runner (`cronsafe status` reads
