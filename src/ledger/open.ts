@@ -25,6 +25,27 @@ export interface OpenAs {
   readOnly?: boolean;
   /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
   writeBehind?: boolean;
+  /** PostgreSQL: told of each transient error about to be retried (see retryWarnings). */
+  onRetry?: (info: { what: string; attempt: number; delayMs: number; error: Error }) => void;
+}
+
+/** Retries are told at most this often: an outage of 30 s is a few lines, not one per try. */
+const RETRY_WARNING_EVERY_MS = 10_000;
+
+/**
+ * OpenAs.onRetry for a run: a warning when PostgreSQL answers with a transient error (a
+ * restart, a connection limit reached: 53300) that is being retried, at most once per
+ * RETRY_WARNING_EVERY_MS. Without it a pod waiting out a full connection slot said nothing
+ * until it gave up or finished with nothing done. The error names host:port, never the password.
+ */
+export function retryWarnings(log: Logger): NonNullable<OpenAs['onRetry']> {
+  let last = -Infinity;
+  return ({ what, attempt, delayMs, error }) => {
+    const now = Date.now();
+    if (now - last < RETRY_WARNING_EVERY_MS) return;
+    last = now;
+    log.warn({ doing: what, attempt, retryInMs: delayMs, err: error.message }, 'state store: a transient error; retrying');
+  };
 }
 
 /**
@@ -38,7 +59,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   try {
     if (state.postgres !== undefined) {
       const { openPostgresLedger } = await import('./postgres/index.js');
-      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly });
+      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly, onRetry: as?.onRetry });
     }
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
@@ -93,9 +114,10 @@ export interface Store {
   /**
    * Open the ledger; an unreachable store is StateUnavailable (exit 1) with a message naming
    * the store and its path, a ledger of another job a ConfigError (exit 78). `readOnly`:
-   * for commands that only look (status, dead-letter list); see OpenAs.readOnly.
+   * for commands that only look (status, dead-letter list); see OpenAs.readOnly. `log`: a
+   * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings).
    */
-  openLedger(opts?: { readOnly?: boolean; writeBehind?: boolean }): Promise<Ledger>;
+  openLedger(opts?: { readOnly?: boolean; writeBehind?: boolean; log?: Logger }): Promise<Ledger>;
   /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
   unavailable(doing: string, err: unknown): StateUnavailable;
   /**
@@ -131,7 +153,13 @@ export function openStore(config: Config): Store {
     async openLedger(opts = {}) {
       try {
         // [issue 10, case 1] the ledger belongs to config.name: another job's is refused.
-        return await openLedger(state, { job: config.name, configPath: config.configPath, readOnly: opts.readOnly, writeBehind: opts.writeBehind });
+        return await openLedger(state, {
+          job: config.name,
+          configPath: config.configPath,
+          readOnly: opts.readOnly,
+          writeBehind: opts.writeBehind,
+          onRetry: opts.log && retryWarnings(opts.log),
+        });
       } catch (err) {
         if (err instanceof ConfigError) throw err; // [issue 10, case 1]
         const failed = unavailable('', err);

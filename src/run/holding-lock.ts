@@ -73,7 +73,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       throw err instanceof EdgeError || err instanceof ConfigError ? err : store.unavailable(doing, err);
     });
   try {
-    ledger = await store.openLedger({ writeBehind: true });
+    ledger = await store.openLedger({ writeBehind: true, log });
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
     // deleted file while the next start began a new one: the lock's watch stops the run.
     lock.watchLedger?.();

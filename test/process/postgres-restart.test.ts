@@ -138,6 +138,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL restarts and outages m
     expect(Date.now() - haltedAt).toBeLessThan(50_000);
     const err = run.lines.find((l) => l.msg === 'ledger write failed; stopping the pass' || l.msg === 'scan or claim failed; stopping the pass');
     expect(JSON.stringify(err)).toMatch(/gave up after \d+ attempt\(s\).*127\.0\.0\.1:\d+\/outage/);
+    // The retries before it were said (throttled: a few lines over ~30 s, not one per try),
+    // naming the server.
+    const retries = run.lines.filter((l) => l.msg === 'state store: a transient error; retrying');
+    expect(retries.length).toBeGreaterThanOrEqual(1);
+    expect(retries.length).toBeLessThanOrEqual(5);
+    expect(JSON.stringify(retries[0])).toMatch(/127\.0\.0\.1:\d+\/outage/);
     await finishAndCheck(ws, files, url, 'outage');
   }, 150_000);
 });
