@@ -1,8 +1,8 @@
-import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
+import { constants, existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { opendir, stat } from 'node:fs/promises';
+import { access, opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -88,6 +88,10 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
     let dir;
     try {
+      // A subdirectory that can be listed but not searched (r without x) would yield items
+      // no attempt can open: each would stop its pass, run after run. Unreadable, then. (The
+      // root's search permission is checked with the config.)
+      if (relDir !== '') await access(absDir, constants.X_OK);
       // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
       dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
     } catch (err) {

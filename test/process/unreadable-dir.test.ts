@@ -55,6 +55,32 @@ describe('an unreadable subdirectory of the source', () => {
   });
 });
 
+describe('a subdirectory of the source that can be listed but not searched (mode r--, no x)', () => {
+  // Its names can be read, so the scan found its files; none can be opened. Every attempt
+  // then stopped the pass (exit 1, "became unreadable after the scan") on every run, and the
+  // items after it in the scan's order waited behind it forever.
+  it('is skipped as an unreadable one is, and the rest processed, run after run', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'listed/x.txt': 'x', 'listed/y.txt': 'y', 'z/b.txt': 'b' });
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'listed'), 0o644);
+    try {
+      for (let run = 1; run <= 2; run++) {
+        const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+        expect(r.code, r.stderr).toBe(0);
+        expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial', counts: { skippedDirectories: 1 } });
+        const warned = r.lines.filter((l) => l.msg.startsWith('scan: skipped a directory'));
+        expect(warned.map((l) => [l.path, l.code])).toEqual([[path.join(ws.source, 'listed'), 'EACCES']]);
+      }
+      expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
+      expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 0, claimed: 0, done: 2, dead: 0 });
+    } finally {
+      chmodSync(path.join(ws.source, 'listed'), 0o755);
+    }
+  });
+});
+
 describe('a subdirectory of the source that becomes unreadable after the scan found its items', () => {
   // The docs promise its files wait until it is readable again, and the environment's
   // faults are never charged: its queued items were run anyway, failed (EACCES) and charged.
