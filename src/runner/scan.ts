@@ -1,8 +1,8 @@
-import { constants, existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
+import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { access, opendir, stat } from 'node:fs/promises';
+import { opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -12,6 +12,7 @@ import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
+const SLASH_DOT = Buffer.from('/.');
 
 export interface ScanOptions {
   /** Absolute directory to scan. */
@@ -89,9 +90,10 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
     let dir;
     try {
       // A subdirectory that can be listed but not searched (r without x) would yield items
-      // no attempt can open: each would stop its pass, run after run. Unreadable, then. (The
-      // root's search permission is checked with the config.)
-      if (relDir !== '') await access(absDir, constants.X_OK);
+      // no attempt can open: each would stop its pass, run after run. Unreadable, then. A
+      // lookup in it asks, as the attempts will: access(2) would answer for the real uid
+      // without capabilities (CAP_DAC_READ_SEARCH). (The root is checked with the config.)
+      if (relDir !== '') await stat(Buffer.concat([absDir, SLASH_DOT]));
       // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
       dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
     } catch (err) {

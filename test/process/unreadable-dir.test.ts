@@ -3,7 +3,7 @@ import { chmodSync, chownSync, mkdirSync, readdirSync, writeFileSync } from 'nod
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, ROOT, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
@@ -78,6 +78,25 @@ describe('a subdirectory of the source that can be listed but not searched (mode
     } finally {
       chmodSync(path.join(ws.source, 'listed'), 0o755);
     }
+  });
+});
+
+describe('a subdirectory that only a capability lets the run read (a non-root uid with CAP_DAC_READ_SEARCH)', () => {
+  // access(2) answers for the real uid without the capability (EACCES), while lstat and the
+  // handler's open pass: its item was forgotten as "gone" before its handler ran.
+  const setpriv = spawnSync('setpriv', ['--version']).status === 0;
+  it.skipIf(process.getuid?.() !== 0 || !setpriv)('is scanned and its items run, none forgotten', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'private/x.txt': 'x' });
+    chownTree(ws.dir, NOBODY);
+    // Root's own directory, closed to others: nobody reads it through the capability only.
+    chownSync(path.join(ws.source, 'private'), 0, 0);
+    chmodSync(path.join(ws.source, 'private'), 0o700);
+    const caps = ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search'];
+    const r = spawnCliRaw('setpriv', [...caps, process.execPath, path.join(ROOT, 'dist/cli.js'), 'run', '-c', ws.configPath]);
+    const { code } = await r.exited;
+    expect(code, r.stderr()).toBe(0);
+    expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete', counts: { succeeded: 2, gone: 0, skippedDirectories: 0 } });
+    expect(readdirSync(path.join(ws.out, 'private'))).toEqual(['x.txt.out']);
   });
 });
 
