@@ -133,7 +133,7 @@ export function checkPaths(file: string, c: Config): void {
     problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
   }
   if (c.output && s?.isDirectory()) {
-    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude);
+    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
   if (problems.length > 0) fail(file, problems);
@@ -146,6 +146,15 @@ function unreachable(err: unknown): string {
   if (code === 'ELOOP') return 'the path runs into a loop of symbolic links (ELOOP)';
   if (code === 'EACCES') return 'cannot be reached: a parent directory is not searchable (EACCES)';
   return `cannot be reached (${code})`;
+}
+
+/**
+ * output.directory that is the source directory itself under another path, which real
+ * paths cannot tell: one volume mounted twice (two volumeMounts of one PVC), a bind mount.
+ */
+function sourceUnderAnotherPath(source: fs.Stats, out: fs.Stats | null | undefined, output: string): string | null {
+  if (!out?.isDirectory() || out.dev !== source.dev || out.ino !== source.ino) return null;
+  return `${output} is source.directory itself, mounted under another path (a bind mount, or one volume mounted twice): outputs (<id>.out) would become items on the next run (a -> a.out -> a.out.out ...); use a directory outside source.directory`;
 }
 
 /**

@@ -19,6 +19,7 @@ import { resumeAtOnce, retryPolicy, runPass } from '../runner/pass.js';
 import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
+import { whereItIs } from '../real-path.js';
 import { planFire } from './fire-plan.js';
 import { loadHandler } from './load-handler.js';
 import { exitCodeFor, type ExecuteOptions, type RunResult } from './outcome.js';
@@ -139,10 +140,13 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
     // Items are keyed by id within the job's ledger: a second config of the same name with
     // another source (a copy-paste) would have every id the first one finished skipped as done.
-    const sourceBefore = await writing('cannot record the source directory', ledger.recordSource(config.source.directory));
+    // Its real path: one directory reached by two names (the config through a link, and a
+    // relative source.directory) is the same source.
+    const scanned = whereItIs(config.source.directory);
+    const sourceBefore = await writing('cannot record the source directory', ledger.recordSource(scanned));
     if (sourceBefore !== null) {
       log.warn(
-        { job: config.name, sourceDirectory: config.source.directory, before: sourceBefore },
+        { sourceDirectory: config.source.directory, ...(scanned !== config.source.directory ? { realPath: scanned } : {}), before: sourceBefore },
         `source.directory is not the one this job's earlier runs scanned: its ledger keys items by id, so an id done there counts as done here and is skipped. If two configs share the name ${JSON.stringify(config.name)}, give each its own name`,
       );
     }

@@ -38,9 +38,12 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // shrugs at a missing input would otherwise turn it into an empty "done" output). One
   // access(2), no exception on a miss; whereItWent tells the misses apart: a source that
   // vanished as a whole, or a directory made unreadable since the scan, stops the pass.
-  if (scene.source !== undefined && !existsSync(fsPath(item))) {
+  // None of them (access(2) asks for the real uid without capabilities: CAP_DAC_READ_SEARCH
+  // reads what it refuses), the item is there and runs.
+  const went = scene.source !== undefined && !existsSync(fsPath(item)) ? await whereItWent(fsPath(item), scene) : null;
+  if (went) {
     inflight.delete(claim.id);
-    settle(p, claim, (await whereItWent(fsPath(item), scene)) ?? { kind: 'gone' }, logOf);
+    settle(p, claim, went, logOf);
     return;
   }
   let tempPath: string | undefined;

@@ -12,6 +12,7 @@ import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
+const SLASH_DOT = Buffer.from('/.');
 
 export interface ScanOptions {
   /** Absolute directory to scan. */
@@ -88,6 +89,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
     let dir;
     try {
+      // A subdirectory that can be listed but not searched (r without x) would yield items
+      // no attempt can open: each would stop its pass, run after run. Unreadable, then. A
+      // lookup in it asks, as the attempts will: access(2) would answer for the real uid
+      // without capabilities (CAP_DAC_READ_SEARCH). (The root is checked with the config.)
+      if (relDir !== '') await stat(Buffer.concat([absDir, SLASH_DOT]));
       // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
       dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
     } catch (err) {

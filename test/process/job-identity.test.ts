@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -162,5 +162,20 @@ describe('a ledger belongs to one job', () => {
     expect(warning(b)?.msg).toContain('give each its own name');
     const back = await runCli(['run', '-c', alpha.configPath]);
     expect(warning(back)).toMatchObject({ sourceDirectory: path.join(dir, 'alpha-in'), before: other });
+  });
+
+  it('one source reached by two names (a link to the config\'s directory, a relative source.directory): nothing to say', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
+    mkdirSync(path.join(dir, 'in'));
+    for (const f of FILES) writeFileSync(path.join(dir, 'in', f), f);
+    writeFileSync(path.join(dir, 'job.yaml'), YAML.stringify({ name: 'linked', source: { directory: './in' }, output: { directory: './out' }, handler: { command: COPY }, log: { level: 'info' } }));
+    // cron says /srv/job, a shell says where the link leads: one config, one source.
+    const link = `${dir}-link`;
+    symlinkSync(dir, link);
+    const first = await runCli(['run', '-c', path.join(dir, 'job.yaml')]);
+    expect(first.code, first.stderr).toBe(0);
+    const viaLink = await runCli(['run', '-c', path.join(link, 'job.yaml')]);
+    expect(viaLink.code, viaLink.stderr).toBe(0);
+    expect(viaLink.lines.filter((l) => l.level === 'warn')).toEqual([]);
   });
 });

@@ -73,6 +73,28 @@ describe('output.directory inside source.directory', () => {
   });
 });
 
+describe('output.directory that is source.directory under another path', () => {
+  // One volume mounted twice (two volumeMounts of one PVC, no subPath), or a bind mount:
+  // real paths differ, so the config check let it through, and each run turned the last
+  // run's outputs into items (a -> a.out -> a.out.out ...).
+  it.skipIf(process.getuid?.() !== 0)('(a bind mount of it): validate and run exit 78 naming output.directory, nothing runs', async (ctx) => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    mkdirSync(ws.out);
+    if (spawnSync('mount', ['--bind', ws.source, ws.out]).status !== 0) ctx.skip();
+    try {
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath]);
+        expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toMatch(/output\.directory/);
+        expect(r.stderr).toMatch(/is source\.directory itself/);
+      }
+      expect(readdirSync(ws.source)).toEqual(['a.txt']);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  });
+});
+
 describe("a symbolic link in the source to one of cronsafe's own files", () => {
   // A link to a file is an item (its handler reads the target): one to the live ledger or
   // the lock handed it to a handler, which a handler that appends to or rewrites its input

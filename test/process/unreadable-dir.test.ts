@@ -3,7 +3,7 @@ import { chmodSync, chownSync, mkdirSync, readdirSync, writeFileSync } from 'nod
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, ROOT, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
@@ -52,6 +52,51 @@ describe('an unreadable subdirectory of the source', () => {
     } finally {
       chmodSync(path.join(ws.source, 'locked'), 0o755);
     }
+  });
+});
+
+describe('a subdirectory of the source that can be listed but not searched (mode r--, no x)', () => {
+  // Its names can be read, so the scan found its files; none can be opened. Every attempt
+  // then stopped the pass (exit 1, "became unreadable after the scan") on every run, and the
+  // items after it in the scan's order waited behind it forever.
+  it('is skipped as an unreadable one is, and the rest processed, run after run', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'listed/x.txt': 'x', 'listed/y.txt': 'y', 'z/b.txt': 'b' });
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'listed'), 0o644);
+    try {
+      for (let run = 1; run <= 2; run++) {
+        const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+        expect(r.code, r.stderr).toBe(0);
+        expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial', counts: { skippedDirectories: 1 } });
+        const warned = r.lines.filter((l) => l.msg.startsWith('scan: skipped a directory'));
+        expect(warned.map((l) => [l.path, l.code])).toEqual([[path.join(ws.source, 'listed'), 'EACCES']]);
+      }
+      expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toEqual(['a.txt.out']);
+      expect(readdirSync(path.join(ws.out, 'z'))).toEqual(['b.txt.out']);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 0, claimed: 0, done: 2, dead: 0 });
+    } finally {
+      chmodSync(path.join(ws.source, 'listed'), 0o755);
+    }
+  });
+});
+
+describe('a subdirectory that only a capability lets the run read (a non-root uid with CAP_DAC_READ_SEARCH)', () => {
+  // access(2) answers for the real uid without the capability (EACCES), while lstat and the
+  // handler's open pass: its item was forgotten as "gone" before its handler ran.
+  const setpriv = spawnSync('setpriv', ['--version']).status === 0;
+  it.skipIf(process.getuid?.() !== 0 || !setpriv)('is scanned and its items run, none forgotten', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'private/x.txt': 'x' });
+    chownTree(ws.dir, NOBODY);
+    // Root's own directory, closed to others: nobody reads it through the capability only.
+    chownSync(path.join(ws.source, 'private'), 0, 0);
+    chmodSync(path.join(ws.source, 'private'), 0o700);
+    const caps = ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search'];
+    const r = spawnCliRaw('setpriv', [...caps, process.execPath, path.join(ROOT, 'dist/cli.js'), 'run', '-c', ws.configPath]);
+    const { code } = await r.exited;
+    expect(code, r.stderr()).toBe(0);
+    expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete', counts: { succeeded: 2, gone: 0, skippedDirectories: 0 } });
+    expect(readdirSync(path.join(ws.out, 'private'))).toEqual(['x.txt.out']);
   });
 });
 
