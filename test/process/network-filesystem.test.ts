@@ -40,7 +40,9 @@ async function onMount(kind: 'tmpfs' | 'fuse', ws: Workspace, args: string[]) {
       ? 'mount -t tmpfs cronsafe-test "$STATE"'
       : // Upper dir beside the mount point: the ledger outlives each run, as on a real volume.
         'mkdir -p "$STATE.lower" "$STATE.upper" "$STATE.work" && fuse-overlayfs -o "lowerdir=$STATE.lower,upperdir=$STATE.upper,workdir=$STATE.work" "$STATE"';
-  const script = `${mount}\n"$NODE" "$CLI" "$@"; rc=$?\n${kind === 'fuse' ? 'fusermount -u "$STATE"\n' : ''}exit $rc`;
+  // `&& ||`: under `sh -e` a refused run (exit 78) would end the script before the unmount,
+  // and leave the fuse-overlayfs daemon running after the test.
+  const script = `${mount}\n"$NODE" "$CLI" "$@" && rc=0 || rc=$?\n${kind === 'fuse' ? 'fusermount -u "$STATE"\n' : ''}exit $rc`;
   mkdirSync(ws.state, { recursive: true });
   const r = spawnCliRaw('unshare', ['-m', 'sh', '-ec', script, 'sh', ...args], {
     env: { STATE: ws.state, NODE: process.execPath, CLI },
