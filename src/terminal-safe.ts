@@ -15,5 +15,8 @@ const RAW_ALL = /[\u007f-\u009f]/g;
  * parses to exactly the same values; status.ts shows them so in its text listings too.
  */
 export function escapeC1(text: string): string {
-  return RAW.test(text) ? text.replace(RAW_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : text;
+  return RAW.test(text) ? text.replace(RAW_ALL, escapeControl) : text;
 }
+
+/** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
+export const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;

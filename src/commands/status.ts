@@ -2,6 +2,7 @@ import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
+import { escapeControl } from '../terminal-safe.js';
 import { Sink } from './sink.js';
 
 export interface StatusReport {
@@ -63,9 +64,6 @@ export function formatStatus(r: StatusReport): string {
   for (const d of r.deadLetters) lines.push(`  ${printableId(d.id)}  attempts ${d.attempts}  ${oneLine(d.lastError)}`);
   return `${lines.join('\n')}\n`;
 }
-
-/** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
-const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /**
  * A last error as one line of text: whitespace runs become one space, and the other control

@@ -76,13 +76,13 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   );
   // The same paths by identity: a directory mounted into the source under another path (a
   // bind mount, a volume's subPath) is seen by neither name, and its outputs would become
-  // items, a -> out/a.out -> out/out/a.out.out on each run (one stat per directory, then);
-  // a link in the source to the ledger or the lock would hand the live file to a handler.
+  // items, a -> out/a.out -> out/out/a.out.out on each run (by the stat each subdirectory
+  // gets anyway, below); a link in the source to the ledger or the lock would hand the live
+  // file to a handler.
   const own = (opts.skipPaths ?? []).map((p) => identity(p)).filter((id): id is OwnPath => id !== null);
   const ownDirs = own.filter((o) => o.dir);
   const isOwn = (st: { dev: number; ino: number } | undefined, among: OwnPath[]): boolean =>
     st !== undefined && among.some((o) => o.dev === st.dev && o.ino === st.ino);
-  const isSkippedDir = async (dir: Buffer): Promise<boolean> => ownDirs.length > 0 && isOwn(await stat(dir).catch(() => undefined), ownDirs);
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
@@ -93,7 +93,8 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       // no attempt can open: each would stop its pass, run after run. Unreadable, then. A
       // lookup in it asks, as the attempts will: access(2) would answer for the real uid
       // without capabilities (CAP_DAC_READ_SEARCH). (The root is checked with the config.)
-      if (relDir !== '') await stat(Buffer.concat([absDir, SLASH_DOT]));
+      // `<dir>/.` is the directory itself: one of our own, under another path, is skipped.
+      if (relDir !== '' && isOwn(await stat(Buffer.concat([absDir, SLASH_DOT])), ownDirs)) return;
       // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
       dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
     } catch (err) {
@@ -118,7 +119,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(rel) || exclude(rel) || (await isSkippedDir(abs(entry.name)))) continue;
+        if (skip.has(rel) || exclude(rel)) continue;
         yield* walk(abs(entry.name), rel);
         continue;
       }
