@@ -185,7 +185,7 @@ async function takeRunLock(config: Config, owner: string, log: Logger, scheduled
   if (state.postgres === undefined) {
     // Loaded by the run that takes it, not by every command that opens the store.
     const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
-    return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner, warn: (detail, msg) => log.warn(detail, msg) });
+    return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner, job: config.name, warn: (detail, msg) => log.warn(detail, msg) });
   }
   const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
   const group = runGroup(process.env, scheduledTime, owner);

@@ -11,8 +11,22 @@ export function storeFiles(state: StateConfig): string[] {
   return db === undefined ? [] : [db, `${db}-wal`, `${db}-shm`, `${db}-journal`, `${db}-starts`];
 }
 
-/** What a run writes into its lock file: `host:pid:runId` and a newline (sqlite/flock.ts). */
+/**
+ * What a run writes into its lock file: `host:pid:runId@job` and a newline (sqlite/flock.ts).
+ * The job (config `name`) tells a start that finds the lock held by another job (a
+ * `lock.path` two configs share) from an overlap of its own runs. Earlier versions wrote
+ * `host:pid:runId`, which this still matches, and they accept the new line (the runId field is `\S+`).
+ */
 const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
+
+/** The lock file line of the run `owner` (`host:pid:runId`) of the job `job`. */
+export const holderLine = (owner: string, job: string): string => `${owner}@${job}`;
+
+/** A holder line's run (`host:pid:runId`, as in the ledger's runs) and job (null when the line names none). */
+export function parseHolder(line: string): { owner: string; job: string | null } {
+  const at = line.lastIndexOf('@');
+  return at < 0 ? { owner: line, job: null } : { owner: line.slice(0, at), job: line.slice(at + 1) };
+}
 
 /**
  * True when a lock file's text is one a run may write over: a run's holder line, or blanks

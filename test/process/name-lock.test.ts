@@ -78,7 +78,7 @@ describe.skipIf(process.platform !== 'linux')('the ledger name lock', () => {
   it('keeps a second run out after the whole state directory was removed under the first', async () => {
     const dir = tempDir();
     const state = path.join(dir, 'state');
-    const opts = { lockPath: path.join(state, 'job.lock'), ledgerFile: path.join(state, 'job.db') };
+    const opts = { lockPath: path.join(state, 'job.lock'), ledgerFile: path.join(state, 'job.db'), job: 'job' };
     const first: RunLock | null = await takeSqliteRunLock({ ...opts, owner: 'host:1:run-1' });
     expect(first).not.toBeNull();
     releases.push(() => first!.release());

@@ -216,6 +216,26 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
 }
 
 /**
+ * The line the lock file's holder wrote, read without locking (a start that found the lock
+ * held says whose it is); null when unreadable, empty, or not a holder's line (a flock(1)
+ * script's empty file, or a holder between its truncate and its write).
+ */
+export function lockHolder(lockPath: string): string | null {
+  try {
+    const fd = openSync(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const buf = Buffer.alloc(512);
+      const text = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
+      return text.trim() !== '' && isLockFileText(text) ? text.trim() : null;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+}
+
+/**
  * flock(2) on the SQLite ledger file itself, beside the run lock: it lives wherever the
  * ledger does, so it keeps every run on that ledger apart however `lock.path` is placed
  * (the chart puts that on the pod's emptyDir). SQLite's own locks are POSIX fcntl locks,

@@ -4,7 +4,8 @@
  * directory cannot take away. Reached through the store (ledger/open.ts), loaded only by `run`.
  */
 import type { RunLock } from '../run-lock.js';
-import { lockLedgerFile, tryLock } from './flock.js';
+import { holderLine, parseHolder } from '../store-files.js';
+import { lockHolder, lockLedgerFile, tryLock } from './flock.js';
 
 export interface SqliteRunLockOptions {
   /** lock.path */
@@ -17,14 +18,28 @@ export interface SqliteRunLockOptions {
    */
   allowNetworkFilesystem?: boolean;
   owner: string;
+  /** The config `name`: written into the lock file beside the owner (store-files.ts, holderLine). */
+  job: string;
   /** Told why a start skips when only the name lock is held (the flocks were free). */
   warn?: (detail: Record<string, unknown>, msg: string) => void;
 }
 
 /** Take the flocks and the name lock without waiting; null when another run holds any of them. */
-export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, warn }: SqliteRunLockOptions): Promise<RunLock | null> {
-  const lock = tryLock(lockPath, owner);
-  if (!lock) return null;
+export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, job, warn }: SqliteRunLockOptions): Promise<RunLock | null> {
+  const lock = tryLock(lockPath, holderLine(owner, job));
+  if (!lock) {
+    // Held by a run of another job: two configs share lock.path (a copy that kept it), so
+    // each keeps the other from running, and every start of one is the other's overrun.
+    const holder = lockHolder(lockPath);
+    const other = holder === null ? null : parseHolder(holder).job;
+    if (other !== null && other !== job) {
+      warn?.(
+        { lock: lockPath, heldBy: { job: other, run: parseHolder(holder!).owner } },
+        `lock.path is held by a run of job '${other}', not of this job: jobs that share a lock.path never run at the same time; if that is not meant, give each its own lock.path`,
+      );
+    }
+    return null;
+  }
   const releases: (() => void)[] = [() => lock.release()];
   const release = (): void => {
     for (const r of releases.splice(0).reverse()) r();
@@ -53,7 +68,8 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
     releases.push(releaseName);
     return {
       lost: lock.lost,
-      previousHolder: lock.previousHolder,
+      // As the ledger names runs (host:pid:runId), for findLiveRun.
+      previousHolder: lock.previousHolder === null ? null : parseHolder(lock.previousHolder).owner,
       ...(ledgerLocked ? { ledgerLocked: true } : {}),
       watchLedger() {
         if (ledgerFile !== undefined) lock.watch(ledgerFile);
