@@ -18,5 +18,14 @@ export function escapeC1(text: string): string {
   return RAW.test(text) ? text.replace(RAW_ALL, escapeControl) : text;
 }
 
+/**
+ * Plain text (not JSON) with every control character, C0 (ESC, newline) as well as DEL and
+ * C1, as a JSON escape: for a Kubernetes Event's message, which `kubectl describe` prints
+ * as it is, one table row per Event.
+ */
+export function escapeControls(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, escapeControl);
+}
+
 /** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
 export const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;

@@ -14,6 +14,7 @@ import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import type { PassObserver } from '../runner/pass.js';
+import { escapeControls } from '../terminal-safe.js';
 import { apiFailure, connectKube, requestTimeoutMs, type ApiFailure, type Kube } from './client.js';
 import { cronJobOf, findJobRef, readJob, type ObjectRef } from './workload.js';
 
@@ -83,7 +84,9 @@ export class KubeEventSink implements EventSink {
     const n = (this.counts.get(reason) ?? 0) + 1;
     this.counts.set(reason, n);
     if (n > this.max + 1) return;
-    const text = n <= this.max ? message : `More than ${this.max} ${reason} Events in this run; the rest are only logged (see \`cronsafe status\` and \`cronsafe dead-letter list\`).`;
+    // A handler's error, an id or a lease holder, escaped as the log escapes them: raw, its
+    // ESC or C1 controls would drive the terminal of whoever runs `kubectl describe`.
+    const text = n <= this.max ? escapeControls(message) : `More than ${this.max} ${reason} Events in this run; the rest are only logged (see \`cronsafe status\` and \`cronsafe dead-letter list\`).`;
     for (const target of this.o.targets) {
       const p = this.create(target, reason, text).finally(() => this.pending.delete(p));
       this.pending.add(p);

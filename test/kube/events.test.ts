@@ -66,6 +66,20 @@ describe('Events on the Job and its CronJob', () => {
     expect(dead!.message).toBe('Item "captions/ep-01.scc" was dead-lettered: corrupt input: line 3');
   });
 
+  it('control characters in a message are shown escaped, as the log shows them, never raw', async () => {
+    // A handler's colored stderr (ESC), a title-setting OSC (U+009D) and a CSI (U+009B)
+    // reach `kubectl describe` through the message; an id can hold C1 controls too.
+    const sink = await openEventSink(config, memoryLogger().log, jobEnv());
+    sink.deadLettered('ep\u009b2J.scc', 'bad frame\u001b[31m red\u009d0;pwned\u0007\nline 2\u009b2J');
+    sink.skipped('the Kubernetes Lease batch/qc is held by pod\u009b2J');
+    await sink.flush();
+    const messages = on('Job').map((e) => e.message as string);
+    expect(messages).toHaveLength(2);
+    for (const m of messages) expect(m).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    const dead = on('Job').find((e) => e.reason === REASONS.deadLetter)!.message;
+    expect(dead).toBe('Item "ep\\u009b2J.scc" was dead-lettered: bad frame\\u001b[31m red\\u009d0;pwned\\u0007\\u000aline 2\\u009b2J');
+  });
+
   it('finds the Job from the pod when the env does not name it (get pods)', async () => {
     const sink = await openEventSink(config, memoryLogger().log, podEnv());
     sink.overrun(new Date());
