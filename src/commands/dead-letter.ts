@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
-import { readingPages } from '../ledger/reading.js';
+import { reading, readingPages } from '../ledger/reading.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, oneLine, printableId } from './status.js';
@@ -66,17 +66,32 @@ export async function deadLetterRetry(
   // An id given twice is one item: counted twice, it would read as one that is not dead.
   const unique = [...new Set(ids.map(fromPrintableId))];
   try {
+    // Each given id's state before the retry, so that the ones it leaves can be named with why.
+    const before = opts.all ? new Map<string, string>() : new Map((await reading(store, ledger.peek(unique))).map((p) => [p.id, p.state]));
     const moved = await ledger.retryDead(opts.all ? 'all' : unique, Date.now()).catch((err: unknown) => {
       throw store.unavailable('cannot requeue', err);
     });
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');
     if (!opts.all && moved < unique.length) {
-      out.write(`${unique.length - moved} of the given ids were not dead letters (unknown, or not dead)\n`);
+      const notDead = unique.filter((id) => before.get(id) !== 'dead');
+      const lines = [`${unique.length - moved} of the given ids were not dead letters:`];
+      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(before.get(id))}`);
+      if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
+      // Dead when read, no longer dead at the retry: another command retried or requeued them.
+      const changed = unique.length - moved - notDead.length;
+      if (changed > 0) lines.push(`  ${changed} more were dead when read, but retried or requeued by another command since`);
+      out.write(`${lines.join('\n')}\n`);
       return 1;
     }
     return 0;
   } finally {
     await ledger.close();
   }
+}
+
+function whyNot(state: string | undefined): string {
+  if (state === undefined) return 'unknown (not in the ledger)';
+  if (state === 'claimed') return 'claimed (an attempt is running; not dead)';
+  return `${state} (not dead)`;
 }

@@ -48,6 +48,27 @@ describe('poison items are dead-lettered and stop being claimed', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0 });
   });
 
+  it('dead-letter retry names each given id it did not requeue, and why', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } },
+      { 'good.scc': 'g', 'corrupt.scc': 'x' },
+    );
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const r = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt.scc', 'good.scc', 'nope.scc', 'new\nline.scc']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stdout).toBe(
+      [
+        'requeued 1 dead item',
+        '3 of the given ids were not dead letters:',
+        '  good.scc: done (not dead)',
+        '  nope.scc: unknown (not in the ledger)',
+        '  "new\\nline.scc": unknown (not in the ledger)',
+        '',
+      ].join('\n'),
+    );
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, done: 1, dead: 0 });
+  });
+
   it('dead-letter retry of an id that is not dead says so and exits 1', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') } }, { 'a.scc': 'a' });
     // A ledger that exists (without one, retry refuses as requeue does: state-access.test.ts).
