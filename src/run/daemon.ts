@@ -8,6 +8,7 @@ import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
 import type { RunOutcome } from '../ledger/run-types.js';
 import type { Ledger } from '../ledger/types.js';
+import { findLiveRun } from '../lock/heartbeat.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
@@ -43,6 +44,9 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // The daemon's own reads name the store as a run's do (StateUnavailable), so that it waits an outage out.
   const LOOK = 'look for new files';
   let unscannable = false; // the growth check could not scan the source last time (logged once)
+  // Another run of this job alive by its heartbeat, as a run that takes the lock checks; the
+  // daemon's own passes run in this process, one at a time, and are never among them.
+  const liveRun = () => reading(store, current().then((l) => findLiveRun(l, '', Date.now(), config.lease.seconds * 1000)), 'read the last run');
   try {
     const result = await runDaemon({
       config,
@@ -52,8 +56,12 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       lastRunStart: async () => (await reading(store, current().then((l) => l.lastRunStart()), 'read the last run'))?.startedAt ?? null,
       lastRunInterrupted: async () => {
         const [last] = await reading(store, current().then((l) => l.recentRuns(1)), 'read the last run');
-        return last !== undefined && UNFINISHED.has(last.outcome);
+        if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
+        // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
+        // still going would only find the lock held and count an overrun: asked again later.
+        return last.outcome === null && (await liveRun()) !== null ? undefined : true;
       },
+      runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
       sourceGrew: () =>

@@ -27,9 +27,12 @@ export interface DaemonDeps {
   lastRunStart(): Promise<number | null>;
   /**
    * Whether the latest run did not finish its pass: killed (no end recorded yet, or `died`),
-   * drained or failed. Asked once, at start-up.
+   * drained or failed. Asked at start-up, and again at each tick while it answers undefined:
+   * the latest run is still going (a manual `cronsafe run`), so it is not known yet.
    */
-  lastRunInterrupted?(): Promise<boolean>;
+  lastRunInterrupted?(): Promise<boolean | undefined>;
+  /** Whether another run of this job is going now (a manual `cronsafe run`). */
+  runActive?(): Promise<boolean>;
   /** Run one pass for `occurrence` (undefined: a growth-triggered pass); StateUnavailable when it could not reach the ledger. */
   pass(occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult>;
   /** Whether the source holds items the ledger has not seen since the last completed pass. */
@@ -51,6 +54,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // Restart=): that occurrence has a run, but its pass did not finish. It is resumed once,
   // as the Job controller retries a killed or drained CronJob pod; else its claims and the
   // rest of its backlog would wait for the next occurrence (a day, for a daily schedule).
+  // A run still going (a manual `cronsafe run`) is not interrupted: undecided until it ends.
   let resume: boolean | undefined;
   const unavailable = (err: unknown): boolean => {
     // A daemon stays up for years: a database restart or failover between (or at) passes is
@@ -68,7 +72,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     let started: number | null;
     try {
       started = await d.lastRunStart();
-      resume ??= started !== null && ((await d.lastRunInterrupted?.()) ?? false);
+      if (resume === undefined) resume = started === null ? false : d.lastRunInterrupted ? await d.lastRunInterrupted() : false;
     } catch (err) {
       if (!unavailable(err)) throw err;
       await d.clock.sleep(tickMs, d.stop);
@@ -91,7 +95,16 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
         result = await d.pass(status.latest, 'occurrence');
-      } else if (growth.enabled && !stoodDown && d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 && (await d.sourceGrew?.()) && !d.stop.aborted) {
+      } else if (
+        growth.enabled &&
+        !stoodDown &&
+        d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 &&
+        // A growth pass is not a fire: while another run is going it would only find the lock
+        // held and count an overrun, once per cooldown. That run's end is waited for instead.
+        !(await d.runActive?.()) &&
+        (await d.sourceGrew?.()) &&
+        !d.stop.aborted
+      ) {
         d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
         result = await d.pass(undefined, 'growth');
       }

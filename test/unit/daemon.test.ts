@@ -31,8 +31,10 @@ async function drive(opts: {
   lastRun?: number | null;
   result?: (n: number) => DaemonPassResult;
   grew?: (stop: AbortController) => boolean;
-  /** Whether the latest run (before the daemon started) ended without finishing its pass. */
-  interrupted?: boolean;
+  /** Whether the latest run (before the daemon started) ended without finishing its pass (undefined: still going). */
+  interrupted?: boolean | ((now: number) => boolean | undefined);
+  /** Whether another run (a manual one) is going now. */
+  active?: (now: number) => boolean;
 }) {
   const stop = new AbortController();
   const clock = sim(opts.start, opts.until, stop);
@@ -45,7 +47,8 @@ async function drive(opts: {
     stop: stop.signal,
     clock,
     lastRunStart: async () => last,
-    lastRunInterrupted: async () => opts.interrupted ?? false,
+    lastRunInterrupted: async () => (typeof opts.interrupted === 'function' ? opts.interrupted(clock.now()) : (opts.interrupted ?? false)),
+    runActive: async () => opts.active?.(clock.now()) ?? false,
     pass: async (occurrence, trigger) => {
       passes.push({ at: new Date(clock.now()).toISOString(), occurrence: occurrence?.toISOString() ?? null, trigger });
       const result = opts.result?.(passes.length) ?? 'completed'; // a pass that threw recorded no run
@@ -228,5 +231,52 @@ describe('runDaemon when the state store is unavailable', () => {
     // A finished one is not run again.
     const done = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T10:59:00Z', cfg: config(), lastRun, interrupted: false });
     expect(done.passes).toEqual([]);
+  });
+
+  it('a run still going at start-up (a manual run) is not resumed; asked again each tick, resumed once it turns out killed', async () => {
+    const lastRun = Date.parse('2026-06-01T10:00:05Z');
+    const killedAt = Date.parse('2026-06-01T10:40:00Z');
+    let asked = 0;
+    const { passes, lines } = await drive({
+      start: '2026-06-01T10:30:00Z',
+      until: '2026-06-01T10:59:00Z',
+      cfg: config(),
+      lastRun,
+      interrupted: (now) => {
+        asked++;
+        return now < killedAt ? undefined : true;
+      },
+    });
+    expect(passes.map((p) => [p.at, p.occurrence])).toEqual([['2026-06-01T10:40:00.000Z', '2026-06-01T10:00:00.000Z']]);
+    expect(asked).toBe(11); // each tick from 10:30 to 10:40, then decided
+    expect(lines.filter((l) => String(l.msg).startsWith('daemon: the last pass of this occurrence did not finish'))).toHaveLength(1);
+    // Going, then completed: never resumed.
+    const finished = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T10:59:00Z', cfg: config(), lastRun, interrupted: (now) => (now < killedAt ? undefined : false) });
+    expect(finished.passes).toEqual([]);
+  });
+
+  it('a growth pass waits while another run is going (it would only find the lock held and count an overrun)', async () => {
+    const endsAt = Date.parse('2026-06-01T10:45:00Z');
+    const { passes } = await drive({
+      start: '2026-06-01T10:30:00Z',
+      until: '2026-06-01T10:50:30Z',
+      cfg: config({ enabled: true, cooldownSeconds: 600 }),
+      lastRun: Date.parse('2026-06-01T10:00:05Z'),
+      grew: () => true,
+      active: (now) => now < endsAt,
+    });
+    expect(passes).toEqual([{ at: '2026-06-01T10:45:00.000Z', occurrence: null, trigger: 'growth' }]);
+  });
+
+  it('an occurrence that comes due while another run is going still starts its pass (a real overrun when the lock is held)', async () => {
+    const { passes } = await drive({
+      start: '2026-06-01T10:59:00Z',
+      until: '2026-06-01T11:01:00Z',
+      cfg: config(),
+      lastRun: Date.parse('2026-06-01T10:00:05Z'),
+      active: () => true,
+      result: () => 'skipped-locked',
+    });
+    expect(passes.map((p) => p.occurrence)).toEqual(['2026-06-01T11:00:00.000Z']);
   });
 });
