@@ -9,6 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
+import { escapeControlsButLayout } from './terminal-safe.js';
 
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
@@ -237,15 +238,15 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
     }
     const err = coerceError(raw);
     if (err instanceof ConfigError) {
-      process.stderr.write(`cronsafe: config error: ${err.message}\n`);
+      process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(err.message)}\n`);
       return EXIT.CONFIG;
     }
     // Its message says it all (an unusable environment, a bad flag value): one line, no stack.
     if (err instanceof EdgeError) {
-      process.stderr.write(`cronsafe: ${err.message}\n`);
+      process.stderr.write(`cronsafe: ${escapeControlsButLayout(err.message)}\n`);
       return err.exitCode;
     }
-    process.stderr.write(`cronsafe: fatal: ${err.stack ?? err.message}\n`);
+    process.stderr.write(`cronsafe: fatal: ${escapeControlsButLayout(err.stack ?? err.message)}\n`);
     return EXIT.FATAL;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Text for a terminal that holds no raw DEL or C1 control (U+007F-U+009F): a leaf module,
- * shared by the log's destination (log.ts) and the operator commands' output (Sink).
+ * shared by the log's destination (log.ts), the operator commands' output (Sink) and stderr.
  */
 
 const RAW = /[\u007f-\u009f]/;
@@ -21,7 +21,7 @@ export function escapeC1(text: string): string {
 /**
  * Plain text (not JSON) with every control character, C0 (ESC, newline) as well as DEL and
  * C1, as a JSON escape: for a Kubernetes Event's message, which `kubectl describe` prints
- * as it is, one table row per Event.
+ * as it is, one table row per Event, and for the one line a failed run writes on stderr.
  */
 export function escapeControls(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, escapeControl);
@@ -29,3 +29,14 @@ export function escapeControls(text: string): string {
 
 /** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
 export const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * escapeControls for stderr text of several lines (a list of config problems, a YAML
+ * excerpt, a stack trace): newlines and tabs are kept. stderr is written as it is, not as
+ * JSON, and an error's message can hold a name a producer chose (an item path) or a
+ * handler's stderr (`exit code 3: ...`): raw, its ESC, BEL or U+009B drove the terminal of
+ * whoever ran cronsafe or read `kubectl logs`, which shows stderr too.
+ */
+export function escapeControlsButLayout(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, escapeControl);
+}

@@ -20,6 +20,7 @@ import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { whereItIs } from '../real-path.js';
+import { escapeControls } from '../terminal-safe.js';
 import { planFire } from './fire-plan.js';
 import { loadHandler } from './load-handler.js';
 import { exitCodeFor, type ExecuteOptions, type RunResult } from './outcome.js';
@@ -209,7 +210,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     );
     // The log is JSON on stdout (for the cluster's log pipeline); a person at a terminal, or
     // a wrapper that only keeps stderr, still gets the reason of a failed run in one line.
-    if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${result.error.message}\n`);
+    if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${escapeControls(result.error.message)}\n`);
     return result.outcome;
   } finally {
     stopWatch();

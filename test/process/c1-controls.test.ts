@@ -6,8 +6,10 @@
  * `log.format: pretty` at a terminal) and the `--json` listings printed them raw. Now they
  * are JSON escapes, and the JSON still parses to exactly the same id and last error.
  */
+import { chmodSync, chownSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, workspace } from '../helpers/cli.js';
+import { configure, runCli, workspace } from '../helpers/cli.js';
 
 const RAW_C1 = /[\u007f-\u009f]/;
 // What a handler prints: a CSI that clears the screen and an OSC that sets the window title.
@@ -39,3 +41,42 @@ describe('C1 controls in logs and --json output', () => {
     }
   }, 60_000);
 });
+
+describe('control characters in the failed run\'s line on stderr', () => {
+  // `cronsafe: run failed: <reason>` is written to stderr as it is, and the reason can hold a
+  // name a producer chose: an item path under a directory that became unreadable. kubectl
+  // logs shows stderr too, so its ESC, BEL and U+009B reached the operator's terminal raw.
+  it('shows them as escapes, on one line', async () => {
+    const dir = 'locked\u001b]0;pwned\u0007\u001b[2J\u009b31m\nforged';
+    const ws = workspace({ concurrency: 1 }, { [`${dir}/x0.txt`]: 'x', [`${dir}/x1.txt`]: 'x' });
+    // The first attempt makes its directory unreadable: the second item is queued already.
+    const h = path.join(ws.dir, 'copy-then-lock.sh');
+    writeFileSync(h, '#!/bin/sh\nset -e\ncat "$1" > "$2"\nchmod 000 "$(dirname "$1")"\n', { mode: 0o755 });
+    configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+    // Root reads anything: run as "nobody", so that EACCES is real.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(1);
+      const line = r.stderr.split('\n').find((l) => l.startsWith('cronsafe: run failed:'));
+      expect(line, r.stderr).toContain('locked\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u000aforged');
+      expect(r.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+      expect(r.stderr.split('\n').filter((l) => l.startsWith('forged'))).toEqual([]);
+    } finally {
+      chmodSync(path.join(ws.source, dir), 0o755);
+    }
+  }, 60_000);
+});
+
+const NOBODY = 65534;
+
+/** chown -R, so that a run as "nobody" owns its workspace. */
+function chownTree(dir: string, uid: number): void {
+  chownSync(dir, uid, uid);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) chownTree(p, uid);
+    else chownSync(p, uid, uid);
+  }
+}
