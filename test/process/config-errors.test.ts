@@ -94,6 +94,28 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toBe(`cronsafe: config error: ${file}: handler.module: ${mod}: default export must be a function (item, ctx) => Promise<void>, found no default export\n`);
   });
 
+  // typeof says 'function' for both, but calling a class throws (every item charged to the
+  // dead letters), and calling a generator function runs none of its body: each item was
+  // recorded done, its handler never run.
+  it.each([
+    ['an async generator function', 'export default async function* (item) { writeFileSync(`${item.path}.ran`, ""); yield; }', /an async generator function/],
+    ['a class', 'export default class Handler { async run(item) { writeFileSync(`${item.path}.ran`, ""); } }', /a class \(Handler\)/],
+  ])('a default export that is %s: run and validate exit 78 naming handler.module; no item is done', async (_, code, pattern) => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const dir = path.dirname(file);
+    writeFileSync(path.join(dir, 'source', 'a.txt'), 'a');
+    const mod = path.join(dir, 'handler.mjs');
+    writeFileSync(mod, `import { writeFileSync } from 'node:fs';\n${code}\n`);
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', file]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`${file}: handler.module: ${mod}: default export must be a function`);
+      expect(r.stderr).toMatch(pattern);
+    }
+    const status = await runCli(['status', '--json', '-c', file]);
+    expect(JSON.parse(status.stdout).items).toMatchObject({ done: 0, dead: 0 });
+  });
+
   it('validate imports a module handler that cannot be imported: 78 naming handler.module', async () => {
     const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
     const mod = path.join(path.dirname(file), 'handler.mjs');

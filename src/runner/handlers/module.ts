@@ -34,7 +34,7 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir:
     throw new ConfigError(`${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
   }
   const fn = mod.default;
-  if (typeof fn !== 'function') {
+  if (typeof fn !== 'function' || notCallable(fn as ModuleHandlerFn) !== undefined) {
     guard.release();
     throw new ConfigError(
       `${file}: default export must be a function (item, ctx) => Promise<void>, found ${describe(fn)}`,
@@ -201,8 +201,22 @@ class ModuleContext implements HandlerContext {
   }
 }
 
+/**
+ * A function typeof cannot tell from a handler: calling a class throws (each item charged
+ * until dead), and calling a generator function runs none of its body (each item recorded
+ * done, its handler never run).
+ */
+function notCallable(fn: (...args: never[]) => unknown): string | undefined {
+  const kind = fn.constructor?.name;
+  if (kind === 'GeneratorFunction') return 'a generator function';
+  if (kind === 'AsyncGeneratorFunction') return 'an async generator function';
+  if (Function.prototype.toString.call(fn).startsWith('class')) return `a class (${fn.name || 'anonymous'})`;
+  return undefined;
+}
+
 function describe(value: unknown): string {
   if (value === undefined) return 'no default export';
+  if (typeof value === 'function') return notCallable(value as ModuleHandlerFn) ?? 'a function';
   if (value === null) return 'null';
   if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
   // A primitive here (objects and null are named above, and describe() names what is not a function).
