@@ -1,6 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { coerceError } from '../errors.js';
+import { includeMatcher } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
@@ -90,7 +91,8 @@ interface Outcome {
 }
 
 async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, dryRun: boolean, show: number, store: Store): Promise<Outcome> {
-  const match = sel.globs && sel.globs.length > 0 ? picomatch(sel.globs, GLOB_OPTIONS) : () => true;
+  // As source.include matches (globs.ts): a brace list's `*` takes no name the glob's dot does not write.
+  const match = sel.globs && sel.globs.length > 0 ? includeMatcher(sel.globs) : () => true;
   const now = Date.now();
   let count = 0;
   const first: string[] = [];

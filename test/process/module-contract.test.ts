@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
@@ -49,5 +50,25 @@ describe('module handler: process.exit and unhandled rejections', () => {
     const s = await statusJson(ws.configPath);
     expect(s.items.claimed).toBe(0);
     expect(s.items.pending).toBeGreaterThan(0);
+  });
+});
+
+describe('module handler: a CommonJS module compiled from an ES module', () => {
+  it('tsc / Babel output (exports.__esModule, exports.default = fn): validate says OK and the run calls the function', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-tsc-cjs.cjs') } }, items(3, {}));
+    const v = await runCli(['validate', '-c', ws.configPath]);
+    expect(v.code, v.stderr).toBe(0);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(finished(r), r.stderr).toMatchObject({ outcome: 'completed', counts: { succeeded: 3 } });
+    expect(readFileSync(path.join(ws.out, 'item-001.scc.out'), 'utf8')).toBe('item-001.scc 1');
+  });
+
+  it('one whose default is not a function is still exit 78 naming handler.module', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-cjs-no-function.cjs') } }, items(1, {}));
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(/handler\.module: .*default export must be a function .*found an object \(Object\)/);
+    }
   });
 });

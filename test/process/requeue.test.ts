@@ -158,6 +158,24 @@ describe('cronsafe requeue: selection and bad input', () => {
     expect(dead.json).toMatchObject({ count: 1, first: ['bad.txt'] });
     expect(await item(ws, 'bad.txt')).toMatchObject({ state: 'pending', attempts: 0, lastError: expect.stringContaining('failing on purpose') });
   }, 120_000);
+
+  it('--glob matches ids as source.include does: a brace list takes no dotfile the glob does not write', async () => {
+    // Dotfiles are items here (include writes them), so the ledger holds both kinds.
+    const ws = workspace({ handler: { command: ['true'] } }, {
+      'a/report.txt': 'r',
+      'a/.report.txt': 'hidden',
+      'a/notes.md': 'n',
+    });
+    configure(ws, { source: { directory: ws.source, include: ['**/{*,.*}'] } });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(finished(first)?.counts, first.stderr).toMatchObject({ succeeded: 3 });
+    const dry = await requeue(ws, '--glob', '**/{*.txt,*.md}', '--dry-run', '--json');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.json?.first.sort()).toEqual(['a/notes.md', 'a/report.txt']);
+    // Written, the dot is matched: only the dotfile.
+    const dot = await requeue(ws, '--glob', '**/.{report,other}.txt', '--dry-run', '--json');
+    expect(dot.json?.first).toEqual(['a/.report.txt']);
+  }, 60_000);
 });
 
 describe('cronsafe requeue of an id as plan and requeue --dry-run printed it', () => {

@@ -45,6 +45,13 @@ describe('module handler', () => {
     expect(readFileSync(ctx.outputPath!, 'utf8')).toBe('dir/a.scc 3');
   });
 
+  it('runs the default of a CommonJS module compiled from an ES module (tsc, Babel: exports.__esModule)', async () => {
+    const handler = await createModuleHandler(moduleConfig('module-tsc-cjs.cjs'), { sourceDir: '/src' });
+    const ctx = context();
+    await handler.run(item, ctx);
+    expect(readFileSync(ctx.outputPath!, 'utf8')).toBe('dir/a.scc 3');
+  });
+
   it('turns a throw into a failure carrying its message', async () => {
     const handler = await createModuleHandler(moduleConfig('module-throws.mjs'), { sourceDir: '/src' });
     const f = await failureOf(handler.run(item, context()));
@@ -168,6 +175,7 @@ describe('module handler', () => {
     ['module-not-function.mjs', /default export must be a function.*found a number \(42\)/],
     ['module-no-default.mjs', /default export must be a function.*found no default export/],
     ['module-missing.mjs', /cannot import/],
+    ['module-cjs-no-function.cjs', /default export must be a function.*found an object \(Object\)/],
   ])('rejects %s with a ConfigError naming handler.module', async (name, pattern) => {
     const err = await createModuleHandler(moduleConfig(name), { sourceDir: '/src' }).then(
       () => undefined,

@@ -33,7 +33,7 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir:
     guard.release();
     throw new ConfigError(`${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
   }
-  const fn = mod.default;
+  const fn = defaultExport(mod);
   if (typeof fn !== 'function' || notCallable(fn as ModuleHandlerFn) !== undefined) {
     guard.release();
     throw new ConfigError(
@@ -199,6 +199,16 @@ class ModuleContext implements HandlerContext {
   get attempt(): number {
     return this.outer.attempt;
   }
+}
+
+/**
+ * The module's default export. A CommonJS module that says it was an ES module (`tsc` or
+ * Babel output: `exports.__esModule = true; exports.default = fn`) has its `exports` as the
+ * default when Node imports it: its own `default` is the one it means, as bundlers take it.
+ */
+function defaultExport(mod: Record<string, unknown>): unknown {
+  const d = mod.default as { __esModule?: unknown; default?: unknown } | null | undefined;
+  return typeof d === 'object' && d !== null && d.__esModule === true && typeof d.default === 'function' ? d.default : d;
 }
 
 /**
