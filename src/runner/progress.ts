@@ -47,10 +47,13 @@ export class Progress {
     const rate = t > this.lastAt ? ((s.succeeded - this.lastDone) * 1000) / (t - this.lastAt) : 0;
     this.lastAt = t;
     this.lastDone = s.succeeded;
-    const remaining = Math.max(0, s.claimed - finished - s.released);
+    // An item is claimed only when its handler starts, so the ids waiting in the channel
+    // for a slot are work the pass knows of but has not claimed: they count too.
+    const total = s.claimed + s.queued;
+    const remaining = Math.max(0, total - finished - s.released);
     const etaSeconds = s.scanComplete && rate > 0 ? Math.round(remaining / rate) : null;
     this.log.info(
-      { ...s, done: s.succeeded, total: s.claimed, ratePerSec: Math.round(rate * 10) / 10, etaSeconds },
+      { ...s, done: s.succeeded, total, ratePerSec: Math.round(rate * 10) / 10, etaSeconds },
       'progress',
     );
   }

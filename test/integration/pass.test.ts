@@ -145,6 +145,20 @@ describe('runPass (in-process, real SQLite ledger)', () => {
     expect(typeof line.ratePerSec).toBe('number');
   });
 
+  it('progress counts the items waiting for a slot in total (they are claimed only when they start)', async () => {
+    const { deps, lines } = await setup({ concurrency: 1, queueSize: 100 });
+    const progress = () => lines.filter((l) => l.msg === 'progress');
+    // item-0 holds the only slot until a progress line has seen the whole scan: 59 ids wait in the channel.
+    const handler: Handler = {
+      run: async (item) => {
+        if (item.id === 'item-0') await until(() => progress().some((l) => l.scanComplete === true), 'a progress line after the scan');
+      },
+    };
+    await runPass(deps(handler, { source: ids(60), progressIntervalMs: 20 }));
+    const line = progress().find((l) => l.scanComplete === true)!;
+    expect(line).toMatchObject({ done: 0, inFlight: 1, queued: 59, total: 60 });
+  });
+
   it('a stop before the scan ends drains: claimed-but-unstarted items are handed back uncharged', async () => {
     const { ledger, deps } = await setup({ concurrency: 1, queueSize: 4 });
     const stop = new AbortController();
