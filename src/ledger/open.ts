@@ -109,8 +109,9 @@ export interface Store {
    * Take the run lock without waiting, whichever kind this store needs (ledger/run-lock.ts);
    * null when another run holds it. StateUnavailable (exit 1) when it cannot be taken.
    * `scheduledTime`: the occurrence the run is for, which PostgreSQL's pods of one fire share.
+   * `held`: told which lock another run holds, when the store can tell (SQLite's three).
    */
-  takeRunLock(owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null>;
+  takeRunLock(owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void): Promise<RunLock | null>;
   /**
    * Open the ledger; an unreachable store is StateUnavailable (exit 1) with a message naming
    * the store and its path, a ledger of another job a ConfigError (exit 78). `readOnly`:
@@ -142,9 +143,9 @@ export function openStore(config: Config): Store {
         throw err;
       });
     },
-    async takeRunLock(owner, log, scheduledTime) {
+    async takeRunLock(owner, log, scheduledTime, held) {
       try {
-        return await takeRunLock(config, owner, log, scheduledTime);
+        return await takeRunLock(config, owner, log, scheduledTime, held);
       } catch (err) {
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
@@ -180,12 +181,12 @@ export function openStore(config: Config): Store {
  * SQLite: the flocks (sqlite/run-lock.ts). PostgreSQL: the advisory lock in the database,
  * shared by the pods of one run group (postgres/run-lock.ts, with pg: loaded only here).
  */
-async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date): Promise<RunLock | null> {
+async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void): Promise<RunLock | null> {
   const { state } = config;
   if (state.postgres === undefined) {
     // Loaded by the run that takes it, not by every command that opens the store.
     const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
-    return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner, job: config.name, warn: (detail, msg) => log.warn(detail, msg) });
+    return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner, job: config.name, warn: (detail, msg) => log.warn(detail, msg), held });
   }
   const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
   const group = runGroup(process.env, scheduledTime, owner);

@@ -39,9 +39,10 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
 
   const events = await openEventSink(config, log);
   const store = openStore(config);
-  const lock = await store.takeRunLock(owner, log, opts.scheduledTime);
+  let held: string | undefined;
+  const lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which));
   const skipped = { config, store, log, opts, events };
-  if (!lock) return skipLocked(skipped);
+  if (!lock) return skipLocked({ ...skipped, held });
   // The pass and everything it needs (the runner, handlers, outputs, metrics), only now:
   // a start that finds the lock held is done without loading them (docs/benchmarks.md).
   const { runHoldingLock } = await import('./holding-lock.js').catch(async (err: unknown) => {

@@ -16,6 +16,8 @@ export interface SkippedRun {
   log: Logger;
   opts: ExecuteOptions;
   events: EventSink;
+  /** The lock another run holds, when the store said (SQLite: lock.path, the ledger file or its name lock). */
+  held?: string;
 }
 
 /**
@@ -23,9 +25,10 @@ export interface SkippedRun {
  * 0 at once (Forbid semantics), and record the skip in the ledger so that the overrun count,
  * which must survive this short-lived process, sees it.
  */
-export async function skipLocked({ config, store, log, opts, events }: SkippedRun, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
-  // Which lock: on PostgreSQL the advisory lock in the job's schema, not lock.path (unused there).
-  const lock = config.state.postgres !== undefined ? `postgres advisory lock (schema ${config.state.schema ?? DEFAULT_POSTGRES_SCHEMA})` : config.lock.path;
+export async function skipLocked({ config, store, log, opts, events, held }: SkippedRun, lease?: string, live?: RunHeartbeat): Promise<RunResult> {
+  // Which lock: the one the store found held (with SQLite, often the ledger file: each pod of
+  // the chart has its own lock.path); on PostgreSQL the advisory lock in the job's schema.
+  const lock = held ?? (config.state.postgres !== undefined ? `postgres advisory lock (schema ${config.state.schema ?? DEFAULT_POSTGRES_SCHEMA})` : config.lock.path);
   if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
   // [issue 10, case 3]
   else if (live) log.warn({ lock, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');

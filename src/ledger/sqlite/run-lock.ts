@@ -22,10 +22,12 @@ export interface SqliteRunLockOptions {
   job: string;
   /** Told why a start skips when only the name lock is held (the flocks were free). */
   warn?: (detail: Record<string, unknown>, msg: string) => void;
+  /** Told which lock another run holds when the start skips: lock.path, the ledger file, or its name lock. */
+  held?: (lock: string) => void;
 }
 
 /** Take the flocks and the name lock without waiting; null when another run holds any of them. */
-export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, job, warn }: SqliteRunLockOptions): Promise<RunLock | null> {
+export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, job, warn, held }: SqliteRunLockOptions): Promise<RunLock | null> {
   const lock = tryLock(lockPath, holderLine(owner, job));
   if (!lock) {
     // Held by a run of another job: two configs share lock.path (a copy that kept it), so
@@ -38,6 +40,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
         `lock.path is held by a run of job '${other}', not of this job: jobs that share a lock.path never run at the same time; if that is not meant, give each its own lock.path`,
       );
     }
+    held?.(lockPath);
     return null;
   }
   const releases: (() => void)[] = [() => lock.release()];
@@ -51,6 +54,8 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       const releaseLedger = lockLedgerFile(ledgerFile);
       if (!releaseLedger) {
         release();
+        // Another run of this ledger, with a lock.path of its own (the chart: each pod's /tmp).
+        held?.(ledgerFile);
         return null;
       }
       releases.push(releaseLedger);
@@ -63,6 +68,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       release();
       // Free flocks on a held name: the files were removed or replaced under a live run.
       warn?.({ ledger: ledgerFile ?? lockPath }, "another run of this ledger holds its name lock although the lock files were free (its state directory removed or replaced under it?); this start skips");
+      held?.(`name lock of ${ledgerFile ?? lockPath}`);
       return null;
     }
     releases.push(releaseName);
