@@ -33,7 +33,7 @@ export async function skipLocked({ config, store, log, opts, events, held }: Ski
   // [issue 10, case 3]
   else if (live) log.warn({ lock, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
   else log.info({ lock }, 'skipped: another run holds the lock');
-  events.skipped(lease ?? 'another run holds the run lock');
+  events.skipped(lease ?? `another run holds the run lock (${lock})`);
   try {
     const ledger = await store.openLedger();
     try {

@@ -150,6 +150,21 @@ describe('the Kubernetes Lease across processes', () => {
   });
 });
 
+describe('Events for a start kept out by the local lock', () => {
+  it('CronsafeSkipped names the lock that is held (kubernetes-api.md: "which lock")', async () => {
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1, events: { enabled: true } }, { 'a.scc': 'a' });
+    const markers = path.join(ws.dir, 'markers');
+    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '3000' }) });
+    await until(() => filesIn(markers).length === 1, 'the first run to start its handler');
+    const second = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-b') });
+    expect(second.code, second.stderr).toBe(0);
+    const skipped = fake.list('events').filter((e) => e.reason === 'CronsafeSkipped');
+    expect(skipped.length).toBeGreaterThan(0);
+    for (const e of skipped) expect(String(e.message)).toContain(path.join(ws.state, 'cronsafe.lock'));
+    expect((await first.exited).code, first.stderr()).toBe(0);
+  });
+});
+
 /** Workspace config with `lock` extended (its path kept). */
 function rewriteLock(ws: Workspace, extra: Obj): void {
   const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
