@@ -4,7 +4,7 @@ import { scanSkipsDirectory } from '../globs.js';
 import { isLockFileText, storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
-import { programProblem } from './program.js';
+import { programProblem, scriptProblem } from './program.js';
 import type { Config } from './types.js';
 
 // Checks of the paths a config names against the file system, at load time: a config that
@@ -119,6 +119,8 @@ export function checkPaths(file: string, c: Config): void {
   if (program !== undefined) {
     const problem = programProblem(program, src, c.handler.env.PATH ?? process.env.PATH);
     if (problem) problems.push({ key: 'handler.command', message: `cannot run the program: ${problem}` });
+    const script = problem ? null : scriptProblem(c.handler.command!, src);
+    if (script) problems.push({ key: 'handler.command', message: `cannot run the script: ${script}` });
   }
 
   if (c.handler.module !== undefined) {

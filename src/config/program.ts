@@ -123,3 +123,34 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
   if (onPath(arg, cwd, PATH)) return null;
   return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})`;
 }
+
+/** Programs that take a script file as their first argument that is not an option. */
+const INTERPRETER = /^(python[\d.]*|pypy[\d.]*|node(js)?|bun|deno|ruby|perl[\d.]*|php[\d.]*|Rscript|lua[\d.]*|(ba|da|z|k|mk)?sh)$/;
+/** Options after which an interpreter runs no script file: code or a module given inline, or stdin. */
+const NO_SCRIPT = new Set(['-c', '-e', '-m', '-E', '-p', '-', '--eval', '--print', '--command']);
+/** What a script's name ends with: an option's value with a `/` (`node -r dotenv/config`) does not. */
+const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|zsh|ksh)$/i;
+
+/**
+ * Why the script an interpreter is given in handler.command cannot be run, or null: the
+ * command's first argument after the interpreter that is not an option, when it names a
+ * script file by a path (`python3 /app/qc.py {path}`) and that file is not there. Every
+ * attempt would fail the same way (python3 exits 2, node 1), and each item be charged
+ * until dead. Only a plain path with a script's extension is checked, as the program is
+ * (relative to `cwd`): an option's value or inline code is not a file.
+ */
+export function scriptProblem(command: readonly string[], cwd: string): string | null {
+  const [program = '', ...args] = command;
+  if (!INTERPRETER.test(path.basename(program))) return null;
+  for (const arg of args) {
+    if (NO_SCRIPT.has(arg) || PLACEHOLDER.test(arg)) return null;
+    if (arg.startsWith('-')) continue;
+    if (!arg.includes('/') || !SCRIPT_NAME.test(arg)) continue;
+    const file = path.resolve(cwd, arg);
+    const st = statOf(file);
+    if (st?.isFile()) return null;
+    const what = st === undefined ? 'does not exist' : 'is not a file';
+    return `${JSON.stringify(program)} is given the script ${JSON.stringify(arg)}${file === arg ? '' : ` (${file})`}, which ${what}: every item would fail the same way`;
+  }
+  return null;
+}

@@ -1,7 +1,7 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, workspace } from '../helpers/cli.js';
+import { configure, runCli, workspace } from '../helpers/cli.js';
 
 describe('handler.command must name a program that can run', () => {
   it('a program not on PATH: validate and run exit 78 naming handler.command, and no item is touched', async () => {
@@ -109,4 +109,29 @@ describe('handler.command must name a program that can run', () => {
       expect(r.code, `${ok}: ${r.stderr}`).toBe(0);
     }
   });
+
+  it("an interpreter's script that does not exist is refused with 78, not charged to every item; inline code, options' values and a script that is there are not", async () => {
+    const node = process.execPath;
+    const ws = workspace({ handler: { command: [node, '--no-warnings', '/opt/nowhere/qc.mjs', '{path}'] } }, { 'a.txt': 'a', 'tools/qc.mjs': 'process.exit(0)\n' });
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`handler.command: cannot run the script: ${JSON.stringify(node)} is given the script "/opt/nowhere/qc.mjs", which does not exist`);
+    }
+    // Before: validate said OK and each run charged every item until it was dead.
+    expect(existsSync(ws.db)).toBe(false);
+    const fine: string[][] = [
+      [node, './tools/qc.mjs', '{path}'], // there (relative to source.directory)
+      [node, '-e', 'process.exit(0)', '/opt/nowhere/x.js'], // inline code: the rest are its arguments
+      [node, '--import', 'data:text/javascript,', './tools/qc.mjs'], // an option's value is no script
+      ['/bin/sh', '-c', 'exit 0', 'sh', '{path}'],
+      ['/bin/true', '/opt/nowhere/qc.py'], // not an interpreter: an argument like any other
+    ];
+    for (const command of fine) {
+      configure(ws, { handler: { command } });
+      const r = await runCli(['validate', '-c', ws.configPath]);
+      expect(r.code, `${JSON.stringify(command)}: ${r.stderr}`).toBe(0);
+    }
+  });
 });
+
