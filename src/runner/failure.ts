@@ -77,7 +77,8 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a
-  // whole cgroup): the handler died of the signal that is draining the run.
+  // whole cgroup): the handler died of the signal that is draining the run (or caught it
+  // and exited 128 + its number, as a JVM does).
   if (a.stopping && err instanceof KilledBySignal && STOP_SIGNALS.includes(err.signal)) {
     return {
       kind: 'release',

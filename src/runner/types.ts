@@ -44,7 +44,10 @@ export class HandlerFailure extends Error {
   }
 }
 
-/** A command handler's child that died of a signal cronsafe did not send (no timeout, no abort). */
+/**
+ * A command handler's child that died of a signal cronsafe did not send (no timeout, no abort),
+ * or exited 128 + its number (it caught the signal: a JVM's exit 143 on SIGTERM).
+ */
 export class KilledBySignal extends HandlerFailure {
   override name = 'KilledBySignal';
   constructor(

@@ -83,8 +83,15 @@ describe('SIGTERM to every process of the run at once', () => {
   // the whole cgroup: cronsafe, the helpers that fork handler.command children, and the
   // handlers. It is one stop, as the kubelet's SIGTERM to cronsafe alone is: a drain, exit 75,
   // and the handlers it killed are not charged.
-  it('drains the run (exit 75): the helpers live on, the handlers killed by it are handed back uncharged', async () => {
-    const ws = workspace({ handler: { command: slow }, concurrency: 2 }, items(3));
+  // A handler that answers SIGTERM with exit 143 (128 + 15) rather than dying of it, as a JVM
+  // or a script's `trap 'exit 143' TERM` does, was stopped by the same signal: charged before.
+  const exits143 = [process.execPath, path.join(FIXTURES, 'process/term-exit-exec.mjs'), '{path}', '{output}'];
+  for (const [how, command] of [
+    ['killed by it', slow],
+    ['that exit 143 on it', exits143],
+  ] as const) {
+  it(`drains the run (exit 75): the helpers live on, the handlers ${how} are handed back uncharged`, async () => {
+    const ws = workspace({ handler: { command }, concurrency: 2 }, items(3));
     const markers = path.join(ws.dir, 'markers');
     const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
     await until(() => filesIn(markers).length === 2, 'two handlers to start');
@@ -110,4 +117,5 @@ describe('SIGTERM to every process of the run at once', () => {
       await ledger.close();
     }
   });
+  }
 });

@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
 import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
@@ -267,8 +268,15 @@ function outcome(
   if (stop?.kind === 'timeout') return new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
   if (code === 0) return undefined;
   const what = signal ? `killed by ${signal}` : `exit code ${code}`;
-  return signal ? new KilledBySignal(tail ? `${what}: ${tail}` : what, signal) : new HandlerFailure(tail ? `${what}: ${tail}` : what);
+  // Exit 128 + n is how a child that caught signal n reports it (a JVM's exit 143 on SIGTERM,
+  // a script's `trap 'exit 143' TERM`): when a stop signal reached the whole process tree,
+  // it was stopped by it as much as a child that died of it (judgeFailure).
+  const by = signal ?? (code === null ? undefined : REPORTED_SIGNAL.get(code));
+  return by ? new KilledBySignal(tail ? `${what}: ${tail}` : what, by) : new HandlerFailure(tail ? `${what}: ${tail}` : what);
 }
+
+/** The exit codes that report a stop signal (128 + its number) and that signal. */
+const REPORTED_SIGNAL = new Map<number, NodeJS.Signals>((['SIGHUP', 'SIGINT', 'SIGTERM'] as const).map((sig) => [128 + constants.signals[sig], sig]));
 
 /**
  * A child that never started. The environment's fault (EnvironmentFault: the pass stops,
