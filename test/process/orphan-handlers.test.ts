@@ -21,6 +21,16 @@ const alive = (pid: number): boolean => {
   }
 };
 
+/** Alive and not a zombie: a killed orphan waits for PID 1 to reap it, which may take seconds. */
+const running = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+};
+
 describe('cronsafe killed alone, its handlers still running', () => {
   it('their process groups end with it; the next run charges and finishes the items', async () => {
     const ws = workspace({ concurrency: 2 }, { 'a.txt': 'a', 'b.txt': 'b' });
@@ -42,5 +52,22 @@ describe('cronsafe killed alone, its handlers still running', () => {
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 2, claimed: 0, dead: 0 });
+  }, 120_000);
+
+  it('so do the processes a handler left in its group, while cronsafe was still ending them', async () => {
+    const ws = workspace({}, { 'a.txt': 'a' });
+    const pids = path.join(ws.dir, 'pids');
+    const script = path.join(ws.dir, 'leaves.sh');
+    // Exits at once, leaving a child in its group that ignores SIGTERM: cronsafe ends it
+    // (SIGKILL after killAfterSeconds, 5 s) before the attempt settles.
+    writeFileSync(script, `#!/bin/sh\n(trap '' TERM; exec sleep 60) >/dev/null 2>&1 &\necho $! > "${pids}"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await run.waitFor((l) => l.msg.startsWith('handler exited but left processes in its group'));
+    const leftover = Number(readFileSync(pids, 'utf8'));
+    expect(running(leftover)).toBe(true);
+    process.kill(run.child.pid!, 'SIGKILL'); // within the 5 s it gives the leftover
+    await run.exited;
+    await until(() => !running(leftover), 'the leftover to end with cronsafe', 10_000);
   }, 120_000);
 });

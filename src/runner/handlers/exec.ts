@@ -152,12 +152,16 @@ function runChild(
       if (settled || pgid === undefined) return;
       void (async () => {
         if (groupAlive(pgid)) {
+          // The helper no longer has the child: should cronsafe be killed before they are
+          // gone, it must still end them, or they run on beside the item's retry.
+          const release = child.holdGroup(pgid);
           // Ended on its own (no timeout, abort or earlier warning: no kill under way), yet a
           // process of its group lives on: one it backgrounded without waiting for, which may
           // be writing {output} still. Ending it cuts that short, so say so.
           if (!stop && !killTimer) ctx.log.warn({ pgid }, 'handler exited but left processes in its group; terminating them (an output they were still writing is cut short: a handler should wait for its children)');
           terminate();
           const gone = await waitGroupGone(pgid, killAfterMs + REAP_SLACK_MS);
+          release();
           if (!gone) ctx.log.warn({ pgid }, 'handler process group still has live members after SIGKILL (stuck in uninterruptible I/O?)');
         }
         capture.end();

@@ -51,6 +51,11 @@ export interface SpawnRequest {
 export interface RemoteChild {
   /** Stop reading the child's stdout and stderr (a process outside the group holds them): 'close' follows. */
   stopReading(): void;
+  /**
+   * After 'close', while cronsafe ends what the child left in its group: should cronsafe die
+   * meanwhile, the helper ends the group too, as it does a running child's. Returns the release.
+   */
+  holdGroup(pgid: number): () => void;
 }
 
 // The helper program (CommonJS for `node -e`). The exit is reported when the pipes have not
@@ -63,6 +68,7 @@ const { spawn } = require('node:child_process');
 const envs = new Map();
 const kids = new Map();
 const paused = new Set();
+const held = new Set();
 let backlog = 0;
 const written = () => {
   if (--backlog === 0 && paused.size > 0) { for (const s of paused) s.resume(); paused.clear(); }
@@ -74,6 +80,7 @@ function send(m, stream) {
 }
 process.on('message', (m) => {
   if (m.env) { envs.set(m.k, m.env); return; }
+  if (m.g) { if (m.u) held.delete(m.g); else held.add(m.g); return; }
   if (m.d) { const c = kids.get(m.i); if (c) { c.stdout.destroy(); c.stderr.destroy(); } return; }
   const i = m.i;
   let child;
@@ -109,7 +116,7 @@ process.on('message', (m) => {
 // record these attempts, and the next run charges and runs them again, so they must not
 // run on beside it: their groups end with the helper.
 process.on('disconnect', () => {
-  for (const c of kids.values()) { try { process.kill(-c.pid, 'SIGKILL'); } catch {} }
+  for (const g of [...[...kids.values()].map((c) => c.pid), ...held]) { try { process.kill(-g, 'SIGKILL'); } catch {} }
   process.exit(0);
 });
 // A stop signalled to every process at once (systemd's KillMode=control-group) is cronsafe's
@@ -192,7 +199,20 @@ class SpawnServer {
     if (this.#children.size === 0) this.#busy();
     this.#children.set(i, events);
     this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv, b: req.maxLogBytes });
-    return { stopReading: () => void (this.#children.has(i) && this.#helper.send({ i, d: 1 })) };
+    return {
+      stopReading: () => void (this.#children.has(i) && this.#helper.send({ i, d: 1 })),
+      holdGroup: (g) => {
+        if (!this.#send({ g })) return () => undefined;
+        return () => void this.#send({ g, u: 1 });
+      },
+    };
+  }
+
+  /** A message to a helper that may be gone (then nothing is sent: its 'exit' reports that). */
+  #send(m: object): boolean {
+    if (this.#dead || !this.#helper.connected) return false;
+    this.#helper.send(m);
+    return true;
   }
 
   #receive(m: HelperMessage): void {
