@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
-import { access, rename, rm, statfs } from 'node:fs/promises';
+import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, writeRefused } from './faults.js';
@@ -8,6 +8,7 @@ import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
+import { removeTree } from './remove-tree.js';
 import { makeDirs } from '../make-dirs.js';
 import { whereItIs } from '../real-path.js';
 
@@ -335,7 +336,7 @@ export class OutputStore {
    */
   async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
-    await rm(tempPath, { recursive: true, force: true });
+    await removeTree(tempPath);
     return this.lostWithTempDir(tempPath);
   }
 

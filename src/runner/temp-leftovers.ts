@@ -1,8 +1,9 @@
-import { readdir, rm } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { newestMtimeMs } from './output-fs.js';
 import { jobOfTempDir } from './output-name.js';
 import { sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { removeTree } from './remove-tree.js';
 
 /** Loose temp files of the layout before per-job directories go once they are this old. */
 const OLD_LAYOUT_AGE_MS = 3_600_000;
@@ -28,7 +29,7 @@ export interface TempDirs {
 export async function removeTempLeftovers(d: TempDirs): Promise<void> {
   const remove = async (dir: string, id: DirId, entry: string): Promise<void> => {
     if (!sameDir(dir, id)) throw new UnsafeOwnDirectory(dir, 'was replaced while cronsafe was emptying it');
-    await rm(entry, { recursive: true, force: true });
+    await removeTree(entry);
   };
   const fromRoot = (entry: string): Promise<void> => remove(d.root, d.rootId, entry);
   if (d.staleAfterMs === undefined) {
