@@ -74,14 +74,27 @@ const rawAtAfterHost = (v: string): boolean => rawAtAfterAuthority(/^[^:]*:\/\/[
  * (`postgres:/u:pw@db/x`), which the driver then reads as something else (a database named
  * `u:pw@db/x` on localhost, a host named `base`).
  */
-export const url = (protocols: string[], what: string) =>
-  str(what).refine(
-    (v) => {
-      const u = parseUrl(v);
-      return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`) && !rawAtAfterHost(v);
-    },
-    { error: got(`expected ${what}`) },
-  );
+const asUrl = (v: string, protocols: string[]): URL | undefined => {
+  const u = parseUrl(v);
+  return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`) && !rawAtAfterHost(v) ? u : undefined;
+};
+export const url = (protocols: string[], what: string) => str(what).refine((v) => asUrl(v, protocols) !== undefined, { error: got(`expected ${what}`) });
+
+/**
+ * libpq's sslmode values, and the pg driver's own `no-verify`. The driver takes any other
+ * (MySQL's `DISABLED`, a typo, a capital) as verify-full: a URL that meant to turn TLS off
+ * then failed every start with "The server does not support SSL connections" (exit 1).
+ */
+const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
+
+/** A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. */
+export const postgresUrl = (what: string) =>
+  url(['postgres:', 'postgresql:'], what).superRefine((v, ctx) => {
+    const modes = asUrl(v, ['postgres:', 'postgresql:'])?.searchParams.getAll('sslmode') ?? [];
+    // An empty value is no mode: the driver reads it as none given, as libpq does.
+    const bad = modes.find((m) => m !== '' && !SSL_MODES.includes(m));
+    if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `expected sslmode to be one of ${SSL_MODES.join(', ')}, got ${JSON.stringify(bad)}` });
+  });
 
 /** Globs are matched against ids, which are relative and never climb out of the directory. */
 export const glob = str('a glob relative to source.directory')

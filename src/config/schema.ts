@@ -22,6 +22,7 @@ import {
   NAME_RE,
   noNul,
   oneOf,
+  postgresUrl,
   seconds,
   str,
   timeZone,
@@ -125,7 +126,7 @@ const drainSchema = z
 const stateSchema = z
   .strictObject({
     sqlite: str('a file path').optional(),
-    postgres: url(['postgres:', 'postgresql:'], 'a postgres:// or postgresql:// URL').optional(),
+    postgres: postgresUrl('a postgres:// or postgresql:// URL').optional(),
     // An identifier, because it is spliced into SQL (identifiers cannot be bound).
     schema: str('a schema name')
       .regex(/^[a-z_][a-z0-9_]*$/, 'expected a lowercase SQL identifier: letters, digits and "_", not starting with a digit')

@@ -329,6 +329,33 @@ describe('environment', () => {
     });
   });
 
+  it('state.postgres: an sslmode neither libpq nor the pg driver knows is refused (pg took it for verify-full)', () => {
+    // MySQL's spelling, a typo, a capital: the driver required TLS with a verified certificate,
+    // and against a server without TLS the run failed (exit 1) with "The server does not
+    // support SSL connections", for a URL that said to turn TLS off.
+    const file = minimal('');
+    for (const mode of ['DISABLED', 'disabled', 'Disable', 'off']) {
+      expectProblem(
+        file,
+        'state.postgres',
+        `expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, no-verify, got ${JSON.stringify(mode)} (from the environment variable CRONSAFE_STATE_POSTGRES)`,
+        { CRONSAFE_STATE_POSTGRES: `postgres://app:s3cret@db/cs?application_name=x&sslmode=${mode}` },
+      );
+    }
+    // The driver reads the last of two; either may be the typo.
+    expectProblem(
+      file,
+      'state.postgres',
+      'expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, no-verify, got "disabled" (from the environment variable CRONSAFE_STATE_POSTGRES)',
+      { CRONSAFE_STATE_POSTGRES: 'postgres://app@db/cs?sslmode=disabled&sslmode=disable' },
+    );
+    for (const mode of ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify', '']) {
+      const url = `postgresql://app:s3cret@db/cs?sslmode=${mode}`;
+      expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: url } }).state.postgres).toBe(url);
+    }
+    expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: 'postgres://app@/cs?host=/run/pg&sslmode=disable' } }).state.postgres).toContain('host=/run/pg');
+  });
+
   it('resolveConfigPath: -c, then $CRONSAFE_CONFIG, then ./cronsafe.yaml, always absolute', () => {
     expect(resolveConfigPath('a/b.yaml', { CRONSAFE_CONFIG: '/env.yaml' })).toBe(path.resolve('a/b.yaml'));
     expect(resolveConfigPath(undefined, { CRONSAFE_CONFIG: 'env.yaml' })).toBe(path.resolve('env.yaml'));
