@@ -78,7 +78,19 @@ const asUrl = (v: string, protocols: string[]): URL | undefined => {
   const u = parseUrl(v);
   return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`) && !rawAtAfterHost(v) ? u : undefined;
 };
-export const url = (protocols: string[], what: string) => str(what).refine((v) => asUrl(v, protocols) !== undefined, { error: got(`expected ${what}`) });
+/**
+ * The refused URL is shown redacted, and a raw '/', '?', '#' or '@' in a password is what
+ * made it malformed: said, since `postgres://app:***@db/x` looks well-formed.
+ */
+const ENCODE_HINT = ', with "/", "?", "#" and "@" in its user name and password percent-encoded (%2F, %3F, %23, %40)';
+export const url = (protocols: string[], what: string) =>
+  str(what).refine((v) => asUrl(v, protocols) !== undefined, {
+    error: (iss) => {
+      const v = typeof iss.input === 'string' ? iss.input : '';
+      const withUser = v.includes('@') && protocols.some((p) => v.toLowerCase().startsWith(`${p}//`));
+      return got(`expected ${what}${withUser ? ENCODE_HINT : ''}`)(iss);
+    },
+  });
 
 /**
  * libpq's sslmode values, and the pg driver's own `no-verify`. The driver takes any other

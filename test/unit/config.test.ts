@@ -356,6 +356,19 @@ describe('environment', () => {
     expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: 'postgres://app@/cs?host=/run/pg&sslmode=disable' } }).state.postgres).toContain('host=/run/pg');
   });
 
+  it('state.postgres: a URL refused for a raw "/", "?", "#" or "@" in its password says to percent-encode them', () => {
+    // The refused URL is shown with its password redacted, so it looked well-formed: the
+    // message said "expected a postgres:// URL, got "postgres://app:***@db/cs"" and no more.
+    const file = minimal('');
+    const hint = 'expected a postgres:// or postgresql:// URL, with "/", "?", "#" and "@" in its user name and password percent-encoded (%2F, %3F, %23, %40)';
+    for (const url of ['postgres://app:Hunter2/Secret@db/cs', 'postgres://app:Hun#ter2@db/cs', 'postgresql://app:Hun?ter2@db/cs', 'postgres://app:Hun@ter2/Secret@db/cs']) {
+      expectProblem(file, 'state.postgres', `${hint}, got "${url.slice(0, url.indexOf(':', 11))}:***@db/cs" (from the environment variable CRONSAFE_STATE_POSTGRES)`, {
+        CRONSAFE_STATE_POSTGRES: url,
+      });
+    }
+    expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: 'postgres://app:Hunter2%2FSecret@db/cs' } }).state.postgres).toBe('postgres://app:Hunter2%2FSecret@db/cs');
+  });
+
   it('resolveConfigPath: -c, then $CRONSAFE_CONFIG, then ./cronsafe.yaml, always absolute', () => {
     expect(resolveConfigPath('a/b.yaml', { CRONSAFE_CONFIG: '/env.yaml' })).toBe(path.resolve('a/b.yaml'));
     expect(resolveConfigPath(undefined, { CRONSAFE_CONFIG: 'env.yaml' })).toBe(path.resolve('env.yaml'));
