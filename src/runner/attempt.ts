@@ -7,6 +7,7 @@ import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
 import { EnvironmentFault } from './faults.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
+import { itemBehindLink } from './scan.js';
 import type { PassState } from './pass-state.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
 
@@ -40,7 +41,11 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // vanished as a whole, or a directory made unreadable since the scan, stops the pass.
   // None of them (access(2) asks for the real uid without capabilities: CAP_DAC_READ_SEARCH
   // reads what it refuses), the item is there and runs.
-  const went = scene.source !== undefined && !existsSync(fsPath(item)) ? await whereItWent(fsPath(item), scene) : null;
+  // A nested item whose directory was replaced by a link since the scan is asked too (one
+  // realpath(3)): its path now leads out of the source.
+  const { source } = scene;
+  const moved = (): boolean => source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, fsPath(item));
+  const went = source !== undefined && (!existsSync(fsPath(item)) || moved()) ? await whereItWent(fsPath(item), scene) : null;
   if (went) {
     inflight.delete(claim.id);
     settle(p, claim, went, logOf);

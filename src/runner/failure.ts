@@ -1,5 +1,5 @@
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
-import { itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
+import { itemBehindLink, itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
@@ -46,7 +46,7 @@ export interface FailureScene {
   outputFullSeen: boolean;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
-  source: { directory: string; atStart: Promise<SourceId | null> } | undefined;
+  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: string } | undefined;
 }
 
 /**
@@ -108,11 +108,12 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
  * For an item that failed, or whose file is found missing before its attempt: the whole
  * source gone (stop, uncharged), the item's own file gone (forget it): deleted, or replaced
  * by a directory, a FIFO or another non-file that the scan would not take as an item, or
+ * reached through a directory replaced by a link, or
  * null (it is there). Null when ids are not files (a source other than the directory scan).
  */
 export async function whereItWent(itemPath: string | Buffer, scene: Pick<FailureScene, 'source'>): Promise<FailureVerdict | null> {
   if (scene.source === undefined) return null;
-  const { directory, atStart } = scene.source;
+  const { directory, atStart, realDirectory } = scene.source;
   if (!(await sourcePresent(directory, await atStart))) return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
   // Its directory made unreadable since the scan: no item of it can run now, and handing
   // them back alone would have the sweep claim them again at once. The next scan skips it.
@@ -124,5 +125,8 @@ export async function whereItWent(itemPath: string | Buffer, scene: Pick<Failure
     );
     return { kind: 'stop', reason: `not charged: its directory is unreadable (${unreachable})`, fault };
   }
-  return itemGone(itemPath) || itemNotAFile(itemPath) ? { kind: 'gone' } : null;
+  // A directory on its way replaced by a link since the scan: the path leads out of the
+  // source now, to a file the scan would not take as an item.
+  const behindLink = realDirectory !== undefined && itemBehindLink(directory, realDirectory, itemPath);
+  return behindLink || itemGone(itemPath) || itemNotAFile(itemPath) ? { kind: 'gone' } : null;
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
+import { whereItIs } from '../real-path.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
 import type { AttemptSignal } from './attempt-signal.js';
 import { Channel } from './channel.js';
@@ -193,7 +194,10 @@ export class PassState {
     this.scene = {
       outputFullSeen: false,
       outputDir: deps.outputs?.dir,
-      source: deps.source === undefined ? { directory: config.source.directory, atStart: this.sourceAtStart } : undefined,
+      source:
+        deps.source === undefined
+          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: whereItIs(config.source.directory) }
+          : undefined,
     };
   }
 

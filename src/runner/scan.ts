@@ -1,8 +1,8 @@
-import { existsSync, lstatSync, statSync, type Dirent } from 'node:fs';
+import { existsSync, lstatSync, realpathSync, statSync, type Dirent } from 'node:fs';
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { opendir, stat } from 'node:fs/promises';
+import { lstat, opendir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -97,6 +97,13 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       if (relDir !== '' && isOwn(await stat(Buffer.concat([absDir, SLASH_DOT])), ownDirs)) return;
       // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
       dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
+      // Its entry was a directory when the parent was listed, but opendir follows links: one
+      // swapped in for it since (a rename over it) would have the walk list a directory
+      // outside the source. A link in the listing is not followed; one swapped in is not either.
+      if (relDir !== '' && !(await lstat(absDir).catch(() => undefined))?.isDirectory()) {
+        await dir.close();
+        return;
+      }
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
@@ -201,6 +208,28 @@ export function itemGone(file: string | Buffer): boolean {
     return st === undefined || st.isSymbolicLink();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+  }
+}
+
+/**
+ * True when a nested item's directory is no longer where the scan found it: its real path is
+ * not `realRoot` plus the item's directory, because a directory on its way was replaced by
+ * a link (to elsewhere) since the scan, which follows no directory link. Its handler would
+ * read a file outside the source. `directory` is the source as configured (the start of
+ * `file`), `realRoot` its real path. False for an item directly in the root, and when the
+ * path cannot be resolved (gone, unreadable: the other checks decide those).
+ */
+export function itemBehindLink(directory: string, realRoot: string, file: string | Buffer): boolean {
+  const bytes = typeof file === 'string' ? Buffer.from(file, 'utf8') : file;
+  const rootLength = Buffer.byteLength(directory.replace(/\/+$/, ''), 'utf8');
+  const cut = bytes.lastIndexOf(0x2f);
+  if (cut <= rootLength) return false;
+  const dir = bytes.subarray(0, cut);
+  try {
+    const real = realpathSync.native(dir, { encoding: 'buffer' });
+    return !real.equals(Buffer.concat([Buffer.from(realRoot.replace(/\/+$/, ''), 'utf8'), dir.subarray(rootLength)]));
+  } catch {
+    return false;
   }
 }
 

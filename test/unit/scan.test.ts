@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -96,6 +96,23 @@ describe('scanDirectory', () => {
     symlinkSync(path.join(root, 'real/a.scc'), path.join(root, 'link.scc'));
     symlinkSync(root, path.join(root, 'real/loop'));
     expect(await ids(scanDirectory({ directory: root, include: ['**'], exclude: [] }))).toEqual(['link.scc', 'real/a.scc']);
+  });
+
+  it('does not follow a subdirectory swapped for a link (out of the source) after its parent was listed', async () => {
+    // Both subdirectories are in the root's first listing batch; the one the walk has not
+    // entered yet is replaced by a link to a directory outside the source meanwhile.
+    const root = tree(['a/one.txt', 'b/one.txt']);
+    const outside = tree(['secret.txt']);
+    const gen = scanDirectory({ directory: root, include: ['**'], exclude: [] });
+    const first = await gen.next();
+    const entered = (first.value as { id: string }).id.split('/')[0]!;
+    const other = entered === 'a' ? 'b' : 'a';
+    renameSync(path.join(root, other), path.join(root, `${other}-moved`));
+    symlinkSync(outside, path.join(root, other));
+    const rest: string[] = [];
+    for await (const x of gen) rest.push(x.id);
+    expect(rest).not.toContain(`${other}/secret.txt`);
+    expect(rest).toEqual([]);
   });
 
   it('reports size and mtime when asked', async () => {

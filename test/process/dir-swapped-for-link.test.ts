@@ -1,0 +1,30 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+
+// Whichever item runs first replaces the other's directory by a link to a directory outside
+// the source holding a file of the same name. The scan follows no directory link, so that
+// file is no item: the second item must be forgotten as gone, not handed to its handler,
+// which would read (and here copy into output.directory) a file from outside the source.
+describe('a subdirectory of the source replaced by a link to elsewhere between scan and attempt', () => {
+  it('is not followed: its item is forgotten as gone, nothing outside the source is read', async () => {
+    const ws = workspace({}, { 'a/x': 'A', 'b/x': 'B' });
+    const outside = path.join(ws.dir, 'outside');
+    mkdirSync(outside);
+    writeFileSync(path.join(outside, 'x'), 'SECRET');
+    const swap =
+      'd=$(dirname "$0"); s=$(dirname "$d"); o=$s/$([ "$(basename "$d")" = a ] && echo b || echo a); ' +
+      `[ -L "$o" ] || [ -L "$d" ] || { mv "$o" "${ws.dir}/moved"; ln -s "${outside}" "$o"; }; cat -- "$0" > "$1"`;
+    configure(ws, { handler: { command: ['sh', '-c', swap, '{path}', '{output}'] }, concurrency: 1 });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const outputs = ['a/x.out', 'b/x.out'].filter((f) => existsSync(path.join(ws.out, f))).map((f) => readFileSync(path.join(ws.out, f), 'utf8'));
+    expect(outputs).not.toContain('SECRET');
+    expect(outputs).toHaveLength(1);
+    const counts = finished(r)?.counts as Record<string, number>;
+    expect(counts.failed).toBe(0);
+    expect(counts.gone).toBe(1);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  });
+});
