@@ -28,6 +28,17 @@ function reroot(cfg: Obj, root: string): Obj {
   if (out.output) out.output.directory = move(out.output.directory);
   if (out.state?.sqlite) out.state.sqlite = move(out.state.sqlite);
   if (out.lock?.path) out.lock.path = move(out.lock.path);
+  // A script the command's interpreter is given (python3 /opt/qc.py) is in the image: one is
+  // made where the re-rooted config looks for it, as the module below is.
+  if (Array.isArray(out.handler.command)) {
+    out.handler.command = (out.handler.command as string[]).map((arg, i) => {
+      if (i === 0 || !arg.startsWith('/') || arg.includes('{')) return arg;
+      const file = move(arg);
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, '');
+      return file;
+    });
+  }
   if (out.handler.module) {
     out.handler.module = move(out.handler.module);
     mkdirSync(path.dirname(out.handler.module), { recursive: true });
