@@ -128,6 +128,12 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
 const INTERPRETER = /^(python[\d.]*|pypy[\d.]*|node(js)?|bun|deno|ruby|perl[\d.]*|php[\d.]*|Rscript|lua[\d.]*|(ba|da|z|k|mk)?sh)$/;
 /** Options after which an interpreter runs no script file: code or a module given inline, or stdin. */
 const NO_SCRIPT = new Set(['-c', '-e', '-m', '-E', '-p', '-', '--eval', '--print', '--command']);
+/**
+ * The letters of those options that may come in a cluster of short ones (`sh -ec`, `bash -xc`,
+ * `python3 -uc`, `perl -lne`), by interpreter: the code still follows. A shell's `-e` is errexit.
+ */
+const inlineLetters = (program: string): RegExp =>
+  /sh$/.test(program) ? /^-[A-Za-z]*c[A-Za-z]*$/ : /^(python|pypy)/.test(program) ? /^-[A-Za-z]*[cm][A-Za-z]*$/ : /^-[A-Za-z]*[eEp][A-Za-z]*$/;
 /** What a script's name ends with: an option's value with a `/` (`node -r dotenv/config`) does not. */
 const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|zsh|ksh)$/i;
 
@@ -142,8 +148,9 @@ const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|
 export function scriptProblem(command: readonly string[], cwd: string): string | null {
   const [program = '', ...args] = command;
   if (!INTERPRETER.test(path.basename(program))) return null;
+  const cluster = inlineLetters(path.basename(program));
   for (const arg of args) {
-    if (NO_SCRIPT.has(arg) || PLACEHOLDER.test(arg)) return null;
+    if (NO_SCRIPT.has(arg) || cluster.test(arg) || PLACEHOLDER.test(arg)) return null;
     if (arg.startsWith('-')) continue;
     if (!arg.includes('/') || !SCRIPT_NAME.test(arg)) continue;
     const file = path.resolve(cwd, arg);

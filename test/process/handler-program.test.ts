@@ -133,5 +133,28 @@ describe('handler.command must name a program that can run', () => {
       expect(r.code, `${JSON.stringify(command)}: ${r.stderr}`).toBe(0);
     }
   });
+  it("inline code given after a cluster of short options (sh -ec, bash -xc, python3 -uc) is not taken for a script", async () => {
+    const ws = workspace({ handler: { command: ['/bin/true'] } }, { 'a.txt': 'a' });
+    const fine: string[][] = [
+      ['/bin/sh', '-ec', 'exec /bin/sh /opt/nowhere/qc.sh'], // Kubernetes' usual form: -e and -c in one
+      ['/bin/sh', '-xc', 'cd /tmp && ./nowhere/qc.py'],
+      ['/bin/sh', '-ce', 'exit 0; /opt/nowhere/x.sh'],
+      [process.execPath, '-pe', '"/opt/nowhere/x.js"'],
+    ];
+    for (const command of fine) {
+      configure(ws, { handler: { command } });
+      const r = await runCli(['validate', '-c', ws.configPath]);
+      // Before: exit 78, 'is given the script "exec /bin/sh /opt/nowhere/qc.sh" ..., which does not exist'.
+      expect(r.code, `${JSON.stringify(command)}: ${r.stderr}`).toBe(0);
+    }
+    configure(ws, { handler: { command: ['/bin/sh', '-ec', 'exit 0'] } });
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    // A cluster of flags that take no code (a shell's -e is errexit) still leaves the script checked.
+    configure(ws, { handler: { command: ['/bin/sh', '-eux', '/opt/nowhere/qc.sh'] } });
+    const r = await runCli(['validate', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('"/opt/nowhere/qc.sh", which does not exist');
+  });
 });
 
