@@ -152,6 +152,8 @@ export function scriptProblem(command: readonly string[], cwd: string): string |
   for (const arg of args) {
     if (NO_SCRIPT.has(arg) || cluster.test(arg) || PLACEHOLDER.test(arg)) return null;
     if (arg.startsWith('-')) continue;
+    // A script named bare (not checked) or by a URL (`deno run https://...`): what follows are its arguments.
+    if (SCRIPT_NAME.test(arg) && (!arg.includes('/') || /^[A-Za-z][\w+.-]*:\/\//.test(arg))) return null;
     if (!arg.includes('/') || !SCRIPT_NAME.test(arg)) continue;
     const file = path.resolve(cwd, arg);
     const st = statOf(file);

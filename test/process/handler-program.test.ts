@@ -156,5 +156,20 @@ describe('handler.command must name a program that can run', () => {
     expect(r.code, r.stderr).toBe(78);
     expect(r.stderr).toContain('"/opt/nowhere/qc.sh", which does not exist');
   });
+  it("only the interpreter's script is checked: not its arguments after a script named bare, nor after a URL", async () => {
+    const ws = workspace({ handler: { command: ['/bin/true'] } }, { 'a.txt': 'a', 'qc.mjs': 'process.exit(0)\n', 'bin/deno': '#!/bin/sh\nexit 0\n' });
+    chmodSync(path.join(ws.source, 'bin/deno'), 0o755);
+    const fine: string[][] = [
+      [process.execPath, 'qc.mjs', '/opt/nowhere/report.js', '{path}'], // the script is qc.mjs; the rest are its arguments
+      ['/bin/sh', 'run.sh', '/opt/nowhere/generated.sh'],
+      ['deno', 'run', '--allow-read', 'https://example.com/tools/qc.ts', '{path}'], // a remote script is no file
+    ];
+    for (const command of fine) {
+      configure(ws, { handler: { command, env: { PATH: `${path.join(ws.source, 'bin')}:/usr/bin:/bin` } } });
+      const r = await runCli(['validate', '-c', ws.configPath]);
+      // Before: exit 78, 'is given the script "/opt/nowhere/report.js" ..., which does not exist'.
+      expect(r.code, `${JSON.stringify(command)}: ${r.stderr}`).toBe(0);
+    }
+  });
 });
 
