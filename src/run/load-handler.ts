@@ -1,3 +1,4 @@
+import { scriptProblem } from '../config/program.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, coerceError } from '../errors.js';
 import { createHandler, createModuleHandler } from '../runner/handlers/index.js';
@@ -12,6 +13,10 @@ function asConfigError(config: Config, err: unknown): ConfigError {
 
 /** The run's handler. A module that cannot be imported or exports no function: 78. */
 export async function loadHandler(config: Config): Promise<Handler> {
+  // As config loading checks it (check-paths.ts), again for each of a daemon's passes: it
+  // loads the config once, and a script removed since would fail, and charge, every item.
+  const script = config.handler.command && scriptProblem(config.handler.command, config.source.directory);
+  if (script) throw asConfigError(config, new ConfigError(`cannot run the script: ${script}`, undefined, 'handler.command'));
   return createHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
