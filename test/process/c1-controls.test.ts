@@ -6,10 +6,11 @@
  * `log.format: pretty` at a terminal) and the `--json` listings printed them raw. Now they
  * are JSON escapes, and the JSON still parses to exactly the same id and last error.
  */
-import { chmodSync, chownSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, runCli, workspace } from '../helpers/cli.js';
+import { chownTree, NOBODY } from '../helpers/users.js';
 
 const RAW_C1 = /[\u007f-\u009f]/;
 // What a handler prints: a CSI that clears the screen and an OSC that sets the window title.
@@ -69,14 +70,3 @@ describe('control characters in the failed run\'s line on stderr', () => {
   }, 60_000);
 });
 
-const NOBODY = 65534;
-
-/** chown -R, so that a run as "nobody" owns its workspace. */
-function chownTree(dir: string, uid: number): void {
-  chownSync(dir, uid, uid);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) chownTree(p, uid);
-    else chownSync(p, uid, uid);
-  }
-}

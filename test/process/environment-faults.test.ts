@@ -9,18 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { until } from '../helpers/wait.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { chownTree, NOBODY } from '../helpers/users.js';
 
 const isRoot = process.getuid?.() === 0;
-const NOBODY = 65534;
-
-/** chown -R, without following links. */
-function chownTree(dir: string, uid: number): void {
-  chownSync(dir, uid, uid);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    if (e.isDirectory()) chownTree(path.join(dir, e.name), uid);
-    else if (!e.isSymbolicLink()) chownSync(path.join(dir, e.name), uid, uid);
-  }
-}
 
 function backlog(n: number): Record<string, string> {
   const files: Record<string, string> = {};

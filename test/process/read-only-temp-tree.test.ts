@@ -10,10 +10,10 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, FIXTURES, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { NOBODY } from '../helpers/users.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const isRoot = process.getuid?.() === 0;
-const NOBODY = 65534;
 /** Run as nobody when root (whom the modes do not stop), else as ourselves. */
 const as = isRoot ? { uid: NOBODY, gid: NOBODY } : {};
 const TREE = ['/bin/sh', path.join(FIXTURES, 'process/read-only-tree.sh'), '{output}'];

@@ -4,20 +4,10 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, FIXTURES, finished, ROOT, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { chownTree, NOBODY } from '../helpers/users.js';
 import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
-const NOBODY = 65534;
-
-/** chown -R, so that a run as "nobody" owns its workspace. */
-function chownTree(dir: string, uid: number): void {
-  chownSync(dir, uid, uid);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) chownTree(p, uid);
-    else chownSync(p, uid, uid);
-  }
-}
 
 describe('an unreadable subdirectory of the source', () => {
   it('is skipped and the rest processed (before: the scan failed, exit 1, on every run)', async () => {
