@@ -218,20 +218,46 @@ export function itemGone(file: string | Buffer): boolean {
  * read a file outside the source. `directory` is the source as configured (the start of
  * `file`), `realRoot` its real path. False for an item directly in the root, and when the
  * path cannot be resolved (gone, unreadable: the other checks decide those).
+ *
+ * Asked before every attempt of a nested item: one stat(2) of its directory, and the real
+ * path (a syscall per path component) only when that directory resolves to another one than
+ * when its real path was last found right (`verified`). A link swapped in anywhere on the way
+ * makes the path resolve elsewhere; the same directory moved out and linked back is the one
+ * the scan listed.
  */
 export function itemBehindLink(directory: string, realRoot: string, file: string | Buffer): boolean {
-  const bytes = typeof file === 'string' ? Buffer.from(file, 'utf8') : file;
-  const rootLength = Buffer.byteLength(directory.replace(/\/+$/, ''), 'utf8');
-  const cut = bytes.lastIndexOf(0x2f);
-  if (cut <= rootLength) return false;
-  const dir = bytes.subarray(0, cut);
+  const root = directory.endsWith('/') ? directory.replace(/\/+$/, '') : directory;
+  const cut = typeof file === 'string' ? file.lastIndexOf('/') : file.lastIndexOf(0x2f);
+  if (cut <= (typeof file === 'string' ? root.length : Buffer.byteLength(root, 'utf8'))) return false;
+  const dir = typeof file === 'string' ? file.slice(0, cut) : file.subarray(0, cut);
+  let st;
   try {
-    const real = realpathSync.native(dir, { encoding: 'buffer' });
-    return !real.equals(Buffer.concat([Buffer.from(realRoot.replace(/\/+$/, ''), 'utf8'), dir.subarray(rootLength)]));
+    st = statSync(dir, { throwIfNoEntry: false });
   } catch {
     return false;
   }
+  if (st === undefined) return false;
+  // Apart, so that a text path and the bytes of another cannot share a key.
+  const key = typeof dir === 'string' ? `s${dir}` : `b${dir.toString('latin1')}`;
+  const known = verified.get(key);
+  if (known !== undefined && known.dev === st.dev && known.ino === st.ino) return false;
+  const bytes = typeof dir === 'string' ? Buffer.from(dir, 'utf8') : dir;
+  let real: Buffer;
+  try {
+    real = realpathSync.native(bytes, { encoding: 'buffer' });
+  } catch {
+    return false;
+  }
+  const rootLength = Buffer.byteLength(root, 'utf8');
+  if (!real.equals(Buffer.concat([Buffer.from(realRoot.replace(/\/+$/, ''), 'utf8'), bytes.subarray(rootLength)]))) return true;
+  if (verified.size >= VERIFIED_MAX) verified.clear();
+  verified.set(key, { dev: st.dev, ino: st.ino });
+  return false;
 }
+
+/** Item directories whose real path itemBehindLink found right, with what they resolved to then. */
+const verified = new Map<string, SourceId>();
+const VERIFIED_MAX = 4096;
 
 /**
  * The error code when an item's path cannot be reached now (EACCES or EPERM on lstat: a
