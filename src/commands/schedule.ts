@@ -28,7 +28,8 @@ export async function scheduleCommand(
   if (ledger) {
     try {
       // A read that fails after the open (a damaged file) names the store, as status does.
-      const last = await reading(store, ledger.lastRunStart());
+      // At an earlier --at, the runs started since had not started yet.
+      const last = await reading(store, ledger.lastRunStart(opts.at !== undefined ? at.getTime() : undefined));
       lastRunStartedAt = last ? new Date(last.startedAt) : null;
     } finally {
       await ledger.close();

@@ -178,9 +178,10 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   /**
    * The run with the latest startedAt (ties: the last started), whatever its outcome,
    * finished or not; null before the first. The daemon fires an occurrence only when
-   * no run has started since it.
+   * no run has started since it. With `atOrBefore` (epoch ms), only runs started by then
+   * count (`cronsafe schedule --at` an earlier instant).
    */
-  lastRunStart(): Promise<RunStart | null>;
+  lastRunStart(atOrBefore?: number): Promise<RunStart | null>;
   /**
    * Record `directory` as the source this job's items are found in, and return the one
    * recorded before when it differs (null the first time and while it stays the same).

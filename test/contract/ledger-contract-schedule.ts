@@ -17,6 +17,15 @@ export function scheduleContract(use: UseLedger): void {
       await use().startRun({ runId: 'r3', owner: 'o', startedAt: T0 + 1000, scheduledFor: T0 });
       expect(await use().lastRunStart()).toEqual({ runId: 'r3', startedAt: T0 + 1000, scheduledFor: T0 });
     });
+
+    it('with atOrBefore, is the latest run started by then (cronsafe schedule --at an earlier instant)', async () => {
+      await use().startRun({ runId: 'r1', owner: 'o', startedAt: T0 });
+      await use().startRun({ runId: 'r2', owner: 'o', startedAt: T0 + 1000 });
+      expect((await use().lastRunStart(T0 + 999))?.runId).toBe('r1');
+      expect((await use().lastRunStart(T0 + 1000))?.runId).toBe('r2');
+      expect((await use().lastRunStart(T0 - 1))).toBeNull();
+      expect((await use().lastRunStart())?.runId).toBe('r2');
+    });
   });
 
   describe('recordSource', () => {

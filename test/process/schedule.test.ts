@@ -354,6 +354,26 @@ describe('fire identity', () => {
     const daemonView = JSON.parse((await runCli(['schedule', '-c', ws.configPath, '--json', '--daemon', '--at', '2026-11-01T06:35:00Z'])).stdout);
     expect(daemonView).toMatchObject({ policy: 'vixie', latest: '2026-11-01T05:30:00.000Z' });
   });
+
+  // "Why didn't it run at 01:30 EST?" asked the next day: the runs since --at had not started
+  // then. Before, the newest run (the next night's) answered: due false, and a lastRunStartedAt
+  // after --at.
+  it('cronsafe schedule --at judges due by the runs started at or before --at, not by later ones', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *', timeZone: 'America/New_York' } });
+    const ledger = await ledgerOf(ws.db);
+    try {
+      await ledger.startRun({ runId: 'edt', owner: 'o', startedAt: Date.parse('2026-11-01T05:30:04Z'), scheduledFor: Date.parse('2026-11-01T05:30:00Z') });
+      await ledger.startRun({ runId: 'next', owner: 'o', startedAt: Date.parse('2026-11-02T06:30:04Z'), scheduledFor: Date.parse('2026-11-02T06:30:00Z') });
+    } finally {
+      await ledger.close();
+    }
+    const at = async (iso: string) => JSON.parse((await runCli(['schedule', '-c', ws.configPath, '--json', '--at', iso])).stdout) as Record<string, unknown>;
+    expect(await at('2026-11-01T06:35:00Z')).toMatchObject({ latest: '2026-11-01T06:30:00.000Z', lastRunStartedAt: '2026-11-01T05:30:04.000Z', due: true });
+    expect(await at('2026-11-01T05:35:00Z')).toMatchObject({ latest: '2026-11-01T05:30:00.000Z', lastRunStartedAt: '2026-11-01T05:30:04.000Z', due: false });
+    expect(await at('2026-11-01T05:00:00Z')).toMatchObject({ lastRunStartedAt: null, due: true });
+    // Without --at: now, and the newest run.
+    expect(JSON.parse((await runCli(['schedule', '-c', ws.configPath, '--json'])).stdout)).toMatchObject({ lastRunStartedAt: '2026-11-02T06:30:04.000Z' });
+  });
 });
 
 describe('a schedule with no timeZone on a machine whose TZ names no zone', () => {

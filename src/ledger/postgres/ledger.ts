@@ -167,8 +167,8 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   recentRuns(limit: number): Promise<L.RunRecord[]> {
     return this.#runs.recentRuns(limit);
   }
-  lastRunStart(): Promise<L.RunStart | null> {
-    return this.#runs.lastRunStart();
+  lastRunStart(atOrBefore?: number): Promise<L.RunStart | null> {
+    return this.#runs.lastRunStart(atOrBefore);
   }
   async recordSource(directory: string): Promise<string | null> {
     const [r] = await this.#ex.query<{ before: string | null }>('recordSource', recordSourceQuery(this.#schema, directory));

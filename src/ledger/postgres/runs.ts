@@ -32,10 +32,13 @@ FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT $1`,
     limit,
   );
 
-/** The order of recentRunsQuery, so lastRunStart() is recentRuns(1)[0]. */
-export const lastRunStartQuery = (schema: string): Query =>
-  q(`SELECT run_id AS "runId", started_at AS "startedAt", scheduled_for AS "scheduledFor"
-FROM ${ident(schema)}.runs ORDER BY started_at DESC, seq DESC LIMIT 1`);
+/** The order of recentRunsQuery, so lastRunStart() is recentRuns(1)[0]; $1 bounds started_at (null: none). */
+export const lastRunStartQuery = (schema: string, atOrBefore: number | null = null): Query =>
+  q(
+    `SELECT run_id AS "runId", started_at AS "startedAt", scheduled_for AS "scheduledFor"
+FROM ${ident(schema)}.runs WHERE $1::bigint IS NULL OR started_at <= $1 ORDER BY started_at DESC, seq DESC LIMIT 1`,
+    atOrBefore,
+  );
 
 /**
  * One row per outcome (NULL: still running, or a crash no later run has seen yet): the runs
@@ -63,7 +66,7 @@ export interface RunOps {
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;
   recentRuns(limit: number): Promise<RunRecord[]>;
-  lastRunStart(): Promise<RunStart | null>;
+  lastRunStart(atOrBefore?: number): Promise<RunStart | null>;
   runStats(): Promise<RunStats>;
   markRunsDied(before: number): Promise<string[]>;
 }
@@ -80,8 +83,8 @@ export function makeRunOps(ex: PostgresExecutor, schema: string): RunOps {
     async recentRuns(limit) {
       return (await ex.query<RunRow>('recentRuns', recentRunsQuery(schema, limit))).map(toRunRecord);
     },
-    async lastRunStart() {
-      const [r] = await ex.query<RunStart>('lastRunStart', lastRunStartQuery(schema));
+    async lastRunStart(atOrBefore) {
+      const [r] = await ex.query<RunStart>('lastRunStart', lastRunStartQuery(schema, atOrBefore ?? null));
       return r ?? null;
     },
     async runStats() {

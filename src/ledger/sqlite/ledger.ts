@@ -260,8 +260,8 @@ export class SqliteLedger implements L.Ledger {
   async recentRuns(limit: number): Promise<L.RunRecord[]> {
     return this.#op(() => this.#runs.recentRuns(limit));
   }
-  async lastRunStart(): Promise<L.RunStart | null> {
-    return this.#op(() => this.#runs.lastRunStart());
+  async lastRunStart(atOrBefore?: number): Promise<L.RunStart | null> {
+    return this.#op(() => this.#runs.lastRunStart(atOrBefore));
   }
   async recordSource(directory: string): Promise<string | null> {
     return this.#op(() => recordSource(this.#db, directory));

@@ -24,9 +24,9 @@ export const RUN_STATS_SQL = `SELECT outcome, sum(runs) AS runs, min(first_start
     UNION ALL SELECT outcome, runs, first_started, last_started, last_finished FROM run_totals)
   GROUP BY outcome`;
 
-/** The order of RECENT_RUNS_SQL, so lastRunStart() is recentRuns(1)[0]. */
+/** The order of RECENT_RUNS_SQL, so lastRunStart() is recentRuns(1)[0]; @atOrBefore bounds started_at (NULL: none). */
 export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor
-  FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1`;
+  FROM runs WHERE @atOrBefore IS NULL OR started_at <= @atOrBefore ORDER BY started_at DESC, seq DESC LIMIT 1`;
 
 /** Unfinished runs (runs_unfinished) last seen alive before @before. */
 export const MARK_DIED_SQL = `UPDATE runs SET outcome = 'died', finished_at = coalesce(heartbeat_at, started_at)
@@ -41,7 +41,7 @@ export interface RunOps {
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): void;
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): void;
   recentRuns(limit: number): RunRecord[];
-  lastRunStart(): RunStart | null;
+  lastRunStart(atOrBefore?: number): RunStart | null;
   runStats(): RunStats;
   markRunsDied(before: number): string[];
 }
@@ -68,7 +68,7 @@ export function makeRunOps(db: Database): RunOps {
         toRunRecord({ ...r, counts: r.counts === null ? null : (JSON.parse(r.counts) as Record<string, number>) }),
       );
     },
-    lastRunStart: () => (lastStart.get() as RunStart | undefined) ?? null,
+    lastRunStart: (atOrBefore) => (lastStart.get({ atOrBefore: atOrBefore ?? null }) as RunStart | undefined) ?? null,
     runStats: () => toRunStats(stats.all() as RunStatsRow[]),
     markRunsDied: (before) => died.all({ before }) as string[],
   };
