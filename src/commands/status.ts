@@ -84,24 +84,28 @@ export function oneLine(s: string | null, max = 160): string {
  * An id as text an operator can paste back into `dead-letter retry`: as stored when it has
  * no space, quote or control character (escaped ids, `a\\b`, included), else JSON-quoted,
  * with DEL and the C1 controls escaped too (JSON.stringify leaves them raw; `\u009b` is a
- * CSI to some terminals). fromPrintableId reads it back.
+ * CSI to some terminals). One that starts with a dash gets `./` before it, as `rm ./-f`
+ * does: pasted bare, `--all` was the option (every dead item requeued) and `-a.scc` an
+ * unknown one (exit 2). No id starts with `./`. fromPrintableId reads it back.
  */
 export function printableId(id: string): string {
-  return /^[^\s"'\u0000-\u001f\u007f-\u009f]+$/.test(id) ? id : JSON.stringify(id).replace(/[\u007f-\u009f]/g, escapeControl);
+  if (!/^[^\s"'\u0000-\u001f\u007f-\u009f]+$/.test(id)) return JSON.stringify(id).replace(/[\u007f-\u009f]/g, escapeControl);
+  return id.startsWith('-') ? `./${id}` : id;
 }
 
 /**
  * An id as a text listing printed it (`dead-letter list`, `plan`, `requeue --dry-run`):
- * JSON-quoted (printableId) when it holds a space, quote or control character, so a pasted
+ * `./-a.scc` is `-a.scc`; JSON-quoted (printableId) when it holds a space, quote or control character, so a pasted
  * `"new\nline.txt"` means the id with a newline. Only when the listing would have quoted
  * what is inside: `"a.txt"` is the id with its quotes (as `--json` gives it), never a.txt,
  * which a listing prints bare; taken as a.txt, it would move another item and say so.
  */
 export function fromPrintableId(arg: string): string {
+  if (arg.startsWith('./-') && printableId(arg.slice(2)) === arg) return arg.slice(2);
   if (arg.length < 2 || !arg.startsWith('"') || !arg.endsWith('"')) return arg;
   try {
     const id: unknown = JSON.parse(arg);
-    return typeof id === 'string' && printableId(id) !== id ? id : arg;
+    return typeof id === 'string' && printableId(id).startsWith('"') ? id : arg;
   } catch {
     return arg;
   }

@@ -68,3 +68,46 @@ describe('a last error with terminal control characters in the text listings', (
     for (const out of [list.stdout, status.stdout]) expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
   }, 60_000);
 });
+
+describe('an id that starts with a dash, pasted from a text listing', () => {
+  // A file Linux allows is an item, "--all" and "-draft.scc" too. Printed bare, the pasted id
+  // was an option: "--all" requeued every dead (or done) item, "-draft.scc" was exit 2.
+  const handler = { command: ['sh', '-c', 'case "$CRONSAFE_ITEM_ID" in *done.scc) exit 0;; esac; exit 3'] };
+  const files = { '--all': 'x', '-draft.scc': 'x', 'other.scc': 'x', '-done.scc': 'x', 'done.scc': 'x' };
+
+  it('dead-letter list prints it as ./-id, and dead-letter retry takes that back as the one item', async () => {
+    const ws = workspace({ handler, retry: { maxAttempts: 1 } }, files);
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    const printed = list.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]!);
+    expect(printed.sort()).toEqual(['./--all', './-draft.scc', 'other.scc']);
+    const one = await runCli(['dead-letter', 'retry', '-c', ws.configPath, './--all']);
+    expect(one.code, one.stdout + one.stderr).toBe(0);
+    expect(one.stdout).toBe('requeued 1 dead item\n');
+    const two = await runCli(['dead-letter', 'retry', '-c', ws.configPath, './-draft.scc']);
+    expect(two.code, two.stdout + two.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 2, dead: 1, done: 2 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      expect((await ledger.get('--all'))?.state).toBe('pending');
+      expect((await ledger.get('-draft.scc'))?.state).toBe('pending');
+      expect((await ledger.get('other.scc'))?.state).toBe('dead');
+    } finally {
+      await ledger.close();
+    }
+  }, 60_000);
+
+  it('requeue --dry-run prints it as ./-id, and requeue takes that back as the one item', async () => {
+    const ws = workspace({ handler, retry: { maxAttempts: 1 } }, files);
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const dry = await runCli(['requeue', '--dry-run', '--glob', '-*', '-c', ws.configPath]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toBe('would requeue 1 item (dry run: nothing changed)\n  ./-done.scc\n');
+    const r = await runCli(['requeue', '--json', '-c', ws.configPath, './-done.scc']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ count: 1, first: ['-done.scc'], notRequeued: [] });
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, done: 1, dead: 3 });
+  }, 60_000);
+});

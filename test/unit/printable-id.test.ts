@@ -25,3 +25,19 @@ describe('printableId: no raw control character reaches the terminal, and the pr
     expect(fromPrintableId(shown)).toBe(id);
   });
 });
+
+describe('printableId: an id that starts with a dash is never read as an option', () => {
+  it.each(['--all', '-draft.scc', '-', '--json', '-c'])('%j is printed with ./ before it and reads back', (id) => {
+    expect(printableId(id)).toBe(`./${id}`);
+    expect(fromPrintableId(`./${id}`)).toBe(id);
+  });
+
+  it('leaves ./ alone where the listing would not have printed it (an id never starts with ./)', () => {
+    expect(fromPrintableId('./a.scc')).toBe('./a.scc');
+    expect(fromPrintableId('-a.scc')).toBe('-a.scc');
+    expect(printableId('a-b/-c.scc')).toBe('a-b/-c.scc');
+    // Quoted, it is the id with its quotes (as list --json gives it): the listing prints -x as ./-x.
+    expect(fromPrintableId('"-x"')).toBe('"-x"');
+    expect(fromPrintableId('"-a b"')).toBe('-a b');
+  });
+});
