@@ -1,5 +1,4 @@
 import { chmod, lstat, readdir, rm } from 'node:fs/promises';
-import path from 'node:path';
 
 /**
  * Remove a temp path of ours and everything under it, as `rm -rf` would. A handler may have
@@ -21,10 +20,17 @@ export async function removeTree(entry: string): Promise<void> {
   await rm(entry, { recursive: true, force: true });
 }
 
-/** u+rwx on every directory under `dir` (lstat: links are not followed); what cannot be changed is left to rm's error. */
-async function ownerRights(dir: string): Promise<void> {
+/**
+ * u+rwx on every directory under `dir` (lstat: links are not followed); what cannot be
+ * changed is left to rm's error. Names are read as bytes: one that is not UTF-8, read as a
+ * string, names no file, and its directory kept its mode.
+ */
+async function ownerRights(dir: Buffer | string): Promise<void> {
   const st = await lstat(dir).catch(() => undefined);
   if (!st?.isDirectory()) return;
   if ((st.mode & 0o700) !== 0o700) await chmod(dir, (st.mode & 0o7777) | 0o700).catch(() => undefined);
-  for (const name of await readdir(dir).catch(() => [])) await ownerRights(path.join(dir, name));
+  const names = await readdir(dir, { encoding: 'buffer' }).catch(() => []);
+  for (const name of names) await ownerRights(Buffer.concat([Buffer.from(dir), SLASH, name]));
 }
+
+const SLASH = Buffer.from('/');

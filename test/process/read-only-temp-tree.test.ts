@@ -36,6 +36,17 @@ describe('a handler leaves a read-only directory tree at {output}', () => {
     expect(next.code, next.stderr).toBe(0);
   });
 
+  it('a tree whose read-only directory is named in bytes that are not UTF-8: removed, and the next run starts', async () => {
+    const ws = workspace({ handler: { command: TREE, env: { BYTE_NAME: '1', EXIT: '3' } } }, { 'a.txt': 'a' });
+    owned(ws);
+    const first = await runCli(['run', '-c', ws.configPath], as);
+    expect(first.code, first.stderr).toBe(0);
+    expect(filesIn(tempDir(ws)), 'the failed attempt left nothing behind').toEqual([]);
+    const next = await runCli(['run', '-c', ws.configPath], as);
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.stderr).not.toMatch(/EACCES/);
+  });
+
   it('a killed run: the next run removes the tree and finishes the item', async () => {
     const ws = workspace({ handler: { command: TREE } }, { 'a.txt': 'a' });
     const marker = path.join(ws.dir, 'tree-written');
