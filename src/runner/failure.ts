@@ -46,7 +46,7 @@ export interface FailureScene {
   outputFullSeen: boolean;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
-  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: string } | undefined;
+  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: Buffer } | undefined;
 }
 
 /**

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { whereItIs } from '../real-path.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
 import type { AttemptSignal } from './attempt-signal.js';
 import { Channel } from './channel.js';
@@ -10,7 +9,7 @@ import type { OutputStore } from './output.js';
 import type { ProgressSnapshot } from './progress.js';
 import type { PruneReport } from './prune.js';
 import type { AttemptOutcome, ResultBatcher, ResultCounts } from './results.js';
-import { sourceIdentity, type SourceId } from './scan.js';
+import { realRootOf, sourceIdentity, type SourceId } from './scan.js';
 import type { Handler } from './types.js';
 
 export interface PassDeps {
@@ -196,7 +195,7 @@ export class PassState {
       outputDir: deps.outputs?.dir,
       source:
         deps.source === undefined
-          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: whereItIs(config.source.directory) }
+          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: realRootOf(config.source.directory) }
           : undefined,
     };
   }

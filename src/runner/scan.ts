@@ -216,7 +216,7 @@ export function itemGone(file: string | Buffer): boolean {
  * not `realRoot` plus the item's directory, because a directory on its way was replaced by
  * a link (to elsewhere) since the scan, which follows no directory link. Its handler would
  * read a file outside the source. `directory` is the source as configured (the start of
- * `file`), `realRoot` its real path. False for an item directly in the root, and when the
+ * `file`), `realRoot` its real path (realRootOf). False for an item directly in the root, and when the
  * path cannot be resolved (gone, unreadable: the other checks decide those).
  *
  * Asked before every attempt of a nested item: one stat(2) of its directory, and the real
@@ -225,7 +225,7 @@ export function itemGone(file: string | Buffer): boolean {
  * makes the path resolve elsewhere; the same directory moved out and linked back is the one
  * the scan listed.
  */
-export function itemBehindLink(directory: string, realRoot: string, file: string | Buffer): boolean {
+export function itemBehindLink(directory: string, realRoot: Buffer, file: string | Buffer): boolean {
   const root = directory.endsWith('/') ? directory.replace(/\/+$/, '') : directory;
   const cut = typeof file === 'string' ? file.lastIndexOf('/') : file.lastIndexOf(0x2f);
   if (cut <= (typeof file === 'string' ? root.length : Buffer.byteLength(root, 'utf8'))) return false;
@@ -249,7 +249,7 @@ export function itemBehindLink(directory: string, realRoot: string, file: string
     return false;
   }
   const rootLength = Buffer.byteLength(root, 'utf8');
-  if (!real.equals(Buffer.concat([Buffer.from(realRoot.replace(/\/+$/, ''), 'utf8'), bytes.subarray(rootLength)]))) return true;
+  if (!real.equals(Buffer.concat([realRoot, bytes.subarray(rootLength)]))) return true;
   if (verified.size >= VERIFIED_MAX) verified.clear();
   verified.set(key, { dev: st.dev, ino: st.ino });
   return false;
@@ -258,6 +258,20 @@ export function itemBehindLink(directory: string, realRoot: string, file: string
 /** Item directories whose real path itemBehindLink found right, with what they resolved to then. */
 const verified = new Map<string, SourceId>();
 const VERIFIED_MAX = 4096;
+
+/**
+ * The source's real path for itemBehindLink, as bytes: reached through a link, it may hold a
+ * name that is not UTF-8, which a string would turn into U+FFFD and no item's real path would
+ * match. Without its trailing slash ('' for '/'); undefined when it cannot be resolved.
+ */
+export function realRootOf(directory: string): Buffer | undefined {
+  try {
+    const real = realpathSync.native(directory, { encoding: 'buffer' });
+    return real.length === 1 ? Buffer.alloc(0) : real;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The error code when an item's path cannot be reached now (EACCES or EPERM on lstat: a

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
@@ -25,6 +25,23 @@ describe('a subdirectory of the source replaced by a link to elsewhere between s
     const counts = finished(r)?.counts as Record<string, number>;
     expect(counts.failed).toBe(0);
     expect(counts.gone).toBe(1);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  });
+
+  // The source's real path is taken at the start to compare each nested item's with; read as
+  // a string, a name on it that is not UTF-8 became U+FFFD, and no nested item matched.
+  it('a source reached through a link to a directory whose name is not UTF-8: its nested items run', async () => {
+    const ws = workspace({});
+    const real = Buffer.concat([Buffer.from(`${ws.dir}/real`), Buffer.from([0xff])]);
+    mkdirSync(Buffer.concat([real, Buffer.from('/sub')]), { recursive: true });
+    writeFileSync(Buffer.concat([real, Buffer.from('/sub/x')]), 'X');
+    const link = path.join(ws.dir, 'through-link');
+    symlinkSync(real, link);
+    configure(ws, { source: { directory: link }, handler: { command: ['sh', '-c', 'cat -- "$0" > "$1"', '{path}', '{output}'] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect((finished(r)?.counts as Record<string, number>).gone).toBe(0);
+    expect(readFileSync(path.join(ws.out, 'sub/x.out'), 'utf8')).toBe('X');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   });
 });
