@@ -7,6 +7,9 @@ export interface ProgressSnapshot {
   failed: number;
   deadLettered: number;
   released: number;
+  /** Claims that ended without an attempt of ours to count: the item forgotten as gone, or fenced (another run has it). */
+  gone?: number;
+  fenced?: number;
   inFlight: number;
   queued: number;
   scanComplete: boolean;
@@ -50,7 +53,7 @@ export class Progress {
     // An item is claimed only when its handler starts, so the ids waiting in the channel
     // for a slot are work the pass knows of but has not claimed: they count too.
     const total = s.claimed + s.queued;
-    const remaining = Math.max(0, total - finished - s.released);
+    const remaining = Math.max(0, total - finished - s.released - (s.gone ?? 0) - (s.fenced ?? 0));
     const etaSeconds = s.scanComplete && rate > 0 ? Math.round(remaining / rate) : null;
     this.log.info(
       { ...s, done: s.succeeded, total, ratePerSec: Math.round(rate * 10) / 10, etaSeconds },
