@@ -26,18 +26,11 @@ function owned(ws: Workspace): void {
 const tempDir = (ws: Workspace) => path.join(ws.out, '.cronsafe-tmp', 'job-test-job');
 
 describe('a handler leaves a read-only directory tree at {output}', () => {
-  it('a failed attempt: its tree is removed, and the next run starts', async () => {
-    const ws = workspace({ handler: { command: TREE } }, { 'a.txt': 'a' });
-    owned(ws);
-    const first = await runCli(['run', '-c', ws.configPath], as);
-    expect(first.code, first.stderr).toBe(0);
-    expect(filesIn(tempDir(ws)), 'the failed attempt left nothing behind').toEqual([]);
-    const next = await runCli(['run', '-c', ws.configPath], as);
-    expect(next.code, next.stderr).toBe(0);
-  });
-
-  it('a tree whose read-only directory is named in bytes that are not UTF-8: removed, and the next run starts', async () => {
-    const ws = workspace({ handler: { command: TREE, env: { BYTE_NAME: '1', EXIT: '3' } } }, { 'a.txt': 'a' });
+  it.each([
+    ['a failed attempt: its tree is removed, and the next run starts', {}],
+    ['a tree whose read-only directory is named in bytes that are not UTF-8: removed, and the next run starts', { BYTE_NAME: '1', EXIT: '3' }],
+  ])('%s', async (_name, env: Record<string, string>) => {
+    const ws = workspace({ handler: { command: TREE, env } }, { 'a.txt': 'a' });
     owned(ws);
     const first = await runCli(['run', '-c', ws.configPath], as);
     expect(first.code, first.stderr).toBe(0);
