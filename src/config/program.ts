@@ -147,14 +147,14 @@ const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|
  */
 export function scriptProblem(command: readonly string[], cwd: string): string | null {
   const [program = '', ...args] = command;
-  if (!INTERPRETER.test(path.basename(program))) return null;
-  const cluster = inlineLetters(path.basename(program));
+  const name = path.basename(program);
+  if (!INTERPRETER.test(name)) return null;
+  const cluster = inlineLetters(name);
   for (const arg of args) {
     if (NO_SCRIPT.has(arg) || cluster.test(arg) || PLACEHOLDER.test(arg)) return null;
-    if (arg.startsWith('-')) continue;
+    if (arg.startsWith('-') || !SCRIPT_NAME.test(arg)) continue;
     // A script named bare (not checked) or by a URL (`deno run https://...`): what follows are its arguments.
-    if (SCRIPT_NAME.test(arg) && (!arg.includes('/') || /^[A-Za-z][\w+.-]*:\/\//.test(arg))) return null;
-    if (!arg.includes('/') || !SCRIPT_NAME.test(arg)) continue;
+    if (!arg.includes('/') || /^[A-Za-z][\w+.-]*:\/\//.test(arg)) return null;
     const file = path.resolve(cwd, arg);
     const st = statOf(file);
     if (st?.isFile()) return null;

@@ -42,10 +42,11 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // None of them (access(2) asks for the real uid without capabilities: CAP_DAC_READ_SEARCH
   // reads what it refuses), the item is there and runs.
   // A nested item whose directory was replaced by a link since the scan is asked too (one
-  // realpath(3)): its path now leads out of the source.
+  // stat(2), itemBehindLink): its path now leads out of the source.
   const { source } = scene;
-  const moved = (): boolean => source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, fsPath(item));
-  const went = source !== undefined && (!existsSync(fsPath(item)) || moved()) ? await whereItWent(fsPath(item), scene) : null;
+  const file = fsPath(item);
+  const moved = source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, file);
+  const went = source !== undefined && (moved || !existsSync(file)) ? await whereItWent(file, scene) : null;
   if (went) {
     inflight.delete(claim.id);
     settle(p, claim, went, logOf);
