@@ -134,7 +134,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
       await ledger.finishRun(runId, Date.now(), 'failed', {});
       await metrics.runFinished('failed');
-      log.error({ outcome: 'failed', exitCode: EXIT.FATAL, err }, 'run finished');
+      log.error({ outcome: 'failed', exitCode: err instanceof ConfigError ? EXIT.CONFIG : err instanceof EdgeError ? err.exitCode : EXIT.FATAL, err }, 'run finished');
       throw err;
     }
 

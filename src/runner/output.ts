@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, lstatSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -9,6 +9,8 @@ import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
+import { ConfigError } from '../errors.js';
+import { flockSync } from '../flock.js';
 import { makeDirs } from '../make-dirs.js';
 import { whereItIs } from '../real-path.js';
 
@@ -74,6 +76,8 @@ export class OutputStore {
    * the first to notice (the others would otherwise be charged for the cleaner's doing).
    */
   #gen = 0;
+  /** The job's temp directory, open and flocked while this run uses it (exclusive runs). */
+  #jobLock: number | undefined;
   /** Whether birth times are real here (realBirthTimes), once asked. */
   #realBirthTimes: boolean | undefined;
   /** output.directory itself (followed if a link) as prepare() found it. */
@@ -172,6 +176,7 @@ export class OutputStore {
       const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
+    if (this.#job !== undefined && !this.shared) this.#lockJobDir(this.#job);
     if (this.shared) {
       this.#lastTouch = Date.now();
       // Fresh while we live, even when no attempt starts for a while (one long item):
@@ -189,10 +194,43 @@ export class OutputStore {
     await removeTempLeftovers({ root: this.#root, rootId: root, tempDir: this.tempDir, tempId: this.#tempId, staleAfterMs: this.shared?.staleAfterMs });
   }
 
-  /** Stop keeping the shared temp directory fresh (the run is over). */
+  /** Stop keeping the shared temp directory fresh, and let go of the job's (the run is over). */
   close(): void {
     clearInterval(this.#keepFresh);
     this.#keepFresh = undefined;
+    if (this.#jobLock !== undefined) closeSync(this.#jobLock);
+    this.#jobLock = undefined;
+  }
+
+  /**
+   * An exclusive run empties `.cronsafe-tmp/job-<name>` at its start, which only its run
+   * lock makes safe, and that lock is its ledger's. Two configs of one name on two ledgers
+   * (a copy with only state.sqlite changed) would each empty the other's live attempts'
+   * files, and charge those attempts for it. So the run also holds a flock(2) on the
+   * directory (the kernel drops it if the process dies): found held, another ledger's run
+   * of this name is using it now, and the two configs must not share the name (exit 78).
+   * Where the file system has no flock (NFS refuses it on a directory), there is no guard.
+   */
+  #lockJobDir(job: string): void {
+    let fd: number;
+    try {
+      fd = openSync(this.tempDir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    } catch {
+      return; // #own just made and checked it: what cannot be opened now is for the attempts to find
+    }
+    try {
+      flockSync(fd, 'exnb');
+    } catch (err) {
+      closeSync(fd);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EWOULDBLOCK' && code !== 'EAGAIN') return;
+      throw new ConfigError(
+        `name: another run of a job named ${JSON.stringify(job)} is using output.directory ${this.dir} now, from another ledger (it holds ${this.tempDir}): two configs share the name ${JSON.stringify(job)}; give each its own name`,
+        undefined,
+        'name',
+      );
+    }
+    this.#jobLock = fd;
   }
 
   #touch(): void {

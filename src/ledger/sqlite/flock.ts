@@ -1,16 +1,8 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, writeSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
+import { flockSync } from '../../flock.js';
 import { makeDirs } from '../../make-dirs.js';
 import { isLockFileText } from '../store-files.js';
-
-// fs-ext is CommonJS with no types; flock(2) is what we need from it. Its native addon is
-// loaded at the first lock: this module comes with the store (ledger/open.ts), which the
-// commands that take no lock (status, schedule) load too.
-const require = createRequire(import.meta.url);
-type FsExt = { flockSync: (fd: number, flags: 'exnb' | 'un') => void };
-let fsExt: FsExt | undefined;
-const flockSync = (fd: number, flags: 'exnb' | 'un'): void => (fsExt ??= require('fs-ext') as FsExt).flockSync(fd, flags);
 
 /** A held run lock. The kernel drops it if the process dies, so there is never a stale lock. */
 export interface LocalLock {

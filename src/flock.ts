@@ -1,0 +1,10 @@
+import { createRequire } from 'node:module';
+
+// fs-ext is CommonJS with no types; flock(2) is what we need from it. Its native addon is
+// loaded at the first lock: the modules that import this one come with every command.
+const require = createRequire(import.meta.url);
+type FsExt = { flockSync: (fd: number, flags: 'exnb' | 'un') => void };
+let fsExt: FsExt | undefined;
+
+/** flock(2) on `fd`: 'exnb' takes it exclusively or throws EWOULDBLOCK/EAGAIN; 'un' lets go. */
+export const flockSync = (fd: number, flags: 'exnb' | 'un'): void => (fsExt ??= require('fs-ext') as FsExt).flockSync(fd, flags);
