@@ -14,7 +14,7 @@ import type { RunLock } from '../ledger/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { firstAbort } from '../runner/drain.js';
-import { committedOutputs, OutputStore } from '../runner/output.js';
+import { committedOutputs, OutputStore, TempDirInUse } from '../runner/output.js';
 import { resumeAtOnce, retryPolicy, runPass } from '../runner/pass.js';
 import type { Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
@@ -120,7 +120,14 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
 
     handler = await loadHandler(config);
     try {
-      await outputs?.prepare();
+      await outputs?.prepare().catch((err: unknown) => {
+        if (!(err instanceof TempDirInUse)) throw err;
+        throw new ConfigError(
+          `${config.configPath}: name: another run of a job named ${JSON.stringify(config.name)} is using output.directory ${outputs?.dir} now, from another ledger (it holds ${err.tempDir}): two configs share the name ${JSON.stringify(config.name)}; give each its own name`,
+          config.configPath,
+          'name',
+        );
+      });
       const others = outputs?.sharedWith() ?? [];
       if (others.length > 0) {
         log.warn(

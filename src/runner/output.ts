@@ -9,7 +9,6 @@ import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP
 import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
-import { ConfigError } from '../errors.js';
 import { flockSync } from '../flock.js';
 import { makeDirs } from '../make-dirs.js';
 import { whereItIs } from '../real-path.js';
@@ -23,6 +22,17 @@ const BIRTH_CLOCK_SLACK_MS = 20;
 export { UnsafeOwnDirectory } from './own-dir.js';
 export { OutputPathError } from './output-path.js';
 export { OwnDirectoryGone } from './faults.js';
+
+/**
+ * The job's temp directory `.cronsafe-tmp/job-<name>` is held by another process: a run of
+ * a config of the same name on another ledger (its run lock is apart from ours).
+ */
+export class TempDirInUse extends Error {
+  override name = 'TempDirInUse';
+  constructor(readonly tempDir: string) {
+    super(`${tempDir} is held by another run`);
+  }
+}
 
 /** How often a shared run's temp directory is touched, at most: below any run's staleness (>= 60 s). */
 const KEEP_FRESH_MS = 20_000;
@@ -176,7 +186,7 @@ export class OutputStore {
       const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
-    if (this.#job !== undefined && !this.shared) this.#lockJobDir(this.#job);
+    if (this.#job !== undefined && !this.shared) this.#lockJobDir();
     if (this.shared) {
       this.#lastTouch = Date.now();
       // Fresh while we live, even when no attempt starts for a while (one long item):
@@ -208,10 +218,10 @@ export class OutputStore {
    * (a copy with only state.sqlite changed) would each empty the other's live attempts'
    * files, and charge those attempts for it. So the run also holds a flock(2) on the
    * directory (the kernel drops it if the process dies): found held, another ledger's run
-   * of this name is using it now, and the two configs must not share the name (exit 78).
+   * of this name is using it now (TempDirInUse), and the two configs must not share the name.
    * Where the file system has no flock (NFS refuses it on a directory), there is no guard.
    */
-  #lockJobDir(job: string): void {
+  #lockJobDir(): void {
     let fd: number;
     try {
       fd = openSync(this.tempDir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
@@ -224,11 +234,7 @@ export class OutputStore {
       closeSync(fd);
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'EWOULDBLOCK' && code !== 'EAGAIN') return;
-      throw new ConfigError(
-        `name: another run of a job named ${JSON.stringify(job)} is using output.directory ${this.dir} now, from another ledger (it holds ${this.tempDir}): two configs share the name ${JSON.stringify(job)}; give each its own name`,
-        undefined,
-        'name',
-      );
+      throw new TempDirInUse(this.tempDir);
     }
     this.#jobLock = fd;
   }

@@ -29,7 +29,7 @@ describe('two configs of one name sharing output.directory', () => {
 
     const second = await runCli(['run', '-c', b.configPath]);
     expect(second.code, second.stderr).toBe(78);
-    expect(second.stderr).toMatch(/name: another run of a job named "same-name" is using output\.directory .* give each its own name/);
+    expect(second.stderr).toMatch(/cronsafe\.yaml: name: another run of a job named "same-name" is using output\.directory .* give each its own name/);
     expect(finished(second)).toMatchObject({ outcome: 'failed', exitCode: 78 });
 
     writeFileSync(gate, '');
