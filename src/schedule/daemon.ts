@@ -55,6 +55,8 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // as the Job controller retries a killed or drained CronJob pod; else its claims and the
   // rest of its backlog would wait for the next occurrence (a day, for a daily schedule).
   // A run still going (a manual `cronsafe run`) is not interrupted: undecided until it ends.
+  // Cleared by the first pass that returns: later runs are not the start-up one, and a later
+  // occurrence that another run started for (a manual run) is not this daemon's to resume.
   let resume: boolean | undefined;
   const unavailable = (err: unknown): boolean => {
     // A daemon stays up for years: a database restart or failover between (or at) passes is
@@ -91,10 +93,12 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
         result = await d.pass(status.latest, 'occurrence');
+        resume = false;
       } else if (resume && status.latest && status.latest.getTime() !== attempted) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
         result = await d.pass(status.latest, 'occurrence');
+        resume = false;
       } else if (
         growth.enabled &&
         !stoodDown &&

@@ -280,3 +280,45 @@ describe('runDaemon when the state store is unavailable', () => {
     expect(passes.map((p) => p.occurrence)).toEqual(['2026-06-01T11:00:00.000Z']);
   });
 });
+
+describe('runDaemon after it resumed an unfinished pass at start-up', () => {
+  it('does not take a later occurrence that another run started for as one to resume', async () => {
+    // Started at 10:30 after a killed pass of 10:00: that one is resumed, 11:00 fires. The host
+    // then sleeps from 11:59 to 12:05 (suspend: the daemon's timer is late), and an operator's
+    // `cronsafe run` starts at 12:02 and is still going. 12:00 has a run started since it; the
+    // daemon must not start a pass for it as a "resume" (it would find the lock held and count
+    // an overrun), nor one once that run ends.
+    const stop = new AbortController();
+    const suspend = { from: Date.parse('2026-06-01T12:00:00Z'), to: Date.parse('2026-06-01T12:05:00Z') };
+    const manual = { start: Date.parse('2026-06-01T12:02:00Z'), end: Date.parse('2026-06-01T12:30:00Z') };
+    const until = Date.parse('2026-06-01T12:50:00Z');
+    let t = Date.parse('2026-06-01T10:30:00Z');
+    const clock: DaemonClock = {
+      now: () => t,
+      sleep: async (ms) => {
+        const next = t + Math.max(ms, 1);
+        t = t < suspend.from && next >= suspend.from ? suspend.to : next;
+        if (t >= until) stop.abort();
+      },
+    };
+    const { log, lines } = memoryLogger();
+    let last: number = Date.parse('2026-06-01T10:00:05Z');
+    const passes: string[] = [];
+    await runDaemon({
+      config: config(),
+      log,
+      stop: stop.signal,
+      clock,
+      lastRunStart: async () => (t >= manual.start ? Math.max(last, manual.start) : last),
+      lastRunInterrupted: async () => true,
+      runActive: async () => t >= manual.start && t < manual.end,
+      pass: async (occurrence) => {
+        passes.push(`${new Date(t).toISOString().slice(11, 16)} ${occurrence?.toISOString() ?? 'growth'}`);
+        last = t;
+        return t >= manual.start && t < manual.end ? 'skipped-locked' : 'completed';
+      },
+    });
+    expect(passes).toEqual(['10:30 2026-06-01T10:00:00.000Z', '11:00 2026-06-01T11:00:00.000Z']);
+    expect(lines.filter((l) => String(l.msg).startsWith('daemon: the last pass of this occurrence did not finish'))).toHaveLength(1);
+  });
+});
