@@ -5,7 +5,7 @@
  * (docs/benchmarks.md, start-up). Signals and process.exit stay in cli.ts.
  */
 import { existsSync } from 'node:fs';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
@@ -35,7 +35,17 @@ interface RequeueFlags {
   limit?: number;
 }
 
-const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)');
+/**
+ * `-c ""` (`-c "$CONFIG"` with CONFIG unset) is refused (exit 2), as an empty --at or --glob:
+ * read as not given, it took $CRONSAFE_CONFIG or ./cronsafe.yaml, another job's config, and
+ * `requeue --all` requeued that job's items. An empty CRONSAFE_CONFIG stays unset, as in the shell.
+ */
+function parseConfigFile(value: string): string {
+  if (value === '') throw new InvalidArgumentError('expected a config file path, got an empty string');
+  return value;
+}
+
+const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)').argParser(parseConfigFile);
 
 async function configPath(cliPath: string | undefined): Promise<string> {
   const { resolveConfigPath } = await import('./config/load.js');
