@@ -2,6 +2,7 @@ import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../errors.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
+import { LedgerNeedsMigration } from '../ledger/no-ledger.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
 import { Sink } from './sink.js';
@@ -23,8 +24,12 @@ export async function scheduleCommand(
   const store = openStore(config);
   // Only read, as status does: no migration check, pragma writes or checkpoint at close
   // (~5 ms), and none created when no run made one. A ledger that needs a migration first
-  // (an upgrade) is opened as before.
-  const ledger = await store.openReader().catch(() => store.openLedger());
+  // (an upgrade) is opened as before; nothing else is (a writable open migrates: a foreign
+  // database or an empty file at state.sqlite got cronsafe's tables).
+  const ledger = await store.openReader().catch((err: unknown) => {
+    if ((err as { cause?: unknown }).cause instanceof LedgerNeedsMigration) return store.openLedger();
+    throw err;
+  });
   if (ledger) {
     try {
       // A read that fails after the open (a damaged file) names the store, as status does.

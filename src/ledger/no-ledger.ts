@@ -7,3 +7,12 @@
 export class NoLedgerYet extends Error {
   override name = 'NoLedgerYet';
 }
+
+/**
+ * A read-only open found a ledger of an older schema, which a writable open migrates. Its
+ * own class so that schedule opens for writing in that case only (an upgrade), never on any
+ * failure: that wrote cronsafe's tables into whatever state.sqlite named.
+ */
+export class LedgerNeedsMigration extends Error {
+  override name = 'LedgerNeedsMigration';
+}

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { NoLedgerYet } from './no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
@@ -164,7 +164,8 @@ export function openStore(config: Config): Store {
       } catch (err) {
         if (err instanceof ConfigError) throw err; // [issue 10, case 1]
         const failed = unavailable('', err);
-        if (err instanceof NoLedgerYet) failed.cause = err; // for openReader
+        // For openReader, and for schedule, which migrates an older ledger only.
+        if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;
         throw failed;
       }
     },

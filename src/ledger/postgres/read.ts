@@ -5,7 +5,7 @@ import { wellFormed } from '../well-formed.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { appliedVersionsQuery, migrationsTableQuery } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
-import { NoLedgerYet } from '../no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
 import { ident, q, type Query } from './query.js';
 
 /** Item counts by state in one pass (no index on plain `state`: every transition would rewrite it). */
@@ -58,7 +58,7 @@ export async function checkReadableSchema(exec: Exec, schema: string): Promise<v
   const [row] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
   const v = Math.max(0, ...(row?.versions ?? []));
   if (v < known) {
-    throw new Error(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (status and dead-letter list only read)`);
+    throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (status and dead-letter list only read)`);
   }
   if (v > known) throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
 }

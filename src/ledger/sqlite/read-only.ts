@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
-import { NoLedgerYet } from '../no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -52,7 +52,7 @@ function checkSchema(db: Database.Database, file: string, job: string | undefine
   if (table === undefined) throw new Error(`${file} holds no cronsafe ledger (no schema_migrations table)`);
   const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
   if (v < KNOWN) {
-    throw new Error(
+    throw new LedgerNeedsMigration(
       `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (status and dead-letter list only read)`,
     );
   }
