@@ -64,6 +64,10 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .description('Drain a backlog of work items safely from a Kubernetes CronJob')
     .version(VERSION)
     .exitOverride()
+    // A usage error quotes the argument it refuses: its controls (ESC, C1) are shown as the
+    // other stderr lines show them, never sent to the terminal. Set before the commands,
+    // which copy it.
+    .configureOutput({ writeErr: (text) => process.stderr.write(escapeControlsButLayout(text)) })
     .showHelpAfterError()
     .hook('preAction', (_program, action) => signals.commandStarts(action.name()));
 
