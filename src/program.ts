@@ -232,7 +232,8 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
         await checkModuleHandler(config);
       }
       const summary = { ...configSummary(config), filesystems };
-      process.stdout.write(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`);
+      // A path's or value's controls as JSON escapes (JSON.stringify leaves DEL and C1 raw), as a config error shows them.
+      process.stdout.write(escapeControlsButLayout(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`));
       setExit(EXIT.OK);
     });
   return program;
