@@ -25,15 +25,15 @@ const tables = (file: string): string[] => {
 };
 
 describe('schedule on a state.sqlite that holds no cronsafe ledger', () => {
-  it("another application's database: exit 1 naming the store, nothing written to it", async () => {
+  it("another application's database: exit 78 naming state.sqlite, nothing written to it", async () => {
     const w = ws();
     mkdirSync(w.state, { recursive: true });
     const app = new Database(w.db);
     app.exec(`CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('alice')`);
     app.close();
     const r = await runCli(['schedule', '--json', '-c', w.configPath]);
-    expect(r.code, r.stdout + r.stderr).toBe(1);
-    expect(r.stderr).toContain(`state store unavailable (sqlite ${w.db}): ${w.db} holds no cronsafe ledger`);
+    expect(r.code, r.stdout + r.stderr).toBe(78);
+    expect(r.stderr).toContain(`state.sqlite: ${w.db} is an SQLite database of something else (its tables: "users"), not a cronsafe ledger`);
     expect(r.stdout).toBe('');
     expect(tables(w.db)).toEqual(['users']);
   });

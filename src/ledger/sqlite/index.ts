@@ -3,7 +3,7 @@ import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
 import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
-import { migrate } from './migrate.js';
+import { assertLedgerFile, migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { journalOf } from './start-journal.js';
 import { makeDirs } from '../../make-dirs.js';
@@ -47,6 +47,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   if (file !== ':memory:') makeDirs(dirname(file));
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
+    assertLedgerFile(db);
     // Before the first table exists, so a new file can shrink after pruning (retention).
     // On an older file this is a no-op: switching needs a VACUUM (docs/operations.md).
     db.pragma('auto_vacuum = INCREMENTAL');

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { ConfigError } from '../../errors.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
 const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -6,6 +7,28 @@ const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
   name       TEXT NOT NULL,
   applied_at INTEGER NOT NULL
 )`;
+
+/**
+ * Refuse a database that is not a ledger (ConfigError, exit 78), before anything is written
+ * to it: state.sqlite pointed at another program's SQLite file got cronsafe's tables (and
+ * WAL mode) at the first run. Ours: no table at all (a new or empty file), or our own
+ * `schema_migrations` (its `name` and `applied_at` columns: Rails and others keep a table of
+ * that name too), which the first migration creates before anything else.
+ */
+export function assertLedgerFile(db: Database): void {
+  const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name`).pluck().all() as string[];
+  if (tables.length === 0) return;
+  if (tables.includes('schema_migrations')) {
+    const columns = new Set((db.prepare(`SELECT name FROM pragma_table_info('schema_migrations')`).pluck().all() as string[]));
+    if (columns.has('version') && columns.has('name') && columns.has('applied_at')) return;
+  }
+  const shown = tables.slice(0, 5).map((t) => JSON.stringify(t)).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
+  throw new ConfigError(
+    `state.sqlite: ${db.name} is an SQLite database of something else (its tables: ${shown}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
+    undefined,
+    'state.sqlite',
+  );
+}
 
 /**
  * Apply the migrations not yet recorded in `schema_migrations`, each in its own

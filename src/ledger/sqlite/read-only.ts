@@ -4,6 +4,7 @@ import { checkJob, JOB_KEY } from '../identity.js';
 import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
+import { assertLedgerFile } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 /** The schema version this cronsafe reads and writes. */
@@ -48,6 +49,7 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
 
 /** A reader must not guess at a schema it does not know; say which way the versions differ. */
 function checkSchema(db: Database.Database, file: string, job: string | undefined): void {
+  assertLedgerFile(db);
   const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).get();
   if (table === undefined) throw new Error(`${file} holds no cronsafe ledger (no schema_migrations table)`);
   const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
