@@ -59,14 +59,12 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     ctx.outputPath = tempPath;
     await p.handler.run(item, ctx);
-    if (p.leaseGuard && tempPath && p.leaseLapsed(claim)) {
-      throw new HandlerFailure(
-        `the claim's lease may have run out (no renewal reached the ledger for ${config.lease.seconds}s), so another pod may hold the item now: output not committed, claim handed back`,
-        true,
-      );
-    }
+    // Asked again by commit just before its rename: the pod may have been paused (a long
+    // GC, a frozen container) while the output was synced, and a sibling taken it over.
+    const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;
+    guard?.();
     // Output first, ledger second: a crash in between means a redo that overwrites.
-    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id))) {
+    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id, guard))) {
       p.noOutput++;
       if (config.handler.expectOutput) {
         throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
@@ -88,6 +86,15 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   } finally {
     inflight.delete(claim.id);
   }
+}
+
+/** Throws (a hand-back, uncharged) when the claim's lease may have run out: its output must not be committed. */
+function leaseGuard(p: PassState, claim: Claim): void {
+  if (!p.leaseLapsed(claim)) return;
+  throw new HandlerFailure(
+    `the claim's lease may have run out (no renewal reached the ledger for ${p.config.lease.seconds}s), so another pod may hold the item now: output not committed, claim handed back`,
+    true,
+  );
 }
 
 /** Charge, hand back, stop or forget, as the verdict says (judgeFailure, whereItWent). */

@@ -323,8 +323,9 @@ export class OutputStore {
    * Move the attempt's temp file to the item's final path. Returns false when the
    * handler wrote nothing. The file and the directory entry are fsynced before and
    * after the rename, so once the ledger says done the output survives a power cut.
+   * `beforeRename` may throw to refuse the rename once the file is synced (the lease guard).
    */
-  async commit(tempPath: string, id: string): Promise<boolean> {
+  async commit(tempPath: string, id: string, beforeRename?: () => void): Promise<boolean> {
     this.assertTemp(tempPath);
     const final = this.finalPathFor(id);
     // Sync and non-throwing: most handlers that write nothing make this the hot path, and
@@ -339,6 +340,7 @@ export class OutputStore {
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
+    beforeRename?.();
     try {
       await this.#renameIntoPlace(tempPath, final);
     } catch (err) {

@@ -150,6 +150,8 @@ export class PassState {
   /** Handler time per attempt, until its result is written (for the duration histogram). */
   readonly durations = new Map<Claim, number>();
   readonly claimedAt = new Map<Claim, number>();
+  /** Claims a renewal found taken over by another pod: their lease is lapsed, whatever renewedAt says. */
+  readonly lost = new WeakSet<Claim>();
   scanned = 0;
   claimed = 0;
   skippedDirectories = 0;
@@ -217,7 +219,7 @@ export class PassState {
   };
 
   leaseLapsed(claim: Claim): boolean {
-    return this.now() >= Math.max(this.claimedAt.get(claim) ?? 0, this.renewedAt) + this.leaseMs;
+    return this.lost.has(claim) || this.now() >= Math.max(this.claimedAt.get(claim) ?? 0, this.renewedAt) + this.leaseMs;
   }
 
   /**

@@ -79,6 +79,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     everyMs: config.lease.renewSeconds * 1000,
     killAfterMs: () => drain.killAfterMs(),
     onRenewed: (at) => (p.renewedAt = Math.max(p.renewedAt, at)),
+    onLost: (claim) => p.lost.add(claim),
   });
 
   progress.start();

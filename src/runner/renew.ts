@@ -16,6 +16,8 @@ export interface RenewalOptions {
   killAfterMs: () => number;
   /** A renewal reached the ledger: every claim the owner held then has its lease from `at`. */
   onRenewed?: (at: number) => void;
+  /** A renewal found this claim taken over: it was not renewed (onRenewed's `at` is not its lease). */
+  onLost?: (claim: Claim) => void;
 }
 
 /**
@@ -38,6 +40,7 @@ export function startRenewal(o: RenewalOptions): NodeJS.Timeout {
         for (const id of lost) {
           const claim = renewed.get(id);
           if (!claim || o.held.get(id) !== claim) continue;
+          o.onLost?.(claim);
           o.log.warn({ itemId: id }, 'claim lost (lease expired and taken over); aborting this attempt');
           o.inflight.get(id)?.abort(new AbortReason('claim lost', o.killAfterMs()));
         }

@@ -34,7 +34,10 @@ describe('lease renewal', () => {
     const ctlX = new AbortController();
     const ctlY = new AbortController();
     const { log, lines } = memoryLogger();
-    timers.push(startRenewal({ ledger: a, owner: 'me', held, inflight: new Map([['x', ctlX], ['y', ctlY]]), log, now: Date.now, leaseMs: 60_000, everyMs: 20, killAfterMs: () => 100 }));
+    // A lost claim is not renewed: the lease guard must not take the round's time for its lease.
+    const lost: Claim[] = [];
+    const onLost = (c: Claim) => void lost.push(c);
+    timers.push(startRenewal({ ledger: a, owner: 'me', held, inflight: new Map([['x', ctlX], ['y', ctlY]]), log, now: Date.now, leaseMs: 60_000, everyMs: 20, killAfterMs: () => 100, onLost }));
     // Another pod takes x over (as after a lease expiry).
     await b.reclaimOrphans('thief', { now: Date.now(), retry });
     await discoverAndClaim(b, [{ id: 'x' }], { owner: 'thief', runId: 'r2', now: Date.now(), leaseMs: 60_000 });
@@ -42,6 +45,7 @@ describe('lease renewal', () => {
     expect(ctlX.signal.reason).toMatchObject({ message: 'claim lost' });
     expect(lines.some((l) => l.msg === 'claim lost (lease expired and taken over); aborting this attempt' && l.itemId === 'x')).toBe(true);
     expect((await a.get('x'))?.owner).toBe('thief');
+    expect(lost).toContain(mine);
   });
 
   it('does not abort a newer claim of the same id (completion raced the renewal, then a retry re-claimed it)', async () => {
@@ -61,8 +65,12 @@ describe('lease renewal', () => {
         },
       },
     });
-    timers.push(startRenewal({ ledger: racing, owner: 'me', held, inflight: new Map([['x', ctl]]), log, now: Date.now, leaseMs: 60_000, everyMs: 10, killAfterMs: () => 100 }));
+    const lost: Claim[] = [];
+    timers.push(
+      startRenewal({ ledger: racing, owner: 'me', held, inflight: new Map([['x', ctl]]), log, now: Date.now, leaseMs: 60_000, everyMs: 10, killAfterMs: () => 100, onLost: (c) => void lost.push(c) }),
+    );
     await until(() => rounds >= 3, 'three renewal rounds');
     expect(ctl.signal.aborted).toBe(false);
+    expect(lost).toEqual([]);
   });
 });

@@ -78,6 +78,23 @@ async function relay(target: number): Promise<Relay> {
   };
 }
 
+/**
+ * The same log as HANDLER, as a module. With FREEZE set, the process stops itself
+ * (SIGSTOP) just after the handler has returned: past the lease guard's check, while its
+ * output is synced, before it is renamed into place. A pause of the whole pod there (a
+ * long GC, a CPU-throttled or frozen container, a VM migrated) is what this stands for.
+ */
+const FREEZING_HANDLER = `import { appendFileSync, writeFileSync } from 'node:fs';
+export default async function h(item, ctx) {
+  appendFileSync(process.env.EVENTS, \`\${item.id} \${item.attempt} \${process.env.POD} started\\n\`);
+  writeFileSync(ctx.outputPath, \`from \${process.env.POD}\\n\`);
+  if (process.env.FREEZE) setImmediate(() => process.kill(process.pid, 'SIGSTOP'));
+}
+`;
+
+/** Whether the process is stopped (state T in /proc/PID/stat). */
+const stopped = (pid: number): boolean => /^\d+ \(.*\) T /s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+
 const events = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []);
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod cut off from the database does not overwrite its successor', () => {
@@ -187,6 +204,45 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod cut off from th
     expect(final?.done_by).toContain(bTag);
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 0, claimed: 0, done: 1, dead: 0 });
     // Nothing of A's left: no stray file beside the outputs, nothing in the temp directory.
+    expect(filesUnder(ws.out)).toEqual([`${ID}.out`]);
+  }, 240_000);
+
+  it('A, paused between its lease check and the rename of its output, discards it once it resumes past its lease', async () => {
+    const db = 'leasepause';
+    const url = await server.createDatabase(db);
+    const ws = workspace(
+      { state: { postgres: url, schema: 'lp' }, concurrency: 1, lease: LEASE, log: { level: 'info' }, handler: { module: 'handler.mjs' } },
+      { [ID]: 'payload' },
+    );
+    writeFileSync(path.join(ws.dir, 'handler.mjs'), FREEZING_HANDLER);
+    const eventsFile = path.join(ws.dir, 'events');
+    const output = path.join(ws.out, `${ID}.out`);
+    const base = { CRONSAFE_RUN_GROUP: 'lease-pause', EVENTS: eventsFile };
+
+    const a = spawnCli(['run', '-c', ws.configPath], { cwd: ws.dir, env: { ...base, POD: 'A', FREEZE: '1' }, timeoutMs: 150_000 });
+    running.push(a);
+    const aPid = a.child.pid!;
+    await until(() => a.child.exitCode !== null || stopped(aPid), 'A to stop itself after its handler', 60_000);
+    expect(a.child.exitCode, a.stdout() + a.stderr()).toBeNull();
+    expect(existsSync(output), 'A renamed its output before it stopped').toBe(false);
+
+    // B joins the pass, waits out A's lease, takes the item over and commits its own output.
+    const b = spawnCli(['run', '-c', ws.configPath], { cwd: ws.dir, env: { ...base, POD: 'B' }, timeoutMs: 120_000 });
+    running.push(b);
+    const eb = await b.exited;
+    expect(eb.code, b.stderr()).toBe(0);
+    expect(events(eventsFile)).toEqual([`${ID} 1 A started`, `${ID} 2 B started`]);
+    expect(readFileSync(output, 'utf8')).toBe('from B\n');
+
+    // A resumes: its output, synced while it was stopped, must not be renamed over B's.
+    a.child.kill('SIGCONT');
+    const ea = await a.exited;
+    expect(ea.code, a.stderr()).toBe(0);
+    expect(readFileSync(output, 'utf8'), "A's late output overwrote B's").toBe('from B\n');
+    expect(a.lines.some((l) => l.itemId === ID && String(l.reason).includes('lease may have run out')), a.stdout()).toBe(true);
+    const [final] = await server.admin<{ state: string; attempts: number; done_by: string }>(`SELECT state, attempts, done_by FROM lp.items WHERE id = $1`, [ID], db);
+    expect(final).toMatchObject({ state: 'done', attempts: 2 });
+    expect(final?.done_by).toContain(`:${b.child.pid}:`);
     expect(filesUnder(ws.out)).toEqual([`${ID}.out`]);
   }, 240_000);
 });
