@@ -14,6 +14,13 @@ export interface RunLock {
    */
   readonly joined?: boolean;
   /**
+   * When joined: the start of the run that started the pass (epoch ms), once that run has
+   * recorded it. The joining pod plans its fire as of then, so that a pod of the Job that
+   * starts after the next occurrence runs for the pass's fire, not that later one (whose
+   * `refresh: every-occurrence` would run again what its siblings finished in this pass).
+   */
+  readonly passStartedAt?: number;
+  /**
    * Called once the run's ledger is open. SQLite: from then on a ledger file removed or
    * replaced under the run (its state directory deleted) aborts `lost`. Absent on PostgreSQL.
    */

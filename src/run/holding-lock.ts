@@ -88,7 +88,9 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (live) return await skip(undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
-    const plan = await planFire(config, ledger, log, new Date(startedAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
+    // A pod joining a pass runs for that pass's fire: planned as of the pass's start (RunLock.passStartedAt).
+    const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
+    const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
     if (plan.skip) {
       await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
       await ledger.finishRun(runId, Date.now(), 'stale', {});

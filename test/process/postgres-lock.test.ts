@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
-import { tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/run-lock.js';
+import { recordGroupQuery, tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/run-lock.js';
 import { finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
@@ -98,6 +98,25 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     } finally {
       await server.start();
     }
+    await a!.release();
+  });
+
+  it('taken again mid-run, the lock keeps the owner that started the pass of its group (joiners plan their fire by its start)', async () => {
+    const schema = `l_${++n}`;
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1'));
+    const owner = async () => (await server.admin<{ owner: string }>(`SELECT owner FROM ${schema}.run_lock`, [], 'lock'))[0]?.owner;
+    const first = await owner();
+    expect(first).toMatch(/^owner-job-1-/);
+    const record = (group: string, who: string, retake: boolean) => {
+      const query = recordGroupQuery(schema, 'job', group, who, Date.now(), retake);
+      return server.admin(query.text, query.values, 'lock');
+    };
+    await record('job-1', 'a-sibling', true);
+    expect(await owner()).toBe(first);
+    await record('job-1', 'a-sibling', false); // a start, not a retake: it starts the pass
+    expect(await owner()).toBe('a-sibling');
+    await record('job-2', 'another-job', true); // another group got in while the session was cut
+    expect(await owner()).toBe('another-job');
     await a!.release();
   });
 

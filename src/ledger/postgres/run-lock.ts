@@ -30,17 +30,29 @@ export const downgradeQuery = (schema: string, name: string): Query =>
   q(`SELECT pg_advisory_lock_shared(hashtext($1), 1), pg_advisory_unlock(hashtext($1), 1)`, lockKey(schema, name));
 export const tryJoinQuery = (schema: string, name: string): Query =>
   q(`SELECT pg_try_advisory_lock_shared(hashtext($1), 1) AS ok`, lockKey(schema, name));
-export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number): Query =>
+/**
+ * `retake`: the lock taken again mid-run (its session was cut) keeps the owner that started
+ * the pass when the group is the same: a pod joining later plans its fire by that run's start.
+ */
+export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number, retake = false): Query =>
   q(
-    `INSERT INTO ${ident(schema)}.run_lock (name, run_group, owner, acquired_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET run_group = EXCLUDED.run_group, owner = EXCLUDED.owner, acquired_at = EXCLUDED.acquired_at`,
+    `INSERT INTO ${ident(schema)}.run_lock AS l (name, run_group, owner, acquired_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET run_group = EXCLUDED.run_group,
+  owner = CASE WHEN $5::boolean AND l.run_group = EXCLUDED.run_group THEN l.owner ELSE EXCLUDED.owner END,
+  acquired_at = CASE WHEN $5::boolean AND l.run_group = EXCLUDED.run_group THEN l.acquired_at ELSE EXCLUDED.acquired_at END`,
     name,
     group,
     owner,
     now,
+    retake,
   );
+/** The running pass's group, and when the run that started it (or took it again) started: null until it recorded its start. */
 export const passGroupQuery = (schema: string, name: string): Query =>
-  q(`SELECT run_group, owner, acquired_at FROM ${ident(schema)}.run_lock WHERE name = $1`, name);
+  q(
+    `SELECT l.run_group, l.owner, l.acquired_at, (SELECT min(r.started_at) FROM ${ident(schema)}.runs AS r WHERE r.owner = l.owner) AS pass_started_at
+FROM ${ident(schema)}.run_lock AS l WHERE l.name = $1`,
+    name,
+  );
 
 /**
  * Which pods share a pass: `CRONSAFE_RUN_GROUP` (set it by hand), else the Job's name from
@@ -69,12 +81,14 @@ export interface PostgresRunLock {
   readonly group: string;
   /** True when this run joined a pass its group had already started. */
   readonly joined: boolean;
+  /** When joined: when the run that started the pass started (RunLock.passStartedAt). */
+  readonly passStartedAt?: number;
   /** Aborted when the lock is gone for good: its session died and could not be re-taken. */
   readonly lost: AbortSignal;
   release(): Promise<void>;
 }
 
-type Attempt = { client: pg.Client; joined: boolean } | { client: null; holder: string };
+type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number } | { client: null; holder: string };
 
 /**
  * The lock's session sits idle for the whole run. A server's `idle_session_timeout` (a
@@ -117,7 +131,7 @@ const probeClient = (p: KeepaliveProbes): Query =>
   );
 
 /** One try at the protocol on a fresh session; the session is kept only when it holds the lock. */
-async function attempt(opts: RunLockOptions): Promise<Attempt> {
+async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> {
   // Its own application_name: pg_stat_activity shows which session holds the run lock.
   const client = new pg.Client({ ...clientConfig(opts), application_name: 'cronsafe-lock' });
   client.on('error', () => undefined); // reported through 'end' below, or the failing query
@@ -132,13 +146,14 @@ async function attempt(opts: RunLockOptions): Promise<Attempt> {
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
     let result: Attempt;
     if (ex?.ok) {
-      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, Date.now()));
+      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, Date.now(), retake));
       await exec(downgradeQuery(opts.schema, opts.name));
       result = { client, joined: false };
     } else {
-      const [row] = await exec<{ run_group: string; owner: string }>(passGroupQuery(opts.schema, opts.name));
+      const [row] = await exec<{ run_group: string; owner: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
       const [join] = row?.run_group === opts.group ? await exec<{ ok: boolean }>(tryJoinQuery(opts.schema, opts.name)) : [];
-      result = join?.ok ? { client, joined: true } : { client: null, holder: row ? `${row.run_group} (${row.owner})` : 'unknown' };
+      const passStartedAt = row?.pass_started_at ?? undefined;
+      result = join?.ok ? { client, joined: true, passStartedAt } : { client: null, holder: row ? `${row.run_group} (${row.owner})` : 'unknown' };
     }
     await exec(q('COMMIT'));
     if (result.client === null) await client.end().catch(() => undefined);
@@ -150,11 +165,11 @@ async function attempt(opts: RunLockOptions): Promise<Attempt> {
 }
 
 /** attempt(), retried on transient errors within `budgetMs`; errors come out scrubbed. */
-async function attemptWithRetry(opts: RunLockOptions, budgetMs: number): Promise<Attempt> {
+async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake = false): Promise<Attempt> {
   const started = Date.now();
   for (let n = 1; ; n++) {
     try {
-      return await attempt(opts);
+      return await attempt(opts, retake);
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
@@ -194,7 +209,7 @@ export async function tryPostgresRunLock(
   };
   const retake = async (): Promise<void> => {
     try {
-      const again = await attemptWithRetry(opts, opts.retryBudgetMs ?? RETRY_BUDGET_MS);
+      const again = await attemptWithRetry(opts, opts.retryBudgetMs ?? RETRY_BUDGET_MS, true);
       if (released) {
         if (again.client) await again.client.end().catch(() => undefined);
         return;
@@ -215,6 +230,7 @@ export async function tryPostgresRunLock(
   return {
     group: opts.group,
     joined: first.joined,
+    ...(first.passStartedAt !== undefined ? { passStartedAt: first.passStartedAt } : {}),
     lost: lost.signal,
     async release() {
       if (released) return;
