@@ -61,6 +61,13 @@ describe('PostgreSQL SQL builders (no database)', () => {
     // pg-connection-string lets query parameters win over the authority's user and port.
     expect(describeTarget('postgres://app@db.example:5432/jobs?user=etl&port=6543', 'cs')).toBe('db.example:6543/jobs as etl (schema cs)');
     expect(describeTarget('postgres:///jobs?host=/run/pg&user=etl', 'cs')).toBe('/run/pg:5432/jobs as etl (schema cs)');
+    // What the URL leaves out, the driver takes from the environment: so does the message.
+    const env = { PGHOST: 'db.internal', PGPORT: '6432', PGUSER: 'etl', PGDATABASE: 'jobs' };
+    expect(describeTarget('postgres://app@/jobs', 'cs', env)).toBe('db.internal:6432/jobs as app (schema cs)');
+    expect(describeTarget('postgresql://app:pw@/jobs', 'cs', env)).toBe('db.internal:6432/jobs as app (schema cs)');
+    expect(describeTarget('postgres://db.example/x', 'cs', env)).toBe('db.example:6432/x as etl (schema cs)');
+    expect(describeTarget('postgres://', 'cs', env)).toBe('db.internal:6432/jobs as etl (schema cs)');
+    expect(describeTarget('postgres://app@db.example:5433/x', 'cs', env)).toBe('db.example:5433/x as app (schema cs)');
     const url = 'postgres://app@db.example/jobs?password=hunter2%21x';
     expect(scrub('failed: hunter2!x and hunter2%21x', url)).toBe('failed: *** and ***');
   });

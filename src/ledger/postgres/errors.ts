@@ -40,18 +40,21 @@ export function isTransient(err: unknown): boolean {
 }
 
 /** Where the ledger is, for messages: `host:port/db as user (schema s)`, never a password. */
-export function describeTarget(url: string, schema: string): string {
+export function describeTarget(url: string, schema: string, env: NodeJS.ProcessEnv = process.env): string {
   try {
     const u = parseUrl(url);
     if (u === undefined) throw new Error('not a URL');
     // As the driver reads it: `?host=` (a socket directory, or a list), `?port=` and `?user=`
-    // win over the authority's, so the message names where it actually connected.
+    // win over the authority's, so the message names where it actually connected; what the
+    // URL leaves out the driver takes from PGHOST, PGPORT, PGUSER and PGDATABASE.
     const param = (key: string): string => u.searchParams.get(key) ?? '';
-    const host = param('host') || u.hostname || 'localhost';
-    const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || '(default database)';
-    const username = param('user') || decodeURIComponent(u.username);
+    // parseUrl reads an empty host (`postgres://app@/db`) as localhost; the driver, as PGHOST.
+    const noHost = /^\s*postgres(?:ql)?:\/\/(?:[^/?#]*@)?(?:[/?#]|$)/i.test(url);
+    const host = param('host') || (noHost ? '' : u.hostname) || env.PGHOST || 'localhost';
+    const username = param('user') || decodeURIComponent(u.username) || env.PGUSER || '';
+    const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || env.PGDATABASE || username || '(default database)';
     const user = username ? ` as ${username}` : '';
-    return `${host}:${param('port') || u.port || '5432'}/${db}${user} (schema ${schema})`;
+    return `${host}:${param('port') || u.port || env.PGPORT || '5432'}/${db}${user} (schema ${schema})`;
   } catch {
     return `${redactUrl(url)} (schema ${schema})`;
   }
