@@ -1,3 +1,4 @@
+import { accessSync, constants, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
@@ -44,7 +45,10 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
     return new SqliteLedger(db, journalOf(file));
   }
-  if (file !== ':memory:') makeDirs(dirname(file));
+  if (file !== ':memory:') {
+    makeDirs(dirname(file));
+    refuseUnwritable(file);
+  }
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
     assertLedgerFile(db);
@@ -78,5 +82,25 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   } catch (err) {
     db.close();
     throw err;
+  }
+}
+
+/**
+ * SQLite opens a ledger this user may not write read-only, and then makes its `-wal` and
+ * `-shm` owned by this user with the ledger's mode: the ledger's owner could not write them,
+ * and every run after failed ("attempt to write a readonly database"). Say so first, naming
+ * the owner, and make nothing. A ledger not made yet, or one on a read-only file system
+ * (where nothing can be made), is left to the open.
+ */
+function refuseUnwritable(file: string): void {
+  try {
+    accessSync(file, constants.W_OK);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return;
+    const st = statSync(file);
+    throw new Error(
+      `${file} is not writable by this user (uid ${process.getuid?.()}): it is owned by uid ${st.uid} with mode ${(st.mode & 0o777).toString(8)}; run this as that user`,
+      { cause: err },
+    );
   }
 }

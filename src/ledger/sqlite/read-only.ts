@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
 import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
@@ -18,32 +18,53 @@ const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
  * no write, no file created. A WAL database needs its `-shm` index; when the directory is
  * read-only and no writer left one (the last connection removes it), the file is opened
  * `immutable` instead, which is exact as long as no write-ahead log is pending (checked).
+ * So it is, too, when SQLite would make the `-wal` or `-shm` for a reader who may not write
+ * the ledger (leftBehindUnwritable).
  * Throws, with the path, when there is no ledger (NoLedgerYet) or its schema is not this cronsafe's;
  * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
  */
 export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
   if (!existsSync(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
-  let db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
-  try {
-    checkSchema(db, file, job);
-    return db;
-  } catch (err) {
-    db.close();
-    if (!NO_SHM.test(String((err as { code?: unknown }).code))) throw err;
+  if (!leftBehindUnwritable(file)) {
+    const db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
+    try {
+      checkSchema(db, file, job);
+      return db;
+    } catch (err) {
+      db.close();
+      if (!NO_SHM.test(String((err as { code?: unknown }).code))) throw err;
+    }
   }
   const wal = statSync(`${file}-wal`, { throwIfNoEntry: false });
   if (wal && wal.size > 0) {
     throw new Error(
-      `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which this read-only directory does not allow`,
+      `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which this reader may not make (a read-only directory, or a ledger it may not write)`,
     );
   }
-  db = newDatabase(`file:${file.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`, { readonly: true });
+  const db = newDatabase(`file:${file.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`, { readonly: true });
   try {
     checkSchema(db, file, job);
     return db;
   } catch (err) {
     db.close();
     throw err;
+  }
+}
+
+/**
+ * Whether opening `file` would make its `-wal` or `-shm` for a reader who may not write the
+ * ledger (an operator of the state directory's group, say). SQLite makes them owned by the
+ * reader, with the ledger's mode, and leaves them: the ledger's owner could not write them,
+ * and every run after failed ("attempt to write a readonly database"). Root's are given to
+ * the ledger's owner, and a reader who may write the ledger makes files its writers can use.
+ */
+function leftBehindUnwritable(file: string): boolean {
+  if (existsSync(`${file}-wal`) && existsSync(`${file}-shm`)) return false;
+  try {
+    accessSync(file, constants.W_OK);
+    return false;
+  } catch {
+    return true;
   }
 }
 
