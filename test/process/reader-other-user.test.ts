@@ -46,5 +46,15 @@ describe('a command of another user leaves nothing in the state directory that s
     const next = await runCli(['run', '-c', ws.configPath], asRunner);
     expect(next.code, next.stderr).toBe(0);
     expect(finished(next)?.counts).toMatchObject({ succeeded: 1 });
+
+    // Such files left by an earlier version: the run names the file and its owner, not
+    // SQLite's "attempt to write a readonly database".
+    for (const f of [`${ws.db}-wal`, `${ws.db}-shm`]) {
+      writeFileSync(f, '');
+      chownSync(f, OPERATOR, GROUP);
+    }
+    const blocked = await runCli(['run', '-c', ws.configPath], asRunner);
+    expect(blocked.code).toBe(1);
+    expect(blocked.stderr).toContain(`${ws.db}-wal is not writable by this user (uid ${NOBODY}): it is owned by uid ${OPERATOR} with mode 644, so SQLite cannot write the ledger; give it to this user (chown)`);
   });
 });

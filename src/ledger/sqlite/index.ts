@@ -81,7 +81,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true);
   } catch (err) {
     db.close();
-    throw err;
+    throw unwritableCompanion(file, err) ?? err;
   }
 }
 
@@ -93,14 +93,32 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
  * (where nothing can be made), is left to the open.
  */
 function refuseUnwritable(file: string): void {
+  const why = notWritable(file);
+  if (why !== undefined) throw new Error(`${why}; run this as that user`);
+}
+
+/**
+ * SQLite's "attempt to write a readonly database" when the ledger's `-wal` or `-shm` is
+ * what this user may not write (another user's open left it, before refuseUnwritable):
+ * name the file and its owner instead.
+ */
+function unwritableCompanion(file: string, err: unknown): Error | undefined {
+  if (!String((err as { code?: unknown }).code).startsWith('SQLITE_READONLY')) return undefined;
+  for (const f of [`${file}-wal`, `${file}-shm`]) {
+    const why = notWritable(f);
+    if (why !== undefined) return new Error(`${why}, so SQLite cannot write the ledger; give it to this user (chown)`, { cause: err });
+  }
+  return undefined;
+}
+
+/** Why this user may not write `file` (EACCES), naming its owner and mode; undefined when it may, or the file is not there. */
+function notWritable(file: string): string | undefined {
   try {
     accessSync(file, constants.W_OK);
+    return undefined;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return;
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return undefined;
     const st = statSync(file);
-    throw new Error(
-      `${file} is not writable by this user (uid ${process.getuid?.()}): it is owned by uid ${st.uid} with mode ${(st.mode & 0o777).toString(8)}; run this as that user`,
-      { cause: err },
-    );
+    return `${file} is not writable by this user (uid ${process.getuid?.()}): it is owned by uid ${st.uid} with mode ${(st.mode & 0o777).toString(8)}`;
   }
 }
