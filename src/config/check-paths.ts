@@ -29,6 +29,9 @@ export function checkState(file: string, c: Config): void {
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
   }
+  // Only its directory: SQLite creates the file itself through a link to a missing file.
+  const dangling = db !== undefined && s === undefined ? linkToNothingOnTheWay(path.dirname(db)) : null;
+  if (dangling !== null) fail(file, [{ key: 'state.sqlite', message: `the ledger file cannot be created: ${dangling}: ${db}` }]);
   // The lock truncates its file and writes its holder into it: on the ledger (or a file
   // SQLite keeps beside it) every run would wipe the ledger, then find its own flock in the
   // way and end as a lock skip, exit 0.
@@ -57,7 +60,10 @@ function lockFileProblem(lockPath: string, name: string): string | null {
     if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return 'cannot be created: a parent of the lock file is not a directory';
     return null; // EACCES: the lock reports it with its path
   }
-  if (st === undefined) return null;
+  if (st === undefined) {
+    const dangling = linkToNothingOnTheWay(lockPath);
+    return dangling === null ? null : `cannot be created: ${dangling}`;
+  }
   if (st.isSymbolicLink()) return 'is a symbolic link: cronsafe never writes through links; remove it or point lock.path elsewhere';
   if (st.isDirectory()) return `is a directory, expected the lock file (e.g. ${path.join(lockPath, `${name}.lock`)})`;
   if (!st.isFile()) return 'is not a regular file (a FIFO, socket or device); point lock.path at a file';
@@ -85,6 +91,28 @@ function foreignLockFile(lockPath: string): string | null {
     return null;
   } finally {
     if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/**
+ * Why a missing path can never be made, when that is a link to nothing on its way (the path
+ * itself or a parent: a volume reached through a link and not mounted, a link to a
+ * directory not made yet): mkdir there fails (EEXIST, ENOENT) on every run. Else null: the
+ * nearest entry there is a real directory (or a link to one), and what is missing below it
+ * is made on first use.
+ */
+function linkToNothingOnTheWay(p: string): string | null {
+  for (let d = path.resolve(p); ; d = path.dirname(d)) {
+    try {
+      const st = fs.lstatSync(d, { throwIfNoEntry: false });
+      if (st !== undefined) {
+        if (!st.isSymbolicLink() || fs.statSync(d, { throwIfNoEntry: false }) !== undefined) return null;
+        return `${d} is a symbolic link to ${fs.readlinkSync(d)}, which does not exist`;
+      }
+    } catch {
+      return null; // EACCES, a loop: reported where the path is used
+    }
+    if (path.dirname(d) === d) return null;
   }
 }
 
@@ -134,6 +162,8 @@ export function checkPaths(file: string, c: Config): void {
   if (c.output && out && !out.isDirectory()) {
     problems.push({ key: 'output.directory', message: `not a directory: ${c.output.directory}` });
   }
+  const dangling = c.output && out === undefined ? linkToNothingOnTheWay(c.output.directory) : null;
+  if (dangling !== null) problems.push({ key: 'output.directory', message: `cannot be created: ${dangling}: ${c.output?.directory}` });
   if (c.output && s?.isDirectory()) {
     const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });

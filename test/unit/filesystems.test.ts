@@ -126,16 +126,20 @@ describe('checkFilesystems', () => {
     expect(err.key).toBe('lock.path');
   });
 
-  it('follows a dangling link (file or directory) to where it will be created: onto a network mount', () => {
+  // (A link to a missing directory on the way is a config error of its own: nothing can be
+  // made under it. dangling-link-paths.test.ts)
+  it('follows a dangling link to the ledger file, and a link to a directory, to where they will be created: onto a network mount', () => {
     const nfs = path.join(dir.root, 'nfs');
     fs.mkdirSync(nfs);
     fs.symlinkSync(path.join(nfs, 'not-yet.db'), path.join(dir.root, 'ledger.db'));
-    fs.symlinkSync(path.join(nfs, 'no-dir'), path.join(dir.root, 'locks'));
-    const statfs = mounts({ [nfs]: 0x6969 });
-    const config = load(`state: {sqlite: ${dir.root}/ledger.db}\nlock: {path: ${dir.root}/locks/job.lock}\n`);
+    const locks = path.join(dir.root, 'locks');
+    fs.symlinkSync(nfs, locks);
+    // statfs(2) follows the link to the mount; the table is by name, so it lists the link too.
+    const statfs = mounts({ [nfs]: 0x6969, [locks]: 0x6969 });
+    const config = load(`state: {sqlite: ${dir.root}/ledger.db}\nlock: {path: ${locks}/no-dir/job.lock}\n`);
     const checks = inspectFilesystems(config, statfs);
     expect(checks.map((c) => [c.key, c.probed, c.type])).toEqual([
-      ['lock.path', nfs, 'nfs'],
+      ['lock.path', locks, 'nfs'],
       ['state.sqlite', nfs, 'nfs'],
     ]);
     expect(configError(() => checkFilesystems(config, statfs)).key).toBe('lock.path');
