@@ -81,6 +81,10 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   // file to a handler.
   const own = (opts.skipPaths ?? []).map((p) => identity(p)).filter((id): id is OwnPath => id !== null);
   const ownDirs = own.filter((o) => o.dir);
+  // A file of ours with another name (a hard link: a `cp -al` or rsync --link-dest snapshot
+  // taken into the source) is known by its identity alone: then each plain file is stat'ed.
+  // Else (nearly always) that costs nothing.
+  const ownLinked = own.filter((o) => !o.dir && o.links > 1);
   const isOwn = (st: { dev: number; ino: number } | undefined, among: OwnPath[]): boolean =>
     st !== undefined && among.some((o) => o.dev === st.dev && o.ino === st.ino);
 
@@ -139,6 +143,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
         st = target;
       }
       if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
+      if (ownLinked.length > 0 && !st) {
+        const file = await stat(abs(entry.name)).catch(() => undefined);
+        if (isOwn(file, ownLinked)) continue;
+        st = file;
+      }
       if (opts.withStats && !st) st = await stat(abs(entry.name)).catch(() => undefined);
       yield st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel };
     }
@@ -166,13 +175,15 @@ export async function sourceIdentity(directory: string): Promise<SourceId | null
 /** One of cronsafe's own paths, by identity. */
 interface OwnPath extends SourceId {
   dir: boolean;
+  /** Its number of names (hard links). */
+  links: number;
 }
 
 /** A path's identity (following links), or null when there is nothing there. */
 function identity(p: string): OwnPath | null {
   try {
     const st = statSync(p, { throwIfNoEntry: false });
-    return st ? { dev: st.dev, ino: st.ino, dir: st.isDirectory() } : null;
+    return st ? { dev: st.dev, ino: st.ino, dir: st.isDirectory(), links: st.nlink } : null;
   } catch {
     return null;
   }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
@@ -22,5 +22,17 @@ describe('the ledger and the lock inside source.directory, named through a link'
     }
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
     expect(existsSync(path.join(ws.out, 'state'))).toBe(false);
+  });
+
+  it('a hard link in the source to the ledger or the lock file is not an item either', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    // Two names of one file (a `cp -al` or an rsync --link-dest snapshot taken into the source).
+    linkSync(ws.db, path.join(ws.source, 'ledger-snapshot.db'));
+    linkSync(path.join(ws.state, 'cronsafe.lock'), path.join(ws.source, 'job.lock'));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ scanned: 1, claimed: 0 });
+    expect(readdirSync(ws.out).filter((f) => f !== '.cronsafe-tmp')).toEqual(['a.txt.out']);
   });
 });
