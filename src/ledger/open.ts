@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statfsSync } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
@@ -129,11 +130,31 @@ export interface Store {
   assertOwnFiles(): Promise<void>;
 }
 
+/**
+ * SQLite says only "disk I/O error" when a full file system refuses it a file it must make
+ * or grow (the -shm of a ledger that a clean close left without one, at the next open):
+ * that reads as a failing disk. Said plainly when the ledger's file system has no block or
+ * no inode left; '' otherwise.
+ */
+function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (sqlite === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_IOERR')) return '';
+  const dir = path.dirname(path.resolve(sqlite));
+  try {
+    const s = statfsSync(dir);
+    if (s.bavail > 0 && !(s.files > 0 && s.ffree === 0)) return '';
+  } catch {
+    return '';
+  }
+  return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
+}
+
 /** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
 export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
-  const unavailable = (doing: string, err: unknown) => new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}`);
+  const unavailable = (doing: string, err: unknown) =>
+    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err)}`);
   return {
     label,
     async openReader() {
