@@ -41,14 +41,17 @@ export interface DiscoverOptions {
    */
   refresh?: RefreshPolicy;
   /**
-   * Leave out of the result the items already charged an attempt (attempts - released > 0:
-   * a failure, or a run that died while the attempt ran). They stay pending and seen by this
-   * pass, and its sweep (claimDue) claims them once the scan has offered every fresh item.
-   * Were they offered as the scan finds them, a pod killed again and again soon after its
-   * start (an eviction loop, a node going down) would start and charge the same few items
-   * each time, and dead-letter them for kills, whatever their handler did; behind the fresh
-   * items, the charges spread over the whole backlog. The unshared store (SQLite) honours
-   * it; a shared pass (PostgreSQL) never asks: its pods claim from each other's batches.
+   * Leave out of the result the items already attempted in this cycle (attempts > 0: a
+   * failure, a run that died while the attempt ran, or a drain's hand-back). They stay
+   * pending and seen by this pass, and its sweep (claimDue) claims them once the scan has
+   * offered every fresh item. Were they offered as the scan finds them, a pod killed again
+   * and again soon after its start (an eviction loop, a node going down) would start and
+   * charge the same few items each time, and dead-letter them for kills, whatever their
+   * handler did; behind the fresh items, the charges spread over the whole backlog. A drain
+   * charges nothing, but items that outlast the time between drains would likewise take
+   * every slot of every run, and the backlog behind them would never run. The unshared
+   * store (SQLite) honours it; a shared pass (PostgreSQL) never asks: its pods claim from
+   * each other's batches.
    */
   deferCharged?: boolean;
 }

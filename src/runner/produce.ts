@@ -31,7 +31,7 @@ export async function produce(p: PassState): Promise<void> {
   try {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
       if (drain.stopping.aborted) return;
-      // Items charged before go behind the fresh ones (DiscoverOptions.deferCharged).
+      // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
       const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh, deferCharged: !p.shared });
       p.scanned += batch.length;
       // The pods of a shared pass scan one directory in one order: each goes through a

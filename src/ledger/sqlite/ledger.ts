@@ -99,7 +99,7 @@ export class SqliteLedger implements L.Ledger {
       this.#behind?.offer(rows);
       if (opts.deferCharged !== true) return rows.map((r) => r.id);
       const ids: string[] = [];
-      for (const r of rows) if (r.attempts === r.released) ids.push(r.id);
+      for (const r of rows) if (r.attempts === 0) ids.push(r.id);
       return ids;
     });
   }
