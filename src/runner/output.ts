@@ -452,12 +452,26 @@ export class OutputStore {
    * charged), not the fault of the items whose attempts ran beside it.
    */
   #recreateMidRun(): DirId {
+    let id: DirId;
     try {
-      return this.#recreate();
+      id = this.#recreate();
     } catch (err) {
       if (err instanceof UnsafeOwnDirectory) throw new EnvironmentFault(`${err.message.replace(/\.$/, '')}; it was replaced during the run: stopping (nothing charged)`);
       throw err;
     }
+    // The flock stayed with the directory that vanished: taken on the new one, or a run of a
+    // config of the same name (another ledger) could start now and empty our attempts' files.
+    if (this.#jobLock !== undefined) {
+      closeSync(this.#jobLock);
+      this.#jobLock = undefined;
+      try {
+        this.#lockJobDir();
+      } catch (err) {
+        if (!(err instanceof TempDirInUse)) throw err;
+        throw new EnvironmentFault(`cronsafe's temp directory ${this.tempDir} was made again during the run and another run of a job named ${JSON.stringify(this.#job)} (another ledger) took it meanwhile; stopping (nothing charged). Give each config its own name`);
+      }
+    }
+    return id;
   }
 
   #own(dir: string): DirId {
