@@ -29,8 +29,9 @@ export function checkState(file: string, c: Config): void {
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
   }
-  // Only its directory: SQLite creates the file itself through a link to a missing file.
-  const dangling = db !== undefined && s === undefined ? linkToNothingOnTheWay(path.dirname(db)) : null;
+  // Only its directory: SQLite creates the file itself through a link to a missing file,
+  // unless the link's target is in a directory that is not there (a volume not mounted).
+  const dangling = db !== undefined && s === undefined ? (linkToNothingOnTheWay(path.dirname(db)) ?? linkIntoNothing(db)) : null;
   if (dangling !== null) fail(file, [{ key: 'state.sqlite', message: `the ledger file cannot be created: ${dangling}: ${db}` }]);
   // The lock truncates its file and writes its holder into it: on the ledger (or a file
   // SQLite keeps beside it) every run would wipe the ledger, then find its own flock in the
@@ -113,6 +114,18 @@ function linkToNothingOnTheWay(p: string): string | null {
       return null; // EACCES, a loop: reported where the path is used
     }
     if (path.dirname(d) === d) return null;
+  }
+}
+
+/** Why `file`, a link to a missing file, can never be created through: its target's directory is not there. Else null. */
+function linkIntoNothing(file: string): string | null {
+  try {
+    if (!fs.lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink()) return null;
+    const target = fs.readlinkSync(file);
+    if (fs.statSync(path.dirname(path.resolve(path.dirname(file), target)), { throwIfNoEntry: false }) !== undefined) return null;
+    return `${file} is a symbolic link to ${target}, whose directory does not exist`;
+  } catch {
+    return null; // EACCES, a loop: reported where the path is used
   }
 }
 

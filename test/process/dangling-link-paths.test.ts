@@ -46,4 +46,25 @@ describe('a path through a link to nothing is a config error naming its key (exi
     expect(r.code, r.stderr).toBe(0);
     expect(readdirSync(target).sort()).toEqual(['out', 'state']);
   });
+  it('state.sqlite itself a link to a file in a directory that is not there (a volume not mounted): 78 naming the link', async () => {
+    const { ws, target } = withDanglingLink();
+    mkdirSync(ws.state);
+    symlinkSync(path.join(target, 'job.db'), ws.db);
+    for (const command of ['validate', 'run']) {
+      const r = await runCli([command, '-c', ws.configPath]);
+      expect(r.code, `${command}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`state.sqlite: the ledger file cannot be created: ${ws.db} is a symbolic link to ${path.join(target, 'job.db')}, whose directory does not exist`);
+    }
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it('state.sqlite a link to a file not made yet in a directory that is there: the run makes it', async () => {
+    const { ws, target } = withDanglingLink();
+    mkdirSync(target);
+    mkdirSync(ws.state);
+    symlinkSync(path.join(target, 'job.db'), ws.db);
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readdirSync(target)).toContain('job.db');
+  });
 });
