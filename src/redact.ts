@@ -76,3 +76,50 @@ export function parseUrl(url: string): URL | undefined {
     }
   }
 }
+
+/** A query parameter's name that says its value may be a secret (as SECRET_PARAM). */
+const SECRET_NAME = /pass|pwd|token|secret|key|auth|sig|credential/i;
+
+/**
+ * Every spelling of the secrets in a URL that a text may hold: the userinfo's password and
+ * the value of each query parameter that may be a secret (SECRET_PARAM), each as written
+ * (percent-encoded), percent-decoded, and as a driver decodes a query ('+' a blank).
+ */
+export function urlSecrets(url: string): string[] {
+  const u = parseUrl(url.trim());
+  if (u === undefined) return [];
+  const found = [u.password, safeDecode(u.password)];
+  for (const m of u.search.matchAll(/[?&]([^=&#]*)=([^&#]*)/g)) {
+    if (SECRET_NAME.test(m[1]!)) found.push(m[2]!, safeDecode(m[2]!), safeDecode(m[2]!.replace(/\+/g, ' ')));
+  }
+  return found;
+}
+
+/** Text with the secrets in it replaced by `***`. */
+export type Redact = (text: string) => string;
+
+/** The Redact for no secrets. */
+export const noRedact: Redact = (text) => text;
+
+/**
+ * A Redact for these secrets: each occurrence of one becomes `***`, the longest first (an
+ * encoded spelling may hold the decoded one). Values shorter than 3 characters are left
+ * alone: replacing every `a` of a handler's output would hide everything and protect nothing.
+ */
+export function redactor(secrets: Iterable<string>): Redact {
+  const list = [...new Set(secrets)].filter((s) => s.length >= 3 && !/^\**$/.test(s)).sort((a, b) => b.length - a.length);
+  if (list.length === 0) return noRedact;
+  return (text) => {
+    for (const s of list) if (text.includes(s)) text = text.split(s).join('***');
+    return text;
+  };
+}
+
+/** decodeURIComponent, or the text as it is when it is not valid percent-encoding. */
+export function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

@@ -1,4 +1,5 @@
 import { redactUrl } from '../redact.js';
+import { configRedactor } from './secrets.js';
 import type { Config } from './types.js';
 
 /**
@@ -8,13 +9,15 @@ import type { Config } from './types.js';
  * /proc to anyone on the node anyway, so secrets belong in handler.env.
  */
 export function configSummary(c: Config): Record<string, unknown> {
+  // And the known secrets anywhere in an argument (a shell line that quotes the ledger's URL).
+  const redact = configRedactor(c);
   // A deep copy: the log line must not share (and let anyone mutate) the live config.
   return structuredClone({
     name: c.name,
     configPath: c.configPath,
     source: c.source,
     handler: {
-      ...(c.handler.command ? { command: c.handler.command.map(redactUrl) } : {}),
+      ...(c.handler.command ? { command: c.handler.command.map((arg) => redact(redactUrl(arg))) } : {}),
       ...(c.handler.module ? { module: c.handler.module } : {}),
       timeoutSeconds: c.handler.timeoutSeconds,
       killAfterSeconds: c.handler.killAfterSeconds,

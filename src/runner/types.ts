@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { coerceError } from '../errors.js';
+import type { Redact } from '../redact.js';
 
 /** One unit of work handed to a handler. */
 export interface WorkItem {
@@ -64,6 +65,14 @@ export function interrupted(reason: unknown): HandlerFailure {
 }
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */
+/** What a handler is made with besides handler.*. */
+export interface HandlerOptions {
+  /** Working directory of command handlers; what escaped ids' links are made under. */
+  sourceDir: string;
+  /** Hides cronsafe's secrets in what the handler says (config/secrets.ts). Default: nothing hidden. */
+  redact?: Redact;
+}
+
 export interface Handler {
   run(item: WorkItem, ctx: HandlerContext): Promise<void>;
   close?(): Promise<void>;

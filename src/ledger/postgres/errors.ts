@@ -1,4 +1,4 @@
-import { parseUrl, redactUrl } from '../../redact.js';
+import { parseUrl, redactor, redactUrl, urlSecrets } from '../../redact.js';
 
 /**
  * SQLSTATEs worth retrying: the transaction did not commit and running it again can
@@ -66,25 +66,8 @@ export function describeTarget(url: string, schema: string, env: NodeJS.ProcessE
  * DNS failure may quote the connection string; this is the last line of defence.
  */
 export function scrub(message: string, url: string): string {
-  let out = message.split(url).join(redactUrl(url));
-  const u = parseUrl(url);
-  // The userinfo's password, or libpq's `?password=` (the driver takes either), as written.
-  const inQuery = /[?&]password=([^&#]*)/.exec(u?.search ?? '')?.[1] ?? '';
-  const spellings = [u?.password ?? '', inQuery].flatMap((p) => [p, safeDecode(p)]);
-  spellings.push(u?.searchParams.get('password') ?? ''); // as the driver decodes it ('+' is a blank)
-  for (const p of new Set(spellings)) {
-    if (p.length >= 3) out = out.split(p).join('***');
-  }
-  return out;
+  return redactor(urlSecrets(url))(message.split(url).join(redactUrl(url)));
 }
-
-const safeDecode = (s: string): string => {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-};
 
 /**
  * An error leaving the PostgreSQL ledger: the message names what was done and where,

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { noRedact, type Redact } from '../../redact.js';
 
 /** Bytes of stderr kept for the failure message. */
 export const TAIL_BYTES = 2048;
@@ -19,6 +20,8 @@ export class OutputCapture {
   constructor(
     private readonly log: Logger,
     private readonly maxBytes: number,
+    /** Applied to every line and to the stderr tail: this is where a child's output becomes cronsafe's text. */
+    private readonly redact: Redact = noRedact,
   ) {}
 
   /** Feed one chunk read from `stream`. */
@@ -72,7 +75,7 @@ export class OutputCapture {
     let start = 0;
     // A cut may land inside a multi-byte character: skip its continuation bytes.
     while (start < this.tail.length && (this.tail[start]! & 0xc0) === 0x80) start++;
-    return this.tail.subarray(start).toString('utf8').trim();
+    return this.redact(this.tail.subarray(start).toString('utf8')).trim();
   }
 
   private flush(stream: Stream): void {
@@ -82,7 +85,7 @@ export class OutputCapture {
   }
 
   private emit(stream: Stream, bytes: Buffer): void {
-    const line = bytes.toString('utf8').replace(/\r$/, '');
+    const line = this.redact(bytes.toString('utf8').replace(/\r$/, ''));
     if (line === '') return; // blank lines are noise in `kubectl logs`
     if (stream === 'stdout') this.log.info({ stream }, line);
     else this.log.warn({ stream }, line);

@@ -1,11 +1,13 @@
 import { existsSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import path from 'node:path';
+import { POSTGRES_ENV } from '../../config/load.js';
 import type { HandlerConfig } from '../../config/types.js';
+import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId } from '../item-id.js';
-import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
 import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -44,7 +46,7 @@ export function expandArg(arg: string, values: Placeholders): string {
  * line under `handler.maxLogBytes`. Settles only after the child closed its pipes and
  * its group is gone, so the runner never commits while something still writes.
  */
-export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string }): Handler {
+export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Handler {
   const template = cfg.command;
   if (!template || template.length === 0 || !template[0]) {
     throw new ConfigError('handler.command must be a non-empty argv array', undefined, 'handler.command');
@@ -57,8 +59,13 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
   // and spreading it per item read every variable through the binding (~11% of a
   // `true` handler's run, measured). An inherited CRONSAFE_OUTPUT_PATH (cronsafe run from
   // a handler) must not pose as an item's output.
-  const baseEnv: NodeJS.ProcessEnv = { ...process.env, ...cfg.env };
+  // CRONSAFE_STATE_POSTGRES is cronsafe's own connection string, password included: a
+  // handler that printed its environment put it in the log (handler.env may pass it on).
+  const baseEnv: NodeJS.ProcessEnv = { ...process.env };
+  delete baseEnv[POSTGRES_ENV];
+  Object.assign(baseEnv, cfg.env);
   delete baseEnv.CRONSAFE_OUTPUT_PATH;
+  const redact = opts.redact ?? noRedact;
   return {
     async run(item: WorkItem, ctx: HandlerContext): Promise<void> {
       if (ctx.signal.aborted) throw interrupted(ctx.signal.reason);
@@ -81,7 +88,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: { sourceDir: string 
       };
       if (ctx.outputPath !== undefined) extraEnv.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
       try {
-        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem, ownFiles);
+        return await runChild(argv, { cwd: opts.sourceDir, baseEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem, ownFiles, redact);
       } finally {
         await link?.remove();
       }
@@ -98,11 +105,12 @@ function runChild(
   ctx: HandlerContext,
   programFromItem: boolean,
   ownFiles: readonly string[],
+  redact: Redact,
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
   const { cwd } = request;
   return new Promise<void>((resolve, reject) => {
-    const capture = new OutputCapture(ctx.log, cfg.maxLogBytes);
+    const capture = new OutputCapture(ctx.log, cfg.maxLogBytes, redact);
     let pid: number | undefined;
     let settled = false;
     let exited = false;

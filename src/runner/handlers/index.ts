@@ -1,6 +1,6 @@
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
-import type { Handler } from '../types.js';
+import type { Handler, HandlerOptions } from '../types.js';
 import { createExecHandler } from './exec.js';
 import { startHelpers } from './spawn-server.js';
 import { createModuleHandler } from './module.js';
@@ -13,7 +13,7 @@ export { createModuleHandler } from './module.js';
  * `handler.module` (an imported function). Exactly one must be set; the config loader
  * checks that too, this is the last line of defence for programmatic callers.
  */
-export async function createHandler(cfg: HandlerConfig, opts: { sourceDir: string }): Promise<Handler> {
+export async function createHandler(cfg: HandlerConfig, opts: HandlerOptions): Promise<Handler> {
   if (cfg.command && cfg.module) {
     throw new ConfigError('handler: set exactly one of handler.command and handler.module, not both', undefined, 'handler');
   }

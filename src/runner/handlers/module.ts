@@ -1,7 +1,8 @@
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
-import { HandlerFailure, interrupted, type Handler, type HandlerContext, type WorkItem } from '../types.js';
+import { noRedact, type Redact } from '../../redact.js';
+import { HandlerFailure, interrupted, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
 import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
@@ -21,7 +22,7 @@ export type ModuleHandlerFn = (item: WorkItem, ctx: HandlerContext) => unknown;
  * broke the process in a way no single item can be charged for.
  * Throws a ConfigError (exit 78) when the module cannot be imported or exports no function.
  */
-export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir: string }): Promise<Handler> {
+export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptions): Promise<Handler> {
   const file = cfg.module;
   if (!file) throw new ConfigError('handler.module must be a path', undefined, 'handler.module');
   // Before the import: top-level code that calls process.exit fails the import instead.
@@ -42,10 +43,11 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: { sourceDir:
       'handler.module',
     );
   }
+  const redact = opts.redact ?? noRedact;
   return {
     // An escaped id's text path may name no file (bytes that are not UTF-8): the function
     // gets a link to the real file instead, as a command handler's {path} is.
-    run: (item, ctx) => (isPlainId(item.id) ? runAttempt(fn as ModuleHandlerFn, cfg, item, ctx, guard) : runLinked(fn as ModuleHandlerFn, cfg, item, ctx, guard, opts.sourceDir)),
+    run: (item, ctx) => (isPlainId(item.id) ? runAttempt(fn as ModuleHandlerFn, cfg, item, ctx, guard, redact) : runLinked(fn as ModuleHandlerFn, cfg, item, ctx, guard, opts.sourceDir, redact)),
     fatal: guard.fatal,
     close: async () => guard.release(),
   };
@@ -65,10 +67,10 @@ function untilLoopEmpties<T>(loading: Promise<T>): Promise<T> {
 }
 
 /** runAttempt with item.path a link to the real file (itemLink), removed after the attempt. */
-async function runLinked(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard, sourceDir: string): Promise<void> {
+async function runLinked(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard, sourceDir: string, redact: Redact): Promise<void> {
   const link = await itemLink(sourceDir, item.id, ctx.outputPath);
   try {
-    await runAttempt(fn, cfg, { id: item.id, path: link.path, rawPath: item.rawPath, attempt: item.attempt }, ctx, guard);
+    await runAttempt(fn, cfg, { id: item.id, path: link.path, rawPath: item.rawPath, attempt: item.attempt }, ctx, guard, redact);
   } finally {
     await link.remove();
   }
@@ -85,7 +87,7 @@ const OK: Ending = { kind: 'ok' };
  * first (the function, its timeout, the run's abort), and a synchronous function costs
  * no promise at all.
  */
-async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard): Promise<void> {
+async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkItem, ctx: HandlerContext, guard: ExitGuard, redact: Redact): Promise<void> {
   const token = guard.begin();
   let rejection: unknown;
   const own = new AttemptSignal();
@@ -135,10 +137,11 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     if (ending.kind === 'err') {
       rejection = ending.err;
       if (ending.err instanceof ModuleExit) {
-        throw new HandlerFailure(`${ending.err.message}: a module handler fails an item by throwing; cronsafe does not exit`);
+        throw new HandlerFailure(`${redact(ending.err.message)}: a module handler fails an item by throwing; cronsafe does not exit`);
       }
       if (own.aborted) throw interrupted(own.reason);
-      throw new HandlerFailure(describeThrown(ending.err));
+      // What it threw becomes the item's last error: a failed connect may quote cronsafe's own URL.
+      throw new HandlerFailure(redact(describeThrown(ending.err)));
     }
     // Timeout or abort: in-process code cannot be killed. Give a cooperative function its
     // grace to stop writing before the runner discards its output, then fail the attempt.

@@ -1,0 +1,14 @@
+import { redactor, urlSecrets, type Redact } from '../redact.js';
+import type { Config } from './types.js';
+
+/**
+ * What a handler's output must not carry into cronsafe's text (its log lines, an item's
+ * last error, an Event): the password of state.postgres (however it was given: in the
+ * file, through `${VAR}` or CRONSAFE_STATE_POSTGRES, percent-encoded or not), libpq's
+ * PGPASSWORD, and the Pushgateway URL's password and tokens. A handler may print them
+ * without meaning to: `env`, `set -x`, a traceback that quotes a connection string.
+ */
+export function configRedactor(config: Config, env: NodeJS.ProcessEnv = process.env): Redact {
+  const urls = [config.state.postgres, config.metrics?.pushgateway].filter((u): u is string => u !== undefined);
+  return redactor([...urls.flatMap(urlSecrets), env.PGPASSWORD ?? '']);
+}

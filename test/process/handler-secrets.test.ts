@@ -1,0 +1,103 @@
+/**
+ * No database password in what cronsafe writes because of what a handler said. A command
+ * handler inherited cronsafe's whole environment, CRONSAFE_STATE_POSTGRES (the ledger's URL,
+ * password included) among it; one that printed its environment (`env`, `set -x`) or a
+ * traceback quoting a connection string put the password in cronsafe's log lines (stderr is
+ * logged), in the item's last error (`dead-letter list`, `status`, a Kubernetes Event) and
+ * in the run's summary. Now the child does not get CRONSAFE_STATE_POSTGRES, and every
+ * spelling of the known secrets (state.postgres's password encoded or not, PGPASSWORD, the
+ * Pushgateway URL's password) is `***` in the handler's text. PGPASSWORD itself still
+ * reaches the child: a handler may use it for its own database.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+/** The ledger's password as the database knows it, and as the URL must spell it. */
+const PASSWORD = 'Pw#Sec/ret%42';
+const ENCODED = encodeURIComponent(PASSWORD);
+const PGPASSWORD = 'HandlersOwnDb7';
+const PUSH_PASSWORD = 'PushGatePass9';
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never reach cronsafe\'s text', () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+    await server.createDatabase('sec');
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('env, a quoted URL and the decoded password: *** in the log, last_error, dead-letter list and status', async () => {
+    const ws = workspace(
+      {
+        handler: {
+          // What a careless handler does: dump its environment, then fail quoting a URL
+          // with the password decoded (as a traceback of a failed connect would).
+          command: ['/bin/sh', '-c', 'env >&2; echo "could not connect to postgres://app:$DB_PASSWORD@db/sec" >&2; exit 3'],
+          env: { DB_PASSWORD: '${DB_PASSWORD}' },
+        },
+        // The Pushgateway's URL from the environment, as a Secret gives it (nothing listens there).
+        metrics: { pushgateway: '${PUSH_URL}' },
+        retry: { maxAttempts: 1 },
+      },
+      { 'a.txt': 'a' },
+    );
+    const env = {
+      CRONSAFE_STATE_POSTGRES: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec`,
+      DB_PASSWORD: PASSWORD,
+      PGPASSWORD,
+      PUSH_URL: `http://pusher:${PUSH_PASSWORD}@127.0.0.1:1/`,
+    };
+    const secrets = [PASSWORD, ENCODED, PGPASSWORD, PUSH_PASSWORD];
+    const clean = (what: string, text: string) => {
+      for (const s of secrets) expect(text, `${what} holds ${s}`).not.toContain(s);
+    };
+
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const log = run.stdout + run.stderr;
+    // The handler did run and print: its lines are there, with the secrets hidden.
+    expect(log).toContain('could not connect to postgres://app:***@db/sec');
+    expect(log).toContain('PGPASSWORD=***');
+    expect(log).toContain('PUSH_URL=http://pusher:***@127.0.0.1:1/');
+    // cronsafe's own connection string is not the handler's business.
+    expect(log).not.toContain('CRONSAFE_STATE_POSTGRES=');
+    clean('the run log', log);
+
+    const [row] = await server.admin<{ last_error: string }>('SELECT last_error FROM cronsafe.items', [], 'sec');
+    expect(row?.last_error).toContain('exit code 3');
+    clean('last_error', row!.last_error);
+    const events = await server.admin<{ detail: string | null }>('SELECT detail::text AS detail FROM cronsafe.events', [], 'sec');
+    clean('the ledger\'s events', events.map((e) => e.detail ?? '').join('\n'));
+
+    for (const args of [['dead-letter', 'list'], ['dead-letter', 'list', '--json'], ['status'], ['status', '--json']]) {
+      const r = await runCli([...args, '-c', ws.configPath], { env, timeoutMs: 30_000 });
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+      clean(args.join(' '), r.stdout + r.stderr);
+    }
+    const listed = await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath], { env, timeoutMs: 30_000 });
+    expect(JSON.stringify(JSON.parse(listed.stdout))).toContain('could not connect to postgres://app:***@db/sec');
+    expect(readFileSync(ws.configPath, 'utf8')).toContain('${DB_PASSWORD}');
+  }, 120_000);
+
+  it('handler.env may still pass CRONSAFE_STATE_POSTGRES on, to a handler that runs cronsafe itself', async () => {
+    const ws = workspace(
+      {
+        handler: {
+          command: ['/bin/sh', '-c', 'test -n "$CRONSAFE_STATE_POSTGRES"'],
+          env: { CRONSAFE_STATE_POSTGRES: '${CRONSAFE_STATE_POSTGRES}' },
+        },
+      },
+      { 'a.txt': 'a' },
+    );
+    await server.createDatabase('sec2');
+    const env = { CRONSAFE_STATE_POSTGRES: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec2` };
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const [row] = await server.admin<{ n: string }>("SELECT count(*) AS n FROM cronsafe.items WHERE state = 'done'", [], 'sec2');
+    expect(Number(row?.n)).toBe(1);
+  }, 120_000);
+});
