@@ -1,0 +1,58 @@
+/**
+ * Unicode's bidirectional controls in an item id or a last error, in the text listings.
+ * Raw, U+202E (RIGHT-TO-LEFT OVERRIDE) in `invoice<RLO>gpj.exe` shows as `invoiceexe.jpg`,
+ * and one in a last error reorders the rest of its line (Trojan Source): an operator reads
+ * something other than what is there, and pastes it back as an id no item has. The text
+ * listings (`plan`, `dead-letter list`, `status`, `requeue --dry-run`) now JSON-quote such
+ * an id with the control escaped (`"invoice\u202egpj.exe"`), which `dead-letter retry`
+ * takes back; `--json` keeps the exact id.
+ */
+import { describe, expect, it } from 'vitest';
+import { runCli, statusJson, workspace } from '../helpers/cli.js';
+
+const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+const NAME = 'invoice\u202egpj.exe';
+
+describe('bidi controls in ids and last errors in the text listings', () => {
+  it('are shown escaped, the printed id is taken back by dead-letter retry, and --json keeps them', async () => {
+    const ws = workspace(
+      // Fails every item with an RLO and an LRI in its stderr.
+      { handler: { command: ['sh', '-c', "printf 'bad \\342\\200\\256input\\342\\201\\246 here' >&2; exit 3"] }, retry: { maxAttempts: 1 } },
+      { [NAME]: 'x' },
+    );
+    const plan = await runCli(['plan', '-c', ws.configPath]);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stdout).toContain('"invoice\\u202egpj.exe"');
+    expect(plan.stdout).not.toMatch(BIDI);
+
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).not.toMatch(BIDI);
+    expect(list.stdout).toContain('bad \\u202einput\\u2066 here');
+    const printed = list.stdout.split('\n')[0]!.split('\t')[0]!;
+    expect(printed).toBe('"invoice\\u202egpj.exe"');
+
+    const status = await runCli(['status', '-c', ws.configPath]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain('"invoice\\u202egpj.exe"');
+    expect(status.stdout).not.toMatch(BIDI);
+
+    const dry = await runCli(['requeue', '--dry-run', '--all', '--include-dead', '-c', ws.configPath]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('"invoice\\u202egpj.exe"');
+    expect(dry.stdout).not.toMatch(BIDI);
+
+    const json = await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath]);
+    const [dead] = JSON.parse(json.stdout) as { id: string; lastError: string }[];
+    expect(dead?.id).toBe(NAME);
+    expect(dead?.lastError).toBe('exit code 3: bad \u202einput\u2066 here');
+
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, printed]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 1 dead item\n');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0 });
+  }, 60_000);
+});
