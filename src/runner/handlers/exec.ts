@@ -1,7 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import path from 'node:path';
-import { POSTGRES_ENV } from '../../config/load.js';
 import type { HandlerConfig } from '../../config/types.js';
 import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
@@ -59,10 +58,10 @@ export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Han
   // and spreading it per item read every variable through the binding (~11% of a
   // `true` handler's run, measured). An inherited CRONSAFE_OUTPUT_PATH (cronsafe run from
   // a handler) must not pose as an item's output.
-  // CRONSAFE_STATE_POSTGRES is cronsafe's own connection string, password included: a
-  // handler that printed its environment put it in the log (handler.env may pass it on).
+  // CRONSAFE_STATE_POSTGRES (config/load.ts) is cronsafe's own connection string, password
+  // included: a handler that printed its environment put it in the log (handler.env may pass it on).
   const baseEnv: NodeJS.ProcessEnv = { ...process.env };
-  delete baseEnv[POSTGRES_ENV];
+  delete baseEnv.CRONSAFE_STATE_POSTGRES;
   Object.assign(baseEnv, cfg.env);
   delete baseEnv.CRONSAFE_OUTPUT_PATH;
   const redact = opts.redact ?? noRedact;
