@@ -95,8 +95,12 @@ export function urlSecrets(url: string): string[] {
   return found;
 }
 
-/** Text with the secrets in it replaced by `***`. */
-export type Redact = (text: string) => string;
+/**
+ * Text with the secrets in it replaced by `***`. `cut`: the text was cut out of a longer one
+ * at its start (a tail) or its end (a budget): a secret's last (first) characters there are
+ * one too, or a cut through a password would show most of it.
+ */
+export type Redact = (text: string, cut?: 'start' | 'end') => string;
 
 /** The Redact for no secrets. */
 export const noRedact: Redact = (text) => text;
@@ -109,10 +113,22 @@ export const noRedact: Redact = (text) => text;
 export function redactor(secrets: Iterable<string>): Redact {
   const list = [...new Set(secrets)].filter((s) => s.length >= 3 && !/^\**$/.test(s)).sort((a, b) => b.length - a.length);
   if (list.length === 0) return noRedact;
-  return (text) => {
+  return (text, cut) => {
     for (const s of list) if (text.includes(s)) text = text.split(s).join('***');
-    return text;
+    return cut === undefined ? text : redactPiece(text, list, cut);
   };
+}
+
+/** A piece (3 characters or more) of a secret where the text was cut, as `***`: the longest that fits. */
+function redactPiece(text: string, sorted: readonly string[], cut: 'start' | 'end'): string {
+  for (let k = sorted[0]!.length - 1; k >= 3; k--) {
+    for (const s of sorted) {
+      if (s.length <= k) break;
+      if (cut === 'start' && text.startsWith(s.slice(-k))) return `***${text.slice(k)}`;
+      if (cut === 'end' && text.endsWith(s.slice(0, k))) return `${text.slice(0, -k)}***`;
+    }
+  }
+  return text;
 }
 
 /** decodeURIComponent, or the text as it is when it is not valid percent-encoding. */

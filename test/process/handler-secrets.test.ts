@@ -83,6 +83,30 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never re
     expect(readFileSync(ws.configPath, 'utf8')).toContain('${DB_PASSWORD}');
   }, 120_000);
 
+  it('a password cut by the 2 KB stderr tail of the last error, or by handler.maxLogBytes: its piece is *** too', async () => {
+    await server.createDatabase('sec3');
+    const ws = workspace(
+      {
+        handler: {
+          // The password, then 2040 bytes: the tail kept for the last error starts 8 characters into it.
+          // And on stdout past maxLogBytes: the budget ends 5 characters into it.
+          command: ['/bin/sh', '-c', 'printf 12345%s "$DB_PASSWORD"; printf %s "$DB_PASSWORD" >&2; head -c 2040 /dev/zero | tr "\\0" x >&2; exit 3'],
+          env: { DB_PASSWORD: '${DB_PASSWORD}' },
+          maxLogBytes: 10,
+        },
+        retry: { maxAttempts: 1 },
+      },
+      { 'a.txt': 'a' },
+    );
+    const env = { CRONSAFE_STATE_POSTGRES: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec3`, DB_PASSWORD: PASSWORD };
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('"msg":"12345***"');
+    const [row] = await server.admin<{ last_error: string }>('SELECT last_error FROM cronsafe.items', [], 'sec3');
+    expect(row?.last_error).toMatch(/^exit code 3: \*\*\*x{2040}$/);
+    for (const piece of [PASSWORD.slice(0, 5), PASSWORD.slice(-8)]) expect(run.stdout + row!.last_error).not.toContain(piece);
+  }, 120_000);
+
   it('handler.env may still pass CRONSAFE_STATE_POSTGRES on, to a handler that runs cronsafe itself', async () => {
     const ws = workspace(
       {

@@ -16,6 +16,8 @@ export class OutputCapture {
   private dropped = 0;
   private readonly partial: Record<Stream, Buffer> = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
   private tail = Buffer.alloc(0);
+  /** The tail lost its start: a secret may have been cut there. */
+  private tailCut = false;
 
   constructor(
     private readonly log: Logger,
@@ -27,9 +29,8 @@ export class OutputCapture {
   /** Feed one chunk read from `stream`. */
   write(stream: Stream, chunk: Buffer): void {
     if (stream === 'stderr') {
-      this.tail = this.tail.length + chunk.length <= TAIL_BYTES
-        ? Buffer.concat([this.tail, chunk])
-        : Buffer.concat([this.tail, chunk]).subarray(-TAIL_BYTES);
+      this.tailCut ||= this.tail.length + chunk.length > TAIL_BYTES;
+      this.tail = this.tailCut ? Buffer.concat([this.tail, chunk]).subarray(-TAIL_BYTES) : Buffer.concat([this.tail, chunk]);
     }
     const room = Math.max(0, this.maxBytes - this.logged);
     const accepted = chunk.length <= room ? chunk : chunk.subarray(0, room);
@@ -46,7 +47,7 @@ export class OutputCapture {
     // Copy so a retained slice does not pin the whole chunk in memory.
     this.partial[stream] = Buffer.from(buf);
     // Over budget, the rest of this line will never arrive in the log: show what we have.
-    if (accepted.length < chunk.length) this.flush(stream);
+    if (accepted.length < chunk.length) this.flush(stream, 'end');
   }
 
   /**
@@ -55,7 +56,10 @@ export class OutputCapture {
    */
   unread(bytes: number, stderrTail: Buffer): void {
     this.dropped += bytes;
-    if (stderrTail.length > 0) this.tail = Buffer.concat([this.tail, stderrTail]).subarray(-TAIL_BYTES);
+    if (stderrTail.length > 0) {
+      this.tail = Buffer.concat([this.tail, stderrTail]).subarray(-TAIL_BYTES);
+      this.tailCut = true;
+    }
   }
 
   /** Log unterminated last lines and, if the budget was hit, one line saying how much was dropped. */
@@ -75,17 +79,17 @@ export class OutputCapture {
     let start = 0;
     // A cut may land inside a multi-byte character: skip its continuation bytes.
     while (start < this.tail.length && (this.tail[start]! & 0xc0) === 0x80) start++;
-    return this.redact(this.tail.subarray(start).toString('utf8')).trim();
+    return this.redact(this.tail.subarray(start).toString('utf8'), this.tailCut ? 'start' : undefined).trim();
   }
 
-  private flush(stream: Stream): void {
+  private flush(stream: Stream, cut?: 'end'): void {
     if (this.partial[stream].length === 0) return;
-    this.emit(stream, this.partial[stream]);
+    this.emit(stream, this.partial[stream], cut);
     this.partial[stream] = Buffer.alloc(0);
   }
 
-  private emit(stream: Stream, bytes: Buffer): void {
-    const line = this.redact(bytes.toString('utf8').replace(/\r$/, ''));
+  private emit(stream: Stream, bytes: Buffer, cut?: 'end'): void {
+    const line = this.redact(bytes.toString('utf8').replace(/\r$/, ''), cut);
     if (line === '') return; // blank lines are noise in `kubectl logs`
     if (stream === 'stdout') this.log.info({ stream }, line);
     else this.log.warn({ stream }, line);
