@@ -65,8 +65,8 @@ export interface Kube {
   identity: PodIdentity;
   /** Where the credentials came from, for log lines. */
   source: string;
-  /** Pass to every call: bounds it by the request timeout. */
-  options(): K8s.ConfigurationOptions;
+  /** Pass to every call: bounds it by the connection's request timeout, or by `timeoutMs`. */
+  options(timeoutMs?: number): K8s.ConfigurationOptions;
 }
 
 export interface ConnectOptions {
@@ -120,7 +120,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     namespace: identity.namespace ?? contextNamespace ?? 'default',
     identity,
     source,
-    options: () => timeoutOptions(k8s, timeoutMs),
+    options: (ms = timeoutMs) => timeoutOptions(k8s, ms),
   };
   return { ok: true, kube };
 }
@@ -130,8 +130,16 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
  * release and the last Events come after a drain, and must fit before the kubelet's SIGKILL.
  */
 export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
-  return Math.max(500, Math.min(5000, (config.drain.marginSeconds * 1000) / 4));
+  return Math.max(500, Math.min(API_TIMEOUT_MS, (config.drain.marginSeconds * 1000) / 4));
 }
+
+/**
+ * Calls before the pass and during it (the Job read, the Lease's acquire and renewals) are
+ * not squeezed into the drain margin: an API server under load can take over a second to
+ * answer, and cut at 1.25 s (a quarter of the default margin) the Lease was given up for the
+ * local lock, or lost while this run held it.
+ */
+export const API_TIMEOUT_MS = 5000;
 
 /** A middleware that gives each request its own timeout signal (the client sets none). */
 function timeoutOptions(k8s: ClientNode, ms: number): K8s.ConfigurationOptions {

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { coerceError } from '../errors.js';
 import { parseScheduledTime, refuseAhead } from '../schedule/fire.js';
-import { connectKube, requestTimeoutMs } from './client.js';
+import { API_TIMEOUT_MS, connectKube } from './client.js';
 import { findJobRef, readJob } from './workload.js';
 
 export const SCHEDULED_TIMESTAMP_ANNOTATION = 'batch.kubernetes.io/cronjob-scheduled-timestamp';
@@ -38,7 +38,7 @@ export async function scheduledTimeFromJob(config: Config, log: Logger, env: Nod
     log[level]({ reason }, 'scheduled time: not read from the Job annotation; using the latest occurrence at start');
     return {};
   };
-  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  const c = await connectKube({ env, timeoutMs: API_TIMEOUT_MS });
   if (!c.ok) return fallback(c.reason);
   const ref = await findJobRef(c.kube);
   if (!ref.ok) return fallback(ref.reason);

@@ -115,6 +115,22 @@ describe('the Kubernetes Lease across processes', () => {
     expect(lease()?.spec.holderIdentity).toBe('pod-z/intruder'); // a lost Lease is not "released"
   });
 
+  it('an API server answering in 1.5 s (slow, not down) keeps the Lease held: acquired, renewed, never lost', async () => {
+    // Within a real API server's latency under load (its request timeout is 60 s). The run's
+    // Lease calls were cut at a quarter of drain.marginSeconds (1.25 s by default): the
+    // acquire degraded to the local lock, and the renewals (each landing after its timeout,
+    // so the next one was 409) lost a Lease this run still held.
+    fake.latency = () => 1500;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 6, renewSeconds: 2 } });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '2500' }), timeoutMs: 60_000 });
+    expect(r.lines.some((l) => l.msg === 'Kubernetes Lease acquired'), r.stdout).toBe(true);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toEqual([]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+    expect(fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update' && q.status === 200).length).toBeGreaterThanOrEqual(3);
+  }, 60_000);
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

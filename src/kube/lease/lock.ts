@@ -21,6 +21,8 @@ export interface LeaseLockOptions {
   identity: string;
   durationSeconds: number;
   renewSeconds: number;
+  /** Bound of the release, which comes after a drain (requestTimeoutMs); else the connection's. */
+  releaseTimeoutMs?: number;
   log: Logger;
   /** Injected clock (epoch ms). */
   now?: () => number;
@@ -144,7 +146,7 @@ export class HeldLease {
       spec: { ...this.current.spec, holderIdentity: undefined, renewTime: new kube.k8s.V1MicroTime(this.clock()) },
     };
     try {
-      await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
+      await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(this.o.releaseTimeoutMs));
       log.info({ lease: name }, 'Kubernetes Lease released');
     } catch (err) {
       const f = apiFailure(err);

@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/types.js';
-import { connectKube, requestTimeoutMs } from '../client.js';
+import { API_TIMEOUT_MS, connectKube, requestTimeoutMs } from '../client.js';
 import { acquireLease, type HeldLease } from './lock.js';
 
 export interface RunLease {
@@ -29,7 +29,7 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
     log.warn({ lease: kl.name, reason }, 'Kubernetes Lease unavailable: this run relies on the local lock only');
     return {};
   };
-  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  const c = await connectKube({ env, timeoutMs: API_TIMEOUT_MS });
   if (!c.ok) return degraded(c.reason);
   const namespace = kl.namespace ?? c.kube.namespace;
   const identity = `${c.kube.identity.podName ?? hostname()}/${runId}`;
@@ -40,6 +40,7 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
     identity,
     durationSeconds: kl.durationSeconds,
     renewSeconds: kl.renewSeconds,
+    releaseTimeoutMs: requestTimeoutMs(config),
     log,
   });
   if (r.status === 'acquired') {
