@@ -5,7 +5,8 @@
  * Leases refuse unconditional updates but allow create-on-update; a uid in the body is a
  * precondition), 409 AlreadyExists, 404 NotFound Status bodies,
  * MicroTime fields with exactly 6 fractional digits (Go parses them with the layout
- * "2006-01-02T15:04:05.000000Z07:00"), a bearer token, and optional RBAC denials (403).
+ * "2006-01-02T15:04:05.000000Z07:00"), names (422: a Lease's must be a DNS subdomain;
+ * generateName is cut to 58 characters), a bearer token, and optional RBAC denials (403).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -33,6 +34,10 @@ export interface RecordedRequest {
 const GROUPS: Record<string, string> = { leases: 'coordination.k8s.io', events: '', pods: '', jobs: 'batch' };
 const KINDS: Record<string, string> = { leases: 'Lease', events: 'Event', pods: 'Pod', jobs: 'Job' };
 const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
+/** IsDNS1123Subdomain: the rule for Lease names (ValidateLeaseName). */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** names.SimpleNameGenerator: generateName is cut to 58 characters, then 5 of these appended. */
+const NAME_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
 const ROUTE = /^\/(?:api\/v1|apis\/(coordination\.k8s\.io|batch)\/v1)\/namespaces\/([^/]+)\/([^/]+)(?:\/([^/]+))?$/;
 export const TOKEN = 'fake-token';
 
@@ -157,9 +162,10 @@ export class FakeApiServer {
     meta.namespace = ns;
     const invalid = validate(resource, obj);
     if (verb === 'create') {
-      if (!meta.name && meta.generateName) meta.name = `${meta.generateName}${randomBytes(4).toString('hex').slice(0, 5)}`;
+      if (!meta.name && meta.generateName) meta.name = generatedName(String(meta.generateName));
       if (!meta.name) return reply(422, invalidStatus(resource, '', 'metadata.name: Required value: name or generateName is required'));
-      if (invalid) return reply(422, invalidStatus(resource, meta.name, invalid));
+      const badName = nameProblem(resource, meta.name);
+      if (badName || invalid) return reply(422, invalidStatus(resource, meta.name, (badName ?? invalid)!));
       if (this.get(resource, meta.name, ns)) {
         return reply(409, status(409, 'AlreadyExists', `${qualified} "${meta.name}" already exists`, { name: meta.name, kind: resource }));
       }
@@ -183,7 +189,8 @@ export class FakeApiServer {
     }
     if (!stored) {
       // Leases allow create-on-update (AllowCreateOnUpdate: true): a PUT without a uid creates.
-      if (invalid) return reply(422, invalidStatus(resource, name ?? '', invalid));
+      const badName = nameProblem(resource, name ?? '');
+      if (badName || invalid) return reply(422, invalidStatus(resource, name ?? '', (badName ?? invalid)!));
       meta.uid = randomUUID();
       meta.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       meta.resourceVersion = String(++this.rv);
@@ -225,17 +232,46 @@ function decodeProblem(resource: string, obj: Obj): string | undefined {
   return undefined;
 }
 
+function generatedName(base: string): string {
+  const random = [...randomBytes(5)].map((b) => NAME_ALPHABET[b % NAME_ALPHABET.length]).join('');
+  return `${base.slice(0, 58)}${random}`;
+}
+
+/**
+ * metadata.name (422): every object's must be a valid path segment (ValidateObjectMetaAccessor);
+ * a Lease's a DNS-1123 subdomain, at most 253 characters.
+ */
+function nameProblem(resource: string, name: string): string | undefined {
+  if (name === '.' || name === '..' || /[/%]/.test(name)) return `metadata.name: Invalid value: "${name}": may not be '.' or '..' and may not contain '/' or '%'`;
+  if (resource === 'leases' && (name.length > 253 || !DNS_SUBDOMAIN.test(name))) {
+    return `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`;
+  }
+  return undefined;
+}
+
 /** Field validation (422), as the registry strategies do it. */
 function validate(resource: string, obj: Obj): string | undefined {
   if (resource === 'leases') {
     const d = obj.spec?.leaseDurationSeconds;
     if (d !== undefined && d !== null && d <= 0) return `spec.leaseDurationSeconds: Invalid value: ${d}: must be greater than 0`;
+    const t = obj.spec?.leaseTransitions;
+    if (t !== undefined && t !== null && t < 0) return `spec.leaseTransitions: Invalid value: ${t}: must be greater than or equal to 0`;
   }
   if (resource === 'events') {
     const io = obj.involvedObject ?? {};
     if (io.namespace !== obj.metadata.namespace) return `involvedObject.namespace: Invalid value: "${io.namespace}": does not match event.namespace`;
     if (!['Normal', 'Warning'].includes(obj.type)) return `type: Unsupported value: "${obj.type}": supported values: "Normal", "Warning"`;
     if (!obj.reason) return 'reason: Required value';
+    // A core/v1 Event with an eventTime is held to the events.k8s.io limits (legacyValidateEvent).
+    if (obj.eventTime) {
+      if (!obj.reportingComponent) return 'reportingComponent: Required value';
+      if (!obj.reportingInstance) return 'reportingInstance: Required value';
+      if (String(obj.reportingInstance).length > 128) return 'reportingInstance: Invalid value: "": can have at most 128 characters';
+      if (!obj.action) return 'action: Required value';
+      if (String(obj.action).length > 128) return 'action: Invalid value: "": can have at most 128 characters';
+      if (String(obj.reason).length > 128) return 'reason: Invalid value: "": can have at most 128 characters';
+      if (String(obj.message ?? '').length > 1024) return 'message: Invalid value: "": can have at most 1024 characters';
+    }
   }
   return undefined;
 }

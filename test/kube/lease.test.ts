@@ -56,6 +56,14 @@ describe('acquire', () => {
     expect(fake.requests.at(-1)?.body).toMatch(/"renewTime":"[^"]*\.\d{3}Z"/);
   });
 
+  it('the fake refuses a Lease name that is not a DNS subdomain (422), on create and on create-on-update, as a real API server does', async () => {
+    const body = (name: string) => ({ metadata: { name }, spec: { holderIdentity: 'a', leaseDurationSeconds: 10 } });
+    await expect(kube.coordination.createNamespacedLease({ namespace: 'batch', body: body('Nightly_QC') }, kube.options())).rejects.toMatchObject({ code: 422 });
+    await expect(kube.coordination.replaceNamespacedLease({ name: 'qc-', namespace: 'batch', body: body('qc-') }, kube.options())).rejects.toMatchObject({ code: 422 });
+    expect(fake.list('leases')).toEqual([]);
+    // lock.kubernetesLease.name is checked against the same rule by the config (exit 78), so a run never sends one.
+  });
+
   it('a Lease held by another run and not expired is not taken: its holder and expiry are reported', async () => {
     await acquire('pod-a/run-1', { durationSeconds: 60 });
     const r = await acquire('pod-b/run-2');
