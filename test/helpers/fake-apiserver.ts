@@ -51,6 +51,8 @@ export class FakeApiServer {
   latency: () => number = () => 0;
   /** When set, requests are accepted but never answered (a hung API server). */
   hang = false;
+  /** When set, every request is answered 503 (an API server restarting behind its load balancer). */
+  down = false;
   private server = createServer((req, res) => void this.handle(req, res));
   port = 0;
   kubeconfig = '';
@@ -128,6 +130,7 @@ export class FakeApiServer {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(obj));
     };
+    if (this.down) return reply(503, status(503, 'ServiceUnavailable', 'the server is currently unable to handle the request'));
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return reply(401, status(401, 'Unauthorized', 'Unauthorized'));
     if (!m || GROUPS[resource] !== (m[1] ?? '')) {
       return reply(404, status(404, 'NotFound', 'the server could not find the requested resource'));

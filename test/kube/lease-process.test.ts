@@ -131,6 +131,24 @@ describe('the Kubernetes Lease across processes', () => {
     expect(fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update' && q.status === 200).length).toBeGreaterThanOrEqual(3);
   }, 60_000);
 
+  it('a failed renewal is tried again soon, not a whole renewSeconds later: an API server back before the expiry keeps the Lease', async () => {
+    // Renewing every 6 s of a 10 s Lease: the one failed try at 6 s was followed by the next
+    // at 12 s, after the expiry at 10 s, so an API server down for a few seconds (a control
+    // plane upgrade) cost the run its Lease (exit 75) though it was back at 7 s.
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 10, renewSeconds: 6 } });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '14000' }), timeoutMs: 60_000 });
+    await run.waitFor((l) => l.msg === 'Kubernetes Lease acquired');
+    fake.down = true;
+    await run.waitFor((l) => String(l.msg).startsWith('Kubernetes Lease: renewal failed'), 15_000);
+    fake.down = false;
+    const r = await run.exited;
+    expect(run.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toEqual([]);
+    expect(run.lines.some((l) => l.msg === 'Kubernetes Lease: renewed again')).toBe(true);
+    expect(r.code, run.stderr()).toBe(0);
+    expect(finished(run)?.outcome).toBe('completed');
+  }, 60_000);
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

@@ -28,6 +28,9 @@ export interface LeaseLockOptions {
   now?: () => number;
 }
 
+/** After a failed renewal the next try comes this soon (client-go's retryPeriod), or at renewSeconds if sooner. */
+export const RENEW_RETRY_SECONDS = 2;
+
 export type LeaseAcquire =
   | { status: 'acquired'; lease: HeldLease }
   /** Another run holds it (or won the race for it): skip like a held local lock. */
@@ -161,11 +164,17 @@ export class HeldLease {
     clearTimeout(this.expiryTimer);
   }
 
+  /**
+   * Every renewSeconds; after a failure every RENEW_RETRY_SECONDS: a whole renewSeconds
+   * left room for one or two tries before the expiry, and an API server back within it
+   * (a control plane upgrade) found the Lease already lost.
+   */
   private scheduleRenewal(): void {
     if (this.stopped) return;
+    const seconds = this.failing ? Math.min(this.o.renewSeconds, RENEW_RETRY_SECONDS) : this.o.renewSeconds;
     this.renewTimer = setTimeout(() => {
       this.busy = this.busy.then(() => this.renew()).finally(() => this.scheduleRenewal());
-    }, this.o.renewSeconds * 1000);
+    }, seconds * 1000);
     this.renewTimer.unref();
   }
 
