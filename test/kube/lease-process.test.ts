@@ -149,6 +149,19 @@ describe('the Kubernetes Lease across processes', () => {
     expect(finished(run)?.outcome).toBe('completed');
   }, 60_000);
 
+  it('renewals keep to renewSeconds from the last renewTime, not from the end of the last call: 2.5 s answers keep a 10 s Lease renewed every 6 s', async () => {
+    // Timed from the end of the call, each renewal came a latency late: the first started
+    // at 8.5 s and was answered at 11 s, after the expiry at 10 s (LOST, exit 75).
+    fake.latency = () => 2500;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 10, renewSeconds: 6 } });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '14000' }), timeoutMs: 60_000 });
+    expect(r.lines.some((l) => l.msg === 'Kubernetes Lease acquired'), r.stdout).toBe(true);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toEqual([]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+  }, 60_000);
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

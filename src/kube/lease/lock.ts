@@ -165,16 +165,20 @@ export class HeldLease {
   }
 
   /**
-   * Every renewSeconds; after a failure every RENEW_RETRY_SECONDS: a whole renewSeconds
-   * left room for one or two tries before the expiry, and an API server back within it
-   * (a control plane upgrade) found the Lease already lost.
+   * renewSeconds after the last renewTime (timed from the end of the call, each renewal
+   * came one answer's latency late, and a slow API server let the Lease expire); after a
+   * failure every RENEW_RETRY_SECONDS: a whole renewSeconds left room for one or two tries
+   * before the expiry, and an API server back within it (a control plane upgrade) found
+   * the Lease already lost.
    */
   private scheduleRenewal(): void {
     if (this.stopped) return;
-    const seconds = this.failing ? Math.min(this.o.renewSeconds, RENEW_RETRY_SECONDS) : this.o.renewSeconds;
+    const ms = this.failing
+      ? Math.min(this.o.renewSeconds, RENEW_RETRY_SECONDS) * 1000
+      : Math.max(0, this.renewedAt + this.o.renewSeconds * 1000 - this.clock());
     this.renewTimer = setTimeout(() => {
       this.busy = this.busy.then(() => this.renew()).finally(() => this.scheduleRenewal());
-    }, seconds * 1000);
+    }, ms);
     this.renewTimer.unref();
   }
 
