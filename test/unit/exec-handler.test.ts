@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HandlerConfig } from '../../src/config/types.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
 import { EnvironmentFault } from '../../src/runner/faults.js';
+import { redactor } from '../../src/redact.js';
 import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/handlers/', import.meta.url));
@@ -220,6 +221,19 @@ describe('exec handler: outcomes', () => {
     const f = await failureOf(handler.run(item(), ctx));
     expect(f.message).toMatch(/^exit code 4: e+\nthe last words$/);
     expect(lines.find((l) => l.droppedBytes !== undefined)?.droppedBytes).toBe(200000 + '\nthe last words\n'.length - 1000);
+  });
+
+  it('a secret with multi-byte characters cut by maxLogBytes inside one of them: its piece is *** too', async () => {
+    // 'pré' fills the budget up to the middle of 'é' (2 bytes): the line ended in U+FFFD and
+    // the secret's first characters ('xxpré-') were shown as they were.
+    const secret = 'Sécrétpwd';
+    const budget = Buffer.byteLength('log: ') + Buffer.byteLength('Sécr') + 1;
+    const script = `process.stdout.write('log: ' + ${JSON.stringify(secret)} + '\\n')`;
+    const handler = createExecHandler(handlerConfig([NODE, '-e', script], { maxLogBytes: budget }), { sourceDir: src, redact: redactor([secret]) });
+    const { ctx, lines } = context();
+    await handler.run(item(), ctx);
+    const logged = lines.filter((l) => l.stream === 'stdout').map((l) => l.msg);
+    expect(logged).toEqual(['log: ***']);
   });
 
   it('names a missing command', async () => {

@@ -89,6 +89,9 @@ export class OutputCapture {
   }
 
   private emit(stream: Stream, bytes: Buffer, cut?: 'end'): void {
+    // A budget's cut inside a multi-byte character: drop its first bytes, or the line would
+    // end in U+FFFD and a secret's first characters before it would not be seen as a piece.
+    if (cut === 'end') bytes = bytes.subarray(0, completeEnd(bytes));
     const line = this.redact(bytes.toString('utf8').replace(/\r$/, ''), cut);
     if (line === '') return; // blank lines are noise in `kubectl logs`
     if (stream === 'stdout') this.log.info({ stream }, line);
@@ -98,3 +101,14 @@ export class OutputCapture {
 
 /** Which pipe a chunk came from; also the `stream` field of each logged line. */
 export type Stream = 'stdout' | 'stderr';
+
+/** The length of `bytes` without an incomplete UTF-8 sequence at its end. */
+function completeEnd(bytes: Buffer): number {
+  for (let i = bytes.length - 1; i >= Math.max(0, bytes.length - 4); i--) {
+    const b = bytes[i]!;
+    if ((b & 0xc0) === 0x80) continue; // a continuation byte: look for its lead
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return bytes.length - i < need ? i : bytes.length;
+  }
+  return bytes.length;
+}
