@@ -9,9 +9,10 @@
  * Pushgateway URL's password) is `***` in the handler's text. PGPASSWORD itself still
  * reaches the child: a handler may use it for its own database.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, workspace } from '../helpers/cli.js';
+import { configure, runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
 /** The ledger's password as the database knows it, and as the URL must spell it. */
@@ -124,4 +125,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never re
     const [row] = await server.admin<{ n: string }>("SELECT count(*) AS n FROM cronsafe.items WHERE state = 'done'", [], 'sec2');
     expect(Number(row?.n)).toBe(1);
   }, 120_000);
+});
+
+describe('secrets in what a module handler\'s code throws outside an attempt', () => {
+  it('an uncaught exception from a timer quoting PGPASSWORD: *** in the log and on stderr', async () => {
+    // The exception stops the run (exit 1); its message was logged and printed as thrown,
+    // while one thrown by the function itself was already redacted.
+    const ws = workspace({ handler: { module: 'h.mjs' } }, { 'a.txt': 'a' });
+    const file = path.join(ws.dir, 'h.mjs');
+    writeFileSync(
+      file,
+      "export default async () => { setTimeout(() => { throw new Error('cannot reach postgres://app:' + process.env.PGPASSWORD + '@db/x'); }, 0); await new Promise((r) => setTimeout(r, 100)); };",
+    );
+    configure(ws, { handler: { module: file } });
+    const run = await runCli(['run', '-c', ws.configPath], { env: { PGPASSWORD }, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain('uncaught exception: cannot reach postgres://app:***@db/x');
+    expect(run.stdout + run.stderr).not.toContain(PGPASSWORD);
+  }, 60_000);
 });

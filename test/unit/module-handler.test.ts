@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HandlerConfig } from '../../src/config/types.js';
 import { ConfigError } from '../../src/errors.js';
+import { redactor } from '../../src/redact.js';
 import { createHandler, createModuleHandler } from '../../src/runner/handlers/index.js';
 import { HandlerFailure, type HandlerContext } from '../../src/runner/types.js';
 
@@ -56,6 +57,23 @@ describe('module handler', () => {
     const handler = await createModuleHandler(moduleConfig('module-throws.mjs'), { sourceDir: '/src' });
     const f = await failureOf(handler.run(item, context()));
     expect(f).toMatchObject({ message: 'bad caption at line 3', interrupted: false });
+  });
+
+  it('a secret where a long thrown message is cut (2 KB): no piece of it is kept', async () => {
+    // The cut (2016 bytes) fell inside the password: 'TopSecre' was kept, and redacting the
+    // kept text found no whole password in it.
+    const file = path.join(dir, 'long-throw.mjs');
+    writeFileSync(file, `export default () => { throw new Error('x'.repeat(2008) + 'TopSecret99' + 'y'.repeat(100)); };`);
+    const handler = await createModuleHandler(moduleConfig('module-ok.mjs', { module: file }), { sourceDir: '/src', redact: redactor(['TopSecret99']) });
+    const f = await failureOf(handler.run(item, context()));
+    expect(f.message).toMatch(/^x{2008}\*\*\*/);
+    expect(f.message).not.toMatch(/Top|Sec|cre/);
+
+    // A thrown object is shown as JSON, cut at 500 characters: the same.
+    const objFile = path.join(dir, 'object-throw.mjs');
+    writeFileSync(objFile, `export default () => { throw { url: 'x'.repeat(480) + 'TopSecret99' }; };`);
+    const other = await createModuleHandler(moduleConfig('module-ok.mjs', { module: objFile }), { sourceDir: '/src', redact: redactor(['TopSecret99']) });
+    expect((await failureOf(other.run(item, context()))).message).toMatch(/x\*\*\*"}$/);
   });
 
   it('times out a function that ignores its signal, after the grace, without waiting for it', async () => {

@@ -17,6 +17,7 @@
  * attempt here costs one Set insert and delete.
  */
 import { TAIL_BYTES } from './capture.js';
+import { noRedact, type Redact } from '../../redact.js';
 
 /** What `process.exit(code)` throws while a module handler is loaded. */
 export class ModuleExit extends Error {
@@ -53,19 +54,20 @@ function interceptedExit(code?: unknown): never {
   throw err;
 }
 
+// Each guard describes what was thrown with its handler's Redact: the run logs and prints it.
 function onRejection(reason: unknown): void {
-  for (const g of guards) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason)}`));
+  for (const g of guards) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`));
 }
 
 function onException(err: unknown): void {
-  const why =
-    err instanceof ModuleExit
-      ? `${err.message} outside an attempt (from a timer or callback)`
-      : `uncaught exception: ${describeThrown(err)}`;
-  for (const g of guards) g.stop(new Error(why));
+  for (const g of guards) {
+    const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : `uncaught exception: ${describeThrown(err, g.redact)}`;
+    g.stop(new Error(why));
+  }
 }
 
 class Guard implements ExitGuard {
+  constructor(readonly redact: Redact) {}
   readonly #fatal = new AbortController();
   readonly fatal = this.#fatal.signal;
   readonly #inFlight = new Set<symbol>();
@@ -110,9 +112,9 @@ class Guard implements ExitGuard {
   }
 }
 
-/** Install the guard (process-wide, shared by every loaded module handler). */
-export function acquireExitGuard(): ExitGuard {
-  const g = new Guard();
+/** Install the guard (process-wide, shared by every loaded module handler); `redact` hides secrets in what it says handler code threw. */
+export function acquireExitGuard(redact: Redact = noRedact): ExitGuard {
+  const g = new Guard(redact);
   if (guards.size === 0) {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- Node's exit reads the global process, not `this`
     realExit = process.exit;
@@ -153,10 +155,11 @@ const MAX_MESSAGE_BYTES = TAIL_BYTES;
 /**
  * A useful message for anything a handler may throw: an Error's message (else its name),
  * a string as is, and other values as String(value) or, failing that, their type. The head
- * of it, at most MAX_MESSAGE_BYTES (messages say what went wrong first).
+ * of it, at most MAX_MESSAGE_BYTES (messages say what went wrong first), with the secrets
+ * `redact` knows hidden before the cut: hidden after it, a password the cut fell in kept its first part.
  */
-export function describeThrown(value: unknown): string {
-  const text = describeValue(value);
+export function describeThrown(value: unknown, redact: Redact = noRedact): string {
+  const text = redact(describeValue(value, redact));
   if (text.length <= MAX_MESSAGE_BYTES / 4) return text; // 4 bytes per character at most
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= MAX_MESSAGE_BYTES) return text;
@@ -165,7 +168,7 @@ export function describeThrown(value: unknown): string {
   return `${bytes.subarray(0, end).toString('utf8')}… (${bytes.length - end} more bytes)`;
 }
 
-function describeValue(value: unknown): string {
+function describeValue(value: unknown, redact: Redact): string {
   if (value instanceof Error) return describeError(value);
   if (typeof value === 'string') return value === '' ? 'an empty string' : value;
   if (value === undefined || value === null) return `threw ${String(value)}`;
@@ -176,7 +179,9 @@ function describeValue(value: unknown): string {
   if (typeof message === 'string' && message !== '') return message;
   try {
     const json = JSON.stringify(value);
-    if (json !== undefined && json !== '{}') return `threw ${json.length > 500 ? `${json.slice(0, 499)}…` : json}`;
+    // Secrets hidden before the cut, as in describeThrown.
+    const shown = json === undefined ? json : redact(json);
+    if (shown !== undefined && shown !== '{}') return `threw ${shown.length > 500 ? `${shown.slice(0, 499)}…` : shown}`;
   } catch {
     /* cyclic, or a BigInt inside: fall back to the type */
   }

@@ -26,13 +26,14 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
   const file = cfg.module;
   if (!file) throw new ConfigError('handler.module must be a path', undefined, 'handler.module');
   // Before the import: top-level code that calls process.exit fails the import instead.
-  const guard = acquireExitGuard();
+  const redact = opts.redact ?? noRedact;
+  const guard = acquireExitGuard(redact);
   let mod: Record<string, unknown>;
   try {
     mod = (await untilLoopEmpties(import(pathToFileURL(file).href))) as Record<string, unknown>;
   } catch (err) {
     guard.release();
-    throw new ConfigError(`${file}: cannot import: ${describeThrown(err)}`, undefined, 'handler.module');
+    throw new ConfigError(`${file}: cannot import: ${describeThrown(err, redact)}`, undefined, 'handler.module');
   }
   const fn = defaultExport(mod);
   if (typeof fn !== 'function' || notCallable(fn as ModuleHandlerFn) !== undefined) {
@@ -43,7 +44,6 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
       'handler.module',
     );
   }
-  const redact = opts.redact ?? noRedact;
   return {
     // An escaped id's text path may name no file (bytes that are not UTF-8): the function
     // gets a link to the real file instead, as a command handler's {path} is.
@@ -141,7 +141,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       }
       if (own.aborted) throw interrupted(own.reason);
       // What it threw becomes the item's last error: a failed connect may quote cronsafe's own URL.
-      throw new HandlerFailure(redact(describeThrown(ending.err)));
+      throw new HandlerFailure(describeThrown(ending.err, redact));
     }
     // Timeout or abort: in-process code cannot be killed. Give a cooperative function its
     // grace to stop writing before the runner discards its output, then fail the attempt.
