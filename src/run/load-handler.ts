@@ -30,7 +30,7 @@ export async function loadHandler(config: Config): Promise<Handler> {
  * every run's start. (A command handler's program is checked with the config.)
  */
 export async function checkModuleHandler(config: Config): Promise<void> {
-  const handler = await createModuleHandler(config.handler, { sourceDir: config.source.directory }).catch((err: unknown) => {
+  const handler = await createModuleHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config) }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
   await handler.close?.();

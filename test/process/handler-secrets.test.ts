@@ -144,3 +144,18 @@ describe('secrets in what a module handler\'s code throws outside an attempt', (
     expect(run.stdout + run.stderr).not.toContain(PGPASSWORD);
   }, 60_000);
 });
+
+describe('secrets in what a module handler throws at its import', () => {
+  it('validate and run: the config error quotes the throw with PGPASSWORD as ***', async () => {
+    const ws = workspace({}, { 'a.txt': 'a' });
+    const file = path.join(ws.dir, 'h.mjs');
+    writeFileSync(file, "throw new Error('cannot reach postgres://app:' + process.env.PGPASSWORD + '@db/x');");
+    configure(ws, { handler: { module: file } });
+    for (const command of ['validate', 'run']) {
+      const r = await runCli([command, '-c', ws.configPath], { env: { PGPASSWORD }, timeoutMs: 60_000 });
+      expect(r.code, r.stderr).toBe(78);
+      expect(r.stderr).toContain('cannot import: cannot reach postgres://app:***@db/x');
+      expect(r.stdout + r.stderr).not.toContain(PGPASSWORD);
+    }
+  }, 60_000);
+});
