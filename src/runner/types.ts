@@ -64,7 +64,6 @@ export function interrupted(reason: unknown): HandlerFailure {
   return new HandlerFailure(`interrupted: ${coerceError(reason ?? 'aborted').message}`, true);
 }
 
-/** A handler runs one attempt; resolves on success, rejects on failure. */
 /** What a handler is made with besides handler.*. */
 export interface HandlerOptions {
   /** Working directory of command handlers; what escaped ids' links are made under. */
@@ -73,6 +72,7 @@ export interface HandlerOptions {
   redact?: Redact;
 }
 
+/** A handler runs one attempt; resolves on success, rejects on failure. */
 export interface Handler {
   run(item: WorkItem, ctx: HandlerContext): Promise<void>;
   close?(): Promise<void>;
