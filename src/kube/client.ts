@@ -65,8 +65,8 @@ export interface Kube {
   identity: PodIdentity;
   /** Where the credentials came from, for log lines. */
   source: string;
-  /** Pass to every call: bounds it by the connection's request timeout, or by `timeoutMs`. */
-  options(timeoutMs?: number): K8s.ConfigurationOptions;
+  /** Pass to every call: bounds it by the connection's request timeout, or by `timeoutMs`; `stop` aborts it sooner. */
+  options(timeoutMs?: number, stop?: AbortSignal): K8s.ConfigurationOptions;
 }
 
 export interface ConnectOptions {
@@ -120,7 +120,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     namespace: identity.namespace ?? contextNamespace ?? 'default',
     identity,
     source,
-    options: (ms = timeoutMs) => timeoutOptions(k8s, ms),
+    options: (ms = timeoutMs, stop) => timeoutOptions(k8s, ms, stop),
   };
   return { ok: true, kube };
 }
@@ -142,10 +142,10 @@ export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
 export const API_TIMEOUT_MS = 5000;
 
 /** A middleware that gives each request its own timeout signal (the client sets none). */
-function timeoutOptions(k8s: ClientNode, ms: number): K8s.ConfigurationOptions {
+function timeoutOptions(k8s: ClientNode, ms: number, stop?: AbortSignal): K8s.ConfigurationOptions {
   const middleware: K8s.ObservableMiddleware = {
     pre: (ctx) => {
-      ctx.setSignal(AbortSignal.timeout(ms));
+      ctx.setSignal(stop ? AbortSignal.any([AbortSignal.timeout(ms), stop]) : AbortSignal.timeout(ms));
       return new k8s.Observable(Promise.resolve(ctx));
     },
     post: (res) => new k8s.Observable(Promise.resolve(res)),

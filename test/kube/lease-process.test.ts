@@ -162,6 +162,30 @@ describe('the Kubernetes Lease across processes', () => {
     expect(finished(r)?.outcome).toBe('completed');
   }, 60_000);
 
+  it('SIGTERM while the acquire waits on a slow API server (4.9 s answers) ends the run at once, drained, without taking the Lease', async () => {
+    // The acquire went on after the signal: its read and its create took 9.8 s, past an
+    // 8 s grace period, so the last resort ended the run (no 'run finished', no release),
+    // and the create landed after the exit: a Lease held by a gone run until it expired.
+    let asked = 0;
+    fake.latency = () => {
+      asked++;
+      return 4900;
+    };
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1, drain: { gracePeriodSeconds: 8, marginSeconds: 2 } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }), timeoutMs: 60_000 });
+    await until(() => asked > 0, 'the acquire to ask the API server');
+    const signalled = Date.now();
+    run.child.kill('SIGTERM');
+    const r = await run.exited;
+    expect(Date.now() - signalled).toBeLessThan(4000);
+    expect(r.code, run.stderr()).toBe(75);
+    expect(finished(run)?.outcome).toBe('drained');
+    expect(asked).toBe(1); // the read only: no create after the stop
+    expect(run.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease'))).toEqual([]);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0 }); // the pass stopped before its scan
+  }, 60_000);
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

@@ -26,6 +26,8 @@ export interface LeaseLockOptions {
   log: Logger;
   /** Injected clock (epoch ms). */
   now?: () => number;
+  /** The run's stop (SIGTERM): the acquire's reads are cut short, and no write starts after it. */
+  stop?: AbortSignal;
 }
 
 /** After a failed renewal the next try comes this soon (client-go's retryPeriod), or at renewSeconds if sooner. */
@@ -36,24 +38,33 @@ export type LeaseAcquire =
   /** Another run holds it (or won the race for it): skip like a held local lock. */
   | { status: 'held'; holder?: string; expiresAt?: Date }
   /** The API could not be used (RBAC, unreachable): the caller degrades. */
-  | { status: 'unavailable'; failure: ApiFailure };
+  | { status: 'unavailable'; failure: ApiFailure }
+  /** The run was stopped before it took the Lease. */
+  | { status: 'stopped' };
 
-/** Acquire the Lease: create it if missing, take it over if free or expired, else report the holder. */
+/**
+ * Acquire the Lease: create it if missing, take it over if free or expired, else report the holder.
+ * A stop (SIGTERM) aborts the read, and no write starts after it: on an API server answering
+ * in seconds, read and write took up to 10 s of the drain's grace period. A write already
+ * sent is waited for, so a Lease it took is released at the end rather than left to expire.
+ */
 export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   const { kube, name, namespace } = o;
   const clock = o.now ?? Date.now;
   let current: K8s.V1Lease | undefined;
   try {
-    current = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options());
+    current = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, o.stop));
   } catch (err) {
+    if (o.stop?.aborted) return { status: 'stopped' };
     const f = apiFailure(err);
     if (f.kind !== 'not-found') return { status: 'unavailable', failure: f };
   }
+  if (o.stop?.aborted) return { status: 'stopped' };
   const now = clock();
   const micro = (ms: number) => new kube.k8s.V1MicroTime(ms);
   const lostRace = async (): Promise<LeaseAcquire> => {
     // Who beat us, for the log line; the answer does not change the outcome.
-    const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch(() => undefined);
+    const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, o.stop)).catch(() => undefined);
     return { status: 'held', holder: winner?.spec?.holderIdentity ?? undefined };
   };
 

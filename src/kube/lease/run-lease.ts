@@ -22,7 +22,7 @@ export interface RunLease {
  * today's guarantees, and the ledger's fenced claims still keep two runs from committing
  * the same item twice.
  */
-export async function acquireRunLease(config: Config, log: Logger, runId: string, env: NodeJS.ProcessEnv = process.env): Promise<RunLease> {
+export async function acquireRunLease(config: Config, log: Logger, runId: string, stop?: AbortSignal, env: NodeJS.ProcessEnv = process.env): Promise<RunLease> {
   const kl = config.lock.kubernetesLease;
   if (!kl) return {};
   const degraded = (reason: string): RunLease => {
@@ -42,11 +42,14 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
     renewSeconds: kl.renewSeconds,
     releaseTimeoutMs: requestTimeoutMs(config),
     log,
+    stop,
   });
   if (r.status === 'acquired') {
     log.info({ lease: kl.name, namespace, holder: identity, durationSeconds: kl.durationSeconds }, 'Kubernetes Lease acquired');
     return { held: r.lease };
   }
+  // The pass that follows sees the stop and claims nothing.
+  if (r.status === 'stopped') return {};
   if (r.status === 'held') {
     const until = r.expiresAt ? ` until ${r.expiresAt.toISOString()} unless renewed` : '';
     return { skip: `the Kubernetes Lease ${namespace}/${kl.name} is held by ${r.holder ?? 'another run'}${until}` };
