@@ -258,6 +258,25 @@ describe('renewal and loss', () => {
   // The end of a run often meets a renewal on the wire (a slow API server, renewSeconds 30).
   // That renewal lands and moves the resourceVersion; the release must carry the new one,
   // or a real API server answers 409 and the next run skips until the Lease expires.
+  it('a step of the wall clock during a renewal call (NTP) neither stalls the renewals (back) nor loses the Lease (forward)', async () => {
+    // Timed on the wall clock, a step back of an hour while a renewal was answered put the
+    // next renewal and the expiry an hour off (the Lease lapsed on the API server while the
+    // run went on as its holder); a step forward past the duration lost it at once.
+    for (const step of [-3_600_000, 3_600_000]) {
+      let offset = 0;
+      const a = await acquire(`pod-a/run-${step}`, { name: `qc${step > 0 ? 'f' : 'b'}`, durationSeconds: 2, renewSeconds: 0.3, now: () => Date.now() + offset });
+      if (a.status !== 'acquired') throw new Error(a.status);
+      let calls = 0;
+      fake.latency = () => {
+        if (++calls === 1) offset = step;
+        return 50;
+      };
+      await until(() => calls >= 5, 'renewals to go on after the step', 3000);
+      expect(a.lease.lost.aborted, String(a.lease.lost.reason)).toBe(false);
+      fake.latency = () => 0;
+    }
+  });
+
   it('release while a renewal is in flight still clears the holder', async () => {
     const { log, lines } = memoryLogger();
     const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 0.2, log });

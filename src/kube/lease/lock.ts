@@ -61,6 +61,7 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   }
   if (o.stop?.aborted) return { status: 'stopped' };
   const now = clock();
+  const sentAt = performance.now();
   const micro = (ms: number) => new kube.k8s.V1MicroTime(ms);
   const lostRace = async (): Promise<LeaseAcquire> => {
     // Who beat us, for the log line; the answer does not change the outcome.
@@ -77,7 +78,7 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
     };
     try {
       const created = await kube.coordination.createNamespacedLease({ namespace, body }, kube.options());
-      return { status: 'acquired', lease: new HeldLease(o, created, now) };
+      return { status: 'acquired', lease: new HeldLease(o, created, now, sentAt) };
     } catch (err) {
       const f = apiFailure(err);
       return f.kind === 'conflict' ? lostRace() : { status: 'unavailable', failure: f };
@@ -100,7 +101,7 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   try {
     const taken = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
     if (decision.previousHolder) o.log.warn({ lease: name, previousHolder: decision.previousHolder }, 'Kubernetes Lease: took over an expired Lease');
-    return { status: 'acquired', lease: new HeldLease(o, taken, now) };
+    return { status: 'acquired', lease: new HeldLease(o, taken, now, sentAt) };
   } catch (err) {
     const f = apiFailure(err);
     // 409: a contender wrote between our read and our write. 404: it was deleted meanwhile.
@@ -125,11 +126,21 @@ export class HeldLease {
   private failing = false;
   private readonly clock: () => number;
 
+  /**
+   * renewedAt (epoch ms, the renewTime written) on the monotonic clock: the renewals and the
+   * expiry are timed on it. Timed on the wall clock, a step back (NTP) during a renewal call
+   * put the next renewal and the expiry that far off (the Lease lapsed while the run went
+   * on as its holder), a step forward lost the Lease at once.
+   */
+  private renewedMono: number;
+
   constructor(
     private readonly o: LeaseLockOptions,
     private current: K8s.V1Lease,
     private renewedAt: number,
+    renewedMono = performance.now(),
   ) {
+    this.renewedMono = renewedMono;
     this.clock = o.now ?? Date.now;
     this.armExpiry();
     this.scheduleRenewal();
@@ -186,7 +197,7 @@ export class HeldLease {
     if (this.stopped) return;
     const ms = this.failing
       ? Math.min(this.o.renewSeconds, RENEW_RETRY_SECONDS) * 1000
-      : Math.max(0, this.renewedAt + this.o.renewSeconds * 1000 - this.clock());
+      : Math.max(0, this.renewedMono + this.o.renewSeconds * 1000 - performance.now());
     this.renewTimer = setTimeout(() => {
       this.busy = this.busy.then(() => this.renew()).finally(() => this.scheduleRenewal());
     }, ms);
@@ -196,7 +207,8 @@ export class HeldLease {
   /** Past the expiry nobody may assume we still hold it, least of all us. */
   private armExpiry(): void {
     clearTimeout(this.expiryTimer);
-    this.expiryTimer = setTimeout(() => this.lose('not renewed within the Lease duration'), Math.max(0, this.expiresAt - this.clock()));
+    const ms = this.renewedMono + this.o.durationSeconds * 1000 - performance.now();
+    this.expiryTimer = setTimeout(() => this.lose('not renewed within the Lease duration'), Math.max(0, ms));
     this.expiryTimer.unref();
   }
 
@@ -204,6 +216,7 @@ export class HeldLease {
     if (this.stopped) return;
     const { kube, name, namespace, log } = this.o;
     const now = this.clock();
+    const sentAt = performance.now();
     const body: K8s.V1Lease = {
       ...this.current,
       spec: { ...this.current.spec, holderIdentity: this.o.identity, renewTime: new kube.k8s.V1MicroTime(now), leaseDurationSeconds: this.o.durationSeconds },
@@ -214,6 +227,7 @@ export class HeldLease {
       // carry its resourceVersion (an older one is answered 409 and the Lease stays held).
       this.current = renewed;
       this.renewedAt = now;
+      this.renewedMono = sentAt;
       if (this.stopped) return;
       this.armExpiry();
       if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
