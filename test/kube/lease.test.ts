@@ -277,6 +277,27 @@ describe('renewal and loss', () => {
     }
   });
 
+  it('release with a renewal hung in flight takes at most twice releaseTimeoutMs, not the whole renewal timeout', async () => {
+    // Renewals wait up to 5 s (API_TIMEOUT_MS); the release waited for one in flight to end
+    // before its own write, so after a drain on a hung API server it took 5 s plus its own
+    // bound: past the margin, and a completed run was ended by the last resort (exit 75).
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 0.2, releaseTimeoutMs: 300, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    let onServer = false;
+    fake.latency = () => {
+      onServer = true;
+      return 10_000;
+    };
+    await until(() => onServer, 'a renewal to reach the API server', 3000);
+    const started = Date.now();
+    await a.lease.release();
+    expect(Date.now() - started).toBeLessThan(1500); // the connection's timeout here is 2 s
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease: renewal failed'))).toEqual([]);
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toHaveLength(1);
+    fake.latency = () => 0;
+  });
+
   it('release while a renewal is in flight still clears the holder', async () => {
     const { log, lines } = memoryLogger();
     const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 0.2, log });

@@ -123,6 +123,8 @@ export class HeldLease {
   /** Renewals and the release write one after the other: each carries the previous one's resourceVersion. */
   private busy: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** Cuts a renewal still in flight releaseTimeoutMs into release(): waited for, it took up to 5 s of the drain margin. */
+  private readonly stopCtl = new AbortController();
   private failing = false;
   private readonly clock: () => number;
 
@@ -159,7 +161,10 @@ export class HeldLease {
   async release(): Promise<void> {
     if (this.stopped) return this.busy;
     this.stop();
-    this.busy = this.busy.then(() => this.writeRelease());
+    // A renewal in flight is waited for (the release must carry its resourceVersion), but
+    // only as long as the release itself may take: after a drain both must fit in the margin.
+    const cut = this.o.releaseTimeoutMs === undefined ? undefined : setTimeout(() => this.stopCtl.abort(), this.o.releaseTimeoutMs);
+    this.busy = this.busy.finally(() => clearTimeout(cut)).then(() => this.writeRelease());
     return this.busy;
   }
 
@@ -222,7 +227,7 @@ export class HeldLease {
       spec: { ...this.current.spec, holderIdentity: this.o.identity, renewTime: new kube.k8s.V1MicroTime(now), leaseDurationSeconds: this.o.durationSeconds },
     };
     try {
-      const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options());
+      const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(undefined, this.stopCtl.signal));
       // Kept even when release() came meanwhile: the write landed, so the release must
       // carry its resourceVersion (an older one is answered 409 and the Lease stays held).
       this.current = renewed;
@@ -233,14 +238,16 @@ export class HeldLease {
       if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
       this.failing = false;
     } catch (err) {
+      if (this.stopped) return; // cut short by release(), or lost meanwhile
       const f = apiFailure(err);
       if (f.kind === 'conflict' && !retried) {
         // Our last write may have landed with its answer lost (a timeout): then we are
         // still the holder and only our resourceVersion is stale.
         // A deleted Lease shows up here too: our copy's uid no longer matches (409, not 404).
-        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options()).catch((e: unknown) =>
+        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, this.stopCtl.signal)).catch((e: unknown) =>
           apiFailure(e).kind === 'not-found' ? null : undefined,
         );
+        if (this.stopped) return;
         if (fresh?.spec?.holderIdentity === this.o.identity) {
           this.current = fresh;
           return this.renew(true);
