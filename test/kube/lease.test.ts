@@ -298,6 +298,17 @@ describe('renewal and loss', () => {
     fake.latency = () => 0;
   });
 
+  it('a Lease lost at its expiry with a renewal hung in flight: the end of the run does not wait for that renewal', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 1, renewSeconds: 0.2, releaseTimeoutMs: 300 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.latency = () => 10_000;
+    await until(() => a.lease.lost.aborted, 'the Lease to be lost at its expiry', 3000);
+    const started = Date.now();
+    await a.lease.release();
+    expect(Date.now() - started).toBeLessThan(500); // the connection's timeout here is 2 s
+    fake.latency = () => 0;
+  });
+
   it('release while a renewal is in flight still clears the holder', async () => {
     const { log, lines } = memoryLogger();
     const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 0.2, log });

@@ -271,6 +271,7 @@ export class HeldLease {
   private lose(reason: string): void {
     if (this.stopped || this.lost.aborted) return;
     this.stop();
+    this.stopCtl.abort(); // a lost Lease is not released: a renewal in flight has nothing left to carry
     this.o.log.error({ lease: this.o.name, reason }, 'Kubernetes Lease lost: another run may start; this one stops claiming and drains');
     this.lostCtl.abort(`Kubernetes Lease lost: ${reason}`);
   }
