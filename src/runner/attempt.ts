@@ -53,7 +53,11 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     return;
   }
   let tempPath: string | undefined;
-  const started = p.now();
+  // The handler's time, for the histogram and the log, on the monotonic clock: a step of the
+  // wall clock during the attempt (NTP, a VM resumed) would make it negative, and a negative
+  // observation takes cronsafe_item_duration_seconds_sum down (a counter reset to rate()).
+  const started = performance.now();
+  const took = () => performance.now() - started;
   try {
     // Inside: a temp directory found replaced here is judged like any other attempt's fault.
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
@@ -70,11 +74,11 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
         throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
       }
     }
-    p.durations.set(claim, p.now() - started);
-    if (p.debug) logOf().debug({ ms: p.now() - started }, 'item done');
+    p.durations.set(claim, took());
+    if (p.debug) logOf().debug({ ms: Math.round(took()) }, 'item done');
     results.complete(claim);
   } catch (err) {
-    p.durations.set(claim, p.now() - started);
+    p.durations.set(claim, took());
     // Asked before the clean-up, which frees what the failed attempt wrote.
     const full = outputs !== undefined && (await outputs.full());
     const readOnly = outputs !== undefined && (await outputs.readOnly());

@@ -8,6 +8,7 @@ import type { DiscoveredItem, Ledger } from '../../src/ledger/types.js';
 import { discoverAndClaim } from '../contract/ledger-fixtures.js';
 import { OutputStore } from '../../src/runner/output.js';
 import { runPass, type PassDeps } from '../../src/runner/pass.js';
+import { createMetrics } from '../../src/metrics/registry.js';
 import type { Handler } from '../../src/runner/types.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
@@ -254,5 +255,43 @@ describe('runPass: the lease guard on outputs (a pod cut off from the ledger for
     const r2 = await runPass(deps(late, { runId: 'run-2', owner: 'owner-2', source: (async function* () { yield { id: 'other' }; })(), outputs, now: () => Date.now() + skew }));
     expect(r2.counts).toMatchObject({ succeeded: 1 });
     expect(readFileSync(path.join(ws.out, 'other.out'), 'utf8')).toBe('late');
+  });
+});
+
+describe('runPass: handler time under a step of the wall clock', () => {
+  it('a step back of the wall clock during an attempt does not make its handler time negative (cronsafe_item_duration_seconds_sum never goes down)', async () => {
+    const { deps } = await setup();
+    const metrics = createMetrics({ job: 'j', read: async () => undefined }, 'run');
+    const observed: Array<[string, number]> = [];
+    let skew = 0;
+    const handler: Handler = {
+      run: async (item) => {
+        await new Promise((r) => setTimeout(r, 20));
+        if (item.id === 'item-0') skew -= 3_600_000; // NTP or a resumed VM sets the clock back an hour
+      },
+    };
+    const r = await runPass(
+      deps(handler, {
+        source: ids(2),
+        now: () => Date.now() + skew,
+        observer: {
+          attempt: (outcome, ms) => {
+            observed.push([outcome, ms]);
+            metrics.observeAttempt(outcome, ms / 1000);
+          },
+        },
+      }),
+    );
+    expect(r.counts).toMatchObject({ succeeded: 2 });
+    expect(observed).toHaveLength(2);
+    for (const [outcome, ms] of observed) {
+      expect(outcome).toBe('succeeded');
+      expect(ms).toBeGreaterThanOrEqual(15);
+      expect(ms).toBeLessThan(60_000);
+    }
+    const text = await metrics.registry.metrics();
+    const sum = Number(/^cronsafe_item_duration_seconds_sum\{job="j",result="succeeded"\} (\S+)$/m.exec(text)?.[1]);
+    expect(sum).toBeGreaterThan(0);
+    expect(sum).toBeLessThan(60);
   });
 });
