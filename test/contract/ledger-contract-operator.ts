@@ -74,5 +74,16 @@ export function operatorContract(use: UseLedger): void {
       expect(await use().beatingRuns(0)).toEqual([]);
       expect((await use().runStats()).byOutcome).toMatchObject({ died: 3, completed: 1 });
     });
+
+    it('a run marked died that turns out alive and finishes stays died: cronsafe_runs_total{outcome="died"} never goes down', async () => {
+      // On PostgreSQL a new pass marks every unfinished run died; a pod whose lock session was
+      // cut while it went on (paused, a network blip) finishes afterwards.
+      await use().startRun({ runId: 'paused', owner: 'h:1:paused', startedAt: T0 });
+      expect(await use().markRunsDied(Number.MAX_SAFE_INTEGER)).toEqual(['paused']);
+      expect((await use().runStats()).byOutcome).toMatchObject({ died: 1, completed: 0 });
+      await use().finishRun('paused', T0 + 5000, 'completed', { succeeded: 3 });
+      expect((await use().runStats()).byOutcome).toMatchObject({ died: 1, completed: 0 });
+      expect((await use().recentRuns(1))[0]).toMatchObject({ runId: 'paused', outcome: 'died', finishedAt: T0 + 5000, counts: { succeeded: 3 } });
+    });
   });
 }

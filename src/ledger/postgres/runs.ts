@@ -15,9 +15,11 @@ export const startRunQuery = (
     run.scheduledFor ?? null,
   );
 
+/** A run marked `died` stays died (see FINISH_RUN_SQL, SQLite): cronsafe_runs_total{outcome="died"} never goes down. */
 export const finishRunQuery = (schema: string, runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Query =>
   q(
-    `UPDATE ${ident(schema)}.runs SET finished_at = $2, outcome = $3, counts = $4::jsonb WHERE run_id = $1 RETURNING run_id`,
+    `UPDATE ${ident(schema)}.runs SET finished_at = $2, outcome = CASE WHEN outcome = 'died' THEN outcome ELSE $3 END, counts = $4::jsonb
+WHERE run_id = $1 RETURNING run_id`,
     runId,
     finishedAt,
     outcome,

@@ -5,7 +5,13 @@ import { toRunRecord, toRunStats, type RunRow, type RunStatsRow } from '../run-r
 export const START_RUN_SQL = `INSERT INTO runs (run_id, owner, started_at, scheduled_for)
   VALUES (@runId, @owner, @startedAt, @scheduledFor)`;
 
-export const FINISH_RUN_SQL = `UPDATE runs SET finished_at = @finishedAt, outcome = @outcome, counts = @counts
+/**
+ * A run a later one marked `died` stays died if it turns out alive and finishes after all (a
+ * PostgreSQL pod whose lock session was cut while it went on): its outcome was counted in
+ * cronsafe_runs_total{outcome="died"}, which must never go down. Its end and counts are kept.
+ */
+export const FINISH_RUN_SQL = `UPDATE runs SET finished_at = @finishedAt,
+  outcome = CASE WHEN outcome = 'died' THEN outcome ELSE @outcome END, counts = @counts
   WHERE run_id = @runId`;
 
 /** Newest first; seq breaks ties between runs started in the same millisecond. */
