@@ -39,8 +39,18 @@ export function redactUrl(url: string): string {
     const userinfo = head.slice(0, at);
     const colon = userinfo.indexOf(':');
     if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
+    else if (tokenOnlyUserinfo(scheme, userinfo)) auth = `***${head.slice(at)}`;
   }
   return scheme + (auth + tail).replace(SECRET_PARAM, '$1***');
+}
+
+/**
+ * An http(s) URL's userinfo without a password (`https://TOKEN@gateway`): how a token is
+ * given to a push gateway behind a proxy (basic auth with the token as the user), so it is
+ * a secret. A database URL's user (`postgres://app@db`) is not, and names who connects.
+ */
+function tokenOnlyUserinfo(scheme: string, userinfo: string): boolean {
+  return userinfo !== '' && /^\s*https?:/i.test(scheme);
 }
 
 /**
@@ -81,7 +91,8 @@ export function parseUrl(url: string): URL | undefined {
 const SECRET_NAME = /pass|pwd|token|secret|key|auth|sig|credential/i;
 
 /**
- * Every spelling of the secrets in a URL that a text may hold: the userinfo's password and
+ * Every spelling of the secrets in a URL that a text may hold: the userinfo's password (an
+ * http(s) URL's user when there is no password: tokenOnlyUserinfo) and
  * the value of each query parameter that may be a secret (SECRET_PARAM), each as written
  * (percent-encoded), percent-decoded, and as a driver decodes a query ('+' a blank).
  */
@@ -89,6 +100,7 @@ export function urlSecrets(url: string): string[] {
   const u = parseUrl(url.trim());
   if (u === undefined) return [];
   const found = [u.password, safeDecode(u.password)];
+  if (u.password === '' && /^https?:$/.test(u.protocol)) found.push(u.username, safeDecode(u.username));
   for (const m of u.search.matchAll(/[?&]([^=&#]*)=([^&#]*)/g)) {
     if (SECRET_NAME.test(m[1]!)) found.push(m[2]!, safeDecode(m[2]!), safeDecode(m[2]!.replace(/\+/g, ' ')));
   }

@@ -91,7 +91,7 @@ export class Pusher {
       if (err instanceof NotReady) {
         log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
       } else {
-        const message = coerceError(err).message;
+        const message = boundedMessage(coerceError(err).message);
         // A run's push (PUT) fails beside a pass that goes on; a ledger-only push (POST: a
         // skipped start, an operator's retry or requeue) beside a change already made.
         const after = this.opts.method === 'put' ? 'the run carries on' : 'nothing else is affected';
@@ -134,6 +134,18 @@ function gatewayBase(raw: string): string {
 }
 
 class NotReady extends Error {}
+
+/** What of a failed push's message goes to the log (prom-client quotes the answer's whole body). */
+const MESSAGE_MAX = 1024;
+
+/**
+ * A failed push's message, cut at MESSAGE_MAX characters: a gateway (or the proxy before
+ * it) that answers 400 with a page of HTML or a 100 KB body would put it into a warning at
+ * every push.
+ */
+function boundedMessage(message: string): string {
+  return message.length <= MESSAGE_MAX ? message : `${message.slice(0, MESSAGE_MAX)}... (${message.length - MESSAGE_MAX} more characters not logged)`;
+}
 
 /** The URL for logs: no user, password or query (any of which may hold a secret). */
 export function displayUrl(raw: string): string {

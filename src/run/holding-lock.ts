@@ -88,6 +88,9 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (live) return await skip(undefined, live);
     metrics = await startRunMetrics({ config, ledger, log });
     const startedAt = Date.now();
+    // The run's length for its `run finished` line, on the monotonic clock: a step of the
+    // wall clock during the run (NTP, a resumed VM) must not make it negative.
+    const startedMono = performance.now();
     // A pod joining a pass runs for that pass's fire: planned as of the pass's start (RunLock.passStartedAt).
     const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
@@ -209,7 +212,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       {
         outcome: result.outcome,
         exitCode: exitCodeFor(result.outcome),
-        durationMs: finishedAt - startedAt,
+        durationMs: Math.round(performance.now() - startedMono),
         counts: result.counts,
         scan: result.scan,
         items,

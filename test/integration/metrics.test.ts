@@ -131,6 +131,29 @@ describe('a failing Pushgateway never fails the run', () => {
     expect(String(warns[0]?.error)).toContain('https://gateway.example.com/metrics/job/test-job');
   });
 
+  it('a 400 with a huge body (a proxy\'s error page): the warning quotes the start of it, not all of it', async () => {
+    const page = `<html>${'x'.repeat(100_000)}</html>`;
+    const proxy = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(400, { 'content-type': 'text/html' }).end(page));
+    });
+    servers.push(proxy);
+    const port = await freePort();
+    await new Promise<void>((r) => proxy.listen(port, '127.0.0.1', r));
+    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+    expect(warns.length).toBeGreaterThanOrEqual(1);
+    for (const w of warns) {
+      expect(String(w.error)).toContain('400');
+      expect(String(w.error)).toContain('<html>xxx');
+      expect(String(w.error)).toMatch(/more characters not logged\)$/);
+      expect(String(w.error).length).toBeLessThan(2_000);
+    }
+  });
+
   it('hanging: each push is cut off by its timeout, so the run ends on time', async () => {
     const hang = createServer(() => undefined); // accepts, never answers
     servers.push(hang);

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { configSummary, loadConfig, redactUrl, resolveConfigPath } from '../../src/config/load.js';
+import { urlSecrets } from '../../src/redact.js';
 import type { Config } from '../../src/config/types.js';
 import { configError, expectProblem, useConfigDir } from '../helpers/config-files.js';
 
@@ -390,6 +391,15 @@ describe('secrets', () => {
     expect(redactUrl('http://h:9091/?password=hunter2&token=hunter3&job=x')).toBe('http://h:9091/?password=***&token=***&job=x');
     expect(redactUrl('https://h/p?api_key=k1&X-Amz-Signature=s1&access_token=t1&authorization=a1')).toBe('https://h/p?api_key=***&X-Amz-Signature=***&access_token=***&authorization=***');
     expect(redactUrl('postgres://db/cs?sslmode=require&application_name=cronsafe')).toBe('postgres://db/cs?sslmode=require&application_name=cronsafe');
+  });
+
+  it('redactUrl and urlSecrets take an http(s) URL\'s user without a password for a token (https://TOKEN@gateway); a database URL\'s user is kept', () => {
+    expect(redactUrl('https://ghp_t0ken42@gw.example:9091/pgw')).toBe('https://***@gw.example:9091/pgw');
+    expect(redactUrl('HTTP://t0ken42@gw:9091')).toBe('HTTP://***@gw:9091');
+    expect(redactUrl('postgres://app@db/cs')).toBe('postgres://app@db/cs');
+    expect(urlSecrets('https://t%30ken42@gw:9091')).toEqual(expect.arrayContaining(['t%30ken42', 't0ken42']));
+    expect(urlSecrets('postgres://app@db/cs').filter((s) => s !== '')).toEqual([]);
+    expect(urlSecrets('https://user:pw1234@gw:9091')).not.toContain('user');
   });
 
   it('metrics.pushgateway with a query string (a ?token= the push would drop, failing every push) is a problem naming the key, without the token', () => {
