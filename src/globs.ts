@@ -24,8 +24,8 @@ export function negatesWhole(glob: string): boolean {
  * dot too): in `{*,.*}` the dot of `.env` is written by `.*`, though `*` matches the NUL name.
  */
 export function includeMatcher(globs: string[]): (rel: string) => boolean {
-  const whole = globs.map((g) => picomatch(g, GLOB_OPTS));
-  const alternatives = globs.flatMap(braceAlternatives).map((g) => picomatch(g, GLOB_OPTS));
+  const whole = globs.map((g) => picomatch(idGlob(g), GLOB_OPTS));
+  const alternatives = globs.flatMap(braceAlternatives).map((g) => picomatch(idGlob(g), GLOB_OPTS));
   return (rel) => {
     // Most names have no segment starting with "." (one scan of the id, no array): one
     // matcher per glob, as the alternatives match the same such names.
@@ -45,7 +45,45 @@ function dotSegmentStarts(rel: string): number[] {
 }
 
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
-  return globs.length > 0 ? picomatch(globs, GLOB_OPTS) : () => false;
+  return globs.length > 0 ? picomatch(globs.map(idGlob), GLOB_OPTS) : () => false;
+}
+
+/**
+ * A glob over ids as picomatch should read it. Ids write a backslash in a name as `\\` and a
+ * byte that is not UTF-8 as `\xHH` (runner/item-id.ts), so a glob written with an id's text
+ * (`latin\xe9/**`, `back\\slash/*`) means those escapes as they are. picomatch cannot take
+ * them so: it hands `\x`, `\d`, `\w` ... to the regular expression as they are (`\xe9`
+ * matched the UTF-8 `é`, another file, and `\d` any digit), and no count of backslashes
+ * matches the two of `\\` in a path of more than one segment. Outside a bracket
+ * expression: `\\` and `\xHH` match that text of the id, `\` before another letter or a
+ * digit is that character (as in a shell's glob), and `\` before punctuation (`\*`, `\[`,
+ * `\{`) stays picomatch's escape.
+ */
+export function idGlob(glob: string): string {
+  if (!glob.includes('\\')) return glob;
+  let out = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    if (c === '[') {
+      const end = bracketEnd(glob, i);
+      out += glob.slice(i, end + 1);
+      i = end;
+    } else if (c !== '\\' || i + 1 === glob.length) out += c;
+    else if (glob[i + 1] === '\\') {
+      out += '[\\\\][\\\\]';
+      i++;
+    } else if (/^x[0-9a-f]{2}$/.test(glob.slice(i + 1, i + 4))) {
+      out += `[\\\\]${glob.slice(i + 1, i + 4)}`;
+      i += 3;
+    } else if (/[A-Za-z0-9]/.test(glob[i + 1]!)) {
+      out += glob[i + 1];
+      i++;
+    } else {
+      out += c + glob[i + 1];
+      i++;
+    }
+  }
+  return out;
 }
 
 /**

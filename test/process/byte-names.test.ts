@@ -151,3 +151,25 @@ describe('an item whose path is longer than Linux allows (PATH_MAX)', () => {
     expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
   });
 });
+
+describe('globs written with an id: its escapes (\\xHH, \\\\) are that text of the id', () => {
+  it('source.exclude `latin\\xe9/**` and `back\\\\slash/**` leave those directories out, not the UTF-8 `latiné/`; requeue --glob takes the same', async () => {
+    const ws = workspace({ handler: { command: ITEM } }, { 'latiné/a.txt': 'utf-8 twin', 'back\\slash/b.txt': 'backslash dir', 'keep.txt': 'keep' });
+    mkdirSync(Buffer.concat([Buffer.from(`${ws.source}/`), bytes('latin', 0xe9)]));
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/`), bytes('latin', 0xe9, '/a.txt')]), 'latin-1 dir');
+    // Before: picomatch read `\xe9` as the regular expression's é and `\\` as one backslash,
+    // so the first glob left out the UTF-8 `latiné/` instead, and the second matched nothing.
+    configure(ws, { source: { directory: ws.source, exclude: ['latin\\xe9/**', 'back\\\\slash/**'] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(filesUnder(ws.out).filter((f) => !f.startsWith('.cronsafe-tmp')).sort()).toEqual(['keep.txt.out', 'latiné/a.txt.out']);
+
+    // Every file an item now; requeue by glob picks the escaped ids, and only them.
+    configure(ws, { source: { directory: ws.source } });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 4 });
+    const dry = await runCli(['requeue', '-c', ws.configPath, '--glob', 'latin\\xe9/*', '--glob', 'back\\\\slash/*', '--dry-run', '--json']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect((JSON.parse(dry.stdout) as { first: string[] }).first.sort()).toEqual(['back\\\\slash/b.txt', 'latin\\xe9/a.txt']);
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives } from '../../src/globs.js';
+import { braceAlternatives, excludeMatcher, includeMatcher } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -18,5 +18,26 @@ describe('braceAlternatives', () => {
   it('matches a runaway glob as it is', () => {
     const g = '{a,b}'.repeat(9); // 512 alternatives
     expect(braceAlternatives(g)).toEqual([g]);
+  });
+});
+
+describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a backslash)', () => {
+  const both = (g: string, id: string) => [includeMatcher([g])(id), excludeMatcher([g])(id)];
+  it('an escape written in a glob is that text of the id, in any segment', () => {
+    expect(both('latin\\xe9/**', 'latin\\xe9/a.txt')).toEqual([true, true]);
+    expect(both('caf\\xe9*', 'caf\\xe9.txt')).toEqual([true, true]);
+    expect(both('back\\\\slash/*', 'back\\\\slash/b.txt')).toEqual([true, true]);
+    expect(both('{x,latin\\xe9/*}', 'latin\\xe9/a.txt')).toEqual([true, true]);
+  });
+  it('and never another file: not the UTF-8 é, not a regular expression class', () => {
+    // picomatch passed `\xe9` and `\d` to its regular expression: é, and any digit.
+    expect(both('latin\\xe9/**', 'latiné/a.txt')).toEqual([false, false]);
+    expect(both('a\\d*', 'a5')).toEqual([false, false]);
+    expect(both('a\\d*', 'ad')).toEqual([true, true]);
+  });
+  it('an escaped glob character stays literal', () => {
+    expect(both('a\\*b', 'a*b')).toEqual([true, true]);
+    expect(both('a\\*b', 'axb')).toEqual([false, false]);
+    expect(both('x\\[1\\]', 'x[1]')).toEqual([true, true]);
   });
 });
