@@ -218,9 +218,12 @@ function outputInsideSource(source: string, output: string, exclude: string[]): 
   }
   if (!out.startsWith(src + path.sep)) return null;
   const rel = path.relative(src, out).split(path.sep).join('/');
-  if (scanSkipsDirectory(exclude, rel)) return null;
+  // As the scan's id for it (runner/item-id.ts): a backslash in a name is `\\` there, and
+  // the exclude is matched against that.
+  const id = rel.replaceAll('\\', '\\\\');
+  if (scanSkipsDirectory(exclude, id)) return null;
   return (
     `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
-    `move it outside source.directory, or exclude it from the scan: source.exclude: ["${rel}/**"]`
+    `move it outside source.directory, or exclude it from the scan: source.exclude: [${JSON.stringify(`${id}/**`)}]`
   );
 }

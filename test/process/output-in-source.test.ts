@@ -51,6 +51,25 @@ describe('output.directory inside source.directory', () => {
     expect((await statusJson(ok.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 
+  it('named with a backslash: the exclude it suggests is accepted and keeps outputs out of the scan', async () => {
+    // Before: the check matched the exclude against `res\ults` while the scan's id is
+    // `res\\ults`, and suggested ["res\ults/**"] (a YAML error: `\u` wants hex digits), so
+    // no exclude made the config valid.
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const cfg = workspace({ handler: { command: COPY }, source: { directory: ws.source }, output: { directory: path.join(ws.source, 'res\\ults') } });
+    const v = await runCli(['validate', '-c', cfg.configPath]);
+    expect(v.code, v.stderr).toBe(78);
+    const suggested = /source\.exclude: (\[.*\])$/.exec(v.stderr.trim())?.[1];
+    expect(suggested).toBe('["res\\\\\\\\ults/**"]');
+    configure(cfg, { source: { directory: ws.source, exclude: JSON.parse(suggested!) as string[] } });
+    for (let i = 0; i < 2; i++) {
+      const r = await runCli(['run', '-c', cfg.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)?.counts).toMatchObject({ scanned: 2 });
+    }
+    expect(readdirSync(path.join(ws.source, 'res\\ults')).filter((f) => !f.startsWith('.')).sort()).toEqual(['a.txt.out', 'b.txt.out']);
+  });
+
   // A bind mount (or a volume's subPath) puts output.directory inside the source under
   // another path: neither the config check (real paths) nor the scan's by-name skip saw it,
   // and every run turned the last run's outputs into items (a -> results/a.out -> ...).
