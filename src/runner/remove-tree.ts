@@ -8,7 +8,7 @@ import { chmod, lstat, readdir, rm } from 'node:fs/promises';
  * failed attempt's tree stayed behind, and every later start failed to empty the temp
  * directory (EACCES), stopping the job until someone removed it by hand.
  */
-export async function removeTree(entry: string): Promise<void> {
+export async function removeTree(entry: string | Buffer): Promise<void> {
   try {
     await rm(entry, { recursive: true, force: true });
     return;

@@ -27,7 +27,7 @@ export interface TempDirs {
  * the clean-up (UnsafeOwnDirectory) instead of emptying the link's target.
  */
 export async function removeTempLeftovers(d: TempDirs): Promise<void> {
-  const remove = async (dir: string, id: DirId, entry: string): Promise<void> => {
+  const remove = async (dir: string, id: DirId, entry: string | Buffer): Promise<void> => {
     if (!sameDir(dir, id)) throw new UnsafeOwnDirectory(dir, 'was replaced while cronsafe was emptying it');
     await removeTree(entry);
   };
@@ -35,7 +35,10 @@ export async function removeTempLeftovers(d: TempDirs): Promise<void> {
   if (d.staleAfterMs === undefined) {
     // The job's own directory (or the root, one job alone): everything in it is a killed
     // run of this job's (the run lock proves it).
-    for (const name of await readdir(d.tempDir)) await remove(d.tempDir, d.tempId, path.join(d.tempDir, name));
+    // Names as bytes: a handler may leave one that is not UTF-8 beside its {output}, which
+    // read as a string names no file (rm's force took the miss in silence, and it stayed).
+    const dir = Buffer.from(`${d.tempDir}/`);
+    for (const name of await readdir(d.tempDir, { encoding: 'buffer' })) await remove(d.tempDir, d.tempId, Buffer.concat([dir, name]));
     if (d.tempDir === d.root) return;
     for (const name of await readdir(d.root)) {
       if (!/\.tmp(\.item)?$/.test(name)) continue;

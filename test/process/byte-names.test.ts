@@ -173,3 +173,21 @@ describe('globs written with an id: its escapes (\\xHH, \\\\) are that text of t
     expect((JSON.parse(dry.stdout) as { first: string[] }).first.sort()).toEqual(['back\\\\slash/b.txt', 'latin\\xe9/a.txt']);
   });
 });
+
+describe("what a handler leaves beside its {output} under a name that is not UTF-8", () => {
+  it('is removed at the next start, as any other leftover (before: it stayed in .cronsafe-tmp for good)', async () => {
+    // A file and a directory named `caf<0xE9>`, `d<0xE9>` in the attempt's temp directory.
+    const script = `t=$(dirname "$1"); printf x > "$t/$(printf 'caf\\351')"; mkdir "$t/$(printf 'd\\351')"; printf y > "$t/$(printf 'd\\351')/f"; cp "$2" "$1"`;
+    const ws = workspace({ handler: { command: ['/bin/sh', '-c', script, 'sh', '{output}', '{path}'] } }, { 'a.txt': 'a' });
+    const temp = path.join(ws.out, '.cronsafe-tmp');
+    // Names as bytes (a string listing cannot even open `d<0xE9>`), with the job directories.
+    const left = () => readdirSync(temp).flatMap((job) => readdirSync(path.join(temp, job), { encoding: 'buffer' }).map((n) => n.toString('latin1')));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(left().sort()).toEqual(['caf\xe9', 'd\xe9']); // left until the next start
+    const again = await runCli(['run', '-c', ws.configPath]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(left()).toEqual([]);
+    expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('a');
+  });
+});
