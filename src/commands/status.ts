@@ -66,19 +66,29 @@ export function formatStatus(r: StatusReport): string {
 }
 
 /**
+ * Characters a terminal does not show: Unicode's bidirectional controls (U+061C,
+ * U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which reorder the rest of the line (Trojan
+ * Source), and the zero-width ones (U+200B-U+200D, U+2060-U+2064, U+FEFF), which make two
+ * different ids look the same. Listings show them as JSON escapes.
+ */
+const INVISIBLE = '\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff';
+const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]+$`);
+const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}]`, 'g');
+const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'g');
+
+/**
  * A last error as one line of text: whitespace runs become one space, and the other control
  * characters are shown as JSON escapes (`\u001b`), as printableId shows them in ids. Raw, a
  * handler's colored stderr, a title-setting escape or backspaces would drive the operator's
- * terminal (hiding or rewriting what the listing says). So are Unicode's bidirectional
- * controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069): invisible, they reorder
- * the rest of the line (Trojan Source). `--json` keeps the text exactly.
+ * terminal (hiding or rewriting what the listing says). So are the INVISIBLE characters
+ * (bidirectional controls, zero-width ones). `--json` keeps the text exactly.
  */
 export function oneLine(s: string | null, max = 160): string {
   if (!s) return '';
   const flat = s
     .replace(/\s+/g, ' ')
     .trim()
-    .replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, escapeControl);
+    .replace(ESCAPED_IN_LINE, escapeControl);
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
@@ -86,13 +96,13 @@ export function oneLine(s: string | null, max = 160): string {
  * An id as text an operator can paste back into `dead-letter retry`: as stored when it has
  * no space, quote or control character (escaped ids, `a\\b`, included), else JSON-quoted,
  * with DEL and the C1 controls escaped too (JSON.stringify leaves them raw; `\u009b` is a
- * CSI to some terminals), and the bidirectional controls (oneLine): raw, `invoice<RLO>gpj.exe`
- * showed as `invoiceexe.jpg`. One that starts with a dash gets `./` before it, as `rm ./-f`
+ * CSI to some terminals), and the INVISIBLE characters: raw, `invoice<RLO>gpj.exe` showed
+ * as `invoiceexe.jpg`, and `a<ZWSP>.txt` as `a.txt`, another item's id. One that starts with a dash gets `./` before it, as `rm ./-f`
  * does: pasted bare, `--all` was the option (every dead item requeued) and `-a.scc` an
  * unknown one (exit 2). No id starts with `./`. fromPrintableId reads it back.
  */
 export function printableId(id: string): string {
-  if (!/^[^\s"'\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$/.test(id)) return JSON.stringify(id).replace(/[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, escapeControl);
+  if (!PLAIN_ID.test(id)) return JSON.stringify(id).replace(ESCAPED_IN_JSON, escapeControl);
   return id.startsWith('-') ? `./${id}` : id;
 }
 

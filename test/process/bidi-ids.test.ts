@@ -56,3 +56,29 @@ describe('bidi controls in ids and last errors in the text listings', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0 });
   }, 60_000);
 });
+
+describe('zero-width characters in ids and last errors in the text listings', () => {
+  it('are shown escaped (a<ZWSP>.txt does not pass for a.txt), and the printed id is taken back by dead-letter retry', async () => {
+    const ZERO_WIDTH = /[\u200b-\u200d\u2060-\u2064\ufeff]/;
+    const twin = 'a\u200b.txt';
+    const ws = workspace(
+      // Fails every item with a ZERO WIDTH JOINER in its stderr.
+      { handler: { command: ['sh', '-c', "printf 'bad\\342\\200\\215input' >&2; exit 3"] }, retry: { maxAttempts: 1 } },
+      { [twin]: 'x', 'a.txt': 'y' },
+    );
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).not.toMatch(ZERO_WIDTH);
+    expect(list.stdout).toContain('bad\\u200dinput');
+    const ids = list.stdout.trim().split('\n').map((l) => l.split('\t')[0]);
+    expect(ids.sort()).toEqual(['"a\\u200b.txt"', 'a.txt']);
+    const status = await runCli(['status', '-c', ws.configPath]);
+    expect(status.stdout).not.toMatch(ZERO_WIDTH);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, '"a\\u200b.txt"']);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 1 dead item\n');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 1 });
+  }, 60_000);
+});
