@@ -67,10 +67,12 @@ export class OutputCapture {
     this.flush('stdout');
     this.flush('stderr');
     if (this.dropped > 0) {
-      this.log.warn(
-        { droppedBytes: this.dropped, maxLogBytes: this.maxBytes },
-        `handler output exceeded handler.maxLogBytes (${this.maxBytes}): dropped ${this.dropped} bytes`,
-      );
+      const fields = { droppedBytes: this.dropped, maxLogBytes: this.maxBytes };
+      const msg = `handler output exceeded handler.maxLogBytes (${this.maxBytes}): dropped ${this.dropped} bytes`;
+      // 0 keeps nothing on purpose: dropping is the setting at work, and a warning per attempt
+      // would put back a line per item in the log it was set to keep quiet.
+      if (this.maxBytes === 0) this.log.debug(fields, msg);
+      else this.log.warn(fields, msg);
     }
   }
 
