@@ -224,12 +224,18 @@ function runChild(
           return gone === undefined ? failure : new EnvironmentFault(`handler.command's ${JSON.stringify(gone)} vanished during the attempt (removed mid-run?): ${failure!.message}`);
         });
       },
-      // The helper died under the attempt: the environment's fault, not the item's.
-      lost(err) {
+      // The helper died. Before it ran (it never started): the environment's fault, not the
+      // item's. Under the attempt: the child's parent died as cronsafe crashing would, and the
+      // likely killer is the child itself (`kill -9 $PPID`, `pkill node`), so the attempt is
+      // charged, as a crash charges the attempts running. An environment fault instead stopped
+      // every run at that item, never charged, never dead-lettered (the next helper starts on demand).
+      lost(err, running) {
         clearTimeout(pipeTimer);
-        if (pid === undefined) finish(new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        const charged = (): HandlerFailure =>
+          stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
+        if (pid === undefined) finish(running ? charged() : new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
         // Its pipes went with the helper: nothing reads what it writes, so end what is left.
-        else reapThen(() => new EnvironmentFault(`handler.command ${JSON.stringify(file)}: ${err.message}`));
+        else reapThen(charged);
       },
     });
   });

@@ -32,8 +32,12 @@ export interface ChildEvents {
    * before. `unread`: bytes past maxLogBytes, not forwarded; `stderrTail`: the last of them on stderr.
    */
   close(code: number | null, signal: NodeJS.Signals | null, unread: number, stderrTail: Buffer): void;
-  /** The helper died: nothing more will be heard about this child. */
-  lost(err: Error): void;
+  /**
+   * The helper died: nothing more will be heard about this child. `running`: the helper had
+   * started and taken requests, so this child was (as good as) started, whether or not its
+   * pid came back: a child can kill the helper (`kill -9 $PPID`) before the pid is sent.
+   */
+  lost(err: Error, running: boolean): void;
 }
 
 export interface SpawnRequest {
@@ -148,6 +152,8 @@ class SpawnServer {
   #nextEnv = 0;
   #next = 0;
   #dead: Error | undefined;
+  /** It said it was ready: it had started and reads the requests sent to it. */
+  #wasReady = false;
   #onReady: (() => void) | undefined;
   /** Settles when the helper can take requests, or is dead (never rejects). */
   readonly ready: Promise<void>;
@@ -176,7 +182,7 @@ class SpawnServer {
       onDeath();
       const lost = [...this.#children.values()];
       this.#children.clear();
-      for (const c of lost) c.lost(this.#dead);
+      for (const c of lost) c.lost(this.#dead, this.#wasReady);
     };
     this.#helper.on('error', (err) => die(`failed: ${err.message}`));
     this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`));
@@ -217,6 +223,7 @@ class SpawnServer {
 
   #receive(m: HelperMessage): void {
     if (m.ready) {
+      this.#wasReady = true;
       if (this.#children.size === 0) this.#idle();
       return this.#onReady?.();
     }
