@@ -11,8 +11,10 @@ const PLACEHOLDER = /\{(path|id|output|attempt)\}/;
  * child's: handler.env's PATH wins over cronsafe's own). It must be a file with execute
  * permission for us.
  */
-export function programProblem(program: string, cwd: string, PATH: string | undefined): string | null {
+export function programProblem(program: string, cwd: string, childPATH: string | undefined): string | null {
   if (PLACEHOLDER.test(program)) return null;
+  // No PATH at all: spawn (libuv) searches the default path, as execvp does, not nothing.
+  const PATH = childPATH ?? DEFAULT_PATH;
   if (program.includes('/')) {
     const file = path.resolve(cwd, program);
     const problem = fileProblem(file, cwd, PATH);
@@ -26,8 +28,11 @@ export function programProblem(program: string, cwd: string, PATH: string | unde
   // Present but not executable somewhere on PATH is worth saying: it is the likely mistake.
   const there = pathDirs(cwd, PATH).map((d) => path.join(d, program)).find((f) => statOf(f)?.isFile());
   if (there) return `${JSON.stringify(program)} found on PATH as ${there}, but it is not executable`;
-  return `${JSON.stringify(program)} not found on PATH (${PATH ?? '(PATH is not set)'})`;
+  return `${JSON.stringify(program)} not found on PATH (${PATH}${childPATH === undefined ? ': PATH is not set, so the default' : ''})`;
 }
+
+/** Where libuv's spawn looks for a bare name when the child's environment has no PATH (glibc's _PATH_DEFPATH). */
+const DEFAULT_PATH = '/usr/bin:/bin';
 
 /** The directories of a PATH, as execvp reads them (an empty entry is the working directory). */
 const pathDirs = (cwd: string, PATH: string | undefined): string[] => (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));

@@ -41,6 +41,22 @@ describe('handler.command must name a program that can run', () => {
     expect(r.code, r.stderr).toBe(0);
   });
 
+  it('with no PATH at all, a bare name is looked up where the child looks (/usr/bin:/bin), not refused', async () => {
+    // spawn (libuv) searches its default path when the environment has no PATH, as execvp does.
+    const ws = workspace({ handler: { command: ['cat', '{path}'] }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    const noPath = { PATH: undefined };
+    const v = await runCli(['validate', '-c', ws.configPath], { env: noPath });
+    expect(v.code, v.stderr).toBe(0);
+    const r = await runCli(['run', '-c', ws.configPath], { env: noPath });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.find((l) => l.stream === 'stdout')?.msg).toBe('a');
+    // And a name that is not there is still refused, naming the path searched.
+    const missing = workspace({ handler: { command: ['cronsafe-no-such-program', '{path}'] } }, { 'a.txt': 'a' });
+    const m = await runCli(['validate', '-c', missing.configPath], { env: noPath });
+    expect(m.code).toBe(78);
+    expect(m.stderr).toContain('"cronsafe-no-such-program" not found on PATH (/usr/bin:/bin: PATH is not set, so the default)');
+  });
+
   it('a file the kernel cannot execute (another architecture, no #! line, empty) is refused with 78, not run by /bin/sh and charged on every item', async () => {
     const ws = workspace({ handler: { command: ['./tools/prog', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
     const prog = path.join(ws.source, 'tools/prog');
