@@ -91,6 +91,24 @@ describe('a link for a name that is not UTF-8, without output.directory', () => 
   });
 });
 
+describe('a link for a name that is not UTF-8, with a relative $TMPDIR', () => {
+  it('is an absolute path: the handler, which runs in source.directory, reads the real file through it', async () => {
+    // TMPDIR=tmp, relative to cronsafe's working directory; the handler's is source.directory.
+    const script = 'cat -- "$1"; echo " via $2"';
+    const ws = workspace({ handler: { command: ['sh', '-c', script, 'sh', '{path}', '{path}'] }, output: undefined, log: { level: 'info' } });
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/`), bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+    mkdirSync(path.join(ws.dir, 'tmp'));
+    const r = await runCli(['run', '-c', ws.configPath], { cwd: ws.dir, env: { TMPDIR: 'tmp' } });
+    expect(r.code, r.stderr).toBe(0);
+    const said = r.lines.filter((l) => l.stream !== undefined).map((l) => l.msg);
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(new RegExp(`^latin-1 name via ${path.join(ws.dir, 'tmp')}/cronsafe-item-\\w+/caf\\\\xe9\\.txt$`));
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    // The link's directory is removed after the attempt.
+    expect(readdirSync(path.join(ws.dir, 'tmp'))).toEqual([]);
+  });
+});
+
 describe('output names that cannot be written as <id>.out', () => {
   it('`a` beside `a.out/b`, and a 255-byte name: each handler runs once and every output is kept', async () => {
     const long = `${'n'.repeat(251)}.txt`; // 255 bytes: the longest name; + .out is too long

@@ -21,9 +21,10 @@ export async function itemLink(sourceDir: string, id: string, outputPath: string
   if (where.text !== null) return { path: where.text, remove: async () => {} };
   // No usable TMPDIR (missing, or read-only with no emptyDir at /tmp) is the environment's
   // fault, as a link that cannot be made is: never the item's.
+  // Absolute even for a relative TMPDIR: the handler runs in source.directory, not in our cwd.
   const dir = outputPath
     ? `${outputPath}.item`
-    : await mkdtemp(path.join(tmpdir(), 'cronsafe-item-')).catch((err: unknown) => {
+    : await mkdtemp(path.resolve(tmpdir(), 'cronsafe-item-')).catch((err: unknown) => {
         throw new EnvironmentFault(`cannot make a directory for a link to item ${JSON.stringify(id)} in TMPDIR ${tmpdir()}: ${coerceError(err).message}`);
       });
   if (outputPath) await mkdir(dir);
