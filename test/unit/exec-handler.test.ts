@@ -321,7 +321,8 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
   it('when the helper that forks the children dies under the attempt: the attempt fails (charged, as a crash would), its group is ended, the next attempt runs', async () => {
     const pids = path.join(dir, 'pids');
     const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids]), { sourceDir: src });
-    const run = handler.run(item(), context().ctx);
+    const { ctx, lines } = context();
+    const run = handler.run(item(), ctx);
     const [child, grandchild] = await pidsFrom(pids);
     // The child's parent is the helper (src/runner/handlers/spawn-server.ts), not this process.
     const stat = readFileSync(`/proc/${child}/stat`, 'utf8');
@@ -333,6 +334,10 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     expect(f).not.toBeInstanceOf(EnvironmentFault);
     expect(f.interrupted).toBeFalsy();
     expect(f.message).toMatch(/exited \(SIGKILL\) during the attempt/);
+    // The child had not exited: its parent died, and the log says that, not "handler exited".
+    expect(lines.map((l) => l.msg).filter((m) => /handler exited|parent process/.test(String(m)))).toEqual([
+      "the handler's parent process (cronsafe's helper that forks handlers) died; terminating the handler's process group",
+    ]);
     expect(processGone(child)).toBe(true);
     expect(processGone(grandchild)).toBe(true);
     await expect(createExecHandler(handlerConfig([NODE, '-e', '0']), { sourceDir: src }).run(item(), context().ctx)).resolves.toBeUndefined();

@@ -154,7 +154,7 @@ function runChild(
 
     // After the end (closed pipes, or the helper gone): leftovers in the group, with or
     // without our pipes, are still ours to end before the attempt settles.
-    const reapThen = (settle: () => HandlerFailure | undefined): void => {
+    const reapThen = (settle: () => HandlerFailure | undefined, helperDied = false): void => {
       const pgid = pid;
       if (settled || pgid === undefined) return;
       void (async () => {
@@ -165,7 +165,9 @@ function runChild(
           // Ended on its own (no timeout, abort or earlier warning: no kill under way), yet a
           // process of its group lives on: one it backgrounded without waiting for, which may
           // be writing {output} still. Ending it cuts that short, so say so.
-          if (!stop && !killTimer) ctx.log.warn({ pgid }, 'handler exited but left processes in its group; terminating them (an output they were still writing is cut short: a handler should wait for its children)');
+          // Its parent (the helper) died instead: the handler may well be running still, not exited.
+          if (helperDied) ctx.log.warn({ pgid }, "the handler's parent process (cronsafe's helper that forks handlers) died; terminating the handler's process group");
+          else if (!stop && !killTimer) ctx.log.warn({ pgid }, 'handler exited but left processes in its group; terminating them (an output they were still writing is cut short: a handler should wait for its children)');
           terminate();
           const gone = await waitGroupGone(pgid, killAfterMs + REAP_SLACK_MS);
           release();
@@ -235,7 +237,7 @@ function runChild(
           stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
         if (pid === undefined) finish(running ? charged() : new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
         // Its pipes went with the helper: nothing reads what it writes, so end what is left.
-        else reapThen(charged);
+        else reapThen(charged, true);
       },
     });
   });
