@@ -23,6 +23,7 @@ const GROWTH_BATCH = 256;
 
 const realClock: DaemonClock = {
   now: () => Date.now(),
+  elapsed: () => performance.now(),
   sleep: (ms, signal) => delay(ms, undefined, { signal }).catch(() => undefined),
 };
 

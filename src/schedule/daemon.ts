@@ -14,6 +14,11 @@ export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-loc
 
 export interface DaemonClock {
   now(): number;
+  /**
+   * A monotonic reading in ms (not moved by steps of the wall clock: NTP, a VM resumed),
+   * for the growth trigger's cooldown; now() when not given.
+   */
+  elapsed?(): number;
   /** Resolves after ms (of this clock's time) or when signal aborts. */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
 }
@@ -46,6 +51,8 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   const tickMs = d.config.daemon.tickSeconds * 1000;
   const growth = d.config.daemon.growth;
   let attempted: number | null = null; // the occurrence last handed to a pass (even if skipped)
+  // On the monotonic clock: a step back of the wall clock by X would stop the growth trigger for X.
+  const elapsed = () => d.clock.elapsed?.() ?? d.clock.now();
   let lastPassEnd = -Infinity;
   let incomplete = 0;
   let stoodDown = false;
@@ -102,7 +109,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       } else if (
         growth.enabled &&
         !stoodDown &&
-        d.clock.now() - lastPassEnd >= growth.cooldownSeconds * 1000 &&
+        elapsed() - lastPassEnd >= growth.cooldownSeconds * 1000 &&
         // A growth pass is not a fire: while another run is going it would only find the lock
         // held and count an overrun, once per cooldown. That run's end is waited for instead.
         !(await d.runActive?.()) &&
@@ -119,7 +126,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       result = 'failed';
     }
     if (result) {
-      lastPassEnd = d.clock.now();
+      lastPassEnd = elapsed();
       if (result === 'completed') {
         incomplete = 0;
         if (stoodDown) d.log.info('daemon: a pass completed; growth trigger active again');

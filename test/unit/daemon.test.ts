@@ -100,6 +100,38 @@ describe('runDaemon', () => {
     expect(at).toEqual(['growth@11:00', 'growth@11:10', 'growth@11:20', 'growth@11:30']);
   });
 
+  it('growth trigger: a step back of the wall clock (NTP, a resumed VM) does not stop it for the length of the step', async () => {
+    const stop = new AbortController();
+    let t = Date.parse('2026-06-01T11:00:30Z');
+    let skew = 0;
+    const until = Date.parse('2026-06-01T11:40:00Z');
+    const clock: DaemonClock = {
+      now: () => t + skew,
+      elapsed: () => t,
+      sleep: async (ms) => {
+        t += Math.max(ms, 1);
+        if (passes.length === 1) skew = -3_600_000; // after the first pass ended, the wall clock goes back an hour
+        if (t >= until) stop.abort();
+      },
+    };
+    const passes: string[] = [];
+    let last: number | null = Date.parse('2026-06-01T11:00:01Z');
+    await runDaemon({
+      config: config({ enabled: true, cooldownSeconds: 600 }),
+      log: memoryLogger().log,
+      stop: stop.signal,
+      clock,
+      lastRunStart: async () => last,
+      pass: async (_occurrence, trigger) => {
+        passes.push(`${trigger}@${new Date(t).toISOString().slice(11, 16)}`);
+        last = clock.now();
+        return 'completed';
+      },
+      sourceGrew: async () => true,
+    });
+    expect(passes).toEqual(['growth@11:00', 'growth@11:10', 'growth@11:20', 'growth@11:30']);
+  });
+
   it('a stop during the growth check starts no pass', async () => {
     const { passes, lines } = await drive({
       start: '2026-06-01T11:00:30Z',
