@@ -76,6 +76,8 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
+  const noDescriptor = outOfDescriptors(err, message);
+  if (noDescriptor) return { kind: 'stop', reason: 'not charged: out of file descriptors', fault: noDescriptor };
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a
   // whole cgroup): the handler died of the signal that is draining the run (or caught it
   // and exited 128 + its number, as a JVM does).
@@ -102,6 +104,20 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     return { kind: 'stop', reason: 'not charged: the output file system is read-only', fault };
   }
   return (await whereItWent(a.itemPath, scene)) ?? { kind: 'charge', message };
+}
+
+/**
+ * No file descriptor left (EMFILE: the process's `ulimit -n`; ENFILE: the system's table)
+ * when a call of cronsafe's own (the fsync of a finished output, a temp file) or of a
+ * module handler in its process failed: the descriptor table is the whole process's, not
+ * the item's, so the attempt is handed back uncharged and the pass stops, rather than
+ * dead-lettering whichever item met the limit. Null for any other failure.
+ */
+function outOfDescriptors(err: unknown, message: string): EnvironmentFault | null {
+  const code = err instanceof Error ? (err as NodeJS.ErrnoException).code : undefined;
+  if (code !== 'EMFILE' && code !== 'ENFILE') return null;
+  const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
+  return new EnvironmentFault(`out of file descriptors: ${which}; stopping, nothing charged (raise the limit or lower concurrency): ${message}`);
 }
 
 /**

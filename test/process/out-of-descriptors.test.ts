@@ -1,0 +1,45 @@
+/**
+ * The process out of file descriptors (EMFILE: a low `ulimit -n` with concurrency 8) is the
+ * environment's fault: cronsafe's own call that meets it (the fsync of a finished output)
+ * must not charge, let alone dead-letter, the item that happened to be running.
+ */
+import { writeFileSync, unlinkSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import { CLI, FIXTURES, finished, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+
+/** `cronsafe run` under `ulimit -n 256` (the hog takes what is left of it, quickly). */
+async function runLimited(configPath: string, hog: string) {
+  const r = spawnCliRaw('/bin/sh', ['-c', 'ulimit -n 256 && exec "$0" "$@"', process.execPath, CLI, 'run', '-c', configPath], { env: { HOG_FDS: hog } });
+  const { code } = await r.exited;
+  return { code, lines: r.lines, stderr: r.stderr() };
+}
+
+describe('out of file descriptors', () => {
+  it('EMFILE on cronsafe\'s own fsync of an output: the attempt is handed back uncharged, the pass stops (exit 1), nothing dead; the next run finishes', async () => {
+    const files = { 'a.txt': 'a', 'b.txt': 'b' };
+    const ws = workspace({ concurrency: 1, retry: { maxAttempts: 1 }, handler: { module: path.join(FIXTURES, 'process/fd-hog-module.mjs') } }, files);
+    const hog = path.join(ws.dir, 'hog');
+    writeFileSync(hog, '');
+    const first = await runLimited(ws.configPath, hog);
+    expect(first.code, first.stderr).toBe(1);
+    expect(finished(first)).toMatchObject({ outcome: 'failed', exitCode: 1 });
+    expect(first.stderr).toMatch(/out of file descriptors.*EMFILE/);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      for (const id of Object.keys(files)) {
+        const row = await ledger.get(id);
+        expect(row ? row.attempts - row.released : 0, id).toBe(0);
+      }
+    } finally {
+      await ledger.close();
+    }
+    expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(false);
+    unlinkSync(hog);
+    const next = await runLimited(ws.configPath, hog);
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  }, 30_000);
+});
