@@ -128,10 +128,15 @@ function runChild(
       signalGroup(pgid, 'SIGTERM');
       killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
     };
+    // Read what already arrived first (the poll phase runs before setImmediate): after the
+    // runner was paused past the timeout (SIGSTOP, a frozen event loop) the timer fires
+    // before the helper's report that the child exited in time, which waits in its channel.
     const timeoutTimer = setTimeout(() => {
-      if (exited) return;
-      stop ??= { kind: 'timeout' };
-      terminate();
+      setImmediate(() => {
+        if (exited || settled) return;
+        stop ??= { kind: 'timeout' };
+        terminate();
+      });
     }, cfg.timeoutSeconds * 1000);
     const onAbort = (): void => {
       if (exited) return;
