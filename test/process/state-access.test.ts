@@ -154,6 +154,37 @@ describe('status and dead-letter list only read the ledger', () => {
     expect(existsSync(ws.state)).toBe(false);
   });
 
+  it('a first run on a full state volume leaves an empty ledger file: status says no ledger yet (not "holds no cronsafe ledger"), schedule answers, the next run makes it', async (ctx) => {
+    const ws = workspace({ schedule: { cron: '*/5 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'cronsafe.db');
+      configure(ws, { state: { sqlite: db }, lock: { path: path.join(volume, 'cronsafe.lock') }, handler: { command: ['true'] } });
+      const filler = path.join(volume, 'filler');
+      spawnSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=4k']);
+      const first = await runCli(['run', '-c', ws.configPath]);
+      expect(first.code).toBe(1);
+      expect(first.stderr).toContain('database or disk is full');
+      expect(readFileSync(db).length).toBe(0);
+      for (const args of [['status'], ['dead-letter', 'list']]) {
+        const r = await runCli([...args, '-c', ws.configPath]);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stderr).toBe(`cronsafe: state store unavailable (sqlite ${db}): no ledger in ${db} yet: the file is empty (a first run could not write it: a full disk?); the next run creates it\n`);
+      }
+      const schedule = await runCli(['schedule', '-c', ws.configPath, '--json']);
+      expect(schedule.code, schedule.stderr).toBe(0);
+      rmSync(filler);
+      const next = await runCli(['run', '-c', ws.configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      const status = await runCli(['status', '-c', ws.configPath, '--json']);
+      expect(JSON.parse(status.stdout).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 60_000);
+
   it('say that an older ledger needs a run to migrate it, and leave it as it is', async () => {
     const ws = workspace({ handler: failing });
     mkdirSync(ws.state, { recursive: true });

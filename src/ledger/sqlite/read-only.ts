@@ -25,6 +25,11 @@ const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
  */
 export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
   if (!existsSync(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
+  // An empty file is an empty database to SQLite, which the next run makes the ledger: left
+  // by a first run that could not write it (a full disk, no file descriptor left).
+  if (sizeOf(file) === 0 && !sizeOf(`${file}-wal`)) {
+    throw new NoLedgerYet(`no ledger in ${file} yet: the file is empty (a first run could not write it: a full disk?); the next run creates it`);
+  }
   if (!leftBehindUnwritable(file)) {
     const db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
     try {
@@ -49,6 +54,12 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
     db.close();
     throw err;
   }
+}
+
+/** The size of the regular file `file`; undefined when there is none. */
+function sizeOf(file: string): number | undefined {
+  const st = statSync(file, { throwIfNoEntry: false });
+  return st?.isFile() ? st.size : undefined;
 }
 
 /**
