@@ -261,6 +261,13 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
       process.stderr.write(`cronsafe: ${escapeControlsButLayout(err.message)}\n`);
       return err.exitCode;
     }
+    // No file descriptor left (a low `ulimit -n`): the environment's, not a bug; one line.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EMFILE' || code === 'ENFILE') {
+      const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
+      process.stderr.write(`cronsafe: out of file descriptors: ${which}; raise the limit or lower concurrency: ${escapeControlsButLayout(err.message)}\n`);
+      return EXIT.FATAL;
+    }
     process.stderr.write(`cronsafe: fatal: ${escapeControlsButLayout(err.stack ?? err.message)}\n`);
     return EXIT.FATAL;
   }

@@ -10,7 +10,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, finished, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 
 /** `cronsafe run` under `ulimit -n 256` (the hog takes what is left of it, quickly). */
-async function runLimited(configPath: string, hog: string) {
+async function runLimited(configPath: string, hog = '') {
   const r = spawnCliRaw('/bin/sh', ['-c', 'ulimit -n 256 && exec "$0" "$@"', process.execPath, CLI, 'run', '-c', configPath], { env: { HOG_FDS: hog } });
   const { code } = await r.exited;
   return { code, lines: r.lines, stderr: r.stderr() };
@@ -41,5 +41,13 @@ describe('out of file descriptors', () => {
     const next = await runLimited(ws.configPath, hog);
     expect(next.code, next.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  }, 30_000);
+
+  it('EMFILE at start-up (after the import of the handler): one line naming the limit, exit 1, no stack trace, nothing claimed', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-import-module.mjs') } }, { 'a.txt': 'a' });
+    const r = await runLimited(ws.configPath);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/^cronsafe: out of file descriptors: this process's limit \(ulimit -n, RLIMIT_NOFILE\) is reached; raise the limit or lower concurrency: EMFILE: [^\n]*\n$/);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
   }, 30_000);
 });
