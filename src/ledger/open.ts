@@ -133,12 +133,13 @@ export interface Store {
 /**
  * SQLite says only "disk I/O error" when a full file system refuses it a file it must make
  * or grow (the -shm of a ledger that a clean close left without one, at the next open):
- * that reads as a failing disk. Said plainly when the ledger's file system has no block or
+ * that reads as a failing disk; and "unable to open database file" when no inode is left
+ * for its -wal. Said plainly when the ledger's file system has no block or
  * no inode left; '' otherwise.
  */
 function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
-  if (sqlite === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_IOERR')) return '';
+  if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(IOERR|CANTOPEN)/.test(code)) return '';
   const dir = path.dirname(path.resolve(sqlite));
   try {
     const s = statfsSync(dir);

@@ -108,6 +108,29 @@ describe('the state volume filled between runs (by something else)', () => {
   }, 60_000);
 });
 
+describe('the state volume out of inodes between runs (many small files)', () => {
+  it("says the ledger's file system has no space left, not only SQLite's 'unable to open database file' (its -wal cannot be made)", async (ctx) => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,nr_inodes=16', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'state', 'cronsafe.db');
+      configure(ws, { state: { sqlite: db } });
+      const first = await runCli(['run', '-c', ws.configPath]);
+      expect(first.code, first.stderr).toBe(0);
+      // A clean close removed the -wal and -shm; now small files take every inode left.
+      for (let i = 0; spawnSync('touch', [path.join(volume, `f${i}`)]).status === 0; i++);
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr.startsWith(`cronsafe: state store unavailable (sqlite ${db}): `), r.stderr).toBe(true);
+      expect(r.stderr).toContain(`the file system of state.sqlite (${path.dirname(db)}) has no space left`);
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 60_000);
+});
+
 describe('status and dead-letter list only read the ledger', () => {
   it.skipIf(!isRoot)('work on a read-only state directory, creating nothing', async () => {
     const ws = workspace({ handler: failing, retry: { maxAttempts: 1 } }, { 'ok.scc': 'o', 'corrupt.scc': 'x' });
