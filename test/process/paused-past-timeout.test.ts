@@ -27,8 +27,7 @@ describe('the runner paused past the handler timeout', () => {
       const pid = Number(readFileSync(path.join(markers, 'started'), 'utf8').trim());
       run.child.kill('SIGSTOP');
       writeFileSync(path.join(markers, 'gate'), '');
-      await until(() => !alive(pid), 'the handler to exit (well within its timeout)');
-      expect(Date.now() - startedAt).toBeLessThan(1000);
+      await until(() => !alive(pid), 'the handler to exit (at once: its copy is all that is left)');
       // The runner stays stopped past the 1 s timeout: the point of the test.
       await until(() => Date.now() - startedAt > 1500, 'the timeout to pass while the runner is stopped');
     } finally {
