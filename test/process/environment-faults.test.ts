@@ -26,6 +26,15 @@ function slowCopyScript(dir: string): string {
   return file;
 }
 
+/** `mount -o remount,ro`, tried again while the file system is busy (a file open for writing); false if it never lands. */
+async function remountReadOnly(dir: string): Promise<boolean> {
+  for (let i = 0; i < 200; i++) {
+    if (spawnSync('mount', ['-o', 'remount,ro', dir]).status === 0) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return false;
+}
+
 async function charged(db: string, ids: string[]): Promise<number> {
   const ledger = await openSqliteLedger(db);
   try {
@@ -313,7 +322,10 @@ describe('a full output file system', () => {
       const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
       let done = 0;
       await run.waitFor((l) => l.msg === 'item done' && ++done >= 3, 30_000);
-      expect(spawnSync('mount', ['-o', 'remount,ro', ws.out]).status).toBe(0);
+      // The kernel refuses the remount (EBUSY) while a file on it is open for writing (a
+      // handler's `cat > {output}`, cronsafe's fsync of an output): tried again until it
+      // lands between two writes, as errors=remount-ro would not wait for.
+      expect(await remountReadOnly(ws.out)).toBe(true);
       const { code } = await run.exited;
       expect(code, run.stderr()).toBe(1);
       expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
