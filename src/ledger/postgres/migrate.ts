@@ -65,15 +65,43 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
 
   await exec(migrationLockQuery(schema));
   const [schemaRow] = await exec<{ present: boolean }>(schemaExistsQuery(schema));
-  if (!schemaRow?.present) await exec(q(createSchemaSql(schema)));
-  await exec(q(createBookkeepingSql(schema)));
+  if (!schemaRow?.present) await denied(exec(q(createSchemaSql(schema))), () => createDenied(schema));
+  await denied(exec(q(createBookkeepingSql(schema))), () => migrateDenied(schema, done, known));
   done = await applied(); // another pod may have finished while we waited for the lock
   check(done);
   const out: number[] = [];
   for (const m of todo()) {
-    await exec(q(m.sql(ident(schema))));
+    await denied(exec(q(m.sql(ident(schema)))), () => migrateDenied(schema, done, known));
     await exec(recordMigrationQuery(schema, m, Date.now()));
     out.push(m.version);
   }
   return out;
 }
+
+/** SQLSTATE insufficient_privilege: `permission denied for schema s`, `must be owner of table items`. */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * A step refused for want of a privilege says what it was doing and what it needs: the bare
+ * `permission denied for schema cs`, under "take the run lock", sent operators to grant
+ * USAGE (which the role had) when an upgrade needed to change tables a DBA had created.
+ * The SQLSTATE and the server's words are kept.
+ */
+async function denied<T>(step: Promise<T>, why: () => string): Promise<T> {
+  try {
+    return await step;
+  } catch (err) {
+    const e = err as { code?: unknown; message?: unknown };
+    if (e?.code !== INSUFFICIENT_PRIVILEGE || typeof e.message !== 'string') throw err;
+    throw Object.assign(new Error(`${why()}: ${e.message}`, { cause: err }), { code: INSUFFICIENT_PRIVILEGE });
+  }
+}
+
+const createDenied = (schema: string): string =>
+  `cannot create schema ${schema} (the first start makes it and its tables): the role needs CREATE on the database, or a DBA creates the schema for it (CREATE SCHEMA ${ident(schema)} AUTHORIZATION <role>)`;
+
+const migrateDenied = (schema: string, done: Set<number>, known: number): string => {
+  const from = Math.max(0, ...done);
+  const what = from === 0 ? `cannot create the ledger's tables in schema ${schema}` : `cannot migrate schema ${schema} from version ${from} to ${known} (this cronsafe's)`;
+  return `${what}: the role needs CREATE on schema ${schema} and to own its tables; grant them, or start this cronsafe once with the role that owns them (docs/postgres.md)`;
+};
