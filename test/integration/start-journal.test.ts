@@ -159,4 +159,36 @@ describe('the start journal', () => {
       spawnSync('umount', ['-l', dir]);
     }
   });
+
+  it('a journal left by a cronsafe from before segments (its run killed, then an upgrade) is replayed, not read as empty', async () => {
+    // Before segments the O line named the owner alone (`O <owner>`) and the file was emptied
+    // at each flush: all of it was unwritten. Read as nothing, the killed run's starts went
+    // uncharged and its successes were done again by the new version.
+    const file = fresh();
+    const first = await openSqliteLedger(file, { writeBehind: true });
+    await first.discover(['a', 'b', 'c'].map((id) => ({ id })), { runId: owner, now: T0 });
+    await first.close();
+    const old = 'vm:41:old-run';
+    const records = [`O\t${JSON.stringify(old)}`, 'S\t"a"\t1\t' + (T0 + 1), 'S\t"b"\t1\t' + (T0 + 2), 'D\t"a"\t1\t' + (T0 + 3)];
+    const fd = openSync(journalPath(file), 'w', 0o600);
+    writeSync(fd, records.join('\n') + '\n');
+    closeSync(fd);
+    expect(readJournal(journalPath(file), false, 7).starts.map((r) => [r.id, r.owner, r.segment])).toEqual([
+      ['a', old, 8],
+      ['b', old, 8],
+    ]);
+
+    const next = await openSqliteLedger(file, { writeBehind: true });
+    expect(await next.get('a')).toMatchObject({ state: 'done', attempts: 1 }); // read through the journal
+    expect(await next.reclaimOrphans('host:2:next', { now: T0 + 60_000, retry: { maxAttempts: 3, backoffMs: 0, backoffMaxMs: 0 } })).toBe(1);
+    await next.close();
+    expect(existsSync(journalPath(file))).toBe(false);
+    const raw = new Database(file, { readonly: true });
+    expect(raw.prepare('SELECT id, state, attempts, done_at FROM items ORDER BY id').all()).toEqual([
+      { id: 'a', state: 'done', attempts: 1, done_at: T0 + 3 },
+      { id: 'b', state: 'pending', attempts: 1, done_at: null }, // charged: its handler had started
+      { id: 'c', state: 'pending', attempts: 0, done_at: null },
+    ]);
+    raw.close();
+  });
 });

@@ -21,7 +21,7 @@ interface Journalled {
  * written into the ledger yet (`written`: the last one that is).
  */
 export function journalled(file: string, written: number): Map<string, Journalled> {
-  const { starts, done } = readJournal(file);
+  const { starts, done } = readJournal(file, false, written);
   const out = new Map<string, Journalled>();
   for (const s of starts) if (s.segment > written) out.set(s.id, { state: 'claimed', owner: s.owner, attempt: s.attempt, at: s.at });
   for (const d of done) if (d.segment > written) out.set(d.id, { state: 'done', owner: d.owner, attempt: d.attempt, at: d.at });

@@ -188,8 +188,12 @@ export class StartJournal {
  * What a journal holds; empty when there is none. `strict` (the run that replays it): a
  * journal that cannot be read is an error naming it. Otherwise (status, plan, requeue) it
  * is read as empty, so a reader never fails or hangs on it (a FIFO, a directory, EACCES).
+ * `written`: the last segment in the ledger. A journal left by a cronsafe from before
+ * segments (`O <owner>`, no number) was emptied at each flush, so all of it is unwritten: its
+ * records count as the segment after `written`. Read as nothing, the starts of a run killed
+ * before an upgrade went uncharged and its successes were done again.
  */
-export function readJournal(file: string, strict = false): JournalRecords {
+export function readJournal(file: string, strict = false, written = 0): JournalRecords {
   let text: string;
   try {
     text = readRegularFile(file);
@@ -205,9 +209,9 @@ export function readJournal(file: string, strict = false): JournalRecords {
   for (const line of lines) {
     const f = line.split('\t');
     try {
-      if (f[0] === 'O' && f.length === 3) {
+      if (f[0] === 'O' && (f.length === 3 || f.length === 2)) {
         owner = JSON.parse(f[1]!) as string;
-        segment = Number(f[2]);
+        segment = f.length === 3 ? Number(f[2]) : written + 1;
         if (typeof owner !== 'string' || !Number.isSafeInteger(segment)) owner = undefined;
         continue;
       }

@@ -266,7 +266,7 @@ function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[
 export function replayJournal(db: Database, finish: FinishOps, journalFile: string, now: number, opts: { strict: boolean; advance: boolean }): void {
   const written = writtenSegment(db);
   const unwritten = (r: JournalStart) => r.segment > written;
-  const recs = readJournal(journalFile, opts.strict);
+  const recs = readJournal(journalFile, opts.strict, written);
   const starts = recs.starts.filter(unwritten);
   const done = recs.done.filter(unwritten);
   if (starts.length === 0 && done.length === 0) return;
