@@ -16,3 +16,12 @@ export class NoLedgerYet extends Error {
 export class LedgerNeedsMigration extends Error {
   override name = 'LedgerNeedsMigration';
 }
+
+/**
+ * The place the config names holds another program's tables, not a ledger (PostgreSQL: a
+ * schema with tables and no `schema_migrations` of ours, or a Rails-style one). Nothing was
+ * written; a config error naming state.schema (open.ts), as SQLite's foreign database is.
+ */
+export class NotALedger extends Error {
+  override name = 'NotALedger';
+}

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { LedgerNeedsMigration, NoLedgerYet } from './no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet, NotALedger } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
@@ -69,8 +69,14 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
     return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
+    if (err instanceof NotALedger) throw notALedger(err, as?.configPath);
     throw err;
   }
+}
+
+/** PostgreSQL: state.schema names another program's schema (postgres/migrate.ts, assertLedgerSchema). */
+function notALedger(err: NotALedger, configPath?: string): ConfigError {
+  return new ConfigError(`${configPath ? `${configPath}: ` : ''}state.schema: ${err.message}`, configPath, 'state.schema');
 }
 
 function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, configPath?: string): ConfigError {
@@ -169,6 +175,7 @@ export function openStore(config: Config): Store {
       try {
         return await takeRunLock(config, owner, log, scheduledTime, held);
       } catch (err) {
+        if (err instanceof NotALedger) throw notALedger(err, config.configPath); // PostgreSQL: migrated before the lock
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
       }

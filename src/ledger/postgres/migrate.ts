@@ -1,5 +1,6 @@
 import type { Exec } from './connection.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
+import { NotALedger } from '../no-ledger.js';
 import { ident, q, type Query } from './query.js';
 
 /** Applied versions, or no rows at all before the first migration (the table may not exist yet). */
@@ -9,6 +10,50 @@ export const appliedVersionsQuery = (schema: string): Query =>
 /** Whether the schema_migrations table exists (to_regclass: NULL instead of an error). */
 export const migrationsTableQuery = (schema: string): Query =>
   q(`SELECT to_regclass($1) IS NOT NULL AS present`, `${ident(schema)}.schema_migrations`);
+
+/** The columns of `<schema>.schema_migrations`: ours are `version integer, name text, applied_at bigint`. */
+export const migrationsColumnsQuery = (schema: string): Query =>
+  q(
+    `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute AS a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
+    `${ident(schema)}.schema_migrations`,
+  );
+
+/** The tables (and views) in the schema, none when it does not exist. */
+export const schemaTablesQuery = (schema: string): Query =>
+  q(
+    `SELECT c.relname AS name FROM pg_class AS c
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY c.relname`,
+    ident(schema),
+  );
+
+const OUR_COLUMNS: Record<string, string> = { version: 'integer', name: 'text', applied_at: 'bigint' };
+
+/**
+ * Refuse a schema that holds another program's tables (NotALedger: exit 78 naming
+ * state.schema), before anything is written to it. A Rails-style `schema_migrations`
+ * (`version varchar`, 20240101000000) read as "schema version 20240101000000, newer than this
+ * cronsafe knows; upgrade cronsafe"; other tables without one got cronsafe's added among them.
+ * Asked only when the schema is not a ledger of this version (a first start, an upgrade, a
+ * newer version), so a start with nothing to migrate pays nothing.
+ */
+export async function assertLedgerSchema(exec: Exec, schema: string, migrationsTable: boolean): Promise<void> {
+  if (migrationsTable) {
+    const columns = await exec<{ name: string; type: string }>(migrationsColumnsQuery(schema));
+    const types = new Map(columns.map((c) => [c.name, c.type]));
+    if (Object.entries(OUR_COLUMNS).every(([name, type]) => types.get(name) === type)) return;
+    const shown = columns.map((c) => `${c.name} ${c.type}`).join(', ');
+    throw new NotALedger(
+      `schema ${schema} holds a schema_migrations table of something else (${shown}), not a cronsafe ledger; nothing was written to it. ${OWN_SCHEMA}`,
+    );
+  }
+  const tables = (await exec<{ name: string }>(schemaTablesQuery(schema))).map((t) => t.name);
+  if (tables.length === 0) return;
+  const shown = tables.slice(0, 5).map((t) => JSON.stringify(t)).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
+  throw new NotALedger(`schema ${schema} holds tables of something else (${shown}) and no cronsafe ledger; nothing was written to it. ${OWN_SCHEMA}`);
+}
+
+const OWN_SCHEMA = 'Point state.schema at a schema of its own for this job (a new name: the first run creates it)';
 
 /**
  * Serialises migrations of one schema across pods, for the rest of the transaction. Two
@@ -45,30 +90,34 @@ export const recordMigrationQuery = (schema: string, m: Migration, at: number): 
  */
 export async function migrate(exec: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
   const known = Math.max(0, ...migrations.map((m) => m.version));
+  let present = false;
   const applied = async (): Promise<Set<number>> => {
     const [row] = await exec<{ present: boolean }>(migrationsTableQuery(schema));
-    if (!row?.present) return new Set();
+    present = row?.present === true;
+    if (!present) return new Set();
     const [v] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
     return new Set(v?.versions ?? []);
   };
-  const check = (done: Set<number>): void => {
+  const check = async (done: Set<number>): Promise<void> => {
     const newest = Math.max(0, ...done);
-    if (newest > known) {
+    if (newest > known || Number.isNaN(newest)) {
+      await assertLedgerSchema(exec, schema, present);
       // Running old code on a newer schema would silently misread it.
       throw new Error(`ledger schema ${schema} has schema version ${newest}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
     }
   };
   let done = await applied();
-  check(done);
+  await check(done);
   const todo = (): Migration[] => [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version));
   if (todo().length === 0) return [];
+  await assertLedgerSchema(exec, schema, present);
 
   await exec(migrationLockQuery(schema));
   const [schemaRow] = await exec<{ present: boolean }>(schemaExistsQuery(schema));
   if (!schemaRow?.present) await denied(exec(q(createSchemaSql(schema))), () => createDenied(schema));
   await denied(exec(q(createBookkeepingSql(schema))), () => migrateDenied(schema, done, known));
   done = await applied(); // another pod may have finished while we waited for the lock
-  check(done);
+  await check(done);
   const out: number[] = [];
   for (const m of todo()) {
     await denied(exec(q(m.sql(ident(schema)))), () => migrateDenied(schema, done, known));

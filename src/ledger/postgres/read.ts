@@ -3,7 +3,7 @@ import { toItemRecord, type ItemRow } from '../item-rows.js';
 import type { DeadItem, DeadQuery, ItemCounts, ItemRecord } from '../types.js';
 import { wellFormed } from '../well-formed.js';
 import type { Exec, PostgresExecutor } from './connection.js';
-import { appliedVersionsQuery, migrationsTableQuery } from './migrate.js';
+import { appliedVersionsQuery, assertLedgerSchema, migrationsTableQuery } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
 import { ident, q, type Query } from './query.js';
@@ -54,13 +54,19 @@ ORDER BY dead_at, id LIMIT $3`,
 export async function checkReadableSchema(exec: Exec, schema: string): Promise<void> {
   const known = Math.max(...MIGRATIONS.map((m) => m.version));
   const [table] = await exec<{ present: boolean }>(migrationsTableQuery(schema));
-  if (!table?.present) throw new NoLedgerYet(`schema ${schema} holds no cronsafe ledger yet: no run has created it (check state.schema)`);
+  if (!table?.present) {
+    await assertLedgerSchema(exec, schema, false); // another program's tables: not "no ledger yet"
+    throw new NoLedgerYet(`schema ${schema} holds no cronsafe ledger yet: no run has created it (check state.schema)`);
+  }
   const [row] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
   const v = Math.max(0, ...(row?.versions ?? []));
+  if (v !== known) await assertLedgerSchema(exec, schema, true); // a Rails-style schema_migrations is not a version to report
   if (v < known) {
     throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (status and dead-letter list only read)`);
   }
-  if (v > known) throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+  if (v > known || Number.isNaN(v)) {
+    throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+  }
 }
 
 /** Read-only item queries (each one statement). */

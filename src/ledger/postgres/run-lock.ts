@@ -2,6 +2,7 @@ import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError } from './errors.js';
+import { NotALedger } from '../no-ledger.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError } from '../../errors.js';
@@ -172,6 +173,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       return await attempt(opts, retake);
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
+      if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message);
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }
