@@ -101,6 +101,21 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     await a!.release();
   });
 
+  it('taken again mid-run after a newer cronsafe migrated the schema (a rolling upgrade), it is kept, not lost', async () => {
+    // The retake ran the migration check: "newer than this cronsafe knows" lost the lock, and
+    // the pass drained (exit 75) at the first cut of its session (a failover) during an upgrade.
+    const schema = `l_${++n}`;
+    const events: string[] = [];
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1'), (msg) => events.push(msg));
+    await server.admin(`INSERT INTO ${schema}.schema_migrations (version, name, applied_at) VALUES (999, 'from-a-newer-cronsafe', 0)`, [], 'lock');
+    expect(await server.admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock')).toHaveLength(1);
+    for (let i = 0; i < 250 && !events.includes('run lock taken again') && !a!.lost.aborted; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(a!.lost.aborted ? String(a!.lost.reason) : '').toBe('');
+    expect(events).toEqual(['run lock session lost; taking the lock again', 'run lock taken again']);
+    expect(await server.admin(`SELECT max(version) AS v FROM ${schema}.schema_migrations`, [], 'lock')).toEqual([{ v: 999 }]);
+    await a!.release();
+  });
+
   it('taken again mid-run, the lock keeps the owner that started the pass of its group (joiners plan their fire by its start)', async () => {
     const schema = `l_${++n}`;
     const a = await tryPostgresRunLock(lockOpts(schema, 'job-1'));

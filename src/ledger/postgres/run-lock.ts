@@ -142,7 +142,11 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     await exec(q('BEGIN'));
     await exec(keepIdleSession);
     await exec(probeClient(opts.probes ?? DEAD_CLIENT_PROBES));
-    await migrate(exec, opts.schema); // run_lock must exist; a no-op once migrated
+    // run_lock must exist at the start (a no-op once migrated). Not when taken again mid-run:
+    // this run's start made the schema already, and a newer cronsafe's pod may have migrated
+    // it since (a rolling upgrade), which migrate refuses: the lock was lost and the pass
+    // drained at the first cut of its session (a failover).
+    if (!retake) await migrate(exec, opts.schema);
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
     let result: Attempt;
