@@ -20,6 +20,16 @@ export class ConfigError extends Error {
 }
 
 /**
+ * A ConfigError raised below the config loader (the ledger, the state directory), which
+ * knows the key but not the file: `<file>: <key>: <problem>`, as every config error reads.
+ * One that names its file already is returned as it is.
+ */
+export function inConfigFile(file: string, err: ConfigError): ConfigError {
+  if (err.file !== undefined) return err;
+  return new ConfigError(`${file}: ${err.message}`, file, err.key);
+}
+
+/**
  * An error met at the edge of the program whose message says it all (an unusable
  * environment, a bad flag value): the CLI prints that one line, no stack, and exits with
  * `exitCode`. Declared here, a leaf, so that program.ts can test `instanceof` without

@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, EdgeError, EXIT, coerceError } from './errors.js';
+import { ConfigError, EdgeError, EXIT, coerceError, inConfigFile } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
 import { escapeControlsButLayout } from './terminal-safe.js';
@@ -47,9 +47,13 @@ function parseConfigFile(value: string): string {
 
 const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)').argParser(parseConfigFile);
 
+/** The config file of the command that runs (set once its path is known), for main's config errors. */
+let commandConfig: string | undefined;
+
 async function configPath(cliPath: string | undefined): Promise<string> {
   const { resolveConfigPath } = await import('./config/load.js');
-  return resolveConfigPath(cliPath);
+  commandConfig = resolveConfigPath(cliPath);
+  return commandConfig;
 }
 
 // package.json's version, put in by the bundler (scripts/bundle.mjs), so the bin always
@@ -201,9 +205,9 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .description('check a config and exit')
     .addOption(configOption())
     .action(async (o: { config?: string }) => {
-      const { resolveConfigPath, loadConfig, configSummary } = await import('./config/load.js');
+      const { loadConfig, configSummary } = await import('./config/load.js');
       const { checkFilesystems } = await import('./config/filesystems.js');
-      const file = resolveConfigPath(o.config);
+      const file = await configPath(o.config);
       const config = loadConfig(file);
       // The file systems found, so that the network check can be seen working.
       const filesystems = checkFilesystems(config).map(({ key, path, type, network, allowed }) => ({ key, path, type, network, ...(network ? { allowed } : {}) }));
@@ -242,6 +246,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
 /** Parse argv, run the command, map what it throws to an exit code (DESIGN.md). */
 export async function main(argv: string[], signals: ProgramSignals): Promise<number> {
   let code: number = EXIT.OK;
+  commandConfig = undefined;
   const program = buildProgram(signals, (c) => (code = c));
   try {
     await program.parseAsync(argv);
@@ -253,7 +258,9 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
     }
     const err = coerceError(raw);
     if (err instanceof ConfigError) {
-      process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(err.message)}\n`);
+      // Every config error names its file: one raised below the loader (the ledger) knows only its key.
+      const named = commandConfig === undefined ? err : inConfigFile(commandConfig, err);
+      process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(named.message)}\n`);
       return EXIT.CONFIG;
     }
     // Its message says it all (an unusable environment, a bad flag value): one line, no stack.

@@ -98,7 +98,7 @@ export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSyn
         // No open will ever get through a loop of links: a config problem, named now, not
         // a run that fails (exit 1) every time it is started.
         if (code === 'ELOOP') {
-          throw new ConfigError(`${p.key}: ${p.path} cannot be reached: its path runs into a loop of symbolic links (ELOOP)`, config.configPath, p.key);
+          throw new ConfigError(`${config.configPath}: ${p.key}: ${p.path} cannot be reached: its path runs into a loop of symbolic links (ELOOP)`, config.configPath, p.key);
         }
         if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(probed) === probed) break;
         // A dangling link is created where it points (the first write follows it): look

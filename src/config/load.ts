@@ -4,6 +4,7 @@
  * Every failure is one ConfigError (exit 78) naming the file and the key.
  */
 import * as path from 'node:path';
+import { ConfigError, inConfigFile } from '../errors.js';
 import { interpolate } from './interpolate.js';
 import { describeValue, fail, fallbackMessage, formatIssues, type KeyProblem } from './messages.js';
 import { checkPaths, checkState } from './check-paths.js';
@@ -76,7 +77,13 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     fail(file, problems.map(fromEnv));
   }
 
-  const config = resolveConfig(parsed.data, abs);
+  let config: Config;
+  try {
+    config = resolveConfig(parsed.data, abs);
+  } catch (err) {
+    // The default ledger's choice (ledger/default-sqlite.ts) knows its key, not the file.
+    throw err instanceof ConfigError ? inConfigFile(file, err) : err;
+  }
   checkState(file, config);
   if (opts.checkPaths ?? true) checkPaths(file, config);
   return config;

@@ -2,7 +2,7 @@ import { existsSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError, StateUnavailable, coerceError } from '../errors.js';
+import { ConfigError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, NoLedgerYet, NotALedger } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
@@ -191,7 +191,7 @@ export function openStore(config: Config): Store {
           onRetry: opts.log && retryWarnings(opts.log),
         });
       } catch (err) {
-        if (err instanceof ConfigError) throw err; // [issue 10, case 1]
+        if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // [issue 10, case 1]
         const failed = unavailable('', err);
         // For openReader, and for schedule, which migrates an older ledger only.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;
@@ -202,7 +202,11 @@ export function openStore(config: Config): Store {
     async assertOwnFiles() {
       if (state.postgres !== undefined || state.sqlite === undefined || state.sqlite === ':memory:') return;
       const { assertJournalOurs } = await import('./sqlite/start-journal.js');
-      assertJournalOurs(state.sqlite);
+      try {
+        assertJournalOurs(state.sqlite);
+      } catch (err) {
+        throw err instanceof ConfigError ? inConfigFile(config.configPath, err) : err;
+      }
     },
   };
 }

@@ -73,7 +73,7 @@ const named = (file: string, what: string, err: unknown): Error => {
   const code = (err as NodeJS.ErrnoException).code;
   const message = `cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`;
   if (code === 'ELOOP' || code === 'EFTYPE' || code === 'ENXIO' || code === 'EISDIR') {
-    return new ConfigError(`${message} (state.sqlite: the journal beside the ledger must be a regular file of cronsafe's; remove what is there)`);
+    return new ConfigError(`state.sqlite: ${message} (the journal beside the ledger must be a regular file of cronsafe's; remove what is there)`, undefined, 'state.sqlite');
   }
   return Object.assign(new StateUnavailable(message), { code });
 };
