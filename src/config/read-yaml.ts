@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
@@ -14,7 +15,7 @@ const FIFO_WAIT_MS = 10_000;
  * At most MAX_CONFIG_BYTES + 1 bytes, whatever the file is: readFileSync would read a
  * FIFO or /dev/zero until the heap gives out, and a huge file into a huge parse.
  */
-function readBounded(abs: string): { text: string; tooBig: boolean } {
+function readBounded(abs: string): { text: string; tooBig: boolean; lossy: boolean } {
   // A FIFO is opened without blocking: with no writer, a blocking open would hang the
   // process before any signal handler could run (only SIGKILL would end it). A writer may
   // still come (`mkfifo f; gen > f & cronsafe -c f`), so nothing read yet is waited for,
@@ -45,7 +46,9 @@ function readBounded(abs: string): { text: string; tooBig: boolean } {
       n += got;
       deadline = Date.now() + FIFO_WAIT_MS;
     }
-    return { text: buf.toString('utf8', 0, Math.min(n, MAX_CONFIG_BYTES)), tooBig: n > MAX_CONFIG_BYTES };
+    const bytes = buf.subarray(0, Math.min(n, MAX_CONFIG_BYTES));
+    // Bytes that are not UTF-8 decode to U+FFFD: said when they land in a value (readYaml).
+    return { text: bytes.toString('utf8'), tooBig: n > MAX_CONFIG_BYTES, lossy: !isUtf8(bytes) };
   } finally {
     fs.closeSync(fd);
   }
@@ -53,12 +56,14 @@ function readBounded(abs: string): { text: string; tooBig: boolean } {
 
 export function readYaml(file: string, abs: string): unknown {
   let text: string;
+  let lossy: boolean;
   try {
     const read = readBounded(abs);
     if (read.tooBig) {
       throw new ConfigError(`config file ${abs} is larger than the 1 MiB limit (${MAX_CONFIG_BYTES} bytes)`, abs);
     }
     text = read.text;
+    lossy = read.lossy;
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
@@ -74,6 +79,15 @@ export function readYaml(file: string, abs: string): unknown {
     if (dup !== undefined) {
       const pos = lineCounter.linePos(dup.offset);
       throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: duplicate key (a mapping holds each key once)`, abs, dup.key);
+    }
+    const mangled = lossy ? notUtf8(doc) : undefined;
+    if (mangled !== undefined) {
+      const pos = lineCounter.linePos(mangled.offset);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: ${mangled.key}: invalid YAML: bytes that are not UTF-8 (a Latin-1 file?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
+        abs,
+        mangled.key,
+      );
     }
   }
   if (doc.errors.length > 0) {
@@ -117,6 +131,23 @@ function duplicateKey(doc: YAML.Document): { offset: number; key: string } | und
         seen.add(name);
       }
       return undefined;
+    },
+  });
+  return found;
+}
+
+/**
+ * The first key or value holding bytes that were not UTF-8 (decoded to U+FFFD), if any: a
+ * glob or path in a Latin-1 file would otherwise match or name something else, silently
+ * (an exclude that excludes nothing). Such bytes in a comment harm nothing.
+ */
+function notUtf8(doc: YAML.Document): { offset: number; key: string } | undefined {
+  let found: { offset: number; key: string } | undefined;
+  YAML.visit(doc, {
+    Scalar(_key, node, ancestors) {
+      if (typeof node.value !== 'string' || !node.value.includes('\uFFFD')) return undefined;
+      found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
+      return YAML.visit.BREAK;
     },
   });
   return found;

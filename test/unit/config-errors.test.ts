@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, MAX_CONFIG_BYTES } from '../../src/config/load.js';
@@ -38,6 +39,23 @@ describe('loadConfig: file and YAML errors', () => {
     expect(configError(() => loadConfig(inList)).message).toBe(
       `${inList}:2:42: source.include[0].a: invalid YAML: duplicate key (a mapping holds each key once)`,
     );
+  });
+
+  it('rejects a key or value holding bytes that are not UTF-8, naming its line and key', () => {
+    // A Latin-1 file: the exclude was read as "caf\uFFFD.txt" and excluded nothing, silently.
+    const latin1 = write('x');
+    writeFileSync(latin1, Buffer.concat([Buffer.from(`name: job\nsource:\n  directory: ${dir.queue}\n  exclude: ["caf`), Buffer.from([0xe9]), Buffer.from('.txt"]\nhandler: {command: [echo]}\n')]));
+    const err = configError(() => loadConfig(latin1));
+    expect(err.message).toBe(
+      `${latin1}:4:13: source.exclude[0]: invalid YAML: bytes that are not UTF-8 (a Latin-1 file?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
+    );
+    expect(err.key).toBe('source.exclude[0]');
+    // In a comment they change nothing; a real U+FFFD in a UTF-8 file is a character like any other.
+    const comment = write('x', 'comment.yaml');
+    writeFileSync(comment, Buffer.concat([Buffer.from('# caf'), Buffer.from([0xe9]), Buffer.from(`\nname: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\n`)]));
+    expect(loadConfig(comment).name).toBe('job');
+    const replacement = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "\uFFFD"]}\n`, 'utf8.yaml');
+    expect(loadConfig(replacement).handler.command).toEqual(['echo', '\uFFFD']);
   });
 
   it('rejects a second document and an alias bomb', () => {
