@@ -95,6 +95,9 @@ export function suggestKey(unknown: string, known: readonly string[]): string | 
   return bestD <= Math.max(2, Math.floor(unknown.length / 3)) ? best : undefined;
 }
 
+/** `a: {b: {c: ...}}` for the segments a, b, c of a dotted key. */
+const nested = (segments: readonly string[]): string => segments.reduceRight((inner, seg, i) => (i === segments.length - 1 ? `${seg}: ...` : `${seg}: {${inner}}`), '');
+
 /**
  * One KeyProblem per issue (an unknown-keys issue yields one per key), in zod's order.
  * `knownKeys(path)` lists the keys allowed at a path, for "did you mean" hints.
@@ -111,15 +114,20 @@ export function formatIssues(
         for (const k of issue.keys) {
           // Suggestions cost an edit distance per known key: only for the ones shown.
           const hint = out.length < 50 ? suggestKey(k, knownKeys(issue.path)) : undefined;
+          // A key with a "." (or none at all) is quoted: `drain.gracePeriodSeconds: unknown
+          // key` read as if the documented key did not exist.
+          const shown = k === '' || k.includes('.') ? JSON.stringify(k) : k;
           out.push({
-            key: keyPath([...issue.path, k]),
+            key: keyPath([...issue.path, shown]),
             message:
               k === '<<'
                 ? // YAML 1.1's merge key, which YAML 1.2 (what is read here) does not have.
                   'unknown key (YAML merge keys "<<" are not supported: write the keys out)'
-                : hint === undefined
-                  ? 'unknown key'
-                  : `unknown key (did you mean ${JSON.stringify(hint)}?)`,
+                : hint !== undefined
+                  ? `unknown key (did you mean ${JSON.stringify(hint)}?)`
+                  : k.includes('.') && !k.split('.').includes('')
+                    ? `unknown key (a "." in a key does not nest mappings: write ${nested(k.split('.'))})`
+                    : 'unknown key',
           });
         }
         break;

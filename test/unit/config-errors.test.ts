@@ -135,6 +135,14 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(minimal('lease: {seconds: 90, zzz: 1}\n'), 'lease.zzz', 'unknown key');
   });
 
+  it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
+    // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
+    expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
+    expectProblem(minimal('"lock.kubernetesLease.name": x\n'), '"lock.kubernetesLease.name"', 'unknown key (a "." in a key does not nest mappings: write lock: {kubernetesLease: {name: ...}})');
+    expectProblem(minimal('lease: {"renew.Seconds": 3}\n'), 'lease."renew.Seconds"', 'unknown key (did you mean "renewSeconds"?)');
+    expectProblem(minimal('"": 1\n'), '""', 'unknown key');
+  });
+
   it('wrong types', () => {
     expectProblem(minimal('concurrency: eight\n'), 'concurrency', 'expected an integer from 1 to 1024, got "eight"');
     expectProblem(minimal('retry: 5\n'), 'retry', 'expected a mapping, got 5');
