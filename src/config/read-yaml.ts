@@ -84,7 +84,7 @@ export function readYaml(file: string, abs: string): unknown {
     if (mangled !== undefined) {
       const pos = lineCounter.linePos(mangled.offset);
       throw new ConfigError(
-        `${file}:${pos.line}:${pos.col}: ${mangled.key}: invalid YAML: bytes that are not UTF-8 (a Latin-1 file?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
+        `${file}:${pos.line}:${pos.col}: ${mangled.key ? `${mangled.key}: ` : ''}invalid YAML: bytes that are not UTF-8 (a file saved as Latin-1 or UTF-16?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
         abs,
         mangled.key,
       );
