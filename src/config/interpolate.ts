@@ -37,7 +37,11 @@ interface Scanned {
 }
 
 /** Expand one string; problems are reported through `problem`. */
-function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) => void): { out: string; whole: boolean } {
+function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) => void, secret = false): { out: string; whole: boolean } {
+  // A value that may hold a secret (SECRET_KEYS) is not quoted: a password written with a
+  // "${" in it would be shown from there on.
+  const quote = (from: number, token: string): string =>
+    secret ? `at character ${from + 1} (not shown: the value may hold a secret)` : JSON.stringify(token);
   // `evaluate` is false inside a default that is not used: still parsed (a typo is an
   // error either way), but an unset variable there is no problem.
   const text = (from: number, depth: number, evaluate: boolean, inDefault: boolean): Scanned => {
@@ -72,7 +76,7 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
     const close = s.indexOf('}', start);
     const end = close < 0 ? s.length : close + 1;
     const tok = s.slice(start, end);
-    problem(`invalid interpolation ${JSON.stringify(tok)} ${USAGE}`);
+    problem(`invalid interpolation ${quote(start, tok)} ${USAGE}`);
     return { out: tok, end };
   };
 
@@ -92,7 +96,7 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
     const def = text(after + 2, depth + 1, evaluate && useDefault, true);
     if (def.unclosed) {
       // Reported once, by the outermost reference, with the whole of it.
-      if (depth === 0) problem(`invalid interpolation ${JSON.stringify(s.slice(start))}: no closing } ${USAGE}`);
+      if (depth === 0) problem(`invalid interpolation ${quote(start, s.slice(start))}: no closing } ${USAGE}`);
       return { out: '', end: s.length, unclosed: depth > 0 };
     }
     return { out: useDefault ? def.out : v, end: def.end };
@@ -117,6 +121,10 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
 
 class TooDeep extends Error {}
 
+/** Keys whose values may hold a secret, never shown: handler.env's values, the two URLs (their passwords). */
+const SECRET_KEYS = new Set(['state.postgres', 'metrics.pushgateway']);
+const isSecret = (path: readonly PropertyKey[], key: string): boolean => (path[0] === 'handler' && path[1] === 'env' && path.length === 3) || SECRET_KEYS.has(key);
+
 /**
  * Interpolate every string in `value` (keys are left alone). `typeAt(path)` says what the
  * schema wants there ('number', 'boolean', ...).
@@ -130,7 +138,8 @@ export function interpolate(
 
   const str = (s: string, path: PropertyKey[]): unknown => {
     if (!s.includes('${')) return s;
-    const { out, whole } = expand(s, env, (message) => problems.push({ key: keyPath(path), message }));
+    const key = keyPath(path);
+    const { out, whole } = expand(s, env, (message) => problems.push({ key, message }), isSecret(path, key));
     if (!whole) return out;
     const text = out.trim();
     if (NUMBER_RE.test(text) && typeAt(path) === 'number') return Number(text);

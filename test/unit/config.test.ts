@@ -426,6 +426,18 @@ describe('secrets', () => {
     for (const arg of ['{path}', '/bin/cp', 's3://bucket/a@b', 'http://h/x?mail=a@b', '--retries=3']) expect(redactUrl(arg)).toBe(arg);
   });
 
+  it('a bad interpolation in a value that may hold a secret does not quote it (handler.env, state.postgres, metrics.pushgateway)', () => {
+    // A password written with a "${" in it was shown from there on: "${x9!Qz".
+    const usage = '(use ${NAME} or ${NAME:-default}; write $${ for a literal ${)';
+    const env = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {TOKEN: "Ab\${x9!Qz"}}\n`, 'env.yaml');
+    expectProblem(env, 'handler.env.TOKEN', `invalid interpolation at character 3 (not shown: the value may hold a secret) ${usage}`);
+    expectProblem(minimal('state: {postgres: "postgres://u:Zq${w7!Lp@db/x"}\n'), 'state.postgres', `invalid interpolation at character 16 (not shown: the value may hold a secret) ${usage}`);
+    expectProblem(minimal('state: {postgres: "postgres://u:${PW:-Zq@db/x"}\n'), 'state.postgres', `invalid interpolation at character 14 (not shown: the value may hold a secret): no closing } ${usage}`);
+    expectProblem(minimal('metrics: {pushgateway: "http://u:Zq${-Lp}@pg:9091"}\n'), 'metrics.pushgateway', `invalid interpolation at character 12 (not shown: the value may hold a secret) ${usage}`);
+    // Other keys still quote what is wrong.
+    expectProblem(minimal('lock: {path: "/x/${1BAD}"}\n'), 'lock.path', `invalid interpolation "\${1BAD}" ${usage}`);
+  });
+
   it('configSummary shows no secret', () => {
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
 state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);
