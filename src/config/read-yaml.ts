@@ -73,7 +73,11 @@ export function readYaml(file: string, abs: string): unknown {
   // uniqueKeys off: the library compares every key with every other (quadratic: a 1 MiB
   // file of keys took minutes); duplicateKeyError does the same check with a Set.
   const lineCounter = new YAML.LineCounter();
-  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter });
+  // resolveKnownTags off: YAML 1.1's !!omap and !!set became a JS Map or Set, which read as an
+  // empty mapping (every key in it ignored, unknown ones too), and !!binary, !!timestamp
+  // as "a mapping". Not in YAML 1.2's core schema, such tags are now left out: the value is
+  // the plain list, mapping or string written, checked like any other.
+  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter, resolveKnownTags: false });
   if (doc.errors.length === 0) {
     const dup = duplicateKey(doc);
     if (dup !== undefined) {

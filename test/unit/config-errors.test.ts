@@ -139,6 +139,14 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(minimal('lease: {seconds: 90, zzz: 1}\n'), 'lease.zzz', 'unknown key');
   });
 
+  it("YAML 1.1's !!omap and !!set are not read as empty mappings whose keys are all ignored", () => {
+    // !!omap became a JS Map, which passed as a mapping with no keys: log.level silent was
+    // ignored, and so was the typo "levl" (unknown keys are errors at every level).
+    expectProblem(minimal('log: !!omap [{levl: silent}]\n'), 'log', 'expected a mapping, got a list');
+    expectProblem(minimal('log: !!set {levl}\n'), 'log.levl', 'unknown key (did you mean "level"?)');
+    expectProblem(minimal('concurrency: !!timestamp 2020-01-01\n'), 'concurrency', 'expected an integer from 1 to 1024, got "2020-01-01"');
+  });
+
   it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
     // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
     expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
