@@ -140,6 +140,16 @@ export const fromThrow = (check: (v: string) => unknown) => (v: string, ctx: z.R
 export const cron = str('a cron expression').superRefine(fromThrow((v) => assertFires(parseCron(v))));
 export const timeZone = str('an IANA time zone name').superRefine(fromThrow(assertTimeZone));
 
+/**
+ * The path of a file cronsafe creates (state.sqlite, lock.path). One ending in "/" (or a
+ * "." or ".." segment) names a directory: the file was created under the directory's name
+ * (`lock.path: ./locks/` made a file `locks`).
+ */
+export const filePath = (example: string) =>
+  str('a file path').refine((v) => !v.endsWith('/') && !/(^|\/)\.\.?$/.test(v), {
+    error: got(`expected the path of a file, not of a directory: add the file's name (e.g. <directory>/${example})`),
+  });
+
 /** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
 export const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 export const flag = () => z.boolean({ error: 'expected true or false' });

@@ -14,6 +14,7 @@ import {
   always,
   cron,
   ENV_NAME_RE,
+  filePath,
   flag,
   glob,
   int,
@@ -125,7 +126,7 @@ const drainSchema = z
 
 const stateSchema = z
   .strictObject({
-    sqlite: str('a file path').optional(),
+    sqlite: filePath('<name>.db').optional(),
     postgres: postgresUrl('a postgres:// or postgresql:// URL').optional(),
     // An identifier, because it is spliced into SQL (identifiers cannot be bound).
     schema: str('a schema name')
@@ -206,7 +207,7 @@ export const configSchema = z
     drain: drainSchema.prefault({}),
     lock: z
       .strictObject({
-        path: str('a file path').optional(),
+        path: filePath('<name>.lock').optional(),
         allowNetworkFilesystem: flag().default(false),
         kubernetesLease: kubernetesLeaseSchema.optional(),
       })

@@ -147,6 +147,13 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(minimal('concurrency: !!timestamp 2020-01-01\n'), 'concurrency', 'expected an integer from 1 to 1024, got "2020-01-01"');
   });
 
+  it('state.sqlite and lock.path ending in "/" (a directory) are refused, not created as a file of that name', () => {
+    // `lock.path: ./locks/` made a file named "locks", `state.sqlite: ./st/` a ledger named "st".
+    expectProblem(minimal('lock: {path: ./locks/}\n'), 'lock.path', 'expected the path of a file, not of a directory: add the file\'s name (e.g. <directory>/<name>.lock), got "./locks/"');
+    expectProblem(minimal('state: {sqlite: st/.}\n'), 'state.sqlite', 'expected the path of a file, not of a directory: add the file\'s name (e.g. <directory>/<name>.db), got "st/."');
+    expect(loadConfig(minimal('state: {sqlite: ./.st}\nlock: {path: ..lock}\n')).state.sqlite).toBe(path.join(dir.root, '.st'));
+  });
+
   it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
     // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
     expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
