@@ -141,12 +141,21 @@ export const cron = str('a cron expression').superRefine(fromThrow((v) => assert
 export const timeZone = str('an IANA time zone name').superRefine(fromThrow(assertTimeZone));
 
 /**
+ * A path in the config. A leading "~" is not the home directory (no shell expands it): it
+ * was a directory named "~" beside the config, where a ledger or outputs were created.
+ */
+export const pathTo = (what: string) =>
+  str(what).refine((v) => !/^~(\/|$)/.test(v), {
+    error: got('expected a path without a leading "~": cronsafe does not expand it to the home directory (a shell would), so it names a directory "~" beside the config; write the absolute path, or ${HOME}/...'),
+  });
+
+/**
  * The path of a file cronsafe creates (state.sqlite, lock.path). One ending in "/" (or a
  * "." or ".." segment) names a directory: the file was created under the directory's name
  * (`lock.path: ./locks/` made a file `locks`).
  */
 export const filePath = (example: string) =>
-  str('a file path').refine((v) => !v.endsWith('/') && !/(^|\/)\.\.?$/.test(v), {
+  pathTo('a file path').refine((v) => !v.endsWith('/') && !/(^|\/)\.\.?$/.test(v), {
     error: got(`expected the path of a file, not of a directory: add the file's name (e.g. <directory>/${example})`),
   });
 

@@ -23,6 +23,7 @@ import {
   NAME_RE,
   noNul,
   oneOf,
+  pathTo,
   postgresUrl,
   seconds,
   str,
@@ -32,7 +33,7 @@ import {
 
 
 const sourceSchema = z.strictObject({
-  directory: str('a directory path'),
+  directory: pathTo('a directory path'),
   include: z.array(glob, { error: 'expected a list of globs' }).min(1, 'expected a non-empty list of globs').default(['**']),
   exclude: z.array(glob, { error: 'expected a list of globs' }).default([]),
 });
@@ -52,7 +53,7 @@ const handlerSchema = z
         });
       })
       .optional(),
-    module: str('a path to an ES module').optional(),
+    module: pathTo('a path to an ES module').optional(),
     timeoutSeconds: seconds(true).default(300),
     killAfterSeconds: seconds(false).default(5),
     maxLogBytes: int(0).default(65536),
@@ -197,7 +198,7 @@ export const configSchema = z
     ),
     source: sourceSchema,
     handler: handlerSchema,
-    output: z.strictObject({ directory: str('a directory path') }).optional(),
+    output: z.strictObject({ directory: pathTo('a directory path') }).optional(),
     state: stateSchema.prefault({}),
     concurrency: int(1, 1024).optional(),
     queueSize: int(1).optional(),

@@ -154,6 +154,18 @@ describe('loadConfig: invalid values name the key', () => {
     expect(loadConfig(minimal('state: {sqlite: ./.st}\nlock: {path: ..lock}\n')).state.sqlite).toBe(path.join(dir.root, '.st'));
   });
 
+  it('a path with a leading "~" is refused: not the home directory, but a directory "~" beside the config', () => {
+    const tilde = 'expected a path without a leading "~": cronsafe does not expand it to the home directory (a shell would), so it names a directory "~" beside the config; write the absolute path, or ${HOME}/...';
+    // Before, the run made <config dir>/~/state/job.db.
+    expectProblem(minimal('state: {sqlite: ~/state/job.db}\n'), 'state.sqlite', `${tilde}, got "~/state/job.db"`);
+    expectProblem(minimal('output: {directory: ~/out}\n'), 'output.directory', `${tilde}, got "~/out"`);
+    expectProblem(minimal('lock: {path: "~"}\n'), 'lock.path', `${tilde}, got "~"`);
+    // A "~" elsewhere in a name is a character like any other; ${HOME} is the way to the home directory.
+    const config = loadConfig(minimal('state: {sqlite: ~job.db}\noutput: {directory: "${HOME}/out~"}\n'), { env: { HOME: dir.root } });
+    expect(config.state.sqlite).toBe(path.join(dir.root, '~job.db'));
+    expect(config.output?.directory).toBe(path.join(dir.root, 'out~'));
+  });
+
   it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
     // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
     expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
