@@ -15,6 +15,20 @@ export function negatesWhole(glob: string): boolean {
 }
 
 /**
+ * Why the scan could not compile `glob`, or undefined: picomatch refuses some (one over
+ * 65,536 characters), which failed every run (exit 1) after validate said OK.
+ */
+export function globProblem(glob: string): string | undefined {
+  try {
+    includeMatcher([glob]);
+    excludeMatcher([glob]);
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/**
  * source.include's matcher. Like `*`, a glob matches a name starting with "." only where
  * the glob writes that dot (as a shell does): picomatch lets a negated extglob match it
  * (`!(*.md)` took `.report.tmp`), and the dotfiles a producer is still writing

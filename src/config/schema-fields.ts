@@ -3,7 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
-import { negatesWhole } from '../globs.js';
+import { globProblem, negatesWhole } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
 // parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
@@ -123,6 +123,11 @@ export const glob = str('a glob relative to source.directory')
   })
   .refine((g) => !negatesWhole(g), {
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
+  })
+  // Compiled as the scan compiles it, so that what validate takes the run can use.
+  .superRefine((g, ctx) => {
+    const problem = globProblem(g);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `expected a glob the scan can compile: ${problem}` });
   });
 
 /**

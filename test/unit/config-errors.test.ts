@@ -166,6 +166,12 @@ describe('loadConfig: invalid values name the key', () => {
     expect(config.output?.directory).toBe(path.join(dir.root, 'out~'));
   });
 
+  it('a glob the scan cannot compile is refused here, not at every run (exit 1 after validate said OK)', () => {
+    const long = `${'*'.repeat(70_000)}x`;
+    const file = write(`name: job\nsource: {directory: ${dir.queue}, exclude: ["${long}"]}\nhandler: {command: [echo]}\n`, 'long-glob.yaml');
+    expectProblem(file, 'source.exclude[0]', 'expected a glob the scan can compile: Input length: 70001, exceeds maximum allowed length: 65536');
+  });
+
   it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
     // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
     expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
