@@ -61,9 +61,13 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
   if (pgOverride) {
     // The environment picks the store: a Secret-provided URL must win over a sqlite
     // path left in a ConfigMap, not collide with it as "both set".
-    const state = value.state && typeof value.state === 'object' ? { ...value.state } : {};
-    delete (state as Record<string, unknown>).sqlite;
-    value.state = { ...state, postgres: pgOverride };
+    // Only a mapping (or no state at all) takes it: `state: garbage` is the file's error,
+    // refused with or without the variable (validate in CI has none).
+    if (value.state === undefined || (typeof value.state === 'object' && value.state !== null && !Array.isArray(value.state))) {
+      const state: Record<string, unknown> = { ...(value.state as Record<string, unknown> | undefined) };
+      delete state.sqlite;
+      value.state = { ...state, postgres: pgOverride };
+    }
   }
 
   const parsed = configSchema.safeParse(value, {

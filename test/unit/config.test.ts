@@ -330,6 +330,14 @@ describe('environment', () => {
     });
   });
 
+  it('CRONSAFE_STATE_POSTGRES does not hide a state that is not a mapping (refused without the variable, as validate in CI runs)', () => {
+    const pg = { CRONSAFE_STATE_POSTGRES: 'postgresql://a:b@pg/cs' };
+    expectProblem(minimal('state: garbage\n'), 'state', 'expected a mapping, got "garbage"', pg);
+    expectProblem(minimal('state: [1]\n'), 'state', 'expected a mapping, got a list', pg);
+    expect(loadConfig(minimal(), { env: pg }).state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs' });
+    expect(loadConfig(minimal('state: {schema: etl}\n'), { env: pg }).state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs', schema: 'etl' });
+  });
+
   it('state.postgres: an sslmode neither libpq nor the pg driver knows is refused (pg took it for verify-full)', () => {
     // MySQL's spelling, a typo, a capital: the driver required TLS with a verified certificate,
     // and against a server without TLS the run failed (exit 1) with "The server does not
