@@ -154,6 +154,8 @@ class SpawnServer {
   #dead: Error | undefined;
   /** It said it was ready: it had started and reads the requests sent to it. */
   #wasReady = false;
+  #readyTimer: NodeJS.Timeout | undefined;
+  #notStarted = false;
   #onReady: (() => void) | undefined;
   /** Settles when the helper can take requests, or is dead (never rejects). */
   readonly ready: Promise<void>;
@@ -175,8 +177,19 @@ class SpawnServer {
       serialization: 'json',
     });
     this.#helper.on('message', (m: HelperMessage) => this.#receive(m));
+    // A helper that never says it is ready (Node could not make its threads: a low
+    // `ulimit -u` or pod pids limit, which count threads) would hold the run's start, or an
+    // attempt, forever, and outlive cronsafe (it is detached and never reads its channel):
+    // killed, it dies as one that failed to start (the environment's fault, nothing charged).
+    this.#readyTimer = setTimeout(() => {
+      this.#notStarted = true;
+      this.#helper.kill('SIGKILL');
+    }, READY_TIMEOUT_MS);
+    this.#readyTimer.unref();
     const die = (why: string): void => {
       if (this.#dead) return;
+      clearTimeout(this.#readyTimer);
+      if (this.#notStarted) why = `did not start within ${READY_TIMEOUT_MS / 1000} s (no thread or process left for it? a low ulimit -u or pids limit): killed`;
       this.#dead = new Error(`the process that starts handler.command children ${why}`);
       this.#onReady?.();
       onDeath();
@@ -188,6 +201,11 @@ class SpawnServer {
     this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`));
     // Held until it is ready: startHelpers() awaits that, and nothing else may keep the loop alive.
     this.#busy();
+  }
+
+  /** At cronsafe's exit: a helper that never started cannot see its channel close, so it is killed. */
+  killIfNotStarted(): void {
+    if (!this.#wasReady && !this.#dead) this.#helper.kill('SIGKILL');
   }
 
   get inFlight(): number {
@@ -224,6 +242,7 @@ class SpawnServer {
   #receive(m: HelperMessage): void {
     if (m.ready) {
       this.#wasReady = true;
+      clearTimeout(this.#readyTimer);
       if (this.#children.size === 0) this.#idle();
       return this.#onReady?.();
     }
@@ -263,7 +282,18 @@ class SpawnServer {
 const HELPERS = Math.max(1, Math.min(2, availableParallelism()));
 const servers: SpawnServer[] = [];
 
+/** How long a helper may take to start (Node's start-up: ~0.1 s, seconds on a loaded node). */
+const READY_TIMEOUT_MS = 15_000;
+
+let killAtExit = false;
+
 function addServer(): SpawnServer {
+  if (!killAtExit) {
+    killAtExit = true;
+    process.once('exit', () => {
+      for (const s of servers) s.killIfNotStarted();
+    });
+  }
   const s: SpawnServer = new SpawnServer(() => {
     const at = servers.indexOf(s);
     if (at !== -1) servers.splice(at, 1);
