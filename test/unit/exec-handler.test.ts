@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -341,6 +341,39 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     expect(processGone(child)).toBe(true);
     expect(processGone(grandchild)).toBe(true);
     await expect(createExecHandler(handlerConfig([NODE, '-e', '0']), { sourceDir: src }).run(item(), context().ctx)).resolves.toBeUndefined();
+  });
+
+  it('a handler that kills the helper first thing, before its pid reached cronsafe: its group is still ended', async () => {
+    // `kill -9 $PPID` as the first command: the helper often dies before it has sent the pid.
+    // Such a child was not ended: it ran on beside the item's retry and past the run's end.
+    const marker = `kills-parent-${randomBytes(6).toString('hex')}`;
+    const handler = createExecHandler(handlerConfig(['sh', '-c', 'kill -9 $PPID; sleep 30', marker], { killAfterSeconds: 1 }), { sourceDir: src });
+    const survivors = (): number[] => {
+      const alive: number[] = [];
+      for (const name of readdirSync('/proc')) {
+        if (!/^\d+$/.test(name)) continue;
+        try {
+          if (readFileSync(`/proc/${name}/cmdline`, 'latin1').includes(marker) && !processGone(Number(name))) alive.push(Number(name));
+        } catch {
+          /* exited while we looked */
+        }
+      }
+      return alive;
+    };
+    try {
+      // Several attempts: whether the pid got out before the helper died is a race, lost about half the time.
+      for (let attempt = 1; attempt <= 8; attempt++) {
+        const f = await failureOf(handler.run(item(), context({ attempt }).ctx));
+        expect(f).not.toBeInstanceOf(EnvironmentFault);
+        expect(f.message).toMatch(/exited \(SIGKILL\) during the attempt/);
+        expect(survivors(), `attempt ${attempt}`).toEqual([]);
+      }
+    } finally {
+      // A failing run must not leave them behind: each leads its group (sh and its sleep).
+      for (const pid of survivors()) {
+        try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ }
+      }
+    }
   });
 
   it('an abort before the child\'s pid is known still ends its group, at once', async () => {

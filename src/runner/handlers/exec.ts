@@ -9,7 +9,7 @@ import { isPlainId } from '../item-id.js';
 import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
-import { groupAlive, signalGroup, waitGroupGone } from './process-group.js';
+import { findSessionLeader, groupAlive, signalGroup, waitGroupGone } from './process-group.js';
 import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
 import { killBudgetMs } from '../drain.js';
 
@@ -240,7 +240,12 @@ function runChild(
         clearTimeout(pipeTimer);
         const charged = (): HandlerFailure =>
           stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
-        if (pid === undefined) finish(running ? charged() : new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        if (!running) return finish(new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        // Started, but the helper died before it sent the pid (`kill -9 $PPID` first thing, or
+        // a kill from outside just then): found by its variables, or it would run on unended,
+        // beside the item's retry and past the run's end.
+        pid ??= findSessionLeader(request.extraEnv);
+        if (pid === undefined) finish(charged());
         // Its pipes went with the helper: nothing reads what it writes, so end what is left.
         else reapThen(charged, true);
       },

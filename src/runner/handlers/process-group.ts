@@ -80,3 +80,60 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
   }
   return true;
 }
+
+/**
+ * The process group of a child whose pid never reached cronsafe: the helper that forked it
+ * died before it sent the pid (a child that kills its parent at once, `kill -9 $PPID`). It
+ * leads its own session (spawned `detached`), so its group id is its pid; it is told apart by
+ * the variables it was started with (`/proc/<pid>/environ`: the environment given to exec,
+ * whatever the child set since). Undefined when none is found (it exited, exec'd with another
+ * environment, or no /proc): then nothing more can be done for it.
+ */
+export function findSessionLeader(env: Readonly<Record<string, string>>): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  const wanted = Object.entries(env).map(([k, v]) => Buffer.from(`${k}=${v}`).toString('latin1'));
+  // The first started of those that match: a process the child started in a session of its
+  // own (setsid) inherits the same variables, and left the child's group on purpose.
+  let found: { pid: number; started: number } | undefined;
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue;
+    let fields: string[];
+    let environ: Buffer;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // "pid (comm) state ppid pgrp session ... starttime (22nd) ...": a session leader's pgrp and session are its pid.
+      fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const [state, ppid, pgrp, session] = fields;
+      if (state === 'Z' || pgrp !== name || session !== name) continue;
+      // A live helper's child is that helper's to report (another job's run, same item and attempt).
+      if (isHelper(Number(ppid))) continue;
+      environ = readFileSync(`/proc/${name}/environ`);
+    } catch {
+      continue; // exited while we looked, or not ours to read (EACCES)
+    }
+    const vars = new Set<string>();
+    let start = 0;
+    for (let end = environ.indexOf(0); end !== -1; start = end + 1, end = environ.indexOf(0, start)) vars.add(environ.subarray(start, end).toString('latin1'));
+    if (!wanted.every((w) => vars.has(w))) continue;
+    const started = Number(fields[19]);
+    if (!found || started < found.started) found = { pid: Number(name), started };
+  }
+  return found?.pid;
+}
+
+/** The flag that marks the helper processes that fork handlers (`node --max-semi-space-size=1 -e ...`). */
+export const HELPER_FLAG = '--max-semi-space-size=1';
+
+/** Whether `pid` is a live helper that forks handlers (of this run or another's). */
+function isHelper(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')[1] === HELPER_FLAG;
+  } catch {
+    return false;
+  }
+}

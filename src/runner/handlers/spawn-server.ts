@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { TAIL_BYTES } from './capture.js';
+import { HELPER_FLAG } from './process-group.js';
 
 /**
  * Command handlers' children are forked by a small helper process, not by cronsafe itself.
@@ -170,7 +171,7 @@ class SpawnServer {
     // whose output nobody reads.
     const env = { ...process.env };
     delete env.NODE_OPTIONS;
-    this.#helper = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], {
+    this.#helper = spawn(process.execPath, [HELPER_FLAG, '-e', HELPER_SOURCE], {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       detached: true,
       env,
