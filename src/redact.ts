@@ -38,14 +38,17 @@ export function redactUrl(url: string): string {
   if (at >= 0) {
     const userinfo = head.slice(0, at);
     const colon = userinfo.indexOf(':');
-    if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
+    // `https://TOKEN:@gw`, an empty password (curl's `-u TOKEN:`), is the token as the user too.
+    if (colon >= 0 && colon === userinfo.length - 1 && tokenOnlyUserinfo(scheme, userinfo.slice(0, colon))) auth = `***:${head.slice(at)}`;
+    else if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
     else if (tokenOnlyUserinfo(scheme, userinfo)) auth = `***${head.slice(at)}`;
   }
   return scheme + (auth + tail).replace(SECRET_PARAM, '$1***');
 }
 
 /**
- * An http(s) URL's userinfo without a password (`https://TOKEN@gateway`): how a token is
+ * An http(s) URL's userinfo without a password (`https://TOKEN@gateway`, or an empty one:
+ * `https://TOKEN:@gateway`, as urlSecrets reads it): how a token is
  * given to a push gateway behind a proxy (basic auth with the token as the user), so it is
  * a secret. A database URL's user (`postgres://app@db`) is not, and names who connects.
  */

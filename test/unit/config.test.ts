@@ -410,6 +410,16 @@ describe('secrets', () => {
     expect(urlSecrets('https://user:pw1234@gw:9091')).not.toContain('user');
   });
 
+  it('an http(s) URL\'s user with an empty password (https://TOKEN:@gateway, curl -u TOKEN:) is a token too: validate and run started do not show it', () => {
+    expect(redactUrl('https://ghp_t0ken42:@gw.example:9091/pgw')).toBe('https://***:@gw.example:9091/pgw');
+    expect(redactUrl('postgres://app:@db/cs')).toBe('postgres://app:***@db/cs');
+    expect(urlSecrets('https://ghp_t0ken42:@gw:9091')).toContain('ghp_t0ken42');
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [curl, "https://ghp_t0ken42:@gw.example:9091"]}\nmetrics: {pushgateway: "https://ghp_t0ken42:@gw.example:9091"}\n`);
+    const summary = configSummary(loadConfig(file));
+    expect(JSON.stringify(summary)).not.toContain('t0ken42');
+    expect(summary.metrics).toStrictEqual({ pushgateway: 'https://***:@gw.example:9091', pushIntervalSeconds: 30 });
+  });
+
   it('metrics.pushgateway with a query string (a ?token= the push would drop, failing every push) is a problem naming the key, without the token', () => {
     for (const url of ['http://pg:9091/?token=hunter2', 'https://pg:9091/gw#hunter2']) {
       const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nmetrics: {pushgateway: "${url}"}\n`);
