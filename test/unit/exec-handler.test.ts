@@ -376,6 +376,26 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     }
   });
 
+  it('a handler that exited 0 while what it left in its group is ended: the helper dying then does not fail the attempt', async () => {
+    // It wrote its output and exited 0; a process it backgrounded (ignoring SIGTERM) holds the
+    // pipes until SIGKILL. The helper killed meanwhile (the OOM killer, an operator) charged a
+    // failure 'did the handler kill its parent process?' to an attempt that had succeeded.
+    const [ppid, left] = [path.join(dir, 'ppid'), path.join(dir, 'left')];
+    const script = `echo $PPID > "$PPIDF"; (trap '' TERM; exec sh -c 'echo $$ > "$LEFT"; exec sleep 30') & exit 0`;
+    const handler = createExecHandler(handlerConfig(['sh', '-c', script], { killAfterSeconds: 2, env: { PPIDF: ppid, LEFT: left } }), { sourceDir: src });
+    const { ctx, lines } = context();
+    const run = handler.run(item(), ctx);
+    await waitFor(() => existsSync(left) && lines.some((l) => /handler exited but left processes in its group/.test(l.msg)), 'the leftover to be found');
+    const leftover = Number(readFileSync(left, 'utf8'));
+    spawned.push(leftover);
+    const helper = Number(readFileSync(ppid, 'utf8'));
+    expect(helper).not.toBe(process.pid);
+    process.kill(helper, 'SIGKILL');
+    await expect(run).resolves.toBeUndefined();
+    expect(processGone(helper)).toBe(true);
+    expect(processGone(leftover)).toBe(true);
+  });
+
   it('an abort before the child\'s pid is known still ends its group, at once', async () => {
     const pids = path.join(dir, 'pids');
     const handler = createExecHandler(handlerConfig([NODE, fixture('spawn-grandchild.mjs'), pids], { killAfterSeconds: 30 }), { sourceDir: src });

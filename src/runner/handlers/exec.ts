@@ -113,6 +113,7 @@ function runChild(
     let pid: number | undefined;
     let settled = false;
     let exited = false;
+    let exitStatus: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     let stop: Stop | undefined;
     let killTimer: NodeJS.Timeout | undefined;
     let pipeTimer: NodeJS.Timeout | undefined;
@@ -183,6 +184,16 @@ function runChild(
       })();
     };
 
+    // The attempt's result from the child's exit status, once its group is gone.
+    const judged = (code: number | null, signal: NodeJS.Signals | null): HandlerFailure | undefined => {
+      const failure = outcome(stop, code, signal, cfg, capture.stderrTail());
+      // Failed after one of the command's own files was removed (the program between the
+      // kernel's exec and its interpreter's open, a script argument): the environment's
+      // fault, as a spawn's ENOENT is. Asked only on failure: a few existsSync.
+      const gone = failure && !stop ? ownFiles.find((f) => !existsSync(f)) : undefined;
+      return gone === undefined ? failure : new EnvironmentFault(`handler.command's ${JSON.stringify(gone)} vanished during the attempt (removed mid-run?): ${failure!.message}`);
+    };
+
     const child: RemoteChild = spawnChild({ ...request, file, args }, {
       spawned(p) {
         pid = p;
@@ -191,8 +202,9 @@ function runChild(
       // Nothing started (ENOENT, EACCES): nothing to kill or wait for.
       failed: (err) => finish(spawnFailure(file, err, cwd, programFromItem)),
       data: (stream, chunk) => capture.write(stream, chunk),
-      exit() {
+      exit(code, signal) {
         exited = true;
+        exitStatus = { code, signal };
         clearTimeout(timeoutTimer);
         if (settled) return;
         // A process that left the group on purpose (setsid) can hold our pipes forever:
@@ -222,14 +234,7 @@ function runChild(
         exited = true;
         clearTimeout(pipeTimer);
         capture.unread(unread, stderrTail);
-        reapThen(() => {
-          const failure = outcome(stop, code, signal, cfg, capture.stderrTail());
-          // Failed after one of the command's own files was removed (the program between the
-          // kernel's exec and its interpreter's open, a script argument): the environment's
-          // fault, as a spawn's ENOENT is. Asked only on failure: a few existsSync.
-          const gone = failure && !stop ? ownFiles.find((f) => !existsSync(f)) : undefined;
-          return gone === undefined ? failure : new EnvironmentFault(`handler.command's ${JSON.stringify(gone)} vanished during the attempt (removed mid-run?): ${failure!.message}`);
-        });
+        reapThen(() => judged(code, signal));
       },
       // The helper died. Before it ran (it never started): the environment's fault, not the
       // item's. Under the attempt: the child's parent died as cronsafe crashing would, and the
@@ -238,6 +243,9 @@ function runChild(
       // every run at that item, never charged, never dead-lettered (the next helper starts on demand).
       lost(err, running) {
         clearTimeout(pipeTimer);
+        // It had exited (its exit status came back) and only what it left in its group held
+        // the pipes: judged by that status once they are ended, as 'close' would have.
+        if (exitStatus) return reapThen(() => judged(exitStatus!.code, exitStatus!.signal));
         const charged = (): HandlerFailure =>
           stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
         if (!running) return finish(new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
