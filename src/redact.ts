@@ -95,15 +95,21 @@ const SECRET_NAME = /pass|pwd|token|secret|key|auth|sig|credential/i;
 
 /**
  * Every spelling of the secrets in a URL that a text may hold: the userinfo's password (an
- * http(s) URL's user when there is no password: tokenOnlyUserinfo) and
+ * http(s) URL's user when there is no password and it is TOKEN_MIN characters or more:
+ * tokenOnlyUserinfo) and
  * the value of each query parameter that may be a secret (SECRET_PARAM), each as written
  * (percent-encoded), percent-decoded, and as a driver decodes a query ('+' a blank).
  */
+/** The shortest user of an http(s) URL without a password that is taken for a token in handler output. */
+const TOKEN_MIN = 12;
+
 export function urlSecrets(url: string): string[] {
   const u = parseUrl(url.trim());
   if (u === undefined) return [];
   const found = [u.password, safeDecode(u.password)];
-  if (u.password === '' && /^https?:$/.test(u.protocol)) found.push(u.username, safeDecode(u.username));
+  // Scrubbed from handler output only when long enough to be a token: a name given alone
+  // (`https://cronsafe@gw`, `https://push@gw`) would take every `cronsafe` out of the log.
+  if (u.password === '' && /^https?:$/.test(u.protocol) && safeDecode(u.username).length >= TOKEN_MIN) found.push(u.username, safeDecode(u.username));
   for (const m of u.search.matchAll(/[?&]([^=&#]*)=([^&#]*)/g)) {
     if (SECRET_NAME.test(m[1]!)) found.push(m[2]!, safeDecode(m[2]!), safeDecode(m[2]!.replace(/\+/g, ' ')));
   }
