@@ -101,6 +101,25 @@ export function idGlob(glob: string): string {
 }
 
 /**
+ * A glob that matches the id `id` alone: its glob characters escaped (`\\` in an id is
+ * already the id's text, kept as it is). `out[1]` as a glob is `out1`, `q?` takes `qa` and
+ * `res*` never takes `res*` itself; `out\\[1\\]`, `q\\?` and `res\\*` do, and nothing else.
+ */
+export function literalGlob(id: string): string {
+  let out = '';
+  for (let i = 0; i < id.length; i++) {
+    const c = id[i]!;
+    if (c === '\\') {
+      out += id.slice(i, i + 2);
+      i++;
+    } else out += GLOB_SPECIAL.includes(c) ? `\\${c}` : c;
+  }
+  return out;
+}
+
+const GLOB_SPECIAL = '*?[]{}()!@+|,^$"';
+
+/**
  * True when the scan never enters the directory at `rel` (`/`-separated, relative to the
  * scanned directory): `exclude` matches it or one of its parents, which is where the walk
  * prunes. The config check uses it to prove that an output directory inside the source

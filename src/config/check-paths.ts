@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { scanSkipsDirectory } from '../globs.js';
+import { literalGlob, scanSkipsDirectory } from '../globs.js';
 import { isLockFileText, storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
@@ -224,6 +224,6 @@ function outputInsideSource(source: string, output: string, exclude: string[]): 
   if (scanSkipsDirectory(exclude, id)) return null;
   return (
     `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
-    `move it outside source.directory, or exclude it from the scan: source.exclude: [${JSON.stringify(`${id}/**`)}]`
+    `move it outside source.directory, or exclude it from the scan: source.exclude: [${JSON.stringify(`${literalGlob(id)}/**`)}]`
   );
 }

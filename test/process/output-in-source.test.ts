@@ -70,6 +70,32 @@ describe('output.directory inside source.directory', () => {
     expect(readdirSync(path.join(ws.source, 'res\\ults')).filter((f) => !f.startsWith('.')).sort()).toEqual(['a.txt.out', 'b.txt.out']);
   });
 
+  it('named with glob characters (q?, res*): the exclude it suggests names that directory alone', async () => {
+    // Before: it suggested the name as a glob, ["q?/**"], which validate accepted though it
+    // also left out qa/ (its files never processed), and ["res*/**"], which does not match
+    // `res*` itself: the same error again, whatever was added.
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'qa/b.txt': 'b' });
+    const suggestion = async (out: string): Promise<{ cfg: ReturnType<typeof workspace>; exclude: string[] }> => {
+      const cfg = workspace({ handler: { command: COPY }, source: { directory: ws.source }, output: { directory: path.join(ws.source, out) } });
+      const v = await runCli(['validate', '-c', cfg.configPath]);
+      expect(v.code, v.stderr).toBe(78);
+      const exclude = JSON.parse(/source\.exclude: (\[.*\])$/.exec(v.stderr.trim())![1]!) as string[];
+      configure(cfg, { source: { directory: ws.source, exclude } });
+      const again = await runCli(['validate', '-c', cfg.configPath]);
+      expect(again.code, again.stderr).toBe(0);
+      return { cfg, exclude };
+    };
+    expect((await suggestion('res*')).exclude).toEqual(['res\\*/**']);
+    const { cfg, exclude } = await suggestion('q?');
+    expect(exclude).toEqual(['q\\?/**']);
+    for (let i = 0; i < 2; i++) {
+      const r = await runCli(['run', '-c', cfg.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)?.counts).toMatchObject({ scanned: 2 });
+    }
+    expect(readdirSync(path.join(ws.source, 'q?', 'qa')).sort()).toEqual(['b.txt.out']);
+  });
+
   // A bind mount (or a volume's subPath) puts output.directory inside the source under
   // another path: neither the config check (real paths) nor the scan's by-name skip saw it,
   // and every run turned the last run's outputs into items (a -> results/a.out -> ...).

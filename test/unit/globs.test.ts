@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives, excludeMatcher, includeMatcher } from '../../src/globs.js';
+import { braceAlternatives, excludeMatcher, includeMatcher, literalGlob } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -39,5 +39,15 @@ describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a
     expect(both('a\\*b', 'a*b')).toEqual([true, true]);
     expect(both('a\\*b', 'axb')).toEqual([false, false]);
     expect(both('x\\[1\\]', 'x[1]')).toEqual([true, true]);
+  });
+});
+
+describe('literalGlob', () => {
+  it('matches the id it is made of, and no other', () => {
+    for (const id of ['q?', 'res*', 'out[1]', 'o{a,b}', '!x', 'a(b)', '@(z)', '+(a)', 'a|b', 'back\\\\slash', '"q"', '.hid']) {
+      const m = excludeMatcher([`${literalGlob(id)}/**`]);
+      expect([m(id), m(`${id}/x`)], id).toEqual([true, true]);
+      for (const other of ['qa', 'resX', 'out1', 'oa', 'x', 'ab', 'z', 'a']) expect(m(`${other}/x`), `${id} vs ${other}`).toBe(false);
+    }
   });
 });
