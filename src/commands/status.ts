@@ -66,15 +66,20 @@ export function formatStatus(r: StatusReport): string {
 }
 
 /**
- * Characters a terminal does not show: Unicode's bidirectional controls (U+061C,
- * U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which reorder the rest of the line (Trojan
- * Source), and the zero-width ones (U+200B-U+200D, U+2060-U+2064, U+FEFF), which make two
- * different ids look the same. Listings show them as JSON escapes.
+ * Characters a terminal does not show: Unicode's default-ignorable code points. They hold
+ * the bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which
+ * reorder the rest of the line (Trojan Source), and the ones that take no room: zero-width
+ * (U+200B-U+200D, U+2060-U+2064, U+FEFF), the soft hyphen, the variation selectors
+ * (U+FE00-U+FE0F), the deprecated format controls (U+206A-U+206F), the tags (U+E0000-),
+ * fillers (U+3164): each makes two different ids look the same (`a<VS16>.txt` is `a.txt`).
+ * Listings show them as JSON escapes (an astral one as its two surrogates, as JSON writes it).
  */
-const INVISIBLE = '\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff';
-const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]+$`);
-const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}]`, 'g');
-const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'g');
+const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
+const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]+$`, 'u');
+const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}]`, 'gu');
+const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
+/** escapeControl for a code point past U+FFFF too: each UTF-16 unit (`\udb40\udc41`), which JSON reads back. */
+const escapeUnits = (c: string): string => [...Array(c.length).keys()].map((i) => escapeControl(c[i]!)).join('');
 
 /**
  * A last error as one line of text: whitespace runs become one space, and the other control
@@ -88,7 +93,7 @@ export function oneLine(s: string | null, max = 160): string {
   const flat = s
     .replace(/\s+/g, ' ')
     .trim()
-    .replace(ESCAPED_IN_LINE, escapeControl);
+    .replace(ESCAPED_IN_LINE, escapeUnits);
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
@@ -102,7 +107,7 @@ export function oneLine(s: string | null, max = 160): string {
  * unknown one (exit 2). No id starts with `./`. fromPrintableId reads it back.
  */
 export function printableId(id: string): string {
-  if (!PLAIN_ID.test(id)) return JSON.stringify(id).replace(ESCAPED_IN_JSON, escapeControl);
+  if (!PLAIN_ID.test(id)) return JSON.stringify(id).replace(ESCAPED_IN_JSON, escapeUnits);
   return id.startsWith('-') ? `./${id}` : id;
 }
 

@@ -82,3 +82,29 @@ describe('zero-width characters in ids and last errors in the text listings', ()
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 1 });
   }, 60_000);
 });
+
+describe('the other characters a terminal does not show (default-ignorable code points)', () => {
+  it('a variation selector, a tag, a soft hyphen, U+206A: escaped in ids and last errors, taken back by dead-letter retry', async () => {
+    // Before: only the bidi and zero-width ranges were escaped; these were shown raw, so
+    // a<VS16>.txt read as a.txt (another item), and an astral tag as nothing at all.
+    const HIDDEN = /\u00ad|\u206a|\ufe0f|\u{e0041}/u;
+    const twins = ['a\ufe0f.txt', 'a\u{e0041}.txt', 'a\u00ad.txt', 'a\u206a.txt'];
+    const ws = workspace(
+      // Fails every item with TAG LATIN CAPITAL LETTER A (U+E0041: F3 A0 81 81) in its stderr.
+      { handler: { command: ['sh', '-c', "printf 'bad\\363\\240\\201\\201input' >&2; exit 3"] }, retry: { maxAttempts: 1 } },
+      Object.fromEntries([...twins, 'a.txt'].map((n) => [n, 'x'])),
+    );
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const list = await runCli(['dead-letter', 'list', '-c', ws.configPath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).not.toMatch(HIDDEN);
+    expect(list.stdout).toContain('bad\\udb40\\udc41input');
+    const ids = list.stdout.trim().split('\n').map((l) => l.split('\t')[0]!);
+    expect(ids.sort()).toEqual(['"a\\u00ad.txt"', '"a\\u206a.txt"', '"a\\udb40\\udc41.txt"', '"a\\ufe0f.txt"', 'a.txt']);
+    expect((await runCli(['status', '-c', ws.configPath])).stdout).not.toMatch(HIDDEN);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, ...ids.filter((id) => id !== 'a.txt')]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    expect(retry.stdout).toBe('requeued 4 dead items\n');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 4, dead: 1 });
+  }, 60_000);
+});
