@@ -69,9 +69,9 @@ export function excludeMatcher(globs: string[]): (rel: string) => boolean {
  * them so: it hands `\x`, `\d`, `\w` ... to the regular expression as they are (`\xe9`
  * matched the UTF-8 `é`, another file, and `\d` any digit), and no count of backslashes
  * matches the two of `\\` in a path of more than one segment. Outside a bracket
- * expression: `\\` and `\xHH` match that text of the id, `\` before another letter or a
- * digit is that character (as in a shell's glob), and `\` before punctuation (`\*`, `\[`,
- * `\{`) stays picomatch's escape.
+ * expression (bracketGlob reads those): `\\` and `\xHH` match that text of the id, `\`
+ * before another letter or a digit is that character (as in a shell's glob), and `\`
+ * before punctuation (`\*`, `\[`, `\{`) stays picomatch's escape.
  */
 export function idGlob(glob: string): string {
   if (!glob.includes('\\')) return glob;
@@ -80,7 +80,7 @@ export function idGlob(glob: string): string {
     const c = glob[i]!;
     if (c === '[') {
       const end = bracketEnd(glob, i);
-      out += glob.slice(i, end + 1);
+      out += bracketGlob(glob.slice(i, end + 1));
       i = end;
     } else if (c !== '\\' || i + 1 === glob.length) out += c;
     else if (glob[i + 1] === '\\') {
@@ -94,6 +94,27 @@ export function idGlob(glob: string): string {
       i++;
     } else {
       out += c + glob[i + 1];
+      i++;
+    }
+  }
+  return out;
+}
+
+/**
+ * A bracket expression (`[...]`, one character of the id) as picomatch should read it: `\`
+ * before a letter or a digit is that character here too (picomatch handed `[\d]`, `[\s]`
+ * to the regular expression: any digit, any blank); `\\` is a backslash, and before other
+ * punctuation it stays an escape.
+ */
+function bracketGlob(bracket: string): string {
+  if (!bracket.includes('\\')) return bracket;
+  let out = '';
+  for (let i = 0; i < bracket.length; i++) {
+    const c = bracket[i]!;
+    if (c !== '\\' || i + 1 === bracket.length) out += c;
+    else {
+      const next = bracket[i + 1]!;
+      out += /[A-Za-z0-9]/.test(next) ? next : c + next;
       i++;
     }
   }

@@ -35,6 +35,16 @@ describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a
     expect(both('a\\d*', 'a5')).toEqual([false, false]);
     expect(both('a\\d*', 'ad')).toEqual([true, true]);
   });
+  it('inside a bracket expression too, \\ before a letter or a digit is that character, never a regular expression class', () => {
+    // picomatch passed `[\d]`, `[\s]` to its regular expression: any digit, any blank.
+    expect(both('file[\\d].txt', 'filed.txt')).toEqual([true, true]);
+    expect(both('file[\\d].txt', 'file5.txt')).toEqual([false, false]);
+    expect(both('a[\\s]b', 'a b')).toEqual([false, false]);
+    expect(both('a[\\s]b', 'asb')).toEqual([true, true]);
+    expect(both('x[\\]]', 'x]')).toEqual([true, true]);
+    expect(both('x[^\\d]', 'x5')).toEqual([true, true]);
+    expect(both('x[^\\d]', 'xd')).toEqual([false, false]);
+  });
   it('an escaped glob character stays literal', () => {
     expect(both('a\\*b', 'a*b')).toEqual([true, true]);
     expect(both('a\\*b', 'axb')).toEqual([false, false]);
