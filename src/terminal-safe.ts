@@ -30,6 +30,26 @@ export function escapeControls(text: string): string {
 /** A control character as a JSON escape (`\u001b`): shown, never sent to the terminal. */
 export const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
+/** escapeControl for a code point past U+FFFF too: each UTF-16 unit (`\udb40\udc41`), which JSON reads back. */
+export const escapeUnits = (c: string): string => [...Array(c.length).keys()].map((i) => escapeControl(c[i]!)).join('');
+
+/**
+ * Characters a terminal does not show: Unicode's default-ignorable code points, for a
+ * character class (flag 'u'). They hold the bidirectional controls (U+061C, U+200E-U+200F,
+ * U+202A-U+202E, U+2066-U+2069), which reorder the rest of the line (Trojan Source), and
+ * the ones that take no room: zero-width (U+200B-U+200D, U+2060-U+2064, U+FEFF), the soft
+ * hyphen, the variation selectors (U+FE00-U+FE0F), the deprecated format controls
+ * (U+206A-U+206F), the tags (U+E0000-), fillers (U+3164): each makes two different ids
+ * look the same (`a<VS16>.txt` is `a.txt`). Text for an operator shows them as JSON escapes.
+ */
+export const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
+const INVISIBLE_ALL = new RegExp(`[${INVISIBLE}]`, 'gu');
+
+/** INVISIBLE characters as JSON escapes (escapeUnits). */
+export function escapeInvisible(text: string): string {
+  return text.replace(INVISIBLE_ALL, escapeUnits);
+}
+
 /**
  * escapeControls for stderr text of several lines (a list of config problems, a YAML
  * excerpt, a stack trace): newlines and tabs are kept. stderr is written as it is, not as

@@ -2,7 +2,7 @@ import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
-import { escapeControl } from '../terminal-safe.js';
+import { escapeUnits, INVISIBLE } from '../terminal-safe.js';
 import { Sink } from './sink.js';
 
 export interface StatusReport {
@@ -65,21 +65,10 @@ export function formatStatus(r: StatusReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-/**
- * Characters a terminal does not show: Unicode's default-ignorable code points. They hold
- * the bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which
- * reorder the rest of the line (Trojan Source), and the ones that take no room: zero-width
- * (U+200B-U+200D, U+2060-U+2064, U+FEFF), the soft hyphen, the variation selectors
- * (U+FE00-U+FE0F), the deprecated format controls (U+206A-U+206F), the tags (U+E0000-),
- * fillers (U+3164): each makes two different ids look the same (`a<VS16>.txt` is `a.txt`).
- * Listings show them as JSON escapes (an astral one as its two surrogates, as JSON writes it).
- */
-const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
+// INVISIBLE (terminal-safe.ts): the characters a terminal does not show.
 const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]+$`, 'u');
 const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}]`, 'gu');
 const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
-/** escapeControl for a code point past U+FFFF too: each UTF-16 unit (`\udb40\udc41`), which JSON reads back. */
-const escapeUnits = (c: string): string => [...Array(c.length).keys()].map((i) => escapeControl(c[i]!)).join('');
 
 /**
  * A last error as one line of text: whitespace runs become one space, and the other control

@@ -14,7 +14,7 @@ import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import type { PassObserver } from '../runner/pass.js';
-import { escapeControls } from '../terminal-safe.js';
+import { escapeControls, escapeInvisible } from '../terminal-safe.js';
 import { apiFailure, connectKube, requestTimeoutMs, type ApiFailure, type Kube } from './client.js';
 import { cronJobOf, findJobRef, readJob, type ObjectRef } from './workload.js';
 
@@ -85,8 +85,10 @@ export class KubeEventSink implements EventSink {
     this.counts.set(reason, n);
     if (n > this.max + 1) return;
     // A handler's error, an id or a lease holder, escaped as the log escapes them: raw, its
-    // ESC or C1 controls would drive the terminal of whoever runs `kubectl describe`.
-    const text = n <= this.max ? escapeControls(message) : `More than ${this.max} ${reason} Events in this run; the rest are only logged (see \`cronsafe status\` and \`cronsafe dead-letter list\`).`;
+    // ESC or C1 controls would drive the terminal of whoever runs `kubectl describe`; and as
+    // the text listings show them, the characters a terminal does not show (`invoice<RLO>gpj.exe`
+    // read `invoiceexe.jpg`, `a<ZWSP>.txt` read `a.txt`).
+    const text = n <= this.max ? escapeInvisible(escapeControls(message)) : `More than ${this.max} ${reason} Events in this run; the rest are only logged (see \`cronsafe status\` and \`cronsafe dead-letter list\`).`;
     for (const target of this.o.targets) {
       const p = this.create(target, reason, text).finally(() => this.pending.delete(p));
       this.pending.add(p);

@@ -80,6 +80,16 @@ describe('Events on the Job and its CronJob', () => {
     expect(dead).toBe('Item "ep\\u009b2J.scc" was dead-lettered: bad frame\\u001b[31m red\\u009d0;pwned\\u0007\\u000aline 2\\u009b2J');
   });
 
+  it('characters a terminal does not show (bidi controls, zero-width ones) are escaped, as the text listings show them', async () => {
+    // Before: only C0/C1 controls were, so `kubectl describe` showed `invoice<RLO>gpj.exe`
+    // as `invoiceexe.jpg` and `a<ZWSP>.txt` as `a.txt`, another item.
+    const sink = await openEventSink(config, memoryLogger().log, jobEnv());
+    sink.deadLettered('invoice\u202egpj.exe', 'bad\u200binput\u{e0041}');
+    await sink.flush();
+    const dead = on('Job').find((e) => e.reason === REASONS.deadLetter)!.message as string;
+    expect(dead).toBe('Item "invoice\\u202egpj.exe" was dead-lettered: bad\\u200binput\\udb40\\udc41');
+  });
+
   it('finds the Job from the pod when the env does not name it (get pods)', async () => {
     const sink = await openEventSink(config, memoryLogger().log, podEnv());
     sink.overrun(new Date());
