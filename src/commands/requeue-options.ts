@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { endsInLoneBackslash, LONE_BACKSLASH } from '../glob-backslash.js';
 
 /*
  * Parsers of `cronsafe requeue` options, for commander (a bad value: its message, exit 2).
@@ -19,5 +20,6 @@ export function parseGlob(value: string, previous: string[] = []): string[] {
   if (value.startsWith('/') || value.split('/').includes('..')) {
     throw new InvalidArgumentError('expected a glob relative to source.directory (item ids have no leading "/" and no ".." segment)');
   }
+  if (endsInLoneBackslash(value)) throw new InvalidArgumentError(LONE_BACKSLASH);
   return [...previous, value];
 }

@@ -3,6 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
+import { endsInLoneBackslash, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
@@ -120,6 +121,11 @@ export const glob = str('a glob relative to source.directory')
   // exclude ["tmp/"] (as .gitignore writes a directory) left tmp/ in the scan.
   .refine((g) => !g.endsWith('/'), {
     error: got('expected a glob that can match a file: one ending in "/" matches none (ids name files); write "dir" to exclude a directory, "dir/**" for the files under it'),
+  })
+  // A lone backslash at the end escapes nothing: ids write a backslash of a name as `\\`,
+  // so `tmp\` (a Windows-style directory) matched no item, silently: the exclude left tmp/ in.
+  .refine((g) => !endsInLoneBackslash(g), {
+    error: got(LONE_BACKSLASH),
   })
   .refine((g) => !negatesWhole(g), {
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),

@@ -186,6 +186,19 @@ describe('loadConfig: globs ending in "/"', () => {
   });
 });
 
+describe('loadConfig: globs ending in a lone backslash', () => {
+  it.each(['source.include', 'source.exclude'])('%s refuses them: the backslash escapes nothing and the glob names no item (an exclude of tmp plus a backslash left tmp/ in the scan)', (key) => {
+    const list = key === 'source.include' ? `include: ["*.txt", 'incoming\\']` : `exclude: ['tmp\\']`;
+    const file = write(`name: job\nsource: {directory: queue, ${list}}\nhandler: {command: [echo]}\n`);
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toContain(`${key}[${key === 'source.include' ? 1 : 0}]: expected a glob that can match an item: one ending in a lone "\\" escapes nothing`);
+  });
+  it('takes one ending in an escaped backslash (`\\\\`, a name ending in a backslash)', () => {
+    const file = write(`name: job\nsource: {directory: queue, exclude: ['tmp\\\\', 'a\\\\\\*']}\nhandler: {command: [echo]}\n`);
+    expect(loadConfig(file, { checkPaths: false }).source.exclude).toEqual(['tmp\\\\', 'a\\\\\\*']);
+  });
+});
+
 describe('loadConfig: globs with a leading "!" that is no negation', () => {
   it.each(['source.include', 'source.exclude'])('%s takes an extglob "!(...)" (everything but; picomatch does not negate it)', (key) => {
     const list = key === 'source.include' ? `include: ["!(*.tmp)"]` : `exclude: ["!(*.scc)"]`;
