@@ -74,7 +74,7 @@ export function excludeMatcher(globs: string[]): (rel: string) => boolean {
  * before punctuation (`\*`, `\[`, `\{`) stays picomatch's escape.
  */
 export function idGlob(glob: string): string {
-  if (!glob.includes('\\')) return glob;
+  if (!glob.includes('\\') && !glob.includes('[!')) return glob;
   let out = '';
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i]!;
@@ -101,12 +101,15 @@ export function idGlob(glob: string): string {
 }
 
 /**
- * A bracket expression (`[...]`, one character of the id) as picomatch should read it: `\`
- * before a letter or a digit is that character here too (picomatch handed `[\d]`, `[\s]`
- * to the regular expression: any digit, any blank); `\\` is a backslash, and before other
- * punctuation it stays an escape.
+ * A bracket expression (`[...]`, one character of the id) as picomatch should read it: a
+ * leading `!` negates it, as `^` does; `\` before a letter or a digit is that character
+ * here too (picomatch handed `[\d]`, `[\s]` to the regular expression: any digit, any
+ * blank); `\\` is a backslash, and before other punctuation it stays an escape.
  */
 function bracketGlob(bracket: string): string {
+  // `[!...]` is "any character but these" in a shell; picomatch reads that only from `[^...]`
+  // (its `[!0-9]` took `!` and the digits, the opposite). `[!]` is no class: left as it is.
+  if (bracket.startsWith('[!') && bracket.length > 3) bracket = `[^${bracket.slice(2)}`;
   if (!bracket.includes('\\')) return bracket;
   let out = '';
   for (let i = 0; i < bracket.length; i++) {

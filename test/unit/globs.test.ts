@@ -45,6 +45,16 @@ describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a
     expect(both('x[^\\d]', 'x5')).toEqual([true, true]);
     expect(both('x[^\\d]', 'xd')).toEqual([false, false]);
   });
+  it('a bracket expression starting with ! is any character but those, as in a shell (as [^...])', () => {
+    // picomatch reads `[!0-9]` as `!` or a digit (negation only from `[^...]`): the opposite.
+    expect(both('*[!0-9].csv', 'a.csv')).toEqual([true, true]);
+    expect(both('*[!0-9].csv', 'a1.csv')).toEqual([false, false]);
+    expect(both('[!a]/**', 'a/x')).toEqual([false, false]);
+    expect(both('[!a]/**', 'b/x')).toEqual([true, true]);
+    expect(both('\\[!a]', '[!a]')).toEqual([true, true]);
+    // A dot at the start of a name is still only where the glob writes it.
+    expect(includeMatcher(['[!x]*'])('.env')).toBe(false);
+  });
   it('an escaped glob character stays literal', () => {
     expect(both('a\\*b', 'a*b')).toEqual([true, true]);
     expect(both('a\\*b', 'axb')).toEqual([false, false]);
