@@ -67,7 +67,9 @@ export function formatStatus(r: StatusReport): string {
 
 // INVISIBLE (terminal-safe.ts): the characters a terminal does not show.
 const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]+$`, 'u');
-const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}]`, 'gu');
+// In a quoted id, the blanks other than the space too (no-break, em, ideographic ...; a line
+// separator): raw, `"a<NBSP>b"` read as `"a b"`, another id.
+const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]`, 'gu');
 const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
 
 /**

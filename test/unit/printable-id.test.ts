@@ -41,3 +41,13 @@ describe('printableId: an id that starts with a dash is never read as an option'
     expect(fromPrintableId('"-a b"')).toBe('-a b');
   });
 });
+
+describe('printableId: a blank other than the space never passes for one', () => {
+  it.each(['a\u00a0b', 'a\u3000b', 'a\u2003b', 'a\u2028b', 'a\u202fb'])('%j is quoted with that blank escaped, never shown as "a b"', (id) => {
+    // Before: quoted (a blank) but raw, `"a<NBSP>b"` read as `"a b"`, another id.
+    const shown = printableId(id);
+    expect(shown).toMatch(/^"a\\u[0-9a-f]{4}b"$/);
+    expect(shown).not.toBe(printableId('a b'));
+    expect(fromPrintableId(shown)).toBe(id);
+  });
+});
