@@ -13,7 +13,7 @@ export const GLOB_OPTIONS = { flags: 's', strictBrackets: true } as const;
  * `--glob G` (repeatable): a glob over item ids, as `source.include` is. Refused rather
  * than matching nothing: an absolute one or one with a `..` segment (ids are relative and
  * never climb), and (checked by `badGlob` in requeue.ts, so that picomatch loads only for
- * `requeue`) an unbalanced bracket, brace or parenthesis (say `\\[` for a literal).
+ * `requeue`) an unbalanced bracket, brace or parenthesis (say `\[` for a literal).
  */
 export function parseGlob(value: string, previous: string[] = []): string[] {
   if (value === '') throw new InvalidArgumentError('expected a glob over item ids, got an empty string');

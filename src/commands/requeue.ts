@@ -38,10 +38,24 @@ export function badGlob(globs: string[]): { glob: string; reason: string } | und
     try {
       picomatch(glob, GLOB_OPTIONS);
     } catch (err) {
-      return { glob, reason: coerceError(err).message };
+      return { glob, reason: hint(coerceError(err).message) };
     }
   }
   return undefined;
+}
+
+const PAIR: Record<string, string> = { ']': '[', '[': ']', ')': '(', '(': ')', '}': '{', '{': '}' };
+
+/**
+ * picomatch's advice, `Missing closing: "]" - use "\\]" to match literal characters`, with
+ * the escape of the character the glob holds alone: in a glob over ids `\\` is the id's text
+ * of a backslash, so `\\]` taken as told matched a backslash, and the stray `[` stayed.
+ */
+function hint(message: string): string {
+  const m = /^Missing (opening|closing): "(.)"/.exec(message);
+  if (!m) return message;
+  const stray = PAIR[m[2]!] ?? m[2]!;
+  return `${m[0]} - write "\\${stray}" for a literal "${stray}"`;
 }
 
 /** Ids written to the ledger per transaction: a run in progress waits for one batch at most. */
