@@ -149,6 +149,17 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     expect(off.lock.allowNetworkFilesystem).toBeUndefined();
   });
 
+  it('the edge ledger/lock paths and globs the chart schema accepts, cronsafe accepts too (those it refuses, the schema refuses: schema.test.ts)', () => {
+    const r = validate(configOf(render({
+      config: {
+        state: { sqlite: './state//.db' },
+        lock: { path: 'locks/./..x' },
+        source: { include: ['a\\\\', './**'], exclude: ['!(*.csv)', 'x/.', 'b'.repeat(65_536)] },
+      },
+    })));
+    expect(r.status, r.stderr).toBe(0);
+  });
+
   it('a schedule the chart schema lets through but cronsafe rejects is caught by validate (exit 78)', () => {
     // The chart's pattern checks the shape; field ranges are cronsafe's own parser's job.
     // In a pod this is exit 78, which podFailurePolicy turns into a failed Job at once.

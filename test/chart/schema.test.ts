@@ -77,6 +77,21 @@ const BAD: [string, Values, string][] = [
   // Every fire would be refused as stale (exit 0), silently, forever: cronsafe exits 78 too.
   ['a stale-fire window of 0', { config: { schedule: { graceSeconds: 0 } } }, '/config/schedule/graceSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
+  // cronsafe refuses each of these at start-up (exit 78), so every Job failed after the
+  // install succeeded: a ledger or lock path naming a directory, and globs that match nothing.
+  ['a ledger path ending in "/"', { config: { state: { sqlite: 'state/' } } }, "at '/config/state/sqlite': 'state/' does not match"],
+  ['a ledger path ending in "/."', { config: { state: { sqlite: 'state/.' } } }, "at '/config/state/sqlite': 'state/.' does not match"],
+  ['an absolute ledger path ending in "/"', { config: { state: { sqlite: '/var/lib/cronsafe/' } } }, '/config/state/sqlite'],
+  ['a ledger path "."', { config: { state: { sqlite: '.' } } }, '/config/state/sqlite'],
+  ['a lock path ending in "/"', { config: { lock: { path: 'locks/' } } }, "'locks/' does not match"],
+  ['a lock path ending in "/."', { config: { lock: { path: 'locks/.' } } }, "'locks/.' does not match"],
+  ['an include glob ending in "/"', { config: { source: { include: ['csv/'] } } }, '/config/source/include/0'],
+  ['an exclude glob ending in "/"', { config: { source: { exclude: ['tmp/'] } } }, '/config/source/exclude/0'],
+  ['an exclude glob ending in a lone backslash', { config: { source: { exclude: ['tmp\\'] } } }, "at '/config/source/exclude/0': 'tmp\\' does not match"],
+  ['an include glob ending in an odd run of backslashes', { config: { source: { include: ['a\\\\\\'] } } }, '/config/source/include/0'],
+  ['an exclude glob with a leading "!"', { config: { source: { exclude: ['!*.tmp'] } } }, "'!*.tmp' does not match"],
+  ['an include glob with a leading "!!"', { config: { source: { include: ['!!x'] } } }, '/config/source/include/0'],
+  ['a glob too long for the scan to compile', { config: { source: { exclude: ['a'.repeat(65_537)] } } }, "at '/config/source/exclude/0': maxLength"],
 ];
 
 describe('bad values fail `helm template` with a message naming the value', () => {
@@ -94,6 +109,9 @@ describe('good edge values are accepted', () => {
     ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
+    ['ledger and lock files under "." and "//" segments, named ".db" and "..x"', { config: { state: { sqlite: './state//.db' }, lock: { path: 'locks/./..x' } } }],
+    ['globs ending in an escaped backslash, an extglob "!(...)", "." segments', { config: { source: { include: ['a\\\\', './**'], exclude: ['!(*.csv)', 'x/.'] } } }],
+    ['a glob of 65,536 characters', { config: { source: { exclude: ['a'.repeat(65_536)] } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
