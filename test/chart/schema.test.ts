@@ -44,6 +44,9 @@ const BAD: [string, Values, string][] = [
   ['neither command nor module', { config: { handler: { command: [] } } }, 'set exactly one of config.handler.command and config.handler.module'],
   ['{output} without an output directory', { config: { output: { directory: '' } } }, 'config.handler.command uses {output} but config.output.directory is empty'],
   // cronsafe exits 78 on it at start-up: every Job would fail.
+  // cronsafe exits 78 on it (outputs would become items): every Job would fail.
+  ['the output directory being the source directory', { config: { output: { directory: 'queue' } } }, 'config.output.directory is config.source.directory itself (/data/queue)'],
+  ['the output directory being the source directory, written differently', { config: { source: { directory: '/data/./in/' }, output: { directory: 'in' } } }, 'config.output.directory is config.source.directory itself (/data/in)'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],

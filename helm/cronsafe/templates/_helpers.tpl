@@ -169,6 +169,12 @@ install time is kinder than a failed Job.
 {{- if and (not $v.config.output.directory) (include "cronsafe.usesOutput" .) -}}
 {{- fail "config.handler.command uses {output} but config.output.directory is empty" -}}
 {{- end -}}
+{{- if $v.config.output.directory -}}
+{{- $src := clean (include "cronsafe.dataPath" (list . $v.config.source.directory)) -}}
+{{- if eq $src (clean (include "cronsafe.dataPath" (list . $v.config.output.directory))) -}}
+{{- fail (printf "config.output.directory is config.source.directory itself (%s): outputs would become items on the next run (cronsafe exits 78); use a directory outside config.source.directory" $src) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (not $v.config.output.directory) $v.config.handler.expectOutput -}}
 {{- fail "config.handler.expectOutput needs config.output.directory (the output it expects goes there)" -}}
 {{- end -}}
