@@ -47,6 +47,12 @@ const BAD: [string, Values, string][] = [
   // cronsafe exits 78 on it (outputs would become items): every Job would fail.
   ['the output directory being the source directory', { config: { output: { directory: 'queue' } } }, 'config.output.directory is config.source.directory itself (/data/queue)'],
   ['the output directory being the source directory, written differently', { config: { source: { directory: '/data/./in/' }, output: { directory: 'in' } } }, 'config.output.directory is config.source.directory itself (/data/in)'],
+  // The SQLite ledger or lock file naming a directory init-dirs makes, or the lock on the
+  // ledger: cronsafe exits 78 on each.
+  ['the ledger at the source directory', { config: { state: { sqlite: 'queue' } } }, 'config.state.sqlite (/data/queue) is config.source.directory, a directory'],
+  ['the ledger at the output directory', { config: { state: { sqlite: './out' } } }, 'config.state.sqlite (/data/out) is config.output.directory, a directory'],
+  ['the lock at the source directory', { config: { lock: { path: '/data/queue' } } }, 'config.lock.path (/data/queue) is config.source.directory, a directory'],
+  ['the lock on the ledger file', { config: { lock: { path: 'state/cronsafe.db' } } }, 'config.lock.path (/data/state/cronsafe.db) is the ledger file, config.state.sqlite'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],
@@ -114,6 +120,9 @@ describe('good edge values are accepted', () => {
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['ledger and lock files under "." and "//" segments, named ".db" and "..x"', { config: { state: { sqlite: './state//.db' }, lock: { path: 'locks/./..x' } } }],
     ['globs ending in an escaped backslash, an extglob "!(...)", "." segments', { config: { source: { include: ['a\\\\', './**'], exclude: ['!(*.csv)', 'x/.'] } } }],
+    // PostgreSQL ignores both (CRONSAFE_STATE_POSTGRES, from the Secret or extraEnv).
+    ['a ledger and lock naming the source directory, with PostgreSQL', { config: { state: { sqlite: 'queue', postgres: { existingSecret: 'pg-url' } }, lock: { path: 'queue' } } }],
+    ['a ledger naming the output directory, with PostgreSQL from extraEnv', { config: { state: { sqlite: 'out' } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://db/jobs' }] }],
     ['a glob of 65,536 characters', { config: { source: { exclude: ['a'.repeat(65_536)] } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],

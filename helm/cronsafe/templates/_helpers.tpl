@@ -175,6 +175,22 @@ install time is kinder than a failed Job.
 {{- fail (printf "config.output.directory is config.source.directory itself (%s): outputs would become items on the next run (cronsafe exits 78); use a directory outside config.source.directory" $src) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The SQLite ledger and the lock file (ignored with PostgreSQL, which may also come from
+extraEnvFrom) must be files: the source and output directories are directories (init-dirs
+makes them), and a lock on the ledger would overwrite it. cronsafe exits 78 on each. */ -}}
+{{- $postgres := or $v.config.state.postgres.existingSecret $v.extraEnvFrom -}}
+{{- range $v.extraEnv }}{{- if eq (toString .name) "CRONSAFE_STATE_POSTGRES" }}{{- $postgres = true }}{{- end }}{{- end -}}
+{{- if not $postgres -}}
+{{- $dirs := dict (clean (include "cronsafe.dataPath" (list . $v.config.source.directory))) "config.source.directory" -}}
+{{- with $v.config.output.directory }}{{- $_ := set $dirs (clean (include "cronsafe.dataPath" (list $ .))) "config.output.directory" }}{{- end -}}
+{{- $ledger := clean (include "cronsafe.dataPath" (list . $v.config.state.sqlite)) -}}
+{{- with get $dirs $ledger }}{{- fail (printf "config.state.sqlite (%s) is %s, a directory: name the ledger file, e.g. state/cronsafe.db (cronsafe exits 78)" $ledger .) }}{{- end -}}
+{{- with $v.config.lock.path -}}
+{{- $lock := clean (include "cronsafe.dataPath" (list $ .)) -}}
+{{- with get $dirs $lock }}{{- fail (printf "config.lock.path (%s) is %s, a directory: name the lock file, or leave config.lock.path empty (cronsafe exits 78)" $lock .) }}{{- end -}}
+{{- if eq $lock $ledger }}{{- fail (printf "config.lock.path (%s) is the ledger file, config.state.sqlite: the lock would overwrite it; leave config.lock.path empty (cronsafe exits 78)" $lock) }}{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and (not $v.config.output.directory) $v.config.handler.expectOutput -}}
 {{- fail "config.handler.expectOutput needs config.output.directory (the output it expects goes there)" -}}
 {{- end -}}
