@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -394,6 +395,55 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     await expect(run).resolves.toBeUndefined();
     expect(processGone(helper)).toBe(true);
     expect(processGone(leftover)).toBe(true);
+  });
+
+  it('a handler that kills the helper first thing: a process started before it with the same variables is not taken for it', async () => {
+    // Looked for by its variables, the child was taken to be the first started of the session
+    // leaders that had them: an operator's shell with them exported to debug the item (or an
+    // earlier run's leftover) was killed instead, and the child ran on.
+    const marker = `kills-parent-${randomBytes(6).toString('hex')}`;
+    const { ctx } = context({ attempt: 1 });
+    const decoy = spawn('sh', ['-c', 'sleep 300; :', `decoy-${marker}`], {
+      detached: true,
+      stdio: 'ignore',
+      env: { ...process.env, CRONSAFE_ITEM_PATH: item().path, CRONSAFE_ITEM_ID: item().id, CRONSAFE_ATTEMPT: '1', CRONSAFE_OUTPUT_PATH: ctx.outputPath! },
+    });
+    const decoyPid = decoy.pid!;
+    spawned.push(decoyPid);
+    await waitFor(() => readFileSync(`/proc/${decoyPid}/environ`, 'latin1').includes('CRONSAFE_ITEM_ID='), 'the decoy to exec');
+    // Started a while before (an operator's shell is minutes older): by the kernel's clock, in
+    // ticks since boot (/proc/<pid>/stat's 22nd field, /proc/uptime), half a second ago.
+    const stat = readFileSync(`/proc/${decoyPid}/stat`, 'utf8');
+    const decoyStarted = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    await waitFor(() => Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100 >= decoyStarted + 50, 'the decoy to be half a second old');
+    const handler = createExecHandler(handlerConfig(['sh', '-c', 'kill -9 $PPID; sleep 30', marker], { killAfterSeconds: 1 }), { sourceDir: src });
+    const survivors = (): number[] => {
+      const alive: number[] = [];
+      for (const name of readdirSync('/proc')) {
+        if (!/^\d+$/.test(name)) continue;
+        try {
+          const cmdline = readFileSync(`/proc/${name}/cmdline`, 'latin1');
+          if (cmdline.includes(marker) && !cmdline.includes('decoy-') && !processGone(Number(name))) alive.push(Number(name));
+        } catch {
+          /* exited while we looked */
+        }
+      }
+      return alive;
+    };
+    try {
+      // Whether the pid got out before the helper died is a race, lost about half the time.
+      for (let i = 1; i <= 8; i++) {
+        const f = await failureOf(handler.run(item(), context({ attempt: 1, outputPath: ctx.outputPath }).ctx));
+        expect(f.message).toMatch(/exited \(SIGKILL\) during the attempt/);
+        expect(processGone(decoyPid), `run ${i}: the decoy`).toBe(false);
+        expect(survivors(), `run ${i}`).toEqual([]);
+      }
+    } finally {
+      try { process.kill(-decoyPid, 'SIGKILL'); } catch { /* already gone */ }
+      for (const pid of survivors()) {
+        try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ }
+      }
+    }
   });
 
   it('an abort before the child\'s pid is known still ends its group, at once', async () => {

@@ -194,6 +194,8 @@ function runChild(
       return gone === undefined ? failure : new EnvironmentFault(`handler.command's ${JSON.stringify(gone)} vanished during the attempt (removed mid-run?): ${failure!.message}`);
     };
 
+    // When the child was asked for: should its pid never come back, a process started before is not it.
+    const requestedAt = process.uptime();
     const child: RemoteChild = spawnChild({ ...request, file, args }, {
       spawned(p) {
         pid = p;
@@ -252,7 +254,7 @@ function runChild(
         // Started, but the helper died before it sent the pid (`kill -9 $PPID` first thing, or
         // a kill from outside just then): found by its variables, or it would run on unended,
         // beside the item's retry and past the run's end.
-        pid ??= findSessionLeader(request.extraEnv);
+        pid ??= findSessionLeader(request.extraEnv, requestedAt);
         if (pid === undefined) finish(charged());
         // Its pipes went with the helper: nothing reads what it writes, so end what is left.
         else reapThen(charged, true);

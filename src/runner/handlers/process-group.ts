@@ -86,13 +86,16 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
  * died before it sent the pid (a child that kills its parent at once, `kill -9 $PPID`). It
  * leads its own session (spawned `detached`), so its group id is its pid; it is told apart by
  * the variables it was started with (`/proc/<pid>/environ`: the environment given to exec,
- * whatever the child set since). Undefined when none is found (it exited, exec'd with another
+ * whatever the child set since), started once `requestedAt` (process.uptime() when the request
+ * was sent) had passed. Undefined when none is found (it exited, exec'd with another
  * environment, or no /proc): then nothing more can be done for it.
  */
-export function findSessionLeader(env: Readonly<Record<string, string>>): number | undefined {
+export function findSessionLeader(env: Readonly<Record<string, string>>, requestedAt: number): number | undefined {
   let entries: string[];
+  let earliest: number;
   try {
     entries = readdirSync('/proc');
+    earliest = startedAfter(requestedAt);
   } catch {
     return undefined;
   }
@@ -121,10 +124,27 @@ export function findSessionLeader(env: Readonly<Record<string, string>>): number
     for (let end = environ.indexOf(0); end !== -1; start = end + 1, end = environ.indexOf(0, start)) vars.add(environ.subarray(start, end).toString('latin1'));
     if (!wanted.every((w) => vars.has(w))) continue;
     const started = Number(fields[19]);
+    // Started before the request was sent: not this attempt's child, whatever its variables
+    // say (an operator's shell with them exported to debug, an earlier run's leftover).
+    if (started < earliest) continue;
     if (!found || started < found.started) found = { pid: Number(name), started };
   }
   return found?.pid;
 }
+
+/**
+ * The earliest start time (/proc/<pid>/stat's 22nd field, clock ticks since boot) of a process
+ * started at or after `uptime` (process.uptime() then): cronsafe's own start time plus that
+ * many ticks. process.uptime() counts from a moment after the kernel started cronsafe, and
+ * the ticks are truncated, so the bound errs early, never late. Ticks are USER_HZ, 100 on
+ * every architecture Node runs on Linux.
+ */
+function startedAfter(uptime: number): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) + Math.floor(uptime * USER_HZ) - 1;
+}
+
+const USER_HZ = 100;
 
 /** The flag that marks the helper processes that fork handlers (`node --max-semi-space-size=1 -e ...`). */
 export const HELPER_FLAG = '--max-semi-space-size=1';
