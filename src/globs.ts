@@ -203,8 +203,19 @@ function firstList(g: string): { start: number; end: number; alternatives: strin
   return undefined;
 }
 
-/** The offset of the `]` that closes the class opened at `i`, or `i` when none does (a literal `[`). */
+/**
+ * The offset of the `]` that closes the class opened at `i`, or `i` when none does (a literal
+ * `[`). A `]` first in the class (after a `!` or `^`) is one of its characters, as in a shell:
+ * `[!]]` is any character but `]` (read to its first `]`, it matched the text `!]`); an
+ * escaped `\]` is one too, as picomatch reads it.
+ */
 function bracketEnd(g: string, i: number): number {
-  const end = g.indexOf(']', i + 2);
-  return end === -1 ? i : end;
+  let j = i + 1;
+  if (g[j] === '!' || g[j] === '^') j++;
+  if (g[j] === ']') j++;
+  for (; j < g.length; j++) {
+    if (g[j] === '\\') j++;
+    else if (g[j] === ']') return j;
+  }
+  return i;
 }

@@ -1,7 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { coerceError } from '../errors.js';
-import { includeMatcher } from '../globs.js';
+import { idGlob, includeMatcher } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
@@ -36,7 +36,8 @@ export interface RequeueOptions {
 export function badGlob(globs: string[]): { glob: string; reason: string } | undefined {
   for (const glob of globs) {
     try {
-      picomatch(glob, GLOB_OPTIONS);
+      // As the match reads it (idGlob): `[!]]` is a class, any character but `]`.
+      picomatch(idGlob(glob), GLOB_OPTIONS);
     } catch (err) {
       return { glob, reason: hint(coerceError(err).message) };
     }

@@ -181,6 +181,17 @@ describe('cronsafe requeue: selection and bad input', () => {
   }, 60_000);
 });
 
+describe('cronsafe requeue --glob with a bracket expression as source.include reads it', () => {
+  it('[!]]* is any name not starting with "]" (it was refused: Missing opening "[")', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a', '].txt': 'b' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(finished(first)?.counts, first.stderr).toMatchObject({ succeeded: 2 });
+    const dry = await requeue(ws, '--glob', '[!]]*', '--dry-run', '--json');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.json?.first).toEqual(['a.txt']);
+  }, 60_000);
+});
+
 describe('cronsafe requeue of an id as plan and requeue --dry-run printed it', () => {
   it('a JSON-quoted id (a tab, a newline, quotes) pasted back is that id; one that really has its quotes is taken as given', async () => {
     const odd = ['tab\there.txt', 'new\nline.txt', 'say "hi".txt'];

@@ -55,6 +55,19 @@ describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a
     // A dot at the start of a name is still only where the glob writes it.
     expect(includeMatcher(['[!x]*'])('.env')).toBe(false);
   });
+  it('a "]" first in a bracket expression is one of its characters, as in a shell: [!]] is any character but "]"', () => {
+    // Read to its first `]`, `[!]]` was the text `[!]` or `!`, then `]`: it matched `!]`.
+    expect(both('x[!]]', 'xa')).toEqual([true, true]);
+    expect(both('x[!]]', 'x]')).toEqual([false, false]);
+    expect(both('x[!]]', 'x!]')).toEqual([false, false]);
+    expect(both('x[^]]', 'x]')).toEqual([false, false]);
+    expect(both('x[]]', 'x]')).toEqual([true, true]);
+    // An escaped `]` does not close it: `\\` inside is still one backslash, not an id's `\\`.
+    expect(both('x[\\]\\\\]', 'x]')).toEqual([true, true]);
+    expect(both('x[\\]\\\\]', 'x\\\\')).toEqual([false, false]);
+    // `[!]` closes nothing: its `[` is a literal, as before.
+    expect(both('x[!]y', 'x[!]y')).toEqual([true, true]);
+  });
   it('an escaped glob character stays literal', () => {
     expect(both('a\\*b', 'a*b')).toEqual([true, true]);
     expect(both('a\\*b', 'axb')).toEqual([false, false]);
