@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { ROOT, configOf, ensureTools, kubectl, mainContainer, parseDocs, podSpec, render, runner, tempDir, type Obj } from './helpers.js';
+import { ROOT, configOf, ensureTools, kubectl, mainContainer, parseDocs, podSpec, render, runner, tempDir, templateRaw, type Obj } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
 
 const CLI = path.join(ROOT, 'dist/cli.js');
@@ -158,6 +158,20 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
       },
     })));
     expect(r.status, r.stderr).toBe(0);
+  });
+
+  it('source globs: the chart schema refuses what cronsafe refuses (exit 78 in every Job), and takes what it takes', () => {
+    // Before, the chart took the first four: installed, every Job then failed with exit 78.
+    const globs = ['tmp/', 'tmp\\', '!bad.txt', '!', '!(*.tmp)', 'a/!b', '[!.]*', 'back\\\\', 'x\\*', 'a//b'];
+    const base = configOf(render({}));
+    for (const g of globs) {
+      const values = { config: { source: { exclude: [g] } } };
+      const chart = templateRaw(values);
+      const cfg = chart.status === 0 ? configOf(render(values)) : { ...base, source: { ...base.source, exclude: [g] } };
+      const cronsafe = validate(cfg);
+      expect({ glob: g, chartTakesIt: chart.status === 0 }, cronsafe.stderr).toEqual({ glob: g, chartTakesIt: cronsafe.status === 0 });
+      if (cronsafe.status !== 0) expect(cronsafe.status, g).toBe(78);
+    }
   });
 
   it('a schedule the chart schema lets through but cronsafe rejects is caught by validate (exit 78)', () => {

@@ -27,6 +27,11 @@ const BAD: [string, Values, string][] = [
   ['a source directory climbing out', { config: { source: { directory: '../etc' } } }, '/config/source/directory'],
   ['an absolute include glob', { config: { source: { include: ['/etc/**'] } } }, '/config/source/include/0'],
   ['an empty include list', { config: { source: { include: [] } } }, '/config/source/include'],
+  // cronsafe refuses these (exit 78, every Job) as matching no item or every other file.
+  ['an exclude glob ending in "/" (as .gitignore writes a directory)', { config: { source: { exclude: ['tmp/'] } } }, '/config/source/exclude/0'],
+  ['an exclude glob ending in a lone backslash (as Windows writes a directory)', { config: { source: { exclude: ['tmp', 'cache\\'] } } }, '/config/source/exclude/1'],
+  ['an include glob with a leading "!"', { config: { source: { include: ['**', '!bad.txt'] } } }, '/config/source/include/1'],
+  ['an include glob that is a lone "!"', { config: { source: { include: ['!'] } } }, '/config/source/include/0'],
   ['a log level typo', { config: { log: { level: 'verbose' } } }, '/config/log/level'],
   ['retention.runs below the 20 status and the streak gauge read', { config: { retention: { runs: 5 } } }, '/config/retention/runs'],
   ['a fractional retention.days', { config: { retention: { days: 1.5 } } }, '/config/retention/days'],
@@ -125,6 +130,8 @@ describe('good edge values are accepted', () => {
     ['a ledger naming the output directory, with PostgreSQL from extraEnv', { config: { state: { sqlite: 'out' } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://db/jobs' }] }],
     ['a glob of 65,536 characters', { config: { source: { exclude: ['a'.repeat(65_536)] } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
+    // An extglob `!(...)`, a `!` later in the glob, an escaped backslash (an id's `\\`) at the end.
+    ['globs cronsafe takes with a "!" or a backslash', { config: { source: { include: ['!(*.tmp)', 'a/!b', '[!.]*'], exclude: ['back\\\\', 'x\\*'] } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
