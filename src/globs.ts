@@ -16,16 +16,26 @@ export function negatesWhole(glob: string): boolean {
 
 /**
  * Why the scan could not compile `glob`, or undefined: picomatch refuses some (one over
- * 65,536 characters), which failed every run (exit 1) after validate said OK.
+ * 65,536 characters), which failed every run (exit 1) after validate said OK, and makes
+ * others match nothing.
  */
 export function globProblem(glob: string): string | undefined {
   try {
     includeMatcher([glob]);
     excludeMatcher([glob]);
+    // picomatch makes a regular expression JavaScript refuses (a range out of order, `[z-a]`,
+    // or between two characters outside the BMP, `[😀-😂]`) into one that matches nothing,
+    // silently: an exclude so written left its files in the scan. `debug` has it throw.
+    for (const g of [glob, ...braceAlternatives(glob)]) picomatch.makeRe(idGlob(g), { ...GLOB_OPTS, debug: true });
     return undefined;
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    return regexReason(err instanceof Error ? err.message : String(err));
   }
+}
+
+/** A JavaScript regular expression error without the expression picomatch made (`Range out of order in character class`). */
+export function regexReason(message: string): string {
+  return /^Invalid regular expression: \/.*\/[a-z]*: (.*)$/s.exec(message)?.[1] ?? message;
 }
 
 /**

@@ -1,7 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { coerceError } from '../errors.js';
-import { idGlob, includeMatcher } from '../globs.js';
+import { idGlob, includeMatcher, regexReason } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
@@ -37,9 +37,10 @@ export function badGlob(globs: string[]): { glob: string; reason: string } | und
   for (const glob of globs) {
     try {
       // As the match reads it (idGlob): `[!]]` is a class, any character but `]`.
-      picomatch(idGlob(glob), GLOB_OPTIONS);
+      // `debug`: a regular expression JavaScript refuses (`[z-a]`) is an error, not one that matches nothing.
+      picomatch(idGlob(glob), { ...GLOB_OPTIONS, debug: true });
     } catch (err) {
-      return { glob, reason: hint(coerceError(err).message) };
+      return { glob, reason: hint(regexReason(coerceError(err).message)) };
     }
   }
   return undefined;

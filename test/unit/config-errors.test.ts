@@ -172,6 +172,14 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(file, 'source.exclude[0]', 'expected a glob the scan can compile: Input length: 70001, exceeds maximum allowed length: 65536');
   });
 
+  it('a glob picomatch makes into a regular expression JavaScript refuses is refused here: the scan matched nothing with it, silently', () => {
+    // `[z-a]`, and a range between characters outside the BMP (two UTF-16 units each).
+    const file = write(`name: job\nsource: {directory: ${dir.queue}, include: ["**"], exclude: ["keep", "[z-a]*"]}\nhandler: {command: [echo]}\n`, 'range-glob.yaml');
+    expectProblem(file, 'source.exclude[1]', 'expected a glob the scan can compile: Range out of order in character class');
+    const astral = write(`name: job\nsource: {directory: ${dir.queue}, include: ["{x,[😀-😂]}/**"]}\nhandler: {command: [echo]}\n`, 'astral-glob.yaml');
+    expectProblem(astral, 'source.include[0]', 'expected a glob the scan can compile: Range out of order in character class');
+  });
+
   it('a dotted key is quoted and told to nest, not shown as the documented key it spells', () => {
     // Was `drain.gracePeriodSeconds: unknown key`, as if the key in the docs did not exist.
     expectProblem(minimal('"drain.gracePeriodSeconds": 60\n'), '"drain.gracePeriodSeconds"', 'unknown key (a "." in a key does not nest mappings: write drain: {gracePeriodSeconds: ...})');
