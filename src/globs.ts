@@ -96,8 +96,9 @@ export function idGlob(glob: string): string {
     else if (glob[i + 1] === '\\') {
       out += '[\\\\][\\\\]';
       i++;
-    } else if (/^x[0-9a-f]{2}$/.test(glob.slice(i + 1, i + 4))) {
-      out += `[\\\\]${glob.slice(i + 1, i + 4)}`;
+    } else if (/^x[0-9a-fA-F]{2}$/.test(glob.slice(i + 1, i + 4))) {
+      // Ids write the byte in lowercase hex: `\xE9` is the same byte (it was the text `xE9`).
+      out += `[\\\\]${glob.slice(i + 1, i + 4).toLowerCase()}`;
       i += 3;
     } else if (/[A-Za-z0-9]/.test(glob[i + 1]!)) {
       out += glob[i + 1];

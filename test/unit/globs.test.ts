@@ -28,6 +28,9 @@ describe('globs over escaped ids (\\xHH for a byte that is not UTF-8, \\\\ for a
     expect(both('caf\\xe9*', 'caf\\xe9.txt')).toEqual([true, true]);
     expect(both('back\\\\slash/*', 'back\\\\slash/b.txt')).toEqual([true, true]);
     expect(both('{x,latin\\xe9/*}', 'latin\\xe9/a.txt')).toEqual([true, true]);
+    // Ids write the byte in lowercase hex; `\\xE9` (it was the text `xE9`, matching nothing) is that byte too.
+    expect(both('caf\\xE9*', 'caf\\xe9.txt')).toEqual([true, true]);
+    expect(both('caf\\xE9*', 'cafxE9.txt')).toEqual([false, false]);
   });
   it('and never another file: not the UTF-8 é, not a regular expression class', () => {
     // picomatch passed `\xe9` and `\d` to its regular expression: é, and any digit.
