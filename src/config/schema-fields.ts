@@ -131,7 +131,10 @@ export const glob = str('a glob relative to source.directory')
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
   })
   // Compiled as the scan compiles it, so that what validate takes the run can use.
+  // Not for a lone backslash at the end, refused above: it fails to compile too, as
+  // "Unterminated group", a group the glob does not have.
   .superRefine((g, ctx) => {
+    if (endsInLoneBackslash(g)) return;
     const problem = globProblem(g);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `expected a glob the scan can compile: ${problem}` });
   });

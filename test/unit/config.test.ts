@@ -192,6 +192,10 @@ describe('loadConfig: globs ending in a lone backslash', () => {
     const file = write(`name: job\nsource: {directory: queue, ${list}}\nhandler: {command: [echo]}\n`);
     const err = configError(() => loadConfig(file));
     expect(err.message).toContain(`${key}[${key === 'source.include' ? 1 : 0}]: expected a glob that can match an item: one ending in a lone "\\" escapes nothing`);
+    // Only that: not also "expected a glob the scan can compile: Unterminated group", a
+    // group the glob does not have, sending the user to look for one.
+    expect(err.message.split('\n')).toHaveLength(1);
+    expect(err.message).not.toContain('compile');
   });
   it('takes one ending in an escaped backslash (`\\\\`, a name ending in a backslash)', () => {
     const file = write(`name: job\nsource: {directory: queue, exclude: ['tmp\\\\', 'a\\\\\\*']}\nhandler: {command: [echo]}\n`);
