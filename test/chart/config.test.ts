@@ -11,6 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { ROOT, configOf, ensureTools, kubectl, mainContainer, parseDocs, podSpec, render, runner, tempDir, templateRaw, type Obj } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
+import { docYamlBlocks, isChartValues } from '../helpers/doc-yaml.js';
 
 const CLI = path.join(ROOT, 'dist/cli.js');
 
@@ -59,6 +60,14 @@ function validate(cfg: Obj, extraEnv: Record<string, string> = {}): { status: nu
 }
 
 describe('the chart renders a config that `cronsafe validate` accepts', () => {
+  // The my-values.yaml examples of README.md, docs/ and the chart's README, as users copy them.
+  it.each(docYamlBlocks().filter(isChartValues).map((b) => [b.where, b.doc]))('values of %s', (_where, values) => {
+    const cfg = configOf(render(values));
+    const r = validate(cfg);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(': OK');
+  });
+
   it.each(Object.entries(VALUE_SETS))('%s', (_name, values) => {
     const cfg = configOf(render(values));
     const r = validate(cfg);
