@@ -1,7 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { coerceError } from '../errors.js';
-import { idGlob, includeMatcher, regexReason } from '../globs.js';
+import { idGlob, includeMatcher, negatesWhole, regexReason } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
@@ -35,6 +35,12 @@ export interface RequeueOptions {
 /** The first of `globs` that picomatch refuses (an unbalanced bracket, brace or parenthesis), with why. */
 export function badGlob(globs: string[]): { glob: string; reason: string } | undefined {
   for (const glob of globs) {
+    // As source.include refuses it: a leading "!" selects every other item, so
+    // `--glob 'a/**' --glob '!a/bad/**'` (the .gitignore way to leave some out) requeued
+    // every finished item but a/bad's, a mass reprocess. `!(...)`, an extglob, is fine.
+    if (negatesWhole(glob)) {
+      return { glob, reason: 'a leading "!" selects every other item (globs are "any of", not .gitignore rules): name what to requeue; "!(...)" for "anything but" within one glob' };
+    }
     try {
       // As the match reads it (idGlob): `[!]]` is a class, any character but `]`.
       // `debug`: a regular expression JavaScript refuses (`[z-a]`) is an error, not one that matches nothing.

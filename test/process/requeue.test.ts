@@ -136,6 +136,8 @@ describe('cronsafe requeue: selection and bad input', () => {
       [['--glob', 'redo\\'], /--glob <glob>' argument 'redo\\' is invalid\. expected a glob that can match an item: one ending in a lone "\\" escapes nothing/],
       // Ids never end in "/": before, 0 items, exit 0, silently (source.include refuses it too).
       [['--glob', 'tmp/'], /--glob <glob>' argument 'tmp\/' is invalid\. expected a glob that can match an item: one ending in "\/" matches none \(ids name files\); write "dir\/\*\*"/],
+      // A leading "!" is every other item: with a second --glob, the .gitignore way to leave some out requeued all the rest.
+      [['--glob', 'a/**', '--glob', '!a/bad/**'], /--glob <glob>' argument '!a\/bad\/\*\*' is invalid\. not a valid glob: a leading "!" selects every other item/],
       [['a.txt', '--all'], /give item ids or a selection \(--all\), not both/],
       [['--all', '--glob', '*'], /--all selects every item: drop it, or drop --glob/],
       [['--done-after', '2026-03-01', '--done-before', '2026-02-01'], /--done-after 2026-03-01T00:00:00\.000Z is not before --done-before/],
