@@ -16,8 +16,12 @@ export type FailureVerdict =
   | { kind: 'charge'; message: string }
   /** Not the item's fault: handed back uncharged, with a warning when `warn` is set. */
   | { kind: 'release'; reason: string; warn?: { msg: string; fields: Record<string, unknown> } }
-  /** The environment cannot run items: handed back uncharged and the pass stops. */
-  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true }
+  /**
+   * The environment cannot run items: handed back uncharged and the pass stops. `recurring`:
+   * the item itself may cause it (a module handler that leaks descriptors on one input), so
+   * an item handed back retry.maxAttempts times already is charged instead (settle).
+   */
+  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: { message: string; fault: EnvironmentFault } }
   /** The item's file was deleted since the scan: forgotten. */
   | { kind: 'gone' };
 
@@ -77,7 +81,7 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   }
   if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
   const noDescriptor = outOfDescriptors(err, message);
-  if (noDescriptor) return { kind: 'stop', reason: 'not charged: out of file descriptors', fault: noDescriptor };
+  if (noDescriptor) return { kind: 'stop', reason: 'not charged: out of file descriptors', ...noDescriptor };
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a
   // whole cgroup): the handler died of the signal that is draining the run (or caught it
   // and exited 128 + its number, as a JVM does).
@@ -113,11 +117,15 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
  * the item's, so the attempt is handed back uncharged and the pass stops, rather than
  * dead-lettering whichever item met the limit. Null for any other failure.
  */
-function outOfDescriptors(err: unknown, message: string): EnvironmentFault | null {
+function outOfDescriptors(err: unknown, message: string): { fault: EnvironmentFault; recurring: { message: string; fault: EnvironmentFault } } | null {
   const code = err instanceof Error ? (err as NodeJS.ErrnoException).code : undefined;
   if (code !== 'EMFILE' && code !== 'ENFILE') return null;
   const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
-  return new EnvironmentFault(`out of file descriptors: ${which}; stopping, nothing charged (raise the limit or lower concurrency): ${message}`);
+  const charged = `out of file descriptors (${which}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged (a module handler that leaks descriptors on this item would stop every run)`;
+  return {
+    fault: new EnvironmentFault(`out of file descriptors: ${which}; stopping, nothing charged (raise the limit or lower concurrency): ${message}`),
+    recurring: { message: `${charged}: ${message}`, fault: new EnvironmentFault(`${charged}; stopping (raise the limit or lower concurrency): ${message}`) },
+  };
 }
 
 /**

@@ -237,8 +237,8 @@ export class PassState {
   }
 
   /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */
-  stopForEnvironment(err: Error): void {
-    if (this.error === undefined) this.log.error({ err }, 'the environment cannot run items; stopping the pass (nothing charged)');
+  stopForEnvironment(err: Error, msg = 'the environment cannot run items; stopping the pass (nothing charged)'): void {
+    if (this.error === undefined) this.log.error({ err }, msg);
     this.error ??= err;
     this.drain.requestStop(err.message);
   }

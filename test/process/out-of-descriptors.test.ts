@@ -50,4 +50,18 @@ describe('out of file descriptors', () => {
     expect(r.stderr).toMatch(/^cronsafe: out of file descriptors: this process's limit \(ulimit -n, RLIMIT_NOFILE\) is reached; raise the limit or lower concurrency: EMFILE: [^\n]*\n$/);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
   }, 30_000);
+  it('a module handler that leaks every descriptor on one item: handed back retry.maxAttempts times, then charged and dead-lettered, not stopping every run', async () => {
+    const ws = workspace({ concurrency: 1, retry: { maxAttempts: 1 }, handler: { module: path.join(FIXTURES, 'process/fd-leak-module.mjs') } }, { 'poison.txt': 'p' });
+    const first = await runLimited(ws.configPath);
+    expect(first.code, first.stderr).toBe(1);
+    expect(first.stderr).toMatch(/out of file descriptors.*nothing charged/);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, dead: 0 });
+    const second = await runLimited(ws.configPath);
+    expect(second.code, second.stderr).toBe(1);
+    expect(second.stderr).toMatch(/out of file descriptors.*charged/);
+    expect(second.stderr).not.toMatch(/nothing charged/);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 1 });
+    const third = await runLimited(ws.configPath);
+    expect(third.code, third.stderr).toBe(0);
+  }, 30_000);
 });
