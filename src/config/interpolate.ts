@@ -13,6 +13,7 @@
  */
 import type { KeyProblem } from './messages.js';
 import { keyPath } from './messages.js';
+import { envNotUtf8 } from './env-bytes.js';
 
 const NAME_RE = /[A-Za-z_][A-Za-z0-9_]*/y;
 const NUMBER_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
@@ -86,6 +87,9 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
     if (name === undefined) return invalid(start);
     const after = start + 2 + name.length;
     const v = env[name];
+    if (evaluate && v !== undefined && envNotUtf8(name, v, env)) {
+      problem(`environment variable ${name} holds bytes that are not UTF-8, which would be read as another text (U+FFFD): set it as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`);
+    }
     if (s[after] === '}') {
       if (evaluate && v === undefined) problem(`environment variable ${name} is not set`);
       return { out: v ?? '', end: after + 1 };

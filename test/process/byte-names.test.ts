@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { configure, FIXTURES, finished, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { filesIn, filesUnder } from '../helpers/wait.js';
 
 const ITEM = [process.execPath, path.join(FIXTURES, 'process/item-exec.mjs'), '{path}', '{id}'];
@@ -207,5 +207,28 @@ describe("what a handler leaves beside its {output} under a name that is not UTF
     expect(again.code, again.stderr).toBe(0);
     expect(left()).toEqual([]);
     expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('a');
+  });
+});
+
+describe('a ${VAR} whose value is not UTF-8', () => {
+  it('is refused (exit 78, validate and run alike) naming the key and the variable, not read as another name (an exclude that excluded nothing)', async () => {
+    const ws = workspace({ handler: { command: ITEM } }, { 'ok.txt': 'ok' });
+    addByteNames(ws);
+    configure(ws, { source: { directory: ws.source, exclude: ['${EXCL}'] } });
+    // Node cannot put bytes that are not UTF-8 into a child's environment: the shell does.
+    const withLatin1 = async (cmd: string) => {
+      const r = spawnCliRaw('/bin/sh', ['-c', 'EXCL=$(printf "caf\\351.txt") exec "$0" "$@"', process.execPath, CLI, cmd, '-c', ws.configPath]);
+      const { code } = await r.exited;
+      return { code, stderr: r.stderr() };
+    };
+    for (const cmd of ['validate', 'run']) {
+      const r = await withLatin1(cmd);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(/source\.exclude\[0\]: environment variable EXCL holds bytes that are not UTF-8/);
+    }
+    expect(existsSync(ws.db)).toBe(false);
+    // U+FFFD written as UTF-8 is a character like any other.
+    const ok = await runCli(['validate', '-c', ws.configPath], { env: { EXCL: 'caf\uFFFD.txt' } });
+    expect(ok.code, ok.stderr).toBe(0);
   });
 });
