@@ -116,10 +116,11 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () =
       return;
     case 'stop':
       if (verdict.outputFull) p.scene.outputFullSeen = true;
-      // Out of descriptors again and again with this item: a module handler that leaks them
-      // on this input would stop every run at it, never dead-lettered. Past retry.maxAttempts
-      // hand-backs (attempt minus charged) it is charged; the pass still stops.
-      if (verdict.recurring && claim.attempt - claim.charged >= p.retry.maxAttempts) {
+      // Out of descriptors again and again with this item: a module handler (the only
+      // handler code sharing cronsafe's descriptor table) that leaks them on this input would
+      // stop every run at it, never dead-lettered. Past retry.maxAttempts hand-backs (attempt
+      // minus charged) it is charged; the pass still stops.
+      if (verdict.recurring && p.config.handler.module !== undefined && claim.attempt - claim.charged >= p.retry.maxAttempts) {
         p.results.fail(claim, verdict.recurring.message, p.retry);
         p.stopForEnvironment(verdict.recurring.fault, 'out of file descriptors again at an item handed back retry.maxAttempts times: charged; stopping the pass');
         return;
