@@ -5,13 +5,16 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimBatchQuery } from '../../src/ledger/postgres/claim.js';
 import { insertNewQuery, knownQuery, touchKnownQuery } from '../../src/ledger/postgres/discover.js';
-import { PostgresExecutor } from '../../src/ledger/postgres/connection.js';
+import { execOn, PostgresExecutor, type Exec } from '../../src/ledger/postgres/connection.js';
+import { migrate, migrationsTableQuery } from '../../src/ledger/postgres/migrate.js';
+import { checkReadableSchema } from '../../src/ledger/postgres/read.js';
+import { NoLedgerYet } from '../../src/ledger/no-ledger.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
 import { completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
-import { ident } from '../../src/ledger/postgres/query.js';
+import { ident, type Query } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 import { storeContract } from '../contract/store-contract.js';
@@ -345,6 +348,49 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect(rows).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
       await ledgers[0]!.migrate();
       for (const l of ledgers) await l.close();
+    });
+
+    // Pods of a Job start at once on a new schema: one looked for schema_migrations before
+    // another's first start committed, then saw that pod's tables and refused them as another
+    // program's (exit 78 'holds tables of something else', 1 fresh start in ~12 with 3 pods).
+    it("a pod that sees another pod's first start commit between its looks is not told the ledger is another program's", async () => {
+      const schema = `t_${++n}`;
+      const other = new pg.Client({ connectionString: url });
+      const pod = new pg.Client({ connectionString: url });
+      await other.connect();
+      await pod.connect();
+      try {
+        const first = migrationsTableQuery(schema).text;
+        let cut = false;
+        // The other pod's whole first start commits right after this pod found no schema_migrations.
+        const exec = async (query: Query) => {
+          const rows = (await pod.query(query)).rows;
+          if (!cut && query.text === first) {
+            cut = true;
+            await other.query('BEGIN');
+            await migrate(execOn(other), schema);
+            await other.query('COMMIT');
+          }
+          return rows;
+        };
+        const race = async (check: (e: Exec) => Promise<unknown>): Promise<unknown> => {
+          cut = false;
+          await server.admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`, [], 'ledger');
+          await pod.query('BEGIN');
+          const r = await check(exec as Exec).then(() => 'ok', (err: unknown) => err);
+          await pod.query('ROLLBACK');
+          expect(cut).toBe(true);
+          return r;
+        };
+        expect(await race((e) => migrate(e, schema))).toBe('ok');
+        // status at that moment: no ledger yet (a run is making it), not another program's schema
+        expect(await race((e) => checkReadableSchema(e, schema))).toBeInstanceOf(NoLedgerYet);
+        const rows = await server.admin(`SELECT version FROM ${schema}.schema_migrations`, [], 'ledger');
+        expect(rows).toHaveLength(MIGRATIONS.length);
+      } finally {
+        await other.end();
+        await pod.end();
+      }
     });
 
     it('refuse a schema written by a newer cronsafe', async () => {
