@@ -49,6 +49,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.schema naming a schema that
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(false);
   }, 60_000);
 
+  it("a schema holding only an extension's objects (pg_stat_statements' views, as in a managed database's public) becomes the ledger", async () => {
+    await server.admin(`CREATE SCHEMA with_ext; CREATE EXTENSION pg_stat_statements SCHEMA with_ext`, [], 'apps');
+    const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'with_ext' } }, { 'a.txt': 'a\n' });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await tablesOf('with_ext')).toContain('items');
+    expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(true);
+  }, 60_000);
+
   it('an empty schema (made for cronsafe by a DBA) becomes the ledger, as before', async () => {
     await server.admin(`CREATE SCHEMA made_for_it`, [], 'apps');
     const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'made_for_it' } }, { 'a.txt': 'a\n' });

@@ -19,11 +19,17 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
     `${ident(schema)}.schema_migrations`,
   );
 
-/** The tables (and views) in the schema, none when it does not exist. */
+/**
+ * The tables (and views) in the schema, none when it does not exist. An extension's own
+ * (`CREATE EXTENSION pg_stat_statements` puts two views in `public`, PostGIS its
+ * `spatial_ref_sys`) are no program's data: a schema holding only those is used.
+ */
 export const schemaTablesQuery = (schema: string): Query =>
   q(
     `SELECT c.relname AS name FROM pg_class AS c
-WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY c.relname`,
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND NOT EXISTS (SELECT 1 FROM pg_depend AS d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+ORDER BY c.relname`,
     ident(schema),
   );
 
