@@ -176,6 +176,7 @@ export function openStore(config: Config): Store {
         return await takeRunLock(config, owner, log, scheduledTime, held);
       } catch (err) {
         if (err instanceof NotALedger) throw notALedger(err, config.configPath); // PostgreSQL: migrated before the lock
+        if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, config.configPath);
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
       }

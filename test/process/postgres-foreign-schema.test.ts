@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('state.schema naming a schema that is not a ledger', () => {
   let server: PgServer;
@@ -47,6 +48,23 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.schema naming a schema that
     }
     expect(await tablesOf(schema)).toEqual(before);
     expect(existsSync(path.join(ws.out, 'a.txt.out'))).toBe(false);
+  }, 60_000);
+
+  it("another job's ledger at an older version is refused (78) before it is migrated: the owner's older pods would be refused as 'newer'", async () => {
+    const files = { 'a.txt': 'a\n' };
+    const owner = workspace({ name: 'owner-job', handler: { command: ['cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'owned' } }, files);
+    expect((await runCli(['run', '-c', owner.configPath])).code).toBe(0);
+    // As an older cronsafe left it: without the newest migration.
+    const newest = MIGRATIONS[MIGRATIONS.length - 1]!;
+    expect(newest.name).toBe('suspects');
+    await server.admin(`DROP INDEX owned.items_suspect; DELETE FROM owned.schema_migrations WHERE version = ${newest.version}`, [], 'apps');
+    const other = workspace({ name: 'other-job', handler: { command: ['cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'owned' } }, files);
+    const r = await runCli(['run', '-c', other.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('state.schema: the PostgreSQL schema "owned" is the ledger of job "owner-job"');
+    const versions = await server.admin<{ v: number }>(`SELECT max(version) AS v FROM owned.schema_migrations`, [], 'apps');
+    expect(versions[0]?.v).toBe(newest.version - 1);
+    expect(existsSync(path.join(other.out, 'a.txt.out'))).toBe(false);
   }, 60_000);
 
   it("a schema holding only an extension's objects (pg_stat_statements' views, as in a managed database's public) becomes the ledger", async () => {

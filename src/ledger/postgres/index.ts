@@ -24,7 +24,7 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string 
   try {
     const budget = opts.startBudgetMs ?? START_BUDGET_MS;
     if (opts.readOnly) await ex.tx('open read-only', (exec) => checkReadableSchema(exec, opts.schema), budget);
-    else await ex.tx('migrate', (exec) => migrate(exec, opts.schema), budget);
+    else await ex.tx('migrate', (exec) => migrate(exec, opts.schema, undefined, job), budget);
     // `job`: the config name; recorded as the schema's owner on first use, refused when
     // another is recorded (LedgerOwnedByAnotherJob). Absent: no check (tools, tests).
     // Read-only: checked, never recorded.

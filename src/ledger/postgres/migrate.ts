@@ -1,6 +1,8 @@
 import type { Exec } from './connection.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 import { NotALedger } from '../no-ledger.js';
+import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
+import { getMetaQuery } from './meta.js';
 import { ident, q, type Query } from './query.js';
 
 /** Applied versions, or no rows at all before the first migration (the table may not exist yet). */
@@ -97,7 +99,7 @@ export const recordMigrationQuery = (schema: string, m: Migration, at: number): 
  * pg_advisory_xact_lock and in one transaction: PostgreSQL's DDL is transactional, so a
  * failing migration leaves nothing behind and records nothing.
  */
-export async function migrate(exec: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+export async function migrate(exec: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS, job?: string): Promise<number[]> {
   const known = Math.max(0, ...migrations.map((m) => m.version));
   let present = false;
   const applied = async (): Promise<Set<number>> => {
@@ -120,6 +122,7 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
   const todo = (): Migration[] => [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version));
   if (todo().length === 0) return [];
   await assertLedgerSchema(exec, schema, present);
+  await assertJob(exec, schema, job);
 
   await exec(migrationLockQuery(schema));
   const [schemaRow] = await exec<{ present: boolean }>(schemaExistsQuery(schema));
@@ -134,6 +137,19 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
     out.push(m.version);
   }
   return out;
+}
+
+/**
+ * `job` (the config's name) may not migrate another job's ledger: a second job pointed at
+ * it by mistake, on a newer cronsafe, upgraded it before it was refused (exit 78), and the
+ * owner's pods then failed every start with 'newer than this cronsafe knows'.
+ */
+async function assertJob(exec: Exec, schema: string, job: string | undefined): Promise<void> {
+  if (job === undefined) return;
+  const [meta] = await exec<{ present: boolean }>(q(`SELECT to_regclass($1) IS NOT NULL AS present`, `${ident(schema)}.meta`));
+  if (!meta?.present) return;
+  const [row] = await exec<{ value: string }>(getMetaQuery(schema, JOB_KEY));
+  if (row !== undefined && row.value !== job) throw new LedgerOwnedByAnotherJob(row.value, job);
 }
 
 /** SQLSTATE insufficient_privilege: `permission denied for schema s`, `must be owner of table items`. */

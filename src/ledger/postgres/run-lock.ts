@@ -3,6 +3,7 @@ import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError } from './errors.js';
 import { NotALedger } from '../no-ledger.js';
+import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError } from '../../errors.js';
@@ -146,7 +147,7 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     // this run's start made the schema already, and a newer cronsafe's pod may have migrated
     // it since (a rolling upgrade), which migrate refuses: the lock was lost and the pass
     // drained at the first cut of its session (a failover).
-    if (!retake) await migrate(exec, opts.schema);
+    if (!retake) await migrate(exec, opts.schema, undefined, opts.name);
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
     let result: Attempt;
@@ -177,6 +178,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       return await attempt(opts, retake);
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
+      if (err instanceof LedgerOwnedByAnotherJob) throw err;
       if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message);
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
