@@ -31,7 +31,7 @@ export function escapeControls(text: string): string {
 export const escapeControl = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /** escapeControl for a code point past U+FFFF too: each UTF-16 unit (`\udb40\udc41`), which JSON reads back. */
-export const escapeUnits = (c: string): string => [...Array(c.length).keys()].map((i) => escapeControl(c[i]!)).join('');
+export const escapeUnits = (c: string): string => c.split('').map(escapeControl).join('');
 
 /**
  * Characters a terminal does not show: Unicode's default-ignorable code points, for a

@@ -44,6 +44,15 @@ export function groupAlive(pgid: number): boolean {
   return members === undefined || members.some((state) => state !== 'Z');
 }
 
+/**
+ * The fields of a /proc/<pid>/stat line after the command name: `state ppid pgrp session ...`
+ * (the 22nd field of the line, the start time, is [19]). The name (comm) may hold spaces and
+ * ')', so the line is cut at its last ')'.
+ */
+function statFields(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** States (`R`, `S`, `Z`, ...) of the group's processes from /proc, or undefined without /proc. */
 function procGroupStates(pgid: number): string[] | undefined {
   let entries: string[];
@@ -61,8 +70,7 @@ function procGroupStates(pgid: number): string[] | undefined {
     } catch {
       continue; // exited while we looked
     }
-    // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')', so cut at the last ')'.
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const [state, , pgrp] = statFields(stat);
     if (Number(pgrp) === pgid && state) states.push(state);
   }
   return states;
@@ -108,9 +116,8 @@ export function findSessionLeader(env: Readonly<Record<string, string>>, request
     let fields: string[];
     let environ: Buffer;
     try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // "pid (comm) state ppid pgrp session ... starttime (22nd) ...": a session leader's pgrp and session are its pid.
-      fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // A session leader's pgrp and session are its pid.
+      fields = statFields(readFileSync(`/proc/${name}/stat`, 'utf8'));
       const [state, ppid, pgrp, session] = fields;
       if (state === 'Z' || pgrp !== name || session !== name) continue;
       // A live helper's child is that helper's to report (another job's run, same item and attempt).
@@ -140,8 +147,7 @@ export function findSessionLeader(env: Readonly<Record<string, string>>, request
  * every architecture Node runs on Linux.
  */
 function startedAfter(uptime: number): number {
-  const stat = readFileSync('/proc/self/stat', 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) + Math.floor(uptime * USER_HZ) - 1;
+  return Number(statFields(readFileSync('/proc/self/stat', 'utf8'))[19]) + Math.floor(uptime * USER_HZ) - 1;
 }
 
 const USER_HZ = 100;
