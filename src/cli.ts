@@ -50,7 +50,7 @@ function armLastResort(): void {
   const at = force.signal.aborted ? Math.min(byStop, afterSecond) : byStop;
   clearTimeout(lastResort);
   lastResort = setTimeout(() => {
-    process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked, or the start still waits for the ledger or its run lock): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
+    process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked, the start still waits for the ledger or its run lock, or the log waits for a reader of stdout that stopped reading): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
     exit(75);
   }, Math.max(0, at - Date.now()));
   lastResort.unref();
@@ -133,9 +133,19 @@ try {
       process.stderr.write(`cronsafe: ${cut.message}\n`);
       exit(1);
     }
+  } else {
+    // The run's log is written from the thread pool (src/log-sink.ts): its last lines, `run
+    // finished` among them, are not lost to the exit. A reader that never reads again keeps
+    // the process here only until the drain's last resort, when a stop asked for one.
+    const { logsWritten } = await import('./log-sink.js');
+    await logsWritten();
   }
   exit(code);
 } catch (err) {
   process.stderr.write(`cronsafe: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  exit(1);
+  try {
+    await (await import('./log-sink.js')).logsWritten();
+  } finally {
+    exit(1);
+  }
 }

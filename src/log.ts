@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type PinoPretty from 'pino-pretty';
 import type { Config } from './config/types.js';
+import { StdoutSink } from './log-sink.js';
 import { escapeC1 } from './terminal-safe.js';
 
 // pino-pretty (and its dozen dependencies) only for `log.format: pretty`: a JSON run does
@@ -11,29 +12,33 @@ const loadPretty = (): typeof PinoPretty => require('pino-pretty') as typeof Pin
 
 /**
  * The one root logger. JSON lines on stdout for `kubectl logs`; `pretty` for a human at a
- * terminal. Writes are synchronous so that the final `run finished` record is never lost
- * when the process exits right after it.
+ * terminal. JSON lines into a pipe never wait for its reader (log-sink.ts: a reader that
+ * stops reading must not freeze the run), and cli.ts waits for them before the run exits,
+ * so the final `run finished` record is not lost; anywhere else, and `pretty`, writes are
+ * synchronous.
  */
 export function createLogger(
   log: Config['log'] = { level: 'info', format: 'json' },
   destination?: DestinationStream,
   base: Record<string, unknown> = {},
 ): Logger {
+  const options = {
+    level: log.level,
+    base: { ...base },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  const sink = destination === undefined && log.format !== 'pretty' ? StdoutSink.forStdout() : null;
+  if (sink) {
+    const logger = pino(options, escapingControls(sink));
+    sink.onDropped = (lines) => logger.warn({ droppedLines: lines }, 'stdout was not read for a while (a stalled log reader): log lines were dropped');
+    return logger;
+  }
   const stdout = (): DestinationStream => carryOnWithout(escapingControls(pino.destination({ dest: 1, sync: true })));
-  const stream =
-    destination ??
-    // pino-pretty pipes into its destination: an error there only tears its pipeline down
-    // (the log then vanished without a word), so its destination is the stream listened on.
-    (log.format === 'pretty' ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: stdout() }) : stdout());
-  return pino(
-    {
-      level: log.level,
-      base: { ...base },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-    },
-    stream,
-  );
+  // pino-pretty pipes into its destination: an error there only tears its pipeline down
+  // (the log then vanished without a word), so its destination is the stream listened on.
+  const stream = destination ?? (log.format === 'pretty' ? loadPretty()({ sync: true, colorize: process.stdout.isTTY ?? false, destination: stdout() }) : stdout());
+  return pino(options, stream);
 }
 
 /**

@@ -1,0 +1,123 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, constants, existsSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { until } from '../helpers/wait.js';
+
+/**
+ * `cronsafe run` whose stdout is a pipe that nobody reads for a while: a container runtime
+ * whose log disk is full, `cronsafe run | less` left alone. Node writes to a pipe
+ * synchronously, so the run froze inside write(2) once the pipe's 64 KiB were full: its
+ * handlers stopped being called, a SIGTERM did not drain it within the grace period (the
+ * kubelet's SIGKILL then charges every attempt in flight), and leases went unrenewed. The
+ * pipe here is a FIFO (what containerd gives a container), its read end held open and not
+ * read until the assertions are done.
+ */
+
+/** A module handler that fails every item with a long error (a ~400-byte warn line each) and counts its calls. */
+function failingHandler(ws: Workspace, delayMs: number): string {
+  const file = path.join(ws.dir, 'fail.mjs');
+  const count = path.join(ws.dir, 'calls');
+  writeFileSync(
+    file,
+    `import { appendFileSync } from 'node:fs';
+export default async function fail() {
+  appendFileSync(${JSON.stringify(count)}, 'x');
+  ${delayMs > 0 ? `await new Promise((r) => setTimeout(r, ${delayMs}));` : ''}
+  throw new Error('not this one: ' + 'x'.repeat(300));
+}
+`,
+  );
+  return file;
+}
+
+const calls = (ws: Workspace): number => (existsSync(path.join(ws.dir, 'calls')) ? readFileSync(path.join(ws.dir, 'calls')).length : 0);
+
+interface Stalled {
+  exited: Promise<number | null>;
+  pid: number;
+  stderr: () => string;
+  /** Everything in the pipe, read until the CLI has exited (the pipe then has no writer). */
+  readToEnd(): Promise<string>;
+}
+
+/** Start `cronsafe run` with its stdout into a FIFO whose reader does not read. */
+function runIntoStalledPipe(ws: Workspace): Stalled {
+  const fifo = path.join(ws.dir, 'stdout.fifo');
+  expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+  const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  const writeEnd = openSync(fifo, constants.O_WRONLY);
+  const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', writeEnd, 'pipe'] });
+  closeSync(writeEnd);
+  let stderr = '';
+  cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const hard = setTimeout(() => cli.kill('SIGKILL'), 60_000);
+  const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => (clearTimeout(hard), resolve(code))));
+  return {
+    exited,
+    pid: cli.pid!,
+    stderr: () => stderr,
+    readToEnd: async () => {
+      const chunks: Buffer[] = [];
+      const buf = Buffer.alloc(1 << 16);
+      for (;;) {
+        let n: number;
+        try {
+          n = readSync(readEnd, buf, 0, buf.length, null);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+          await new Promise((r) => setTimeout(r, 5)); // empty, and the CLI still holds the write end
+          continue;
+        }
+        if (n === 0) break; // no writer left: the CLI exited
+        chunks.push(Buffer.from(buf.subarray(0, n)));
+      }
+      closeSync(readEnd);
+      return Buffer.concat(chunks).toString('utf8');
+    },
+  };
+}
+
+const files = (n: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`item-${String(i).padStart(4, '0')}.txt`, 'x']));
+
+describe('a run whose log reader stops reading', () => {
+  it('goes on working, and a SIGTERM drains it within drain.gracePeriodSeconds', async () => {
+    const ws = workspace({ drain: { gracePeriodSeconds: 4, marginSeconds: 1 }, log: { level: 'info' } }, files(3000));
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(failingHandler(ws, 5))}\n`);
+    const run = runIntoStalledPipe(ws);
+    // 600 warn lines of ~450 bytes: four times what the pipe holds. Frozen on its log, the
+    // run never got past ~150.
+    await until(() => calls(ws) >= 600, 'the handler called 600 times with nobody reading the log', 15_000);
+    process.kill(run.pid, 'SIGTERM');
+    const code = await run.exited;
+    expect(code, run.stderr()).toBe(75);
+    // Its results are in the ledger: no claim left to be taken back (and charged) later.
+    const s = await statusJson(ws.configPath);
+    expect(s.items.claimed).toBe(0);
+    expect(s.items.pending).toBeGreaterThanOrEqual(600); // failed once each, due again after their backoff
+    expect((s.items.done ?? 0) + (s.items.dead ?? 0)).toBe(0);
+    // The lines the pipe took are whole JSON lines, in order, and some are there.
+    const lines = (await run.readToEnd()).split('\n').filter((l) => l !== '');
+    expect(lines.length).toBeGreaterThan(50);
+    for (const l of lines) expect(() => JSON.parse(l) as unknown, l.slice(0, 80)).not.toThrow();
+  }, 40_000);
+
+  it('finishes its pass meanwhile, and exits once the reader has taken every line, `run finished` last', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(400));
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(failingHandler(ws, 0))}\n`);
+    const run = runIntoStalledPipe(ws);
+    await until(() => calls(ws) >= 400, 'every item attempted with nobody reading the log', 15_000);
+    // The pass is over (every failure recorded) while 400 lines of ~450 bytes wait to be read.
+    await until(async () => (await statusJson(ws.configPath)).items.claimed === 0, 'every result in the ledger', 15_000);
+    let exited = false;
+    void run.exited.then(() => (exited = true));
+    expect(exited).toBe(false); // still holding lines for the reader
+    const lines = (await run.readToEnd()).split('\n').filter((l) => l !== '');
+    expect(await run.exited, run.stderr()).toBe(0);
+    expect(lines.filter((l) => l.includes('not this one')).length).toBe(400);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ msg: 'run finished', outcome: 'completed' });
+    expect(run.stderr()).toBe('');
+  }, 40_000);
+});
+
