@@ -39,6 +39,8 @@ const endBySignal = (sig: HandledSignal): never => exit(128 + SIGNAL_NUMBER[sig]
 let stoppedAt: number | undefined;
 let drain: { graceMs: number; marginMs: number } | undefined;
 let lastResort: NodeJS.Timeout | undefined;
+/** The exit code of a draining command that has returned, while its log is still being written. */
+let finishedWith: number | undefined;
 // After a second signal the runner still kills the handlers' groups (at least 0.2 s, see
 // Drain.killAfterMs) and hands their claims back: a small margin (0 is valid) must not
 // cut that short, or the claims are left to the next run, which charges them.
@@ -50,6 +52,11 @@ function armLastResort(): void {
   const at = force.signal.aborted ? Math.min(byStop, afterSecond) : byStop;
   clearTimeout(lastResort);
   lastResort = setTimeout(() => {
+    if (finishedWith !== undefined) {
+      // The run had ended (its results written) and only waited for stdout's reader.
+      process.stderr.write(`cronsafe: the reader of stdout did not take the log's last lines within drain.gracePeriodSeconds: exiting without them\n`);
+      exit(finishedWith);
+    }
     process.stderr.write(`cronsafe: the drain did not end within drain.gracePeriodSeconds (a ledger write is blocked, the start still waits for the ledger or its run lock, or the log waits for a reader of stdout that stopped reading): exiting before the kubelet's SIGKILL; what was not written is taken back after its lease\n`);
     exit(75);
   }, Math.max(0, at - Date.now()));
@@ -137,6 +144,7 @@ try {
     // The run's log is written from the thread pool (src/log-sink.ts): its last lines, `run
     // finished` among them, are not lost to the exit. A reader that never reads again keeps
     // the process here only until the drain's last resort, when a stop asked for one.
+    finishedWith = code;
     const { logsWritten } = await import('./log-sink.js');
     await logsWritten();
   }
