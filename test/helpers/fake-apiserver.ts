@@ -53,6 +53,8 @@ export class FakeApiServer {
   hang = false;
   /** When set, every request is answered 503 (an API server restarting behind its load balancer). */
   down = false;
+  /** Called as each request is about to be handled (after `latency`): tests change the store or the state here, between a client's calls. */
+  onRequest: (verb: Verb, resource: string) => void = () => undefined;
   private server = createServer((req, res) => void this.handle(req, res));
   port = 0;
   kubeconfig = '';
@@ -125,6 +127,7 @@ export class FakeApiServer {
     const ns = m?.[2] ?? '';
     const method = req.method ?? 'GET';
     const verb: Verb = method === 'POST' ? 'create' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : name ? 'get' : 'list';
+    this.onRequest(verb, resource);
     const reply = (status: number, obj: Obj) => {
       this.requests.push({ method, path: url.pathname, verb, resource, name, status, body });
       res.writeHead(status, { 'content-type': 'application/json' });

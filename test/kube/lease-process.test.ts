@@ -186,6 +186,28 @@ describe('the Kubernetes Lease across processes', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0 }); // the pass stopped before its scan
   }, 60_000);
 
+  it('a 503 when the run reads the Lease (an API server restarting) does not let it start beside the holder: tried again, held, skipped', async () => {
+    // Taken at once for "the API cannot be used", one 503 sent the run on with the local lock
+    // alone while a run on another node held the Lease: both worked at once.
+    const renewTime = new Date().toISOString().replace('Z', '000Z');
+    fake.seed('leases', { metadata: { name: 'test-job' }, spec: { holderIdentity: 'pod-z/other-node', renewTime, acquireTime: renewTime, leaseDurationSeconds: 3600 } });
+    fake.down = true;
+    fake.onRequest = (_verb, resource) => {
+      if (resource === 'leases' && fake.down) setTimeout(() => (fake.down = false), 1000); // back a second later
+    };
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const markers = path.join(ws.dir, 'markers');
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '10' }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(fake.requests.some((q) => q.resource === 'leases' && q.status === 503)).toBe(true);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'))).toEqual([]);
+    expect(String(r.lines.find((l) => l.msg === 'skipped: another run holds the Kubernetes Lease')?.reason)).toContain('held by pod-z/other-node');
+    expect(finished(r)?.outcome).toBe('skipped-locked');
+    expect(filesIn(markers)).toEqual([]); // no handler ran beside the holder's run
+    expect(lease()?.spec.holderIdentity).toBe('pod-z/other-node');
+  });
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

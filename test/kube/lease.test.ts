@@ -107,6 +107,76 @@ describe('acquire', () => {
   });
 });
 
+describe('acquire on a struggling API server', () => {
+  // A 503 (an API server restarting behind its load balancer) or a 429 (throttled) says
+  // nothing about who holds the Lease. Taken at once for "unavailable", one such answer let
+  // the run go on with the local lock alone, beside the run on another node holding the Lease.
+  it('a 503 on the read is tried again: a Lease held elsewhere is then seen held, not given up for the local lock', async () => {
+    await acquire('pod-z/holder', { durationSeconds: 3600 });
+    fake.down = true;
+    fake.onRequest = () => {
+      if (fake.down) setTimeout(() => (fake.down = false), 500); // back after a moment
+    };
+    const { log, lines } = memoryLogger();
+    const r = await acquire('pod-a/run-1', { log });
+    expect(r).toMatchObject({ status: 'held', holder: 'pod-z/holder' });
+    expect(fake.requests.filter((q) => q.status === 503).length).toBeGreaterThanOrEqual(1);
+    expect(lines.filter((l) => String(l.msg).includes('cannot answer now; trying again'))).toHaveLength(1);
+  });
+
+  it('a stop during the wait between tries ends the acquire at once, with no write', async () => {
+    fake.down = true;
+    const stop = new AbortController();
+    fake.onRequest = () => setTimeout(() => stop.abort('SIGTERM'), 50);
+    const started = performance.now();
+    const r = await acquire('pod-a/run-1', { stop: stop.signal });
+    expect(r.status).toBe('stopped');
+    expect(performance.now() - started).toBeLessThan(1500);
+    expect(leaseWrites()).toEqual([]);
+  });
+
+  it('a stop that came while a write was answered 503 ends the acquire at once, without the wait', async () => {
+    const stop = new AbortController();
+    fake.onRequest = (verb) => {
+      if (verb !== 'create') return;
+      fake.down = true;
+      stop.abort('SIGTERM');
+    };
+    const started = performance.now();
+    const r = await acquire('pod-a/run-1', { stop: stop.signal });
+    expect(r.status).toBe('stopped');
+    expect(performance.now() - started).toBeLessThan(1500);
+    expect(leaseWrites()).toHaveLength(1);
+  });
+
+  it('a Lease deleted between the read and the takeover is free: it is created, not reported held by nobody', async () => {
+    fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
+    fake.onRequest = (verb) => {
+      if (verb === 'update') fake.store.get('leases')!.clear(); // `kubectl delete lease` just then
+    };
+    const r = await acquire('pod-a/run-1');
+    fake.onRequest = () => undefined;
+    expect(r.status).toBe('acquired');
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+  });
+
+  it('an API server that stays down: tried again for a bounded time, then unavailable (the run goes on with the local lock)', async () => {
+    fake.down = true;
+    const started = performance.now();
+    const r = await acquire('pod-a/run-1', { acquireRetryMs: 2500 });
+    expect(r).toMatchObject({ status: 'unavailable', failure: { kind: 'server', status: 503 } });
+    expect(performance.now() - started).toBeLessThan(4000);
+    expect(fake.requests.length).toBeGreaterThanOrEqual(2);
+    expect(leaseWrites()).toEqual([]);
+  });
+
+  it('RBAC denial (403) is not tried again: unavailable at once', async () => {
+    fake.deny('get', 'leases');
+    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'forbidden' } });
+    expect(fake.requests).toHaveLength(1);
+  });
+});
+
 describe('two contenders race for the same Lease: exactly one wins', () => {
   // Random latency interleaves the two read -> write sequences differently each round.
   beforeEach(() => {

@@ -28,6 +28,8 @@ export interface LeaseLockOptions {
   now?: () => number;
   /** The run's stop (SIGTERM): the acquire's reads are cut short, and no write starts after it. */
   stop?: AbortSignal;
+  /** How long the acquire tries again after a 429 or 5xx (ACQUIRE_RETRY_MS; tests shorten it). */
+  acquireRetryMs?: number;
 }
 
 /** After a failed renewal the next try comes this soon (client-go's retryPeriod), or at renewSeconds if sooner. */
@@ -43,12 +45,64 @@ export type LeaseAcquire =
   | { status: 'stopped' };
 
 /**
+ * How long the acquire keeps trying when the API server answers 429 or 5xx (throttled, or
+ * restarting behind its load balancer during a control plane upgrade), every
+ * RENEW_RETRY_SECONDS, before the run goes on without the Lease. Such an answer says
+ * nothing about who holds the Lease: taken at once for "unavailable", one 503 let a run
+ * start beside the run holding it. client-go retries such answers too (Retry-After).
+ */
+export const ACQUIRE_RETRY_MS = 10_000;
+/** Rounds of the acquire when the Lease vanished between its read and its write (deleted). */
+const ACQUIRE_ROUNDS_AFTER_DELETE = 3;
+
+/** An answer that says "try again": throttled (429) or the server's own trouble (5xx). */
+const transient = (f: ApiFailure) => f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
+
+/**
  * Acquire the Lease: create it if missing, take it over if free or expired, else report the holder.
  * A stop (SIGTERM) aborts the read, and no write starts after it: on an API server answering
  * in seconds, read and write took up to 10 s of the drain's grace period. A write already
  * sent is waited for, so a Lease it took is released at the end rather than left to expire.
+ * A 429 or 5xx is tried again for up to ACQUIRE_RETRY_MS; a Lease deleted between the read
+ * and the write (nobody holds it) is read again rather than taken for held.
  */
 export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
+  const giveUpAt = performance.now() + (o.acquireRetryMs ?? ACQUIRE_RETRY_MS);
+  let warned = false;
+  for (let round = 1; ; round++) {
+    const r = await acquireOnce(o);
+    if (r.status === 'deleted') {
+      if (round < ACQUIRE_ROUNDS_AFTER_DELETE) continue;
+      return { status: 'held' };
+    }
+    if (r.status !== 'unavailable' || !transient(r.failure)) return r;
+    if (o.stop?.aborted) return { status: 'stopped' };
+    const wait = Math.min(RENEW_RETRY_SECONDS * 1000, giveUpAt - performance.now());
+    if (wait <= 0) return r;
+    if (!warned) {
+      o.log.info({ lease: o.name, err: r.failure.message }, 'Kubernetes Lease: the API server cannot answer now; trying again');
+      warned = true;
+    }
+    await pause(wait, o.stop);
+    if (o.stop?.aborted) return { status: 'stopped' };
+  }
+}
+
+/** `ms`, or less when `stop` aborts first. */
+function pause(ms: number, stop?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** One read and (at most) one write. `deleted`: the Lease vanished between them, nobody holds it. */
+async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status: 'deleted' }> {
   const { kube, name, namespace } = o;
   const clock = o.now ?? Date.now;
   let current: K8s.V1Lease | undefined;
@@ -63,9 +117,15 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   const now = clock();
   const sentAt = performance.now();
   const micro = (ms: number) => new kube.k8s.V1MicroTime(ms);
-  const lostRace = async (): Promise<LeaseAcquire> => {
-    // Who beat us, for the log line; the answer does not change the outcome.
-    const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, o.stop)).catch(() => undefined);
+  const lostRace = async (): Promise<LeaseAcquire | { status: 'deleted' }> => {
+    // Who beat us, for the log line; the answer does not change the outcome, unless there
+    // is no Lease at all: then nobody beat us (it was deleted), and it is free.
+    let gone = false;
+    const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, o.stop)).catch((err: unknown) => {
+      gone = !o.stop?.aborted && apiFailure(err).kind === 'not-found';
+      return undefined;
+    });
+    if (gone) return { status: 'deleted' };
     return { status: 'held', holder: winner?.spec?.holderIdentity ?? undefined };
   };
 
