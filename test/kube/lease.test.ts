@@ -292,6 +292,8 @@ describe('renewal and loss', () => {
     await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
     expect(fake.requests.filter((r) => r.status === 403).length).toBeGreaterThanOrEqual(3);
     expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toHaveLength(1);
+    // RBAC with create but not update: the warning says what to grant, as the acquire's does.
+    expect(lines.find((l) => String(l.msg).includes('renewal failed'))!.msg).toContain('grant update on leases');
     expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toHaveLength(1);
   });
 

@@ -321,8 +321,10 @@ export class HeldLease {
       }
       // Anything else may pass (timeout, restart of the API server): retry until it expires.
       if (!this.failing) {
+        // A 403 here is RBAC that allows create but not update: every renewal will fail.
+        const hint = f.kind === 'forbidden' ? ' (grant update on leases: the chart does with lock.kubernetesLease.enabled)' : '';
         log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
-          'Kubernetes Lease: renewal failed; retrying until it would expire');
+          `Kubernetes Lease: renewal failed; retrying until it would expire${hint}`);
       }
       this.failing = true;
     }
