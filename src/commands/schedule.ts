@@ -33,8 +33,10 @@ export async function scheduleCommand(
   if (ledger) {
     try {
       // A read that fails after the open (a damaged file) names the store, as status does.
-      // At an earlier --at, the runs started since had not started yet.
-      const last = await reading(store, ledger.lastRunStart(opts.at !== undefined ? at.getTime() : undefined));
+      // At an earlier --at, the runs started since had not started yet; without it, one
+      // recorded as started after now began under a clock since set back, and the daemon
+      // does not count it either (schedule/daemon.ts).
+      const last = await reading(store, ledger.lastRunStart(at.getTime()));
       lastRunStartedAt = last ? new Date(last.startedAt) : null;
     } finally {
       await ledger.close();

@@ -54,7 +54,9 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: async () => (await reading(store, current().then((l) => l.lastRunStart()), 'read the last run'))?.startedAt ?? null,
+      lastRunStart: async (atOrBefore) => (await reading(store, current().then((l) => l.lastRunStart(atOrBefore)), 'read the last run'))?.startedAt ?? null,
+      occurrenceRan: async (occurrence) =>
+        (await reading(store, current().then((l) => l.recentRuns(100)), 'read the last run')).some((r) => r.scheduledFor === occurrence),
       lastRunInterrupted: async () => {
         const [last] = await reading(store, current().then((l) => l.recentRuns(1)), 'read the last run');
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;

@@ -28,8 +28,18 @@ export interface DaemonDeps {
   log: Logger;
   stop: AbortSignal;
   clock: DaemonClock;
-  /** When the latest run started (ledger), epoch ms. An unreachable ledger: StateUnavailable. */
-  lastRunStart(): Promise<number | null>;
+  /**
+   * When the latest run started at or before `atOrBefore` (ledger), epoch ms. An unreachable
+   * ledger: StateUnavailable. A run recorded as started later began under a clock since set
+   * back (NTP, a VM resumed, an RTC read in local time): it is no run "since" an occurrence
+   * that came before it, or those occurrences would never run.
+   */
+  lastRunStart(atOrBefore: number): Promise<number | null>;
+  /**
+   * Whether a run was recorded for this very occurrence (its scheduled time): one the daemon
+   * ran ahead of time, under a clock since set back, is not run again when it comes due.
+   */
+  occurrenceRan?(occurrence: number): Promise<boolean>;
   /**
    * Whether the latest run did not finish its pass: killed (no end recorded yet, or `died`),
    * drained or failed. Asked at start-up, and again at each tick while it answers undefined:
@@ -80,7 +90,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     const now = new Date(d.clock.now());
     let started: number | null;
     try {
-      started = await d.lastRunStart();
+      started = await d.lastRunStart(now.getTime());
       if (resume === undefined) resume = started === null ? false : d.lastRunInterrupted ? await d.lastRunInterrupted() : false;
     } catch (err) {
       if (!unavailable(err)) throw err;
@@ -96,7 +106,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     const status = scheduleStatus(schedule, now, started === null ? null : new Date(started), 'vixie');
     let result: DaemonPassResult | undefined;
     try {
-      if (status.latest && status.due && status.latest.getTime() !== attempted) {
+      if (status.latest && status.due && status.latest.getTime() !== attempted && !(await d.occurrenceRan?.(status.latest.getTime()))) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
         result = await d.pass(status.latest, 'occurrence');

@@ -123,6 +123,37 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     expect(daemon.lines.some((l) => String(l.msg).startsWith('drain: stopped claiming'))).toBe(true);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
   });
+
+  it('a clock that was ahead and is set back runs the occurrences it had skipped, and not again the one it ran early', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+        daemon: { tickSeconds: 1 },
+      },
+      { 'a.txt': 'a' },
+    );
+    // Only the wall clock is stepped, as NTP does (node asserts that its monotonic clock never
+    // goes back): it runs 30x, and a tick (1 s, on the monotonic clock) is 30 s of it.
+    // libfaketime re-reads the file at each call: rewritten, the clock restarts from the new time.
+    const clock = path.join(ws.dir, 'faketime');
+    writeFileSync(clock, '@2026-06-01 12:05:30 x30\n'); // ahead (an RTC read as UTC east of Greenwich)
+    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
+      env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+      timeoutMs: 60_000,
+    });
+    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    writeFileSync(clock, '@2026-06-01 12:02:30 x30\n'); // NTP sets it back three minutes
+    let after = false;
+    await daemon.waitFor((l) => (after ||= l.msg === 'daemon: occurrence due; starting a pass' && l.occurrence === '2026-06-01T12:06:00.000Z') && l.msg === 'run finished', 30_000);
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    const due = daemon.lines.filter((l) => l.msg === 'daemon: occurrence due; starting a pass').map((l) => String(l.occurrence).slice(11, 16));
+    // Before, no run had started "since" 12:03 or 12:04 by the record (the early 12:05 run's
+    // start is later), so they never ran; 12:05 itself, run early, is not run twice. (12:02
+    // runs too when a tick sees the clock before 12:03.)
+    expect(due.filter((o) => o !== '12:02')).toEqual(['12:05', '12:03', '12:04', '12:06']);
+  });
 });
 
 describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () => {

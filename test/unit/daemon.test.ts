@@ -132,6 +132,38 @@ describe('runDaemon', () => {
     expect(passes).toEqual(['growth@11:00', 'growth@11:10', 'growth@11:20', 'growth@11:30']);
   });
 
+  it('a wall clock that was ahead and is set back (NTP) runs the occurrences it had skipped, and not again the one it ran early', async () => {
+    const stop = new AbortController();
+    let t = Date.parse('2026-06-01T10:30:00Z'); // the true time
+    let skew = 2 * 3_600_000; // the clock reads 12:30 (an RTC read as UTC, two hours east)
+    const until = Date.parse('2026-06-01T13:30:00Z');
+    const clock: DaemonClock = {
+      now: () => t + skew,
+      sleep: async (ms) => {
+        t += Math.max(ms, 1);
+        if (passes.length === 1) skew = 0; // NTP steps the clock back after the first pass
+        if (t >= until) stop.abort();
+      },
+    };
+    const passes: string[] = [];
+    const runs = [{ startedAt: Date.parse('2026-06-01T10:00:05Z'), scheduledFor: Date.parse('2026-06-01T10:00:00Z') }];
+    await runDaemon({
+      config: config(),
+      log: memoryLogger().log,
+      stop: stop.signal,
+      clock,
+      lastRunStart: async (atOrBefore?: number) => Math.max(...runs.filter((r) => r.startedAt <= (atOrBefore ?? Infinity)).map((r) => r.startedAt)),
+      occurrenceRan: async (occurrence) => runs.some((r) => r.scheduledFor === occurrence),
+      pass: async (occurrence) => {
+        passes.push(`${new Date(t).toISOString().slice(11, 16)} ${occurrence!.toISOString().slice(11, 16)}`);
+        runs.push({ startedAt: clock.now(), scheduledFor: occurrence!.getTime() });
+        return 'completed';
+      },
+    });
+    // 11:00 and the early 12:00 come due again in true time: 11:00 never ran, 12:00 did.
+    expect(passes).toEqual(['10:30 12:00', '11:00 11:00', '13:00 13:00']);
+  });
+
   it('a stop during the growth check starts no pass', async () => {
     const { passes, lines } = await drive({
       start: '2026-06-01T11:00:30Z',
