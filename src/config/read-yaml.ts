@@ -3,6 +3,9 @@ import * as fs from 'node:fs';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
 
+/** A cron expression (`schedule.cron`) written unquoted with a leading `*` or `@`. */
+const UNQUOTED_CRON = /^(\s*cron\s*:\s*)([*@][^#]*?)\s*(?:#.*)?$/;
+
 // Reading the config file: bounded (a FIFO or /dev/zero is not read forever), parsed as
 // YAML with duplicate keys refused; errors name the file.
 
@@ -95,14 +98,26 @@ export function readYaml(file: string, abs: string): unknown {
     }
   }
   if (doc.errors.length > 0) {
-    const lines = doc.errors.map((e) => {
+    // `cron: */5 * * * *` unquoted: YAML reads each `*` as an alias (and `@daily` as a reserved
+    // character), which said "Unexpected alias at node end" once per star. One error for the
+    // line says what to do instead.
+    const cron = new Set<number>();
+    const sourceLines = text.split('\n');
+    const lines = doc.errors.flatMap((e) => {
       const pos = e.linePos?.[0];
+      const unquoted = pos && UNQUOTED_CRON.exec(sourceLines[pos.line - 1] ?? '');
+      if (pos && unquoted) {
+        if (cron.has(pos.line)) return [];
+        cron.add(pos.line);
+        const value = unquoted[2]!.trimEnd();
+        return [`${file}:${pos.line}:${unquoted[1]!.length + 1}: invalid YAML: a value that starts with "${value[0]}" must be quoted: write ${unquoted[1]!.trim()} "${value}"`];
+      }
       const where = pos ? `${file}:${pos.line}:${pos.col}` : file;
       const text =
         e.code === 'MULTIPLE_DOCS'
           ? 'expected one document, found a second one (remove the "---" line)'
           : e.message.replace(/ at line \d+, column \d+:[\s\S]*$/, '');
-      return `${where}: invalid YAML: ${text}`;
+      return [`${where}: invalid YAML: ${text}`];
     });
     throw new ConfigError(lines.join('\n'), abs);
   }

@@ -26,6 +26,13 @@ describe('loadConfig: file and YAML errors', () => {
     expect(err.key).toBeUndefined();
   });
 
+  it('an unquoted cron expression starting with "*" or "@" is one error that says to quote it, not an "alias" error per star', () => {
+    const stars = write('name: ok\nsource: {directory: /x}\nhandler: {command: ["true"]}\nschedule:\n  cron: */5 * * * *   # every 5 minutes\n');
+    expect(configError(() => loadConfig(stars)).message).toBe(`${stars}:5:9: invalid YAML: a value that starts with "*" must be quoted: write cron: "*/5 * * * *"`);
+    const macro = write('name: ok\nsource: {directory: /x}\nhandler: {command: ["true"]}\nschedule:\n  cron: @daily\n');
+    expect(configError(() => loadConfig(macro)).message).toBe(`${macro}:5:9: invalid YAML: a value that starts with "@" must be quoted: write cron: "@daily"`);
+  });
+
   it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
     const err = configError(() => loadConfig(file));
