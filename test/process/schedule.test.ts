@@ -134,16 +134,18 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
       { 'a.txt': 'a' },
     );
     // Only the wall clock is stepped, as NTP does (node asserts that its monotonic clock never
-    // goes back): it runs 30x, and a tick (1 s, on the monotonic clock) is 30 s of it.
+    // goes back): it runs 20x, and a tick (1 s, on the monotonic clock) is 20 s of it. The
+    // first occurrence is 58 s of it (2.9 s) away from the start: a start-up slowed by a busy
+    // machine still finds 12:05 the latest occurrence.
     // libfaketime re-reads the file at each call: rewritten, the clock restarts from the new time.
     const clock = path.join(ws.dir, 'faketime');
-    writeFileSync(clock, '@2026-06-01 12:05:30 x30\n'); // ahead (an RTC read as UTC east of Greenwich)
+    writeFileSync(clock, '@2026-06-01 12:05:02 x20\n'); // ahead (an RTC read as UTC east of Greenwich)
     const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
       env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
       timeoutMs: 60_000,
     });
     await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
-    writeFileSync(clock, '@2026-06-01 12:02:30 x30\n'); // NTP sets it back three minutes
+    writeFileSync(clock, '@2026-06-01 12:02:50 x20\n'); // NTP sets it back three minutes
     let after = false;
     await daemon.waitFor((l) => (after ||= l.msg === 'daemon: occurrence due; starting a pass' && l.occurrence === '2026-06-01T12:06:00.000Z') && l.msg === 'run finished', 30_000);
     daemon.child.kill('SIGTERM');
