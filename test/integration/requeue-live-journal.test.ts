@@ -87,4 +87,51 @@ describe('requeue while a run writes behind', () => {
       await run.close();
     }
   });
+
+  it('a success caught up and then requeued is no fenced attempt: later catch-ups and the run\'s flush skip it', async () => {
+    // The success is in the ledger (the catch-up wrote it) and the operator moved the item on
+    // since: its record is history, as the journal view reads it, not a result the ledger
+    // rejected. Through the CLI: `requeue --all` and `dead-letter retry --all` 25 times each
+    // during a 20,000-item run (no failure, no stale-claim line, `fenced: 0` in `run finished`)
+    // left items_fenced at 15,231: every later command's catch-up counted each such record again.
+    const file = path.join(root, `t${++n}`, 'job.db');
+    const run = await openSqliteLedger(file, { writeBehind: true });
+    try {
+      await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+      const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
+      const { claims } = await run.settle(none, T0, { ids: ['a'], opts });
+      await run.settle({ ...none, complete: claims }, T0 + 5, { ids: ['b'], opts: { ...opts, now: T0 + 5 } });
+      const other = await openSqliteLedger(file, {});
+      try {
+        expect(await requeueAll(other, T0 + 10)).toEqual(['a']);
+        // Two more operator commands, each catching up the same journal first.
+        expect(await other.requeue(['nothing'], DONE, T0 + 20)).toEqual([]);
+        expect(await other.retryDead('all', T0 + 30)).toBe(0);
+        expect(await other.attemptTotals()).toMatchObject({ succeeded: 1, fenced: 0 });
+      } finally {
+        await other.close();
+      }
+      expect(await run.get('a')).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await run.attemptTotals()).toMatchObject({ succeeded: 1, fenced: 0 });
+    } finally {
+      await run.close();
+    }
+  });
+
+  it('a success recorded at an earlier wall-clock time than its start (the clock set back) is still written', async () => {
+    const file = path.join(root, `t${++n}`, 'job.db');
+    const run = await openSqliteLedger(file, { writeBehind: true });
+    try {
+      await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+      const opts = { owner, runId: owner, now: T0 + 100, leaseMs: 90_000 };
+      const { claims } = await run.settle(none, T0 + 100, { ids: ['a'], opts });
+      // The start is written (a read flushes): the row's updated_at is the start's time.
+      expect(await run.get('a')).toMatchObject({ state: 'claimed', attempts: 1 });
+      await run.settle({ ...none, complete: claims }, T0 + 50, { ids: ['b'], opts: { ...opts, now: T0 + 50 } });
+      expect(await run.get('a')).toMatchObject({ state: 'done', attempts: 1 });
+      expect(await run.attemptTotals()).toMatchObject({ succeeded: 1, fenced: 0 });
+    } finally {
+      await run.close();
+    }
+  });
 });

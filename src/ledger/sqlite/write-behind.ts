@@ -47,11 +47,18 @@ WHERE items.id = c.id AND +items.state = 'pending' AND +items.attempts = c.attem
 /**
  * Successes already in the ledger at their attempt: another writer's catch-up (requeue,
  * dead-letter retry) wrote them from the journal before this flush or replay did. Writing
- * them again is no fenced attempt (nothing was rejected): they are left out.
+ * them again is no fenced attempt (nothing was rejected): they are left out. So are those
+ * whose row another write changed after the success was recorded (records as [id,
+ * attempt, at, owner]): a catch-up wrote it and a requeue or dead-letter retry moved the
+ * item on since, so the record is history, as the journal view reads it (journal-view.ts),
+ * not a rejected result; counted as fenced, every later command's catch-up counted it
+ * again. A row still held by the success's own claim is never left out (the wall clock
+ * set back after the start: its updated_at is later than the success).
  */
 export const ALREADY_DONE_SQL = `
 SELECT i.id FROM json_each(@done) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
-WHERE +i.state = 'done' AND +i.attempts = j.value ->> 1`;
+WHERE (+i.state = 'done' AND +i.attempts = j.value ->> 1)
+  OR (+i.updated_at > j.value ->> 2 AND NOT (+i.state = 'claimed' AND +i.owner IS j.value ->> 3 AND +i.attempts = j.value ->> 1))`;
 
 interface Start extends Omit<JournalStart, 'segment'> {
   leaseUntil: number;
@@ -229,7 +236,7 @@ const recordStatements = (db: Database): RecordStatements => ({
  * to done in one write (START_AND_COMPLETE_SQL), about half the b-tree work of a claim
  * written and then undone. An id listed twice, or a pair whose start no longer applies,
  * goes the two-step way, so the outcome is the same either way. A success already in the
- * ledger at its attempt (ALREADY_DONE_SQL) is left out.
+ * ledger at its attempt, or whose row another write moved on since (ALREADY_DONE_SQL), is left out.
  */
 function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Recorded<Claim>[], now: number): void {
   const startOf = new Map<string, Start | null>();
@@ -250,7 +257,7 @@ function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[
   if (restStarts.length > 0) stmts.applyStarts.run({ starts: batchJson(restStarts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
   const restDone = rest(done);
   if (restDone.length === 0) return;
-  const written = new Set(stmts.alreadyDone.all({ done: batchJson(restDone.map((d) => [d.id, d.attempt])) }) as string[]);
+  const written = new Set(stmts.alreadyDone.all({ done: batchJson(restDone.map((d) => [d.id, d.attempt, d.at ?? null, d.owner])) }) as string[]);
   finish.completeIn(written.size === 0 ? restDone : restDone.filter((d) => !(written.has(d.id) || written.has(wellFormed(d.id)))), now);
 }
 
