@@ -122,7 +122,12 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
     const ids = page.map((i) => i.id).filter((id) => match(id));
     const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), store);
     count += moved.length;
-    for (const id of moved) if (first.length < show) first.push(id);
+    // In the page's id order, as --dry-run shows them: the ledger returns the moved rows in
+    // its own order (SQLite: the order they were discovered in).
+    if (first.length < show && moved.length > 0) {
+      const wasMoved = new Set(moved);
+      for (const id of ids) if (first.length < show && wasMoved.has(id)) first.push(id);
+    }
   }
   return { count, first, notMoved: [] };
 }

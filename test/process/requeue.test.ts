@@ -168,6 +168,18 @@ describe('cronsafe requeue: selection and bad input', () => {
     expect(await item(ws, 'bad.txt')).toMatchObject({ state: 'pending', attempts: 0, lastError: expect.stringContaining('failing on purpose') });
   }, 120_000);
 
+  it('shows the ids its --dry-run showed: the first in id order, not in the order the items were discovered', async () => {
+    const ws = heldWorkspace(['z1.txt', 'z2.txt', 'z3.txt']);
+    await runToEnd(ws);
+    // Discovered later: later rows in the ledger, but first by id.
+    for (const f of ['a1.txt', 'a2.txt', 'a3.txt']) writeFileSync(path.join(ws.source, f), f);
+    await runToEnd(ws);
+    const dry = await requeue(ws, '--all', '--dry-run', '--json', '--limit', '4');
+    expect(dry.json).toMatchObject({ dryRun: true, count: 6, first: ['a1.txt', 'a2.txt', 'a3.txt', 'z1.txt'] });
+    const real = await requeue(ws, '--all', '--json', '--limit', '4');
+    expect(real.json).toMatchObject({ dryRun: false, count: 6, first: dry.json!.first });
+  }, 120_000);
+
   it('--glob matches ids as source.include does: a brace list takes no dotfile the glob does not write', async () => {
     // Dotfiles are items here (include writes them), so the ledger holds both kinds.
     const ws = workspace({ handler: { command: ['true'] } }, {
