@@ -58,3 +58,23 @@ describe('a command of another user leaves nothing in the state directory that s
     expect(blocked.stderr).toContain(`${ws.db}-wal is not writable by this user (uid ${NOBODY}): it is owned by uid ${OPERATOR} with mode 644, so SQLite cannot write the ledger; give it to this user (chown)`);
   });
 });
+
+describe('a ledger its own user may not write (mode 0444: a backup restored read-only)', () => {
+  // It said "it is owned by uid N with mode 444; run this as that user" to that very user.
+  it.skipIf(!isRoot)('requeue and dead-letter retry by its owner say to give the owner write permission, not to run as the owner', async () => {
+    const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    chmodSync(ws.dir, 0o755);
+    mkdirSync(ws.state);
+    chownTree(ws.dir, NOBODY);
+    const asOwner = { uid: NOBODY, gid: NOBODY };
+    const first = await runCli(['run', '-c', ws.configPath], asOwner);
+    expect(first.code, first.stderr).toBe(0);
+    chmodSync(ws.db, 0o444);
+    for (const args of [['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
+      const r = await runCli([...args, '-c', ws.configPath], asOwner);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`${ws.db} is not writable by this user (uid ${NOBODY}), its owner: its mode is 444; give its owner write permission (chmod u+w ${ws.db})`);
+      expect(r.stderr).not.toContain('run this as that user');
+    }
+  });
+});

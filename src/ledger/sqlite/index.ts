@@ -94,7 +94,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
  */
 function refuseUnwritable(file: string): void {
   const why = notWritable(file);
-  if (why !== undefined) throw new Error(`${why}; run this as that user`);
+  if (why !== undefined) throw new Error(`${why.text}; ${why.mine ? `give its owner write permission (chmod u+w ${file})` : 'run this as that user'}`);
 }
 
 /**
@@ -106,19 +106,26 @@ function unwritableCompanion(file: string, err: unknown): Error | undefined {
   if (!String((err as { code?: unknown }).code).startsWith('SQLITE_READONLY')) return undefined;
   for (const f of [`${file}-wal`, `${file}-shm`]) {
     const why = notWritable(f);
-    if (why !== undefined) return new Error(`${why}, so SQLite cannot write the ledger; give it to this user (chown)`, { cause: err });
+    if (why !== undefined) return new Error(`${why.text}, so SQLite cannot write the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${f})` : 'give it to this user (chown)'}`, { cause: err });
   }
   return undefined;
 }
 
-/** Why this user may not write `file` (EACCES), naming its owner and mode; undefined when it may, or the file is not there. */
-function notWritable(file: string): string | undefined {
+/**
+ * Why this user may not write `file` (EACCES), naming its owner and mode; undefined when it
+ * may, or the file is not there. `mine`: this user owns it (a mode without u+w, as a backup
+ * restored read-only leaves it): no other user to run as, nothing to chown.
+ */
+function notWritable(file: string): { text: string; mine: boolean } | undefined {
   try {
     accessSync(file, constants.W_OK);
     return undefined;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EACCES') return undefined;
     const st = statSync(file);
-    return `${file} is not writable by this user (uid ${process.getuid?.()}): it is owned by uid ${st.uid} with mode ${(st.mode & 0o777).toString(8)}`;
+    const uid = process.getuid?.();
+    const mode = (st.mode & 0o777).toString(8);
+    if (st.uid === uid) return { text: `${file} is not writable by this user (uid ${uid}), its owner: its mode is ${mode}`, mine: true };
+    return { text: `${file} is not writable by this user (uid ${uid}): it is owned by uid ${st.uid} with mode ${mode}`, mine: false };
   }
 }
