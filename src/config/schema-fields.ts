@@ -145,6 +145,9 @@ export const glob = str('a glob relative to source.directory')
  * as Kubernetes' spec.timeZone wants them. Their messages already name the bad value.
  */
 export const fromThrow = (check: (v: string) => unknown) => (v: string, ctx: z.RefinementCtx) => {
+  // An empty string is str()'s `min(1)` error already: checked again, it was a second error
+  // about the same value in other words.
+  if (v === '') return;
   try {
     check(v);
   } catch (err) {

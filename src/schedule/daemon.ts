@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { StateUnavailable } from '../errors.js';
 import { scheduleStatus } from './status.js';
+import { defaultTimeZone } from './zone.js';
 
 export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
 
@@ -84,7 +85,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     return true;
   };
 
-  d.log.info({ cron: schedule.cron, timeZone: schedule.timeZone, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
+  // Without schedule.timeZone the line named no zone at all: the process's own (TZ) is said.
+  const timeZone = schedule.timeZone ?? defaultTimeZone();
+  const timeZoneFrom = schedule.timeZone === undefined ? 'TZ' : 'schedule.timeZone';
+  d.log.info({ cron: schedule.cron, timeZone, timeZoneFrom, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
   for (;;) {
     if (d.stop.aborted) return 'stopped';
     const now = new Date(d.clock.now());

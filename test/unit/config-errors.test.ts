@@ -33,6 +33,13 @@ describe('loadConfig: file and YAML errors', () => {
     expect(configError(() => loadConfig(macro)).message).toBe(`${macro}:5:9: invalid YAML: a value that starts with "@" must be quoted: write cron: "@daily"`);
   });
 
+  it('an empty schedule.cron or schedule.timeZone is one error, not two in two wordings', () => {
+    const zone = minimal('schedule:\n  cron: "*/5 * * * *"\n  timeZone: ""\n');
+    expect(configError(() => loadConfig(zone)).message).toBe(`${zone}: schedule.timeZone: expected an IANA time zone name, got ""`);
+    const cron = minimal('schedule:\n  cron: ""\n');
+    expect(configError(() => loadConfig(cron)).message).toBe(`${cron}: schedule.cron: expected a cron expression, got ""`);
+  });
+
   it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
     const err = configError(() => loadConfig(file));

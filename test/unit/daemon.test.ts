@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { runDaemon, type DaemonClock, type DaemonPassResult } from '../../src/schedule/daemon.js';
 import { ConfigError, StateUnavailable } from '../../src/errors.js';
+import { defaultTimeZone } from '../../src/schedule/zone.js';
 import { memoryLogger } from '../helpers/log.js';
 
 function config(over: Partial<Config['daemon']['growth']> = {}, schedule: Partial<NonNullable<Config['schedule']>> = {}): Config {
@@ -64,6 +65,13 @@ describe('runDaemon', () => {
   it('fires each hourly occurrence once, however many ticks see it', async () => {
     const { passes } = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T13:30:00Z', cfg: config(), lastRun: Date.parse('2026-06-01T10:00:05Z') });
     expect(passes.map((p) => p.occurrence)).toEqual(['2026-06-01T11:00:00.000Z', '2026-06-01T12:00:00.000Z', '2026-06-01T13:00:00.000Z']);
+  });
+
+  it("'daemon started' names the zone it reckons in, the process's own when schedule.timeZone is not set", async () => {
+    const set = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T10:31:00Z', cfg: config({}, { timeZone: 'Europe/London' }) });
+    expect(set.lines.find((l) => l.msg === 'daemon started')).toMatchObject({ timeZone: 'Europe/London', timeZoneFrom: 'schedule.timeZone' });
+    const unset = await drive({ start: '2026-06-01T10:30:00Z', until: '2026-06-01T10:31:00Z', cfg: config({}, { timeZone: undefined }) });
+    expect(unset.lines.find((l) => l.msg === 'daemon started')).toMatchObject({ timeZone: defaultTimeZone(), timeZoneFrom: 'TZ' });
   });
 
   it('a tick exactly on an occurrence fires it', async () => {
