@@ -201,6 +201,17 @@ describe('exec handler: outcomes', () => {
     expect(out).toHaveLength(3);
   });
 
+  it('a script that reopens its stdout or stderr (echo oops > /dev/stderr, tee /dev/stdout) works, as under cron: they are pipes, not sockets', async () => {
+    // Node gives a child Unix sockets, which a path cannot reopen (ENXIO: "No such device or
+    // address"): the shell's redirection failed, and the script with it.
+    const script = 'echo to-stderr > /dev/stderr && echo to-stdout > /dev/stdout && echo piped | tee /dev/stderr && test -p /dev/stdout && test -p /dev/stderr';
+    const handler = createExecHandler(handlerConfig(['sh', '-c', script]), { sourceDir: src });
+    const { ctx, lines } = context();
+    await handler.run(item(), ctx);
+    const out = lines.filter((l) => l.stream).map((l) => `${l.stream}: ${l.msg}`);
+    expect(out.sort()).toEqual(['stderr: piped', 'stderr: to-stderr', 'stdout: piped', 'stdout: to-stdout']);
+  });
+
   it('caps logged output at maxLogBytes, says how much it dropped, and never blocks the child', async () => {
     const max = 10_000;
     const handler = createExecHandler(handlerConfig([NODE, fixture('flood.mjs')], { maxLogBytes: max }), { sourceDir: src });

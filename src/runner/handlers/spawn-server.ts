@@ -3,6 +3,9 @@ import { availableParallelism } from 'node:os';
 import { TAIL_BYTES } from './capture.js';
 import { HELPER_FLAG } from './process-group.js';
 
+/** FIFO pairs the helper makes at a time (one mkfifo(1) for them). */
+const FIFO_BATCH = 8;
+
 /**
  * Command handlers' children are forked by a small helper process, not by cronsafe itself.
  *
@@ -69,7 +72,9 @@ export interface RemoteChild {
 // backs up, the helper stops reading that child's pipes until the backlog is written, so a
 // child that floods its stdout costs the helper a bounded amount of memory.
 const HELPER_SOURCE = `'use strict';
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
 const envs = new Map();
 const kids = new Map();
 const paused = new Set();
@@ -83,21 +88,60 @@ function send(m, stream) {
   backlog++;
   if (!process.send(m, undefined, undefined, written) && stream) { stream.pause(); paused.add(stream); }
 }
+// The child's stdout and stderr are FIFOs (named pipes), not the Unix sockets Node gives a
+// child: a script that reopens them (echo oops > /dev/stderr, tee /dev/stdout) works as
+// under cron, where a socket fails with ENXIO. Made with mkfifo(1) in a private directory,
+// a few at a time, and used again once a child's pipes reached their end (no writer left).
+// Without mkfifo or a writable temp directory, sockets as before.
+const C = fs.constants;
+let fifoDir, fifoOff = false, made = 0;
+const free = [];
+function fifoPair() {
+  if (fifoOff) return null;
+  try {
+    if (free.length === 0) {
+      fifoDir ??= fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
+      const names = [];
+      for (let n = 0; n < ${FIFO_BATCH}; n++, made++) names.push(fifoDir + '/' + made + 'o', fifoDir + '/' + made + 'e');
+      const r = spawnSync('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' });
+      if (r.status !== 0) throw new Error('mkfifo');
+      for (let n = 0; n < names.length; n += 2) free.push([names[n], names[n + 1]]);
+    }
+  } catch { fifoOff = true; return null; }
+  const pair = free.pop();
+  const fds = [];
+  try {
+    for (const name of pair) { fds.push(fs.openSync(name, C.O_RDONLY | C.O_NONBLOCK)); fds.push(fs.openSync(name, C.O_WRONLY)); }
+  } catch {
+    for (const fd of fds) fs.closeSync(fd);
+    for (const name of pair) try { fs.unlinkSync(name); } catch {}
+    return null;
+  }
+  return { pair, readO: fds[0], writeO: fds[1], readE: fds[2], writeE: fds[3] };
+}
+process.on('exit', () => { if (fifoDir) try { fs.rmSync(fifoDir, { recursive: true, force: true }); } catch {} });
 process.on('message', (m) => {
   if (m.env) { envs.set(m.k, m.env); return; }
   if (m.g) { if (m.u) held.delete(m.g); else held.add(m.g); return; }
-  if (m.d) { const c = kids.get(m.i); if (c) { c.stdout.destroy(); c.stderr.destroy(); } return; }
+  if (m.d) { const c = kids.get(m.i); if (c) { c.out.destroy(); c.err.destroy(); } return; }
   const i = m.i;
+  const io = fifoPair();
   let child;
   try {
-    child = spawn(m.f, m.a, { cwd: m.c, env: Object.assign({}, envs.get(m.k), m.e), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = spawn(m.f, m.a, { cwd: m.c, env: Object.assign({}, envs.get(m.k), m.e), stdio: io ? ['ignore', io.writeO, io.writeE] : ['ignore', 'pipe', 'pipe'], detached: true });
   } catch (err) {
+    if (io) { for (const fd of [io.readO, io.writeO, io.readE, io.writeE]) fs.closeSync(fd); free.push(io.pair); }
     send({ i, f: (err && err.code) || 'error', m: String(err && err.message) });
     return;
   }
-  child.on('error', (err) => { if (child.pid === undefined) send({ i, f: err.code || 'error', m: err.message }); });
-  if (child.pid === undefined) return;
-  kids.set(i, child);
+  // The child has its copies of the write ends: with ours closed, the reads end when its
+  // (and whatever it left behind holding them) are closed.
+  if (io) { fs.closeSync(io.writeO); fs.closeSync(io.writeE); }
+  const out = io ? new net.Socket({ fd: io.readO, readable: true, writable: false }) : child.stdout;
+  const err = io ? new net.Socket({ fd: io.readE, readable: true, writable: false }) : child.stderr;
+  child.on('error', (e) => { if (child.pid === undefined) send({ i, f: e.code || 'error', m: e.message }); });
+  if (child.pid === undefined) { if (io) { out.destroy(); err.destroy(); free.push(io.pair); } return; }
+  kids.set(i, { pid: child.pid, out, err });
   send({ i, p: child.pid });
   // Past the log budget (m.b) bytes are only counted, and the last of stderr kept for the
   // failure message: a child that floods its pipes is drained at the pipes' speed.
@@ -107,14 +151,23 @@ process.on('message', (m) => {
     dropped += b.length;
     if (key === 'r') tail = Buffer.concat([tail, b]).subarray(-${TAIL_BYTES});
   };
-  child.stdout.on('data', read('o', child.stdout));
-  child.stderr.on('data', read('r', child.stderr));
-  let exit;
-  child.on('exit', (code, signal) => { exit = setImmediate(() => { exit = undefined; send({ i, x: code, s: signal }); }); });
-  child.on('close', (code, signal) => {
-    kids.delete(i); paused.delete(child.stdout); paused.delete(child.stderr);
+  out.on('data', read('o', out));
+  err.on('data', read('r', err));
+  // Closed: the child exited and both pipes closed. A pipe read to its end has no writer
+  // left, so its FIFO serves the next child; one cut short (stopReading) may, so it goes.
+  let exit, code, signal, left = 3, ends = 0;
+  const closed = () => {
+    if (--left > 0) return;
+    kids.delete(i); paused.delete(out); paused.delete(err);
+    if (io) { if (ends === 2) free.push(io.pair); else for (const name of io.pair) try { fs.unlinkSync(name); } catch {} }
     if (exit) clearImmediate(exit);
     send({ i, z: exit ? 2 : 1, x: code, s: signal, n: dropped, t: tail.toString('latin1') });
+  };
+  for (const s of [out, err]) { s.on('end', () => ends++); s.on('close', closed); }
+  child.on('exit', (c, sig) => {
+    code = c; signal = sig;
+    exit = setImmediate(() => { exit = undefined; send({ i, x: c, s: sig }); });
+    closed();
   });
 });
 // cronsafe is gone (it exited, or was killed alone: the OOM killer, kill -9). Nobody will
