@@ -102,6 +102,18 @@ function takeOptions(url: string): { url: string; options: string } {
 }
 
 /**
+ * Why the driver cannot connect to the port it would use (the URL's, its `?port=`, else
+ * PGPORT, else 5432), or undefined. net.connect throws at once on a port that is not a
+ * number from 0 to 65535 (`?port=abc`, `PGPORT=99999`), and pg 8's client then never ends
+ * (end() waits for a close that never comes): the process exited 13 with no message.
+ * `port`: a client's, as the driver computed it; asked before its first connect.
+ */
+export function portProblem(port: number): string | undefined {
+  if (Number.isInteger(port) && port >= 1 && port <= 65535) return undefined;
+  return 'the port is not a number from 1 to 65535 (the URL\'s port, its ?port= parameter, else PGPORT)';
+}
+
+/**
  * The hot paths run on dedicated sessions, one statement at a time in autocommit, each
  * statement prepared once (docs/postgres.md, "Claims"):
  * - `claims`: the claim loop's claims (with the completions of the slots they refill) and
@@ -174,6 +186,8 @@ export class PostgresExecutor {
    * for every write of its drain (results, hand-backs, finishRun), far past its deadline.
    */
   #down = false;
+  /** portProblem's answer ('' when none), asked before the first connect. */
+  #portChecked: string | undefined;
 
   constructor(readonly opts: PostgresOptions) {
     this.pool = newPool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
@@ -237,6 +251,9 @@ export class PostgresExecutor {
     for (let attempt = 1; ; attempt++) {
       if (this.#closed) throw ledgerError(new Error('the ledger is closed'), what, url, schema);
       try {
+        // A client made to read its port never connects.
+        this.#portChecked ??= portProblem(new pg.Client(clientConfig(this.opts)).port) ?? '';
+        if (this.#portChecked !== '') throw new Error(this.#portChecked);
         const out = await fn();
         this.#down = false;
         return out;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
-import { clientConfig, execOn, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
+import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError } from './errors.js';
 import { NotALedger } from '../no-ledger.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
@@ -138,6 +138,8 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
   const client = new pg.Client({ ...clientConfig(opts), application_name: 'cronsafe-lock' });
   client.on('error', () => undefined); // reported through 'end' below, or the failing query
   try {
+    const badPort = portProblem(client.port);
+    if (badPort !== undefined) throw new Error(badPort);
     await client.connect();
     const exec = execOn(client);
     await exec(q('BEGIN'));
