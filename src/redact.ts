@@ -23,7 +23,7 @@ const KEYWORD_PASSWORD = /(^|\s)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)/gi;
  */
 export function redactUrl(url: string): string {
   const m = /^(\s*[a-z][a-z0-9+.-]*:\/*)([^/?#]*)(.*)$/is.exec(url);
-  if (!m) return url.replace(KEYWORD_PASSWORD, '$1$2***');
+  if (!m) return redactLoose(url.replace(KEYWORD_PASSWORD, '$1$2***'));
   const [, scheme = '', authority = '', rest = ''] = m;
   // userinfo ends at the LAST '@' of the authority (WHATWG URL), so a raw '@' in a password is covered.
   let at = authority.lastIndexOf('@');
@@ -42,8 +42,25 @@ export function redactUrl(url: string): string {
     if (colon >= 0 && colon === userinfo.length - 1 && tokenOnlyUserinfo(scheme, userinfo.slice(0, colon))) auth = `***:${head.slice(at)}`;
     else if (colon >= 0) auth = `${userinfo.slice(0, colon)}:***${head.slice(at)}`;
     else if (tokenOnlyUserinfo(scheme, userinfo)) auth = `***${head.slice(at)}`;
+    // No `//` and no ':' in the userinfo: `app:pw@db:5432/x`, a URL without its scheme,
+    // read as scheme `app:` and user `pw`.
+    else if (!scheme.includes('/')) auth = `***${head.slice(at)}`;
   }
   return scheme + (auth + tail).replace(SECRET_PARAM, '$1***');
+}
+
+/**
+ * What is no URL at all but holds one with its password (`//app:pw@db/x`, `postgres//app:pw@db/x`,
+ * a URL in quotes: `"postgres://app:pw@db/x"`): from the ':' after the user (after the
+ * first `//`, when one comes before it) to the last '@'. Else the text as it is.
+ */
+function redactLoose(text: string): string {
+  const at = text.lastIndexOf('@');
+  if (at < 0) return text;
+  const before = text.slice(0, at);
+  const slashes = before.indexOf('//');
+  const colon = before.indexOf(':', slashes >= 0 && before.includes(':', slashes + 2) ? slashes + 2 : 0);
+  return colon < 0 ? text : `${text.slice(0, colon + 1)}***${text.slice(at)}`;
 }
 
 /**

@@ -46,6 +46,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL password is never pr
       // new URL takes it, the driver does not (a host named 'base'); the tab one it does, by luck
       ` postgres://app:${SECRET}@127.0.0.1:${port}/pw`,
       `\tpostgres://app:${SECRET}@127.0.0.1:${port}/pw`,
+      // not URLs at all: the scheme left out or mistyped, the URL quoted in its Secret
+      `app:${SECRET}@127.0.0.1:${port}/pw`,
+      `//app:${SECRET}@127.0.0.1:${port}/pw`,
+      `postgres//app:${SECRET}@127.0.0.1:${port}/pw`,
+      `"postgres://app:${SECRET}@127.0.0.1:${port}/pw"`,
     ]) {
       for (const cmd of ['validate', 'run', 'status']) {
         const r = await run(url, [cmd]);

@@ -454,6 +454,11 @@ describe('secrets', () => {
     expect(redactUrl('postgres://app:s3/c?ret@db/cs?password=x')).toBe('postgres://app:***@db/cs?password=***');
     expect(redactUrl('postgres:/app:s3cret@db/cs')).toBe('postgres:/app:***@db/cs');
     expect(redactUrl('\tpostgres://app:s3cret@db/cs')).toBe('\tpostgres://app:***@db/cs');
+    // No URL at all: the scheme left out or mistyped, the URL in quotes (as a Secret may hold it).
+    expect(redactUrl('app:s3cret@db:5432/cs')).toBe('app:***@db:5432/cs');
+    expect(redactUrl('//app:s3cret@db/cs')).toBe('//app:***@db/cs');
+    expect(redactUrl('postgres//app:s3cret@db/cs')).toBe('postgres//app:***@db/cs');
+    expect(redactUrl('"postgres://app:s3cret@db/cs"')).toBe('"postgres://app:***@db/cs"');
     // A raw '@' in a query parameter's value is a legal URL (libpq's application_name, a
     // certificate path): kept whole, and state.postgres takes it.
     for (const url of ['postgres://app:s3cret@db/cs?application_name=etl@prod', 'postgres://app:s3cret@db/cs?sslrootcert=/etc/team@x/ca.pem']) {
