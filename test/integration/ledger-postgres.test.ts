@@ -340,6 +340,23 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
     });
   });
 
+  it("a claim of an earlier pass taken back by a pod joining late is the running pass's: a sibling's end of scan does not forget it", async () => {
+    // Before, the row kept the earlier pass (discovery marks only pending rows, and the scan
+    // passed it while it was held): the sibling's forgetUnseen deleted it as a gone file, its
+    // charged attempt and last error with it, and counted it as gone.
+    const ledger = await fresh();
+    const [held] = await discoverAndClaim(ledger, [{ id: 'x' }, { id: 'y' }], opts('pod-dead', { runId: 'old-pass', leaseMs: 1000, limit: 1 }));
+    expect(held?.id).toBe('x');
+    // The next pass starts (its lock records its group); its first pod's scan passes x, held.
+    await server.admin(`INSERT INTO ${ident(ledger.schema)}.run_lock (name, run_group, owner, acquired_at) VALUES ('j', 'new-pass', 'pod-b', $1)`, [T0 + 500], 'ledger');
+    expect(await ledger.discover([{ id: 'x' }, { id: 'y' }], { runId: 'new-pass', now: T0 + 500 })).toEqual(['y']);
+    // A pod joining late takes the expired claim back at its start, then the first pod's scan ends.
+    expect(await ledger.reclaimAbandoned('pod-c', { now: T0 + 2000, retry: RETRY })).toBe(1);
+    expect(await ledger.forgetUnseen('new-pass')).toBe(0);
+    expect(await ledger.get('x')).toMatchObject({ state: 'pending', attempts: 1 });
+    await ledger.close();
+  });
+
   describe('migrations', () => {
     it('are applied once when many pods open a new schema at the same time', async () => {
       const schema = `t_${++n}`;

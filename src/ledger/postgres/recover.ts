@@ -64,6 +64,23 @@ export const retryDeadQuery = (schema: string, ids: string[] | 'all', now: numbe
     : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
 };
 
+/**
+ * Reclaimed rows made pending become the latest pass's (run_lock), as retryDead and requeue
+ * do it and for their reason: discovery marks only pending rows, so a claim of an earlier
+ * pass (its pod died) that this pass's scan passed while it was held still carries that
+ * pass. Taken back by a pod joining late, it was then deleted as a gone file by a
+ * sibling's end-of-scan forgetUnseen: its charged attempts and last error forgotten (an
+ * item that kills pods was never dead-lettered), counted as gone, found again as new.
+ */
+export const passOfReclaimedQuery = (schema: string, ids: string[]): Query => {
+  const s = ident(schema);
+  return q(
+    `UPDATE ${s}.items SET seen_run = coalesce((SELECT run_group FROM ${s}.run_lock ORDER BY acquired_at DESC LIMIT 1), seen_run)
+WHERE id = ANY($1::text[]) AND state = 'pending'`,
+    ids,
+  );
+};
+
 interface OrphanRow {
   id: string;
   owner: string;
@@ -103,6 +120,7 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       const { bumps } = await applyFailures(exec, schema, held, opts);
       const bump = bumpQuery(schema, bumps);
       if (bump) await exec(bump);
+      if (rows.length > 0) await exec(passOfReclaimedQuery(schema, rows.map((r) => r.id)));
       return all.length;
     });
 
