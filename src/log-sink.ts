@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants, fstatSync, openSync, writeSync } from 'node:fs';
+import { Socket } from 'node:net';
 
 /**
  * The run's and the daemon's JSON log when fd 1 is a pipe (`kubectl logs`: the container
@@ -53,9 +54,27 @@ export class StdoutSink extends EventEmitter {
   static forStdout(limit = DEFAULT_LIMIT_BYTES, fd = 1): StdoutSink | null {
     try {
       if (!fstatSync(fd).isFIFO()) return null;
-      return new StdoutSink(openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK), limit);
     } catch {
-      return null; // no /proc, or the pipe's reader is already gone (ENXIO)
+      return null;
+    }
+    try {
+      return new StdoutSink(openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK), limit);
+    } catch (err) {
+      // A named pipe whose reader is already gone: written synchronously, which says so (EPIPE).
+      if ((err as NodeJS.ErrnoException).code === 'ENXIO') return null;
+    }
+    // The pipe cannot be opened again: no /proc, or (EACCES) a pipe that the container
+    // runtime made as root, mode 0600, for a process running as another user (the image's
+    // `USER 65532`, `runAsNonRoot`): the usual container. fd 1 itself is made non-blocking
+    // then, as Node makes it for process.stdout (which is that stream, made here), and Node
+    // puts its flags back when the process exits.
+    try {
+      const stream = fd === 1 ? process.stdout : new Socket({ fd, readable: false, writable: true });
+      if (!(stream instanceof Socket)) return null; // not a libuv pipe: not made non-blocking
+      if (fd !== 1) keptOpen.push(stream); // its handle owns the fd: never collected, never closed
+      return new StdoutSink(fd, limit);
+    } catch {
+      return null;
     }
   }
 
@@ -156,6 +175,7 @@ export class StdoutSink extends EventEmitter {
 /** 8 MiB: ~20,000 lines of a failing item with its error; past that lines are dropped. */
 const DEFAULT_LIMIT_BYTES = 8 * 1024 * 1024;
 const RETRY_MS = 10;
+const keptOpen: Socket[] = [];
 /** Linux's PIPE_BUF: a write to a pipe of at most this many bytes is never split. */
 const PIPE_BUF = 4096;
 

@@ -3,6 +3,7 @@ import { closeSync, constants, existsSync, openSync, readFileSync, readSync, wri
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { chownTree, NOBODY } from '../helpers/users.js';
 import { until } from '../helpers/wait.js';
 
 /**
@@ -42,13 +43,18 @@ interface Stalled {
   readToEnd(): Promise<string>;
 }
 
-/** Start `cronsafe run` with its stdout into a FIFO whose reader does not read. */
-function runIntoStalledPipe(ws: Workspace): Stalled {
+/**
+ * Start `cronsafe run` with its stdout into a FIFO whose reader does not read. With `uid`,
+ * cronsafe runs as that user and the FIFO is root's, mode 0600, as the pipe a container
+ * runtime makes for a container whose image sets another USER.
+ */
+function runIntoStalledPipe(ws: Workspace, uid?: number): Stalled {
   const fifo = path.join(ws.dir, 'stdout.fifo');
-  expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+  if (uid !== undefined) chownTree(ws.dir, uid);
+  expect(spawnSync('mkfifo', ['-m', '600', fifo]).status).toBe(0);
   const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
   const writeEnd = openSync(fifo, constants.O_WRONLY);
-  const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', writeEnd, 'pipe'] });
+  const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', writeEnd, 'pipe'], ...(uid === undefined ? {} : { uid, gid: uid }) });
   closeSync(writeEnd);
   let stderr = '';
   cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
@@ -82,10 +88,15 @@ function runIntoStalledPipe(ws: Workspace): Stalled {
 const files = (n: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`item-${String(i).padStart(4, '0')}.txt`, 'x']));
 
 describe('a run whose log reader stops reading', () => {
-  it('goes on working, and a SIGTERM drains it within drain.gracePeriodSeconds', async () => {
+  // The second: a pipe that cronsafe may not open again (/proc/self/fd/1: EACCES), the pipe
+  // of a container whose image runs as a user other than root (this image's USER 65532).
+  // It froze as before: fd 1 is then made non-blocking itself. Root only (run as nobody).
+  const users: [string, number | undefined][] = [['as the pipe\'s owner', undefined]];
+  if (process.getuid?.() === 0) users.push(['as another user than the pipe\'s (a container\'s USER)', NOBODY]);
+  it.each(users)('goes on working, and a SIGTERM drains it within drain.gracePeriodSeconds (%s)', async (_, uid) => {
     const ws = workspace({ drain: { gracePeriodSeconds: 4, marginSeconds: 1 }, log: { level: 'info' } }, files(3000));
     writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(failingHandler(ws, 5))}\n`);
-    const run = runIntoStalledPipe(ws);
+    const run = runIntoStalledPipe(ws, uid);
     // 600 warn lines of ~450 bytes: four times what the pipe holds. Frozen on its log, the
     // run never got past ~150.
     await until(() => calls(ws) >= 600, 'the handler called 600 times with nobody reading the log', 15_000);
