@@ -86,10 +86,32 @@ for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig,
 // trace. Noted from the start, so the command ends with the one "output incomplete" line.
 // Not for run and daemon, which log to fd 1 through their own stream.
 let stdoutFailed: Error | undefined;
+/** process.stdout, once made in a run (a module handler's console.log). */
+let handlerStdout: NodeJS.WriteStream | undefined;
 if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) {
   process.stdout.on('error', (err) => {
     stdoutFailed ??= err;
   });
+} else {
+  // A module handler's own console.log after the log's reader left (`cronsafe run | head`):
+  // Node reports the EPIPE on process.stdout on a later tick, and unheard it was an uncaught
+  // exception that failed the run (exit 1) and stopped its pass. Heard once the handler makes
+  // the stream (made here, on a pipe it would change fd 1's flags for nothing); the log
+  // itself says on stderr that stdout failed.
+  const made = Object.getOwnPropertyDescriptor(process, 'stdout');
+  const get = made?.get?.bind(process);
+  if (get && made?.configurable) {
+    Object.defineProperty(process, 'stdout', {
+      configurable: true,
+      enumerable: made.enumerable,
+      get(): NodeJS.WriteStream {
+        const stdout = get() as NodeJS.WriteStream;
+        if (handlerStdout === undefined) stdout.on('error', () => undefined);
+        handlerStdout = stdout;
+        return stdout;
+      },
+    });
+  }
 }
 
 // A stderr that cannot take a line (2>/dev/full, a closed pipe): the line is lost, but the
@@ -147,6 +169,9 @@ try {
     finishedWith = code;
     const { logsWritten } = await import('./log-sink.js');
     await logsWritten();
+    // A module handler's own console.log into a pipe: Node writes it without waiting and
+    // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
+    while (handlerStdout && !handlerStdout.destroyed && handlerStdout.writableLength > 0) await new Promise((r) => setTimeout(r, 10));
   }
   exit(code);
 } catch (err) {

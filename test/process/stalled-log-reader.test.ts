@@ -132,3 +132,66 @@ describe('a run whose log reader stops reading', () => {
   }, 40_000);
 });
 
+
+describe('a module handler that prints to stdout', () => {
+  it('has every line it printed in the pipe when the run exits (`cronsafe run | cat`)', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(20));
+    const handler = path.join(ws.dir, 'print.mjs');
+    // 100 kB a line: more than the pipe holds, so Node still had lines waiting at the exit.
+    writeFileSync(handler, `export default async function print() {\n  console.log('z'.repeat(100000));\n}\n`);
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(handler)}\n`);
+    const run = runIntoStalledPipe(ws);
+    const text = await run.readToEnd();
+    expect(await run.exited, run.stderr()).toBe(0);
+    // The log's own lines, whole, may fall between two writes of a long printed line.
+    const log = text.match(/\{"level"[^\n]*\n/g) ?? [];
+    expect(log.map((l) => (JSON.parse(l) as { msg: string }).msg)).toContain('run finished');
+    const printed = text.replace(/\{"level"[^\n]*\n/g, '');
+    expect(printed.length).toBe(20 * 100001);
+    expect(printed === `${'z'.repeat(100000)}\n`.repeat(20), 'every printed line whole').toBe(true);
+  }, 40_000);
+
+  it('after the log reader left (`cronsafe run | head -1`) does not fail the run: every item done, exit 0, one line on stderr', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(20));
+    const gone = path.join(ws.dir, 'reader-gone');
+    const handler = path.join(ws.dir, 'print.mjs');
+    // Each attempt waits until the reader has left, then prints as handler code does.
+    writeFileSync(
+      handler,
+      `import { existsSync } from 'node:fs';
+export default async function print(item) {
+  while (!existsSync(${JSON.stringify(gone)})) await new Promise((r) => setTimeout(r, 5));
+  console.log('done with ' + item.id);
+}
+`,
+    );
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(handler)}\n`);
+    const fifo = path.join(ws.dir, 'stdout.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writeEnd = openSync(fifo, constants.O_WRONLY);
+    const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', writeEnd, 'pipe'] });
+    closeSync(writeEnd);
+    let stderr = '';
+    cli.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const hard = setTimeout(() => cli.kill('SIGKILL'), 30_000);
+    const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => (clearTimeout(hard), resolve(code))));
+    // The reader takes the first line, as `head -1` does, and leaves.
+    let first = '';
+    const buf = Buffer.alloc(1 << 16);
+    await until(() => {
+      try {
+        first += buf.toString('utf8', 0, readSync(readEnd, buf, 0, buf.length, null));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      }
+      return first.includes('\n');
+    }, 'the first log line');
+    closeSync(readEnd);
+    writeFileSync(gone, '');
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toBe('cronsafe: cannot write the log to stdout (EPIPE); carrying on without it\n');
+    const s = await statusJson(ws.configPath);
+    expect(s.items.done).toBe(20);
+  }, 40_000);
+});
