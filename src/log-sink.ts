@@ -39,6 +39,12 @@ export class StdoutSink extends EventEmitter {
   #waiters: (() => void)[] = [];
   /** Called, once the queue is empty again, with the number of lines dropped meanwhile. */
   onDropped: ((lines: number) => void) | undefined;
+  /**
+   * Lines not to drop past the limit (`run finished`: the run's one record of its outcome in
+   * the log, written last, when the queue is likeliest full). They take a reserve of their
+   * own, KEEP_RESERVE_BYTES, so that memory stays bounded whatever matches.
+   */
+  keep: ((line: string) => boolean) | undefined;
 
   private constructor(fd: number, limit: number) {
     super();
@@ -82,8 +88,9 @@ export class StdoutSink extends EventEmitter {
     if (this.#failed) return true;
     const bytes = Buffer.byteLength(line);
     if (this.#queued > 0) {
-      if (this.#queued + bytes > this.#limit) this.#dropped++;
-      else this.#enqueue(Buffer.from(line, 'utf8'));
+      const fits = this.#queued + bytes <= this.#limit || (this.#queued + bytes <= this.#limit + KEEP_RESERVE_BYTES && this.keep?.(line) === true);
+      if (fits) this.#enqueue(Buffer.from(line, 'utf8'));
+      else this.#dropped++;
       return true;
     }
     const buf = Buffer.from(line, 'utf8');
@@ -174,6 +181,8 @@ export class StdoutSink extends EventEmitter {
 
 /** 8 MiB: ~20,000 lines of a failing item with its error; past that lines are dropped. */
 const DEFAULT_LIMIT_BYTES = 8 * 1024 * 1024;
+/** Past the limit, room for the lines `keep` asks for: `run finished`, a few kB each. */
+const KEEP_RESERVE_BYTES = 256 * 1024;
 const RETRY_MS = 10;
 const keptOpen: Socket[] = [];
 /** Linux's PIPE_BUF: a write to a pipe of at most this many bytes is never split. */

@@ -31,6 +31,9 @@ export function createLogger(
   const sink = destination === undefined && log.format !== 'pretty' ? StdoutSink.forStdout() : null;
   if (sink) {
     const logger = pino(options, escapingControls(sink));
+    // A run's last line, its outcome: a handler's own line that says `run finished` has no
+    // unescaped `"exitCode":` (its text is a JSON string).
+    sink.keep = (line) => line.endsWith('"msg":"run finished"}\n') && line.includes('"exitCode":');
     sink.onDropped = (lines) => logger.warn({ droppedLines: lines }, 'stdout was not read for a while (a stalled log reader): log lines were dropped');
     return logger;
   }

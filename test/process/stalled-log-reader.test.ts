@@ -133,6 +133,29 @@ describe('a run whose log reader stops reading', () => {
 });
 
 
+describe('a run whose stalled log reader made it drop lines (past 8 MiB)', () => {
+  it('keeps `run finished`, the one line with its outcome, before the note of how many were dropped', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(200));
+    // 250 lines of 50 bytes an item, each logged (~190 bytes a line): 9.5 MB in all, past
+    // the 8 MiB kept. Once full, the queue has less room left than `run finished` takes.
+    const handler = path.join(ws.dir, 'print.sh');
+    writeFileSync(handler, `#!/bin/sh\nhead -c 12500 /dev/zero | tr '\\0' a | fold -w 50\n`, { mode: 0o755 });
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  command: [${JSON.stringify(handler)}]\n`);
+    const run = runIntoStalledPipe(ws);
+    // The run has ended (its end in the ledger, `run finished` logged right after) with
+    // nobody reading yet: the queue is full.
+    const ended = async (): Promise<boolean> => {
+      if (!existsSync(ws.db)) return false;
+      return ((await statusJson(ws.configPath)).recentRuns as { finishedAt: number | null }[])[0]?.finishedAt != null;
+    };
+    await until(ended, 'the end of the run in the ledger', 30_000);
+    const lines = (await run.readToEnd()).split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; outcome?: string; droppedLines?: number });
+    expect(await run.exited, run.stderr()).toBe(0);
+    expect(lines.at(-1)!.droppedLines).toBeGreaterThan(1000);
+    expect(lines.at(-2)).toMatchObject({ msg: 'run finished', outcome: 'completed' });
+  }, 40_000);
+});
+
 describe('a module handler that prints to stdout', () => {
   it('has every line it printed in the pipe when the run exits (`cronsafe run | cat`)', async () => {
     const ws = workspace({ log: { level: 'info' } }, files(20));

@@ -78,6 +78,31 @@ describe('StdoutSink (the run log into a pipe)', () => {
     expect(got.at(-1)).toEqual({ dropped: dropped[0] });
   });
 
+  it('keeps the lines `keep` asks for past its limit, in a bounded reserve', async () => {
+    const p = fifo();
+    open.push(p.readEnd, p.writeEnd);
+    const sink = StdoutSink.forStdout(4_000, p.writeEnd)!;
+    sink.keep = (l) => l.includes('"keep"');
+    for (let i = 0; i < 2000; i++) sink.write(line(i)); // the pipe and the queue full
+    sink.write('{"keep":"run finished"}\n');
+    // Past the reserve (256 KiB) even those are dropped: 5,000 of 100 bytes.
+    for (let i = 0; i < 5000; i++) sink.write(`{"keep":${i},"pad":"${'x'.repeat(80)}"}\n`);
+    let text = p.read();
+    const done = sink.written();
+    let settled = false;
+    void done.then(() => (settled = true));
+    while (!settled) {
+      await new Promise((r) => setTimeout(r, 5));
+      text += p.read();
+    }
+    text += p.read();
+    const got = text.split('\n').filter((l) => l !== '');
+    expect(got).toContain('{"keep":"run finished"}');
+    const kept = got.filter((l) => l.startsWith('{"keep":') && !l.includes('run finished')).length;
+    expect(kept).toBeGreaterThan(2000);
+    expect(kept).toBeLessThan(5000);
+  });
+
   it('writes every line, in order, when the reader is only slow', async () => {
     const p = fifo();
     open.push(p.readEnd, p.writeEnd);
