@@ -15,10 +15,11 @@ import { Socket } from 'node:net';
  *
  * So the sink writes through a file description of its own for the same pipe, non-blocking
  * (opening `/proc/self/fd/1` makes one; fd 1's own flags, which other processes may share,
- * are left alone). What the pipe cannot take now waits in memory, in order, and is tried
- * again every few milliseconds; past `limit` bytes, lines are dropped and counted, and once
- * the reader has caught up one line says how many (`onDropped`), so memory stays bounded
- * whatever the reader does.
+ * are left alone; where it cannot be opened again, fd 1 itself: see forStdout). What the
+ * pipe cannot take now waits in memory, in order, and is tried again every few
+ * milliseconds; past `limit` bytes, lines are dropped and counted, and once the reader has
+ * caught up one line says how many (`onDropped`), so memory stays bounded whatever the
+ * reader does.
  *
  * A write that fails for good (EPIPE: the reader left) is said once on stderr and the rest
  * of the log is dropped: the ledger, not the log, is the run's record, and a run that died
