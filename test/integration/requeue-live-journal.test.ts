@@ -32,6 +32,14 @@ async function requeueAll(ledger: Ledger, now: number): Promise<string[]> {
   return moved;
 }
 
+/** `a` succeeds and `b` starts: a's success is in the run's start journal, not yet in the ledger. */
+async function succeedWhileJournalled(run: Ledger): Promise<void> {
+  await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+  const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
+  const { claims } = await run.settle(none, T0, { ids: ['a'], opts });
+  await run.settle({ ...none, complete: claims }, T0 + 5, { ids: ['b'], opts: { ...opts, now: T0 + 5 } });
+}
+
 describe('requeue while a run writes behind', () => {
   it('a success the requeue caught up from the journal stays requeued: the run\'s flush neither redoes it nor counts it again', async () => {
     const file = path.join(root, `t${++n}`, 'job.db');
@@ -72,10 +80,7 @@ describe('requeue while a run writes behind', () => {
     const file = path.join(root, `t${++n}`, 'job.db');
     const run = await openSqliteLedger(file, { writeBehind: true });
     try {
-      await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
-      const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
-      const { claims } = await run.settle(none, T0, { ids: ['a'], opts });
-      await run.settle({ ...none, complete: claims }, T0 + 5, { ids: ['b'], opts: { ...opts, now: T0 + 5 } });
+      await succeedWhileJournalled(run);
       const other = await openSqliteLedger(file, {});
       try {
         expect(await other.requeue(['nothing'], DONE, T0 + 10)).toEqual([]);
@@ -97,10 +102,7 @@ describe('requeue while a run writes behind', () => {
     const file = path.join(root, `t${++n}`, 'job.db');
     const run = await openSqliteLedger(file, { writeBehind: true });
     try {
-      await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
-      const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
-      const { claims } = await run.settle(none, T0, { ids: ['a'], opts });
-      await run.settle({ ...none, complete: claims }, T0 + 5, { ids: ['b'], opts: { ...opts, now: T0 + 5 } });
+      await succeedWhileJournalled(run);
       const other = await openSqliteLedger(file, {});
       try {
         expect(await requeueAll(other, T0 + 10)).toEqual(['a']);
