@@ -1,3 +1,5 @@
+import { mkdirSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli, statusJson, workspace } from '../helpers/cli.js';
 
@@ -22,5 +24,18 @@ describe('a handler that kills its parent process (kill -9 $PPID)', () => {
     expect(dead.map((l) => l.itemId)).toEqual(['poison.txt']);
     expect(String(dead[0]?.error)).toMatch(/exited \(SIGKILL\).*did the handler kill its parent process/);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 4, dead: 1 });
+  });
+
+  it("leaves no directory of FIFOs (cronsafe-io-*) in the temp directory: the killed helper could not remove its own", async () => {
+    // The helper removes the directory of its children's FIFOs at its exit, which a SIGKILL
+    // never reaches: each helper killed left one in $TMPDIR (the pod's /tmp emptyDir) for good.
+    const ws = workspace({ handler: { command: ['sh', '-c', 'echo hi > /dev/stdout; [ "$1" != poison.txt ] || kill -9 "$PPID"; sleep 1', 'sh', '{id}'] }, concurrency: 1, retry: { maxAttempts: 1 } }, { 'a.txt': 'a', 'poison.txt': 'p' });
+    const tmp = path.join(ws.dir, 'tmp');
+    mkdirSync(tmp);
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000, env: { TMPDIR: tmp } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => l.msg === 'item dead-lettered').map((l) => l.itemId)).toEqual(['poison.txt']);
+    expect(r.lines.filter((l) => l.stream === 'stdout').map((l) => l.msg)).toContain('hi');
+    expect(readdirSync(tmp)).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { TAIL_BYTES } from './capture.js';
 import { HELPER_FLAG } from './process-group.js';
@@ -100,7 +101,9 @@ function fifoPair() {
   if (fifoOff) return null;
   try {
     if (free.length === 0) {
-      fifoDir ??= fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
+      // Told to cronsafe, which removes it should the helper be killed (kill -9 $PPID, the
+      // OOM killer) and never reach its exit handler below.
+      if (!fifoDir) { fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-')); send({ dir: fifoDir }); }
       const names = [];
       for (let n = 0; n < ${FIFO_BATCH}; n++, made++) names.push(fifoDir + '/' + made + 'o', fifoDir + '/' + made + 'e');
       const r = spawnSync('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' });
@@ -186,6 +189,8 @@ send({ ready: 1 });
 interface HelperMessage {
   i: number;
   ready?: 1;
+  /** The directory of its FIFOs, made: removed here should the helper die without removing it. */
+  dir?: string;
   p?: number;
   f?: string;
   m?: string;
@@ -211,6 +216,7 @@ class SpawnServer {
   #readyTimer: NodeJS.Timeout | undefined;
   #notStarted = false;
   #onReady: (() => void) | undefined;
+  #fifoDir: string | undefined;
   /** Settles when the helper can take requests, or is dead (never rejects). */
   readonly ready: Promise<void>;
 
@@ -247,6 +253,7 @@ class SpawnServer {
       this.#dead = new Error(`the process that starts handler.command children ${why}`);
       this.#onReady?.();
       onDeath();
+      this.removeFifoDir();
       const lost = [...this.#children.values()];
       this.#children.clear();
       for (const c of lost) c.lost(this.#dead, this.#wasReady);
@@ -294,6 +301,12 @@ class SpawnServer {
   }
 
   #receive(m: HelperMessage): void {
+    if (m.dir !== undefined) {
+      this.#fifoDir = m.dir;
+      // Its exit can be seen before this message, read from the channel after it.
+      if (this.#dead) this.removeFifoDir();
+      return;
+    }
     if (m.ready) {
       this.#wasReady = true;
       clearTimeout(this.#readyTimer);
@@ -312,6 +325,21 @@ class SpawnServer {
       this.#settled(m.i);
       c.failed(Object.assign(new Error(m.m ?? m.f), { code: m.f }));
     } else c.exit(m.x ?? null, m.s ?? null);
+  }
+
+  /**
+   * A helper killed (SIGKILL: kill -9 $PPID, the OOM killer) never reaches its exit handler,
+   * which removes its FIFOs' directory: left in the temp directory, one more per death. At
+   * cronsafe's exit too: the helper removes it only after, and in a container it is killed
+   * with the rest when cronsafe, the init's only child, is gone.
+   */
+  removeFifoDir(): void {
+    if (this.#fifoDir === undefined) return;
+    try {
+      rmSync(this.#fifoDir, { recursive: true, force: true });
+    } catch {
+      /* not removable (its parent made read-only meanwhile): only FIFOs, no data, are left */
+    }
   }
 
   #settled(i: number): void {
@@ -345,7 +373,10 @@ function addServer(): SpawnServer {
   if (!killAtExit) {
     killAtExit = true;
     process.once('exit', () => {
-      for (const s of servers) s.killIfNotStarted();
+      for (const s of servers) {
+        s.killIfNotStarted();
+        s.removeFifoDir();
+      }
     });
   }
   const s: SpawnServer = new SpawnServer(() => {
