@@ -97,13 +97,40 @@ function send(m, stream) {
 const C = fs.constants;
 let fifoDir, fifoOff = false, made = 0;
 const free = [];
+// A name is opened only when it is still our FIFO (not followed if a link, of our user, both
+// ends the same inode). The directory can be emptied or removed under us (a handler cleaning
+// /tmp, systemd-tmpfiles' age limit on an idle daemon) and a name made again by someone else:
+// then the FIFOs are made anew in a new directory, the old one removed if it is still ours.
+const uid = process.getuid();
+let dirIno;
+const ownDir = () => { try { const st = fs.lstatSync(fifoDir); return st.isDirectory() && st.uid === uid && st.ino === dirIno; } catch { return false; } };
 function fifoPair() {
-  if (fifoOff) return null;
+  for (let tries = 0; tries < 2 && !fifoOff; tries++) {
+    const io = tryPair();
+    if (io !== 'stale') return io;
+    if (ownDir()) try { fs.rmSync(fifoDir, { recursive: true, force: true }); } catch {}
+    fifoDir = undefined; free.length = 0;
+  }
+  return null;
+}
+// A pair read to its end serves the next child, if it is of the directory in use.
+function release(io) {
+  if (io.dir === fifoDir) free.push(io.pair);
+  else for (const name of io.pair) try { fs.unlinkSync(name); } catch {}
+}
+function tryPair() {
   try {
+    // Not ours any more (removed, made again by someone else, who could swap a name between
+    // the two opens below for a FIFO nobody reads, on which the second would block for good).
+    if (fifoDir && !ownDir()) return 'stale';
     if (free.length === 0) {
       // Told to cronsafe, which removes it should the helper be killed (kill -9 $PPID, the
       // OOM killer) and never reach its exit handler below.
-      if (!fifoDir) { fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-')); send({ dir: fifoDir }); }
+      if (!fifoDir) {
+        fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
+        dirIno = fs.lstatSync(fifoDir).ino;
+        send({ dir: fifoDir });
+      }
       const names = [];
       for (let n = 0; n < ${FIFO_BATCH}; n++, made++) names.push(fifoDir + '/' + made + 'o', fifoDir + '/' + made + 'e');
       const r = spawnSync('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' });
@@ -114,13 +141,21 @@ function fifoPair() {
   const pair = free.pop();
   const fds = [];
   try {
-    for (const name of pair) { fds.push(fs.openSync(name, C.O_RDONLY | C.O_NONBLOCK)); fds.push(fs.openSync(name, C.O_WRONLY)); }
-  } catch {
+    for (const name of pair) {
+      const r = fs.openSync(name, C.O_RDONLY | C.O_NONBLOCK | C.O_NOFOLLOW);
+      fds.push(r);
+      const w = fs.openSync(name, C.O_WRONLY | C.O_NOFOLLOW);
+      fds.push(w);
+      const a = fs.fstatSync(r), b = fs.fstatSync(w);
+      if (!a.isFIFO() || a.uid !== uid || a.ino !== b.ino || a.dev !== b.dev) throw new Error('not our FIFO');
+    }
+  } catch (e) {
     for (const fd of fds) fs.closeSync(fd);
     for (const name of pair) try { fs.unlinkSync(name); } catch {}
-    return null;
+    // Out of descriptors: sockets for this child. Otherwise the name was removed or replaced.
+    return e.code === 'EMFILE' || e.code === 'ENFILE' ? null : 'stale';
   }
-  return { pair, readO: fds[0], writeO: fds[1], readE: fds[2], writeE: fds[3] };
+  return { pair, dir: fifoDir, readO: fds[0], writeO: fds[1], readE: fds[2], writeE: fds[3] };
 }
 process.on('exit', () => { if (fifoDir) try { fs.rmSync(fifoDir, { recursive: true, force: true }); } catch {} });
 process.on('message', (m) => {
@@ -133,7 +168,7 @@ process.on('message', (m) => {
   try {
     child = spawn(m.f, m.a, { cwd: m.c, env: Object.assign({}, envs.get(m.k), m.e), stdio: io ? ['ignore', io.writeO, io.writeE] : ['ignore', 'pipe', 'pipe'], detached: true });
   } catch (err) {
-    if (io) { for (const fd of [io.readO, io.writeO, io.readE, io.writeE]) fs.closeSync(fd); free.push(io.pair); }
+    if (io) { for (const fd of [io.readO, io.writeO, io.readE, io.writeE]) fs.closeSync(fd); release(io); }
     send({ i, f: (err && err.code) || 'error', m: String(err && err.message) });
     return;
   }
@@ -143,7 +178,7 @@ process.on('message', (m) => {
   const out = io ? new net.Socket({ fd: io.readO, readable: true, writable: false }) : child.stdout;
   const err = io ? new net.Socket({ fd: io.readE, readable: true, writable: false }) : child.stderr;
   child.on('error', (e) => { if (child.pid === undefined) send({ i, f: e.code || 'error', m: e.message }); });
-  if (child.pid === undefined) { if (io) { out.destroy(); err.destroy(); free.push(io.pair); } return; }
+  if (child.pid === undefined) { if (io) { out.destroy(); err.destroy(); release(io); } return; }
   kids.set(i, { pid: child.pid, out, err });
   send({ i, p: child.pid });
   // Past the log budget (m.b) bytes are only counted, and the last of stderr kept for the
@@ -162,7 +197,7 @@ process.on('message', (m) => {
   const closed = () => {
     if (--left > 0) return;
     kids.delete(i); paused.delete(out); paused.delete(err);
-    if (io) { if (ends === 2) free.push(io.pair); else for (const name of io.pair) try { fs.unlinkSync(name); } catch {} }
+    if (io) { if (ends === 2) release(io); else for (const name of io.pair) try { fs.unlinkSync(name); } catch {} }
     if (exit) clearImmediate(exit);
     send({ i, z: exit ? 2 : 1, x: code, s: signal, n: dropped, t: tail.toString('latin1') });
   };
