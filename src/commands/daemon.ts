@@ -25,6 +25,6 @@ export async function daemonCommand(opts: {
     throw new ConfigError(`${config.configPath}: schedule.cron: ${coerceError(err).message} (as cronsafe daemon reads it: a day of week starting with "*" does not add days)`, config.configPath, 'schedule.cron');
   }
   checkFilesystems(config); // at once, not at the first occurrence (each run checks again)
-  const log = (opts.logger ?? createLogger(config.log)).child({ job: config.name, daemon: true });
+  const log = (opts.logger ?? createLogger(config.log, undefined, { job: config.name })).child({ ...(opts.logger ? { job: config.name } : {}), daemon: true });
   return runScheduled(config, log, { stop: opts.stop, force: opts.force });
 }

@@ -25,7 +25,8 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   // An empty variable is unset (as the shell's ${VAR:-}); an empty flag is a bad value (exit 2).
   const raw = opts.scheduledTime ?? (process.env.CRONSAFE_SCHEDULED_TIME || undefined);
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';
-  const log = opts.logger ?? createLogger(config.log);
+  // The job on the root logger: a line it logs itself (the log's dropped-lines warning) names it too.
+  const log = opts.logger ?? createLogger(config.log, undefined, { job: config.name });
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
   const fire = raw !== undefined ? { scheduledTime: refuseAhead(parseScheduledTime(raw, from), from, new Date()) } : await scheduledTimeFromJob(config, log);
   return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime: fire.scheduledTime, manual: fire.manual, policy: 'kubernetes' }));

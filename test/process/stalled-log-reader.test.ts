@@ -152,6 +152,7 @@ describe('a run whose stalled log reader made it drop lines (past 8 MiB)', () =>
     const lines = (await run.readToEnd()).split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; outcome?: string; droppedLines?: number });
     expect(await run.exited, run.stderr()).toBe(0);
     expect(lines.at(-1)!.droppedLines).toBeGreaterThan(1000);
+    expect(lines.at(-1)).toMatchObject({ job: 'test-job' }); // found by a search for the job's lines
     expect(lines.at(-2)).toMatchObject({ msg: 'run finished', outcome: 'completed' });
   }, 40_000);
 });
