@@ -34,4 +34,25 @@ describe("a command handler's stdout and stderr FIFOs", () => {
     expect(logged.sort()).toEqual(ids.flatMap((id) => [`${id} stderr: err ${id}`, `${id} stdout: out ${id}`]));
     expect(readFileSync(victim, 'utf8')).toBe('');
   });
+
+  it('a temp directory missing when the first child starts: FIFOs as soon as it exists, not sockets for the helper\'s life', async () => {
+    // The helper gave up on FIFOs at its first failure (a $TMPDIR not there yet, a full one, a
+    // pids limit refusing mkfifo): a daemon's scripts then failed on /dev/stderr until a restart.
+    const ws = workspace({}, {});
+    const tmp = path.join(ws.dir, 'tmp-made-by-the-first-item');
+    const script = 'mkdir -p "$TMPDIR" && echo "err $1" > /dev/stderr';
+    const ids = ['a', 'b', 'c'];
+    const job = workspace(
+      { handler: { command: ['sh', '-c', script, 'sh', '{id}'] }, concurrency: 1, log: { level: 'info' } },
+      Object.fromEntries(ids.map((id) => [id, id])),
+    );
+    const r = await runCli(['run', '-c', job.configPath], { timeoutMs: 30_000, env: { TMPDIR: tmp } });
+    expect(r.code, r.stderr).toBe(0);
+    // The first child got sockets (no temp directory yet) and could not reopen its stderr;
+    // the two after it had FIFOs in the directory it made.
+    const failed = r.lines.filter((l) => l.msg === 'item failed; will retry').map((l) => String(l.itemId));
+    expect(failed).toHaveLength(1);
+    const ok = r.lines.filter((l) => l.stream === 'stderr' && String(l.msg).startsWith('err ')).map((l) => String(l.itemId));
+    expect(ok.sort()).toEqual(ids.filter((id) => !failed.includes(id)).sort());
+  });
 });

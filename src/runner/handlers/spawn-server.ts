@@ -6,6 +6,8 @@ import { HELPER_FLAG } from './process-group.js';
 
 /** FIFO pairs the helper makes at a time (one mkfifo(1) for them). */
 const FIFO_BATCH = 8;
+/** After mkfifo(1) failed (a pids limit, a full temp directory): sockets for this long, then FIFOs again. */
+const FIFO_RETRY_MS = 10_000;
 
 /**
  * Command handlers' children are forked by a small helper process, not by cronsafe itself.
@@ -95,7 +97,9 @@ function send(m, stream) {
 // a few at a time, and used again once a child's pipes reached their end (no writer left).
 // Without mkfifo or a writable temp directory, sockets as before.
 const C = fs.constants;
-let fifoDir, fifoOff = false, made = 0;
+// fifoOffUntil: after a failure, sockets until then (Infinity: no mkfifo at all). A temp
+// directory that cannot be made now (missing, full) is tried again at the next child.
+let fifoDir, fifoOffUntil = 0, made = 0;
 const free = [];
 // A name is opened only when it is still our FIFO (not followed if a link, of our user, both
 // ends the same inode). The directory can be emptied or removed under us (a handler cleaning
@@ -105,7 +109,7 @@ const uid = process.getuid();
 let dirIno;
 const ownDir = () => { try { const st = fs.lstatSync(fifoDir); return st.isDirectory() && st.uid === uid && st.ino === dirIno; } catch { return false; } };
 function fifoPair() {
-  for (let tries = 0; tries < 2 && !fifoOff; tries++) {
+  for (let tries = 0; tries < 2 && Date.now() >= fifoOffUntil; tries++) {
     const io = tryPair();
     if (io !== 'stale') return io;
     if (ownDir()) try { fs.rmSync(fifoDir, { recursive: true, force: true }); } catch {}
@@ -127,17 +131,20 @@ function tryPair() {
       // Told to cronsafe, which removes it should the helper be killed (kill -9 $PPID, the
       // OOM killer) and never reach its exit handler below.
       if (!fifoDir) {
-        fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
+        try {
+          fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
+        } catch { return null; }
         dirIno = fs.lstatSync(fifoDir).ino;
         send({ dir: fifoDir });
       }
       const names = [];
       for (let n = 0; n < ${FIFO_BATCH}; n++, made++) names.push(fifoDir + '/' + made + 'o', fifoDir + '/' + made + 'e');
       const r = spawnSync('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' });
+      if (r.error && r.error.code === 'ENOENT') { fifoOffUntil = Infinity; return null; }
       if (r.status !== 0) throw new Error('mkfifo');
       for (let n = 0; n < names.length; n += 2) free.push([names[n], names[n + 1]]);
     }
-  } catch { fifoOff = true; return null; }
+  } catch { fifoOffUntil = Date.now() + ${FIFO_RETRY_MS}; return null; }
   const pair = free.pop();
   const fds = [];
   try {
