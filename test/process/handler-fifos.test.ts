@@ -54,5 +54,9 @@ describe("a command handler's stdout and stderr FIFOs", () => {
     expect(failed).toHaveLength(1);
     const ok = r.lines.filter((l) => l.stream === 'stderr' && String(l.msg).startsWith('err ')).map((l) => String(l.itemId));
     expect(ok.sort()).toEqual(ids.filter((id) => !failed.includes(id)).sort());
+    // And the run said why the first one's /dev/stderr failed, once.
+    const said = r.lines.filter((l) => String(l.msg).startsWith('handler.command children get Unix sockets, not pipes'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatchObject({ level: 'warn', tmpdir: tmp });
   });
 });

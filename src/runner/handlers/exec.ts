@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { constants } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
 import { noRedact, type Redact } from '../../redact.js';
@@ -15,6 +15,8 @@ import { killBudgetMs } from '../drain.js';
 
 /** How long past the SIGKILL we wait for the group to vanish before settling anyway. */
 const REAP_SLACK_MS = 2000;
+/** Said once per process: the children's stdout and stderr are sockets (see spawn-server.ts). */
+let warnedSockets = false;
 /** After an abort (a drain) the child is gone: how long its pipes may stay open after it. */
 const ABORTED_PIPE_SLACK_MS = 250;
 /** How long after the child's exit its pipes may stay open before we look for who holds them. */
@@ -197,8 +199,16 @@ function runChild(
     // When the child was asked for: should its pid never come back, a process started before is not it.
     const requestedAt = process.uptime();
     const child: RemoteChild = spawnChild({ ...request, file, args }, {
-      spawned(p) {
+      spawned(p, sockets) {
         pid = p;
+        if (sockets && !warnedSockets) {
+          // Silent, this was a script's ENXIO on /dev/stderr with nothing to say why.
+          warnedSockets = true;
+          ctx.log.warn(
+            { tmpdir: tmpdir() },
+            "handler.command children get Unix sockets, not pipes, for stdout and stderr (no mkfifo program, or the temp directory cannot take the helper's FIFOs): a script that reopens /dev/stdout or /dev/stderr fails with ENXIO; write >&2 instead",
+          );
+        }
         if (stop) terminate();
       },
       // Nothing started (ENOENT, EACCES): nothing to kill or wait for.

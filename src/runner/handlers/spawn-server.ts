@@ -29,7 +29,8 @@ const FIFO_RETRY_MS = 10_000;
 /** What the helper tells about one child, in the order it happens. */
 export interface ChildEvents {
   /** The child runs; its pid is also its process group id. */
-  spawned(pid: number): void;
+  /** `sockets`: its stdout and stderr are Unix sockets, not FIFOs (no mkfifo, no writable temp directory). */
+  spawned(pid: number, sockets: boolean): void;
   /** The child never started (no pid): `err.code` is the errno name (ENOENT, EACCES, ...). */
   failed(err: NodeJS.ErrnoException): void;
   data(stream: 'stdout' | 'stderr', chunk: Buffer): void;
@@ -187,7 +188,7 @@ process.on('message', (m) => {
   child.on('error', (e) => { if (child.pid === undefined) send({ i, f: e.code || 'error', m: e.message }); });
   if (child.pid === undefined) { if (io) { out.destroy(); err.destroy(); release(io); } return; }
   kids.set(i, { pid: child.pid, out, err });
-  send({ i, p: child.pid });
+  send(io ? { i, p: child.pid } : { i, p: child.pid, u: 1 });
   // Past the log budget (m.b) bytes are only counted, and the last of stderr kept for the
   // failure message: a child that floods its pipes is drained at the pipes' speed.
   let room = m.b, dropped = 0, tail = Buffer.alloc(0);
@@ -234,6 +235,8 @@ interface HelperMessage {
   /** The directory of its FIFOs, made: removed here should the helper die without removing it. */
   dir?: string;
   p?: number;
+  /** With p: the child's stdout and stderr are sockets (no FIFOs to be had). */
+  u?: 1;
   f?: string;
   m?: string;
   o?: string;
@@ -359,7 +362,7 @@ class SpawnServer {
     if (!c) return;
     if (m.o !== undefined) c.data('stdout', Buffer.from(m.o, 'latin1'));
     else if (m.r !== undefined) c.data('stderr', Buffer.from(m.r, 'latin1'));
-    else if (m.p !== undefined) c.spawned(m.p);
+    else if (m.p !== undefined) c.spawned(m.p, m.u === 1);
     else if (m.z !== undefined) {
       this.#settled(m.i);
       c.close(m.x ?? null, m.s ?? null, m.n ?? 0, Buffer.from(m.t ?? '', 'latin1'));
