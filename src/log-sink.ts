@@ -4,7 +4,7 @@ import { Socket } from 'node:net';
 
 /**
  * The run's and the daemon's JSON log when fd 1 is a pipe (`kubectl logs`: the container
- * runtime reads a pipe), written without ever waiting for the reader.
+ * runtime reads a pipe) or a socket, written without ever waiting for the reader.
  *
  * Node writes to a pipe synchronously, and a pipe takes 64 KiB. A log reader that stops
  * reading (a container runtime whose log disk is full, `cronsafe run | less` left alone)
@@ -55,23 +55,30 @@ export class StdoutSink extends EventEmitter {
   }
 
   /**
-   * A sink for fd 1 when it is a pipe (or FIFO) that can be opened again non-blocking; null
-   * otherwise (a file, a terminal, a socket: written synchronously, as before).
+   * A sink for fd 1 when it is a pipe (or FIFO) or a socket; null otherwise (a file, a
+   * terminal: written synchronously, as before; they do not stall on a reader).
    */
   static forStdout(limit = DEFAULT_LIMIT_BYTES, fd = 1): StdoutSink | null {
+    let socket: boolean;
     try {
-      if (!fstatSync(fd).isFIFO()) return null;
+      const st = fstatSync(fd);
+      socket = st.isSocket();
+      if (!st.isFIFO() && !socket) return null;
     } catch {
       return null;
     }
-    try {
-      return new StdoutSink(openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK), limit);
-    } catch (err) {
-      // A named pipe whose reader is already gone: written synchronously, which says so (EPIPE).
-      if ((err as NodeJS.ErrnoException).code === 'ENXIO') return null;
+    // A socket cannot be opened by path (ENXIO): fd 1 itself, below.
+    if (!socket) {
+      try {
+        return new StdoutSink(openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK), limit);
+      } catch (err) {
+        // A named pipe whose reader is already gone: written synchronously, which says so (EPIPE).
+        if ((err as NodeJS.ErrnoException).code === 'ENXIO') return null;
+      }
     }
-    // The pipe cannot be opened again: no /proc, or (EACCES) a pipe that the container
-    // runtime made as root, mode 0600, for a process running as another user (the image's
+    // A Unix socket (a Node parent's `stdio: 'pipe'`, systemd's journal stream), or a pipe
+    // that cannot be opened again: no /proc, or (EACCES) a pipe that the container runtime
+    // made as root, mode 0600, for a process running as another user (the image's
     // `USER 65532`, `runAsNonRoot`): the usual container. fd 1 itself is made non-blocking
     // then, as Node makes it for process.stdout (which is that stream, made here), and Node
     // puts its flags back when the process exits.

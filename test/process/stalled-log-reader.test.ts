@@ -133,6 +133,35 @@ describe('a run whose log reader stops reading', () => {
 });
 
 
+describe('a run whose stdout is a Unix socket that stops being read', () => {
+  // A Node parent's `stdio: 'pipe'` (a socket pair: a test harness, a supervisor written in
+  // Node), systemd's journal stream: the same freeze as a pipe's, once the socket's buffer
+  // was full, since the log was written synchronously to anything but a pipe.
+  it('goes on working, and a SIGTERM drains it within drain.gracePeriodSeconds', async () => {
+    const ws = workspace({ drain: { gracePeriodSeconds: 4, marginSeconds: 1 }, log: { level: 'info' } }, files(3000));
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(failingHandler(ws, 5))}\n`);
+    const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+    expect(spawnSync('stat', ['-L', '-c', '%F', `/proc/${cli.pid}/fd/1`], { encoding: 'utf8' }).stdout.trim()).toBe('socket');
+    cli.stdout.pause(); // Node reads a little into the stream's buffer, then nothing more
+    let stderr = '';
+    cli.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const hard = setTimeout(() => cli.kill('SIGKILL'), 60_000);
+    const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => (clearTimeout(hard), resolve(code))));
+    // 1,500 warn lines of ~450 bytes: several times what the socket and the stream's buffer hold.
+    await until(() => calls(ws) >= 1500, 'the handler called 1,500 times with nobody reading the log', 20_000);
+    process.kill(cli.pid!, 'SIGTERM');
+    const chunks: Buffer[] = [];
+    cli.stdout.on('data', (c: Buffer) => chunks.push(c)).resume(); // read again, so the queued lines can go
+    expect(await exited, stderr).toBe(75);
+    const s = await statusJson(ws.configPath);
+    expect(s.items.claimed).toBe(0);
+    expect(s.items.pending).toBeGreaterThanOrEqual(1500);
+    const lines = Buffer.concat(chunks).toString('utf8').split('\n').filter((l) => l !== '');
+    for (const l of lines) expect(() => JSON.parse(l) as unknown, l.slice(0, 80)).not.toThrow();
+    expect(lines.filter((l) => l.includes('not this one')).length).toBeGreaterThanOrEqual(1500);
+  }, 40_000);
+});
+
 describe('a run whose stalled log reader made it drop lines (past 8 MiB)', () => {
   it('keeps `run finished`, the one line with its outcome, before the note of how many were dropped', async () => {
     const ws = workspace({ log: { level: 'info' } }, files(200));
