@@ -12,10 +12,10 @@ const loadPretty = (): typeof PinoPretty => require('pino-pretty') as typeof Pin
 
 /**
  * The one root logger. JSON lines on stdout for `kubectl logs`; `pretty` for a human at a
- * terminal. JSON lines into a pipe never wait for its reader (log-sink.ts: a reader that
+ * terminal. The log into a pipe or a socket never waits for its reader (log-sink.ts: a reader that
  * stops reading must not freeze the run), and cli.ts waits for them before the run exits,
- * so the final `run finished` record is not lost; anywhere else, and `pretty`, writes are
- * synchronous.
+ * so the final `run finished` record is not lost; anywhere else (a file, a terminal) writes
+ * are synchronous.
  */
 export function createLogger(
   log: Config['log'] = { level: 'info', format: 'json' },
@@ -28,12 +28,30 @@ export function createLogger(
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
   };
-  const sink = destination === undefined && log.format !== 'pretty' ? StdoutSink.forStdout() : null;
+  const sink = destination === undefined ? StdoutSink.forStdout() : null;
   if (sink) {
-    const logger = pino(options, escapingControls(sink));
     // A run's last line, its outcome: a handler's own line that says `run finished` has no
     // unescaped `"exitCode":` (its text is a JSON string).
-    sink.keep = (line) => line.endsWith('"msg":"run finished"}\n') && line.includes('"exitCode":');
+    const runFinished = (json: string): boolean => json.endsWith('"msg":"run finished"}\n') && json.includes('"exitCode":');
+    let out: DestinationStream = sink;
+    if (log.format === 'pretty') {
+      // `cronsafe run | less`: the text pino-pretty makes of each line, through the sink. A
+      // pipe is no terminal: no colours. Which line to keep is known from its JSON.
+      const pretty = loadPretty().prettyFactory({ colorize: false });
+      let keepNext = false;
+      sink.keep = () => keepNext;
+      out = {
+        write(json: string) {
+          keepNext = runFinished(json);
+          sink.write(escapeC1(pretty(json)));
+          keepNext = false;
+        },
+      };
+    } else {
+      sink.keep = runFinished;
+      out = escapingControls(sink);
+    }
+    const logger = pino(options, out);
     sink.onDropped = (lines) => logger.warn({ droppedLines: lines }, 'stdout was not read for a while (a stalled log reader): log lines were dropped');
     return logger;
   }
