@@ -33,7 +33,7 @@ export function createLogger(
     // A run's last line, its outcome: a handler's own line that says `run finished` has no
     // unescaped `"exitCode":` (its text is a JSON string).
     const runFinished = (json: string): boolean => json.endsWith('"msg":"run finished"}\n') && json.includes('"exitCode":');
-    let out: DestinationStream = sink;
+    let out: DestinationStream;
     if (log.format === 'pretty') {
       // `cronsafe run | less`: the text pino-pretty makes of each line, through the sink. A
       // pipe is no terminal: no colours. Which line to keep is known from its JSON.
