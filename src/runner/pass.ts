@@ -1,3 +1,4 @@
+import { sharesPass, type Ledger } from '../ledger/types.js';
 import { AbortReason } from './drain.js';
 import { dispatch } from './dispatch.js';
 import { PassState, passOutcome, scanResult, type PassDeps, type PassResult } from './pass-state.js';
@@ -97,7 +98,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const counts = { scanned: p.scanned, claimed: p.claimed, skippedDirectories: p.skippedDirectories, noOutput: p.noOutput, ...p.results.counts };
   // After a stop the sweep did not prove the pass over: ask the ledger whether anything it saw is due.
   const askLedger = p.scanComplete && !p.sweepComplete && !error;
-  const dueLeft = askLedger && (await ledger.nextDueAt(p.passId).then((t) => t !== null && t <= now(), () => true));
+  const dueLeft = askLedger && (await workLeft(ledger, p.passId, p.owner, now()).catch(() => true));
   const outcome = passOutcome({ error, scanComplete: p.scanComplete, sweepComplete: p.sweepComplete, dueLeft });
   // Retention last, and never on the way out of a drain (pruneLedger also checks between steps).
   const stopping = AbortSignal.any([deps.stop, deps.force]);
@@ -106,6 +107,21 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       ? await pruneLedger({ ledger, retention: config.retention, log, now, stop: stopping, wholeScan: p.wholeScan })
       : undefined;
   return { outcome, counts, scan: scanResult(p.scanComplete, p.skippedDirectories), error, ...(pruned ? { pruned } : {}) };
+}
+
+/**
+ * After a stop, whether the pass has work left: an item of it due. On a shared pass
+ * (PostgreSQL) also a sibling's claim of it, live or expired: it may come back (a hand-back,
+ * a failure, a pod killed with it), and this pod's exit 0 would tell a Kubernetes Job that
+ * the work is done, so that no pod replaces a sibling drained or evicted after it.
+ */
+async function workLeft(ledger: Ledger, passId: string, owner: string, now: number): Promise<boolean> {
+  if (sharesPass(ledger)) {
+    const s = await ledger.siblings(passId, owner, now);
+    return s.due || s.live > 0 || s.expired > 0 || s.stray > 0;
+  }
+  const t = await ledger.nextDueAt(passId);
+  return t !== null && t <= now;
 }
 
 /** Run `fn` once when `signal` aborts, or now if it already has. */
