@@ -6,6 +6,9 @@
  * 78), in the connection error, or in `validate`'s and `run started`'s config summary; the
  * last three were not even refused as malformed.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
@@ -83,5 +86,35 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL password is never pr
         expect(r.stdout + r.stderr).not.toContain(SECRET);
       }
     }
+  }, 60_000);
+
+  // PostgreSQL 14+ asks for a password by SCRAM by default, and the driver's words for a URL
+  // (or Secret) without one were "SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string".
+  it('a server that asks for a password and none is given: exit 1 saying so, naming host:port', async () => {
+    await server.admin(`CREATE ROLE nopw LOGIN PASSWORD '${SECRET}'`);
+    const hba = path.join(server.dir, 'data', 'pg_hba.conf');
+    writeFileSync(hba, `host all nopw 127.0.0.1/32 scram-sha-256\n${readFileSync(hba, 'utf8')}`);
+    await server.admin('SELECT pg_reload_conf()');
+    // The reload is asynchronous: wait until the server asks nopw for its password.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const c = new pg.Client({ connectionString: `postgres://nopw:wrong@127.0.0.1:${server.port}/pw` });
+      const refused = await c.connect().then(() => false, () => true);
+      await c.end().catch(() => undefined);
+      if (refused) break;
+      if (Date.now() > deadline) throw new Error('pg_hba.conf was not reloaded');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (const url of [`postgres://nopw@127.0.0.1:${server.port}/pw`, `postgres://nopw:@127.0.0.1:${server.port}/pw`]) {
+      for (const cmd of ['run', 'status']) {
+        const r = await run(url, [cmd]);
+        expect(r.code, `${cmd} with ${url}: ${r.stderr}`).toBe(1);
+        expect(r.stderr).toContain(`127.0.0.1:${server.port}/pw as nopw`);
+        expect(r.stderr).toContain('the server asks for a password and none was given');
+      }
+    }
+    // With the password, the same role gets in.
+    const ok = await run(`postgres://nopw:${SECRET}@127.0.0.1:${server.port}/pw`, ['status']);
+    expect(ok.stderr).not.toContain('password');
   }, 60_000);
 });

@@ -84,6 +84,15 @@ export class PostgresLedgerError extends Error {
   }
 }
 
+/**
+ * What the driver says when the server asks for a password and the client has none: its SCRAM
+ * code (`scram-sha-256`, the server's default since PostgreSQL 14) speaks of a "client password"
+ * that "must be a string", the server (`password` auth) of an "empty password".
+ */
+const NO_PASSWORD = /client password must be a (?:non-empty )?string|empty password returned by client/;
+const NO_PASSWORD_HINT =
+  'the server asks for a password and none was given: put it in the URL (postgres://user:password@host/db, percent-encoded), or in PGPASSWORD';
+
 /** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
 export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
   const e = err as { message?: unknown; code?: unknown; errors?: unknown };
@@ -93,6 +102,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
     message = e.errors.map((x: unknown) => String((x as { message?: unknown } | null)?.message ?? x)).join('; ');
   }
   const code = typeof e?.code === 'string' ? e.code : undefined;
+  if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
   return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
 }
