@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import { sharesPass, type Ledger } from '../ledger/types.js';
 import { AbortReason } from './drain.js';
 import { dispatch } from './dispatch.js';
@@ -98,7 +99,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
   const counts = { scanned: p.scanned, claimed: p.claimed, skippedDirectories: p.skippedDirectories, noOutput: p.noOutput, ...p.results.counts };
   // After a stop the sweep did not prove the pass over: ask the ledger whether anything it saw is due.
   const askLedger = p.scanComplete && !p.sweepComplete && !error;
-  const dueLeft = askLedger && (await workLeft(ledger, p.passId, p.owner, now()).catch(() => true));
+  const dueLeft = askLedger && (await workLeft(ledger, p.passId, p.owner, now(), log).catch(() => true));
   const outcome = passOutcome({ error, scanComplete: p.scanComplete, sweepComplete: p.sweepComplete, dueLeft });
   // Retention last, and never on the way out of a drain (pruneLedger also checks between steps).
   const stopping = AbortSignal.any([deps.stop, deps.force]);
@@ -115,10 +116,12 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
  * a failure, a pod killed with it), and this pod's exit 0 would tell a Kubernetes Job that
  * the work is done, so that no pod replaces a sibling drained or evicted after it.
  */
-async function workLeft(ledger: Ledger, passId: string, owner: string, now: number): Promise<boolean> {
+async function workLeft(ledger: Ledger, passId: string, owner: string, now: number, log: Logger): Promise<boolean> {
   if (sharesPass(ledger)) {
     const s = await ledger.siblings(passId, owner, now);
-    return s.due || s.live > 0 || s.expired > 0 || s.stray > 0;
+    const claims = s.live + s.expired + s.stray;
+    if (claims > 0) log.info({ claims, due: s.due }, 'stopped before the pass was over: other pods still hold claims of it (a pod that replaces this one joins the pass)');
+    return s.due || claims > 0;
   }
   const t = await ledger.nextDueAt(passId);
   return t !== null && t <= now;

@@ -219,6 +219,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pass is shared by i
     // B; 75 (podFailurePolicy Ignore) brings a pod that joins the pass and finishes it.
     expect(ea.code, a.stderr()).toBe(75);
     expect(finishedLine(a).outcome).toBe('drained');
+    expect(a.lines.some((l) => /other pods still hold claims/.test(l.msg)), a.stdout()).toBe(true);
     // Far less than the 60 s B's items hang: the stop ended the wait, not B.
     expect(waited).toBeLessThan(20_000);
   }, 200_000);
