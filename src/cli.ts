@@ -106,12 +106,40 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
       enumerable: made.enumerable,
       get(): NodeJS.WriteStream {
         const stdout = get() as NodeJS.WriteStream;
-        if (handlerStdout === undefined) stdout.on('error', () => undefined);
+        if (handlerStdout === undefined) {
+          stdout.on('error', () => undefined);
+          boundQueue(stdout);
+        }
         handlerStdout = stdout;
         return stdout;
       },
     });
   }
+}
+
+/**
+ * Into a pipe that is not read, Node queues what a module handler prints in memory without
+ * a bound: a handler that logs each item would grow the run until it is OOM-killed, its
+ * attempts charged. As for the run's own log (src/log-sink.ts), what is printed past 8 MiB
+ * waiting is dropped and counted, and once the reader has taken the rest, one line on stderr
+ * says how many writes were lost.
+ */
+function boundQueue(stdout: NodeJS.WriteStream): void {
+  const LIMIT_BYTES = 8 * 1024 * 1024;
+  const write = stdout.write.bind(stdout) as (chunk: unknown, ...rest: unknown[]) => boolean;
+  let dropped = 0;
+  stdout.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
+    if (stdout.writableLength <= LIMIT_BYTES) return write(chunk, ...rest);
+    dropped++;
+    const cb = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+    if (cb) process.nextTick(cb);
+    return false;
+  }) as typeof stdout.write;
+  stdout.on('drain', () => {
+    if (dropped === 0) return;
+    process.stderr.write(`cronsafe: stdout was not read for a while: ${dropped} write(s) a module handler made to it (console.log) were dropped\n`);
+    dropped = 0;
+  });
 }
 
 // A stderr that cannot take a line (2>/dev/full, a closed pipe): the line is lost, but the
@@ -163,8 +191,8 @@ try {
       exit(1);
     }
   } else {
-    // The run's log is written from the thread pool (src/log-sink.ts): its last lines, `run
-    // finished` among them, are not lost to the exit. A reader that never reads again keeps
+    // The run's log into a pipe or socket waits in memory for its reader (src/log-sink.ts):
+    // its last lines, `run finished` among them, are not lost to the exit. A reader that never reads again keeps
     // the process here only until the drain's last resort, when a stop asked for one.
     finishedWith = code;
     const { logsWritten } = await import('./log-sink.js');

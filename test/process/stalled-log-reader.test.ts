@@ -206,6 +206,27 @@ describe('a module handler that prints to stdout', () => {
     expect(printed === `${'z'.repeat(100000)}\n`.repeat(20), 'every printed line whole').toBe(true);
   }, 40_000);
 
+  it('into a pipe nobody reads keeps at most 8 MiB of it waiting in memory, drops the rest and says how much', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(300));
+    const handler = path.join(ws.dir, 'print.mjs');
+    const count = path.join(ws.dir, 'calls');
+    // 100 kB a call, 30 MB in all: before, every byte waited in the run's memory for the reader.
+    writeFileSync(handler, `import { appendFileSync } from 'node:fs';\nexport default async function print() {\n  console.log('z'.repeat(100000));\n  appendFileSync(${JSON.stringify(count)}, 'x');\n}\n`);
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(handler)}\n`);
+    const run = runIntoStalledPipe(ws);
+    await until(() => calls(ws) >= 300, 'every item printed with nobody reading', 20_000);
+    const text = await run.readToEnd();
+    expect(await run.exited, run.stderr()).toBe(0);
+    const printed = text.replace(/\{"level"[^\n]*\n/g, '');
+    expect(printed.length).toBeLessThan(10 * 1024 * 1024);
+    expect(printed.length).toBeGreaterThan(7 * 1024 * 1024);
+    const m = /cronsafe: stdout was not read for a while: (\d+) write\(s\) a module handler made to it \(console\.log\) were dropped/.exec(run.stderr());
+    expect(m, run.stderr()).not.toBeNull();
+    // Every write is either in the pipe, whole or cut at the exit's wait, or counted as dropped.
+    expect(Number(m![1]) + (printed.match(/z+\n/g) ?? []).length).toBe(300);
+    expect((await statusJson(ws.configPath)).items.done).toBe(300);
+  }, 40_000);
+
   it('after the log reader left (`cronsafe run | head -1`) does not fail the run: every item done, exit 0, one line on stderr', async () => {
     const ws = workspace({ log: { level: 'info' } }, files(20));
     const gone = path.join(ws.dir, 'reader-gone');
