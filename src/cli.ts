@@ -108,7 +108,7 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
         const stdout = get() as NodeJS.WriteStream;
         if (handlerStdout === undefined) {
           stdout.on('error', () => undefined);
-          boundQueue(stdout);
+          boundQueue(stdout, 'stdout', 'console.log');
         }
         handlerStdout = stdout;
         return stdout;
@@ -118,26 +118,26 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
 }
 
 /**
- * Into a pipe that is not read, Node queues what a module handler prints in memory without
- * a bound: a handler that logs each item would grow the run until it is OOM-killed, its
- * attempts charged. As for the run's own log (src/log-sink.ts), what is printed past 8 MiB
- * waiting is dropped and counted, and once the reader has taken the rest, one line on stderr
- * says how many writes were lost.
+ * Into a pipe that is not read, Node queues what a module handler prints (console.log on
+ * stdout, console.error on stderr) in memory without a bound: a handler that logs each item
+ * would grow the run until it is OOM-killed, its attempts charged. As for the run's own log
+ * (src/log-sink.ts), what is printed past 8 MiB waiting is dropped and counted, and once the
+ * reader has taken the rest, one line on stderr says how many writes were lost.
  */
-function boundQueue(stdout: NodeJS.WriteStream): void {
+function boundQueue(stream: NodeJS.WriteStream, name: string, how: string): void {
   const LIMIT_BYTES = 8 * 1024 * 1024;
-  const write = stdout.write.bind(stdout) as (chunk: unknown, ...rest: unknown[]) => boolean;
+  const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
   let dropped = 0;
-  stdout.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
-    if (stdout.writableLength <= LIMIT_BYTES) return write(chunk, ...rest);
+  stream.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
+    if (stream.writableLength <= LIMIT_BYTES) return write(chunk, ...rest);
     dropped++;
     const cb = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
     if (cb) process.nextTick(cb);
     return false;
-  }) as typeof stdout.write;
-  stdout.on('drain', () => {
+  }) as typeof stream.write;
+  stream.on('drain', () => {
     if (dropped === 0) return;
-    process.stderr.write(`cronsafe: stdout was not read for a while: ${dropped} write(s) a module handler made to it (console.log) were dropped\n`);
+    process.stderr.write(`cronsafe: ${name} was not read for a while: ${dropped} write(s) a module handler made to it (${how}) were dropped\n`);
     dropped = 0;
   });
 }
@@ -146,6 +146,7 @@ function boundQueue(stdout: NodeJS.WriteStream): void {
 // exit code must still be the one the line explained (78 for a bad config, 2 for a usage
 // error), not 1 from the write's unheard error event. There is nowhere left to report it.
 process.stderr.on('error', () => undefined);
+if (DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) boundQueue(process.stderr, 'stderr', 'console.error');
 
 /** Called by a draining command once its config is known: drain.gracePeriodSeconds and marginSeconds, in ms. */
 function drainBudget(graceMs: number, marginMs: number): void {
@@ -199,7 +200,9 @@ try {
     await logsWritten();
     // A module handler's own console.log into a pipe: Node writes it without waiting and
     // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
-    while (handlerStdout && !handlerStdout.destroyed && handlerStdout.writableLength > 0) await new Promise((r) => setTimeout(r, 10));
+    // The same for what waits on stderr (a handler's console.error; the line saying how much was dropped).
+    const waiting = (s: NodeJS.WriteStream | undefined): boolean => s !== undefined && !s.destroyed && s.writableLength > 0;
+    while (waiting(handlerStdout) || waiting(process.stderr)) await new Promise((r) => setTimeout(r, 10));
   }
   exit(code);
 } catch (err) {

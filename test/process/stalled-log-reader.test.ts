@@ -227,6 +227,43 @@ describe('a module handler that prints to stdout', () => {
     expect((await statusJson(ws.configPath)).items.done).toBe(300);
   }, 40_000);
 
+  it('on stderr (console.error) into a pipe nobody reads: the same bound', async () => {
+    const ws = workspace({ log: { level: 'info' } }, files(300));
+    const handler = path.join(ws.dir, 'print.mjs');
+    const count = path.join(ws.dir, 'calls');
+    writeFileSync(handler, `import { appendFileSync } from 'node:fs';\nexport default async function print() {\n  console.error('z'.repeat(100000));\n  appendFileSync(${JSON.stringify(count)}, 'x');\n}\n`);
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8') + `handler:\n  module: ${JSON.stringify(handler)}\n`);
+    const fifo = path.join(ws.dir, 'stderr.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writeEnd = openSync(fifo, constants.O_WRONLY);
+    const cli = spawn(process.execPath, [CLI, 'run', '-c', ws.configPath], { stdio: ['ignore', 'ignore', writeEnd] });
+    closeSync(writeEnd);
+    const hard = setTimeout(() => cli.kill('SIGKILL'), 30_000);
+    const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => (clearTimeout(hard), resolve(code))));
+    await until(() => calls(ws) >= 300, 'every item printed with nobody reading', 20_000);
+    const chunks: Buffer[] = [];
+    const buf = Buffer.alloc(1 << 16);
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(readEnd, buf, 0, buf.length, null);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+        await new Promise((r) => setTimeout(r, 5));
+        continue;
+      }
+      if (n === 0) break;
+      chunks.push(Buffer.from(buf.subarray(0, n)));
+    }
+    closeSync(readEnd);
+    expect(await exited).toBe(0);
+    const text = Buffer.concat(chunks).toString('utf8');
+    expect(text.length).toBeLessThan(10 * 1024 * 1024);
+    expect(text).toMatch(/cronsafe: stderr was not read for a while: \d+ write\(s\) a module handler made to it \(console\.error\) were dropped/);
+    expect((await statusJson(ws.configPath)).items.done).toBe(300);
+  }, 40_000);
+
   it('after the log reader left (`cronsafe run | head -1`) does not fail the run: every item done, exit 0, one line on stderr', async () => {
     const ws = workspace({ log: { level: 'info' } }, files(20));
     const gone = path.join(ws.dir, 'reader-gone');
