@@ -76,6 +76,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     }
     p.durations.set(claim, took());
     if (p.debug) logOf().debug({ ms: Math.round(took()) }, 'item done');
+    scene.succeeded = true;
     results.complete(claim);
   } catch (err) {
     p.durations.set(claim, took());
@@ -116,13 +117,14 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () =
       return;
     case 'stop':
       if (verdict.outputFull) p.scene.outputFullSeen = true;
-      // Out of descriptors again and again with this item: a module handler (the only
-      // handler code sharing cronsafe's descriptor table) that leaks them on this input would
-      // stop every run at it, never dead-lettered. Past retry.maxAttempts hand-backs (attempt
-      // minus charged) it is charged; the pass still stops.
-      if (verdict.recurring && p.config.handler.module !== undefined && claim.attempt - claim.charged >= p.retry.maxAttempts) {
+      // A stop the item itself may cause, again and again (out of descriptors: a module
+      // handler, the only handler code sharing cronsafe's descriptor table, that leaks them on
+      // this input; exit 127 before any success) would stop every run at it, never
+      // dead-lettered. Past retry.maxAttempts hand-backs (attempt minus charged) it is
+      // charged; the pass still stops.
+      if (verdict.recurring && (!verdict.recurring.moduleOnly || p.config.handler.module !== undefined) && claim.attempt - claim.charged >= p.retry.maxAttempts) {
         p.results.fail(claim, verdict.recurring.message, p.retry);
-        p.stopForEnvironment(verdict.recurring.fault, 'out of file descriptors again at an item handed back retry.maxAttempts times: charged; stopping the pass');
+        p.stopForEnvironment(verdict.recurring.fault, verdict.recurring.note);
         return;
       }
       p.results.release(claim, verdict.reason);

@@ -1,6 +1,6 @@
 import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
-import { HandlerFailure, KilledBySignal } from './types.js';
+import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
@@ -21,9 +21,22 @@ export type FailureVerdict =
    * the item itself may cause it (a module handler that leaks descriptors on one input), so
    * an item handed back retry.maxAttempts times already is charged instead (settle).
    */
-  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: { message: string; fault: EnvironmentFault } }
+  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: Recurring }
   /** The item's file was deleted since the scan: forgotten. */
   | { kind: 'gone' };
+
+/**
+ * A stop that the item itself may cause: once the item was handed back retry.maxAttempts
+ * times for it (attempt minus charged), it is charged instead (`message`), and the pass still
+ * stops (`fault`, logged with `note`), so that one item cannot stop every run, never
+ * dead-lettered. `moduleOnly`: only a module handler can cause it.
+ */
+export interface Recurring {
+  message: string;
+  fault: EnvironmentFault;
+  note: string;
+  moduleOnly: boolean;
+}
 
 export interface FailedAttempt {
   err: unknown;
@@ -48,6 +61,8 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
 export interface FailureScene {
   /** An earlier attempt of this pass found the output file system full (the pass is stopping). */
   outputFullSeen: boolean;
+  /** An attempt of this pass succeeded: the handler can run here. */
+  succeeded: boolean;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
   source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: Buffer } | undefined;
@@ -107,7 +122,36 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is read-only; stopping, nothing charged: ${message}`);
     return { kind: 'stop', reason: 'not charged: the output file system is read-only', fault };
   }
-  return (await whereItWent(a.itemPath, scene)) ?? { kind: 'charge', message };
+  const where = await whereItWent(a.itemPath, scene);
+  if (where) return where;
+  if (err instanceof ProgramNotFound && !scene.succeeded) return programNotFound(err, message);
+  return { kind: 'charge', message };
+}
+
+/**
+ * A command handler's exit 127 or 126 (ProgramNotFound) before any attempt of the pass
+ * succeeded: a program missing from the handler's environment (`sh -c 'qc-tool "$1"'` in an
+ * image without qc-tool; validate checks the program itself, not what a shell runs) would fail
+ * every item, and charged, it dead-lettered the whole backlog in retry.maxAttempts runs, each
+ * exiting 0. It stops the pass uncharged (exit 1) instead. Once an attempt has succeeded, or
+ * for an item handed back retry.maxAttempts times like this (one whose own input makes the
+ * handler exit 127), it is the item's and charged.
+ */
+function programNotFound(err: ProgramNotFound, message: string): FailureVerdict {
+  const what = err.exitCode === 127 ? 'the shell\'s "command not found"' : 'the shell\'s "cannot execute"';
+  const why = `handler.command exited ${err.exitCode} (${what}) and no attempt of this pass has succeeded: a program missing from the handler's environment?`;
+  const charged = `exit ${err.exitCode} at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`;
+  return {
+    kind: 'stop',
+    reason: `not charged: handler.command exited ${err.exitCode} before any attempt succeeded`,
+    fault: new EnvironmentFault(`${why} Stopping, nothing charged: ${message}`),
+    recurring: {
+      message: `${charged}: ${message}`,
+      fault: new EnvironmentFault(`${charged}; stopping (${why}): ${message}`),
+      note: `handler.command exited ${err.exitCode} again at an item handed back retry.maxAttempts times: charged; stopping the pass`,
+      moduleOnly: false,
+    },
+  };
 }
 
 /**
@@ -117,14 +161,19 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
  * the item's, so the attempt is handed back uncharged and the pass stops, rather than
  * dead-lettering whichever item met the limit. Null for any other failure.
  */
-function outOfDescriptors(err: unknown, message: string): { fault: EnvironmentFault; recurring: { message: string; fault: EnvironmentFault } } | null {
+function outOfDescriptors(err: unknown, message: string): { fault: EnvironmentFault; recurring: Recurring } | null {
   const code = err instanceof Error ? (err as NodeJS.ErrnoException).code : undefined;
   if (code !== 'EMFILE' && code !== 'ENFILE') return null;
   const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
   const charged = `out of file descriptors (${which}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged (a module handler that leaks descriptors on this item would stop every run)`;
   return {
     fault: new EnvironmentFault(`out of file descriptors: ${which}; stopping, nothing charged (raise the limit or lower concurrency): ${message}`),
-    recurring: { message: `${charged}: ${message}`, fault: new EnvironmentFault(`${charged}; stopping (raise the limit or lower concurrency): ${message}`) },
+    recurring: {
+      message: `${charged}: ${message}`,
+      fault: new EnvironmentFault(`${charged}; stopping (raise the limit or lower concurrency): ${message}`),
+      note: 'out of file descriptors again at an item handed back retry.maxAttempts times: charged; stopping the pass',
+      moduleOnly: true,
+    },
   };
 }
 

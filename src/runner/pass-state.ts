@@ -194,6 +194,7 @@ export class PassState {
     this.sourceAtStart = deps.source === undefined ? sourceIdentity(config.source.directory) : Promise.resolve(null);
     this.scene = {
       outputFullSeen: false,
+      succeeded: false,
       outputDir: deps.outputs?.dir,
       source:
         deps.source === undefined

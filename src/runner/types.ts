@@ -46,6 +46,22 @@ export class HandlerFailure extends Error {
 }
 
 /**
+ * A command handler's child that exited 127 or 126: what a shell (`sh -c`), `env`, `xargs`,
+ * `timeout` or `nice` exit with when the program they were to run is not there (127) or
+ * cannot be run (126). Before any attempt of the pass succeeded, that is the handler's
+ * environment (a tool missing from the image), not the item: judgeFailure.
+ */
+export class ProgramNotFound extends HandlerFailure {
+  override name = 'ProgramNotFound';
+  constructor(
+    message: string,
+    readonly exitCode: 126 | 127,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * A command handler's child that died of a signal cronsafe did not send (no timeout, no abort),
  * or exited 128 + its number (it caught the signal: a JVM's exit 143 on SIGTERM).
  */

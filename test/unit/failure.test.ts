@@ -35,6 +35,7 @@ const attempt = (over: Partial<FailedAttempt> = {}): FailedAttempt => ({
 });
 const scene = (over: Partial<FailureScene> = {}): FailureScene => ({
   outputFullSeen: false,
+  succeeded: false,
   outputDir: path.join(dir, 'out'),
   source: { directory: src, atStart: sourceIdentity(src) },
   ...over,

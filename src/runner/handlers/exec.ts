@@ -6,7 +6,7 @@ import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault } from '../faults.js';
 import { isPlainId } from '../item-id.js';
-import { HandlerFailure, interrupted, KilledBySignal, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
 import { findSessionLeader, groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -321,7 +321,9 @@ function outcome(
   // a script's `trap 'exit 143' TERM`): when a stop signal reached the whole process tree,
   // it was stopped by it as much as a child that died of it (judgeFailure).
   const by = signal ?? (code === null ? undefined : REPORTED_SIGNAL.get(code));
-  return by ? new KilledBySignal(tail ? `${what}: ${tail}` : what, by) : new HandlerFailure(tail ? `${what}: ${tail}` : what);
+  if (by) return new KilledBySignal(tail ? `${what}: ${tail}` : what, by);
+  if (code === 127 || code === 126) return new ProgramNotFound(tail ? `${what}: ${tail}` : what, code);
+  return new HandlerFailure(tail ? `${what}: ${tail}` : what);
 }
 
 /** The exit codes that report a stop signal (128 + its number) and that signal. */
