@@ -145,7 +145,9 @@ export const API_TIMEOUT_MS = 5000;
 function timeoutOptions(k8s: ClientNode, ms: number, stop?: AbortSignal): K8s.ConfigurationOptions {
   const middleware: K8s.ObservableMiddleware = {
     pre: (ctx) => {
-      ctx.setSignal(stop ? AbortSignal.any([AbortSignal.timeout(ms), stop]) : AbortSignal.timeout(ms));
+      // Whole ms: AbortSignal.timeout throws on a fraction (a quarter of drain.marginSeconds: 2.25).
+      const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(ms)));
+      ctx.setSignal(stop ? AbortSignal.any([timeout, stop]) : timeout);
       return new k8s.Observable(Promise.resolve(ctx));
     },
     post: (res) => new k8s.Observable(Promise.resolve(res)),

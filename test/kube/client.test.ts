@@ -62,6 +62,19 @@ describe('connectKube', () => {
     expect(apiFailure(err)).toMatchObject({ kind: 'timeout' });
   });
 
+  it('a timeout with a fraction of a millisecond (a quarter of drain.marginSeconds 2.25: 562.5 ms) is a timeout, not a refused call', async () => {
+    // AbortSignal.timeout throws on a fraction: every call so bounded (Events, the Lease
+    // release) failed at once, "cannot reach the API server (ERR_OUT_OF_RANGE)".
+    const timeoutMs = requestTimeoutMs({ drain: { gracePeriodSeconds: 30, marginSeconds: 2.25 } });
+    expect(timeoutMs).toBe(562.5);
+    const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs });
+    if (!c.ok) throw new Error(c.reason);
+    const err = await c.kube.batch.readNamespacedJob({ name: 'nope', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(apiFailure(err)).toMatchObject({ kind: 'not-found', status: 404 });
+    const made = await c.kube.coordination.createNamespacedLease({ namespace: 'jobs-ns', body: { metadata: { name: 'x' }, spec: {} } }, c.kube.options(1000 / 3));
+    expect(made.metadata?.name).toBe('x');
+  });
+
   it('Status bodies become one-line messages', async () => {
     const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig } });
     if (!c.ok) throw new Error(c.reason);

@@ -230,6 +230,23 @@ describe('the Kubernetes Lease across processes', () => {
     for (const e of dead) expect(e.message).toContain('corrupt input');
   });
 
+  it('drain.marginSeconds in quarters of a second (2.25): Events are posted and the Lease is released', async () => {
+    // A quarter of that margin is 562.5 ms, and the client refused a timeout with a fraction:
+    // every Event and the release failed at once (ERR_OUT_OF_RANGE), the Lease held until it expired.
+    const fail = [process.execPath, path.join(FIXTURES, 'process/fail-exec.mjs'), '{id}'];
+    const ws = workspace(
+      { handler: { command: fail }, retry: { maxAttempts: 1, backoffSeconds: 0, backoffMaxSeconds: 0 }, events: { enabled: true }, drain: { gracePeriodSeconds: 30, marginSeconds: 2.25 } },
+      { 'bad-1.scc': 'x' },
+    );
+    rewriteLock(ws, { kubernetesLease: {} });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a') });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Events')), r.stdout).toEqual([]);
+    expect(fake.list('events').filter((e) => e.reason === 'CronsafeDeadLetter').map((e) => e.involvedObject.kind).sort()).toEqual(['CronJob', 'Job']);
+    expect(r.lines.some((l) => l.msg === 'Kubernetes Lease released'), r.stdout).toBe(true);
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+  });
+
   it('the scheduled time comes from the Job annotation when none is given', async () => {
     const occurrence = new Date(Math.floor(Date.now() / 300_000) * 300_000);
     fake.store.get('jobs')!.clear();
