@@ -51,6 +51,8 @@ export class FakeApiServer {
   latency: () => number = () => 0;
   /** When set, requests are accepted but never answered (a hung API server). */
   hang = false;
+  /** Requests whose client gave up during `latency` are not executed (status 0 in `requests`), as a real API server cancels them. */
+  dropAbandoned = true;
   /** When set, every request is answered 503 (an API server restarting behind its load balancer). */
   down = false;
   /** Called as each request is about to be handled (after `latency`): tests change the store or the state here, between a client's calls. */
@@ -127,6 +129,13 @@ export class FakeApiServer {
     const ns = m?.[2] ?? '';
     const method = req.method ?? 'GET';
     const verb: Verb = method === 'POST' ? 'create' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : name ? 'get' : 'list';
+    // A client that gave up while its request waited (the latency) is gone: a real API server
+    // cancels the request's context, and a request cancelled in its queue (API Priority and
+    // Fairness) or before its storage write never takes effect. Recorded (status 0), not executed.
+    if (this.dropAbandoned && (req.socket.destroyed || res.destroyed)) {
+      this.requests.push({ method, path: url.pathname, verb, resource, name, status: 0, body });
+      return;
+    }
     this.onRequest(verb, resource);
     const reply = (status: number, obj: Obj) => {
       this.requests.push({ method, path: url.pathname, verb, resource, name, status, body });

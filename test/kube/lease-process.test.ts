@@ -131,6 +131,46 @@ describe('the Kubernetes Lease across processes', () => {
     expect(fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update' && q.status === 200).length).toBeGreaterThanOrEqual(3);
   }, 60_000);
 
+  it('a release on an API server answering in 1.5 s hands the Lease back: the next run takes it at once, not skipped until it expires', async () => {
+    // The release was cut at a quarter of drain.marginSeconds (1.25 s by default) even at the
+    // end of a run nobody stopped: the Lease stayed held for its 90 s, and the next run
+    // (a retry of the Job, a manual Job, the next fire of a frequent schedule) skipped.
+    fake.latency = () => 1500;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }), timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect(r.lines.some((l) => l.msg === 'Kubernetes Lease released')).toBe(true);
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+
+    fake.latency = () => 0;
+    writeFileSync(path.join(ws.source, 'b.scc'), 'b');
+    const next = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-b', { SLOW_MS: '10' }) });
+    expect(next.code, next.stderr).toBe(0);
+    expect(finished(next)?.outcome).toBe('completed');
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+  }, 60_000);
+
+  it('SIGTERM on an API server answering in 1.5 s: the drained run still hands the Lease back within the grace period', async () => {
+    // After a stop the release may use what is left of the grace period (less half the
+    // margin), not only a quarter of the margin: the item finished early, 25 s were left.
+    fake.latency = () => 1500;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '1000' }), timeoutMs: 60_000 });
+    await until(() => filesIn(markers).length === 1, 'the item to start', 20_000);
+    const signalled = Date.now();
+    run.child.kill('SIGTERM');
+    const r = await run.exited;
+    expect(Date.now() - signalled).toBeLessThan(10_000);
+    expect(run.lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect(run.lines.some((l) => l.msg === 'Kubernetes Lease released'), run.stdout()).toBe(true);
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+    expect([0, 75]).toContain(r.code);
+  }, 60_000);
+
   it('a failed renewal is tried again soon, not a whole renewSeconds later: an API server back before the expiry keeps the Lease', async () => {
     // Renewing every 6 s of a 10 s Lease: the one failed try at 6 s was followed by the next
     // at 12 s, after the expiry at 10 s, so an API server down for a few seconds (a control

@@ -5,6 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectKube, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
+import { releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
@@ -95,6 +96,36 @@ describe('acquire', () => {
     expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
   });
 
+  it('a release answered 503 (an API server restarting) is tried again within its bound: the holder is cleared', async () => {
+    // Given up at the first 503, the Lease stayed held until it expired and the next run skipped.
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 3000, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    let refused = 0;
+    fake.onRequest = (verb, resource) => {
+      fake.down = resource === 'leases' && verb === 'update' && refused++ < 2;
+    };
+    await a.lease.release();
+    fake.onRequest = () => undefined;
+    expect(leaseWrites().filter((r) => r.verb === 'update').map((r) => r.status)).toEqual([503, 503, 200]);
+    expect(stored().spec.holderIdentity).toBeUndefined();
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'Kubernetes Lease released')).toHaveLength(1);
+  });
+
+  it('a release meeting an API server that stays down gives up at its bound, with one warning', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 1000, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.down = true;
+    const started = performance.now();
+    await a.lease.release();
+    expect(performance.now() - started).toBeLessThan(1300);
+    fake.down = false;
+    expect(leaseWrites().filter((r) => r.verb === 'update' && r.status === 503).length).toBeGreaterThanOrEqual(2);
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toHaveLength(1);
+  });
+
   it('RBAC denial or an unreachable API server is reported as unavailable, not as held', async () => {
     fake.deny('get', 'leases');
     expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'forbidden', status: 403 } });
@@ -104,6 +135,20 @@ describe('acquire', () => {
     await fake.close();
     expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'unreachable' } });
     fake = await startFakeApiServer(); // for afterEach
+  });
+});
+
+describe('the bound of the release at the end of a run', () => {
+  const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 } };
+  it('5 s when the run was not stopped; after a stop, what is left of the grace period less half the margin, between a quarter of the margin and 5 s', () => {
+    const stop = new AbortController();
+    expect(releaseBoundMs(config, stop.signal, undefined, 1000)).toBe(5000);
+    expect(releaseBoundMs(config, undefined, undefined, 1000)).toBe(5000);
+    stop.abort();
+    expect(releaseBoundMs(config, stop.signal, 0, 2000)).toBe(5000); // items done 2 s after the SIGTERM
+    expect(releaseBoundMs(config, stop.signal, 0, 25_000)).toBe(2500); // until 27.5 s
+    expect(releaseBoundMs(config, stop.signal, 0, 28_000)).toBe(1250); // the drain ran to its end: a quarter of the margin
+    expect(releaseBoundMs(config, stop.signal, undefined, 2000)).toBe(1250); // stopped before the Lease was asked for
   });
 });
 
@@ -349,7 +394,7 @@ describe('renewal and loss', () => {
     }
   });
 
-  it('release with a renewal hung in flight takes at most twice releaseTimeoutMs, not the whole renewal timeout', async () => {
+  it('release with a renewal hung in flight keeps to releaseTimeoutMs, not the whole renewal timeout', async () => {
     // Renewals wait up to 5 s (API_TIMEOUT_MS); the release waited for one in flight to end
     // before its own write, so after a drain on a hung API server it took 5 s plus its own
     // bound: past the margin, and a completed run was ended by the last resort (exit 75).

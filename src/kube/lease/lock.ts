@@ -21,8 +21,12 @@ export interface LeaseLockOptions {
   identity: string;
   durationSeconds: number;
   renewSeconds: number;
-  /** Bound of the release, which comes after a drain (requestTimeoutMs); else the connection's. */
-  releaseTimeoutMs?: number;
+  /**
+   * Bound of the whole release (a renewal in flight, the write, its tries again), asked when
+   * the release starts: after a drain it must fit before the kubelet's SIGKILL (run-lease.ts).
+   * Else the connection's request timeout.
+   */
+  releaseTimeoutMs?: number | (() => number);
   log: Logger;
   /** Injected clock (epoch ms). */
   now?: () => number;
@@ -52,6 +56,8 @@ export type LeaseAcquire =
  * start beside the run holding it. client-go retries such answers too (Retry-After).
  */
 export const ACQUIRE_RETRY_MS = 10_000;
+/** Pause before the release's write is tried again after a 429 or 5xx. */
+const RELEASE_RETRY_MS = 250;
 /** Rounds of the acquire when the Lease vanished between its read and its write (deleted). */
 const ACQUIRE_ROUNDS_AFTER_DELETE = 3;
 
@@ -217,31 +223,50 @@ export class HeldLease {
     return this.renewedAt + this.o.durationSeconds * 1000;
   }
 
-  /** Stop renewing and hand the Lease back (holderIdentity cleared), so the next run need not wait for it to expire. */
+  /**
+   * Stop renewing and hand the Lease back (holderIdentity cleared), so the next run need not
+   * wait for it to expire. All of it (a renewal in flight, the write, a write tried again
+   * after a 429 or 5xx) within one bound, releaseTimeoutMs.
+   */
   async release(): Promise<void> {
     if (this.stopped) return this.busy;
     this.stop();
+    const bound = typeof this.o.releaseTimeoutMs === 'function' ? this.o.releaseTimeoutMs() : this.o.releaseTimeoutMs;
+    const deadline = bound === undefined ? undefined : performance.now() + bound;
     // A renewal in flight is waited for (the release must carry its resourceVersion), but
-    // only as long as the release itself may take: after a drain both must fit in the margin.
-    const cut = this.o.releaseTimeoutMs === undefined ? undefined : setTimeout(() => this.stopCtl.abort(), this.o.releaseTimeoutMs);
-    this.busy = this.busy.finally(() => clearTimeout(cut)).then(() => this.writeRelease());
+    // only for half the bound, so the write has the other half.
+    const cut = bound === undefined ? undefined : setTimeout(() => this.stopCtl.abort(), bound / 2);
+    this.busy = this.busy.finally(() => clearTimeout(cut)).then(() => this.writeRelease(deadline));
     return this.busy;
   }
 
-  private async writeRelease(): Promise<void> {
+  private async writeRelease(deadline: number | undefined): Promise<void> {
     if (this.lost.aborted) return;
     const { kube, name, namespace, log } = this.o;
-    const body: K8s.V1Lease = {
-      ...this.current,
-      spec: { ...this.current.spec, holderIdentity: undefined, renewTime: new kube.k8s.V1MicroTime(this.clock()) },
-    };
-    try {
-      await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(this.o.releaseTimeoutMs));
-      log.info({ lease: name }, 'Kubernetes Lease released');
-    } catch (err) {
-      const f = apiFailure(err);
-      log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
-        'Kubernetes Lease: could not release it; the next run can take it once it expires');
+    const left = () => (deadline === undefined ? undefined : Math.max(1, deadline - performance.now()));
+    for (;;) {
+      const body: K8s.V1Lease = {
+        ...this.current,
+        spec: { ...this.current.spec, holderIdentity: undefined, renewTime: new kube.k8s.V1MicroTime(this.clock()) },
+      };
+      try {
+        await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(left()));
+        log.info({ lease: name }, 'Kubernetes Lease released');
+        return;
+      } catch (err) {
+        const f = apiFailure(err);
+        // A 429 or 5xx (an API server restarting) is tried again while the bound allows: given
+        // up, the Lease stayed held until it expired and the next run skipped.
+        const l = left();
+        const pauseMs = Math.min(RELEASE_RETRY_MS, (l ?? 0) / 4);
+        if (transient(f) && l !== undefined && l > pauseMs + RELEASE_RETRY_MS) {
+          await pause(pauseMs);
+          continue;
+        }
+        log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
+          'Kubernetes Lease: could not release it; the next run can take it once it expires');
+        return;
+      }
     }
   }
 

@@ -33,6 +33,10 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
   if (!c.ok) return degraded(c.reason);
   const namespace = kl.namespace ?? c.kube.namespace;
   const identity = `${c.kube.identity.podName ?? hostname()}/${runId}`;
+  // When the run was stopped (SIGTERM), on the monotonic clock; unknown if it came before this.
+  let stoppedMono: number | undefined;
+  const stopped = stop?.aborted ? undefined : () => (stoppedMono = performance.now());
+  if (stopped) stop?.addEventListener('abort', stopped, { once: true });
   const r = await acquireLease({
     kube: c.kube,
     name: kl.name,
@@ -40,10 +44,11 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
     identity,
     durationSeconds: kl.durationSeconds,
     renewSeconds: kl.renewSeconds,
-    releaseTimeoutMs: requestTimeoutMs(config),
+    releaseTimeoutMs: () => releaseBoundMs(config, stop, stoppedMono),
     log,
     stop,
   });
+  if (r.status !== 'acquired' && stopped) stop?.removeEventListener('abort', stopped);
   if (r.status === 'acquired') {
     log.info({ lease: kl.name, namespace, holder: identity, durationSeconds: kl.durationSeconds }, 'Kubernetes Lease acquired');
     return { held: r.lease };
@@ -56,4 +61,21 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
   }
   const hint = r.failure.kind === 'forbidden' ? ' (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled)' : '';
   return degraded(`${r.failure.message}${hint}`);
+}
+
+/**
+ * How long the release at the end of the run may take. Cut at a quarter of the drain margin
+ * (1.25 s by default) whatever happened, a release on an API server answering in 1.5 s
+ * gave up, and the Lease stayed held: the next run skipped until it expired. A run that
+ * ends without a stop has no SIGKILL coming: the API calls' own 5 s. A stopped run has
+ * until the drain ends (gracePeriodSeconds after the stop) less half the margin, for the
+ * exit and the lines after it; at least the quarter of the margin it always had.
+ */
+export function releaseBoundMs(config: Pick<Config, 'drain'>, stop: AbortSignal | undefined, stoppedMono: number | undefined, nowMono = performance.now()): number {
+  if (!stop?.aborted) return API_TIMEOUT_MS;
+  const floor = requestTimeoutMs(config);
+  if (stoppedMono === undefined) return floor;
+  const { gracePeriodSeconds, marginSeconds } = config.drain;
+  const left = stoppedMono + (gracePeriodSeconds - marginSeconds / 2) * 1000 - nowMono;
+  return Math.min(API_TIMEOUT_MS, Math.max(floor, left));
 }
