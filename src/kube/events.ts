@@ -6,8 +6,11 @@
  * metric labels never do.
  *
  * Best effort: posts are not awaited by the run (flush() at the end waits for those in
- * flight), and the first failure (403 without RBAC, API unreachable) turns Events off for
- * the rest of the run with one log line.
+ * flight). A refusal that will not change during the run (403 without RBAC, 401, 404, 400,
+ * 422) turns Events off for the rest of the run with one log line. A failure that passes
+ * (429, 5xx, a timeout, an API server unreachable for a moment) costs that Event only:
+ * tried again once a moment later (not after a flush() that ends a stopped run), then skipped with one log line
+ * per streak of failures, and the next Events are posted as usual.
  */
 import { hostname } from 'node:os';
 import type * as K8s from '@kubernetes/client-node';
@@ -25,8 +28,11 @@ export interface EventSink {
   /** An occurrence came due while this run was still active. */
   overrun(occurrence: Date): void;
   deadLettered(id: string, error: string): void;
-  /** Wait for the Events in flight (each bounded by the request timeout). */
-  flush(): Promise<void>;
+  /**
+   * Wait for the Events in flight (each bounded by the request timeout). `stopped`: the run
+   * was stopped (SIGTERM) and must end before the kubelet's SIGKILL: no Event is tried again.
+   */
+  flush(stopped?: boolean): Promise<void>;
 }
 
 export const noEvents: EventSink = {
@@ -53,8 +59,31 @@ export interface EventSinkOptions {
   maxPerReason?: number;
 }
 
+/** `ms`, or less when `cut` aborts first. */
+function pause(ms: number, cut: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      cut.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    cut.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Pause before an Event that met a 429, a 5xx or a timeout is posted again (once). */
+export const EVENT_RETRY_MS = 1000;
+
+/** A refusal the run cannot outlive: RBAC (403), credentials (401), a namespace gone (404), a body refused (400, 422). */
+const permanent = (f: ApiFailure) => f.kind === 'forbidden' || f.kind === 'unauthorized' || f.kind === 'not-found' || f.kind === 'invalid';
+
 export class KubeEventSink implements EventSink {
   private disabled = false;
+  /** A transient failure was logged, and no Event has been posted since. */
+  private failing = false;
+  /** Aborted by flush(true): no Event is tried again after it (a stopped run is ending). */
+  private readonly flushing = new AbortController();
   private readonly pending = new Set<Promise<void>>();
   private readonly counts = new Map<string, number>();
   private readonly max: number;
@@ -75,7 +104,8 @@ export class KubeEventSink implements EventSink {
     this.post(REASONS.deadLetter, `Item ${JSON.stringify(id)} was dead-lettered: ${error}`);
   }
 
-  async flush(): Promise<void> {
+  async flush(stopped = false): Promise<void> {
+    if (stopped) this.flushing.abort();
     await Promise.allSettled([...this.pending]);
   }
 
@@ -112,11 +142,28 @@ export class KubeEventSink implements EventSink {
       lastTimestamp: now,
       count: 1,
     };
-    try {
-      await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options());
-    } catch (err) {
-      this.disable(apiFailure(err));
+    for (let tried = false; ; tried = true) {
+      if (this.disabled) return;
+      try {
+        await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options());
+        this.failing = false;
+        return;
+      } catch (err) {
+        const f = apiFailure(err);
+        if (permanent(f)) return this.disable(f);
+        // A 429, a 5xx, a timeout, a refused connection (an API server restarting): this
+        // Event is tried again once, a moment later; it turned Events off for the whole run.
+        if (tried || this.flushing.signal.aborted) return this.skip(f);
+        await pause(EVENT_RETRY_MS, this.flushing.signal);
+        if (this.flushing.signal.aborted) return this.skip(f);
+      }
     }
+  }
+
+  private skip(f: ApiFailure): void {
+    if (this.failing || this.disabled) return;
+    this.failing = true;
+    this.o.log.warn({ reason: f.message }, 'Kubernetes Events: an Event could not be posted and is skipped; the next ones are tried as usual');
   }
 
   private disable(f: ApiFailure): void {

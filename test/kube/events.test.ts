@@ -1,13 +1,14 @@
 /**
  * Kubernetes Events through @kubernetes/client-node against the fake API server: on the
- * Job and its CronJob (found through the downward API env or the pod), rate-limited, and
- * switched off with one log line at the first failure.
+ * Job and its CronJob (found through the downward API env or the pod), rate-limited,
+ * switched off with one log line at a refusal (403), and kept on through a 503 or a timeout.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { MAX_EVENTS_PER_REASON, noEvents, openEventSink, REASONS, withDeadLetterEvents } from '../../src/kube/events.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
+import { until } from '../helpers/wait.js';
 
 let fake: FakeApiServer;
 let cronJobUid: string;
@@ -149,8 +150,57 @@ describe('Events on the Job and its CronJob', () => {
     sink.overrun(new Date());
     sink.overrun(new Date());
     await sink.flush();
-    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events disabled'))).toHaveLength(1);
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events'))).toHaveLength(1);
+    expect(String(lines.find((l) => String(l.msg).startsWith('Kubernetes Events'))?.reason)).toContain('cannot reach the API server');
     fake = await startFakeApiServer();
+  });
+
+  // An API server restarting (a control plane upgrade), throttling (429) or slow for a
+  // moment: the first such answer turned Events off for the rest of the run, so a long run
+  // reported none of its later dead letters.
+  it('a 503 or a timeout costs one Event at most: it is tried again, and the Events after it are posted', async () => {
+    const { log, lines } = memoryLogger();
+    const quick = { ...config, drain: { gracePeriodSeconds: 30, marginSeconds: 2 } }; // posts cut at 0.5 s
+    const sink = await openEventSink(quick, log, jobEnv());
+    const posts = () => fake.requests.filter((r) => r.resource === 'events');
+
+    // One 503 for each of the first Event's two posts (Job, CronJob): both are tried again.
+    let failures = 2;
+    fake.onRequest = (_verb, resource) => {
+      fake.down = resource === 'events' && failures-- > 0;
+    };
+    sink.deadLettered('item-1', 'boom');
+    await until(() => posts().filter((r) => r.status === 201).length === 2, 'the first Event to be posted on its second try');
+
+    // An API server too slow to answer for a while: the Event is skipped (one line), the next one is posted.
+    fake.onRequest = () => undefined;
+    fake.latency = () => 700;
+    sink.deadLettered('item-2', 'boom');
+    await until(() => lines.some((l) => String(l.msg).startsWith('Kubernetes Events: an Event could not be posted')), 'the slow Event to be given up');
+    fake.latency = () => 0;
+    sink.deadLettered('item-3', 'boom');
+    sink.overrun(new Date('2026-11-30T10:15:00Z'));
+    await sink.flush();
+
+    const items = on('Job').map((e) => String(e.message)).filter((m) => m.startsWith('Item ')).sort();
+    expect(items).toEqual(['Item "item-1" was dead-lettered: boom', 'Item "item-3" was dead-lettered: boom']);
+    expect(on('CronJob').map((e) => e.reason).sort()).toEqual([REASONS.deadLetter, REASONS.deadLetter, REASONS.overrun]);
+    expect(posts().filter((r) => r.status === 503)).toHaveLength(2);
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events disabled'))).toEqual([]);
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events: an Event could not be posted'))).toHaveLength(1);
+  });
+
+  it('the end of a stopped run (SIGTERM) does not wait to try a failed Event again: it fits in the drain margin', async () => {
+    const { log, lines } = memoryLogger();
+    const sink = await openEventSink(config, log, jobEnv());
+    fake.down = true;
+    sink.deadLettered('item-1', 'boom');
+    await until(() => fake.requests.filter((r) => r.resource === 'events' && r.status === 503).length === 2, 'the posts to be refused');
+    const started = performance.now();
+    await sink.flush(true);
+    expect(performance.now() - started).toBeLessThan(500); // not the second's pause before the retry
+    expect(fake.requests.filter((r) => r.resource === 'events')).toHaveLength(2);
+    expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events: an Event could not be posted'))).toHaveLength(1);
   });
 
   it('outside a Job (no pod or Job name) Events are off for the run, said once', async () => {

@@ -270,6 +270,24 @@ describe('the Kubernetes Lease across processes', () => {
     for (const e of dead) expect(e.message).toContain('corrupt input');
   });
 
+  it('an API server answering 503 for a moment (a control plane upgrade) does not turn Events off: the dead letters still become Events', async () => {
+    // The first 503 turned Events off for the rest of the run: no dead letter reached
+    // `kubectl describe`, however long the run went on.
+    let refused = 0;
+    fake.onRequest = (verb, resource) => {
+      fake.down = resource === 'events' && verb === 'create' && refused++ < 4;
+    };
+    const fail = [process.execPath, path.join(FIXTURES, 'process/fail-exec.mjs'), '{id}'];
+    const ws = workspace({ handler: { command: fail }, concurrency: 1, retry: { maxAttempts: 1, backoffSeconds: 0, backoffMaxSeconds: 0 }, events: { enabled: true } }, { 'bad-1.scc': 'x', 'bad-2.scc': 'y', 'bad-3.scc': 'z' });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a') });
+    expect(r.code, r.stderr).toBe(0);
+    expect(fake.requests.filter((q) => q.resource === 'events' && q.status === 503)).toHaveLength(4);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Events disabled'))).toEqual([]);
+    const dead = fake.list('events').filter((e) => e.reason === 'CronsafeDeadLetter' && e.involvedObject.kind === 'Job');
+    // Those that met the 503s were tried again a second later, the run waiting for them at its end.
+    expect(dead.map((e) => /^Item "([^"]+)"/.exec(e.message as string)?.[1]).sort()).toEqual(['bad-1.scc', 'bad-2.scc', 'bad-3.scc']);
+  });
+
   it('drain.marginSeconds in quarters of a second (2.25): Events are posted and the Lease is released', async () => {
     // A quarter of that margin is 562.5 ms, and the client refused a timeout with a fraction:
     // every Event and the release failed at once (ERR_OUT_OF_RANGE), the Lease held until it expired.
