@@ -113,6 +113,40 @@ describe('acquire', () => {
     expect(lines.filter((l) => l.msg === 'Kubernetes Lease released')).toHaveLength(1);
   });
 
+  it('a release answered 409 because a renewal cut short by it landed after all is read again: still ours, it is released', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 3000, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    stored().metadata.resourceVersion = '99999'; // as if that renewal had been written, its answer lost
+    await a.lease.release();
+    expect(leaseWrites().filter((r) => r.verb === 'update').map((r) => r.status)).toEqual([409, 200]);
+    expect(stored().spec.holderIdentity).toBeUndefined();
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+  });
+
+  it('a release answered 409 by a Lease another run holds leaves it to that run, without a warning', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 3000, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    stored().metadata.resourceVersion = '99999';
+    stored().spec.holderIdentity = 'pod-z/other';
+    await a.lease.release();
+    expect(leaseWrites().filter((r) => r.verb === 'update').map((r) => r.status)).toEqual([409]);
+    expect(stored().spec.holderIdentity).toBe('pod-z/other');
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+  });
+
+  it('a release of a Lease deleted meanwhile (kubectl delete lease) is not a warning: nobody holds it', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 3000, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    fake.store.get('leases')!.clear();
+    await a.lease.release();
+    expect(lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'Kubernetes Lease: not released, it was deleted')).toHaveLength(1);
+    expect(fake.get('leases', 'qc')).toBeUndefined(); // not re-created
+  });
+
   it('a release meeting an API server that stays down gives up at its bound, with one warning', async () => {
     const { log, lines } = memoryLogger();
     const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 1000, log });

@@ -244,6 +244,7 @@ export class HeldLease {
     if (this.lost.aborted) return;
     const { kube, name, namespace, log } = this.o;
     const left = () => (deadline === undefined ? undefined : Math.max(1, deadline - performance.now()));
+    let reread = false;
     for (;;) {
       const body: K8s.V1Lease = {
         ...this.current,
@@ -255,6 +256,27 @@ export class HeldLease {
         return;
       } catch (err) {
         const f = apiFailure(err);
+        if (f.kind === 'conflict' && !reread) {
+          // A renewal cut short by the release (its answer lost) may have landed: the Lease
+          // is still ours with a newer resourceVersion. Read once, and release that one.
+          reread = true;
+          const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(left())).catch((e: unknown) =>
+            apiFailure(e).kind === 'not-found' ? null : undefined,
+          );
+          if (fresh?.spec?.holderIdentity === this.o.identity) {
+            this.current = fresh;
+            continue;
+          }
+          if (fresh === null) {
+            // Deleted (its replace fails the uid precondition: 409): nobody holds it.
+            log.info({ lease: name }, 'Kubernetes Lease: not released, it was deleted');
+            return;
+          }
+          if (fresh) {
+            log.info({ lease: name, holder: fresh.spec?.holderIdentity || undefined }, 'Kubernetes Lease: not released, it no longer names this run');
+            return;
+          }
+        }
         // A 429 or 5xx (an API server restarting) is tried again while the bound allows: given
         // up, the Lease stayed held until it expired and the next run skipped.
         const l = left();
