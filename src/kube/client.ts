@@ -126,18 +126,19 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
 }
 
 /**
- * A call may take at most 5 s and no more than a quarter of the drain margin: the Lease
- * release and the last Events come after a drain, and must fit before the kubelet's SIGKILL.
+ * At most 5 s and no more than a quarter of the drain margin: how long the end of a stopped
+ * run waits for the Events still in flight, and the least its Lease release gets. Both come
+ * after a drain, and must fit before the kubelet's SIGKILL.
  */
 export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
   return Math.max(500, Math.min(API_TIMEOUT_MS, (config.drain.marginSeconds * 1000) / 4));
 }
 
 /**
- * Calls before the pass and during it (the Job read, the Lease's acquire and renewals) are
- * not squeezed into the drain margin: an API server under load can take over a second to
- * answer, and cut at 1.25 s (a quarter of the default margin) the Lease was given up for the
- * local lock, or lost while this run held it.
+ * Calls before the pass and during it (the Job reads, the Lease's acquire and renewals, the
+ * Events) are not squeezed into the drain margin: an API server under load can take over a
+ * second to answer, and cut at 1.25 s (a quarter of the default margin) the Lease was given
+ * up for the local lock, or lost while this run held it, and no Event arrived.
  */
 export const API_TIMEOUT_MS = 5000;
 

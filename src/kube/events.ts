@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import type { PassObserver } from '../runner/pass.js';
 import { escapeControls, escapeInvisible } from '../terminal-safe.js';
-import { apiFailure, connectKube, requestTimeoutMs, type ApiFailure, type Kube } from './client.js';
+import { API_TIMEOUT_MS, apiFailure, connectKube, requestTimeoutMs, type ApiFailure, type Kube } from './client.js';
 import { cronJobOf, findJobRef, readJob, type ObjectRef } from './workload.js';
 
 /** What a run reports as Events. No method throws. */
@@ -57,6 +57,8 @@ export interface EventSinkOptions {
   instance: string;
   now?: () => number;
   maxPerReason?: number;
+  /** How long flush(true) waits for the posts in flight (requestTimeoutMs): a stopped run must end before its SIGKILL. */
+  endTimeoutMs?: number;
 }
 
 /** `ms`, or less when `cut` aborts first. */
@@ -84,6 +86,8 @@ export class KubeEventSink implements EventSink {
   private failing = false;
   /** Aborted by flush(true): no Event is tried again after it (a stopped run is ending). */
   private readonly flushing = new AbortController();
+  /** Aborted `endTimeoutMs` into flush(true): the posts still in flight are cut. */
+  private readonly cut = new AbortController();
   private readonly pending = new Set<Promise<void>>();
   private readonly counts = new Map<string, number>();
   private readonly max: number;
@@ -105,8 +109,13 @@ export class KubeEventSink implements EventSink {
   }
 
   async flush(stopped = false): Promise<void> {
-    if (stopped) this.flushing.abort();
+    let timer: NodeJS.Timeout | undefined;
+    if (stopped) {
+      this.flushing.abort();
+      if (this.o.endTimeoutMs !== undefined) timer = setTimeout(() => this.cut.abort(), this.o.endTimeoutMs);
+    }
     await Promise.allSettled([...this.pending]);
+    clearTimeout(timer);
   }
 
   private post(reason: string, message: string): void {
@@ -145,7 +154,7 @@ export class KubeEventSink implements EventSink {
     for (let tried = false; ; tried = true) {
       if (this.disabled) return;
       try {
-        await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options());
+        await this.o.kube.core.createNamespacedEvent({ namespace: target.namespace, body }, this.o.kube.options(undefined, this.cut.signal));
         this.failing = false;
         return;
       } catch (err) {
@@ -185,7 +194,10 @@ export async function openEventSink(config: Config, log: Logger, env: NodeJS.Pro
     log.warn({ reason }, 'Kubernetes Events disabled for this run');
     return noEvents;
   };
-  const c = await connectKube({ env, timeoutMs: requestTimeoutMs(config) });
+  // Each call may take the API's 5 s: cut at a quarter of the drain margin (1.25 s), on an
+  // API server under load the Job read failed (no CronJob) and no Event arrived. Only the
+  // end of a stopped run cuts the posts still in flight that soon (flush).
+  const c = await connectKube({ env, timeoutMs: API_TIMEOUT_MS });
   if (!c.ok) return off(c.reason);
   const job = await findJobRef(c.kube);
   if (!job.ok) return off(job.reason);
@@ -199,7 +211,7 @@ export async function openEventSink(config: Config, log: Logger, env: NodeJS.Pro
   } else {
     log.info({ reason: read.reason }, 'Kubernetes Events: posting on the Job only (its CronJob is unknown)');
   }
-  return new KubeEventSink({ kube: c.kube, targets, log, instance: c.kube.identity.podName ?? hostname() });
+  return new KubeEventSink({ kube: c.kube, targets, log, instance: c.kube.identity.podName ?? hostname(), endTimeoutMs: requestTimeoutMs(config) });
 }
 
 /** The pass observer, also telling `events` about each dead letter. */

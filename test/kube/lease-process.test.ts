@@ -288,6 +288,18 @@ describe('the Kubernetes Lease across processes', () => {
     expect(dead.map((e) => /^Item "([^"]+)"/.exec(e.message as string)?.[1]).sort()).toEqual(['bad-1.scc', 'bad-2.scc', 'bad-3.scc']);
   });
 
+  it('Events on an API server answering in 1.5 s (under load): posted on the Job and its CronJob', async () => {
+    // Every call of the Events was cut at a quarter of drain.marginSeconds (1.25 s), the Job
+    // read at the start as well: the CronJob was unknown and no Event ever arrived.
+    fake.latency = () => 1500;
+    const fail = [process.execPath, path.join(FIXTURES, 'process/fail-exec.mjs'), '{id}'];
+    const ws = workspace({ handler: { command: fail }, retry: { maxAttempts: 1, backoffSeconds: 0, backoffMaxSeconds: 0 }, events: { enabled: true } }, { 'bad-1.scc': 'x' });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a'), timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Events')), r.stdout).toEqual([]);
+    expect(fake.list('events').filter((e) => e.reason === 'CronsafeDeadLetter').map((e) => e.involvedObject.kind).sort()).toEqual(['CronJob', 'Job']);
+  }, 60_000);
+
   it('drain.marginSeconds in quarters of a second (2.25): Events are posted and the Lease is released', async () => {
     // A quarter of that margin is 562.5 ms, and the client refused a timeout with a fraction:
     // every Event and the release failed at once (ERR_OUT_OF_RANGE), the Lease held until it expired.
