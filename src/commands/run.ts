@@ -28,6 +28,6 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   // The job on the root logger: a line it logs itself (the log's dropped-lines warning) names it too.
   const log = opts.logger ?? createLogger(config.log, undefined, { job: config.name });
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
-  const fire = raw !== undefined ? { scheduledTime: refuseAhead(parseScheduledTime(raw, from), from, new Date()) } : await scheduledTimeFromJob(config, log);
+  const fire = raw !== undefined ? { scheduledTime: refuseAhead(parseScheduledTime(raw, from), from, new Date()) } : await scheduledTimeFromJob(config, log, process.env, opts.stop);
   return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime: fire.scheduledTime, manual: fire.manual, policy: 'kubernetes' }));
 }

@@ -188,7 +188,7 @@ export class KubeEventSink implements EventSink {
  * happens here, once; when it cannot be found there is nothing to post on, so Events are
  * off for the run, said in one line.
  */
-export async function openEventSink(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<EventSink> {
+export async function openEventSink(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env, stop?: AbortSignal): Promise<EventSink> {
   if (!config.events?.enabled) return noEvents;
   const off = (reason: string) => {
     log.warn({ reason }, 'Kubernetes Events disabled for this run');
@@ -199,11 +199,12 @@ export async function openEventSink(config: Config, log: Logger, env: NodeJS.Pro
   // end of a stopped run cuts the posts still in flight that soon (flush).
   const c = await connectKube({ env, timeoutMs: API_TIMEOUT_MS });
   if (!c.ok) return off(c.reason);
-  const job = await findJobRef(c.kube);
+  // A SIGTERM cuts the reads short: each may take 5 s of the grace period otherwise.
+  const job = await findJobRef(c.kube, stop);
   if (!job.ok) return off(job.reason);
   const targets = [job.value];
   // The Job names its CronJob and its own uid; without `get jobs` Events go on the Job only.
-  const read = await readJob(c.kube, job.value);
+  const read = await readJob(c.kube, job.value, stop);
   if (read.ok) {
     job.value.uid ??= read.value.metadata?.uid;
     const cronJob = cronJobOf(read.value);

@@ -32,7 +32,7 @@ export interface JobFire {
  * cannot be read, or it has no such annotation. A Job made by hand with `kubectl create job
  * --from=cronjob/...` has none, but says so (MANUAL_ANNOTATION): `manual`. Never throws.
  */
-export async function scheduledTimeFromJob(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<JobFire> {
+export async function scheduledTimeFromJob(config: Config, log: Logger, env: NodeJS.ProcessEnv = process.env, stop?: AbortSignal): Promise<JobFire> {
   if (!config.scheduledTimestamp?.enabled) return {};
   const fallback = (reason: string, level: 'info' | 'warn' = 'warn'): JobFire => {
     log[level]({ reason }, 'scheduled time: not read from the Job annotation; using the latest occurrence at start');
@@ -40,9 +40,10 @@ export async function scheduledTimeFromJob(config: Config, log: Logger, env: Nod
   };
   const c = await connectKube({ env, timeoutMs: API_TIMEOUT_MS });
   if (!c.ok) return fallback(c.reason);
-  const ref = await findJobRef(c.kube);
+  // A SIGTERM cuts the reads short: each may take 5 s of the grace period otherwise.
+  const ref = await findJobRef(c.kube, stop);
   if (!ref.ok) return fallback(ref.reason);
-  const job = await readJob(c.kube, ref.value);
+  const job = await readJob(c.kube, ref.value, stop);
   if (!job.ok) return fallback(job.reason);
   const annotations = job.value.metadata?.annotations;
   const value = annotations?.[SCHEDULED_TIMESTAMP_ANNOTATION];

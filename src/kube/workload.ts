@@ -19,10 +19,12 @@ export interface ObjectRef {
 
 export type Found<T> = { ok: true; value: T } | { ok: false; reason: string };
 
+const STOPPED = 'the run was stopped before the API server answered';
+
 type KubeReads = Pick<Kube, 'core' | 'batch' | 'namespace' | 'identity' | 'options'>;
 
 /** This pod's Job, from the env, else from the pod's ownerReferences. */
-export async function findJobRef(kube: KubeReads): Promise<Found<ObjectRef>> {
+export async function findJobRef(kube: KubeReads, stop?: AbortSignal): Promise<Found<ObjectRef>> {
   const { identity, namespace } = kube;
   if (identity.jobName) {
     return { ok: true, value: { apiVersion: 'batch/v1', kind: 'Job', name: identity.jobName, namespace, ...(identity.jobUid ? { uid: identity.jobUid } : {}) } };
@@ -32,21 +34,21 @@ export async function findJobRef(kube: KubeReads): Promise<Found<ObjectRef>> {
   }
   let pod: K8s.V1Pod;
   try {
-    pod = await kube.core.readNamespacedPod({ name: identity.podName, namespace }, kube.options());
+    pod = await kube.core.readNamespacedPod({ name: identity.podName, namespace }, kube.options(undefined, stop));
   } catch (err) {
-    return { ok: false, reason: `cannot read pod ${namespace}/${identity.podName} to find its Job: ${apiFailure(err).message}` };
+    return { ok: false, reason: `cannot read pod ${namespace}/${identity.podName} to find its Job: ${stop?.aborted ? STOPPED : apiFailure(err).message}` };
   }
   const owner = controllerOf(pod.metadata?.ownerReferences, 'Job');
   if (!owner) return { ok: false, reason: `pod ${namespace}/${identity.podName} is not controlled by a Job` };
   return { ok: true, value: { apiVersion: owner.apiVersion, kind: 'Job', name: owner.name, namespace, uid: owner.uid } };
 }
 
-/** Read the Job (`get jobs`). */
-export async function readJob(kube: KubeReads, job: ObjectRef): Promise<Found<K8s.V1Job>> {
+/** Read the Job (`get jobs`); `stop` (SIGTERM) cuts it short. */
+export async function readJob(kube: KubeReads, job: ObjectRef, stop?: AbortSignal): Promise<Found<K8s.V1Job>> {
   try {
-    return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options()) };
+    return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)) };
   } catch (err) {
-    return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${apiFailure(err).message}` };
+    return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${stop?.aborted ? STOPPED : apiFailure(err).message}` };
   }
 }
 

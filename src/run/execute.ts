@@ -37,7 +37,7 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
     if (fsCheck.network) log.warn({ key: fsCheck.key, path: fsCheck.path, filesystem: fsCheck.type }, networkFilesystemMessage(fsCheck));
   }
 
-  const events = await openEventSink(config, log);
+  const events = await openEventSink(config, log, process.env, opts.stop);
   const store = openStore(config);
   let held: string | undefined;
   const lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which));

@@ -226,6 +226,26 @@ describe('the Kubernetes Lease across processes', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0 }); // the pass stopped before its scan
   }, 60_000);
 
+  it('SIGTERM while the Job is read (scheduled time, Events) on an API server answering in 4.5 s ends the run at once', async () => {
+    // Each read may take 5 s (an API server under load), and the stop did not cut them: the
+    // scheduled time's read and the Events' one took 9 s of the grace period, before the run
+    // even took its lock.
+    let asked = 0;
+    fake.latency = () => {
+      asked++;
+      return 4500;
+    };
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1, events: { enabled: true }, scheduledTimestamp: { enabled: true }, schedule: { cron: '*/5 * * * *', timeZone: 'UTC' } }, { 'a.scc': 'a' });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10', CRONSAFE_SCHEDULED_TIME: '' }), timeoutMs: 60_000 });
+    await until(() => asked > 0, 'the Job read to reach the API server');
+    const signalled = Date.now();
+    run.child.kill('SIGTERM');
+    const r = await run.exited;
+    expect(Date.now() - signalled).toBeLessThan(3000);
+    expect(r.code, run.stderr()).toBe(75);
+    expect(asked).toBe(1);
+  }, 60_000);
+
   it('a 503 when the run reads the Lease (an API server restarting) does not let it start beside the holder: tried again, held, skipped', async () => {
     // Taken at once for "the API cannot be used", one 503 sent the run on with the local lock
     // alone while a run on another node held the Lease: both worked at once.
