@@ -46,7 +46,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   // After the run lock, so a second run in the same pod skips without an API call. A pod
   // joining its Job's PostgreSQL pass is part of the run whose first pod holds the Lease.
   const joined = lock.joined === true;
-  const lease = joined ? {} : await acquireRunLease(config, log, runId, opts.stop).catch(async (err: unknown) => {
+  const lease = joined ? {} : await acquireRunLease(config, log, runId, opts.stop, process.env, opts.force).catch(async (err: unknown) => {
     await lock.release();
     throw err;
   });

@@ -2,10 +2,12 @@
  * The Lease lock through @kubernetes/client-node against the fake API server, which
  * enforces resourceVersion conflicts, 404s and the MicroTime format as a real one does.
  */
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/types.js';
 import { connectKube, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
-import { releaseBoundMs } from '../../src/kube/lease/run-lease.js';
+import { acquireRunLease, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
 import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
@@ -176,14 +178,28 @@ describe('the bound of the release at the end of a run', () => {
   const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 } };
   it('5 s when the run was not stopped; after a stop, what is left of the grace period less half the margin, between a quarter of the margin and 5 s', () => {
     const stop = new AbortController();
-    expect(releaseBoundMs(config, stop.signal, undefined, 1000)).toBe(5000);
-    expect(releaseBoundMs(config, undefined, undefined, 1000)).toBe(5000);
+    const force = new AbortController();
+    expect(releaseBoundMs(config, { stop: stop.signal, force: force.signal }, 1000)).toBe(5000);
+    expect(releaseBoundMs(config, {}, 1000)).toBe(5000);
     stop.abort();
-    expect(releaseBoundMs(config, stop.signal, 0, 2000)).toBe(5000); // items done 2 s after the SIGTERM
-    expect(releaseBoundMs(config, stop.signal, 0, 25_000)).toBe(2500); // until 27.5 s
-    expect(releaseBoundMs(config, stop.signal, 0, 28_000)).toBe(1250); // the drain ran to its end: a quarter of the margin
-    expect(releaseBoundMs(config, stop.signal, undefined, 2000)).toBe(1250); // stopped before the Lease was asked for
+    expect(releaseBoundMs(config, { stop: stop.signal, stoppedMono: 0 }, 2000)).toBe(5000); // items done 2 s after the SIGTERM
+    expect(releaseBoundMs(config, { stop: stop.signal, stoppedMono: 0 }, 25_000)).toBe(2500); // until 27.5 s
+    expect(releaseBoundMs(config, { stop: stop.signal, stoppedMono: 0 }, 28_000)).toBe(1250); // the drain ran to its end: a quarter of the margin
+    expect(releaseBoundMs(config, { stop: stop.signal }, 2000)).toBe(1250); // stopped before the Lease was asked for
+    force.abort(); // a second signal: the run ends a margin later
+    expect(releaseBoundMs(config, { stop: stop.signal, force: force.signal, stoppedMono: 0 }, 2000)).toBe(1250);
   });
+});
+
+it('a daemon\'s runs share one stop signal: each run\'s Lease leaves no listener on it (no leak, no MaxListenersExceededWarning)', async () => {
+  const stop = new AbortController();
+  const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 }, lock: { kubernetesLease: { name: 'qc', durationSeconds: 60, renewSeconds: 20 } } } as unknown as Config;
+  for (let i = 0; i < 3; i++) {
+    const held = (await acquireRunLease(config, memoryLogger().log, `run-${i}`, stop.signal, { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAME: 'pod-a' })).held;
+    expect(held).toBeDefined();
+    await held!.release();
+  }
+  expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
 });
 
 describe('acquire on a struggling API server', () => {

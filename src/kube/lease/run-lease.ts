@@ -22,7 +22,14 @@ export interface RunLease {
  * today's guarantees, and the ledger's fenced claims still keep two runs from committing
  * the same item twice.
  */
-export async function acquireRunLease(config: Config, log: Logger, runId: string, stop?: AbortSignal, env: NodeJS.ProcessEnv = process.env): Promise<RunLease> {
+export async function acquireRunLease(
+  config: Config,
+  log: Logger,
+  runId: string,
+  stop?: AbortSignal,
+  env: NodeJS.ProcessEnv = process.env,
+  force?: AbortSignal,
+): Promise<RunLease> {
   const kl = config.lock.kubernetesLease;
   if (!kl) return {};
   const degraded = (reason: string): RunLease => {
@@ -34,9 +41,11 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
   const namespace = kl.namespace ?? c.kube.namespace;
   const identity = `${c.kube.identity.podName ?? hostname()}/${runId}`;
   // When the run was stopped (SIGTERM), on the monotonic clock; unknown if it came before this.
+  // The listener goes with the Lease: a daemon's runs share one stop signal.
   let stoppedMono: number | undefined;
-  const stopped = stop?.aborted ? undefined : () => (stoppedMono = performance.now());
-  if (stopped) stop?.addEventListener('abort', stopped, { once: true });
+  const stopped = () => (stoppedMono = performance.now());
+  if (stop && !stop.aborted) stop.addEventListener('abort', stopped, { once: true });
+  const forget = () => stop?.removeEventListener('abort', stopped);
   const r = await acquireLease({
     kube: c.kube,
     name: kl.name,
@@ -44,11 +53,15 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
     identity,
     durationSeconds: kl.durationSeconds,
     renewSeconds: kl.renewSeconds,
-    releaseTimeoutMs: () => releaseBoundMs(config, stop, stoppedMono),
+    releaseTimeoutMs: () => {
+      forget();
+      return releaseBoundMs(config, { stop, force, stoppedMono });
+    },
     log,
     stop,
   });
-  if (r.status !== 'acquired' && stopped) stop?.removeEventListener('abort', stopped);
+  if (r.status !== 'acquired') forget();
+  else r.lease.lost.addEventListener('abort', forget, { once: true });
   if (r.status === 'acquired') {
     log.info({ lease: kl.name, namespace, holder: identity, durationSeconds: kl.durationSeconds }, 'Kubernetes Lease acquired');
     return { held: r.lease };
@@ -69,12 +82,18 @@ export async function acquireRunLease(config: Config, log: Logger, runId: string
  * gave up, and the Lease stayed held: the next run skipped until it expired. A run that
  * ends without a stop has no SIGKILL coming: the API calls' own 5 s. A stopped run has
  * until the drain ends (gracePeriodSeconds after the stop) less half the margin, for the
- * exit and the lines after it; at least the quarter of the margin it always had.
+ * exit and the lines after it; at least the quarter of the margin it always had, and no
+ * more after a second signal (which ends the run a margin later).
  */
-export function releaseBoundMs(config: Pick<Config, 'drain'>, stop: AbortSignal | undefined, stoppedMono: number | undefined, nowMono = performance.now()): number {
-  if (!stop?.aborted) return API_TIMEOUT_MS;
+export function releaseBoundMs(
+  config: Pick<Config, 'drain'>,
+  run: { stop?: AbortSignal; force?: AbortSignal; stoppedMono?: number },
+  nowMono = performance.now(),
+): number {
+  const { stop, force, stoppedMono } = run;
+  if (!stop?.aborted && !force?.aborted) return API_TIMEOUT_MS;
   const floor = requestTimeoutMs(config);
-  if (stoppedMono === undefined) return floor;
+  if (stoppedMono === undefined || force?.aborted) return floor;
   const { gracePeriodSeconds, marginSeconds } = config.drain;
   const left = stoppedMono + (gracePeriodSeconds - marginSeconds / 2) * 1000 - nowMono;
   return Math.min(API_TIMEOUT_MS, Math.max(floor, left));
