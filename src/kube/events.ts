@@ -9,8 +9,8 @@
  * flight). A refusal that will not change during the run (403 without RBAC, 401, 404, 400,
  * 422) turns Events off for the rest of the run with one log line. A failure that passes
  * (429, 5xx, a timeout, an API server unreachable for a moment) costs that Event only:
- * tried again once a moment later (not after a flush() that ends a stopped run), then skipped with one log line
- * per streak of failures, and the next Events are posted as usual.
+ * tried again once a moment later (not after a flush() that ends a stopped run), then
+ * skipped with one log line per streak of failures, and the next Events are posted as usual.
  */
 import { hostname } from 'node:os';
 import type * as K8s from '@kubernetes/client-node';
@@ -161,7 +161,7 @@ export class KubeEventSink implements EventSink {
         const f = apiFailure(err);
         if (permanent(f)) return this.disable(f);
         // A 429, a 5xx, a timeout, a refused connection (an API server restarting): this
-        // Event is tried again once, a moment later; it turned Events off for the whole run.
+        // Event is tried again once, a moment later. (It turned Events off for the whole run.)
         if (tried || this.flushing.signal.aborted) return this.skip(f);
         await pause(EVENT_RETRY_MS, this.flushing.signal);
         if (this.flushing.signal.aborted) return this.skip(f);
