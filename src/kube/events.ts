@@ -29,10 +29,11 @@ export interface EventSink {
   overrun(occurrence: Date): void;
   deadLettered(id: string, error: string): void;
   /**
-   * Wait for the Events in flight (each bounded by the request timeout). `stopped`: the run
-   * was stopped (SIGTERM) and must end before the kubelet's SIGKILL: no Event is tried again.
+   * Wait for the Events in flight. Once `stop` is aborted (SIGTERM: the run must end before
+   * the kubelet's SIGKILL), now or while waiting, no Event is tried again and those in
+   * flight are cut at the margin's bound.
    */
-  flush(stopped?: boolean): Promise<void>;
+  flush(stop?: AbortSignal): Promise<void>;
 }
 
 export const noEvents: EventSink = {
@@ -57,7 +58,7 @@ export interface EventSinkOptions {
   instance: string;
   now?: () => number;
   maxPerReason?: number;
-  /** How long flush(true) waits for the posts in flight (requestTimeoutMs): a stopped run must end before its SIGKILL. */
+  /** How long a stopped flush() waits for the posts in flight (requestTimeoutMs): a stopped run must end before its SIGKILL. */
   endTimeoutMs?: number;
 }
 
@@ -84,9 +85,9 @@ export class KubeEventSink implements EventSink {
   private disabled = false;
   /** A transient failure was logged, and no Event has been posted since. */
   private failing = false;
-  /** Aborted by flush(true): no Event is tried again after it (a stopped run is ending). */
+  /** Aborted by a stopped flush(): no Event is tried again after it (a stopped run is ending). */
   private readonly flushing = new AbortController();
-  /** Aborted `endTimeoutMs` into flush(true): the posts still in flight are cut. */
+  /** Aborted `endTimeoutMs` into a stopped flush(): the posts still in flight are cut. */
   private readonly cut = new AbortController();
   private readonly pending = new Set<Promise<void>>();
   private readonly counts = new Map<string, number>();
@@ -108,13 +109,16 @@ export class KubeEventSink implements EventSink {
     this.post(REASONS.deadLetter, `Item ${JSON.stringify(id)} was dead-lettered: ${error}`);
   }
 
-  async flush(stopped = false): Promise<void> {
+  async flush(stop?: AbortSignal): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    if (stopped) {
+    const stopped = () => {
       this.flushing.abort();
-      if (this.o.endTimeoutMs !== undefined) timer = setTimeout(() => this.cut.abort(), this.o.endTimeoutMs);
-    }
+      if (this.o.endTimeoutMs !== undefined) timer ??= setTimeout(() => this.cut.abort(), this.o.endTimeoutMs);
+    };
+    if (stop?.aborted) stopped();
+    else stop?.addEventListener('abort', stopped, { once: true });
     await Promise.allSettled([...this.pending]);
+    stop?.removeEventListener('abort', stopped);
     clearTimeout(timer);
   }
 

@@ -47,7 +47,7 @@ export async function skipLocked({ config, store, log, opts, events, held }: Ski
     if (err instanceof ConfigError) throw err; // [issue 10, case 1] a ledger of another job
     log.warn({ err }, 'could not record the skipped start in the ledger');
   }
-  await events.flush(opts.stop.aborted);
+  await events.flush(opts.stop);
   log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
   return 'skipped-locked';
 }
