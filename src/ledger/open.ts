@@ -1,4 +1,4 @@
-import { existsSync, statfsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
@@ -156,12 +156,36 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
 }
 
+/**
+ * SQLite says "disk I/O error" too when a write would take the ledger (or its -wal, or the
+ * start journal) past the process's file size limit (RLIMIT_FSIZE: `ulimit -f`, systemd's
+ * LimitFSIZE=): the kernel refuses it with EFBIG, on a healthy disk with room to spare. Said
+ * plainly when such a limit is set and one of those files is within a write of it; ''
+ * otherwise.
+ */
+function fileSizeLimit(sqlite: string | undefined, err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (sqlite === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_IOERR')) return '';
+  let limit: number;
+  try {
+    const line = /^Max file size\s+(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    limit = line?.[1] === undefined ? Number.NaN : Number(line[1]);
+  } catch {
+    return '';
+  }
+  if (!Number.isSafeInteger(limit)) return ''; // unlimited (or unknown)
+  const file = path.resolve(sqlite);
+  // A write of SQLite is a page or a few (64 KiB covers the largest page size).
+  const near = [file, `${file}-wal`, `${file}-starts`].some((f) => (statSync(f, { throwIfNoEntry: false })?.size ?? 0) + 65_536 > limit);
+  return near ? ` (the process's file size limit (ulimit -f, LimitFSIZE=) is ${limit} bytes and the ledger's files reached it: raise or remove the limit)` : '';
+}
+
 /** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
 export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
   const unavailable = (doing: string, err: unknown) =>
-    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err)}`);
+    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err)}`);
   return {
     label,
     async openReader() {

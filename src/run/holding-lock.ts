@@ -200,7 +200,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // not a failure of the run: it ends as a lost lock does, drained (exit 75).
     // On PostgreSQL a failed pass with a lost lock connection is the outage that failed it (1).
     const lost = passed.outcome === 'failed' && lock.checkLedger?.() === true;
-    const result = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
+    const ended = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
+    // A ledger failure mid-pass (a full state volume, a file size limit) names the store and
+    // its path, as one at start-up does: SQLite's own words ("database or disk is full",
+    // "disk I/O error") say neither which file nor that it is the ledger's.
+    const result = ended.error !== undefined && isSqliteError(ended.error) ? { ...ended, error: store.unavailable('the pass stopped', ended.error) } : ended;
     stopWatch();
     const finishedAt = Date.now();
     await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
@@ -239,3 +243,9 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     await lock.release();
   }
 }
+
+/** An error of the SQLite driver (better-sqlite3's SqliteError: code SQLITE_*). */
+const isSqliteError = (err: Error): boolean => {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_');
+};

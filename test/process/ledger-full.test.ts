@@ -52,6 +52,9 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       const { code } = await run.exited;
       expect(code, run.stderr()).toBe(1);
       expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'failed', exitCode: 1 });
+      // Named as the ledger's failure, with its path, as at start-up: not SQLite's words alone.
+      expect(run.stderr().startsWith(`cronsafe: run failed: state store unavailable (sqlite ${db}): the pass stopped: `), run.stderr()).toBe(true);
+      expect(run.stderr().split('\n')).toHaveLength(2);
       const ran = invocations(log);
       rmSync(filler);
 
