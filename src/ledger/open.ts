@@ -176,7 +176,14 @@ function fileSizeLimit(sqlite: string | undefined, err: unknown): string {
   if (!Number.isSafeInteger(limit)) return ''; // unlimited (or unknown)
   const file = path.resolve(sqlite);
   // A write of SQLite is a page or a few (64 KiB covers the largest page size).
-  const near = [file, `${file}-wal`, `${file}-starts`].some((f) => (statSync(f, { throwIfNoEntry: false })?.size ?? 0) + 65_536 > limit);
+  const size = (f: string): number => {
+    try {
+      return statSync(f, { throwIfNoEntry: false })?.size ?? 0;
+    } catch {
+      return 0; // unreadable directory: no hint, never a second error
+    }
+  };
+  const near = [file, `${file}-wal`, `${file}-starts`].some((f) => size(f) + 65_536 > limit);
   return near ? ` (the process's file size limit (ulimit -f, LimitFSIZE=) is ${limit} bytes and the ledger's files reached it: raise or remove the limit)` : '';
 }
 
