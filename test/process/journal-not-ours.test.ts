@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, runCli, statusJson, workspace } from '../helpers/cli.js';
 
 describe("the start journal's path holds something not cronsafe's", () => {
   it.each([
@@ -56,5 +56,32 @@ describe("the start journal's path holds something not cronsafe's", () => {
     const again = await runCli(['run', '-c', ws.configPath]);
     expect(again.code, again.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 2, claimed: 0 });
+  }, 60_000);
+});
+
+describe("another job's ledger at the start journal's path (its state.sqlite is ours + '-starts')", () => {
+  it('validate and run exit 78 naming it; that ledger is neither written nor removed, and its job still runs', async () => {
+    const other = workspace({ name: 'other-job', handler: { command: ['true'] } }, { 'x.txt': 'x', 'y.txt': 'y' });
+    const ours = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    // Ours: <dir>/jobs; the other job's: <dir>/jobs-starts, where our journal goes.
+    const shared = path.join(ours.dir, 'ledgers');
+    mkdirSync(shared);
+    const ledger = path.join(shared, 'jobs');
+    const othersLedger = `${ledger}-starts`;
+    configure(ours, { state: { sqlite: ledger } });
+    configure(other, { state: { sqlite: othersLedger } });
+    const first = await runCli(['run', '-c', other.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const before = readFileSync(othersLedger);
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ours.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr.split('\n')).toEqual([expect.stringContaining(`state.sqlite: cannot use cronsafe's start journal ${othersLedger}: it is not one`), '']);
+    }
+    // Before: the run took it for its journal, appended to it, emptied it and removed it.
+    expect(readFileSync(othersLedger).equals(before)).toBe(true);
+    expect((await statusJson(other.configPath)).items).toMatchObject({ done: 2 });
+    const again = await runCli(['run', '-c', other.configPath]);
+    expect(again.code, again.stderr).toBe(0);
   }, 60_000);
 });

@@ -58,7 +58,11 @@ export function journalOf(ledgerFile: string): string {
 export function assertJournalOurs(ledgerFile: string): void {
   const file = journalOf(ledgerFile);
   const st = lstatSync(file, { throwIfNoEntry: false });
-  if (st === undefined || st.isFile()) return;
+  if (st === undefined) return;
+  if (st.isFile()) {
+    if (st.size > 0 && !journalLike(file)) throw notAJournal(file);
+    return;
+  }
   const link = st.isSymbolicLink();
   throw named(file, 'use', Object.assign(new Error(link ? 'a symbolic link; remove it' : 'not a regular file; remove it'), { code: link ? 'ELOOP' : 'EFTYPE' }));
 }
@@ -77,6 +81,38 @@ const named = (file: string, what: string, err: unknown): Error => {
   }
   return Object.assign(new StateUnavailable(message), { code });
 };
+
+/**
+ * Whether a regular file's first byte is what every journal of ours begins with: its first
+ * write starts with an `O` record, and an OS crash may leave NUL bytes in its place (read as
+ * damage). Anything else at the journal's path (another job's ledger named `<ours>-starts`,
+ * a file put there) is not ours: a run that took it for its journal appended to it, emptied
+ * it and removed it, another job's whole ledger with it. Unreadable: taken as ours (the
+ * read or write that follows says why it fails).
+ */
+function journalLike(file: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch {
+    return true;
+  }
+  try {
+    const first = Buffer.alloc(1);
+    return readSync(fd, first, 0, 1, 0) === 0 || first[0] === 0x4f /* O */ || first[0] === 0;
+  } catch {
+    return true;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const notAJournal = (file: string): Error =>
+  new ConfigError(
+    `state.sqlite: cannot use cronsafe's start journal ${file}: it is not one (it does not begin with one of its records: another program's file, or another job's ledger named like it); give state.sqlite a path whose "-starts" file is free, or move that file away if it is nobody's`,
+    undefined,
+    'state.sqlite',
+  );
 
 export class StartJournal {
   #fd: number | undefined;
@@ -178,6 +214,11 @@ export class StartJournal {
       closeSync(fd);
       throw named(this.file, 'use', Object.assign(new Error('not a regular file; remove it'), { code: 'EFTYPE' }));
     }
+    // Made since the start's replay read it (another job's ledger created there meanwhile).
+    if (st.size > 0 && !journalLike(this.file)) {
+      closeSync(fd);
+      throw notAJournal(this.file);
+    }
     this.#fd = fd;
     this.#length = st.size;
     return fd;
@@ -200,6 +241,11 @@ export function readJournal(file: string, strict = false, written = 0): JournalR
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT' || !strict) return { starts: [], done: [] };
     throw named(file, 'read', err);
+  }
+  // Not ours (journalLike): never replayed, and refused by the run that would remove it.
+  if (text.length > 0 && text[0] !== 'O' && text[0] !== '\0') {
+    if (strict) throw notAJournal(file);
+    return { starts: [], done: [] };
   }
   const out: JournalRecords = { starts: [], done: [] };
   let owner: string | undefined;
