@@ -84,11 +84,10 @@ const named = (file: string, what: string, err: unknown): Error => {
 
 /**
  * Whether a regular file's first byte is what every journal of ours begins with: its first
- * write starts with an `O` record, and an OS crash may leave NUL bytes in its place (read as
- * damage). Anything else at the journal's path (another job's ledger named `<ours>-starts`,
- * a file put there) is not ours: a run that took it for its journal appended to it, emptied
- * it and removed it, another job's whole ledger with it. Unreadable: taken as ours (the
- * read or write that follows says why it fails).
+ * write starts with an `O` record (journalStart). Anything else at the journal's path
+ * (another job's ledger named `<ours>-starts`, a file put there) is not ours: a run that
+ * took it for its journal appended to it, emptied it and removed it, another job's whole
+ * ledger with it. Unreadable: taken as ours (the read or write that follows says why).
  */
 function journalLike(file: string): boolean {
   let fd: number;
@@ -99,13 +98,16 @@ function journalLike(file: string): boolean {
   }
   try {
     const first = Buffer.alloc(1);
-    return readSync(fd, first, 0, 1, 0) === 0 || first[0] === 0x4f /* O */ || first[0] === 0;
+    return readSync(fd, first, 0, 1, 0) === 0 || journalStart(first[0]!);
   } catch {
     return true;
   } finally {
     closeSync(fd);
   }
 }
+
+/** A first byte a journal may have: `O` (its first record), NUL (an OS crash's damage), `\n` (emptied by `echo > file`). */
+const journalStart = (byte: number): boolean => byte === 0x4f || byte === 0 || byte === 0x0a;
 
 const notAJournal = (file: string): Error =>
   new ConfigError(
@@ -243,7 +245,7 @@ export function readJournal(file: string, strict = false, written = 0): JournalR
     throw named(file, 'read', err);
   }
   // Not ours (journalLike): never replayed, and refused by the run that would remove it.
-  if (text.length > 0 && text[0] !== 'O' && text[0] !== '\0') {
+  if (text.length > 0 && !journalStart(text.charCodeAt(0))) {
     if (strict) throw notAJournal(file);
     return { starts: [], done: [] };
   }
