@@ -202,7 +202,8 @@ describe('Events on the Job and its CronJob', () => {
     expect(lines.filter((l) => String(l.msg).startsWith('Kubernetes Events: an Event could not be posted'))).toHaveLength(1);
   });
 
-  it('a post hung on the API server is cut a quarter of the drain margin into the end of a stopped run, not after the 5 s a call may take', async () => {
+  /** An Event sink whose one post hangs on the API server (10 s), once the post is there. */
+  async function hungPost() {
     const { log, lines } = memoryLogger();
     const sink = await openEventSink(config, log, jobEnv());
     let asked = false;
@@ -212,6 +213,11 @@ describe('Events on the Job and its CronJob', () => {
     };
     sink.deadLettered('item-1', 'boom');
     await until(() => asked, 'the post to reach the API server');
+    return { sink, lines };
+  }
+
+  it('a post hung on the API server is cut a quarter of the drain margin into the end of a stopped run, not after the 5 s a call may take', async () => {
+    const { sink, lines } = await hungPost();
     const started = performance.now();
     await sink.flush(AbortSignal.abort());
     const took = performance.now() - started;
@@ -221,15 +227,7 @@ describe('Events on the Job and its CronJob', () => {
   });
 
   it('a SIGTERM while the end of the run waits for an Event cuts it at the margin\'s bound, not the 5 s a call may take', async () => {
-    const { log } = memoryLogger();
-    const sink = await openEventSink(config, log, jobEnv());
-    let asked = false;
-    fake.latency = () => {
-      asked = true;
-      return 10_000;
-    };
-    sink.deadLettered('item-1', 'boom');
-    await until(() => asked, 'the post to reach the API server');
+    const { sink } = await hungPost();
     const stop = new AbortController();
     const flushed = sink.flush(stop.signal);
     setTimeout(() => stop.abort(), 200);

@@ -64,25 +64,28 @@ function runIntoStalledPipe(ws: Workspace, uid?: number): Stalled {
     exited,
     pid: cli.pid!,
     stderr: () => stderr,
-    readToEnd: async () => {
-      const chunks: Buffer[] = [];
-      const buf = Buffer.alloc(1 << 16);
-      for (;;) {
-        let n: number;
-        try {
-          n = readSync(readEnd, buf, 0, buf.length, null);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
-          await new Promise((r) => setTimeout(r, 5)); // empty, and the CLI still holds the write end
-          continue;
-        }
-        if (n === 0) break; // no writer left: the CLI exited
-        chunks.push(Buffer.from(buf.subarray(0, n)));
-      }
-      closeSync(readEnd);
-      return Buffer.concat(chunks).toString('utf8');
-    },
+    readToEnd: () => readToEnd(readEnd),
   };
+}
+
+/** Everything in a FIFO opened non-blocking, read until no writer is left (the CLI exited); closes it. */
+async function readToEnd(readEnd: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  const buf = Buffer.alloc(1 << 16);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(readEnd, buf, 0, buf.length, null);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      await new Promise((r) => setTimeout(r, 5)); // empty, and the CLI still holds the write end
+      continue;
+    }
+    if (n === 0) break; // no writer left: the CLI exited
+    chunks.push(Buffer.from(buf.subarray(0, n)));
+  }
+  closeSync(readEnd);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 const files = (n: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`item-${String(i).padStart(4, '0')}.txt`, 'x']));
@@ -242,23 +245,8 @@ describe('a module handler that prints to stdout', () => {
     const hard = setTimeout(() => cli.kill('SIGKILL'), 30_000);
     const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => (clearTimeout(hard), resolve(code))));
     await until(() => calls(ws) >= 300, 'every item printed with nobody reading', 20_000);
-    const chunks: Buffer[] = [];
-    const buf = Buffer.alloc(1 << 16);
-    for (;;) {
-      let n: number;
-      try {
-        n = readSync(readEnd, buf, 0, buf.length, null);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
-        await new Promise((r) => setTimeout(r, 5));
-        continue;
-      }
-      if (n === 0) break;
-      chunks.push(Buffer.from(buf.subarray(0, n)));
-    }
-    closeSync(readEnd);
+    const text = await readToEnd(readEnd);
     expect(await exited).toBe(0);
-    const text = Buffer.concat(chunks).toString('utf8');
     expect(text.length).toBeLessThan(10 * 1024 * 1024);
     expect(text).toMatch(/cronsafe: stderr was not read for a while: \d+ write\(s\) a module handler made to it \(console\.error\) were dropped/);
     expect((await statusJson(ws.configPath)).items.done).toBe(300);
