@@ -23,7 +23,13 @@ let mode = 'pending' as 'pending' | 'drain' | 'end'; // set by callbacks: not na
 // (src/runner/handlers/exit-guard.ts), so that handler code cannot end the run.
 const exit = process.exit.bind(process);
 
-const endBySignal = (sig: HandledSignal): never => exit(128 + SIGNAL_NUMBER[sig]);
+/** What a command ended by a signal has done that stays done (requeue's pages moved), said on stderr. */
+let endNote: ((sig: string) => string | undefined) | undefined;
+const endBySignal = (sig: HandledSignal): never => {
+  const note = endNote?.(sig);
+  if (note !== undefined) process.stderr.write(`cronsafe: ${note}\n`);
+  return exit(128 + SIGNAL_NUMBER[sig]);
+};
 
 /**
  * The drain's last resort. The runner keeps the drain's deadline itself, but the writes it
@@ -180,7 +186,7 @@ try {
     setFlagsFromString('--semi-space-growth-factor=1');
   }
   const { main } = await import('./program.js');
-  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget });
+  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, onEnd: (note) => (endNote = note) });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
   if (mode !== 'drain') {

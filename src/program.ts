@@ -21,6 +21,8 @@ export interface ProgramSignals {
   commandStarts(name: string): void;
   /** Told by run and daemon, once their config is known, the drain's budget (ms): cli.ts's last resort. */
   drainBudget?: (graceMs: number, marginMs: number) => void;
+  /** Told by requeue and dead-letter retry what to say on stderr if a signal ends them (what stays moved). */
+  onEnd?: (note: (signal: string) => string | undefined) => void;
 }
 
 interface RequeueFlags {
@@ -128,7 +130,10 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
       // Both would be read as --all: requeuing everything is not what someone naming ids meant.
       if (o.all && ids.length > 0) retry.error('error: dead-letter retry: give item ids or --all, not both', { exitCode: EXIT.USAGE });
       const { deadLetterRetry } = await import('./commands/dead-letter.js');
-      setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }));
+      const { MovedSoFar } = await import('./commands/moved-so-far.js');
+      const progress = new MovedSoFar('dead item');
+      signals.onEnd?.((sig) => progress.note(sig));
+      setExit(await deadLetterRetry(await configPath(o.config), ids, { all: !!o.all }, process.stdout, progress));
     });
 
   program
@@ -158,6 +163,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .addOption(configOption())
     .action(async (ids: string[], o: RequeueFlags) => {
       const { requeueCommand, badGlob } = await import('./commands/requeue.js');
+      const { MovedSoFar } = await import('./commands/moved-so-far.js');
       // As commander says it for the other option values (parseGlob leaves this check here).
       const bad = o.glob && badGlob(o.glob);
       if (bad) requeue.error(`error: option '--glob <glob>' argument '${bad.glob}' is invalid. not a valid glob: ${bad.reason}`, { exitCode: EXIT.USAGE, code: 'commander.invalidArgument' });
@@ -170,11 +176,13 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
       if (o.doneAfter && o.doneBefore && o.doneAfter.getTime() >= o.doneBefore.getTime()) {
         usage(`--done-after ${o.doneAfter.toISOString()} is not before --done-before ${o.doneBefore.toISOString()}: nothing could match`);
       }
+      const progress = new MovedSoFar('item');
+      if (!o.dryRun) signals.onEnd?.((sig) => progress.note(sig));
       setExit(
         await requeueCommand(
           await configPath(o.config),
           { ids: ids.length > 0 ? ids : undefined, globs: o.glob, doneAfter: o.doneAfter, doneBefore: o.doneBefore, includeDead: !!o.includeDead },
-          { dryRun: !!o.dryRun, json: !!o.json, show: o.limit },
+          { dryRun: !!o.dryRun, json: !!o.json, show: o.limit, progress: o.dryRun ? undefined : progress },
         ),
       );
     });

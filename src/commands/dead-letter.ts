@@ -2,6 +2,7 @@ import { loadConfig } from '../config/load.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
+import { MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, oneLine, printableId } from './status.js';
@@ -51,12 +52,17 @@ const jsonOf = (d: DeadItem) => ({
   deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString(),
 });
 
+/** Dead items moved per transaction by `retry --all`, and the pause after each (as the SQLite ledger paged it). */
+const RETRY_PAGE = 2000;
+const PAUSE_MS = 10;
+
 /** `cronsafe dead-letter retry ID... | --all`: dead -> pending with attempts reset. */
 export async function deadLetterRetry(
   configPath: string,
   ids: string[],
   opts: { all: boolean },
   out: NodeJS.WritableStream = process.stdout,
+  progress = new MovedSoFar('dead item'),
 ): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
   const store = openStore(config);
@@ -68,9 +74,33 @@ export async function deadLetterRetry(
   try {
     // Each given id's state before the retry, so that the ones it leaves can be named with why.
     const before = opts.all ? new Map<string, string>() : new Map((await reading(store, ledger.peek(unique))).map((p) => [p.id, p.state]));
-    const moved = await ledger.retryDead(opts.all ? 'all' : unique, Date.now()).catch((err: unknown) => {
-      throw store.unavailable('cannot requeue', err);
-    });
+    const retry = (ids: string[] | 'all') =>
+      progress.page(
+        ids === 'all' ? undefined : ids.length,
+        () =>
+          ledger.retryDead(ids, Date.now()).catch((err: unknown) => {
+            throw store.unavailable('cannot requeue', err);
+          }),
+        (n) => n,
+      );
+    let moved = 0;
+    if (!opts.all) moved = await retry(unique);
+    else {
+      // A page at a time, as requeue (one transaction over a million dead rows held SQLite's
+      // write lock past a running pass's busy timeout), so that a signal leaves the pages
+      // before it moved and can say how many. Oldest first; a page's rows are no longer dead
+      // once moved, and the next page starts after it (dead_at, id).
+      for await (const page of readingPages(store, ledger.deadPages({ pageSize: RETRY_PAGE }))) {
+        moved += await retry(page.map((d) => d.id));
+        // Another process's writer (a running pass) takes SQLite's lock in between: its busy
+        // wait polls, so a loop that took it again at once kept it waiting. A signal is seen here too.
+        await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
+      }
+      // Those the pages could not name back (an id stored as bytes that are not UTF-8, put in
+      // by hand: it reads back with U+FFFD) and those dead-lettered meanwhile, as before.
+      moved += await retry('all');
+    }
+    progress.over();
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');
     if (!opts.all && moved < unique.length) {

@@ -7,6 +7,7 @@ import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
+import { betweenPages, type MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { fromPrintableId, printableId } from './status.js';
@@ -30,6 +31,8 @@ export interface RequeueOptions {
   json: boolean;
   /** How many of the ids to show (default 10). */
   show?: number;
+  /** Counts the pages moved, for a signal's note (cli.ts). */
+  progress?: MovedSoFar;
 }
 
 /** The first of `globs` that picomatch refuses (an unbalanced bracket, brace or parenthesis), with why. */
@@ -93,7 +96,8 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
       after: sel.doneAfter?.getTime(),
       before: sel.doneBefore?.getTime(),
     };
-    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts.dryRun, store) : await byFilter(ledger, sel, filter, opts.dryRun, show, store);
+    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts, store) : await byFilter(ledger, sel, filter, opts, show, store);
+    opts.progress?.over();
     if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
     await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead));
@@ -112,7 +116,7 @@ interface Outcome {
   notMoved: Array<{ id: string; state: string | null }>;
 }
 
-async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, dryRun: boolean, show: number, store: Store): Promise<Outcome> {
+async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, { dryRun, progress }: RequeueOptions, show: number, store: Store): Promise<Outcome> {
   // As source.include matches (globs.ts): a brace list's `*` takes no name the glob's dot does not write.
   const match = sel.globs && sel.globs.length > 0 ? includeMatcher(sel.globs) : () => true;
   const now = Date.now();
@@ -120,7 +124,7 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
   const first: string[] = [];
   for await (const page of readingPages(store, ledger.finishedPages(filter, BATCH))) {
     const ids = page.map((i) => i.id).filter((id) => match(id));
-    const moved = dryRun ? ids : await write(() => ledger.requeue(ids, filter, now), store);
+    const moved = dryRun ? ids : await write(ids.length, () => ledger.requeue(ids, filter, now), store, progress);
     count += moved.length;
     // In the page's id order, as --dry-run shows them: the ledger returns the moved rows in
     // its own order (SQLite: the order they were discovered in).
@@ -128,18 +132,20 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
       const wasMoved = new Set(moved);
       for (const id of ids) if (first.length < show && wasMoved.has(id)) first.push(id);
     }
+    await betweenPages();
   }
   return { count, first, notMoved: [] };
 }
 
-async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, dryRun: boolean, store: Store): Promise<Outcome> {
+async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, { dryRun, progress }: RequeueOptions, store: Store): Promise<Outcome> {
   // As the listings print them (plan, requeue --dry-run, dead-letter list): quoted ids are decoded.
   const unique = [...new Set(ids.map(fromPrintableId))];
   const moved = new Set<string>();
   for (let i = 0; i < unique.length; i += BATCH) {
     const batch = unique.slice(i, i + BATCH);
-    const got = dryRun ? await wouldMove(ledger, batch, filter, store) : await write(() => ledger.requeue(batch, filter, Date.now()), store);
+    const got = dryRun ? await wouldMove(ledger, batch, filter, store) : await write(batch.length, () => ledger.requeue(batch, filter, Date.now()), store, progress);
     for (const id of got) moved.add(id);
+    await betweenPages();
   }
   const left = unique.filter((id) => !moved.has(id));
   const states = new Map((await reading(store, ledger.peek(left))).map((p) => [p.id, p.state]));
@@ -157,10 +163,12 @@ async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter
   return batch.filter((id) => ok.has(id));
 }
 
-async function write(fn: () => Promise<string[]>, store: Store): Promise<string[]> {
-  return fn().catch((err: unknown) => {
-    throw store.unavailable('cannot requeue', err);
-  });
+async function write(size: number, fn: () => Promise<string[]>, store: Store, progress: MovedSoFar | undefined): Promise<string[]> {
+  const moving = () =>
+    fn().catch((err: unknown) => {
+      throw store.unavailable('cannot requeue', err);
+    });
+  return progress ? progress.page(size, moving, (moved) => moved.length) : moving();
 }
 
 const plural = (n: number) => `${n} item${n === 1 ? '' : 's'}`;

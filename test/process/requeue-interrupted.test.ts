@@ -1,0 +1,98 @@
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { runCli, spawnCli, workspace, type Workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, psql, usePostgresDatabase } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+
+const N = 300_000;
+
+/** A real ledger (made by a run), then N items put in by SQL: `state` done or dead. */
+async function bigLedger(state: 'done' | 'dead'): Promise<Workspace> {
+  const ws = workspace({ handler: { command: ['true'] } });
+  expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+  const db = new Database(ws.db);
+  const t = Date.now() - 3600_000;
+  db.prepare(
+    `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ${N})
+    INSERT INTO items (id, state, attempts, available_at, first_seen_at, updated_at, done_at, dead_at, last_error)
+    SELECT 'f-' || x, ?, 3, ?, ?, ?, ?, ?, ? FROM n`,
+  ).run(state, t, t, t, state === 'done' ? t : null, state === 'dead' ? t + (N % 7) : null, state === 'dead' ? 'boom' : null);
+  db.close();
+  return ws;
+}
+
+/** Items moved so far, by the ledger's own requeue counter (read while the command writes). */
+function requeued(ws: Workspace): number {
+  const db = new Database(ws.db, { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare(`SELECT value FROM counters WHERE name = 'items_requeued'`).get() as { value: number } | undefined;
+    return row?.value ?? 0;
+  } finally {
+    db.close();
+  }
+}
+
+const pendingNow = (ws: Workspace): number => {
+  const db = new Database(ws.db, { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare(`SELECT count(*) AS n FROM items WHERE state = 'pending'`).get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+};
+
+describe('Ctrl-C during a big requeue (real SQLite ledger, real SIGINT)', () => {
+  for (const [name, args, state] of [
+    ['requeue --all', ['requeue', '--all'], 'done'],
+    ['dead-letter retry --all', ['dead-letter', 'retry', '--all'], 'dead'],
+  ] as const) {
+    it(`${name}: exits 130 at once, saying how many were requeued before the signal and to run it again`, async () => {
+      const ws = await bigLedger(state);
+      const cmd = spawnCli([...args, '-c', ws.configPath], { timeoutMs: 60_000 });
+      // The first pages are written: the command is in the middle of its work.
+      await until(() => requeued(ws) > 0, 'the first page requeued', 30_000);
+      cmd.child.kill('SIGINT');
+      const { code, signal } = await cmd.exited;
+      expect(signal).toBeNull();
+      expect(code).toBe(130);
+      const m = /interrupted by SIGINT: requeued (\d+) (dead )?items before the signal .*run the same command again/.exec(cmd.stderr());
+      expect(m, cmd.stderr()).not.toBeNull();
+      // What it says is what the ledger holds: the pages before the signal, not all of them.
+      const moved = Number(m![1]);
+      expect(moved).toBe(pendingNow(ws));
+      expect(moved).toBeGreaterThan(0);
+      expect(moved).toBeLessThan(N);
+      expect(cmd.stdout()).not.toContain('requeued');
+    }, 60_000);
+  }
+});
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('Ctrl-C during a big requeue on PostgreSQL (real server, real SIGINT)', () => {
+  const pg = usePostgresDatabase('interrupted', 60_000);
+
+  it('requeue --all: exits 130, saying how many were requeued, and the page that may have been committing at the signal', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, state: { postgres: pg.url, schema: 'big' } });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const t = Date.now() - 3600_000;
+    const db = new URL(pg.url).pathname.slice(1);
+    psql(
+      pg.server,
+      `INSERT INTO big.items (id, state, attempts, available_at, first_seen_at, updated_at, done_at)
+       SELECT 'f-' || x, 'done', 1, ${t}, ${t}, ${t}, ${t} FROM generate_series(1, ${N}) x; ANALYZE big.items`,
+      db,
+    );
+    const pending = () => Number(psql(pg.server, `SELECT count(*) FROM big.items WHERE state = 'pending'`, db).trim());
+    const cmd = spawnCli(['requeue', '--all', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await until(() => pending() > 0, 'the first page requeued', 30_000);
+    cmd.child.kill('SIGINT');
+    const { code } = await cmd.exited;
+    expect(code).toBe(130);
+    const m = /interrupted by SIGINT: requeued (\d+) items before the signal \(pending again, attempts reset\)(, and maybe the page of (\d+) being written at the signal \(moved whole or not at all\))?; the rest were not: run the same command again/.exec(cmd.stderr());
+    expect(m, cmd.stderr()).not.toBeNull();
+    const said = Number(m![1]);
+    const maybe = m![3] === undefined ? 0 : Number(m![3]);
+    // The server has committed or rolled back the page in flight by now.
+    await until(() => [said, said + maybe].includes(pending()), `${said} (+${maybe}) pending in the ledger, as said`, 10_000);
+    expect(said).toBeLessThan(N);
+  }, 60_000);
+});
