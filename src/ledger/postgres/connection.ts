@@ -55,11 +55,19 @@ const types = {
 const READ_COMMITTED = 'default_transaction_isolation=read\\ committed';
 
 /**
+ * How long a read-only session (status, dead-letter list, plan, schedule, requeue's read)
+ * waits for a lock on the ledger's tables: another session's `LOCK TABLE`, a migration or
+ * VACUUM FULL left hanging. Without it the command waited silently for as long as the lock
+ * was held; it now fails, naming the sessions that hold the locks (lockHolders).
+ */
+export const READ_LOCK_TIMEOUT_MS = 5_000;
+
+/**
  * Connection settings shared by the pool and the run lock's dedicated session. `settings`:
  * server settings for the session (`-c name=value` at connect: no extra round trip).
  */
 export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
-  const all = [READ_COMMITTED, ...(opts.readOnly ? ['default_transaction_read_only=on'] : []), ...settings];
+  const all = [READ_COMMITTED, ...(opts.readOnly ? ['default_transaction_read_only=on', `lock_timeout=${READ_LOCK_TIMEOUT_MS}`] : []), ...settings];
   const { url, options } = takeOptions(opts.url);
   // Ours last: for a setting given twice the server keeps the last `-c`.
   const merged = [options, ...all.map((x) => `-c ${x}`)].filter((x) => x !== '').join(' ');
@@ -265,6 +273,11 @@ export class PostgresExecutor {
         if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message);
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
+        // Our own lock_timeout (read-only sessions): waiting again would only wait again.
+        if (this.opts.readOnly && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
+          const holders = await lockHolders(this.opts);
+          throw ledgerError(err, what, url, schema, `waited ${READ_LOCK_TIMEOUT_MS / 1000} s for a lock on the ledger's tables${holders}: `);
+        }
         const delayMs = backoffDelayMs(attempt, RETRY_BACKOFF, Math.random);
         const spent = Date.now() - started;
         if (this.#down || spent + delayMs > budgetMs) {
@@ -285,5 +298,44 @@ export class PostgresExecutor {
       () => undefined,
     );
     return this.#closed;
+  }
+}
+
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/** Who holds the locks on the schema's tables that others wait for (pid, user, application, state, since), asked of the server. */
+const HOLDERS_SQL = `SELECT DISTINCT a.pid, a.usename AS "user", a.application_name AS app, a.state,
+  to_char(coalesce(a.xact_start, a.backend_start) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS since,
+  c.relname AS "table", l.mode
+FROM pg_locks l
+JOIN pg_class c ON c.oid = l.relation
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND n.nspname = $1 AND l.mode IN ('AccessExclusiveLock', 'ExclusiveLock', 'ShareRowExclusiveLock', 'ShareLock')
+  AND a.pid <> pg_backend_pid()
+ORDER BY a.pid LIMIT 5`;
+
+/**
+ * `: held by pid 1234 (user app, application psql, idle in transaction since ...) on items
+ * (AccessExclusiveLock)`, or '' when it cannot be told (the lock is gone, the role may not
+ * see the others' sessions). Never the holder's query: it may hold a secret. On a fresh
+ * connection, tried once, and never failing the caller.
+ */
+async function lockHolders(opts: PostgresOptions): Promise<string> {
+  const client = new pg.Client({ ...clientConfig({ ...opts, readOnly: false }), connectionTimeoutMillis: 3_000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ pid: number; user: string | null; app: string | null; state: string | null; since: string | null; table: string; mode: string }>(HOLDERS_SQL, [opts.schema]);
+    if (rows.length === 0) return '';
+    const who = rows.map((r) => {
+      const about = [r.user && `user ${r.user}`, r.app && `application ${r.app}`, r.state && `${r.state}${r.since ? ` since ${r.since}` : ''}`].filter(Boolean).join(', ');
+      return `pid ${r.pid}${about ? ` (${about})` : ''} on ${r.table} (${r.mode})`;
+    });
+    return `, held by ${who.join('; ')} (pg_terminate_backend(pid) ends a session left hanging)`;
+  } catch {
+    return '';
+  } finally {
+    await client.end().catch(() => undefined);
   }
 }

@@ -1,0 +1,51 @@
+/**
+ * The operator's read commands on PostgreSQL while another session holds a lock on the
+ * ledger's tables (a `LOCK TABLE` left open, a hung migration): they waited silently for as
+ * long as the lock was held. Now they give up after a few seconds, exit 1, naming the
+ * session that holds the lock.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: status, dead-letter list and plan behind a table lock', () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('each exits 1 within seconds, naming the session that holds the lock, instead of hanging', async () => {
+    const url = await server.createDatabase('locked');
+    const ws = workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: 'lk' } }, { 'a.txt': 'a' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+
+    const locker = new pg.Client({ connectionString: url, application_name: 'hung-migration' });
+    await locker.connect();
+    try {
+      const pid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE lk.items IN ACCESS EXCLUSIVE MODE');
+      const commands = [['status'], ['status', '--json'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']];
+      const started = Date.now();
+      // Killed after 30 s (the lock is held far longer): before, every one of them was.
+      const results = await Promise.all(commands.map((c) => runCli([...c, '-c', ws.configPath], { timeoutMs: 30_000 })));
+      for (const [i, r] of results.entries()) {
+        expect(r.signal, `${commands[i]!.join(' ')} was killed: it hung`).toBeNull();
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(/^cronsafe: state store unavailable \(postgres\): .*waited 5 s for a lock on the ledger's tables/);
+        expect(r.stderr).toContain(`held by pid ${pid} (user postgres, application hung-migration, idle in transaction since `);
+        expect(r.stderr).toContain('on items (AccessExclusiveLock)');
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      }
+      expect(Date.now() - started).toBeLessThan(25_000);
+    } finally {
+      await locker.end();
+    }
+    // Once the lock is gone, status reads as ever.
+    expect((await runCli(['status', '-c', ws.configPath])).code).toBe(0);
+  }, 60_000);
+});
