@@ -32,7 +32,8 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
       deadLetters: await reading(store, ledger.listDead(20)),
     };
     const sink = new Sink(out);
-    await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
+    const takenBack = config.state.postgres !== undefined ? { leaseSeconds: config.lease.seconds } : undefined;
+    await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report, takenBack));
     await sink.end();
     return 0;
   } finally {
@@ -42,14 +43,23 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
 
 const iso = (ms: number | null) => (ms == null ? '-' : new Date(ms).toISOString());
 
-/** What a state means, where it is not obvious (issue 9: a claim is a started attempt). */
-const STATE_NOTES: Record<string, string> = {
-  claimed: '   (attempts running now, or left running by a run that died: the next run takes them back)',
-};
+/**
+ * What a state means, where it is not obvious (issue 9: a claim is a started attempt).
+ * `postgres`: a dead run's claims are taken back only once their lease has run out (a claim
+ * of another owner may be a live sibling's), by a sibling of the pass or the next run; on
+ * SQLite the next run takes them back at its start (the run lock proves their run is gone).
+ */
+function stateNotes(postgres?: { leaseSeconds: number }): Record<string, string> {
+  const back = postgres
+    ? `taken back once their lease (lease.seconds: ${postgres.leaseSeconds}) has run out, by a pod of the pass or the next run`
+    : 'the next run takes them back';
+  return { claimed: `   (attempts running now, or left running by a run that died: ${back})` };
+}
 
-export function formatStatus(r: StatusReport): string {
+export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number }): string {
   const lines = [`job ${r.job}`, '', 'items'];
-  for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}${STATE_NOTES[state] ?? ''}`);
+  const notes = stateNotes(postgres);
+  for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}${notes[state] ?? ''}`);
   if (r.requeued > 0) lines.push(`  requeued ${String(r.requeued).padStart(10)}   (ever, by requeue or dead-letter retry)`);
   lines.push('', 'recent runs');
   if (r.recentRuns.length === 0) lines.push('  (none)');

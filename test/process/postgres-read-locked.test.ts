@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
-describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: status, dead-letter list and plan behind a table lock', () => {
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s read commands (status, dead-letter list, plan)', () => {
   let server: PgServer;
   beforeAll(async () => {
     server = await startPostgres();
@@ -48,4 +48,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: status, dead-letter l
     // Once the lock is gone, status reads as ever.
     expect((await runCli(['status', '-c', ws.configPath])).code).toBe(0);
   }, 60_000);
+
+  it('status says when a dead run\'s claims are taken back on PostgreSQL: after their lease, not at the next run\'s start', async () => {
+    const url = await server.createDatabase('claimednote');
+    const ws = workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: 'cn' }, lease: { seconds: 45, renewSeconds: 15 } }, { 'a.txt': 'a' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const r = await runCli(['status', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const claimed = r.stdout.split('\n').find((l) => l.trimStart().startsWith('claimed'));
+    expect(claimed).toContain('left running by a run that died: taken back once their lease (lease.seconds: 45) has run out');
+    expect(claimed).not.toContain('the next run takes them back');
+  }, 30_000);
 });
