@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
+import { ConfigError, EdgeError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, NoLedgerYet, NotALedger } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
@@ -208,6 +208,7 @@ export function openStore(config: Config): Store {
       } catch (err) {
         if (err instanceof NotALedger) throw notALedger(err, config.configPath); // PostgreSQL: migrated before the lock
         if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, config.configPath);
+        if (err instanceof EdgeError) throw err; // a CRONSAFE_RUN_GROUP of blanks: it says so itself
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
       }

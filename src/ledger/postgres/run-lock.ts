@@ -6,7 +6,7 @@ import { NotALedger } from '../no-ledger.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
-import { coerceError } from '../../errors.js';
+import { coerceError, EdgeError, EXIT } from '../../errors.js';
 
 /*
  * The run lock on PostgreSQL (docs/postgres.md, "Locking"). Two advisory locks keyed by
@@ -56,6 +56,12 @@ FROM ${ident(schema)}.run_lock AS l WHERE l.name = $1`,
     name,
   );
 
+/** A CRONSAFE_RUN_GROUP that names no group: the environment is misconfigured (exit 78). */
+export class RunGroupError extends EdgeError {
+  override name = 'RunGroupError';
+  readonly exitCode = EXIT.CONFIG;
+}
+
 /**
  * Which pods share a pass: `CRONSAFE_RUN_GROUP` (set it by hand), else the Job's name from
  * `CRONSAFE_JOB_NAME` (the chart sets it through the downward API) or `JOB_NAME`: the same
@@ -63,7 +69,11 @@ FROM ${ident(schema)}.run_lock AS l WHERE l.name = $1`,
  * scheduled time when one was given, else this run alone (exclusive, as with the flock).
  */
 export function runGroup(env: NodeJS.ProcessEnv, scheduledTime: Date | undefined, owner: string): string {
-  if (env.CRONSAFE_RUN_GROUP) return `group:${env.CRONSAFE_RUN_GROUP}`;
+  const named = env.CRONSAFE_RUN_GROUP;
+  // Blanks only (`value: " "` in a pod spec) are no name: taken as one, every Job's pods
+  // shared one group, and a fire joined the pass of the one before instead of being skipped.
+  if (named && named.trim() === '') throw new RunGroupError(`CRONSAFE_RUN_GROUP: expected a run group name, got ${JSON.stringify(named)} (blanks only): unset it (the Job's name is then the group) or give a name`);
+  if (named) return `group:${named}`;
   const job = env.CRONSAFE_JOB_NAME || env.JOB_NAME;
   if (job) return `job:${job}`;
   if (scheduledTime) return `occurrence:${scheduledTime.toISOString()}`;
