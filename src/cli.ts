@@ -140,7 +140,7 @@ function boundQueue(stream: NodeJS.WriteStream, name: string, how: string): void
     const cb = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
     if (cb) process.nextTick(cb);
     return false;
-  }) as typeof stream.write;
+  });
   stream.on('drain', () => {
     if (dropped === 0) return;
     process.stderr.write(`cronsafe: ${name} was not read for a while: ${dropped} write(s) a module handler made to it (${how}) were dropped\n`);
