@@ -21,7 +21,9 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /src
+# Built where it runs (/app, as in the runtime stage): V8's code cache, made by the build,
+# keeps the path the program was compiled under, and stack traces show it.
+WORKDIR /app
 COPY package.json package-lock.json ./
 
 # Install scripts are skipped for every package and the two native modules are then
@@ -69,9 +71,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /app
-COPY --from=build /src/package.json ./package.json
-COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
 # `cronsafe status` etc. from `kubectl exec` or a debug Job (cli.js has a node shebang).
 RUN ln -s /app/dist/cli.js /usr/local/bin/cronsafe
 

@@ -80,6 +80,28 @@ describe.skipIf(skipReason !== '')(`container image${skipReason}`, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('runs the program from its V8 code cache, whose stack traces name the files in the image', () => {
+    // The cache keeps the path the build compiled the program under: built in /src, every
+    // stack trace in the logs named /src/dist/..., which the image does not have.
+    const probe = `
+      import { readFileSync } from 'node:fs';
+      const m = await import('/app/dist/code-cache.js');
+      const f = m.codeCacheFiles('/app/dist/chunks', 'bin');
+      const { program, script } = m.runScript(f.script, readFileSync(f.cache));
+      console.log('rejected', script.cachedDataRejected);
+      const never = new AbortController().signal;
+      await program.main(['node', 'cronsafe', 'validate', '-c', '/nonexistent.yaml'], {
+        stop: never, force: never, drainBudget() {},
+        commandStarts() { console.log(new Error('probe').stack); },
+      });`;
+    const dir = workDir({ handler: { command: ['true'] } }, {});
+    const r = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'node', IMAGE, '--optimize-for-size', '--input-type=module', '-e', probe], 60_000);
+    expect(r.stdout, r.stderr).toContain('rejected false');
+    expect(r.stdout).toContain('/app/dist/chunks/cronsafe.cjs:');
+    expect(r.stdout).not.toContain('/src/');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('a bad config exits 78 naming the key', () => {
     const dir = workDir({ concurrency: 'eight', handler: { command: ['true'] } }, {});
     const r = sh('podman', [...runFlags(dir, containerName()), IMAGE], 60_000);
