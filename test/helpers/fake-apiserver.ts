@@ -57,7 +57,11 @@ export class FakeApiServer {
   down = false;
   /** Called as each request is about to be handled (after `latency`): tests change the store or the state here, between a client's calls. */
   onRequest: (verb: Verb, resource: string) => void = () => undefined;
-  private server = createServer((req, res) => void this.handle(req, res));
+  /** When set, connections are cut as they come (the API server process restarting: ECONNRESET, as a refused one is for the client). */
+  refuse = false;
+  private server = createServer((req, res) => void this.handle(req, res)).on('connection', (socket) => {
+    if (this.refuse) socket.destroy();
+  });
   port = 0;
   kubeconfig = '';
 

@@ -169,7 +169,8 @@ describe('acquire', () => {
     fake.deny('create', 'leases');
     expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'forbidden' } });
     await fake.close();
-    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'unavailable', failure: { kind: 'unreachable' } });
+    // Tried again for a while first (acquireRetryMs, shortened here), as a restarting API server is.
+    expect(await acquire('pod-a/run-1', { acquireRetryMs: 500 })).toMatchObject({ status: 'unavailable', failure: { kind: 'unreachable' } });
     fake = await startFakeApiServer(); // for afterEach
   });
 });
@@ -218,6 +219,19 @@ describe('acquire on a struggling API server', () => {
     expect(fake.requests.filter((q) => q.status === 503).length).toBeGreaterThanOrEqual(1);
     expect(lines.filter((l) => String(l.msg).includes('cannot answer now; trying again'))).toHaveLength(1);
   });
+
+  it('no answer at all (connections cut: the API server restarting; or none in time) is tried again too', async () => {
+    await acquire('pod-z/holder', { durationSeconds: 3600 });
+    fake.refuse = true;
+    setTimeout(() => (fake.refuse = false), 500); // back after a moment
+    const { log, lines } = memoryLogger();
+    expect(await acquire('pod-a/run-1', { log })).toMatchObject({ status: 'held', holder: 'pod-z/holder' });
+    expect(lines.filter((l) => String(l.msg).includes('cannot answer now; trying again'))).toHaveLength(1);
+    // A read that times out (2 s here) the same way.
+    let first = true;
+    fake.latency = () => (first ? ((first = false), 3000) : 0);
+    expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'held', holder: 'pod-z/holder' });
+  }, 15_000);
 
   it('a stop during the wait between tries ends the acquire at once, with no write', async () => {
     fake.down = true;

@@ -63,13 +63,20 @@ const ACQUIRE_ROUNDS_AFTER_DELETE = 3;
 
 /** An answer that says "try again": throttled (429) or the server's own trouble (5xx). */
 const transient = (f: ApiFailure) => f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
+/**
+ * For the acquire, also no answer at all: a connection refused or cut (the API server's
+ * process restarting during a control plane upgrade), or none in time. That says nothing
+ * about who holds the Lease either.
+ */
+const noAnswer = (f: ApiFailure) => transient(f) || f.kind === 'unreachable' || f.kind === 'timeout';
 
 /**
  * Acquire the Lease: create it if missing, take it over if free or expired, else report the holder.
  * A stop (SIGTERM) aborts the read, and no write starts after it: on an API server answering
  * in seconds, read and write took up to 10 s of the drain's grace period. A write already
  * sent is waited for, so a Lease it took is released at the end rather than left to expire.
- * A 429 or 5xx is tried again for up to ACQUIRE_RETRY_MS; a Lease deleted between the read
+ * A 429 or 5xx, or no answer (refused, cut, timed out), is tried again for up to
+ * ACQUIRE_RETRY_MS; a Lease deleted between the read
  * and the write (nobody holds it) is read again rather than taken for held.
  */
 export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
@@ -81,7 +88,7 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
       if (round < ACQUIRE_ROUNDS_AFTER_DELETE) continue;
       return { status: 'held' };
     }
-    if (r.status !== 'unavailable' || !transient(r.failure)) return r;
+    if (r.status !== 'unavailable' || !noAnswer(r.failure)) return r;
     if (o.stop?.aborted) return { status: 'stopped' };
     const wait = Math.min(RENEW_RETRY_SECONDS * 1000, giveUpAt - performance.now());
     if (wait <= 0) return r;
