@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/load.js';
+import { RETRY_DEAD_PAGE } from '../ledger/dead-pages.js';
 import type { DeadItem } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
@@ -52,10 +53,6 @@ const jsonOf = (d: DeadItem) => ({
   deadAt: d.deadAt == null ? null : new Date(d.deadAt).toISOString(),
 });
 
-/** Dead items moved per transaction by `retry --all`, and the pause after each (as the SQLite ledger paged it). */
-const RETRY_PAGE = 2000;
-const PAUSE_MS = 10;
-
 /** `cronsafe dead-letter retry ID... | --all`: dead -> pending with attempts reset. */
 export async function deadLetterRetry(
   configPath: string,
@@ -74,32 +71,14 @@ export async function deadLetterRetry(
   try {
     // Each given id's state before the retry, so that the ones it leaves can be named with why.
     const before = opts.all ? new Map<string, string>() : new Map((await reading(store, ledger.peek(unique))).map((p) => [p.id, p.state]));
-    const retry = (ids: string[] | 'all') =>
-      progress.page(
-        ids === 'all' ? undefined : ids.length,
-        () =>
-          ledger.retryDead(ids, Date.now()).catch((err: unknown) => {
-            throw store.unavailable('cannot requeue', err);
-          }),
-        (n) => n,
-      );
-    let moved = 0;
-    if (!opts.all) moved = await retry(unique);
-    else {
-      // A page at a time, as requeue (one transaction over a million dead rows held SQLite's
-      // write lock past a running pass's busy timeout), so that a signal leaves the pages
-      // before it moved and can say how many. Oldest first; a page's rows are no longer dead
-      // once moved, and the next page starts after it (dead_at, id).
-      for await (const page of readingPages(store, ledger.deadPages({ pageSize: RETRY_PAGE }))) {
-        moved += await retry(page.map((d) => d.id));
-        // Another process's writer (a running pass) takes SQLite's lock in between: its busy
-        // wait polls, so a loop that took it again at once kept it waiting. A signal is seen here too.
-        await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
-      }
-      // Those the pages could not name back (an id stored as bytes that are not UTF-8, put in
-      // by hand: it reads back with U+FFFD) and those dead-lettered meanwhile, as before.
-      moved += await retry('all');
-    }
+    const failed = (err: unknown): never => {
+      throw store.unavailable('cannot requeue', err);
+    };
+    // `--all`: the ledger moves a page per transaction and says so after each, so that a
+    // signal between pages leaves those before it moved and can say how many.
+    const moved = opts.all
+      ? await progress.pages(RETRY_DEAD_PAGE, (onPage) => ledger.retryDead('all', Date.now(), onPage).catch(failed))
+      : await progress.page(unique.length, () => ledger.retryDead(unique, Date.now()).catch(failed), (n) => n);
     progress.over();
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');

@@ -32,6 +32,19 @@ export class MovedSoFar {
     }
   }
 
+  /**
+   * Pages written by the ledger itself (retryDead('all')), told through `onPage`: until it
+   * returns, a page of `pageSize` may be in flight.
+   */
+  async pages<T>(pageSize: number, write: (onPage: (moved: number) => void) => Promise<T>): Promise<T> {
+    this.#writing = pageSize;
+    try {
+      return await write((n) => (this.#moved += n));
+    } finally {
+      this.#writing = 0;
+    }
+  }
+
   /** Every page is written. */
   over(): void {
     this.#over = true;

@@ -1,5 +1,8 @@
 import type { DeadItem, DeadQuery } from './types.js';
 
+/** Dead items `retryDead('all')` moves per transaction (both adapters). */
+export const RETRY_DEAD_PAGE = 2000;
+
 /** Rows per round trip to the ledger when none is asked for. */
 export const DEAD_PAGE_SIZE = 500;
 

@@ -169,8 +169,13 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * dead while the caller iterates may be missed or seen, never seen twice. No empty pages.
    */
   deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
-  /** dead -> pending with attempts reset; `'all'` or ids. Returns how many moved (counted in totals().requeued). */
-  retryDead(ids: string[] | 'all', now: number): Promise<number>;
+  /**
+   * dead -> pending with attempts reset; `'all'` or ids. Returns how many moved (counted in
+   * totals().requeued). `'all'` moves a page (RETRY_DEAD_PAGE) per transaction, oldest dead
+   * first, and tells `onPage` how many each committed page moved: the pages before a signal
+   * stay moved, and the caller can say how many.
+   */
+  retryDead(ids: string[] | 'all', now: number, onPage?: (moved: number) => void): Promise<number>;
 
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void>;
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;

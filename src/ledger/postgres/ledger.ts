@@ -155,8 +155,8 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   deadPages(query?: L.DeadQuery): AsyncIterable<L.DeadItem[]> {
     return this.#read.deadPages(query);
   }
-  retryDead(ids: string[] | 'all', now: number): Promise<number> {
-    return this.#recover.retryDead(ids, now);
+  retryDead(ids: string[] | 'all', now: number, onPage?: (moved: number) => void): Promise<number> {
+    return this.#recover.retryDead(ids, now, onPage);
   }
   startRun(run: { runId: string; owner: string; startedAt: number; scheduledFor?: number | null }): Promise<void> {
     return this.#runs.startRun(run);

@@ -1,3 +1,4 @@
+import { RETRY_DEAD_PAGE } from '../dead-pages.js';
 import { wellFormed } from '../well-formed.js';
 import type { Claim, ReclaimOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
@@ -57,11 +58,13 @@ WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run =
 const retrySet = (s: string) =>
   `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1,
     seen_run = coalesce((SELECT run_group FROM ${s}.run_lock ORDER BY acquired_at DESC LIMIT 1), seen_run)`;
-export const retryDeadQuery = (schema: string, ids: string[] | 'all', now: number): Query => {
+/** By ids, or one page of `limit` of all, oldest dead first (items_dead). */
+export const retryDeadQuery = (schema: string, ids: string[] | { limit: number }, now: number): Query => {
   const s = ident(schema);
-  return ids === 'all'
-    ? q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' RETURNING id`, now)
-    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
+  return Array.isArray(ids)
+    ? q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids)
+    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id IN (
+  SELECT id FROM ${s}.items WHERE state = 'dead' ORDER BY dead_at LIMIT $2) RETURNING id`, now, ids.limit);
 };
 
 /**
@@ -94,7 +97,7 @@ export interface RecoverOps {
   reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number>;
   reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number>;
   renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]>;
-  retryDead(ids: string[] | 'all', now: number): Promise<number>;
+  retryDead(ids: string[] | 'all', now: number, onPage?: (moved: number) => void): Promise<number>;
 }
 
 export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps {
@@ -135,15 +138,24 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       const held = new Set(rows.map((r) => r.id));
       return ids.filter((id) => !held.has(wellFormed(id)));
     },
-    async retryDead(ids, now) {
-      if (ids !== 'all' && ids.length === 0) return 0;
-      const query = retryDeadQuery(schema, ids === 'all' ? 'all' : [...new Set(ids.map(wellFormed))], now);
-      return ex.tx('retryDead', async (exec) => {
-        const moved = (await exec(query)).length;
-        const bump = bumpQuery(schema, { items_requeued: moved });
-        if (bump) await exec(bump);
-        return moved;
-      });
+    async retryDead(ids, now, onPage) {
+      const once = (query: Query) =>
+        ex.tx('retryDead', async (exec) => {
+          const moved = (await exec(query)).length;
+          const bump = bumpQuery(schema, { items_requeued: moved });
+          if (bump) await exec(bump);
+          return moved;
+        });
+      if (ids !== 'all') return ids.length === 0 ? 0 : once(retryDeadQuery(schema, [...new Set(ids.map(wellFormed))], now));
+      // A page per transaction, as on SQLite: one statement over every dead row was rolled
+      // back whole by a signal (Ctrl-C) and held its row locks against a running pass.
+      let moved = 0;
+      for (;;) {
+        const n = await once(retryDeadQuery(schema, { limit: RETRY_DEAD_PAGE }, now));
+        moved += n;
+        onPage?.(n);
+        if (n < RETRY_DEAD_PAGE) return moved;
+      }
     },
   };
 }

@@ -235,7 +235,7 @@ export class SqliteLedger implements L.Ledger {
     this.#behind?.flush();
     return deadPages((after, n) => this.#read.deadPage(after, n), query);
   }
-  async retryDead(ids: string[] | 'all', now: number): Promise<number> {
+  async retryDead(ids: string[] | 'all', now: number, onPage?: (moved: number) => void): Promise<number> {
     if (ids !== 'all') return this.#written(() => this.#recover.retryDead(ids, now), () => []);
     // A page per transaction (recover.ts), and a pause between pages in which another
     // process's writer (a running pass) takes the lock: SQLite's busy wait polls, so a loop
@@ -244,6 +244,7 @@ export class SqliteLedger implements L.Ledger {
     for (;;) {
       const n = await this.#written(() => this.#recover.retryDead('page', now), () => []);
       moved += n;
+      onPage?.(n);
       if (n < RETRY_DEAD_PAGE) return moved;
       await sleep(BUSY_PAUSE_MS);
     }

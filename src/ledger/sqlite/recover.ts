@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { RETRY_DEAD_PAGE } from '../dead-pages.js';
 import type { ReclaimOptions } from '../types.js';
 import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
@@ -25,7 +26,7 @@ export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND 
  */
 export const RETRY_DEAD_PAGE_SQL = `UPDATE items ${RETRY_SET} WHERE id IN (
   SELECT id FROM items WHERE state = 'dead' ORDER BY dead_at LIMIT @limit)`;
-export const RETRY_DEAD_PAGE = 2000;
+export { RETRY_DEAD_PAGE };
 
 /** Crash recovery, lease renewal and dead-letter requeue (synchronous; the Ledger wraps them). */
 export interface RecoverOps {
