@@ -13,6 +13,7 @@
  * skipped with one log line per streak of failures, and the next Events are posted as usual.
  */
 import { hostname } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
@@ -62,18 +63,8 @@ export interface EventSinkOptions {
   endTimeoutMs?: number;
 }
 
-/** `ms`, or less when `cut` aborts first. */
-function pause(ms: number, cut: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      cut.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    cut.addEventListener('abort', done, { once: true });
-  });
-}
+/** `ms`, or less when `signal` aborts first. */
+const pause = (ms: number, signal?: AbortSignal): Promise<void> => delay(ms, undefined, { signal }).catch(() => undefined);
 
 /** Pause before an Event that met a 429, a 5xx or a timeout is posted again (once). */
 export const EVENT_RETRY_MS = 1000;

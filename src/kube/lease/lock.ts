@@ -8,6 +8,7 @@
  * read, so of two contenders who read the same free Lease, the API server lets exactly one
  * write and answers the other 409. Nothing is ever updated blind.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiFailure, type ApiFailure, type Kube } from '../client.js';
@@ -102,17 +103,7 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
 }
 
 /** `ms`, or less when `stop` aborts first. */
-function pause(ms: number, stop?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      stop?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    stop?.addEventListener('abort', done, { once: true });
-  });
-}
+const pause = (ms: number, stop?: AbortSignal): Promise<void> => delay(ms, undefined, { signal: stop }).catch(() => undefined);
 
 /** One read and (at most) one write. `deleted`: the Lease vanished between them, nobody holds it. */
 async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status: 'deleted' }> {
