@@ -13,7 +13,7 @@
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
 // import single modules; the bin, the image and the process tests run dist/cli.js.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -160,6 +160,10 @@ await build({
   sourcemap: true,
   logLevel: 'warning',
 });
+
+// Executable, as npm makes a package's bin on install: `./dist/cli.js run` from a checkout
+// runs through its shebang (with the bin's node flags) instead of failing with EACCES.
+chmodSync(path.join(root, 'dist', 'cli.js'), 0o755);
 
 // Else the cache would go unused without a word (cli.ts imports the program another way).
 if (!programRedirected) throw new Error("bundle: src/cli.ts no longer imports './program.js': point codeCacheLoader at how it loads the program");

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -21,5 +22,11 @@ describe('node flags', () => {
     expect(argv.slice(node + 1, script)).toEqual(flags);
     // Whoever sets `command:` from what docs/kubernetes.md says the ENTRYPOINT is keeps the flags.
     expect(readFileSync(path.join(ROOT, 'docs/kubernetes.md'), 'utf8')).toContain(`(\`ENTRYPOINT ${JSON.stringify(argv).replaceAll('","', '", "')}\``);
+  });
+
+  it('dist/cli.js runs through its shebang straight after `npm run build`, as the bin does once installed', () => {
+    // Before: the build wrote it -rw-r--r--, so `./dist/cli.js` from a checkout failed with EACCES.
+    const out = execFileSync(path.join(ROOT, 'dist/cli.js'), ['--version'], { encoding: 'utf8' });
+    expect(out.trim()).toBe((JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
   });
 });
