@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --optimize-for-size
+#!/usr/bin/env -S node --optimize-for-size --v8-pool-size=1
 // The bin's entry: signals first, then everything else. It has no static import on
 // purpose: ESM evaluates every static import before the importing module's body, so the
 // handlers below would otherwise wait for commander, the config schema, pino and the
@@ -180,6 +180,11 @@ try {
   // which is what the flag's smaller young generation amounts to. Measured equal to the
   // shebang's peak RSS (docs/benchmarks.md, "Memory with plain node"). node:v8 costs ~5 ms
   // to load, so only then.
+  // The shebang's --v8-pool-size=1 (one V8 worker thread instead of four) cannot be set
+  // here: Node starts those threads before any JavaScript runs. Each thread that compiles or
+  // collects garbage in the background gets its own malloc arena, and their growth was ~5 MiB
+  // of a 1,000,000-item run's peak RSS. Plain `node` stays within 1.2x without it (~1.19x);
+  // `NODE_OPTIONS=--v8-pool-size=1` gives it the bin's ~1.15x (docs/benchmarks.md).
   if (!process.execArgv.includes('--optimize-for-size')) {
     const { setFlagsFromString } = await import('node:v8');
     setFlagsFromString('--optimize-for-size');

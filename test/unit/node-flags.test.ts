@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/cli.js';
 
 // The bin's shebang and the image's ENTRYPOINT must start node with the same flags
-// (--optimize-for-size keeps memory flat on long runs: docs/benchmarks.md).
+// (--optimize-for-size and --v8-pool-size=1 keep memory flat on long runs: docs/benchmarks.md).
 describe('node flags', () => {
   it('are the same in the cli.js shebang and the Dockerfile ENTRYPOINT', () => {
     const shebang = readFileSync(path.join(ROOT, 'src/cli.ts'), 'utf8').split('\n', 1)[0]!;
@@ -13,6 +13,7 @@ describe('node flags', () => {
     expect(m, shebang).not.toBeNull();
     const flags = m![1]!.trim().split(/\s+/).filter(Boolean);
     expect(flags).toContain('--optimize-for-size');
+    expect(flags).toContain('--v8-pool-size=1');
 
     const entry = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
     expect(entry).not.toBeNull();
