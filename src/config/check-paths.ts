@@ -181,7 +181,42 @@ export function checkPaths(file: string, c: Config): void {
     const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
+  const own = c.output ? ownFileAmongOutputs(c.output.directory, c) : null;
+  if (own) problems.push(own);
   if (problems.length > 0) fail(file, problems);
+}
+
+// As runner/output-name.ts names them (config does not import the runner).
+const TEMP_DIR_NAME = '.cronsafe-tmp';
+const OUTPUT_SUFFIX = '.out';
+
+/**
+ * The ledger (or a file SQLite keeps beside it) or the lock file where cronsafe itself
+ * writes or deletes in output.directory: an output is renamed over `<id>.out`, so an item
+ * `x` replaced a ledger named `<out>/x.out` (the run went on on the unlinked file and
+ * exited 0; the next found no ledger), and a run empties `<out>/.cronsafe-tmp`, so a
+ * ledger kept there was deleted at every start (every item done again, every run). By real
+ * paths, so a link on either side cannot hide it. Returns the problem, or null.
+ */
+function ownFileAmongOutputs(output: string, c: Config): KeyProblem | null {
+  const real = whereItIs(output);
+  const out = real.endsWith(path.sep) ? real : real + path.sep;
+  // With PostgreSQL lock.path is never opened (the run lock is an advisory lock).
+  const lock: [string, string][] = c.state.postgres === undefined ? [['lock.path', c.lock.path]] : [];
+  const own: [string, string][] = [...storeFiles(c.state).map((f): [string, string] => ['state.sqlite', f]), ...lock];
+  for (const [key, p] of own) {
+    const at = whereItIs(p);
+    if (!at.startsWith(out)) continue;
+    const rel = at.slice(out.length);
+    const what = p === c.state.sqlite || p === c.lock.path ? p : `${p}, a file of the ledger,`;
+    if (rel.split(path.sep)[0] === TEMP_DIR_NAME) {
+      return { key, message: `${what} is inside ${path.join(output, TEMP_DIR_NAME)}, cronsafe's temp directory in output.directory, which every run empties: it would be deleted; keep it outside ${TEMP_DIR_NAME}` };
+    }
+    if (rel.endsWith(OUTPUT_SUFFIX)) {
+      return { key, message: `${what} is inside output.directory and ends in ${OUTPUT_SUFFIX}, the name an output takes (<id>.out): the output of an item ${JSON.stringify(rel.slice(0, -OUTPUT_SUFFIX.length).split(path.sep).join('/'))} would replace it; name it otherwise or keep it outside output.directory` };
+    }
+  }
+  return null;
 }
 
 /** Why a path whose stat failed (other than ENOENT) can never be used. */
