@@ -1,4 +1,4 @@
-import { lstatSync } from 'node:fs';
+import { constants, lstatSync } from 'node:fs';
 import { lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -37,9 +37,22 @@ export async function newestMtimeMs(entry: string): Promise<number | null> {
   }
 }
 
-/** fsync a file or directory; read-only open is enough on Linux and works for 0444 files. */
+/**
+ * fsync a file or directory; read-only open is enough on Linux and works for 0444 files.
+ * A handler may leave its output write-only (0200: `umask 0577`, `install -m 0200`), which
+ * its own user (not root) cannot open for reading: then write-only, without O_TRUNC, which
+ * fsync takes as well. Before, the refused open failed the attempt and charged the item
+ * for the handler's finished output.
+ */
 export async function fsyncPath(p: string): Promise<void> {
-  const fh = await open(p, 'r');
+  const fh = await open(p, 'r').catch(async (err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    try {
+      return await open(p, constants.O_WRONLY);
+    } catch {
+      throw err; // the first refusal says what was wrong
+    }
+  });
   try {
     await fh.sync();
   } finally {
