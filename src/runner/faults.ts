@@ -39,6 +39,17 @@ export function writeRefused(err: unknown, what: string): string | null {
 }
 
 /**
+ * What a refused open of a directory in output.directory for cronsafe's sync after a
+ * rename says (EACCES, EPERM: writable and searchable but not readable by this user, as a
+ * drop box is), or null when `err` is no refusal. No item is to blame.
+ */
+export function syncRefused(err: unknown, dir: string): string | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return null;
+  return `cannot read ${dir} to sync it: ${code}: cronsafe syncs the directory after each output's rename, so that a finished output survives a power cut, and that needs read permission there for this user (uid ${process.getuid?.() ?? '?'}), which a drop box (mode 0733, another user's) does not give`;
+}
+
+/**
  * What cronsafe's own write in output.directory says when its file system refuses it as a
  * whole: mounted read-only (EROFS: a volume mounted readOnly, a snapshot restored
  * read-only) or full (ENOSPC: no block or no inode left); else null. No item is to blame.

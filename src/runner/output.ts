@@ -3,7 +3,7 @@ import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, sta
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -186,6 +186,15 @@ export class OutputStore {
       const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
+    // Each commit syncs the output's directory after the rename, which needs it open for
+    // reading: in a drop box (mode 0733, another user's) every output was renamed into place
+    // and then its item charged for the refused sync, until all were dead-lettered.
+    try {
+      closeSync(openSync(this.dir, constants.O_RDONLY | constants.O_DIRECTORY));
+    } catch (err) {
+      const refused = syncRefused(err, this.dir);
+      throw refused === null ? err : new OutputUnwritable(refused);
+    }
     if (this.#job !== undefined && !this.shared) this.#lockJobDir();
     if (this.shared) {
       this.#lastTouch = Date.now();
@@ -351,7 +360,14 @@ export class OutputStore {
       const refused = writeRefused(err, what) ?? crossDevice(err, what, this.tempDir);
       throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
     }
-    await fsyncPath(path.dirname(final));
+    try {
+      await fsyncPath(path.dirname(final));
+    } catch (err) {
+      // Made unreadable since prepare (or a directory in it that is not ours): the output is
+      // in place, the sync is cronsafe's own, not the item's; a redo overwrites the output.
+      const refused = syncRefused(err, path.dirname(final));
+      throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
+    }
     return true;
   }
 
