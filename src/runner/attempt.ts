@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Claim } from '../ledger/types.js';
 import { AttemptSignal } from './attempt-signal.js';
 import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
+import { coerceError } from '../errors.js';
 import { EnvironmentFault } from './faults.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
@@ -28,7 +29,18 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // that would escape output.directory, something foreign where its output goes, or a path
   // too long to open.
   const unsafeId = checkItemId(claim.id);
-  const unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : (outputs?.outputProblem(claim.id) ?? itemPathProblem(config.source.directory, claim.id));
+  let unsafe: string | null;
+  try {
+    unsafe = unsafeId ? `unsafe item id: ${unsafeId}` : (outputs?.outputProblem(claim.id) ?? itemPathProblem(config.source.directory, claim.id));
+  } catch (err) {
+    // A directory on the output's way that this user cannot search (EACCES: another user's,
+    // mode 0700): the lstat threw here, outside any attempt, and ended the process with a
+    // stack trace, every claim of the run left to crash recovery (charged). Not the item's.
+    inflight.delete(claim.id);
+    const fault = new EnvironmentFault(`cannot look at where the output of ${JSON.stringify(claim.id)} goes: ${coerceError(err).message}; stopping, nothing charged`);
+    settle(p, claim, { kind: 'stop', reason: `not charged: ${fault.message}`, fault }, logOf);
+    return;
+  }
   if (unsafe) {
     inflight.delete(claim.id);
     results.fail(claim, `${unsafe} (the handler was not run)`, p.deadAtOnce);

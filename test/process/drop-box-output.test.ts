@@ -3,7 +3,9 @@
  * read: a drop box, mode 0733, another user's. cronsafe syncs the directory after each
  * output's rename, opening it for reading: refused, every output was renamed into place and
  * then its item charged for the refused sync, until the whole backlog was dead-lettered,
- * each run exiting 0. As an unprivileged user: root ignores the modes.
+ * each run exiting 0. And one it cannot even search (another user's, mode 0700): the check
+ * of the output's path before the attempt threw, and the run died with a stack trace. As an
+ * unprivileged user: root ignores the modes.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync } from 'node:fs';
@@ -49,5 +51,27 @@ describe.skipIf(!isRoot)('output.directory is a drop box (writable, not readable
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain(`cannot read ${path.join(ws.out, 'box')} to sync it: EACCES`);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
+  });
+});
+
+describe.skipIf(!isRoot)('a directory in output.directory that this user cannot search', () => {
+  it('exit 1 naming the item, no crash, nothing charged', async () => {
+    // Before: the lstat of the output's path threw outside the attempt: the process died with
+    // a Node stack trace, and both claims were left to crash recovery, which charges them.
+    const ws = workspace({ handler: { command: COPY }, retry: { maxAttempts: 1 } }, { 'sub/a.txt': 'a', 'b.txt': 'b' });
+    mkdirSync(path.join(ws.out, 'sub'), { recursive: true });
+    asNobody(ws);
+    chownSync(path.join(ws.out, 'sub'), 0, 0);
+    chmodSync(path.join(ws.out, 'sub'), 0o700);
+    for (let run = 0; run < 2; run++) {
+      const r = await runCli(['run', '-c', ws.configPath], { uid: NOBODY, gid: NOBODY });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain('cronsafe: run failed: cannot look at where the output of "sub/a.txt" goes: EACCES');
+      expect(r.stderr).not.toMatch(/Node\.js v|at runItem/);
+      const items = (await statusJson(ws.configPath)).items;
+      expect(items).toMatchObject({ claimed: 0, dead: 0 });
+    }
+    const dead = await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath]);
+    expect(JSON.parse(dead.stdout)).toEqual([]);
   });
 });
