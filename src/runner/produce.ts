@@ -26,7 +26,8 @@ export async function produce(p: PassState): Promise<void> {
     p.source ??
     scanSource(p.config, drain.stopping, (dir) => {
       p.skippedDirectories++;
-      log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
+      if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
+      else log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
     });
   try {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {

@@ -44,6 +44,8 @@ export interface UnreadableDirectory {
   id: string;
   /** EACCES, EPERM, ENAMETOOLONG, EMFILE or ENFILE. */
   code: string;
+  /** A link (matched by the globs) whose target this user cannot reach, not a directory. */
+  link?: true;
 }
 
 /**
@@ -137,8 +139,16 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       let isFile = entry.isFile();
       let st: { size: number; mtimeMs: number } | undefined;
       if (entry.isSymbolicLink()) {
-        // Follow links to files only; links to directories could loop.
-        const target = await stat(abs(entry.name)).catch(() => undefined);
+        // Follow links to files only; links to directories could loop. A link whose target
+        // this user cannot reach (EACCES, EPERM on its way) is not gone: it was skipped
+        // without a word, and its item never ran. Told as an unreadable directory is.
+        const target = await stat(abs(entry.name)).catch((err: unknown) => {
+          const code = (err as NodeJS.ErrnoException).code;
+          if ((code === 'EACCES' || code === 'EPERM') && !skip.has(rel) && include(rel) && !exclude(rel)) {
+            opts.onUnreadable?.({ path: `${root}/${rel}`, id: rel, code, link: true });
+          }
+          return undefined;
+        });
         isFile = (target?.isFile() ?? false) && !isOwn(target, own);
         st = target;
       }

@@ -187,6 +187,32 @@ describe('scanDirectory: unreadable and vanished directories', () => {
     });
   });
 
+  it('reports a link whose target this user cannot reach, instead of skipping it without a word', () => {
+    const root = tree(['a.scc', 'hidden/x.scc']);
+    symlinkSync(path.join(root, 'hidden', 'x.scc'), path.join(root, 'link.scc'));
+    symlinkSync(path.join(root, 'hidden', 'x.scc'), path.join(root, 'link.txt')); // not matched: not told
+    chmodSync(path.join(root, 'hidden'), 0o000);
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownSync(root, 65534, 65534);
+    const script = `import { scanDirectory } from ${JSON.stringify(pathToFileURL(SCAN_TS).href)};
+      const skipped = [];
+      const ids = [];
+      for await (const x of scanDirectory({ directory: ${JSON.stringify(root)}, include: ['**/*.scc'], exclude: [], onUnreadable: (d) => skipped.push(d) })) ids.push(x.id);
+      console.log(JSON.stringify({ ids: ids.sort(), skipped: skipped.sort((a, b) => a.id.localeCompare(b.id)) }));`;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      encoding: 'utf8', timeout: 30_000, cwd: path.dirname(SCAN_TS), ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+    });
+    chmodSync(path.join(root, 'hidden'), 0o755);
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({
+      ids: ['a.scc'],
+      skipped: [
+        { path: path.join(root, 'hidden'), id: 'hidden', code: 'EACCES' },
+        { path: path.join(root, 'link.scc'), id: 'link.scc', code: 'EACCES', link: true },
+      ],
+    });
+  });
+
   it('skips a subtree nested deeper than the open-file limit allows (EMFILE) instead of failing the whole scan', () => {
     // One directory handle is open per level: 150 levels under `ulimit -n 100`.
     const root = tree(['a.scc', 'z/b.scc', `${Array.from({ length: 150 }, () => 'd').join('/')}/deep.scc`]);
