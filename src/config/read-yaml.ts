@@ -87,6 +87,15 @@ export function readYaml(file: string, abs: string): unknown {
       const pos = lineCounter.linePos(dup.offset);
       throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: duplicate key (a mapping holds each key once)`, abs, dup.key);
     }
+    const cycle = cyclicAlias(doc);
+    if (cycle !== undefined) {
+      const pos = lineCounter.linePos(cycle.offset);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: ${cycle.key ? `${cycle.key}: ` : ''}invalid YAML: the alias *${cycle.anchor} is inside the node it names (&${cycle.anchor}), which would contain itself without end`,
+        abs,
+        cycle.key || undefined,
+      );
+    }
     const mangled = lossy ? notUtf8(doc) : undefined;
     if (mangled !== undefined) {
       const pos = lineCounter.linePos(mangled.offset);
@@ -166,6 +175,25 @@ function notUtf8(doc: YAML.Document): { offset: number; key: string } | undefine
     Scalar(_key, node, ancestors) {
       if (typeof node.value !== 'string' || !node.value.includes('\uFFFD')) return undefined;
       found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
+      return YAML.visit.BREAK;
+    },
+  });
+  return found;
+}
+
+/**
+ * The first alias inside the node its anchor names (`x: &a {b: *a}`), if any. The parser
+ * builds such a value as a cycle, on which every later walk of the config recursed until the
+ * stack overflowed: exit 1 and a stack trace instead of a config error. An alias can only
+ * name an anchor before it, so a cycle always has its alias under the anchored node.
+ */
+function cyclicAlias(doc: YAML.Document): { offset: number; key: string; anchor: string } | undefined {
+  let found: { offset: number; key: string; anchor: string } | undefined;
+  YAML.visit(doc, {
+    Alias(_key, node, ancestors) {
+      const target = node.resolve(doc);
+      if (target === undefined || !ancestors.includes(target)) return undefined;
+      found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, ''), anchor: node.source };
       return YAML.visit.BREAK;
     },
   });

@@ -51,6 +51,9 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     ['a NUL byte in state.sqlite', () => configFile(`${valid}state: {sqlite: "./s\\0.db"}\n`), /cronsafe\.yaml: state\.sqlite: .*NUL/],
     ['a NUL byte in lock.path', () => configFile(`${valid}lock: {path: "./l\\0.lock"}\n`), /cronsafe\.yaml: lock\.path: .*NUL/],
     ['a NUL byte in a handler.command argument', () => configFile(valid.replace('command: ["true"]', 'command: ["true", "a\\0b"]')), /cronsafe\.yaml: handler\.command\[1\]: expected no NUL byte/],
+    // An alias inside the node it names is a cycle: every walk of the config recursed until
+    // the stack overflowed (exit 1, `fatal: RangeError` and a stack trace).
+    ['an alias inside its own anchor (a cycle)', () => configFile(`${valid}retry: &r {maxAttempts: 3, again: *r}\n`), /cronsafe\.yaml:4:\d+: retry\.again: invalid YAML: the alias \*r is inside the node it names/],
     ['a NUL byte in a handler.env value', () => configFile(valid.replace('command: ["true"]', 'command: ["true"], env: {A: "a\\0b"}')), /cronsafe\.yaml: handler\.env\.A: .*NUL/],
   ])('%s', async (_name, make, pattern) => {
     const file = make();

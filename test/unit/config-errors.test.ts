@@ -89,6 +89,18 @@ describe('loadConfig: file and YAML errors', () => {
     );
   });
 
+  it('rejects an alias inside the node it names (a cycle), naming its line and key, not a stack overflow', () => {
+    const map = write('name: a\nsource: {directory: /x}\nhandler: &h {command: ["true"], env: {A: *h}}\n');
+    const err = configError(() => loadConfig(map));
+    expect(err.message).toBe(`${map}:3:42: handler.env.A: invalid YAML: the alias *h is inside the node it names (&h), which would contain itself without end`);
+    expect(err.key).toBe('handler.env.A');
+    const seq = write('name: a\nx: &x [1, [2, *x]]\n', 'seq.yaml');
+    expect(configError(() => loadConfig(seq)).message).toMatch(/^.*seq\.yaml:2:\d+: x\[1\]\[1\]: invalid YAML: the alias \*x is inside/);
+    // An alias of an earlier, finished node is no cycle: the value is copied, checked as written.
+    const copy = write('name: a\nsource: &s {directory: /x}\nhandler: {command: ["true"]}\nx: *s\n', 'copy.yaml');
+    expect(configError(() => loadConfig(copy)).message).toBe(`${copy}: x: unknown key`);
+  });
+
   it('rejects an empty file and a top-level list', () => {
     const empty = write('# nothing\n');
     expect(configError(() => loadConfig(empty)).message).toBe(
