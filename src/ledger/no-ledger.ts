@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+
 /**
  * A read-only open found no ledger: no run has created it yet (SQLite: no file; PostgreSQL:
  * no cronsafe tables in the schema). Its own class so that the commands that only look
@@ -24,4 +26,22 @@ export class LedgerNeedsMigration extends Error {
  */
 export class NotALedger extends Error {
   override name = 'NotALedger';
+}
+
+/**
+ * Whether the SQLite ledger file is there: false only when it is not (ENOENT). A file this
+ * user cannot reach (EACCES: a state directory of mode 0700 owned by the run's user) was read
+ * as "no run has created it yet": status and dead-letter said so of a ledger that existed, and
+ * plan counted every done item as new. Thrown instead, naming the file and why.
+ */
+export function sqliteLedgerFound(file: string): boolean {
+  try {
+    return statSync(file, { throwIfNoEntry: false }) !== undefined;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EACCES') {
+      throw new Error(`cannot reach the ledger file ${file}: a directory on its way is not searchable by this user (uid ${process.getuid?.() ?? '?'}) (EACCES); run this as the ledger's owner`, { cause: err });
+    }
+    throw new Error(`cannot reach the ledger file ${file}: ${e.message}`, { cause: err });
+  }
 }

@@ -1,10 +1,10 @@
-import { existsSync, readFileSync, statSync, statfsSync } from 'node:fs';
+import { readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { LedgerNeedsMigration, NoLedgerYet, NotALedger } from './no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
@@ -196,7 +196,15 @@ export function openStore(config: Config): Store {
   return {
     label,
     async openReader() {
-      if (state.postgres === undefined && !(state.sqlite !== undefined && existsSync(state.sqlite))) return null;
+      if (state.postgres === undefined) {
+        let found: boolean;
+        try {
+          found = state.sqlite !== undefined && sqliteLedgerFound(state.sqlite);
+        } catch (err) {
+          throw unavailable('', err);
+        }
+        if (!found) return null;
+      }
       return this.openLedger({ readOnly: true }).catch((err: unknown) => {
         if ((err as { cause?: unknown }).cause instanceof NoLedgerYet) return null;
         throw err;

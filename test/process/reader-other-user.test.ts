@@ -78,3 +78,34 @@ describe('a ledger its own user may not write (mode 0444: a backup restored read
     }
   });
 });
+
+describe('a user who may not search the state directory', () => {
+  // The ledger is there, made by a run, in a directory of mode 0700 (the run's user's).
+  // existsSync read EACCES as "no file": status and dead-letter said "no run has created it
+  // yet", plan said "no ledger yet: every item is new" (exit 0, every done item counted as
+  // new), and validate crashed on the start journal's lstat (`fatal:`, a stack trace).
+  it.skipIf(!isRoot)('is told so, naming the ledger and EACCES, by every command; validate checks the config without a stack trace', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    chmodSync(ws.dir, 0o755);
+    chmodSync(ws.source, 0o755);
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    chmodSync(ws.state, 0o700);
+    const other = { uid: NOBODY, gid: NOBODY };
+    for (const args of [['status'], ['status', '--json'], ['dead-letter', 'list'], ['plan'], ['plan', '--json'], ['requeue', '--all', '--dry-run'], ['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
+      const r = await runCli([...args, '-c', ws.configPath], other);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stdout, args.join(' ')).toBe('');
+      expect(r.stderr, args.join(' ')).toBe(
+        `cronsafe: state store unavailable (sqlite ${ws.db}): cannot reach the ledger file ${ws.db}: a directory on its way is not searchable by this user (uid ${NOBODY}) (EACCES); run this as the ledger's owner\n`,
+      );
+    }
+    const v = await runCli(['validate', '-c', ws.configPath], other);
+    expect(v.stderr).not.toMatch(/fatal|\n\s+at /);
+    expect(v.code, v.stderr).toBe(0);
+    // Its owner still sees it all.
+    const status = await runCli(['status', '--json', '-c', ws.configPath]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).items).toMatchObject({ done: 1 });
+  });
+});

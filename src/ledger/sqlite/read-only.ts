@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
-import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
+import { LedgerNeedsMigration, NoLedgerYet, sqliteLedgerFound } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { assertLedgerFile } from './migrate.js';
@@ -24,7 +24,7 @@ const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
  * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
  */
 export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
-  if (!existsSync(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
+  if (!sqliteLedgerFound(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
   // An empty file is an empty database to SQLite, which the next run makes the ledger: left
   // by a first run that could not write it (a full disk, no file descriptor left).
   if (sizeOf(file) === 0 && !sizeOf(`${file}-wal`)) {

@@ -57,7 +57,14 @@ export function journalOf(ledgerFile: string): string {
  */
 export function assertJournalOurs(ledgerFile: string): void {
   const file = journalOf(ledgerFile);
-  const st = lstatSync(file, { throwIfNoEntry: false });
+  let st;
+  try {
+    st = lstatSync(file, { throwIfNoEntry: false });
+  } catch {
+    // EACCES (a state directory this user may not search) and the like: no refusal to give
+    // here, and no stack trace (validate printed `fatal:` and one); the run names it.
+    return;
+  }
   if (st === undefined) return;
   if (st.isFile()) {
     if (st.size > 0 && !journalLike(file)) throw notAJournal(file);
