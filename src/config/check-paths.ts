@@ -24,7 +24,15 @@ export function checkState(file: string, c: Config): void {
     if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') {
       fail(file, [{ key: 'state.sqlite', message: `a parent of the ledger file is not a directory: ${db}` }]);
     }
-    return; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+    if (db !== undefined && (err as NodeJS.ErrnoException).code !== 'ENAMETOOLONG') return; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+  }
+  // SQLite and the run keep files named after the ledger beside it (-wal, -shm, -journal,
+  // -starts): a name with no room for those suffixes made a ledger file that no run could
+  // use (exit 1 at every run; validate crashed on the journal's lstat with a stack trace).
+  const tooLong = storeFiles(c.state).find(nameTooLong);
+  if (tooLong !== undefined) {
+    const what = tooLong === db ? 'the path' : `the path of ${tooLong}, which is kept beside the ledger,`;
+    fail(file, [{ key: 'state.sqlite', message: `${what} is too long for the file system (a name over ${NAME_MAX} bytes or a path over ${PATH_MAX - 1}: ENAMETOOLONG); choose a shorter one: ${db}` }]);
   }
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
@@ -45,6 +53,15 @@ export function checkState(file: string, c: Config): void {
   // With PostgreSQL the run lock is an advisory lock: lock.path is never opened, nothing to overwrite.
   const problem = c.state.postgres === undefined ? lockFileProblem(c.lock.path, c.name) : null;
   if (problem !== null) fail(file, [{ key: 'lock.path', message: `${c.lock.path} ${problem}` }]);
+}
+
+/** Linux's longest file name (bytes) and path (bytes, with its NUL), as every local file system takes them. */
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+
+/** A path the kernel refuses with ENAMETOOLONG wherever it points: a name over NAME_MAX bytes, or the whole over PATH_MAX. */
+function nameTooLong(p: string): boolean {
+  return Buffer.byteLength(p) >= PATH_MAX || p.split('/').some((name) => Buffer.byteLength(name) > NAME_MAX);
 }
 
 /**

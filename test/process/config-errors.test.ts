@@ -51,6 +51,11 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     ['a NUL byte in state.sqlite', () => configFile(`${valid}state: {sqlite: "./s\\0.db"}\n`), /cronsafe\.yaml: state\.sqlite: .*NUL/],
     ['a NUL byte in lock.path', () => configFile(`${valid}lock: {path: "./l\\0.lock"}\n`), /cronsafe\.yaml: lock\.path: .*NUL/],
     ['a NUL byte in a handler.command argument', () => configFile(valid.replace('command: ["true"]', 'command: ["true", "a\\0b"]')), /cronsafe\.yaml: handler\.command\[1\]: expected no NUL byte/],
+    // A path the kernel refuses (ENAMETOOLONG): every run exited 1 (after making the ledger
+    // file, when only the names kept beside it were too long), and validate crashed with
+    // `fatal:` and a stack trace on the start journal's lstat.
+    ['state.sqlite with a name over 255 bytes', () => configFile(`${valid}state: {sqlite: ./${'s'.repeat(256)}}\n`), /cronsafe\.yaml: state\.sqlite: the path is too long for the file system .*ENAMETOOLONG/],
+    ['state.sqlite whose name leaves no room for the -journal beside it', () => configFile(`${valid}state: {sqlite: ./${'s'.repeat(248)}}\n`), new RegExp(`cronsafe\\.yaml: state\\.sqlite: the path of .*/${'s'.repeat(248)}-journal, which is kept beside the ledger, is too long for the file system`)],
     // An alias inside the node it names is a cycle: every walk of the config recursed until
     // the stack overflowed (exit 1, `fatal: RangeError` and a stack trace).
     ['an alias inside its own anchor (a cycle)', () => configFile(`${valid}retry: &r {maxAttempts: 3, again: *r}\n`), /cronsafe\.yaml:4:\d+: retry\.again: invalid YAML: the alias \*r is inside the node it names/],
