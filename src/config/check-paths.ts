@@ -70,6 +70,7 @@ function nameTooLong(p: string): boolean {
  * counted by the Job's backoffLimit), or a file of someone else's data (see foreignLockFile).
  */
 function lockFileProblem(lockPath: string, name: string): string | null {
+  if (nameTooLong(lockPath)) return `is too long for the file system (a name over ${NAME_MAX} bytes or a path over ${PATH_MAX - 1}: ENAMETOOLONG); choose a shorter one`;
   let st: fs.Stats | undefined;
   try {
     st = fs.lstatSync(lockPath, { throwIfNoEntry: false });

@@ -56,6 +56,7 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     // `fatal:` and a stack trace on the start journal's lstat.
     ['state.sqlite with a name over 255 bytes', () => configFile(`${valid}state: {sqlite: ./${'s'.repeat(256)}}\n`), /cronsafe\.yaml: state\.sqlite: the path is too long for the file system .*ENAMETOOLONG/],
     ['state.sqlite whose name leaves no room for the -journal beside it', () => configFile(`${valid}state: {sqlite: ./${'s'.repeat(248)}}\n`), new RegExp(`cronsafe\\.yaml: state\\.sqlite: the path of .*/${'s'.repeat(248)}-journal, which is kept beside the ledger, is too long for the file system`)],
+    ['lock.path with a name over 255 bytes', () => configFile(`${valid}lock: {path: ./${'l'.repeat(256)}}\n`), /cronsafe\.yaml: lock\.path: .*l{200}.* is too long for the file system .*ENAMETOOLONG/],
     // An alias inside the node it names is a cycle: every walk of the config recursed until
     // the stack overflowed (exit 1, `fatal: RangeError` and a stack trace).
     ['an alias inside its own anchor (a cycle)', () => configFile(`${valid}retry: &r {maxAttempts: 3, again: *r}\n`), /cronsafe\.yaml:4:\d+: retry\.again: invalid YAML: the alias \*r is inside the node it names/],
