@@ -84,7 +84,7 @@ describe('a user who may not search the state directory', () => {
   // existsSync read EACCES as "no file": status and dead-letter said "no run has created it
   // yet", plan said "no ledger yet: every item is new" (exit 0, every done item counted as
   // new), and validate crashed on the start journal's lstat (`fatal:`, a stack trace).
-  it.skipIf(!isRoot)('is told so, naming the ledger and EACCES, by every command; validate checks the config without a stack trace', async () => {
+  it.skipIf(!isRoot)('is told so, naming the ledger and EACCES, by every command; validate checks the config without a stack trace; so is one who may not read the ledger', async () => {
     const ws = workspace({ handler: { command: ['true'] }, log: { level: 'info' } }, { 'a.txt': 'a' });
     chmodSync(ws.dir, 0o755);
     chmodSync(ws.source, 0o755);
@@ -103,6 +103,17 @@ describe('a user who may not search the state directory', () => {
     const v = await runCli(['validate', '-c', ws.configPath], other);
     expect(v.stderr).not.toMatch(/fatal|\n\s+at /);
     expect(v.code, v.stderr).toBe(0);
+    // The directory searchable, the ledger not readable (mode 0600: a umask of 077): SQLite
+    // said only "unable to open database file".
+    chmodSync(ws.state, 0o755);
+    chmodSync(ws.db, 0o600);
+    for (const args of [['status'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']]) {
+      const r = await runCli([...args, '-c', ws.configPath], other);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe(
+        `cronsafe: state store unavailable (sqlite ${ws.db}): ${ws.db} is not readable by this user (uid ${NOBODY}): it is owned by uid 0 with mode 600; run this as that user\n`,
+      );
+    }
     // Its owner still sees it all.
     const status = await runCli(['status', '--json', '-c', ws.configPath]);
     expect(status.code, status.stderr).toBe(0);

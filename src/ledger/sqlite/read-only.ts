@@ -30,6 +30,7 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
   if (sizeOf(file) === 0 && !sizeOf(`${file}-wal`)) {
     throw new NoLedgerYet(`no ledger in ${file} yet: the file is empty (a first run could not write it: a full disk?); the next run creates it`);
   }
+  refuseUnreadable(file);
   if (!leftBehindUnwritable(file)) {
     const db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
     try {
@@ -53,6 +54,23 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
   } catch (err) {
     db.close();
     throw err;
+  }
+}
+
+/**
+ * A ledger this user may not read (mode 0600 of the run's user, under a umask of 077): SQLite
+ * said only "unable to open database file". Name the file, its owner and mode instead.
+ */
+function refuseUnreadable(file: string): void {
+  try {
+    accessSync(file, constants.R_OK);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return;
+    const st = statSync(file);
+    const uid = process.getuid?.();
+    const mode = (st.mode & 0o777).toString(8);
+    if (st.uid === uid) throw new Error(`${file} is not readable by this user (uid ${uid}), its owner: its mode is ${mode}; give its owner read permission (chmod u+r ${file})`, { cause: err });
+    throw new Error(`${file} is not readable by this user (uid ${uid}): it is owned by uid ${st.uid} with mode ${mode}; run this as that user`, { cause: err });
   }
 }
 
