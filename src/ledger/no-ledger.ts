@@ -28,6 +28,11 @@ export class NotALedger extends Error {
   override name = 'NotALedger';
 }
 
+/** The SQLite ledger file is not writable by this user: the message names it, its owner and mode. */
+export class LedgerUnwritable extends Error {
+  override name = 'LedgerUnwritable';
+}
+
 /**
  * Whether the SQLite ledger file is there: false only when it is not (ENOENT). A file this
  * user cannot reach (EACCES: a state directory of mode 0700 owned by the run's user) was read

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { LedgerNeedsMigration, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
+import { LedgerNeedsMigration, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
@@ -217,6 +217,7 @@ export function openStore(config: Config): Store {
         if (err instanceof NotALedger) throw notALedger(err, config.configPath); // PostgreSQL: migrated before the lock
         if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, config.configPath);
         if (err instanceof EdgeError) throw err; // a CRONSAFE_RUN_GROUP of blanks: it says so itself
+        if (err instanceof LedgerUnwritable) throw unavailable('', err); // names the ledger, not the lock file
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
       }

@@ -61,7 +61,9 @@ describe('a command of another user leaves nothing in the state directory that s
 
 describe('a ledger its own user may not write (mode 0444: a backup restored read-only)', () => {
   // It said "it is owned by uid N with mode 444; run this as that user" to that very user.
-  it.skipIf(!isRoot)('requeue and dead-letter retry by its owner say to give the owner write permission, not to run as the owner', async () => {
+  // And a run said "cannot take the run lock <lock.path>: EACCES ... open '<ledger>'", naming
+  // the lock file (writable) for the ledger's refusal.
+  it.skipIf(!isRoot)('run, requeue and dead-letter retry by its owner say to give the owner write permission, not to run as the owner', async () => {
     const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'a' });
     chmodSync(ws.dir, 0o755);
     mkdirSync(ws.state);
@@ -70,11 +72,12 @@ describe('a ledger its own user may not write (mode 0444: a backup restored read
     const first = await runCli(['run', '-c', ws.configPath], asOwner);
     expect(first.code, first.stderr).toBe(0);
     chmodSync(ws.db, 0o444);
-    for (const args of [['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
+    for (const args of [['run'], ['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
       const r = await runCli([...args, '-c', ws.configPath], asOwner);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`${ws.db} is not writable by this user (uid ${NOBODY}), its owner: its mode is 444; give its owner write permission (chmod u+w ${ws.db})`);
       expect(r.stderr).not.toContain('run this as that user');
+      expect(r.stderr).not.toContain('cannot take the run lock');
     }
   });
 });

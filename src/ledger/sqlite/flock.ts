@@ -3,6 +3,7 @@ import path from 'node:path';
 import { flockSync } from '../../flock.js';
 import { makeDirs } from '../../make-dirs.js';
 import { isLockFileText } from '../store-files.js';
+import { refuseUnwritable } from './unwritable.js';
 
 /** A held run lock. The kernel drops it if the process dies, so there is never a stale lock. */
 export interface LocalLock {
@@ -237,6 +238,10 @@ export function lockHolder(lockPath: string): string | null {
  */
 export function lockLedgerFile(file: string): (() => void) | null {
   makeDirs(path.dirname(file));
+  // A ledger this user may not write (another user's, or restored read-only): its open here
+  // failed first, and the run said "cannot take the run lock <lock.path>: EACCES ... open
+  // '<ledger>'", naming the lock file. Named as the ledger's open would name it.
+  refuseUnwritable(file);
   const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
   if (!fstatSync(fd).isFile()) {
     closeSync(fd);

@@ -1,4 +1,3 @@
-import { accessSync, constants, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { newDatabase } from './connection.js';
@@ -7,6 +6,7 @@ import { claimJob } from './meta.js';
 import { assertLedgerFile, migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { journalOf } from './start-journal.js';
+import { refuseUnwritable, unwritableCompanion } from './unwritable.js';
 import { makeDirs } from '../../make-dirs.js';
 
 export { SqliteLedger } from './ledger.js';
@@ -82,50 +82,5 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   } catch (err) {
     db.close();
     throw unwritableCompanion(file, err) ?? err;
-  }
-}
-
-/**
- * SQLite opens a ledger this user may not write read-only, and then makes its `-wal` and
- * `-shm` owned by this user with the ledger's mode: the ledger's owner could not write them,
- * and every run after failed ("attempt to write a readonly database"). Say so first, naming
- * the owner, and make nothing. A ledger not made yet, or one on a read-only file system
- * (where nothing can be made), is left to the open.
- */
-function refuseUnwritable(file: string): void {
-  const why = notWritable(file);
-  if (why !== undefined) throw new Error(`${why.text}; ${why.mine ? `give its owner write permission (chmod u+w ${file})` : 'run this as that user'}`);
-}
-
-/**
- * SQLite's "attempt to write a readonly database" when the ledger's `-wal` or `-shm` is
- * what this user may not write (another user's open left it, before refuseUnwritable):
- * name the file and its owner instead.
- */
-function unwritableCompanion(file: string, err: unknown): Error | undefined {
-  if (!String((err as { code?: unknown }).code).startsWith('SQLITE_READONLY')) return undefined;
-  for (const f of [`${file}-wal`, `${file}-shm`]) {
-    const why = notWritable(f);
-    if (why !== undefined) return new Error(`${why.text}, so SQLite cannot write the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${f})` : 'give it to this user (chown)'}`, { cause: err });
-  }
-  return undefined;
-}
-
-/**
- * Why this user may not write `file` (EACCES), naming its owner and mode; undefined when it
- * may, or the file is not there. `mine`: this user owns it (a mode without u+w, as a backup
- * restored read-only leaves it): no other user to run as, nothing to chown.
- */
-function notWritable(file: string): { text: string; mine: boolean } | undefined {
-  try {
-    accessSync(file, constants.W_OK);
-    return undefined;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return undefined;
-    const st = statSync(file);
-    const uid = process.getuid?.();
-    const mode = (st.mode & 0o777).toString(8);
-    if (st.uid === uid) return { text: `${file} is not writable by this user (uid ${uid}), its owner: its mode is ${mode}`, mine: true };
-    return { text: `${file} is not writable by this user (uid ${uid}): it is owned by uid ${st.uid} with mode ${mode}`, mine: false };
   }
 }
