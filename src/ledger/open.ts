@@ -143,6 +143,16 @@ export interface Store {
  * for its -wal. Said plainly when the ledger's file system has no block or
  * no inode left; '' otherwise.
  */
+/**
+ * SQLite's bare "database is locked" (SQLITE_BUSY): another connection held the ledger's
+ * write lock for longer than this one waits. Say who that may be and what to do.
+ */
+function busy(sqlite: string | undefined, err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (sqlite === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_BUSY')) return '';
+  return " (another connection held the ledger's write lock longer than cronsafe waits for it: a run writing it, or another tool with a transaction open on it; try again once it is done)";
+}
+
 function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(IOERR|CANTOPEN)/.test(code)) return '';
@@ -192,7 +202,7 @@ export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
   const unavailable = (doing: string, err: unknown) =>
-    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err)}`);
+    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
   return {
     label,
     async openReader() {

@@ -79,3 +79,20 @@ describe('a drain while another process holds the ledger write lock', () => {
     expect(started(markers)).toHaveLength(12);
   });
 });
+
+describe('an operator command while another process holds the ledger write lock', () => {
+  // It gave up after busy_timeout with SQLite's bare "database is locked".
+  it('requeue gives up naming the ledger and why, and works once the lock is let go', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.scc': 'a' });
+    const first = spawnCli(['run', '-c', ws.configPath]);
+    expect((await first.exited).code, first.stderr()).toBe(0);
+    holdWriteLock(ws.db);
+    const blocked = spawnCli(['requeue', '--all', '-c', ws.configPath]);
+    expect((await blocked.exited).code).toBe(1);
+    expect(blocked.stderr()).toContain(`state store unavailable (sqlite ${ws.db}): database is locked (another connection held the ledger's write lock longer than cronsafe waits for it`);
+    holder!.exec('ROLLBACK');
+    const after = spawnCli(['requeue', '--all', '-c', ws.configPath]);
+    expect((await after.exited).code, after.stderr()).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, done: 0 });
+  });
+});
