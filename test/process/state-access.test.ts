@@ -214,11 +214,14 @@ describe('status and dead-letter list only read the ledger', () => {
     const old = new Database(ws.db);
     migrate(old, MIGRATIONS.slice(0, KNOWN - 1));
     old.close();
-    const r = await runCli(['status', '-c', ws.configPath]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(
-      `ledger ${ws.db} has schema version ${KNOWN - 1}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (status and dead-letter list only read)`,
-    );
+    // Every command that only reads says so of itself (it named status and dead-letter list to plan and requeue --dry-run).
+    for (const args of [['status'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']]) {
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toContain(
+        `ledger ${ws.db} has schema version ${KNOWN - 1}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command only reads the ledger)`,
+      );
+    }
     const after = new Database(ws.db, { readonly: true });
     expect(after.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: KNOWN - 1 });
     after.close();
