@@ -158,6 +158,14 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * renews well before). Back to pending (charged), dead, or done by a committed output.
    */
   reclaimAbandoned(owner: string, opts: ReclaimOptions): Promise<number>;
+  /**
+   * The run `owner` was asked to stop (an operator's SIGTERM, SIGINT or SIGHUP: its drain
+   * began). Should it be killed before it hands its claims back (a pod whose grace period is
+   * shorter than drain.gracePeriodSeconds), the run that reclaims them hands them back
+   * uncharged, as the drain would have: the kill came from outside, not from their items.
+   * SQLite only (its reclaim is the next run's, under the run lock); PostgreSQL charges them.
+   */
+  recordStopRequested?(owner: string): Promise<void>;
 
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;

@@ -54,6 +54,13 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     await lock.release();
     return skip(lease.skip);
   }
+  // An operator's stop goes into the ledger at once, before the drain begins (this listener
+  // comes first): a run killed before its drain hands the claims back (a grace period
+  // shorter than drain.gracePeriodSeconds) has its attempts handed back uncharged by the
+  // next run (Ledger.recordStopRequested). A stop before the pass claims nothing.
+  let recordStop = () => {};
+  const onStop = () => recordStop();
+  opts.stop.addEventListener('abort', onStop, { once: true });
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
   // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
   // Lease lost). Said at warn, so a `log.level: warn` deployment still sees why it stopped.
@@ -115,6 +122,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const orphans = await writing('cannot take back the claims of a run that died', ledger.reclaimAbandoned(owner, reclaim));
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
+    }
+    // Only after the reclaim, which reads (and clears) the stop of the run before.
+    if (ledger.recordStopRequested) {
+      const record = ledger.recordStopRequested.bind(ledger);
+      recordStop = () => void record(owner).catch((err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'));
     }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
@@ -229,6 +241,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${escapeControls(result.error.message)}\n`);
     return result.outcome;
   } finally {
+    opts.stop.removeEventListener('abort', onStop);
     stopWatch();
     stopBeat();
     outputs?.close();

@@ -73,6 +73,25 @@ describe('SQLite ledger specifics', () => {
     await ledger.close();
   });
 
+  it.each([false, true])('a run killed after its stop was recorded (write-behind %s): its claims are handed back uncharged, once; a later crash is charged', async (writeBehind) => {
+    const file = freshFile();
+    const retry = { ...RETRY, backoffMs: 0, backoffMaxMs: 0 };
+    const run = await openSqliteLedger(file, { writeBehind });
+    await discoverAndClaim(run, items('a', 'b'), { owner: 'stopped', runId: 'r1', now: T0, leaseMs: 60_000 });
+    await run.recordStopRequested!('stopped');
+    // SIGKILLed: the journal and the claims stay as they are.
+    const next = await openSqliteLedger(file, { writeBehind: true });
+    expect(await next.reclaimAbandoned('o2', { now: T0 + 1, retry })).toBe(2);
+    for (const id of ['a', 'b']) expect(await next.get(id)).toMatchObject({ state: 'pending', attempts: 1, released: 1 });
+    // The record was that run's alone: the next run, killed without a stop, is charged.
+    await next.discover(items('a', 'b'), { runId: 'r2', now: T0 + 2 });
+    await next.claimDue({ owner: 'crashed', runId: 'r2', now: T0 + 2, leaseMs: 60_000, limit: 2 });
+    expect(await next.reclaimAbandoned('o3', { now: T0 + 3, retry })).toBe(2);
+    for (const id of ['a', 'b']) expect(await next.get(id)).toMatchObject({ state: 'pending', attempts: 2, released: 1, lastError: 'attempt 2 abandoned: the run that claimed it died' });
+    await next.close();
+    await run.close();
+  });
+
   it('creates the parent directory and runs in WAL mode', async () => {
     const file = freshFile();
     const ledger = await openSqliteLedger(file);

@@ -15,7 +15,7 @@ import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { countsThroughJournal, finishedThroughJournal, journalled, throughJournal, withFinished } from './journal-view.js';
-import { recordSource } from './meta.js';
+import { recordSource, recordStopRequested } from './meta.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -154,6 +154,9 @@ export class SqliteLedger implements L.Ledger {
   /** Under the run lock no other run is alive: every claim not ours is abandoned. */
   reclaimAbandoned(owner: string, opts: L.ReclaimOptions): Promise<number> {
     return this.reclaimOrphans(owner, opts);
+  }
+  async recordStopRequested(owner: string): Promise<void> {
+    return this.#op(() => recordStopRequested(this.#db, owner));
   }
   async reclaimOrphans(exceptOwner: string, opts: L.ReclaimOptions): Promise<number> {
     return this.#written(() => this.#recover.reclaimOrphans(exceptOwner, opts), () => []);

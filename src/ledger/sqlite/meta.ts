@@ -3,6 +3,18 @@ import { checkJob, JOB_KEY, SOURCE_KEY } from '../identity.js';
 
 export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
 export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
+const UPSERT_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
+
+/**
+ * The `meta` row naming the owner of the last run asked to stop (Ledger.recordStopRequested).
+ * One row: SQLite has one run at a time, and the next run's reclaim reads and removes it.
+ */
+export const STOP_KEY = 'stop-requested';
+
+/** Ledger.recordStopRequested: `owner`'s drain began. */
+export function recordStopRequested(db: Database.Database, owner: string): void {
+  db.prepare(UPSERT_META_SQL).run(STOP_KEY, owner);
+}
 
 /** Ledger.recordSource: the source recorded before when it was another. */
 export function recordSource(db: Database.Database, directory: string): string | null {
@@ -10,7 +22,7 @@ export function recordSource(db: Database.Database, directory: string): string |
     .transaction((): string | null => {
       const before = db.prepare(GET_META_SQL).pluck().get(SOURCE_KEY) as string | undefined;
       if (before === directory) return null;
-      db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(SOURCE_KEY, directory);
+      db.prepare(UPSERT_META_SQL).run(SOURCE_KEY, directory);
       return before ?? null;
     })
     .immediate();

@@ -5,6 +5,7 @@ import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../well-formed.js';
 import { abandonedError } from './claim.js';
+import { GET_META_SQL, STOP_KEY } from './meta.js';
 import { removeJournal } from './start-journal.js';
 import { replayJournal } from './write-behind.js';
 
@@ -45,9 +46,14 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
   // An orphan's attempt is charged like a failure: an item that kills the process
   // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
   // output was committed before the run died (updated_at is the claim's time) is done.
+  // One of a run killed while it drained (its stop recorded: a grace period shorter than
+  // drain.gracePeriodSeconds) is handed back uncharged, as its drain would have: the kill
+  // came from outside, and charging it dead-lettered a good item by evictions alone.
   const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
     // What a dead run journalled and had not written yet becomes its claims and successes.
     if (journal !== undefined) replayJournal(db, finish, journal, opts.now, { strict: true, advance: true });
+    // Prepared here, not with the others: a read-only connection to an old ledger has no meta table.
+    const stopped = db.prepare(GET_META_SQL).pluck().get(STOP_KEY) as string | undefined;
     const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number; updated_at: number }[];
     let moved = 0;
     for (const r of rows) {
@@ -56,11 +62,14 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
         if (finish.completeIn([claim], opts.now)[0]?.result === 'applied') moved++;
         continue;
       }
-      const error = abandonedError(r.attempts);
-      const out = finish.failOne(claim, error, opts);
+      const out =
+        r.owner === stopped
+          ? finish.releaseOne(claim, opts.now, `attempt ${r.attempts} interrupted: its run was killed while it drained (stopped by a signal); not charged`)
+          : finish.failOne(claim, abandonedError(r.attempts), opts);
       if (out.result !== 'applied') continue;
       moved++;
     }
+    if (stopped !== undefined) db.prepare('DELETE FROM meta WHERE key = ?').run(STOP_KEY);
     return moved;
   });
 
