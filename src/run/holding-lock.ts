@@ -135,7 +135,19 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const died = await writing('cannot mark the runs that died', ledger.markRunsDied(silentSince));
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 
-    handler = await loadHandler(config);
+    // A module's top-level code (a connection made at import) or the command helpers' start
+    // may take long: a stop meanwhile has nothing to drain, so the run ends now (exit 75),
+    // not at the drain's last resort just before the kubelet's SIGKILL, blaming the ledger.
+    const loading = stop.signal.aborted ? undefined : loadHandler(config);
+    handler = loading && (await unlessStopped(loading, stop.signal));
+    if (handler === undefined) {
+      loading?.then((h) => h.close?.(), () => undefined).catch(() => undefined);
+      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      await ledger.finishRun(runId, Date.now(), 'drained', {});
+      await metrics.runFinished('drained');
+      log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL, reason: String(stop.signal.reason) }, 'run finished');
+      return 'drained';
+    }
     try {
       await outputs?.prepare().catch((err: unknown) => {
         if (!(err instanceof TempDirInUse)) throw err;
@@ -254,6 +266,21 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // kubelet's SIGKILL.
     await Promise.all([lease.held?.release(), events.flush(opts.stop)]);
     await lock.release();
+  }
+}
+
+/** What `p` resolves to, or undefined once `signal` aborts first (`p` goes on; a rejection after is the caller's). */
+async function unlessStopped<T>(p: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  let off = () => {};
+  const stopped = new Promise<undefined>((resolve) => {
+    const on = () => resolve(undefined);
+    signal.addEventListener('abort', on, { once: true });
+    off = () => signal.removeEventListener('abort', on);
+  });
+  try {
+    return await Promise.race([p, stopped]);
+  } finally {
+    off();
   }
 }
 

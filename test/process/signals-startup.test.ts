@@ -38,6 +38,25 @@ describe('signals during start-up and SIGHUP', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 20, dead: 0 });
   }, 120_000);
 
+  it('SIGTERM while a module import outlasts the grace period (default drain): exit 75 at once, not at the last resort blaming the ledger', async () => {
+    const ws = workspace({ handler: { module: SLOW_IMPORT } }, backlog(3));
+    const marker = path.join(ws.dir, 'importing');
+    const env = { INVOCATIONS: path.join(ws.dir, 'invocations.log'), IMPORTING_MARKER: marker, IMPORT_DELAY_MS: '120000' };
+    const run = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'the module import', 30_000);
+    const signalledAt = Date.now();
+    run.child.kill('SIGTERM');
+    const { code, signal } = await run.exited;
+    // Before: the start waited for the import until the last resort, 29.75 s after the signal.
+    expect(Date.now() - signalledAt, run.stderr()).toBeLessThan(10_000);
+    expect(signal, run.stderr()).toBeNull();
+    expect(code, run.stderr()).toBe(75);
+    expect(run.stderr()).not.toMatch(/did not end within drain.gracePeriodSeconds/);
+    expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'drained', exitCode: 75 });
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+    expect(existsSync(env.INVOCATIONS)).toBe(false);
+  }, 60_000);
+
   it('SIGHUP mid-pass drains like SIGTERM: in-flight items finish, the rest stay pending, exit 75', async () => {
     const ws = workspace(
       { handler: { command: [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'] }, concurrency: 2 },
