@@ -223,7 +223,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // start journal gone before the lock's next recheck saw the ledger go) is that loss,
     // not a failure of the run: it ends as a lost lock does, drained (exit 75).
     // On PostgreSQL a failed pass with a lost lock connection is the outage that failed it (1).
-    const lost = passed.outcome === 'failed' && lock.checkLedger?.() === true;
+    // So is a pass that completed into a ledger removed since the last recheck (within the
+    // second before its end): its record is gone with the file, and the next run starts a
+    // new ledger that does the items again. It said `completed`, exit 0.
+    const lost = (passed.outcome === 'failed' || passed.outcome === 'completed') && lock.checkLedger?.() === true;
     const ended = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
     // A ledger failure mid-pass (a full state volume, a file size limit) names the store and
     // its path, as one at start-up does: SQLite's own words ("database or disk is full",

@@ -12,7 +12,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
@@ -41,4 +41,18 @@ describe('the whole state directory removed while its run is paused', () => {
       await first.exited;
     }
   }, 90_000);
+});
+
+describe('the whole state directory removed in the last second of a run', () => {
+  // Removed by the last item's handler, so the pass ends before the once-a-second recheck:
+  // the run said `completed`, exit 0, of a ledger that no longer existed (the next run starts
+  // a new one and does the items again). docs/operations.md: it stops, exit 75.
+  it('ends drained (exit 75) saying the ledger was removed, not completed', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    configure(ws, { handler: { command: ['sh', '-c', 'rm -rf "$0"', ws.state] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(75);
+    expect(finished(r)?.outcome).toBe('drained');
+    expect(r.lines.some((l) => String(l.reason).includes('was removed or replaced during the run'))).toBe(true);
+  });
 });
