@@ -111,6 +111,66 @@ describe('dashboard and metric docs', () => {
     for (const name of declaredMetrics()) expect(doc, name).toContain(`\`${name}\``);
   });
 
+  // The runbook sends whoever is paged to the dashboard: its hourly counts must be the
+  // alerts' counts. The series are those of cronsafe-rules.test.yaml's cases: runner pods
+  // scraped alone (each sees one overrun; the job, three in the hour to 72m), and series
+  // born with their total (a new job's only push, a pod one dead letter ahead of the last).
+  it.skipIf(!PROMTOOL)('counts overruns, lock skips, missed occurrences and new dead letters per job, as the alerts do', () => {
+    const query = (metric: string) => {
+      const found = exprs.filter((e) => e.includes(metric) && /\[1h\]/.test(e));
+      expect(found.length, metric).toBeGreaterThan(0);
+      return found.map((e) => e.replaceAll('$job', '.*'));
+    };
+    const pods = (metric: string) => [
+      { series: `${metric}{job="pods", instance="10.0.0.1:9464"}`, values: '0x4 1x5' },
+      { series: `${metric}{job="pods", instance="10.0.0.2:9464"}`, values: '_x19 1x4 2x5' },
+      { series: `${metric}{job="pods", instance="10.0.0.3:9464"}`, values: '_x39 2x4 3x5' },
+      { series: `${metric}{job="pods", instance="10.0.0.4:9464"}`, values: '_x59 3x4 4x5' },
+    ];
+    const counters = ['cronsafe_overruns_total', 'cronsafe_lock_skips_total', 'cronsafe_missed_occurrences_total'];
+    const dead = 'cronsafe_dead_lettered_total';
+    const first = 'cronsafe_first_run_timestamp_seconds';
+    const tests = {
+      rule_files: [RULES],
+      evaluation_interval: '1m',
+      tests: [
+        {
+          name: 'dashboard: runner pods scraped alone',
+          interval: '1m',
+          input_series: counters.flatMap(pods),
+          promql_expr_test: counters.flatMap((m) =>
+            query(m).map((expr) => ({ expr, eval_time: '72m', exp_samples: [{ labels: '{job="pods"}', value: 3 }] })),
+          ),
+        },
+        {
+          name: 'dashboard: dead letters in a series\' first sample',
+          interval: '1m',
+          input_series: [
+            { series: `${dead}{job="fresh", instance=""}`, values: '_x20 3x100' },
+            { series: `${first}{job="fresh", instance=""}`, values: '_x20 1200x100' },
+            { series: `${dead}{job="reborn", instance=""}`, values: '4x20 _x100 4x60' },
+            { series: `${first}{job="reborn", instance=""}`, values: '0x20 _x100 0x60' },
+            { series: `${dead}{job="pods", instance="10.0.0.1:9464"}`, values: '_x120 2x4' },
+            { series: `${first}{job="pods", instance="10.0.0.1:9464"}`, values: '_x120 0x4' },
+            { series: `${dead}{job="pods", instance="10.0.0.2:9464"}`, values: '_x140 3x4' },
+            { series: `${first}{job="pods", instance="10.0.0.2:9464"}`, values: '_x140 0x4' },
+          ],
+          promql_expr_test: query(dead).flatMap((expr) => [
+            // As CronsafeDeadLettersGrowing pages: "fresh" 3 new, "reborn" (first run within the hour) 4.
+            { expr, eval_time: '25m', exp_samples: [{ labels: '{job="fresh"}', value: 3 }, { labels: '{job="reborn"}', value: 4 }] },
+            // "pods": 3 after 2; the others' totals were seen before.
+            { expr, eval_time: '150m', exp_samples: [{ labels: '{job="fresh"}', value: 0 }, { labels: '{job="pods"}', value: 1 }, { labels: '{job="reborn"}', value: 0 }] },
+          ]),
+        },
+      ],
+    };
+    const file = path.join(mkdtempSync(path.join(scratch, 'dash-counts-')), 'dashboard.test.yaml');
+    writeFileSync(file, YAML.stringify(tests));
+    const r = promtool('test', 'rules', file);
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('SUCCESS');
+  });
+
   it.skipIf(!PROMTOOL)('every dashboard query is valid PromQL (promtool parses them as recording rules)', () => {
     const rules = exprs.map((e, i) => ({ record: `dashboard:q${i}`, expr: e.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*') }));
     const file = path.join(mkdtempSync(path.join(scratch, 'dash-')), 'dashboard-rules.yaml');
