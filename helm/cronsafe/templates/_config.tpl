@@ -39,8 +39,16 @@ state:
 {{- if $c.state.allowNetworkFilesystem }}
   allowNetworkFilesystem: true
 {{- end }}
+{{- /* The URL may also come from extraEnv or extraEnvFrom (values.yaml offers both); the
+schema must then reach cronsafe too, or the job uses the default one (with SQLite cronsafe
+ignores it). */ -}}
+{{- $urlFromEnv := $v.extraEnvFrom -}}
+{{- range $v.extraEnv }}{{- if eq (toString .name) "CRONSAFE_STATE_POSTGRES" }}{{- $urlFromEnv = true }}{{- end }}{{- end -}}
 {{- if $c.state.postgres.existingSecret }}
   # The URL comes from Secret {{ $c.state.postgres.existingSecret }} (CRONSAFE_STATE_POSTGRES replaces sqlite).
+  schema: {{ toJson $c.state.postgres.schema }}
+{{- else if $urlFromEnv }}
+  # The schema of the PostgreSQL ledger when CRONSAFE_STATE_POSTGRES is set (extraEnv, extraEnvFrom).
   schema: {{ toJson $c.state.postgres.schema }}
 {{- end }}
 concurrency: {{ toJson $c.concurrency }}
