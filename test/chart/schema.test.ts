@@ -52,6 +52,9 @@ const BAD: [string, Values, string][] = [
   // cronsafe exits 78 on it (outputs would become items): every Job would fail.
   ['the output directory being the source directory', { config: { output: { directory: 'queue' } } }, 'config.output.directory is config.source.directory itself (/data/queue)'],
   ['the output directory being the source directory, written differently', { config: { source: { directory: '/data/./in/' }, output: { directory: 'in' } } }, 'config.output.directory is config.source.directory itself (/data/in)'],
+  // The same when it is inside the source and no source.exclude keeps the scan out of it.
+  ['the output directory inside the source directory', { config: { output: { directory: 'queue/done' } } }, 'config.output.directory (/data/queue/done) is inside config.source.directory (/data/queue)'],
+  ['the whole volume as the source, the default output on it', { config: { source: { directory: '/data' } } }, 'config.output.directory (/data/out) is inside config.source.directory (/data)'],
   // The SQLite ledger or lock file naming a directory init-dirs makes, or the lock on the
   // ledger: cronsafe exits 78 on each.
   ['the ledger at the source directory', { config: { state: { sqlite: 'queue' } } }, 'config.state.sqlite (/data/queue) is config.source.directory, a directory'],
@@ -130,6 +133,9 @@ describe('good edge values are accepted', () => {
     ['a ledger naming the output directory, with PostgreSQL from extraEnv', { config: { state: { sqlite: 'out' } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://db/jobs' }] }],
     ['a glob of 65,536 characters', { config: { source: { exclude: ['a'.repeat(65_536)] } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
+    // cronsafe takes it when source.exclude keeps the scan out of it (it checks the globs).
+    ['an output directory inside the source, excluded from the scan', { config: { output: { directory: 'queue/done' }, source: { exclude: ['done/**'] } } }],
+    ['an output directory beside the source whose name starts with it', { config: { source: { directory: 'queue' }, output: { directory: 'queue-out' } } }],
     // An extglob `!(...)`, a `!` later in the glob, an escaped backslash (an id's `\\`) at the end.
     ['globs cronsafe takes with a "!" or a backslash', { config: { source: { include: ['!(*.tmp)', 'a/!b', '[!.]*'], exclude: ['back\\\\', 'x\\*'] } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],

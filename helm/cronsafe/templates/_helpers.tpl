@@ -174,6 +174,13 @@ install time is kinder than a failed Job.
 {{- if eq $src (clean (include "cronsafe.dataPath" (list . $v.config.output.directory))) -}}
 {{- fail (printf "config.output.directory is config.source.directory itself (%s): outputs would become items on the next run (cronsafe exits 78); use a directory outside config.source.directory" $src) -}}
 {{- end -}}
+{{- /* Inside it: cronsafe takes that only when source.exclude keeps the scan out of it
+(it matches the globs; with no exclude at all nothing can). */ -}}
+{{- $out := clean (include "cronsafe.dataPath" (list . $v.config.output.directory)) -}}
+{{- $inside := printf "%s/" (trimSuffix "/" $src) -}}
+{{- if and (hasPrefix $inside $out) (not $v.config.source.exclude) -}}
+{{- fail (printf "config.output.directory (%s) is inside config.source.directory (%s): outputs would become items on the next run (cronsafe exits 78); use a directory outside config.source.directory, or keep the scan out of it with config.source.exclude: [%q]" $out $src (printf "%s/**" (trimPrefix $inside $out))) -}}
+{{- end -}}
 {{- end -}}
 {{- /* The SQLite ledger and the lock file (ignored with PostgreSQL, which may also come from
 extraEnvFrom) must be files: the source and output directories are directories (init-dirs
