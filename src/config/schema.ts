@@ -93,6 +93,15 @@ const MAX_BACKOFF_SECONDS = 100 * 365 * 86_400;
 const backoffSeconds = () =>
   z.number({ error: `expected a number of seconds >= 0 and <= ${MAX_BACKOFF_SECONDS} (100 years)` }).nonnegative().max(MAX_BACKOFF_SECONDS);
 
+/** A URL's path ("" when it does not parse: the URL check reports that). */
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return '';
+  }
+}
+
 const GRACE_ERROR = 'expected a number of seconds > 0 (0 would refuse every fire as stale; leave the key out for no grace window)';
 
 const retrySchema = z
@@ -243,6 +252,12 @@ export const configSchema = z
           // may hold that token.
           .refine((v) => !/[?#]/.test(v), {
             error: 'expected a URL without a query string or fragment: the push does not send them (credentials go in user:password@)',
+          })
+          // cronsafe adds /metrics/job/<name> itself: the gateway's push URL as its README
+          // writes it (http://gw:9091/metrics/job/x) became .../metrics/job/x/metrics/job/<name>,
+          // which the gateway refuses (400) at every push.
+          .refine((v) => !/(^|\/)metrics\/job(\/|$)/.test(pathOf(v)), {
+            error: 'expected the Pushgateway\'s base URL (http://host:9091, or the route prefix it is served under), without /metrics/job/...: cronsafe adds /metrics/job/<name> itself',
           })
           .optional(),
         pushIntervalSeconds: seconds(true).default(30),

@@ -61,6 +61,8 @@ const BAD: [string, Values, string][] = [
   ['the ledger at the output directory', { config: { state: { sqlite: './out' } } }, 'config.state.sqlite (/data/out) is config.output.directory, a directory'],
   ['the lock at the source directory', { config: { lock: { path: '/data/queue' } } }, 'config.lock.path (/data/queue) is config.source.directory, a directory'],
   ['the lock on the ledger file', { config: { lock: { path: 'state/cronsafe.db' } } }, 'config.lock.path (/data/state/cronsafe.db) is the ledger file, config.state.sqlite'],
+  // cronsafe adds /metrics/job/<name> and exits 78 on a URL that has it (every Job would fail).
+  ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],

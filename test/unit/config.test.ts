@@ -447,6 +447,22 @@ describe('secrets', () => {
     }
   });
 
+  it('metrics.pushgateway with the push path (…/metrics/job/x, as the Pushgateway documents it) is a problem naming the key: every push went to …/metrics/job/x/metrics/job/<name> and was refused', () => {
+    for (const url of ['http://pushgateway:9091/metrics/job/captions', 'https://u:pw@gw.example/pgw/metrics/job/captions/instance/a', 'http://gw:9091/metrics/job/']) {
+      const file = write(`name: job\nsource: {directory: queue}\nhandler: {command: [echo]}\nmetrics: {pushgateway: "${url}"}\n`);
+      expectProblem(
+        file,
+        'metrics.pushgateway',
+        "expected the Pushgateway's base URL (http://host:9091, or the route prefix it is served under), without /metrics/job/...: cronsafe adds /metrics/job/<name> itself",
+      );
+    }
+    // A route prefix is the gateway's base URL; a path that merely contains the words is too.
+    for (const url of ['http://gw:9091/pgw', 'http://gw:9091/metrics-gw/', 'http://gw:9091/jobmetrics/job']) {
+      const file = minimal(`metrics: {pushgateway: "${url}"}\n`);
+      expect(loadConfig(file).metrics?.pushgateway).toBe(url);
+    }
+  });
+
   it('redactUrl hides the password of what users write instead of a URL: libpq keywords, raw "#" or "/", one slash, blanks in front', () => {
     expect(redactUrl("host=db user=app password=s3cret dbname=cs")).toBe('host=db user=app password=*** dbname=cs');
     expect(redactUrl("host=db password = 'se cret' dbname=cs")).toBe('host=db password = *** dbname=cs');

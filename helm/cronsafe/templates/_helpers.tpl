@@ -206,6 +206,11 @@ none, so a Role bound to it would hand them all the Lease, Events and Job rights
 {{- if and $v.rbac.create (include "cronsafe.needsApi" .) (eq (include "cronsafe.serviceAccountName" .) "default") -}}
 {{- fail "serviceAccount.name: the Role for the enabled Kubernetes features would be bound to the namespace's default ServiceAccount, which every pod that names none runs as. Set serviceAccount.create: true (the default), or serviceAccount.name to a ServiceAccount of its own, or rbac.create: false and grant the rules yourself (docs/kubernetes.md)" -}}
 {{- end -}}
+{{- /* cronsafe adds /metrics/job/<name> to the URL and exits 78 on a URL that has it already
+(the gateway's push URL as its README writes it). */ -}}
+{{- if regexMatch "^https?://[^/]*(/.*)?/metrics/job(/.*)?$" (toString $v.metrics.pushgateway) -}}
+{{- fail "metrics.pushgateway: give the Pushgateway's base URL (http://host:9091, or the route prefix it is served under), without /metrics/job/...: cronsafe adds /metrics/job/<name> itself (cronsafe exits 78)" -}}
+{{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
 {{- end -}}
