@@ -62,6 +62,9 @@ const BAD: [string, Values, string][] = [
   ['the lock at the source directory', { config: { lock: { path: '/data/queue' } } }, 'config.lock.path (/data/queue) is config.source.directory, a directory'],
   ['the lock on the ledger file', { config: { lock: { path: 'state/cronsafe.db' } } }, 'config.lock.path (/data/state/cronsafe.db) is the ledger file, config.state.sqlite'],
   // cronsafe adds /metrics/job/<name> and exits 78 on a URL that has it (every Job would fail).
+  // Rendered twice in one mapping, which the install refused with a bare YAML error.
+  ['a pod label the chart sets', { podLabels: { 'app.kubernetes.io/component': 'qc' } }, 'podLabels: app.kubernetes.io/component is a label the chart sets itself'],
+  ['a common label the chart sets', { commonLabels: { 'app.kubernetes.io/name': 'qc' } }, 'commonLabels: app.kubernetes.io/name is a label the chart sets itself'],
   ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],

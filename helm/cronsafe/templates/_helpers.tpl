@@ -154,6 +154,19 @@ install time is kinder than a failed Job.
 */}}
 {{- define "cronsafe.validate" -}}
 {{- $v := .Values -}}
+{{- /* A label the chart sets itself, given again, rendered its key twice in one mapping, which
+the install refused with a YAML error naming neither value; and the selectors and the
+PodMonitor rely on the chart's. commonLabels go on every object (the CronJobs carry a
+component too), podLabels on the pods. */ -}}
+{{- $own := dict "commonLabels" (list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component") "podLabels" (list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component") -}}
+{{- range $field := list "commonLabels" "podLabels" -}}
+{{- $given := index $v $field | default dict -}}
+{{- range $key := index $own $field -}}
+{{- if hasKey $given $key -}}
+{{- fail (printf "%s: %s is a label the chart sets itself (its selectors and the PodMonitor rely on it); remove it from %s" $field $key $field) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if ge (float64 $v.drain.marginSeconds) (float64 $v.drain.gracePeriodSeconds) -}}
 {{- fail (printf "drain.marginSeconds (%v) must be less than drain.gracePeriodSeconds (%v)" $v.drain.marginSeconds $v.drain.gracePeriodSeconds) -}}
 {{- end -}}
