@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ensureTools, templateRaw } from './helpers.js';
+import { CHART, ensureTools, helm, templateRaw } from './helpers.js';
 import type { Values } from './value-sets.js';
 
 beforeAll(ensureTools);
@@ -149,5 +149,18 @@ describe('good edge values are accepted', () => {
   ])('%s', (_what, values) => {
     const r = templateRaw(values);
     expect(r.status, r.stderr).toBe(0);
+  });
+});
+
+describe('a release name that is no cronsafe job name', () => {
+  // Helm takes a dot in a release name; cronsafe's name does not. The chart said
+  // `config.name "qc.v2-cronsafe": expected ...` of a key the user never set.
+  it('says config.name defaults to it, and to set config.name', () => {
+    const r = helm(['template', 'qc.v2', CHART, '--namespace', 'jobs']);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('config.name is not set, and its default, the release\'s full name "qc.v2-cronsafe", is not a cronsafe job name');
+    expect(r.stderr).toContain('set config.name (e.g. "qc-v2-cronsafe")');
+    const named = helm(['template', 'qc.v2', CHART, '--namespace', 'jobs', '--set', 'config.name=qc-v2']);
+    expect(named.status, named.stderr).toBe(0);
   });
 });

@@ -242,7 +242,12 @@ image.digest, never in the repository, or the chart would render "repo:tag:appVe
 {{- end -}}
 {{- $name := include "cronsafe.configName" . -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- if .Values.config.name -}}
 {{- fail (printf "config.name %q: expected lowercase letters, digits and \"-\", starting and ending with a letter or digit" $name) -}}
+{{- else -}}
+{{- /* A release name may hold a dot (qc.v2), which cronsafe's name may not: said of a key the user never set, it misled. */ -}}
+{{- fail (printf "config.name is not set, and its default, the release's full name %q, is not a cronsafe job name (lowercase letters, digits and \"-\", starting and ending with a letter or digit): set config.name (e.g. %q)" $name (replace "." "-" $name)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
