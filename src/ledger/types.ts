@@ -163,7 +163,8 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * began). Should it be killed before it hands its claims back (a pod whose grace period is
    * shorter than drain.gracePeriodSeconds), the run that reclaims them hands them back
    * uncharged, as the drain would have: the kill came from outside, not from their items.
-   * SQLite only (its reclaim is the next run's, under the run lock); PostgreSQL charges them.
+   * SQLite: the next run's reclaim, under the run lock; PostgreSQL: whoever reclaims them once
+   * their lease expired (a row per pod told to stop, kept while it holds claims).
    */
   recordStopRequested?(owner: string): Promise<void>;
 

@@ -126,7 +126,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // Only after the reclaim, which reads (and clears) the stop of the run before.
     if (ledger.recordStopRequested) {
       const record = ledger.recordStopRequested.bind(ledger);
-      recordStop = () => void record(owner).catch((err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'));
+      recordStop = () =>
+        void record(owner).then(
+          () => log.info('stop recorded in the ledger: if this run is killed before its drain ends, the next one hands its attempts back uncharged'),
+          (err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'),
+        );
     }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier

@@ -120,7 +120,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       const byOutput = committedOutputs(d.outputs);
       const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: byOutput.committed });
       if (n > 0) {
-        d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged');
+        d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged (handed back uncharged if the sibling was killed while it drained)');
       }
       return false;
     }

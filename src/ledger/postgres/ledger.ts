@@ -10,7 +10,7 @@ import { makeDiscover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
-import { recordSourceQuery } from './meta.js';
+import { recordSourceQuery, recordStopQuery } from './meta.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -142,6 +142,9 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   /** Other pods of the pass may be alive: only claims whose lease expired are abandoned. */
   reclaimAbandoned(_owner: string, opts: L.ReclaimOptions): Promise<number> {
     return this.reclaimExpired(opts);
+  }
+  async recordStopRequested(owner: string): Promise<void> {
+    await this.#ex.query('recordStopRequested', recordStopQuery(this.#schema, owner, Date.now()));
   }
   counts(): Promise<L.ItemCounts> {
     return this.#read.counts();

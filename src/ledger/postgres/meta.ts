@@ -4,6 +4,15 @@ import { ident, q, type Query } from './query.js';
 
 export const getMetaQuery = (schema: string, key: string): Query => q(`SELECT value FROM ${ident(schema)}.meta WHERE key = $1`, key);
 
+/**
+ * Ledger.recordStopRequested: one `meta` row per pod told to stop (its owner after the
+ * prefix), kept while it holds claims; the reclaim that takes them back hands them back
+ * uncharged and removes the rows of owners left with none (recover.ts).
+ */
+export const STOP_KEY_PREFIX = 'stop-requested:';
+export const recordStopQuery = (schema: string, owner: string, now: number): Query =>
+  q(`INSERT INTO ${ident(schema)}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, STOP_KEY_PREFIX + owner, String(now));
+
 /** Inserts unless a row exists; a concurrent adopter's row wins (the caller reads it back). */
 export const adoptMetaQuery = (schema: string, key: string, value: string): Query =>
   q(`INSERT INTO ${ident(schema)}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value);

@@ -3,7 +3,8 @@ import { wellFormed } from '../well-formed.js';
 import type { Claim, ReclaimOptions } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';
-import { applyFailures, claimColumns, completeQuery, type HeldFailure } from './finish.js';
+import { applyFailures, claimColumns, completeQuery, releaseQuery, type HeldFailure } from './finish.js';
+import { STOP_KEY_PREFIX } from './meta.js';
 import { ident, q, type Query } from './query.js';
 
 /**
@@ -92,6 +93,27 @@ interface OrphanRow {
   updated_at: number;
 }
 
+/**
+ * Of `owners`, those told to stop (an operator's signal: their drain began) before they
+ * died: their claims were cut from outside, not by their items.
+ */
+const stoppedOwnersQuery = (schema: string, owners: string[]): Query =>
+  q(`SELECT substr(key, ${STOP_KEY_PREFIX.length + 1}) AS owner FROM ${ident(schema)}.meta WHERE key = ANY($1::text[])`, owners.map((o) => STOP_KEY_PREFIX + o));
+
+/**
+ * The stop records of owners that hold no claim any more (reclaimed here, or handed back
+ * by their own drain): nothing is left for them to protect. At each reclaim (a run's start,
+ * and when a pass finds expired claims), so they do not pile up.
+ */
+const forgetStopsQuery = (schema: string): Query => {
+  const s = ident(schema);
+  return q(
+    `DELETE FROM ${s}.meta AS m WHERE left(m.key, ${STOP_KEY_PREFIX.length}) = $1
+  AND NOT EXISTS (SELECT 1 FROM ${s}.items AS i WHERE i.state = 'claimed' AND i.owner = substr(m.key, ${STOP_KEY_PREFIX.length + 1}))`,
+    STOP_KEY_PREFIX,
+  );
+};
+
 /** Crash recovery, lease renewal and dead-letter requeue. */
 export interface RecoverOps {
   reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): Promise<number>;
@@ -115,7 +137,17 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       }
       // completeQuery bumps items_done itself; the rows are locked by `query`.
       if (committed.length > 0) await exec(completeQuery(schema, claimColumns(committed), opts.now));
-      const held: HeldFailure[] = rows.map((r) => ({
+      // A pod killed while it drained (its stop recorded: a grace period shorter than
+      // drain.gracePeriodSeconds) has its claims handed back uncharged, as its drain would
+      // have: charged, a good item in flight at every such eviction was dead-lettered.
+      const owners = [...new Set(rows.map((r) => r.owner))];
+      const stopped = new Set(owners.length > 0 ? (await exec<{ owner: string }>(stoppedOwnersQuery(schema, owners))).map((r) => r.owner) : []);
+      const handBack = rows.filter((r) => stopped.has(r.owner));
+      if (handBack.length > 0) {
+        const claims = handBack.map((r) => ({ id: r.id, owner: r.owner, attempt: r.attempts, charged: r.attempts - r.released }));
+        await exec(releaseQuery(schema, claimColumns(claims), opts.now, 'interrupted: its run was killed while it drained (stopped by a signal); not charged'));
+      }
+      const held: HeldFailure[] = rows.filter((r) => !stopped.has(r.owner)).map((r) => ({
         claim: { id: r.id, owner: r.owner, attempt: r.attempts, charged: r.attempts - r.released },
         released: r.released,
         error: `attempt ${r.attempts} abandoned: ${why}`,
@@ -124,6 +156,7 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       const bump = bumpQuery(schema, bumps);
       if (bump) await exec(bump);
       if (rows.length > 0) await exec(passOfReclaimedQuery(schema, rows.map((r) => r.id)));
+      await exec(forgetStopsQuery(schema));
       return all.length;
     });
 
