@@ -17,7 +17,9 @@ export function configSummary(c: Config): Record<string, unknown> {
     configPath: c.configPath,
     source: c.source,
     handler: {
-      ...(c.handler.command ? { command: c.handler.command.map((arg) => redact(redactUrl(arg))) } : {}),
+      // The known secrets first: redactUrl takes an argument holding a password with a ':'
+      // before an '@' (`--db-password=Zx:4@kq`) for a user and password, and left pieces of it.
+      ...(c.handler.command ? { command: c.handler.command.map((arg) => redactUrl(redact(arg))) } : {}),
       ...(c.handler.module ? { module: c.handler.module } : {}),
       timeoutSeconds: c.handler.timeoutSeconds,
       killAfterSeconds: c.handler.killAfterSeconds,

@@ -497,6 +497,16 @@ describe('secrets', () => {
     expectProblem(minimal('lock: {path: "/x/${1BAD}"}\n'), 'lock.path', `invalid interpolation "\${1BAD}" ${usage}`);
   });
 
+  it('configSummary shows no piece of a known secret in a handler argument, whatever its characters', () => {
+    // The ledger's password, with a ':' before an '@', passed to the handler as well. It was
+    // shown as "--db-password=Zx:***@kq!w9": redactUrl took it for a user and password first.
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [sh, "--db-password=Zx:4@kq!w9", "Zx:4@kq!w9"]}
+state: {postgres: "postgres://app:Zx%3A4%40kq!w9@db/cs"}\n`);
+    const summary = configSummary(loadConfig(file));
+    expect(summary.handler).toMatchObject({ command: ['sh', '--db-password=***', '***'] });
+    expect(JSON.stringify(summary)).not.toMatch(/Zx|kq|w9/);
+  });
+
   it('configSummary shows no secret', () => {
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "{path}"], env: {API_TOKEN: tok-123}}
 state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https://u:pushpw@pg:9091"}\n`);
