@@ -93,6 +93,27 @@ const NO_PASSWORD = /client password must be a (?:non-empty )?string|empty passw
 const NO_PASSWORD_HINT =
   'the server asks for a password and none was given: put it in the URL (postgres://user:password@host/db, percent-encoded), or in PGPASSWORD';
 
+/**
+ * What the driver says when the URL asks for TLS and the server has none. With `sslmode=prefer`
+ * (libpq's default, and what the driver's own warning suggests with `uselibpqcompat=true`) or
+ * `allow`, libpq falls back to an unencrypted connection; the pg driver never does, so a URL
+ * that worked with psql failed every start with this line alone.
+ */
+const NO_TLS = /The server does not support SSL connections/;
+
+/** Why the driver asked for TLS (the URL's last sslmode, its ssl=, else PGSSLMODE), and what to write instead. */
+export function noTlsHint(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  const params = parseUrl(url)?.searchParams;
+  const mode = params?.getAll('sslmode').at(-1);
+  const asked = mode ? `sslmode=${mode}` : params?.has('ssl') ? `ssl=${params.get('ssl') ?? ''}` : env.PGSSLMODE ? `sslmode=${env.PGSSLMODE}, from PGSSLMODE` : 'TLS';
+  const fallback = mode ?? (params?.has('ssl') ? undefined : env.PGSSLMODE);
+  const noFallback =
+    fallback === 'prefer' || fallback === 'allow'
+      ? `; the pg driver, unlike libpq, never falls back to an unencrypted connection (not with uselibpqcompat=true either)`
+      : '';
+  return `the connection asks for TLS (${asked}) and this server offers none${noFallback}: write sslmode=disable in the URL to connect without TLS, or enable TLS on the server`;
+}
+
 /** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
 export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
   const e = err as { message?: unknown; code?: unknown; errors?: unknown };
@@ -103,6 +124,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   }
   const code = typeof e?.code === 'string' ? e.code : undefined;
   if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
+  if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
   return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
 }

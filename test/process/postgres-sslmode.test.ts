@@ -1,0 +1,44 @@
+/**
+ * A URL copied from psql with `sslmode=prefer` (libpq's default), or `allow`, to a server
+ * without TLS (an in-cluster PostgreSQL): libpq falls back to an unencrypted connection,
+ * the pg driver never does, not even with the `uselibpqcompat=true` its own start-up warning
+ * suggests. Every start failed with the driver's "The server does not support SSL
+ * connections" alone; the message now says why and what to write instead.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('a URL that asks for TLS of a server without it', () => {
+  let server: PgServer;
+  let url = '';
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('tls');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('sslmode=prefer or allow (libpq would fall back) and require: exit 1 saying the driver does not fall back and to write sslmode=disable; disable runs', async () => {
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: 'postgres://placeholder/x' } }, { 'a.txt': 'a' });
+    const start = (query: string, cmd = 'run') =>
+      runCli([cmd, '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: `${url.replace('postgres@', 'postgres:Pw4711x@')}?${query}` }, timeoutMs: 20_000 });
+    for (const query of ['sslmode=prefer', 'uselibpqcompat=true&sslmode=prefer', 'sslmode=allow']) {
+      const r = await start(query);
+      expect(r.code, `${query}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain('The server does not support SSL connections');
+      const mode = query.slice(query.lastIndexOf('sslmode='));
+      expect(r.stderr).toContain(`(the connection asks for TLS (${mode}) and this server offers none; the pg driver, unlike libpq, never falls back to an unencrypted connection`);
+      expect(r.stderr).toContain('write sslmode=disable in the URL to connect without TLS, or enable TLS on the server)');
+      expect(r.stderr).not.toContain('Pw4711x');
+    }
+    const strict = await start('sslmode=require', 'status');
+    expect(strict.code).toBe(1);
+    expect(strict.stderr).toContain('(the connection asks for TLS (sslmode=require) and this server offers none: write sslmode=disable');
+    expect(strict.stderr).not.toContain('falls back');
+
+    const plain = await start('sslmode=disable');
+    expect(plain.code, plain.stderr).toBe(0);
+  }, 60_000);
+});
