@@ -56,3 +56,18 @@ describe('the whole state directory removed in the last second of a run', () => 
     expect(r.lines.some((l) => String(l.reason).includes('was removed or replaced during the run'))).toBe(true);
   });
 });
+
+describe('the state directory replaced by a file while the run goes on', () => {
+  // The recheck's stat of the ledger then fails with ENOTDIR, which statSync throws even
+  // with throwIfNoEntry: false: thrown in the recheck's timer, it crashed the run with a
+  // stack trace, exit 1. It is the ledger gone, as a removed directory is: exit 75.
+  it('ends drained (exit 75) saying the ledger was removed, without a stack trace', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    configure(ws, { handler: { command: ['sh', '-c', 'rm -rf "$0" && touch "$0" && sleep 2.5', ws.state] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.stderr).not.toContain('ENOTDIR');
+    expect(r.code, r.stderr).toBe(75);
+    expect(finished(r)?.outcome).toBe('drained');
+    expect(r.lines.some((l) => String(l.reason).includes('was removed or replaced during the run'))).toBe(true);
+  });
+});

@@ -139,7 +139,16 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
   const checkWatched = (): boolean => {
     let gone = false;
     for (const [file, seen] of watched) {
-      const st = statSync(file, { throwIfNoEntry: false });
+      let st: ReturnType<typeof statSync>;
+      try {
+        st = statSync(file, { throwIfNoEntry: false });
+      } catch (err) {
+        // A parent replaced by a file is the ledger gone too (ENOTDIR: statSync throws it,
+        // and thrown here, in the recheck's timer, it crashed the run with a stack trace).
+        // Anything else (EACCES) cannot tell: looked at again at the next recheck.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') continue;
+        st = undefined;
+      }
       if (st && st.dev === seen.dev && st.ino === seen.ino) continue;
       gone = true;
       if (!lost.signal.aborted) {
