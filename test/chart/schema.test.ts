@@ -66,6 +66,7 @@ const BAD: [string, Values, string][] = [
   ['a pod label the chart sets', { podLabels: { 'app.kubernetes.io/component': 'qc' } }, 'podLabels: app.kubernetes.io/component is a label the chart sets itself'],
   ['a common label the chart sets', { commonLabels: { 'app.kubernetes.io/name': 'qc' } }, 'commonLabels: app.kubernetes.io/name is a label the chart sets itself'],
   ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
+  ['a pushgateway URL with the base64 push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job@base64/Y2FwdGlvbnM' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
   ['an unknown config key', { config: { concurrancy: 4 } }, "additional properties 'concurrancy' not allowed"],
   ['an unknown top-level key', { schedul: '* * * * *' }, "additional properties 'schedul' not allowed"],

@@ -221,7 +221,7 @@ none, so a Role bound to it would hand them all the Lease, Events and Job rights
 {{- end -}}
 {{- /* cronsafe adds /metrics/job/<name> to the URL and exits 78 on a URL that has it already
 (the gateway's push URL as its README writes it). */ -}}
-{{- if regexMatch "^https?://[^/]*(/.*)?/metrics/job(/.*)?$" (toString $v.metrics.pushgateway) -}}
+{{- if regexMatch "^https?://[^/]*(/.*)?/metrics/job(@base64)?(/.*)?$" (toString $v.metrics.pushgateway) -}}
 {{- fail "metrics.pushgateway: give the Pushgateway's base URL (http://host:9091, or the route prefix it is served under), without /metrics/job/...: cronsafe adds /metrics/job/<name> itself (cronsafe exits 78)" -}}
 {{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
