@@ -4,6 +4,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * A module handler that plays an empty-directory cleaner once: on item `b.txt` it removes
@@ -111,7 +112,16 @@ describe('an empty-directory cleaner running all the time, and output.directory 
     configure(ws, { handler: { command: [slowCopy(ws.dir, '0.2'), '{path}', '{output}'] } });
     const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await run.waitFor((l) => l.msg === 'item done', 30_000);
-    rmSync(ws.out, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
+    // The run writes into it meanwhile, so one removal can meet a directory that filled again
+    // (ENOTEMPTY on a loaded machine): removed until it is gone.
+    await until(() => {
+      try {
+        rmSync(ws.out, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'output.directory to be removed');
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(1);
     expect(run.lines.some((l) => String((l.err as { message?: string } | undefined)?.message).includes('output.directory'))).toBe(true);
