@@ -6,6 +6,7 @@ import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { assertLedgerFile } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { noAccess } from './unwritable.js';
 
 /** The schema version this cronsafe reads and writes. */
 const KNOWN = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -62,16 +63,8 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
  * said only "unable to open database file". Name the file, its owner and mode instead.
  */
 function refuseUnreadable(file: string): void {
-  try {
-    accessSync(file, constants.R_OK);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EACCES') return;
-    const st = statSync(file);
-    const uid = process.getuid?.();
-    const mode = (st.mode & 0o777).toString(8);
-    if (st.uid === uid) throw new Error(`${file} is not readable by this user (uid ${uid}), its owner: its mode is ${mode}; give its owner read permission (chmod u+r ${file})`, { cause: err });
-    throw new Error(`${file} is not readable by this user (uid ${uid}): it is owned by uid ${st.uid} with mode ${mode}; run this as that user`, { cause: err });
-  }
+  const why = noAccess(file, 'read');
+  if (why !== undefined) throw new Error(`${why.text}; ${why.mine ? `give its owner read permission (chmod u+r ${file})` : 'run this as that user'}`, { cause: why.cause });
 }
 
 /** The size of the regular file `file`; undefined when there is none. */

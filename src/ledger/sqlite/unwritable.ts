@@ -9,7 +9,7 @@ import { LedgerUnwritable } from '../no-ledger.js';
  * (where nothing can be made), is left to the open.
  */
 export function refuseUnwritable(file: string): void {
-  const why = notWritable(file);
+  const why = noAccess(file, 'write');
   if (why !== undefined) throw new LedgerUnwritable(`${why.text}; ${why.mine ? `give its owner write permission (chmod u+w ${file})` : 'run this as that user'}`);
 }
 
@@ -21,27 +21,28 @@ export function refuseUnwritable(file: string): void {
 export function unwritableCompanion(file: string, err: unknown): Error | undefined {
   if (!String((err as { code?: unknown }).code).startsWith('SQLITE_READONLY')) return undefined;
   for (const f of [`${file}-wal`, `${file}-shm`]) {
-    const why = notWritable(f);
+    const why = noAccess(f, 'write');
     if (why !== undefined) return new Error(`${why.text}, so SQLite cannot write the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${f})` : 'give it to this user (chown)'}`, { cause: err });
   }
   return undefined;
 }
 
 /**
- * Why this user may not write `file` (EACCES), naming its owner and mode; undefined when it
- * may, or the file is not there. `mine`: this user owns it (a mode without u+w, as a backup
- * restored read-only leaves it): no other user to run as, nothing to chown.
+ * Why this user may not read or write `file` (EACCES), naming its owner and mode; undefined
+ * when it may, or the file is not there. `mine`: this user owns it (a mode without u+r or
+ * u+w, as a backup restored read-only leaves it): no other user to run as, nothing to chown.
  */
-function notWritable(file: string): { text: string; mine: boolean } | undefined {
+export function noAccess(file: string, want: 'read' | 'write'): { text: string; mine: boolean; cause: unknown } | undefined {
   try {
-    accessSync(file, constants.W_OK);
+    accessSync(file, want === 'read' ? constants.R_OK : constants.W_OK);
     return undefined;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EACCES') return undefined;
     const st = statSync(file);
     const uid = process.getuid?.();
     const mode = (st.mode & 0o777).toString(8);
-    if (st.uid === uid) return { text: `${file} is not writable by this user (uid ${uid}), its owner: its mode is ${mode}`, mine: true };
-    return { text: `${file} is not writable by this user (uid ${uid}): it is owned by uid ${st.uid} with mode ${mode}`, mine: false };
+    const not = `${file} is not ${want === 'read' ? 'readable' : 'writable'} by this user (uid ${uid})`;
+    if (st.uid === uid) return { text: `${not}, its owner: its mode is ${mode}`, mine: true, cause: err };
+    return { text: `${not}: it is owned by uid ${st.uid} with mode ${mode}`, mine: false, cause: err };
   }
 }
