@@ -64,15 +64,23 @@ export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number 
   lines.push('', 'recent runs');
   if (r.recentRuns.length === 0) lines.push('  (none)');
   for (const run of r.recentRuns) {
-    const c = run.counts ?? {};
-    lines.push(
-      `  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} done ${c.succeeded ?? 0}  failed ${c.failed ?? 0}  dead ${c.deadLettered ?? 0}  ${run.runId}`,
-    );
+    lines.push(`  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} ${runCounts(run)}  ${run.runId}`);
   }
   lines.push('', `dead letters${r.items.dead > r.deadLetters.length ? ` (first ${r.deadLetters.length} of ${r.items.dead})` : ''}`);
   if (r.deadLetters.length === 0) lines.push('  (none)');
   for (const d of r.deadLetters) lines.push(`  ${printableId(d.id)}  attempts ${d.attempts}  ${oneLine(d.lastError)}`);
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * A run's counts as it recorded them at its end. A run still going, or one that never
+ * recorded its end (marked `died`), has none: "done 0" would say it did nothing.
+ */
+function runCounts(run: RunRecord): string {
+  if (run.outcome === null) return '(counts when it ends)';
+  if (run.outcome === 'died' && !run.counts) return '(no counts: it never recorded its end)';
+  const c = run.counts ?? {};
+  return `done ${c.succeeded ?? 0}  failed ${c.failed ?? 0}  dead ${c.deadLettered ?? 0}`;
 }
 
 // INVISIBLE (terminal-safe.ts): the characters a terminal does not show.
