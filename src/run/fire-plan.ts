@@ -9,7 +9,7 @@ import type { Config, ScheduleConfig } from '../config/types.js';
 import type { Ledger, RefreshPolicy } from '../ledger/types.js';
 import { identifyFire, missedOccurrences, type Fire } from '../schedule/fire.js';
 import { latestOccurrence, type SchedulePolicy } from '../schedule/occurrences.js';
-import { watchOverruns } from '../schedule/overrun-watch.js';
+import { MAX_OVERRUNS_AT_ONCE, watchOverruns } from '../schedule/overrun-watch.js';
 
 export interface FirePlan {
   fire: Fire | null;
@@ -155,6 +155,11 @@ export async function planFire(
         },
         undefined,
         policy,
+        (from, now) =>
+          log.warn(
+            { from: from.toISOString(), now: now.toISOString(), counted: MAX_OVERRUNS_AT_ONCE },
+            'overrun: more occurrences came due at once than are counted one by one (the wall clock stepped forward?); the rest are not counted',
+          ),
       );
       return () => w.stop();
     },

@@ -27,6 +27,15 @@ export const systemClock: Clock = {
 const MAX_WAIT_MS = 6 * 60 * 60 * 1000;
 
 /**
+ * At most this many overruns are counted at one wake-up. More come due at once only when
+ * the wall clock stepped forward (NTP correcting a board that booted with an old clock, a VM
+ * resumed after days): counted one by one, ten years of `* * * * *` were 5 million log lines
+ * and ledger writes in one synchronous loop, the process deaf to SIGTERM and its Lease
+ * unrenewed for minutes. The rest are not counted: the caller says so once.
+ */
+export const MAX_OVERRUNS_AT_ONCE = 100;
+
+/**
  * Watch occurrences strictly after `after` (the fire, or the last occurrence already
  * recorded in the ledger if later, so that nothing is counted twice).
  */
@@ -36,6 +45,8 @@ export function watchOverruns(
   onOverrun: (occurrence: Date) => void,
   clock: Clock = systemClock,
   policy: SchedulePolicy = 'kubernetes',
+  /** Told when more than MAX_OVERRUNS_AT_ONCE came due at once: those from `from` up to `now` are not counted. */
+  onSkipped?: (from: Date, now: Date) => void,
 ): { stop(): void } {
   const zone = schedule.timeZone ?? defaultTimeZone();
   let handle: unknown;
@@ -49,8 +60,16 @@ export function watchOverruns(
   };
   const tick = (): void => {
     if (stopped) return;
+    let counted = 0;
     while (next && next.getTime() <= clock.now()) {
+      if (counted === MAX_OVERRUNS_AT_ONCE) {
+        const now = new Date(clock.now());
+        onSkipped?.(next, now);
+        next = nextOccurrence(schedule.cron, zone, now, policy);
+        break;
+      }
       onOverrun(next);
+      counted++;
       next = nextOccurrence(schedule.cron, zone, next, policy);
     }
     arm();

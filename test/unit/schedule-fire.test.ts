@@ -135,6 +135,32 @@ describe('watchOverruns', () => {
     expect(yearly).toEqual(['2027-01-01T00:00:00.000Z']);
   });
 
+  it('a wall clock stepped forward a year counts 100 overruns at once, tells the rest in one call, and watches on from the new now', () => {
+    // NTP steps the wall clock; the watch's timer still fires when it was due (monotonic).
+    let wall = Date.parse('2026-06-01T12:00:30Z');
+    let pending: (() => void) | undefined;
+    const clock: Clock = {
+      now: () => wall,
+      setTimeout: (fn) => ((pending = fn), 1),
+      clearTimeout: () => (pending = undefined),
+    };
+    const seen: string[] = [];
+    const skipped: string[][] = [];
+    watchOverruns(sched('*/5 * * * *', { timeZone: 'UTC' }), at('2026-06-01T12:00:00Z'), (d) => seen.push(d.toISOString()), clock, 'kubernetes', (from, now) =>
+      skipped.push([from.toISOString(), now.toISOString()]),
+    );
+    wall += 365 * 24 * 3600_000;
+    pending!();
+    expect(seen).toHaveLength(100);
+    expect(seen[0]).toBe('2026-06-01T12:05:00.000Z');
+    expect(seen[99]).toBe('2026-06-01T20:20:00.000Z');
+    expect(skipped).toEqual([['2026-06-01T20:25:00.000Z', '2027-06-01T12:00:30.000Z']]);
+    wall += 5 * 60_000;
+    pending!();
+    expect(seen.slice(100)).toEqual(['2027-06-01T12:05:00.000Z']);
+    expect(skipped).toHaveLength(1);
+  });
+
   it('follows Kubernetes at fall-back: 30 1 * * * comes due twice that night', () => {
     const clock = manualClock(Date.parse('2026-10-31T06:00:00Z'));
     const seen: string[] = [];
