@@ -107,7 +107,10 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     else kc.loadFromFile(home);
     if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
   } catch (err) {
-    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${coerceError(err).message}` };
+    // The first line only: a YAML error goes on with the lines around the fault (js-yaml's
+    // snippet), which in a kubeconfig are its token, password or client key, and this reason
+    // goes to the log.
+    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${firstLine(coerceError(err).message)}` };
   }
   const identity = podIdentity(env, fsRoot);
   const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;

@@ -3,7 +3,8 @@
  * pods on different nodes would be: different local lock files, one Lease between them.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
@@ -278,6 +279,22 @@ describe('the Kubernetes Lease across processes', () => {
     const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
     expect(warnings).toHaveLength(1);
     expect(String(warnings[0]!.reason)).toContain('HTTP 403');
+    expect(finished(r)?.outcome).toBe('completed');
+  });
+
+  it('a kubeconfig that is not valid YAML: one warning naming the file and the fault, without the lines around it (its token)', async () => {
+    // js-yaml's message goes on with the lines around the fault, which were logged: a broken
+    // kubeconfig put its bearer token into `kubectl logs`.
+    const kubeconfig = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(kubeconfig, 'apiVersion: v1\nkind: Config\nusers:\n- name: fake\n  user:\n    token: s3cr3t-bearer-token\n   bad: [unclosed\n');
+    const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10', KUBECONFIG: kubeconfig }) });
+    expect(r.code, r.stderr).toBe(0);
+    const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
+    expect(warnings).toHaveLength(1);
+    expect(String(warnings[0]!.reason)).toBe(`cannot load Kubernetes credentials from KUBECONFIG=${kubeconfig}: bad indentation of a mapping entry (7:4)`);
+    expect(r.stdout + r.stderr).not.toContain('s3cr3t');
     expect(finished(r)?.outcome).toBe('completed');
   });
 
