@@ -5,20 +5,25 @@ import { readFileSync, writeFileSync } from 'node:fs';
 
 const [input, output] = process.argv.slice(2);
 const text = readFileSync(input, 'latin1');
-const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
+// [line number in the file, text] of each non-blank line (SCC puts a blank line between cues).
+const lines = text
+  .split(/\r?\n/)
+  .map((l, i) => [i + 1, l])
+  .filter(([, l]) => l.trim() !== '');
 const problems = [];
-if (lines[0] !== 'Scenarist_SCC V1.0') problems.push(`missing "Scenarist_SCC V1.0" header (found ${JSON.stringify(lines[0]?.slice(0, 30) ?? '')})`);
+const header = lines[0]?.[1];
+if (header !== 'Scenarist_SCC V1.0') problems.push(`missing "Scenarist_SCC V1.0" header (found ${JSON.stringify(header?.slice(0, 30) ?? '')})`);
 const cue = /^(\d\d):(\d\d):(\d\d)[:;](\d\d)\t([0-9a-f]{4})( [0-9a-f]{4})*$/i;
 let last = -1;
 let cues = 0;
-for (const [n, line] of lines.slice(1).entries()) {
+for (const [no, line] of lines.slice(1)) {
   const m = cue.exec(line);
   if (!m) {
-    problems.push(`line ${n + 2}: not a timecode + hex words: ${JSON.stringify(line.slice(0, 40))}`);
+    problems.push(`line ${no}: not a timecode + hex words: ${JSON.stringify(line.slice(0, 40))}`);
     continue;
   }
   const t = ((+m[1] * 60 + +m[2]) * 60 + +m[3]) * 30 + +m[4];
-  if (t <= last) problems.push(`line ${n + 2}: timecode goes backwards`);
+  if (t <= last) problems.push(`line ${no}: timecode goes backwards`);
   last = t;
   cues++;
 }
