@@ -161,6 +161,22 @@ await build({
   logLevel: 'warning',
 });
 
+// The bin starts node with flags (src/cli.ts's `#!/usr/bin/env -S node ...`), but `env -S` is
+// GNU's: BusyBox env (Alpine's /usr/bin/env) refuses it, so the installed bin would not run
+// there. The built bin is a polyglot instead: /bin/sh runs line 2 (`:`, then exec node with the
+// flags on this file: same pid, so signals reach cronsafe), and JavaScript reads it as a string
+// and a comment. The source map moves down the line it adds.
+{
+  const file = path.join(root, 'dist', 'cli.js');
+  const text = readFileSync(file, 'utf8');
+  const m = /^#!\/usr\/bin\/env -S node((?: --?[\w=.-]+)*)\n/.exec(text);
+  if (!m) throw new Error(`bundle: dist/cli.js does not start with src/cli.ts's #!/usr/bin/env -S node shebang: ${text.split('\n', 1)[0]}`);
+  writeFileSync(file, `#!/bin/sh\n":" //; exec node${m[1]} "$0" "$@"\n${text.slice(m[0].length)}`);
+  const mapFile = `${file}.map`;
+  const map = JSON.parse(readFileSync(mapFile, 'utf8'));
+  map.mappings = `;${map.mappings}`;
+  writeFileSync(mapFile, JSON.stringify(map));
+}
 // Executable, as npm makes a package's bin on install: `./dist/cli.js run` from a checkout
 // runs through its shebang (with the bin's node flags) instead of failing with EACCES.
 chmodSync(path.join(root, 'dist', 'cli.js'), 0o755);

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -23,6 +23,31 @@ describe('node flags', () => {
     expect(argv.slice(node + 1, script)).toEqual(flags);
     // Whoever sets `command:` from what docs/kubernetes.md says the ENTRYPOINT is keeps the flags.
     expect(readFileSync(path.join(ROOT, 'docs/kubernetes.md'), 'utf8')).toContain(`(\`ENTRYPOINT ${JSON.stringify(argv).replaceAll('","', '", "')}\``);
+  });
+
+  it("the built bin needs no `env -S`: it runs where /usr/bin/env is BusyBox's (Alpine, node:*-alpine), with the bin's node flags", () => {
+    // Before: `#!/usr/bin/env -S node --optimize-for-size ...`. The kernel hands env the rest of
+    // the line as one argument, and BusyBox env has no -S: `env: unrecognized option: S`, exit 1,
+    // for every command of an `npm install -g cronsafe` on Alpine.
+    const bin = path.join(ROOT, 'dist/cli.js');
+    const [first = '', second = ''] = readFileSync(bin, 'utf8').split('\n', 2);
+    const m = /^#!\s*(\S+)(?:[ \t]+(.*))?$/.exec(first);
+    expect(m, first).not.toBeNull();
+    const interpreter = m![1]!;
+    const arg = m![2]?.trim();
+    // What the kernel runs: the interpreter with the rest of the line as one argument. No
+    // interpreter in /bin or /usr/bin takes `-S node --flags` as one word but GNU env.
+    expect(arg === undefined || !arg.startsWith('-'), first).toBe(true);
+    // The flags reach node all the same (src/cli.ts's shebang names them; the test above pins them).
+    const flags = /^#!\/usr\/bin\/env -S node(.*)$/.exec(readFileSync(path.join(ROOT, 'src/cli.ts'), 'utf8').split('\n', 1)[0]!)![1]!.trim();
+    expect(`${first}\n${second}`).toContain(`node ${flags} `);
+    // Run it as the kernel would, through BusyBox (Alpine's /bin/sh and /usr/bin/env) where it is installed.
+    const busybox = spawnSync('busybox', ['true']).status === 0;
+    const argv = [...(arg === undefined ? [] : [arg]), bin, '--version'];
+    const r = busybox ? spawnSync('busybox', [path.basename(interpreter), ...argv], { encoding: 'utf8' }) : spawnSync(interpreter, argv, { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe((JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
   });
 
   it('dist/cli.js runs through its shebang straight after `npm run build`, as the bin does once installed', () => {
