@@ -6,11 +6,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { BENCH_DIR, makeTree, writeConfig, CLI } from './lib.mjs';
 
-/** The node options on dist/cli.js's `#!/usr/bin/env -S node ...` line. */
+/**
+ * The node options the bin starts node with: dist/cli.js's `exec node ... "$0" "$@"` line
+ * (a /bin/sh polyglot, scripts/bundle.mjs), or an older build's `#!/usr/bin/env -S node ...`.
+ */
 export function binNodeFlags() {
-  const first = readFileSync(CLI, 'utf8').split('\n', 1)[0];
-  const m = /^#!\/usr\/bin\/env -S node(.*)$/.exec(first);
-  return m ? m[1].trim().split(/\s+/).filter(Boolean) : [];
+  const [first, second = ''] = readFileSync(CLI, 'utf8').split('\n', 2);
+  const m = /^":" \/\/; exec node(.*) "\$0" "\$@"$/.exec(second) ?? /^#!\/usr\/bin\/env -S node(.*)$/.exec(first);
+  if (!m) throw new Error(`bench: cannot read the bin's node flags from the first lines of ${CLI}`);
+  return m[1].trim().split(/\s+/).filter(Boolean);
 }
 
 /** Node flags per variant: what the `cronsafe` bin (and the image) runs, and a plain `node dist/cli.js`. */
