@@ -4,6 +4,7 @@ import { literalGlob, scanSkipsDirectory } from '../globs.js';
 import { isLockFileText, storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
+import { execSizeProblems } from './exec-size.js';
 import { programProblem, scriptProblem } from './program.js';
 import type { Config } from './types.js';
 
@@ -180,6 +181,7 @@ export function checkPaths(file: string, c: Config): void {
     if (problem) problems.push({ key: 'handler.command', message: `cannot run the program: ${problem}` });
     const script = problem ? null : scriptProblem(c.handler.command!, src);
     if (script) problems.push({ key: 'handler.command', message: `cannot run the script: ${script}` });
+    problems.push(...execSizeProblems(c.handler.command!, c.handler.env));
   }
 
   if (c.handler.module !== undefined) {
