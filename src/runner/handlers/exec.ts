@@ -118,6 +118,8 @@ function runChild(
     let exitStatus: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     let stop: Stop | undefined;
     let killTimer: NodeJS.Timeout | undefined;
+    /** When the SIGKILL of killTimer is due (performance.now()). */
+    let killAt = 0;
     let pipeTimer: NodeJS.Timeout | undefined;
     // The runner's drain may grant less than killAfterSeconds (it must be gone before the
     // kubelet's SIGKILL): an abort reason carrying killAfterMs shortens the kill sequence.
@@ -129,6 +131,18 @@ function runChild(
       if (pid === undefined || killTimer) return;
       const pgid = pid;
       signalGroup(pgid, 'SIGTERM');
+      killAt = performance.now() + killAfterMs;
+      killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
+    };
+    // A drain's abort that finds the SIGTERM sent already (the attempt timed out, or the child
+    // exited and what it left in its group is being ended) brings the SIGKILL forward to the
+    // drain's budget: at killAfterSeconds it came after the run gave up on the attempt (handed
+    // back, a success thrown away) or after the drain's last resort ended cronsafe (claims left).
+    const hurryKill = (): void => {
+      if (!killTimer || settled || pid === undefined || performance.now() + killAfterMs >= killAt) return;
+      const pgid = pid;
+      clearTimeout(killTimer);
+      killAt = performance.now() + killAfterMs;
       killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
     };
     // Read what already arrived first (the poll phase runs before setImmediate): after the
@@ -142,10 +156,13 @@ function runChild(
       });
     }, cfg.timeoutSeconds * 1000);
     const onAbort = (): void => {
-      if (exited) return;
-      stop ??= { kind: 'abort', reason: ctx.signal.reason };
       killAfterMs = killBudgetMs(ctx.signal.reason, killAfterMs);
-      terminate();
+      // Exited: judged by its exit status; only what it left in its group is still ended.
+      if (!exited) {
+        stop ??= { kind: 'abort', reason: ctx.signal.reason };
+        terminate();
+      }
+      hurryKill();
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
 
