@@ -7,7 +7,7 @@
  * drain.marginSeconds, was ended by the drain's last resort with its claim left behind. The
  * SIGKILL now comes within the drain's budget, and the attempt counts as its exit status says.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, finished, spawnCli, statusJson, workspace } from '../helpers/cli.js';
@@ -35,19 +35,44 @@ describe('a drain while cronsafe ends what an exited handler left in its group',
     const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
     await run.waitFor((l) => l.msg.startsWith('handler exited but left processes in its group'));
     const leftover = Number(readFileSync(pidFile, 'utf8'));
-    const t0 = Date.now();
     run.child.kill('SIGTERM');
     const { code, signal } = await run.exited;
-    const elapsed = Date.now() - t0;
     expect(signal).toBeNull();
-    // Before: exit 75, "some handlers did not stop in time", the item pending again and its output discarded.
+    // Before: exit 75, "some handlers did not stop in time", the item pending again and its
+    // output discarded; with a shorter margin the drain's last resort ("drain did not end").
     expect(run.stderr()).not.toContain('drain did not end');
     expect(run.lines.some((l) => l.msg.startsWith('drain: some handlers did not stop in time'))).toBe(false);
     expect(code, run.stderr()).toBe(0);
-    expect(elapsed).toBeLessThan(6_000);
     expect(finished({ lines: run.lines })?.counts).toMatchObject({ succeeded: 1, released: 0 });
     expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('done\n');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
     await until(() => ended(leftover), 'the leftover to be gone', 5_000);
+  }, 60_000);
+
+  it('so are its pipes, held by a process that left its group (setsid), given up on within the budget', async () => {
+    const ws = workspace({}, { 'a.txt': 'a' });
+    const pids = path.join(ws.dir, 'pids');
+    const script = path.join(ws.dir, 'holds.sh');
+    // Writes its output and exits 0; a process in a session of its own keeps its stdout open.
+    writeFileSync(script, `#!/bin/sh\necho done > "$1"\nsetsid sh -c 'echo $$ >> "${pids}"; exec sleep 60' &\necho $$ >> "${pids}"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script, '{output}'], killAfterSeconds: 20 }, drain: { gracePeriodSeconds: 6, marginSeconds: 3 } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    const both = (): number[] => (existsSync(pids) ? readFileSync(pids, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number) : []);
+    await until(() => both().length === 2, 'the handler and the holder to start');
+    const [a, b] = both() as [number, number];
+    // The handler has exited (its parent reaps it at once) while the holder keeps its pipes.
+    await until(() => ended(a) || ended(b), 'the handler to exit');
+    const holder = ended(a) ? b : a;
+    try {
+      run.child.kill('SIGTERM');
+      const { code } = await run.exited;
+      expect(run.lines.some((l) => l.msg.startsWith('drain: some handlers did not stop in time'))).toBe(false);
+      expect(code, run.stderr()).toBe(0);
+      expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('done\n');
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    } finally {
+      // It left the group on purpose: cronsafe does not end it (documented), the test does.
+      process.kill(holder, 'SIGKILL');
+    }
   }, 60_000);
 });

@@ -121,6 +121,8 @@ function runChild(
     /** When the SIGKILL of killTimer is due (performance.now()). */
     let killAt = 0;
     let pipeTimer: NodeJS.Timeout | undefined;
+    /** When the pipes are given up on (performance.now()), once the child exited and they did not close; 0 before. */
+    let stopReadingAt = 0;
     // The runner's drain may grant less than killAfterSeconds (it must be gone before the
     // kubelet's SIGKILL): an abort reason carrying killAfterMs shortens the kill sequence.
     let killAfterMs = cfg.killAfterSeconds * 1000;
@@ -155,6 +157,15 @@ function runChild(
         terminate();
       });
     }, cfg.timeoutSeconds * 1000);
+    // Give up on the pipes `ms` from now: 'close' follows, and the attempt settles.
+    const stopReadingIn = (ms: number): void => {
+      clearTimeout(pipeTimer);
+      stopReadingAt = performance.now() + ms;
+      pipeTimer = setTimeout(() => {
+        ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
+        child.stopReading();
+      }, ms);
+    };
     const onAbort = (): void => {
       killAfterMs = killBudgetMs(ctx.signal.reason, killAfterMs);
       // Exited: judged by its exit status; only what it left in its group is still ended.
@@ -163,6 +174,11 @@ function runChild(
         terminate();
       }
       hurryKill();
+      // Exited before, its pipes held by a process that left its group (setsid): they were
+      // given up on after killAfterSeconds + 2 s, past the drain's budget, as the kill was.
+      // Past the SIGKILL of what is left in its group, whose end closes the pipes it holds.
+      const slack = (killTimer ? Math.max(0, killAt - performance.now()) : 0) + ABORTED_PIPE_SLACK_MS;
+      if (stopReadingAt > 0 && !settled && stopReadingAt - performance.now() > slack) stopReadingIn(slack);
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
 
@@ -250,13 +266,8 @@ function runChild(
             ctx.log.warn({ pgid: pid }, 'handler exited but left processes in its group; terminating them');
             terminate();
           }
-          pipeTimer = setTimeout(
-            () => {
-              ctx.log.warn('handler exited but a process outside its group still holds its stdout/stderr; no longer reading');
-              child.stopReading();
-            },
-            Math.max(0, pipeSlackMs - LINGER_CHECK_MS),
-          );
+          // A drain's abort since the exit grants no more than it would have at the exit.
+          stopReadingIn(Math.max(0, (ctx.signal.aborted ? Math.min(ABORTED_PIPE_SLACK_MS, pipeSlackMs) : pipeSlackMs) - LINGER_CHECK_MS));
         }, Math.min(LINGER_CHECK_MS, pipeSlackMs));
       },
       close(code, signal, unread, stderrTail) {
