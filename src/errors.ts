@@ -57,8 +57,16 @@ export class OutputClosed extends EdgeError {
   readonly exitCode = EXIT.FATAL;
   constructor(cause: Error) {
     const code = (cause as NodeJS.ErrnoException).code;
-    super(`output incomplete: stdout was closed before everything was written (${code ?? cause.message})`, { cause });
+    super(`output incomplete: ${whyOutputFailed(code)} (${code ?? cause.message})`, { cause });
   }
+}
+
+/** What a write error on stdout means to the user: a reader gone is not a full disk (`> file` on a full volume). */
+function whyOutputFailed(code: string | undefined): string {
+  if (code === 'ENOSPC' || code === 'EDQUOT') return 'stdout could not be written: no space left on its device';
+  if (code === 'EFBIG') return 'stdout could not be written: the file it goes to reached its size limit';
+  if (code === 'EIO') return 'stdout could not be written: an I/O error on its device';
+  return 'stdout was closed before everything was written';
 }
 
 /** Normalise anything thrown into an Error, once, at the boundary (graphile-worker's coerceError). */
