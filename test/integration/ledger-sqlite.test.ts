@@ -129,10 +129,19 @@ describe('SQLite ledger specifics', () => {
 
   it('rolls a failing migration back entirely and does not record it', () => {
     const db = new Database(':memory:');
+    migrate(db);
     const broken = [...MIGRATIONS, { version: 999, name: 'broken', sql: 'CREATE TABLE x (a); SELECT nope FROM nowhere;' }];
     expect(() => migrate(db, broken)).toThrow(/nowhere/);
     expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'x'").pluck().get()).toBe(0);
     expect(db.prepare('SELECT max(version) FROM schema_migrations').pluck().get()).toBe(MIGRATIONS.at(-1)?.version);
+    db.close();
+  });
+
+  it('makes a new ledger in one transaction: a failing migration leaves no table at all (never a ledger half made)', () => {
+    const db = new Database(':memory:');
+    const broken = [...MIGRATIONS, { version: 999, name: 'broken', sql: 'CREATE TABLE x (a); SELECT nope FROM nowhere;' }];
+    expect(() => migrate(db, broken)).toThrow(/nowhere/);
+    expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get()).toBe(0);
     db.close();
   });
 

@@ -194,7 +194,7 @@ describe('status and dead-letter list only read the ledger', () => {
       for (const args of [['status'], ['dead-letter', 'list']]) {
         const r = await runCli([...args, '-c', ws.configPath]);
         expect(r.code, args.join(' ')).toBe(1);
-        expect(r.stderr).toBe(`cronsafe: state store unavailable (sqlite ${db}): no ledger in ${db} yet: the file is empty (a first run could not write it: a full disk?); the next run creates it\n`);
+        expect(r.stderr).toBe(`cronsafe: state store unavailable (sqlite ${db}): no ledger in ${db} yet: the file is empty (a first run is creating it now, or could not write it: a full disk?); the next run creates it\n`);
       }
       const schedule = await runCli(['schedule', '-c', ws.configPath, '--json']);
       expect(schedule.code, schedule.stderr).toBe(0);

@@ -26,10 +26,11 @@ const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
  */
 export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
   if (!sqliteLedgerFound(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
-  // An empty file is an empty database to SQLite, which the next run makes the ledger: left
-  // by a first run that could not write it (a full disk, no file descriptor left).
+  // An empty file is an empty database to SQLite, which the next run makes the ledger: a
+  // first run's until it writes it (it takes its flock on the file first), or left by one
+  // that could not write it (a full disk, no file descriptor left).
   if (sizeOf(file) === 0 && !sizeOf(`${file}-wal`)) {
-    throw new NoLedgerYet(`no ledger in ${file} yet: the file is empty (a first run could not write it: a full disk?); the next run creates it`);
+    throw new NoLedgerYet(`no ledger in ${file} yet: the file is empty (a first run is creating it now, or could not write it: a full disk?); the next run creates it`);
   }
   refuseUnreadable(file);
   if (!leftBehindUnwritable(file)) {
@@ -94,7 +95,10 @@ function leftBehindUnwritable(file: string): boolean {
 function checkSchema(db: Database.Database, file: string, job: string | undefined): void {
   assertLedgerFile(db);
   const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).get();
-  if (table === undefined) throw new Error(`${file} holds no cronsafe ledger (no schema_migrations table)`);
+  // No table at all (assertLedgerFile refused any other's): an empty database, as a first
+  // run has it until its migrations commit, or leaves it when it could not write them (a full
+  // disk); the next run makes it the ledger. Said to be "no cronsafe ledger", plan exited 1.
+  if (table === undefined) throw new NoLedgerYet(`no ledger in ${file} yet: it holds no tables (a first run is creating it now, or could not write it: a full disk?); the next run creates it`);
   const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
   if (v < KNOWN) {
     throw new LedgerNeedsMigration(
