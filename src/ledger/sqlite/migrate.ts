@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { ConfigError } from '../../errors.js';
+import { lockHolder } from './flock.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
 const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -15,8 +16,23 @@ const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
  * `schema_migrations` (its `name` and `applied_at` columns: Rails and others keep a table of
  * that name too), which the first migration creates before anything else.
  */
-export function assertLedgerFile(db: Database): void {
-  const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name`).pluck().all() as string[];
+export function assertLedgerFile(db: Database, file: string = db.name): void {
+  let tables: string[];
+  try {
+    tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name`).pluck().all() as string[];
+  } catch (err) {
+    // Not SQLite at all (a text file, another job's lock file): SQLite writes nothing to it,
+    // but every run and status failed with exit 1 "file is not a database", naming no key,
+    // while validate said OK.
+    if ((err as { code?: unknown }).code !== 'SQLITE_NOTADB') throw err;
+    const holder = lockHolder(file);
+    const what = holder === null ? 'its first bytes are not an SQLite header' : `it is a run lock file, last held by ${holder}: another job's lock.path?`;
+    throw new ConfigError(
+      `state.sqlite: ${file} is not an SQLite database (${what}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
+      undefined,
+      'state.sqlite',
+    );
+  }
   if (tables.length === 0) return;
   if (tables.includes('schema_migrations')) {
     const columns = new Set((db.prepare(`SELECT name FROM pragma_table_info('schema_migrations')`).pluck().all() as string[]));
@@ -24,7 +40,7 @@ export function assertLedgerFile(db: Database): void {
   }
   const shown = tables.slice(0, 5).map((t) => JSON.stringify(t)).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
   throw new ConfigError(
-    `state.sqlite: ${db.name} is an SQLite database of something else (its tables: ${shown}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
+    `state.sqlite: ${file} is an SQLite database of something else (its tables: ${shown}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
     undefined,
     'state.sqlite',
   );

@@ -93,7 +93,7 @@ function leftBehindUnwritable(file: string): boolean {
 
 /** A reader must not guess at a schema it does not know; say which way the versions differ. */
 function checkSchema(db: Database.Database, file: string, job: string | undefined): void {
-  assertLedgerFile(db);
+  assertLedgerFile(db, file);
   const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).get();
   // No table at all (assertLedgerFile refused any other's): an empty database, as a first
   // run has it until its migrations commit, or leaves it when it could not write them (a full
