@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { literalGlob, scanSkipsDirectory } from '../globs.js';
-import { isLockFileText, storeFiles } from '../ledger/store-files.js';
+import { COMPANION_SUFFIXES, isLockFileText, isSqliteDatabase, storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
 import { execSizeProblems } from './exec-size.js';
@@ -34,6 +34,12 @@ export function checkState(file: string, c: Config): void {
   if (tooLong !== undefined) {
     const what = tooLong === db ? 'the path' : `the path of ${tooLong}, which is kept beside the ledger,`;
     fail(file, [{ key: 'state.sqlite', message: `${what} is too long for the file system (a name over ${NAME_MAX} bytes or a path over ${PATH_MAX - 1}: ENAMETOOLONG); choose a shorter one: ${db}` }]);
+  }
+  // Named as a file of another ledger (`<other>-wal`): each run on that one deletes or
+  // overwrites it (SQLite removes its write-ahead log when the last connection closes).
+  const suffix = db === undefined ? undefined : COMPANION_SUFFIXES.find((x) => db.endsWith(x) && db.length > x.length);
+  if (db !== undefined && suffix !== undefined && isSqliteDatabase(db.slice(0, -suffix.length))) {
+    fail(file, [{ key: 'state.sqlite', message: `${db} is the name of a file kept beside the ledger ${db.slice(0, -suffix.length)} (its ${suffix.slice(1)} file): each run on that ledger would delete or overwrite it; choose another name` }]);
   }
   if (db !== undefined && s && !s.isFile()) {
     fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);

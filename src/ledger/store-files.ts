@@ -1,3 +1,4 @@
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { StateConfig } from '../config/types.js';
 
 /**
@@ -35,3 +36,28 @@ export function parseHolder(line: string): { owner: string; job: string | null }
  * of its lock file never writes into it (sqlite/flock.ts).
  */
 export const isLockFileText = (text: string): boolean => text.trim() === '' || HOLDER_LINE.test(text);
+
+/**
+ * The files SQLite keeps beside a ledger `<db>` under these suffixes: opening the ledger
+ * deletes or overwrites what is there. Another SQLite database at such a path (a ledger
+ * named `<db>-wal`) was deleted by the next run of `<db>`. (The start journal, `-starts`,
+ * refuses what is not one of its own: sqlite/start-journal.ts.)
+ */
+export const COMPANION_SUFFIXES = ['-wal', '-shm', '-journal'] as const;
+
+const SQLITE_HEADER = 'SQLite format 3\0';
+
+/** Whether `file` is a regular file that begins as an SQLite database does; false when missing or unreadable. */
+export function isSqliteDatabase(file: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    if (!fstatSync(fd).isFile()) return false;
+    const buf = Buffer.alloc(SQLITE_HEADER.length);
+    return readSync(fd, buf, 0, buf.length, 0) === buf.length && buf.toString('latin1') === SQLITE_HEADER;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

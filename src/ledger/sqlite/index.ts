@@ -8,6 +8,8 @@ import { openSqliteReadOnly } from './read-only.js';
 import { journalOf } from './start-journal.js';
 import { refuseUnwritable, unwritableCompanion } from './unwritable.js';
 import { makeDirs } from '../../make-dirs.js';
+import { ConfigError } from '../../errors.js';
+import { COMPANION_SUFFIXES, isSqliteDatabase } from '../store-files.js';
 
 export { SqliteLedger } from './ledger.js';
 
@@ -41,6 +43,7 @@ export interface SqliteOpenOptions {
 export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {}): Promise<Ledger> {
   // Status and dead-letter list: no directory, file, migration or pragma write (read-only.ts).
   if (opts.readOnly) {
+    refuseDatabaseCompanions(file);
     const db = openSqliteReadOnly(file, BUSY_TIMEOUT_MS, opts.job);
     db.pragma('cache_size = -4096'); // as below: a scan of a large ledger must not grow the cache to 16 MiB
     return new SqliteLedger(db, journalOf(file));
@@ -48,6 +51,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   if (file !== ':memory:') {
     makeDirs(dirname(file));
     refuseUnwritable(file);
+    refuseDatabaseCompanions(file);
   }
   const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
   try {
@@ -82,5 +86,22 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   } catch (err) {
     db.close();
     throw unwritableCompanion(file, err) ?? err;
+  }
+}
+
+/**
+ * Another SQLite database where SQLite keeps a file beside this ledger (a ledger named
+ * `<file>-wal`, made while this one's log was not there): opening this ledger deleted it
+ * (its write-ahead log is removed at close) or would overwrite it. Refused before SQLite
+ * sees it (exit 78).
+ */
+function refuseDatabaseCompanions(file: string): void {
+  for (const suffix of COMPANION_SUFFIXES) {
+    if (!isSqliteDatabase(`${file}${suffix}`)) continue;
+    throw new ConfigError(
+      `state.sqlite: ${file}${suffix} is an SQLite database (another ledger, named after this one?), not the ${suffix.slice(1)} file SQLite keeps beside ${file}: opening this ledger would delete or overwrite it, so nothing was opened. Give that database another name`,
+      undefined,
+      'state.sqlite',
+    );
   }
 }
