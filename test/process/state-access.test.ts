@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +56,23 @@ describe('SQLite state problems name the store in use and its path (exit 1)', ()
     const r = await asNobody(['run', '-c', ws.configPath]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${path.join(ws.state, 'cronsafe.lock')}: EACCES`);
+  });
+
+  // Its files (the ledger, the lock) still writable: SQLite cannot make the -wal and -shm
+  // beside the ledger, and said only "attempt to write a readonly database" of a writable ledger.
+  it.skipIf(!isRoot)('the state directory made read-only after a run: run names the directory (exit 1), not SQLite\'s "attempt to write a readonly database"', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    chmodSync(ws.dir, 0o755);
+    mkdirSync(ws.state);
+    for (const p of [ws.dir, ws.source, ws.state, path.join(ws.source, 'a.txt'), ws.configPath]) chownSync(p, 65534, 65534);
+    const first = await asNobody(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    chmodSync(ws.state, 0o555);
+    const r = await asNobody(['run', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `cronsafe: state store unavailable (sqlite ${ws.db}): ${ws.state} is not writable by this user (uid 65534), its owner: its mode is 555, so SQLite cannot make ${ws.db}-wal and ${ws.db}-shm beside the ledger; give its owner write permission (chmod u+w ${ws.state})\n`,
+    );
   });
 
   it('the state volume full when a run starts (the chart: outputs and ledger on one PVC): one line naming the ledger, no stack trace', async (ctx) => {

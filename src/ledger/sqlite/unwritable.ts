@@ -1,4 +1,5 @@
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { LedgerUnwritable } from '../no-ledger.js';
 
 /**
@@ -23,6 +24,13 @@ export function unwritableCompanion(file: string, err: unknown): Error | undefin
   for (const f of [`${file}-wal`, `${file}-shm`]) {
     const why = noAccess(f, 'write');
     if (why !== undefined) return new Error(`${why.text}, so SQLite cannot write the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${f})` : 'give it to this user (chown)'}`, { cause: err });
+  }
+  // Neither there, and the directory this user may not write (a state directory made
+  // read-only): SQLite cannot make them, and said only that the (writable) ledger was read-only.
+  const dir = dirname(file);
+  const why = [`${file}-wal`, `${file}-shm`].some((f) => !existsSync(f)) ? notWritable(dir) : undefined;
+  if (why !== undefined) {
+    return new Error(`${why.text}, so SQLite cannot make ${file}-wal and ${file}-shm beside the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${dir})` : 'run this as its owner, or give this user write permission there'}`, { cause: err });
   }
   return undefined;
 }
