@@ -28,7 +28,7 @@ export function unwritableCompanion(file: string, err: unknown): Error | undefin
   // Neither there, and the directory this user may not write (a state directory made
   // read-only): SQLite cannot make them, and said only that the (writable) ledger was read-only.
   const dir = dirname(file);
-  const why = [`${file}-wal`, `${file}-shm`].some((f) => !existsSync(f)) ? notWritable(dir) : undefined;
+  const why = [`${file}-wal`, `${file}-shm`].some((f) => !existsSync(f)) ? noAccess(dir, 'write') : undefined;
   if (why !== undefined) {
     return new Error(`${why.text}, so SQLite cannot make ${file}-wal and ${file}-shm beside the ledger; ${why.mine ? `give its owner write permission (chmod u+w ${dir})` : 'run this as its owner, or give this user write permission there'}`, { cause: err });
   }
