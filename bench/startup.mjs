@@ -71,6 +71,8 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
       const config = await workspace(label ? 'baseline' : 'cli', file);
       return [
         { name: `${label}cronsafe --version`, argv: [...node, file, '--version'] },
+        // As an installed bin runs: the file itself, through its first line (/bin/sh execs node with the flags).
+        ...(label ? [] : [{ name: 'cronsafe --version (the bin itself: dist/cli.js run as a program)', argv: [file, '--version'] }]),
         { name: `${label}cronsafe validate`, argv: [...node, file, 'validate', '-c', config] },
         { name: `${label}cronsafe schedule --json`, argv: [...node, file, 'schedule', '--json', '-c', config] },
         { name: `${label}cronsafe run (lock held: skip)`, argv: [...node, file, 'run', '-c', config], expect: '"skipped-locked"' },
