@@ -61,3 +61,19 @@ export function isSqliteDatabase(file: string): boolean {
     if (fd !== undefined) closeSync(fd);
   }
 }
+
+/** Whether `file` is a regular file whose first 4 KiB hold no NUL byte (text, as no SQLite database is); false when missing or unreadable. */
+export function isTextFile(file: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    if (!fstatSync(fd).isFile()) return false;
+    const buf = Buffer.alloc(4096);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return n > 0 && !buf.subarray(0, n).includes(0);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

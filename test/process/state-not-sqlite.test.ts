@@ -6,7 +6,7 @@
  * It is a config error now, exit 78 naming state.sqlite, as another program's SQLite
  * database already was; the file is left as it is.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { configure, runCli, workspace } from '../helpers/cli.js';
 
@@ -40,5 +40,29 @@ describe('state.sqlite that is not an SQLite database', () => {
       expect(r.stderr).toContain(`state.sqlite: ${ws.configPath} is not an SQLite database (its first bytes are not an SQLite header), not a cronsafe ledger`);
     }
     expect(readFileSync(ws.configPath, 'utf8')).toBe(text);
+  }, 60_000);
+
+  // Its own ledger, its header damaged (a torn write, a disk error): SQLite says "file is not
+  // a database" as for a text file. That is the state store unusable, exit 1 as a damaged page
+  // of it is, never "not a cronsafe ledger ... point state.sqlite at a file of cronsafe's
+  // own", which sent the operator to a new ledger: every item done would be run again.
+  it.each([
+    ['its first bytes overwritten', 0, 'XXXX'],
+    ['its page size field damaged (the SQLite header intact)', 16, '\x00\x03'],
+  ])("this job's own ledger with a damaged header (%s): exit 1, not told it is no ledger", async (_what, at, bytes) => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const fd = openSync(ws.db, 'r+');
+    writeSync(fd, Buffer.from(bytes, 'latin1'), 0, bytes.length, at);
+    closeSync(fd);
+    const damaged = readFileSync(ws.db);
+    for (const args of [['run'], ['status']]) {
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): file is not a database`);
+      expect(r.stderr).not.toContain('not a cronsafe ledger');
+    }
+    expect(readFileSync(ws.db).equals(damaged)).toBe(true);
   }, 60_000);
 });

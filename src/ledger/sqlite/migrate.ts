@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { ConfigError } from '../../errors.js';
+import { isTextFile } from '../store-files.js';
 import { lockHolder } from './flock.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
@@ -26,6 +27,11 @@ export function assertLedgerFile(db: Database, file: string = db.name): void {
     // while validate said OK.
     if ((err as { code?: unknown }).code !== 'SQLITE_NOTADB') throw err;
     const holder = lockHolder(file);
+    // Binary (an SQLite file's first page always holds NUL bytes): as likely this job's own
+    // ledger with a damaged header as anything else. That is the state store unusable, exit 1
+    // as a damaged page of it is; told "not a cronsafe ledger, point state.sqlite at a new
+    // file", an operator started a new ledger, and every item done was run again.
+    if (holder === null && !isTextFile(file)) throw err;
     const what = holder === null ? 'its first bytes are not an SQLite header' : `it is a run lock file, last held by ${holder}: another job's lock.path?`;
     throw new ConfigError(
       `state.sqlite: ${file} is not an SQLite database (${what}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
