@@ -110,7 +110,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     // The first line only: a YAML error goes on with the lines around the fault (js-yaml's
     // snippet), which in a kubeconfig are its token, password or client key, and this reason
     // goes to the log.
-    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${firstLine(coerceError(err).message)}` };
+    return { ok: false, reason: `cannot load Kubernetes credentials from ${source}: ${yamlFault(err) ?? firstLine(coerceError(err).message)}` };
   }
   const identity = podIdentity(env, fsRoot);
   const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
@@ -198,3 +198,16 @@ function statusMessage(body: unknown): string | undefined {
 }
 
 const firstLine = (s: string | undefined) => (s ?? '').split('\n')[0] ?? '';
+
+/**
+ * A js-yaml error as `<reason> (line:column)`, its reason left out when it quotes the file
+ * (an alias's name, a tag: `unidentified alias "..."`, `unknown scalar tag !<...>`), which in a
+ * kubeconfig is a value written unquoted, a password or token starting with `*` or `!`. Only
+ * plain words are kept (`bad indentation of a mapping entry`). Undefined for another error.
+ */
+function yamlFault(err: unknown): string | undefined {
+  const e = err as { name?: unknown; reason?: unknown; mark?: { line?: unknown; column?: unknown } } | null;
+  if (e?.name !== 'YAMLException' || typeof e.mark?.line !== 'number' || typeof e.mark.column !== 'number') return undefined;
+  const reason = typeof e.reason === 'string' && /^[a-z][a-z ,;-]*$/i.test(e.reason) ? e.reason : 'not valid YAML';
+  return `${reason} (${e.mark.line + 1}:${e.mark.column + 1})`;
+}

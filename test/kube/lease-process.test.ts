@@ -298,6 +298,25 @@ describe('the Kubernetes Lease across processes', () => {
     expect(finished(r)?.outcome).toBe('completed');
   });
 
+  // The first line of js-yaml's message names what it could not read: an alias's name or a
+  // tag, which in a kubeconfig is a value written unquoted, a password starting with `*` or `!`.
+  it.each([
+    ['an alias', 'token: *s3cr3t-bearer-token', 'not valid YAML (6:13)'],
+    ['a tag', 'password: !s3cr3t-password', 'not valid YAML (6:15)'],
+  ])('a kubeconfig whose fault is %s made of a secret: the warning gives its place, not the secret', async (_what, line, fault) => {
+    const kubeconfig = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(kubeconfig, `apiVersion: v1\nkind: Config\nusers:\n- name: fake\n  user:\n    ${line}\n`);
+    const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10', KUBECONFIG: kubeconfig }) });
+    expect(r.code, r.stderr).toBe(0);
+    const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
+    expect(warnings).toHaveLength(1);
+    expect(String(warnings[0]!.reason)).toBe(`cannot load Kubernetes credentials from KUBECONFIG=${kubeconfig}: ${fault}`);
+    expect(r.stdout + r.stderr).not.toContain('s3cr3t');
+    expect(finished(r)?.outcome).toBe('completed');
+  });
+
   it('dead letters become Events naming the item (the id never becomes a metric label)', async () => {
     const fail = [process.execPath, path.join(FIXTURES, 'process/fail-exec.mjs'), '{id}'];
     const ws = workspace({ handler: { command: fail }, retry: { maxAttempts: 1, backoffSeconds: 0, backoffMaxSeconds: 0 }, events: { enabled: true } }, { 'bad-1.scc': 'x', 'bad-2.scc': 'y' });
