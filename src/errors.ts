@@ -63,7 +63,8 @@ export class OutputClosed extends EdgeError {
 
 /** What a write error on stdout means to the user: a reader gone is not a full disk (`> file` on a full volume). */
 function whyOutputFailed(code: string | undefined): string {
-  if (code === 'ENOSPC' || code === 'EDQUOT') return 'stdout could not be written: no space left on its device';
+  if (code === 'ENOSPC') return 'stdout could not be written: no space left on its device';
+  if (code === 'EDQUOT') return "stdout could not be written: this user's disk quota is used up";
   if (code === 'EFBIG') return 'stdout could not be written: the file it goes to reached its size limit';
   if (code === 'EIO') return 'stdout could not be written: an I/O error on its device';
   return 'stdout was closed before everything was written';
