@@ -4,8 +4,8 @@ import { PATH_MAX } from './item-id.js';
 
 /**
  * Why an item's output cannot be written where its id puts it: a directory on the way is
- * a symbolic link (writing through it would leave output.directory) or not a directory,
- * or the output's own name is taken by a directory. The lexical check of the id cannot
+ * a symbolic link (writing through it would leave output.directory), not a directory, or
+ * another user's, or the output's own name is taken by a directory. The lexical check of the id cannot
  * see links, so the directories below output.directory are looked at with lstat, one
  * level at a time, and created the same way (a recursive mkdir would follow a link).
  */
@@ -23,9 +23,19 @@ function parentsBelow(root: string, final: string): string[] {
   return out;
 }
 
-function problemAt(dir: string, st: import('node:fs').Stats): string | null {
+function problemAt(dir: string, st: import('node:fs').Stats, trustedUid: number | undefined): string | null {
   if (st.isSymbolicLink()) return `${dir} is a symbolic link; cronsafe never writes outputs through links (they could lead outside output.directory)`;
   if (!st.isDirectory()) return `${dir} is in the way: it is not a directory`;
+  // Its owner may swap what is in it for a link at any instant, between our lstat of a
+  // directory below it and the rename through it (Node has no renameat): another user who
+  // may write in output.directory (a shared, sticky one) made `<out>/sub` before cronsafe
+  // did, and cronsafe, run as root, renamed outputs into a directory of root's outside
+  // output.directory. Trusted: cronsafe's user, root, and output.directory's owner (as for
+  // cronsafe's own directories, own-dir.ts).
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid && st.uid !== 0 && st.uid !== trustedUid) {
+    return `${dir} is owned by uid ${st.uid}, another user (not cronsafe's, output.directory's owner or root), who could swap what is in it for a link; cronsafe never writes outputs into another user's directory`;
+  }
   return null;
 }
 
@@ -33,7 +43,7 @@ function problemAt(dir: string, st: import('node:fs').Stats): string | null {
  * The problem with writing `final` (below `root`), or null. Reads only: missing
  * directories are fine (commit creates them). The pass can ask before running a handler.
  */
-export function outputPathProblem(root: string, final: string): string | null {
+export function outputPathProblem(root: string, final: string, trustedUid?: number): string | null {
   // Past PATH_MAX no call can reach it (the lstat below would throw ENAMETOOLONG).
   if (final.length * 3 >= PATH_MAX && Buffer.byteLength(final) >= PATH_MAX) {
     return `the output path is ${Buffer.byteLength(final)} bytes, longer than Linux allows (PATH_MAX, ${PATH_MAX} with its NUL): ${final.slice(0, 200)}...`;
@@ -41,7 +51,7 @@ export function outputPathProblem(root: string, final: string): string | null {
   for (const dir of parentsBelow(root, final)) {
     const st = lstatSync(dir, { throwIfNoEntry: false });
     if (st === undefined) return null;
-    const problem = problemAt(dir, st);
+    const problem = problemAt(dir, st, trustedUid);
     if (problem) return problem;
   }
   const st = lstatSync(final, { throwIfNoEntry: false });
@@ -49,8 +59,11 @@ export function outputPathProblem(root: string, final: string): string | null {
   return null;
 }
 
-/** Create the directories between `root` and `final`, refusing links and non-directories (OutputPathError). */
-export function makeOutputParents(root: string, final: string): void {
+/**
+ * Create the directories between `root` and `final`, refusing links, non-directories and
+ * other users' directories (OutputPathError). `trustedUid`: output.directory's owner.
+ */
+export function makeOutputParents(root: string, final: string, trustedUid?: number): void {
   for (const dir of parentsBelow(root, final)) {
     let st = lstatSync(dir, { throwIfNoEntry: false });
     if (st === undefined) {
@@ -62,7 +75,7 @@ export function makeOutputParents(root: string, final: string): void {
         st = lstatSync(dir);
       }
     }
-    const problem = problemAt(dir, st);
+    const problem = problemAt(dir, st, trustedUid);
     if (problem) throw new OutputPathError(problem);
   }
 }

@@ -325,7 +325,7 @@ export class OutputStore {
    * may ask before it runs the handler, and commit refuses the same (OutputPathError).
    */
   outputProblem(id: string): string | null {
-    return outputPathProblem(this.dir, this.finalPathFor(id));
+    return outputPathProblem(this.dir, this.finalPathFor(id), this.#dirUid);
   }
 
   /**
@@ -380,7 +380,7 @@ export class OutputStore {
   async #renameIntoPlace(tempPath: string, final: string): Promise<void> {
     for (let tries = 1; ; tries++) {
       // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
-      makeOutputParents(this.dir, final);
+      makeOutputParents(this.dir, final, this.#dirUid);
       try {
         await rename(tempPath, final);
         return;
