@@ -312,10 +312,28 @@ export class OutputStore {
       if (this.#nestedOutputDir(final)) return false;
       const stat = lstatSync(final, { throwIfNoEntry: false });
       this.#realBirthTimes ??= realBirthTimes([this.dir, path.dirname(this.dir), process.execPath]);
-      // No birth time reads as 0 (NFS).
-      return this.#realBirthTimes && stat !== undefined && stat.isFile() && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt - BIRTH_CLOCK_SLACK_MS;
+      // No birth time reads as 0 (NFS). Another user's file is not the one commit renamed (the
+      // handler's, made as cronsafe's user): in a shared, sticky output.directory, one planted
+      // at `<id>.out` while the item was claimed passed for its committed output after a crash,
+      // and the item was done without its handler ever finishing.
+      return this.#realBirthTimes && stat !== undefined && stat.isFile() && this.#trustedOwner(stat.uid) && stat.birthtimeMs > 0 && stat.birthtimeMs >= claimedAt - BIRTH_CLOCK_SLACK_MS;
     } catch {
       return false;
+    }
+  }
+
+  /** cronsafe's user, root, or output.directory's owner (as for the directories on an output's way). */
+  #trustedOwner(uid: number): boolean {
+    const me = process.getuid?.();
+    return me === undefined || uid === me || uid === 0 || uid === this.#outOwner();
+  }
+
+  /** output.directory's owner: as prepare() found it, or now (crash recovery asks before prepare). */
+  #outOwner(): number | undefined {
+    try {
+      return this.#dirUid ?? statSync(this.dir, { throwIfNoEntry: false })?.uid;
+    } catch {
+      return undefined;
     }
   }
 
@@ -325,7 +343,7 @@ export class OutputStore {
    * may ask before it runs the handler, and commit refuses the same (OutputPathError).
    */
   outputProblem(id: string): string | null {
-    return outputPathProblem(this.dir, this.finalPathFor(id), this.#dirUid);
+    return outputPathProblem(this.dir, this.finalPathFor(id), this.#outOwner());
   }
 
   /**

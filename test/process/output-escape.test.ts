@@ -1,11 +1,14 @@
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { FIXTURES, runCli, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { invocations, killTree } from '../helpers/proc.js';
 import { NOBODY } from '../helpers/users.js';
+import { until } from '../helpers/wait.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
+const HELD_COPY = path.join(FIXTURES, 'process/held-copy.sh');
 
 describe('outputs never leave output.directory', () => {
   it('through a symlinked subdirectory: the output is refused, nothing lands in the link target', async () => {
@@ -60,5 +63,33 @@ describe.skipIf(process.getuid?.() !== 0)('outputs never go into another user\'s
     } finally {
       await ledger.close();
     }
+  });
+});
+
+describe.skipIf(process.getuid?.() !== 0)('another user\'s file at <id>.out is never taken for a committed output', () => {
+  it('planted while the item was claimed, then the run killed: the item is run again, not done by that file', async () => {
+    const ws = workspace({}, { 'x.txt': 'the real payload\n' });
+    const log = path.join(ws.dir, 'invocations.log');
+    configure(ws, { handler: { command: ['/bin/sh', HELD_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, HOLD_ID: 'x.txt', HOLD_DIR: ws.dir } } });
+    mkdirSync(ws.out);
+    chmodSync(ws.out, 0o1777); // shared: other users may make files in it
+    const run = spawnCli(['run', '-c', ws.configPath]);
+    await until(() => existsSync(path.join(ws.dir, 'held')), 'x.txt claimed and running');
+    // Another user puts their own file where the output goes, after the claim, and the run
+    // dies (SIGKILL, OOM) before the attempt ends.
+    const planted = path.join(ws.out, 'x.txt.out');
+    writeFileSync(planted, 'planted by another user\n');
+    chownSync(planted, NOBODY, NOBODY);
+    killTree(run.child.pid!);
+    await run.exited;
+    writeFileSync(path.join(ws.dir, 'release'), '');
+
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    // Before: `"doneByOutput":1`, the item done by the planted file, its handler never finished.
+    expect(r.stdout).not.toMatch(/"doneByOutput":1/);
+    expect(invocations(log).get('x.txt')).toBe(2);
+    expect(readFileSync(planted, 'utf8')).toBe('the real payload\n');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   });
 });
