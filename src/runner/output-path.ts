@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { PATH_MAX } from './item-id.js';
 
@@ -56,7 +56,25 @@ export function outputPathProblem(root: string, final: string, trustedUid?: numb
   }
   const st = lstatSync(final, { throwIfNoEntry: false });
   if (st?.isDirectory()) return `${final} is a directory`;
+  if (st !== undefined && stickyRefuses(final, st.uid)) {
+    return `${final} is another user's file (uid ${st.uid}) in a sticky directory (mode +t), which cronsafe's user (uid ${process.getuid?.()}) may not replace`;
+  }
   return null;
+}
+
+/**
+ * Whether a rename over `final`, a file owned by `owner`, is refused by its directory's sticky
+ * bit (EPERM): another user's file in a shared output directory (mode 1777) that is neither
+ * ours nor in a directory of ours. The rename of the item's output failed at every run, the
+ * pass stopped (exit 1) at that item before the rest, and the message blamed the directory's
+ * write permission. Root (CAP_FOWNER) may replace it.
+ */
+function stickyRefuses(final: string, owner: number): boolean {
+  const me = process.getuid?.();
+  if (me === undefined || me === 0 || owner === me) return false;
+  const dir = statSync(path.dirname(final), { throwIfNoEntry: false });
+  // 0o1000: S_ISVTX, which Node does not export.
+  return dir !== undefined && (dir.mode & 0o1000) !== 0 && dir.uid !== me;
 }
 
 /**
