@@ -120,7 +120,8 @@ export interface Settlement {
   complete: Claim[];
   /** Failures, each with the retry policy it is judged by (an unsafe id is dead at once). */
   fail: Array<{ claim: Claim; error: string; retry: RetryPolicy }>;
-  release: Array<{ claim: Claim; reason: string }>;
+  /** `unstarted`: its handler never started (Ledger.release). */
+  release: Array<{ claim: Claim; reason: string; unstarted?: boolean }>;
   /** Attempts whose item file is gone (deleted after the scan): dropped from the ledger. */
   gone: Claim[];
 }

@@ -20,8 +20,8 @@ export async function settleInSteps(
     idx.forEach((i, k) => (fail[i] = outs[k]!));
   }
   const release = new Array<FenceOutcome>(s.release.length);
-  for (const [reason, idx] of groupIndexes(s.release, (r) => r.reason)) {
-    const outs = await ledger.release(idx.map((i) => s.release[i]!.claim), now, reason);
+  for (const [key, idx] of groupIndexes(s.release, (r) => `${r.unstarted === true ? 'u' : 's'}${r.reason}`)) {
+    const outs = await ledger.release(idx.map((i) => s.release[i]!.claim), now, key.slice(1), key.startsWith('u'));
     idx.forEach((i, k) => (release[i] = outs[k]!));
   }
   const gone = await ledger.forget(s.gone, now);

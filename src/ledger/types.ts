@@ -130,8 +130,12 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    */
   forgetUnseen(passId: string): Promise<number>;
 
-  /** claimed -> pending, attempt not charged (drain hand-back); fenced. */
-  release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+  /**
+   * claimed -> pending, attempt not charged (drain hand-back); fenced. `unstarted`: the
+   * claims' handlers never started (a stop came while the claim was being written), so the
+   * claim is undone: no attempt is counted and the last error is kept.
+   */
+  release(claims: Claim[], now: number, reason: string, unstarted?: boolean): Promise<FenceOutcome[]>;
 
   /**
    * Write finished attempts' results (fenced, exactly as complete / fail / release do),

@@ -181,10 +181,11 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       }
     }
     if (drain.stopping.aborted) {
-      // The stop came while we were claiming: these never started.
+      // The stop came while we were claiming: these never started, so the claim is undone
+      // (no attempt counted: `attempts` is the handler starts).
       for (const c of claims) {
         held.set(c.id, c);
-        results.release(c, 'handed back unstarted: run stopping');
+        results.release(c, 'handed back unstarted: run stopping', true);
       }
       return false;
     }

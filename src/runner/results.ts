@@ -84,8 +84,9 @@ export class ResultBatcher {
     this.added();
   }
 
-  release(claim: Claim, reason: string): void {
-    this.pending.release.push({ claim, reason });
+  /** `unstarted`: its handler never started (Ledger.release undoes the claim). */
+  release(claim: Claim, reason: string, unstarted = false): void {
+    this.pending.release.push({ claim, reason, unstarted });
     this.added();
   }
 

@@ -126,5 +126,15 @@ export function transitionsContract(use: UseLedger): void {
       expect(await use().release([stale], T0, 'late')).toMatchObject([{ result: 'fenced' }]);
       expect(await use().get('a')).toMatchObject({ state: 'claimed', attempts: current.attempt, released: 1 });
     });
+
+    it('unstarted (a stop met the claim in flight): undoes the claim, counting no attempt and keeping the last error', async () => {
+      const first = await claimOne(use(), 'a');
+      await use().fail([{ claim: first, error: 'boom' }], failOpts());
+      const claim = await claimOne(use(), 'a', { now: T0 + 60_000 });
+      expect(claim).toMatchObject({ attempt: 2 });
+      expect(await use().release([claim], T0 + 60_001, 'handed back unstarted', true)).toMatchObject([{ id: 'a', result: 'applied', state: 'pending' }]);
+      expect(await use().get('a')).toMatchObject({ state: 'pending', attempts: 1, released: 0, lastError: 'boom', owner: null });
+      expect(await claimOne(use(), 'a', { now: T0 + 60_002 })).toMatchObject({ attempt: 2, charged: 2 });
+    });
   });
 }

@@ -77,26 +77,49 @@ export const completeQuery = (schema: string, c: ClaimColumns, now: number): Que
   q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5'), c.ids, c.owners, c.attempts, now, c.ids.length);
 
 /**
- * The interrupted attempt is handed back (released + 1), so it is not charged. A suspect's
- * keeps its 'abandoned' last error (suspect.ts): the hand-back changed nothing about it.
+ * A claim whose handler never started (a stop came while it was being written) is undone:
+ * the attempt it counted is taken back, the last error kept, as SQLite's UNCLAIM_SQL.
  */
-export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string): Query =>
+const unclaimQuery = (schema: string, c: ClaimColumns, now: number): Query =>
   q(
     fencedWrite(
       schema,
       `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
-    released = i.released + 1, available_at = $4, last_error = ${handBackError('i', '$5')}, updated_at = $4
+    attempts = i.attempts - 1, updated_at = $4
   FROM ${CLAIMS} WHERE ${GUARD}`,
       'items_released',
-      '$6',
+      '$5',
     ),
     c.ids,
     c.owners,
     c.attempts,
     now,
-    pgText(reason),
     c.ids.length,
   );
+
+/**
+ * The interrupted attempt is handed back (released + 1), so it is not charged. A suspect's
+ * keeps its 'abandoned' last error (suspect.ts): the hand-back changed nothing about it.
+ */
+export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string, unstarted = false): Query =>
+  unstarted
+    ? unclaimQuery(schema, c, now)
+    : q(
+        fencedWrite(
+          schema,
+          `UPDATE ${ident(schema)}.items AS i SET state = 'pending', owner = NULL, lease_until = NULL,
+    released = i.released + 1, available_at = $4, last_error = ${handBackError('i', '$5')}, updated_at = $4
+  FROM ${CLAIMS} WHERE ${GUARD}`,
+          'items_released',
+          '$6',
+        ),
+        c.ids,
+        c.owners,
+        c.attempts,
+        now,
+        pgText(reason),
+        c.ids.length,
+      );
 
 /** The item's file is gone: the row goes, so a file that comes back is new again. */
 export const forgetQuery = (schema: string, c: ClaimColumns): Query =>
@@ -178,7 +201,7 @@ export async function applyFailures(exec: Exec, schema: string, held: HeldFailur
 export interface FinishOps {
   complete(claims: Claim[], now: number): Promise<FenceOutcome[]>;
   fail(failures: Failure[], opts: FailOptions): Promise<FenceOutcome[]>;
-  release(claims: Claim[], now: number, reason: string): Promise<FenceOutcome[]>;
+  release(claims: Claim[], now: number, reason: string, unstarted?: boolean): Promise<FenceOutcome[]>;
   forget(claims: Claim[], now: number): Promise<FenceOutcome[]>;
 }
 
@@ -265,10 +288,10 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
     complete: (claims, now) =>
       guarded('complete', (c) => completeQuery(schema, c, now), (c) => ({ id: c.id, result: 'applied', state: 'done' }))(claims),
 
-    release: (claims, now, reason) =>
+    release: (claims, now, reason, unstarted) =>
       guarded(
         'release',
-        (c) => releaseQuery(schema, c, now, reason),
+        (c) => releaseQuery(schema, c, now, reason, unstarted),
         (c) => ({ id: c.id, result: 'applied', state: 'pending', availableAt: now }),
       )(claims),
 

@@ -115,8 +115,8 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   fail(failures: L.Failure[], opts: L.FailOptions): Promise<L.FenceOutcome[]> {
     return this.#finish.fail(failures, opts);
   }
-  release(claims: L.Claim[], now: number, reason: string): Promise<L.FenceOutcome[]> {
-    return this.#finish.release(claims, now, reason);
+  release(claims: L.Claim[], now: number, reason: string, unstarted?: boolean): Promise<L.FenceOutcome[]> {
+    return this.#finish.release(claims, now, reason, unstarted);
   }
   /** Extends every claim `owner` holds (a heartbeat; see renewQuery), returns the `ids` it no longer holds. */
   renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {

@@ -80,6 +80,14 @@ UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, released =
   last_error = CASE WHEN ${CLAIMED_SUSPECT} THEN last_error ELSE @reason END
 WHERE ${GUARD}`;
 
+/**
+ * A claim whose handler never started (a stop came while it was being written) is undone:
+ * the attempt it counted is taken back, the last error kept. Not a hand-back: no attempt ran.
+ */
+export const UNCLAIM_SQL = `
+UPDATE items SET state = 'pending', owner = NULL, lease_until = NULL, attempts = attempts - 1, updated_at = @now
+WHERE ${GUARD}`;
+
 /** The item's file is gone: the row goes, so a file that comes back is new again. */
 export const FORGET_SQL = `DELETE FROM items WHERE ${GUARD}`;
 
@@ -91,7 +99,7 @@ export interface FinishOps {
   /** Pending items the pass `passId` did not see are gone (counted); returns how many. */
   forgetUnseen(passId: string): number;
   fail(failures: Failure[], opts: FailOptions): FenceOutcome[];
-  release(claims: Claim[], now: number, reason: string): FenceOutcome[];
+  release(claims: Claim[], now: number, reason: string, unstarted?: boolean): FenceOutcome[];
   /**
    * One failed attempt (pending with backoff, or dead), counted in the totals.
    * Must run inside the caller's transaction; reclaimOrphans and settle reuse it.
@@ -105,7 +113,7 @@ export interface FinishOps {
    */
   startAndCompleteIn(records: { id: string; attempt: number; at: number; rowid?: number; doneAt: number }[]): Set<string>;
   /** One hand-back, inside the caller's transaction. */
-  releaseOne(claim: Claim, now: number, reason: string): FenceOutcome;
+  releaseOne(claim: Claim, now: number, reason: string, unstarted?: boolean): FenceOutcome;
   forget(claims: Claim[], now: number): FenceOutcome[];
   /** One forget, inside the caller's transaction. */
   forgetOne(claim: Claim): FenceOutcome;
@@ -128,6 +136,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const toPending = db.prepare(FAIL_TO_PENDING_SQL);
   const toDead = db.prepare(FAIL_TO_DEAD_SQL);
   const release = db.prepare(RELEASE_SQL);
+  const unclaim = db.prepare(UNCLAIM_SQL);
   const holder = db.prepare(HOLDER_SQL);
   const forget = db.prepare(FORGET_SQL);
 
@@ -189,8 +198,8 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
     failures.map((f) => failOne(f.claim, f.error, opts)),
   );
 
-  const releaseOne = (c: Claim, now: number, reason: string): FenceOutcome => {
-    if (release.run({ ...guard(c), now, reason }).changes === 0) return fenced(c);
+  const releaseOne = (c: Claim, now: number, reason: string, unstarted = false): FenceOutcome => {
+    if ((unstarted ? unclaim.run({ ...guard(c), now }) : release.run({ ...guard(c), now, reason })).changes === 0) return fenced(c);
     counters.bump('items_released', 1);
     return { id: c.id, result: 'applied', state: 'pending', availableAt: now };
   };
@@ -201,15 +210,15 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   };
   const forgetTx = db.transaction((claims: Claim[]): FenceOutcome[] => claims.map(forgetOne));
 
-  const releaseTx = db.transaction((claims: Claim[], now: number, reason: string): FenceOutcome[] =>
-    claims.map((c) => releaseOne(c, now, reason)),
+  const releaseTx = db.transaction((claims: Claim[], now: number, reason: string, unstarted: boolean): FenceOutcome[] =>
+    claims.map((c) => releaseOne(c, now, reason, unstarted)),
   );
 
   return {
     complete: (claims, now) => (claims.length === 0 ? [] : completeTx.immediate(claims, now)),
     forgetUnseen: (passId) => forgetUnseenTx.immediate(passId),
     fail: (failures, opts) => (failures.length === 0 ? [] : failTx.immediate(failures, opts)),
-    release: (claims, now, reason) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason)),
+    release: (claims, now, reason, unstarted = false) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason, unstarted)),
     failOne,
     completeIn,
     startAndCompleteIn,

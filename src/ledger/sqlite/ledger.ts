@@ -80,7 +80,7 @@ export class SqliteLedger implements L.Ledger {
     this.#settle = db.transaction((s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => ({
       complete: finish.completeIn(s.complete, now),
       fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
-      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason)),
+      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason, r.unstarted)),
       gone: s.gone.map((c) => finish.forgetOne(c)),
       claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
     })).immediate;
@@ -121,8 +121,8 @@ export class SqliteLedger implements L.Ledger {
   async fail(failures: L.Failure[], opts: L.FailOptions): Promise<L.FenceOutcome[]> {
     return this.#written(() => this.#finish.fail(failures, opts), () => []);
   }
-  async release(claims: L.Claim[], now: number, reason: string): Promise<L.FenceOutcome[]> {
-    return this.#written(() => this.#finish.release(claims, now, reason), () => []);
+  async release(claims: L.Claim[], now: number, reason: string, unstarted?: boolean): Promise<L.FenceOutcome[]> {
+    return this.#written(() => this.#finish.release(claims, now, reason, unstarted), () => []);
   }
   async forget(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
     return this.#written(() => this.#finish.forget(claims, now), () => []);
