@@ -21,6 +21,12 @@ export interface RunLock {
    */
   readonly passStartedAt?: number;
   /**
+   * PostgreSQL, when this run started the pass (not joined): when it took the pass lock
+   * exclusively (epoch ms). Every run that started, or last beat, before then is dead (its
+   * lock session was gone); a run after it may be a sibling that joined this pass since.
+   */
+  readonly startedPassAt?: number;
+  /**
    * Called once the run's ledger is open. SQLite: from then on a ledger file removed or
    * replaced under the run (its state directory deleted) aborts `lost`. Absent on PostgreSQL.
    */

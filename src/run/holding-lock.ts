@@ -133,9 +133,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
         );
     }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
-    // hold the lock and none beats; PostgreSQL, we started the pass alone (every earlier
-    // pod's lock session is gone), or, joining one, those silent for longer than a lease.
-    const silentSince = ledger.shared && joined ? startedAt - config.lease.seconds * 1000 : Number.MAX_SAFE_INTEGER;
+    // hold the lock and none beats; PostgreSQL, we started the pass (every pod's lock session
+    // from before it is gone: not the siblings that joined since, which may have recorded
+    // their start already), or, joining one, those silent for longer than a lease.
+    const silentSince = !ledger.shared ? Number.MAX_SAFE_INTEGER : joined ? startedAt - config.lease.seconds * 1000 : (lock.startedPassAt ?? startedAt - config.lease.seconds * 1000);
     const died = await writing('cannot mark the runs that died', ledger.markRunsDied(silentSince));
     if (died.length > 0) log.warn({ runs: died }, "marked runs that never finished as 'died' (their process is gone)");
 

@@ -95,12 +95,14 @@ export interface PostgresRunLock {
   readonly joined: boolean;
   /** When joined: when the run that started the pass started (RunLock.passStartedAt). */
   readonly passStartedAt?: number;
+  /** When not joined: when this run took the lock exclusively (RunLock.startedPassAt). */
+  readonly startedPassAt?: number;
   /** Aborted when the lock is gone for good: its session died and could not be re-taken. */
   readonly lost: AbortSignal;
   release(): Promise<void>;
 }
 
-type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number } | { client: null; holder: string };
+type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number; startedPassAt?: number } | { client: null; holder: string };
 
 /**
  * The lock's session sits idle for the whole run. A server's `idle_session_timeout` (a
@@ -164,9 +166,10 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
     let result: Attempt;
     if (ex?.ok) {
-      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, Date.now(), retake));
+      const startedPassAt = Date.now();
+      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake));
       await exec(downgradeQuery(opts.schema, opts.name));
-      result = { client, joined: false };
+      result = { client, joined: false, startedPassAt };
     } else {
       const [row] = await exec<{ run_group: string; owner: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
       const [join] = row?.run_group === opts.group ? await exec<{ ok: boolean }>(tryJoinQuery(opts.schema, opts.name)) : [];
@@ -251,6 +254,7 @@ export async function tryPostgresRunLock(
     group: opts.group,
     joined: first.joined,
     ...(first.passStartedAt !== undefined ? { passStartedAt: first.passStartedAt } : {}),
+    ...(first.startedPassAt !== undefined ? { startedPassAt: first.startedPassAt } : {}),
     lost: lost.signal,
     async release() {
       if (released) return;
