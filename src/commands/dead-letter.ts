@@ -65,7 +65,7 @@ export async function deadLetterRetry(
   const store = openStore(config);
   // Read-only first, as requeue: a missing ledger is an error (as for status), never created here.
   await (await store.openLedger({ readOnly: true })).close();
-  const ledger = await store.openLedger();
+  const ledger = await store.openLedger({ operator: true });
   // An id given twice is one item: counted twice, it would read as one that is not dead.
   const unique = [...new Set(ids.map(fromPrintableId))];
   try {

@@ -88,7 +88,7 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
   try {
     if (!opts.dryRun) {
       await reader.close();
-      ledger = await store.openLedger();
+      ledger = await store.openLedger({ operator: true });
     }
     const show = opts.show ?? 10;
     const filter: FinishedFilter = {

@@ -24,6 +24,12 @@ export interface OpenAs {
    * than this cronsafe's, is an error that says so. Write verbs on such a ledger fail.
    */
   readOnly?: boolean;
+  /**
+   * An operator's write command (requeue, dead-letter retry), not a run: on PostgreSQL it
+   * waits for a lock on the ledger's tables a few seconds at most, as a reader does, and
+   * fails naming who holds it (SQLite's busy timeout does the same there).
+   */
+  operator?: boolean;
   /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
   writeBehind?: boolean;
   /** PostgreSQL: told of each transient error about to be retried (see retryWarnings). */
@@ -60,7 +66,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   try {
     if (state.postgres !== undefined) {
       const { openPostgresLedger } = await import('./postgres/index.js');
-      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly, onRetry: as?.onRetry });
+      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly, operator: as?.operator, onRetry: as?.onRetry });
     }
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
@@ -125,7 +131,7 @@ export interface Store {
    * for commands that only look (status, dead-letter list); see OpenAs.readOnly. `log`: a
    * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings).
    */
-  openLedger(opts?: { readOnly?: boolean; writeBehind?: boolean; log?: Logger }): Promise<Ledger>;
+  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger }): Promise<Ledger>;
   /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
   unavailable(doing: string, err: unknown): StateUnavailable;
   /**
@@ -239,6 +245,7 @@ export function openStore(config: Config): Store {
           job: config.name,
           configPath: config.configPath,
           readOnly: opts.readOnly,
+          operator: opts.operator,
           writeBehind: opts.writeBehind,
           onRetry: opts.log && retryWarnings(opts.log),
         });

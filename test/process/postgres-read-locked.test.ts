@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
-describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s read commands (status, dead-letter list, plan)', () => {
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s commands (status, dead-letter list, plan, requeue, dead-letter retry)', () => {
   let server: PgServer;
   beforeAll(async () => {
     server = await startPostgres();
@@ -47,6 +47,40 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s read 
     }
     // Once the lock is gone, status reads as ever.
     expect((await runCli(['status', '-c', ws.configPath])).code).toBe(0);
+  }, 60_000);
+
+  it('requeue and dead-letter retry exit 1 within seconds too, naming the session, and move nothing (SQLite: "database is locked" after 5 s)', async () => {
+    const url = await server.createDatabase('writelocked');
+    const ws = workspace(
+      { handler: { command: ['sh', '-c', 'case "$CRONSAFE_ITEM_ID" in bad*) exit 3;; esac'] }, retry: { maxAttempts: 1 }, state: { postgres: url, schema: 'wl' } },
+      { 'a.txt': 'a', 'bad.txt': 'b' },
+    );
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+
+    const locker = new pg.Client({ connectionString: url, application_name: 'vacuum-full' });
+    await locker.connect();
+    try {
+      const pid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE wl.items IN ACCESS EXCLUSIVE MODE');
+      const commands = [['requeue', '--all'], ['requeue', 'a.txt'], ['dead-letter', 'retry', '--all'], ['dead-letter', 'retry', 'bad.txt']];
+      const started = Date.now();
+      // Killed after 30 s (the lock is held far longer): before, every one of them was.
+      const results = await Promise.all(commands.map((c) => runCli([...c, '-c', ws.configPath], { timeoutMs: 30_000 })));
+      for (const [i, r] of results.entries()) {
+        expect(r.signal, `${commands[i]!.join(' ')} was killed: it hung`).toBeNull();
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(/^cronsafe: state store unavailable \(postgres\): .*waited 5 s for a lock on the ledger's tables/);
+        expect(r.stderr).toContain(`held by pid ${pid} (user postgres, application vacuum-full, idle in transaction since `);
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      }
+      expect(Date.now() - started).toBeLessThan(25_000);
+    } finally {
+      await locker.end();
+    }
+    const r = await runCli(['status', '--json', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect((JSON.parse(r.stdout) as { items: Record<string, number>; requeued: number })).toMatchObject({ items: { done: 1, dead: 1 }, requeued: 0 });
   }, 60_000);
 
   it('status says when a dead run\'s claims are taken back on PostgreSQL: after their lease, not at the next run\'s start', async () => {

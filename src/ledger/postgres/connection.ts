@@ -26,6 +26,13 @@ export interface PostgresOptions {
   poolMax?: number;
   /** Sessions refuse writes (default_transaction_read_only), and open() does not migrate. */
   readOnly?: boolean;
+  /**
+   * An operator's write command (requeue, dead-letter retry): its sessions wait for a lock
+   * on the ledger's tables at most READ_LOCK_TIMEOUT_MS, as a reader's do, and then fail
+   * naming the holders. Without it they waited silently for as long as a `LOCK TABLE`,
+   * `VACUUM FULL` or hung migration held it (on SQLite the same command fails after 5 s).
+   */
+  operator?: boolean;
   /** Told before each retry (logging). */
   onRetry?: (info: { what: string; attempt: number; delayMs: number; error: PostgresLedgerError }) => void;
 }
@@ -67,7 +74,12 @@ export const READ_LOCK_TIMEOUT_MS = 5_000;
  * server settings for the session (`-c name=value` at connect: no extra round trip).
  */
 export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
-  const all = [READ_COMMITTED, ...(opts.readOnly ? ['default_transaction_read_only=on', `lock_timeout=${READ_LOCK_TIMEOUT_MS}`] : []), ...settings];
+  const all = [
+    READ_COMMITTED,
+    ...(opts.readOnly ? ['default_transaction_read_only=on'] : []),
+    ...(opts.readOnly || opts.operator ? [`lock_timeout=${READ_LOCK_TIMEOUT_MS}`] : []),
+    ...settings,
+  ];
   const { url, options } = takeOptions(opts.url);
   // Ours last: for a setting given twice the server keeps the last `-c`.
   const merged = [options, ...all.map((x) => `-c ${x}`)].filter((x) => x !== '').join(' ');
@@ -273,8 +285,8 @@ export class PostgresExecutor {
         if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message);
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
-        // Our own lock_timeout (read-only sessions): waiting again would only wait again.
-        if (this.opts.readOnly && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
+        // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.
+        if ((this.opts.readOnly || this.opts.operator) && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
           const holders = await lockHolders(this.opts);
           throw ledgerError(err, what, url, schema, `waited ${READ_LOCK_TIMEOUT_MS / 1000} s for a lock on the ledger's tables${holders}: `);
         }
