@@ -24,7 +24,8 @@ export async function planCommand(configPath: string, opts: PlanOptions, out: No
   const plan = await dryRun(config, { now: Date.now(), scheduledTime, limit: opts.limit ?? 10, signal: opts.signal });
   const report: PlanReport = { ...plan, job: config.name, fire: plan.fire && fireOf(plan.fire.fire, plan.fire.skip) };
   const sink = new Sink(out);
-  await sink.write(opts.json ? `${JSON.stringify(jsonOf(report))}\n` : format(report));
+  const takenBack = config.state.postgres !== undefined ? { leaseSeconds: config.lease.seconds } : undefined;
+  await sink.write(opts.json ? `${JSON.stringify(jsonOf(report))}\n` : format(report, takenBack));
   await sink.end();
   return 0;
 }
@@ -53,7 +54,14 @@ const NOTE: Partial<Record<PlanCategory, string>> = {
   done: 'nothing to do',
 };
 
-function format(r: PlanReport): string {
+/**
+ * `postgres`: a dead run's claims are taken back once their lease has run out (a claim of
+ * another owner may be a live sibling's), not at the next run's start, as status says it.
+ */
+function format(r: PlanReport, postgres?: { leaseSeconds: number }): string {
+  const notes: Partial<Record<PlanCategory, string>> = postgres
+    ? { ...NOTE, claimed: `attempts running now, or left by a run that died (taken back once their lease, lease.seconds: ${postgres.leaseSeconds}, has run out, by a pod of the pass or the next run)` }
+    : NOTE;
   const lines = [`plan for job ${r.job} (dry run: nothing claimed, run or written)`];
   if (r.ledger === 'none') lines.push('no ledger yet: every item is new');
   if (r.fire) lines.push(`fire ${r.fire.occurrence} (${r.fire.source})${r.fire.skip ? `: a run now would skip it (${r.fire.skip}) and process nothing` : ''}`);
@@ -61,7 +69,7 @@ function format(r: PlanReport): string {
   lines.push(r.fire?.skip ? 'would attempt 0 (the fire is skipped)' : `would attempt ${r.wouldAttempt} (new + pending + due for refresh)`, '');
   for (const c of PLAN_CATEGORIES) {
     const g = r.groups[c];
-    const note = c === 'retryWaiting' && r.nextRetryAt !== null ? `${NOTE[c]}; next at ${new Date(r.nextRetryAt).toISOString()}` : NOTE[c];
+    const note = c === 'retryWaiting' && r.nextRetryAt !== null ? `${notes[c]}; next at ${new Date(r.nextRetryAt).toISOString()}` : notes[c];
     lines.push(`${LABEL[c].padEnd(16)} ${String(g.count).padStart(9)}${note && g.count > 0 ? `   (${note})` : ''}`);
     for (const id of g.first) lines.push(`  ${printableId(id)}`);
     if (g.count > g.first.length && g.first.length > 0) lines.push(`  ... and ${g.count - g.first.length} more`);

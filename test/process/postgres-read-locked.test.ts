@@ -93,4 +93,18 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s comma
     expect(claimed).toContain('left running by a run that died: taken back once their lease (lease.seconds: 45) has run out');
     expect(claimed).not.toContain('the next run takes them back');
   }, 30_000);
+
+  it('plan says the same of a claim left on PostgreSQL, not "the next run takes them back"', async () => {
+    const url = await server.createDatabase('claimedplan');
+    const ws = workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: 'cp' }, lease: { seconds: 45, renewSeconds: 15 } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    // What a pod SIGKILLed mid-attempt leaves: a claim whose lease has not run out.
+    await server.admin(`UPDATE cp.items SET state = 'claimed', owner = 'vm:1:gone', lease_until = $1 WHERE id = 'a.txt'`, [Date.now() + 45_000], 'claimedplan');
+    const r = await runCli(['plan', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const claimed = r.stdout.split('\n').find((l) => l.startsWith('claimed'));
+    expect(claimed).toMatch(/^claimed +1 /);
+    expect(claimed).toContain('left by a run that died (taken back once their lease, lease.seconds: 45, has run out');
+    expect(claimed).not.toContain('the next run takes them back');
+  }, 30_000);
 });
