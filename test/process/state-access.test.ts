@@ -232,11 +232,12 @@ describe('status and dead-letter list only read the ledger', () => {
     migrate(old, MIGRATIONS.slice(0, KNOWN - 1));
     old.close();
     // Every command that only reads says so of itself (it named status and dead-letter list to plan and requeue --dry-run).
-    for (const args of [['status'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']]) {
+    // And the commands that write (requeue, dead-letter retry), which said so of themselves too.
+    for (const args of [['status'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run'], ['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
       const r = await runCli([...args, '-c', ws.configPath]);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr).toContain(
-        `ledger ${ws.db} has schema version ${KNOWN - 1}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command only reads the ledger)`,
+        `ledger ${ws.db} has schema version ${KNOWN - 1}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command does not)`,
       );
     }
     const after = new Database(ws.db, { readonly: true });

@@ -62,7 +62,7 @@ export async function checkReadableSchema(exec: Exec, schema: string): Promise<v
   const v = Math.max(0, ...(row?.versions ?? []));
   if (v !== known) await assertLedgerSchema(exec, schema, true); // a Rails-style schema_migrations is not a version to report
   if (v < known) {
-    throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (this command only reads the ledger)`);
+    throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (this command does not)`);
   }
   if (v > known || Number.isNaN(v)) {
     throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);

@@ -102,7 +102,7 @@ function checkSchema(db: Database.Database, file: string, job: string | undefine
   const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
   if (v < KNOWN) {
     throw new LedgerNeedsMigration(
-      `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command only reads the ledger)`,
+      `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command does not)`,
     );
   }
   if (v > KNOWN) throw new Error(`ledger ${file} has schema version ${v}, newer than this cronsafe knows (${KNOWN}); upgrade cronsafe`);
