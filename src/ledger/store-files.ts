@@ -49,30 +49,26 @@ const SQLITE_HEADER = 'SQLite format 3\0';
 
 /** Whether `file` is a regular file that begins as an SQLite database does; false when missing or unreadable. */
 export function isSqliteDatabase(file: string): boolean {
-  let fd: number | undefined;
-  try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    if (!fstatSync(fd).isFile()) return false;
-    const buf = Buffer.alloc(SQLITE_HEADER.length);
-    return readSync(fd, buf, 0, buf.length, 0) === buf.length && buf.toString('latin1') === SQLITE_HEADER;
-  } catch {
-    return false;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
+  const head = readHead(file, SQLITE_HEADER.length);
+  return head !== undefined && head.length === SQLITE_HEADER.length && head.toString('latin1') === SQLITE_HEADER;
 }
 
 /** Whether `file` is a regular file whose first 4 KiB hold no NUL byte (text, as no SQLite database is); false when missing or unreadable. */
 export function isTextFile(file: string): boolean {
+  const head = readHead(file, 4096);
+  return head !== undefined && head.length > 0 && !head.includes(0);
+}
+
+/** Up to `n` bytes from the start of the regular file `file` (never through a link, never blocking on a FIFO); undefined when it is none or cannot be read. */
+function readHead(file: string, n: number): Buffer | undefined {
   let fd: number | undefined;
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    if (!fstatSync(fd).isFile()) return false;
-    const buf = Buffer.alloc(4096);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    return n > 0 && !buf.subarray(0, n).includes(0);
+    if (!fstatSync(fd).isFile()) return undefined;
+    const buf = Buffer.alloc(n);
+    return buf.subarray(0, readSync(fd, buf, 0, n, 0));
   } catch {
-    return false;
+    return undefined;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
