@@ -23,28 +23,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s comma
     const ws = workspace({ handler: { command: ['true'] }, state: { postgres: url, schema: 'lk' } }, { 'a.txt': 'a' });
     expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
 
-    const locker = new pg.Client({ connectionString: url, application_name: 'hung-migration' });
-    await locker.connect();
-    try {
-      const pid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE lk.items IN ACCESS EXCLUSIVE MODE');
-      const commands = [['status'], ['status', '--json'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']];
-      const started = Date.now();
-      // Killed after 30 s (the lock is held far longer): before, every one of them was.
-      const results = await Promise.all(commands.map((c) => runCli([...c, '-c', ws.configPath], { timeoutMs: 30_000 })));
-      for (const [i, r] of results.entries()) {
-        expect(r.signal, `${commands[i]!.join(' ')} was killed: it hung`).toBeNull();
-        expect(r.code, r.stderr).toBe(1);
-        expect(r.stderr).toMatch(/^cronsafe: state store unavailable \(postgres\): .*waited 5 s for a lock on the ledger's tables/);
-        expect(r.stderr).toContain(`held by pid ${pid} (user postgres, application hung-migration, idle in transaction since `);
-        expect(r.stderr).toContain('on items (AccessExclusiveLock)');
-        expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      }
-      expect(Date.now() - started).toBeLessThan(25_000);
-    } finally {
-      await locker.end();
-    }
+    await whileLocked(url, 'lk', 'hung-migration', [['status'], ['status', '--json'], ['dead-letter', 'list'], ['plan'], ['requeue', '--all', '--dry-run']], ws.configPath, (r) => {
+      expect(r.stderr).toContain('on items (AccessExclusiveLock)');
+    });
     // Once the lock is gone, status reads as ever.
     expect((await runCli(['status', '-c', ws.configPath])).code).toBe(0);
   }, 60_000);
@@ -57,27 +38,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s comma
     );
     expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
 
-    const locker = new pg.Client({ connectionString: url, application_name: 'vacuum-full' });
-    await locker.connect();
-    try {
-      const pid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE wl.items IN ACCESS EXCLUSIVE MODE');
-      const commands = [['requeue', '--all'], ['requeue', 'a.txt'], ['dead-letter', 'retry', '--all'], ['dead-letter', 'retry', 'bad.txt']];
-      const started = Date.now();
-      // Killed after 30 s (the lock is held far longer): before, every one of them was.
-      const results = await Promise.all(commands.map((c) => runCli([...c, '-c', ws.configPath], { timeoutMs: 30_000 })));
-      for (const [i, r] of results.entries()) {
-        expect(r.signal, `${commands[i]!.join(' ')} was killed: it hung`).toBeNull();
-        expect(r.code, r.stderr).toBe(1);
-        expect(r.stderr).toMatch(/^cronsafe: state store unavailable \(postgres\): .*waited 5 s for a lock on the ledger's tables/);
-        expect(r.stderr).toContain(`held by pid ${pid} (user postgres, application vacuum-full, idle in transaction since `);
-        expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      }
-      expect(Date.now() - started).toBeLessThan(25_000);
-    } finally {
-      await locker.end();
-    }
+    await whileLocked(url, 'wl', 'vacuum-full', [['requeue', '--all'], ['requeue', 'a.txt'], ['dead-letter', 'retry', '--all'], ['dead-letter', 'retry', 'bad.txt']], ws.configPath);
     const r = await runCli(['status', '--json', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
     expect((JSON.parse(r.stdout) as { items: Record<string, number>; requeued: number })).toMatchObject({ items: { done: 1, dead: 1 }, requeued: 0 });
@@ -108,3 +69,31 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the operator\'s comma
     expect(claimed).not.toContain('the next run takes them back');
   }, 30_000);
 });
+
+/**
+ * Runs `commands` at once while another session (`application`) holds `schema.items` in
+ * ACCESS EXCLUSIVE mode: each must exit 1 within seconds, in one line naming that session.
+ */
+async function whileLocked(url: string, schema: string, application: string, commands: string[][], configPath: string, more?: (r: Awaited<ReturnType<typeof runCli>>) => void): Promise<void> {
+  const locker = new pg.Client({ connectionString: url, application_name: application });
+  await locker.connect();
+  try {
+    const pid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    await locker.query('BEGIN');
+    await locker.query(`LOCK TABLE ${schema}.items IN ACCESS EXCLUSIVE MODE`);
+    const started = Date.now();
+    // Killed after 30 s (the lock is held far longer): before, every one of them was.
+    const results = await Promise.all(commands.map((c) => runCli([...c, '-c', configPath], { timeoutMs: 30_000 })));
+    for (const [i, r] of results.entries()) {
+      expect(r.signal, `${commands[i]!.join(' ')} was killed: it hung`).toBeNull();
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^cronsafe: state store unavailable \(postgres\): .*waited 5 s for a lock on the ledger's tables/);
+      expect(r.stderr).toContain(`held by pid ${pid} (user postgres, application ${application}, idle in transaction since `);
+      more?.(r);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    }
+    expect(Date.now() - started).toBeLessThan(25_000);
+  } finally {
+    await locker.end();
+  }
+}
