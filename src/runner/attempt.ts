@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Claim } from '../ledger/types.js';
@@ -55,10 +55,21 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // reads what it refuses), the item is there and runs.
   // A nested item whose directory was replaced by a link since the scan is asked too (one
   // stat(2), itemBehindLink): its path now leads out of the source.
+  // The file is stat'ed (following links), not just looked up: one swapped since the scan
+  // for a link to one of cronsafe's own files (the ledger, the lock, the config and its
+  // secrets), which the scan never takes as an item, reached the handler (a copying handler
+  // put the live ledger or the config into output.directory); one swapped for a FIFO had
+  // the handler block on it. Both are forgotten as gone, their handler not run.
   const { source } = scene;
   const file = fsPath(item);
   const moved = source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, file);
-  const went = source !== undefined && (moved || !existsSync(file)) ? await whereItWent(file, scene) : null;
+  const there = source === undefined || moved ? undefined : fileThere(file);
+  const went = source !== undefined && (moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
+  if (went === null && there !== undefined && source?.own?.some((o) => o.dev === there.dev && o.ino === there.ino)) {
+    inflight.delete(claim.id);
+    settle(p, claim, { kind: 'gone' }, logOf);
+    return;
+  }
   if (went) {
     inflight.delete(claim.id);
     settle(p, claim, went, logOf);
@@ -197,5 +208,14 @@ class AttemptContext implements HandlerContext {
   }
   get attempt(): number {
     return this.claim.attempt;
+  }
+}
+
+/** The item's file as stat(2) sees it (following links), or undefined on any miss: never throws. */
+function fileThere(file: string | Buffer): Stats | undefined {
+  try {
+    return statSync(file, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
   }
 }

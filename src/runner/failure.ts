@@ -65,7 +65,7 @@ export interface FailureScene {
   succeeded: boolean;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
-  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: Buffer } | undefined;
+  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: Buffer; own?: SourceId[] } | undefined;
 }
 
 /**

@@ -9,7 +9,8 @@ import type { OutputStore } from './output.js';
 import type { ProgressSnapshot } from './progress.js';
 import type { PruneReport } from './prune.js';
 import type { AttemptOutcome, ResultBatcher, ResultCounts } from './results.js';
-import { realRootOf, sourceIdentity, type SourceId } from './scan.js';
+import { ownIdentities, realRootOf, sourceIdentity, type SourceId } from './scan.js';
+import { ownFiles } from './own-files.js';
 import type { Handler } from './types.js';
 
 export interface PassDeps {
@@ -198,7 +199,7 @@ export class PassState {
       outputDir: deps.outputs?.dir,
       source:
         deps.source === undefined
-          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: realRootOf(config.source.directory) }
+          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: realRootOf(config.source.directory), own: ownIdentities(ownFiles(config)) }
           : undefined,
     };
   }

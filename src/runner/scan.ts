@@ -189,6 +189,11 @@ interface OwnPath extends SourceId {
   links: number;
 }
 
+/** The identities of cronsafe's own files (ownFiles) that exist now, for an attempt to tell one swapped in for its item. */
+export function ownIdentities(paths: string[]): SourceId[] {
+  return paths.map((p) => identity(p)).filter((id): id is OwnPath => id !== null && !id.dir);
+}
+
 /** A path's identity (following links), or null when there is nothing there. */
 function identity(p: string): OwnPath | null {
   try {
