@@ -38,7 +38,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // stack trace, every claim of the run left to crash recovery (charged). Not the item's.
     inflight.delete(claim.id);
     const fault = new EnvironmentFault(`cannot look at where the output of ${JSON.stringify(claim.id)} goes: ${coerceError(err).message}; stopping, nothing charged`);
-    settle(p, claim, { kind: 'stop', reason: `not charged: ${fault.message}`, fault }, logOf);
+    settle(p, claim, { kind: 'stop', reason: `not charged: ${fault.message}`, fault, unstarted: true }, logOf);
     return;
   }
   if (unsafe) {
@@ -72,7 +72,8 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   }
   if (went) {
     inflight.delete(claim.id);
-    settle(p, claim, went, logOf);
+    // Found before its handler started: a stop undoes the claim (attempts count starts).
+    settle(p, claim, went.kind === 'stop' ? { ...went, unstarted: true } : went, logOf);
     return;
   }
   let tempPath: string | undefined;
@@ -150,7 +151,7 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () =
         p.stopForEnvironment(verdict.recurring.fault, verdict.recurring.note);
         return;
       }
-      p.results.release(claim, verdict.reason);
+      p.results.release(claim, verdict.reason, verdict.unstarted);
       p.stopForEnvironment(verdict.fault);
       return;
   }

@@ -1,4 +1,4 @@
-import { EnvironmentFault, OwnDirectoryGone } from './faults.js';
+import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
 
@@ -21,7 +21,7 @@ export type FailureVerdict =
    * the item itself may cause it (a module handler that leaks descriptors on one input), so
    * an item handed back retry.maxAttempts times already is charged instead (settle).
    */
-  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: Recurring }
+  | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: Recurring; unstarted?: true }
   /** The item's file was deleted since the scan: forgotten. */
   | { kind: 'gone' };
 
@@ -94,7 +94,9 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     const reason = ours ? message : `interrupted: ${message}`;
     return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
   }
-  if (err instanceof EnvironmentFault) return { kind: 'stop', reason: `not charged: ${message}`, fault: err };
+  if (err instanceof EnvironmentFault) {
+    return { kind: 'stop', reason: `not charged: ${message}`, fault: err, ...(err instanceof NotStarted ? { unstarted: true as const } : {}) };
+  }
   const noDescriptor = outOfDescriptors(err, message);
   if (noDescriptor) return { kind: 'stop', reason: 'not charged: out of file descriptors', ...noDescriptor };
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a

@@ -18,6 +18,15 @@ export class EnvironmentFault extends HandlerFailure {
 }
 
 /**
+ * The environment's fault before the handler started (its program missing or not
+ * executable, the working directory gone, the spawn helper dead before it took the
+ * request): the claim is undone, `attempts` back to what it was, as attempts count starts.
+ */
+export class NotStarted extends EnvironmentFault {
+  override name = 'NotStarted';
+}
+
+/**
  * cronsafe's own temp directory vanished under the attempt (an empty-directory cleaner):
  * the output store has recreated it, and the attempt should be handed back uncharged and
  * tried again; the pass goes on.

@@ -22,7 +22,7 @@ function backlog(n: number): Record<string, string> {
 /** A shell-script handler in the workspace: copies {path} to {output} after a short wait. */
 function slowCopyScript(dir: string): string {
   const file = path.join(dir, 'slow-copy.sh');
-  writeFileSync(file, '#!/bin/sh\nsleep 0.1\ncat "$1" > "$2"\n', { mode: 0o755 });
+  writeFileSync(file, `#!/bin/sh\necho "$1" >> '${dir}/starts'\nsleep 0.1\ncat "$1" > "$2"\n`, { mode: 0o755 });
   return file;
 }
 
@@ -43,6 +43,18 @@ async function charged(db: string, ids: string[]): Promise<number> {
       const r = await ledger.get(id);
       if (r) n += r.attempts - r.released;
     }
+    return n;
+  } finally {
+    await ledger.close();
+  }
+}
+
+/** The ledger's `attempts` over `ids`: attempts count the handler's starts. */
+async function attempts(db: string, ids: string[]): Promise<number> {
+  const ledger = await openSqliteLedger(db);
+  try {
+    let n = 0;
+    for (const id of ids) n += (await ledger.get(id))?.attempts ?? 0;
     return n;
   } finally {
     await ledger.close();
@@ -73,8 +85,10 @@ describe("the environment's faults are not the items'", () => {
     expect(items.claimed).toBe(0);
     expect(items.done).toBeGreaterThan(0);
     expect(items.done).toBeLessThan(30);
-    // Only the attempts that succeeded were charged.
+    // Only the attempts that succeeded were charged, and no attempt was counted for the
+    // spawn that found the program gone (its claim is undone: attempts count starts).
     expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    expect(await attempts(ws.db, Object.keys(files))).toBe(readFileSync(path.join(ws.dir, 'starts'), 'utf8').trim().split('\n').length);
     slowCopyScript(ws.dir);
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
@@ -141,6 +155,9 @@ describe("the environment's faults are not the items'", () => {
     const items = (await statusJson(ws.configPath)).items;
     expect(items).toMatchObject({ claimed: 0, dead: 0 });
     expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
+    // Attempts count starts: an attempt that found the source gone before its handler
+    // started (the pass's check, or the spawn's missing working directory) counted none.
+    expect(await attempts(ws.db, Object.keys(files))).toBe(readFileSync(path.join(ws.dir, 'starts'), 'utf8').trim().split('\n').length);
     renameSync(`${ws.source}.moved`, ws.source);
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);

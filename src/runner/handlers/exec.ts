@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
 import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
-import { EnvironmentFault } from '../faults.js';
+import { EnvironmentFault, NotStarted } from '../faults.js';
 import { isPlainId } from '../item-id.js';
 import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
@@ -288,7 +288,7 @@ function runChild(
         if (exitStatus) return reapThen(() => judged(exitStatus!.code, exitStatus!.signal));
         const charged = (): HandlerFailure =>
           stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
-        if (!running) return finish(new EnvironmentFault(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        if (!running) return finish(new NotStarted(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
         // Started, but the helper died before it sent the pid (`kill -9 $PPID` first thing, or
         // a kill from outside just then): found by its variables, or it would run on unended,
         // beside the item's retry and past the run's end.
@@ -373,5 +373,5 @@ function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: 
     hint = 'permission denied (not executable?)';
   }
   const message = `cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`;
-  return programFromItem || code === 'E2BIG' ? new HandlerFailure(message) : new EnvironmentFault(message);
+  return programFromItem || code === 'E2BIG' ? new HandlerFailure(message) : new NotStarted(message);
 }
