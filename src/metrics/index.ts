@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { Config } from '../config/types.js';
 import type { Ledger } from '../ledger/types.js';
+import type { LedgerReads } from './ledger-view.js';
 import type { PassObserver, PassOutcome } from '../runner/pass.js';
 import type { ProgressSnapshot } from '../runner/progress.js';
 
@@ -39,6 +41,20 @@ export interface MetricsDeps {
   ledger: Ledger;
   log: Logger;
   now?: () => number;
+  /**
+   * metrics.port is already served by a server that outlives the run (`cronsafe daemon`):
+   * the run shows its metrics there while it lasts instead of opening the port itself.
+   */
+  served?: MetricsSlot;
+}
+
+/**
+ * A /metrics server that outlives a run: the run's registry is served from show() until the
+ * returned function is called; `live` (the pass's live gauges) is read on after that, settled,
+ * so that what the pass skipped stays shown until the next pass starts.
+ */
+export interface MetricsSlot {
+  show(registry: Registry, live: () => ProgressSnapshot | undefined): () => void;
 }
 
 const NO_METRICS: RunMetrics = {
@@ -63,7 +79,9 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
     const view = new LedgerViewReader(ledger, log, deps.now);
     let live: (() => ProgressSnapshot) | undefined;
     const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
-    const server = m.port === undefined ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log });
+    const slot = m.port === undefined ? undefined : deps.served;
+    const server = m.port === undefined || slot ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log });
+    const hide = slot?.show(metrics.registry, () => live?.());
     const pusher =
       m.pushgateway === undefined
         ? undefined
@@ -110,6 +128,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
           settle();
           pusher?.stop();
           if (pusher && !finalPushed) await pusher.push('closing');
+          hide?.();
           await server?.close();
         })();
         return closing;
@@ -118,6 +137,61 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
   } catch (err) {
     log.warn({ err }, 'metrics: could not start; the run goes on without them');
     return NO_METRICS;
+  }
+}
+
+/** `cronsafe daemon`'s metrics.port, served for as long as the daemon runs. */
+export interface DaemonMetrics {
+  /** Give to each pass (ExecuteOptions.served): it shows its own metrics while it runs. */
+  readonly slot: MetricsSlot;
+  /** Stop serving; idempotent. Before the ledger closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * Serve metrics.port for the daemon's whole life, not only while a pass runs: a static
+ * scrape of a long-lived process must not find it down between passes (`up == 0`, and the
+ * ledger's series, which the alerts watch, absent). While a pass runs, its metrics (the
+ * same as `cronsafe run` serves); between passes, every metric from the ledger `ledger()`
+ * returns, the live gauges at 0 and the handler-time histogram empty. Undefined without
+ * metrics.port, or when the port cannot be bound (a warning, as for a run: each pass then
+ * tries it again). Never rejects.
+ */
+export async function startDaemonMetrics(config: Config, ledger: () => LedgerReads, log: Logger): Promise<DaemonMetrics | undefined> {
+  const port = config.metrics?.port;
+  if (port === undefined) return undefined;
+  try {
+    const [{ LedgerViewReader, createMetrics }, { startMetricsServer }] = await Promise.all([loadMetrics(), import('./server.js')]);
+    const reads: LedgerReads = {
+      totals: () => ledger().totals(),
+      counts: () => ledger().counts(),
+      attemptTotals: () => ledger().attemptTotals(),
+      runStats: () => ledger().runStats(),
+      recentRuns: (n) => ledger().recentRuns(n),
+    };
+    const view = new LedgerViewReader(reads, log);
+    // The last pass's live gauges once it ended (settled: in-flight and queued 0).
+    let last: (() => ProgressSnapshot | undefined) | undefined;
+    const idle = createMetrics({ job: config.name, read: () => view.read(), live: () => last?.() }, 'run').registry;
+    let shown: Registry | undefined;
+    const server = await startMetricsServer({ port, registry: () => shown ?? idle, log });
+    if (server === undefined) return undefined;
+    return {
+      slot: {
+        show(registry, live) {
+          shown = registry;
+          return () => {
+            if (shown !== registry) return;
+            shown = undefined;
+            last = live;
+          };
+        },
+      },
+      close: () => server.close(),
+    };
+  } catch (err) {
+    log.warn({ err }, 'metrics: could not start; the daemon goes on without them');
+    return undefined;
   }
 }
 

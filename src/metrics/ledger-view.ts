@@ -13,6 +13,9 @@ export interface LedgerView {
   lastRunSeconds: number | null;
 }
 
+/** The ledger's reads the metrics make (a Ledger has them). */
+export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | 'runStats' | 'recentRuns'>;
+
 /** How many recent runs a failure streak is counted over (the gauge saturates there). */
 export const STREAK_WINDOW = 20;
 
@@ -29,7 +32,7 @@ export class LedgerViewReader {
   private lastGood: LedgerView | undefined;
 
   constructor(
-    private readonly ledger: Ledger,
+    private readonly ledger: LedgerReads,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}

@@ -14,7 +14,8 @@ export interface MetricsServerOptions {
   port: number;
   /** Default: every interface, so a PodMonitor can scrape the pod IP. */
   host?: string;
-  registry: Registry;
+  /** What to serve; a function is asked at each request (`cronsafe daemon`: its pass's, or its own between passes). */
+  registry: Registry | (() => Registry);
   log: Logger;
 }
 
@@ -24,7 +25,8 @@ export interface MetricsServerOptions {
  * run, so that is a warning (the Pushgateway, when set, still gets the numbers).
  */
 export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer | undefined> {
-  const { registry, log } = opts;
+  const { log } = opts;
+  const current = typeof opts.registry === 'function' ? opts.registry : () => opts.registry as Registry;
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -39,6 +41,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: try /metrics or /healthz\n');
       return;
     }
+    const registry = current();
     registry.metrics().then(
       (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(req.method === 'HEAD' ? undefined : body),
       (err: unknown) => {

@@ -9,6 +9,7 @@ import { reading } from '../ledger/reading.js';
 import type { RunOutcome } from '../ledger/run-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { findLiveRun } from '../lock/heartbeat.js';
+import { startDaemonMetrics, type DaemonMetrics } from '../metrics/index.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
@@ -48,7 +49,11 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // Another run of this job alive by its heartbeat, as a run that takes the lock checks; the
   // daemon's own passes run in this process, one at a time, and are never among them.
   const liveRun = () => reading(store, current().then((l) => findLiveRun(l, '', Date.now(), config.lease.seconds * 1000)), 'read the last run');
+  // metrics.port for the daemon's whole life (each pass shows its own there while it runs),
+  // read between passes from the ledger the daemon has open.
+  let metrics: DaemonMetrics | undefined;
   try {
+    metrics = await startDaemonMetrics(config, () => ledger, log);
     const result = await runDaemon({
       config,
       log,
@@ -66,7 +71,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       },
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
-        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth' }),
+        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
       sourceGrew: () =>
         reading(store, current(), LOOK)
           .then((l) => sourceGrew(config, l, (read) => reading(store, read, LOOK), signals.stop))
@@ -88,6 +93,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     log.info({ result }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);
   } finally {
+    await metrics?.close();
     await ledger.close();
   }
 }

@@ -93,7 +93,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
     const live = ledger.shared || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
     if (live) return await skip(undefined, live);
-    metrics = await startRunMetrics({ config, ledger, log });
+    metrics = await startRunMetrics({ config, ledger, log, served: opts.served });
     const startedAt = Date.now();
     // The run's length for its `run finished` line, on the monotonic clock: a step of the
     // wall clock during the run (NTP, a resumed VM) must not make it negative.

@@ -3,6 +3,7 @@
  * holding-lock.ts (the pass), so that neither imports the other's module statically.
  */
 import { EXIT } from '../errors.js';
+import type { MetricsSlot } from '../metrics/index.js';
 import type { PassOutcome } from '../runner/pass.js';
 import type { SchedulePolicy } from '../schedule/occurrences.js';
 
@@ -24,6 +25,8 @@ export interface ExecuteOptions {
    * not a fire either, so never refused, as a growth pass.
    */
   manual?: boolean;
+  /** `cronsafe daemon` serves metrics.port for its whole life: the run shows its metrics there (metrics/index.ts). */
+  served?: MetricsSlot;
 }
 
 export type RunResult = PassOutcome | 'skipped-locked' | 'stale';

@@ -1,0 +1,57 @@
+/**
+ * `cronsafe daemon` with `metrics.port`: a process that stays up for days, scraped by a static
+ * Prometheus target. Its /metrics was served only while a pass ran (each pass opened the port
+ * and closed it at its end), so between passes the target was down: Prometheus saw `up == 0`
+ * nearly all the time and the ledger's series (dead letters, last success, overruns) absent,
+ * and no alert on them could fire. The daemon now serves the port for its whole life: the
+ * pass's metrics while one runs, the ledger's between passes.
+ */
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, spawnCli, workspace } from '../helpers/cli.js';
+import { freePort, parseMetrics, value } from '../helpers/prom.js';
+import { filesIn, until } from '../helpers/wait.js';
+
+const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
+
+describe('cronsafe daemon with metrics.port', () => {
+  it('serves /metrics between passes too, with the ledger totals of the passes so far', async () => {
+    const port = await freePort();
+    // A yearly occurrence long past (no graceSeconds: never stale): one pass at start, then idle.
+    const ws = workspace(
+      {
+        handler: { command: SLOW },
+        concurrency: 1,
+        schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' },
+        daemon: { tickSeconds: 1 },
+        metrics: { port },
+      },
+      { 'a.scc': 'a' },
+    );
+    const markers = path.join(ws.dir, 'markers');
+    const url = `http://127.0.0.1:${port}/metrics`;
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1500' }, timeoutMs: 60_000 });
+    try {
+      await until(() => filesIn(markers).length === 1, 'the pass to start its handler');
+      const during = parseMetrics(await (await fetch(url)).text());
+      expect(value(during, 'cronsafe_in_flight_items', { job: 'test-job' })).toBe(1);
+
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+      // The pass is over and the daemon idles until next year's occurrence.
+      const res = await fetch(url).catch((err: unknown) => err as Error);
+      expect(res instanceof Error ? `cannot scrape: ${String(res.cause ?? res)}` : res.status).toBe(200);
+      const idle = parseMetrics(await (res as Response).text());
+      expect(value(idle, 'cronsafe_runs_total', { job: 'test-job', outcome: 'completed' })).toBe(1);
+      expect(value(idle, 'cronsafe_items', { job: 'test-job', state: 'done' })).toBe(1);
+      expect(value(idle, 'cronsafe_in_flight_items', { job: 'test-job' })).toBe(0);
+      expect(value(idle, 'cronsafe_last_success_timestamp_seconds', { job: 'test-job' })).toBeGreaterThan(0);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code).toBe(0);
+    // Stopped, it lets the port go.
+    expect(await fetch(url).then(() => 'still served', () => 'closed')).toBe('closed');
+    expect(daemon.lines.filter((l) => String(l.msg).startsWith('metrics') && l.level !== 'info' && l.level !== 'debug')).toEqual([]);
+  });
+});
