@@ -116,7 +116,7 @@ export class Pusher {
     const status = answer?.statusCode ?? 0;
     if (status < 200 || status > 299) {
       const location = answer?.headers.location;
-      const where = location ? `, redirecting to ${displayUrl(new URL(location, this.opts.url).toString())} (set metrics.pushgateway to that URL)` : '';
+      const where = location ? `, redirecting to ${redirectTarget(location, this.opts.url)}` : '';
       throw new Error(`the Pushgateway answered ${status}${where}; nothing was pushed`);
     }
   }
@@ -134,6 +134,21 @@ function gatewayBase(raw: string): string {
 }
 
 class NotReady extends Error {}
+
+/**
+ * Where a 3xx points, for the warning: the URL without credentials, or, when the Location is
+ * no URL (a broken proxy rule), says so: new URL()'s own `Invalid URL` read as if
+ * metrics.pushgateway were wrong, and lost the status.
+ */
+function redirectTarget(location: string, base: string): string {
+  let target: URL;
+  try {
+    target = new URL(location, base);
+  } catch {
+    return 'a Location that is not a URL (the gateway or a proxy before it is misconfigured)';
+  }
+  return `${displayUrl(target.toString())} (set metrics.pushgateway to that URL)`;
+}
 
 /** What of a failed push's message goes to the log (prom-client quotes the answer's whole body). */
 const MESSAGE_MAX = 1024;

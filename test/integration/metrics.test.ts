@@ -131,6 +131,29 @@ describe('a failing Pushgateway never fails the run', () => {
     expect(String(warns[0]?.error)).toContain('https://gateway.example.com/metrics/job/test-job');
   });
 
+  // A Location that is no URL (a broken proxy rule) made the warning say `Invalid URL`, which
+  // reads as metrics.pushgateway itself being wrong; the answer's status was not given.
+  it('redirected to a Location that is no URL: the warning gives the status, not "Invalid URL"', async () => {
+    const redirect = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(302, { location: 'http://[gateway' }).end());
+    });
+    servers.push(redirect);
+    const port = await freePort();
+    await new Promise<void>((r) => redirect.listen(port, '127.0.0.1', r));
+    const ws = gatedWorkspace({ pushgateway: `http://pusher:s3cret-pw@127.0.0.1:${port}` }, ['ok-1.txt']);
+    writeFileSync(path.join(ws.dir, 'gate'), '');
+    const r = run(ws);
+    expect(await r.done).toBe(0);
+    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+    expect(warns.length).toBeGreaterThanOrEqual(1);
+    for (const w of warns) {
+      expect(String(w.error)).toContain('302');
+      expect(String(w.error)).not.toContain('Invalid URL');
+    }
+    expect(JSON.stringify(r.lines)).not.toContain('s3cret-pw');
+  });
+
   it('a 400 with a huge body (a proxy\'s error page): the warning quotes the start of it, not all of it', async () => {
     const page = `<html>${'x'.repeat(100_000)}</html>`;
     const proxy = createServer((req, res) => {
