@@ -30,7 +30,7 @@ describe('cronsafe daemon with metrics.port', () => {
     );
     const markers = path.join(ws.dir, 'markers');
     const url = `http://127.0.0.1:${port}/metrics`;
-    const daemon = spawnCli(['daemon', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1500' }, timeoutMs: 60_000 });
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '3000' }, timeoutMs: 60_000 });
     try {
       await until(() => filesIn(markers).length === 1, 'the pass to start its handler');
       const during = parseMetrics(await (await fetch(url)).text());
