@@ -100,6 +100,18 @@ const BAD: [string, Values, string][] = [
   // Every fire would be refused as stale (exit 0), silently, forever: cronsafe exits 78 too.
   ['a stale-fire window of 0', { config: { schedule: { graceSeconds: 0 } } }, '/config/schedule/graceSeconds'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
+  // A volume at the path of one of the chart's own mounts: the API server refused the
+  // CronJob ("must be unique") naming a rendered path, not the value.
+  ['the volume mounted at /tmp, the chart\'s emptyDir', { persistence: { mountPath: '/tmp' } }, 'persistence.mountPath (/tmp) is where the chart mounts the /tmp emptyDir'],
+  ['the volume mounted at /etc/cronsafe, the config', { persistence: { mountPath: '/etc/cronsafe' } }, 'persistence.mountPath (/etc/cronsafe) is where the chart mounts the config'],
+  ['an extra volume mounted at /tmp', { extraVolumes: [{ name: 'scratch', emptyDir: {} }], extraVolumeMounts: [{ name: 'scratch', mountPath: '/tmp' }] }, 'extraVolumeMounts[0].mountPath (/tmp) is where the chart mounts the /tmp emptyDir'],
+  // A volume over what the container runs from: installed cleanly, and every pod failed
+  // (node: Cannot find module '/app/dist/cli.js', exit 1; or no tini to exec).
+  ['the volume mounted at /app, over the program', { persistence: { mountPath: '/app' } }, "persistence.mountPath (/app) would hide /app/dist, cronsafe's program, under a volume"],
+  ['the volume mounted at /', { persistence: { mountPath: '/' } }, 'persistence.mountPath (/) would hide'],
+  ['the volume mounted at /usr/local, over node', { persistence: { mountPath: '/usr/./local' } }, 'persistence.mountPath (/usr/local) would hide /usr/local/bin, node, under a volume'],
+  ['the volume mounted at /lib, a link into /usr', { persistence: { mountPath: '/lib' } }, 'persistence.mountPath (/lib) would hide /lib, the system libraries'],
+  ['an extra volume over the program\'s modules', { extraVolumes: [{ name: 'code', emptyDir: {} }], extraVolumeMounts: [{ name: 'code', mountPath: '/srv/code' }, { name: 'code', mountPath: '/app/node_modules' }] }, "extraVolumeMounts[1].mountPath (/app/node_modules) would hide /app/node_modules, cronsafe's modules"],
   // cronsafe refuses each of these at start-up (exit 78), so every Job failed after the
   // install succeeded: a ledger or lock path naming a directory, and globs that match nothing.
   ['a ledger path ending in "/"', { config: { state: { sqlite: 'state/' } } }, "at '/config/state/sqlite': 'state/' does not match"],
@@ -139,6 +151,8 @@ describe('good edge values are accepted', () => {
     ['a ledger naming the output directory, with PostgreSQL from extraEnv', { config: { state: { sqlite: 'out' } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://db/jobs' }] }],
     ['a glob of 65,536 characters', { config: { source: { exclude: ['a'.repeat(65_536)] } } }],
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
+    // Beside the program, under the /tmp emptyDir, in /etc, in /dev: no mount the pod needs is hidden.
+    ['volumes mounted beside what the pod needs', { persistence: { mountPath: '/app/data' }, extraVolumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }, { name: 'certs', emptyDir: {} }], extraVolumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }, { name: 'scratch', mountPath: '/tmp/scratch' }, { name: 'certs', mountPath: '/etc/ssl/private' }] }],
     // cronsafe takes it when source.exclude keeps the scan out of it (it checks the globs).
     ['an output directory inside the source, excluded from the scan', { config: { output: { directory: 'queue/done' }, source: { exclude: ['done/**'] } } }],
     ['an output directory beside the source whose name starts with it', { config: { source: { directory: 'queue' }, output: { directory: 'queue-out' } } }],

@@ -224,6 +224,32 @@ none, so a Role bound to it would hand them all the Lease, Events and Job rights
 {{- if regexMatch "^https?://[^/]*(/.*)?/metrics/job(@base64)?(/.*)?$" (toString $v.metrics.pushgateway) -}}
 {{- fail "metrics.pushgateway: give the Pushgateway's base URL (http://host:9091, or the route prefix it is served under), without /metrics/job/...: cronsafe adds /metrics/job/<name> itself (cronsafe exits 78)" -}}
 {{- end -}}
+{{- /* A volume mounted where the chart mounts one of its own (the API server refuses the
+CronJob: "must be unique"), or over what the container runs from (every pod then fails:
+node cannot find /app/dist/cli.js, exit 1, or the runtime finds no tini or sh), or over a
+directory holding it. Mounts inside /tmp, beside the program (/app/data) or inside a
+system directory (/dev/shm) are left alone. /bin, /lib and /lib64 are links into /usr,
+which the runtime follows. */ -}}
+{{- $own := dict "/tmp" "the /tmp emptyDir" "/etc/cronsafe" "the config (cronsafe.yaml)" -}}
+{{- $needed := dict "/app/dist" "cronsafe's program" "/app/node_modules" "cronsafe's modules" "/app/package.json" "cronsafe's package.json" "/usr/bin" "tini and sh" "/usr/local/bin" "node" "/usr/lib" "the system libraries" "/usr/lib64" "the dynamic loader" "/bin" "tini and sh" "/lib" "the system libraries" "/lib64" "the dynamic loader" -}}
+{{- $mounts := list (list "persistence.mountPath" $v.persistence.mountPath) -}}
+{{- range $i, $m := $v.extraVolumeMounts -}}
+{{- if kindIs "map" $m -}}{{- $mounts = append $mounts (list (printf "extraVolumeMounts[%d].mountPath" $i) (toString (get $m "mountPath"))) -}}{{- end -}}
+{{- end -}}
+{{- range $mounts -}}
+{{- $key := index . 0 -}}
+{{- $at := clean (index . 1) -}}
+{{- if hasPrefix "/" $at -}}
+{{- with get $own $at -}}
+{{- fail (printf "%s (%s) is where the chart mounts %s, and the API server refuses two volumes at one path: choose another directory, such as /data (the default) or /var/lib/cronsafe" $key $at .) -}}
+{{- end -}}
+{{- range $path := keys $needed | sortAlpha -}}
+{{- if or (eq $at "/") (eq $at $path) (hasPrefix (printf "%s/" $at) $path) -}}
+{{- fail (printf "%s (%s) would hide %s, %s, under a volume, and every Job would fail. Choose a directory of its own, such as /data (the default) or /var/lib/cronsafe" $key $at $path (get $needed $path)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
 {{- end -}}
