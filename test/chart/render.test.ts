@@ -189,7 +189,7 @@ describe('persistence', () => {
     // The source only needs to be readable (cronsafe never writes there): `--readable`.
     expect(init[0]?.command.slice(3)).toEqual(['init-dirs', '--readable', '/data/in/box', '/data/out', '/data/state']);
     // Only paths on the data volume (the only one it mounts); no state dir with PostgreSQL.
-    expect(dirsOf({ config: { output: { directory: '/elsewhere/out' }, state: { postgres: { existingSecret: 'pg' } } } }))
+    expect(dirsOf({ config: { output: { directory: '/elsewhere/out' }, state: { postgres: { existingSecret: 'pg' } } }, extraVolumes: [{ name: 'e', emptyDir: {} }], extraVolumeMounts: [{ name: 'e', mountPath: '/elsewhere' }] }))
       .toEqual(['--readable', '/data/queue']);
     // A source that is also the ledger's directory must be writable: no `--readable`.
     expect(dirsOf({ config: { handler: { command: ['true'] }, output: { directory: '' }, state: { sqlite: 'queue/ledger.db' } } }))

@@ -112,6 +112,14 @@ const BAD: [string, Values, string][] = [
   ['the volume mounted at /usr/local, over node', { persistence: { mountPath: '/usr/./local' } }, 'persistence.mountPath (/usr/local) would hide /usr/local/bin, node, under a volume'],
   ['the volume mounted at /lib, a link into /usr', { persistence: { mountPath: '/lib' } }, 'persistence.mountPath (/lib) would hide /lib, the system libraries'],
   ['an extra volume over the program\'s modules', { extraVolumes: [{ name: 'code', emptyDir: {} }], extraVolumeMounts: [{ name: 'code', mountPath: '/srv/code' }, { name: 'code', mountPath: '/app/node_modules' }] }, "extraVolumeMounts[1].mountPath (/app/node_modules) would hide /app/node_modules, cronsafe's modules"],
+  // With the read-only root file system, a path cronsafe writes on no volume (or a read-only
+  // one): installed cleanly, and every run failed with EROFS (exit 1); NOTES said of such a
+  // ledger that it was "lost after every run".
+  ['the SQLite ledger on the read-only root file system', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db' } } }, 'config.state.sqlite (/var/lib/cronsafe/cronsafe.db) is on no volume, and the container\'s root file system is read-only'],
+  ['the output directory on the read-only root file system', { config: { output: { directory: '/results' } } }, 'config.output.directory (/results) is on no volume'],
+  ['the lock file on the read-only root file system', { config: { lock: { path: '/run/cronsafe.lock' } } }, 'config.lock.path (/run/cronsafe.lock) is on no volume'],
+  ['the output directory on a volume mounted readOnly', { config: { output: { directory: '/results/qc' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }] }, 'config.output.directory (/results/qc) is on an extraVolumeMounts entry with readOnly: true'],
+  ['the output directory beside a mount whose name starts with it', { config: { output: { directory: '/results2' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results' }] }, 'config.output.directory (/results2) is on no volume'],
   // cronsafe refuses each of these at start-up (exit 78), so every Job failed after the
   // install succeeded: a ledger or lock path naming a directory, and globs that match nothing.
   ['a ledger path ending in "/"', { config: { state: { sqlite: 'state/' } } }, "at '/config/state/sqlite': 'state/' does not match"],
@@ -153,6 +161,11 @@ describe('good edge values are accepted', () => {
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     // Beside the program, under the /tmp emptyDir, in /etc, in /dev: no mount the pod needs is hidden.
     ['volumes mounted beside what the pod needs', { persistence: { mountPath: '/app/data' }, extraVolumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }, { name: 'certs', emptyDir: {} }], extraVolumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }, { name: 'scratch', mountPath: '/tmp/scratch' }, { name: 'certs', mountPath: '/etc/ssl/private' }] }],
+    // Writable: the volume, the /tmp emptyDir, the deepest of nested mounts, a writable root file system.
+    ['written paths on writable volumes', { config: { output: { directory: '/results/qc' }, state: { sqlite: '/tmp/ledger/cronsafe.db' }, lock: { path: '/data/locks/qc.lock' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] }],
+    ['a ledger off the volumes with a writable root file system', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db' } }, securityContext: { readOnlyRootFilesystem: false } }],
+    // PostgreSQL ignores state.sqlite and lock.path (no ledger file, no lock file).
+    ['a ledger and lock path off the volumes, with PostgreSQL', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db', postgres: { existingSecret: 'pg-url' } }, lock: { path: '/run/qc.lock' } } }],
     // cronsafe takes it when source.exclude keeps the scan out of it (it checks the globs).
     ['an output directory inside the source, excluded from the scan', { config: { output: { directory: 'queue/done' }, source: { exclude: ['done/**'] } } }],
     ['an output directory beside the source whose name starts with it', { config: { source: { directory: 'queue' }, output: { directory: 'queue-out' } } }],

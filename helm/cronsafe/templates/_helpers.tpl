@@ -250,6 +250,46 @@ which the runtime follows. */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* With a read-only root file system (the default), what cronsafe writes (the output
+directory, the SQLite ledger's directory, the lock file) must be on a writable volume: the
+data volume, the /tmp emptyDir, or an extraVolumeMounts entry without readOnly (the deepest
+mount holding the path decides). Elsewhere every run failed with EROFS (exit 1), which the
+Job retried up to backoffLimit; NOTES said of such a ledger that it was "lost after every run". */ -}}
+{{- if get ($v.securityContext | default dict) "readOnlyRootFilesystem" -}}
+{{- $volumes := list (list (clean $v.persistence.mountPath) false) (list "/tmp" false) -}}
+{{- range $v.extraVolumeMounts -}}
+{{- if and (kindIs "map" .) (hasPrefix "/" (toString (get . "mountPath"))) -}}
+{{- $volumes = append $volumes (list (clean (toString (get . "mountPath"))) (eq (toString (get . "readOnly")) "true")) -}}
+{{- end -}}
+{{- end -}}
+{{- $writes := list -}}
+{{- with $v.config.output.directory -}}
+{{- $writes = append $writes (list "config.output.directory" (clean (include "cronsafe.dataPath" (list $ .))) (clean (include "cronsafe.dataPath" (list $ .)))) -}}
+{{- end -}}
+{{- if not $postgres -}}
+{{- $ledger := clean (include "cronsafe.dataPath" (list . $v.config.state.sqlite)) -}}
+{{- $writes = append $writes (list "config.state.sqlite" $ledger (dir $ledger)) -}}
+{{- with $v.config.lock.path -}}
+{{- $lock := clean (include "cronsafe.dataPath" (list $ .)) -}}
+{{- $writes = append $writes (list "config.lock.path" $lock (dir $lock)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $writes -}}
+{{- $key := index . 0 -}}{{- $path := index . 1 -}}{{- $in := index . 2 -}}
+{{- $depth := -1 -}}{{- $readOnly := true -}}
+{{- range $volumes -}}
+{{- $at := index . 0 -}}
+{{- if and (or (eq $at $in) (hasPrefix (printf "%s/" (trimSuffix "/" $at)) $in)) (gt (len $at) $depth) -}}
+{{- $depth = len $at -}}{{- $readOnly = index . 1 -}}
+{{- end -}}
+{{- end -}}
+{{- if lt $depth 0 -}}
+{{- fail (printf "%s (%s) is on no volume, and the container's root file system is read-only (securityContext.readOnlyRootFilesystem): every run would fail (EROFS). Use a path relative to persistence.mountPath (%s), or mount a volume there with extraVolumes and extraVolumeMounts" $key $path $v.persistence.mountPath) -}}
+{{- else if $readOnly -}}
+{{- fail (printf "%s (%s) is on an extraVolumeMounts entry with readOnly: true: every run would fail (EROFS). Mount it writable, or use a path relative to persistence.mountPath (%s)" $key $path $v.persistence.mountPath) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
 {{- end -}}
