@@ -58,6 +58,23 @@ describe('SQLite state problems name the store in use and its path (exit 1)', ()
     expect(r.stderr).toContain(`state store unavailable (sqlite ${ws.db}): cannot take the run lock ${path.join(ws.state, 'cronsafe.lock')}: EACCES`);
   });
 
+  // The chart's layout: the lock file on the pod's /tmp, the ledger on a volume where this
+  // user may not create its directory (a volume that ignores fsGroup, init-dirs turned off,
+  // or a read-only file system). It said "cannot take the run lock <lock.path>: EACCES ...
+  // mkdir '<state>'", naming the lock file, which was free, for the ledger's directory.
+  it.skipIf(!isRoot)("the ledger's directory cannot be created (as an unprivileged user): run names the ledger's directory, not the lock file", async () => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    const locks = path.join(ws.dir, 'locks');
+    mkdirSync(locks);
+    chmodSync(locks, 0o777);
+    configure(ws, { lock: { path: path.join(locks, 'job.lock') } });
+    chmodSync(ws.dir, 0o755);
+    const r = await asNobody(['run', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`cronsafe: state store unavailable (sqlite ${ws.db}): cannot create the ledger's directory ${ws.state}: EACCES: permission denied, mkdir '${ws.state}'\n`);
+    expect(existsSync(ws.state)).toBe(false);
+  });
+
   // Its files (the ledger, the lock) still writable: SQLite cannot make the -wal and -shm
   // beside the ledger, and said only "attempt to write a readonly database" of a writable ledger.
   it.skipIf(!isRoot)('the state directory made read-only after a run: run names the directory (exit 1), not SQLite\'s "attempt to write a readonly database"', async () => {

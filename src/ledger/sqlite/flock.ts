@@ -1,7 +1,9 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { flockSync } from '../../flock.js';
+import { coerceError } from '../../errors.js';
 import { makeDirs } from '../../make-dirs.js';
+import { LedgerUnwritable } from '../no-ledger.js';
 import { isLockFileText } from '../store-files.js';
 import { refuseUnwritable } from './unwritable.js';
 
@@ -246,7 +248,14 @@ export function lockHolder(lockPath: string): string | null {
  * Returns the release, or null when another run holds it.
  */
 export function lockLedgerFile(file: string): (() => void) | null {
-  makeDirs(path.dirname(file));
+  // Its directory this user may not create (a parent it cannot write, a read-only file
+  // system): the run said "cannot take the run lock <lock.path>: EACCES ... mkdir '<dir>'",
+  // naming the lock file (free, on the pod's /tmp with the chart) for the ledger's directory.
+  try {
+    makeDirs(path.dirname(file));
+  } catch (err) {
+    throw new LedgerUnwritable(`cannot create the ledger's directory ${path.dirname(file)}: ${coerceError(err).message}`, { cause: err });
+  }
   // A ledger this user may not write (another user's, or restored read-only): its open here
   // failed first, and the run said "cannot take the run lock <lock.path>: EACCES ... open
   // '<ledger>'", naming the lock file. Named as the ledger's open would name it.
