@@ -161,8 +161,8 @@ describe('good edge values are accepted', () => {
     ['an absolute source directory', { config: { source: { directory: '/mnt/inbox' } } }],
     // Beside the program, under the /tmp emptyDir, in /etc, in /dev: no mount the pod needs is hidden.
     ['volumes mounted beside what the pod needs', { persistence: { mountPath: '/app/data' }, extraVolumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }, { name: 'certs', emptyDir: {} }], extraVolumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }, { name: 'scratch', mountPath: '/tmp/scratch' }, { name: 'certs', mountPath: '/etc/ssl/private' }] }],
-    // Writable: the volume, the /tmp emptyDir, the deepest of nested mounts, a writable root file system.
-    ['written paths on writable volumes', { config: { output: { directory: '/results/qc' }, state: { sqlite: '/tmp/ledger/cronsafe.db' }, lock: { path: '/data/locks/qc.lock' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] }],
+    // Writable: the volume, the /tmp emptyDir, the runtime's /dev/shm, the deepest of nested mounts, a writable root file system.
+    ['written paths on writable volumes', { config: { output: { directory: '/results/qc' }, state: { sqlite: '/tmp/ledger/cronsafe.db' }, lock: { path: '/dev/shm/qc.lock' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] }],
     ['a ledger off the volumes with a writable root file system', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db' } }, securityContext: { readOnlyRootFilesystem: false } }],
     // PostgreSQL ignores state.sqlite and lock.path (no ledger file, no lock file).
     ['a ledger and lock path off the volumes, with PostgreSQL', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db', postgres: { existingSecret: 'pg-url' } }, lock: { path: '/run/qc.lock' } } }],

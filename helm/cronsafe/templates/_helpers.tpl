@@ -252,11 +252,11 @@ which the runtime follows. */ -}}
 {{- end -}}
 {{- /* With a read-only root file system (the default), what cronsafe writes (the output
 directory, the SQLite ledger's directory, the lock file) must be on a writable volume: the
-data volume, the /tmp emptyDir, or an extraVolumeMounts entry without readOnly (the deepest
-mount holding the path decides). Elsewhere every run failed with EROFS (exit 1), which the
+data volume, the /tmp emptyDir, the runtime's /dev/shm, or an extraVolumeMounts entry without
+readOnly (the deepest mount holding the path decides). Elsewhere every run failed with EROFS (exit 1), which the
 Job retried up to backoffLimit; NOTES said of such a ledger that it was "lost after every run". */ -}}
 {{- if get ($v.securityContext | default dict) "readOnlyRootFilesystem" -}}
-{{- $volumes := list (list (clean $v.persistence.mountPath) false) (list "/tmp" false) -}}
+{{- $volumes := list (list (clean $v.persistence.mountPath) false) (list "/tmp" false) (list "/dev/shm" false) -}}
 {{- range $v.extraVolumeMounts -}}
 {{- if and (kindIs "map" .) (hasPrefix "/" (toString (get . "mountPath"))) -}}
 {{- $volumes = append $volumes (list (clean (toString (get . "mountPath"))) (eq (toString (get . "readOnly")) "true")) -}}
