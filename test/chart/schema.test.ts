@@ -105,6 +105,7 @@ const BAD: [string, Values, string][] = [
   ['the volume mounted at /tmp, the chart\'s emptyDir', { persistence: { mountPath: '/tmp' } }, 'persistence.mountPath (/tmp) is where the chart mounts the /tmp emptyDir'],
   ['the volume mounted at /etc/cronsafe, the config', { persistence: { mountPath: '/etc/cronsafe' } }, 'persistence.mountPath (/etc/cronsafe) is where the chart mounts the config'],
   ['an extra volume mounted at /tmp', { extraVolumes: [{ name: 'scratch', emptyDir: {} }], extraVolumeMounts: [{ name: 'scratch', mountPath: '/tmp' }] }, 'extraVolumeMounts[0].mountPath (/tmp) is where the chart mounts the /tmp emptyDir'],
+  ['an extra volume mounted at the data volume\'s path', { persistence: { enabled: false }, extraVolumes: [{ name: 'mine', emptyDir: {} }], extraVolumeMounts: [{ name: 'mine', mountPath: '/data' }] }, 'extraVolumeMounts[0].mountPath (/data) is where the chart mounts the data volume (persistence.mountPath)'],
   // A volume over what the container runs from: installed cleanly, and every pod failed
   // (node: Cannot find module '/app/dist/cli.js', exit 1; or no tini to exec).
   ['the volume mounted at /app, over the program', { persistence: { mountPath: '/app' } }, "persistence.mountPath (/app) would hide /app/dist, cronsafe's program, under a volume"],

@@ -241,8 +241,9 @@ which the runtime follows. */ -}}
 {{- $at := clean (index . 1) -}}
 {{- if hasPrefix "/" $at -}}
 {{- with get $own $at -}}
-{{- fail (printf "%s (%s) is where the chart mounts %s, and the API server refuses two volumes at one path: choose another directory, such as /data (the default) or /var/lib/cronsafe" $key $at .) -}}
+{{- fail (printf "%s (%s) is where the chart mounts %s, and the API server refuses two volumes at one path: choose another directory" $key $at .) -}}
 {{- end -}}
+{{- if eq $key "persistence.mountPath" }}{{- $_ := set $own $at "the data volume (persistence.mountPath)" }}{{- end -}}
 {{- range $path := keys $needed | sortAlpha -}}
 {{- if or (eq $at "/") (eq $at $path) (hasPrefix (printf "%s/" $at) $path) -}}
 {{- fail (printf "%s (%s) would hide %s, %s, under a volume, and every Job would fail. Choose a directory of its own, such as /data (the default) or /var/lib/cronsafe" $key $at $path (get $needed $path)) -}}
