@@ -47,19 +47,19 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     return;
   }
   const item = workItem(config.source.directory, claim);
-  // Deleted between the scan and now: forgotten before its handler runs (a handler that
-  // shrugs at a missing input would otherwise turn it into an empty "done" output). One
-  // access(2), no exception on a miss; whereItWent tells the misses apart: a source that
-  // vanished as a whole, or a directory made unreadable since the scan, stops the pass.
-  // None of them (access(2) asks for the real uid without capabilities: CAP_DAC_READ_SEARCH
-  // reads what it refuses), the item is there and runs.
+  // Deleted between the scan and now, or replaced by what the scan never takes as an item
+  // (a FIFO, a directory, a device): forgotten before its handler runs (a handler that
+  // shrugs at a missing input would otherwise turn it into an empty "done" output, and a
+  // module handler's readFile of a FIFO blocks in open(2) on a libuv thread that nothing
+  // cancels, so the process could not exit). One stat(2), no exception on a miss;
+  // whereItWent tells the misses apart: a source that vanished as a whole, or a directory
+  // made unreadable since the scan, stops the pass. None of them, the item is there and runs.
   // A nested item whose directory was replaced by a link since the scan is asked too (one
   // stat(2), itemBehindLink): its path now leads out of the source.
-  // The file is stat'ed (following links), not just looked up: one swapped since the scan
-  // for a link to one of cronsafe's own files (the ledger, the lock, the config and its
-  // secrets), which the scan never takes as an item, reached the handler (a copying handler
-  // put the live ledger or the config into output.directory); one swapped for a FIFO had
-  // the handler block on it. Both are forgotten as gone, their handler not run.
+  // One swapped since the scan for a link to one of cronsafe's own files (the ledger, the
+  // lock, the config and its secrets), which the scan never takes as an item, reached the
+  // handler (a copying handler put the live ledger or the config into output.directory): it
+  // is forgotten as gone too, its handler not run.
   const { source } = scene;
   const file = fsPath(item);
   const moved = source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, file);

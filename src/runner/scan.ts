@@ -317,7 +317,8 @@ export function itemUnreachable(file: string | Buffer): string | null {
 /**
  * True when an item's path holds something the scan would not take as an item any more: a
  * directory, a FIFO, a socket or a device (itself or behind a link), put there since the
- * scan. Asked only after a failure, so a regular attempt pays no stat(2) for it.
+ * scan. Asked by whereItWent: before an attempt whose path is not a regular file now, and
+ * after a failure.
  */
 export function itemNotAFile(file: string | Buffer): boolean {
   try {
