@@ -5,7 +5,7 @@ import type { Claim } from '../ledger/types.js';
 import { AttemptSignal } from './attempt-signal.js';
 import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
 import { coerceError } from '../errors.js';
-import { EnvironmentFault } from './faults.js';
+import { EnvironmentFault, OutputMaybeCut } from './faults.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
 import { itemBehindLink } from './scan.js';
@@ -92,7 +92,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;
     guard?.();
     // Output first, ledger second: a crash in between means a redo that overwrites.
-    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id, guard))) {
+    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id, guard, () => scene.outputFullSeen))) {
       p.noOutput++;
       if (config.handler.expectOutput) {
         throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
@@ -104,8 +104,10 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     results.complete(claim);
   } catch (err) {
     p.durations.set(claim, took());
-    // Asked before the clean-up, which frees what the failed attempt wrote.
-    const full = outputs !== undefined && (await outputs.full());
+    // Asked before the clean-up, which frees what the failed attempt wrote; so is the pass
+    // told, so that a sibling's commit asked after that clean-up still counts it full.
+    const full = outputs !== undefined && (err instanceof OutputMaybeCut || (await outputs.full()));
+    if (full) scene.outputFullSeen = true;
     const readOnly = outputs !== undefined && (await outputs.readOnly());
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;

@@ -36,6 +36,18 @@ export class OwnDirectoryGone extends Error {
 }
 
 /**
+ * A handler succeeded while the output file system was full: what it wrote may have been
+ * cut short by a write it did not check, so it is not committed. Judged as an attempt that
+ * failed on a full output file system (the pass stops, nothing charged).
+ */
+export class OutputMaybeCut extends Error {
+  override name = 'OutputMaybeCut';
+  constructor() {
+    super('the handler succeeded, but its output may have been cut short by a write refused for lack of space: not committed');
+  }
+}
+
+/**
  * What a refused write of cronsafe's own in output.directory says (creating its temp
  * directory or an output's parent, renaming a finished output into place), or null when
  * `err` is no refusal. EACCES or EPERM: the user cronsafe runs as may not write there (a

@@ -3,7 +3,7 @@ import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, sta
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { crossDevice, EnvironmentFault, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -351,8 +351,10 @@ export class OutputStore {
    * handler wrote nothing. The file and the directory entry are fsynced before and
    * after the rename, so once the ledger says done the output survives a power cut.
    * `beforeRename` may throw to refuse the rename once the file is synced (the lease guard).
+   * `fullSeen`: whether an attempt of the pass found the output file system full.
+   * OutputMaybeCut when it is full: the output is not committed.
    */
-  async commit(tempPath: string, id: string, beforeRename?: () => void): Promise<boolean> {
+  async commit(tempPath: string, id: string, beforeRename?: () => void, fullSeen?: () => boolean): Promise<boolean> {
     this.assertTemp(tempPath);
     const final = this.finalPathFor(id);
     // Sync and non-throwing: most handlers that write nothing make this the hot path, and
@@ -367,6 +369,13 @@ export class OutputStore {
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath);
+    // A handler that does not check its writes (a shell script whose last command is not
+    // the one that wrote, `cat "$1" > "$2"; echo converted`) exits 0 with an output a full
+    // file system cut short: committed, a half-written file would be the item's "done"
+    // output for good. A full file system now (or one an attempt of the pass found full,
+    // whose clean-up may have freed a little space since) is the same fault as when an
+    // attempt fails.
+    if ((await this.full()) || fullSeen?.()) throw new OutputMaybeCut();
     beforeRename?.();
     try {
       await this.#renameIntoPlace(tempPath, final);
@@ -517,12 +526,14 @@ export class OutputStore {
    * whichever is less, is free; or less than 1% of its inodes, or 1,024, are (ENOSPC while
    * blocks are free: many small files on ext4, a tmpfs's nr_inodes). An attempt that failed
    * then most likely failed for that (ENOSPC in the handler), which is the environment's
-   * fault, not the item's.
+   * fault, not the item's; and a handler that succeeded then may have lost a write it did
+   * not check. Free for root (cronsafe's user, and its command handlers') counts the blocks
+   * ext4 reserves for root (5% by default), which it may write and bavail leaves out.
    */
   async full(): Promise<boolean> {
     try {
       const s = await statfs(this.dir);
-      const free = s.bavail * s.bsize;
+      const free = (process.geteuid?.() === 0 ? s.bfree : s.bavail) * s.bsize;
       // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
       const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
       return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);

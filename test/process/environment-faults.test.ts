@@ -310,6 +310,63 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // A handler that does not check its writes (`cat "$1" > "$2"; echo converted`: a shell
+  // script's status is its last command's) exits 0 with a cut-short output when the file
+  // system fills. Those outputs were renamed into place and their items recorded done, the
+  // run exiting 0: empty and half-written files under their final names, never redone.
+  it('a handler that exits 0 anyway: no cut-short output is committed or recorded done; freed, the next run finishes every item whole', async (ctx) => {
+    const payload = (i: number) => `${String(i).padStart(4, '0')}\n`.repeat(20_480);
+    const files = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`big-${String(i).padStart(2, '0')}.txt`, payload(i)]));
+    const ws = workspace({ concurrency: 2 }, files);
+    if (!mountTmpfs(ws.out, '1m')) ctx.skip();
+    try {
+      const h = path.join(ws.dir, 'unchecked.sh');
+      writeFileSync(h, '#!/bin/sh\ncat "$1" > "$2"\necho converted\n', { mode: 0o755 });
+      configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the file system of output.directory ${ws.out} is full`);
+      const done = (await statusJson(ws.configPath)).items.done;
+      const whole = Object.keys(files).filter((id) => existsSync(path.join(ws.out, `${id}.out`)));
+      expect(whole.length).toBe(done);
+      for (const id of whole) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8') === files[id], `${id}.out is whole`).toBe(true);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+
+      spawnSync('mount', ['-o', 'remount,size=4m', ws.out]);
+      const next = await runCli(['run', '-c', ws.configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 20, dead: 0 });
+      for (const id of Object.keys(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8') === files[id], `${id}.out is whole`).toBe(true);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
+  // ...but not for root on ext4 with only the blocks reserved for root left: root's writes
+  // go there, so its handlers' outputs are whole and committed.
+  it('run as root on ext4 with only its reserved blocks free: outputs are committed, exit 0', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1 }, files);
+    const image = path.join(ws.dir, 'out.img');
+    mkdirSync(ws.out);
+    if (!isRoot || spawnSync('truncate', ['-s', '8M', image]).status !== 0 || spawnSync('mkfs.ext4', ['-q', '-F', image]).status !== 0) ctx.skip();
+    if (spawnSync('mount', ['-o', 'loop', image, ws.out]).status !== 0) ctx.skip();
+    try {
+      chmodSync(ws.dir, 0o755);
+      chmodSync(ws.out, 0o777);
+      // Another user fills what is not reserved for root.
+      spawnSync('sh', ['-c', `head -c 20M /dev/zero > ${JSON.stringify(path.join(ws.out, 'filler'))}`], { uid: NOBODY, gid: NOBODY });
+      expect(spawnSync('stat', ['-f', '-c', '%a', ws.out]).stdout.toString().trim(), 'blocks left to other users than root').toMatch(/^[0-9]$/);
+      configure(ws, { handler: { command: ['/bin/sh', '-c', 'cat "$1" > "$2"', 'sh', '{path}', '{output}'] } });
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(content);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 60_000);
+
   // Out of inodes ("No space left on device" while df shows free blocks: many small
   // outputs on ext4): full as surely as out of blocks. Only the block count was asked, so
   // every attempt that could not create its {output} was charged, and the run exited 0.
