@@ -42,6 +42,9 @@ describe('NOTES.txt', () => {
       /persistence\.accessModes has ReadWriteMany with the SQLite ledger[\s\S]*cronsafe exits 78 there\.[\s\S]*ReadWriteOnce volume, or set config\.state\.postgres\.existingSecret/],
     ['a SQLite ledger off the volume (the /tmp emptyDir)', { config: { state: { sqlite: '/tmp/cronsafe.db' } } },
       /config\.state\.sqlite \(\/tmp\/cronsafe\.db\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost after every run/],
+    // The read-only root leaves only the /tmp emptyDir off the volume: outputs there vanish with the pod.
+    ['an output directory off the volume (the /tmp emptyDir)', { config: { output: { directory: '/tmp/results' } } },
+      /config\.output\.directory \(\/tmp\/results\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost when each run's pod ends/],
     ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
       /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
     // A ReadWriteOnce volume attaches to one node: the pods of the pass placed elsewhere sit
