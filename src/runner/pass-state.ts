@@ -157,6 +157,8 @@ export class PassState {
   claimed = 0;
   skippedDirectories = 0;
   noOutput = 0;
+  /** Attempts whose output was committed: the handler writes outputs (attempt.ts). */
+  committed = 0;
   scanComplete = false;
   sweepComplete = false;
   /** Set when a complete scan of the directory source proved which items exist (forgetUnseen). */

@@ -409,6 +409,38 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // The same with a handler that exits 0 whatever its writes did (a script whose last
+  // command is not the one that wrote): after the remount it creates no output, and its
+  // item was recorded done with none, for good. Every done item must have its output.
+  it('remounted read-only mid-run under a handler that exits 0 anyway: no item is recorded done without its output', async (ctx) => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 2 }, files);
+    if (!mountTmpfs(ws.out, '4m')) ctx.skip();
+    try {
+      const script = path.join(ws.dir, 'unchecked-copy.sh');
+      writeFileSync(script, '#!/bin/sh\nsleep 0.1\ncat "$1" > "$2"\necho converted\n', { mode: 0o755 });
+      configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      let done = 0;
+      await run.waitFor((l) => l.msg === 'item done' && ++done >= 3, 30_000);
+      expect(await remountReadOnly(ws.out)).toBe(true);
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
+      const outputs = readdirSync(ws.out).filter((f) => f.endsWith('.out'));
+      expect((await statusJson(ws.configPath)).items.done).toBe(outputs.length);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+      // Writable again: the next run does the rest, every item with its output.
+      expect(spawnSync('mount', ['-o', 'remount,rw', ws.out]).status).toBe(0);
+      const next = await runCli(['run', '-c', ws.configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
+      expect(readdirSync(ws.out).filter((f) => f.endsWith('.out'))).toHaveLength(30);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
   // A volume mounted read-only (readOnly: true in the pod spec, a snapshot restored
   // read-only): as with a directory the run's user may not write, one line naming it and
   // exit 1, before anything is claimed; it was a 'fatal' stack trace, as for a bug.
