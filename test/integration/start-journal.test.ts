@@ -72,7 +72,7 @@ describe('the start journal', () => {
     const file = fresh();
     mkdirSync(path.dirname(file), { recursive: true });
     expect(spawnSync('mkfifo', [journalPath(file)]).status).toBe(0);
-    expect(readJournal(journalPath(file))).toEqual({ starts: [], done: [] });
+    expect(readJournal(journalPath(file))).toEqual({ starts: [], done: [], released: [] });
     expect(() => readJournal(journalPath(file), true)).toThrow(`cronsafe's start journal ${journalPath(file)}`);
     const run = await openSqliteLedger(file, { writeBehind: true });
     try {
@@ -157,6 +157,56 @@ describe('the start journal', () => {
       }
     } finally {
       spawnSync('umount', ['-l', dir]);
+    }
+  });
+
+  // The ledger's file system full (the chart's one volume for queue, outputs and ledger): a
+  // hand-back is a ledger write too, and failed, so the next run charged the attempt as a
+  // dead run's. It is journalled instead, by overwriting its start record's type byte (no
+  // new block needed), whether the start is still only in the journal or was written into
+  // the ledger by an earlier flush (its record carried over the flush). An attempt that was
+  // not handed back (its run killed) is still charged.
+  it('the ledger full: a hand-back is journalled in place and not charged; an attempt not handed back is', async (ctx) => {
+    for (const how of ['journal only', 'flushed'] as const) {
+      const dir = path.join(root, `full-${++n}`);
+      mkdirSync(dir);
+      if (process.getuid?.() !== 0 || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]).status !== 0) ctx.skip();
+      try {
+        const file = path.join(dir, 'job.db');
+        const run = await openSqliteLedger(file, { writeBehind: true });
+        await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
+        const [a] = (await run.settle(none, T0, { ids: ['a', 'b'], opts })).claims;
+        if (how === 'flushed') await run.get('a'); // a read flushes: the starts are claims in the ledger
+        const filler = openSync(path.join(dir, 'filler'), 'w');
+        try {
+          for (const chunk = Buffer.alloc(4096); ; ) writeSync(filler, chunk);
+        } catch (err) {
+          expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+        } finally {
+          closeSync(filler);
+        }
+        const out = await run.settle({ ...none, release: [{ claim: a!, reason: 'not charged: the output file system is full' }] }, T0 + 1);
+        expect(out.release, how).toEqual([{ id: 'a', result: 'applied', state: 'pending', availableAt: T0 + 1 }]);
+        expect(readJournal(journalPath(file)).released.map((r) => [r.id, r.attempt]), how).toEqual([['a', 1]]);
+        // The run ends with the ledger still full (its close cannot flush either), b running.
+        await expect(run.close(), how).rejects.toThrow(/full/);
+        unlinkSync(path.join(dir, 'filler'));
+        const next = await openSqliteLedger(file, { writeBehind: true });
+        try {
+          await next.reclaimOrphans('next', { now: T0 + 2, retry: { maxAttempts: 3, backoffMs: 0, backoffMaxMs: 0 } });
+          const raw = new Database(file, { readonly: true });
+          const rows = raw.prepare('SELECT id, state, attempts, released FROM items ORDER BY id').all();
+          raw.close();
+          expect(rows, how).toEqual([
+            { id: 'a', state: 'pending', attempts: 1, released: 1 },
+            { id: 'b', state: 'pending', attempts: 1, released: 0 },
+          ]);
+        } finally {
+          await next.close();
+        }
+      } finally {
+        spawnSync('umount', ['-l', dir]);
+      }
     }
   });
 

@@ -4,10 +4,10 @@
  * it. The attempts running at that moment cannot be handed back (the hand-back is a ledger
  * write too), so the next run takes their claims as a dead run's: they must have been let
  * finish, not cut short, or each one costs its item an attempt it was never given a chance
- * to complete.
+ * to complete. (A hand-back the ledger cannot take is journalled instead: the last test.)
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -73,6 +73,58 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
         await ledger.close();
       }
       expect([...invocations(log).values()].every((n) => n === 1), 'no item ran twice').toBe(true);
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 120_000);
+
+  // The chart's layout: the queue, output.directory and the ledger on one volume. When it
+  // filled, the attempts running were judged the environment's fault and handed back, but
+  // the hand-back is a ledger write too, and failed (SQLITE_FULL): the next run charged each
+  // of those claims an attempt as a dead run's ("abandoned"), so every full-disk episode cost
+  // good items an attempt, and retry.maxAttempts of them dead-lettered them.
+  it('source, outputs and ledger on one volume that fills: the attempts handed back are not charged; freed, the next run finishes every item', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`item-${String(i).padStart(3, '0')}`, `${String(i).padStart(4, '0')}\n`.repeat(1024)]));
+    const ids = Object.keys(files);
+    const ws = workspace({});
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const source = path.join(volume, 'queue');
+      const out = path.join(volume, 'out');
+      const db = path.join(volume, 'state', 'cronsafe.db');
+      mkdirSync(source);
+      for (const [id, content] of Object.entries(files)) writeFileSync(path.join(source, id), content);
+      configure(ws, {
+        source: { directory: source },
+        output: { directory: out },
+        state: { sqlite: db },
+        handler: { command: ['/bin/sh', '-c', 'cat "$1" > "$2"', 'sh', '{path}', '{output}'] },
+      });
+      const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain('is full; stopping, nothing charged');
+      const first = (await statusJson(ws.configPath)).items;
+      expect(first.done, 'the volume filled mid-run').toBeLessThan(ids.length);
+
+      spawnSync('mount', ['-o', 'remount,size=16m', volume]);
+      const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
+      for (const id of ids) expect(readFileSync(path.join(out, `${id}.out`), 'utf8') === files[id], `${id}.out is whole`).toBe(true);
+      // Charged only for the attempt that succeeded: none for the full volume.
+      const ledger = await openSqliteLedger(db);
+      try {
+        const charged: Record<string, string> = {};
+        for (const id of ids) {
+          const rec = (await ledger.get(id))!;
+          if (rec.attempts - rec.released !== 1) charged[id] = `${rec.attempts - rec.released} charged: ${rec.lastError}`;
+        }
+        expect(charged).toEqual({});
+      } finally {
+        await ledger.close();
+      }
     } finally {
       spawnSync('umount', ['-l', volume]);
     }

@@ -22,3 +22,6 @@ export const isBusy = (err: unknown): boolean => {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 };
+
+/** SQLite could not grow a file (SQLITE_FULL: its file system full). */
+export const isFull = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'SQLITE_FULL';

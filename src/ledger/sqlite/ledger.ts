@@ -8,7 +8,7 @@ import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRuns
 import { wellFormed } from '../well-formed.js';
 import { StateUnavailable } from '../../errors.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
-import { isBusy } from './connection.js';
+import { isBusy, isFull } from './connection.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeDiscover, type Discover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
@@ -142,7 +142,17 @@ export class SqliteLedger implements L.Ledger {
         const fast = behind.settle(s.complete, claim, now);
         if (fast) return { ...fast, fail: [], release: [], gone: [] };
       }
-      return this.#writtenNow(() => this.#settle(s, now, claim, random), (out) => out.claims);
+      try {
+        const out = this.#writtenNow(() => this.#settle(s, now, claim, random), (out) => out.claims);
+        behind?.settled(s);
+        return out;
+      } catch (err) {
+        // The ledger's file system full: a hand-back it cannot take is journalled instead
+        // (write-behind.ts, handBack), or the next run would charge it as a dead run's claim.
+        const journalled = behind && isFull(err) ? behind.handBack(s, now) : null;
+        if (journalled === null) throw err;
+        return journalled;
+      }
     });
   }
   async renew(owner: string, ids: string[], leaseUntil: number): Promise<string[]> {
@@ -177,6 +187,7 @@ export class SqliteLedger implements L.Ledger {
     behind.flush();
     const out = write();
     behind.forgetState(claimed(out));
+    behind.reserve(claimed(out));
     return out;
   }
   async counts(): Promise<L.ItemCounts> {

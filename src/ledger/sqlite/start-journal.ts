@@ -14,7 +14,14 @@
  *                              ledger, so records already written are never replayed
  *   S <id> <attempt> <at>      attempt <attempt> of <id> started at <at> (epoch ms)
  *   D <id> <attempt> <at>      that attempt succeeded
- * Fields are tab-separated. A torn last line (a crash mid-write) is ignored: its handler
+ *   R <id> <attempt> <at>      attempt <attempt> of <id> started at <at> and was handed back,
+ *                              not charged: its S record with the type byte overwritten in
+ *                              place (handBack), when the ledger could not take the hand-back
+ *                              (its file system full). An overwrite needs no new block of a
+ *                              full file system, as the append of a record would.
+ * Fields are tab-separated. The S records of attempts still running are carried over each
+ * flush (clear), under their written segment (never replayed as starts), so that the byte
+ * is there to overwrite however long the attempt runs. A torn last line (a crash mid-write) is ignored: its handler
  * had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
@@ -32,6 +39,17 @@ export interface JournalStart {
 export interface JournalRecords {
   starts: JournalStart[];
   done: JournalStart[];
+  /** Started and handed back (R): a start (if its segment is unwritten) and then a hand-back. */
+  released: JournalStart[];
+}
+
+/** An S record of an attempt still running, where its type byte is. */
+interface Held {
+  id: string;
+  owner: string;
+  attempt: number;
+  line: string;
+  offset: number;
 }
 
 /** The journal's path for a ledger file (the file itself, links resolved: see openSqliteLedger). */
@@ -129,6 +147,8 @@ export class StartJournal {
   #segment: number | undefined;
   /** The file's length after our last whole append: where a failed one is cut back to. */
   #length = 0;
+  /** The S records of attempts not settled yet, by id: a hand-back overwrites its type byte. */
+  readonly #held = new Map<string, Held>();
 
   constructor(readonly file: string) {}
 
@@ -151,6 +171,42 @@ export class StartJournal {
     this.#close();
   }
 
+  /** Whether this attempt's S record is in the file, to be overwritten by a hand-back. */
+  holds(c: { id: string; owner: string; attempt: number }): boolean {
+    const h = this.#held.get(c.id);
+    return h !== undefined && h.owner === c.owner && h.attempt === c.attempt;
+  }
+
+  /** The attempt was settled in the ledger: its S record is not carried any more. */
+  settled(c: { id: string; owner: string; attempt: number }): void {
+    if (this.holds(c)) this.#held.delete(c.id);
+  }
+
+  /**
+   * Mark the attempt handed back: its S record's type byte becomes R, written in place (a
+   * byte the file has: no new block is needed). Throws when it cannot be written.
+   */
+  handBack(c: { id: string; owner: string; attempt: number }): void {
+    const h = this.#held.get(c.id);
+    if (h === undefined || !this.holds(c)) throw new Error(`no start of ${JSON.stringify(c.id)} to hand back`);
+    this.#overwrite(Buffer.from('R'), h.offset);
+    this.#held.delete(c.id);
+  }
+
+  /** Write `buf` at `position` in place, through a descriptor without O_APPEND (which would append it). */
+  #overwrite(buf: Buffer, position: number): void {
+    const fd = this.#open();
+    const at = openSync(this.file, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+    try {
+      const a = fstatSync(fd);
+      const b = fstatSync(at);
+      if (a.ino !== b.ino || a.dev !== b.dev) throw new Error('the journal was replaced');
+      for (let off = 0; off < buf.length; ) off += writeSync(at, buf, off, buf.length - off, position + off);
+    } finally {
+      closeSync(at);
+    }
+  }
+
   /**
    * Append records for `owner`'s attempts, in segment `segment` (a new segment starts with
    * its O line); returns once they are written (not fsynced).
@@ -159,7 +215,14 @@ export class StartJournal {
     let text = '';
     if (this.#segment !== segment) text += `O\t${JSON.stringify(owner)}\t${segment}\n`;
     for (const d of done) text += `D\t${JSON.stringify(d.id)}\t${d.attempt}\t${at}\n`;
-    for (const s of starts) text += `S\t${JSON.stringify(s.id)}\t${s.attempt}\t${at}\n`;
+    const held: Held[] = [];
+    let offset = Buffer.byteLength(text);
+    for (const s of starts) {
+      const line = `S\t${JSON.stringify(s.id)}\t${s.attempt}\t${at}\n`;
+      held.push({ id: s.id, owner, attempt: s.attempt, line, offset });
+      offset += Buffer.byteLength(line);
+      text += line;
+    }
     if (text === '') return;
     const fd = this.#open();
     const buf = Buffer.from(text, 'utf8');
@@ -176,18 +239,54 @@ export class StartJournal {
       }
       throw named(this.file, 'write', err);
     }
+    for (const h of held) this.#held.set(h.id, { ...h, offset: h.offset + this.#length });
+    for (const d of done) this.settled({ ...d, owner });
     this.#length += buf.length;
     this.#segment = segment;
   }
 
-  /** Everything recorded is in the ledger now: start over (O_APPEND writes go to offset 0). */
-  clear(): void {
+  /**
+   * Everything recorded is in the ledger now (up to segment `written`): start over (O_APPEND
+   * writes go to the end). The S records of attempts still running are kept, moved to the
+   * front under segment `written` (a replay skips them as starts), so a hand-back can still
+   * overwrite their type byte: they were in the file, so they fit in the blocks it has.
+   */
+  clear(written = 0): void {
     if (this.#fd === undefined) return;
+    const byOwner = new Map<string, Held[]>();
+    for (const h of this.#held.values()) {
+      const list = byOwner.get(h.owner);
+      if (list) list.push(h);
+      else byOwner.set(h.owner, [h]);
+    }
+    let text = '';
+    const moved: Held[] = [];
+    for (const [owner, held] of byOwner) {
+      text += `O\t${JSON.stringify(owner)}\t${written}\n`;
+      for (const h of held) {
+        moved.push({ ...h, offset: Buffer.byteLength(text) });
+        text += h.line;
+      }
+    }
+    const buf = Buffer.from(text, 'utf8');
+    if (buf.length > 0 && buf.length <= this.#length) {
+      try {
+        this.#overwrite(buf, 0);
+        ftruncateSync(this.#fd, buf.length);
+        for (const h of moved) this.#held.set(h.id, h);
+        this.#length = buf.length;
+        this.#segment = undefined;
+        return;
+      } catch {
+        /* emptied instead: what it holds is in the ledger */
+      }
+    }
     try {
       ftruncateSync(this.#fd, 0);
     } catch (err) {
       throw named(this.file, 'truncate', err);
     }
+    this.#held.clear();
     this.#length = 0;
     this.#segment = undefined;
   }
@@ -206,6 +305,7 @@ export class StartJournal {
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = undefined;
     this.#segment = undefined;
+    this.#held.clear();
   }
 
   #open(): number {
@@ -248,15 +348,15 @@ export function readJournal(file: string, strict = false, written = 0): JournalR
   try {
     text = readRegularFile(file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || !strict) return { starts: [], done: [] };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || !strict) return { starts: [], done: [], released: [] };
     throw named(file, 'read', err);
   }
   // Not ours (journalLike): never replayed, and refused by the run that would remove it.
   if (text.length > 0 && !journalStart(text.charCodeAt(0))) {
     if (strict) throw notAJournal(file);
-    return { starts: [], done: [] };
+    return { starts: [], done: [], released: [] };
   }
-  const out: JournalRecords = { starts: [], done: [] };
+  const out: JournalRecords = { starts: [], done: [], released: [] };
   let owner: string | undefined;
   let segment = 0;
   const lines = text.split('\n');
@@ -270,10 +370,10 @@ export function readJournal(file: string, strict = false, written = 0): JournalR
         if (typeof owner !== 'string' || !Number.isSafeInteger(segment)) owner = undefined;
         continue;
       }
-      if ((f[0] === 'S' || f[0] === 'D') && f.length === 4 && owner !== undefined) {
+      if ((f[0] === 'S' || f[0] === 'D' || f[0] === 'R') && f.length === 4 && owner !== undefined) {
         const rec = { id: JSON.parse(f[1]!) as string, owner, attempt: Number(f[2]), at: Number(f[3]), segment };
         if (typeof rec.id === 'string' && Number.isSafeInteger(rec.attempt) && Number.isFinite(rec.at)) {
-          (f[0] === 'S' ? out.starts : out.done).push(rec);
+          (f[0] === 'S' ? out.starts : f[0] === 'D' ? out.done : out.released).push(rec);
         }
       }
     } catch {

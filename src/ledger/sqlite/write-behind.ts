@@ -18,7 +18,7 @@
  * item. Anything else goes the transactional way.
  */
 import type { Database, Statement } from 'better-sqlite3';
-import type { Claim, ClaimOptions, FenceOutcome } from '../types.js';
+import type { Claim, ClaimOptions, FenceOutcome, Settlement, SettleOutcome } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
 import { isBusy } from './connection.js';
@@ -66,6 +66,16 @@ interface Start extends Omit<JournalStart, 'segment'> {
   rowid?: number;
 }
 
+/**
+ * An attempt the journal says was handed back (its S record overwritten to R), while its
+ * claim still holds: only then is it handed back, so a replay applies it once.
+ */
+const HELD_SQL = `SELECT 1 FROM items WHERE id = ? AND state = 'claimed' AND owner = ? AND attempts = ?`;
+
+/** Why a hand-back found only in the journal was made (its run's reason was not written). */
+export const journalledHandBack = (attempt: number): string =>
+  `attempt ${attempt} handed back, not charged: its run stopped for the environment's fault and could not write the hand-back to the ledger (its file system full?)`;
+
 /** meta key: the last journal segment written into the ledger (replays skip it and older). */
 const SEGMENT_KEY = 'journal_segment';
 const GET_SEGMENT_SQL = `SELECT value FROM meta WHERE key = '${SEGMENT_KEY}'`;
@@ -85,11 +95,13 @@ export class WriteBehind {
   #starts: Start[] = [];
   /** Successes, each with when it was recorded (its done_at, however late the flush). */
   #done: Recorded<Claim>[] = [];
+  /** Hand-backs the ledger could not take, journalled (handBack): written with the next flush. */
+  #released: { claim: Claim; reason: string }[] = [];
   #timer: NodeJS.Timeout | undefined;
   /** The journal segment being written; the next is one more (read from the ledger at first use). */
   #segment: number | undefined;
   readonly #journal: StartJournal;
-  readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], now: number, segment: number) => void;
+  readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number) => void;
   readonly #db: Database;
 
   constructor(db: Database, finish: FinishOps, journalFile: string) {
@@ -97,8 +109,10 @@ export class WriteBehind {
     this.#journal = new StartJournal(journalFile);
     const stmts = recordStatements(db);
     const setSegment = db.prepare(SET_SEGMENT_SQL);
-    this.#flushTx = db.transaction((starts: Start[], done: Recorded<Claim>[], now: number, segment: number) => {
+    const held = db.prepare(HELD_SQL).pluck();
+    this.#flushTx = db.transaction((starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number) => {
       writeRecords(stmts, finish, starts, done, now);
+      for (const r of released) if (held.get(wellFormed(r.claim.id), r.claim.owner, r.claim.attempt) !== undefined) finish.releaseOne(r.claim, now, r.reason);
       // With the records: a crash between this commit and the journal's truncation, or a
       // truncation that fails, leaves records a replay must not apply again (a requeue or
       // dead-letter retry since would be undone by them).
@@ -167,6 +181,83 @@ export class WriteBehind {
     return { complete: complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })), claims };
   }
 
+  /**
+   * Claims the ledger's own transaction made: their S records are journalled too, so that a
+   * hand-back the ledger cannot take has a record to overwrite (handBack). Dated 0, so that
+   * no replay applies one as a start (APPLY_STARTS_SQL: the row is claimed, and any later
+   * write of it is dated after 0) and the journal view takes none for news; a hand-back of
+   * one is still replayed. Best effort: a full file system refuses it, and the attempt goes
+   * on without one.
+   */
+  reserve(claims: readonly { id: string; owner?: string; attempt?: number }[]): void {
+    const starts: { id: string; attempt: number }[] = [];
+    let owner: string | undefined;
+    for (const c of claims) {
+      if (c.owner === undefined || c.attempt === undefined) continue;
+      if (owner !== undefined && c.owner !== owner) return;
+      owner = c.owner;
+      starts.push({ id: c.id, attempt: c.attempt });
+    }
+    if (owner === undefined || starts.length === 0) return;
+    try {
+      this.#segment ??= writtenSegment(this.#db) + 1;
+      this.#journal.append(owner, this.#segment, starts, [], 0);
+    } catch {
+      /* no reservation: a hand-back of these the ledger cannot take is lost, as before */
+    }
+  }
+
+  /** These attempts were settled in the ledger: their S records need not be kept. */
+  settled(s: Settlement): void {
+    for (const c of s.complete) this.#journal.settled(c);
+    for (const f of s.fail) this.#journal.settled(f.claim);
+    for (const r of s.release) this.#journal.settled(r.claim);
+    for (const c of s.gone) this.#journal.settled(c);
+  }
+
+  /**
+   * The ledger could not take this settlement (its file system full): its hand-backs are
+   * journalled instead, each by overwriting its start's type byte (no new block needed),
+   * with its successes (an append). The next flush, or the next run's replay, writes them
+   * into the ledger. Null when that cannot be done for all of it (a failure or a forget in
+   * it, an attempt without a start in the journal, the append refused): the caller reports
+   * the ledger's error.
+   */
+  handBack(s: Settlement, now: number): SettleOutcome | null {
+    if (s.fail.length > 0 || s.gone.length > 0 || s.release.length === 0) return null;
+    if (!s.release.every((r) => this.#journal.holds(r.claim))) return null;
+    const owner = s.release[0]!.claim.owner;
+    const started = (c: Claim) => {
+      const live = this.#live.get(c.id);
+      return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
+    };
+    if (!s.complete.every((c) => c.owner === owner && started(c))) return null;
+    try {
+      if (s.complete.length > 0) {
+        this.#segment ??= writtenSegment(this.#db) + 1;
+        this.#journal.append(owner, this.#segment, [], s.complete, now);
+        for (const c of s.complete) {
+          this.#live.delete(c.id);
+          this.#done.push({ ...c, at: now });
+        }
+      }
+      for (const r of s.release) {
+        this.#journal.handBack(r.claim);
+        this.#live.delete(r.claim.id);
+        this.#released.push({ claim: r.claim, reason: r.reason });
+      }
+    } catch {
+      return null;
+    }
+    return {
+      complete: s.complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })),
+      fail: [],
+      release: s.release.map((r) => ({ id: r.claim.id, result: 'applied', state: 'pending', availableAt: now })),
+      gone: [],
+      claims: [],
+    };
+  }
+
   /** True once this connection wrote the journal: its records are its own, not a dead run's. */
   get writing(): boolean {
     return this.#journal.opened;
@@ -176,12 +267,14 @@ export class WriteBehind {
   flush(now = Date.now()): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#starts.length === 0 && this.#done.length === 0) return;
-    this.#flushTx(this.#starts, this.#done, now, this.#segment ?? 0);
+    if (this.#starts.length === 0 && this.#done.length === 0 && this.#released.length === 0) return;
+    const segment = this.#segment ?? 0;
+    this.#flushTx(this.#starts, this.#done, this.#released, now, segment);
     this.#starts = [];
     this.#done = [];
-    this.#segment = (this.#segment ?? 0) + 1;
-    this.#journal.clear();
+    this.#released = [];
+    this.#segment = segment + 1;
+    this.#journal.clear(segment);
   }
 
   /** The timer's flush: a failure (disk full) keeps the records, the next flush raises it. */
@@ -274,9 +367,11 @@ export function replayJournal(db: Database, finish: FinishOps, journalFile: stri
   const written = writtenSegment(db);
   const unwritten = (r: JournalStart) => r.segment > written;
   const recs = readJournal(journalFile, opts.strict, written);
-  const starts = recs.starts.filter(unwritten);
+  // A hand-back (R) is a start too, if its segment is unwritten; then the claim goes back.
+  const starts = [...recs.starts.filter(unwritten), ...recs.released.filter(unwritten)];
   const done = recs.done.filter(unwritten);
-  if (starts.length === 0 && done.length === 0) return;
+  const released = recs.released;
+  if (starts.length === 0 && done.length === 0 && released.length === 0) return;
   // A dead run's claims need no lease: the flock we hold says it is gone.
   writeRecords(
     recordStatements(db),
@@ -285,6 +380,12 @@ export function replayJournal(db: Database, finish: FinishOps, journalFile: stri
     done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0, at: d.at })),
     now,
   );
+  const held = db.prepare(HELD_SQL).pluck();
+  for (const r of released) {
+    if (held.get(wellFormed(r.id), r.owner, r.attempt) === undefined) continue;
+    finish.releaseOne({ id: r.id, owner: r.owner, attempt: r.attempt, charged: 0 }, now, journalledHandBack(r.attempt));
+  }
+  if (starts.length === 0 && done.length === 0) return;
   // Only the run that proved the writer dead (it holds the lock) closes the segments: a
   // live writer may still append to its current one.
   if (!opts.advance) return;
