@@ -191,6 +191,14 @@ describe('the start journal', () => {
         // The run ends with the ledger still full (its close cannot flush either), b running.
         await expect(run.close(), how).rejects.toThrow(/full/);
         unlinkSync(path.join(dir, 'filler'));
+        // Read before the next run (status): the hand-back shows, b is still claimed.
+        const reader = await openSqliteLedger(file);
+        try {
+          expect(await reader.counts(), how).toMatchObject({ pending: 1, claimed: 1 });
+          expect(await reader.get('a'), how).toMatchObject({ state: 'pending', attempts: how === 'flushed' ? 1 : 0, released: how === 'flushed' ? 1 : 0 });
+        } finally {
+          await reader.close();
+        }
         const next = await openSqliteLedger(file, { writeBehind: true });
         try {
           await next.reclaimOrphans('next', { now: T0 + 2, retry: { maxAttempts: 3, backoffMs: 0, backoffMaxMs: 0 } });

@@ -31,6 +31,21 @@ function fill(file: string): void {
   }
 }
 
+/** Attempts charged over `ids` (attempts less hand-backs), as the ledger reads them. */
+async function charged(db: string, ids: string[]): Promise<number> {
+  const ledger = await openSqliteLedger(db);
+  try {
+    let n = 0;
+    for (const id of ids) {
+      const r = await ledger.get(id);
+      if (r) n += r.attempts - r.released;
+    }
+    return n;
+  } finally {
+    await ledger.close();
+  }
+}
+
 describe("the ledger's file system full mid-run (SQLite)", () => {
   it('stops the pass with exit 1; the attempts running then finish, and no item is charged for the fault', async (ctx) => {
     const files = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
@@ -107,8 +122,12 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       expect(r.stderr).toContain('is full; stopping, nothing charged');
       const first = (await statusJson(ws.configPath)).items;
       expect(first.done, 'the volume filled mid-run').toBeLessThan(ids.length);
+      // As status reads it (through the journal the run could not write into the ledger):
+      // the attempts running were handed back, none is left claimed, only successes charged.
+      expect(first).toMatchObject({ claimed: 0, dead: 0 });
 
       spawnSync('mount', ['-o', 'remount,size=16m', volume]);
+      expect(await charged(db, ids), 'charged before the next run').toBe(first.done);
       const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
       expect(next.code, next.stderr).toBe(0);
       expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });

@@ -10,7 +10,8 @@ import type { ItemCounts, ItemRecord } from '../types.js';
 import { readJournal } from './start-journal.js';
 
 interface Journalled {
-  state: 'claimed' | 'done';
+  /** 'released': started and handed back (an R record: start-journal.ts). */
+  state: 'claimed' | 'done' | 'released';
   owner: string;
   attempt: number;
   at: number;
@@ -18,12 +19,14 @@ interface Journalled {
 
 /**
  * What the journal says of each id it names (its last record wins), from the segments not
- * written into the ledger yet (`written`: the last one that is).
+ * written into the ledger yet (`written`: the last one that is), and its hand-backs of any
+ * segment (fenced by the claim they hand back, as a replay is).
  */
 export function journalled(file: string, written: number): Map<string, Journalled> {
-  const { starts, done } = readJournal(file, false, written);
+  const { starts, done, released } = readJournal(file, false, written);
   const out = new Map<string, Journalled>();
   for (const s of starts) if (s.segment > written) out.set(s.id, { state: 'claimed', owner: s.owner, attempt: s.attempt, at: s.at });
+  for (const r of released) out.set(r.id, { state: 'released', owner: r.owner, attempt: r.attempt, at: r.at });
   for (const d of done) if (d.segment > written) out.set(d.id, { state: 'done', owner: d.owner, attempt: d.attempt, at: d.at });
   return out;
 }
@@ -34,6 +37,10 @@ export function journalled(file: string, written: number): Map<string, Journalle
  */
 export function throughJournal(row: ItemRecord, j: Journalled | undefined, updatedAt?: number): ItemRecord {
   if (!j) return row;
+  // A hand-back of the claim the row holds: pending, not charged (the replay's HELD_SQL).
+  if (j.state === 'released' && row.state === 'claimed' && row.owner === j.owner && row.attempts === j.attempt) {
+    return { ...row, state: 'pending', owner: null, leaseUntil: null, released: row.released + 1 };
+  }
   // Written since the record (a requeue, a dead-letter retry): the record is history.
   if (updatedAt !== undefined && updatedAt > j.at) return row;
   const startedFromRow = row.state === 'pending' && row.attempts === j.attempt - 1;
