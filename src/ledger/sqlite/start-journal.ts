@@ -21,8 +21,8 @@
  *                              full file system, as the append of a record would.
  * Fields are tab-separated. The S records of attempts still running are carried over each
  * flush (clear), under their written segment (never replayed as starts), so that the byte
- * is there to overwrite however long the attempt runs. A torn last line (a crash mid-write) is ignored: its handler
- * had not started (or its success is simply redone).
+ * is there to overwrite however long the attempt runs. A torn last line (a crash
+ * mid-write) is ignored: its handler had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
 import { ConfigError, StateUnavailable, coerceError } from '../../errors.js';
