@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, statSync, utimesSync } from 'node:fs';
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -528,12 +528,14 @@ export class OutputStore {
    * then most likely failed for that (ENOSPC in the handler), which is the environment's
    * fault, not the item's; and a handler that succeeded then may have lost a write it did
    * not check. Free for root (cronsafe's user, and its command handlers') counts the blocks
-   * ext4 reserves for root (5% by default), which it may write and bavail leaves out.
+   * ext4 reserves for root (5% by default), which it may write and bavail leaves out; not
+   * for root of a user namespace (reservedForUs), nor on another file system (btrfs's bfree
+   * counts space no file can use: bavail is 0 once its metadata is exhausted).
    */
   async full(): Promise<boolean> {
     try {
       const s = await statfs(this.dir);
-      const free = (process.geteuid?.() === 0 ? s.bfree : s.bavail) * s.bsize;
+      const free = (s.type === EXT_MAGIC && reservedForUs() ? s.bfree : s.bavail) * s.bsize;
       // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
       const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
       return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
@@ -577,4 +579,29 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
     committed: (id, claimedAt) => outputs.committedSince(id, claimedAt) && accepted.add(id).size > 0,
     count: () => accepted.size,
   };
+}
+
+/** ext2, ext3 and ext4's statfs f_type. */
+const EXT_MAGIC = 0xef53;
+
+let reserved: boolean | undefined;
+
+/**
+ * Whether this process may write the blocks ext4 reserves for root (its default resuid 0):
+ * root of the machine's own user namespace. Root of another (a rootless container, a pod
+ * with hostUsers: false) is another user to ext4, refused those blocks (ENOSPC): counted
+ * free, a full volume was not, so failed attempts were charged and cut outputs committed.
+ * Its /proc/self/uid_map is the identity over every uid; unreadable, taken as not.
+ */
+function reservedForUs(): boolean {
+  if (reserved === undefined) {
+    let map = '';
+    try {
+      map = readFileSync('/proc/self/uid_map', 'utf8');
+    } catch {
+      /* no /proc: the reserve is not counted */
+    }
+    reserved = process.geteuid?.() === 0 && /^\s*0\s+0\s+4294967295\s*$/m.test(map);
+  }
+  return reserved;
 }

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { until } from '../helpers/wait.js';
-import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { chownTree, NOBODY } from '../helpers/users.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -362,6 +362,42 @@ describe('a full output file system', () => {
       const r = await runCli(['run', '-c', ws.configPath]);
       expect(r.code, r.stderr).toBe(0);
       for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(content);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 60_000);
+
+  // ...but root of a user namespace (a rootless container, a pod with hostUsers: false) is
+  // another user to ext4: refused the reserved blocks (ENOSPC), its volume is full. Those
+  // blocks were counted free for any uid 0, so each copy that failed for lack of space was
+  // charged (dead-lettered after retry.maxAttempts runs), and the run exited 0.
+  it('run as root of a user namespace on ext4 with only the blocks reserved for root free: the pass stops with exit 1 and charges nothing', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } });
+    const image = path.join(ws.dir, 'out.img');
+    mkdirSync(ws.out);
+    if (!isRoot || spawnSync('truncate', ['-s', '8M', image]).status !== 0 || spawnSync('mkfs.ext4', ['-q', '-F', image]).status !== 0) ctx.skip();
+    if (spawnSync('unshare', ['-r', 'true'], { uid: NOBODY, gid: NOBODY }).status !== 0) ctx.skip();
+    if (spawnSync('mount', ['-o', 'loop', image, ws.out]).status !== 0) ctx.skip();
+    try {
+      chownTree(ws.dir, NOBODY);
+      chmodSync(ws.dir, 0o755);
+      // cronsafe as uid 0 of its own user namespace, which is nobody outside it.
+      const run = async () => {
+        const r = spawnCliRaw('unshare', ['-r', process.execPath, CLI, 'run', '-c', ws.configPath], { uid: NOBODY, gid: NOBODY, cwd: ws.dir });
+        const { code } = await r.exited;
+        return { code, stderr: r.stderr() };
+      };
+      // A first run makes its temp directory while there is room.
+      expect((await run()).code).toBe(0);
+      for (const [id, content] of Object.entries(files)) writeFileSync(path.join(ws.source, id), content, { mode: 0o644 });
+      spawnSync('sh', ['-c', `head -c 20M /dev/zero > ${JSON.stringify(path.join(ws.out, 'filler'))}`], { uid: NOBODY, gid: NOBODY });
+      expect(spawnSync('stat', ['-f', '-c', '%a', ws.out]).stdout.toString().trim(), 'no block left to other users than root').toBe('0');
+      const r = await run();
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the file system of output.directory ${ws.out} is full`);
+      expect(await charged(ws.db, Object.keys(files))).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 0, dead: 0 });
     } finally {
       spawnSync('umount', ['-l', ws.out]);
     }
