@@ -42,8 +42,12 @@ export class OwnDirectoryGone extends Error {
  */
 export class OutputMaybeCut extends Error {
   override name = 'OutputMaybeCut';
-  constructor() {
-    super('the handler succeeded, but its output may have been cut short by a write refused for lack of space: not committed');
+  constructor(nothing = false) {
+    super(
+      nothing
+        ? 'the handler succeeded, but wrote no output: its output file may have been refused for lack of space (no inode left); not recorded done'
+        : 'the handler succeeded, but its output may have been cut short by a write refused for lack of space: not committed',
+    );
   }
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, statSync, utimesSync } from 'node:fs';
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -352,7 +352,8 @@ export class OutputStore {
    * after the rename, so once the ledger says done the output survives a power cut.
    * `beforeRename` may throw to refuse the rename once the file is synced (the lease guard).
    * `fullSeen`: whether an attempt of the pass found the output file system full.
-   * OutputMaybeCut when it is full: the output is not committed.
+   * OutputMaybeCut when it is full: the output is not committed (nor is a missing one
+   * taken for a handler that wrote nothing).
    */
   async commit(tempPath: string, id: string, beforeRename?: () => void, fullSeen?: () => boolean): Promise<boolean> {
     this.assertTemp(tempPath);
@@ -365,6 +366,10 @@ export class OutputStore {
       // perhaps came back already, recreated for another attempt).
       const gone = this.lostWithTempDir(tempPath);
       if (gone) throw gone;
+      // Nor could it create its output on a full file system (no inode left: ENOSPC on the
+      // open) and exit 0 anyway (`cat "$1" > "$2"; echo converted`): recorded done with no
+      // output, never redone. One statfs(2), synchronous (~1 us) on this hot path.
+      if (fullSeen?.() || this.#fullNow()) throw new OutputMaybeCut(true);
       return false;
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
@@ -534,11 +539,16 @@ export class OutputStore {
    */
   async full(): Promise<boolean> {
     try {
-      const s = await statfs(this.dir);
-      const free = (s.type === EXT_MAGIC && reservedForUs() ? s.bfree : s.bavail) * s.bsize;
-      // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
-      const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
-      return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
+      return isFull(await statfs(this.dir));
+    } catch {
+      return false;
+    }
+  }
+
+  /** full(), synchronous. */
+  #fullNow(): boolean {
+    try {
+      return isFull(statfsSync(this.dir));
     } catch {
       return false;
     }
@@ -579,6 +589,14 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
     committed: (id, claimedAt) => outputs.committedSince(id, claimedAt) && accepted.add(id).size > 0,
     count: () => accepted.size,
   };
+}
+
+/** OutputStore.full's answer from the output file system's statfs(2). */
+function isFull(s: StatsFs): boolean {
+  const free = (s.type === EXT_MAGIC && reservedForUs() ? s.bfree : s.bavail) * s.bsize;
+  // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
+  const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
+  return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
 }
 
 /** ext2, ext3 and ext4's statfs f_type. */

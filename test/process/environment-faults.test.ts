@@ -343,6 +343,37 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // Out of inodes, such a handler cannot even create its output (`cannot create ...: No
+  // space left on device`) and exits 0 all the same: its item was recorded done with no
+  // output (a handler that wrote nothing), never redone.
+  it('a handler that exits 0 anyway without an inode for its output: not recorded done; freed, the next run finishes every item whole', async (ctx) => {
+    const files = backlog(5);
+    const ws = workspace({ concurrency: 1 });
+    if (!mountTmpfs(ws.out, '16m', 64)) ctx.skip();
+    try {
+      configure(ws, { handler: { command: ['/bin/sh', '-c', 'cat "$1" > "$2"; echo converted', 'sh', '{path}', '{output}'] } });
+      // A first run makes cronsafe's temp directory; then other files take every inode left.
+      expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+      let fillers = 0;
+      while (spawnSync('touch', [path.join(ws.out, `filler-${fillers}`)]).status === 0) fillers++;
+      expect(spawnSync('stat', ['-f', '-c', '%d', ws.out]).stdout.toString().trim(), 'no inode left').toBe('0');
+      for (const [id, content] of Object.entries(files)) writeFileSync(path.join(ws.source, id), content);
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the file system of output.directory ${ws.out} is full`);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 0, claimed: 0, dead: 0 });
+      expect(await charged(ws.db, Object.keys(files))).toBe(0);
+
+      for (let i = 0; i < fillers; i++) unlinkSync(path.join(ws.out, `filler-${i}`));
+      const next = await runCli(['run', '-c', ws.configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 5, dead: 0 });
+      for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8')).toBe(content);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 60_000);
+
   // ...but not for root on ext4 with only the blocks reserved for root left: root's writes
   // go there, so its handlers' outputs are whole and committed.
   it('run as root on ext4 with only its reserved blocks free: outputs are committed, exit 0', async (ctx) => {
