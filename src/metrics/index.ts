@@ -140,6 +140,9 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
   }
 }
 
+/** How long a scrape of the daemon between passes waits for the ledger before it shows the last values read. */
+const SCRAPE_BUDGET_MS = 5000;
+
 /** `cronsafe daemon`'s metrics.port, served for as long as the daemon runs. */
 export interface DaemonMetrics {
   /** Give to each pass (ExecuteOptions.served): it shows its own metrics while it runs. */
@@ -169,7 +172,8 @@ export async function startDaemonMetrics(config: Config, ledger: () => LedgerRea
       runStats: () => ledger().runStats(),
       recentRuns: (n) => ledger().recentRuns(n),
     };
-    const view = new LedgerViewReader(reads, log);
+    // A scrape answers within 5 s, with the last values read while the ledger is unreachable.
+    const view = new LedgerViewReader(reads, log, Date.now, SCRAPE_BUDGET_MS);
     // The last pass's live gauges once it ended (settled: in-flight and queued 0).
     let last: (() => ProgressSnapshot | undefined) | undefined;
     const idle = createMetrics({ job: config.name, read: () => view.read(), live: () => last?.() }, 'run').registry;

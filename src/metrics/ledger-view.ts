@@ -16,6 +16,9 @@ export interface LedgerView {
 /** The ledger's reads the metrics make (a Ledger has them). */
 export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | 'runStats' | 'recentRuns'>;
 
+/** A budgeted read's fetch older than this is not waited on by later reads: another starts. */
+const STUCK_MS = 60_000;
+
 /** How many recent runs a failure streak is counted over (the gauge saturates there). */
 export const STREAK_WINDOW = 20;
 
@@ -31,13 +34,23 @@ export class LedgerViewReader {
   private pending: Promise<LedgerView | undefined> | undefined;
   private lastGood: LedgerView | undefined;
 
+  /** The budget's fetch still running (budgetMs): read on by the next scrapes, not started again. */
+  private slow: Promise<LedgerView | undefined> | undefined;
+  private slowSince = 0;
+
+  /**
+   * `budgetMs`: a read answers within it, with the last values read when the ledger is slower
+   * (for a scrape only, never for a push, which must carry what the ledger says now).
+   */
   constructor(
     private readonly ledger: LedgerReads,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
+    private readonly budgetMs?: number,
   ) {}
 
   read(): Promise<LedgerView | undefined> {
+    if (this.budgetMs !== undefined) return this.readWithin(this.budgetMs);
     if (this.pending) return this.pending;
     const p = this.fetch();
     this.pending = p;
@@ -47,6 +60,32 @@ export class LedgerViewReader {
       if (this.pending === p) this.pending = undefined;
     });
     return p;
+  }
+
+  /**
+   * A scrape of `cronsafe daemon` between passes while the database is down: the ledger's
+   * reads retry for up to 30 s, past Prometheus's scrape timeout (10 s by default), so the
+   * target was down (`up == 0`) instead of showing the last values read.
+   */
+  private readWithin(ms: number): Promise<LedgerView | undefined> {
+    // A read stuck on a connection whose peer vanished (no answer until TCP gives up, many
+    // minutes) is not waited on by every later scrape: past a minute, another one starts.
+    if (this.slow === undefined || performance.now() - this.slowSince > STUCK_MS) {
+      const started = this.fetch().finally(() => {
+        if (this.slow === started) this.slow = undefined;
+      });
+      this.slow = started;
+      this.slowSince = performance.now();
+    }
+    const fetching = this.slow;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(this.lastGood), ms);
+      timer.unref();
+      void fetching.then((view) => {
+        clearTimeout(timer);
+        resolve(view);
+      });
+    });
   }
 
   private async fetch(): Promise<LedgerView | undefined> {
