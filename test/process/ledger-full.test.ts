@@ -14,6 +14,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { invocations } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
+import { charged } from '../helpers/ledger-sums.js';
 
 const isRoot = process.getuid?.() === 0;
 const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
@@ -28,21 +29,6 @@ function fill(file: string): void {
     if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
   } finally {
     closeSync(fd);
-  }
-}
-
-/** Attempts charged over `ids` (attempts less hand-backs), as the ledger reads them. */
-async function charged(db: string, ids: string[]): Promise<number> {
-  const ledger = await openSqliteLedger(db);
-  try {
-    let n = 0;
-    for (const id of ids) {
-      const r = await ledger.get(id);
-      if (r) n += r.attempts - r.released;
-    }
-    return n;
-  } finally {
-    await ledger.close();
   }
 }
 

@@ -1,0 +1,23 @@
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import type { ItemRecord } from '../../src/ledger/types.js';
+
+/** `of(row)` summed over `ids` in the SQLite ledger at `db` (a missing row counts 0). */
+async function sumOver(db: string, ids: string[], of: (r: ItemRecord) => number): Promise<number> {
+  const ledger = await openSqliteLedger(db);
+  try {
+    let n = 0;
+    for (const id of ids) {
+      const r = await ledger.get(id);
+      if (r) n += of(r);
+    }
+    return n;
+  } finally {
+    await ledger.close();
+  }
+}
+
+/** Attempts charged over `ids` (attempts less hand-backs), as the ledger reads them. */
+export const charged = (db: string, ids: string[]): Promise<number> => sumOver(db, ids, (r) => r.attempts - r.released);
+
+/** The ledger's `attempts` over `ids`: attempts count the handler's starts. */
+export const attempts = (db: string, ids: string[]): Promise<number> => sumOver(db, ids, (r) => r.attempts);
