@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { journalPath, readJournal } from '../../src/ledger/sqlite/start-journal.js';
+import { fill } from '../helpers/fill.js';
 
 /** The start journal's file under hostile conditions (ledger/sqlite/start-journal.ts). */
 const T0 = 1_700_000_000_000;
@@ -131,14 +132,7 @@ describe('the start journal', () => {
       await run.discover(ids.map((id) => ({ id })), { runId: owner, now: T0 });
       await run.settle(none, T0, { ids: [ids[0]!], opts });
       const before = readFileSync(journalPath(file), 'utf8');
-      const filler = openSync(path.join(dir, 'filler'), 'w');
-      try {
-        for (const chunk = Buffer.alloc(4096); ; ) writeSync(filler, chunk);
-      } catch (err) {
-        expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
-      } finally {
-        closeSync(filler);
-      }
+      fill(path.join(dir, 'filler'));
       const batch = ids.slice(1, 101);
       await expect(run.settle(none, T0 + 1, { ids: batch, opts: { ...opts, now: T0 + 1 } })).rejects.toThrow(/ENOSPC/);
       expect(readFileSync(journalPath(file), 'utf8')).toBe(before);
@@ -177,14 +171,7 @@ describe('the start journal', () => {
         await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
         const [a] = (await run.settle(none, T0, { ids: ['a', 'b'], opts })).claims;
         if (how === 'flushed') await run.get('a'); // a read flushes: the starts are claims in the ledger
-        const filler = openSync(path.join(dir, 'filler'), 'w');
-        try {
-          for (const chunk = Buffer.alloc(4096); ; ) writeSync(filler, chunk);
-        } catch (err) {
-          expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
-        } finally {
-          closeSync(filler);
-        }
+        fill(path.join(dir, 'filler'));
         const out = await run.settle({ ...none, release: [{ claim: a!, reason: 'not charged: the output file system is full' }] }, T0 + 1);
         expect(out.release, how).toEqual([{ id: 'a', result: 'applied', state: 'pending', availableAt: T0 + 1 }]);
         expect(readJournal(journalPath(file)).released.map((r) => [r.id, r.attempt]), how).toEqual([['a', 1]]);

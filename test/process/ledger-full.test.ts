@@ -7,7 +7,7 @@
  * to complete. (A hand-back the ledger cannot take is journalled instead: the last test.)
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -15,22 +15,10 @@ import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace 
 import { invocations } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 import { charged } from '../helpers/ledger-sums.js';
+import { fill } from '../helpers/fill.js';
 
 const isRoot = process.getuid?.() === 0;
 const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
-
-/** Write zeros into `file` until the file system refuses (ENOSPC). */
-function fill(file: string): void {
-  const fd = openSync(file, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe("the ledger's file system full mid-run (SQLite)", () => {
   it('stops the pass with exit 1; the attempts running then finish, and no item is charged for the fault', async (ctx) => {
