@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../src/commands/run.js';
@@ -34,6 +34,29 @@ const servers: Server[] = [];
 afterEach(async () => {
   for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
 });
+
+/** A gateway on a free port that reads each request and answers with `answer`; its port. */
+async function fakeGateway(answer: (url: string, res: ServerResponse) => void): Promise<number> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => answer(req.url ?? '', res));
+  });
+  servers.push(server);
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return port;
+}
+
+/** One item run to the end (exit 0) pushing to `pushgateway`; the run's log and its failed-push warnings (at least one). */
+async function failedPushes(pushgateway: string): Promise<{ lines: ReturnType<typeof run>['lines']; warns: ReturnType<typeof run>['lines'] }> {
+  const ws = gatedWorkspace({ pushgateway }, ['ok-1.txt']);
+  writeFileSync(path.join(ws.dir, 'gate'), '');
+  const r = run(ws);
+  expect(await r.done).toBe(0);
+  const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+  expect(warns.length).toBeGreaterThanOrEqual(1);
+  return { lines: r.lines, warns };
+}
 
 describe('/metrics during a real run (in-process runCommand, real SQLite ledger)', () => {
   it('serves ledger totals, live gauges and the histogram, then stops; a second run keeps counting', async () => {
@@ -114,19 +137,8 @@ describe('a failing Pushgateway never fails the run', () => {
   // prom-client takes any answer below 400 for success and follows no redirect: an ingress
   // that sends http:// to https:// (308) made every push a silent no-op.
   it('redirected: a 3xx answer is a failed push, logged with the status and where it points', async () => {
-    const redirect = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(308, { location: `https://gateway.example.com${req.url ?? ''}` }).end());
-    });
-    servers.push(redirect);
-    const port = await freePort();
-    await new Promise<void>((r) => redirect.listen(port, '127.0.0.1', r));
-    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt']);
-    writeFileSync(path.join(ws.dir, 'gate'), '');
-    const r = run(ws);
-    expect(await r.done).toBe(0);
-    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
-    expect(warns.length).toBeGreaterThanOrEqual(1);
+    const port = await fakeGateway((url, res) => res.writeHead(308, { location: `https://gateway.example.com${url}` }).end());
+    const { warns } = await failedPushes(`http://127.0.0.1:${port}`);
     expect(String(warns[0]?.error)).toContain('308');
     expect(String(warns[0]?.error)).toContain('https://gateway.example.com/metrics/job/test-job');
   });
@@ -134,41 +146,19 @@ describe('a failing Pushgateway never fails the run', () => {
   // A Location that is no URL (a broken proxy rule) made the warning say `Invalid URL`, which
   // reads as metrics.pushgateway itself being wrong; the answer's status was not given.
   it('redirected to a Location that is no URL: the warning gives the status, not "Invalid URL"', async () => {
-    const redirect = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(302, { location: 'http://[gateway' }).end());
-    });
-    servers.push(redirect);
-    const port = await freePort();
-    await new Promise<void>((r) => redirect.listen(port, '127.0.0.1', r));
-    const ws = gatedWorkspace({ pushgateway: `http://pusher:s3cret-pw@127.0.0.1:${port}` }, ['ok-1.txt']);
-    writeFileSync(path.join(ws.dir, 'gate'), '');
-    const r = run(ws);
-    expect(await r.done).toBe(0);
-    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
-    expect(warns.length).toBeGreaterThanOrEqual(1);
+    const port = await fakeGateway((_url, res) => res.writeHead(302, { location: 'http://[gateway' }).end());
+    const { lines, warns } = await failedPushes(`http://pusher:s3cret-pw@127.0.0.1:${port}`);
     for (const w of warns) {
       expect(String(w.error)).toContain('302');
       expect(String(w.error)).not.toContain('Invalid URL');
     }
-    expect(JSON.stringify(r.lines)).not.toContain('s3cret-pw');
+    expect(JSON.stringify(lines)).not.toContain('s3cret-pw');
   });
 
   it('a 400 with a huge body (a proxy\'s error page): the warning quotes the start of it, not all of it', async () => {
     const page = `<html>${'x'.repeat(100_000)}</html>`;
-    const proxy = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(400, { 'content-type': 'text/html' }).end(page));
-    });
-    servers.push(proxy);
-    const port = await freePort();
-    await new Promise<void>((r) => proxy.listen(port, '127.0.0.1', r));
-    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt']);
-    writeFileSync(path.join(ws.dir, 'gate'), '');
-    const r = run(ws);
-    expect(await r.done).toBe(0);
-    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
-    expect(warns.length).toBeGreaterThanOrEqual(1);
+    const port = await fakeGateway((_url, res) => res.writeHead(400, { 'content-type': 'text/html' }).end(page));
+    const { warns } = await failedPushes(`http://127.0.0.1:${port}`);
     for (const w of warns) {
       expect(String(w.error)).toContain('400');
       expect(String(w.error)).toContain('<html>xxx');
