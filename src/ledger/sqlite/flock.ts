@@ -260,20 +260,61 @@ export function lockLedgerFile(file: string): (() => void) | null {
   // failed first, and the run said "cannot take the run lock <lock.path>: EACCES ... open
   // '<ledger>'", naming the lock file. Named as the ledger's open would name it.
   refuseUnwritable(file);
-  const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
-  if (!fstatSync(fd).isFile()) {
-    closeSync(fd);
-    throw new Error(`the ledger ${file} is not a regular file (state.sqlite)`);
-  }
-  if (!tryFlock(fd)) return null;
+  const entry = ledgerFd(file);
+  // Held by a run of this very process: refused, as a descriptor of its own would be.
+  if (entry.held || !tryFlock(entry.fd)) return null;
+  entry.held = true;
   let released = false;
   return () => {
     if (released) return;
     released = true;
+    entry.held = false;
+    // Unlocked, and kept open while it is the ledger's (see ledgerFds).
     try {
-      flockSync(fd, 'un');
+      flockSync(entry.fd, 'un');
     } finally {
-      closeSync(fd);
+      if (ledgerFds.get(entry.key) !== entry) closeSync(entry.fd);
     }
   };
+}
+
+/**
+ * This process's descriptors of ledger files, by path, kept open for its life. Closing any
+ * descriptor of a file drops every POSIX lock the process holds on it (fcntl(2)), SQLite's
+ * included: `cronsafe daemon` keeps its own connection to the ledger open between passes,
+ * and each pass's release closed this descriptor, leaving that connection with no lock.
+ * Another connection's close (a manual `cronsafe run`, an operator's `sqlite3`) then found
+ * itself the last, checkpointed and deleted the `-wal` and `-shm` the daemon still used:
+ * its next read said "database disk image is malformed", at every tick, until restarted.
+ * A descriptor of a file since deleted or replaced is closed once no run holds its flock.
+ */
+interface LedgerFd {
+  key: string;
+  fd: number;
+  dev: number;
+  ino: number;
+  held: boolean;
+}
+const ledgerFds = new Map<string, LedgerFd>();
+
+function ledgerFd(file: string): LedgerFd {
+  const key = path.resolve(file);
+  const known = ledgerFds.get(key);
+  const st = statSync(file, { throwIfNoEntry: false });
+  if (known !== undefined && st !== undefined && st.dev === known.dev && st.ino === known.ino) return known;
+  const fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+  const mine = fstatSync(fd);
+  if (!mine.isFile()) {
+    closeSync(fd);
+    throw new Error(`the ledger ${file} is not a regular file (state.sqlite)`);
+  }
+  // The same file after all (swapped back between the stat and the open): closing either
+  // descriptor would drop the locks; the new one is kept as well.
+  const same = known !== undefined && known.dev === mine.dev && known.ino === mine.ino;
+  // The ledger deleted or replaced since: the old file's descriptor goes, unless a run still
+  // holds its flock (its release closes it).
+  if (known !== undefined && !same && !known.held) closeSync(known.fd);
+  const entry: LedgerFd = { key, fd, dev: mine.dev, ino: mine.ino, held: false };
+  ledgerFds.set(key, entry);
+  return entry;
 }
