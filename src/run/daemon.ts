@@ -12,7 +12,7 @@ import { findLiveRun } from '../lock/heartbeat.js';
 import { startDaemonMetrics, type DaemonMetrics } from '../metrics/index.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
-import { runDaemon, type DaemonClock } from '../schedule/daemon.js';
+import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
 import { executeRun } from './execute.js';
 import { exitCodeFor } from './outcome.js';
 
@@ -48,6 +48,24 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   let unscannable = false; // the growth check could not scan the source last time (logged once)
   // Another run of this job alive by its heartbeat, as a run that takes the lock checks; the
   // daemon's own passes run in this process, one at a time, and are never among them.
+  // The daemon's own reads give way to a stop (DaemonStopped): one that waits on the store
+  // (a table lock, an outage's retries) kept an idle daemon from stopping until the drain's
+  // last resort, which exited 75 blaming a drain that was never going. The read is left to
+  // end on its own, and the ledger closed without waiting for it.
+  let abandoned = false;
+  const orStop = <T>(read: Promise<T>): Promise<T> => {
+    let onStop = (): void => undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      onStop = () => {
+        abandoned = true;
+        reject(new DaemonStopped());
+      };
+    });
+    if (signals.stop.aborted) onStop();
+    else signals.stop.addEventListener('abort', onStop, { once: true });
+    // Either's later rejection is the race's, handled: never an unhandled rejection.
+    return Promise.race([read, stopped]).finally(() => signals.stop.removeEventListener('abort', onStop));
+  };
   const liveRun = () => reading(store, current().then((l) => findLiveRun(l, '', Date.now(), config.lease.seconds * 1000)), 'read the last run');
   // metrics.port for the daemon's whole life (each pass shows its own there while it runs),
   // read between passes from the ledger the daemon has open.
@@ -59,22 +77,22 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: async (atOrBefore) => (await reading(store, current().then((l) => l.lastRunStart(atOrBefore)), 'read the last run'))?.startedAt ?? null,
+      lastRunStart: async (atOrBefore) => (await orStop(reading(store, current().then((l) => l.lastRunStart(atOrBefore)), 'read the last run')))?.startedAt ?? null,
       occurrenceRan: async (occurrence) =>
-        (await reading(store, current().then((l) => l.recentRuns(100)), 'read the last run')).some((r) => r.scheduledFor === occurrence),
+        (await orStop(reading(store, current().then((l) => l.recentRuns(100)), 'read the last run'))).some((r) => r.scheduledFor === occurrence),
       lastRunInterrupted: async () => {
-        const [last] = await reading(store, current().then((l) => l.recentRuns(1)), 'read the last run');
+        const [last] = await orStop(reading(store, current().then((l) => l.recentRuns(1)), 'read the last run'));
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
         // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
         // still going would only find the lock held and count an overrun: asked again later.
-        return last.outcome === null && (await liveRun()) !== null ? undefined : true;
+        return last.outcome === null && (await orStop(liveRun())) !== null ? undefined : true;
       },
-      runActive: async () => (await liveRun()) !== null,
+      runActive: async () => (await orStop(liveRun())) !== null,
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
       sourceGrew: () =>
         reading(store, current(), LOOK)
-          .then((l) => sourceGrew(config, l, (read) => reading(store, read, LOOK), signals.stop))
+          .then((l) => sourceGrew(config, l, (read) => orStop(reading(store, read, LOOK)), signals.stop))
           .then(
             (grew) => {
               unscannable = false;
@@ -83,7 +101,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
             (err: unknown) => {
               // Not the store's outage: a source that cannot be scanned (unmounted, removed) is the
               // environment's fault, which the next occurrence's pass reports and stops on.
-              if (err instanceof StateUnavailable || err instanceof ConfigError) throw err;
+              if (err instanceof StateUnavailable || err instanceof ConfigError || err instanceof DaemonStopped) throw err;
               if (!unscannable) log.warn({ err: coerceError(err).message }, 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled');
               unscannable = true;
               return false;
@@ -94,7 +112,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     return result === 'stopped' ? 0 : exitCodeFor(result);
   } finally {
     await metrics?.close();
-    await ledger.close();
+    // A read given up on a stop may still hold a connection (PostgreSQL's pool ends once it
+    // is released): not waited for, the process ends now.
+    if (abandoned) void ledger.close().catch(() => undefined);
+    else await ledger.close();
   }
 }
 

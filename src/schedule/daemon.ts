@@ -11,6 +11,17 @@ import { StateUnavailable } from '../errors.js';
 import { scheduleStatus } from './status.js';
 import { defaultTimeZone } from './zone.js';
 
+/**
+ * A read of the daemon's own (not a pass's) given up because a stop came while it waited on
+ * the store: a PostgreSQL table locked by VACUUM FULL or an operator's LOCK TABLE, an outage
+ * in its 30 s of retries. An idle daemon ends at once on a stop (exit 0), not when the read does.
+ */
+export class DaemonStopped extends Error {
+  constructor() {
+    super('stopped while reading the ledger');
+  }
+}
+
 export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
 
 export interface DaemonClock {
@@ -97,6 +108,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       started = await d.lastRunStart(now.getTime());
       if (resume === undefined) resume = started === null ? false : d.lastRunInterrupted ? await d.lastRunInterrupted() : false;
     } catch (err) {
+      if (err instanceof DaemonStopped) return 'stopped';
       if (!unavailable(err)) throw err;
       await d.clock.sleep(tickMs, d.stop);
       continue;
@@ -134,6 +146,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         result = await d.pass(undefined, 'growth');
       }
     } catch (err) {
+      if (err instanceof DaemonStopped) return 'stopped';
       if (!unavailable(err)) throw err;
       // Not given up: the next tick fires this occurrence again if no run has started since it.
       attempted = null;
