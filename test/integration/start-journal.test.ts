@@ -119,6 +119,31 @@ describe('the start journal', () => {
     }
   });
 
+  // The start records of attempts still running are carried over each flush (for a
+  // hand-back written in place on a full volume). Claims settled by the ledger's own verbs
+  // (complete, fail, release, forget) were carried too, for good: each flush rewrote them
+  // all, and a pass over a ledger seeded that way took minutes.
+  it('claims settled by the ledger\'s verbs are not carried over the next flush', async () => {
+    const file = fresh();
+    const run = await openSqliteLedger(file, { writeBehind: true });
+    try {
+      const ids = Array.from({ length: 500 }, (_, i) => `item-${i}`);
+      await run.discover(ids.map((id) => ({ id })), { runId: owner, now: T0 });
+      const claims = await run.claim(ids.slice(0, 400), opts);
+      await run.complete(claims.slice(0, 100), T0);
+      await run.fail(claims.slice(100, 200).map((claim) => ({ claim, error: 'x' })), { now: T0, retry: { maxAttempts: 5, backoffMs: 1000, backoffMaxMs: 1000 } });
+      await run.release(claims.slice(200, 300), T0, 'back');
+      await run.forget(claims.slice(300, 400), T0);
+      // One attempt started through the write-behind, and flushed (a read flushes).
+      const [live] = (await run.settle(none, T0 + 1, { ids: [ids[400]!], opts: { ...opts, now: T0 + 1 } })).claims;
+      await run.get(ids[400]!);
+      const carried = readFileSync(journalPath(file), 'utf8').split('\n').filter((l) => l.startsWith('S\t'));
+      expect(carried).toEqual([expect.stringContaining(JSON.stringify(live!.id))]);
+    } finally {
+      await run.close();
+    }
+  });
+
   it('a full file system cuts a batch short: none of its starts is left to charge, the file is as before', async (ctx) => {
     // tmpfs gives a write the rest of the page the file already has, then ENOSPC: a record
     // that fits in there is whole, though the batch failed and no handler of it started.

@@ -115,17 +115,24 @@ export class SqliteLedger implements L.Ledger {
       return this.#claim.nextDueAt(runId);
     });
   }
+  // Each settles claims outside settle(): the journal stops carrying their start records
+  // (write-behind.ts, settled), or every flush would rewrite them all.
   async complete(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
-    return this.#written(() => this.#finish.complete(claims, now), () => []);
+    return this.#written(() => this.#settledNow(claims, () => this.#finish.complete(claims, now)), () => []);
   }
   async fail(failures: L.Failure[], opts: L.FailOptions): Promise<L.FenceOutcome[]> {
-    return this.#written(() => this.#finish.fail(failures, opts), () => []);
+    return this.#written(() => this.#settledNow(failures.map((f) => f.claim), () => this.#finish.fail(failures, opts)), () => []);
   }
   async release(claims: L.Claim[], now: number, reason: string, unstarted?: boolean): Promise<L.FenceOutcome[]> {
-    return this.#written(() => this.#finish.release(claims, now, reason, unstarted), () => []);
+    return this.#written(() => this.#settledNow(claims, () => this.#finish.release(claims, now, reason, unstarted)), () => []);
   }
   async forget(claims: L.Claim[], now: number): Promise<L.FenceOutcome[]> {
-    return this.#written(() => this.#finish.forget(claims, now), () => []);
+    return this.#written(() => this.#settledNow(claims, () => this.#finish.forget(claims, now)), () => []);
+  }
+  #settledNow<T>(claims: readonly L.Claim[], write: () => T): T {
+    const out = write();
+    this.#behind?.settledClaims(claims);
+    return out;
   }
   async forgetUnseen(passId: string): Promise<number> {
     // Only pending rows this pass did not see (written behind first): never an attempt or a

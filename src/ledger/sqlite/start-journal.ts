@@ -52,6 +52,9 @@ interface Held {
   offset: number;
 }
 
+/** The most start records clear() carries over a flush (see there). */
+const MAX_CARRIED = 4096;
+
 /** The journal's path for a ledger file (the file itself, links resolved: see openSqliteLedger). */
 export const journalPath = (ledgerFile: string): string => `${ledgerFile}-starts`;
 
@@ -269,7 +272,9 @@ export class StartJournal {
       }
     }
     const buf = Buffer.from(text, 'utf8');
-    if (buf.length > 0 && buf.length <= this.#length) {
+    // Bounded: no more attempts run at once than concurrency allows (1,024 at most). Past that,
+    // records are carried that nothing settles any more, and each flush would rewrite them all.
+    if (buf.length > 0 && buf.length <= this.#length && moved.length <= MAX_CARRIED) {
       try {
         this.#overwrite(buf, 0);
         ftruncateSync(this.#fd, buf.length);

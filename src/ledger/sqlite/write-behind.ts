@@ -209,10 +209,15 @@ export class WriteBehind {
 
   /** These attempts were settled in the ledger: their S records need not be kept. */
   settled(s: Settlement): void {
-    for (const c of s.complete) this.#journal.settled(c);
-    for (const f of s.fail) this.#journal.settled(f.claim);
-    for (const r of s.release) this.#journal.settled(r.claim);
-    for (const c of s.gone) this.#journal.settled(c);
+    this.settledClaims(s.complete);
+    this.settledClaims(s.fail.map((f) => f.claim));
+    this.settledClaims(s.release.map((r) => r.claim));
+    this.settledClaims(s.gone);
+  }
+
+  /** settled(), for claims settled by one of the ledger's verbs (complete, fail, release, forget). */
+  settledClaims(claims: readonly Claim[]): void {
+    for (const c of claims) this.#journal.settled(c);
   }
 
   /**
