@@ -66,7 +66,9 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     // Either's later rejection is the race's, handled: never an unhandled rejection.
     return Promise.race([read, stopped]).finally(() => signals.stop.removeEventListener('abort', onStop));
   };
-  const liveRun = () => reading(store, current().then((l) => findLiveRun(l, '', Date.now(), config.lease.seconds * 1000)), 'read the last run');
+  /** A read of the runs by the daemon itself (never a pass's), given up on a stop. */
+  const runsRead = <T>(read: (l: Ledger) => Promise<T>): Promise<T> => orStop(reading(store, current().then(read), 'read the last run'));
+  const liveRun = () => runsRead((l) => findLiveRun(l, '', Date.now(), config.lease.seconds * 1000));
   // metrics.port for the daemon's whole life (each pass shows its own there while it runs),
   // read between passes from the ledger the daemon has open.
   let metrics: DaemonMetrics | undefined;
@@ -77,17 +79,17 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       log,
       stop: signals.stop,
       clock: realClock,
-      lastRunStart: async (atOrBefore) => (await orStop(reading(store, current().then((l) => l.lastRunStart(atOrBefore)), 'read the last run')))?.startedAt ?? null,
+      lastRunStart: async (atOrBefore) => (await runsRead((l) => l.lastRunStart(atOrBefore)))?.startedAt ?? null,
       occurrenceRan: async (occurrence) =>
-        (await orStop(reading(store, current().then((l) => l.recentRuns(100)), 'read the last run'))).some((r) => r.scheduledFor === occurrence),
+        (await runsRead((l) => l.recentRuns(100))).some((r) => r.scheduledFor === occurrence),
       lastRunInterrupted: async () => {
-        const [last] = await orStop(reading(store, current().then((l) => l.recentRuns(1)), 'read the last run'));
+        const [last] = await runsRead((l) => l.recentRuns(1));
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
         // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
         // still going would only find the lock held and count an overrun: asked again later.
-        return last.outcome === null && (await orStop(liveRun())) !== null ? undefined : true;
+        return last.outcome === null && (await liveRun()) !== null ? undefined : true;
       },
-      runActive: async () => (await orStop(liveRun())) !== null,
+      runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
       sourceGrew: () =>

@@ -99,11 +99,12 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
       }
       // A handler that writes outputs (one was committed in this pass) and exits 0 without
       // checking that it could (`cat "$1" > "$2"; echo converted`) left none on a file system
-      // that went read-only or full mid-run: its item was recorded done with no output, for
-      // good. Asked only then, so a handler that never writes one pays nothing; the catch
-      // below finds the file system read-only or full and stops the pass, nothing charged.
-      if (p.committed > 0 && ((await outputs.readOnly()) || (await outputs.full()))) {
-        throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}) while the output file system is read-only or full: its output could not be created; not recorded done');
+      // that went read-only mid-run: its item was recorded done with no output, for good.
+      // Asked only then, so a handler that never writes one pays nothing; the catch below
+      // finds the file system read-only and stops the pass, nothing charged. (A full one,
+      // commit has refused already: OutputMaybeCut.)
+      if (p.committed > 0 && (await outputs.readOnly())) {
+        throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}) while the output file system is read-only: its output could not be created; not recorded done');
       }
     } else if (tempPath && outputs) {
       p.committed++;

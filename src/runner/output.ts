@@ -380,7 +380,7 @@ export class OutputStore {
     // output for good. A full file system now (or one an attempt of the pass found full,
     // whose clean-up may have freed a little space since) is the same fault as when an
     // attempt fails.
-    if ((await this.full()) || fullSeen?.()) throw new OutputMaybeCut();
+    if (fullSeen?.() || (await this.full())) throw new OutputMaybeCut();
     beforeRename?.();
     try {
       await this.#renameIntoPlace(tempPath, final);
