@@ -43,6 +43,12 @@ export abstract class EdgeError extends Error {
 export class StateUnavailable extends EdgeError {
   override name = 'StateUnavailable';
   readonly exitCode = EXIT.FATAL;
+  /**
+   * The store could not be reached at all (PostgreSQL refused the connection, timed out or
+   * is starting up or shutting down), as opposed to answering with a refusal (a password,
+   * a permission, a damaged file): worth waiting for, where something can wait (the daemon).
+   */
+  unreachable = false;
 }
 
 /** A --scheduled-time (or --at, CRONSAFE_SCHEDULED_TIME) value that is not an RFC 3339 instant: a usage error. */

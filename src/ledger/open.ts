@@ -254,6 +254,8 @@ export function openStore(config: Config): Store {
         const failed = unavailable('', err);
         // For openReader, and for schedule, which migrates an older ledger only.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;
+        // PostgresLedgerError's own word (not imported here: SQLite runs never load pg).
+        failed.unreachable = (err as { transient?: unknown }).transient === true;
         throw failed;
       }
     },

@@ -10,6 +10,7 @@ import type { RunOutcome } from '../ledger/run-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { findLiveRun } from '../lock/heartbeat.js';
 import { startDaemonMetrics, type DaemonMetrics } from '../metrics/index.js';
+import type { LedgerReads } from '../metrics/ledger-view.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
@@ -31,18 +32,29 @@ const realClock: DaemonClock = {
 /** Run each occurrence of `config.schedule` until `stop`; the exit code (0 once stopped). */
 export async function runScheduled(config: Config, log: Logger, signals: { stop: AbortSignal; force: AbortSignal }): Promise<number> {
   const store = openStore(config);
-  let ledger = await store.openLedger();
+  // A database not up yet (a host booting, the daemon's unit started before PostgreSQL's) is
+  // waited for tick by tick, as an outage between passes is: the first read opens the ledger
+  // (runDaemon says the store is unavailable, once). A store that answers with a refusal (a
+  // password, another job's schema, a damaged file) still ends the daemon at once.
+  let ledger: Ledger | undefined = await store.openLedger().catch((err: unknown) => {
+    if (err instanceof StateUnavailable && err.unreachable) return undefined;
+    throw err;
+  });
   let opened = sqliteFileIdentity(config);
   // The SQLite file deleted or replaced while the daemon idled (a run since made a new one):
   // read that one, not the deleted file this connection still holds open (and on the disk).
   const current = async (): Promise<Ledger> => {
     const now = sqliteFileIdentity(config);
-    if (now === undefined || now === opened) return ledger;
-    await ledger.close();
+    if (ledger !== undefined && (now === undefined || now === opened)) return ledger;
+    await ledger?.close();
+    ledger = undefined;
     ledger = await store.openLedger();
     opened = now;
     return ledger;
   };
+  // The metrics' reads before the ledger was ever opened: the store's error, as in an outage.
+  const notOpen = (): Promise<never> => Promise.reject(store.unavailable('open the ledger', new Error('not reached since the daemon started')));
+  const unopened: LedgerReads = { totals: notOpen, counts: notOpen, attemptTotals: notOpen, runStats: notOpen, recentRuns: notOpen };
   // The daemon's own reads name the store as a run's do (StateUnavailable), so that it waits an outage out.
   const LOOK = 'look for new files';
   let unscannable = false; // the growth check could not scan the source last time (logged once)
@@ -73,7 +85,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // read between passes from the ledger the daemon has open.
   let metrics: DaemonMetrics | undefined;
   try {
-    metrics = await startDaemonMetrics(config, () => ledger, log);
+    metrics = await startDaemonMetrics(config, () => ledger ?? unopened, log);
     const result = await runDaemon({
       config,
       log,
@@ -116,8 +128,8 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     await metrics?.close();
     // A read given up on a stop may still hold a connection (PostgreSQL's pool ends once it
     // is released): not waited for, the process ends now.
-    if (abandoned) void ledger.close().catch(() => undefined);
-    else await ledger.close();
+    if (abandoned) void ledger?.close().catch(() => undefined);
+    else await ledger?.close();
   }
 }
 

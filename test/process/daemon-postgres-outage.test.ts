@@ -69,3 +69,49 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     expect(String(outage.err)).toMatch(/^state store unavailable \(postgres\): read the last run: [^:\s]/);
   }, 120_000);
 });
+
+describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cronsafe daemon on PostgreSQL, database down when it starts', () => {
+  const db = usePostgresDatabase('daemon_start_outage');
+
+  it('waits for the database (a host booting, the unit started before PostgreSQL), then runs the due occurrence', async () => {
+    const ws = workspace(
+      {
+        handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
+        state: { postgres: db.url },
+        schedule: { cron: '* * * * *', timeZone: 'UTC' },
+        daemon: { tickSeconds: 5 },
+      },
+      { 'a.txt': 'a', 'b.txt': 'b' },
+    );
+    await db.server.halt();
+    let daemon;
+    try {
+      daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
+      // Under the old code the daemon exited 1 here: its first open gave up on the refused connection.
+      const outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+      expect(String(outage.err)).toMatch(/^state store unavailable \(postgres\): .*ECONNREFUSED/);
+    } finally {
+      await db.server.start();
+    }
+    try {
+      await daemon.waitFor((l) => l.msg === 'daemon: the state store is available again', 30_000);
+      const finished = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      expect(finished.outcome).toBe('completed');
+      expect(finished.counts).toMatchObject({ succeeded: 2, failed: 0 });
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
+  }, 120_000);
+
+  it('a database that answers with a refusal (no such database) still ends it at once: exit 1, one line naming it', async () => {
+    const url = db.url.replace(/\/[^/?]+(\?|$)/, '/no_such_database$1');
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '* * * * *', timeZone: 'UTC' } });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 60_000 });
+    const { code } = await daemon.exited;
+    expect(code).toBe(1);
+    expect(daemon.stderr()).toMatch(/state store unavailable \(postgres\): .*no_such_database/);
+    expect(daemon.stderr()).not.toMatch(/\n\s+at /);
+  }, 90_000);
+});
