@@ -24,6 +24,15 @@ export class DaemonStopped extends Error {
 
 export type DaemonPassResult = 'completed' | 'drained' | 'failed' | 'skipped-locked' | 'stale';
 
+/**
+ * A pass for an occurrence that failed (exit 1: a source unmounted for a moment, a full
+ * volume) is run again as the Job controller runs a failed CronJob pod again: up to the
+ * chart's `backoffLimit` (3) times, 10 s after the first failure, doubling (capped at 6 min).
+ */
+export const FAILED_PASS_RETRIES = 3;
+const FAILED_PASS_BACKOFF_MS = 10_000;
+const FAILED_PASS_BACKOFF_MAX_MS = 360_000;
+
 export interface DaemonClock {
   now(): number;
   /**
@@ -87,6 +96,8 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // Cleared by the first pass that returns: later runs are not the start-up one, and a later
   // occurrence that another run started for (a manual run) is not this daemon's to resume.
   let resume: boolean | undefined;
+  // The occurrence whose pass failed, how many times, and when (monotonic) to run it again.
+  let retry: { occurrence: number; failures: number; at: number } | undefined;
   const unavailable = (err: unknown): boolean => {
     // A daemon stays up for years: a database restart or failover between (or at) passes is
     // waited out tick by tick, as a failed pass is. Anything else still ends it.
@@ -121,17 +132,24 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     if (d.stop.aborted) return 'stopped';
     const status = scheduleStatus(schedule, now, started === null ? null : new Date(started), 'vixie');
     let result: DaemonPassResult | undefined;
+    let passFor: number | undefined; // the occurrence a pass that returned ran for (not a growth pass)
     try {
       if (status.latest && status.due && status.latest.getTime() !== attempted && !(await d.occurrenceRan?.(status.latest.getTime()))) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
         result = await d.pass(status.latest, 'occurrence');
+        passFor = attempted;
         resume = false;
       } else if (resume && status.latest && status.latest.getTime() !== attempted) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
         result = await d.pass(status.latest, 'occurrence');
+        passFor = attempted;
         resume = false;
+      } else if (retry && status.latest?.getTime() === retry.occurrence && elapsed() >= retry.at) {
+        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal, failures: retry.failures, of: FAILED_PASS_RETRIES }, 'daemon: the pass of this occurrence failed; running it again');
+        result = await d.pass(status.latest, 'occurrence');
+        passFor = retry.occurrence;
       } else if (
         growth.enabled &&
         !stoodDown &&
@@ -152,6 +170,14 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       attempted = null;
       result = 'failed';
     }
+    if (passFor !== undefined) {
+      const failures = result === 'failed' ? (retry?.occurrence === passFor ? retry.failures : 0) + 1 : 0;
+      retry =
+        failures > 0 && failures <= FAILED_PASS_RETRIES
+          ? { occurrence: passFor, failures, at: elapsed() + Math.min(FAILED_PASS_BACKOFF_MAX_MS, FAILED_PASS_BACKOFF_MS * 2 ** (failures - 1)) }
+          : undefined;
+      if (failures > FAILED_PASS_RETRIES) d.log.warn({ failures }, 'daemon: the pass of this occurrence failed again; the next occurrence runs as scheduled');
+    }
     if (result) {
       lastPassEnd = elapsed();
       if (result === 'completed') {
@@ -167,8 +193,9 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       }
       if (d.stop.aborted) return result;
     }
-    // Wake for the next occurrence or the next tick, whichever is first.
+    // Wake for the next occurrence, a failed pass's retry or the next tick, whichever is first.
     const untilNext = status.next ? Math.max(0, status.next.getTime() - d.clock.now()) : tickMs;
-    await d.clock.sleep(Math.min(tickMs, untilNext), d.stop);
+    const untilRetry = retry ? Math.max(0, retry.at - elapsed()) : tickMs;
+    await d.clock.sleep(Math.min(tickMs, untilNext, untilRetry), d.stop);
   }
 }

@@ -95,6 +95,40 @@ describe('runDaemon', () => {
     expect(passes).toHaveLength(1);
   });
 
+  // The Job controller runs a failed CronJob pod again (backoffLimit, 3 in the chart): a
+  // daily job whose source was unmounted for a moment at its fire must not wait a day.
+  it('a pass that failed (exit 1) is run again for its occurrence, 10 s, 20 s, 40 s later, then left to the next occurrence', async () => {
+    const { passes, lines } = await drive({ start: '2026-06-01T11:00:00Z', until: '2026-06-01T11:59:00Z', cfg: config(), lastRun: 0, result: () => 'failed' });
+    expect(passes.map((p) => [p.at, p.occurrence])).toEqual([
+      ['2026-06-01T11:00:00.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:00:10.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:00:30.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:01:10.000Z', '2026-06-01T11:00:00.000Z'],
+    ]);
+    expect(lines.filter((l) => l.msg === 'daemon: the pass of this occurrence failed; running it again').map((l) => l.failures)).toEqual([1, 2, 3]);
+    expect(lines.filter((l) => l.msg === 'daemon: the pass of this occurrence failed again; the next occurrence runs as scheduled')).toHaveLength(1);
+  });
+
+  it('a failed pass run again that completes is not run a third time; the next occurrence fires as scheduled', async () => {
+    const { passes } = await drive({ start: '2026-06-01T11:00:00Z', until: '2026-06-01T12:30:00Z', cfg: config(), lastRun: 0, result: (n) => (n === 1 ? 'failed' : 'completed') });
+    expect(passes.map((p) => [p.at, p.occurrence])).toEqual([
+      ['2026-06-01T11:00:00.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:00:10.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T12:00:00.000Z', '2026-06-01T12:00:00.000Z'],
+    ]);
+  });
+
+  it('a failed pass is not run again once the next occurrence came due (that one runs instead)', async () => {
+    // A minutely schedule: the next occurrence comes before the third retry would.
+    const { passes } = await drive({ start: '2026-06-01T11:00:00Z', until: '2026-06-01T11:01:30Z', cfg: config({}, { cron: '* * * * *' }), lastRun: 0, result: (n) => (n <= 3 ? 'failed' : 'completed') });
+    expect(passes.map((p) => [p.at, p.occurrence])).toEqual([
+      ['2026-06-01T11:00:00.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:00:10.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:00:30.000Z', '2026-06-01T11:00:00.000Z'],
+      ['2026-06-01T11:01:00.000Z', '2026-06-01T11:01:00.000Z'],
+    ]);
+  });
+
   it('growth trigger: runs again when the source grew, after the cooldown only', async () => {
     const { passes } = await drive({
       start: '2026-06-01T11:00:30Z',
