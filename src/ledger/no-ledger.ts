@@ -21,11 +21,18 @@ export class LedgerNeedsMigration extends Error {
 
 /**
  * The place the config names holds another program's tables, not a ledger (PostgreSQL: a
- * schema with tables and no `schema_migrations` of ours, or a Rails-style one). Nothing was
- * written; a config error naming state.schema (open.ts), as SQLite's foreign database is.
+ * schema with tables and no `schema_migrations` of ours, or a Rails-style one), or cannot
+ * hold one (a database whose encoding is not UTF8: `key` state.postgres). Nothing was
+ * written; a config error naming `key` (open.ts), as SQLite's foreign database is.
  */
 export class NotALedger extends Error {
   override name = 'NotALedger';
+  constructor(
+    message: string,
+    readonly key: 'state.schema' | 'state.postgres' = 'state.schema',
+  ) {
+    super(message);
+  }
 }
 
 /** The SQLite ledger file is not writable by this user: the message names it, its owner and mode. */

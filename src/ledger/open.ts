@@ -80,9 +80,9 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   }
 }
 
-/** PostgreSQL: state.schema names another program's schema (postgres/migrate.ts, assertLedgerSchema). */
+/** PostgreSQL: state.schema names another program's schema, or state.postgres a database that cannot hold a ledger (postgres/migrate.ts). */
 function notALedger(err: NotALedger, configPath?: string): ConfigError {
-  return new ConfigError(`${configPath ? `${configPath}: ` : ''}state.schema: ${err.message}`, configPath, 'state.schema');
+  return new ConfigError(`${configPath ? `${configPath}: ` : ''}${err.key}: ${err.message}`, configPath, err.key);
 }
 
 function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, configPath?: string): ConfigError {

@@ -282,7 +282,7 @@ export class PostgresExecutor {
         // that never ran from a store that is down), with where in its message.
         if (err instanceof NoLedgerYet) throw new NoLedgerYet(ledgerError(err, what, url, schema).message);
         if (err instanceof LedgerNeedsMigration) throw new LedgerNeedsMigration(ledgerError(err, what, url, schema).message);
-        if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message);
+        if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message, err.key);
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
         // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.

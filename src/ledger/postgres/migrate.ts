@@ -122,6 +122,7 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
   const todo = (): Migration[] => [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version));
   if (todo().length === 0) return [];
   await assertLedgerSchema(exec, schema, present);
+  if (!present) await assertEncoding(exec);
   await assertJob(exec, schema, job);
 
   await exec(migrationLockQuery(schema));
@@ -137,6 +138,25 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
     out.push(m.version);
   }
   return out;
+}
+
+/**
+ * Item ids (file names, any UTF-8) and handlers' errors are text: a database in another
+ * encoding (LATIN1, WIN1252, EUC_JP ...) refuses the first one outside it with 22P05, and
+ * every pass that meets that name stopped there (exit 1). Refused when the ledger would be
+ * created in it (NotALedger naming state.postgres: exit 78), before anything is written;
+ * SQL_ASCII keeps the bytes as given. A ledger made before this check is left as it is.
+ */
+async function assertEncoding(exec: Exec): Promise<void> {
+  const [row] = await exec<{ encoding: string; db: string }>(q(`SELECT current_setting('server_encoding') AS encoding, current_database() AS db`));
+  const encoding = row?.encoding ?? '';
+  if (encoding === 'UTF8' || encoding === 'SQL_ASCII') return;
+  throw new NotALedger(
+    `database ${row?.db ?? ''} has encoding ${encoding}, which cannot hold every file name or handler error (they are UTF-8 text): ` +
+      `the first one outside it would stop every pass. Nothing was written. Point state.postgres at a database created with ENCODING 'UTF8' ` +
+      `(CREATE DATABASE <name> ENCODING 'UTF8' TEMPLATE template0)`,
+    'state.postgres',
+  );
 }
 
 /**

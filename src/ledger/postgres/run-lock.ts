@@ -194,7 +194,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
       if (err instanceof LedgerOwnedByAnotherJob) throw err;
-      if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message);
+      if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message, err.key);
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }
