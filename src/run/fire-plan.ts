@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { Config, ScheduleConfig } from '../config/types.js';
 import type { Ledger, RefreshPolicy } from '../ledger/types.js';
-import { identifyFire, missedOccurrences, type Fire } from '../schedule/fire.js';
+import { identifyFire, MISSED_COUNT_LIMIT, missedOccurrences, type Fire } from '../schedule/fire.js';
 import { latestOccurrence, type SchedulePolicy } from '../schedule/occurrences.js';
 import { MAX_OVERRUNS_AT_ONCE, watchOverruns } from '../schedule/overrun-watch.js';
 
@@ -22,6 +22,12 @@ export interface FirePlan {
 }
 
 const noWatch = () => () => undefined;
+
+/**
+ * Past MISSED_COUNT_LIMIT missed occurrences are no longer counted: the log line's `missed`
+ * is then a lower bound, and says so (`atLeast`), rather than passing the cap for the number.
+ */
+const missedBeyond = (atLeast: boolean) => (atLeast ? { atLeast: true, countedUpTo: MISSED_COUNT_LIMIT } : {});
 
 /** Why a fire is not run. */
 export type FireSkip = 'stale' | 'repeated-fire';
@@ -101,10 +107,10 @@ export async function planFire(
   // ledger's last occurrence past the week, so it is counted now or never.
   const lastRecorded = record ? await ledger.lastOccurrenceRecorded() : null;
   if (record) {
-    const { missed, total } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
+    const { missed, total, atLeast } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
     for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
     if (total > 0) {
-      log.warn({ missed: total, first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
+      log.warn({ missed: total, ...missedBeyond(atLeast), first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');
     }
   }
   if (skip === 'stale') {
@@ -140,7 +146,7 @@ export async function planFire(
           const late = lateRecorded ? undefined : missedOccurrences(schedule, new Date(Math.max(occurrence, lastRecorded ?? occurrence)), new Date(after.getTime() + 1), 100, policy);
           lateRecorded = true;
           if (late && late.total > 0) {
-            log.warn({ missed: late.total, first: late.missed[0]?.toISOString(), recorded: late.missed.length }, 'schedule: occurrences between this fire and the start of its run never ran');
+            log.warn({ missed: late.total, ...missedBeyond(late.atLeast), first: late.missed[0]?.toISOString(), recorded: late.missed.length }, 'schedule: occurrences between this fire and the start of its run never ran');
             for (const m of late.missed) {
               ledger.recordEvent('missed', Date.now(), {}, m.getTime()).catch((err: unknown) => {
                 log.warn({ err }, 'could not record the missed occurrence');

@@ -97,10 +97,15 @@ export function identifyFire(
   };
 }
 
+/** How many missed occurrences are counted one by one at most (a minute's schedule off for ~70 days). */
+export const MISSED_COUNT_LIMIT = 100_000;
+
 /**
  * Occurrences strictly between the last one recorded in the ledger and this fire: fires
  * that never produced a run (the pod never started, the CronJob was suspended, Forbid
- * skipped them). At most `limit`, the earliest; `total` counts them all up to 100,000.
+ * skipped them). At most `limit`, the earliest; `total` counts them all up to
+ * MISSED_COUNT_LIMIT, and `atLeast` says there were more than that (not counted: the
+ * log line must not give a cap for the number).
  */
 export function missedOccurrences(
   schedule: ScheduleConfig,
@@ -108,9 +113,10 @@ export function missedOccurrences(
   fire: Date,
   limit = 100,
   policy: SchedulePolicy = 'kubernetes',
-): { missed: Date[]; total: number } {
-  if (!lastRecorded || lastRecorded.getTime() >= fire.getTime()) return { missed: [], total: 0 };
+): { missed: Date[]; total: number; atLeast: boolean } {
+  if (!lastRecorded || lastRecorded.getTime() >= fire.getTime()) return { missed: [], total: 0, atLeast: false };
   const zone = schedule.timeZone ?? defaultTimeZone();
-  const all = occurrencesBetween(schedule.cron, zone, lastRecorded, new Date(fire.getTime() - 1), policy, 100_000);
-  return { missed: all.slice(0, limit), total: all.length };
+  const all = occurrencesBetween(schedule.cron, zone, lastRecorded, new Date(fire.getTime() - 1), policy, MISSED_COUNT_LIMIT + 1);
+  const atLeast = all.length > MISSED_COUNT_LIMIT;
+  return { missed: all.slice(0, limit), total: Math.min(all.length, MISSED_COUNT_LIMIT), atLeast };
 }

@@ -286,12 +286,25 @@ describe('fire identity', () => {
     expect(skew.code, skew.stderr).toBe(0);
   });
 
+  it('more missed occurrences than are counted: the log line says its number is a lower bound, not the whole number', async () => {
+    // A minute's schedule whose last recorded fire is 100,005 minutes (~70 days) back: 100,004
+    // occurrences never ran, past the 100,000 counted one by one.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '* * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    expect((await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T00:00:00Z'])).code).toBe(0);
+    const later = await runCli(['run', '-c', ws.configPath, '--scheduled-time', new Date(Date.parse('2026-06-01T00:00:00Z') + 100_005 * 60_000).toISOString()]);
+    expect(later.code, later.stderr).toBe(0);
+    const line = later.lines.find((l) => l.msg === 'schedule: occurrences since the last recorded one never ran');
+    expect(line).toMatchObject({ missed: 100_000, atLeast: true, countedUpTo: 100_000, first: '2026-06-01T00:01:00.000Z', recorded: 100 });
+  });
+
   it('records the occurrences between the last recorded one and this fire as missed', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
     expect((await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T10:00:00Z'])).code).toBe(0);
     const later = await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T14:00:00Z']);
     expect(later.code, later.stderr).toBe(0);
-    expect(later.lines.find((l) => l.msg === 'schedule: occurrences since the last recorded one never ran')).toMatchObject({ missed: 3, first: '2026-06-01T11:00:00.000Z' });
+    const line = later.lines.find((l) => l.msg === 'schedule: occurrences since the last recorded one never ran');
+    expect(line).toMatchObject({ missed: 3, first: '2026-06-01T11:00:00.000Z' });
+    expect(line, 'the whole number: no lower-bound mark').not.toHaveProperty('atLeast');
     const ledger = await ledgerOf(ws.db);
     try {
       expect((await ledger.totals()).missed).toBe(3);

@@ -72,6 +72,12 @@ describe('missedOccurrences', () => {
     expect(r.missed).toHaveLength(10);
     expect(r.total).toBe(7 * 24 * 12 - 1);
   });
+  it('counts up to 100,000 and says when there were more', () => {
+    const exact = missedOccurrences(sched('* * * * *'), at('2026-06-01T00:00:00Z'), new Date(Date.parse('2026-06-01T00:00:00Z') + 100_001 * 60_000));
+    expect(exact).toMatchObject({ total: 100_000, atLeast: false });
+    const more = missedOccurrences(sched('* * * * *'), at('2026-06-01T00:00:00Z'), new Date(Date.parse('2026-06-01T00:00:00Z') + 100_002 * 60_000));
+    expect(more).toMatchObject({ total: 100_000, atLeast: true });
+  });
   it('is empty without a previous record or when nothing lies between', () => {
     expect(missedOccurrences(sched('0 * * * *'), null, at('2026-06-01T14:00:00Z')).total).toBe(0);
     expect(missedOccurrences(sched('0 * * * *'), at('2026-06-01T13:00:00Z'), at('2026-06-01T14:00:00Z')).total).toBe(0);
