@@ -75,6 +75,25 @@ describe('SQLite state problems name the store in use and its path (exit 1)', ()
     expect(existsSync(ws.state)).toBe(false);
   });
 
+  // The same layout with the state directory there but not this user's to write (a volume
+  // that ignores fsGroup with init-dirs off, a directory pre-created by root): the ledger's
+  // open said "cannot take the run lock <lock.path>: EACCES ... open '<ledger>'".
+  it.skipIf(!isRoot)('the ledger cannot be created in a state directory this user may not write (as an unprivileged user): run names the ledger and its directory, not the lock file', async () => {
+    const ws = workspace({ handler: failing }, { 'a.scc': 'a' });
+    const locks = path.join(ws.dir, 'locks');
+    mkdirSync(locks);
+    chmodSync(locks, 0o777);
+    configure(ws, { lock: { path: path.join(locks, 'job.lock') } });
+    chmodSync(ws.dir, 0o755);
+    mkdirSync(ws.state, { mode: 0o755 });
+    const r = await asNobody(['run', '-c', ws.configPath]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `cronsafe: state store unavailable (sqlite ${ws.db}): cannot open the ledger ${ws.db}: ${ws.state} is not writable by this user (uid 65534): it is owned by uid 0 with mode 755 (EACCES: permission denied, open '${ws.db}')\n`,
+    );
+    expect(existsSync(ws.db)).toBe(false);
+  });
+
   // Its files (the ledger, the lock) still writable: SQLite cannot make the -wal and -shm
   // beside the ledger, and said only "attempt to write a readonly database" of a writable ledger.
   it.skipIf(!isRoot)('the state directory made read-only after a run: run names the directory (exit 1), not SQLite\'s "attempt to write a readonly database"', async () => {

@@ -5,7 +5,7 @@ import { coerceError } from '../../errors.js';
 import { makeDirs } from '../../make-dirs.js';
 import { LedgerUnwritable } from '../no-ledger.js';
 import { isLockFileText } from '../store-files.js';
-import { refuseUnwritable } from './unwritable.js';
+import { noAccess, refuseUnwritable } from './unwritable.js';
 
 /** A held run lock. The kernel drops it if the process dies, so there is never a stale lock. */
 export interface LocalLock {
@@ -260,7 +260,7 @@ export function lockLedgerFile(file: string): (() => void) | null {
   // failed first, and the run said "cannot take the run lock <lock.path>: EACCES ... open
   // '<ledger>'", naming the lock file. Named as the ledger's open would name it.
   refuseUnwritable(file);
-  const entry = ledgerFd(file);
+  const entry = openLedgerFd(file);
   // Held by a run of this very process: refused, as a descriptor of its own would be.
   if (entry.held || !tryFlock(entry.fd)) return null;
   entry.held = true;
@@ -296,6 +296,29 @@ interface LedgerFd {
   held: boolean;
 }
 const ledgerFds = new Map<string, LedgerFd>();
+
+/**
+ * The ledger's descriptor, its open failures named as the ledger's: a ledger not made yet in
+ * a state directory this user may not write (EACCES), or a state volume mounted read-only
+ * (EROFS), said "cannot take the run lock <lock.path>: ... open '<ledger>'", naming the lock
+ * file (free, on the pod's /tmp with the chart) for the ledger.
+ */
+function openLedgerFd(file: string): LedgerFd {
+  try {
+    return ledgerFd(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EROFS') {
+      throw new LedgerUnwritable(`cannot open the ledger ${file}: the file system of state.sqlite is read-only (${coerceError(err).message})`, { cause: err });
+    }
+    if (code === 'EACCES' || code === 'EPERM') {
+      const why = noAccess(path.dirname(file), 'write');
+      const where = why === undefined ? '' : `: ${why.text}`;
+      throw new LedgerUnwritable(`cannot open the ledger ${file}${where} (${coerceError(err).message})`, { cause: err });
+    }
+    throw err;
+  }
+}
 
 function ledgerFd(file: string): LedgerFd {
   const key = path.resolve(file);
