@@ -85,7 +85,8 @@ export function readYaml(file: string, abs: string): unknown {
     const dup = duplicateKey(doc);
     if (dup !== undefined) {
       const pos = lineCounter.linePos(dup.offset);
-      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: duplicate key (a mapping holds each key once)`, abs, dup.key);
+      const what = dup.collection ? 'a key that is a list or mapping (keys are names)' : 'duplicate key (a mapping holds each key once)';
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: ${what}`, abs, dup.key);
     }
     const cycle = cyclicAlias(doc);
     if (cycle !== undefined) {
@@ -141,19 +142,28 @@ export function readYaml(file: string, abs: string): unknown {
 /**
  * The first key that repeats one before it in the same mapping, if any (linear): its
  * offset, and its path as other config errors name keys (`handler.timeoutSeconds`,
- * `source.include[0].a`), since every error names its key.
+ * `source.include[0].a`), since every error names its key. A key written as an alias
+ * (`&k concurrency: 2` ... `*k : 64`) is the name it stands for: skipped, it set the key a
+ * second time, silently. A key that is a list or mapping (`? [a, b]`) is `collection`: the
+ * library turned it into the text "[ a, b ]" with a Node warning on stderr.
  */
-function duplicateKey(doc: YAML.Document): { offset: number; key: string } | undefined {
-  let found: { offset: number; key: string } | undefined;
+function duplicateKey(doc: YAML.Document): { offset: number; key: string; collection?: boolean } | undefined {
+  let found: { offset: number; key: string; collection?: boolean } | undefined;
   YAML.visit(doc, {
     Map(_key, map, ancestors) {
       const seen = new Set<string>();
       for (const pair of map.items) {
-        const k = pair.key;
+        const written = pair.key as YAML.Node | null;
+        const k = YAML.isAlias(written) ? written.resolve(doc) : written;
+        const offset = written?.range?.[0] ?? 0;
+        if (YAML.isCollection(k)) {
+          found = { offset, key: keyPath([...ancestors, map], YAML.isAlias(written) ? `*${written.source}` : String(k)), collection: true };
+          return YAML.visit.BREAK;
+        }
         if (!YAML.isScalar(k)) continue;
         const name = String(k.value);
         if (seen.has(name)) {
-          found = { offset: k.range?.[0] ?? 0, key: keyPath([...ancestors, map], name) };
+          found = { offset, key: keyPath([...ancestors, map], name) };
           return YAML.visit.BREAK;
         }
         seen.add(name);

@@ -55,6 +55,19 @@ describe('loadConfig: file and YAML errors', () => {
     );
   });
 
+  it('rejects a duplicate key written as an alias, and a key that is a list or mapping', () => {
+    // `*k` names the key `&k` marks: validate said OK and the second value won (concurrency 64).
+    const alias = write('name: a\nsource: {directory: /x}\n&k concurrency: 2\n*k : 64\n', 'alias-key.yaml');
+    const err = configError(() => loadConfig(alias));
+    expect(err.message).toBe(`${alias}:4:1: concurrency: invalid YAML: duplicate key (a mapping holds each key once)`);
+    expect(err.key).toBe('concurrency');
+    const env = write('name: a\nsource: {directory: /x}\nhandler:\n  command: [x]\n  env: {&v TOKEN: a, *v : b}\n', 'alias-env.yaml');
+    expect(configError(() => loadConfig(env)).message).toBe(`${env}:5:22: handler.env.TOKEN: invalid YAML: duplicate key (a mapping holds each key once)`);
+    // Read as the text "[ A, B ]", with a Node warning about mapAsMap on stderr.
+    const listKey = write('name: a\nsource: {directory: /x}\nhandler:\n  command: [x]\n  env:\n    ? [A, B]\n    : x\n', 'list-key.yaml');
+    expect(configError(() => loadConfig(listKey)).message).toBe(`${listKey}:6:7: handler.env.["A","B"]: invalid YAML: a key that is a list or mapping (keys are names)`);
+  });
+
   it('rejects a key or value holding bytes that are not UTF-8, naming its line and key', () => {
     // A Latin-1 file: the exclude was read as "caf\uFFFD.txt" and excluded nothing, silently.
     const latin1 = write('x');
