@@ -51,6 +51,15 @@ export class StateUnavailable extends EdgeError {
   unreachable = false;
 }
 
+/**
+ * The ledger's schema is newer than this cronsafe knows: exit 1 as any unusable store, but
+ * no outage that waiting ends (the daemon waited for it tick after tick, saying each time
+ * that the store was available again): only an upgrade of cronsafe helps.
+ */
+export class StateTooNew extends StateUnavailable {
+  override name = 'StateTooNew';
+}
+
 /** A --scheduled-time (or --at, CRONSAFE_SCHEDULED_TIME) value that is not an RFC 3339 instant: a usage error. */
 export class ScheduledTimeError extends EdgeError {
   override name = 'ScheduledTimeError';

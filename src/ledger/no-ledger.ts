@@ -20,6 +20,14 @@ export class LedgerNeedsMigration extends Error {
 }
 
 /**
+ * The ledger's schema is newer than this cronsafe knows (a newer cronsafe migrated it): only
+ * an upgrade of cronsafe helps, so it is no outage to wait out (open.ts: StateTooNew).
+ */
+export class LedgerTooNew extends Error {
+  override name = 'LedgerTooNew';
+}
+
+/**
  * The place the config names holds another program's tables, not a ledger (PostgreSQL: a
  * schema with tables and no `schema_migrations` of ours, or a Rails-style one), or cannot
  * hold one (a database whose encoding is not UTF8: `key` state.postgres). Nothing was

@@ -2,9 +2,9 @@ import { readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError, EdgeError, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
+import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
-import { LedgerNeedsMigration, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
+import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import type { RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
@@ -208,7 +208,7 @@ export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
   const unavailable = (doing: string, err: unknown) =>
-    new StateUnavailable(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
+    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
   return {
     label,
     async openReader() {

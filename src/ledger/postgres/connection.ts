@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { isTransient, ledgerError, type PostgresLedgerError } from './errors.js';
-import { LedgerNeedsMigration, NoLedgerYet, NotALedger } from '../no-ledger.js';
+import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../no-ledger.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
@@ -283,6 +283,7 @@ export class PostgresExecutor {
         if (err instanceof NoLedgerYet) throw new NoLedgerYet(ledgerError(err, what, url, schema).message);
         if (err instanceof LedgerNeedsMigration) throw new LedgerNeedsMigration(ledgerError(err, what, url, schema).message);
         if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message, err.key);
+        if (err instanceof LedgerTooNew) throw new LedgerTooNew(ledgerError(err, what, url, schema).message);
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
         // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.

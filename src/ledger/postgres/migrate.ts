@@ -1,6 +1,6 @@
 import type { Exec } from './connection.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
-import { NotALedger } from '../no-ledger.js';
+import { LedgerTooNew, NotALedger } from '../no-ledger.js';
 import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
 import { getMetaQuery } from './meta.js';
 import { ident, q, type Query } from './query.js';
@@ -114,7 +114,7 @@ export async function migrate(exec: Exec, schema: string, migrations: readonly M
     if (newest > known || Number.isNaN(newest)) {
       await assertLedgerSchema(exec, schema, present);
       // Running old code on a newer schema would silently misread it.
-      throw new Error(`ledger schema ${schema} has schema version ${newest}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+      throw new LedgerTooNew(`ledger schema ${schema} has schema version ${newest}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
     }
   };
   let done = await applied();

@@ -5,7 +5,7 @@ import { wellFormed } from '../well-formed.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { appliedVersionsQuery, assertLedgerSchema, migrationsTableQuery } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
-import { LedgerNeedsMigration, NoLedgerYet } from '../no-ledger.js';
+import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet } from '../no-ledger.js';
 import { ident, q, type Query } from './query.js';
 
 /** Item counts by state in one pass (no index on plain `state`: every transition would rewrite it). */
@@ -65,7 +65,7 @@ export async function checkReadableSchema(exec: Exec, schema: string): Promise<v
     throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (this command does not)`);
   }
   if (v > known || Number.isNaN(v)) {
-    throw new Error(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
+    throw new LedgerTooNew(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
   }
 }
 

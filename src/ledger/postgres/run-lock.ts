@@ -2,7 +2,7 @@ import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError } from './errors.js';
-import { NotALedger } from '../no-ledger.js';
+import { LedgerTooNew, NotALedger } from '../no-ledger.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
@@ -195,6 +195,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
       if (err instanceof LedgerOwnedByAnotherJob) throw err;
       if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message, err.key);
+      if (err instanceof LedgerTooNew) throw new LedgerTooNew(ledgerError(err, 'take the run lock', opts.url, opts.schema).message);
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }

@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { ConfigError } from '../../errors.js';
 import { isTextFile } from '../store-files.js';
+import { LedgerTooNew } from '../no-ledger.js';
 import { lockHolder } from './flock.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 
@@ -69,7 +70,7 @@ export function migrate(db: Database, migrations: readonly Migration[] = MIGRATI
     const newest = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v;
     if (newest !== null && newest > known) {
       // Running old code on a newer schema would silently misread it.
-      throw new Error(
+      throw new LedgerTooNew(
         `ledger ${db.name} has schema version ${newest}, newer than this cronsafe knows (${known}); upgrade cronsafe`,
       );
     }

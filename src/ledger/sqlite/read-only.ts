@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
-import { LedgerNeedsMigration, NoLedgerYet, sqliteLedgerFound } from '../no-ledger.js';
+import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, sqliteLedgerFound } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
 import { GET_META_SQL } from './meta.js';
 import { assertLedgerFile } from './migrate.js';
@@ -105,7 +105,7 @@ function checkSchema(db: Database.Database, file: string, job: string | undefine
       `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command does not)`,
     );
   }
-  if (v > KNOWN) throw new Error(`ledger ${file} has schema version ${v}, newer than this cronsafe knows (${KNOWN}); upgrade cronsafe`);
+  if (v > KNOWN) throw new LedgerTooNew(`ledger ${file} has schema version ${v}, newer than this cronsafe knows (${KNOWN}); upgrade cronsafe`);
   // Checked, not recorded: a ledger no job has adopted yet is read as it is.
   if (job !== undefined) checkJob(db.prepare(GET_META_SQL).pluck().get(JOB_KEY) as string | undefined, job);
 }
