@@ -87,7 +87,12 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   let lastPassEnd = -Infinity;
   let incomplete = 0;
   let stoodDown = false;
-  let outage = false; // the state store could not be reached at the last try (logged once per outage)
+  // The state store could not be reached at the last try (logged once per outage): by the
+  // daemon's own reads, or by a pass. A pass's outage (an unwritable ledger, a full volume)
+  // leaves the daemon's reads working: it ends only with a pass that reaches the store. Ended
+  // by the next read, the daemon said "available again" and "unavailable" at every tick.
+  let outage = false as false | 'read' | 'pass';
+  let passing = false; // the error caught is a pass's
   // The daemon killed or stopped in the middle of a pass, then started again (systemd's
   // Restart=): that occurrence has a run, but its pass did not finish. It is resumed once,
   // as the Job controller retries a killed or drained CronJob pod; else its claims and the
@@ -104,8 +109,19 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     // A ledger a newer cronsafe migrated meanwhile is no outage: ended on, as at the start.
     if (!(err instanceof StateUnavailable) || err instanceof StateTooNew) return false;
     if (!outage) d.log.error({ err: err.message }, 'daemon: the state store is unavailable; trying again every tick');
-    outage = true;
+    if (passing || outage !== 'pass') outage = passing ? 'pass' : 'read';
     return true;
+  };
+  const back = (): void => {
+    if (outage) d.log.info('daemon: the state store is available again');
+    outage = false;
+  };
+  const pass = async (occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult> => {
+    passing = true;
+    const result = await d.pass(occurrence, trigger); // thrown: still passing, for the catch
+    passing = false;
+    back();
+    return result;
   };
 
   // Without schedule.timeZone the line named no zone at all: the process's own (TZ) is said.
@@ -114,6 +130,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   d.log.info({ cron: schedule.cron, timeZone, timeZoneFrom, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
   for (;;) {
     if (d.stop.aborted) return 'stopped';
+    passing = false;
     const now = new Date(d.clock.now());
     let started: number | null;
     try {
@@ -125,8 +142,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       await d.clock.sleep(tickMs, d.stop);
       continue;
     }
-    if (outage) d.log.info('daemon: the state store is available again');
-    outage = false;
+    if (outage === 'read') back();
     // A stop that came during the read: no pass is active, so none starts. A pass would
     // record a drained run "started since" the occurrence, which a restarted daemon would
     // then never run, and end the daemon with 75 instead of 0.
@@ -138,18 +154,18 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       if (status.latest && status.due && status.latest.getTime() !== attempted && !(await d.occurrenceRan?.(status.latest.getTime()))) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
-        result = await d.pass(status.latest, 'occurrence');
+        result = await pass(status.latest, 'occurrence');
         passFor = attempted;
         resume = false;
       } else if (resume && status.latest && status.latest.getTime() !== attempted) {
         attempted = status.latest.getTime();
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
-        result = await d.pass(status.latest, 'occurrence');
+        result = await pass(status.latest, 'occurrence');
         passFor = attempted;
         resume = false;
       } else if (retry && status.latest?.getTime() === retry.occurrence && elapsed() >= retry.at) {
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal, failures: retry.failures, of: FAILED_PASS_RETRIES }, 'daemon: the pass of this occurrence failed; running it again');
-        result = await d.pass(status.latest, 'occurrence');
+        result = await pass(status.latest, 'occurrence');
         passFor = retry.occurrence;
       } else if (
         growth.enabled &&
@@ -162,7 +178,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         !d.stop.aborted
       ) {
         d.log.info('daemon: the source has grown since the last completed pass; starting a pass');
-        result = await d.pass(undefined, 'growth');
+        result = await pass(undefined, 'growth');
       }
     } catch (err) {
       if (err instanceof DaemonStopped) return 'stopped';

@@ -312,6 +312,26 @@ describe('runDaemon when the state store is unavailable', () => {
     ]);
   });
 
+  it("a pass's outage while the daemon's reads still work (an unwritable ledger) is said once, and over only once a pass reaches the store", async () => {
+    // Each tick the read worked and the daemon said "available again", then the pass failed
+    // and it said "unavailable" again: two lines a tick, the first one false.
+    let calls = 0;
+    const { passes, lines } = await drive({
+      start: '2026-06-01T11:00:00Z',
+      until: '2026-06-01T11:30:00Z',
+      cfg: config(),
+      lastRun: Date.parse('2026-06-01T10:00:05Z'),
+      result: () => {
+        calls++;
+        if (calls <= 3) throw outage();
+        return 'completed';
+      },
+    });
+    expect(passes).toHaveLength(4);
+    const said = lines.map((l) => String(l.msg)).filter((m) => m.startsWith('daemon: the state store is'));
+    expect(said).toEqual(['daemon: the state store is unavailable; trying again every tick', 'daemon: the state store is available again']);
+  });
+
   it('any other error still ends the daemon', async () => {
     await expect(
       drive({
