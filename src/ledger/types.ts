@@ -216,6 +216,12 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   heartbeat(runId: string, at: number): Promise<void>;
   /** Unfinished runs whose heartbeat (startedAt before the first) is at or after `since`, newest first. */
   beatingRuns(since: number): Promise<RunHeartbeat[]>;
+  /**
+   * SQLite: since when every run of this ledger takes the flock on the ledger file (when the
+   * ledger reached the first schema no cronsafe from before that flock can open). A run started
+   * earlier may be of such a cronsafe, which the flock does not keep out.
+   */
+  flockedRunsSince?(): Promise<number>;
 
   /**
    * Unfinished runs whose last sign of life (heartbeat, else start) is before `before`:

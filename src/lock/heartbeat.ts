@@ -33,7 +33,8 @@ function pidAlive(pid: number): boolean {
  * this host, its process still exists and is not this one (a container restarted in its
  * pod gets the same hostname and often the same pid: that earlier life is over). On
  * another host the heartbeat alone decides, so a run killed there holds starts off for at
- * most `staleMs`. Null when none is.
+ * most `staleMs`. Null when none is. `startedBefore`: only runs started before it count (the
+ * others took the flock on the ledger file that the caller holds: they are gone).
  */
 export async function findLiveRun(
   ledger: Ledger,
@@ -41,10 +42,11 @@ export async function findLiveRun(
   now: number,
   staleMs: number,
   previousHolder: string | null = null,
+  startedBefore = Infinity,
 ): Promise<RunHeartbeat | null> {
   const here = hostname();
   for (const run of await ledger.beatingRuns(now - staleMs)) {
-    if (run.owner === self) continue;
+    if (run.owner === self || run.startedAt >= startedBefore) continue;
     // We hold the flock on the very file it wrote its name into: it let go, so it is gone
     // (e.g. an evicted pod, whose replacement runs on another host with the same volume).
     if (previousHolder !== null && run.owner === previousHolder) continue;

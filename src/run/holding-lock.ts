@@ -90,8 +90,12 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (config.state.legacyDefault) log.info({ ledger: config.state.sqlite }, 'using the old default ledger file (cronsafe.db); <name>.db is the default for new ledgers');
     // [issue 10, case 3] behind the flock: a run still beating in the ledger is alive (its
     // lock file was deleted under it): skip like a held lock, never reclaim its claims.
-    // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile).
-    const live = ledger.shared || lock.ledgerLocked ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null);
+    // The flock on the ledger file itself proves it outright (SQLite, lockLedgerFile), for runs
+    // that take it: not for a run of a cronsafe from before it (0.1.0), going on during an
+    // upgrade with its lock at the old lock.path (the chart moved it to /tmp). Taken for dead,
+    // its claims were reclaimed and its items run beside it.
+    const flockedSince = lock.ledgerLocked ? ((await ledger.flockedRunsSince?.()) ?? Infinity) : Infinity;
+    const live = ledger.shared ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null, flockedSince);
     if (live) return await skip(undefined, live);
     metrics = await startRunMetrics({ config, ledger, log, served: opts.served });
     const startedAt = Date.now();

@@ -294,6 +294,10 @@ export class SqliteLedger implements L.Ledger {
   async beatingRuns(since: number): Promise<L.RunHeartbeat[]> {
     return this.#op(() => this.#heartbeat.beatingRuns(since));
   }
+  async flockedRunsSince(): Promise<number> {
+    // Schema 5 came after the flock on the ledger file: a cronsafe without it refuses such a ledger.
+    return this.#op(() => (this.#db.prepare('SELECT applied_at FROM schema_migrations WHERE version = 5').pluck().get() as number | undefined) ?? Infinity);
+  }
   async markRunsDied(before: number): Promise<string[]> {
     return this.#op(() => this.#runs.markRunsDied(before));
   }
