@@ -168,6 +168,9 @@ export interface ApiFailure {
   message: string;
 }
 
+/** fs calls behind reading a credentials file: an error from one is not the network's. */
+const FILE_SYSCALLS = new Set(['open', 'read', 'stat', 'lstat', 'fstat']);
+
 const KIND_BY_STATUS: Record<number, ApiFailure['kind']> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not-found', 409: 'conflict', 400: 'invalid', 422: 'invalid' };
 
 /** Classify anything a client call threw: an ApiException (HTTP status), a network error, a timeout. */
@@ -178,6 +181,14 @@ export function apiFailure(err: unknown): ApiFailure {
   if (typeof e?.code === 'number' && e.code >= 100 && e.code <= 599) {
     const status = e.code;
     return { kind: KIND_BY_STATUS[status] ?? 'server', status, message: `HTTP ${status}: ${statusMessage(e.body) ?? firstLine(e.message)}` };
+  }
+  // A credentials file the client reads for each request (the service account's token or
+  // ca.crt, a kubeconfig's tokenFile or certificate) that this user cannot read: Node's own
+  // fs error, thrown before any connection (a network error comes as `fetch failed` with a
+  // cause). It was "cannot reach the API server (EACCES)", tried again for 10 s at every start.
+  const syscall = (err as { syscall?: unknown } | null)?.syscall;
+  if (typeof e?.code === 'string' && e.cause === undefined && typeof syscall === 'string' && FILE_SYSCALLS.has(syscall)) {
+    return { kind: 'unauthorized', message: `cannot read the Kubernetes credentials: ${firstLine(e.message)} (the token and CA files must be readable by this user, uid ${process.getuid?.() ?? '?'})` };
   }
   const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
   if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };

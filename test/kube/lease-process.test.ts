@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace, type SpawnOptions, type Workspace } from '../helpers/cli.js';
-import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
+import { FakeApiServer, startFakeApiServer, TOKEN, type Obj } from '../helpers/fake-apiserver.js';
+import { chownTree, NOBODY } from '../helpers/users.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const SLOW = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
@@ -279,6 +280,29 @@ describe('the Kubernetes Lease across processes', () => {
     const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
     expect(warnings).toHaveLength(1);
     expect(String(warnings[0]!.reason)).toContain('HTTP 403');
+    expect(finished(r)?.outcome).toBe('completed');
+  });
+
+  // The pod's user may not read its service account token (a 0600 file of root's, as a
+  // projected token is without a matching fsGroup/runAsUser): client-node reads it for each
+  // request, and Node's EACCES read as a network error: "cannot reach the API server
+  // (EACCES)", and every start waited 10 s for an API server that was never the problem.
+  // A kubeconfig user with a tokenFile takes the same path as the in-cluster one.
+  it.skipIf(process.getuid?.() !== 0)('a service account token this user may not read: one warning naming the file, at once, not "cannot reach the API server" after 10 s of tries', async () => {
+    const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const token = path.join(ws.dir, 'token');
+    const kubeconfig = path.join(ws.dir, 'kubeconfig');
+    writeFileSync(kubeconfig, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/, `user: {auth-provider: {name: tokenFile, config: {tokenFile: ${token}}}}`));
+    chownTree(ws.dir, NOBODY);
+    writeFileSync(token, TOKEN, { mode: 0o600 }); // root's
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10', KUBECONFIG: kubeconfig }), uid: NOBODY, gid: NOBODY });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease: the API server cannot answer now'))).toEqual([]);
+    const warnings = r.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'));
+    expect(warnings).toHaveLength(1);
+    expect(String(warnings[0]!.reason)).toContain(`cannot read the Kubernetes credentials: EACCES: permission denied, open '${token}'`);
+    expect(fake.requests).toEqual([]); // it never got as far as the network
     expect(finished(r)?.outcome).toBe('completed');
   });
 
