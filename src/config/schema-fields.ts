@@ -176,6 +176,10 @@ export const filePath = (example: string) =>
     error: got(`expected the path of a file, not of a directory: add the file's name (e.g. <directory>/${example})`),
   });
 
-/** Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label). */
-export const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+/**
+ * Kubernetes object names (DNS-1123 subdomain: every "."-separated label starts and ends
+ * with a letter or digit, as the API server checks it) and namespaces (DNS-1123 label).
+ * `a..b` or `a.-b` passed here and the API server refused the Lease (422) at every run.
+ */
+export const K8S_NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 export const flag = () => z.boolean({ error: 'expected true or false' });

@@ -166,7 +166,7 @@ const kubernetesLeaseSchema = z
     enabled: flag().default(true),
     name: str('a Lease name')
       .max(253, 'expected at most 253 characters')
-      .regex(K8S_NAME_RE, 'expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit')
+      .regex(K8S_NAME_RE, 'expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, as does each part between dots')
       .optional(),
     namespace: str('a namespace')
       .max(63, 'expected at most 63 characters')

@@ -38,6 +38,9 @@ const BAD: [string, Values, string][] = [
   ['an unknown refresh', { config: { schedule: { refresh: 'always' } } }, '/config/schedule/refresh'],
   ['an unknown repeatedFire', { config: { schedule: { repeatedFire: 'twice' } } }, '/config/schedule/repeatedFire'],
   ['an uppercase name', { config: { name: 'Caption_QC' } }, '/config/name'],
+  // A DNS subdomain, as the API server checks a Lease's name (422 at every run otherwise; cronsafe exits 78).
+  ['a Lease name with an empty part between dots', { lock: { kubernetesLease: { enabled: true, name: 'qc..lease' } } }, '/lock/kubernetesLease/name'],
+  ['a Lease name with a part ending in "-"', { lock: { kubernetesLease: { enabled: true, name: 'qc-.lease' } } }, '/lock/kubernetesLease/name'],
   // CREATE SCHEMA refuses pg_*, and pg_dump leaves information_schema out: cronsafe exits 78.
   ['a reserved ledger schema', { config: { state: { postgres: { existingSecret: 'pg-url', schema: 'pg_ledger' } } } }, '/config/state/postgres/schema'],
   ['information_schema as the ledger schema', { config: { state: { postgres: { existingSecret: 'pg-url', schema: 'information_schema' } } } }, '/config/state/postgres/schema'],

@@ -42,7 +42,10 @@ describe('lock.kubernetesLease', () => {
     ['lock: {kubernetesLease: {durationSeconds: 1.5}}', 'lock.kubernetesLease.durationSeconds', 'expected an integer from 1 to 2147483, got 1.5'],
     ['lock: {kubernetesLease: {renewSeconds: 0}}', 'lock.kubernetesLease.renewSeconds', 'expected a number of seconds > 0 and <= 2147483, got 0'],
     ['lock: {kubernetesLease: {name: Bad_Name}}', 'lock.kubernetesLease.name',
-      'expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, got "Bad_Name"'],
+      'expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, as does each part between dots, got "Bad_Name"'],
+    // A DNS subdomain: the API server refuses these Lease names (422), and the run went on without its Lease, every time.
+    ...['a..b', 'a.-b', 'a-.b', 'qc.'].map((name) => [`lock: {kubernetesLease: {name: "${name}"}}`, 'lock.kubernetesLease.name',
+      `expected a Kubernetes object name: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, as does each part between dots, got "${name}"`]),
     ['lock: {kubernetesLease: {namespace: my.ns}}', 'lock.kubernetesLease.namespace',
       'expected a Kubernetes namespace: lowercase letters, digits and "-", starting and ending with a letter or digit, got "my.ns"'],
     ['lock: {kubernetesLease: {enabled: "yes"}}', 'lock.kubernetesLease.enabled', 'expected true or false, got "yes"'],
