@@ -186,9 +186,14 @@ export function apiFailure(err: unknown): ApiFailure {
   // ca.crt, a kubeconfig's tokenFile or certificate) that this user cannot read: Node's own
   // fs error, thrown before any connection (a network error comes as `fetch failed` with a
   // cause). It was "cannot reach the API server (EACCES)", tried again for 10 s at every start.
+  // So is a kubeconfig's credential plugin (`exec`: aws, gke-gcloud-auth-plugin) that
+  // cannot be started (spawn ENOENT).
   const syscall = (err as { syscall?: unknown } | null)?.syscall;
-  if (typeof e?.code === 'string' && e.cause === undefined && typeof syscall === 'string' && FILE_SYSCALLS.has(syscall)) {
-    return { kind: 'unauthorized', message: `cannot read the Kubernetes credentials: ${firstLine(e.message)} (the token and CA files must be readable by this user, uid ${process.getuid?.() ?? '?'})` };
+  if (typeof e?.code === 'string' && e.cause === undefined && typeof syscall === 'string') {
+    if (FILE_SYSCALLS.has(syscall)) {
+      return { kind: 'unauthorized', message: `cannot read the Kubernetes credentials: ${firstLine(e.message)} (the token and CA files must be readable by this user, uid ${process.getuid?.() ?? '?'})` };
+    }
+    if (syscall.startsWith('spawn')) return { kind: 'unauthorized', message: `cannot run the kubeconfig's credential plugin: ${firstLine(e.message)}` };
   }
   const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
   if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };

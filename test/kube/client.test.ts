@@ -52,6 +52,20 @@ describe('connectKube', () => {
     expect(c.ok).toBe(false);
   });
 
+  // Node's own errors from getting the credentials, before any connection, are not a network
+  // fault: "cannot reach the API server (ENOENT)" sent people to the network, and the Lease's
+  // acquire tried again for 10 s at every start.
+  it('a kubeconfig credential plugin that cannot be started is a credentials failure, not an unreachable API server', async () => {
+    const kc = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(kc, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/,
+      'user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: /nonexistent/aws-auth-plugin, args: [token]}}'));
+    const c = await connectKube({ env: { KUBECONFIG: kc }, fsRoot: '/nonexistent' });
+    if (!c.ok) throw new Error(c.reason);
+    const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(apiFailure(err)).toEqual({ kind: 'unauthorized', message: "cannot run the kubeconfig's credential plugin: spawn /nonexistent/aws-auth-plugin ENOENT" });
+    expect(fake.requests).toEqual([]);
+  });
+
   it('a hung API server: the request is aborted at the timeout and classified', async () => {
     const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs: 300 });
     if (!c.ok) throw new Error(c.reason);
