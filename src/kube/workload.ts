@@ -5,6 +5,7 @@
  * that; without them the pod itself is read (CRONSAFE_POD_NAME, needs `get pods`) and its
  * controlling ownerReference followed.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type * as K8s from '@kubernetes/client-node';
 import { apiFailure, type Kube } from './client.js';
 
@@ -43,12 +44,26 @@ export async function findJobRef(kube: KubeReads, stop?: AbortSignal): Promise<F
   return { ok: true, value: { apiVersion: owner.apiVersion, kind: 'Job', name: owner.name, namespace, uid: owner.uid } };
 }
 
-/** Read the Job (`get jobs`); `stop` (SIGTERM) cuts it short. */
+/** Tries of a read at the start answered 429 or 5xx, READ_RETRY_MS apart. */
+export const READ_TRIES = 3;
+export const READ_RETRY_MS = 1000;
+
+/**
+ * Read the Job (`get jobs`); `stop` (SIGTERM) cuts it short. A 429 (API Priority and
+ * Fairness) or a 5xx is tried again, as client-go does with such answers: taken at once for
+ * "cannot read", one throttled answer lost the run its scheduled time (a manual Job was then
+ * judged a stale fire and skipped, exit 0) and its CronJob's Events.
+ */
 export async function readJob(kube: KubeReads, job: ObjectRef, stop?: AbortSignal): Promise<Found<K8s.V1Job>> {
-  try {
-    return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)) };
-  } catch (err) {
-    return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${stop?.aborted ? STOPPED : apiFailure(err).message}` };
+  for (let tried = 1; ; tried++) {
+    try {
+      return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)) };
+    } catch (err) {
+      const f = apiFailure(err);
+      const again = !stop?.aborted && tried < READ_TRIES && f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
+      if (again) await delay(READ_RETRY_MS, undefined, { signal: stop }).catch(() => undefined);
+      if (!again || stop?.aborted) return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${stop?.aborted ? STOPPED : f.message}` };
+    }
   }
 }
 

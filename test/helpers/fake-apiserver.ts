@@ -55,6 +55,8 @@ export class FakeApiServer {
   dropAbandoned = true;
   /** When set, every request is answered 503 (an API server restarting behind its load balancer). */
   down = false;
+  /** Requests it returns true for are answered 429 with Retry-After: 1, as API Priority and Fairness throttles them under load. */
+  throttled: (verb: Verb, resource: string) => boolean = () => false;
   /** Called as each request is about to be handled (after `latency`): tests change the store or the state here, between a client's calls. */
   onRequest: (verb: Verb, resource: string) => void = () => undefined;
   /** When set, connections are cut as they come (the API server process restarting: ECONNRESET, as a refused one is for the client). */
@@ -147,6 +149,10 @@ export class FakeApiServer {
       res.end(JSON.stringify(obj));
     };
     if (this.down) return reply(503, status(503, 'ServiceUnavailable', 'the server is currently unable to handle the request'));
+    if (this.throttled(verb, resource)) {
+      res.setHeader('retry-after', '1');
+      return reply(429, status(429, 'TooManyRequests', 'Too many requests, please try again later.', { retryAfterSeconds: 1 }));
+    }
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return reply(401, status(401, 'Unauthorized', 'Unauthorized'));
     if (!m || GROUPS[resource] !== (m[1] ?? '')) {
       return reply(404, status(404, 'NotFound', 'the server could not find the requested resource'));

@@ -37,6 +37,20 @@ describe('a Job made by hand on a schedule with graceSeconds', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 
+  // API Priority and Fairness throttles a busy API server's clients with 429 (client-go tries
+  // again by itself). The Job read took one such answer for "cannot read": the mark unseen,
+  // the manual Job was skipped as a stale fire, exit 0 with nothing done.
+  it('runs when its Job read is first answered 429 (API Priority and Fairness): tried again, the mark seen', async () => {
+    fake.seed('jobs', { metadata: { name: 'qc-1', annotations: { 'cronjob.kubernetes.io/instantiate': 'manual' } } });
+    let jobReads = 0;
+    fake.throttled = (_verb, resource) => resource === 'jobs' && ++jobReads === 1;
+    const ws = yearly();
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv() });
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  });
+
   it('a Job without the mark (or its scheduled time) is still judged as a fire: stale', async () => {
     fake.seed('jobs', { metadata: { name: 'qc-1' } });
     const ws = yearly();

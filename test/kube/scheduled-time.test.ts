@@ -66,6 +66,21 @@ describe('scheduled time from the Job annotation', () => {
     expect(await scheduledTimeFromJob(config, memoryLogger().log, env())).toEqual({});
   });
 
+  // API Priority and Fairness answers 429 under load (client-go tries again on its own), an
+  // API server restarting behind its load balancer 503. Taken at once for "cannot read", one
+  // such answer lost the run its scheduled time, and a manual Job its mark: with
+  // schedule.graceSeconds it was then judged a stale fire and skipped (exit 0, nothing done).
+  it.each([429, 503])('a Job read answered %i once is tried again: the annotation is still read', async (code) => {
+    job({ [MANUAL_ANNOTATION]: 'manual' });
+    let jobReads = 0;
+    const first = (resource: string) => resource === 'jobs' && ++jobReads === 1;
+    if (code === 429) fake.throttled = (_verb, resource) => first(resource);
+    else fake.onRequest = (_verb, resource) => (fake.down = first(resource));
+    const { log } = memoryLogger();
+    expect(await scheduledTimeFromJob(config, log, env())).toEqual({ manual: true });
+    expect(fake.requests.filter((q) => q.resource === 'jobs').map((q) => q.status)).toEqual([code, 200]);
+  });
+
   it('an unreachable API server: undefined, one line', async () => {
     await fake.close();
     const { log, lines } = memoryLogger();
