@@ -33,12 +33,10 @@ export async function findJobRef(kube: KubeReads, stop?: AbortSignal): Promise<F
   if (!identity.podName) {
     return { ok: false, reason: "not in a Job's pod: neither CRONSAFE_JOB_NAME nor CRONSAFE_POD_NAME is set (the chart sets both through the downward API)" };
   }
-  let pod: K8s.V1Pod;
-  try {
-    pod = await kube.core.readNamespacedPod({ name: identity.podName, namespace }, kube.options(undefined, stop));
-  } catch (err) {
-    return { ok: false, reason: `cannot read pod ${namespace}/${identity.podName} to find its Job: ${stop?.aborted ? STOPPED : apiFailure(err).message}` };
-  }
+  const podName = identity.podName;
+  const read = await retrying(() => kube.core.readNamespacedPod({ name: podName, namespace }, kube.options(undefined, stop)), stop);
+  if (!read.ok) return { ok: false, reason: `cannot read pod ${namespace}/${podName} to find its Job: ${read.reason}` };
+  const pod = read.value;
   const owner = controllerOf(pod.metadata?.ownerReferences, 'Job');
   if (!owner) return { ok: false, reason: `pod ${namespace}/${identity.podName} is not controlled by a Job` };
   return { ok: true, value: { apiVersion: owner.apiVersion, kind: 'Job', name: owner.name, namespace, uid: owner.uid } };
@@ -49,22 +47,28 @@ export const READ_TRIES = 3;
 export const READ_RETRY_MS = 1000;
 
 /**
- * Read the Job (`get jobs`); `stop` (SIGTERM) cuts it short. A 429 (API Priority and
- * Fairness) or a 5xx is tried again, as client-go does with such answers: taken at once for
- * "cannot read", one throttled answer lost the run its scheduled time (a manual Job was then
- * judged a stale fire and skipped, exit 0) and its CronJob's Events.
+ * A read at the start (the pod, the Job): a 429 (API Priority and Fairness) or a 5xx is
+ * tried again, as client-go does with such answers. Taken at once for "cannot read", one
+ * throttled answer lost the run its scheduled time (a manual Job was then judged a stale
+ * fire and skipped, exit 0) and its CronJob's Events. `stop` (SIGTERM) cuts it short.
  */
-export async function readJob(kube: KubeReads, job: ObjectRef, stop?: AbortSignal): Promise<Found<K8s.V1Job>> {
+async function retrying<T>(read: () => Promise<T>, stop?: AbortSignal): Promise<Found<T>> {
   for (let tried = 1; ; tried++) {
     try {
-      return { ok: true, value: await kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)) };
+      return { ok: true, value: await read() };
     } catch (err) {
       const f = apiFailure(err);
       const again = !stop?.aborted && tried < READ_TRIES && f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
       if (again) await delay(READ_RETRY_MS, undefined, { signal: stop }).catch(() => undefined);
-      if (!again || stop?.aborted) return { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${stop?.aborted ? STOPPED : f.message}` };
+      if (!again || stop?.aborted) return { ok: false, reason: stop?.aborted ? STOPPED : f.message };
     }
   }
+}
+
+/** Read the Job (`get jobs`), trying a 429 or 5xx again; `stop` (SIGTERM) cuts it short. */
+export async function readJob(kube: KubeReads, job: ObjectRef, stop?: AbortSignal): Promise<Found<K8s.V1Job>> {
+  const read = await retrying(() => kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)), stop);
+  return read.ok ? read : { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${read.reason}` };
 }
 
 /** The CronJob that made this Job, if any (a Job from `kubectl create job` without --from has none). */

@@ -34,6 +34,16 @@ describe('scheduled time from the Job annotation', () => {
     expect(at.scheduledTime?.toISOString()).toBe('2026-11-30T10:15:00.000Z');
   });
 
+  it('finds the Job through the pod when the pod read is first answered 429: tried again', async () => {
+    const j = job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: '2026-11-30T10:15:00Z' });
+    fake.seed('pods', { metadata: { name: 'p1', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'qc-29000000', uid: j.metadata.uid, controller: true }] } });
+    let podReads = 0;
+    fake.throttled = (_verb, resource) => resource === 'pods' && ++podReads === 1;
+    const at = await scheduledTimeFromJob(config, memoryLogger().log, { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAME: 'p1' });
+    expect(at.scheduledTime?.toISOString()).toBe('2026-11-30T10:15:00.000Z');
+    expect(fake.requests.map((q) => `${q.resource} ${q.status}`)).toEqual(['pods 429', 'pods 200', 'jobs 200']);
+  });
+
   it.each([
     ['no annotation (a Job made by hand)', () => job(), 'has no batch.kubernetes.io/cronjob-scheduled-timestamp annotation', 'info'],
     ['a malformed annotation', () => job({ [SCHEDULED_TIMESTAMP_ANNOTATION]: 'yesterday' }), 'expected an RFC 3339 time', 'warn'],
