@@ -123,7 +123,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     namespace: identity.namespace ?? contextNamespace ?? 'default',
     identity,
     source,
-    options: (ms = timeoutMs, stop) => timeoutOptions(k8s, ms, stop),
+    options: (ms = timeoutMs, stop) => timeoutOptions(k8s, kc, ms, stop),
   };
   return { ok: true, kube };
 }
@@ -145,19 +145,49 @@ export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
  */
 export const API_TIMEOUT_MS = 5000;
 
-/** A middleware that gives each request its own timeout signal (the client sets none). */
-function timeoutOptions(k8s: ClientNode, ms: number, stop?: AbortSignal): K8s.ConfigurationOptions {
+/** The credentials of a call (a kubeconfig's exec plugin) did not come within its timeout. */
+const CREDENTIALS_TIMEOUT = 'CredentialsTimeoutError';
+
+/**
+ * A middleware that gives each request its own timeout signal (the client sets none), and
+ * the same bound (and `stop`) on getting its credentials, which comes before the request: a
+ * kubeconfig's exec plugin (aws, gke-gcloud-auth-plugin) that hung, waiting for a login or a
+ * network, hung the run, and a SIGTERM did not end it (only the drain's last resort did).
+ */
+function timeoutOptions(k8s: ClientNode, kc: K8s.KubeConfig, ms: number, stop?: AbortSignal): K8s.ConfigurationOptions {
+  // Whole ms: AbortSignal.timeout throws on a fraction (a quarter of drain.marginSeconds: 2.25).
+  const whole = Math.max(1, Math.ceil(ms));
   const middleware: K8s.ObservableMiddleware = {
     pre: (ctx) => {
-      // Whole ms: AbortSignal.timeout throws on a fraction (a quarter of drain.marginSeconds: 2.25).
-      const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(ms)));
+      const timeout = AbortSignal.timeout(whole);
       ctx.setSignal(stop ? AbortSignal.any([timeout, stop]) : timeout);
       return new k8s.Observable(Promise.resolve(ctx));
     },
     post: (res) => new k8s.Observable(Promise.resolve(res)),
   };
+  const credentials: K8s.SecurityAuthentication = {
+    getName: () => kc.getName(),
+    applySecurityAuthentication: async (ctx) => {
+      const given = Promise.resolve(kc.applySecurityAuthentication(ctx));
+      let timer: NodeJS.Timeout | undefined;
+      let onStop = () => {};
+      const cut = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(new DOMException(`the Kubernetes credentials did not come within ${whole / 1000} s (a kubeconfig exec plugin that hangs?)`, CREDENTIALS_TIMEOUT)), whole);
+        onStop = () => reject(new DOMException('stopped', 'AbortError'));
+        if (stop?.aborted) onStop();
+        else stop?.addEventListener('abort', onStop, { once: true });
+      });
+      try {
+        await Promise.race([given, cut]);
+      } finally {
+        clearTimeout(timer);
+        stop?.removeEventListener('abort', onStop);
+        given.catch(() => undefined);
+      }
+    },
+  };
   // 'append': keep the client's own middleware (its User-Agent header).
-  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
+  return { middleware: [middleware], middlewareMergeStrategy: 'append', authMethods: { default: credentials } };
 }
 
 /** What went wrong with a call, in the terms the callers decide on. */
@@ -177,6 +207,7 @@ const KIND_BY_STATUS: Record<number, ApiFailure['kind']> = { 401: 'unauthorized'
 export function apiFailure(err: unknown): ApiFailure {
   const e = err as { code?: unknown; body?: unknown; name?: string; message?: string; cause?: { code?: string; message?: string } };
   // Before `code`: a DOMException has a numeric legacy code too (23 for a timeout).
+  if (e?.name === CREDENTIALS_TIMEOUT) return { kind: 'unauthorized', message: e.message ?? CREDENTIALS_TIMEOUT };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return { kind: 'timeout', message: 'the API server did not answer in time' };
   if (typeof e?.code === 'number' && e.code >= 100 && e.code <= 599) {
     const status = e.code;

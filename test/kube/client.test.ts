@@ -66,6 +66,19 @@ describe('connectKube', () => {
     expect(fake.requests).toEqual([]);
   });
 
+  it('a kubeconfig credential plugin that hangs is cut at the request timeout: a credentials failure', async () => {
+    const kc = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(kc, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/,
+      'user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: sleep, args: ["2"]}}'));
+    const c = await connectKube({ env: { KUBECONFIG: kc }, fsRoot: '/nonexistent', timeoutMs: 300 });
+    if (!c.ok) throw new Error(c.reason);
+    const t0 = Date.now();
+    const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(Date.now() - t0).toBeLessThan(1500);
+    expect(apiFailure(err)).toEqual({ kind: 'unauthorized', message: 'the Kubernetes credentials did not come within 0.3 s (a kubeconfig exec plugin that hangs?)' });
+    expect(fake.requests).toEqual([]);
+  });
+
   it('a hung API server: the request is aborted at the timeout and classified', async () => {
     const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs: 300 });
     if (!c.ok) throw new Error(c.reason);

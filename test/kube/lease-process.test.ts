@@ -3,7 +3,7 @@
  * pods on different nodes would be: different local lock files, one Lease between them.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -304,6 +304,28 @@ describe('the Kubernetes Lease across processes', () => {
     expect(String(warnings[0]!.reason)).toContain(`cannot read the Kubernetes credentials: EACCES: permission denied, open '${token}'`);
     expect(fake.requests).toEqual([]); // it never got as far as the network
     expect(finished(r)?.outcome).toBe('completed');
+  });
+
+  // A kubeconfig's exec plugin (aws, gke-gcloud-auth-plugin: off-Kubernetes, the daemon's
+  // case) waiting for a login or a network: its credentials come before the request, outside
+  // the request's timeout and the run's stop, so the acquire hung with it, and a SIGTERM
+  // ended the run only at the drain's last resort (blaming the ledger).
+  it('a SIGTERM while a kubeconfig credential plugin hangs ends the run at once, drained', async () => {
+    const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const started = path.join(ws.dir, 'plugin-started');
+    const kubeconfig = path.join(ws.dir, 'kubeconfig');
+    writeFileSync(kubeconfig, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/,
+      `user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: sh, args: ["-c", "touch ${started}; exec sleep 4"]}}`));
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10', KUBECONFIG: kubeconfig }) });
+    await until(() => existsSync(started), 'the credential plugin to start');
+    const t0 = Date.now();
+    run.child.kill('SIGTERM');
+    const r = await run.exited;
+    expect(r.code, run.stderr()).toBe(75);
+    expect(Date.now() - t0).toBeLessThan(2500);
+    expect(finished(run)?.outcome).toBe('drained');
+    expect(fake.requests).toEqual([]);
   });
 
   // js-yaml's message goes on with the lines around the fault, which were logged: a broken
