@@ -1,4 +1,4 @@
-import { readFileSync, statSync, statfsSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
@@ -173,6 +173,26 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
 }
 
 /**
+ * SQLite says only "unable to open database file" or "attempt to write a readonly database"
+ * when the ledger's file system is mounted read-only (a volume mounted `readOnly`, a
+ * snapshot, a disk remounted read-only after errors): `dead-letter retry`, `requeue` and
+ * the run's own writes said no more than that. access(2) answers EROFS for a write check
+ * there, even for root. Said plainly; '' otherwise.
+ */
+function readOnlyFs(sqlite: string | undefined, err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(CANTOPEN|READONLY|IOERR)/.test(code)) return '';
+  const dir = path.dirname(path.resolve(sqlite));
+  try {
+    accessSync(dir, fsConstants.W_OK);
+    return '';
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EROFS') return '';
+  }
+  return ` (the file system of state.sqlite (${dir}) is mounted read-only: mount it read-write)`;
+}
+
+/**
  * SQLite says "disk I/O error" too when a write would take the ledger (or its -wal, or the
  * start journal) past the process's file size limit (RLIMIT_FSIZE: `ulimit -f`, systemd's
  * LimitFSIZE=): the kernel refuses it with EFBIG, on a healthy disk with room to spare. Said
@@ -208,7 +228,7 @@ export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
   const unavailable = (doing: string, err: unknown) =>
-    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
+    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${readOnlyFs(state.sqlite, err) || noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
   return {
     label,
     async openReader() {

@@ -266,6 +266,32 @@ describe('status and dead-letter list only read the ledger', () => {
     }
   }, 60_000);
 
+  // A state volume mounted read-only (readOnly: true, a restored snapshot, a disk the kernel
+  // remounted read-only after errors): the operator's writers said only SQLite's "unable to
+  // open database file", which reads as a missing or damaged ledger.
+  it("a state volume mounted read-only: dead-letter retry and requeue say that its file system is read-only; status still reads", async (ctx) => {
+    const ws = workspace({ handler: failing, retry: { maxAttempts: 1 } }, { 'corrupt.scc': 'x', 'ok.scc': 'y' });
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'job.db');
+      configure(ws, { state: { sqlite: db }, lock: { path: path.join(ws.dir, 'job.lock') } });
+      expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+      expect(spawnSync('mount', ['-o', 'remount,ro', volume]).status).toBe(0);
+      for (const args of [['dead-letter', 'retry', '--all'], ['requeue', '--all']]) {
+        const r = await runCli([...args, '-c', ws.configPath]);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${db}\\): [^\\n]*\\(the file system of state\\.sqlite \\(${volume}\\) is mounted read-only: mount it read-write\\)\\n$`));
+      }
+      const status = await runCli(['status', '-c', ws.configPath, '--json']);
+      expect(status.code, status.stderr).toBe(0);
+      expect(JSON.parse(status.stdout).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 1 });
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 60_000);
+
   it('say that an older ledger needs a run to migrate it, and leave it as it is', async () => {
     const ws = workspace({ handler: failing });
     mkdirSync(ws.state, { recursive: true });
