@@ -60,6 +60,15 @@ export class StateTooNew extends StateUnavailable {
   override name = 'StateTooNew';
 }
 
+/**
+ * `cronsafe daemon` started while its PostgreSQL was down, then refused by it once it was up
+ * (a password, no such database): the refusal its start ends on (exit 1), not an outage to
+ * wait out. It waited for ever, its log naming only the refused connection of its start.
+ */
+export class StateRefused extends StateUnavailable {
+  override name = 'StateRefused';
+}
+
 /** A --scheduled-time (or --at, CRONSAFE_SCHEDULED_TIME) value that is not an RFC 3339 instant: a usage error. */
 export class ScheduledTimeError extends EdgeError {
   override name = 'ScheduledTimeError';

@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { coerceError, ConfigError, StateUnavailable } from '../errors.js';
+import { coerceError, ConfigError, StateRefused, StateTooNew, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
 import type { RunOutcome } from '../ledger/run-types.js';
@@ -41,6 +41,9 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     throw err;
   });
   let opened = sqliteFileIdentity(config);
+  // Whether the ledger was ever opened: until then a refusal (the server up at last, but a
+  // wrong password, no such database) is the one the start ends on, not the outage waited for.
+  let reached = ledger !== undefined;
   // The SQLite file deleted or replaced while the daemon idled (a run since made a new one):
   // read that one, not the deleted file this connection still holds open (and on the disk).
   const current = async (): Promise<Ledger> => {
@@ -48,7 +51,11 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     if (ledger !== undefined && (now === undefined || now === opened)) return ledger;
     await ledger?.close();
     ledger = undefined;
-    ledger = await store.openLedger();
+    ledger = await store.openLedger().catch((err: unknown) => {
+      if (!reached && err instanceof StateUnavailable && !err.unreachable && !(err instanceof StateTooNew)) throw new StateRefused(err.message);
+      throw err;
+    });
+    reached = true;
     opened = now;
     return ledger;
   };

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { StateTooNew, StateUnavailable } from '../errors.js';
+import { StateRefused, StateTooNew, StateUnavailable } from '../errors.js';
 import { scheduleStatus } from './status.js';
 import { defaultTimeZone } from './zone.js';
 
@@ -106,8 +106,9 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   const unavailable = (err: unknown): boolean => {
     // A daemon stays up for years: a database restart or failover between (or at) passes is
     // waited out tick by tick, as a failed pass is. Anything else still ends it.
-    // A ledger a newer cronsafe migrated meanwhile is no outage: ended on, as at the start.
-    if (!(err instanceof StateUnavailable) || err instanceof StateTooNew) return false;
+    // A ledger a newer cronsafe migrated meanwhile is no outage: ended on, as at the start;
+    // nor is a refusal by a database not reached since the start (StateRefused).
+    if (!(err instanceof StateUnavailable) || err instanceof StateTooNew || err instanceof StateRefused) return false;
     if (!outage) d.log.error({ err: err.message }, 'daemon: the state store is unavailable; trying again every tick');
     if (passing || outage !== 'pass') outage = passing ? 'pass' : 'read';
     return true;

@@ -105,6 +105,27 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
   }, 120_000);
 
+  it('a database that refuses it once it is up (no such database) ends it then: exit 1, naming it, not a wait for ever', async () => {
+    // Down at start, so the refusal comes only once the server is up. The old code took it
+    // for the outage it had already logged (ECONNREFUSED) and waited for ever, saying nothing more.
+    const url = db.url.replace(/\/[^/?]+(\?|$)/, '/no_such_database_yet$1');
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '* * * * *', timeZone: 'UTC' }, daemon: { tickSeconds: 5 } });
+    await db.server.halt();
+    let daemon;
+    try {
+      daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 60_000 });
+      await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+    } finally {
+      await db.server.start();
+    }
+    // A guard, not a wait: the old code never ended on its own (SIGTERM: exit 0).
+    const guard = setTimeout(() => daemon.child.kill('SIGTERM'), 15_000);
+    const { code } = await daemon.exited.finally(() => clearTimeout(guard));
+    expect(code, daemon.stderr()).toBe(1);
+    expect(daemon.stderr()).toMatch(/cronsafe: state store unavailable \(postgres\): .*"no_such_database_yet" does not exist/);
+    expect(daemon.stderr()).not.toMatch(/\n\s+at /);
+  }, 90_000);
+
   it('a database that answers with a refusal (no such database) still ends it at once: exit 1, one line naming it', async () => {
     const url = db.url.replace(/\/[^/?]+(\?|$)/, '/no_such_database$1');
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '* * * * *', timeZone: 'UTC' } });
