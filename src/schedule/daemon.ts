@@ -213,7 +213,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     }
     // Wake for the next occurrence, a failed pass's retry or the next tick, whichever is first.
     const untilNext = status.next ? Math.max(0, status.next.getTime() - d.clock.now()) : tickMs;
-    const untilRetry = retry ? Math.max(0, retry.at - elapsed()) : tickMs;
+    // Only a retry that can still fire (its occurrence is the latest), and none while a pass
+    // could not reach the store: a retry due since, whose pass met the outage, was run again
+    // at once, in a loop, for the whole outage. It is tried again at the next tick instead.
+    const untilRetry = retry && !outage && retry.occurrence === status.latest?.getTime() ? Math.max(0, retry.at - elapsed()) : tickMs;
     await d.clock.sleep(Math.min(tickMs, untilNext, untilRetry), d.stop);
   }
 }

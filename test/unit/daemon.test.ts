@@ -262,6 +262,25 @@ describe('runDaemon', () => {
 describe('runDaemon when the state store is unavailable', () => {
   const outage = () => new StateUnavailable('state store unavailable (postgres): connect ECONNREFUSED 127.0.0.1:5432');
 
+  it("a failed pass's retry that meets the store's outage waits a tick, not 0 s: no passes in a loop", async () => {
+    // The retry came due; its pass could not reach the ledger (an unwritable ledger file, a
+    // full volume: the daemon's reads still work). The retry stayed due: the daemon ran it
+    // again at once, and again, hundreds of passes a second, for the whole outage.
+    const { passes, lines } = await drive({
+      start: '2026-06-01T11:00:00Z',
+      until: '2026-06-01T11:05:00Z',
+      cfg: config(),
+      lastRun: 0,
+      result: (n) => {
+        if (n === 1) return 'failed';
+        throw outage();
+      },
+    });
+    expect(passes.length).toBeLessThanOrEqual(8);
+    expect(passes.slice(0, 2).map((p) => p.at)).toEqual(['2026-06-01T11:00:00.000Z', '2026-06-01T11:00:10.000Z']);
+    expect(lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
+  });
+
   it('a ledger that cannot be read between passes does not end the daemon: it says so once, and fires again once the ledger is back', async () => {
     const stop = new AbortController();
     const clock = sim('2026-06-01T10:30:00Z', '2026-06-01T13:30:00Z', stop);
