@@ -281,6 +281,22 @@ describe('runDaemon when the state store is unavailable', () => {
     expect(lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
   });
 
+  it("a failed pass's retry left behind by the next occurrence does not wake the daemon in a loop when that occurrence's pass meets an outage", async () => {
+    // Retries of 11:00 at 11:00:10 and 11:00:30 fail; 11:01 comes due before the third, and its
+    // pass cannot reach the store. The retry of 11:00, long due, woke the daemon at once, again and again.
+    const { passes } = await drive({
+      start: '2026-06-01T11:00:00Z',
+      until: '2026-06-01T11:04:00Z',
+      cfg: config({}, { cron: '* * * * *' }),
+      lastRun: 0,
+      result: (n) => {
+        if (n <= 3) return 'failed';
+        throw outage();
+      },
+    });
+    expect(passes.length).toBeLessThanOrEqual(10);
+  });
+
   it('a ledger that cannot be read between passes does not end the daemon: it says so once, and fires again once the ledger is back', async () => {
     const stop = new AbortController();
     const clock = sim('2026-06-01T10:30:00Z', '2026-06-01T13:30:00Z', stop);
