@@ -51,6 +51,9 @@ describe('PostgreSQL SQL builders (no database)', () => {
     expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
     expect(isTransient(new AggregateError([Object.assign(new Error(), { code: 'ECONNREFUSED' })]))).toBe(true);
     for (const code of ['23505', '42P01', '22P02', undefined]) expect(isTransient(Object.assign(new Error('x'), { code }))).toBe(false);
+    // A Unix socket whose server is not started: no socket file. A missing TLS file is no outage.
+    expect(isTransient(Object.assign(new Error('connect ENOENT /run/postgresql/.s.PGSQL.5432'), { code: 'ENOENT', syscall: 'connect' }))).toBe(true);
+    expect(isTransient(Object.assign(new Error("ENOENT: no such file or directory, open '/x/ca.pem'"), { code: 'ENOENT', syscall: 'open' }))).toBe(false);
   });
 
   it('names host, database and schema in messages, never the password', () => {

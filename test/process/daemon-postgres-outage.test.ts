@@ -105,6 +105,33 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
   }, 120_000);
 
+  it('waits for a database reached by its Unix socket too (the socket file is not there until the server starts)', async () => {
+    // A local PostgreSQL is usually reached by its socket (host=/var/run/postgresql). Until the
+    // server starts its socket file does not exist: connect ENOENT, which the old code took for
+    // a refusal and exited 1 at once, the very start it was to wait for.
+    const url = `postgres://postgres@/daemon_start_outage?host=${encodeURIComponent(db.server.dir)}&port=${db.server.port}`;
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '* * * * *', timeZone: 'UTC' }, daemon: { tickSeconds: 5 } },
+      { 'a.txt': 'a' },
+    );
+    await db.server.halt();
+    let daemon;
+    try {
+      daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
+      const outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+      expect(String(outage.err)).toMatch(/ENOENT/);
+    } finally {
+      await db.server.start();
+    }
+    try {
+      const finished = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      expect(finished.outcome).toBe('completed');
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+  }, 120_000);
+
   it('a database that refuses it once it is up (no such database) ends it then: exit 1, naming it, not a wait for ever', async () => {
     // Down at start, so the refusal comes only once the server is up. The old code took it
     // for the outage it had already logged (ECONNREFUSED) and waited for ever, saying nothing more.

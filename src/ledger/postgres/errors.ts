@@ -31,9 +31,12 @@ const TRANSIENT_MESSAGE =
 /** Whether a failed ledger call may succeed if the transaction is run again. */
 export function isTransient(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const e = err as { code?: unknown; message?: unknown; errors?: unknown };
+  const e = err as { code?: unknown; message?: unknown; errors?: unknown; syscall?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (TRANSIENT_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || TRANSIENT_ERRNOS.has(code)) return true;
+  // A Unix socket (host=/var/run/postgresql) whose server is stopped or not started yet: its
+  // socket file is not there. Only a connect's: a TLS file the URL names (sslrootcert=) is no outage.
+  if (code === 'ENOENT' && e.syscall === 'connect') return true;
   // Node 20 tries every address of a host name and throws an AggregateError.
   if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every(isTransient)) return true;
   return typeof e.message === 'string' && TRANSIENT_MESSAGE.test(e.message);
