@@ -110,7 +110,8 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     // nor is a refusal by a database not reached since the start (StateRefused).
     if (!(err instanceof StateUnavailable) || err instanceof StateTooNew || err instanceof StateRefused) return false;
     if (!outage) d.log.error({ err: err.message }, 'daemon: the state store is unavailable; trying again every tick');
-    if (passing || outage !== 'pass') outage = passing ? 'pass' : 'read';
+    // A read's outage does not end a pass's (only a pass that reaches the store does).
+    outage = passing ? 'pass' : outage || 'read';
     return true;
   };
   const back = (): void => {

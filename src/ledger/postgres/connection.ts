@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
-import { isTransient, ledgerError, type PostgresLedgerError } from './errors.js';
-import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../no-ledger.js';
+import { isTransient, ledgerError, locatedLedgerState, type PostgresLedgerError } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
@@ -280,10 +279,8 @@ export class PostgresExecutor {
       } catch (err) {
         // A read-only open of an empty schema keeps its class (plan and schedule tell a job
         // that never ran from a store that is down), with where in its message.
-        if (err instanceof NoLedgerYet) throw new NoLedgerYet(ledgerError(err, what, url, schema).message);
-        if (err instanceof LedgerNeedsMigration) throw new LedgerNeedsMigration(ledgerError(err, what, url, schema).message);
-        if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, what, url, schema).message, err.key);
-        if (err instanceof LedgerTooNew) throw new LedgerTooNew(ledgerError(err, what, url, schema).message);
+        const state = locatedLedgerState(err, what, url, schema);
+        if (state) throw state;
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
         // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.

@@ -1,4 +1,5 @@
 import { parseUrl, redactor, redactUrl, urlSecrets } from '../../redact.js';
+import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../no-ledger.js';
 
 /**
  * SQLSTATEs worth retrying: the transaction did not commit and running it again can
@@ -130,4 +131,16 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
   return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
+}
+
+/**
+ * The ledger's own states (no ledger yet, one to migrate, not a ledger, too new): callers
+ * decide on their class (open.ts: a config error, a reader's "no ledger yet", the daemon's
+ * end), so a re-throw keeps it (and NotALedger's key), with where in its message as
+ * ledgerError says it. Undefined for any other error.
+ */
+export function locatedLedgerState(err: unknown, what: string, url: string, schema: string): Error | undefined {
+  if (!(err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration || err instanceof NotALedger || err instanceof LedgerTooNew)) return undefined;
+  err.message = ledgerError(err, what, url, schema).message;
+  return err;
 }

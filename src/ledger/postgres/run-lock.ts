@@ -1,8 +1,7 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
-import { isTransient, ledgerError } from './errors.js';
-import { LedgerTooNew, NotALedger } from '../no-ledger.js';
+import { isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
@@ -194,8 +193,8 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
       if (err instanceof LedgerOwnedByAnotherJob) throw err;
-      if (err instanceof NotALedger) throw new NotALedger(ledgerError(err, 'take the run lock', opts.url, opts.schema).message, err.key);
-      if (err instanceof LedgerTooNew) throw new LedgerTooNew(ledgerError(err, 'take the run lock', opts.url, opts.schema).message);
+      const state = locatedLedgerState(err, 'take the run lock', opts.url, opts.schema);
+      if (state) throw state;
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }

@@ -210,8 +210,8 @@ export class WriteBehind {
   /** These attempts were settled in the ledger: their S records need not be kept. */
   settled(s: Settlement): void {
     this.settledClaims(s.complete);
-    this.settledClaims(s.fail.map((f) => f.claim));
-    this.settledClaims(s.release.map((r) => r.claim));
+    for (const f of s.fail) this.#journal.settled(f.claim);
+    for (const r of s.release) this.#journal.settled(r.claim);
     this.settledClaims(s.gone);
   }
 
