@@ -19,6 +19,9 @@ export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | '
 /** A budgeted read's fetch older than this is not waited on by later reads: another starts. */
 const STUCK_MS = 60_000;
 
+/** While reads keep failing, the warning is repeated (one line, no stack) this often. */
+export const STILL_FAILING_EVERY_MS = 15 * 60_000;
+
 /** How many recent runs a failure streak is counted over (the gauge saturates there). */
 export const STREAK_WINDOW = 20;
 
@@ -37,6 +40,10 @@ export class LedgerViewReader {
   /** The budget's fetch still running (budgetMs): read on by the next scrapes, not started again. */
   private slow: Promise<LedgerView | undefined> | undefined;
   private slowSince = 0;
+
+  /** Since when reads fail (undefined: the last one worked), and when that was last said. */
+  private failingSince: number | undefined;
+  private failingToldAt = 0;
 
   /**
    * `budgetMs`: a read answers within it, with the last values read when the ledger is slower
@@ -105,10 +112,32 @@ export class LedgerViewReader {
         failedInARow: failedRunsInARow(recent),
         lastRunSeconds: lastRunSeconds(recent, this.now()),
       };
+      if (this.failingSince !== undefined) {
+        this.log.info({ failedForSeconds: Math.round((this.now() - this.failingSince) / 1000) }, 'metrics: the ledger can be read again');
+        this.failingSince = undefined;
+      }
     } catch (err) {
-      this.log.warn({ err }, 'metrics: could not read the ledger; showing the last values read');
+      this.failed(err);
     }
     return this.lastGood;
+  }
+
+  /**
+   * A failed read, said once per outage with its error, then once every
+   * STILL_FAILING_EVERY_MS in one line: a daemon scraped every 15 s through an hour-long
+   * database outage wrote a warning with a full stack trace for every failed read.
+   */
+  private failed(err: unknown): void {
+    const now = this.now();
+    if (this.failingSince === undefined) {
+      this.failingSince = now;
+      this.failingToldAt = now;
+      this.log.warn({ err }, 'metrics: could not read the ledger; showing the last values read');
+    } else if (now - this.failingToldAt >= STILL_FAILING_EVERY_MS) {
+      this.failingToldAt = now;
+      const error = err instanceof Error ? err.message : String(err);
+      this.log.warn({ error, failingForSeconds: Math.round((now - this.failingSince) / 1000) }, 'metrics: still cannot read the ledger; showing the last values read');
+    }
   }
 }
 

@@ -5,7 +5,9 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../src/commands/run.js';
 import type { RunRecord } from '../../src/ledger/types.js';
-import { failedRunsInARow } from '../../src/metrics/ledger-view.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
+import type { Ledger } from '../../src/ledger/types.js';
+import { failedRunsInARow, LedgerViewReader, STILL_FAILING_EVERY_MS, type LedgerReads } from '../../src/metrics/ledger-view.js';
 import { FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
 import { find, freePort, PROMTOOL, scrape, value, type Sample } from '../helpers/prom.js';
@@ -181,6 +183,59 @@ describe('a failing Pushgateway never fails the run', () => {
     expect(Date.now() - t0).toBeLessThan(6000);
     expect(r.lines.some((l) => l.msg === 'metrics push failed (the run carries on)' && l.error === 'timed out after 1000 ms')).toBe(true);
     hang.closeAllConnections();
+  });
+});
+
+describe('a ledger that cannot be read (real SQLite ledger, closed under the reader)', () => {
+  it('is logged once per outage with its error, then one line every 15 minutes, and its end is logged', async () => {
+    const ws = workspace({ handler: { module: GATED } }, {});
+    const file = ws.db;
+    let ledger: Ledger = await openSqliteLedger(file);
+    // The reader keeps one LedgerReads for its life, as the daemon's does: each read goes to
+    // whichever real ledger is open now (closed: its reads throw, as a vanished store's do).
+    const reads: LedgerReads = {
+      totals: () => ledger.totals(),
+      counts: () => ledger.counts(),
+      attemptTotals: () => ledger.attemptTotals(),
+      runStats: () => ledger.runStats(),
+      recentRuns: (n) => ledger.recentRuns(n),
+    };
+    let now = 1_000_000;
+    const { log, lines } = memoryLogger();
+    const reader = new LedgerViewReader(reads, log, () => now);
+    // Scrapes are apart in time: reads within one tick share one fetch.
+    const scrapeAt = async (t: number) => {
+      await new Promise((res) => setImmediate(res));
+      now = t;
+      return reader.read();
+    };
+    const good = await scrapeAt(now);
+    expect(good).toBeDefined();
+    await ledger.close();
+    const said = () => lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('metrics:')).map((l) => l.msg);
+
+    // An hour of scrapes 15 s apart (and one), the ledger unreadable throughout.
+    for (let t = 0; t <= 240; t++) {
+      expect(await scrapeAt(now + 15_000)).toBe(good); // the last values read
+    }
+    const warned = lines.filter((l) => l.level === 40);
+    expect(said()).toEqual([
+      'metrics: could not read the ledger; showing the last values read',
+      ...Array.from({ length: 4 }, () => 'metrics: still cannot read the ledger; showing the last values read'),
+    ]);
+    expect(warned[0]?.err).toBeDefined(); // the first says the error in full
+    expect(warned.slice(1).every((l) => l.err === undefined && typeof l.error === 'string')).toBe(true);
+    expect(warned.at(-1)?.failingForSeconds).toBe((4 * STILL_FAILING_EVERY_MS) / 1000);
+
+    ledger = await openSqliteLedger(file);
+    expect(await scrapeAt(now + 15_000)).not.toBe(good); // read afresh
+    expect(said().at(-1)).toBe('metrics: the ledger can be read again');
+    expect(lines.at(-1)?.failedForSeconds).toBe(3615);
+    // A later outage is said in full again.
+    await ledger.close();
+    await scrapeAt(now + 15_000);
+    expect(said().at(-1)).toBe('metrics: could not read the ledger; showing the last values read');
+    expect(lines.at(-1)?.err).toBeDefined();
   });
 });
 
