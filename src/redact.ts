@@ -123,10 +123,10 @@ const TOKEN_MIN = 12;
 export function urlSecrets(url: string): string[] {
   const u = parseUrl(url.trim());
   if (u === undefined) return [];
-  const found = [u.password, safeDecode(u.password)];
+  const found = [u.password, safeDecode(u.password), lenientDecode(u.password)];
   // Scrubbed from handler output only when long enough to be a token: a name given alone
   // (`https://cronsafe@gw`, `https://push@gw`) would take every `cronsafe` out of the log.
-  if (u.password === '' && /^https?:$/.test(u.protocol) && safeDecode(u.username).length >= TOKEN_MIN) found.push(u.username, safeDecode(u.username));
+  if (u.password === '' && /^https?:$/.test(u.protocol) && safeDecode(u.username).length >= TOKEN_MIN) found.push(u.username, safeDecode(u.username), lenientDecode(u.username));
   for (const m of u.search.matchAll(/[?&]([^=&#]*)=([^&#]*)/g)) {
     if (SECRET_NAME.test(m[1]!)) found.push(m[2]!, safeDecode(m[2]!), safeDecode(m[2]!.replace(/\+/g, ' ')));
   }
@@ -167,6 +167,20 @@ function redactPiece(text: string, sorted: readonly string[], cut: 'start' | 'en
     }
   }
   return text;
+}
+
+/**
+ * A URL's user or password as sent: each `%XX` escape decoded, a `%` that starts none taken
+ * as itself (a password from a Secret through `${VAR}`, `50%off`, is often not percent-encoded,
+ * while `new URL` has encoded its blanks, `=` and `;`). The text as it is when the escapes
+ * are no UTF-8.
+ */
+export function lenientDecode(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/%(?![0-9A-Fa-f]{2})/g, '%25'));
+  } catch {
+    return s;
+  }
 }
 
 /** decodeURIComponent, or the text as it is when it is not valid percent-encoding. */

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { Pushgateway, type Registry } from 'prom-client';
 import { coerceError } from '../errors.js';
+import { lenientDecode } from '../redact.js';
 
 /**
  * `put` replaces the whole group (a run: it owns every metric). `post` replaces only the
@@ -107,7 +108,8 @@ export class Pusher {
   private async send(signal: AbortSignal): Promise<void> {
     if (this.opts.ready && !(await this.opts.ready())) throw new NotReady();
     signal.throwIfAborted();
-    const gateway = new Pushgateway(gatewayBase(this.opts.url), { timeout: this.opts.timeoutMs, signal }, this.opts.registry);
+    const { base, auth } = gatewayTarget(this.opts.url);
+    const gateway = new Pushgateway(base, { timeout: this.opts.timeoutMs, signal, ...(auth === undefined ? {} : { auth }) }, this.opts.registry);
     const params = { jobName: this.opts.job };
     const { resp } = await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
     // prom-client rejects from 400 up only and follows no redirect: a 3xx (an ingress sending
@@ -123,14 +125,23 @@ export class Pusher {
 }
 
 /**
- * The gateway's URL as prom-client wants it: it appends `/metrics/job/<name>` to the path as
- * given, so a path prefix with a trailing slash (`http://gw/pgw/`) would become `/pgw//metrics/...`,
- * which the Pushgateway answers with a redirect, not a push.
+ * The gateway's URL as prom-client wants it, and its credentials apart. prom-client appends
+ * `/metrics/job/<name>` to the path as given, so a path prefix with a trailing slash
+ * (`http://gw/pgw/`) would become `/pgw//metrics/...`, which the Pushgateway answers with a
+ * redirect, not a push. It also percent-decodes a user and password left in the URL and
+ * throws on a `%` that starts no `%XX` escape ("URI malformed", at every push): a password
+ * from a Secret through `${VAR}` is often not percent-encoded. Decoded here instead, such a
+ * `%` is sent as itself (lenientDecode, as the redaction also reads it).
  */
-function gatewayBase(raw: string): string {
+function gatewayTarget(raw: string): { base: string; auth?: string } {
   const u = new URL(raw);
   u.pathname = u.pathname.replace(/\/+$/, '');
-  return u.toString();
+  const user = lenientDecode(u.username);
+  const password = lenientDecode(u.password);
+  u.username = '';
+  u.password = '';
+  if (user === '' && password === '') return { base: u.toString() };
+  return { base: u.toString(), auth: password === '' ? user : `${user}:${password}` };
 }
 
 class NotReady extends Error {}

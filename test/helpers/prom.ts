@@ -73,8 +73,11 @@ export interface Server {
   stop(): Promise<void>;
 }
 
-/** Spawn a server, then poll `readyPath` until it answers 200 (or fail after timeoutMs, killing it). */
-export async function startServer(bin: string, args: string[], port: number, readyPath: string, timeoutMs = 20_000): Promise<Server> {
+/**
+ * Spawn a server, then poll `readyPath` until it answers 200 (or fail after timeoutMs, killing
+ * it). `headers` go with each poll (an Authorization for a server behind basic auth).
+ */
+export async function startServer(bin: string, args: string[], port: number, readyPath: string, timeoutMs = 20_000, headers: Record<string, string> = {}): Promise<Server> {
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (log += c));
@@ -97,7 +100,7 @@ export async function startServer(bin: string, args: string[], port: number, rea
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (gone) throw new Error(`${path.basename(bin)} exited before it was ready:\n${log}`);
-    const ok = await fetch(server.url + readyPath).then((r) => r.ok, () => false);
+    const ok = await fetch(server.url + readyPath, { headers }).then((r) => r.ok, () => false);
     if (ok) return server;
     if (Date.now() > deadline) {
       await server.stop();

@@ -1,8 +1,9 @@
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURES, finished, runCli, spawnCli, workspace, type Workspace } from '../helpers/cli.js';
-import { find, freePort, PUSHGATEWAY, scrape, startPushgateway, startServer, value, type Sample, type Server } from '../helpers/prom.js';
+import { find, freePort, parseMetrics, PUSHGATEWAY, scrape, startPushgateway, startServer, value, type Sample, type Server } from '../helpers/prom.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const GATED = path.join(FIXTURES, 'handlers/module-gated.mjs');
@@ -183,6 +184,36 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
       expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
     } finally {
       await prefixed.stop();
+    }
+  });
+
+  // A password from a Secret through ${VAR} (as the chart's NOTES advise), holding a '%' that
+  // starts no %XX escape: the push client's URL parser threw "URI malformed" at every push,
+  // so nothing ever landed and the alerts saw no series, with no word about the password.
+  // Its blank, ';' and '=' are percent-encoded by the URL parser and must come back as such.
+  it('a password with a raw "%" (from ${VAR}) is sent as written: the run lands in its group', async () => {
+    const PASSWORD = '50%off; x=1';
+    const port = await freePort();
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-pgw-auth-'));
+    const webConfig = path.join(dir, 'web.yaml');
+    // bcrypt (cost 4) of the password `50%off; x=1`, for user cronsafe.
+    writeFileSync(webConfig, 'basic_auth_users:\n  cronsafe: $2b$04$nfSZX.jibvdMGS8e9GEDf.xZqBHeiSad.tkVFqlDSpe/.4mbuE0xi\n');
+    const headers = { authorization: `Basic ${Buffer.from(`cronsafe:${PASSWORD}`).toString('base64')}` };
+    const authed = await startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${webConfig}`, '--persistence.file='], port, '/-/ready', 20_000, headers);
+    try {
+      const job = 'pg-auth-percent';
+      const ws = gatedWorkspace(job, `http://cronsafe:\${PUSHGATEWAY_PASSWORD}@127.0.0.1:${port}`, 30, ['ok-1.txt']);
+      writeFileSync(path.join(ws.dir, 'gate'), '');
+      const r = await runCli(['run', '-c', ws.configPath], { env: { PUSHGATEWAY_PASSWORD: PASSWORD } });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)')).toEqual([]);
+      const read = await fetch(`${authed.url}/metrics`, { headers });
+      const g = parseMetrics(await read.text()).filter((x) => x.labels.job === job);
+      expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
+      expect(r.stdout + r.stderr).not.toContain('50%off');
+    } finally {
+      await authed.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -423,6 +423,8 @@ describe('secrets', () => {
     expect(redactUrl('HTTP://t0ken42@gw:9091')).toBe('HTTP://***@gw:9091');
     expect(redactUrl('postgres://app@db/cs')).toBe('postgres://app@db/cs');
     expect(urlSecrets('https://t%30ken42abcdef@gw:9091')).toEqual(expect.arrayContaining(['t%30ken42abcdef', 't0ken42abcdef']));
+    // A password from ${VAR}, not percent-encoded: its '%' as itself, its blank and '=' (which the URL parser encoded) decoded, as the push sends it.
+    expect(urlSecrets('https://u:50%off; x=1@gw:9091')).toContain('50%off; x=1');
     expect(urlSecrets('postgres://app@db/cs').filter((s) => s !== '')).toEqual([]);
     expect(urlSecrets('https://user:pw1234@gw:9091')).not.toContain('user');
     // A plain name given alone is shown as *** in the config, but not scrubbed from every handler line.
