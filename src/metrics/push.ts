@@ -141,7 +141,9 @@ function gatewayTarget(raw: string): { base: string; auth?: string } {
   u.username = '';
   u.password = '';
   if (user === '' && password === '') return { base: u.toString() };
-  return { base: u.toString(), auth: password === '' ? user : `${user}:${password}` };
+  // Always `user:password`, the ':' too when the password is empty (a token given as the user,
+  // `https://TOKEN@gw`): RFC 7617 needs it, and the Pushgateway (Go's BasicAuth) refuses without.
+  return { base: u.toString(), auth: `${user}:${password}` };
 }
 
 class NotReady extends Error {}

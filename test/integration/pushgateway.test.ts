@@ -47,6 +47,38 @@ async function groupUntil(gw: Server, job: string, ok: (g: Sample[]) => boolean,
   }
 }
 
+/**
+ * A real Pushgateway behind basic auth (its --web.config.file), for `body` with its host:port
+ * and a reader of one job's group. Users: `cronsafe` with password `50%off; x=1`, and
+ * `tok123456789abc` with an empty password (a token given as the user). bcrypt, cost 4.
+ */
+async function withAuthedGateway(body: (hostPort: string, read: (job: string) => Promise<Sample[]>) => Promise<void>): Promise<void> {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-pgw-auth-'));
+  const webConfig = path.join(dir, 'web.yaml');
+  writeFileSync(
+    webConfig,
+    [
+      'basic_auth_users:',
+      '  cronsafe: $2b$04$nfSZX.jibvdMGS8e9GEDf.xZqBHeiSad.tkVFqlDSpe/.4mbuE0xi',
+      '  tok123456789abc: $2b$04$kpqkFD6qqTdcuyfz6nMy0OCouaamgdOgy9iEZKQ1lHApohlVy7v4q',
+      '',
+    ].join('\n'),
+  );
+  const headers = { authorization: `Basic ${Buffer.from('cronsafe:50%off; x=1').toString('base64')}` };
+  const gw = await startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${webConfig}`, '--persistence.file='], port, '/-/ready', 20_000, headers);
+  try {
+    await body(`127.0.0.1:${port}`, async (job) => {
+      const r = await fetch(`${gw.url}/metrics`, { headers });
+      if (!r.ok) throw new Error(`GET ${gw.url}/metrics: ${r.status}`);
+      return parseMetrics(await r.text()).filter((x) => x.labels.job === job);
+    });
+  } finally {
+    await gw.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loopback, the built CLI)', () => {
   let gw: Server;
   beforeAll(async () => {
@@ -193,28 +225,32 @@ describe.skipIf(!PUSHGATEWAY)('Pushgateway (Debian prometheus-pushgateway on loo
   // Its blank, ';' and '=' are percent-encoded by the URL parser and must come back as such.
   it('a password with a raw "%" (from ${VAR}) is sent as written: the run lands in its group', async () => {
     const PASSWORD = '50%off; x=1';
-    const port = await freePort();
-    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-pgw-auth-'));
-    const webConfig = path.join(dir, 'web.yaml');
-    // bcrypt (cost 4) of the password `50%off; x=1`, for user cronsafe.
-    writeFileSync(webConfig, 'basic_auth_users:\n  cronsafe: $2b$04$nfSZX.jibvdMGS8e9GEDf.xZqBHeiSad.tkVFqlDSpe/.4mbuE0xi\n');
-    const headers = { authorization: `Basic ${Buffer.from(`cronsafe:${PASSWORD}`).toString('base64')}` };
-    const authed = await startServer(PUSHGATEWAY!, [`--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${webConfig}`, '--persistence.file='], port, '/-/ready', 20_000, headers);
-    try {
+    await withAuthedGateway(async (url, read) => {
       const job = 'pg-auth-percent';
-      const ws = gatedWorkspace(job, `http://cronsafe:\${PUSHGATEWAY_PASSWORD}@127.0.0.1:${port}`, 30, ['ok-1.txt']);
+      const ws = gatedWorkspace(job, `http://cronsafe:\${PUSHGATEWAY_PASSWORD}@${url}`, 30, ['ok-1.txt']);
       writeFileSync(path.join(ws.dir, 'gate'), '');
       const r = await runCli(['run', '-c', ws.configPath], { env: { PUSHGATEWAY_PASSWORD: PASSWORD } });
       expect(r.code, r.stderr).toBe(0);
       expect(r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)')).toEqual([]);
-      const read = await fetch(`${authed.url}/metrics`, { headers });
-      const g = parseMetrics(await read.text()).filter((x) => x.labels.job === job);
-      expect(value(g, 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
+      expect(value(await read(job), 'cronsafe_runs_total', { outcome: 'completed' })).toBe(1);
       expect(r.stdout + r.stderr).not.toContain('50%off');
-    } finally {
-      await authed.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
+  });
+
+  // A token given as the user (`https://TOKEN@gw`, or `TOKEN:@` as curl's `-u TOKEN:`) went out
+  // as `Authorization: Basic base64(TOKEN)`, without the ':' that RFC 7617 requires before the
+  // (empty) password: the Pushgateway (Go's BasicAuth) answered 401 to every push.
+  it('a token as the user alone (TOKEN@ or TOKEN:@) is sent with its empty password: the run lands in its group', async () => {
+    await withAuthedGateway(async (url, read) => {
+      for (const [job, userinfo] of [['pg-auth-token', 'tok123456789abc@'], ['pg-auth-token-colon', 'tok123456789abc:@']] as const) {
+        const ws = gatedWorkspace(job, `http://${userinfo}${url}`, 30, ['ok-1.txt']);
+        writeFileSync(path.join(ws.dir, 'gate'), '');
+        const r = await runCli(['run', '-c', ws.configPath]);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)'), userinfo).toEqual([]);
+        expect(value(await read(job), 'cronsafe_runs_total', { outcome: 'completed' }), userinfo).toBe(1);
+      }
+    });
   });
 });
 
