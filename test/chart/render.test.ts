@@ -254,8 +254,12 @@ describe('metrics', () => {
     expect(pm.spec.podMetricsEndpoints).toEqual([{ port: 'metrics', path: '/metrics', honorLabels: true, interval: '15s' }]);
     expect(pm.spec.selector.matchLabels).toMatchObject({ 'app.kubernetes.io/component': 'runner' });
     const rule = one(on, 'PrometheusRule');
-    const file = YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj;
-    expect(rule.spec).toEqual(file);
+    // The file, with the overrun window fitted to the default schedule (every 15 minutes: 90m).
+    const fitted = readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')
+      .replaceAll('cronsafe_overruns_total[1h] offset 1h', 'cronsafe_overruns_total[90m] offset 90m')
+      .replaceAll('cronsafe_overruns_total[1h]', 'cronsafe_overruns_total[90m]')
+      .replace('overruns in the last hour', 'overruns in the last 90m');
+    expect(rule.spec).toEqual(YAML.parse(fitted) as Obj);
   });
 
   it('the no-success age of the PrometheusRule is a value: a weekly job is not paged every week', () => {

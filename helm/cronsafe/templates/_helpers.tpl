@@ -133,6 +133,47 @@ it, to warn when CronsafeNoRecentSuccess's age would page a healthy job.
 {{- end -}}
 
 {{/*
+The window of CronsafeRepeatedOverruns as a PromQL duration: 6 x the time between fires,
+at least 1h (the rules file's). A run that outlasts the interval sees about one fire come
+due (an overrun) per two fires, so at 1h a job firing every 15 minutes or less often whose
+every run overran never paged: two an hour at most for a job every 15 minutes, one for an hourly job. Six
+fires' worth holds three such runs. The interval comes from `schedule`: every N minutes, a
+fixed minute every hour (or every N hours), or the daily-or-longer gap of
+cronsafe.scheduleGapSeconds; any other expression keeps 1h. At most 7d (a common retention
+is 15d): a weekly or monthly job, which cannot overrun three times in a week, is not paged
+for overruns.
+*/}}
+{{- define "cronsafe.overrunWindow" -}}
+{{- $s := trim .Values.schedule -}}
+{{- $gap := 0 -}}
+{{- if eq $s "@hourly" -}}
+{{- $gap = 3600 -}}
+{{- else if not (hasPrefix "@" $s) -}}
+{{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- $any := "^[*?]$" -}}
+{{- if and (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
+{{- $m := index $f 0 -}}{{- $h := index $f 1 -}}
+{{- if and (regexMatch "^[0-9]+$" $m) (regexMatch $any $h) -}}
+{{- $gap = 3600 -}}
+{{- else if and (regexMatch "^[0-9]+$" $m) (regexMatch "^[*0]/[0-9]+$" $h) -}}
+{{- $gap = mul 3600 (atoi (index (splitList "/" $h) 1)) -}}
+{{- else if and (regexMatch "^[*0]/[0-9]+$" $m) (regexMatch $any $h) -}}
+{{- $gap = mul 60 (atoi (index (splitList "/" $m) 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $gap 0 -}}
+{{- $daily := include "cronsafe.scheduleGapSeconds" . -}}
+{{- if $daily -}}{{- $gap = atoi $daily -}}{{- end -}}
+{{- end -}}
+{{- $minutes := min 10080 (max 60 (div (mul 6 $gap) 60)) -}}
+{{- if eq (mod $minutes 1440) 0 -}}{{ div $minutes 1440 }}d
+{{- else if eq (mod $minutes 60) 0 -}}{{ div $minutes 60 }}h
+{{- else -}}{{ $minutes }}m
+{{- end -}}
+{{- end -}}
+
+{{/*
 Which Kubernetes API features are on. "true" or "" (templates only pass strings), so
 `if (include ...)` reads naturally. The ServiceAccount token is mounted, and a Role is
 rendered, only when one of them needs the API.

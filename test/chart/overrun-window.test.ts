@@ -1,0 +1,104 @@
+/**
+ * CronsafeRepeatedOverruns pages on three overruns within its window. A run that outlasts the
+ * interval between fires sees about one fire come due (an overrun) per two fires, so at the
+ * rules file's one hour a job firing every 15 minutes or less often whose every run overran
+ * never paged: an hourly job overruns once every two hours. The chart fits the window to
+ * `schedule` (6 x the interval, 1h to 7d).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { PROMTOOL, promtool } from '../helpers/prom.js';
+import { CHART, ensureTools, render, type Obj } from './helpers.js';
+
+const ALERT = 'CronsafeRepeatedOverruns';
+const scratch = mkdtempSync(path.join(tmpdir(), 'cronsafe-overrun-window-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+beforeAll(() => ensureTools());
+
+const ruleOf = (schedule: string): { spec: Obj; overruns: Obj } => {
+  const spec = render({ schedule, metrics: { pushgateway: 'http://pushgateway.monitoring:9091', prometheusRule: { enabled: true } } }).find((o) => o.kind === 'PrometheusRule')!.spec as Obj;
+  const overruns = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((r) => r.alert === ALERT)!;
+  return { spec, overruns };
+};
+
+describe('the overrun alert window follows the schedule', () => {
+  it.each([
+    ['*/5 * * * *', '1h'],
+    ['*/10 * * * *', '1h'],
+    ['*/15 * * * *', '90m'],
+    ['*/20 * * * *', '2h'],
+    ['0 * * * *', '6h'],
+    ['@hourly', '6h'],
+    ['5 */4 * * *', '1d'],
+    ['30 2 * * *', '6d'],
+    ['@daily', '6d'],
+    ['0 3 * * 0', '7d'],
+    ['*/5 9-17 * * 1-5', '1h'], // an interval the chart does not work out: the file's hour
+  ])('%s: %s', (schedule, window) => {
+    const { overruns } = ruleOf(schedule);
+    const expr = overruns.expr as string;
+    expect(expr.match(/cronsafe_overruns_total\[[^\]]+\]/g)?.every((m) => m === `cronsafe_overruns_total[${window}]`)).toBe(true);
+    expect(expr).toContain(`cronsafe_overruns_total[${window}] offset ${window}`);
+    expect(overruns.annotations.summary).toContain(window === '1h' ? 'overruns in the last hour' : `overruns in the last ${window}`);
+  });
+
+  it('metrics.prometheusRule.overrunWindow sets it for jobs on other schedules; the schema refuses what PromQL would', () => {
+    const spec = render({ schedule: '0 * * * *', metrics: { pushgateway: 'http://pushgateway.monitoring:9091', prometheusRule: { enabled: true, overrunWindow: '3h' } } }).find((o) => o.kind === 'PrometheusRule')!.spec as Obj;
+    const expr = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((r) => r.alert === ALERT)!.expr as string;
+    expect(expr).toContain('cronsafe_overruns_total[3h] offset 3h');
+    expect(() => render({ metrics: { prometheusRule: { enabled: true, overrunWindow: '3 hours' } } })).toThrow(/overrunWindow/);
+  });
+
+  it('leaves the other alerts as the file has them', () => {
+    const { spec } = ruleOf('0 * * * *');
+    const dead = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((r) => r.alert === 'CronsafeDeadLettersGrowing')!;
+    expect(dead.expr).toContain('cronsafe_dead_lettered_total[1h]');
+  });
+});
+
+describe.skipIf(!PROMTOOL)('an hourly job whose every run overruns (promtool test rules)', () => {
+  // Runs of 90 minutes, one fire overrun per run, a run every two hours: the total rises at
+  // 70m, 190m, 310m and 430m.
+  const series = "cronsafe_overruns_total{job=\"hourly\", instance=\"\", namespace=\"batch\"}";
+  const values = '0x69 1x119 2x119 3x119 4x100';
+  const ruleFile = (name: string, groups: unknown): string => {
+    const file = path.join(scratch, `${name}.yaml`);
+    writeFileSync(file, YAML.stringify({ groups }));
+    return file;
+  };
+  const testFile = (name: string, rules: string, fires: boolean): string => {
+    const file = path.join(scratch, `${name}.test.yaml`);
+    const at = (m: number, exp: unknown[]) => ({ eval_time: `${m}m`, alertname: ALERT, exp_alerts: exp });
+    const ann = ruleOf('0 * * * *').overruns.annotations as Record<string, string>;
+    const exp_annotations = {
+      summary: 'cronsafe job hourly: 3 overruns in the last 6h',
+      description: ann.description!.replace('{{ $labels.job }}', 'hourly'),
+      runbook_url: ann.runbook_url,
+    };
+    const page = [{ exp_labels: { job: 'hourly', severity: 'page' }, exp_annotations }];
+    writeFileSync(
+      file,
+      YAML.stringify({
+        rule_files: [path.basename(rules)],
+        evaluation_interval: '1m',
+        tests: [{ interval: '1m', input_series: [{ series, values }], alert_rule_test: [at(200, []), at(320, fires ? page : [])] }],
+      }),
+    );
+    return file;
+  };
+
+  it("pages with the chart's rule for an hourly schedule, from the third overrun", () => {
+    const rules = ruleFile('hourly', ruleOf('0 * * * *').spec.groups);
+    const r = promtool('test', 'rules', testFile('hourly', rules, true));
+    expect(r.code, r.out).toBe(0);
+  });
+
+  it("never pages with the file's one-hour window (what the chart rendered before)", () => {
+    const rules = ruleFile('file', (YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj).groups);
+    const r = promtool('test', 'rules', testFile('file', rules, false));
+    expect(r.code, r.out).toBe(0);
+  });
+});
