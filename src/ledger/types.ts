@@ -184,9 +184,10 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   deadPages(query?: DeadQuery): AsyncIterable<DeadItem[]>;
   /**
    * dead -> pending with attempts reset; `'all'` or ids. Returns how many moved (counted in
-   * totals().requeued). `'all'` moves a page (RETRY_DEAD_PAGE) per transaction, oldest dead
-   * first, and tells `onPage` how many each committed page moved: the pages before a signal
-   * stay moved, and the caller can say how many.
+   * totals().requeued). `'all'` moves the items dead when it began (dead-lettered up to the
+   * latest deadAt then: one a run dead-letters again meanwhile stays dead), a page
+   * (RETRY_DEAD_PAGE) per transaction, oldest dead first, and tells `onPage` how many each
+   * committed page moved: the pages before a signal stay moved, and the caller can say how many.
    */
   retryDead(ids: string[] | 'all', now: number, onPage?: (moved: number) => void): Promise<number>;
 

@@ -221,7 +221,7 @@ describe('SQLite ledger specifics', () => {
     // Each page walks the dead rows' partial index (LIMIT stops it), never the whole table.
     const db = new Database(':memory:');
     migrate(db);
-    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${RETRY_DEAD_PAGE_SQL}`).all({ now: 0, limit: 1 }) as { detail: string }[]).map((r) => r.detail).join('\n');
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${RETRY_DEAD_PAGE_SQL}`).all({ now: 0, upTo: 0, limit: 1 }) as { detail: string }[]).map((r) => r.detail).join('\n');
     expect(plan).toMatch(/USING INDEX items_dead/);
     expect(plan).not.toMatch(/SCAN items(?! USING INDEX items_dead)/);
     db.close();

@@ -59,14 +59,27 @@ WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run =
 const retrySet = (s: string) =>
   `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1,
     seen_run = coalesce((SELECT run_group FROM ${s}.run_lock ORDER BY acquired_at DESC LIMIT 1), seen_run)`;
-/** By ids, or one page of `limit` of all, oldest dead first (items_dead). */
-export const retryDeadQuery = (schema: string, ids: string[] | { limit: number }, now: number): Query => {
+/**
+ * By ids, or one page of `limit` of all dead up to `upTo` (deadUpToQuery), oldest dead first
+ * (items_dead). The bound is in the outer WHERE too: a row the subquery chose that a run
+ * dead-lettered again meanwhile is re-checked against it when its lock is taken.
+ */
+export const retryDeadQuery = (schema: string, ids: string[] | { limit: number; upTo: number | null }, now: number): Query => {
   const s = ident(schema);
+  const upTo = `(dead_at IS NULL OR dead_at <= $3::bigint)`;
   return Array.isArray(ids)
     ? q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids)
-    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id IN (
-  SELECT id FROM ${s}.items WHERE state = 'dead' ORDER BY dead_at LIMIT $2) RETURNING id`, now, ids.limit);
+    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND ${upTo} AND id IN (
+  SELECT id FROM ${s}.items WHERE state = 'dead' AND ${upTo} ORDER BY dead_at LIMIT $2) RETURNING id`, now, ids.limit, ids.upTo);
 };
+
+/**
+ * `retry --all` moves the items dead when it began: those dead-lettered up to the latest
+ * dead_at then (the pods' time, not the operator's). Paging on until a page came back short
+ * also retried again an item it had moved that a live pass then dead-lettered again, with
+ * another whole retry budget. NULL: none but undated rows.
+ */
+export const deadUpToQuery = (schema: string): Query => q(`SELECT max(dead_at) AS up_to FROM ${ident(schema)}.items WHERE state = 'dead'`);
 
 /**
  * Reclaimed rows made pending become the latest pass's (run_lock), as retryDead and requeue
@@ -182,9 +195,11 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       if (ids !== 'all') return ids.length === 0 ? 0 : once(retryDeadQuery(schema, [...new Set(ids.map(wellFormed))], now));
       // A page per transaction, as on SQLite: one statement over every dead row was rolled
       // back whole by a signal (Ctrl-C) and held its row locks against a running pass.
+      const [row] = await ex.query<{ up_to: string | null }>('retryDead', deadUpToQuery(schema));
+      const upTo = row?.up_to == null ? null : Number(row.up_to);
       let moved = 0;
       for (;;) {
-        const n = await once(retryDeadQuery(schema, { limit: RETRY_DEAD_PAGE }, now));
+        const n = await once(retryDeadQuery(schema, { limit: RETRY_DEAD_PAGE, upTo }, now));
         moved += n;
         onPage?.(n);
         if (n < RETRY_DEAD_PAGE) return moved;

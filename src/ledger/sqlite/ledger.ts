@@ -261,9 +261,10 @@ export class SqliteLedger implements L.Ledger {
     // A page per transaction (recover.ts), and a pause between pages in which another
     // process's writer (a running pass) takes the lock: SQLite's busy wait polls, so a loop
     // that takes the lock again at once would keep it from it as one transaction did.
+    const upTo = { upTo: await this.#written(() => this.#recover.deadUpTo(), () => []) };
     let moved = 0;
     for (;;) {
-      const n = await this.#written(() => this.#recover.retryDead('page', now), () => []);
+      const n = await this.#written(() => this.#recover.retryDead(upTo, now), () => []);
       moved += n;
       onPage?.(n);
       if (n < RETRY_DEAD_PAGE) return moved;

@@ -26,15 +26,27 @@ export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND 
  * (bench/proto/retry-dead.mjs; one transaction: 1.5 s, the writer waiting all of it).
  */
 export const RETRY_DEAD_PAGE_SQL = `UPDATE items ${RETRY_SET} WHERE id IN (
-  SELECT id FROM items WHERE state = 'dead' ORDER BY dead_at LIMIT @limit)`;
+  SELECT id FROM items WHERE state = 'dead' AND (dead_at IS NULL OR dead_at <= @upTo) ORDER BY dead_at LIMIT @limit)`;
+/**
+ * `retry --all` moves the items dead when it began: those dead-lettered up to the latest
+ * dead_at then (the ledger's own time, from the run's clock, not the operator's). Paging
+ * on until a page came back short also retried again an item it had moved that a live run
+ * then dead-lettered again, with another whole retry budget. NULL: none but undated rows.
+ */
+export const DEAD_UP_TO_SQL = `SELECT max(dead_at) FROM items WHERE state = 'dead'`;
 export { RETRY_DEAD_PAGE };
 
 /** Crash recovery, lease renewal and dead-letter requeue (synchronous; the Ledger wraps them). */
 export interface RecoverOps {
   reclaimOrphans(exceptOwner: string, opts: ReclaimOptions): number;
   renew(owner: string, ids: string[], leaseUntil: number): string[];
-  /** By ids, or one page (RETRY_DEAD_PAGE) of all, oldest dead first; returns how many moved. */
-  retryDead(ids: string[] | 'page', now: number): number;
+  /**
+   * By ids, or one page (RETRY_DEAD_PAGE) of all dead up to `upTo` (deadUpTo), oldest dead
+   * first; returns how many moved.
+   */
+  retryDead(ids: string[] | { upTo: number | null }, now: number): number;
+  /** Where `retry --all` stops (DEAD_UP_TO_SQL). */
+  deadUpTo(): number | null;
 }
 
 export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counters, journal?: string): RecoverOps {
@@ -77,9 +89,10 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
     ids.filter((id) => renew.run(leaseUntil, wellFormed(id), owner).changes === 0),
   );
 
-  const retryTx = db.transaction((ids: string[] | 'page', now: number): number => {
+  const deadUpTo = db.prepare(DEAD_UP_TO_SQL).pluck();
+  const retryTx = db.transaction((ids: string[] | { upTo: number | null }, now: number): number => {
     let moved = 0;
-    if (ids === 'page') moved = retryPage.run({ now, limit: RETRY_DEAD_PAGE }).changes;
+    if (!Array.isArray(ids)) moved = retryPage.run({ now, upTo: ids.upTo, limit: RETRY_DEAD_PAGE }).changes;
     else for (const id of new Set(ids.map(wellFormed))) moved += retryOne.run({ id, now }).changes;
     counters.bump('items_requeued', moved);
     return moved;
@@ -94,5 +107,6 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
     },
     renew: (owner, ids, leaseUntil) => (ids.length === 0 ? [] : renewTx.immediate(owner, ids, leaseUntil)),
     retryDead: (ids, now) => retryTx.immediate(ids, now),
+    deadUpTo: () => deadUpTo.get() as number | null,
   };
 }
