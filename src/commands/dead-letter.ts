@@ -75,9 +75,12 @@ export async function deadLetterRetry(
       throw store.unavailable('cannot requeue', err);
     };
     // `--all`: the ledger moves a page per transaction and says so after each, so that a
-    // signal between pages leaves those before it moved and can say how many.
+    // signal between pages leaves those before it moved and can say how many. On SQLite a
+    // page is written synchronously, so a signal is only ever handled between two pages:
+    // none is in flight then, and the count is exact (as requeue's); on PostgreSQL one may be.
+    const inFlight = config.state.postgres !== undefined ? RETRY_DEAD_PAGE : 0;
     const moved = opts.all
-      ? await progress.pages(RETRY_DEAD_PAGE, (onPage) => ledger.retryDead('all', Date.now(), onPage).catch(failed))
+      ? await progress.pages(inFlight, (onPage) => ledger.retryDead('all', Date.now(), onPage).catch(failed))
       : await progress.page(unique.length, () => ledger.retryDead(unique, Date.now()).catch(failed), (n) => n);
     progress.over();
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);

@@ -34,7 +34,7 @@ export class MovedSoFar {
 
   /**
    * Pages written by the ledger itself (retryDead('all')), told through `onPage`: until it
-   * returns, a page of `pageSize` may be in flight.
+   * returns, a page of `pageSize` may be in flight (0: never at a signal, as on SQLite).
    */
   async pages<T>(pageSize: number, write: (onPage: (moved: number) => void) => Promise<T>): Promise<T> {
     this.#writing = pageSize;
