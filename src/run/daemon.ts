@@ -3,7 +3,8 @@ import { statSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { coerceError, ConfigError, StateRefused, StateTooNew, StateUnavailable } from '../errors.js';
+import { configRedactor } from '../config/secrets.js';
+import { coerceError, ConfigError, EXIT, StateRefused, StateTooNew, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
 import type { RunOutcome } from '../ledger/run-types.js';
@@ -11,9 +12,12 @@ import type { Ledger } from '../ledger/types.js';
 import { findLiveRun } from '../lock/heartbeat.js';
 import { startDaemonMetrics, type DaemonMetrics } from '../metrics/index.js';
 import type { LedgerReads } from '../metrics/ledger-view.js';
+import { firstAbort } from '../runner/drain.js';
+import { acquireExitGuard } from '../runner/handlers/exit-guard.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
+import { escapeControls } from '../terminal-safe.js';
 import { executeRun } from './execute.js';
 import { exitCodeFor } from './outcome.js';
 
@@ -72,6 +76,13 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // last resort, which exited 75 blaming a drain that was never going. The read is left to
   // end on its own, and the ledger closed without waiting for it.
   let abandoned = false;
+  // A module handler's code runs on between passes (a timer it left, its pool's events): a
+  // stray process.exit or an unhandled rejection then ends the daemon, said in the log, exit 1
+  // (it was exit 0 and no word, or Node's raw stack). A pass, with its own guard, fails instead.
+  // Never released: the process ends with the daemon, and such code still pending (a timer per
+  // item) would exit 0 or crash while the daemon's last lines are written.
+  const between = config.handler.module === undefined ? undefined : acquireExitGuard(configRedactor(config), true);
+  const stop = firstAbort(signals.stop, between?.fatal);
   const orStop = <T>(read: Promise<T>): Promise<T> => {
     let onStop = (): void => undefined;
     const stopped = new Promise<never>((_, reject) => {
@@ -80,10 +91,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
         reject(new DaemonStopped());
       };
     });
-    if (signals.stop.aborted) onStop();
-    else signals.stop.addEventListener('abort', onStop, { once: true });
+    if (stop.signal.aborted) onStop();
+    else stop.signal.addEventListener('abort', onStop, { once: true });
     // Either's later rejection is the race's, handled: never an unhandled rejection.
-    return Promise.race([read, stopped]).finally(() => signals.stop.removeEventListener('abort', onStop));
+    return Promise.race([read, stopped]).finally(() => stop.signal.removeEventListener('abort', onStop));
   };
   /** A read of the runs by the daemon itself (never a pass's), given up on a stop. */
   const runsRead = <T>(read: (l: Ledger) => Promise<T>): Promise<T> => orStop(reading(store, current().then(read), 'read the last run'));
@@ -96,7 +107,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     const result = await runDaemon({
       config,
       log,
-      stop: signals.stop,
+      stop: stop.signal,
       clock: realClock,
       lastRunStart: async (atOrBefore) => (await runsRead((l) => l.lastRunStart(atOrBefore)))?.startedAt ?? null,
       occurrenceRan: async (occurrence) =>
@@ -113,7 +124,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
       sourceGrew: () =>
         reading(store, current(), LOOK)
-          .then((l) => sourceGrew(config, l, (read) => orStop(reading(store, read, LOOK)), signals.stop))
+          .then((l) => sourceGrew(config, l, (read) => orStop(reading(store, read, LOOK)), stop.signal))
           .then(
             (grew) => {
               unscannable = false;
@@ -129,9 +140,16 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
             },
           ),
     });
+    if (between?.fatal.aborted) {
+      const err = coerceError(between.fatal.reason);
+      log.error({ err }, 'handler code broke the process between passes; stopping the daemon');
+      process.stderr.write(`cronsafe: daemon failed: ${escapeControls(err.message)}\n`);
+      return EXIT.FATAL;
+    }
     log.info({ result }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);
   } finally {
+    stop.dispose();
     await metrics?.close();
     // A read given up on a stop may still hold a connection (PostgreSQL's pool ends once it
     // is released): not waited for, the process ends now.

@@ -48,26 +48,38 @@ export interface ExitGuard {
 const guards = new Set<Guard>();
 let realExit: typeof process.exit | undefined;
 
+/**
+ * The guards told of a call: a loaded handler's. A daemon's guard for the time between its
+ * passes (`between`) only while no handler is loaded: during a pass the pass's guard decides.
+ */
+function hearing(): Guard[] {
+  const loaded = [...guards].filter((g) => !g.between);
+  return loaded.length > 0 ? loaded : [...guards];
+}
+
 function interceptedExit(code?: unknown): never {
   const err = new ModuleExit(code);
-  for (const g of guards) g.exitCalled(err);
+  for (const g of hearing()) g.exitCalled(err);
   throw err;
 }
 
 // Each guard describes what was thrown with its handler's Redact: the run logs and prints it.
 function onRejection(reason: unknown): void {
-  for (const g of guards) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`));
+  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`));
 }
 
 function onException(err: unknown): void {
-  for (const g of guards) {
+  for (const g of hearing()) {
     const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : `uncaught exception: ${describeThrown(err, g.redact)}`;
     g.stop(new Error(why));
   }
 }
 
 class Guard implements ExitGuard {
-  constructor(readonly redact: Redact) {}
+  constructor(
+    readonly redact: Redact,
+    readonly between = false,
+  ) {}
   readonly #fatal = new AbortController();
   readonly fatal = this.#fatal.signal;
   readonly #inFlight = new Set<symbol>();
@@ -112,9 +124,16 @@ class Guard implements ExitGuard {
   }
 }
 
-/** Install the guard (process-wide, shared by every loaded module handler); `redact` hides secrets in what it says handler code threw. */
-export function acquireExitGuard(redact: Redact = noRedact): ExitGuard {
-  const g = new Guard(redact);
+/**
+ * Install the guard (process-wide, shared by every loaded module handler); `redact` hides
+ * secrets in what it says handler code threw. `between`: `cronsafe daemon`'s, held for its
+ * whole life: a module handler's code outlives the pass that loaded it (a timer, a pool's
+ * event), and between passes, with no guard, its stray `process.exit(0)` ended the daemon
+ * with exit 0 and not a word, and an unhandled rejection with Node's raw stack. It hears
+ * only what comes while no handler is loaded (no attempt runs then: `fatal` aborts at once).
+ */
+export function acquireExitGuard(redact: Redact = noRedact, between = false): ExitGuard {
+  const g = new Guard(redact, between);
   if (guards.size === 0) {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- Node's exit reads the global process, not `this`
     realExit = process.exit;
