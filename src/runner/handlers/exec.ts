@@ -155,6 +155,9 @@ function runChild(
         if (exited || settled) return;
         stop ??= { kind: 'timeout' };
         terminate();
+        // Its exit unheard: the helper may be stopped (`kill -STOP $PPID`), and with it the
+        // report of the exit, or of the pid, that the attempt waits for.
+        child.wake();
       });
     }, cfg.timeoutSeconds * 1000);
     // Give up on the pipes `ms` from now: 'close' follows, and the attempt settles.
@@ -172,6 +175,7 @@ function runChild(
       if (!exited) {
         stop ??= { kind: 'abort', reason: ctx.signal.reason };
         terminate();
+        child.wake();
       }
       hurryKill();
       // Exited before, its pipes held by a process that left its group (setsid): they were

@@ -68,6 +68,11 @@ export interface RemoteChild {
    * meanwhile, the helper ends the group too, as it does a running child's. Returns the release.
    */
   holdGroup(pgid: number): () => void;
+  /**
+   * Resume the helper should it be stopped (a child's `kill -STOP $PPID`): stopped, it reports
+   * nothing, and the attempt waited past its timeout, and a drain's deadline, for ever.
+   */
+  wake(): void;
 }
 
 // The helper program (CommonJS for `node -e`). The exit is reported when the pipes have not
@@ -335,7 +340,18 @@ class SpawnServer {
         if (!this.#send({ g })) return () => undefined;
         return () => void this.#send({ g, u: 1 });
       },
+      wake: () => this.wake(),
     };
+  }
+
+  /** SIGCONT to the helper: nothing to a running one; a stopped one reports what it holds. */
+  wake(): void {
+    if (this.#dead || this.#helper.pid === undefined) return;
+    try {
+      process.kill(this.#helper.pid, 'SIGCONT');
+    } catch {
+      /* gone: its 'exit' reports that */
+    }
   }
 
   /** A message to a helper that may be gone (then nothing is sent: its 'exit' reports that). */
@@ -420,6 +436,9 @@ function addServer(): SpawnServer {
     process.once('exit', () => {
       for (const s of servers) {
         s.killIfNotStarted();
+        // A stopped helper would never see its channel close: it stayed, stopped, for good,
+        // with the process groups of the children it still had and cronsafe's stderr.
+        s.wake();
         s.removeFifoDir();
       }
     });
