@@ -1,4 +1,5 @@
-import { chmod, lstat, readdir, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmod, lstat, readdir, rename, rm } from 'node:fs/promises';
 
 /**
  * Remove a temp path of ours and everything under it, as `rm -rf` would. A handler may have
@@ -9,15 +10,62 @@ import { chmod, lstat, readdir, rm } from 'node:fs/promises';
  * directory (EACCES), stopping the job until someone removed it by hand.
  */
 export async function removeTree(entry: string | Buffer): Promise<void> {
-  try {
-    await rm(entry, { recursive: true, force: true });
-    return;
-  } catch (err) {
-    // Only a missing right: EPERM (an immutable file, a sticky directory) is not one.
-    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+  let rightsGiven = false;
+  let hoisted = false;
+  for (;;) {
+    try {
+      await rm(entry, { recursive: true, force: true });
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      // Only a missing right: EPERM (an immutable file, a sticky directory) is not one.
+      if (code === 'EACCES' && !rightsGiven) {
+        rightsGiven = true;
+        await ownerRights(entry);
+      } else if (code === 'ENAMETOOLONG' && !hoisted) {
+        hoisted = true;
+        for (const piece of await hoistDeep(Buffer.from(entry))) await removeTree(piece);
+      } else throw err;
+    }
   }
-  await ownerRights(entry);
-  await rm(entry, { recursive: true, force: true });
+}
+
+/** Deeper than this many bytes, a directory is moved up (hoistDeep): below it no path then reaches PATH_MAX, a name being at most 255 bytes. */
+const HOIST_AT = 2048;
+
+/**
+ * A handler may leave a tree deeper than PATH_MAX (4,096 bytes) in its {output} (an archive
+ * unpacked there, a hostile one nesting its directories), and rm(3)'s paths cannot reach
+ * its bottom (ENAMETOOLONG): the tree stayed, and every later start failed to empty the
+ * temp directory (exit 1), stopping the job until someone removed it by hand. So each
+ * directory in it found deeper than HOIST_AT bytes is renamed beside the tree (in the
+ * same directory of ours, so the same file system), at a short path, until none is;
+ * returns those pieces, for the caller to remove. Links are not followed (lstat).
+ */
+async function hoistDeep(root: Buffer): Promise<Buffer[]> {
+  const pieces: Buffer[] = [];
+  // Our temp paths are absolute: beside one is in its directory, never at `/`.
+  const cut = root.lastIndexOf(0x2f);
+  if (cut <= 0) return pieces;
+  const parent = root.subarray(0, cut);
+  const tag = `.deep-${randomBytes(6).toString('hex')}-`;
+  const walk = async (dir: Buffer): Promise<void> => {
+    const names = await readdir(dir, { encoding: 'buffer' }).catch(() => [] as Buffer[]);
+    for (const name of names) {
+      const child = Buffer.concat([dir, SLASH, name]);
+      if (!(await lstat(child).catch(() => undefined))?.isDirectory()) continue;
+      if (child.length <= HOIST_AT) {
+        await walk(child);
+        continue;
+      }
+      const piece = Buffer.concat([parent, SLASH, Buffer.from(`${tag}${pieces.length + 1}`)]);
+      await rename(child, piece);
+      pieces.push(piece);
+      await walk(piece);
+    }
+  };
+  await walk(root);
+  return pieces;
 }
 
 /**
