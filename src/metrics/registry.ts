@@ -129,7 +129,7 @@ export function createMetrics(src: MetricsSources, scope: MetricsScope): Cronsaf
     });
   live('in_flight_items', 'Items whose handler is running now in this process.', (s) => s.inFlight);
   live('queued_items', 'Item ids discovered and waiting in the bounded channel for a handler slot in this process (claimed only when started).', (s) => s.queued);
-  live('scan_skipped_directories', "Directories this process's pass (running, or the one that just ended) could not read (EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE) and skipped.", (s) => s.skippedDirectories);
+  live('scan_skipped_directories', "Directories this process's pass (running, or the one that just ended) could not read (EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE, ENOTCONN, ESTALE, EIO) and skipped.", (s) => s.skippedDirectories);
 
   const duration = new Histogram({
     name: `${PREFIX}item_duration_seconds`,

@@ -1,5 +1,5 @@
 import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
-import { itemBehindLink, itemGone, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
+import { itemBehindLink, itemGone, itemMountDead, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
@@ -192,13 +192,14 @@ export async function whereItWent(itemPath: string | Buffer, scene: Pick<Failure
   if (!(await sourcePresent(directory, await atStart))) return { kind: 'stop', reason: SOURCE_GONE, fault: sourceGone(directory) };
   // Its directory made unreadable since the scan: no item of it can run now, and handing
   // them back alone would have the sweep claim them again at once. The next scan skips it.
+  // Or a file system mounted on its way died (a FUSE daemon gone): every item there fails.
   const unreachable = itemUnreachable(itemPath);
-  if (unreachable) {
+  const dead = unreachable === null ? await itemMountDead(itemPath) : null;
+  if (unreachable || dead) {
     const where = typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8');
-    const fault = new EnvironmentFault(
-      `item path ${where} cannot be reached now (${unreachable}): a directory on its way became unreadable after the scan; stopping, nothing charged (its items wait until it is readable)`,
-    );
-    return { kind: 'stop', reason: `not charged: its directory is unreadable (${unreachable})`, fault };
+    const why = dead ? `${dead}): the file system mounted on its way is dead (its FUSE daemon gone, an NFS export removed?)` : `${unreachable}): a directory on its way became unreadable after the scan`;
+    const fault = new EnvironmentFault(`item path ${where} cannot be reached now (${why}; stopping, nothing charged (its items wait until it is readable)`);
+    return { kind: 'stop', reason: `not charged: its directory is unreadable (${unreachable ?? dead})`, fault };
   }
   // A directory on its way replaced by a link since the scan: the path leads out of the
   // source now, to a file the scan would not take as an item.

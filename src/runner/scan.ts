@@ -2,7 +2,7 @@ import { existsSync, lstatSync, realpathSync, statSync, type Dirent } from 'node
 
 /** A Dirent read with encoding 'buffer'. */
 type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { lstat, opendir, stat } from 'node:fs/promises';
+import { lstat, opendir, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
@@ -12,6 +12,12 @@ import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
+
+/** Errors of a subdirectory's open that skip it as unreadable (ScanOptions.onUnreadable) instead of failing the scan. */
+const UNREADABLE_DIR: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENAMETOOLONG', 'EMFILE', 'ENFILE', 'ENOTCONN', 'ESTALE', 'EIO']);
+
+/** Errors of a path's lookup that say a file system on its way is dead (a FUSE daemon gone, an NFS export removed), not the file. */
+const DEAD_MOUNT: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE']);
 const SLASH_DOT = Buffer.from('/.');
 
 export interface ScanOptions {
@@ -29,7 +35,8 @@ export interface ScanOptions {
   signal?: AbortSignal;
   /**
    * Told once per directory below `directory` that cannot be read (EACCES, EPERM, a path
-   * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE): the scan skips it and goes on, so one bad directory does
+   * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE; a dead mount
+   * there: ENOTCONN, ESTALE; an I/O error: EIO): the scan skips it and goes on, so one bad directory does
    * not stop every item on every run. The pass logs it (a warning with its path), counts
    * it, and calls the scan partial. The root itself being unreadable still throws.
    */
@@ -42,7 +49,7 @@ export interface UnreadableDirectory {
   path: string;
   /** Relative to the scanned directory, `/`-separated (as item ids). */
   id: string;
-  /** EACCES, EPERM, ENAMETOOLONG, EMFILE or ENFILE. */
+  /** EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE, ENOTCONN, ESTALE or EIO. */
   code: string;
   /** A link (matched by the globs) whose target this user cannot reach, not a directory. */
   link?: true;
@@ -118,7 +125,9 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       // one handle is open per level, so a tree nested deeper than the open-file limit
       // (`ulimit -n`) cannot be walked to the bottom; failing the scan would stop every
       // item on every run, as one unreadable directory once did.
-      if (code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG' || code === 'EMFILE' || code === 'ENFILE') {
+      // ENOTCONN, ESTALE, EIO: a file system mounted there that is dead (its FUSE daemon
+      // gone, an NFS export removed) or a damaged directory: the rest of the source is fine.
+      if (UNREADABLE_DIR.has(code)) {
         opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }
@@ -311,6 +320,23 @@ export function itemUnreachable(file: string | Buffer): string | null {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'EACCES' || code === 'EPERM' ? code : null;
+  }
+}
+
+/**
+ * ENOTCONN or ESTALE when the file system an item's path is on died since the scan (its FUSE
+ * daemon gone, an NFS export removed), else null. Its attempts fail to open the file, while
+ * lstat may still answer from the kernel's cache of the names the scan looked up: asked with
+ * statfs(2), which goes to the file system. Asynchronous, on a thread: a hung network mount
+ * must not stop the event loop (the drain's deadline).
+ */
+export async function itemMountDead(file: string | Buffer): Promise<string | null> {
+  try {
+    await statfs(file);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    return DEAD_MOUNT.has(code) ? code : null;
   }
 }
 
