@@ -150,10 +150,12 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       if (entry.isSymbolicLink()) {
         // Follow links to files only; links to directories could loop. A link whose target
         // this user cannot reach (EACCES, EPERM on its way) is not gone: it was skipped
-        // without a word, and its item never ran. Told as an unreadable directory is.
+        // without a word, and its item never ran. Told as an unreadable directory is. So is
+        // one whose target is on a dead mount (ENOTCONN, ESTALE): a complete scan without it
+        // forgot its waiting item, charged attempts and all.
         const target = await stat(abs(entry.name)).catch((err: unknown) => {
-          const code = (err as NodeJS.ErrnoException).code;
-          if ((code === 'EACCES' || code === 'EPERM') && !skip.has(rel) && include(rel) && !exclude(rel)) {
+          const code = (err as NodeJS.ErrnoException).code ?? '';
+          if ((code === 'EACCES' || code === 'EPERM' || DEAD_MOUNT.has(code)) && !skip.has(rel) && include(rel) && !exclude(rel)) {
             opts.onUnreadable?.({ path: `${root}/${rel}`, id: rel, code, link: true });
           }
           return undefined;

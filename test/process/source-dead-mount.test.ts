@@ -4,11 +4,12 @@
  * fuse-overlayfs mount at `<source>/sub`, its daemon SIGKILLed (root only).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { attempts, charged } from '../helpers/ledger-sums.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const SUB = ['sub/b1.txt', 'sub/b2.txt', 'sub/b3.txt'];
@@ -97,6 +98,35 @@ describe('a dead FUSE mount in a subdirectory of the source', () => {
       expect(next.code, next.stderr).toBe(0);
       expect(finished(next)).toMatchObject({ scan: 'partial' });
       expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 3, claimed: 0, done: 1, dead: 0 });
+    } finally {
+      unmount();
+    }
+  });
+});
+
+describe('a link in the source to a file on a dead FUSE mount', () => {
+  // Its stat failed (ENOTCONN) and the link was skipped without a word, the scan called
+  // complete: its item waiting from an earlier run was forgotten as deleted ("forgot pending
+  // items whose files are gone"), its charged attempts with it.
+  it('is told as a link whose target cannot be reached (the scan is partial); its waiting item is kept', async (ctx) => {
+    const ws = workspace({ handler: { command: [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    const { daemon, unmount } = await mountSub(ws, ctx);
+    try {
+      // The mount is outside the globs' reach: only the link is scanned.
+      configure(ws, { source: { directory: ws.source, exclude: ['sub'] } });
+      symlinkSync(path.join(ws.source, 'sub', 'b1.txt'), path.join(ws.source, 'link.txt'));
+      mkdirSync(path.dirname(ws.db), { recursive: true });
+      const seed = await openSqliteLedger(ws.db);
+      await seed.discover([{ id: 'link.txt' }], { runId: 'an-earlier-run', now: Date.now() });
+      await seed.close();
+      await kill(daemon);
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial' });
+      const warned = r.lines.filter((l) => l.msg.startsWith('scan: skipped a link'));
+      expect(warned.map((l) => [l.path, l.code])).toEqual([[path.join(ws.source, 'link.txt'), 'ENOTCONN']]);
+      expect(r.lines.some((l) => l.msg.startsWith('forgot pending items'))).toBe(false);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, done: 1, dead: 0 });
     } finally {
       unmount();
     }
