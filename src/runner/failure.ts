@@ -1,3 +1,5 @@
+import { constants as fsConstants } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemMountDead, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
@@ -127,7 +129,49 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   const where = await whereItWent(a.itemPath, scene);
   if (where) return where;
   if (err instanceof ProgramNotFound && !scene.succeeded) return programNotFound(err, message);
+  if (!scene.succeeded && scene.source !== undefined) {
+    const denied = await unreadableInput(a.itemPath);
+    if (denied) return unreadableItem(a.itemPath, denied, message);
+  }
   return { kind: 'charge', message };
+}
+
+/** EACCES or EPERM when this process's user may not read the item's file, else null (access(2), R_OK). */
+async function unreadableInput(itemPath: string | Buffer): Promise<string | null> {
+  try {
+    await access(itemPath, fsConstants.R_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EACCES' || code === 'EPERM' ? code : null;
+  }
+}
+
+/**
+ * A failed attempt at an item whose file this user may not read, before any attempt of the
+ * pass succeeded: the pod's user changed (a new `runAsUser`, a volume's owner changed by a
+ * restore, an fsGroup dropped) makes every item fail, and charged, it dead-lettered the whole
+ * backlog in retry.maxAttempts runs, each exiting 0. It stops the pass uncharged (exit 1)
+ * instead, as a missing program does. Once an attempt has succeeded, or for an item handed
+ * back retry.maxAttempts times like this (one file another user's umask made private), it is
+ * the item's and charged.
+ */
+function unreadableItem(itemPath: string | Buffer, code: string, message: string): FailureVerdict {
+  const where = typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8');
+  const uid = process.getuid?.() ?? '?';
+  const why = `the item's file ${where} cannot be read by this user (uid ${uid}: ${code}) and no attempt of this pass has succeeded: the user or the files' owner or mode changed?`;
+  const charged = `its file cannot be read by this user (uid ${uid}: ${code}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`;
+  return {
+    kind: 'stop',
+    reason: `not charged: the item's file cannot be read by this user (${code}) before any attempt succeeded`,
+    fault: new EnvironmentFault(`${why} Stopping, nothing charged: ${message}`),
+    recurring: {
+      message: `${charged}: ${message}`,
+      fault: new EnvironmentFault(`${charged}; stopping (${why}): ${message}`),
+      note: `an item whose file this user cannot read, handed back retry.maxAttempts times: charged; stopping the pass`,
+      moduleOnly: false,
+    },
+  };
 }
 
 /**
