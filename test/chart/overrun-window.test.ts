@@ -36,7 +36,19 @@ describe('the overrun alert window follows the schedule', () => {
     ['30 2 * * *', '6d'],
     ['@daily', '6d'],
     ['0 3 * * 0', '7d'],
+    // Lists, ranges and steps: a day over the fires in it (they kept 1h, so a job every 30
+    // minutes or every 2 hours whose every run overran never paged).
+    ['0,30 * * * *', '3h'],
+    ['15,45 * * * *', '3h'],
+    ['5/15 * * * *', '90m'],
+    ['0 0-23/2 * * *', '12h'],
+    ['0 1-23/2 * * *', '12h'],
+    ['0 2/6 * * *', '36h'],
+    ['0 9-17 * * *', '16h'],
+    ['0 0,12 * * *', '3d'],
     ['*/5 9-17 * * 1-5', '1h'], // an interval the chart does not work out: the file's hour
+    ['0 JAN * * *', '1h'],
+    ['0,,30 * * * *', '1h'],
   ])('%s: %s', (schedule, window) => {
     const { overruns } = ruleOf(schedule);
     const expr = overruns.expr as string;
@@ -56,6 +68,15 @@ describe('the overrun alert window follows the schedule', () => {
     const { spec } = ruleOf('0 * * * *');
     const dead = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((r) => r.alert === 'CronsafeDeadLettersGrowing')!;
     expect(dead.expr).toContain('cronsafe_dead_lettered_total[1h]');
+  });
+});
+
+describe.skipIf(!PROMTOOL)('the rendered rules parse (promtool check rules)', () => {
+  it.each(['0,30 * * * *', '0 0-23/2 * * *', '*/7 * * * *', '*/45 * * * *', '0 */1 * * *', '0 9-17 * * *', '@weekly'])('%s', (schedule) => {
+    const file = path.join(scratch, `check-${schedule.replace(/[^0-9a-z]+/gi, '_')}.yaml`);
+    writeFileSync(file, YAML.stringify({ groups: ruleOf(schedule).spec.groups }));
+    const r = promtool('check', 'rules', file);
+    expect(r.code, r.out).toBe(0);
   });
 });
 

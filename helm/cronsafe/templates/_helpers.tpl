@@ -138,19 +138,21 @@ at least 1h (the rules file's). A run that outlasts the interval sees about one 
 due (an overrun) per two fires, so at 1h a job firing every 15 minutes or less often whose
 every run overran never paged: two an hour at most for a job every 15 minutes, one for an hourly job. Six
 fires' worth holds three such runs. The interval comes from `schedule`: every N minutes, a
-fixed minute every hour (or every N hours), or the daily-or-longer gap of
-cronsafe.scheduleGapSeconds; any other expression keeps 1h. At most 7d (a common retention
+fixed minute every hour (or every N hours), the mean over a day of minute and hour fields of
+lists, ranges and steps (`0,30 * * * *`, `0 0-23/2 * * *`: cronsafe.cronFieldCount), or the
+daily-or-longer gap of cronsafe.scheduleGapSeconds; any other expression (a restricted day or
+month, a name) keeps 1h. At most 7d (a common retention
 is 15d): a weekly or monthly job, which cannot overrun three times in a week, is not paged
 for overruns.
 */}}
 {{- define "cronsafe.overrunWindow" -}}
 {{- $s := trim .Values.schedule -}}
 {{- $gap := 0 -}}
+{{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- $any := "^[*?]$" -}}
 {{- if eq $s "@hourly" -}}
 {{- $gap = 3600 -}}
 {{- else if not (hasPrefix "@" $s) -}}
-{{- $f := regexSplit "[ \t]+" $s -1 -}}
-{{- $any := "^[*?]$" -}}
 {{- if and (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
 {{- $m := index $f 0 -}}{{- $h := index $f 1 -}}
 {{- if and (regexMatch "^[0-9]+$" $m) (regexMatch $any $h) -}}
@@ -162,6 +164,15 @@ for overruns.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* Lists, ranges and steps (`0,30 * * * *`, `0 0-23/2 * * *`, `5/15 * * * *`): the mean
+interval, a day over the fires in it. */ -}}
+{{- if and (eq $gap 0) (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
+{{- $nm := include "cronsafe.cronFieldCount" (list (index $f 0) 59) -}}
+{{- $nh := include "cronsafe.cronFieldCount" (list (index $f 1) 23) -}}
+{{- if and $nm $nh -}}
+{{- $gap = div 86400 (mul (atoi $nm) (atoi $nh)) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq $gap 0 -}}
 {{- $daily := include "cronsafe.scheduleGapSeconds" . -}}
 {{- if $daily -}}{{- $gap = atoi $daily -}}{{- end -}}
@@ -171,6 +182,38 @@ for overruns.
 {{- else if eq (mod $minutes 60) 0 -}}{{ div $minutes 60 }}h
 {{- else -}}{{ $minutes }}m
 {{- end -}}
+{{- end -}}
+
+{{/*
+How many values a cron minute or hour field takes (list field max: 59 or 23), from
+numbers, a star, ranges and steps joined by commas (`0,30`, `0-23/2`, `5/15`); "" for
+anything else (a name, a value past max, a step of 0).
+*/}}
+{{- define "cronsafe.cronFieldCount" -}}
+{{- $field := index . 0 -}}{{- $max := index . 1 -}}
+{{- $seen := dict -}}
+{{- $ok := true -}}
+{{- range splitList "," $field -}}
+{{- $part := regexFind "^([*]|[0-9]+(-[0-9]+)?)(/[0-9]+)?$" . -}}
+{{- if not $part -}}{{- $ok = false -}}
+{{- else -}}
+{{- $base := index (splitList "/" $part) 0 -}}
+{{- $step := 1 -}}
+{{- if contains "/" $part -}}{{- $step = atoi (index (splitList "/" $part) 1) -}}{{- end -}}
+{{- $lo := 0 -}}{{- $hi := $max -}}
+{{- if ne $base "*" -}}
+{{- $lo = atoi (index (splitList "-" $base) 0) -}}
+{{- if contains "-" $base -}}{{- $hi = atoi (index (splitList "-" $base) 1) -}}
+{{- else if not (contains "/" $part) -}}{{- $hi = $lo -}}
+{{- end -}}
+{{- end -}}
+{{- if or (lt $step 1) (gt $lo $hi) (gt $hi $max) -}}{{- $ok = false -}}
+{{- else -}}
+{{- range untilStep $lo (int (add $hi 1)) $step -}}{{- $_ := set $seen (toString .) true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $ok (gt (len $seen) 0) -}}{{ len $seen }}{{- end -}}
 {{- end -}}
 
 {{/*
