@@ -22,6 +22,18 @@ const STUCK_MS = 60_000;
 /** While reads keep failing, the warning is repeated (one line, no stack) this often. */
 export const STILL_FAILING_EVERY_MS = 15 * 60_000;
 
+/** Kinds of error said in full within one outage, at most (the rest: the 15-minute line). */
+const MAX_KINDS_TOLD = 5;
+
+/**
+ * An error's kind: its class and code (a SQLSTATE, an errno, SQLite's), not its message, which
+ * names the read that failed (five run at once) or an address.
+ */
+function errorKind(err: unknown): string {
+  const e = err as { name?: unknown; code?: unknown } | null;
+  return `${typeof e?.name === 'string' ? e.name : typeof err}:${typeof e?.code === 'string' ? e.code : ''}`;
+}
+
 /** How many recent runs a failure streak is counted over (the gauge saturates there). */
 export const STREAK_WINDOW = 20;
 
@@ -44,6 +56,8 @@ export class LedgerViewReader {
   /** Since when reads fail (undefined: the last one worked), and when that was last said. */
   private failingSince: number | undefined;
   private failingToldAt = 0;
+  /** The kinds of error (errorKind) said in full in this outage. */
+  private failingKinds = new Set<string>();
 
   /**
    * `budgetMs`: a read answers within it, with the last values read when the ledger is slower
@@ -125,13 +139,19 @@ export class LedgerViewReader {
   /**
    * A failed read, said once per outage with its error, then once every
    * STILL_FAILING_EVERY_MS in one line: a daemon scraped every 15 s through an hour-long
-   * database outage wrote a warning with a full stack trace for every failed read.
+   * database outage wrote a warning with a full stack trace for every failed read. An error
+   * of another kind within the outage (the server back, but the schema gone or the role's
+   * rights revoked) is said in full at once too, once: the first error's line alone hid it
+   * for up to 15 minutes.
    */
   private failed(err: unknown): void {
     const now = this.now();
-    if (this.failingSince === undefined) {
-      this.failingSince = now;
+    const kind = errorKind(err);
+    if (this.failingSince === undefined || (!this.failingKinds.has(kind) && this.failingKinds.size < MAX_KINDS_TOLD)) {
+      if (this.failingSince === undefined) this.failingKinds.clear();
+      this.failingSince ??= now;
       this.failingToldAt = now;
+      this.failingKinds.add(kind);
       this.log.warn({ err }, 'metrics: could not read the ledger; showing the last values read');
     } else if (now - this.failingToldAt >= STILL_FAILING_EVERY_MS) {
       this.failingToldAt = now;

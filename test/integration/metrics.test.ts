@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync, rmSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../src/commands/run.js';
 import type { RunRecord } from '../../src/ledger/types.js';
@@ -236,6 +237,44 @@ describe('a ledger that cannot be read (real SQLite ledger, closed under the rea
     await scrapeAt(now + 15_000);
     expect(said().at(-1)).toBe('metrics: could not read the ledger; showing the last values read');
     expect(lines.at(-1)?.err).toBeDefined();
+  });
+});
+
+describe('a ledger whose error changes within one outage (real SQLite ledger)', () => {
+  it('says the new kind of error in full at once, once, not 15 minutes later', async () => {
+    const ws = workspace({ handler: { module: GATED } }, {});
+    let ledger: Ledger = await openSqliteLedger(ws.db);
+    const reads: LedgerReads = {
+      totals: () => ledger.totals(),
+      counts: () => ledger.counts(),
+      attemptTotals: () => ledger.attemptTotals(),
+      runStats: () => ledger.runStats(),
+      recentRuns: (n) => ledger.recentRuns(n),
+    };
+    let now = 1_000_000;
+    const { log, lines } = memoryLogger();
+    const reader = new LedgerViewReader(reads, log, () => now);
+    const scrapeAt = async (t: number) => {
+      await new Promise((res) => setImmediate(res));
+      now = t;
+      return reader.read();
+    };
+    expect(await scrapeAt(now)).toBeDefined();
+    const warned = () => lines.filter((l) => l.level === 40);
+    // The store goes away: said once.
+    await ledger.close();
+    for (let i = 0; i < 4; i++) await scrapeAt(now + 15_000);
+    expect(warned()).toHaveLength(1);
+    // It comes back without its tables (a restore gone wrong): another error, said at once.
+    ledger = await openSqliteLedger(ws.db);
+    const db = new Database(ws.db);
+    db.exec('DROP TABLE items');
+    db.close();
+    for (let i = 0; i < 4; i++) await scrapeAt(now + 15_000);
+    expect(warned()).toHaveLength(2);
+    expect(String((warned()[1]!.err as { message?: string }).message)).toMatch(/no such table: items/);
+    expect(warned()[1]!.msg).toBe('metrics: could not read the ledger; showing the last values read');
+    await ledger.close();
   });
 });
 
