@@ -68,6 +68,12 @@ const BAD: [string, Values, string][] = [
   // Rendered twice in one mapping, which the install refused with a bare YAML error.
   ['a pod label the chart sets', { podLabels: { 'app.kubernetes.io/component': 'qc' } }, 'podLabels: app.kubernetes.io/component is a label the chart sets itself'],
   ['a common label the chart sets', { commonLabels: { 'app.kubernetes.io/name': 'qc' } }, 'commonLabels: app.kubernetes.io/name is a label the chart sets itself'],
+  // Root with runAsNonRoot (values.yaml sets it in both contexts): the API server took it, the
+  // kubelet refused to start the containers (CreateContainerConfigError), and the pod waited
+  // forever: a Job that never ended, and Forbid started no later run.
+  ['runAsUser 0 with the default runAsNonRoot', { securityContext: { runAsUser: 0 } }, 'securityContext.runAsUser is 0 (root) and securityContext.runAsNonRoot is true: the kubelet refuses to start the containers'],
+  ['the pod\'s runAsUser 0, the container\'s removed', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null } }, 'podSecurityContext.runAsUser is 0 (root) and securityContext.runAsNonRoot is true'],
+  ['runAsUser 0 with runAsNonRoot left on the pod', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null, runAsNonRoot: null } }, 'podSecurityContext.runAsUser is 0 (root) and podSecurityContext.runAsNonRoot is true'],
   ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['a pushgateway URL with the base64 push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job@base64/Y2FwdGlvbnM' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
@@ -176,6 +182,9 @@ describe('good edge values are accepted', () => {
     // An extglob `!(...)`, a `!` later in the glob, an escaped backslash (an id's `\\`) at the end.
     ['globs cronsafe takes with a "!" or a backslash', { config: { source: { include: ['!(*.tmp)', 'a/!b', '[!.]*'], exclude: ['back\\\\', 'x\\*'] } } }],
     ['a pushgateway under a path, with a port and a trailing slash', { metrics: { pushgateway: 'https://metrics.example.com:8443/pgw/' } }],
+    // Root when runAsNonRoot is off where it applies; the pod's runAsUser 0 under the container's own user.
+    ['runAsUser 0 with runAsNonRoot false', { securityContext: { runAsUser: 0, runAsNonRoot: false } }],
+    ['the pod\'s runAsUser 0, the container\'s 65532', { podSecurityContext: { runAsUser: 0 } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {

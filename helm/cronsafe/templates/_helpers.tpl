@@ -375,6 +375,19 @@ Job retried up to backoffLimit; NOTES said of such a ledger that it was "lost af
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* runAsUser 0 with runAsNonRoot (each from the container's securityContext, else the
+pod's; values.yaml sets runAsNonRoot in both): the API server takes it, and the kubelet then
+refuses to start the containers (CreateContainerConfigError). The pod waited forever, the
+Job never failed, and Forbid started no later run. */ -}}
+{{- $podSc := $v.podSecurityContext | default dict -}}
+{{- $sc := $v.securityContext | default dict -}}
+{{- $user := list "podSecurityContext.runAsUser" (get $podSc "runAsUser") -}}
+{{- if and (hasKey $sc "runAsUser") (not (kindIs "invalid" (get $sc "runAsUser"))) }}{{- $user = list "securityContext.runAsUser" (get $sc "runAsUser") }}{{- end -}}
+{{- $nonRoot := list "podSecurityContext.runAsNonRoot" (get $podSc "runAsNonRoot") -}}
+{{- if and (hasKey $sc "runAsNonRoot") (not (kindIs "invalid" (get $sc "runAsNonRoot"))) }}{{- $nonRoot = list "securityContext.runAsNonRoot" (get $sc "runAsNonRoot") }}{{- end -}}
+{{- if and (eq (toString (index $nonRoot 1)) "true") (eq (toString (index $user 1)) "0") -}}
+{{- fail (printf "%s is 0 (root) and %s is true: the kubelet refuses to start the containers (CreateContainerConfigError), the pod waits forever, the Job never ends and concurrencyPolicy Forbid starts no later run. Set a non-zero runAsUser (the image's user is 65532), or, to run as root, runAsNonRoot: false in both securityContext and podSecurityContext" (index $user 0) (index $nonRoot 0)) -}}
+{{- end -}}
 {{- if and $v.metrics.podMonitor.enabled (not $v.metrics.enabled) -}}
 {{- fail "metrics.podMonitor.enabled needs metrics.enabled (the pod serves /metrics only then)" -}}
 {{- end -}}
