@@ -68,6 +68,10 @@ const BAD: [string, Values, string][] = [
   // Rendered twice in one mapping, which the install refused with a bare YAML error.
   ['a pod label the chart sets', { podLabels: { 'app.kubernetes.io/component': 'qc' } }, 'podLabels: app.kubernetes.io/component is a label the chart sets itself'],
   ['a common label the chart sets', { commonLabels: { 'app.kubernetes.io/name': 'qc' } }, 'commonLabels: app.kubernetes.io/name is a label the chart sets itself'],
+  // The same for the PodMonitor's and PrometheusRule's extra labels, beside the chart's and commonLabels.
+  ['a PodMonitor label also in commonLabels', { commonLabels: { release: 'prom' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom' } } } }, 'metrics.podMonitor.labels: release is also in commonLabels, which go on the PodMonitor too'],
+  ['a PrometheusRule label also in commonLabels', { commonLabels: { release: 'prom' }, metrics: { prometheusRule: { enabled: true, labels: { release: 'prom' } } } }, 'metrics.prometheusRule.labels: release is also in commonLabels, which go on the PrometheusRule too'],
+  ['a PodMonitor label the chart sets', { metrics: { enabled: true, podMonitor: { enabled: true, labels: { 'app.kubernetes.io/instance': 'prom' } } } }, 'metrics.podMonitor.labels: app.kubernetes.io/instance is a label the chart sets itself'],
   // Root with runAsNonRoot (values.yaml sets it in both contexts): the API server took it, the
   // kubelet refused to start the containers (CreateContainerConfigError), and the pod waited
   // forever: a Job that never ended, and Forbid started no later run.
@@ -185,6 +189,8 @@ describe('good edge values are accepted', () => {
     // Root when runAsNonRoot is off where it applies; the pod's runAsUser 0 under the container's own user.
     ['runAsUser 0 with runAsNonRoot false', { securityContext: { runAsUser: 0, runAsNonRoot: false } }],
     ['the pod\'s runAsUser 0, the container\'s 65532', { podSecurityContext: { runAsUser: 0 } }],
+    // component is not among the PodMonitor's own labels; keys distinct from commonLabels.
+    ['PodMonitor and PrometheusRule labels beside commonLabels', { commonLabels: { team: 'media' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom', 'app.kubernetes.io/component': 'metrics' } }, prometheusRule: { enabled: true, labels: { release: 'prom' } } } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {

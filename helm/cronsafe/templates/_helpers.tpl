@@ -251,6 +251,22 @@ component too), podLabels on the pods. */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* The same for the PodMonitor's and PrometheusRule's extra labels, which go beside the
+chart's labels and commonLabels: a key also in commonLabels (`release: prom` in both, to
+match a Prometheus selector) was rendered twice as well. */ -}}
+{{- $monitoring := dict "metrics.podMonitor.labels" (list $v.metrics.podMonitor.enabled $v.metrics.podMonitor.labels "PodMonitor") "metrics.prometheusRule.labels" (list $v.metrics.prometheusRule.enabled $v.metrics.prometheusRule.labels "PrometheusRule") -}}
+{{- range $field := keys $monitoring | sortAlpha -}}
+{{- $m := get $monitoring $field -}}
+{{- if index $m 0 -}}
+{{- range $key := keys (index $m 1 | default dict) | sortAlpha -}}
+{{- if has $key (without (index $own "commonLabels") "app.kubernetes.io/component") -}}
+{{- fail (printf "%s: %s is a label the chart sets itself; remove it from %s" $field $key $field) -}}
+{{- else if hasKey ($v.commonLabels | default dict) $key -}}
+{{- fail (printf "%s: %s is also in commonLabels, which go on the %s too: its labels would hold the key twice, which YAML does not allow; set it in one of them" $field $key (index $m 2)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if ge (float64 $v.drain.marginSeconds) (float64 $v.drain.gracePeriodSeconds) -}}
 {{- fail (printf "drain.marginSeconds (%v) must be less than drain.gracePeriodSeconds (%v)" $v.drain.marginSeconds $v.drain.gracePeriodSeconds) -}}
 {{- end -}}
