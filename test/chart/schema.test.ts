@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CHART, ensureTools, helm, templateRaw } from './helpers.js';
+import { CHART, ensureTools, helm, parseDocs, templateRaw } from './helpers.js';
 import type { Values } from './value-sets.js';
 
 beforeAll(ensureTools);
@@ -209,5 +209,30 @@ describe('a release name that is no cronsafe job name', () => {
     expect(r.stderr).toContain('set config.name (e.g. "qc-v2-cronsafe")');
     const named = helm(['template', 'qc.v2', CHART, '--namespace', 'jobs', '--set', 'config.name=qc-v2']);
     expect(named.status, named.stderr).toBe(0);
+  });
+});
+
+describe('a release name cut at 52 characters', () => {
+  const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  // Helm takes these 53-character names; the cut kept one of two "-", or a ".", at the end
+  // of the full name: the chart said to set config.name, which left every object's name invalid.
+  it.each([
+    ['ending in "-" after one "-" is trimmed', `${'a'.repeat(50)}--b`, 'a'.repeat(50)],
+    ['ending in "."', `${'a'.repeat(51)}.b`, 'a'.repeat(51)],
+  ])('%s: every object is named without it', (_what, release, fullname) => {
+    const r = helm(['template', release, CHART, '--namespace', 'jobs']);
+    expect(r.status, r.stderr).toBe(0);
+    const names = parseDocs(r.stdout).map((o) => String(o.metadata.name));
+    expect(names).toContain(fullname);
+    for (const name of names) expect(name).toMatch(dns);
+  });
+
+  // The status CronJob's cut at 45 ended in "." and rendered "<...>.-status".
+  it('the status CronJob\'s name does not hold ".-"', () => {
+    const r = helm(['template', `${'a'.repeat(44)}.${'b'.repeat(8)}`, CHART, '--namespace', 'jobs', '--set', 'config.name=qc']);
+    expect(r.status, r.stderr).toBe(0);
+    const names = parseDocs(r.stdout).map((o) => String(o.metadata.name));
+    expect(names).toContain(`${'a'.repeat(44)}-status`);
+    for (const name of names) expect(name).toMatch(dns);
   });
 });

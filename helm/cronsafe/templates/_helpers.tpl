@@ -1,6 +1,8 @@
 {{/*
 Names. CronJob names are limited to 52 characters (the controller appends an 11-character
-suffix to make Job names), so the full name is cut at 52, not Helm's usual 63.
+suffix to make Job names), so the full name is cut at 52, not Helm's usual 63. A cut may
+end in several "-" or in a "." (a release name such as "...--b" or "....b" is valid): all
+of them go, or the name ended in one, which no object name may.
 */}}
 {{- define "cronsafe.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 52 | trimSuffix "-" -}}
@@ -8,13 +10,13 @@ suffix to make Job names), so the full name is cut at 52, not Helm's usual 63.
 
 {{- define "cronsafe.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- regexReplaceAll "[-.]+$" (.Values.fullnameOverride | trunc 52) "" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- regexReplaceAll "[-.]+$" (.Release.Name | trunc 52) "" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- regexReplaceAll "[-.]+$" (printf "%s-%s" .Release.Name $name | trunc 52) "" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -29,7 +31,7 @@ suffix to make Job names), so the full name is cut at 52, not Helm's usual 63.
 {{- end -}}
 
 {{- define "cronsafe.statusName" -}}
-{{- printf "%s-status" (include "cronsafe.fullname" . | trunc 45 | trimSuffix "-") -}}
+{{- printf "%s-status" (regexReplaceAll "[-.]+$" (include "cronsafe.fullname" . | trunc 45) "") -}}
 {{- end -}}
 
 {{- define "cronsafe.chart" -}}
