@@ -117,4 +117,15 @@ describe('NOTES.txt', () => {
   it('omits the status recipe when the status template is disabled', () => {
     expect(notes({ statusJob: { enabled: false } })).not.toContain('-status');
   });
+
+  // A release name with a "." where the commands cut the name at 40: the Job names they
+  // gave ended the cut in "." ("<39 chars>.-manual-..."), which kubectl create job refused.
+  it('gives Job names kubectl takes when the cut at 40 ends in "."', () => {
+    const release = `${'a'.repeat(39)}.bcd`;
+    const r = helm(['install', release, CHART, '--dry-run=client', '--namespace', NAMESPACE, '--set', 'config.name=qc']);
+    expect(r.status, r.stderr).toBe(0);
+    const jobs = [...r.stdout.matchAll(/^ *JOB=(\S+)-\$\(date \+%s\)$/gm)].map((m) => `${m[1]}-1764000000`);
+    expect(jobs).toEqual([`${'a'.repeat(39)}-manual-1764000000`, `${'a'.repeat(39)}-1764000000`]);
+    for (const job of jobs) expect(job).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/);
+  });
 });
