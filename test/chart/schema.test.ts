@@ -112,6 +112,9 @@ const BAD: [string, Values, string][] = [
   ['a tiny starting deadline', { startingDeadlineSeconds: 5 }, '/startingDeadlineSeconds'],
   // Every fire would be refused as stale (exit 0), silently, forever: cronsafe exits 78 too.
   ['a stale-fire window of 0', { config: { schedule: { graceSeconds: 0 } } }, '/config/schedule/graceSeconds'],
+  // The API server takes any claimName: the pod waited forever for a PVC no name can have,
+  // a Job that never ended, and Forbid started no later run.
+  ['an existing claim name no PVC can have', { persistence: { existingClaim: 'Caption_Ledger' } }, "at '/persistence/existingClaim': 'Caption_Ledger' does not match"],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
   // A volume at the path of one of the chart's own mounts: the API server refused the
   // CronJob ("must be unique") naming a rendered path, not the value.
@@ -191,6 +194,7 @@ describe('good edge values are accepted', () => {
     ['the pod\'s runAsUser 0, the container\'s 65532', { podSecurityContext: { runAsUser: 0 } }],
     // component is not among the PodMonitor's own labels; keys distinct from commonLabels.
     ['PodMonitor and PrometheusRule labels beside commonLabels', { commonLabels: { team: 'media' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom', 'app.kubernetes.io/component': 'metrics' } }, prometheusRule: { enabled: true, labels: { release: 'prom' } } } }],
+    ['an existing claim with a dot in its name', { persistence: { existingClaim: 'caption-ledger.v2' } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {
