@@ -115,6 +115,11 @@ const BAD: [string, Values, string][] = [
   // The API server takes any claimName: the pod waited forever for a PVC no name can have,
   // a Job that never ended, and Forbid started no later run.
   ['an existing claim name no PVC can have', { persistence: { existingClaim: 'Caption_Ledger' } }, "at '/persistence/existingClaim': 'Caption_Ledger' does not match"],
+  // The templates read .name and .mountPath of each entry: a string (as `FOO=bar`) failed with
+  // "can't evaluate field name in type interface {}", naming neither the key nor the entry.
+  ['an extraEnv entry written as a string', { extraEnv: ['FOO=bar'] }, "at '/extraEnv/0': got string, want object"],
+  ['an extraVolumeMounts entry written as a string', { extraVolumeMounts: ['/inbox'] }, "at '/extraVolumeMounts/0': got string, want object"],
+  ['an extraVolumeMounts entry without a mountPath', { extraVolumes: [{ name: 'inbox', emptyDir: {} }], extraVolumeMounts: [{ name: 'inbox' }] }, "at '/extraVolumeMounts/0': missing property 'mountPath'"],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
   // A volume at the path of one of the chart's own mounts: the API server refused the
   // CronJob ("must be unique") naming a rendered path, not the value.
