@@ -78,6 +78,8 @@ const BAD: [string, Values, string][] = [
   ['runAsUser 0 with the default runAsNonRoot', { securityContext: { runAsUser: 0 } }, 'securityContext.runAsUser is 0 (root) and securityContext.runAsNonRoot is true: the kubelet refuses to start the containers'],
   ['the pod\'s runAsUser 0, the container\'s removed', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null } }, 'podSecurityContext.runAsUser is 0 (root) and securityContext.runAsNonRoot is true'],
   ['runAsUser 0 with runAsNonRoot left on the pod', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null, runAsNonRoot: null } }, 'podSecurityContext.runAsUser is 0 (root) and podSecurityContext.runAsNonRoot is true'],
+  ['the PVC\'s keep annotation given again', { persistence: { annotations: { 'helm.sh/resource-policy': 'keep' } } }, 'persistence.annotations: helm.sh/resource-policy is the annotation persistence.keep sets'],
+  ['the config checksum given as a pod annotation', { podAnnotations: { 'checksum/config': 'x' } }, 'podAnnotations: checksum/config is an annotation the chart sets itself'],
   ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['a pushgateway URL with the base64 push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job@base64/Y2FwdGlvbnM' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['expectOutput without an output directory', { config: { handler: { command: ['true'], expectOutput: true }, output: { directory: '' } } }, 'config.handler.expectOutput needs config.output.directory'],
@@ -200,6 +202,7 @@ describe('good edge values are accepted', () => {
     // component is not among the PodMonitor's own labels; keys distinct from commonLabels.
     ['PodMonitor and PrometheusRule labels beside commonLabels', { commonLabels: { team: 'media' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom', 'app.kubernetes.io/component': 'metrics' } }, prometheusRule: { enabled: true, labels: { release: 'prom' } } } }],
     ['an existing claim with a dot in its name', { persistence: { existingClaim: 'caption-ledger.v2' } }],
+    ['the keep annotation given by hand with persistence.keep false', { persistence: { keep: false, annotations: { 'helm.sh/resource-policy': 'keep' } } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {

@@ -269,6 +269,13 @@ match a Prometheus selector) was rendered twice as well. */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* Annotations the chart sets itself, rendered twice the same way. */ -}}
+{{- if and $v.persistence.keep (hasKey ($v.persistence.annotations | default dict) "helm.sh/resource-policy") -}}
+{{- fail "persistence.annotations: helm.sh/resource-policy is the annotation persistence.keep sets (true by default): its key would be rendered twice; remove it from persistence.annotations" -}}
+{{- end -}}
+{{- if hasKey ($v.podAnnotations | default dict) "checksum/config" -}}
+{{- fail "podAnnotations: checksum/config is an annotation the chart sets itself (a config change rolls the pod template with it); remove it from podAnnotations" -}}
+{{- end -}}
 {{- if ge (float64 $v.drain.marginSeconds) (float64 $v.drain.gracePeriodSeconds) -}}
 {{- fail (printf "drain.marginSeconds (%v) must be less than drain.gracePeriodSeconds (%v)" $v.drain.marginSeconds $v.drain.gracePeriodSeconds) -}}
 {{- end -}}
