@@ -1,8 +1,7 @@
 import { accessSync, closeSync, constants, openSync, readSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
-
-/** A placeholder in argv[0] (`{path}`: run the item itself) can only be checked per item. */
-const PLACEHOLDER = /\{(path|id|output|attempt)\}/;
+// PLACEHOLDER: one in argv[0] (`{path}`: run the item itself) can only be checked per item.
+import { PLACEHOLDER, SCRIPT_NAME } from '../handler-args.js';
 
 /**
  * Why `program` (handler.command's argv[0]) cannot be run, or null when it can. Resolved
@@ -139,8 +138,6 @@ const NO_SCRIPT = new Set(['-c', '-e', '-m', '-E', '-p', '-', '--eval', '--print
  */
 const inlineLetters = (program: string): RegExp =>
   /sh$/.test(program) ? /^-[A-Za-z]*c[A-Za-z]*$/ : /^(python|pypy)/.test(program) ? /^-[A-Za-z]*[cm][A-Za-z]*$/ : /^-[A-Za-z]*[eEp][A-Za-z]*$/;
-/** What a script's name ends with: an option's value with a `/` (`node -r dotenv/config`) does not. */
-const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|zsh|ksh)$/i;
 
 /**
  * Why the script an interpreter is given in handler.command cannot be run, or null: the

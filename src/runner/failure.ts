@@ -157,21 +157,14 @@ async function unreadableInput(itemPath: string | Buffer): Promise<string | null
  * the item's and charged.
  */
 function unreadableItem(itemPath: string | Buffer, code: string, message: string): FailureVerdict {
-  const where = typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8');
   const uid = process.getuid?.() ?? '?';
-  const why = `the item's file ${where} cannot be read by this user (uid ${uid}: ${code}) and no attempt of this pass has succeeded: the user or the files' owner or mode changed?`;
-  const charged = `its file cannot be read by this user (uid ${uid}: ${code}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`;
-  return {
-    kind: 'stop',
+  return stopBeforeAnySuccess({
     reason: `not charged: the item's file cannot be read by this user (${code}) before any attempt succeeded`,
-    fault: new EnvironmentFault(`${why} Stopping, nothing charged: ${message}`),
-    recurring: {
-      message: `${charged}: ${message}`,
-      fault: new EnvironmentFault(`${charged}; stopping (${why}): ${message}`),
-      note: `an item whose file this user cannot read, handed back retry.maxAttempts times: charged; stopping the pass`,
-      moduleOnly: false,
-    },
-  };
+    why: `the item's file ${shownPath(itemPath)} cannot be read by this user (uid ${uid}: ${code}) and no attempt of this pass has succeeded: the user or the files' owner or mode changed?`,
+    charged: `its file cannot be read by this user (uid ${uid}: ${code}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`,
+    note: 'an item whose file this user cannot read, handed back retry.maxAttempts times: charged; stopping the pass',
+    message,
+  });
 }
 
 /**
@@ -185,20 +178,37 @@ function unreadableItem(itemPath: string | Buffer, code: string, message: string
  */
 function programNotFound(err: ProgramNotFound, message: string): FailureVerdict {
   const what = err.exitCode === 127 ? 'the shell\'s "command not found"' : 'the shell\'s "cannot execute"';
-  const why = `handler.command exited ${err.exitCode} (${what}) and no attempt of this pass has succeeded: a program missing from the handler's environment?`;
-  const charged = `exit ${err.exitCode} at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`;
+  return stopBeforeAnySuccess({
+    reason: `not charged: handler.command exited ${err.exitCode} before any attempt succeeded`,
+    why: `handler.command exited ${err.exitCode} (${what}) and no attempt of this pass has succeeded: a program missing from the handler's environment?`,
+    charged: `exit ${err.exitCode} at this item's attempt after retry.maxAttempts uncharged hand-backs: charged`,
+    note: `handler.command exited ${err.exitCode} again at an item handed back retry.maxAttempts times: charged; stopping the pass`,
+    message,
+  });
+}
+
+/**
+ * A failure before any attempt of the pass succeeded that says the environment cannot run
+ * items (programNotFound, unreadableItem): the pass stops, nothing charged (`why`). The item
+ * itself may cause it too, so once handed back retry.maxAttempts times it is charged
+ * (`charged`, settle's `recurring`), and the pass still stops.
+ */
+function stopBeforeAnySuccess(o: { reason: string; why: string; charged: string; note: string; message: string }): FailureVerdict {
   return {
     kind: 'stop',
-    reason: `not charged: handler.command exited ${err.exitCode} before any attempt succeeded`,
-    fault: new EnvironmentFault(`${why} Stopping, nothing charged: ${message}`),
+    reason: o.reason,
+    fault: new EnvironmentFault(`${o.why} Stopping, nothing charged: ${o.message}`),
     recurring: {
-      message: `${charged}: ${message}`,
-      fault: new EnvironmentFault(`${charged}; stopping (${why}): ${message}`),
-      note: `handler.command exited ${err.exitCode} again at an item handed back retry.maxAttempts times: charged; stopping the pass`,
+      message: `${o.charged}: ${o.message}`,
+      fault: new EnvironmentFault(`${o.charged}; stopping (${o.why}): ${o.message}`),
+      note: o.note,
       moduleOnly: false,
     },
   };
 }
+
+/** An item's path as a message shows it (raw bytes of an escaped id as UTF-8). */
+const shownPath = (itemPath: string | Buffer): string => (typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8'));
 
 /**
  * No file descriptor left (EMFILE: the process's `ulimit -n`; ENFILE: the system's table)
@@ -240,7 +250,7 @@ export async function whereItWent(itemPath: string | Buffer, scene: Pick<Failure
   const unreachable = itemUnreachable(itemPath);
   const dead = unreachable === null ? await itemMountDead(itemPath) : null;
   if (unreachable || dead) {
-    const where = typeof itemPath === 'string' ? itemPath : itemPath.toString('utf8');
+    const where = shownPath(itemPath);
     const why = dead ? `${dead}): the file system mounted on its way is dead (its FUSE daemon gone, an NFS export removed?)` : `${unreachable}): a directory on its way became unreadable after the scan`;
     const fault = new EnvironmentFault(`item path ${where} cannot be reached now (${why}; stopping, nothing charged (its items wait until it is readable)`);
     return { kind: 'stop', reason: `not charged: its directory is unreadable (${unreachable ?? dead})`, fault };

@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
+import { PLACEHOLDER, SCRIPT_NAME } from '../handler-args.js';
 import { storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
 
@@ -13,10 +14,6 @@ import { whereItIs } from '../real-path.js';
 export function ownFiles(config: Config): string[] {
   return [config.output?.directory, ...storeFiles(config.state), config.lock.path, config.configPath, ...handlerFiles(config)].filter((p): p is string => !!p);
 }
-
-const PLACEHOLDER = /\{(path|id|output|attempt)\}/;
-/** A script's name, as config/program.ts knows one (that module is the config's, not the runner's). */
-const SCRIPT_NAME = /\.(py|pyc|js|mjs|cjs|ts|mts|cts|rb|pl|pm|php|r|lua|sh|bash|zsh|ksh)$/i;
 
 /**
  * The handler's own files inside source.directory: handler.module, handler.command's program

@@ -7,7 +7,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../src/commands/run.js';
 import type { RunRecord } from '../../src/ledger/types.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import type { Ledger } from '../../src/ledger/types.js';
 import { failedRunsInARow, LedgerViewReader, STILL_FAILING_EVERY_MS, type LedgerReads } from '../../src/metrics/ledger-view.js';
 import { FIXTURES, workspace, type Workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
@@ -187,37 +186,43 @@ describe('a failing Pushgateway never fails the run', () => {
   });
 });
 
+/**
+ * A LedgerViewReader over a real SQLite ledger that the test may close and open again: the
+ * reader keeps one LedgerReads for its life, as the daemon's does, and each read goes to
+ * whichever ledger is open now (closed: its reads throw, as a vanished store's do). Scrapes
+ * are apart in time (`scrapeAt`): reads within one tick share one fetch.
+ */
+async function swappableReader(file: string) {
+  const state = { ledger: await openSqliteLedger(file), now: 1_000_000 };
+  const reads: LedgerReads = {
+    totals: () => state.ledger.totals(),
+    counts: () => state.ledger.counts(),
+    attemptTotals: () => state.ledger.attemptTotals(),
+    runStats: () => state.ledger.runStats(),
+    recentRuns: (n) => state.ledger.recentRuns(n),
+  };
+  const { log, lines } = memoryLogger();
+  const reader = new LedgerViewReader(reads, log, () => state.now);
+  const scrapeAt = async (t: number) => {
+    await new Promise((res) => setImmediate(res));
+    state.now = t;
+    return reader.read();
+  };
+  return { state, lines, scrapeAt, reopen: async () => (state.ledger = await openSqliteLedger(file)) };
+}
+
 describe('a ledger that cannot be read (real SQLite ledger, closed under the reader)', () => {
   it('is logged once per outage with its error, then one line every 15 minutes, and its end is logged', async () => {
     const ws = workspace({ handler: { module: GATED } }, {});
-    const file = ws.db;
-    let ledger: Ledger = await openSqliteLedger(file);
-    // The reader keeps one LedgerReads for its life, as the daemon's does: each read goes to
-    // whichever real ledger is open now (closed: its reads throw, as a vanished store's do).
-    const reads: LedgerReads = {
-      totals: () => ledger.totals(),
-      counts: () => ledger.counts(),
-      attemptTotals: () => ledger.attemptTotals(),
-      runStats: () => ledger.runStats(),
-      recentRuns: (n) => ledger.recentRuns(n),
-    };
-    let now = 1_000_000;
-    const { log, lines } = memoryLogger();
-    const reader = new LedgerViewReader(reads, log, () => now);
-    // Scrapes are apart in time: reads within one tick share one fetch.
-    const scrapeAt = async (t: number) => {
-      await new Promise((res) => setImmediate(res));
-      now = t;
-      return reader.read();
-    };
-    const good = await scrapeAt(now);
+    const { state, lines, scrapeAt, reopen } = await swappableReader(ws.db);
+    const good = await scrapeAt(state.now);
     expect(good).toBeDefined();
-    await ledger.close();
+    await state.ledger.close();
     const said = () => lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('metrics:')).map((l) => l.msg);
 
     // An hour of scrapes 15 s apart (and one), the ledger unreadable throughout.
     for (let t = 0; t <= 240; t++) {
-      expect(await scrapeAt(now + 15_000)).toBe(good); // the last values read
+      expect(await scrapeAt(state.now + 15_000)).toBe(good); // the last values read
     }
     const warned = lines.filter((l) => l.level === 40);
     expect(said()).toEqual([
@@ -228,13 +233,13 @@ describe('a ledger that cannot be read (real SQLite ledger, closed under the rea
     expect(warned.slice(1).every((l) => l.err === undefined && typeof l.error === 'string')).toBe(true);
     expect(warned.at(-1)?.failingForSeconds).toBe((4 * STILL_FAILING_EVERY_MS) / 1000);
 
-    ledger = await openSqliteLedger(file);
-    expect(await scrapeAt(now + 15_000)).not.toBe(good); // read afresh
+    await reopen();
+    expect(await scrapeAt(state.now + 15_000)).not.toBe(good); // read afresh
     expect(said().at(-1)).toBe('metrics: the ledger can be read again');
     expect(lines.at(-1)?.failedForSeconds).toBe(3615);
     // A later outage is said in full again.
-    await ledger.close();
-    await scrapeAt(now + 15_000);
+    await state.ledger.close();
+    await scrapeAt(state.now + 15_000);
     expect(said().at(-1)).toBe('metrics: could not read the ledger; showing the last values read');
     expect(lines.at(-1)?.err).toBeDefined();
   });
@@ -243,38 +248,23 @@ describe('a ledger that cannot be read (real SQLite ledger, closed under the rea
 describe('a ledger whose error changes within one outage (real SQLite ledger)', () => {
   it('says the new kind of error in full at once, once, not 15 minutes later', async () => {
     const ws = workspace({ handler: { module: GATED } }, {});
-    let ledger: Ledger = await openSqliteLedger(ws.db);
-    const reads: LedgerReads = {
-      totals: () => ledger.totals(),
-      counts: () => ledger.counts(),
-      attemptTotals: () => ledger.attemptTotals(),
-      runStats: () => ledger.runStats(),
-      recentRuns: (n) => ledger.recentRuns(n),
-    };
-    let now = 1_000_000;
-    const { log, lines } = memoryLogger();
-    const reader = new LedgerViewReader(reads, log, () => now);
-    const scrapeAt = async (t: number) => {
-      await new Promise((res) => setImmediate(res));
-      now = t;
-      return reader.read();
-    };
-    expect(await scrapeAt(now)).toBeDefined();
+    const { state, lines, scrapeAt, reopen } = await swappableReader(ws.db);
+    expect(await scrapeAt(state.now)).toBeDefined();
     const warned = () => lines.filter((l) => l.level === 40);
     // The store goes away: said once.
-    await ledger.close();
-    for (let i = 0; i < 4; i++) await scrapeAt(now + 15_000);
+    await state.ledger.close();
+    for (let i = 0; i < 4; i++) await scrapeAt(state.now + 15_000);
     expect(warned()).toHaveLength(1);
     // It comes back without its tables (a restore gone wrong): another error, said at once.
-    ledger = await openSqliteLedger(ws.db);
+    await reopen();
     const db = new Database(ws.db);
     db.exec('DROP TABLE items');
     db.close();
-    for (let i = 0; i < 4; i++) await scrapeAt(now + 15_000);
+    for (let i = 0; i < 4; i++) await scrapeAt(state.now + 15_000);
     expect(warned()).toHaveLength(2);
     expect(String((warned()[1]!.err as { message?: string }).message)).toMatch(/no such table: items/);
     expect(warned()[1]!.msg).toBe('metrics: could not read the ledger; showing the last values read');
-    await ledger.close();
+    await state.ledger.close();
   });
 });
 
