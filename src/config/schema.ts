@@ -134,6 +134,27 @@ const drainSchema = z
     }
   });
 
+/** state.schema's default (open.ts's DEFAULT_POSTGRES_SCHEMA). */
+const DEFAULT_SCHEMA = 'cronsafe';
+
+/**
+ * URL parameters other tools choose a schema with (Prisma's `schema`, JDBC's `currentSchema`,
+ * `search_path`). The pg driver ignores them: the ledger is in state.schema whatever they say,
+ * so two releases of one job told apart only by `?schema=` shared one ledger and one run lock.
+ */
+const SCHEMA_PARAMS = /^(schema|currentschema|search_path)$/i;
+
+/** The first such parameter naming another schema than `schema`, or undefined. */
+function urlSchemaParam(url: string, schema: string): { param: string; value: string } | undefined {
+  const at = url.indexOf('?');
+  if (at < 0) return undefined;
+  const hash = url.indexOf('#', at);
+  for (const [param, value] of new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash))) {
+    if (SCHEMA_PARAMS.test(param) && value !== schema) return { param, value };
+  }
+  return undefined;
+}
+
 const stateSchema = z
   .strictObject({
     sqlite: filePath('<name>.db').optional(),
@@ -153,6 +174,14 @@ const stateSchema = z
   .superRefine((s, ctx) => {
     if (s.sqlite !== undefined && s.postgres !== undefined) {
       ctx.addIssue({ code: 'custom', message: 'expected at most one of sqlite or postgres, got both' });
+    }
+    const other = typeof s.postgres === 'string' ? urlSchemaParam(s.postgres, s.schema ?? DEFAULT_SCHEMA) : undefined;
+    if (other !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['postgres'],
+        message: `expected no ${other.param}= parameter naming another schema than state.schema (${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}), got ${other.param}=${JSON.stringify(other.value)}: the pg driver ignores it, and the ledger would be in schema ${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}, shared with any other job of this name that uses it; set state.schema: ${JSON.stringify(other.value)} instead`,
+      });
     }
   });
 

@@ -1,0 +1,51 @@
+/**
+ * A schema chosen in the URL (`?schema=` as Prisma writes it, JDBC's `?currentSchema=`,
+ * `?search_path=`) is a parameter the pg driver ignores: the ledger went to state.schema
+ * (`cronsafe` by default) all the same. Two releases of one job (same `name`, staging and
+ * prod) told apart only by their Secret's `?schema=` shared one ledger and one run lock:
+ * the prod pass took the staging pass's done items for its own (never ran them) and
+ * forgot its pending ones as gone files. Such a URL is refused (exit 78 naming
+ * state.postgres and state.schema) unless it names state.schema itself.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postgres URL', () => {
+  let server: PgServer;
+  let url = '';
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase('shared');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  const schemas = async (): Promise<string[]> =>
+    (await server.admin<{ n: string }>(`SELECT nspname AS n FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('public', 'information_schema') ORDER BY 1`, [], 'shared')).map(
+      (r) => r.n,
+    );
+
+  it('?schema=, ?currentSchema= or ?search_path= other than state.schema: exit 78 naming both keys, nothing written; the same name as state.schema runs', async () => {
+    for (const param of ['schema=staging', 'currentSchema=prod', 'search_path=prod', 'sslmode=disable&schema=prod']) {
+      const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?${param}` } }, { 'a.txt': 'a' });
+      for (const cmd of ['validate', 'run', 'status', 'requeue']) {
+        const r = await runCli([cmd, ...(cmd === 'requeue' ? ['--all'] : []), '-c', ws.configPath], { timeoutMs: 30_000 });
+        expect(r.code, `${cmd} with ?${param}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain('state.postgres');
+        expect(r.stderr).toContain('state.schema');
+      }
+      // The same through the Secret's variable: the message says where the URL came from.
+      const r = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: `${url}?${param}` }, timeoutMs: 30_000 });
+      expect(r.code, r.stderr).toBe(78);
+      expect(r.stderr).toContain('CRONSAFE_STATE_POSTGRES');
+    }
+    expect(await schemas()).toEqual([]);
+
+    const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?schema=staging`, schema: 'staging' } }, { 'a.txt': 'a' });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(await schemas()).toEqual(['staging']);
+  }, 120_000);
+});
