@@ -7,10 +7,12 @@ import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../
  * same rows in another order), 57P01/57P02 the server is shutting down, 57P03 it is
  * starting (or in recovery after a failover), 53300 too many connections for now, 55P03 a
  * DBA's lock_timeout ran out while maintenance (VACUUM FULL, an index swap) held a table: the
- * statement was cancelled before it changed anything. Class 08 (connection exceptions) is
- * matched as a prefix.
+ * statement was cancelled before it changed anything; so was one with 57014, cancelled by an
+ * operator's pg_cancel_backend or the role's statement_timeout (most often while it waited
+ * for such a lock): it failed the run at once, its running attempts aborted and charged again
+ * after their lease. Class 08 (connection exceptions) is matched as a prefix.
  */
-const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03']);
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03', '57014']);
 
 /** Socket-level failures from node:net / node:dns while a server restarts or fails over. */
 const TRANSIENT_ERRNOS = new Set([
