@@ -120,6 +120,14 @@ export function noTlsHint(url: string, env: NodeJS.ProcessEnv = process.env): st
   return `the connection asks for TLS (${asked}) and this server offers none${noFallback}: write sslmode=disable in the URL to connect without TLS, or enable TLS on the server`;
 }
 
+/**
+ * What the server says to a write when it takes none (`cannot execute INSERT in a read-only
+ * transaction`): it alone did not say what to change.
+ */
+const READ_ONLY_SERVER = '25006';
+const READ_ONLY_HINT =
+  'the server takes no writes: state.postgres names a hot standby (a read replica), or default_transaction_read_only is on for the database or the role (as some providers set it when the disk quota is reached); point state.postgres at the primary, or turn it off';
+
 /** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
 export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
   const e = err as { message?: unknown; code?: unknown; errors?: unknown };
@@ -131,6 +139,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   const code = typeof e?.code === 'string' ? e.code : undefined;
   if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
   if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
+  if (code === READ_ONLY_SERVER) message += ` (${READ_ONLY_HINT})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
   return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
 }

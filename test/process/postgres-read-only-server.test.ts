@@ -1,0 +1,47 @@
+/**
+ * state.postgres naming a server that takes no writes: a hot standby (a read replica's
+ * endpoint, given by mistake for the primary's), or a database or role with
+ * `default_transaction_read_only = on` (what some providers set when the disk quota is
+ * reached). Every start exited 1 with the server's `cannot execute INSERT in a read-only
+ * transaction [25006]` alone, which does not say what to change. It now says why and what
+ * to point state.postgres at; nothing is claimed or charged.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a server that takes no writes', () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('default_transaction_read_only on the database: run, requeue and dead-letter retry exit 1 saying so, nothing charged; status still reads', async () => {
+    const url = await server.createDatabase('ro');
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'ro' } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
+    await server.admin(`ALTER DATABASE ro SET default_transaction_read_only = on`);
+    try {
+      const files = { 'b.txt': 'b' };
+      const ws2 = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'ro' } }, files);
+      for (const args of [['run'], ['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
+        const r = await runCli([...args, '-c', ws2.configPath], { timeoutMs: 60_000 });
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+        expect(r.stderr).toContain('[25006]');
+        expect(r.stderr).toContain('the server takes no writes');
+        expect(r.stderr).toContain('hot standby');
+        expect(r.stderr).toContain('default_transaction_read_only');
+      }
+      const status = await runCli(['status', '-c', ws2.configPath]);
+      expect(status.code, status.stderr).toBe(0);
+    } finally {
+      await server.admin(`ALTER DATABASE ro RESET default_transaction_read_only`);
+    }
+    const rows = await server.admin<{ id: string; state: string; attempts: number }>(`SELECT id, state, attempts FROM ro.items ORDER BY id`, [], 'ro');
+    expect(rows).toEqual([{ id: 'a.txt', state: 'done', attempts: 1 }]);
+  }, 120_000);
+});
