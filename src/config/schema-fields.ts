@@ -100,8 +100,26 @@ export const url = (protocols: string[], what: string) =>
  */
 const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
 
+/**
+ * libpq's list of hosts (`postgres://u@db1:5432,db2:5432/x?target_session_attrs=read-write`,
+ * for a primary that moves between them). The pg driver connects to one host only: the list
+ * was refused as a URL with a password to percent-encode, or, without ports, looked up as one
+ * host name (`getaddrinfo ENOTFOUND db1,db2`, exit 1 after 5 s).
+ */
+const hostList = (v: string): boolean => {
+  const authority = /^[^:]*:\/\/([^/?#]*)/s.exec(v)?.[1] ?? '';
+  return authority.slice(authority.lastIndexOf('@') + 1).includes(',');
+};
+const HOST_LIST =
+  'expected one host: the pg driver does not take libpq\'s list of hosts (db1,db2): name one endpoint that follows the primary (a Kubernetes Service, a virtual IP, a DNS name your failover updates)';
+
 /** A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. */
 export const postgresUrl = (what: string) =>
+  str(what)
+    .refine((v) => !hostList(v), { error: HOST_LIST, abort: true })
+    .pipe(postgresUrlOf(what));
+
+const postgresUrlOf = (what: string) =>
   url(['postgres:', 'postgresql:'], what).superRefine((v, ctx) => {
     const modes = asUrl(v, ['postgres:', 'postgresql:'])?.searchParams.getAll('sslmode') ?? [];
     // An empty value is no mode: the driver reads it as none given, as libpq does.

@@ -48,4 +48,21 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postg
     expect(r.code, r.stderr).toBe(0);
     expect(await schemas()).toEqual(['staging']);
   }, 120_000);
+
+  // libpq's list of hosts, for a primary that moves between them: the pg driver takes one host.
+  // With ports it was refused as a URL whose password needed percent-encoding; without, the
+  // list was looked up as one host name (exit 1 after 5 s, `getaddrinfo ENOTFOUND db1,db2`).
+  it('a libpq host list (db1:5432,db2:5432 or db1,db2): exit 78 naming state.postgres, saying to name one endpoint, without the password', async () => {
+    for (const hosts of [`127.0.0.1:${server.port},127.0.0.2:${server.port}`, `127.0.0.1,127.0.0.2:${server.port}`]) {
+      const list = `postgres://postgres:Hunter2Secret@${hosts}/shared?target_session_attrs=read-write`;
+      const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: list } }, { 'a.txt': 'a' });
+      for (const cmd of ['validate', 'run', 'status']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { timeoutMs: 30_000 });
+        expect(r.code, `${cmd} with ${hosts}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain('state.postgres: expected one host');
+        expect(r.stdout + r.stderr).not.toContain('Hunter2');
+      }
+    }
+    expect(await schemas()).not.toContain('cronsafe');
+  }, 120_000);
 });
