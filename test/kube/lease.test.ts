@@ -418,6 +418,75 @@ describe('renewal and loss', () => {
     expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
   });
 
+  // Another writer touching the Lease's metadata (`kubectl annotate`, a label sync) moves
+  // its resourceVersion without taking it: a 409 that says nothing about who holds it.
+  const annotateBeforeUpdates = (n: number) => {
+    let left = n;
+    fake.onRequest = (verb, resource) => {
+      if (resource !== 'leases' || verb !== 'update' || left <= 0) return;
+      left--;
+      const l = stored();
+      l.metadata.annotations = { ...l.metadata.annotations, touched: String(left) };
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+    };
+    return () => left;
+  };
+
+  it('a renewal answered 409 twice while the Lease still names this run (kubectl annotate between its read and its retry) is not LOST', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3, renewSeconds: 0.1, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    const left = annotateBeforeUpdates(2);
+    await until(() => left() === 0, 'two renewals to conflict');
+    const conflicts = fake.requests.length;
+    await until(() => fake.requests.slice(conflicts).filter((r) => r.verb === 'update' && r.status === 200).length >= 2, 'renewals to succeed again');
+    expect(a.lease.lost.aborted, String(a.lease.lost.reason)).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    expect(stored().metadata.annotations).toEqual({ touched: '0' }); // the other writer's change is kept
+    expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toEqual([]);
+  });
+
+  it('a Lease that keeps changing under a renewal while it names this run is a failed renewal, retried: kept if one lands before the expiry', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 6, renewSeconds: 0.1, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    const left = annotateBeforeUpdates(4); // more than one renewal's rereads
+    await until(() => left() === 0, 'four writes to conflict');
+    await until(() => lines.some((l) => String(l.msg).includes('renewed again')), 'a later renewal to land', 5000);
+    expect(a.lease.lost.aborted, String(a.lease.lost.reason)).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toHaveLength(1);
+  });
+
+  it('a renewal answered 409 twice when the second read names another holder is LOST: never held beside it', async () => {
+    const a = await acquire('pod-a/run-1', { durationSeconds: 5, renewSeconds: 0.1 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    let updates = 0;
+    fake.onRequest = (verb, resource) => {
+      if (resource !== 'leases' || verb !== 'update') return;
+      updates++;
+      const l = stored();
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+      if (updates === 2) l.spec.holderIdentity = 'pod-b/run-2'; // taken between the read and the retry
+    };
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(String(a.lease.lost.reason)).toContain('taken over by pod-b/run-2');
+    fake.onRequest = () => undefined;
+    await a.lease.release();
+    expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
+  });
+
+  it('a release answered 409 twice while the Lease still names this run (kubectl annotate) still clears the holder', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3600, renewSeconds: 3600, log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    held.splice(0);
+    annotateBeforeUpdates(2);
+    await a.lease.release();
+    expect(stored().spec.holderIdentity).toBeUndefined();
+    expect(lines.filter((l) => String(l.msg).includes('could not release') || String(l.msg).includes('not released'))).toEqual([]);
+  });
+
   // A renewal's answer is lost when the API server is struggling, and then the read that
   // checks who holds the Lease may fail too. Nobody else holds it: that is a failed renewal
   // (retried until the Lease would expire), not a takeover.

@@ -59,6 +59,11 @@ export type LeaseAcquire =
 export const ACQUIRE_RETRY_MS = 10_000;
 /** Pause before the release's write is tried again after a 429 or 5xx. */
 const RELEASE_RETRY_MS = 250;
+/**
+ * Writes of one renewal (or release) answered 409 while the Lease, read again, still names
+ * this run: then the next try comes RENEW_RETRY_SECONDS later, as after a failed renewal.
+ */
+const RENEW_REREADS = 3;
 /** Rounds of the acquire when the Lease vanished between its read and its write (deleted). */
 const ACQUIRE_ROUNDS_AFTER_DELETE = 3;
 
@@ -175,8 +180,9 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
 
 /**
  * A Lease we hold: renewed every renewSeconds until release(). `lost` aborts when it can
- * no longer be ours: a renewal answered 409 (taken over) or 404 (deleted), or no renewal
- * succeeded within the Lease duration (from then on another run may take it).
+ * no longer be ours: a renewal answered 409 and the Lease, read again, names another holder
+ * or is gone (deleted), or no renewal succeeded within the Lease duration (from then on
+ * another run may take it).
  */
 export class HeldLease {
   private readonly lostCtl = new AbortController();
@@ -242,7 +248,7 @@ export class HeldLease {
     if (this.lost.aborted) return;
     const { kube, name, namespace, log } = this.o;
     const left = () => (deadline === undefined ? undefined : Math.max(1, deadline - performance.now()));
-    let reread = false;
+    let rereads = 0;
     for (;;) {
       const body: K8s.V1Lease = {
         ...this.current,
@@ -254,10 +260,11 @@ export class HeldLease {
         return;
       } catch (err) {
         const f = apiFailure(err);
-        if (f.kind === 'conflict' && !reread) {
-          // A renewal cut short by the release (its answer lost) may have landed: the Lease
-          // is still ours with a newer resourceVersion. Read once, and release that one.
-          reread = true;
+        if (f.kind === 'conflict' && rereads < RENEW_REREADS) {
+          // A renewal cut short by the release (its answer lost) may have landed, or another
+          // writer touched the Lease's metadata (`kubectl annotate`): still ours with a newer
+          // resourceVersion. Read again, and release that one.
+          rereads++;
           const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(left())).catch((e: unknown) =>
             apiFailure(e).kind === 'not-found' ? null : undefined,
           );
@@ -322,57 +329,62 @@ export class HeldLease {
     this.expiryTimer.unref();
   }
 
-  private async renew(retried = false): Promise<void> {
+  private async renew(): Promise<void> {
     if (this.stopped) return;
     const { kube, name, namespace, log } = this.o;
-    const now = this.clock();
-    const sentAt = performance.now();
-    const body: K8s.V1Lease = {
-      ...this.current,
-      spec: { ...this.current.spec, holderIdentity: this.o.identity, renewTime: new kube.k8s.V1MicroTime(now), leaseDurationSeconds: this.o.durationSeconds },
-    };
-    try {
-      const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(undefined, this.stopCtl.signal));
-      // Kept even when release() came meanwhile: the write landed, so the release must
-      // carry its resourceVersion (an older one is answered 409 and the Lease stays held).
-      this.current = renewed;
-      this.renewedAt = now;
-      this.renewedMono = sentAt;
-      if (this.stopped) return;
-      this.armExpiry();
-      if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
-      this.failing = false;
-    } catch (err) {
-      if (this.stopped) return; // cut short by release(), or lost meanwhile
-      const f = apiFailure(err);
-      if (f.kind === 'conflict' && !retried) {
-        // Our last write may have landed with its answer lost (a timeout): then we are
-        // still the holder and only our resourceVersion is stale.
-        // A deleted Lease shows up here too: our copy's uid no longer matches (409, not 404).
-        const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, this.stopCtl.signal)).catch((e: unknown) =>
-          apiFailure(e).kind === 'not-found' ? null : undefined,
-        );
+    let f: ApiFailure;
+    for (let reread = 0; ; reread++) {
+      const now = this.clock();
+      const sentAt = performance.now();
+      const body: K8s.V1Lease = {
+        ...this.current,
+        spec: { ...this.current.spec, holderIdentity: this.o.identity, renewTime: new kube.k8s.V1MicroTime(now), leaseDurationSeconds: this.o.durationSeconds },
+      };
+      try {
+        const renewed = await kube.coordination.replaceNamespacedLease({ name, namespace, body }, kube.options(undefined, this.stopCtl.signal));
+        // Kept even when release() came meanwhile: the write landed, so the release must
+        // carry its resourceVersion (an older one is answered 409 and the Lease stays held).
+        this.current = renewed;
+        this.renewedAt = now;
+        this.renewedMono = sentAt;
         if (this.stopped) return;
-        if (fresh?.spec?.holderIdentity === this.o.identity) {
-          this.current = fresh;
-          return this.renew(true);
-        }
-        if (fresh === null) return this.lose('the Lease was deleted');
-        if (fresh) return this.lose(`taken over by ${fresh.spec?.holderIdentity || 'another run'}`);
-        // The read failed as well: who holds it is unknown, and an API server that lost our
-        // write's answer is likely to fail this read too. A failed renewal, retried below.
-      } else if (f.kind === 'conflict' || f.kind === 'not-found') {
-        return this.lose(f.message);
+        this.armExpiry();
+        if (this.failing) log.info({ lease: name }, 'Kubernetes Lease: renewed again');
+        this.failing = false;
+        return;
+      } catch (err) {
+        if (this.stopped) return; // cut short by release(), or lost meanwhile
+        f = apiFailure(err);
       }
-      // Anything else may pass (timeout, restart of the API server): retry until it expires.
-      if (!this.failing) {
-        // A 403 here is RBAC that allows create but not update: every renewal will fail.
-        const hint = f.kind === 'forbidden' ? ' (grant update on leases: the chart does with lock.kubernetesLease.enabled)' : '';
-        log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
-          `Kubernetes Lease: renewal failed; retrying until it would expire${hint}`);
-      }
-      this.failing = true;
+      if (f.kind === 'not-found') return this.lose(f.message);
+      if (f.kind !== 'conflict') break;
+      // A 409 says only that the Lease changed since our copy: our last write may have landed
+      // with its answer lost (a timeout), or another writer touched its metadata (`kubectl
+      // annotate`, a label sync). Who holds it decides, read again each time: while it names
+      // this run it is ours (written again with the fresh resourceVersion); lost only when it
+      // names another holder or is gone. A deleted Lease shows up here too: our copy's uid no
+      // longer matches (409, not 404).
+      const fresh = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, this.stopCtl.signal)).catch((e: unknown) =>
+        apiFailure(e).kind === 'not-found' ? null : undefined,
+      );
+      if (this.stopped) return;
+      if (fresh === null) return this.lose('the Lease was deleted');
+      if (fresh && fresh.spec?.holderIdentity !== this.o.identity) return this.lose(`taken over by ${fresh.spec?.holderIdentity || 'another run'}`);
+      if (fresh) this.current = fresh;
+      // The read failed as well (an API server that lost our write's answer is likely to fail
+      // this read too), or the Lease keeps changing under us: a failed renewal, retried below
+      // until it would expire. It is never kept past its expiry, and never taken for lost
+      // while it still names this run.
+      if (!fresh || reread + 1 >= RENEW_REREADS) break;
     }
+    // Anything else may pass (timeout, restart of the API server): retry until it expires.
+    if (!this.failing) {
+      // A 403 here is RBAC that allows create but not update: every renewal will fail.
+      const hint = f.kind === 'forbidden' ? ' (grant update on leases: the chart does with lock.kubernetesLease.enabled)' : '';
+      log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
+        `Kubernetes Lease: renewal failed; retrying until it would expire${hint}`);
+    }
+    this.failing = true;
   }
 
   private lose(reason: string): void {
