@@ -269,6 +269,40 @@ describe('acquire on a struggling API server', () => {
     expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
   });
 
+  it.each([
+    ['free (released)', { holderIdentity: '', leaseDurationSeconds: 60 }],
+    ['expired', { holderIdentity: 'pod-old/run-0', renewTime: '2020-01-01T00:00:00.000000Z', leaseDurationSeconds: 60 }],
+  ])('a Lease that is %s, annotated between the read and the takeover (kubectl annotate), is taken, not reported held', async (_what, spec) => {
+    fake.seed('leases', { metadata: { name: 'qc' }, spec });
+    let annotated = false;
+    fake.onRequest = (verb) => {
+      if (verb !== 'update' || annotated) return;
+      annotated = true;
+      const l = stored();
+      l.metadata.annotations = { note: 'x' };
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+    };
+    const r = await acquire('pod-a/run-1');
+    fake.onRequest = () => undefined;
+    expect(r.status).toBe('acquired');
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    expect(stored().metadata.annotations).toEqual({ note: 'x' });
+  });
+
+  it('a takeover refused 409 because another run took the Lease meanwhile: held, naming it and its expiry', async () => {
+    fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
+    fake.onRequest = (verb) => {
+      if (verb !== 'update') return;
+      fake.onRequest = () => undefined;
+      const l = stored();
+      l.spec = { holderIdentity: 'pod-b/run-2', renewTime: new Date().toISOString().replace(/Z$/, '000Z'), leaseDurationSeconds: 60 };
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+    };
+    const r = await acquire('pod-a/run-1');
+    expect(r).toMatchObject({ status: 'held', holder: 'pod-b/run-2' });
+    expect(r.status === 'held' && r.expiresAt).toBeInstanceOf(Date);
+  });
+
   it('an API server that stays down: tried again for a bounded time, then unavailable (the run goes on with the local lock)', async () => {
     fake.down = true;
     const started = performance.now();

@@ -64,8 +64,11 @@ const RELEASE_RETRY_MS = 250;
  * this run: then the next try comes RENEW_RETRY_SECONDS later, as after a failed renewal.
  */
 const RENEW_REREADS = 3;
-/** Rounds of the acquire when the Lease vanished between its read and its write (deleted). */
-const ACQUIRE_ROUNDS_AFTER_DELETE = 3;
+/**
+ * Rounds of the acquire when the Lease was still free after its write was refused: deleted
+ * between the read and the write, or changed by a writer that did not take it.
+ */
+const ACQUIRE_ROUNDS_WHILE_FREE = 3;
 
 /** An answer that says "try again": throttled (429) or the server's own trouble (5xx). */
 const transient = (f: ApiFailure) => f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
@@ -82,16 +85,16 @@ const noAnswer = (f: ApiFailure) => transient(f) || f.kind === 'unreachable' || 
  * in seconds, read and write took up to 10 s of the drain's grace period. A write already
  * sent is waited for, so a Lease it took is released at the end rather than left to expire.
  * A 429 or 5xx, or no answer (refused, cut, timed out), is tried again for up to
- * ACQUIRE_RETRY_MS; a Lease deleted between the read
- * and the write (nobody holds it) is read again rather than taken for held.
+ * ACQUIRE_RETRY_MS; a Lease deleted between the read and the write, or changed without
+ * being taken (kubectl annotate), is read again rather than taken for held.
  */
 export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   const giveUpAt = performance.now() + (o.acquireRetryMs ?? ACQUIRE_RETRY_MS);
   let warned = false;
   for (let round = 1; ; round++) {
     const r = await acquireOnce(o);
-    if (r.status === 'deleted') {
-      if (round < ACQUIRE_ROUNDS_AFTER_DELETE) continue;
+    if (r.status === 'again') {
+      if (round < ACQUIRE_ROUNDS_WHILE_FREE) continue;
       return { status: 'held' };
     }
     if (r.status !== 'unavailable' || !noAnswer(r.failure)) return r;
@@ -110,8 +113,11 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
 /** `ms`, or less when `stop` aborts first. */
 const pause = (ms: number, stop?: AbortSignal): Promise<void> => delay(ms, undefined, { signal: stop }).catch(() => undefined);
 
-/** One read and (at most) one write. `deleted`: the Lease vanished between them, nobody holds it. */
-async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status: 'deleted' }> {
+/**
+ * One read and (at most) one write. `again`: the write was refused, but nobody took the
+ * Lease meanwhile (it was deleted, or another writer changed only its metadata).
+ */
+async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status: 'again' }> {
   const { kube, name, namespace } = o;
   const clock = o.now ?? Date.now;
   let current: K8s.V1Lease | undefined;
@@ -126,16 +132,20 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
   const now = clock();
   const sentAt = performance.now();
   const micro = (ms: number) => new kube.k8s.V1MicroTime(ms);
-  const lostRace = async (): Promise<LeaseAcquire | { status: 'deleted' }> => {
-    // Who beat us, for the log line; the answer does not change the outcome, unless there
-    // is no Lease at all: then nobody beat us (it was deleted), and it is free.
+  const lostRace = async (): Promise<LeaseAcquire | { status: 'again' }> => {
+    // Who beat us. Nobody, when there is no Lease at all (it was deleted), or when it is
+    // still free: a 409 says only that it changed since our read, and another writer
+    // touching its metadata (`kubectl annotate`, a label sync) takes nothing. Then it is
+    // free, and read again; taken for held, the run skipped with its backlog left.
     let gone = false;
     const winner = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(undefined, o.stop)).catch((err: unknown) => {
       gone = !o.stop?.aborted && apiFailure(err).kind === 'not-found';
       return undefined;
     });
-    if (gone) return { status: 'deleted' };
-    return { status: 'held', holder: winner?.spec?.holderIdentity ?? undefined };
+    if (gone) return { status: 'again' };
+    if (!winner) return { status: 'held' };
+    const d = decideAcquire(winner.spec, o.identity, clock(), o.durationSeconds);
+    return d.action === 'take' ? { status: 'again' } : { status: 'held', holder: d.holder, expiresAt: d.expiresAt };
   };
 
   if (!current) {
