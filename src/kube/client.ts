@@ -211,7 +211,7 @@ export function apiFailure(err: unknown): ApiFailure {
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return { kind: 'timeout', message: 'the API server did not answer in time' };
   if (typeof e?.code === 'number' && e.code >= 100 && e.code <= 599) {
     const status = e.code;
-    return { kind: KIND_BY_STATUS[status] ?? 'server', status, message: `HTTP ${status}: ${statusMessage(e.body) ?? firstLine(e.message)}` };
+    return { kind: KIND_BY_STATUS[status] ?? 'server', status, message: `HTTP ${status}: ${statusMessage(e.body) ?? exceptionMessage(status, e.message)}` };
   }
   // A credentials file the client reads for each request (the service account's token or
   // ca.crt, a kubeconfig's tokenFile or certificate) that this user cannot read: Node's own
@@ -229,6 +229,17 @@ export function apiFailure(err: unknown): ApiFailure {
   const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
   if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };
   return { kind: 'server', message: firstLine(e?.message ?? coerceError(err).message) };
+}
+
+/**
+ * The client drops the body of an answer its API description lists (every call's 401), and
+ * its own message starts `HTTP-Code: 401`, then `Message: Unauthorized`: that first line
+ * was the whole reason (`HTTP 401: HTTP-Code: 401`), saying nothing of the credentials.
+ */
+function exceptionMessage(status: number, message: string | undefined): string {
+  const said = /^Message: (.+)$/m.exec(message ?? '')?.[1]?.trim();
+  const what = said && said !== 'Unknown API Status Code!' ? said : firstLine(message);
+  return status === 401 ? `${what}: the API server refused the credentials (a token expired, revoked or for another cluster?)` : what;
 }
 
 function statusMessage(body: unknown): string | undefined {

@@ -108,6 +108,23 @@ describe('connectKube', () => {
     const err = await c.kube.batch.readNamespacedJob({ name: 'nope', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
     expect(apiFailure(err)).toEqual({ kind: 'not-found', status: 404, message: 'HTTP 404: jobs.batch "nope" not found' });
   });
+
+  // The client drops the body of a 401 (its API description lists that answer): the reason
+  // was its own message's first line, `HTTP 401: HTTP-Code: 401`.
+  it('a 401 (a token the API server refuses) says the credentials were refused, not "HTTP-Code: 401"', async () => {
+    const kc = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+    writeFileSync(kc, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/, 'user: {token: expired-token}'));
+    const c = await connectKube({ env: { KUBECONFIG: kc } });
+    if (!c.ok) throw new Error(c.reason);
+    for (const call of [
+      () => c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()),
+      () => c.kube.coordination.createNamespacedLease({ namespace: 'jobs-ns', body: { metadata: { name: 'x' } } }, c.kube.options()),
+      () => c.kube.batch.readNamespacedJob({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()),
+    ]) {
+      const err = await call().catch((e: unknown) => e);
+      expect(apiFailure(err)).toEqual({ kind: 'unauthorized', status: 401, message: 'HTTP 401: Unauthorized: the API server refused the credentials (a token expired, revoked or for another cluster?)' });
+    }
+  });
 });
 
 it('the request timeout fits in the drain margin', () => {
