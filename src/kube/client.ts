@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
+import YAML from 'yaml';
 import type * as K8s from '@kubernetes/client-node';
 import type { Config } from '../config/types.js';
 import { coerceError } from '../errors.js';
@@ -102,9 +103,12 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   }
   const kc = new k8s.KubeConfig();
   try {
-    if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG.split(path.delimiter).find((f) => f) ?? '');
-    else if (inCluster) kc.loadFromCluster(fsRoot);
-    else kc.loadFromFile(home);
+    const file = env.KUBECONFIG ? (env.KUBECONFIG.split(path.delimiter).find((f) => f) ?? '') : inCluster ? undefined : home;
+    if (file === undefined) kc.loadFromCluster(fsRoot);
+    else {
+      kc.loadFromFile(file);
+      useTokenFile(kc, file);
+    }
     if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
   } catch (err) {
     // The first line only: a YAML error goes on with the lines around the fault (js-yaml's
@@ -126,6 +130,32 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     options: (ms = timeoutMs, stop) => timeoutOptions(k8s, kc, ms, stop),
   };
   return { ok: true, kube };
+}
+
+/**
+ * A kubeconfig user's `tokenFile` (client-go's key, as in-cluster kubeconfigs and token
+ * projections for sidecars write it), which client-node does not read: kubectl worked with
+ * the file, and cronsafe sent no token at all (401, the feature off). Given to the client
+ * as its in-cluster token file is, read again at most every minute (a projected token
+ * rotates), as client-go does. Only for a user without a credential plugin or auth provider.
+ */
+function useTokenFile(kc: K8s.KubeConfig, file: string): void {
+  const userName = kc.getContextObject(kc.getCurrentContext())?.user;
+  const user = kc.getCurrentUser();
+  if (!userName || !user || user.exec || user.authProvider) return;
+  let doc: unknown;
+  try {
+    doc = YAML.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return; // the client read it: a second read failing is not worth more than the client's own
+  }
+  const users = (doc as { users?: unknown } | null)?.users;
+  const entry = Array.isArray(users) ? (users as Array<{ name?: unknown; user?: { tokenFile?: unknown } } | null>).find((u) => u?.name === userName) : undefined;
+  const tokenFile = entry?.user?.tokenFile;
+  if (typeof tokenFile !== 'string' || !tokenFile) return;
+  // Relative to the kubeconfig's directory, as client-go resolves it; its contents win over `token`.
+  const withFile: K8s.User = { ...user, token: undefined, authProvider: { name: 'tokenFile', config: { tokenFile: path.resolve(path.dirname(file), tokenFile) } } };
+  kc.users = kc.users.map((u) => (u === user ? withFile : u));
 }
 
 /**

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { apiFailure, connectKube, podIdentity, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../../src/kube/client.js';
 import { ROOT } from '../helpers/cli.js';
-import { FakeApiServer, startFakeApiServer } from '../helpers/fake-apiserver.js';
+import { FakeApiServer, startFakeApiServer, TOKEN } from '../helpers/fake-apiserver.js';
 
 let fake: FakeApiServer;
 beforeEach(async () => {
@@ -107,6 +107,21 @@ describe('connectKube', () => {
     if (!c.ok) throw new Error(c.reason);
     const err = await c.kube.batch.readNamespacedJob({ name: 'nope', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
     expect(apiFailure(err)).toEqual({ kind: 'not-found', status: 404, message: 'HTTP 404: jobs.batch "nope" not found' });
+  });
+
+  // client-go's `tokenFile` (in-cluster kubeconfigs, projected tokens for sidecars): kubectl
+  // used it, client-node ignores it, and every call was 401 (the feature off).
+  it('a kubeconfig user with a tokenFile (relative to the kubeconfig, as client-go takes it) is authenticated with its contents', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-'));
+    mkdirSync(path.join(dir, 'sa'));
+    writeFileSync(path.join(dir, 'sa', 'token'), `${TOKEN}\n`);
+    const kc = path.join(dir, 'config');
+    writeFileSync(kc, readFileSync(fake.kubeconfig, 'utf8').replace(/user: \{token: .*\}/, 'user: {tokenFile: sa/token}'));
+    const c = await connectKube({ env: { KUBECONFIG: kc } });
+    if (!c.ok) throw new Error(c.reason);
+    const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(apiFailure(err)).toMatchObject({ kind: 'not-found', status: 404 });
+    expect(fake.requests.map((r) => r.status)).toEqual([404]);
   });
 
   // The client drops the body of a 401 (its API description lists that answer): the reason
