@@ -289,6 +289,21 @@ describe('acquire on a struggling API server', () => {
     expect(stored().metadata.annotations).toEqual({ note: 'x' });
   });
 
+  it('a stop (SIGTERM) while a refused takeover reads who won ends the acquire as stopped, not as held (a skip, exit 0)', async () => {
+    fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
+    const stop = new AbortController();
+    let reads = 0;
+    fake.onRequest = (verb) => {
+      if (verb === 'update') {
+        const l = stored();
+        l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+      }
+      if (verb === 'get' && ++reads === 2) stop.abort(); // the read after the 409
+    };
+    const r = await acquire('pod-a/run-1', { stop: stop.signal });
+    expect(r.status).toBe('stopped');
+  });
+
   it('a takeover refused 409 because another run took the Lease meanwhile: held, naming it and its expiry', async () => {
     fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
     fake.onRequest = (verb) => {

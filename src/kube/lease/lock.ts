@@ -143,6 +143,8 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
       return undefined;
     });
     if (gone) return { status: 'again' };
+    // A stop (SIGTERM) cut the read: the run drains; taken for held, it ended as a skip (exit 0).
+    if (o.stop?.aborted) return { status: 'stopped' };
     if (!winner) return { status: 'held' };
     const d = decideAcquire(winner.spec, o.identity, clock(), o.durationSeconds);
     return d.action === 'take' ? { status: 'again' } : { status: 'held', holder: d.holder, expiresAt: d.expiresAt };
