@@ -63,6 +63,8 @@ export interface Kube {
   batch: K8s.BatchV1Api;
   /** The pod's namespace, else the kubeconfig context's, else `default`. */
   namespace: string;
+  /** `namespace` is the last resort, `default`: nothing named one. */
+  namespaceGuessed: boolean;
   identity: PodIdentity;
   /** Where the credentials came from, for log lines. */
   source: string;
@@ -125,6 +127,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     core: kc.makeApiClient(k8s.CoreV1Api),
     batch: kc.makeApiClient(k8s.BatchV1Api),
     namespace: identity.namespace ?? contextNamespace ?? 'default',
+    namespaceGuessed: !identity.namespace && !contextNamespace,
     identity,
     source,
     options: (ms = timeoutMs, stop) => timeoutOptions(k8s, kc, ms, stop),

@@ -3,9 +3,12 @@
  * enforces resourceVersion conflicts, 404s and the MicroTime format as a real one does.
  */
 import { getEventListeners } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
-import { connectKube, type Kube } from '../../src/kube/client.js';
+import { connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
 import { acquireRunLease, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
@@ -201,6 +204,27 @@ it('a daemon\'s runs share one stop signal: each run\'s Lease leaves no listener
     await held!.release();
   }
   expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
+});
+
+// RBAC is granted in the pod's namespace. A pod that cannot tell its namespace (run without
+// the chart's downward API env, with a projected token that has no namespace file) asks in
+// `default`: the 403 then read as missing RBAC, and "grant get, update and create" did not help.
+it.skipIf(existsSync(`${SERVICE_ACCOUNT_DIR}/namespace`))('a 403 in the namespace "default" taken for want of any other says so, and how to name it', async () => {
+  const kc = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
+  writeFileSync(kc, readFileSync(fake.kubeconfig, 'utf8').replace(/, namespace: batch/, ''));
+  fake.deny('get', 'leases');
+  const config = { drain: { gracePeriodSeconds: 30, marginSeconds: 5 }, lock: { kubernetesLease: { name: 'qc', durationSeconds: 60, renewSeconds: 20 } } } as unknown as Config;
+  const { log, lines } = memoryLogger();
+  expect(await acquireRunLease(config, log, 'run-1', undefined, { KUBECONFIG: kc, CRONSAFE_POD_NAME: 'pod-a' })).toEqual({});
+  expect(fake.requests.map((r) => r.path)).toEqual(['/apis/coordination.k8s.io/v1/namespaces/default/leases/qc']);
+  const reason = String(lines.find((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'))?.reason);
+  expect(reason).toContain('in the namespace "default"');
+  expect(reason).toContain('the namespace is "default" only because none was found');
+  expect(reason).toContain('set lock.kubernetesLease.namespace or CRONSAFE_POD_NAMESPACE');
+  // Named (the pod's env, the config, the context): the plain RBAC hint.
+  const named = memoryLogger();
+  await acquireRunLease(config, named.log, 'run-2', undefined, { KUBECONFIG: kc, CRONSAFE_POD_NAME: 'pod-a', CRONSAFE_POD_NAMESPACE: 'batch' });
+  expect(String(named.lines.find((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'))?.reason)).not.toContain('only because none was found');
 });
 
 describe('acquire on a struggling API server', () => {

@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/types.js';
-import { API_TIMEOUT_MS, connectKube, requestTimeoutMs } from '../client.js';
+import { API_TIMEOUT_MS, connectKube, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../client.js';
 import { acquireLease, type HeldLease } from './lock.js';
 
 export interface RunLease {
@@ -72,7 +72,12 @@ export async function acquireRunLease(
     const until = r.expiresAt ? ` until ${r.expiresAt.toISOString()} unless renewed` : '';
     return { skip: `the Kubernetes Lease ${namespace}/${kl.name} is held by ${r.holder ?? 'another run'}${until}` };
   }
-  const hint = r.failure.kind === 'forbidden' ? ' (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled)' : '';
+  // RBAC is granted in the pod's namespace: a pod that could not tell its namespace (no
+  // downward API env, a projected token without the namespace file) asked in `default`.
+  const guessed = kl.namespace === undefined && c.kube.namespaceGuessed
+    ? `; the namespace is "default" only because none was found (no CRONSAFE_POD_NAMESPACE or POD_NAMESPACE, no ${SERVICE_ACCOUNT_DIR}/namespace, no kubeconfig context namespace): set lock.kubernetesLease.namespace or CRONSAFE_POD_NAMESPACE`
+    : '';
+  const hint = r.failure.kind === 'forbidden' ? ` (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled${guessed})` : '';
   return degraded(`${r.failure.message}${hint}`);
 }
 
