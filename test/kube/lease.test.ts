@@ -152,6 +152,18 @@ describe('acquire', () => {
     expect(fake.get('leases', 'qc')).toBeUndefined(); // not re-created
   });
 
+  it('a release refused 403 (RBAC with create but not update, a run shorter than renewSeconds) says what to grant', async () => {
+    const { log, lines } = memoryLogger();
+    const a = await acquire('pod-a/run-1', { log });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    held.splice(0);
+    fake.deny('update', 'leases');
+    await a.lease.release();
+    const warning = lines.find((l) => String(l.msg).includes('could not release'));
+    expect(String(warning?.err)).toContain('cannot update resource "leases"');
+    expect(warning?.msg).toContain('grant update on leases');
+  });
+
   it('a release meeting an API server that stays down gives up at its bound, with one warning', async () => {
     const { log, lines } = memoryLogger();
     const a = await acquire('pod-a/run-1', { durationSeconds: 3600, releaseTimeoutMs: 1000, log });

@@ -302,8 +302,11 @@ export class HeldLease {
           await pause(pauseMs);
           continue;
         }
+        // A 403 is RBAC that allows create but not update (a run shorter than renewSeconds
+        // never renewed, so this is its only word on it): every run will leave it held.
+        const hint = f.kind === 'forbidden' ? ' (grant update on leases: the chart does with lock.kubernetesLease.enabled)' : '';
         log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
-          'Kubernetes Lease: could not release it; the next run can take it once it expires');
+          `Kubernetes Lease: could not release it; the next run can take it once it expires${hint}`);
         return;
       }
     }
