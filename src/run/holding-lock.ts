@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { ConfigError, EdgeError, EXIT, coerceError } from '../errors.js';
+import { ConfigError, EdgeError, EXIT, StateUnavailable, coerceError } from '../errors.js';
 import type { Store } from '../ledger/open.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../ledger/run-lock.js';
@@ -236,7 +236,17 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // second before its end): its record is gone with the file, and the next run starts a
     // new ledger that does the items again. It said `completed`, exit 0.
     const lost = (passed.outcome === 'failed' || passed.outcome === 'completed') && lock.checkLedger?.() === true;
-    const ended = fatal?.aborted ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) } : lost ? { ...passed, outcome: 'drained' as const } : passed;
+    // A stop (SIGTERM) whose drain could not reach the ledger (PostgreSQL stopped or failed
+    // over): what the drain did not write (results, hand-backs) is taken back after its
+    // lease, as after the drain's last resort, which exits 75. The pass is drained, not
+    // failed: which of the two ended it was only a matter of whether the ledger's retries
+    // gave up just before the last resort (exit 1) or just after (75).
+    const cutOff = passed.outcome === 'failed' && opts.stop.aborted && !fatal?.aborted && passed.error !== undefined && storeUnreachable(passed.error);
+    const ended = fatal?.aborted
+      ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) }
+      : lost || cutOff
+        ? { ...passed, outcome: 'drained' as const }
+        : passed;
     // A ledger failure mid-pass (a full state volume, a file size limit) names the store and
     // its path, as one at start-up does: SQLite's own words ("database or disk is full",
     // "disk I/O error") say neither which file nor that it is the ledger's.
@@ -263,6 +273,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // The log is JSON on stdout (for the cluster's log pipeline); a person at a terminal, or
     // a wrapper that only keeps stderr, still gets the reason of a failed run in one line.
     if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${escapeControls(result.error.message)}\n`);
+    if (cutOff && result.error) process.stderr.write(`cronsafe: drained without the state store: ${escapeControls(result.error.message)}; what the drain could not write is taken back after its lease\n`);
     return result.outcome;
   } finally {
     opts.stop.removeEventListener('abort', onStop);
@@ -295,6 +306,13 @@ async function unlessStopped<T>(p: Promise<T>, signal: AbortSignal): Promise<T |
     off();
   }
 }
+
+/**
+ * The ledger could not be reached at all: PostgreSQL's own word for a connection refused or
+ * lost, a server starting up or shutting down (PostgresLedgerError.transient, not imported:
+ * SQLite runs never load pg), or the store's (StateUnavailable.unreachable).
+ */
+const storeUnreachable = (err: Error): boolean => (err as { transient?: unknown }).transient === true || (err instanceof StateUnavailable && err.unreachable);
 
 /** An error of the SQLite driver (better-sqlite3's SqliteError: code SQLITE_*). */
 const isSqliteError = (err: Error): boolean => {

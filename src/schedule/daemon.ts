@@ -187,7 +187,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       if (!unavailable(err)) throw err;
       // Not given up: the next tick fires this occurrence again if no run has started since it.
       attempted = null;
-      result = 'failed';
+      // The outage alone never ends the daemon: a stop that met it in a pass (its start-up
+      // writes, the lock) ends it as a drain the ledger could not record (exit 75), not as
+      // a failure (1). Whatever that pass took is handed back after its lease.
+      result = d.stop.aborted ? 'drained' : 'failed';
     }
     if (passFor !== undefined) {
       const failures = result === 'failed' ? (retry?.occurrence === passFor ? retry.failures : 0) + 1 : 0;

@@ -367,6 +367,25 @@ describe('runDaemon when the state store is unavailable', () => {
     expect(said).toEqual(['daemon: the state store is unavailable; trying again every tick', 'daemon: the state store is available again']);
   });
 
+  it('a stop that meets the outage in a pass ends the daemon as a drain (75), not as a failure (1)', async () => {
+    // SIGTERM while the pass's start-up could not reach the store (PostgreSQL stopped): the
+    // outage alone never ends the daemon, so its end is the stop's.
+    const stop = new AbortController();
+    const { log } = memoryLogger();
+    const result = await runDaemon({
+      config: config(),
+      log,
+      stop: stop.signal,
+      clock: sim('2026-06-01T11:00:00Z', '2026-06-01T12:30:00Z', stop),
+      lastRunStart: async () => Date.parse('2026-06-01T10:00:05Z'),
+      pass: async () => {
+        stop.abort();
+        throw outage();
+      },
+    });
+    expect(result).toBe('drained');
+  });
+
   it('any other error still ends the daemon', async () => {
     await expect(
       drive({
