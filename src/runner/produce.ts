@@ -26,7 +26,8 @@ export async function produce(p: PassState): Promise<void> {
     p.source ??
     scanSource(p.config, drain.stopping, (dir) => {
       p.skippedDirectories++;
-      if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
+      if (dir.changing) log.warn({ path: dir.path }, 'scan: a directory changed too much while it was read to finish its listing (its file system gives no entry types, and the entries read last were renamed or removed); its other items wait for the next run (the scan is partial)');
+      else if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
       else log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
     });
   try {

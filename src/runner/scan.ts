@@ -1,13 +1,11 @@
-import { existsSync, lstatSync, realpathSync, statSync, type Dirent } from 'node:fs';
-
-/** A Dirent read with encoding 'buffer'. */
-type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
-import { lstat, opendir, stat, statfs } from 'node:fs/promises';
+import { existsSync, lstatSync, realpathSync, statSync } from 'node:fs';
+import { stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
 import { excludeMatcher, includeMatcher } from '../globs.js';
 import { whereItIs } from '../real-path.js';
+import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
 
@@ -38,7 +36,9 @@ export interface ScanOptions {
    * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE; a dead mount
    * there: ENOTCONN, ESTALE; an I/O error: EIO): the scan skips it and goes on, so one bad directory does
    * not stop every item on every run. The pass logs it (a warning with its path), counts
-   * it, and calls the scan partial. The root itself being unreadable still throws.
+   * it, and calls the scan partial. The root itself being unreadable still throws. Told too
+   * (with `changing`) for a directory, the root included, whose listing was cut by entries
+   * vanishing mid-read and could not be resumed exactly (dir-entries.ts): read in part.
    */
   onUnreadable?: (dir: UnreadableDirectory) => void;
 }
@@ -49,10 +49,15 @@ export interface UnreadableDirectory {
   path: string;
   /** Relative to the scanned directory, `/`-separated (as item ids). */
   id: string;
-  /** EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE, ENOTCONN, ESTALE or EIO. */
+  /** EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE, ENOTCONN, ESTALE or EIO; ENOENT with `changing`. */
   code: string;
   /** A link (matched by the globs) whose target this user cannot reach, not a directory. */
   link?: true;
+  /**
+   * A directory whose listing was cut by entries vanishing mid-read (a file system without
+   * entry types) and could not be resumed exactly (dir-entries.ts): read in part.
+   */
+  changing?: true;
 }
 
 /**
@@ -100,7 +105,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
   async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
-    let dir;
+    let opened;
     try {
       // A subdirectory that can be listed but not searched (r without x) would yield items
       // no attempt can open: each would stop its pass, run after run. Unreadable, then. A
@@ -108,15 +113,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       // without capabilities (CAP_DAC_READ_SEARCH). (The root is checked with the config.)
       // `<dir>/.` is the directory itself: one of our own, under another path, is skipped.
       if (relDir !== '' && isOwn(await stat(Buffer.concat([absDir, SLASH_DOT])), ownDirs)) return;
-      // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
-      dir = await opendir(absDir, { bufferSize: 64, encoding: 'buffer' as BufferEncoding });
       // Its entry was a directory when the parent was listed, but opendir follows links: one
-      // swapped in for it since (a rename over it) would have the walk list a directory
-      // outside the source. A link in the listing is not followed; one swapped in is not either.
-      if (relDir !== '' && !(await lstat(absDir).catch(() => undefined))?.isDirectory()) {
-        await dir.close();
-        return;
-      }
+      // swapped in for it since (a rename over it) is not listed (null). A link in the
+      // listing is not followed; one swapped in is not either.
+      opened = await openListing({ path: absDir, root: relDir === '' });
+      if (opened === null) return;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (relDir === '') throw err;
@@ -136,7 +137,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       throw err;
     }
     const abs = (name: Buffer): Buffer => Buffer.concat([absDir, SLASH, name]);
-    for await (const entry of dir as unknown as AsyncIterable<BufferDirent>) {
+    // An entry that vanishes while its batch is read, on a file system whose listings carry
+    // no entry types, does not end the listing (dir-entries.ts); one that changed too much
+    // to be resumed exactly leaves its rest for the next scan, which is partial.
+    const onUnfinished = (): void => opts.onUnreadable?.({ path: relDir === '' ? root : `${root}/${relDir}`, id: relDir, code: 'ENOENT', changing: true });
+    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished })) {
       if (opts.signal?.aborted) return;
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;

@@ -1,0 +1,159 @@
+import type { Dir, Dirent } from 'node:fs';
+import { lstat, opendir, stat } from 'node:fs/promises';
+
+/** A Dirent read with encoding 'buffer'. */
+export type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
+
+/**
+ * Errors of a read of a directory that say its listing changed under it, not that it cannot
+ * be read. On a file system whose listings carry no entry types (ext4 made without
+ * `filetype`, XFS with `ftype=0`, NFSv3 READDIR, many FUSE file systems), Node lstat()s each
+ * entry of a batch inside the read: one entry renamed or removed since the batch was listed
+ * (a producer's `rename`, which is normal in a source directory) fails the whole read with
+ * ENOENT, and the rest of its batch is lost. ENOTDIR and ELOOP: the directory itself was
+ * replaced (by a file, a link) since it was opened.
+ */
+const CHANGED: ReadonlySet<string> = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
+
+/** How many of a directory's entries read last are remembered, to resume its listing past them after such a failure. */
+const RECENT = 128;
+
+/** How many times one directory's listing is started again before it is given up for this scan (ListingOptions.onUnfinished). */
+const MAX_RESTARTS = 32;
+
+/** Entries per read of the directory stream: few reads on the thread pool, a small buffer. */
+const BUFFER_SIZE = 64;
+
+/** A directory's identity, to tell it from another one put at its path. */
+interface DirId {
+  dev: number;
+  ino: number;
+}
+
+export interface ListingOptions {
+  /** The directory's path, as bytes. */
+  path: Buffer;
+  /** The scan's root: found by stat (it may be reached through a link); any other by lstat (a link swapped in is not followed). */
+  root: boolean;
+  /**
+   * Told when the listing changed so much while it was read that it cannot be resumed
+   * without maybe skipping or repeating entries (the entries read last all gone, the
+   * directory replaced by another one, MAX_RESTARTS restarts): the entries not read yet are
+   * left for the next scan, which the caller must call partial.
+   */
+  onUnfinished: () => void;
+}
+
+/**
+ * Opens a directory for `entries`: null when a subdirectory is not a directory (any more) at
+ * `path`; throws what opendir throws (ENOTDIR for a root found to be no directory).
+ */
+export async function openListing(opts: Omit<ListingOptions, 'onUnfinished'>): Promise<{ dir: Dir; id: DirId } | null> {
+  // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
+  const dir = await opendir(opts.path, { bufferSize: BUFFER_SIZE, encoding: 'buffer' as BufferEncoding });
+  // opendir follows links: one swapped in for a subdirectory since its parent was listed
+  // (a rename over it) would have the walk list a directory outside the source.
+  const st = await (opts.root ? stat : lstat)(opts.path).catch(() => undefined);
+  if (!st?.isDirectory()) {
+    await dir.close();
+    if (opts.root) throw Object.assign(new Error(`ENOTDIR: not a directory: ${opts.path.toString()}`), { code: 'ENOTDIR' });
+    return null;
+  }
+  return { dir, id: { dev: st.dev, ino: st.ino } };
+}
+
+/**
+ * The entries of a directory opened by openListing, each once, with memory bounded by
+ * RECENT whatever the directory's size. A read that fails because an entry vanished mid-read
+ * (CHANGED) opens the directory again and goes on past the entries already given: while
+ * fewer than RECENT were given, by their names; after, past the last of them that still
+ * exists (an anchor), since a directory lists the entries that stay in it in the same order
+ * each time it is read (hash or offset order: ext4, XFS, NFS cookies); the names given last
+ * are still skipped after the anchor. Entries created meanwhile may or may not be listed, as
+ * readdir(3) says of any listing. Closes the directory however it ends.
+ */
+export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOptions): AsyncGenerator<BufferDirent> {
+  let dir: Dir | null = opened.dir;
+  // The names given last, a ring: `given` of them in all.
+  const recent: Buffer[] = [];
+  let given = 0;
+  // After a restart: skip every entry up to `anchor` (latin1), then those in `seen`.
+  const skip: { anchor: string | null; seen: Set<string> | null } = { anchor: null, seen: null };
+  let restarts = 0;
+
+  /** Open the directory again and plan the skip; false when the listing cannot be resumed exactly (or it is gone). */
+  const restart = async (): Promise<boolean> => {
+    await dir?.close().catch(() => undefined);
+    dir = null;
+    if (++restarts > MAX_RESTARTS) return unfinished();
+    let again;
+    try {
+      again = await openListing(opts);
+    } catch (err) {
+      if (!CHANGED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      again = null;
+    }
+    // Removed or replaced since: nothing more to list there, as when a subdirectory is gone
+    // by the time the walk opens it. The root gone: the pass tells that (sourcePresent); its
+    // scan is not complete.
+    if (again === null) return opts.root ? unfinished() : false;
+    dir = again.dir;
+    // Another directory at its path (moved away, another put there): the rest of what was
+    // being listed is elsewhere now.
+    if (again.id.dev !== opened.id.dev || again.id.ino !== opened.id.ino) return unfinished();
+    const names = recent.map((n) => n.toString('latin1'));
+    skip.seen = new Set(names);
+    skip.anchor = null;
+    if (given <= RECENT) return true;
+    // The newest name given that is still there; the ring's oldest is at given % RECENT.
+    for (let i = 1; i <= RECENT; i++) {
+      const k = (given - i) % RECENT;
+      const there = await lstat(Buffer.concat([opts.path, SLASH, recent[k]!])).then(
+        () => true,
+        (err: unknown) => !CHANGED.has((err as NodeJS.ErrnoException).code ?? ''),
+      );
+      if (there) {
+        skip.anchor = names[k]!;
+        return true;
+      }
+    }
+    return unfinished();
+  };
+  const unfinished = (): false => {
+    opts.onUnfinished();
+    return false;
+  };
+
+  try {
+    for (;;) {
+      let entry: BufferDirent | null;
+      try {
+        entry = (await dir.read()) as unknown as BufferDirent | null;
+      } catch (err) {
+        if (!CHANGED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        if (!(await restart())) return;
+        continue;
+      }
+      if (entry === null) {
+        // The anchor vanished after it was chosen: choose again.
+        if (skip.anchor !== null && (await restart())) continue;
+        return;
+      }
+      if (skip.seen !== null) {
+        const key = entry.name.toString('latin1');
+        if (skip.anchor !== null) {
+          if (key === skip.anchor) skip.anchor = null;
+          continue;
+        }
+        if (skip.seen.has(key)) continue;
+      }
+      recent[given % RECENT] = entry.name;
+      given++;
+      yield entry;
+    }
+  } finally {
+    await (dir as Dir | null)?.close().catch(() => undefined);
+  }
+}
+
+const SLASH = Buffer.from('/');
