@@ -1,5 +1,6 @@
 import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { DIR_MODE } from '../make-dirs.js';
 import { PATH_MAX } from './item-id.js';
 
 /**
@@ -86,7 +87,7 @@ export function makeOutputParents(root: string, final: string, trustedUid?: numb
     let st = lstatSync(dir, { throwIfNoEntry: false });
     if (st === undefined) {
       try {
-        mkdirSync(dir);
+        mkdirSync(dir, DIR_MODE);
         continue;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;

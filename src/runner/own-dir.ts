@@ -1,5 +1,6 @@
 import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
 import { EdgeError, EXIT } from '../errors.js';
+import { DIR_MODE } from '../make-dirs.js';
 
 /**
  * cronsafe's own directories inside the output directory (the temp directory and each
@@ -63,7 +64,7 @@ export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
   if (st === undefined) {
     try {
       // Not recursive: a recursive mkdir would follow a symlink higher up.
-      mkdirSync(dir);
+      mkdirSync(dir, DIR_MODE);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { coerceError } from '../../errors.js';
 import { flockSync } from '../../flock.js';
+import { DIR_MODE } from '../../make-dirs.js';
 import { EnvironmentFault } from '../faults.js';
 import { itemPaths } from '../item-id.js';
 import { safeSegment } from '../output-name.js';
@@ -31,7 +32,7 @@ export async function itemLink(sourceDir: string, id: string, outputPath: string
     : await mkdtemp(path.resolve(tmpdir(), LINK_DIR_PREFIX)).catch((err: unknown) => {
         throw new EnvironmentFault(`cannot make a directory for a link to item ${JSON.stringify(id)} in TMPDIR ${tmpdir()}: ${coerceError(err).message}`);
       });
-  if (outputPath) await mkdir(dir);
+  if (outputPath) await mkdir(dir, DIR_MODE);
   const held = outputPath ? undefined : holdDir(dir);
   const remove = async () => {
     try {
