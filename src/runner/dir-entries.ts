@@ -42,6 +42,13 @@ export interface ListingOptions {
    * left for the next scan, which the caller must call partial.
    */
   onUnfinished: () => void;
+  /**
+   * Errors of a read that end this directory's listing as unreadable (onUnreadable) instead
+   * of failing the scan. A subdirectory only: the root's still throw.
+   */
+  unreadable?: ReadonlySet<string>;
+  /** Told the code of such an error. */
+  onUnreadable?: (code: string) => void;
 }
 
 /**
@@ -130,7 +137,14 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
       try {
         entry = (await dir.read()) as unknown as BufferDirent | null;
       } catch (err) {
-        if (!CHANGED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        const code = (err as NodeJS.ErrnoException).code ?? '';
+        // ENAMETOOLONG there: an entry whose path is past PATH_MAX, which Node's lstat of it
+        // cannot reach (with entry types, the scan gives it; its attempt is refused).
+        if (!opts.root && opts.unreadable?.has(code)) {
+          opts.onUnreadable?.(code);
+          return;
+        }
+        if (!CHANGED.has(code)) throw err;
         if (!(await restart())) return;
         continue;
       }

@@ -34,7 +34,9 @@ export interface ScanOptions {
   /**
    * Told once per directory below `directory` that cannot be read (EACCES, EPERM, a path
    * past PATH_MAX: ENAMETOOLONG, or no file descriptor left: EMFILE, ENFILE; a dead mount
-   * there: ENOTCONN, ESTALE; an I/O error: EIO): the scan skips it and goes on, so one bad directory does
+   * there: ENOTCONN, ESTALE; an I/O error: EIO), at its open or while it is listed (on a file
+   * system without entry types, ENAMETOOLONG for a file in it whose path is past PATH_MAX):
+   * the scan skips it and goes on, so one bad directory does
    * not stop every item on every run. The pass logs it (a warning with its path), counts
    * it, and calls the scan partial. The root itself being unreadable still throws. Told too
    * (with `changing`) for a directory, the root included, whose listing was cut by entries
@@ -141,7 +143,8 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
     // no entry types, does not end the listing (dir-entries.ts); one that changed too much
     // to be resumed exactly leaves its rest for the next scan, which is partial.
     const onUnfinished = (): void => opts.onUnreadable?.({ path: relDir === '' ? root : `${root}/${relDir}`, id: relDir, code: 'ENOENT', changing: true });
-    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished })) {
+    const onUnreadable = (code: string): void => opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
+    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished, unreadable: UNREADABLE_DIR, onUnreadable })) {
       if (opts.signal?.aborted) return;
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;

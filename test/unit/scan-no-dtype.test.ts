@@ -133,4 +133,20 @@ describe('scan on a file system without entry types (ext4 -O ^filetype)', () => 
     expect(given.filter((id) => id.startsWith('sub/')).length).toBe(397);
     expect(given).toEqual(expect.arrayContaining(['a.txt', 'z.txt']));
   });
+
+  // With entry types, such a file is an item (its attempt is refused: byte-names.test.ts).
+  it.skipIf(cantMount !== null)(`a file whose path is past PATH_MAX in a subdirectory: that directory is told unreadable (ENAMETOOLONG), the rest scanned (before: the scan failed)${skipped}`, async () => {
+    const root = path.join(mnt, `long${++dirs}`);
+    mkdirSync(root);
+    writeFileSync(path.join(root, 'a.txt'), '');
+    let deep = root;
+    while (deep.length < 3900) mkdirSync((deep = path.join(deep, 'd'.repeat(200))));
+    // Made from inside its directory: its path is too long to be named whole.
+    expect(spawnSync('sh', ['-c', ': > "$1"', 'sh', 'x'.repeat(250)], { cwd: deep }).status).toBe(0);
+    const reported: UnreadableDirectory[] = [];
+    const given: string[] = [];
+    for await (const item of scanDirectory({ directory: root, include: ['**'], exclude: [], onUnreadable: (d) => reported.push(d) })) given.push(item.id);
+    expect(given).toEqual(['a.txt']);
+    expect(reported).toEqual([{ path: deep, id: path.relative(root, deep), code: 'ENAMETOOLONG' }]);
+  });
 });
