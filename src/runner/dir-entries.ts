@@ -49,6 +49,8 @@ export interface ListingOptions {
   unreadable?: ReadonlySet<string>;
   /** Told the code of such an error. */
   onUnreadable?: (code: string) => void;
+  /** Ends the listing: also while a restart skips what was given (a whole large directory, maybe). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -154,6 +156,7 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
         return;
       }
       if (skip.seen !== null) {
+        if (opts.signal?.aborted) return;
         const key = entry.name.toString('latin1');
         if (skip.anchor !== null) {
           if (key === skip.anchor) skip.anchor = null;

@@ -144,7 +144,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
     // to be resumed exactly leaves its rest for the next scan, which is partial.
     const onUnfinished = (): void => opts.onUnreadable?.({ path: relDir === '' ? root : `${root}/${relDir}`, id: relDir, code: 'ENOENT', changing: true });
     const onUnreadable = (code: string): void => opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
-    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished, unreadable: UNREADABLE_DIR, onUnreadable })) {
+    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished, unreadable: UNREADABLE_DIR, onUnreadable, signal: opts.signal })) {
       if (opts.signal?.aborted) return;
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
