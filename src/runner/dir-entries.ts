@@ -99,7 +99,13 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
     try {
       again = await openListing(opts);
     } catch (err) {
-      if (!CHANGED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      // Made unreadable since (a chmod, its mount dead): as at the walk's own open.
+      if (!opts.root && opts.unreadable?.has(code)) {
+        opts.onUnreadable?.(code);
+        return false;
+      }
+      if (!CHANGED.has(code)) throw err;
       again = null;
     }
     // Removed or replaced since: nothing more to list there, as when a subdirectory is gone
