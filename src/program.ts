@@ -9,6 +9,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { ConfigError, EdgeError, EXIT, coerceError, inConfigFile } from './errors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
+import { asGiven, once } from './commands/option-once.js';
 import { escapeControlsButLayout } from './terminal-safe.js';
 
 /** What cli.ts gives the program. */
@@ -47,7 +48,7 @@ function parseConfigFile(value: string): string {
   return value;
 }
 
-const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)').argParser(parseConfigFile);
+const configOption = () => new Option('-c, --config <file>', 'config file (default: $CRONSAFE_CONFIG, else ./cronsafe.yaml)').argParser(once(parseConfigFile));
 
 /** The config file of the command that runs (set once its path is known), for main's config errors. */
 let commandConfig: string | undefined;
@@ -81,10 +82,10 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .command('run')
     .description('one pass over the backlog (the CronJob command)')
     .addOption(configOption())
-    .option('--scheduled-time <rfc3339>', "the occurrence this run is for (the Job's cronjob-scheduled-timestamp); default $CRONSAFE_SCHEDULED_TIME, else the latest occurrence")
+    .option('--scheduled-time <rfc3339>', "the occurrence this run is for (the Job's cronjob-scheduled-timestamp); default $CRONSAFE_SCHEDULED_TIME, else the latest occurrence", once(asGiven))
     .option('--dry-run', 'say what the pass would do and do nothing (= cronsafe plan)')
     .option('--json', 'with --dry-run: machine-readable output')
-    .option('--limit <n>', 'with --dry-run: ids shown per category (default 10)', parseLimit)
+    .option('--limit <n>', 'with --dry-run: ids shown per category (default 10)', once(parseLimit))
     .action(async (o: { config?: string; scheduledTime?: string; dryRun?: boolean; json?: boolean; limit?: number }) => {
       if (o.dryRun) {
         // Nothing to drain: a signal ends it at once, and stdout is flushed like any report's.
@@ -113,8 +114,8 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .description('dead items, oldest first (--json: one JSON array, one element per line)')
     .addOption(configOption())
     .option('--json', 'machine-readable output')
-    .option('--limit <n>', 'at most n items', parseLimit)
-    .option('--since <iso>', 'only items dead-lettered at or after this date or timestamp', parseSince)
+    .option('--limit <n>', 'at most n items', once(parseLimit))
+    .option('--since <iso>', 'only items dead-lettered at or after this date or timestamp', once(parseSince))
     .action(async (o: { config?: string; json?: boolean; limit?: number; since?: Date }) => {
       const { deadLetterList } = await import('./commands/dead-letter.js');
       setExit(await deadLetterList(await configPath(o.config), { json: !!o.json, limit: o.limit, since: o.since }));
@@ -141,8 +142,8 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .description('what the next run would do: new, pending, due for refresh, retry-waiting, dead (claims, runs and writes nothing)')
     .addOption(configOption())
     .option('--json', 'machine-readable output')
-    .option('--limit <n>', 'ids shown per category (default 10)', parseLimit)
-    .option('--scheduled-time <rfc3339>', 'plan for this occurrence (default $CRONSAFE_SCHEDULED_TIME, else the latest)')
+    .option('--limit <n>', 'ids shown per category (default 10)', once(parseLimit))
+    .option('--scheduled-time <rfc3339>', 'plan for this occurrence (default $CRONSAFE_SCHEDULED_TIME, else the latest)', once(asGiven))
     .action(async (o: { config?: string; json?: boolean; limit?: number; scheduledTime?: string }) => {
       const { planCommand } = await import('./commands/plan.js');
       setExit(await planCommand(await configPath(o.config), { json: !!o.json, limit: o.limit, scheduledTime: o.scheduledTime }));
@@ -153,13 +154,13 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .description('put done (or dead) items back to pending, to be processed again by the next run')
     .argument('[ids...]', 'item ids to requeue')
     .option('--glob <glob>', 'items whose id matches this glob (repeatable: any of them)', parseGlob)
-    .option('--done-before <iso>', 'items finished before this date or timestamp', parseSince)
-    .option('--done-after <iso>', 'items finished at or after this date or timestamp', parseSince)
+    .option('--done-before <iso>', 'items finished before this date or timestamp', once(parseSince))
+    .option('--done-after <iso>', 'items finished at or after this date or timestamp', once(parseSince))
     .option('--all', 'every done item (with --include-dead, every dead one too)')
     .option('--include-dead', 'dead items too (their time is when they were dead-lettered)')
     .option('--dry-run', 'count what would be requeued and change nothing')
     .option('--json', 'machine-readable output')
-    .option('--limit <n>', 'show at most n of the ids (default 10)', parseLimit)
+    .option('--limit <n>', 'show at most n of the ids (default 10)', once(parseLimit))
     .addOption(configOption())
     .action(async (ids: string[], o: RequeueFlags) => {
       const { requeueCommand, badGlob } = await import('./commands/requeue.js');
@@ -191,7 +192,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
     .command('schedule')
     .description('latest and next occurrence, due?, stale?, refresh horizon')
     .addOption(configOption())
-    .option('--at <rfc3339>', 'evaluate at this instant instead of now')
+    .option('--at <rfc3339>', 'evaluate at this instant instead of now', once(asGiven))
     .option('--json', 'machine-readable output')
     .option('--daemon', "use cronsafe daemon's DST policy (Vixie) instead of Kubernetes'")
     .action(async (o: { config?: string; at?: string; json?: boolean; daemon?: boolean }) => {
