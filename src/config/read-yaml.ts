@@ -82,13 +82,21 @@ export function readYaml(file: string, abs: string): unknown {
   // the plain list, mapping or string written, checked like any other.
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter, resolveKnownTags: false });
   if (doc.errors.length === 0) {
-    const dup = duplicateKey(doc);
+    const aliases = aliasTargets(doc);
+    if (aliases.tooMany !== undefined) {
+      const pos = lineCounter.linePos(aliases.tooMany);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: invalid YAML: more than ${MAX_ALIASES} aliases (*name): a config needs a few; write the values out`,
+        abs,
+      );
+    }
+    const dup = duplicateKey(doc, aliases.targets);
     if (dup !== undefined) {
       const pos = lineCounter.linePos(dup.offset);
       const what = dup.collection ? 'a key that is a list or mapping (keys are names)' : 'duplicate key (a mapping holds each key once)';
       throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: ${what}`, abs, dup.key);
     }
-    const cycle = cyclicAlias(doc);
+    const cycle = cyclicAlias(doc, aliases.targets);
     if (cycle !== undefined) {
       const pos = lineCounter.linePos(cycle.offset);
       throw new ConfigError(
@@ -147,14 +155,14 @@ export function readYaml(file: string, abs: string): unknown {
  * second time, silently. A key that is a list or mapping (`? [a, b]`) is `collection`: the
  * library turned it into the text "[ a, b ]" with a Node warning on stderr.
  */
-function duplicateKey(doc: YAML.Document): { offset: number; key: string; collection?: boolean } | undefined {
+function duplicateKey(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string; collection?: boolean } | undefined {
   let found: { offset: number; key: string; collection?: boolean } | undefined;
   YAML.visit(doc, {
     Map(_key, map, ancestors) {
       const seen = new Set<string>();
       for (const pair of map.items) {
         const written = pair.key as YAML.Node | null;
-        const k = YAML.isAlias(written) ? written.resolve(doc) : written;
+        const k = YAML.isAlias(written) ? targets.get(written) : written;
         const offset = written?.range?.[0] ?? 0;
         if (YAML.isCollection(k)) {
           found = { offset, key: keyPath([...ancestors, map], YAML.isAlias(written) ? `*${written.source}` : String(k)), collection: true };
@@ -191,17 +199,50 @@ function notUtf8(doc: YAML.Document): { offset: number; key: string } | undefine
   return found;
 }
 
+/** More aliases than a config written by hand has; past it, the file is refused before they are resolved. */
+const MAX_ALIASES = 1000;
+
+type AliasTargets = Map<YAML.Alias, YAML.Node | undefined>;
+
+/**
+ * The node each alias names (the last one anchored by that name before it, as the library
+ * resolves it), found in one walk of the document, or the offset of the alias past
+ * MAX_ALIASES. The library's Alias.resolve(doc) walks the whole document once per alias, and
+ * its toJS scans every anchor and alias before each one: a file of 200,000 `*a` (600 KB) took
+ * hours of CPU in `validate` and at every start of `run`, the signal handlers unable to run.
+ */
+function aliasTargets(doc: YAML.Document): { targets: AliasTargets; tooMany?: number } {
+  const targets: AliasTargets = new Map();
+  const anchors = new Map<string, YAML.Node>();
+  let tooMany: number | undefined;
+  YAML.visit(doc, {
+    Node(_key, node) {
+      if (YAML.isAlias(node)) {
+        if (targets.size === MAX_ALIASES) {
+          tooMany = node.range?.[0] ?? 0;
+          return YAML.visit.BREAK;
+        }
+        targets.set(node, anchors.get(node.source));
+      } else if (node.anchor) {
+        anchors.set(node.anchor, node);
+      }
+      return undefined;
+    },
+  });
+  return tooMany === undefined ? { targets } : { targets, tooMany };
+}
+
 /**
  * The first alias inside the node its anchor names (`x: &a {b: *a}`), if any. The parser
  * builds such a value as a cycle, on which every later walk of the config recursed until the
  * stack overflowed: exit 1 and a stack trace instead of a config error. An alias can only
  * name an anchor before it, so a cycle always has its alias under the anchored node.
  */
-function cyclicAlias(doc: YAML.Document): { offset: number; key: string; anchor: string } | undefined {
+function cyclicAlias(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string; anchor: string } | undefined {
   let found: { offset: number; key: string; anchor: string } | undefined;
   YAML.visit(doc, {
     Alias(_key, node, ancestors) {
-      const target = node.resolve(doc);
+      const target = targets.get(node);
       if (target === undefined || !ancestors.includes(target)) return undefined;
       found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, ''), anchor: node.source };
       return YAML.visit.BREAK;
