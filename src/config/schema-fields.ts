@@ -84,11 +84,18 @@ const asUrl = (v: string, protocols: string[]): URL | undefined => {
  * made it malformed: said, since `postgres://app:***@db/x` looks well-formed.
  */
 const ENCODE_HINT = ', with "/", "?", "#" and "@" in its user name and password percent-encoded (%2F, %3F, %23, %40)';
+/**
+ * A value with neither `://` nor `@` has no URL's parts to redact: it is likely a Secret's
+ * other key (`secretKeyRef: {key: password}` where the URL was meant), the password itself,
+ * which the error would put in the pod's log. It is described, not shown.
+ */
+const NOT_SHOWN = (v: string): string => `${v.length} character${v.length === 1 ? '' : 's'} with no "://" (not shown: it may be a password)`;
 export const url = (protocols: string[], what: string) =>
   str(what).refine((v) => asUrl(v, protocols) !== undefined, {
     error: (iss) => {
       const v = typeof iss.input === 'string' ? iss.input : '';
       const withUser = v.includes('@') && protocols.some((p) => v.toLowerCase().startsWith(`${p}//`));
+      if (typeof iss.input === 'string' && !v.includes('://') && !v.includes('@')) return `expected ${what}, got ${NOT_SHOWN(v)}`;
       return got(`expected ${what}${withUser ? ENCODE_HINT : ''}`)(iss);
     },
   });

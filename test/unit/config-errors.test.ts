@@ -362,6 +362,24 @@ describe('loadConfig: invalid values name the key', () => {
     const file = minimal('state: {postgres: "mysql://app:s3cret@db/x"}\n');
     expect(configError(() => loadConfig(file)).message).toBe(`${file}: state.postgres: expected a postgres:// or postgresql:// URL, got "mysql://app:***@db/x"`);
   });
+
+  // A Secret's password key given where its URL was meant (`secretKeyRef: {key: password}`):
+  // the whole value is the password, and the error put it in the pod's log.
+  it('never prints a URL key\'s value that is no URL at all (a password given for the URL)', () => {
+    const env = { PGURL: 'Tr0ub4dor&3', PUSH: 'hunter2hunter2' };
+    const pg = minimal('state: {postgres: "${PGURL}"}\n');
+    expect(configError(() => loadConfig(pg, { env })).message).toBe(
+      `${pg}: state.postgres: expected a postgres:// or postgresql:// URL, got 11 characters with no "://" (not shown: it may be a password)`,
+    );
+    const push = minimal('metrics: {pushgateway: "${PUSH}"}\n');
+    expect(configError(() => loadConfig(push, { env })).message).toBe(
+      `${push}: metrics.pushgateway: expected an http:// or https:// URL, got 14 characters with no "://" (not shown: it may be a password)`,
+    );
+    const fromEnv = minimal();
+    const err = configError(() => loadConfig(fromEnv, { env: { CRONSAFE_STATE_POSTGRES: 'Tr0ub4dor&3' } }));
+    expect(err.message).not.toContain('Tr0ub4dor');
+    expect(err.message).toContain('state.postgres: expected a postgres:// or postgresql:// URL, got 11 characters');
+  });
 });
 
 

@@ -342,7 +342,7 @@ describe('environment', () => {
     expect(c.state).toStrictEqual({ postgres: 'postgresql://a:b@pg/cs' });
     expect(c.lock.path).toBe(path.join(dir.root, '.cronsafe', 'job.lock'));
     expect(loadConfig(file, { env: { CRONSAFE_STATE_POSTGRES: '' } }).state).toStrictEqual({ sqlite: path.join(dir.root, 's.db'), allowNetworkFilesystem: false });
-    expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got "nonsense" (from the environment variable CRONSAFE_STATE_POSTGRES)', {
+    expectProblem(file, 'state.postgres', 'expected a postgres:// or postgresql:// URL, got 8 characters with no "://" (not shown: it may be a password) (from the environment variable CRONSAFE_STATE_POSTGRES)', {
       CRONSAFE_STATE_POSTGRES: 'nonsense',
     });
   });
