@@ -154,6 +154,17 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toMatch(/schedule\.cron: cron expression "0 0 30 2 \*\/2": never fires/);
   });
 
+  // The parse keeps ~1.5 KB per YAML token: 1 MiB of `[1,1,1,...` took 540 MB and 40 s, so a
+  // pod under the chart's 512Mi limit was OOM-killed (137, counted toward backoffLimit).
+  it('a 1 MiB config of 500,000 list items is 78 at once, within a 96 MiB heap', async () => {
+    const file = configFile(`${valid}y: [${Array(520_000).fill('1').join(',')}]\n`);
+    for (const cmd of ['run', 'validate']) {
+      const r = await runCli([cmd, '-c', file], { env: { NODE_OPTIONS: '--max-old-space-size=96' } });
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(/cronsafe\.yaml: invalid YAML: more than 200000 YAML tokens/);
+    }
+  });
+
   it('a bad command line exits 2', async () => {
     expect((await runCli(['frobnicate'])).code).toBe(2);
     expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);
