@@ -310,9 +310,18 @@ async function unlessStopped<T>(p: Promise<T>, signal: AbortSignal): Promise<T |
 /**
  * The ledger could not be reached at all: PostgreSQL's own word for a connection refused or
  * lost, a server starting up or shutting down (PostgresLedgerError.transient, not imported:
- * SQLite runs never load pg), or the store's (StateUnavailable.unreachable).
+ * SQLite runs never load pg), or the store's (StateUnavailable.unreachable). Not a statement
+ * the server answered by cancelling it, though retried as transient: its statement_timeout
+ * (57014), a lock_timeout (55P03), a deadlock or serialization failure (40P01, 40001). Such
+ * a run fails as it does without a stop (exit 1): a statement_timeout shorter than a write
+ * takes fails every run, and was told as a drain without the state store (75).
  */
-const storeUnreachable = (err: Error): boolean => (err as { transient?: unknown }).transient === true || (err instanceof StateUnavailable && err.unreachable);
+const storeUnreachable = (err: Error): boolean => {
+  const { transient, code } = err as { transient?: unknown; code?: unknown };
+  if (typeof code === 'string' && ANSWERED.has(code)) return false;
+  return transient === true || (err instanceof StateUnavailable && err.unreachable);
+};
+const ANSWERED: ReadonlySet<string> = new Set(['57014', '55P03', '40P01', '40001']);
 
 /** An error of the SQLite driver (better-sqlite3's SqliteError: code SQLITE_*). */
 const isSqliteError = (err: Error): boolean => {
