@@ -144,13 +144,30 @@ const DEFAULT_SCHEMA = 'cronsafe';
  */
 const SCHEMA_PARAMS = /^(schema|currentschema|search_path)$/i;
 
+/**
+ * The schema a parameter's value chooses: the first of its list (search_path and JDBC's
+ * currentSchema take one) that is not `$user`; undefined for PostgreSQL's own default
+ * (`"$user", public`), or `public` alone (Prisma's `?schema=public`, the URL a Prisma app's
+ * DATABASE_URL has): they choose no schema of their own, as a URL without them, and were
+ * refused with the advice to put the ledger in `public`.
+ */
+function chosenSchema(value: string): string | undefined {
+  const first = value
+    .split(',')
+    .map((n) => n.trim().replace(/^"(.*)"$/s, '$1'))
+    .find((n) => n !== '$user');
+  return first === undefined || first === '' || first === 'public' ? undefined : first;
+}
+
 /** The first such parameter naming another schema than `schema`, or undefined. */
-function urlSchemaParam(url: string, schema: string): { param: string; value: string } | undefined {
+function urlSchemaParam(url: string, schema: string): { param: string; value: string; chosen: string } | undefined {
   const at = url.indexOf('?');
   if (at < 0) return undefined;
   const hash = url.indexOf('#', at);
   for (const [param, value] of new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash))) {
-    if (SCHEMA_PARAMS.test(param) && value !== schema) return { param, value };
+    if (!SCHEMA_PARAMS.test(param) || value === schema) continue;
+    const chosen = chosenSchema(value);
+    if (chosen !== undefined && chosen !== schema) return { param, value, chosen };
   }
   return undefined;
 }
@@ -180,7 +197,7 @@ const stateSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['postgres'],
-        message: `expected no ${other.param}= parameter naming another schema than state.schema (${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}), got ${other.param}=${JSON.stringify(other.value)}: the pg driver ignores it, and the ledger would be in schema ${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}, shared with any other job of this name that uses it; set state.schema: ${JSON.stringify(other.value)} instead`,
+        message: `expected no ${other.param}= parameter naming another schema than state.schema (${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}), got ${other.param}=${JSON.stringify(other.value)}: the pg driver ignores it, and the ledger would be in schema ${JSON.stringify(s.schema ?? DEFAULT_SCHEMA)}, shared with any other job of this name that uses it; set state.schema: ${JSON.stringify(other.chosen)} instead`,
       });
     }
   });

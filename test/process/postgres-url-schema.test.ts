@@ -49,6 +49,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postg
     expect(await schemas()).toEqual(['staging']);
   }, 120_000);
 
+  // Prisma's own default (`?schema=public`, in the DATABASE_URL a Prisma app's .env has) and
+  // PostgreSQL's (`search_path="$user",public`) choose no schema of their own: they were
+  // refused, advising `state.schema: public` (a schema holding the application's tables) or
+  // `state.schema: "\"$user\",public"`. A list is read by its first schema.
+  it('?schema=public, the default search_path, or a list whose first schema is state.schema: accepted; a list led by another is refused naming it', async () => {
+    for (const param of ['schema=public', 'search_path=%22%24user%22,public', 'search_path=%24user,%20public', 'search_path=cronsafe,public', 'currentSchema=%22cronsafe%22']) {
+      const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?${param}` } }, { 'a.txt': 'a' });
+      const r = await runCli(['validate', '-c', ws.configPath], { timeoutMs: 30_000 });
+      expect(r.code, `?${param}: ${r.stderr}`).toBe(0);
+    }
+    const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?search_path=prod,public` } }, { 'a.txt': 'a' });
+    const r = await runCli(['validate', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('set state.schema: "prod" instead');
+  }, 60_000);
+
   // libpq's list of hosts, for a primary that moves between them: the pg driver takes one host.
   // With ports it was refused as a URL whose password needed percent-encoding; without, the
   // list was looked up as one host name (exit 1 after 5 s, `getaddrinfo ENOTFOUND db1,db2`).
