@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { configSummary } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { ConfigError, EdgeError, EXIT, StateUnavailable, coerceError } from '../errors.js';
+import { ConfigError, EdgeError, EXIT, coerceError } from '../errors.js';
 import type { Store } from '../ledger/open.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
 import type { RunLock } from '../ledger/run-lock.js';
@@ -308,20 +308,11 @@ async function unlessStopped<T>(p: Promise<T>, signal: AbortSignal): Promise<T |
 }
 
 /**
- * The ledger could not be reached at all: PostgreSQL's own word for a connection refused or
- * lost, a server starting up or shutting down (PostgresLedgerError.transient, not imported:
- * SQLite runs never load pg), or the store's (StateUnavailable.unreachable). Not a statement
- * the server answered by cancelling it, though retried as transient: its statement_timeout
- * (57014), a lock_timeout (55P03), a deadlock or serialization failure (40P01, 40001). Such
- * a run fails as it does without a stop (exit 1): a statement_timeout shorter than a write
- * takes fails every run, and was told as a drain without the state store (75).
+ * The ledger could not be reached at all: PostgreSQL refused, lost, starting or shutting down
+ * (PostgresLedgerError.unreachable, not imported: SQLite runs never load pg; a statement the
+ * server cancelled is not), or the store's (StateUnavailable.unreachable): the same field.
  */
-const storeUnreachable = (err: Error): boolean => {
-  const { transient, code } = err as { transient?: unknown; code?: unknown };
-  if (typeof code === 'string' && ANSWERED.has(code)) return false;
-  return transient === true || (err instanceof StateUnavailable && err.unreachable);
-};
-const ANSWERED: ReadonlySet<string> = new Set(['57014', '55P03', '40P01', '40001']);
+const storeUnreachable = (err: Error): boolean => (err as { unreachable?: unknown }).unreachable === true;
 
 /** An error of the SQLite driver (better-sqlite3's SqliteError: code SQLITE_*). */
 const isSqliteError = (err: Error): boolean => {

@@ -9,7 +9,7 @@
  *   await pg.stop();                       // afterAll
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -171,4 +171,33 @@ export function usePostgresDatabase(name: string, timeoutMs?: number): { readonl
       return url;
     },
   };
+}
+
+/**
+ * A job on PostgreSQL (`url`) in workspace `dir` whose one item's handler touches `started`
+ * and then runs until the test writes `go`. The drain's grace is long (300 s), so that a
+ * stopped pass is ended by the ledger's retries (30 s), not by the drain's last resort.
+ * `extra`: more config lines (a schedule). Returns the two files.
+ */
+export function writeGatedJob(
+  ws: { dir: string; configPath: string; source: string; out: string; state: string },
+  url: string,
+  extra: string[] = [],
+): { started: string; go: string } {
+  const started = path.join(ws.dir, 'started');
+  const go = path.join(ws.dir, 'go');
+  writeFileSync(
+    ws.configPath,
+    [
+      'name: test-job',
+      `source: {directory: ${ws.source}}`,
+      `output: {directory: ${ws.out}}`,
+      `state: {postgres: "${url}"}`,
+      `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
+      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done"]}`,
+      'drain: {gracePeriodSeconds: 300, marginSeconds: 5}',
+      ...extra,
+    ].join('\n'),
+  );
+  return { started, go };
 }

@@ -8,10 +8,9 @@
  * `drained` with the store's error, `daemon stopped` says `drained`.
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { spawnCli, workspace } from '../helpers/cli.js';
-import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon SIGTERMed during a pass while PostgreSQL is down', () => {
@@ -19,24 +18,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon SIGTERMed during 
 
   it('exits 75 (drained), not 1: the drain could not write the ledger, what it left is taken back after its lease', async () => {
     const ws = workspace({}, { 'a.txt': 'a' });
-    const started = path.join(ws.dir, 'started');
-    const go = path.join(ws.dir, 'go');
-    // A handler that runs until the test lets it end, after the stop: its result then has a
-    // ledger to reach only if the database is up. The drain's grace is long, so that the
-    // ledger's retries (30 s) end the pass, not the last resort.
-    writeFileSync(
-      ws.configPath,
-      [
-        'name: test-job',
-        `source: {directory: ${ws.source}}`,
-        `output: {directory: ${ws.out}}`,
-        `state: {postgres: "${db.url}"}`,
-        `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
-        `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done"]}`,
-        'schedule: {cron: "0 0 1 1 *", timeZone: UTC}',
-        'drain: {gracePeriodSeconds: 300, marginSeconds: 5}',
-      ].join('\n'),
-    );
+    const { started, go } = writeGatedJob(ws, db.url, ['schedule: {cron: "0 0 1 1 *", timeZone: UTC}']);
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
     try {
       await daemon.waitFor((l) => l.msg === 'run started', 30_000);

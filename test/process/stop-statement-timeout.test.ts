@@ -7,11 +7,10 @@
  * run said `drained`, exit 75, 'cronsafe: drained without the state store'. It fails (1).
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { spawnCli, workspace } from '../helpers/cli.js';
-import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe run SIGTERMed while statement_timeout cancels its writes', () => {
@@ -20,21 +19,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe run SIGTERMed while stat
   it('a stop whose drain met statement timeouts (57014), not an outage, fails the run (1), not drained (75)', async () => {
     await db.server.admin(`ALTER DATABASE stop_stmt_timeout SET statement_timeout = '1s'`);
     const ws = workspace({}, { 'a.txt': 'a' });
-    const started = path.join(ws.dir, 'started');
-    const go = path.join(ws.dir, 'go');
-    writeFileSync(
-      ws.configPath,
-      [
-        'name: test-job',
-        `source: {directory: ${ws.source}}`,
-        `output: {directory: ${ws.out}}`,
-        `state: {postgres: "${db.url}"}`,
-        `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
-        `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done"]}`,
-        // Long, so that the ledger's retries (30 s) end the pass, not the drain's last resort.
-        'drain: {gracePeriodSeconds: 300, marginSeconds: 5}',
-      ].join('\n'),
-    );
+    const { started, go } = writeGatedJob(ws, db.url);
     const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 150_000 });
     const locker = new pg.Client({ connectionString: db.url });
     try {

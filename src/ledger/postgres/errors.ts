@@ -14,6 +14,14 @@ import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../
  */
 const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03', '57014']);
 
+/**
+ * Of those, the ones a server that is up answers with: it cancelled the statement (its
+ * statement_timeout, a lock_timeout, a deadlock or serialization failure). Retried like the
+ * rest, but no outage: a stop whose drain meets them fails (exit 1), as it does without a
+ * stop, where a drain that cannot reach the server at all ends drained (PostgresLedgerError.unreachable).
+ */
+const ANSWERED_SQLSTATES = new Set(['40001', '40P01', '55P03', '57014']);
+
 /** Socket-level failures from node:net / node:dns while a server restarts or fails over. */
 const TRANSIENT_ERRNOS = new Set([
   'ECONNRESET',
@@ -81,12 +89,15 @@ export function scrub(message: string, url: string): string {
  */
 export class PostgresLedgerError extends Error {
   override name = 'PostgresLedgerError';
+  /** Transient because the server could not be reached (refused, lost, starting, stopping), not because it cancelled the statement. */
+  readonly unreachable: boolean;
   constructor(
     message: string,
     readonly code?: string,
     readonly transient = false,
   ) {
     super(message);
+    this.unreachable = transient && !(code !== undefined && ANSWERED_SQLSTATES.has(code));
   }
 }
 
