@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Pushgateway, type Registry } from 'prom-client';
 import { coerceError } from '../errors.js';
 import { lenientDecode } from '../redact.js';
+import { killableLookup } from './lookup.js';
 
 /**
  * `put` replaces the whole group (a run: it owns every metric). `post` replaces only the
@@ -109,7 +110,7 @@ export class Pusher {
     if (this.opts.ready && !(await this.opts.ready())) throw new NotReady();
     signal.throwIfAborted();
     const { base, auth } = gatewayTarget(this.opts.url);
-    const gateway = new Pushgateway(base, { timeout: this.opts.timeoutMs, signal, ...(auth === undefined ? {} : { auth }) }, this.opts.registry);
+    const gateway = new Pushgateway(base, { timeout: this.opts.timeoutMs, signal, lookup: killableLookup(signal), ...(auth === undefined ? {} : { auth }) }, this.opts.registry);
     const params = { jobName: this.opts.job };
     const { resp } = await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
     // prom-client rejects from 400 up only and follows no redirect: a 3xx (an ingress sending
