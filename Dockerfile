@@ -75,10 +75,16 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # `cronsafe status` etc. from `kubectl exec` or a debug Job (cli.js has a node shebang).
-RUN ln -s /app/dist/cli.js /usr/local/bin/cronsafe
+# A passwd and group entry for the image's user (distroless's "nonroot"): containerd adds
+# none for a pod's uid, and handlers that look their user up (whoami, ssh, git's ident,
+# Python's getpass, Node's os.userInfo()) failed without one. Home is /tmp, as HOME says.
+RUN ln -s /app/dist/cli.js /usr/local/bin/cronsafe \
+ && echo 'nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'nonroot:x:65532:' >> /etc/group
 
-# HOME=/tmp: the user has no passwd entry and the root filesystem may be read-only;
-# anything (a handler, npm) that writes under $HOME lands on the /tmp volume instead.
+# HOME=/tmp: the root filesystem may be read-only, and a pod may run as a uid without a
+# passwd entry (runAsUser other than 65532); anything (a handler, npm) that writes under
+# $HOME lands on the /tmp volume instead.
 ENV NODE_ENV=production \
     HOME=/tmp \
     CRONSAFE_CONFIG=/etc/cronsafe/cronsafe.yaml

@@ -102,6 +102,19 @@ describe.skipIf(skipReason !== '')(`container image${skipReason}`, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('the image user has a passwd entry: a handler that looks itself up works where the runtime adds none', () => {
+    // containerd (and so most Kubernetes nodes) adds no /etc/passwd line for the pod's uid;
+    // podman does unless --passwd=false, which hid it. Without one, whoami, ssh, git's ident,
+    // Python's getpass and Node's os.userInfo() fail in a handler.
+    const probe = 'whoami; node -p "const u = require(\'os\').userInfo(); u.username + \' \' + u.homedir"';
+    const dir = workDir({ handler: { command: ['sh', '-c', `(${probe}) > "$CRONSAFE_OUTPUT_PATH" 2>&1`] } }, { 'a.txt': 'alpha' });
+    const flags = runFlags(dir, containerName());
+    const r = sh('podman', [...flags.slice(0, 3), '--passwd=false', ...flags.slice(3), IMAGE], 120_000);
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(path.join(dir, 'out', 'a.txt.out'), 'utf8')).toBe('nonroot\nnonroot /tmp\n');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('a bad config exits 78 naming the key', () => {
     const dir = workDir({ concurrency: 'eight', handler: { command: ['true'] } }, {});
     const r = sh('podman', [...runFlags(dir, containerName()), IMAGE], 60_000);
