@@ -51,6 +51,10 @@ describe('NOTES.txt', () => {
     // in ContainerCreating (Multi-Attach error) until the others end.
     ['parallel pods of a PostgreSQL pass on a ReadWriteOnce volume', { parallelism: 3, config: { state: { postgres: { existingSecret: 'pg' } } } },
       /parallelism is 3 but persistence\.accessModes is \[ReadWriteOnce\][\s\S]*Multi-Attach[\s\S]*ReadWriteMany/],
+    // The pod's user (65532) has no capabilities: on containerd 1.x (ip_unprivileged_port_start
+    // 1024, as under podman) the bind fails with EACCES, cronsafe warns and serves nothing.
+    ['a metrics port the non-root pod may not bind', { metrics: { enabled: true, port: 80, pushgateway: PGW } },
+      /metrics\.port \(80\) is below 1024[\s\S]*ip_unprivileged_port_start[\s\S]*cannot serve \/metrics on this port/],
     ['a stale-fire window shorter than the starting deadline', { config: { schedule: { graceSeconds: 60 } }, scheduledTimestamp: { enabled: true } },
       /config\.schedule\.graceSeconds \(60\) is shorter than\s+startingDeadlineSeconds \(300\)/],
     // The first recipe above (kubectl create job --from) would be skipped as a stale fire:
