@@ -91,6 +91,19 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     });
   });
 
+  // A Job's pod spec is fixed when the Job is made, the ConfigMap is read when a pod starts:
+  // a pod the Job starts after `helm upgrade` (a retry after exit 1, the replacement for a
+  // drained pod) has the old terminationGracePeriodSeconds and the new cronsafe.yaml. Its
+  // drain followed the new grace (600 s) while the kubelet SIGKILLed it at the old one (150 s).
+  it('a pod its Job starts after an upgrade drains within its own grace period, not the new config\'s', () => {
+    const before = runner(render({ drain: { gracePeriodSeconds: 150, marginSeconds: 15 } }));
+    const after = configOf(render({ drain: { gracePeriodSeconds: 600, marginSeconds: 60 } }));
+    const env = Object.fromEntries((mainContainer(before).env as Obj[]).filter((e) => 'value' in e).map((e) => [e.name as string, String(e.value)]));
+    const r = validate(after, env);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.summary?.drain).toEqual({ gracePeriodSeconds: podSpec(before).terminationGracePeriodSeconds, marginSeconds: 15 });
+  });
+
   // What NOTES.txt tells users whose Pushgateway needs a password: the ConfigMap holds the
   // reference only, cronsafe expands it from the pod's env (extraEnv from a Secret).
   it('a Pushgateway password referenced as ${VAR} stays out of the ConfigMap and reaches cronsafe from the env', () => {

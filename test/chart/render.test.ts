@@ -96,12 +96,17 @@ describe('one value wires Kubernetes and cronsafe together', () => {
     return { cj, cfg, grace: podSpec(cj).terminationGracePeriodSeconds as number };
   };
 
+  // The config reads the drain from the pod's env, set in the same pod spec as the grace
+  // period (config.test.ts: a pod started after an upgrade); its default is the same value.
   it('drain.gracePeriodSeconds sets terminationGracePeriodSeconds and the config drain grace', () => {
+    const drainEnv = (cj: Obj) => (mainContainer(cj).env as Obj[]).filter((e) => String(e.name).startsWith('CRONSAFE_DRAIN_'));
     const a = wiring({});
-    expect(a.grace).toBe(a.cfg.drain.gracePeriodSeconds);
+    expect(a.cfg.drain.gracePeriodSeconds).toBe(`\${CRONSAFE_DRAIN_GRACE_SECONDS:-${a.grace}}`);
+    expect(drainEnv(a.cj)).toEqual([{ name: 'CRONSAFE_DRAIN_GRACE_SECONDS', value: String(a.grace) }, { name: 'CRONSAFE_DRAIN_MARGIN_SECONDS', value: '15' }]);
     const b = wiring({ drain: { gracePeriodSeconds: 420, marginSeconds: 20 } });
     expect(b.grace).toBe(420);
-    expect(b.cfg.drain).toEqual({ gracePeriodSeconds: 420, marginSeconds: 20 });
+    expect(b.cfg.drain).toEqual({ gracePeriodSeconds: '${CRONSAFE_DRAIN_GRACE_SECONDS:-420}', marginSeconds: '${CRONSAFE_DRAIN_MARGIN_SECONDS:-20}' });
+    expect(drainEnv(b.cj)).toEqual([{ name: 'CRONSAFE_DRAIN_GRACE_SECONDS', value: '420' }, { name: 'CRONSAFE_DRAIN_MARGIN_SECONDS', value: '20' }]);
     expect(b.grace).not.toBe(a.grace);
   });
 

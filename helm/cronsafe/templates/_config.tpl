@@ -67,9 +67,12 @@ retention:
   days: {{ toJson $c.retention.days }}
   forgetMissingAfterDays: {{ toJson $c.retention.forgetMissingAfterDays }}
 drain:
-  # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds).
-  gracePeriodSeconds: {{ toJson $v.drain.gracePeriodSeconds }}
-  marginSeconds: {{ toJson $v.drain.marginSeconds }}
+  # The pod's terminationGracePeriodSeconds (values: drain.gracePeriodSeconds), read from the
+  # pod's env, which its spec sets beside it: a pod that a Job made before an upgrade starts
+  # after it (a retry, a replacement for a drained pod) has its Job's spec but this new file.
+  # The defaults are for the file read outside such a pod.
+  gracePeriodSeconds: {{ printf "${CRONSAFE_DRAIN_GRACE_SECONDS:-%s}" (toJson $v.drain.gracePeriodSeconds) | toJson }}
+  marginSeconds: {{ printf "${CRONSAFE_DRAIN_MARGIN_SECONDS:-%s}" (toJson $v.drain.marginSeconds) | toJson }}
 lock:
 {{- if $c.lock.path }}
   path: {{ include "cronsafe.dataPath" (list $ $c.lock.path) | toJson }}

@@ -14,7 +14,8 @@ metadata:
     {{- end }}
   annotations:
     # A config change shows up as a new pod template (and in `helm diff`); each Job's
-    # pods then carry the config they ran with.
+    # pods then carry the config their Job was made with (a pod started after an upgrade
+    # reads the new one: docs/kubernetes.md, "Upgrading").
     checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") $ | sha256sum }}
     {{- with $v.podAnnotations }}
     {{- toYaml . | nindent 4 }}
@@ -79,6 +80,11 @@ spec:
       args: {{ toJson .args }}
       env:
         - {name: CRONSAFE_CONFIG, value: /etc/cronsafe/cronsafe.yaml}
+        # cronsafe.yaml's drain (${CRONSAFE_DRAIN_...}) comes from here, the pod spec that holds
+        # terminationGracePeriodSeconds: a pod its Job starts after an upgrade (a retry, a
+        # replacement) reads the new ConfigMap but keeps its Job's grace period.
+        - {name: CRONSAFE_DRAIN_GRACE_SECONDS, value: {{ toJson $v.drain.gracePeriodSeconds | quote }}}
+        - {name: CRONSAFE_DRAIN_MARGIN_SECONDS, value: {{ toJson $v.drain.marginSeconds | quote }}}
         # Who am I, for the Lease holder identity, Events and the Job annotation read.
         - name: CRONSAFE_POD_NAME
           valueFrom: {fieldRef: {fieldPath: metadata.name}}
