@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { FIXTURES, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 
 describe('dead-letter retry of an id as dead-letter list printed it', () => {
   it.each(['new\nline corrupt.scc', 'tab\tand "quotes" corrupt.scc'])('%j: listed quoted, requeued from the pasted text', async (name) => {
@@ -110,4 +111,33 @@ describe('an id that starts with a dash, pasted from a text listing', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ count: 1, first: ['-done.scc'], notRequeued: [] });
     expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 1, done: 1, dead: 3 });
   }, 60_000);
+});
+
+/**
+ * No id holds NUL (no file name does, and PostgreSQL's text cannot), but one can be given as
+ * JSON (`"a\u0000b"`, pasted or mistyped). On PostgreSQL it was bound as it was: 22021, the
+ * whole command `state store unavailable` (exit 1), the dead ids given with it left dead.
+ */
+describe('dead-letter retry and requeue given an id holding NUL beside real ones', () => {
+  const pg = PG_SKIP_REASON === undefined ? usePostgresDatabase('nulids', 60_000) : undefined;
+  const ledgers = [['sqlite'], ...(pg ? [['postgres']] : [])];
+
+  it.each(ledgers)('%s: it is not in the ledger (exit 1, named so); the others are requeued', async (ledger) => {
+    const state = ledger === 'postgres' ? { postgres: pg!.url, schema: 'nulids' } : undefined;
+    const handler = { module: path.join(FIXTURES, 'process/fail-some-module.mjs') };
+    const ws = workspace({ handler, retry: { maxAttempts: 1 }, ...(state ? { state } : {}) }, { 'corrupt-1.scc': 'x', 'ok.scc': 'ok' });
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, '"a\\u0000b"', 'corrupt-1.scc']);
+    expect(retry.stderr).toBe('');
+    expect(retry.stdout).toBe('requeued 1 dead item\n1 of the given ids were not dead letters:\n  "a\\u0000b": unknown (not in the ledger)\n');
+    expect(retry.code).toBe(1);
+
+    const requeue = await runCli(['requeue', '-c', ws.configPath, '"a\\u0000b"', 'ok.scc']);
+    expect(requeue.stderr).toBe('');
+    expect(requeue.stdout).toContain('"a\\u0000b": unknown (not in the ledger)');
+    expect(requeue.code).toBe(1);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 2, done: 0, dead: 0 });
+  }, 90_000);
 });

@@ -1,3 +1,5 @@
+import { wellFormed } from '../well-formed.js';
+
 /**
  * SQL builders for the PostgreSQL ledger are pure functions returning a `Query`
  * (pg-boss style): the text and its positional values. Only the adapter executes them,
@@ -31,6 +33,18 @@ export function ident(schema: string): string {
     throw new TypeError(`schema name must match ${String(SCHEMA_RE)}, got ${JSON.stringify(schema)}`);
   }
   return `"${schema}"`;
+}
+
+/**
+ * Ids an operator gave (`dead-letter retry`, `requeue`), as keys to look up: made
+ * well-formed, duplicates dropped, and without those holding NUL. PostgreSQL's text holds
+ * no NUL (22021, "invalid byte sequence for encoding UTF8: 0x00") and no file name does,
+ * so no row has one; bound raw, one such id (`"a\u0000b"`, pasted JSON) failed the whole
+ * command as `state store unavailable` (exit 1), the other ids given with it left dead.
+ * Left out, it is reported as not in the ledger, as on SQLite.
+ */
+export function lookupIds(ids: string[]): string[] {
+  return [...new Set(ids.map(wellFormed))].filter((id) => !id.includes('\u0000'));
 }
 
 /** `q(text, ...values)`: a Query, for builders that read better inline. */

@@ -5,7 +5,7 @@ import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';
 import { applyFailures, claimColumns, completeQuery, releaseQuery, type HeldFailure } from './finish.js';
 import { STOP_KEY_PREFIX } from './meta.js';
-import { ident, q, type Query } from './query.js';
+import { ident, lookupIds, q, type Query } from './query.js';
 
 /**
  * The owner's heartbeat: extend the lease of EVERY claim `owner` still holds, and return
@@ -192,7 +192,10 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
           if (bump) await exec(bump);
           return moved;
         });
-      if (ids !== 'all') return ids.length === 0 ? 0 : once(retryDeadQuery(schema, [...new Set(ids.map(wellFormed))], now));
+      if (ids !== 'all') {
+        const keys = lookupIds(ids);
+        return keys.length === 0 ? 0 : once(retryDeadQuery(schema, keys, now));
+      }
       // A page per transaction, as on SQLite: one statement over every dead row was rolled
       // back whole by a signal (Ctrl-C) and held its row locks against a running pass.
       const [row] = await ex.query<{ up_to: string | null }>('retryDead', deadUpToQuery(schema));

@@ -1,7 +1,6 @@
-import { wellFormed } from '../well-formed.js';
 import { filterParams, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { PostgresExecutor } from './connection.js';
-import { ident, q, type Query } from './query.js';
+import { ident, lookupIds, q, type Query } from './query.js';
 
 // `cronsafe requeue` and `cronsafe plan` (issue 17). The filter is bound as parameters:
 // the states as text[], the bounds as bigint or NULL when unbounded.
@@ -80,11 +79,14 @@ export function makeRequeueOps(ex: PostgresExecutor, schema: string): RequeueOps
   return {
     finishedPage: (filter, afterId, n) => ex.query<FinishedItem>('finishedPages', finishedPageQuery(schema, filter, afterId, n)),
     async requeue(ids, filter, now) {
-      if (ids.length === 0) return [];
-      const unique = [...new Set(ids.map(wellFormed))];
+      const unique = lookupIds(ids);
+      if (unique.length === 0) return [];
       const rows = await ex.tx('requeue', (exec) => exec<{ id: string }>(requeueQuery(schema, unique, filter, now)));
       return rows.map((r) => r.id);
     },
-    peek: (ids) => (ids.length === 0 ? Promise.resolve([]) : ex.query<ItemPeek>('peek', peekQuery(schema, [...new Set(ids.map(wellFormed))]))),
+    peek(ids) {
+      const keys = lookupIds(ids);
+      return keys.length === 0 ? Promise.resolve([]) : ex.query<ItemPeek>('peek', peekQuery(schema, keys));
+    },
   };
 }
