@@ -1,3 +1,4 @@
+import { setImmediate as yieldTurn } from 'node:timers/promises';
 import type { PassState } from './pass-state.js';
 import { batches, scanSource, sourcePresent } from './scan.js';
 
@@ -14,6 +15,9 @@ export const DISCOVER_BATCH = 256;
  * a 1,000,000-file pass by ~3 MiB (more of each batch survives into the old generation).
  */
 export const DISCOVER_BATCH_MAX = 1024;
+
+/** Pending items of other passes forgotten per transaction at the end of a complete scan. */
+export const FORGET_UNSEEN_BATCH = 10_000;
 
 /**
  * The producer of a pass: scan lazily, record what is found (discover), and queue the ids
@@ -53,9 +57,22 @@ export async function produce(p: PassState): Promise<void> {
     // partial scan (their directory may be the unreadable one), nor when the source root
     // is no longer the directory the pass began with. A file that comes back is new.
     if (p.scanComplete && p.source === undefined && p.skippedDirectories === 0 && (await sourcePresent(p.config.source.directory, await p.sourceAtStart))) {
-      const n = await ledger.forgetUnseen(p.passId);
-      if (n > 0) log.warn({ items: n }, 'forgot pending items whose files are gone (a complete scan did not find them); not charged, not dead');
-      p.wholeScan = { passId: p.passId, startedAt: scanStartedAt };
+      // In steps of FORGET_UNSEEN_BATCH, each its own transaction, the event loop let run
+      // between two (SQLite's are synchronous): a deleted backlog of a million items took
+      // 45 s in one, deaf to SIGTERM and holding the write lock (`dead-letter retry`
+      // failed). A stop leaves the rest to the next complete scan.
+      let n = 0;
+      for (;;) {
+        await yieldTurn();
+        if (drain.stopping.aborted) break;
+        const step = await ledger.forgetUnseen(p.passId, FORGET_UNSEEN_BATCH);
+        n += step;
+        // Until a step finds none: a sibling pod of a shared pass forgetting the same rows
+        // (PostgreSQL) makes a step short without the rest being done.
+        if (step === 0) break;
+      }
+      if (n > 0) log.warn({ items: n, stopped: drain.stopping.aborted }, 'forgot pending items whose files are gone (a complete scan did not find them); not charged, not dead');
+      if (!drain.stopping.aborted) p.wholeScan = { passId: p.passId, startedAt: scanStartedAt };
     }
   } catch (err) {
     // A send on the channel the stop closed is not an error.

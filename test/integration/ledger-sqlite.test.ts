@@ -7,7 +7,7 @@ import { openLedger } from '../../src/ledger/open.js';
 import { CLAIM_DUE_SQL, CLAIM_IDS_SQL, CLAIMABLE_ROWS_SQL } from '../../src/ledger/sqlite/claim.js';
 import { CLAIMABLE_SQL, DISCOVER_SQL } from '../../src/ledger/sqlite/discover.js';
 import { LAST_OCCURRENCE_SQL } from '../../src/ledger/sqlite/events.js';
-import { COMPLETE_SQL } from '../../src/ledger/sqlite/finish.js';
+import { COMPLETE_SQL, FORGET_UNSEEN_SQL } from '../../src/ledger/sqlite/finish.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
@@ -276,6 +276,36 @@ describe('SQLite requeue while a pass runs', () => {
       expect(plan).toMatch(/USING INDEX sqlite_autoindex_items_1/);
       expect(plan).not.toMatch(/SCAN (items|i)\b/);
     }
+    db.close();
+  });
+
+  it.each([false, true])('forgetUnseen with a limit (write-behind %s) forgets at most that many per call, of passes before and after the current one, never its own', async (writeBehind) => {
+    const ledger = await openSqliteLedger(freshFile(), { writeBehind });
+    // Pass ids on both sides of the current one ('pass-5'): the steps search both ranges.
+    for (const [pass, prefix] of [['pass-1', 'old'], ['pass-9', 'later']] as const) {
+      await ledger.discover(['a', 'b', 'c'].map((x) => ({ id: `${prefix}-${x}` })), { runId: pass, now: T0 });
+    }
+    await ledger.discover([{ id: 'seen-1' }, { id: 'seen-2' }], { runId: 'pass-5', now: T0 + 1 });
+    const before = await ledger.attemptTotals();
+    const steps: number[] = [];
+    for (let n = -1; n !== 0; ) steps.push((n = await ledger.forgetUnseen('pass-5', 4)));
+    expect(steps).toEqual([4, 2, 0]);
+    for (const x of ['a', 'b', 'c']) {
+      expect(await ledger.get(`old-${x}`)).toBeNull();
+      expect(await ledger.get(`later-${x}`)).toBeNull();
+    }
+    for (const id of ['seen-1', 'seen-2']) expect((await ledger.get(id))?.state, id).toBe('pending');
+    expect((await ledger.attemptTotals()).gone).toBe(before.gone + 6);
+    await ledger.close();
+  });
+
+  it('each forgetUnseen step searches the pending index: no scan past the rows the pass saw', () => {
+    const db = new Database(':memory:');
+    migrate(db);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${FORGET_UNSEEN_SQL}`).all({ passId: 'p', limit: 10 }) as { detail: string }[]).map((r) => r.detail).join('\n');
+    expect(plan).toMatch(/SEARCH items USING COVERING INDEX items_pending_due \(seen_run<\?\)/);
+    expect(plan).toMatch(/SEARCH items USING COVERING INDEX items_pending_due \(seen_run>\?\)/);
+    expect(plan).not.toMatch(/SCAN items/);
     db.close();
   });
 

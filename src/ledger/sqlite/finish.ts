@@ -96,8 +96,8 @@ export const HOLDER_SQL = `SELECT state, owner, attempts FROM items WHERE id = ?
 /** The fenced verbs of the SQLite ledger (synchronous; the Ledger wraps them). */
 export interface FinishOps {
   complete(claims: Claim[], now: number): FenceOutcome[];
-  /** Pending items the pass `passId` did not see are gone (counted); returns how many. */
-  forgetUnseen(passId: string): number;
+  /** Pending items the pass `passId` did not see are gone (counted), at most `limit`; returns how many. */
+  forgetUnseen(passId: string, limit?: number): number;
   fail(failures: Failure[], opts: FailOptions): FenceOutcome[];
   release(claims: Claim[], now: number, reason: string, unstarted?: boolean): FenceOutcome[];
   /**
@@ -119,13 +119,21 @@ export interface FinishOps {
   forgetOne(claim: Claim): FenceOutcome;
 }
 
-/** Walks the pending partial index (seen_run, available_at): pending rows only. */
-export const FORGET_UNSEEN_SQL = `DELETE FROM items WHERE state = 'pending' AND seen_run IS NOT ?`;
+/**
+ * At most @limit (-1: all) pending rows of other passes. Three ranges of the pending partial
+ * index (seen_run, available_at), each a search: `seen_run IS NOT @passId` would scan the
+ * whole index from its start at every step, past the rows this pass saw.
+ */
+export const FORGET_UNSEEN_SQL = `DELETE FROM items WHERE rowid IN (
+  SELECT rowid FROM items WHERE state = 'pending' AND seen_run < @passId
+  UNION ALL SELECT rowid FROM items WHERE state = 'pending' AND seen_run > @passId
+  UNION ALL SELECT rowid FROM items WHERE state = 'pending' AND seen_run IS NULL
+  LIMIT @limit)`;
 
 export function makeFinishOps(db: Database, counters: Counters): FinishOps {
   const unseen = db.prepare(FORGET_UNSEEN_SQL);
-  const forgetUnseenTx = db.transaction((passId: string): number => {
-    const n = unseen.run(passId).changes;
+  const forgetUnseenTx = db.transaction((passId: string, limit?: number): number => {
+    const n = unseen.run({ passId, limit: limit ?? -1 }).changes;
     if (n > 0) counters.bump('items_gone', n);
     return n;
   });
@@ -216,7 +224,7 @@ export function makeFinishOps(db: Database, counters: Counters): FinishOps {
 
   return {
     complete: (claims, now) => (claims.length === 0 ? [] : completeTx.immediate(claims, now)),
-    forgetUnseen: (passId) => forgetUnseenTx.immediate(passId),
+    forgetUnseen: (passId, limit) => forgetUnseenTx.immediate(passId, limit),
     fail: (failures, opts) => (failures.length === 0 ? [] : failTx.immediate(failures, opts)),
     release: (claims, now, reason, unstarted = false) => (claims.length === 0 ? [] : releaseTx.immediate(claims, now, reason, unstarted)),
     failOne,

@@ -134,12 +134,12 @@ export class SqliteLedger implements L.Ledger {
     this.#behind?.settledClaims(claims);
     return out;
   }
-  async forgetUnseen(passId: string): Promise<number> {
+  async forgetUnseen(passId: string, limit?: number): Promise<number> {
     // Only pending rows this pass did not see (written behind first): never an attempt or a
     // candidate of this run, so the write-behind keeps what it knows (not #written).
     return this.#op(() => {
       this.#upToDate();
-      return this.#finish.forgetUnseen(passId);
+      return this.#finish.forgetUnseen(passId, limit);
     });
   }
   async settle(s: L.Settlement, now: number, claim?: { ids: string[]; opts: L.ClaimOptions }, random?: () => number): Promise<L.SettleOutcome> {
