@@ -114,19 +114,27 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
   const end = line.indexOf('\n');
   // No line end in the bytes read: a line that long is the kernel's business.
   if (end === -1) return null;
-  // Only blanks are trimmed, as the kernel does: a CRLF script's "/bin/sh\r" does not exist.
-  const [interpreter = '', arg = ''] = line.slice(0, end).replace(/^[ \t]+|[ \t]+$/g, '').split(/[ \t]+(.*)/);
+  // Only blanks are trimmed, as the kernel does: a CRLF script's "/bin/sh\r" does not exist,
+  // nor does env's "python3\r" (`[^]`, not `.`, which would stop before the \r and drop it).
+  const [interpreter = '', arg = ''] = line.slice(0, end).replace(/^[ \t]+|[ \t]+$/g, '').split(/[ \t]+([^]*)/);
   if (interpreter === '') return null;
   const problem = accessProblem(path.resolve(cwd, interpreter));
-  if (problem) return `has a #! interpreter ${JSON.stringify(interpreter)} that ${problem}`;
-  if (path.basename(interpreter) !== 'env' || arg === '' || arg.startsWith('-') || /[ \t]/.test(arg)) return null;
+  if (problem) return `has a #! interpreter ${JSON.stringify(interpreter)} that ${problem}${crlf(interpreter)}`;
+  if (path.basename(interpreter) !== 'env') return null;
+  // env given only the script's path runs the script again, which runs env again: execve
+  // after execve in one process, never ending, until handler.timeoutSeconds charges the item.
+  if (arg === '') return 'has a #! line for env that names no program: env would run the script itself, again and again, until the timeout';
+  if (arg.startsWith('-') || /[ \t]/.test(arg)) return null;
   if (arg.includes('/')) {
     const argProblem = accessProblem(path.resolve(cwd, arg));
-    return argProblem && `has a #! line for env whose program ${JSON.stringify(arg)} ${argProblem}`;
+    return argProblem && `has a #! line for env whose program ${JSON.stringify(arg)} ${argProblem}${crlf(arg)}`;
   }
   if (onPath(arg, cwd, PATH)) return null;
-  return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})`;
+  return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})${crlf(arg)}`;
 }
+
+/** Why a name from a #! line ends in \r, when it does: the script was saved with Windows line ends. */
+const crlf = (name: string): string => (name.endsWith('\r') ? ' (the #! line ends in a carriage return: the script has Windows (CRLF) line ends)' : '');
 
 /** Programs that take a script file as their first argument that is not an option. */
 const INTERPRETER = /^(python[\d.]*|pypy[\d.]*|node(js)?|bun|deno|ruby|perl[\d.]*|php[\d.]*|Rscript|lua[\d.]*|(ba|da|z|k|mk)?sh)$/;

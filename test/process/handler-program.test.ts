@@ -126,6 +126,27 @@ describe('handler.command must name a program that can run', () => {
     }
   });
 
+  it('a #!/usr/bin/env line with Windows line ends (env\'s program "sh\\r"), or naming no program, is refused with 78, not claimed and failed on every run', async () => {
+    const ws = workspace({ handler: { command: ['./qc', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const prog = path.join(ws.source, 'qc');
+    const cases: Array<[string, string]> = [
+      ['#!/usr/bin/env sh\r\nexit 0\r\n', '#! line for env whose program "sh\\r" is not found on PATH'],
+      ['#!/usr/bin/env\nexit 0\n', '#! line for env that names no program'],
+    ];
+    for (const [script, why] of cases) {
+      writeFileSync(prog, script, { mode: 0o755 });
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath]);
+        expect(r.code, `${JSON.stringify(script)} / ${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(`handler.command: cannot run the program: "./qc" (${prog}) has a ${why}`);
+        expect(r.stderr.includes('the script has Windows (CRLF) line ends')).toBe(script.includes('\r'));
+      }
+    }
+    // Before: validate said OK; each run claimed the items and exited 1 (env: 'sh\r': No such
+    // file or directory, exit 127), and the bare env ran itself until each attempt timed out.
+    expect(existsSync(ws.db)).toBe(false);
+  });
+
   it("an interpreter's script that does not exist is refused with 78, not charged to every item; inline code, options' values and a script that is there are not", async () => {
     const node = process.execPath;
     const ws = workspace({ handler: { command: [node, '--no-warnings', '/opt/nowhere/qc.mjs', '{path}'] } }, { 'a.txt': 'a', 'tools/qc.mjs': 'process.exit(0)\n' });
