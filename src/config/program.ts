@@ -95,12 +95,55 @@ function formatProblem(file: string, cwd: string, PATH: string | undefined): str
   if (n >= 20 && head.readUInt32BE(0) === 0x7f454c46) {
     const machine = head[5] === 2 ? head.readUInt16BE(18) : head.readUInt16LE(18);
     const ours = ELF_MACHINE[process.arch];
-    if (ours === undefined || machine === ours) return null;
-    return `is a binary for another architecture (ELF machine ${machine}; this machine is ${process.arch}): the kernel cannot execute it`;
+    if (ours !== undefined && machine !== ours) return `is a binary for another architecture (ELF machine ${machine}; this machine is ${process.arch}): the kernel cannot execute it`;
+    const loader = elfInterpreter(file, head.subarray(0, n));
+    const problem = loader === undefined ? null : accessProblem(path.resolve(cwd, loader));
+    return problem && `is a binary whose ELF interpreter (its dynamic loader) ${JSON.stringify(loader)} ${problem}: the kernel cannot execute it (built for another C library, such as musl on Alpine?)`;
   }
   return n === 0
     ? 'is empty: the kernel cannot execute it (it would be run by /bin/sh as an empty script)'
     : 'has no #! line and is not a binary this machine runs: the kernel cannot execute it (it would be run by /bin/sh; add a #! line)';
+}
+
+/**
+ * The program interpreter an ELF file names (its PT_INTERP: the dynamic loader, such as
+ * /lib64/ld-linux-x86-64.so.2), or undefined for a static binary or one that cannot be read.
+ * When that file is missing execve fails with ENOENT, as for a missing program: an Alpine
+ * (musl) binary in a glibc image, whose /lib/ld-musl-x86_64.so.1 is not there.
+ */
+function elfInterpreter(file: string, head: Buffer): string | undefined {
+  const wide = head[4] === 2;
+  const le = head[5] !== 2;
+  if (head.length < (wide ? 64 : 52)) return undefined;
+  const u16 = (b: Buffer, at: number): number => (le ? b.readUInt16LE(at) : b.readUInt16BE(at));
+  const word = (b: Buffer, at: number): number => (wide ? Number(le ? b.readBigUInt64LE(at) : b.readBigUInt64BE(at)) : le ? b.readUInt32LE(at) : b.readUInt32BE(at));
+  const phoff = word(head, wide ? 0x20 : 0x1c);
+  const phentsize = u16(head, wide ? 0x36 : 0x2a);
+  const phnum = u16(head, wide ? 0x38 : 0x2c);
+  if (phnum === 0 || phentsize < (wide ? 56 : 32) || phnum * phentsize > 1 << 20) return undefined;
+  try {
+    const fd = openSync(file, 'r');
+    try {
+      const table = Buffer.alloc(phnum * phentsize);
+      if (readSync(fd, table, 0, table.length, phoff) < table.length) return undefined;
+      for (let i = 0; i < phnum; i++) {
+        const at = i * phentsize;
+        if ((le ? table.readUInt32LE(at) : table.readUInt32BE(at)) !== 3) continue; // PT_INTERP
+        const offset = word(table, at + (wide ? 0x08 : 0x04));
+        const size = word(table, at + (wide ? 0x20 : 0x10));
+        if (size < 2 || size > 4096) return undefined;
+        const name = Buffer.alloc(size);
+        const got = readSync(fd, name, 0, size, offset);
+        const end = name.indexOf(0);
+        return name.toString('latin1', 0, end === -1 ? got : Math.min(end, got)) || undefined;
+      }
+      return undefined;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
 }
 
 /**

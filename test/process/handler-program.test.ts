@@ -147,6 +147,32 @@ describe('handler.command must name a program that can run', () => {
     expect(existsSync(ws.db)).toBe(false);
   });
 
+  it('an ELF binary whose interpreter (dynamic loader) is missing, as a musl build in a glibc image, is refused with 78, not claimed and failed on every run', async () => {
+    const ws = workspace({ handler: { command: ['./qc', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const prog = path.join(ws.source, 'qc');
+    // /bin/true naming a loader that is not there: its PT_INTERP string, overwritten in place.
+    const elf = readFileSync('/bin/true');
+    const at = elf.indexOf('/ld-');
+    const start = elf.lastIndexOf(0, at) + 1;
+    const end = elf.indexOf(0, at);
+    const loader = '/nowhere/ld.so';
+    expect(end - start).toBeGreaterThan(loader.length);
+    elf.fill(0, start, end);
+    elf.write(loader, start, 'latin1');
+    writeFileSync(prog, elf, { mode: 0o755 });
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`handler.command: cannot run the program: "./qc" (${prog}) is a binary whose ELF interpreter (its dynamic loader) "${loader}" does not exist`);
+    }
+    // Before: validate said OK; each run claimed the items and exited 1 with spawn's ENOENT
+    // ("command not found", of a program that is there), counted toward backoffLimit.
+    expect(existsSync(ws.db)).toBe(false);
+    // The real one, whose loader is there, runs.
+    copyFileSync('/bin/true', prog);
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+  });
+
   it("an interpreter's script that does not exist is refused with 78, not charged to every item; inline code, options' values and a script that is there are not", async () => {
     const node = process.execPath;
     const ws = workspace({ handler: { command: [node, '--no-warnings', '/opt/nowhere/qc.mjs', '{path}'] } }, { 'a.txt': 'a', 'tools/qc.mjs': 'process.exit(0)\n' });
