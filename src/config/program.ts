@@ -163,6 +163,11 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
   if (interpreter === '') return null;
   const problem = accessProblem(path.resolve(cwd, interpreter));
   if (problem) return `has a #! interpreter ${JSON.stringify(interpreter)} that ${problem}${crlf(interpreter)}`;
+  // `#!/bin/bash -e\r`: the shells and Python take "-e\r" for an unknown option and exit 1 or 2
+  // on every item, each charged until dead (perl and `env -S` shrug the \r off).
+  if (arg.endsWith('\r') && CR_REFUSED.test(path.basename(interpreter))) {
+    return `has a #! line whose argument ${JSON.stringify(arg)} ${path.basename(interpreter)} refuses as an unknown option${crlf(arg)}`;
+  }
   if (path.basename(interpreter) !== 'env') return null;
   // env given only the script's path runs the script again, which runs env again: execve
   // after execve in one process, never ending, until handler.timeoutSeconds charges the item.
@@ -175,6 +180,9 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
   if (onPath(arg, cwd, PATH)) return null;
   return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})${crlf(arg)}`;
 }
+
+/** Interpreters that refuse an option ending in \r (`bash: -\r: invalid option`, `Unknown option: -\r`). */
+const CR_REFUSED = /^((ba|da|z|k|mk)?sh|python[\d.]*)$/;
 
 /** Why a name from a #! line ends in \r, when it does: the script was saved with Windows line ends. */
 const crlf = (name: string): string => (name.endsWith('\r') ? ' (the #! line ends in a carriage return: the script has Windows (CRLF) line ends)' : '');

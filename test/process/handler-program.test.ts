@@ -132,6 +132,8 @@ describe('handler.command must name a program that can run', () => {
     const cases: Array<[string, string]> = [
       ['#!/usr/bin/env sh\r\nexit 0\r\n', '#! line for env whose program "sh\\r" is not found on PATH'],
       ['#!/usr/bin/env\nexit 0\n', '#! line for env that names no program'],
+      // Not env, but as sure to fail: exit 2 on every item, each charged until dead.
+      ['#!/bin/sh -e\r\nexit 0\r\n', '#! line whose argument "-e\\r" sh refuses as an unknown option'],
     ];
     for (const [script, why] of cases) {
       writeFileSync(prog, script, { mode: 0o755 });
@@ -143,7 +145,8 @@ describe('handler.command must name a program that can run', () => {
       }
     }
     // Before: validate said OK; each run claimed the items and exited 1 (env: 'sh\r': No such
-    // file or directory, exit 127), and the bare env ran itself until each attempt timed out.
+    // file or directory, exit 127), the bare env ran itself until each attempt timed out, and
+    // sh's "Illegal option -\r" charged every item until it was dead.
     expect(existsSync(ws.db)).toBe(false);
   });
 
