@@ -12,3 +12,13 @@ export function configRedactor(config: Config, env: NodeJS.ProcessEnv = process.
   const urls = [config.state.postgres, config.metrics?.pushgateway].filter((u): u is string => u !== undefined);
   return redactor([...urls.flatMap(urlSecrets), env.PGPASSWORD ?? '']);
 }
+
+/**
+ * The ledger's password (state.postgres's, as written and decoded), for the command handler's
+ * environment: an inherited variable holding it, alone or in a URL (`state.postgres: ${PGURL}`),
+ * is cronsafe's, as CRONSAFE_STATE_POSTGRES is, and not passed on. Values shorter than 3
+ * characters are left alone, as the redactor leaves them.
+ */
+export function ledgerSecrets(config: Config): string[] {
+  return config.state.postgres === undefined ? [] : urlSecrets(config.state.postgres).filter((s) => s.length >= 3);
+}

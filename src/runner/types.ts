@@ -86,6 +86,8 @@ export interface HandlerOptions {
   sourceDir: string;
   /** Hides cronsafe's secrets in what the handler says (config/secrets.ts). Default: nothing hidden. */
   redact?: Redact;
+  /** The ledger's password (config/secrets.ts ledgerSecrets): inherited variables holding it are not a command handler's. */
+  ledgerSecrets?: readonly string[];
 }
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */

@@ -108,6 +108,32 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never re
     for (const piece of [PASSWORD.slice(0, 5), PASSWORD.slice(-8)]) expect(run.stdout + row!.last_error).not.toContain(piece);
   }, 120_000);
 
+  it("state.postgres from ${LEDGER_URL} (docs' \"from a Secret\"), or its password from ${DB_PASSWORD}: neither variable reaches a command handler, PGPASSWORD and handler.env's do", async () => {
+    await server.createDatabase('sec4');
+    const ws = workspace(
+      {
+        // What the handler got, byte for byte (its environment as the kernel gave it).
+        handler: { command: ['/bin/sh', '-c', 'cat /proc/$$/environ > "$1"', 'sh', '{output}'], env: { MINE: '${DB_PASSWORD}' } },
+        state: { postgres: '${LEDGER_URL}' },
+      },
+      { 'a.txt': 'a', 'b.txt': 'b' },
+    );
+    const env = {
+      LEDGER_URL: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec4`,
+      DB_PASSWORD: PASSWORD,
+      PGPASSWORD,
+      UNRELATED: 'kept',
+    };
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const got = new Set(readFileSync(path.join(ws.out, 'a.txt.out'), 'latin1').split('\0'));
+    // Before: LEDGER_URL (the password in it) and DB_PASSWORD were the handler's too.
+    expect([...got].filter((v) => v.startsWith('LEDGER_URL=') || v.startsWith('DB_PASSWORD='))).toEqual([]);
+    expect(got.has(`PGPASSWORD=${PGPASSWORD}`)).toBe(true);
+    expect(got.has(`MINE=${PASSWORD}`)).toBe(true);
+    expect(got.has('UNRELATED=kept')).toBe(true);
+  }, 120_000);
+
   it('handler.env may still pass CRONSAFE_STATE_POSTGRES on, to a handler that runs cronsafe itself', async () => {
     const ws = workspace(
       {

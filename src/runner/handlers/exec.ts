@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
-import { noRedact, type Redact } from '../../redact.js';
+import { noRedact, urlSecrets, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault, NotStarted } from '../faults.js';
 import { isPlainId } from '../item-id.js';
@@ -64,6 +64,14 @@ export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Han
   // included: a handler that printed its environment put it in the log (handler.env may pass it on).
   const baseEnv: NodeJS.ProcessEnv = { ...process.env };
   delete baseEnv.CRONSAFE_STATE_POSTGRES;
+  // So is the variable the config took it from (`state.postgres: ${PGURL}`), or its password
+  // from (`${DB_PASSWORD}`). libpq's own PG* variables are passed on, for the handler's database.
+  const ledger = new Set(opts.ledgerSecrets);
+  if (ledger.size > 0) {
+    for (const [name, value] of Object.entries(baseEnv)) {
+      if (value !== undefined && !name.startsWith('PG') && (ledger.has(value) || urlSecrets(value).some((s) => ledger.has(s)))) delete baseEnv[name];
+    }
+  }
   Object.assign(baseEnv, cfg.env);
   delete baseEnv.CRONSAFE_OUTPUT_PATH;
   const redact = opts.redact ?? noRedact;
