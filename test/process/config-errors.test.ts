@@ -138,6 +138,18 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: `);
   });
 
+  it("a module handler's syntax error is 78 saying its line: Node's error for an ES module names none", async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    writeFileSync(mod, 'const a = 1;\n\nexport default async () => {\n  if (a) {\n    return;\n  }}\n}\n');
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', file]);
+      expect(r.code, r.stderr).toBe(78);
+      // Before: "cannot import: Unexpected token '}'" and no more.
+      expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: Unexpected token '}' (line 7)`);
+    }
+  });
+
   it('a module handler whose top-level await can never settle is 78 naming handler.module, not a silent exit 13', async () => {
     const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
     const mod = path.join(path.dirname(file), 'handler.mjs');

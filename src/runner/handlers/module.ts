@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError } from '../../errors.js';
@@ -33,7 +34,7 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
     mod = (await untilLoopEmpties(import(pathToFileURL(file).href))) as Record<string, unknown>;
   } catch (err) {
     guard.release();
-    throw new ConfigError(`${file}: cannot import: ${describeThrown(err, redact)}`, undefined, 'handler.module');
+    throw new ConfigError(`${file}: cannot import: ${describeThrown(err, redact)}${syntaxErrorLine(file, err)}`, undefined, 'handler.module');
   }
   const fn = defaultExport(mod);
   if (typeof fn !== 'function' || notCallable(fn as ModuleHandlerFn) !== undefined) {
@@ -51,6 +52,21 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
     fatal: guard.fatal,
     close: async () => guard.release(),
   };
+}
+
+/**
+ * Where in `file` a SyntaxError of its import is (` (line N)`), or ''. Node's error for an ES
+ * module's bad syntax carries no place (its stack is Node's loader), so a 500-line handler
+ * was refused with `Unexpected token '}'` alone. `node --check` reads the file as the import
+ * did and says `FILE:LINE`; asked only when the import failed so (a failure in a module it
+ * imports is not the file's: its check passes, and nothing is added).
+ */
+function syntaxErrorLine(file: string, err: unknown): string {
+  if (!(err instanceof SyntaxError)) return '';
+  const check = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 10_000, env: { ...process.env, NODE_OPTIONS: '' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const first = check.status === 0 ? undefined : check.stderr?.split('\n', 1)[0];
+  const line = first?.startsWith(`${file}:`) ? /^\d+$/.exec(first.slice(file.length + 1))?.[0] : undefined;
+  return line === undefined ? '' : ` (line ${line})`;
 }
 
 /**
