@@ -150,6 +150,19 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     }
   });
 
+  it("a module handler whose top-level code leaves a promise rejection unhandled is 78 for validate and run, as a throw there is", async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    writeFileSync(mod, 'Promise.reject(new Error("stray at import"));\nexport default async () => {};\n');
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', file]);
+      // Before: validate crashed with Node's stack (exit 1); run started, then failed (exit 1) on every run.
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: its top-level code left a promise rejection unhandled: stray at import`);
+      expect(r.stderr).not.toContain('Node.js v');
+    }
+  });
+
   it('a module handler whose top-level await can never settle is 78 naming handler.module, not a silent exit 13', async () => {
     const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs'));
     const mod = path.join(path.dirname(file), 'handler.mjs');

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
-import { ConfigError } from '../../errors.js';
+import { ConfigError, coerceError } from '../../errors.js';
 import { noRedact, type Redact } from '../../redact.js';
 import { HandlerFailure, interrupted, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
@@ -44,6 +44,16 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
       undefined,
       'handler.module',
     );
+  }
+  // A promise its top-level code rejected and left (`Promise.reject(...)`, a client's failed
+  // connect not awaited) is told after the import settles, once the microtasks have run: it
+  // broke the import as a throw does, on every run. Waited for here, it is the config error
+  // a throw is (78), not a run failed (1) or, for validate (whose guard was already gone),
+  // Node's own crash with its stack.
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  if (guard.fatal.aborted) {
+    guard.release();
+    throw new ConfigError(`${file}: cannot import: its top-level code ${coerceError(guard.fatal.reason).message.replace(/^handler code /, '')}`, undefined, 'handler.module');
   }
   return {
     // An escaped id's text path may name no file (bytes that are not UTF-8): the function
