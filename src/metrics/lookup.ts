@@ -30,7 +30,9 @@ export function killableLookup(signal: AbortSignal): LookupFunction {
     if (signal.aborted) return answer(Object.assign(new Error(`looking up ${hostname}: ${String(signal.reason)}`), { code: 'ETIMEOUT' }));
     // Not the run's environment (CRONSAFE_STATE_POSTGRES, a handler.env secret): what the resolver reads.
     const env = Object.fromEntries(RESOLVER_ENV.flatMap((k) => (process.env[k] === undefined ? [] : [[k, process.env[k]]])));
-    const child = spawn('getent', ['ahosts', hostname], { stdio: ['ignore', 'pipe', 'ignore'], env });
+    // `--`: a name such as `-i` or `--service=files` (valid URL hosts) is the key, not an
+    // option; taken as one, it left getent no key and it listed the whole hosts database.
+    const child = spawn('getent', ['ahosts', '--', hostname], { stdio: ['ignore', 'pipe', 'ignore'], env });
     function onAbort() {
       child.kill('SIGKILL');
       answer(Object.assign(new Error(`looking up ${hostname}: ${String(signal.reason)}`), { code: 'ETIMEOUT' }));
