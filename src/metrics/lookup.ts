@@ -50,7 +50,9 @@ export function killableLookup(signal: AbortSignal): LookupFunction {
       dnsLookup(hostname, options, callback as never);
     });
     child.on('close', (code) => {
-      if (code !== 0) return answer(notFound(hostname));
+      // getent exits 2 for every getaddrinfo failure: a name that does not exist and a DNS
+      // that failed (refused, SERVFAIL: Node's EAI_AGAIN) look alike, so the message says both.
+      if (code !== 0) return answer(notFound(hostname, ' (getent ahosts found no address: the name is not known, or the DNS failed)'));
       const seen = new Set<string>();
       const found: LookupAddress[] = [];
       for (const line of out.split('\n')) {
@@ -68,6 +70,6 @@ export function killableLookup(signal: AbortSignal): LookupFunction {
 /** The environment glibc's resolver reads, passed on to getent; nothing else. */
 const RESOLVER_ENV = ['PATH', 'LOCALDOMAIN', 'RES_OPTIONS', 'HOSTALIASES'];
 
-function notFound(hostname: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname });
+function notFound(hostname: string, why = ''): NodeJS.ErrnoException {
+  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}${why}`), { code: 'ENOTFOUND', hostname });
 }
