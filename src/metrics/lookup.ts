@@ -42,14 +42,21 @@ export function killableLookup(signal: AbortSignal): LookupFunction {
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       if (out.length < 65536) out += chunk;
     });
-    child.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT' || done) return answer(err);
-      // No getent (an image without glibc's tools): Node's lookup, unbounded as before.
+    const unbounded = () => {
       signal.removeEventListener('abort', onAbort);
       done = true;
       dnsLookup(hostname, options, callback as never);
+    };
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT' || done) return answer(err);
+      // No getent (an image without glibc's tools): Node's lookup, unbounded as before.
+      unbounded();
     });
     child.on('close', (code) => {
+      if (done) return;
+      // 1: a getent that does not know `ahosts` (`Unknown database`: one not glibc's, as
+      // musl or BSD systems have); every push failed as not found. Node's lookup, as without one.
+      if (code === 1) return unbounded();
       // getent exits 2 for every getaddrinfo failure: a name that does not exist and a DNS
       // that failed (refused, SERVFAIL: Node's EAI_AGAIN) look alike, so the message says both.
       if (code !== 0) return answer(notFound(hostname, ' (getent ahosts found no address: the name is not known, or the DNS failed)'));

@@ -9,7 +9,7 @@
  * CLI's own mount namespace (unshare -m, as push-dns-hangs.test.ts). Needs root and unshare.
  */
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -67,5 +67,29 @@ describe.skipIf(!canUnshare)('a Pushgateway host name while the DNS refuses ever
     expect(failed.length, run.stderr()).toBeGreaterThan(0);
     expect(String(failed[0]!.error)).toContain('pushgateway.cronsafe-test.example');
     expect(String(failed[0]!.error)).toContain('or the DNS failed');
+  });
+});
+
+describe('a getent that does not know the ahosts database', () => {
+  // glibc's getent has `ahosts`; others (musl's, the BSDs') answer `Unknown database` and
+  // exit 1. Every push failed as `ENOTFOUND localhost`, where Node's lookup had found it.
+  it('the name is looked up as without getent, and the push lands', async () => {
+    const got: string[] = [];
+    gateway = createServer((req, res) => {
+      got.push(`${req.method} ${req.url}`);
+      req.resume();
+      res.end();
+    });
+    await new Promise<void>((r) => gateway!.listen(0, '127.0.0.1', r));
+    const port = (gateway.address() as AddressInfo).port;
+    const ws = workspace({ handler: { command: ['true'] }, metrics: { pushgateway: `http://localhost:${port}` } }, { 'a.txt': 'a' });
+    const bin = path.join(ws.dir, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'getent'), '#!/bin/sh\necho "Unknown database: $1" >&2\nexit 1\n', { mode: 0o755 });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` } });
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(0);
+    expect(run.lines.filter((l) => l.msg.startsWith('metrics push failed')), run.stderr()).toEqual([]);
+    expect(got.length).toBeGreaterThan(0);
   });
 });
