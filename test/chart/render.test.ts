@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import {
   CHART, RELEASE, byKind, configOf, ensureTools, helm, mainContainer, one, podSpec, render, runner, validateAll,
-  validateObject, valuesFile, type Obj,
+  templateRaw, validateObject, valuesFile, type Obj,
 } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
 
@@ -108,6 +108,17 @@ describe('one value wires Kubernetes and cronsafe together', () => {
     expect(b.cfg.drain).toEqual({ gracePeriodSeconds: '${CRONSAFE_DRAIN_GRACE_SECONDS:-420}', marginSeconds: '${CRONSAFE_DRAIN_MARGIN_SECONDS:-20}' });
     expect(drainEnv(b.cj)).toEqual([{ name: 'CRONSAFE_DRAIN_GRACE_SECONDS', value: '420' }, { name: 'CRONSAFE_DRAIN_MARGIN_SECONDS', value: '20' }]);
     expect(b.grace).not.toBe(a.grace);
+  });
+
+  // Helm reads a values file's numbers as float64, and `{{ }}` prints one of a million or more
+  // as 1e+06: the API server refuses that for an int64 field (a month's activeDeadlineSeconds,
+  // 2592000, rendered 2.592e+06 and the install failed).
+  it('renders large second counts as integers, not in exponent form', () => {
+    const r = templateRaw({ drain: { gracePeriodSeconds: 1_000_000 }, activeDeadlineSeconds: 2_592_000, startingDeadlineSeconds: 1_000_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n').filter((l) => /^\s*(terminationGracePeriodSeconds|activeDeadlineSeconds|startingDeadlineSeconds):/.test(l));
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const l of lines) expect(l).toMatch(/: \d+$/);
   });
 
   it('schedule and timeZone set the CronJob and the config schedule', () => {

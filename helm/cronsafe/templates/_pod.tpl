@@ -30,7 +30,7 @@ spec:
   automountServiceAccountToken: {{ and (eq .component "runner") (include "cronsafe.needsApi" $ | eq "true") }}
   # One value for both: the kubelet's SIGKILL comes exactly when cronsafe's drain budget
   # (drain.gracePeriodSeconds in cronsafe.yaml) says it will.
-  terminationGracePeriodSeconds: {{ $v.drain.gracePeriodSeconds }}
+  terminationGracePeriodSeconds: {{ int64 $v.drain.gracePeriodSeconds }}
   {{- with $v.podSecurityContext }}
   securityContext:
     {{- toYaml . | nindent 4 }}
