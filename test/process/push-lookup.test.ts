@@ -23,16 +23,22 @@ afterEach(async () => {
   gateway = undefined;
 });
 
+/** A stand-in Pushgateway on 127.0.0.1: what reached it, and its port. */
+async function recordingGateway(): Promise<{ got: string[]; port: number }> {
+  const got: string[] = [];
+  const server = createServer((req, res) => {
+    got.push(`${req.method} ${req.url}`);
+    req.resume();
+    res.end();
+  });
+  gateway = server;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { got, port: (server.address() as AddressInfo).port };
+}
+
 describe('a Pushgateway host name that looks like an option', () => {
   it.each(['-i', '--service=files', '--'])('%s is not found, and nothing is pushed to the hosts database\'s first address', async (host) => {
-    const got: string[] = [];
-    gateway = createServer((req, res) => {
-      got.push(`${req.method} ${req.url}`);
-      req.resume();
-      res.end();
-    });
-    await new Promise<void>((r) => gateway!.listen(0, '127.0.0.1', r));
-    const port = (gateway.address() as AddressInfo).port;
+    const { got, port } = await recordingGateway();
     const ws = workspace({ handler: { command: ['true'] }, metrics: { pushgateway: `http://${host}:${port}` } }, { 'a.txt': 'a' });
     const run = spawnCli(['run', '-c', ws.configPath]);
     const { code } = await run.exited;
@@ -74,14 +80,7 @@ describe('a getent that does not know the ahosts database', () => {
   // glibc's getent has `ahosts`; others (musl's, the BSDs') answer `Unknown database` and
   // exit 1. Every push failed as `ENOTFOUND localhost`, where Node's lookup had found it.
   it('the name is looked up as without getent, and the push lands', async () => {
-    const got: string[] = [];
-    gateway = createServer((req, res) => {
-      got.push(`${req.method} ${req.url}`);
-      req.resume();
-      res.end();
-    });
-    await new Promise<void>((r) => gateway!.listen(0, '127.0.0.1', r));
-    const port = (gateway.address() as AddressInfo).port;
+    const { got, port } = await recordingGateway();
     const ws = workspace({ handler: { command: ['true'] }, metrics: { pushgateway: `http://localhost:${port}` } }, { 'a.txt': 'a' });
     const bin = path.join(ws.dir, 'bin');
     mkdirSync(bin);
