@@ -1,4 +1,4 @@
-import { redactor, urlSecrets, type Redact } from '../redact.js';
+import { parseUrl, redactor, safeDecode, urlSecrets, type Redact } from '../redact.js';
 import type { Config } from './types.js';
 
 /**
@@ -21,4 +21,17 @@ export function configRedactor(config: Config, env: NodeJS.ProcessEnv = process.
  */
 export function ledgerSecrets(config: Config): string[] {
   return config.state.postgres === undefined ? [] : urlSecrets(config.state.postgres).filter((s) => s.length >= 3);
+}
+
+/**
+ * The names state.postgres's URL gives in the clear (its user and database): a variable whose
+ * whole value is one of them (USER=postgres, POSTGRES_DB=app) is not told from one holding a
+ * password equal to it (the image's postgres:postgres), and is passed on. A URL holding the
+ * password is withheld still.
+ */
+export function ledgerNames(config: Config): string[] {
+  const u = config.state.postgres === undefined ? undefined : parseUrl(config.state.postgres.trim());
+  if (u === undefined) return [];
+  const db = u.pathname.replace(/^\//, '');
+  return [u.username, safeDecode(u.username), db, safeDecode(db)].filter((s) => s !== '');
 }

@@ -88,6 +88,8 @@ export interface HandlerOptions {
   redact?: Redact;
   /** The ledger's password (config/secrets.ts ledgerSecrets): inherited variables holding it are not a command handler's. */
   ledgerSecrets?: readonly string[];
+  /** state.postgres's user and database names (config/secrets.ts ledgerNames): a variable equal to one is passed on. */
+  ledgerNames?: readonly string[];
 }
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */

@@ -7,7 +7,8 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { HandlerConfig } from '../../src/config/types.js';
+import type { Config, HandlerConfig } from '../../src/config/types.js';
+import { ledgerNames, ledgerSecrets } from '../../src/config/secrets.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
 import { EnvironmentFault } from '../../src/runner/faults.js';
 import { redactor } from '../../src/redact.js';
@@ -155,6 +156,25 @@ describe('exec handler: arguments reach the child untouched', () => {
     }
     const got = JSON.parse(readFileSync(record, 'utf8')) as { env: Record<string, string> };
     expect(got.env).not.toHaveProperty('CRONSAFE_OUTPUT_PATH');
+  });
+
+  it('a ledger password that is also its URL\'s user or database name (postgres:postgres) leaves USER=postgres and POSTGRES_DB=postgres to the handler; a URL holding it is withheld', async () => {
+    const record = path.join(dir, 'record.json');
+    const config = { state: { postgres: 'postgres://postgres:postgres@db:5432/postgres' } } as unknown as Config;
+    const saved = { USER: process.env.USER, POSTGRES_DB: process.env.POSTGRES_DB, LEDGER_URL: process.env.LEDGER_URL };
+    Object.assign(process.env, { USER: 'postgres', POSTGRES_DB: 'postgres', LEDGER_URL: config.state.postgres });
+    try {
+      const handler = createExecHandler(handlerConfig(['/bin/sh', '-c', 'env > "$RECORD_FILE"'], { env: { RECORD_FILE: record } }), { sourceDir: src, ledgerSecrets: ledgerSecrets(config), ledgerNames: ledgerNames(config) });
+      const { ctx } = context({ outputPath: undefined });
+      await handler.run({ id: 'a', path: path.join(src, 'a'), attempt: 1 }, ctx);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+    const got = readFileSync(record, 'utf8').split('\n');
+    // Before: both were deleted, as if they held the password.
+    expect(got).toContain('USER=postgres');
+    expect(got).toContain('POSTGRES_DB=postgres');
+    expect(got.filter((l) => l.startsWith('LEDGER_URL='))).toEqual([]);
   });
 
   it('fails an attempt that needs {output} when there is no output directory', async () => {
