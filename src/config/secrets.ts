@@ -14,24 +14,21 @@ export function configRedactor(config: Config, env: NodeJS.ProcessEnv = process.
 }
 
 /**
- * The ledger's password (state.postgres's, as written and decoded), for the command handler's
- * environment: an inherited variable holding it, alone or in a URL (`state.postgres: ${PGURL}`),
- * is cronsafe's, as CRONSAFE_STATE_POSTGRES is, and not passed on. Values shorter than 3
- * characters are left alone, as the redactor leaves them.
+ * Whether an inherited variable's value holds the ledger's password (state.postgres's, as
+ * written and decoded), alone or in a URL (`state.postgres: ${PGURL}`, `${DB_PASSWORD}`):
+ * cronsafe's, as CRONSAFE_STATE_POSTGRES is, and not a command handler's. Undefined without
+ * such a password. A password under 3 characters is left alone, as the redactor leaves it;
+ * a value that is the password alone but also the URL's user or database name (the postgres
+ * image's postgres:postgres, so USER=postgres, POSTGRES_DB=postgres) may be that name, and
+ * is passed on.
  */
-export function ledgerSecrets(config: Config): string[] {
-  return config.state.postgres === undefined ? [] : urlSecrets(config.state.postgres).filter((s) => s.length >= 3);
-}
-
-/**
- * The names state.postgres's URL gives in the clear (its user and database): a variable whose
- * whole value is one of them (USER=postgres, POSTGRES_DB=app) is not told from one holding a
- * password equal to it (the image's postgres:postgres), and is passed on. A URL holding the
- * password is withheld still.
- */
-export function ledgerNames(config: Config): string[] {
-  const u = config.state.postgres === undefined ? undefined : parseUrl(config.state.postgres.trim());
-  if (u === undefined) return [];
-  const db = u.pathname.replace(/^\//, '');
-  return [u.username, safeDecode(u.username), db, safeDecode(db)].filter((s) => s !== '');
+export function holdsLedgerSecret(config: Config): ((value: string) => boolean) | undefined {
+  const url = config.state.postgres;
+  if (url === undefined) return undefined;
+  const secrets = new Set(urlSecrets(url).filter((s) => s.length >= 3));
+  if (secrets.size === 0) return undefined;
+  const u = parseUrl(url.trim());
+  const db = u?.pathname.replace(/^\//, '') ?? '';
+  const names = new Set(u === undefined ? [] : [u.username, safeDecode(u.username), db, safeDecode(db)]);
+  return (value) => (secrets.has(value) && !names.has(value)) || urlSecrets(value).some((s) => secrets.has(s));
 }

@@ -1,5 +1,5 @@
 import { scriptProblem } from '../config/program.js';
-import { configRedactor, ledgerNames, ledgerSecrets } from '../config/secrets.js';
+import { configRedactor, holdsLedgerSecret } from '../config/secrets.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, coerceError } from '../errors.js';
 import { createHandler, createModuleHandler } from '../runner/handlers/index.js';
@@ -18,7 +18,7 @@ export async function loadHandler(config: Config): Promise<Handler> {
   // loads the config once, and a script removed since would fail, and charge, every item.
   const script = config.handler.command && scriptProblem(config.handler.command, config.source.directory);
   if (script) throw asConfigError(config, new ConfigError(`cannot run the script: ${script}`, undefined, 'handler.command'));
-  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), ledgerSecrets: ledgerSecrets(config), ledgerNames: ledgerNames(config) }).catch((err: unknown) => {
+  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config) }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
 }

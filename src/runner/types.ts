@@ -86,10 +86,8 @@ export interface HandlerOptions {
   sourceDir: string;
   /** Hides cronsafe's secrets in what the handler says (config/secrets.ts). Default: nothing hidden. */
   redact?: Redact;
-  /** The ledger's password (config/secrets.ts ledgerSecrets): inherited variables holding it are not a command handler's. */
-  ledgerSecrets?: readonly string[];
-  /** state.postgres's user and database names (config/secrets.ts ledgerNames): a variable equal to one is passed on. */
-  ledgerNames?: readonly string[];
+  /** Whether a value holds the ledger's password (config/secrets.ts holdsLedgerSecret): inherited variables that do are not a command handler's. */
+  holdsLedgerSecret?: (value: string) => boolean;
 }
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config, HandlerConfig } from '../../src/config/types.js';
-import { ledgerNames, ledgerSecrets } from '../../src/config/secrets.js';
+import { holdsLedgerSecret } from '../../src/config/secrets.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
 import { EnvironmentFault } from '../../src/runner/faults.js';
 import { redactor } from '../../src/redact.js';
@@ -164,7 +164,7 @@ describe('exec handler: arguments reach the child untouched', () => {
     const saved = { USER: process.env.USER, POSTGRES_DB: process.env.POSTGRES_DB, LEDGER_URL: process.env.LEDGER_URL };
     Object.assign(process.env, { USER: 'postgres', POSTGRES_DB: 'postgres', LEDGER_URL: config.state.postgres });
     try {
-      const handler = createExecHandler(handlerConfig(['/bin/sh', '-c', 'env > "$RECORD_FILE"'], { env: { RECORD_FILE: record } }), { sourceDir: src, ledgerSecrets: ledgerSecrets(config), ledgerNames: ledgerNames(config) });
+      const handler = createExecHandler(handlerConfig(['/bin/sh', '-c', 'env > "$RECORD_FILE"'], { env: { RECORD_FILE: record } }), { sourceDir: src, holdsLedgerSecret: holdsLedgerSecret(config) });
       const { ctx } = context({ outputPath: undefined });
       await handler.run({ id: 'a', path: path.join(src, 'a'), attempt: 1 }, ctx);
     } finally {

@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { HandlerConfig } from '../../config/types.js';
-import { noRedact, urlSecrets, type Redact } from '../../redact.js';
+import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault, NotStarted } from '../faults.js';
 import { isPlainId } from '../item-id.js';
@@ -66,14 +66,9 @@ export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Han
   delete baseEnv.CRONSAFE_STATE_POSTGRES;
   // So is the variable the config took it from (`state.postgres: ${PGURL}`), or its password
   // from (`${DB_PASSWORD}`). libpq's own PG* variables are passed on, for the handler's database.
-  // A value that is the password alone but also the URL's user or database name
-  // (postgres:postgres, USER=postgres) is passed on: it may be that name.
-  const ledger = new Set(opts.ledgerSecrets);
-  const names = new Set(opts.ledgerNames);
-  if (ledger.size > 0) {
+  if (opts.holdsLedgerSecret) {
     for (const [name, value] of Object.entries(baseEnv)) {
-      if (value === undefined || name.startsWith('PG')) continue;
-      if ((ledger.has(value) && !names.has(value)) || urlSecrets(value).some((s) => ledger.has(s))) delete baseEnv[name];
+      if (value !== undefined && !name.startsWith('PG') && opts.holdsLedgerSecret(value)) delete baseEnv[name];
     }
   }
   Object.assign(baseEnv, cfg.env);
