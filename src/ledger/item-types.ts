@@ -103,6 +103,12 @@ export interface FailOptions {
  */
 export interface ReclaimOptions extends FailOptions {
   committed?: (id: string, claimedAt: number) => boolean;
+  /**
+   * Told of each item the reclaim dead-lettered (its abandoned attempt was its last), once
+   * the reclaim is committed: an item that kills the process every time ends dead here, not
+   * in a settle, and would otherwise leave no log line and no event naming it.
+   */
+  onDeadLettered?: (id: string, error: string) => void;
 }
 
 export interface Failure {

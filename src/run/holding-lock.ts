@@ -122,7 +122,14 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     outputs = config.output ? new OutputStore(config.output.directory, shared, config.name, config.source.directory) : undefined;
     const recovered = committedOutputs(outputs);
     // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
-    const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed };
+    // The pass's observer, also telling Kubernetes Events of each dead letter: an item that
+    // kills the process every time ends dead here, in the reclaim, not in the pass.
+    const observer = withDeadLetterEvents(metrics.observer, events);
+    const onDeadLettered = (id: string, error: string) => {
+      log.error({ itemId: id, error }, 'item dead-lettered');
+      observer.deadLettered?.(id, error);
+    };
+    const reclaim = { now: startedAt, retry: resumeAtOnce(retryPolicy(config)), committed: recovered.committed, onDeadLettered };
     const orphans = await writing('cannot take back the claims of a run that died', ledger.reclaimAbandoned(owner, reclaim));
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
@@ -224,7 +231,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       owner,
       stop: passStop.signal,
       force: opts.force,
-      observer: withDeadLetterEvents(metrics.observer, events),
+      observer,
       refresh: plan.refresh,
     });
     passStop.dispose();

@@ -118,7 +118,7 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     }
     if (s.expired > 0) {
       const byOutput = committedOutputs(d.outputs);
-      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: byOutput.committed });
+      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: byOutput.committed, onDeadLettered: (id, error) => results.reclaimedDead(id, error) });
       if (n > 0) {
         d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged (handed back uncharged if the sibling was killed while it drained)');
       }

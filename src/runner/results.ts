@@ -91,6 +91,16 @@ export class ResultBatcher {
   }
 
   /** Write everything queued so far; resolves when it is committed. */
+  /**
+   * An item that crash recovery dead-lettered (ReclaimOptions.onDeadLettered): the abandoned
+   * attempt of a run that died was its last. Logged and told as one of ours would be; not
+   * counted, as it was not this run's attempt.
+   */
+  reclaimedDead(id: string, error: string): void {
+    this.log.error({ itemId: id, error }, 'item dead-lettered');
+    this.opts.onDeadLettered?.(id, error);
+  }
+
   flush(): Promise<void> {
     return this.enqueue().then(() => undefined);
   }

@@ -78,10 +78,16 @@ export function recoveryContract(use: UseLedger): void {
     it('dead-letters an item that kills every run that claims it (OOM)', async () => {
       const retry = { ...RETRY, maxAttempts: 2 };
       await claimOne(use(), 'oom', { owner: 'run-1-owner' });
-      expect(await use().reclaimOrphans('run-2-owner', failOpts({ retry }))).toBe(1);
+      // Told of each item it dead-lettered, with the error recorded (the run logs it and posts an Event).
+      const told: Array<[string, string]> = [];
+      const onDeadLettered = (id: string, error: string) => told.push([id, error]);
+      expect(await use().reclaimOrphans('run-2-owner', { ...failOpts({ retry }), onDeadLettered })).toBe(1);
+      expect(told).toEqual([]);
       await claimOne(use(), 'oom', { owner: 'run-2-owner', now: T0 + 10_000 });
-      expect(await use().reclaimOrphans('run-3-owner', failOpts({ retry, now: T0 + 20_000 }))).toBe(1);
+      expect(await use().reclaimOrphans('run-3-owner', { ...failOpts({ retry, now: T0 + 20_000 }), onDeadLettered })).toBe(1);
       expect(await use().get('oom')).toMatchObject({ state: 'dead', attempts: 2 });
+      expect(told).toEqual([['oom', (await use().get('oom'))?.lastError]]);
+      expect(told[0]?.[1]).toMatch(/^attempt 2 abandoned/);
       expect(await use().listDead()).toMatchObject([{ id: 'oom', deadAt: T0 + 20_000 }]);
       expect((await use().totals()).deadLettered).toBe(1);
     });

@@ -360,6 +360,21 @@ describe('the Kubernetes Lease across processes', () => {
     for (const e of dead) expect(e.message).toContain('corrupt input');
   });
 
+  it('an item that kills the process every time becomes an Event when the run that reclaims its last attempt dead-letters it', async () => {
+    // Dead-lettered by crash recovery, not by a pass: before, no Event and no log line named it.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/crash-on-poison-module.mjs') }, events: { enabled: true } }, { 'poison.scc': 'x' });
+    const env = podEnv('pod-a', { INVOCATIONS: path.join(ws.dir, 'invocations.log') });
+    let last: Awaited<ReturnType<typeof runCli>> | undefined;
+    for (let runs = 0; runs < 10; runs++) {
+      last = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+      if (last.signal === null) break;
+      expect(last.signal, last.stderr).toBe('SIGKILL');
+    }
+    expect(last?.code, last?.stderr).toBe(0);
+    const dead = fake.list('events').filter((e) => e.reason === 'CronsafeDeadLetter' && e.involvedObject.kind === 'Job');
+    expect(dead.map((e) => e.message)).toEqual([expect.stringMatching(/^Item "poison.scc" was dead-lettered: attempt 5 abandoned/)]);
+  }, 120_000);
+
   it('an API server answering 503 for a moment (a control plane upgrade) does not turn Events off: the dead letters still become Events', async () => {
     // The first 503 turned Events off for the rest of the run: no dead letter reached
     // `kubectl describe`, however long the run went on.

@@ -39,7 +39,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: an item that kills th
   for (let i = 0; i < 11; i++) files[`good-${String(i).padStart(2, '0')}.txt`] = `${i}`;
   const starts = (log: string): string[] => readFileSync(log, 'utf8').trim().split('\n');
 
-  const expectOnlyPoisonDead = async (url: string, schema: string, log: string): Promise<void> => {
+  const expectOnlyPoisonDead = async (url: string, schema: string, log: string, output: string): Promise<void> => {
+    // Its last attempt died with its pod: the run that reclaimed it dead-lettered it, and said
+    // so by name, as a pass does (before, only a count of reclaimed claims).
+    const deadLines = output.split('\n').filter((l) => l.includes('item dead-lettered'));
+    expect(deadLines, output).toHaveLength(1);
+    expect(JSON.parse(deadLines[0] ?? '{}')).toMatchObject({ itemId: 'poison.txt', error: expect.stringContaining('attempt 5 abandoned') });
     const ledger = await openPostgresLedger({ url, schema });
     try {
       expect(starts(log).filter((id) => id === 'poison.txt')).toHaveLength(5);
@@ -57,14 +62,16 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: an item that kills th
     const ws = workspace({ handler: { module: POISON_MODULE }, state: { postgres: url, schema: 'poison' }, lease: LEASE }, files);
     const log = path.join(ws.dir, 'invocations.log');
     let last: Awaited<ReturnType<typeof runCli>> | undefined;
+    let output = '';
     for (let runs = 0; runs < 12; runs++) {
       last = await runCli(['run', '-c', ws.configPath], { env: { INVOCATIONS: log }, timeoutMs: 60_000 });
+      output += last.stdout + last.stderr;
       if (last.signal === null) break;
       expect(last.signal, last.stderr).toBe('SIGKILL');
       await leasesExpired('poison1', 'poison');
     }
     expect(last?.code, last?.stderr).toBe(0);
-    await expectOnlyPoisonDead(url, 'poison', log);
+    await expectOnlyPoisonDead(url, 'poison', log, output);
   }, 300_000);
 
   it('two pods of one run group: the sibling that takes the poison item over dies too; good items still end done', async () => {
@@ -72,14 +79,16 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: an item that kills th
     const ws = workspace({ handler: { module: POISON_MODULE }, state: { postgres: url, schema: 'poison' }, lease: LEASE }, files);
     const log = path.join(ws.dir, 'invocations.log');
     let clean = false;
+    let output = '';
     for (let pass = 0; pass < 12 && !clean; pass++) {
       const pods: Running[] = [0, 1].map(() => spawnCli(['run', '-c', ws.configPath], { env: { INVOCATIONS: log, CRONSAFE_RUN_GROUP: `pass-${pass}` }, timeoutMs: 90_000 }));
       const exits = await Promise.all(pods.map((p) => p.exited));
+      for (const p of pods) output += `${p.stdout()}\n${p.stderr()}\n`;
       for (const [i, e] of exits.entries()) if (e.signal === null) expect(e.code, pods[i]!.stderr()).toBe(0);
       clean = exits.every((e) => e.signal === null);
       await leasesExpired('poison2', 'poison');
     }
     expect(clean, 'a pass with no pod killed').toBe(true);
-    await expectOnlyPoisonDead(url, 'poison', log);
+    await expectOnlyPoisonDead(url, 'poison', log, output);
   }, 400_000);
 });

@@ -22,14 +22,21 @@ describe('an item that kills the process every time, with the defaults users get
     const env = { INVOCATIONS: log };
     let runs = 0;
     let last: Awaited<ReturnType<typeof runCli>> | undefined;
+    let output = '';
     for (; runs < 10; runs++) {
       last = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+      output += last.stdout + last.stderr;
       if (last.signal === null) break;
       expect(last.signal, last.stderr).toBe('SIGKILL');
     }
     expect(last?.code, last?.stderr).toBe(0);
     const starts = readFileSync(log, 'utf8').trim().split('\n');
     expect(starts.filter((id) => id === 'poison.txt')).toHaveLength(5);
+    // Its last attempt died with the process: the run that reclaimed it dead-lettered it, and
+    // said so by name, as a pass does (before, only a count of reclaimed claims).
+    const deadLines = output.split('\n').filter((l) => l.includes('item dead-lettered'));
+    expect(deadLines, output).toHaveLength(1);
+    expect(JSON.parse(deadLines[0] ?? '{}')).toMatchObject({ itemId: 'poison.txt', error: expect.stringContaining('attempt 5 abandoned') });
     const ledger = await openSqliteLedger(ws.db);
     try {
       expect(await ledger.get('poison.txt')).toMatchObject({ state: 'dead', attempts: 5 });

@@ -139,8 +139,8 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
   // An orphan's attempt is charged like a failure: an item that kills the process
   // every time (OOM, segfault) must end up dead, not crash every run forever. One whose
   // output was committed before the run died (updated_at is the claim's time) is done.
-  const reclaim = (what: string, query: Query, why: string, opts: ReclaimOptions): Promise<number> =>
-    ex.tx(what, async (exec: Exec) => {
+  const reclaim = async (what: string, query: Query, why: string, opts: ReclaimOptions): Promise<number> => {
+    const { count, dead } = await ex.tx(what, async (exec: Exec) => {
       const all = await exec<OrphanRow>(query);
       const rows: OrphanRow[] = [];
       const committed: Claim[] = [];
@@ -165,13 +165,17 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
         released: r.released,
         error: `attempt ${r.attempts} abandoned: ${why}`,
       }));
-      const { bumps } = await applyFailures(exec, schema, held, opts);
+      const { outcomes, bumps } = await applyFailures(exec, schema, held, opts);
       const bump = bumpQuery(schema, bumps);
       if (bump) await exec(bump);
       if (rows.length > 0) await exec(passOfReclaimedQuery(schema, rows.map((r) => r.id)));
       await exec(forgetStopsQuery(schema));
-      return all.length;
+      const dead = held.filter((_, i) => outcomes[i]?.result === 'applied' && outcomes[i]?.state === 'dead');
+      return { count: all.length, dead };
     });
+    for (const d of dead) opts.onDeadLettered?.(d.claim.id, d.error);
+    return count;
+  };
 
   return {
     reclaimOrphans: (exceptOwner, opts) =>

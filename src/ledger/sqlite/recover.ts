@@ -61,7 +61,10 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
   // One of a run killed while it drained (its stop recorded: a grace period shorter than
   // drain.gracePeriodSeconds) is handed back uncharged, as its drain would have: the kill
   // came from outside, and charging it dead-lettered a good item by evictions alone.
+  // The items a reclaim dead-lettered, told (ReclaimOptions.onDeadLettered) once it committed.
+  let deadLettered: { id: string; error: string }[] = [];
   const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
+    deadLettered = [];
     // What a dead run journalled and had not written yet becomes its claims and successes.
     if (journal !== undefined) replayJournal(db, finish, journal, opts.now, { strict: true, advance: true });
     // Prepared here, not with the others: a read-only connection to an old ledger has no meta table.
@@ -74,11 +77,13 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
         if (finish.completeIn([claim], opts.now)[0]?.result === 'applied') moved++;
         continue;
       }
+      const error = abandonedError(r.attempts);
       const out =
         r.owner === stopped
           ? finish.releaseOne(claim, opts.now, `attempt ${r.attempts} interrupted: its run was killed while it drained (stopped by a signal); not charged`)
-          : finish.failOne(claim, abandonedError(r.attempts), opts);
+          : finish.failOne(claim, error, opts);
       if (out.result !== 'applied') continue;
+      if (out.state === 'dead') deadLettered.push({ id: r.id, error });
       moved++;
     }
     if (stopped !== undefined) db.prepare('DELETE FROM meta WHERE key = ?').run(STOP_KEY);
@@ -103,6 +108,8 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
       const moved = reclaimTx.immediate(exceptOwner, opts);
       // Only once its records are committed: a crash before this replays them again, harmlessly.
       if (journal !== undefined) removeJournal(journal);
+      for (const d of deadLettered) opts.onDeadLettered?.(d.id, d.error);
+      deadLettered = [];
       return moved;
     },
     renew: (owner, ids, leaseUntil) => (ids.length === 0 ? [] : renewTx.immediate(owner, ids, leaseUntil)),
