@@ -92,10 +92,19 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   const env = opts.env ?? process.env;
   const fsRoot = opts.fsRoot ?? '';
   const home = path.join(env.HOME || homedir(), '.kube', 'config');
-  const inCluster = !!env.KUBERNETES_SERVICE_HOST && existsSync(`${fsRoot}${SERVICE_ACCOUNT_DIR}/token`);
+  // Both, as client-go's InClusterConfig wants them (the kubelet sets both in every pod): with
+  // the host alone the client aimed at `https://<host>:undefined`, and every start spent the
+  // acquire's 10 s on "cannot reach the API server (ERR_INVALID_URL)".
+  const serviceHost = env.KUBERNETES_SERVICE_HOST?.trim();
+  const servicePort = env.KUBERNETES_SERVICE_PORT?.trim();
+  const token = existsSync(`${fsRoot}${SERVICE_ACCOUNT_DIR}/token`);
+  const inCluster = !!serviceHost && !!servicePort && token;
   const source = env.KUBECONFIG ? `KUBECONFIG=${env.KUBECONFIG}` : inCluster ? 'in-cluster service account' : existsSync(home) ? home : undefined;
   if (source === undefined) {
-    return { ok: false, reason: 'no Kubernetes credentials: not in a pod with a service account token, and no KUBECONFIG or ~/.kube/config' };
+    const half = token && (serviceHost || servicePort)
+      ? `the service account token is mounted but ${serviceHost ? 'KUBERNETES_SERVICE_PORT' : 'KUBERNETES_SERVICE_HOST'} is not set (a pod has both), so the API server's address is unknown`
+      : 'not in a pod with a service account token';
+    return { ok: false, reason: `no Kubernetes credentials: ${half}, and no KUBECONFIG or ~/.kube/config` };
   }
   let k8s: ClientNode;
   try {

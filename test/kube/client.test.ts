@@ -38,6 +38,19 @@ describe('connectKube', () => {
     expect(c).toEqual({ ok: false, reason: expect.stringContaining('no Kubernetes credentials') as string });
   });
 
+  // client-go's InClusterConfig wants both; with the host alone the client aimed at
+  // https://<host>:undefined, and every start spent the acquire's 10 s on ERR_INVALID_URL.
+  it('a mounted token with KUBERNETES_SERVICE_HOST but no KUBERNETES_SERVICE_PORT is not in-cluster: the reason names the missing variable', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-sa-'));
+    mkdirSync(path.join(root, SERVICE_ACCOUNT_DIR), { recursive: true });
+    writeFileSync(path.join(root, SERVICE_ACCOUNT_DIR, 'token'), TOKEN);
+    writeFileSync(path.join(root, SERVICE_ACCOUNT_DIR, 'namespace'), 'batch');
+    const c = await connectKube({ env: { HOME: root, KUBERNETES_SERVICE_HOST: '127.0.0.1' }, fsRoot: root });
+    expect(c).toEqual({ ok: false, reason: expect.stringContaining('KUBERNETES_SERVICE_PORT is not set') as string });
+    const d = await connectKube({ env: { HOME: root, KUBERNETES_SERVICE_PORT: '443' }, fsRoot: root });
+    expect(d).toEqual({ ok: false, reason: expect.stringContaining('KUBERNETES_SERVICE_HOST is not set') as string });
+  });
+
   it('from KUBECONFIG: the pod namespace wins over the context namespace, which wins over default', async () => {
     const a = await connectKube({ env: { KUBECONFIG: fake.kubeconfig, CRONSAFE_POD_NAMESPACE: 'pod-ns' }, fsRoot: '/nonexistent' });
     const b = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, fsRoot: '/nonexistent' });
