@@ -114,12 +114,9 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   }
   const kc = new k8s.KubeConfig();
   try {
-    const file = env.KUBECONFIG ? (env.KUBECONFIG.split(path.delimiter).find((f) => f) ?? '') : inCluster ? undefined : home;
-    if (file === undefined) kc.loadFromCluster(fsRoot);
-    else {
-      kc.loadFromFile(file);
-      useTokenFile(kc, file);
-    }
+    const files = env.KUBECONFIG ? env.KUBECONFIG.split(path.delimiter).filter((f) => f) : inCluster ? undefined : [home];
+    if (files === undefined) kc.loadFromCluster(fsRoot);
+    else loadKubeconfigs(k8s, kc, files);
     if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
   } catch (err) {
     // The first line only: a YAML error goes on with the lines around the fault (js-yaml's
@@ -142,6 +139,33 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
     options: (ms = timeoutMs, stop) => timeoutOptions(k8s, kc, ms, stop),
   };
   return { ok: true, kube };
+}
+
+/**
+ * KUBECONFIG as kubectl reads it: a list of files (`:`-separated), those that do not exist
+ * skipped, merged with the first file to name a cluster, user or context winning, and the
+ * first `current-context` set. Only its first file was read: `KUBECONFIG=~/.kube/config:~/.kube/prod`
+ * with the context in the second, or a first file not there, left the feature off.
+ */
+function loadKubeconfigs(k8s: ClientNode, kc: K8s.KubeConfig, files: string[]): void {
+  const present = files.filter((f) => existsSync(f));
+  if (present.length === 0) throw new Error(`no such file: ${files.join(', ')}`);
+  /** The file each user came from: its tokenFile is relative to that file's directory. */
+  const userFile = new Map<string, string>();
+  present.forEach((file, i) => {
+    const one = i === 0 ? kc : new k8s.KubeConfig();
+    one.loadFromFile(file);
+    for (const u of one.users) if (!userFile.has(u.name)) userFile.set(u.name, file);
+    if (one === kc) return;
+    const merged = <T extends { name: string }>(into: T[], from: T[]): T[] => [...into, ...from.filter((x) => !into.some((y) => y.name === x.name))];
+    kc.clusters = merged(kc.clusters, one.clusters);
+    kc.users = merged(kc.users, one.users);
+    kc.contexts = merged(kc.contexts, one.contexts);
+    if (!kc.currentContext && one.currentContext) kc.currentContext = one.currentContext;
+  });
+  const userName = kc.getContextObject(kc.getCurrentContext())?.user;
+  const file = userName === undefined ? undefined : userFile.get(userName);
+  if (file) useTokenFile(kc, file);
 }
 
 /**

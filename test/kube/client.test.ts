@@ -58,6 +58,22 @@ describe('connectKube', () => {
     expect(b.ok && b.kube.namespace).toBe('jobs-ns');
   });
 
+  // kubectl reads KUBECONFIG as a list: missing files skipped, the first to name a thing
+  // wins, the first current-context set. Only the first file was read (ENOENT, or "no
+  // current cluster"), and the Lease was off where kubectl worked.
+  it('KUBECONFIG as a list, as kubectl reads it: a missing file skipped, the current-context of one file, the cluster and user of another', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-'));
+    const first = path.join(dir, 'config');
+    writeFileSync(first, 'apiVersion: v1\nkind: Config\ncurrent-context: fake\npreferences: {}\n');
+    fake.seed('pods', { metadata: { name: 'pod-1', namespace: 'jobs-ns' } });
+    const c = await connectKube({ env: { KUBECONFIG: [path.join(dir, 'missing'), first, fake.kubeconfig].join(path.delimiter) }, fsRoot: '/nonexistent' });
+    if (!c.ok) throw new Error(c.reason);
+    const pod = await c.kube.core.readNamespacedPod({ name: 'pod-1', namespace: 'jobs-ns' }, c.kube.options());
+    expect(pod.metadata?.name).toBe('pod-1');
+    const none = await connectKube({ env: { KUBECONFIG: [path.join(dir, 'missing'), path.join(dir, 'gone')].join(path.delimiter) }, fsRoot: '/nonexistent' });
+    expect(none).toEqual({ ok: false, reason: expect.stringContaining('no such file') as string });
+  });
+
   it('a broken kubeconfig is a reason, not a throw', async () => {
     const bad = path.join(mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-')), 'config');
     writeFileSync(bad, 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n');
