@@ -127,7 +127,7 @@ describe('connectKube', () => {
     if (!c.ok) throw new Error(c.reason);
     const err = await c.kube.batch.readNamespacedJob({ name: 'nope', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
     expect(apiFailure(err)).toMatchObject({ kind: 'not-found', status: 404 });
-    const made = await c.kube.coordination.createNamespacedLease({ namespace: 'jobs-ns', body: { metadata: { name: 'x' }, spec: {} } }, c.kube.options(1000 / 3));
+    const made = await c.kube.coordination.createNamespacedLease({ namespace: 'jobs-ns', body: { metadata: { name: 'x' }, spec: {} } }, c.kube.options(10_000 / 3));
     expect(made.metadata?.name).toBe('x');
   });
 
