@@ -264,6 +264,21 @@ export interface ApiFailure {
   message: string;
 }
 
+/** OpenSSL's verdicts on a server certificate (Node's error codes): the TLS handshake reached the API server. */
+const TLS_UNTRUSTED = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
 /** fs calls behind reading a credentials file: an error from one is not the network's. */
 const FILE_SYSCALLS = new Set(['open', 'read', 'stat', 'lstat', 'fstat']);
 
@@ -293,6 +308,13 @@ export function apiFailure(err: unknown): ApiFailure {
     if (syscall.startsWith('spawn')) return { kind: 'unauthorized', message: `cannot run the kubeconfig's credential plugin: ${firstLine(e.message)}` };
   }
   const cause = e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
+  // The server answered, with a certificate the cluster's CA does not verify: a CA that is
+  // not the cluster's (rotated, another cluster's, a TLS-inspecting proxy). It will not pass
+  // in a moment: "cannot reach the API server" sent people to the network, and the Lease's
+  // acquire tried again for 10 s at every start.
+  if (cause && TLS_UNTRUSTED.has(cause)) {
+    return { kind: 'unauthorized', message: `the API server's certificate is not trusted (${cause}): the cluster's certificate-authority in the kubeconfig, or the service account's ca.crt, did not sign it` };
+  }
   if (cause) return { kind: 'unreachable', message: `cannot reach the API server (${cause})` };
   return { kind: 'server', message: firstLine(e?.message ?? coerceError(err).message) };
 }

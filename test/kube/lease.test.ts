@@ -2,17 +2,20 @@
  * The Lease lock through @kubernetes/client-node against the fake API server, which
  * enforces resourceVersion conflicts, 404s and the MicroTime format as a real one does.
  */
+import { spawnSync } from 'node:child_process';
 import { getEventListeners } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createServer as tlsServer, type Server as TlsServer } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
 import { acquireRunLease, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
-import { FakeApiServer, startFakeApiServer, type Obj } from '../helpers/fake-apiserver.js';
+import { FakeApiServer, startFakeApiServer, TOKEN, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
 
@@ -268,6 +271,49 @@ describe('acquire on a struggling API server', () => {
     fake.latency = () => (first ? ((first = false), 3000) : 0);
     expect(await acquire('pod-a/run-1')).toMatchObject({ status: 'held', holder: 'pod-z/holder' });
   }, 15_000);
+
+  // A TLS handshake that fails verification reached the API server: a CA that is not the
+  // cluster's (rotated, another cluster's, a TLS-inspecting proxy) does not pass in a moment.
+  // It was "cannot reach the API server (DEPTH_ZERO_SELF_SIGNED_CERT)", tried again for 10 s
+  // at every start.
+  it.skipIf(spawnSync('openssl', ['version']).status !== 0)('a server certificate the kubeconfig\'s CA does not verify is unavailable at once, said so, not tried again as unreachable', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-tls-'));
+    const selfSigned = (name: string, san: string) => {
+      const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`,
+        '-keyout', path.join(dir, `${name}.key`), '-out', path.join(dir, `${name}.pem`)], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(r.stderr);
+      return path.join(dir, `${name}.pem`);
+    };
+    const serverCert = selfSigned('apiserver', 'IP:127.0.0.1');
+    const otherCa = selfSigned('other', 'DNS:other');
+    // TLS in front of the fake API server, as a real one serves.
+    const tls: TlsServer = tlsServer({ key: readFileSync(path.join(dir, 'apiserver.key')), cert: readFileSync(serverCert) }, (client) => {
+      const upstream = netConnect(fake.port, '127.0.0.1');
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (tls.address() as { port: number }).port;
+      const connectWith = async (ca: string) => {
+        const file = path.join(dir, `kubeconfig-${path.basename(ca)}`);
+        writeFileSync(file, `apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "https://127.0.0.1:${port}", certificate-authority: ${ca}}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\ncontexts:\n- name: x\n  context: {cluster: c, user: u, namespace: batch}\ncurrent-context: x\n`);
+        const c = await connectKube({ env: { KUBECONFIG: file }, timeoutMs: 2000 });
+        if (!c.ok) throw new Error(c.reason);
+        return c.kube;
+      };
+      // The way through works: with the CA that signed the server's certificate, the Lease is taken.
+      expect(await acquire('pod-a/run-1', { kube: await connectWith(serverCert) })).toMatchObject({ status: 'acquired' });
+      const { log, lines } = memoryLogger();
+      const r = await acquire('pod-b/run-2', { kube: await connectWith(otherCa), log });
+      expect(r).toMatchObject({ status: 'unavailable', failure: { kind: 'unauthorized', message: expect.stringContaining("the API server's certificate is not trusted") as string } });
+      expect(lines.filter((l) => String(l.msg).includes('cannot answer now; trying again'))).toEqual([]);
+    } finally {
+      for (const h of held.splice(0)) await h.lease.release();
+      await new Promise<void>((resolve) => tls.close(() => resolve()));
+    }
+  }, 20_000);
 
   it('a stop during the wait between tries ends the acquire at once, with no write', async () => {
     fake.down = true;
