@@ -143,12 +143,13 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
 
 /**
  * KUBECONFIG as kubectl reads it: a list of files (`:`-separated), those that do not exist
- * skipped, merged with the first file to name a cluster, user or context winning, and the
+ * (or are empty) skipped, merged with the first file to name a cluster, user or context winning, and the
  * first `current-context` set. Only its first file was read: `KUBECONFIG=~/.kube/config:~/.kube/prod`
  * with the context in the second, or a first file not there, left the feature off.
  */
 function loadKubeconfigs(k8s: ClientNode, kc: K8s.KubeConfig, files: string[]): void {
-  const present = files.filter((f) => existsSync(f));
+  // An empty file (a `touch`ed ~/.kube/config) is an empty kubeconfig to kubectl; the client refuses it (expected a document).
+  const present = files.filter((f) => existsSync(f) && readFileSync(f, 'utf8').trim() !== '');
   if (present.length === 0) throw new Error(`no such file: ${files.join(', ')}`);
   /** The file each user came from: its tokenFile is relative to that file's directory. */
   const userFile = new Map<string, string>();

@@ -61,12 +61,14 @@ describe('connectKube', () => {
   // kubectl reads KUBECONFIG as a list: missing files skipped, the first to name a thing
   // wins, the first current-context set. Only the first file was read (ENOENT, or "no
   // current cluster"), and the Lease was off where kubectl worked.
-  it('KUBECONFIG as a list, as kubectl reads it: a missing file skipped, the current-context of one file, the cluster and user of another', async () => {
+  it('KUBECONFIG as a list, as kubectl reads it: a missing or empty file skipped, the current-context of one file, the cluster and user of another', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-kc-'));
     const first = path.join(dir, 'config');
     writeFileSync(first, 'apiVersion: v1\nkind: Config\ncurrent-context: fake\npreferences: {}\n');
     fake.seed('pods', { metadata: { name: 'pod-1', namespace: 'jobs-ns' } });
-    const c = await connectKube({ env: { KUBECONFIG: [path.join(dir, 'missing'), first, fake.kubeconfig].join(path.delimiter) }, fsRoot: '/nonexistent' });
+    const empty = path.join(dir, 'empty');
+    writeFileSync(empty, '');
+    const c = await connectKube({ env: { KUBECONFIG: [path.join(dir, 'missing'), empty, first, fake.kubeconfig].join(path.delimiter) }, fsRoot: '/nonexistent' });
     if (!c.ok) throw new Error(c.reason);
     const pod = await c.kube.core.readNamespacedPod({ name: 'pod-1', namespace: 'jobs-ns' }, c.kube.options());
     expect(pod.metadata?.name).toBe('pod-1');
