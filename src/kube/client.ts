@@ -150,7 +150,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
 function loadKubeconfigs(k8s: ClientNode, kc: K8s.KubeConfig, files: string[]): void {
   // An empty file (a `touch`ed ~/.kube/config) is an empty kubeconfig to kubectl; the client refuses it (expected a document).
   const present = files.filter((f) => existsSync(f) && readFileSync(f, 'utf8').trim() !== '');
-  if (present.length === 0) throw new Error(`no such file: ${files.join(', ')}`);
+  if (present.length === 0) throw new Error(`no kubeconfig: ${files.join(', ')} missing or empty`);
   /** The file each user came from: its tokenFile is relative to that file's directory. */
   const userFile = new Map<string, string>();
   present.forEach((file, i) => {

@@ -73,7 +73,7 @@ describe('connectKube', () => {
     const pod = await c.kube.core.readNamespacedPod({ name: 'pod-1', namespace: 'jobs-ns' }, c.kube.options());
     expect(pod.metadata?.name).toBe('pod-1');
     const none = await connectKube({ env: { KUBECONFIG: [path.join(dir, 'missing'), path.join(dir, 'gone')].join(path.delimiter) }, fsRoot: '/nonexistent' });
-    expect(none).toEqual({ ok: false, reason: expect.stringContaining('no such file') as string });
+    expect(none).toEqual({ ok: false, reason: expect.stringContaining('missing or empty') as string });
   });
 
   it('a broken kubeconfig is a reason, not a throw', async () => {
