@@ -200,8 +200,9 @@ describe('the start journal', () => {
         const out = await run.settle({ ...none, release: [{ claim: a!, reason: 'not charged: the output file system is full' }] }, T0 + 1);
         expect(out.release, how).toEqual([{ id: 'a', result: 'applied', state: 'pending', availableAt: T0 + 1 }]);
         expect(readJournal(journalPath(file)).released.map((r) => [r.id, r.attempt]), how).toEqual([['a', 1]]);
-        // The run ends with the ledger still full (its close cannot flush either), b running.
-        await expect(run.close(), how).rejects.toThrow(/full/);
+        // The run is killed with the ledger still full, b running: its connection is never
+        // closed. (A run that ends instead, closing its ledger, hands b back too, since its
+        // attempt is over: ledger-full.test.ts, 'without output.directory'.)
         unlinkSync(path.join(dir, 'filler'));
         // Read before the next run (status): the hand-back shows, b is still claimed.
         const reader = await openSqliteLedger(file);

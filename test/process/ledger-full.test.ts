@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { invocations } from '../helpers/proc.js';
@@ -66,6 +67,52 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       spawnSync('umount', ['-l', volume]);
     }
   }, 120_000);
+
+  // Without output.directory no output proves that an attempt finished: the successes the
+  // full volume kept out of both the ledger and the start journal (the attempts that were
+  // running when the pass stopped) were left as started attempts, which the next run
+  // charged as a dead run's claims. They are handed back in place (the journal's R record).
+  it('without output.directory: the attempts whose ends could not be written are not charged; freed, the next run finishes every item', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`item-${String(i).padStart(4, '0')}`, 'x']));
+    const ids = Object.keys(files);
+    const ws = workspace({ concurrency: 4 }, files);
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'cronsafe.db');
+      const log = path.join(ws.dir, 'invocations.log');
+      const config = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
+      delete config.output;
+      writeFileSync(ws.configPath, YAML.stringify(config));
+      configure(ws, { state: { sqlite: db }, handler: { command: ['/bin/sh', '-c', 'echo "$1 $2" >> "$3"', 'sh', '{id}', '{attempt}', log] } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
+      // Readiness: attempts are being started and finished steadily.
+      await until(() => invocations(log).size >= 40, 'forty handler runs', 30_000);
+      const filler = path.join(volume, 'filler');
+      fill(filler);
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      rmSync(filler);
+
+      const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
+      const ledger = await openSqliteLedger(db);
+      try {
+        const overcharged: Record<string, string> = {};
+        for (const id of ids) {
+          const rec = (await ledger.get(id))!;
+          if (rec.attempts - rec.released !== 1) overcharged[id] = `${rec.attempts - rec.released} charged: ${rec.lastError}`;
+        }
+        expect(overcharged).toEqual({});
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 200_000);
 
   // The chart's layout: the queue, output.directory and the ledger on one volume. When it
   // filled, the attempts running were judged the environment's fault and handed back, but

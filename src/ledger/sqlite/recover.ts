@@ -66,7 +66,7 @@ export function makeRecoverOps(db: Database, finish: FinishOps, counters: Counte
   const reclaimTx = db.transaction((exceptOwner: string, opts: ReclaimOptions): number => {
     deadLettered = [];
     // What a dead run journalled and had not written yet becomes its claims and successes.
-    if (journal !== undefined) replayJournal(db, finish, journal, opts.now, { strict: true, advance: true });
+    if (journal !== undefined) replayJournal(db, finish, journal, opts.now, { strict: true, advance: true, committed: opts.committed });
     // Prepared here, not with the others: a read-only connection to an old ledger has no meta table.
     const stopped = db.prepare(GET_META_SQL).pluck().get(STOP_KEY) as string | undefined;
     const rows = orphans.all(exceptOwner) as { id: string; owner: string; attempts: number; updated_at: number }[];

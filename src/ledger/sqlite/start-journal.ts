@@ -196,6 +196,26 @@ export class StartJournal {
     this.#held.delete(c.id);
   }
 
+  /**
+   * handBack() for every attempt whose S record the file holds (none of them settled in the
+   * ledger): at the end of a run whose ledger and journal the file system refused (full),
+   * each such attempt is over, but its success or hand-back could not be written anywhere.
+   * Left as starts, the next run's replay charged each one as a dead run's claim. Returns how
+   * many were marked; one that cannot be written is left as it is.
+   */
+  handBackHeld(): number {
+    let n = 0;
+    for (const h of [...this.#held.values()]) {
+      try {
+        this.handBack(h);
+        n++;
+      } catch {
+        /* left a start: charged by the next run, as before */
+      }
+    }
+    return n;
+  }
+
   /** Write `buf` at `position` in place, through a descriptor without O_APPEND (which would append it). */
   #overwrite(buf: Buffer, position: number): void {
     const fd = this.#open();

@@ -21,7 +21,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { Claim, ClaimOptions, FenceOutcome, Settlement, SettleOutcome } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
-import { isBusy } from './connection.js';
+import { isBusy, isFull } from './connection.js';
 import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
@@ -71,6 +71,8 @@ interface Start extends Omit<JournalStart, 'segment'> {
  * claim still holds: only then is it handed back, so a replay applies it once.
  */
 const HELD_SQL = `SELECT 1 FROM items WHERE id = ? AND state = 'claimed' AND owner = ? AND attempts = ?`;
+/** HELD_SQL's row's claim time (updated_at), for the committed-output test of a replay. */
+const CLAIMED_AT_SQL = `SELECT updated_at FROM items WHERE id = ? AND state = 'claimed' AND owner = ? AND attempts = ?`;
 
 /** Why a hand-back found only in the journal was made (its run's reason was not written). */
 export const journalledHandBack = (attempt: number): string =>
@@ -301,13 +303,32 @@ export class WriteBehind {
     }
   }
 
-  /** At the end of the run: flush, and remove the (now empty) journal. */
+  /**
+   * At the end of the run: flush, and remove the (now empty) journal. A flush the file
+   * system refuses (full) leaves the journal for the next run's replay; the attempts it
+   * holds as started and nothing more (a success whose record the full journal refused,
+   * those that finished after the pass stopped for the fault) are handed back in place
+   * first: their handlers ran to their end, and the fault is the environment's, so the next
+   * run must not charge them as a dead run's claims (without output.directory, no output
+   * proves a success; with it, only the committed ones were proven).
+   */
   close(): void {
-    this.flush();
+    try {
+      this.flush();
+    } catch (err) {
+      if (fileSystemFull(err)) this.#journal.handBackHeld();
+      throw err;
+    }
     this.#ready.clear();
     this.#live.clear();
     this.#journal.close(true);
   }
+}
+
+/** The ledger's or the journal's file system refused a write for lack of space (SQLITE_FULL; ENOSPC, EDQUOT from the journal). */
+function fileSystemFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return isFull(err) || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /** A slot batch (a few ids) names one twice: compared pairwise, no Set made per batch. */
@@ -368,7 +389,13 @@ function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[
  *   run journalled is written first, so the write sees it; the file is left to its run.
  * `finish` fences every success by owner and attempt.
  */
-export function replayJournal(db: Database, finish: FinishOps, journalFile: string, now: number, opts: { strict: boolean; advance: boolean }): void {
+export function replayJournal(
+  db: Database,
+  finish: FinishOps,
+  journalFile: string,
+  now: number,
+  opts: { strict: boolean; advance: boolean; committed?: (id: string, claimedAt: number) => boolean },
+): void {
   const written = writtenSegment(db);
   const unwritten = (r: JournalStart) => r.segment > written;
   const recs = readJournal(journalFile, opts.strict, written);
@@ -385,10 +412,16 @@ export function replayJournal(db: Database, finish: FinishOps, journalFile: stri
     done.map((d) => ({ id: d.id, owner: d.owner, attempt: d.attempt, charged: 0, at: d.at })),
     now,
   );
-  const held = db.prepare(HELD_SQL).pluck();
+  const claimedAt = db.prepare(CLAIMED_AT_SQL).pluck();
   for (const r of released) {
-    if (held.get(wellFormed(r.id), r.owner, r.attempt) === undefined) continue;
-    finish.releaseOne({ id: r.id, owner: r.owner, attempt: r.attempt, charged: 0 }, now, journalledHandBack(r.attempt));
+    const at = claimedAt.get(wellFormed(r.id), r.owner, r.attempt) as number | undefined;
+    if (at === undefined) continue;
+    const claim = { id: r.id, owner: r.owner, attempt: r.attempt, charged: 0 };
+    // One handed back at the end of a run that could write neither its success nor its
+    // hand-back (WriteBehind.close) may have committed its output: done, as the claim of a
+    // run that died would be (the reclaim's committed-output test).
+    if (opts.committed?.(r.id, at)) finish.completeIn([claim], now);
+    else finish.releaseOne(claim, now, journalledHandBack(r.attempt));
   }
   if (starts.length === 0 && done.length === 0) return;
   // Only the run that proved the writer dead (it holds the lock) closes the segments: a
