@@ -19,3 +19,10 @@ export function whereItIs(p: string): string {
     }
   }
 }
+
+/**
+ * Whether a path.relative() result leaves the directory: `..` or `../...` (or another root).
+ * Not any name starting with `..`: `..state/job.db` is inside, and was taken for outside, so
+ * a ledger or a handler's script kept in such a directory of the source became an item.
+ */
+export const climbsOut = (rel: string): boolean => rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel);

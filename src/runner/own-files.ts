@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Config } from '../config/types.js';
 import { PLACEHOLDER, SCRIPT_NAME } from '../handler-args.js';
 import { storeFiles } from '../ledger/store-files.js';
-import { whereItIs } from '../real-path.js';
+import { climbsOut, whereItIs } from '../real-path.js';
 
 /**
  * Files and directories of cronsafe's own that may sit inside source.directory and are never
@@ -38,7 +38,7 @@ function handlerFiles(config: Config): string[] {
 function inside(dir: string, file: string): boolean {
   const under = (d: string, f: string): boolean => {
     const rel = path.relative(d, f);
-    return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+    return rel !== '' && !climbsOut(rel);
   };
   return under(path.resolve(dir), file) || under(whereItIs(path.resolve(dir)), whereItIs(file));
 }

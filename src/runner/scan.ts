@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
 import { excludeMatcher, includeMatcher } from '../globs.js';
-import { whereItIs } from '../real-path.js';
+import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
 import { ownFiles } from './own-files.js';
@@ -87,7 +87,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   const skip = new Set(
     (opts.skipPaths ?? [])
       .flatMap((d) => [path.relative(root, path.resolve(d)), path.relative(realRoot, whereItIs(path.resolve(d)))])
-      .filter((rel) => rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel))
+      .filter((rel) => rel !== '' && !climbsOut(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
   // The same paths by identity: a directory mounted into the source under another path (a

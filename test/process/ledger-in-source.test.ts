@@ -1,4 +1,4 @@
-import { existsSync, linkSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
@@ -34,5 +34,27 @@ describe('the ledger and the lock inside source.directory, named through a link'
     expect(r.code, r.stderr).toBe(0);
     expect(finished(r)?.counts).toMatchObject({ scanned: 1, claimed: 0 });
     expect(readdirSync(ws.out).filter((f) => f !== '.cronsafe-tmp')).toEqual(['a.txt.out']);
+  });
+
+  // path.relative() gives `..state/job.db` for them, which was read as "outside the source".
+  it("in a directory of the source whose name starts with '..' (with the handler's script): never items", async () => {
+    const ws = workspace({ source: { include: ['*', '.*/*'] } }, { a: 'a' });
+    const log = path.join(ws.dir, 'ran');
+    const script = path.join(ws.source, '..bin', 'h.sh');
+    mkdirSync(path.dirname(script));
+    writeFileSync(script, `#!/bin/sh\necho "$1" >> ${log}\ncp "$1" "$2"\n`);
+    chmodSync(script, 0o755);
+    configure(ws, {
+      source: { directory: ws.source, include: ['*', '.*/*'] },
+      handler: { command: [script, '{id}', '{output}'] },
+      state: { sqlite: path.join(ws.source, '..state', 'job.db') },
+      lock: { path: path.join(ws.source, '..state', 'job.lock') },
+    });
+    for (let i = 0; i < 2; i++) {
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: i === 0 ? 1 : 0, gone: 0 });
+    }
+    expect(readFileSync(log, 'utf8')).toBe('a\n');
   });
 });
