@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Pushgateway, type Registry } from 'prom-client';
 import { coerceError } from '../errors.js';
 import { lenientDecode } from '../redact.js';
-import { killableLookup } from './lookup.js';
+import { killableLookup } from '../lookup.js';
 
 /**
  * `put` replaces the whole group (a run: it owns every metric). `post` replaces only the

@@ -4,6 +4,7 @@ import { isTransient, ledgerError, locatedLedgerState, type PostgresLedgerError 
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
+import { killableSocket } from './socket.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
@@ -87,6 +88,8 @@ export function clientConfig(opts: PostgresOptions, settings: readonly string[] 
     application_name: 'cronsafe',
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
+    // A host name is looked up in a child that a connect timeout kills (socket.ts).
+    stream: killableSocket,
     types,
     ...(merged !== '' ? { options: merged } : {}),
   };

@@ -3,8 +3,8 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { isIP, type LookupFunction } from 'node:net';
 
 /**
- * The Pushgateway's host name, resolved in a child process (`getent ahosts`, the same
- * getaddrinfo with /etc/hosts, search domains and ndots) that is killed when the push is cut
+ * A host name (the Pushgateway's, metrics/push.ts; the ledger's, ledger/postgres/socket.ts), resolved in a child process (`getent ahosts`, the same
+ * getaddrinfo with /etc/hosts, search domains and ndots) that is killed when the push (the connect) is cut
  * off. Node's own dns.lookup runs getaddrinfo on a libuv pool thread that nothing can stop,
  * and the process's exit waits for it: with the cluster's DNS not answering (each name of
  * the search list tried for timeout x attempts: tens of seconds in a pod), a run that had logged
