@@ -35,9 +35,15 @@ const TRANSIENT_ERRNOS = new Set([
   'ENOTFOUND',
 ]);
 
-/** pg's own messages for a connection that died under it (they carry no code). */
+/**
+ * pg's own messages for a connection that died under it (they carry no code). `timeout
+ * expired`: a pg.Client's own connect that timed out (the run lock's session; the pool says
+ * `Connection terminated due to connection timeout`). Not retried, the lock taken again after a
+ * failover whose address was silent for a moment (or a DNS that did not answer) was lost at the
+ * first try, 10 s after the cut, instead of retrying for its 30 s.
+ */
 const TRANSIENT_MESSAGE =
-  /Connection terminated|connection error and is not queryable|timeout exceeded when trying to connect|Connection terminated due to connection timeout/i;
+  /Connection terminated|connection error and is not queryable|timeout exceeded when trying to connect|Connection terminated due to connection timeout|^timeout expired\b/i;
 
 /** Whether a failed ledger call may succeed if the transaction is run again. */
 export function isTransient(err: unknown): boolean {
