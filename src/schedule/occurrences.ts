@@ -251,7 +251,9 @@ export function wallTime(at: Date, zone: string): WallTime {
   const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
   const abs = Math.abs(offsetMinutes);
   const offset = offsetMinutes === 0 ? 'Z' : `${offsetMinutes < 0 ? '-' : '+'}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;
-  const iso = `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}${offset}`;
+  // Years outside 0000-9999 (an --at near year 0) as toISOString writes them: -000001, +010000.
+  const year = w.year >= 0 && w.year <= 9999 ? pad(w.year, 4) : `${w.year < 0 ? '-' : '+'}${pad(Math.abs(w.year), 6)}`;
+  const iso = `${year}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}${offset}`;
   return { iso, zone, ...w, offsetMinutes };
 }
 

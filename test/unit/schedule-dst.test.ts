@@ -193,6 +193,12 @@ describe('wallTime', () => {
     expect(wallTime(new Date('2026-10-03T15:30:00Z'), LHI).iso).toBe('2026-10-04T02:30:00+11:00');
   });
 
+  it('writes a year outside 0000-9999 as toISOString does (cronsafe schedule --at 0000-01-01T00:00:00Z showed "00-1-12-31")', () => {
+    expect(wallTime(new Date('-000001-12-31T01:30:00Z'), 'UTC').iso).toBe('-000001-12-31T01:30:00Z');
+    expect(wallTime(new Date('+010000-01-01T06:30:00Z'), NY).iso).toBe('+010000-01-01T01:30:00-05:00');
+    expect(wallTime(new Date('0000-01-01T01:30:00Z'), 'UTC').iso).toBe('0000-01-01T01:30:00Z');
+  });
+
   it('writes a zero offset as Z, as Go does', () => {
     expect(wallTime(new Date('2026-01-15T09:00:00Z'), LON).iso).toBe('2026-01-15T09:00:00Z');
     expect(wallTime(new Date('2026-07-15T09:00:00Z'), LON).iso).toBe('2026-07-15T10:00:00+01:00');
