@@ -158,9 +158,10 @@ export interface DaemonMetrics {
  * same as `cronsafe run` serves); between passes, every metric from the ledger `ledger()`
  * returns, the live gauges at 0 and the handler-time histogram empty. Undefined without
  * metrics.port, or when the port cannot be bound (a warning, as for a run: each pass then
- * tries it again). Never rejects.
+ * tries it again, and the daemon between passes, `again`: a port in use then is logged at
+ * debug). Never rejects.
  */
-export async function startDaemonMetrics(config: Config, ledger: () => LedgerReads, log: Logger): Promise<DaemonMetrics | undefined> {
+export async function startDaemonMetrics(config: Config, ledger: () => LedgerReads, log: Logger, again = false): Promise<DaemonMetrics | undefined> {
   const port = config.metrics?.port;
   if (port === undefined) return undefined;
   try {
@@ -178,7 +179,7 @@ export async function startDaemonMetrics(config: Config, ledger: () => LedgerRea
     let last: (() => ProgressSnapshot | undefined) | undefined;
     const idle = createMetrics({ job: config.name, read: () => view.read(), live: () => last?.() }, 'run').registry;
     let shown: Registry | undefined;
-    const server = await startMetricsServer({ port, registry: () => shown ?? idle, log });
+    const server = await startMetricsServer({ port, registry: () => shown ?? idle, log, quiet: again });
     if (server === undefined) return undefined;
     return {
       slot: {

@@ -17,6 +17,8 @@ export interface MetricsServerOptions {
   /** What to serve; a function is asked at each request (`cronsafe daemon`: its pass's, or its own between passes). */
   registry: Registry | (() => Registry);
   log: Logger;
+  /** A port in use is logged at debug, not as a warning (`cronsafe daemon` trying again between passes). */
+  quiet?: boolean;
 }
 
 /**
@@ -54,7 +56,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   server.keepAliveTimeout = 5000;
 
   const bound = await listen(server, opts.port, opts.host).catch((err: unknown) => {
-    log.warn({ err, port: opts.port }, 'metrics: cannot serve /metrics on this port; carrying on without it');
+    log[opts.quiet ? 'debug' : 'warn']({ err, port: opts.port }, 'metrics: cannot serve /metrics on this port; carrying on without it');
     return undefined;
   });
   if (bound === undefined) return undefined;

@@ -122,6 +122,14 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
         executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
+      // metrics.port held when the daemon started (a `cronsafe run` by hand serves it while it
+      // runs): tried again at each tick, or the daemon served it only during its own passes,
+      // for as long as it ran, and a static scrape found it down between them.
+      eachTick: async () => {
+        if (metrics !== undefined || config.metrics?.port === undefined) return;
+        metrics = await startDaemonMetrics(config, () => ledger ?? unopened, log, true);
+        if (metrics) log.info({ port: config.metrics.port }, 'metrics: metrics.port is free now; serving /metrics between passes too');
+      },
       sourceGrew: () =>
         reading(store, current(), LOOK)
           .then((l) => sourceGrew(config, l, (read) => orStop(reading(store, read, LOOK)), stop.signal))

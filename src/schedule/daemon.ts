@@ -73,6 +73,8 @@ export interface DaemonDeps {
   pass(occurrence: Date | undefined, trigger: 'occurrence' | 'growth'): Promise<DaemonPassResult>;
   /** Whether the source holds items the ledger has not seen since the last completed pass. */
   sourceGrew?(): Promise<boolean>;
+  /** Called at each tick, before its reads (never during a pass). Must not reject. */
+  eachTick?(): Promise<void>;
 }
 
 /** Runs until `stop`; returns the last pass's result if the stop interrupted one, else 'stopped'. */
@@ -132,6 +134,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   d.log.info({ cron: schedule.cron, timeZone, timeZoneFrom, tickSeconds: d.config.daemon.tickSeconds, growth: growth.enabled }, 'daemon started');
   for (;;) {
     if (d.stop.aborted) return 'stopped';
+    await d.eachTick?.();
     passing = false;
     const now = new Date(d.clock.now());
     let started: number | null;
