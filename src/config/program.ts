@@ -1,7 +1,9 @@
-import { accessSync, closeSync, constants, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
 // PLACEHOLDER: one in argv[0] (`{path}`: run the item itself) can only be checked per item.
 import { PLACEHOLDER, SCRIPT_NAME } from '../handler-args.js';
+import { envProblem } from './env-line.js';
+import { accessProblem, crlf, DEFAULT_PATH, onPath, pathDirs, statOf } from './exec-path.js';
 
 /**
  * Why `program` (handler.command's argv[0]) cannot be run, or null when it can. Resolved
@@ -30,41 +32,8 @@ export function programProblem(program: string, cwd: string, childPATH: string |
   return `${JSON.stringify(program)} not found on PATH (${PATH}${childPATH === undefined ? ': PATH is not set, so the default' : ''})`;
 }
 
-/** Where libuv's spawn looks for a bare name when the child's environment has no PATH (glibc's _PATH_DEFPATH). */
-const DEFAULT_PATH = '/usr/bin:/bin';
-
-/** The directories of a PATH, as execvp reads them (an empty entry is the working directory). */
-const pathDirs = (cwd: string, PATH: string | undefined): string[] => (PATH ?? '').split(':').map((d) => path.resolve(cwd, d || '.'));
-
-/** The file execvp runs for a bare `name`: the first executable file on PATH, whatever its format. */
-const onPath = (name: string, cwd: string, PATH: string | undefined): string | undefined =>
-  pathDirs(cwd, PATH)
-    .map((d) => path.join(d, name))
-    .find((f) => accessProblem(f) === null);
-
-/** stat, with an unsearchable directory on the way (EACCES) counted as "not there". */
-function statOf(file: string): Stats | undefined {
-  try {
-    return statSync(file, { throwIfNoEntry: false });
-  } catch {
-    return undefined;
-  }
-}
-
 function fileProblem(file: string, cwd: string, PATH: string | undefined): string | null {
   return accessProblem(file) ?? formatProblem(file, cwd, PATH);
-}
-
-function accessProblem(file: string): string | null {
-  const st = statOf(file);
-  if (!st) return 'does not exist';
-  if (!st.isFile()) return 'is not a file';
-  try {
-    accessSync(file, constants.X_OK);
-  } catch {
-    return 'is not executable';
-  }
-  return null;
 }
 
 /** ELF e_machine of the architectures Node runs on (process.arch), for the format check. */
@@ -151,7 +120,7 @@ function elfInterpreter(file: string, head: Buffer): string | undefined {
  * (`#!/usr/bin/python` in an image with only python3), and `#!/usr/bin/env NAME` with
  * NAME not on the child's PATH exits 127 on every item, charging them all. As the kernel
  * reads the line: the interpreter runs to the first blank, the rest is one argument
- * (env's program, checked only when it is one plain word: `env -S ...` is left alone).
+ * (env's own options and program: envProblem).
  */
 function interpreterProblem(line: string, cwd: string, PATH: string | undefined): string | null {
   const end = line.indexOf('\n');
@@ -169,23 +138,11 @@ function interpreterProblem(line: string, cwd: string, PATH: string | undefined)
     return `has a #! line whose argument ${JSON.stringify(arg)} ${path.basename(interpreter)} refuses as an unknown option${crlf(arg)}`;
   }
   if (path.basename(interpreter) !== 'env') return null;
-  // env given only the script's path runs the script again, which runs env again: execve
-  // after execve in one process, never ending, until handler.timeoutSeconds charges the item.
-  if (arg === '') return 'has a #! line for env that names no program: env would run the script itself, again and again, until the timeout';
-  if (arg.startsWith('-') || /[ \t]/.test(arg)) return null;
-  if (arg.includes('/')) {
-    const argProblem = accessProblem(path.resolve(cwd, arg));
-    return argProblem && `has a #! line for env whose program ${JSON.stringify(arg)} ${argProblem}${crlf(arg)}`;
-  }
-  if (onPath(arg, cwd, PATH)) return null;
-  return `has a #! line for env whose program ${JSON.stringify(arg)} is not found on PATH (${PATH ?? '(PATH is not set)'})${crlf(arg)}`;
+  return envProblem(arg, cwd, PATH);
 }
 
 /** Interpreters that refuse an option ending in \r (`bash: -\r: invalid option`, `Unknown option: -\r`). */
 const CR_REFUSED = /^((ba|da|z|k|mk)?sh|python[\d.]*)$/;
-
-/** Why a name from a #! line ends in \r, when it does: the script was saved with Windows line ends. */
-const crlf = (name: string): string => (name.endsWith('\r') ? ' (the #! line ends in a carriage return: the script has Windows (CRLF) line ends)' : '');
 
 /** Programs that take a script file as their first argument that is not an option. */
 const INTERPRETER = /^(python[\d.]*|pypy[\d.]*|node(js)?|bun|deno|ruby|perl[\d.]*|php[\d.]*|Rscript|lua[\d.]*|(ba|da|z|k|mk)?sh)$/;

@@ -1,7 +1,7 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, runCli, workspace } from '../helpers/cli.js';
+import { configure, finished, runCli, workspace } from '../helpers/cli.js';
 
 describe('handler.command must name a program that can run', () => {
   it('a program not on PATH: validate and run exit 78 naming handler.command, and no item is touched', async () => {
@@ -148,6 +148,50 @@ describe('handler.command must name a program that can run', () => {
     // file or directory, exit 127), the bare env ran itself until each attempt timed out, and
     // sh's "Illegal option -\r" charged every item until it was dead.
     expect(existsSync(ws.db)).toBe(false);
+  });
+
+  it('a #!/usr/bin/env line whose env options leave no program (-i, -S, -S -i, FOO=1 python3), or name one not on the PATH env searches, is refused with 78, not run until the timeout on every item', async () => {
+    // timeoutSeconds 2 and retry.maxAttempts 1: before the fix, a run ends (items dead) rather than hanging the test.
+    const ws = workspace({ handler: { command: ['./qc', '{path}'], timeoutSeconds: 2 }, retry: { maxAttempts: 1 } }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const prog = path.join(ws.source, 'qc');
+    const loops = '#! line for env that names no program';
+    const cases: Array<[string, string]> = [
+      ['#!/usr/bin/env -i\nexit 0\n', `${loops} ("-i" holds only env's options or NAME=VALUE settings): env would run the script itself, again and again`],
+      ['#!/usr/bin/env --ignore-environment\nexit 0\n', loops],
+      ['#!/usr/bin/env -S\nexit 0\n', loops],
+      ['#!/usr/bin/env -S -i\nexit 0\n', loops],
+      ['#!/usr/bin/env -S -i VAR=1 # no program\nexit 0\n', loops],
+      ['#!/usr/bin/env -\nexit 0\n', loops],
+      // One argument to env, blanks and all: a setting of FOO to "1 sh", then no program.
+      ['#!/usr/bin/env FOO=1 sh\nexit 0\n', `${loops} ("FOO=1 sh" holds only env's options or NAME=VALUE settings): env would run the script itself, again and again, until the timeout (the kernel gives env the rest of the #! line as one argument`],
+      ['#!/usr/bin/env -i sh\nexit 0\n', '#! line for env ("-i sh") that env refuses: invalid option "- "'],
+      ['#!/usr/bin/env -S cronsafe-no-such-interpreter -u\nexit 0\n', '#! line for env whose program "cronsafe-no-such-interpreter" is not found on PATH'],
+      ['#!/usr/bin/env -S -C /nonexistent-dir sh\nexit 0\n', 'whose -C directory "/nonexistent-dir" (/nonexistent-dir) is not a directory'],
+      ['#!/usr/bin/env -u\nexit 0\n', "whose option -u takes the script's own path as its value"],
+    ];
+    for (const [script, why] of cases) {
+      writeFileSync(prog, script, { mode: 0o755 });
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { timeoutMs: 30_000 });
+        expect(r.code, `${JSON.stringify(script)} / ${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(`handler.command: cannot run the program: "./qc" (${prog}) has a `);
+        expect(r.stderr).toContain(why);
+      }
+    }
+    // Before: validate said OK; each run claimed the items and ran the script until each attempt
+    // timed out (env -i running it again, execve after execve), charging every item.
+    expect(existsSync(ws.db)).toBe(false);
+    // env with -i and -S as they work: the program found on execvp's default PATH, or a PATH env sets.
+    const bin = path.join(ws.dir, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'my-interp'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    for (const ok of ['#!/usr/bin/env -S sh -e\nexit 0\n', '#!/usr/bin/env -iS sh\nexit 0\n', '#!/usr/bin/env -S\tsh # a comment\nexit 0\n', `#!/usr/bin/env -S -i PATH=${bin} my-interp\nexit 0\n`]) {
+      const fresh = workspace({ handler: { command: ['./qc', '{path}'], timeoutSeconds: 2 } }, { 'a.txt': 'a', 'b.txt': 'b', qc: ok });
+      chmodSync(path.join(fresh.source, 'qc'), 0o755);
+      const r = await runCli(['run', '-c', fresh.configPath], { timeoutMs: 30_000 });
+      expect(r.code, `${JSON.stringify(ok)}: ${r.stderr}`).toBe(0);
+      expect(finished(r)?.counts, JSON.stringify(ok)).toMatchObject({ succeeded: 2, failed: 0, deadLettered: 0 });
+    }
   });
 
   it('an ELF binary whose interpreter (dynamic loader) is missing, as a musl build in a glibc image, is refused with 78, not claimed and failed on every run', async () => {
