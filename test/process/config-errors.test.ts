@@ -172,6 +172,20 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: its top-level await never settles`);
   });
 
+  it("a module handler whose top-level await waits on something alive that never answers is 78 for validate and run within handler.timeoutSeconds (at least 60 s), not a hang", async () => {
+    const file = configFile(valid.replace('command: ["true"]', 'module: ./handler.mjs, timeoutSeconds: 1'));
+    const mod = path.join(path.dirname(file), 'handler.mjs');
+    // A client's heartbeat timer keeps the process alive; the connect it awaits never answers.
+    writeFileSync(mod, 'setInterval(() => {}, 1000);\nawait new Promise(() => {});\nexport default async () => {};\n');
+    // Both at once: each waits out the 60 s floor. The spawn's hard timeout ends a hang as a failure.
+    const results = await Promise.all(['validate', 'run'].map(async (cmd) => [cmd, await runCli([cmd, '-c', file], { timeoutMs: 150_000 })] as const));
+    for (const [cmd, r] of results) {
+      // Before: validate never ended; run sat until the pod's activeDeadlineSeconds (here, the hard timeout's SIGKILL).
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`${file}: handler.module: ${mod}: cannot import: its top-level code did not finish within 60 s (handler.timeoutSeconds, at least 60 s)`);
+    }
+  }, 200_000);
+
   it('cronsafe daemon refuses a schedule.cron that never fires as it reads it (vixie: "*/2" in day of week does not add days)', async () => {
     const file = configFile(`${valid}schedule: {cron: "0 0 30 2 */2", timeZone: UTC}\n`);
     const r = await runCli(['daemon', '-c', file], { timeoutMs: 20_000 });

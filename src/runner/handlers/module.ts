@@ -31,7 +31,7 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
   const guard = acquireExitGuard(redact);
   let mod: Record<string, unknown>;
   try {
-    mod = (await untilLoopEmpties(import(pathToFileURL(file).href))) as Record<string, unknown>;
+    mod = (await untilSettled(import(pathToFileURL(file).href), importBoundSeconds(cfg))) as Record<string, unknown>;
   } catch (err) {
     guard.release();
     throw new ConfigError(`${file}: cannot import: ${describeThrown(err, redact)}${syntaxErrorLine(file, err)}`, undefined, 'handler.module');
@@ -79,16 +79,37 @@ function syntaxErrorLine(file: string, err: unknown): string {
   return line === undefined ? '' : ` (line ${line})`;
 }
 
+/** The least time a module's top-level code is given, whatever handler.timeoutSeconds (a per-item bound) says. */
+const IMPORT_FLOOR_SECONDS = 60;
+
 /**
- * `loading`, or a rejection when the event loop empties first: the module's top-level
- * await waits on a promise nothing is left to settle. Node would end the process there
- * with exit 13 and no word (nor any exit code of ours); this makes it the config error it is.
+ * How long the import of `handler.module` may take: handler.timeoutSeconds, the bound on
+ * handler code, but at least a minute, as its top-level code runs once per run (a model
+ * loaded, a pool connected) where an item's attempt may be bounded at seconds.
  */
-function untilLoopEmpties<T>(loading: Promise<T>): Promise<T> {
+const importBoundSeconds = (cfg: HandlerConfig): number => Math.max(cfg.timeoutSeconds, IMPORT_FLOOR_SECONDS);
+
+/**
+ * `loading`, or a rejection when the event loop empties first (the module's top-level
+ * await waits on a promise nothing is left to settle: Node would end the process there
+ * with exit 13 and no word, nor any exit code of ours) or when `seconds` pass first (it
+ * waits on something still alive that never answers: a connect to a host that drops the
+ * packets, an interval's promise never resolved). Without the bound, validate hung for
+ * good and run until the pod's activeDeadlineSeconds; either is the config error it is.
+ */
+function untilSettled<T>(loading: Promise<T>, seconds: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const never = () => reject(new Error('its top-level await never settles (it waits on a promise that nothing is left to resolve)'));
+    // unref: a module that keeps nothing alive is told by beforeExit, at once.
+    const timer = setTimeout(
+      () => reject(new Error(`its top-level code did not finish within ${seconds} s (handler.timeoutSeconds, at least ${IMPORT_FLOOR_SECONDS} s): a top-level await still waits (on a connection that never answers?)`)),
+      seconds * 1000,
+    ).unref();
     process.once('beforeExit', never);
-    loading.then(resolve, reject).finally(() => process.off('beforeExit', never));
+    loading.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      process.off('beforeExit', never);
+    });
   });
 }
 
