@@ -25,7 +25,7 @@ export function envProblem(arg: string, cwd: string, PATH: string | undefined): 
   let dir = cwd;
   let envPATH = PATH;
   let split = false;
-  const said = (what: string): string => `has a #! line for env (${JSON.stringify(arg)}) ${what}`;
+  const said = (what: string): string => `has a #! line for env (${JSON.stringify(arg)}) ${what}${crlf(arg)}`;
   let i = 0;
   while (i < args.length) {
     const a = args[i]!;
@@ -101,7 +101,7 @@ export function envProblem(arg: string, cwd: string, PATH: string | undefined): 
   }
   if (program.includes('/')) {
     const problem = accessProblem(path.resolve(dir, program));
-    return problem && said(`whose program ${JSON.stringify(program)} ${problem}${crlf(program)}${split ? '' : blankHint(program)}`);
+    return problem && said(`whose program ${JSON.stringify(program)} ${problem}${split ? '' : blankHint(program)}`);
   }
   // execvp with no PATH searches its default, as spawn does.
   if (onPath(program, dir, envPATH ?? DEFAULT_PATH)) return null;

@@ -132,6 +132,7 @@ describe('handler.command must name a program that can run', () => {
     const cases: Array<[string, string]> = [
       ['#!/usr/bin/env sh\r\nexit 0\r\n', '#! line for env whose program "sh\\r" is not found on PATH'],
       ['#!/usr/bin/env\nexit 0\n', '#! line for env that names no program'],
+      ['#!/usr/bin/env -i\r\nexit 0\r\n', '#! line for env ("-i\\r") that env refuses: invalid option "-\\r"'],
       // Not env, but as sure to fail: exit 2 on every item, each charged until dead.
       ['#!/bin/sh -e\r\nexit 0\r\n', '#! line whose argument "-e\\r" sh refuses as an unknown option'],
     ];
