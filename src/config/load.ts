@@ -38,7 +38,7 @@ export interface LoadOptions {
 /**
  * Load and validate a config file into the resolved Config.
  * @param file path of the YAML file; messages show it as given, relative paths in it
- *   resolve against its directory.
+ *   resolve against its directory (a pipe's, such as /dev/stdin's: resolve.ts baseDir).
  * @throws ConfigError naming the file and (when there is one) the first offending key.
  */
 export function loadConfig(file: string, opts: LoadOptions = {}): Config {

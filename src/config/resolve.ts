@@ -1,12 +1,33 @@
+import { realpathSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { defaultSqlite } from '../ledger/default-sqlite.js';
 import type { ParsedConfig } from './schema.js';
 import type { Config } from './types.js';
 
+/**
+ * The directory relative paths in the config resolve against: the config file's. A config
+ * read through a descriptor (`-c /dev/stdin`, `-c <(envsubst < job.yaml)`: /dev/fd/63) has
+ * none of its own: /dev or /dev/fd, where a relative `source.directory` was not found and
+ * the default ledger went to /dev/.cronsafe, on a tmpfs lost at every restart (every item
+ * done again). Its real file's directory when it is one (`< /etc/cronsafe/job.yaml`), else
+ * the working directory.
+ */
+function baseDir(abs: string): string {
+  const dir = path.dirname(abs);
+  if (!/^\/(dev|proc)(\/|$)/.test(dir)) return dir;
+  try {
+    const real = realpathSync(abs);
+    if (!/^\/(dev|proc)\//.test(real)) return path.dirname(real);
+  } catch {
+    // A pipe's or socket's link (pipe:[1234]) names no file.
+  }
+  return process.cwd();
+}
+
 /** Machine- and location-dependent defaults, absolute paths. */
 export function resolveConfig(p: ParsedConfig, abs: string): Config {
-  const dir = path.dirname(abs);
+  const dir = baseDir(abs);
   const at = (x: string): string => path.resolve(dir, x);
   const stateDir = path.join(dir, '.cronsafe');
   const sqlite =

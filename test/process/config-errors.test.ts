@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, runCli, workspace } from '../helpers/cli.js';
+import { CLI, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
 
 function configFile(text: string): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
@@ -215,6 +215,27 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(': OK');
     expect(r.stdout).toContain('"name": "test-job"');
+  });
+
+  it("a config read from a pipe (-c /dev/stdin, -c <(...)) resolves its relative paths and the default ledger against the working directory, not /dev; one redirected from a file, against that file's directory", async () => {
+    const name = `stdin-${process.pid}-${Date.now()}`;
+    const text = `name: ${name}\nsource: {directory: ./source}\nhandler: {command: ["true"]}\n`;
+    const cwd = path.dirname(configFile(''));
+    writeFileSync(path.join(cwd, 'source', 'a.txt'), 'a');
+    const piped = spawnCliRaw('sh', ['-c', 'printf %s "$1" | exec "$0" "$2" run -c /dev/stdin', process.execPath, text, CLI], { cwd });
+    const p = await piped.exited;
+    // Before: "source.directory: directory not found: /dev/source" (exit 78); with an absolute
+    // source, the ledger went to /dev/.cronsafe on a tmpfs, lost at every restart.
+    expect(p.code, piped.stderr()).toBe(0);
+    expect(existsSync(path.join(cwd, '.cronsafe', `${name}.db`))).toBe(true);
+    expect(existsSync(`/dev/.cronsafe/${name}.db`)).toBe(false);
+
+    const file = configFile(text);
+    writeFileSync(path.join(path.dirname(file), 'source', 'b.txt'), 'b');
+    const redirected = spawnCliRaw('sh', ['-c', 'exec "$0" "$2" run -c /dev/stdin < "$1"', process.execPath, file, CLI], { cwd });
+    const r = await redirected.exited;
+    expect(r.code, redirected.stderr()).toBe(0);
+    expect(existsSync(path.join(path.dirname(file), '.cronsafe', `${name}.db`))).toBe(true);
   });
 
   it('the config path falls back to $CRONSAFE_CONFIG', async () => {
