@@ -15,7 +15,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
 import { invocations } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
-import { charged } from '../helpers/ledger-sums.js';
+import { charged, notChargedOnce } from '../helpers/ledger-sums.js';
 import { fill } from '../helpers/fill.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -98,17 +98,7 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
       expect(next.code, next.stderr).toBe(0);
       expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
-      const ledger = await openSqliteLedger(db);
-      try {
-        const overcharged: Record<string, string> = {};
-        for (const id of ids) {
-          const rec = (await ledger.get(id))!;
-          if (rec.attempts - rec.released !== 1) overcharged[id] = `${rec.attempts - rec.released} charged: ${rec.lastError}`;
-        }
-        expect(overcharged).toEqual({});
-      } finally {
-        await ledger.close();
-      }
+      expect(await notChargedOnce(db, ids)).toEqual({});
     } finally {
       spawnSync('umount', ['-l', volume]);
     }
@@ -154,17 +144,7 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
       for (const id of ids) expect(readFileSync(path.join(out, `${id}.out`), 'utf8') === files[id], `${id}.out is whole`).toBe(true);
       // Charged only for the attempt that succeeded: none for the full volume.
-      const ledger = await openSqliteLedger(db);
-      try {
-        const charged: Record<string, string> = {};
-        for (const id of ids) {
-          const rec = (await ledger.get(id))!;
-          if (rec.attempts - rec.released !== 1) charged[id] = `${rec.attempts - rec.released} charged: ${rec.lastError}`;
-        }
-        expect(charged).toEqual({});
-      } finally {
-        await ledger.close();
-      }
+      expect(await notChargedOnce(db, ids)).toEqual({});
     } finally {
       spawnSync('umount', ['-l', volume]);
     }

@@ -11,40 +11,22 @@
  * is bind-mounted too, so the name resolves until the test takes it out).
  * Needs root, unshare and PostgreSQL.
  */
-import { spawnSync } from 'node:child_process';
-import { createSocket, type Socket } from 'node:dgram';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, spawnCliRaw, workspace, type Workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { canUnshare, useSilentDns } from '../helpers/silent-dns.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
-const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['-m', 'true']).status === 0;
 const HOST = 'db.cronsafe-test.example';
 // SIGKILL 10 s after SIGTERM. One lookup against the silent DNS takes 60 s (glibc's
 // longest timeout, 30 s, twice): far past the grace period and the connect timeout (10 s).
 const DRAIN = { gracePeriodSeconds: 10, marginSeconds: 3 };
 const RESOLV = 'options timeout:30 attempts:2\n';
 
-let sink: Socket | undefined;
-afterEach(() => {
-  sink?.close();
-  sink = undefined;
-});
-
-/** A DNS server that takes every query and answers none, on a loopback address of its own. */
-async function silentDns(): Promise<string> {
-  const host = `127.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
-  sink = createSocket('udp4');
-  sink.on('message', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    sink!.once('error', reject);
-    sink!.bind(53, host, () => resolve());
-  });
-  return host;
-}
+const silentDns = useSilentDns();
 
 describe.skipIf(!canUnshare || PG_SKIP_REASON !== undefined)('state.postgres by a host name the DNS never answers for', () => {
   const pg = usePostgresDatabase('dnshang');

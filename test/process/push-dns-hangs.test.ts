@@ -11,34 +11,16 @@
  * replies, named in a resolv.conf bind-mounted over /etc/resolv.conf in the CLI's own mount
  * namespace (unshare -m: the rest of the machine keeps its DNS). Needs root and unshare.
  */
-import { spawnSync } from 'node:child_process';
-import { createSocket, type Socket } from 'node:dgram';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { canUnshare, useSilentDns } from '../helpers/silent-dns.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
-const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['-m', 'true']).status === 0;
 
-let sink: Socket | undefined;
-afterEach(() => {
-  sink?.close();
-  sink = undefined;
-});
-
-/** A DNS server that takes every query and answers none, on a loopback address of its own. */
-async function silentDns(): Promise<string> {
-  const host = `127.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
-  sink = createSocket('udp4');
-  sink.on('message', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    sink!.once('error', reject);
-    sink!.bind(53, host, () => resolve());
-  });
-  return host;
-}
+const silentDns = useSilentDns();
 
 describe.skipIf(!canUnshare)('a Pushgateway whose host name the DNS never answers for', () => {
   it('a SIGTERMed run exits 75 within the grace period, not when the lookups give up', async () => {
