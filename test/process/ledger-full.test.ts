@@ -104,6 +104,54 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
     }
   }, 200_000);
 
+  // After a failure (settled the ledger's own way) every later claim and success went the
+  // transactional way too, so when the volume filled nothing was left to flush at the end:
+  // close() found no full file system, removed the journal with the start records of the
+  // attempts running then, and the next run charged each one as a dead run's claim.
+  it('without output.directory, a handler failure before the fill: the attempts whose ends could not be written are still not charged', async (ctx) => {
+    const files = Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`${i % 5 === 0 ? 'fail' : 'item'}-${String(i).padStart(3, '0')}`, 'x']));
+    const ids = Object.keys(files);
+    const ws = workspace({ concurrency: 4 }, files);
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'cronsafe.db');
+      const log = path.join(ws.dir, 'invocations.log');
+      const config = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
+      delete config.output;
+      writeFileSync(ws.configPath, YAML.stringify(config));
+      const script = 'sleep 0.2; echo "$1 $2" >> "$3"; case "$1" in fail-*) exit 3;; esac';
+      configure(ws, { state: { sqlite: db }, handler: { command: ['/bin/sh', '-c', script, 'sh', '{id}', '{attempt}', log] } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
+      // Readiness: two failures recorded, and more attempts started since.
+      await until(() => [...invocations(log).keys()].filter((id) => id.startsWith('fail-')).length >= 2 && invocations(log).size >= 16, 'two failures and sixteen handler runs', 30_000);
+      const filler = path.join(volume, 'filler');
+      fill(filler);
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      rmSync(filler);
+      spawnSync('mount', ['-o', 'remount,size=16m', volume]);
+
+      const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, dead: 0 });
+      const ledger = await openSqliteLedger(db);
+      try {
+        const overcharged: Record<string, string> = {};
+        for (const id of ids.filter((i) => i.startsWith('item-'))) {
+          const rec = (await ledger.get(id))!;
+          if (rec.state !== 'done' || rec.attempts - rec.released !== 1) overcharged[id] = `${rec.state}, ${rec.attempts - rec.released} charged: ${rec.lastError}`;
+        }
+        expect(overcharged).toEqual({});
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 200_000);
+
   // The chart's layout: the queue, output.directory and the ledger on one volume. When it
   // filled, the attempts running were judged the environment's fault and handed back, but
   // the hand-back is a ledger write too, and failed (SQLITE_FULL): the next run charged each

@@ -397,6 +397,7 @@ export class SqliteLedger implements L.Ledger {
       try {
         return verb();
       } catch (err) {
+        this.#behind?.noteFault(err);
         if (!this.#slices || !isBusy(err)) throw err;
       }
     }
@@ -408,6 +409,9 @@ export class SqliteLedger implements L.Ledger {
     );
     try {
       return await turn;
+    } catch (err) {
+      this.#behind?.noteFault(err);
+      throw err;
     } finally {
       this.#waiting--;
     }

@@ -100,6 +100,8 @@ export class WriteBehind {
   /** Hand-backs the ledger could not take, journalled (handBack): written with the next flush. */
   #released: { claim: Claim; reason: string }[] = [];
   #timer: NodeJS.Timeout | undefined;
+  /** A write failed for a full file system during the run (noteFault). */
+  #full = false;
   /** The journal segment being written; the next is one more (read from the ledger at first use). */
   #segment: number | undefined;
   readonly #journal: StartJournal;
@@ -265,6 +267,11 @@ export class WriteBehind {
     };
   }
 
+  /** A write of this run failed with `err`: one the file system refused for lack of space is remembered (close). */
+  noteFault(err: unknown): void {
+    if (fileSystemFull(err)) this.#full = true;
+  }
+
   /** True once this connection wrote the journal: its records are its own, not a dead run's. */
   get writing(): boolean {
     return this.#journal.opened;
@@ -318,6 +325,16 @@ export class WriteBehind {
     } catch (err) {
       if (fileSystemFull(err)) this.#journal.handBackHeld();
       throw err;
+    }
+    // Nothing left to flush, but a write the full file system refused (a failure, or a success
+    // that went the transactional way after one) left attempts without their end: handed back
+    // too, and the journal kept for the next run's replay (removed, their claims were charged
+    // as a dead run's and run again).
+    if (this.#full && this.#journal.handBackHeld() > 0) {
+      this.#ready.clear();
+      this.#live.clear();
+      this.#journal.close(false);
+      return;
     }
     this.#ready.clear();
     this.#live.clear();
