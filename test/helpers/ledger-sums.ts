@@ -22,7 +22,10 @@ export const charged = (db: string, ids: string[]): Promise<number> => sumOver(d
 /** The ledger's `attempts` over `ids`: attempts count the handler's starts. */
 export const attempts = (db: string, ids: string[]): Promise<number> => sumOver(db, ids, (r) => r.attempts);
 
-/** The items of `ids` charged other than once (attempts less hand-backs), each with its count and last error: {} when none. */
+/**
+ * The items of `ids` charged other than once (attempts less hand-backs), or not done, each
+ * with its state, count and last error: {} when none.
+ */
 export async function notChargedOnce(db: string, ids: string[]): Promise<Record<string, string>> {
   const ledger = await openSqliteLedger(db);
   try {
@@ -30,7 +33,7 @@ export async function notChargedOnce(db: string, ids: string[]): Promise<Record<
     for (const id of ids) {
       const r = await ledger.get(id);
       const n = r === null ? 0 : r.attempts - r.released;
-      if (n !== 1) out[id] = `${n} charged: ${r?.lastError ?? '(no row)'}`;
+      if (n !== 1 || r?.state !== 'done') out[id] = `${r?.state ?? '(no row)'}, ${n} charged: ${r?.lastError ?? ''}`;
     }
     return out;
   } finally {

@@ -9,10 +9,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, type TestContext } from 'vitest';
 import YAML from 'yaml';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { invocations } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 import { charged, notChargedOnce } from '../helpers/ledger-sums.js';
@@ -20,6 +20,21 @@ import { fill } from '../helpers/fill.js';
 
 const isRoot = process.getuid?.() === 0;
 const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
+
+/**
+ * A workspace of `files` with no output.directory, its ledger on a 4 MiB tmpfs (skipped
+ * unless root can mount one); the caller unmounts `volume`.
+ */
+function withoutOutputOnTmpfs(ctx: TestContext, files: Record<string, string>): { ws: Workspace; volume: string; db: string; log: string } {
+  const ws = workspace({ concurrency: 4 }, files);
+  const volume = path.join(ws.dir, 'volume');
+  mkdirSync(volume);
+  if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+  const config = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
+  delete config.output;
+  writeFileSync(ws.configPath, YAML.stringify(config));
+  return { ws, volume, db: path.join(volume, 'cronsafe.db'), log: path.join(ws.dir, 'invocations.log') };
+}
 
 describe("the ledger's file system full mid-run (SQLite)", () => {
   it('stops the pass with exit 1; the attempts running then finish, and no item is charged for the fault', async (ctx) => {
@@ -75,16 +90,8 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
   it('without output.directory: the attempts whose ends could not be written are not charged; freed, the next run finishes every item', async (ctx) => {
     const files = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`item-${String(i).padStart(4, '0')}`, 'x']));
     const ids = Object.keys(files);
-    const ws = workspace({ concurrency: 4 }, files);
-    const volume = path.join(ws.dir, 'volume');
-    mkdirSync(volume);
-    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    const { ws, volume, db, log } = withoutOutputOnTmpfs(ctx, files);
     try {
-      const db = path.join(volume, 'cronsafe.db');
-      const log = path.join(ws.dir, 'invocations.log');
-      const config = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
-      delete config.output;
-      writeFileSync(ws.configPath, YAML.stringify(config));
       configure(ws, { state: { sqlite: db }, handler: { command: ['/bin/sh', '-c', 'echo "$1 $2" >> "$3"', 'sh', '{id}', '{attempt}', log] } });
       const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
       // Readiness: attempts are being started and finished steadily.
@@ -111,16 +118,8 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
   it('without output.directory, a handler failure before the fill: the attempts whose ends could not be written are still not charged', async (ctx) => {
     const files = Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`${i % 5 === 0 ? 'fail' : 'item'}-${String(i).padStart(3, '0')}`, 'x']));
     const ids = Object.keys(files);
-    const ws = workspace({ concurrency: 4 }, files);
-    const volume = path.join(ws.dir, 'volume');
-    mkdirSync(volume);
-    if (!isRoot || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    const { ws, volume, db, log } = withoutOutputOnTmpfs(ctx, files);
     try {
-      const db = path.join(volume, 'cronsafe.db');
-      const log = path.join(ws.dir, 'invocations.log');
-      const config = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
-      delete config.output;
-      writeFileSync(ws.configPath, YAML.stringify(config));
       const script = 'sleep 0.2; echo "$1 $2" >> "$3"; case "$1" in fail-*) exit 3;; esac';
       configure(ws, { state: { sqlite: db }, handler: { command: ['/bin/sh', '-c', script, 'sh', '{id}', '{attempt}', log] } });
       const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
@@ -136,17 +135,7 @@ describe("the ledger's file system full mid-run (SQLite)", () => {
       const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 90_000 });
       expect(next.code, next.stderr).toBe(0);
       expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, dead: 0 });
-      const ledger = await openSqliteLedger(db);
-      try {
-        const overcharged: Record<string, string> = {};
-        for (const id of ids.filter((i) => i.startsWith('item-'))) {
-          const rec = (await ledger.get(id))!;
-          if (rec.state !== 'done' || rec.attempts - rec.released !== 1) overcharged[id] = `${rec.state}, ${rec.attempts - rec.released} charged: ${rec.lastError}`;
-        }
-        expect(overcharged).toEqual({});
-      } finally {
-        await ledger.close();
-      }
+      expect(await notChargedOnce(db, ids.filter((i) => i.startsWith('item-')))).toEqual({});
     } finally {
       spawnSync('umount', ['-l', volume]);
     }
