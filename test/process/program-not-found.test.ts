@@ -1,5 +1,6 @@
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
 
 /**
  * A handler whose shell cannot find the program it runs (`sh -c 'qc-tool "$1"'` in an image
@@ -25,11 +26,11 @@ describe('handler.command whose shell cannot find its program (exit 127)', () =>
   }, 60_000);
 
   it('is the item\'s own failure once an attempt of the pass has succeeded: charged, the pass goes on (exit 0)', async () => {
-    // The one item exits 127 late, after the others have succeeded.
-    const ws = workspace(
-      { handler: { command: ['sh', '-c', 'case "$1" in *odd*) sleep 1; exit 127;; esac', 'sh', '{path}'] } },
-      { ...files(5), 'odd-one.txt': 'x' },
-    );
+    // The one item exits 127 late, after the others have succeeded: it waits for one of them
+    // to have exited (a mark each leaves on its way out), then a second more, however loaded the machine.
+    const ws = workspace({}, { ...files(5), 'odd-one.txt': 'x' });
+    const mark = path.join(ws.dir, 'succeeded');
+    configure(ws, { handler: { command: ['sh', '-c', 'case "$1" in *odd*) while [ ! -e "$2" ]; do sleep 0.05; done; sleep 1; exit 127;; esac; touch "$2"', 'sh', '{path}', mark] } });
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
     expect(finished(r)).toMatchObject({ outcome: 'completed' });
