@@ -176,6 +176,8 @@ describe('Events on the Job and its CronJob', () => {
     fake.down = true;
     sink.deadLettered('item-2', 'boom');
     await until(() => lines.some((l) => String(l.msg).startsWith('Kubernetes Events: an Event could not be posted')), 'the Event to be given up');
+    // Both of its posts (Job and CronJob) tried twice: a loaded machine's CronJob post may still be in its retry.
+    await until(() => posts().filter((r) => r.status === 503).length === 6, "item-2's four refused tries");
     fake.down = false;
     sink.deadLettered('item-3', 'boom');
     sink.overrun(new Date('2026-11-30T10:15:00Z'));
