@@ -1,0 +1,59 @@
+/**
+ * Something other than a regular file where SQLite keeps one beside the ledger: a symbolic
+ * link at `<ledger>-wal`, a FIFO there, a directory at `<ledger>-journal`. SQLite said only
+ * "unable to open database file" (run, dead-letter retry) or "disk I/O error" (status too),
+ * exit 1, which reads as a failing disk; status read on past a link, and a run removed a FIFO
+ * named so. Now every command refuses to open the ledger, exit 78 naming the path and what
+ * is there, and leaves it as it is.
+ */
+import { existsSync, lstatSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli, statusJson, workspace } from '../helpers/cli.js';
+
+const COMMANDS = [['status'], ['status', '--json'], ['dead-letter', 'list'], ['dead-letter', 'retry', '--all'], ['run']];
+
+async function deadLedger() {
+  const ws = workspace({ handler: { command: ['false'] }, retry: { maxAttempts: 1 } }, { 'a.txt': 'a', 'b.txt': 'b' });
+  const first = await runCli(['run', '-c', ws.configPath]);
+  expect(first.code, first.stderr).toBe(0);
+  expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 2 });
+  // A reader may leave SQLite's empty -wal and -shm behind: the cases put their own thing there.
+  for (const suffix of ['-wal', '-shm']) rmSync(`${ws.db}${suffix}`, { force: true });
+  return ws;
+}
+
+async function expectRefused(configPath: string, companion: string, what: string) {
+  for (const args of COMMANDS) {
+    const r = await runCli([...args, '-c', configPath]);
+    expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
+    expect(r.stderr).toContain(`state.sqlite: ${companion} is ${what}, where SQLite keeps the`);
+  }
+}
+
+describe('a file SQLite keeps beside the ledger is not a regular file', () => {
+  it('a symbolic link at -wal: every command exits 78 naming it, and nothing is made at its target', async () => {
+    const ws = await deadLedger();
+    const target = path.join(ws.dir, 'elsewhere', 'victim');
+    mkdirSync(path.dirname(target));
+    symlinkSync(target, `${ws.db}-wal`);
+    await expectRefused(ws.configPath, `${ws.db}-wal`, `a symbolic link (to ${target})`);
+    expect(existsSync(target)).toBe(false);
+  }, 120_000);
+
+  it('a FIFO at -wal: refused (exit 78) and left in place; the ledger works once it is gone', async () => {
+    const ws = await deadLedger();
+    execFileSync('mkfifo', [`${ws.db}-wal`]);
+    await expectRefused(ws.configPath, `${ws.db}-wal`, 'a FIFO');
+    expect(lstatSync(`${ws.db}-wal`).isFIFO()).toBe(true);
+    rmSync(`${ws.db}-wal`);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 2 });
+  }, 120_000);
+
+  it('a directory at -journal: status exits 78 naming it, not "disk I/O error"', async () => {
+    const ws = await deadLedger();
+    mkdirSync(`${ws.db}-journal`);
+    await expectRefused(ws.configPath, `${ws.db}-journal`, 'a directory');
+  }, 120_000);
+});
