@@ -42,7 +42,12 @@ export function checkState(file: string, c: Config): void {
     fail(file, [{ key: 'state.sqlite', message: `${db} is the name of a file kept beside the ledger ${db.slice(0, -suffix.length)} (its ${suffix.slice(1)} file): each run on that ledger would delete or overwrite it; choose another name` }]);
   }
   if (db !== undefined && s && !s.isFile()) {
-    fail(file, [{ key: 'state.sqlite', message: `${s.isDirectory() ? 'a directory' : 'not a regular file'}, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}` }]);
+    // A file in it is the fix only for a directory: for a FIFO or a device (`/dev/null`) it named
+    // a path below that (`/dev/null/job.db`), which can never be.
+    const message = s.isDirectory()
+      ? `a directory, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}`
+      : `${s.isFIFO() ? 'a FIFO' : s.isCharacterDevice() ? 'a character device' : s.isBlockDevice() ? 'a block device' : 'a socket'}, not the ledger (a regular file): name a file (e.g. ${path.join(path.dirname(db), `${c.name}.db`)}): ${db}`;
+    fail(file, [{ key: 'state.sqlite', message }]);
   }
   // Only its directory: SQLite creates the file itself through a link to a missing file,
   // unless the link's target is in a directory that is not there (a volume not mounted).

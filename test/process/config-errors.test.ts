@@ -36,6 +36,8 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     ['missing source directory', () => configFile(valid.replace('./source', './nowhere')), /source\.directory.*nowhere/],
     ['source is a file', () => configFile(valid.replace('./source', './cronsafe.yaml')), /source\.directory/],
     ['state.sqlite is a directory', () => configFile(`${valid}state: {sqlite: ./source}\n`), /cronsafe\.yaml: state\.sqlite: a directory, expected the ledger file .*source/],
+    // A device or a FIFO: the hint named a file below it (`/dev/null/caption-qc.db`), which can never be.
+    ['state.sqlite is /dev/null', () => configFile(`${valid}state: {sqlite: /dev/null}\n`), /cronsafe\.yaml: state\.sqlite: a character device, not the ledger \(a regular file\): name a file \(e\.g\. \/dev\/caption-qc\.db\): \/dev\/null\n/],
     ['config is /dev/zero (read no more than 1 MiB)', () => '/dev/zero', /config file \/dev\/zero is larger than the 1 MiB limit/],
     // A path through a regular file (a file mounted where a directory was meant) or a loop of
     // links can never work: 78 naming the key, not `fatal:` and a stack trace (exit 1) every run.
