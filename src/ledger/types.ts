@@ -257,7 +257,7 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    */
   lastOccurrenceRecorded(): Promise<number | null>;
 
-  /** Monotonic. overruns = overrun events + lock-skip events; lockSkips, missed, stale = their events. */
+  /** Monotonic. overruns = overrun and lock-skip events, one per occurrence named by both (pairedEventCounters); lockSkips, missed, stale = their events. */
   totals(): Promise<LedgerTotals>;
   /** Settled attempts ever, by result; each kept in the transaction of the write it counts. */
   attemptTotals(): Promise<AttemptTotals>;

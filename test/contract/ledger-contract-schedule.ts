@@ -70,6 +70,24 @@ export function scheduleContract(use: UseLedger): void {
     });
   });
 
+  describe('overruns', () => {
+    it('an overrun and a lock-skip that name one occurrence are one overrun, in either order (plain cron: the watch and the start cron made for it)', async () => {
+      const MIN = 60_000;
+      await use().recordEvent('overrun', T0 + 1, {}, T0);
+      await use().recordEvent('lock-skip', T0 + 2, {}, T0);
+      await use().recordEvent('lock-skip', T0 + MIN + 1, {}, T0 + MIN);
+      await use().recordEvent('overrun', T0 + MIN + 2, {}, T0 + MIN);
+      expect(await use().totals()).toMatchObject({ overruns: 2, lockSkips: 2 });
+      // A second start for one occurrence (by hand), and skips that name no occurrence, still count.
+      await use().recordEvent('lock-skip', T0 + 3, {}, T0);
+      await use().recordEvent('lock-skip', T0 + 4);
+      await use().recordEvent('overrun', T0 + 2 * MIN, {}, T0 + 2 * MIN);
+      expect(await use().totals()).toMatchObject({ overruns: 5, lockSkips: 4 });
+      expect(await use().countEvents('overrun')).toBe(3);
+      expect(await use().countEvents('lock-skip')).toBe(4);
+    });
+  });
+
   describe('countEvents', () => {
     it('counts events of one kind, since a time (inclusive)', async () => {
       await use().recordEvent('missed', T0, {}, T0);

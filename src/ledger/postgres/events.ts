@@ -1,4 +1,4 @@
-import { eventCounters } from '../events.js';
+import { eventCounters, pairedEventCounters, pairs } from '../events.js';
 import type { LedgerEventKind } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { bumpQuery } from './counters.js';
@@ -10,6 +10,19 @@ export const recordEventQuery = (schema: string, kind: LedgerEventKind, at: numb
     kind,
     at,
     detail === undefined ? null : JSON.stringify(detail),
+    occurrence,
+  );
+
+/**
+ * An occurrence's overrun and lock-skip events so far (pairedEventCounters), read after
+ * taking a transaction lock (key 4 of the schema's hashtext; 1-3 are the run lock's and
+ * ANALYZE's) so that two processes recording events for one occurrence see each other's.
+ */
+export const lockOccurrenceEventsQuery = (schema: string): Query => q(`SELECT pg_advisory_xact_lock(hashtext($1), 4)`, schema);
+export const occurrenceOverrunsQuery = (schema: string, occurrence: number): Query =>
+  q(
+    `SELECT count(*) FILTER (WHERE kind = 'overrun')::int AS overruns, count(*) FILTER (WHERE kind = 'lock-skip')::int AS "lockSkips"
+  FROM ${ident(schema)}.events WHERE occurrence = $1`,
     occurrence,
   );
 
@@ -33,10 +46,15 @@ export interface EventOps {
 export function makeEventOps(ex: PostgresExecutor, schema: string): EventOps {
   return {
     async recordEvent(kind, at, detail, occurrence) {
-      const feeds = eventCounters(kind, occurrence);
-      const bump = bumpQuery(schema, Object.fromEntries(feeds.map((n) => [n, 1])));
+      let feeds = eventCounters(kind, occurrence);
       await ex.tx('recordEvent', async (exec) => {
+        if (pairs(kind, occurrence)) {
+          await exec(lockOccurrenceEventsQuery(schema));
+          const [earlier] = await exec<{ overruns: number; lockSkips: number }>(occurrenceOverrunsQuery(schema, occurrence));
+          feeds = pairedEventCounters(kind, occurrence, earlier ?? { overruns: 0, lockSkips: 0 });
+        }
         await exec(recordEventQuery(schema, kind, at, detail, occurrence ?? null));
+        const bump = bumpQuery(schema, Object.fromEntries(feeds.map((n) => [n, 1])));
         if (bump) await exec(bump);
       });
     },

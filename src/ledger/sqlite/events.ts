@@ -1,10 +1,16 @@
 import type { Database } from 'better-sqlite3';
 import type { LedgerEventKind } from '../types.js';
 import type { CounterName } from '../counters.js';
-import { eventCounters } from '../events.js';
+import { eventCounters, pairedEventCounters, pairs } from '../events.js';
 import type { Counters } from './counters.js';
 
 export const RECORD_EVENT_SQL = `INSERT INTO events (kind, at, detail, occurrence) VALUES (?, ?, ?, ?)`;
+
+/** An occurrence's overrun and lock-skip events so far (pairedEventCounters); one seek on events_occurrence. */
+export const OCCURRENCE_OVERRUNS_SQL = `SELECT
+  count(CASE WHEN kind = 'overrun' THEN 1 END) AS overruns,
+  count(CASE WHEN kind = 'lock-skip' THEN 1 END) AS lockSkips
+  FROM events WHERE occurrence = ?`;
 
 export const COUNT_EVENTS_SQL = `SELECT count(*) FROM events WHERE kind = ? AND at >= ?`;
 
@@ -31,9 +37,13 @@ export function makeEventOps(db: Database, counters: Counters): EventOps {
   const record = db.prepare(RECORD_EVENT_SQL);
   const count = db.prepare(COUNT_EVENTS_SQL).pluck();
   const lastOccurrence = db.prepare(LAST_OCCURRENCE_SQL).pluck();
+  const occurrenceOverruns = db.prepare(OCCURRENCE_OVERRUNS_SQL);
 
   const recordTx = db.transaction(
     (kind: LedgerEventKind, at: number, detail: Record<string, unknown> | undefined, occurrence: number | null, feeds: readonly CounterName[]) => {
+      // Read before the insert, in its (immediate) transaction: another process's event for
+      // the occurrence is either counted here or waits for this one.
+      if (pairs(kind, occurrence)) feeds = pairedEventCounters(kind, occurrence, occurrenceOverruns.get(occurrence) as { overruns: number; lockSkips: number });
       record.run(kind, at, detail === undefined ? null : JSON.stringify(detail), occurrence);
       for (const name of feeds) counters.bump(name, 1);
     },
