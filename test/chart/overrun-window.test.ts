@@ -46,8 +46,18 @@ describe('the overrun alert window follows the schedule', () => {
     ['0 2/6 * * *', '36h'],
     ['0 9-17 * * *', '16h'],
     ['0 0,12 * * *', '3d'],
-    ['*/5 9-17 * * 1-5', '1h'], // an interval the chart does not work out: the file's hour
-    ['0 JAN * * *', '1h'],
+    // Restricted days: the interval on the days that have fires (they kept 1h, so an hourly
+    // weekday job whose every run overran never paged).
+    ['0 * * * 1-5', '6h'],
+    ['0 * * * mon-fri', '6h'],
+    ['*/15 * * * 1-5', '90m'],
+    ['0 */4 * 1-6 *', '1d'],
+    ['0 9-17 * * 1-5', '16h'],
+    ['*/5 9-17 * * 1-5', '80m'],
+    ['0 0,12 * * 0', '3d'],
+    ['0 1 * * mon-fri', '6d'],
+    ['0 3 1 * *', '7d'],
+    ['0 JAN * * *', '1h'], // an interval the chart does not work out: the file's hour
     ['0,,30 * * * *', '1h'],
   ])('%s: %s', (schedule, window) => {
     const { overruns } = ruleOf(schedule);

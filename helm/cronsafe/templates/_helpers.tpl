@@ -141,9 +141,9 @@ due (an overrun) per two fires, so at 1h a job firing every 15 minutes or less o
 every run overran never paged: two an hour at most for a job every 15 minutes, one for an hourly job. Six
 fires' worth holds three such runs. The interval comes from `schedule`: every N minutes, a
 fixed minute every hour (or every N hours), the mean over a day of minute and hour fields of
-lists, ranges and steps (`0,30 * * * *`, `0 0-23/2 * * *`: cronsafe.cronFieldCount), or the
-daily-or-longer gap of cronsafe.scheduleGapSeconds; any other expression (a restricted day or
-month, a name) keeps 1h. At most 7d (a common retention
+lists, ranges and steps (`0,30 * * * *`, `0 0-23/2 * * *`: cronsafe.cronFieldCount), on
+every day or on the days the day fields allow, or the daily-or-longer gap of
+cronsafe.scheduleGapSeconds; any other expression (a name in the minute or hour) keeps 1h. At most 7d (a common retention
 is 15d): a weekly or monthly job, which cannot overrun three times in a week, is not paged
 for overruns.
 */}}
@@ -155,7 +155,10 @@ for overruns.
 {{- if eq $s "@hourly" -}}
 {{- $gap = 3600 -}}
 {{- else if not (hasPrefix "@" $s) -}}
-{{- if and (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
+{{- /* The day fields do not change the interval within a day that has fires: `0 * * * 1-5`
+fires hourly, as `0 * * * *` does (it kept 1h, and an hourly weekday job whose every run
+overran never paged). */ -}}
+{{- if eq (len $f) 5 -}}
 {{- $m := index $f 0 -}}{{- $h := index $f 1 -}}
 {{- if and (regexMatch "^[0-9]+$" $m) (regexMatch $any $h) -}}
 {{- $gap = 3600 -}}
@@ -168,10 +171,11 @@ for overruns.
 {{- end -}}
 {{- /* Lists, ranges and steps (`0,30 * * * *`, `0 0-23/2 * * *`, `5/15 * * * *`): the mean
 interval, a day over the fires in it. */ -}}
-{{- if and (eq $gap 0) (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
+{{- if and (eq $gap 0) (eq (len $f) 5) -}}
 {{- $nm := include "cronsafe.cronFieldCount" (list (index $f 0) 59) -}}
 {{- $nh := include "cronsafe.cronFieldCount" (list (index $f 1) 23) -}}
-{{- if and $nm $nh -}}
+{{- /* One fire a day on restricted days (`0 3 * * 0`) is cronsafe.scheduleGapSeconds' case. */ -}}
+{{- if and $nm $nh (or (gt (mul (atoi $nm) (atoi $nh)) 1) (and (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)))) -}}
 {{- $gap = div 86400 (mul (atoi $nm) (atoi $nh)) -}}
 {{- end -}}
 {{- end -}}
