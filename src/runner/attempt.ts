@@ -3,12 +3,12 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Claim } from '../ledger/types.js';
 import { AttemptSignal } from './attempt-signal.js';
-import { judgeFailure, whereItWent, type FailureVerdict } from './failure.js';
+import { judgeFailure, sourceGone, whereItWent, type FailureVerdict } from './failure.js';
 import { coerceError } from '../errors.js';
 import { EnvironmentFault, OutputMaybeCut } from './faults.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
-import { itemBehindLink } from './scan.js';
+import { itemBehindLink, sourceReplaced } from './scan.js';
 import type { PassState } from './pass-state.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
 
@@ -64,7 +64,10 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   const file = fsPath(item);
   const moved = source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, file);
   const there = source === undefined || moved ? undefined : fileThere(file);
-  const went = source !== undefined && (moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
+  // The root itself replaced (a link repointed) since the pass began: its files of the same
+  // names are not the items this scan found (whereItWent stops the pass).
+  const replaced = source !== undefined && sourceReplaced(source.directory, source.startId);
+  const went = source !== undefined && (replaced || moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
   if (went === null && there !== undefined && source?.own?.some((o) => o.dev === there.dev && o.ino === there.ino)) {
     inflight.delete(claim.id);
     settle(p, claim, { kind: 'gone' }, logOf);
@@ -87,6 +90,9 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     ctx.outputPath = tempPath;
     await p.handler.run(item, ctx);
+    // Replaced during the attempt: the handler may have read the other directory's file of
+    // this name. Its output is not committed; the pass stops, nothing charged.
+    if (source !== undefined && sourceReplaced(source.directory, source.startId)) throw sourceGone(source.directory);
     // Asked again by commit just before its rename: the pod may have been paused (a long
     // GC, a frozen container) while the output was synced, and a sibling taken it over.
     const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;

@@ -8,7 +8,7 @@ import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
 
 /** The source root vanished or was replaced: the pass stops, the claims go back uncharged. */
-const sourceGone = (directory: string): EnvironmentFault =>
+export const sourceGone = (directory: string): EnvironmentFault =>
   new EnvironmentFault(`source.directory ${directory} is gone or is no longer the same directory (moved, unmounted or replaced); stopping, nothing charged`);
 const SOURCE_GONE = 'not charged: source.directory is gone';
 
@@ -67,7 +67,14 @@ export interface FailureScene {
   succeeded: boolean;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
-  source: { directory: string; atStart: Promise<SourceId | null>; realDirectory?: Buffer; own?: SourceId[] } | undefined;
+  source: {
+    directory: string;
+    atStart: Promise<SourceId | null>;
+    /** atStart once it has settled (undefined before): the checks around every attempt are synchronous. */
+    startId?: SourceId | null;
+    realDirectory?: Buffer;
+    own?: SourceId[];
+  } | undefined;
 }
 
 /**

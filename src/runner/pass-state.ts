@@ -204,6 +204,8 @@ export class PassState {
           ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: realRootOf(config.source.directory), own: ownIdentities(ownFiles(config)) }
           : undefined,
     };
+    const source = this.scene.source;
+    if (source !== undefined) void this.sourceAtStart.then((id) => (source.startId = id));
   }
 
   /** Wake the dispatcher. Called twice per attempt, mostly with nobody waiting: then it allocates nothing. */

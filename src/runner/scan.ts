@@ -237,6 +237,23 @@ export async function sourcePresent(directory: string, since?: SourceId | null):
 }
 
 /**
+ * True when `directory` (the source root) is now another directory than `since`, its
+ * identity when the pass began, or none: a root that is a link repointed (a release swap,
+ * `ln -sfn releases/B current`), moved away or unmounted. Synchronous, one stat(2): asked
+ * before and after every attempt, since a root swapped for one with files of the same names
+ * fails no attempt (its handlers read the other directory's files under this scan's ids).
+ */
+export function sourceReplaced(directory: string, since: SourceId | null | undefined): boolean {
+  if (!since) return false;
+  try {
+    const st = statSync(directory, { throwIfNoEntry: false });
+    return st === undefined || !st.isDirectory() || st.dev !== since.dev || st.ino !== since.ino;
+  } catch {
+    return true;
+  }
+}
+
+/**
  * True when an item's file is gone (ENOENT or ENOTDIR on lstat, or a link to nothing):
  * deleted or replaced by a dangling link between the scan and its attempt. A pass can drop
  * such an item instead of charging it. Synchronous and without an exception on a miss: the

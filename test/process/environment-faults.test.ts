@@ -161,6 +161,36 @@ describe("the environment's faults are not the items'", () => {
     expect(await charged(ws.db, Object.keys(files))).toBe(items.done);
   }, 120_000);
 
+  // A release swap (`ln -sfn releases/B current`) with files of the same names: no attempt
+  // fails, so only a check of the root itself sees it. The pass went on reading B under A's
+  // scan, committed B's files as A's items, and exited 0; A's items were never run.
+  it('source.directory, a link, repointed mid-run to a directory with files of the same names: exit 1, nothing of the other directory committed or charged', async () => {
+    const files = backlog(10);
+    const ws = workspace({ concurrency: 1 }, files);
+    const releases = { a: path.join(ws.dir, 'release-a'), b: path.join(ws.dir, 'release-b') };
+    renameSync(ws.source, releases.a);
+    mkdirSync(releases.b);
+    for (const id of Object.keys(files)) writeFileSync(path.join(releases.b, id), 'from release b\n');
+    symlinkSync(releases.a, ws.source);
+    // The first attempt waits at a gate before it reads its input, so the link is repointed
+    // while it runs.
+    const script = path.join(ws.dir, 'gated-copy.sh');
+    writeFileSync(script, `#!/bin/sh\necho "$1" >> '${ws.dir}/starts'\nif [ ! -e '${ws.dir}/go' ]; then touch '${ws.dir}/started'; while [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done; fi\ncat "$1" > "$2"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
+    symlinkSync(releases.b, `${ws.source}.new`);
+    renameSync(`${ws.source}.new`, ws.source);
+    writeFileSync(path.join(ws.dir, 'go'), '');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.stderr()).toContain(`cronsafe: run failed: source.directory ${ws.source} is gone or is no longer the same directory`);
+    const outputs = existsSync(ws.out) ? readdirSync(ws.out).filter((n) => n.endsWith('.out')) : [];
+    expect(outputs).toEqual([]);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 10, claimed: 0, done: 0, dead: 0 });
+    expect(await charged(ws.db, Object.keys(files))).toBe(0);
+  }, 120_000);
+
   it('files deleted between the scan and their attempt are forgotten, not dead-lettered (no page); the rest is done', async () => {
     const files = backlog(20);
     const ws = workspace({ concurrency: 1 }, files);
