@@ -66,4 +66,23 @@ describe('TMPDIR link directories of killed runs', () => {
     other.child.kill('SIGKILL');
     await other.exited;
   }, 40_000);
+
+  // The sweep removed, recursively, every directory of this uid named `cronsafe-item-*` that
+  // was a minute old and unheld: a user's `/tmp/cronsafe-item-notes` with its files went too.
+  // Only a directory as mkdtemp names ours, holding nothing but a link, is a killed run's.
+  it('a directory of that prefix that is not a link directory of ours is left alone, with its files', async () => {
+    const tmp = mkdtempSync(path.join(tmpdir(), 'cronsafe-tmpdir-'));
+    const notes = path.join(tmp, 'cronsafe-item-notes');
+    const lookalike = path.join(tmp, 'cronsafe-item-Ab12Cd');
+    for (const d of [notes, lookalike]) {
+      mkdirSync(d);
+      writeFileSync(path.join(d, 'keep.txt'), 'mine\n');
+    }
+    age(tmp);
+    const c = withByteName(workspace({ name: 'job-c', handler: { command: ['/bin/sh', '-c', 'test -f "$0"', '{path}'] }, output: undefined }, {}));
+    const next = await runCli(['run', '-c', c.configPath], { env: { TMPDIR: tmp } });
+    expect(next.code, next.stderr).toBe(0);
+    expect(filesIn(notes)).toEqual(['keep.txt']);
+    expect(filesIn(lookalike)).toEqual(['keep.txt']);
+  }, 40_000);
 });

@@ -57,6 +57,8 @@ function linkName(id: string): string {
 }
 
 const LINK_DIR_PREFIX = 'cronsafe-item-';
+/** A name mkdtemp made from LINK_DIR_PREFIX: six characters of [A-Za-z0-9]. */
+const LINK_DIR_NAME = /^cronsafe-item-[A-Za-z0-9]{6}$/;
 /** Older than this, a link directory nobody holds is a killed run's (a fresh one is held within microseconds). */
 const DEAD_AFTER_MS = 60_000;
 let swept = false;
@@ -78,15 +80,16 @@ function holdDir(dir: string): number | undefined {
  * Remove, once per process, the TMPDIR link directories that runs killed (SIGKILL, OOM)
  * during an attempt left behind: ours (same uid), older than a minute, and held by nobody,
  * whichever job made them (each attempt's is flocked while in use). Before, they stayed in
- * TMPDIR for good, one per killed attempt, each with a link to its item. Best effort: what
- * cannot be looked at or locked (flock refused, as on NFS) is left alone.
+ * TMPDIR for good, one per killed attempt, each with a link to its item. Only a directory
+ * named as mkdtemp names ours and holding nothing but links is taken for one. Best effort:
+ * what cannot be looked at or locked (flock refused, as on NFS) is left alone.
  */
 export function removeDeadLinkDirs(dir = tmpdir()): void {
   if (swept) return;
   swept = true;
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => n.startsWith(LINK_DIR_PREFIX));
+    names = readdirSync(dir).filter((n) => LINK_DIR_NAME.test(n));
   } catch {
     return;
   }
@@ -99,6 +102,9 @@ export function removeDeadLinkDirs(dir = tmpdir()): void {
       const fd = holdDir(p);
       if (fd === undefined) continue; // live (held), or no flock here
       try {
+        // Ours holds the item's link at most (none when killed before making it): anything
+        // else is someone's directory that only looks like ours, and not ours to remove.
+        if (!readdirSync(p, { withFileTypes: true }).every((e) => e.isSymbolicLink())) continue;
         rmSync(p, { recursive: true, force: true }); // links are removed, never followed
       } finally {
         closeSync(fd);
