@@ -6,7 +6,8 @@
  * It is a config error now, exit 78 naming state.sqlite, as another program's SQLite
  * database already was; the file is left as it is.
  */
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, runCli, workspace } from '../helpers/cli.js';
 
@@ -40,6 +41,24 @@ describe('state.sqlite that is not an SQLite database', () => {
       expect(r.stderr).toContain(`state.sqlite: ${ws.configPath} is not an SQLite database (its first bytes are not an SQLite header), not a cronsafe ledger`);
     }
     expect(readFileSync(ws.configPath, 'utf8')).toBe(text);
+  }, 60_000);
+
+  // state.sqlite may be a link (its file is followed, as SQLite follows it); one to a text
+  // file was told apart from a damaged ledger without following it, so it said exit 1 "file
+  // is not a database", naming no key, where the same file named directly is exit 78.
+  it('a link to a text file there: exit 78 naming state.sqlite, as the file named directly is; the file untouched', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    const notes = path.join(ws.dir, 'notes.txt');
+    writeFileSync(notes, 'just some notes\n');
+    const link = path.join(ws.dir, 'ledger.db');
+    symlinkSync(notes, link);
+    configure(ws, { state: { sqlite: link } });
+    for (const args of [['run'], ['status']]) {
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`state.sqlite: ${link} is not an SQLite database (its first bytes are not an SQLite header), not a cronsafe ledger`);
+    }
+    expect(readFileSync(notes, 'utf8')).toBe('just some notes\n');
   }, 60_000);
 
   // Its own ledger, its header damaged (a torn write, a disk error): SQLite says "file is not

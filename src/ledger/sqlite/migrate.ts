@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
 import { ConfigError } from '../../errors.js';
 import { isTextFile } from '../store-files.js';
@@ -27,12 +28,14 @@ export function assertLedgerFile(db: Database, file: string = db.name): void {
     // but every run and status failed with exit 1 "file is not a database", naming no key,
     // while validate said OK.
     if ((err as { code?: unknown }).code !== 'SQLITE_NOTADB') throw err;
-    const holder = lockHolder(file);
+    // Looked at where SQLite opened it: state.sqlite may be a link (these reads never follow one).
+    const real = realFile(file);
+    const holder = lockHolder(real);
     // Binary (an SQLite file's first page always holds NUL bytes): as likely this job's own
     // ledger with a damaged header as anything else. That is the state store unusable, exit 1
     // as a damaged page of it is; told "not a cronsafe ledger, point state.sqlite at a new
     // file", an operator started a new ledger, and every item done was run again.
-    if (holder === null && !isTextFile(file)) throw err;
+    if (holder === null && !isTextFile(real)) throw err;
     const what = holder === null ? 'its first bytes are not an SQLite header' : `it is a run lock file, last held by ${holder}: another job's lock.path?`;
     throw new ConfigError(
       `state.sqlite: ${file} is not an SQLite database (${what}), not a cronsafe ledger; nothing was written to it. Point state.sqlite at a file of cronsafe's own (a new path, or leave it unset)`,
@@ -51,6 +54,15 @@ export function assertLedgerFile(db: Database, file: string = db.name): void {
     undefined,
     'state.sqlite',
   );
+}
+
+/** `file` with its links resolved, or as given when it cannot be. */
+function realFile(file: string): string {
+  try {
+    return realpathSync.native(file);
+  } catch {
+    return file;
+  }
 }
 
 /**
