@@ -1,3 +1,5 @@
+import { accessSync, constants as fsConstants, lstatSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { EdgeError, EXIT } from '../errors.js';
 import { HandlerFailure } from './types.js';
 
@@ -61,6 +63,28 @@ export function writeRefused(err: unknown, what: string): string | null {
   const code = (err as NodeJS.ErrnoException).code;
   if (code !== 'EACCES' && code !== 'EPERM') return null;
   return `cannot ${what}: ${code}: a directory there (output.directory, one in it, or one on its way) is not writable by this user (uid ${process.getuid?.() ?? '?'})`;
+}
+
+/**
+ * What a rename over `final` refused by the file there, not by its directory, says (EPERM
+ * or EACCES while this user may write in the directory: a file made immutable or
+ * append-only, `chattr +i`), or null otherwise. writeRefused said the directory was not
+ * writable, and an operator who found it writable was left with no path to look at.
+ */
+export function targetRefused(err: unknown, what: string, final: string): string | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return null;
+  const dir = path.dirname(final);
+  try {
+    const target = lstatSync(final, { throwIfNoEntry: false });
+    if (target === undefined) return null;
+    // Another user's file in a sticky directory is refused for its owner, not its flags.
+    if ((statSync(dir).mode & 0o1000) !== 0 && target.uid !== process.getuid?.()) return null;
+    accessSync(dir, fsConstants.W_OK | fsConstants.X_OK);
+  } catch {
+    return null;
+  }
+  return `cannot ${what}: ${code}: ${final} is there and cannot be replaced, though its directory is writable by this user (uid ${process.getuid?.() ?? '?'}): an immutable or append-only file (lsattr; chattr -i or -a)?`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, rea
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
-import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, writeRefused } from './faults.js';
+import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
 import { makeOutputParents, outputPathProblem } from './output-path.js';
@@ -389,7 +389,7 @@ export class OutputStore {
       // our temp directory) that a rename cannot cross: the environment's fault (the pass
       // stops), not the item's, which would otherwise be run and charged until dead.
       const what = `move the output of ${JSON.stringify(id)} into ${path.dirname(final)}`;
-      const refused = writeRefused(err, what) ?? crossDevice(err, what, this.tempDir);
+      const refused = targetRefused(err, what, final) ?? writeRefused(err, what) ?? crossDevice(err, what, this.tempDir);
       throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
     }
     try {

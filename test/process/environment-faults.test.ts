@@ -550,6 +550,26 @@ describe('a full output file system', () => {
   // A volume whose owner changed (a new runAsUser, a restored backup, an NFS export squashed
   // to another uid): cronsafe's own rename of a finished output into output.directory is
   // refused. No item is to blame; charging them dead-lettered the whole backlog in 5 runs.
+  // The directory was writable: the file at the output's place was immutable (chattr +i).
+  // The error said the directory was not writable by this user, naming no file to look at.
+  it.skipIf(!isRoot)('an immutable file at an output\'s place: exit 1, nothing charged, the error names that file', async (ctx) => {
+    const files = { 'a.txt': 'a\n', 'b.txt': 'b\n' };
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    const pinned = path.join(ws.out, 'b.txt.out');
+    mkdirSync(ws.out, { recursive: true });
+    writeFileSync(pinned, 'kept\n');
+    if (spawnSync('chattr', ['+i', pinned]).status !== 0) ctx.skip();
+    try {
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`${pinned} is there and cannot be replaced, though its directory is writable by this user (uid 0): an immutable or append-only file`);
+      expect(await charged(ws.db, ['b.txt'])).toBe(0);
+      expect(readFileSync(pinned, 'utf8')).toBe('kept\n');
+    } finally {
+      spawnSync('chattr', ['-i', pinned]);
+    }
+  }, 60_000);
+
   it.skipIf(!isRoot)("output.directory or a directory in it not writable by the run's user: the pass stops with exit 1 and charges nothing", async () => {
     const files = { 'a/x.txt': 'x\n', 'a/y.txt': 'y\n', 'z.txt': 'z\n' };
     const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
