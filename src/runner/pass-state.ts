@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
@@ -201,7 +202,7 @@ export class PassState {
       outputDir: deps.outputs?.dir,
       source:
         deps.source === undefined
-          ? { directory: config.source.directory, atStart: this.sourceAtStart, realDirectory: realRootOf(config.source.directory), own: ownIdentities(ownFiles(config)) }
+          ? sourceScene(config.source.directory, this.sourceAtStart, ownIdentities(ownFiles(config)))
           : undefined,
     };
     const source = this.scene.source;
@@ -248,4 +249,11 @@ export class PassState {
     this.error ??= err;
     this.drain.requestStop(err.message);
   }
+}
+
+/** The scene's source: the root, its real path, and whether its path goes through a link. */
+function sourceScene(directory: string, atStart: Promise<SourceId | null>, own: SourceId[]): NonNullable<FailureScene['source']> {
+  const realDirectory = realRootOf(directory);
+  const real = realDirectory === undefined ? undefined : realDirectory.length === 0 ? '/' : realDirectory.toString();
+  return { directory, atStart, realDirectory, own, linked: real !== path.resolve(directory) };
 }
