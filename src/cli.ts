@@ -21,7 +21,13 @@ let mode = 'pending' as 'pending' | 'drain' | 'end'; // set by callbacks: not na
 
 // Taken before any module handler loads: while one is loaded, process.exit throws
 // (src/runner/handlers/exit-guard.ts), so that handler code cannot end the run.
-const exit = process.exit.bind(process);
+const processExit = process.exit.bind(process);
+/** Set once loaded (src/hung-up-tty.ts): a terminal that hung up must not crash Node's exit. */
+let beforeExit: (() => void) | undefined;
+const exit = (code: number): never => {
+  beforeExit?.();
+  return processExit(code);
+};
 
 /** What a command ended by a signal has done that stays done (requeue's pages moved), said on stderr. */
 let endNote: ((sig: string) => string | undefined) | undefined;
@@ -190,7 +196,8 @@ try {
     setFlagsFromString('--optimize-for-size');
     setFlagsFromString('--semi-space-growth-factor=1');
   }
-  const { main } = await import('./program.js');
+  const [{ main }, { closeHungUpTerminals }] = await Promise.all([import('./program.js'), import('./hung-up-tty.js')]);
+  beforeExit = closeHungUpTerminals;
   const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, onEnd: (note) => (endNote = note) });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);

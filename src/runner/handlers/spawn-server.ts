@@ -226,6 +226,8 @@ process.on('message', (m) => {
 // run on beside it: their groups end with the helper.
 process.on('disconnect', () => {
   for (const g of [...[...kids.values()].map((c) => c.pid), ...held]) { try { process.kill(-g, 'SIGKILL'); } catch {} }
+  // Its stderr is cronsafe's: a terminal that hung up made Node's exit abort (src/hung-up-tty.ts).
+  try { const st = fs.fstatSync(2); if (st.isCharacterDevice() && ((st.rdev >> 8) & 0xfff) !== 1 && !require('node:tty').isatty(2)) fs.closeSync(2); } catch {}
   process.exit(0);
 });
 // A stop signalled to every process at once (systemd's KillMode=control-group) is cronsafe's
