@@ -149,7 +149,10 @@ export const noRedact: Redact = (text) => text;
  * alone: replacing every `a` of a handler's output would hide everything and protect nothing.
  */
 export function redactor(secrets: Iterable<string>): Redact {
-  const list = [...new Set(secrets)].filter((s) => s.length >= 3 && !/^\**$/.test(s)).sort((a, b) => b.length - a.length);
+  const kept = [...secrets].filter((s) => s.length >= 3 && !/^\**$/.test(s));
+  // Also as a JSON string spells it (a '"' or '\\' escaped): a log line (ctx.log's) or a
+  // handler's JSON output holds it that way.
+  const list = [...new Set([...kept, ...kept.map((s) => JSON.stringify(s).slice(1, -1))])].sort((a, b) => b.length - a.length);
   if (list.length === 0) return noRedact;
   return (text, cut) => {
     for (const s of list) if (text.includes(s)) text = text.split(s).join('***');

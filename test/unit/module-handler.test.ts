@@ -76,6 +76,30 @@ describe('module handler', () => {
     expect((await failureOf(other.run(item, context()))).message).toMatch(/x\*\*\*"}$/);
   });
 
+  it('what it logs through ctx.log (message, fields, a child logger): the secrets are ***', async () => {
+    // ctx.log is cronsafe's own logger: a module that logged the URL it was given (or the
+    // ledger's, from the environment) put the password in the run's log lines, though its
+    // throws and a command handler's output were redacted.
+    const file = path.join(dir, 'log-secret.mjs');
+    writeFileSync(
+      file,
+      `export default (item, ctx) => {
+        ctx.log.info('connecting to postgres://app:TopSecret99@db/jobs');
+        ctx.log.warn({ url: 'postgres://app:TopSecret99@db/jobs', pw: 'Top"Sec' }, 'retrying');
+        ctx.log.child({ step: 2 }).error(new Error('auth TopSecret99 refused'));
+      };`,
+    );
+    const handler = await createModuleHandler(moduleConfig('module-ok.mjs', { module: file }), { sourceDir: '/src', redact: redactor(['TopSecret99', 'Top"Sec']) });
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    await handler.run(item, { ...context(), log });
+    expect(lines).toHaveLength(3);
+    const text = lines.join('');
+    expect(text).toContain('connecting to postgres://app:***@db/jobs');
+    expect(text).toContain('"step":2');
+    expect(text).not.toMatch(/TopSecret99|Top\\"Sec/);
+  });
+
   it('times out a function that ignores its signal, after the grace, without waiting for it', async () => {
     const handler = await createModuleHandler(moduleConfig('module-hangs.mjs', { timeoutSeconds: 0.2, killAfterSeconds: 0.2 }), {
       sourceDir: '/src',

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
+import { pino, type Logger } from 'pino';
 import { noRedact, type Redact } from '../../redact.js';
 import { HandlerFailure, interrupted, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
@@ -138,7 +139,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
   const token = guard.begin();
   let rejection: unknown;
   const own = new AttemptSignal();
-  const fnCtx = new ModuleContext(ctx, own);
+  const fnCtx = new ModuleContext(ctx, own, redact);
   let settle: ((e: Ending) => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   let offAbort: (() => void) | undefined;
@@ -233,15 +234,22 @@ const isThenable = (v: unknown): v is PromiseLike<unknown> =>
 
 /** The context a module handler sees: the runner's, with the attempt's own (lazy) signal. */
 class ModuleContext implements HandlerContext {
+  #log: Logger | undefined;
   constructor(
     private readonly outer: HandlerContext,
     private readonly own: AttemptSignal,
+    private readonly redact: Redact,
   ) {}
   get signal(): AbortSignal {
     return this.own.signal;
   }
-  get log() {
-    return this.outer.log;
+  /**
+   * The attempt's logger, whose lines (message, fields, errors; its children's too) have the
+   * known secrets replaced, as what a command handler prints has: it is the handler's text.
+   */
+  get log(): Logger {
+    if (this.redact === noRedact) return this.outer.log;
+    return (this.#log ??= redactingChild(this.outer.log, this.redact));
   }
   get outputPath(): string | undefined {
     return this.outer.outputPath;
@@ -249,6 +257,20 @@ class ModuleContext implements HandlerContext {
   get attempt(): number {
     return this.outer.attempt;
   }
+}
+
+/**
+ * A child of `log` whose every line is redacted once serialised (pino's streamWrite hook,
+ * which its own children inherit), so no field or error escapes it.
+ */
+function redactingChild(log: Logger, redact: Redact): Logger {
+  const child = log.child({});
+  const hooks = (child as unknown as Record<symbol, Record<string, unknown> | undefined>)[pino.symbols.hooksSym];
+  const outer = hooks?.streamWrite as ((s: string) => string) | undefined;
+  Object.defineProperty(child, pino.symbols.hooksSym, {
+    value: { ...hooks, streamWrite: (line: string) => redact(outer ? outer(line) : line) },
+  });
+  return child;
 }
 
 /**
