@@ -130,6 +130,17 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
 }
 
 /**
+ * A module handler's console.log and console.error with the known secrets as `***`, as a
+ * command handler's output is: the function exit-guard.ts sets on globalThis while a module
+ * handler is loaded (the program may run as a script of its own, code-cache.ts, which shares
+ * no module with this one).
+ */
+const redactPrinted = (text: string): string => {
+  const redact = (globalThis as Record<symbol, ((t: string) => string) | undefined>)[Symbol.for('cronsafe.redactPrinted')];
+  return redact ? redact(text) : text;
+};
+
+/**
  * Into a pipe that is not read, Node queues what a module handler prints (console.log on
  * stdout, console.error on stderr) in memory without a bound: a handler that logs each item
  * would grow the run until it is OOM-killed, its attempts charged. As for the run's own log
@@ -141,7 +152,7 @@ function boundQueue(stream: NodeJS.WriteStream, name: string, how: string): void
   const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
   let dropped = 0;
   stream.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
-    if (stream.writableLength <= LIMIT_BYTES) return write(chunk, ...rest);
+    if (stream.writableLength <= LIMIT_BYTES) return write(typeof chunk === 'string' ? redactPrinted(chunk) : chunk, ...rest);
     dropped++;
     const cb = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
     if (cb) process.nextTick(cb);

@@ -108,6 +108,33 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never re
     for (const piece of [PASSWORD.slice(0, 5), PASSWORD.slice(-8)]) expect(run.stdout + row!.last_error).not.toContain(piece);
   }, 120_000);
 
+  it('a module handler that prints the ledger URL (console.log, console.error, ctx.log): *** in the run\'s stdout and stderr', async () => {
+    // A module runs in cronsafe's process: its console.log and console.error went to the
+    // run's stdout and stderr as written (and its ctx.log lines to the log), the ledger's
+    // password in them, while a command handler's output had it as ***.
+    await server.createDatabase('sec5');
+    const ws = workspace({}, { 'a.txt': 'a' });
+    const file = path.join(ws.dir, 'h.mjs');
+    writeFileSync(
+      file,
+      `export default async (item, ctx) => {
+        const url = process.env.CRONSAFE_STATE_POSTGRES;
+        console.log('connecting to ' + url);
+        console.error('password ' + decodeURIComponent(new URL(url).password));
+        ctx.log.info({ url }, 'connecting');
+      };`,
+    );
+    configure(ws, { handler: { module: file } });
+    const env = { CRONSAFE_STATE_POSTGRES: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec5` };
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    // The handler did run and print: its lines are there, with the password hidden.
+    expect(run.stdout).toContain(`connecting to postgres://postgres:***@127.0.0.1:${server.port}/sec5`);
+    expect(run.stderr).toContain('password ***');
+    expect(run.stdout).toContain(`"url":"postgres://postgres:***@127.0.0.1:${server.port}/sec5"`);
+    for (const s of [PASSWORD, ENCODED]) expect(run.stdout + run.stderr).not.toContain(s);
+  }, 120_000);
+
   it("state.postgres from ${LEDGER_URL} (docs' \"from a Secret\"), or its password from ${DB_PASSWORD}: neither variable reaches a command handler, PGPASSWORD and handler.env's do", async () => {
     await server.createDatabase('sec4');
     const ws = workspace(

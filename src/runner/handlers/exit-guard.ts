@@ -49,6 +49,19 @@ const guards = new Set<Guard>();
 let realExit: typeof process.exit | undefined;
 
 /**
+ * What handler code writes to the process's stdout or stderr (console.log, console.error),
+ * with the secrets each loaded handler's Redact knows as `***`: it is what the handler
+ * prints, as a command handler's captured output is. Set on globalThis under REDACT_PRINTED
+ * while a guard is held, for cli.ts's writes to stdout and stderr.
+ */
+function redactPrinted(text: string): string {
+  for (const g of guards) text = g.redact(text);
+  return text;
+}
+const REDACT_PRINTED = Symbol.for('cronsafe.redactPrinted');
+const globals = globalThis as Record<symbol, unknown>;
+
+/**
  * The guards told of a call: a loaded handler's. A daemon's guard for the time between its
  * passes (`between`) only while no handler is loaded: during a pass the pass's guard decides.
  */
@@ -121,6 +134,7 @@ class Guard implements ExitGuard {
     realExit = undefined;
     process.off('unhandledRejection', onRejection);
     process.off('uncaughtException', onException);
+    if (globals[REDACT_PRINTED] === redactPrinted) delete globals[REDACT_PRINTED];
   }
 }
 
@@ -140,6 +154,7 @@ export function acquireExitGuard(redact: Redact = noRedact, between = false): Ex
     process.exit = interceptedExit;
     process.on('unhandledRejection', onRejection);
     process.on('uncaughtException', onException);
+    globals[REDACT_PRINTED] = redactPrinted;
   }
   guards.add(g);
   return g;
