@@ -177,6 +177,16 @@ function drainBudget(graceMs: number, marginMs: number): void {
   armLastResort();
 }
 
+/**
+ * Called by run when it drains because its run lock or Lease was lost, with no signal: the
+ * drain's last resort counts from now, as for a SIGTERM now (the kubelet's SIGKILL is not
+ * coming, but a ledger write hanging on a database gone silent must not keep the run alive).
+ */
+function safetyLost(): void {
+  stoppedAt ??= Date.now();
+  armLastResort();
+}
+
 /** Called by the program once it knows which (sub)command runs, before that command starts. */
 function commandStarts(name: string): void {
   if (DRAINING.has(name)) {
@@ -209,7 +219,7 @@ try {
   }
   const [{ main }, { closeHungUpTerminals }] = await Promise.all([import('./program.js'), import('./hung-up-tty.js')]);
   beforeExit = closeHungUpTerminals;
-  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, onEnd: (note) => (endNote = note) });
+  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, safetyLost, onEnd: (note) => (endNote = note) });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
   if (mode !== 'drain') {

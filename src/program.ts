@@ -22,6 +22,8 @@ export interface ProgramSignals {
   commandStarts(name: string): void;
   /** Told by run and daemon, once their config is known, the drain's budget (ms): cli.ts's last resort. */
   drainBudget?: (graceMs: number, marginMs: number) => void;
+  /** Told by run when it drains because its run lock or Lease was lost (no signal): cli.ts's last resort from then. */
+  safetyLost?: () => void;
   /** Told by requeue and dead-letter retry what to say on stderr if a signal ends them (what stays moved). */
   onEnd?: (note: (signal: string) => string | undefined) => void;
 }
@@ -96,7 +98,7 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
       }
       if (o.json || o.limit !== undefined) run.error(`error: run: ${o.json ? '--json' : '--limit'} only applies with --dry-run`, { exitCode: EXIT.USAGE });
       const { runCommand } = await import('./commands/run.js');
-      setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force, drainBudget: signals.drainBudget }));
+      setExit(await runCommand({ configPath: await configPath(o.config), scheduledTime: o.scheduledTime, stop, force, drainBudget: signals.drainBudget, safetyLost: signals.safetyLost }));
     });
 
   program

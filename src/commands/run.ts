@@ -16,6 +16,8 @@ export interface RunOptions {
   logger?: Logger;
   /** Told drain.gracePeriodSeconds and marginSeconds (ms) once the config is loaded (ProgramSignals). */
   drainBudget?: (graceMs: number, marginMs: number) => void;
+  /** Told when the run drains on a lost run lock or Lease (ExecuteOptions.safetyLost). */
+  safetyLost?: () => void;
 }
 
 /** `cronsafe run`: one pass (run/execute.ts). Returns the exit code (cli.ts exits with it). */
@@ -29,5 +31,5 @@ export async function runCommand(opts: RunOptions): Promise<number> {
   const log = opts.logger ?? createLogger(config.log, undefined, { job: config.name });
   // Given explicitly it wins; else the Job's annotation, when scheduledTimestamp.enabled.
   const fire = raw !== undefined ? { scheduledTime: refuseAhead(parseScheduledTime(raw, from), from, new Date()) } : await scheduledTimeFromJob(config, log, process.env, opts.stop);
-  return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime: fire.scheduledTime, manual: fire.manual, policy: 'kubernetes' }));
+  return exitCodeFor(await executeRun(config, log, { stop: opts.stop, force: opts.force, scheduledTime: fire.scheduledTime, manual: fire.manual, policy: 'kubernetes', ...(opts.safetyLost ? { safetyLost: opts.safetyLost } : {}) }));
 }

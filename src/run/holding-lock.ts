@@ -65,7 +65,14 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
   // Lease lost). Said at warn, so a `log.level: warn` deployment still sees why it stopped.
   for (const lost of [lease.held?.lost, lock.lost]) {
-    lost?.addEventListener('abort', () => log.warn({ reason: String(lost.reason) }, 'stopping the run: what it relies on was lost'), { once: true });
+    lost?.addEventListener(
+      'abort',
+      () => {
+        log.warn({ reason: String(lost.reason) }, 'stopping the run: what it relies on was lost');
+        opts.safetyLost?.();
+      },
+      { once: true },
+    );
   }
 
   let ledger: Ledger | undefined;

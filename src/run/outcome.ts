@@ -27,6 +27,13 @@ export interface ExecuteOptions {
   manual?: boolean;
   /** `cronsafe daemon` serves metrics.port for its whole life: the run shows its metrics there (metrics/index.ts). */
   served?: MetricsSlot;
+  /**
+   * Told when the run drains because what it relies on was lost (its run lock or Lease), not
+   * on a signal: cli.ts then keeps the drain's last resort as for a SIGTERM at that moment, so
+   * that a ledger write hanging on a database gone silent (packets dropped, no reset) cannot
+   * keep the process, and the Job with it, alive past the drain.
+   */
+  safetyLost?: () => void;
 }
 
 export type RunResult = PassOutcome | 'skipped-locked' | 'stale';

@@ -13,11 +13,11 @@
  * backend, extending the lease that was to expire.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure, finished, spawnCli, statusJson, workspace, type LogLine, type Running } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { relay, type Relay } from '../helpers/relay.js';
 import { filesUnder, until } from '../helpers/wait.js';
 
 const DB = 'leaseguard';
@@ -35,48 +35,6 @@ if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.05; done; fi
 printf 'from %s\\n' "$POD" > "$2"
 printf '%s %s %s wrote\\n' "$CRONSAFE_ITEM_ID" "$CRONSAFE_ATTEMPT" "$POD" >> "$EVENTS"
 `;
-
-interface Relay {
-  port: number;
-  cut(): void;
-  heal(): void;
-  close(): void;
-}
-
-/** A TCP relay to 127.0.0.1:`target` that can be cut (everything held) and healed (delivered in order). */
-async function relay(target: number): Promise<Relay> {
-  let cut = false;
-  let held: Array<() => void> = [];
-  const sockets = new Set<net.Socket>();
-  const deliver = (fn: () => void) => (cut ? held.push(fn) : fn());
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target, '127.0.0.1');
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(from);
-      from.on('data', (chunk: Buffer) => deliver(() => to.write(chunk)));
-      from.on('close', () => deliver(() => to.destroy()));
-      from.on('error', () => undefined);
-    }
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    cut: () => void (cut = true),
-    heal: () => {
-      cut = false;
-      const h = held;
-      held = [];
-      for (const fn of h) fn();
-    },
-    close: () => {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
-}
 
 /**
  * The same log as HANDLER, as a module. With FREEZE set, the process stops itself
