@@ -7,6 +7,9 @@
  * application_name) `reset` picks, as a middlebox that times a connection out does.
  */
 import net from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
+import type { Running } from './cli.js';
+import { startPostgres, type PgServer } from './postgres.js';
 
 export interface Relay {
   port: number;
@@ -60,4 +63,20 @@ export async function relay(target: number): Promise<Relay> {
       server.close();
     },
   };
+}
+
+/**
+ * The hooks of a PostgreSQL test behind a relay: beforeAll starts the server (`started` gets
+ * it); afterAll heals and closes the relay, SIGKILLs the CLI processes still running, and
+ * stops the server (`left` says what there is by then).
+ */
+export function postgresBehindRelay(started: (server: PgServer) => void, left: () => { server: PgServer | undefined; link: Relay | undefined; running: Running[] }): void {
+  beforeAll(async () => started(await startPostgres()));
+  afterAll(async () => {
+    const { server, link, running } = left();
+    link?.heal();
+    for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGKILL');
+    link?.close();
+    await server?.stop();
+  });
 }

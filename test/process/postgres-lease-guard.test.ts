@@ -14,10 +14,10 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configure, finished, spawnCli, statusJson, workspace, type LogLine, type Running } from '../helpers/cli.js';
-import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
-import { relay, type Relay } from '../helpers/relay.js';
+import { PG_SKIP_REASON, type PgServer } from '../helpers/postgres.js';
+import { postgresBehindRelay, relay, type Relay } from '../helpers/relay.js';
 import { filesUnder, until } from '../helpers/wait.js';
 
 const DB = 'leaseguard';
@@ -59,15 +59,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod cut off from th
   let server: PgServer;
   let link: Relay | undefined;
   const running: Running[] = [];
-  beforeAll(async () => {
-    server = await startPostgres();
-  });
-  afterAll(async () => {
-    link?.heal();
-    for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGKILL');
-    link?.close();
-    await server?.stop();
-  });
+  postgresBehindRelay((s) => (server = s), () => ({ server, link, running }));
 
   type Backend = { pid: number; state: string | null; in_xact: boolean };
   /** Every session on the test database: before B starts, all of them are A's. */

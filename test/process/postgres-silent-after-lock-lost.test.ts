@@ -10,10 +10,10 @@
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { spawnCli, statusJson, workspace, type Running } from '../helpers/cli.js';
-import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
-import { relay, type Relay } from '../helpers/relay.js';
+import { PG_SKIP_REASON, type PgServer } from '../helpers/postgres.js';
+import { postgresBehindRelay, relay, type Relay } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
 const ITEMS = 200;
@@ -29,15 +29,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL gone silent after the 
   let server: PgServer;
   let link: Relay | undefined;
   const running: Running[] = [];
-  beforeAll(async () => {
-    server = await startPostgres();
-  });
-  afterAll(async () => {
-    link?.heal();
-    for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGKILL');
-    link?.close();
-    await server?.stop();
-  });
+  postgresBehindRelay((s) => (server = s), () => ({ server, link, running }));
 
   it('the run drains and exits 75 within drain.gracePeriodSeconds of the loss, not when the network comes back; the next run does everything', async () => {
     const url = await server.createDatabase('silent');
