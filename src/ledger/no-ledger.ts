@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
 
 /**
  * A read-only open found no ledger: no run has created it yet (SQLite: no file; PostgreSQL:
@@ -61,6 +62,10 @@ export function sqliteLedgerFound(file: string): boolean {
     const e = err as NodeJS.ErrnoException;
     if (e.code === 'EACCES') {
       throw new Error(`cannot reach the ledger file ${file}: a directory on its way is not searchable by this user (uid ${process.getuid?.() ?? '?'}) (EACCES); run this as the ledger's owner`, { cause: err });
+    }
+    if (e.code === 'ELOOP') {
+      // No open ever gets through: the config is wrong, as `run` and `validate` say it (exit 78).
+      throw new ConfigError(`state.sqlite: ${file} cannot be reached: its path runs into a loop of symbolic links (ELOOP)`, undefined, 'state.sqlite');
     }
     throw new Error(`cannot reach the ledger file ${file}: ${e.message}`, { cause: err });
   }

@@ -237,6 +237,7 @@ export function openStore(config: Config): Store {
         try {
           found = state.sqlite !== undefined && sqliteLedgerFound(state.sqlite);
         } catch (err) {
+          if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // a loop of links
           throw unavailable('', err);
         }
         if (!found) return null;

@@ -5,6 +5,8 @@
  * ledger used by two jobs, a loop of links on lock.path's way. `validate` and `run` said
  * `cronsafe: config error: state.sqlite: ...` (or `lock.path: ...`): no file, so with many
  * configs (one per CronJob) nothing said which one was wrong.
+ * The readers (status, plan, dead-letter list) said a loop of links at state.sqlite was an
+ * unavailable store (exit 1), where run and validate said it was the config (78).
  */
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -51,6 +53,21 @@ describe('a config error found past the config loader', () => {
       const r = await runCli([cmd, '-c', ws.configPath]);
       expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
       expect(r.stderr, cmd).toMatch(new RegExp(`^cronsafe: config error: ${ws.configPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ${key.replace('.', '\\.')}: `, 'm'));
+    }
+  }, 30_000);
+});
+
+describe('a loop of symbolic links at state.sqlite', () => {
+  it('is a config error (78) naming the file and the key for the readers too, as for validate and run', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    mkdirSync(path.dirname(ws.db), { recursive: true });
+    symlinkSync(path.basename(ws.db) + '.other', ws.db);
+    symlinkSync(path.basename(ws.db), `${ws.db}.other`);
+    const file = ws.configPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const cmd of [['validate'], ['run'], ['status'], ['plan'], ['dead-letter', 'list']]) {
+      const r = await runCli([...cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr, cmd.join(' ')).toMatch(new RegExp(`^cronsafe: config error: ${file}: state\\.sqlite: .*loop of symbolic links`, 'm'));
     }
   }, 30_000);
 });
