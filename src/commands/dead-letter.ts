@@ -6,7 +6,7 @@ import { reading, readingPages } from '../ledger/reading.js';
 import { MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
-import { fromPrintableId, oneLine, printableId } from './status.js';
+import { fromPrintableId, oneLine, printableId, unknownId } from './status.js';
 
 export interface ListOptions {
   json: boolean;
@@ -88,7 +88,7 @@ export async function deadLetterRetry(
     if (!opts.all && moved < unique.length) {
       const notDead = unique.filter((id) => before.get(id) !== 'dead');
       const lines = [`${unique.length - moved} of the given ids were not dead letters:`];
-      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(before.get(id))}`);
+      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id))}`);
       if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
       // Dead when read, no longer dead at the retry: another command retried or requeued them.
       const changed = unique.length - moved - notDead.length;
@@ -102,8 +102,8 @@ export async function deadLetterRetry(
   }
 }
 
-function whyNot(state: string | undefined): string {
-  if (state === undefined) return 'unknown (not in the ledger)';
+function whyNot(id: string, state: string | undefined): string {
+  if (state === undefined) return unknownId(id);
   if (state === 'claimed') return 'claimed (an attempt is running; not dead)';
   return `${state} (not dead)`;
 }

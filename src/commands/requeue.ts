@@ -10,7 +10,7 @@ import { GLOB_OPTIONS } from './requeue-options.js';
 import { betweenPages, type MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
-import { fromPrintableId, printableId } from './status.js';
+import { fromPrintableId, printableId, unknownId } from './status.js';
 
 /** Which finished items `cronsafe requeue` puts back. Checked by the program (usage errors). */
 export interface RequeueSelection {
@@ -179,14 +179,13 @@ function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean)
   if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
   if (r.notMoved.length > 0) {
     lines.push(`${r.notMoved.length} of the given ids were not ${dryRun ? 'requeueable' : 'requeued'}:`);
-    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${why(n.state, includeDead)}`);
+    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id) : why(n.state, includeDead)}`);
     if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
   }
   return `${lines.join('\n')}\n`;
 }
 
-function why(state: string | null, includeDead: boolean): string {
-  if (state === null) return 'unknown (not in the ledger)';
+function why(state: string, includeDead: boolean): string {
   if (state === 'dead' && !includeDead) return 'dead (add --include-dead, or use dead-letter retry)';
   if (state === 'claimed') return 'claimed (an attempt is running; left alone)';
   if (state === 'pending') return 'pending already';

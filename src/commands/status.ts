@@ -121,6 +121,18 @@ export function printableId(id: string): string {
 }
 
 /**
+ * Why a given id is not in the ledger, as `dead-letter retry` and `requeue` say it. Node reads an
+ * argument in bytes that are not UTF-8 (pasted from `ls`, a shell's completion of the source
+ * file) with U+FFFD for each foreign byte, so it names no item: such a name's id is written with
+ * `\xHH` escapes, as the listings print it. (An id really holding U+FFFD is found, never unknown.)
+ */
+export function unknownId(id: string): string {
+  const unknown = 'unknown (not in the ledger)';
+  if (!id.includes('\uFFFD')) return unknown;
+  return `${unknown}: the argument held bytes that are not UTF-8 (read as U+FFFD): give the id as the listings print it, with \\xHH escapes (caf\\xe9.scc)`;
+}
+
+/**
  * An id as a text listing printed it (`dead-letter list`, `plan`, `requeue --dry-run`):
  * `./-a.scc` is `-a.scc`; JSON-quoted (printableId) when it holds a space, quote or control character, so a pasted
  * `"new\nline.txt"` means the id with a newline. Only when the listing would have quoted
