@@ -88,6 +88,8 @@ const PLAIN_ID = new RegExp(`^[^\\s"'\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]
 // In a quoted id, the blanks other than the space too (no-break, em, ideographic ...; a line
 // separator): raw, `"a<NBSP>b"` read as `"a b"`, another id.
 const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]`, 'gu');
+// After JSON.stringify (which escapes C0 but leaves DEL raw): all but printable ASCII.
+const NOT_PRINTABLE_ASCII = /[^\u0020-\u007e]/gu;
 const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
 
 /**
@@ -113,9 +115,14 @@ export function oneLine(s: string | null, max = 160): string {
  * CSI to some terminals), and the INVISIBLE characters: raw, `invoice<RLO>gpj.exe` showed
  * as `invoiceexe.jpg`, and `a<ZWSP>.txt` as `a.txt`, another item's id. One that starts with a dash gets `./` before it, as `rm ./-f`
  * does: pasted bare, `--all` was the option (every dead item requeued) and `-a.scc` an
- * unknown one (exit 2). No id starts with `./`. fromPrintableId reads it back.
+ * unknown one (exit 2). An id not in NFC is quoted with all but ASCII escaped (`"cafe\u0301"`):
+ * raw, it looked like its NFC twin. No id starts with `./`. fromPrintableId reads it back.
  */
 export function printableId(id: string): string {
+  // A name in another Unicode normal form than NFC (from a Mac: `e` and a combining U+0301)
+  // is drawn as its NFC twin, another item: every character past ASCII escaped, so that each
+  // form of a name prints differently (the NFC one, as typed, bare) and reads back.
+  if (id !== id.normalize('NFC')) return JSON.stringify(id).replace(NOT_PRINTABLE_ASCII, escapeUnits);
   if (!PLAIN_ID.test(id)) return JSON.stringify(id).replace(ESCAPED_IN_JSON, escapeUnits);
   return id.startsWith('-') ? `./${id}` : id;
 }

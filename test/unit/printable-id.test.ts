@@ -51,3 +51,17 @@ describe('printableId: a blank other than the space never passes for one', () =>
     expect(fromPrintableId(shown)).toBe(id);
   });
 });
+
+describe('printableId: a name in another normal form than NFC never passes for its NFC twin', () => {
+  it.each(['cafe\u0301.scc', '\u212b.txt', 'nfd-del\u007fe\u0301', '\u1112\u1161\u11ab.scc', 'e\u0301 \u{1d15e}.scc'])('%j is quoted with all but printable ASCII escaped, and reads back', (id) => {
+    const shown = printableId(id);
+    expect(shown).toMatch(/^"[\u0020-\u007e]*"$/);
+    expect(shown).not.toBe(printableId(id.normalize('NFC')));
+    expect(fromPrintableId(shown)).toBe(id);
+  });
+
+  it('the NFC form is printed as before', () => {
+    expect(printableId('caf\u00e9.scc')).toBe('caf\u00e9.scc');
+    expect(printableId('\u1112\u1161\u11ab'.normalize('NFC'))).toBe('\ud55c');
+  });
+});
