@@ -33,7 +33,11 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
     };
     const sink = new Sink(out);
     const takenBack = config.state.postgres !== undefined ? { leaseSeconds: config.lease.seconds } : undefined;
-    await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report, takenBack));
+    // Unfinished runs' last heartbeats: a run killed outright never records its end, and
+    // only the next run marks it died; until then "running" would be said of it for hours.
+    const beats = report.recentRuns.some((r) => r.outcome === null) && !opts.json ? await reading(store, ledger.beatingRuns(0)) : [];
+    const silent = { heartbeats: new Map(beats.map((b) => [b.runId, b.heartbeatAt])), before: Date.now() - config.lease.seconds * 1000, leaseSeconds: config.lease.seconds };
+    await sink.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report, takenBack, silent));
     await sink.end();
     return 0;
   } finally {
@@ -56,7 +60,14 @@ function stateNotes(postgres?: { leaseSeconds: number }): Record<string, string>
   return { claimed: `   (attempts running now, or left running by a run that died: ${back})` };
 }
 
-export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number }): string {
+/** Unfinished runs' last heartbeats (epoch ms), and the time before which one is silent (lease.seconds ago). */
+export interface Heartbeats {
+  heartbeats: Map<string, number>;
+  before: number;
+  leaseSeconds: number;
+}
+
+export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number }, silent?: Heartbeats): string {
   const lines = [`job ${r.job}`, '', 'items'];
   const notes = stateNotes(postgres);
   for (const [state, n] of Object.entries(r.items)) lines.push(`  ${state.padEnd(8)} ${String(n).padStart(10)}${notes[state] ?? ''}`);
@@ -64,6 +75,12 @@ export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number 
   lines.push('', 'recent runs');
   if (r.recentRuns.length === 0) lines.push('  (none)');
   for (const run of r.recentRuns) {
+    const beat = run.outcome === null ? silent?.heartbeats.get(run.runId) : undefined;
+    if (beat !== undefined && beat < silent!.before) {
+      const note = `(no heartbeat since ${iso(beat)}, over lease.seconds (${silent!.leaseSeconds}) ago: it may have died; the next run records it as died)`;
+      lines.push(`  ${iso(run.startedAt)}  ${'running?'.padEnd(14)} ${note}  ${run.runId}`);
+      continue;
+    }
     lines.push(`  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} ${runCounts(run)}  ${run.runId}`);
   }
   lines.push('', `dead letters${r.items.dead > r.deadLetters.length ? ` (first ${r.deadLetters.length} of ${r.items.dead})` : ''}`);
