@@ -108,7 +108,7 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
   }
 }
 
-interface Outcome {
+export interface Outcome {
   count: number;
   /** The first ids moved (or that would be), in id order for a selection, as given for ids. */
   first: string[];
@@ -137,19 +137,29 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
   return { count, first, notMoved: [] };
 }
 
-async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, { dryRun, progress }: RequeueOptions, store: Store): Promise<Outcome> {
+/** `requeue <id>...`: exported for its test (test/integration/requeue-ids-race.test.ts). */
+export async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, { dryRun, progress }: RequeueOptions, store: Store): Promise<Outcome> {
   // As the listings print them (plan, requeue --dry-run, dead-letter list): quoted ids are decoded.
   const unique = [...new Set(ids.map(fromPrintableId))];
   const moved = new Set<string>();
+  // Why an id was not moved is its state when the requeue met it, read just before: read
+  // after, an item claimed then (a run's attempt) and done since was "not requeued: done",
+  // though done items are what requeue moves.
+  const met = new Map<string, string>();
   for (let i = 0; i < unique.length; i += BATCH) {
     const batch = unique.slice(i, i + BATCH);
+    if (!dryRun) for (const p of await reading(store, ledger.peek(batch))) met.set(p.id, p.state);
     const got = dryRun ? await wouldMove(ledger, batch, filter, store) : await write(batch.length, () => ledger.requeue(batch, filter, Date.now()), store, progress);
     for (const id of got) moved.add(id);
     await betweenPages();
   }
   const left = unique.filter((id) => !moved.has(id));
   const states = new Map((await reading(store, ledger.peek(left))).map((p) => [p.id, p.state]));
-  return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: left.map((id) => ({ id, state: states.get(id) ?? null })) };
+  // One that was requeueable when read before and was not moved changed in between (another
+  // command moved it): its state now says what happened.
+  const requeueable = (state: string | undefined) => state !== undefined && (filter.states as readonly string[]).includes(state);
+  const stateOf = (id: string) => (met.has(id) && !requeueable(met.get(id)) ? met.get(id)! : states.get(id)) ?? null;
+  return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: left.map((id) => ({ id, state: stateOf(id) })) };
 }
 
 /** The ids of `batch` a requeue would move now (the same rules as its guard). */
