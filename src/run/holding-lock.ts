@@ -161,7 +161,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // A module's top-level code (a connection made at import) or the command helpers' start
     // may take long: a stop meanwhile has nothing to drain, so the run ends now (exit 75),
     // not at the drain's last resort just before the kubelet's SIGKILL, blaming the ledger.
-    const loading = stop.signal.aborted ? undefined : loadHandler(config);
+    const loading = stop.signal.aborted ? undefined : loadHandler(config, log);
     handler = loading && (await unlessStopped(loading, stop.signal));
     if (handler === undefined) {
       loading?.then((h) => h.close?.(), () => undefined).catch(() => undefined);

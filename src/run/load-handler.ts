@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import type { Logger } from 'pino';
 import { scriptProblem } from '../config/program.js';
 import { configRedactor, holdsLedgerSecret } from '../config/secrets.js';
 import type { Config } from '../config/types.js';
@@ -12,12 +14,35 @@ function asConfigError(config: Config, err: unknown): ConfigError {
   return new ConfigError(`${config.configPath}: ${key}: ${e.message}`, config.configPath, key);
 }
 
+/**
+ * handler.module's file (device, inode, size, times) when this process first imported it.
+ * Node imports a module once per process: a daemon's later passes run that code, whatever
+ * the file holds now. An edit (a fixed handler deployed) was not seen, and said nowhere.
+ */
+const imported = new Map<string, string | undefined>();
+
+function moduleIdentity(file: string): string | undefined {
+  try {
+    const s = statSync(file);
+    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The run's handler. A module that cannot be imported or exports no function: 78. */
-export async function loadHandler(config: Config): Promise<Handler> {
+export async function loadHandler(config: Config, log?: Logger): Promise<Handler> {
   // As config loading checks it (check-paths.ts), again for each of a daemon's passes: it
   // loads the config once, and a script removed since would fail, and charge, every item.
   const script = config.handler.command && scriptProblem(config.handler.command, config.source.directory);
   if (script) throw asConfigError(config, new ConfigError(`cannot run the script: ${script}`, undefined, 'handler.command'));
+  const file = config.handler.module;
+  if (file !== undefined) {
+    const now = moduleIdentity(file);
+    if (!imported.has(file)) imported.set(file, now);
+    else if (imported.get(file) !== now)
+      log?.warn({ module: file }, 'handler.module has changed since this daemon imported it: its passes run the code imported then; restart the daemon to run the new code');
+  }
   return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config) }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
