@@ -14,6 +14,7 @@ import { startDaemonMetrics, type DaemonMetrics } from '../metrics/index.js';
 import type { LedgerReads } from '../metrics/ledger-view.js';
 import { firstAbort } from '../runner/drain.js';
 import { acquireExitGuard } from '../runner/handlers/exit-guard.js';
+import { OutputUnwritable } from '../runner/faults.js';
 import { ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
@@ -121,7 +122,16 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       },
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
-        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }),
+        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }).catch(
+          (err: unknown) => {
+            // output.directory unusable at the pass's start (read-only, full, replaced by a
+            // file): the environment's fault, as a source unmounted is. The pass failed (logged
+            // and recorded as such) and is run again; it ended the daemon (exit 1).
+            if (!(err instanceof OutputUnwritable)) throw err;
+            process.stderr.write(`cronsafe: run failed: ${escapeControls(err.message)}\n`);
+            return 'failed' as const;
+          },
+        ),
       // metrics.port held when the daemon started (a `cronsafe run` by hand serves it while it
       // runs): tried again at each tick, or the daemon served it only during its own passes,
       // for as long as it ran, and a static scrape found it down between them.

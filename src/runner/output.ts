@@ -171,6 +171,8 @@ export class OutputStore {
     let root: DirId;
     try {
       // The configured directory itself may be a link (the user's choice); below it, nothing may.
+      // Checked with the config, but a daemon's later passes find what is there now.
+      if (statSync(this.dir, { throwIfNoEntry: false })?.isDirectory() === false) throw new OutputUnwritable(`output.directory is not a directory: ${this.dir}`);
       makeDirs(this.dir);
       const out = statSync(this.dir);
       this.#dirUid = out.uid;
@@ -182,6 +184,7 @@ export class OutputStore {
       // write its {output} there, and be charged for it.
       accessSync(this.tempDir, constants.W_OK | constants.X_OK);
     } catch (err) {
+      if (err instanceof OutputUnwritable) throw err;
       const what = `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`;
       const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);

@@ -1,0 +1,37 @@
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
+
+// `cronsafe daemon` checks output.directory with its config, once. Replaced by a file while
+// the daemon idled (a mistaken `cp report /data/out`), it made the next pass's mkdir throw
+// EEXIST: the daemon ended (exit 1) with `cronsafe: fatal:` and a stack trace, and nothing
+// ran again until someone restarted it. Like a source unmounted, it is the environment's
+// fault: the pass fails (said in one line), is run again, and the daemon goes on.
+
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, output.directory replaced by a file while idle', () => {
+  it('fails that pass in one line and carries on once the directory is back', async () => {
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, schedule: { cron: '* * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
+    try {
+      const first = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      expect(first.outcome).toBe('completed');
+      rmSync(ws.out, { recursive: true });
+      writeFileSync(ws.out, 'not a directory');
+      const failed = await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'failed', 30_000);
+      expect(failed).toMatchObject({ exitCode: 1, err: { message: `output.directory is not a directory: ${ws.out}` } });
+      // Before: the daemon exited here (1), with EEXIST's stack on stderr.
+      rmSync(ws.out);
+      mkdirSync(ws.out);
+      writeFileSync(path.join(ws.source, 'b.txt'), 'b');
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed' && l !== first, 30_000);
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(daemon.stderr()).toContain(`cronsafe: run failed: output.directory is not a directory: ${ws.out}\n`);
+    expect(daemon.stderr()).not.toContain('fatal');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  }, 60_000);
+});
