@@ -84,6 +84,10 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   const tickMs = d.config.daemon.tickSeconds * 1000;
   const growth = d.config.daemon.growth;
   let attempted: number | null = null; // the occurrence last handed to a pass (even if skipped)
+  // The occurrence whose pass could not reach the store: its pass is tried at every tick of the
+  // outage, which is said once. Said again each time, `starting a pass` filled the log (one
+  // line a tick, for hours) about passes that never started.
+  let metOutage: number | null = null;
   // On the monotonic clock: a step back of the wall clock by X would stop the growth trigger for X.
   const elapsed = () => d.clock.elapsed?.() ?? d.clock.now();
   let lastPassEnd = -Infinity;
@@ -158,7 +162,8 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     try {
       if (status.latest && status.due && status.latest.getTime() !== attempted && !(await d.occurrenceRan?.(status.latest.getTime()))) {
         attempted = status.latest.getTime();
-        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
+        const again = outage === 'pass' && metOutage === attempted;
+        d.log[again ? 'debug' : 'info']({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');
         result = await pass(status.latest, 'occurrence');
         passFor = attempted;
         resume = false;
@@ -189,6 +194,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       if (err instanceof DaemonStopped) return 'stopped';
       if (!unavailable(err)) throw err;
       // Not given up: the next tick fires this occurrence again if no run has started since it.
+      metOutage = attempted;
       attempted = null;
       // The outage alone never ends the daemon: a stop that met it in a pass (its start-up
       // writes, the lock) ends it as a drain the ledger could not record (exit 75), not as
