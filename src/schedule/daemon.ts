@@ -202,7 +202,11 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
       result = d.stop.aborted ? 'drained' : 'failed';
     }
     if (passFor !== undefined) {
-      const failures = result === 'failed' ? (retry?.occurrence === passFor ? retry.failures : 0) + 1 : 0;
+      // A pass that drained with no stop asked (its ledger removed, its run lock or Lease lost:
+      // exit 75, which the Job controller runs again) is run again too: it waited for the next
+      // occurrence (a day), though a daemon restarted then resumes it at once.
+      const unfinished = result === 'failed' || (result === 'drained' && !d.stop.aborted);
+      const failures = unfinished ? (retry?.occurrence === passFor ? retry.failures : 0) + 1 : 0;
       retry =
         failures > 0 && failures <= FAILED_PASS_RETRIES
           ? { occurrence: passFor, failures, at: elapsed() + Math.min(FAILED_PASS_BACKOFF_MAX_MS, FAILED_PASS_BACKOFF_MS * 2 ** (failures - 1)) }

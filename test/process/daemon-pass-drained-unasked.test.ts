@@ -1,0 +1,38 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { configure, statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
+
+// A pass that drains with no stop asked: what it relies on was lost (here its SQLite ledger,
+// removed with the state directory during the pass; a PostgreSQL run lock or a Lease lost
+// likewise). `cronsafe run` exits 75 and the Job controller runs it again; a daemon restarted
+// then resumes it at once. A daemon that stayed up left the occurrence there: its backlog
+// waited for the next occurrence (a day, for a daily job). It runs the pass again, as it
+// does a failed one.
+
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, a pass that drained with no stop', () => {
+  it('is run again for its occurrence, as a failed pass is', async () => {
+    const ws = workspace({ schedule: { cron: '0 0 * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const once = path.join(ws.dir, 'remove-state-once');
+    writeFileSync(once, '');
+    // The first attempt removes the state directory (a cleaner, an operator), then succeeds.
+    configure(ws, { handler: { command: ['sh', '-c', 'if [ -e "$2" ]; then rm -f "$2"; rm -rf "$3"; fi; cp "$0" "$1"', '{path}', '{output}', once, ws.state] } });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
+    let again;
+    try {
+      const first = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      expect(first.outcome).toBe('drained');
+      // Before: nothing until the next occurrence, 12 hours (12 real minutes) on.
+      again = await daemon.waitFor((l) => l.msg === 'daemon: the pass of this occurrence failed; running it again', 30_000);
+      const second = await daemon.waitFor((l) => l.msg === 'run finished' && l !== first, 30_000);
+      expect(second.outcome).toBe('completed');
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(existsSync(once)).toBe(false);
+    expect(again).toMatchObject({ occurrence: '2026-06-01T00:00:00.000Z', failures: 1 });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  }, 60_000);
+});
