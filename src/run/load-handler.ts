@@ -15,7 +15,7 @@ function asConfigError(config: Config, err: unknown): ConfigError {
 }
 
 /**
- * handler.module's file (device, inode, size, times) when this process first imported it.
+ * handler.module's file (device, inode, size, mtime) when this process first imported it.
  * Node imports a module once per process: a daemon's later passes run that code, whatever
  * the file holds now. An edit (a fixed handler deployed) was not seen, and said nowhere.
  */
@@ -24,7 +24,7 @@ const imported = new Map<string, string | undefined>();
 function moduleIdentity(file: string): string | undefined {
   try {
     const s = statSync(file);
-    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}`;
   } catch {
     return undefined;
   }
