@@ -4,7 +4,8 @@
  * leave node running). Tests skip where the library is not installed.
  */
 import { existsSync } from 'node:fs';
-import { CLI, spawnCliRaw } from './cli.js';
+import { expect } from 'vitest';
+import { CLI, spawnCliRaw, type LogLine } from './cli.js';
 
 export const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
 
@@ -14,4 +15,26 @@ export const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
  */
 export function spawnFastCli(args: string[], start: string, opts: { env?: Record<string, string>; timeoutMs?: number } = {}) {
   return spawnCliRaw(process.execPath, [CLI, ...args], { env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME: `@${start} x60`, ...opts.env }, timeoutMs: opts.timeoutMs ?? 60_000 });
+}
+
+/**
+ * A fast daemon whose first pass of the day's occurrence (2026-06-01, cron `0 0 * * *`) ends
+ * `firstOutcome` and is run again once, completing; then stopped (exit 0). The first pass's
+ * `run finished` line and the daemon's `running it again` line.
+ */
+export async function passRunAgain(daemon: ReturnType<typeof spawnFastCli>, firstOutcome: string): Promise<{ first: LogLine; again: LogLine }> {
+  let first: LogLine;
+  let again: LogLine;
+  try {
+    first = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    expect(first.outcome).toBe(firstOutcome);
+    again = await daemon.waitFor((l) => l.msg === 'daemon: the pass of this occurrence failed; running it again', 30_000);
+    const second = await daemon.waitFor((l) => l.msg === 'run finished' && l !== first, 30_000);
+    expect(second.outcome).toBe('completed');
+  } finally {
+    daemon.child.kill('SIGTERM');
+  }
+  expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+  expect(again).toMatchObject({ occurrence: '2026-06-01T00:00:00.000Z', failures: 1 });
+  return { first, again };
 }

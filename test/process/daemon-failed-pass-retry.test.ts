@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, statusJson, workspace, type LogLine } from '../helpers/cli.js';
-import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
+import { LIBFAKETIME, passRunAgain, spawnFastCli } from '../helpers/faketime.js';
 import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 
 // A pass that fails (exit 1) is run again for its occurrence, as the Job controller runs a
@@ -29,21 +29,10 @@ export default async function () {
     );
     configure(ws, { handler: { module: handler } });
     const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
-    let again;
-    try {
-      const first = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
-      expect(first.outcome).toBe('failed');
-      again = await daemon.waitFor((l) => l.msg === 'daemon: the pass of this occurrence failed; running it again', 30_000);
-      const second = await daemon.waitFor((l) => l.msg === 'run finished' && l !== first, 30_000);
-      expect(second.outcome).toBe('completed');
-    } finally {
-      daemon.child.kill('SIGTERM');
-    }
-    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    const { first, again } = await passRunAgain(daemon, 'failed');
     expect(existsSync(flag)).toBe(false);
-    expect(again).toMatchObject({ occurrence: '2026-06-01T00:00:00.000Z', failures: 1 });
     // The retry is the occurrence's own (not the next day's), 10 s (fake) after the failure.
-    const failedAt = Date.parse(daemon.lines.find((l) => l.msg === 'run finished')!.time as string);
+    const failedAt = Date.parse(first.time as string);
     expect(Date.parse(again.time as string) - failedAt).toBeGreaterThanOrEqual(9_000);
     expect(daemon.lines.filter((l) => l.msg === 'run started')).toHaveLength(2);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
