@@ -1,6 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { statusJson, workspace, type LogLine } from '../helpers/cli.js';
+import { FIXTURES, statusJson, workspace, type LogLine } from '../helpers/cli.js';
 import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 // A pass that cannot reach the state store (the SQLite ledger's directory replaced by a file;
@@ -15,9 +16,10 @@ const STARTING = 'daemon: occurrence due; starting a pass';
 
 describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, a pass that cannot reach the state store', () => {
   it('says "starting a pass" at info once for the outage, not at every tick', async () => {
-    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
-    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:58:30', { timeoutMs: 90_000 });
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-ok.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:50:30', { timeoutMs: 90_000 });
     let out: LogLine, back: LogLine;
+    // The 12:00 pass (late) at once, and the state store gone before 13:00, 9.5 real seconds on.
     try {
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       rmSync(ws.state, { recursive: true });

@@ -17,7 +17,20 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, a pass that drained
     const once = path.join(ws.dir, 'remove-state-once');
     writeFileSync(once, '');
     // The first attempt removes the state directory (a cleaner, an operator), then succeeds.
-    configure(ws, { handler: { command: ['sh', '-c', 'if [ -e "$2" ]; then rm -f "$2"; rm -rf "$3"; fi; cp "$0" "$1"', '{path}', '{output}', once, ws.state] } });
+    const handler = path.join(ws.dir, 'handler.mjs');
+    writeFileSync(
+      handler,
+      `import { existsSync, rmSync, writeFileSync } from 'node:fs';
+export default async function (item, ctx) {
+  if (existsSync(${JSON.stringify(once)})) {
+    rmSync(${JSON.stringify(once)});
+    rmSync(${JSON.stringify(ws.state)}, { recursive: true, force: true });
+  }
+  writeFileSync(ctx.outputPath, item.id);
+}
+`,
+    );
+    configure(ws, { handler: { module: handler } });
     const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     // Before: nothing until the next occurrence, 12 hours (12 real minutes) on.
     await passRunAgain(daemon, 'drained');
