@@ -29,7 +29,8 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, a pass that cannot 
       const tries = () => daemon.lines.slice(daemon.lines.indexOf(out)).filter((l) => l.msg === STARTING).length;
       await daemon.waitFor(() => tries() >= 4, 30_000);
       rmSync(ws.state);
-      mkdirSync(ws.state);
+      // The daemon's next try may make it first (a state directory gone is made again).
+      mkdirSync(ws.state, { recursive: true });
       back = await daemon.waitFor((l) => l.msg === BACK, 30_000);
     } finally {
       daemon.child.kill('SIGTERM');

@@ -89,6 +89,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock: a connect th
     // pg's connect timeout is 10 s.
     await until(() => proxy!.givenUp.some((s) => s.includes('cronsafe-lock')), "the lock's connect to time out", 40_000);
     proxy.forward();
+    // Taken again before the items go on: else the last items could finish (and the run end,
+    // 0) while the lock's next try was still in its back-off, and nothing would be shown.
+    await run.waitFor((l) => l.msg === 'run lock taken again', 40_000);
     writeFileSync(go, '');
 
     const { code, signal } = await run.exited;
