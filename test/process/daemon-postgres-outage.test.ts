@@ -114,13 +114,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     // a refusal and exited 1 at once, the very start it was to wait for.
     const url = `postgres://postgres@/daemon_start_outage?host=${encodeURIComponent(db.server.dir)}&port=${db.server.port}`;
     const ws = workspace(
-      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '* * * * *', timeZone: 'UTC' }, daemon: { tickSeconds: 5 } },
+      // Daily, as above (the stop finds the daemon idle), and a day later: the test above ran
+      // 2026-06-01's occurrence in this database.
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url }, schedule: { cron: '0 12 * * *', timeZone: 'UTC' }, daemon: { tickSeconds: 5 } },
       { 'a.txt': 'a' },
     );
     await db.server.halt();
     let daemon;
     try {
-      daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
+      daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-02 12:00:30', { timeoutMs: 90_000 });
       const outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
       expect(String(outage.err)).toMatch(/ENOENT/);
     } finally {
