@@ -8,6 +8,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Process tests spawn real children and kill them; keep files isolated.
     pool: 'forks',
+    // process.kill(0) (a pid read before it was written) would SIGKILL vitest's own group.
+    setupFiles: ['test/helpers/no-group-kill.ts'],
     // Vitest's default is one worker fewer than the cores: one on a 2-core machine, where
     // the suite then ran file after file for 35 minutes (on CI's machine) while the
     // process tests mostly wait on their children, servers and timeouts. One worker per

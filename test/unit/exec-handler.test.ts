@@ -417,7 +417,9 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     const handler = createExecHandler(handlerConfig(['sh', '-c', script], { killAfterSeconds: 2, env: { PPIDF: ppid, LEFT: left } }), { sourceDir: src });
     const { ctx, lines } = context();
     const run = handler.run(item(), ctx);
-    await waitFor(() => existsSync(left) && lines.some((l) => /handler exited but left processes in its group/.test(l.msg)), 'the leftover to be found');
+    // Whole pids: each file exists, empty, before its echo writes it.
+    const whole = (f: string) => existsSync(f) && /^\d+\n$/.test(readFileSync(f, 'utf8'));
+    await waitFor(() => whole(left) && whole(ppid) && lines.some((l) => /handler exited but left processes in its group/.test(l.msg)), 'the leftover to be found');
     const leftover = Number(readFileSync(left, 'utf8'));
     spawned.push(leftover);
     const helper = Number(readFileSync(ppid, 'utf8'));
@@ -511,7 +513,8 @@ describe('exec handler: timeout and abort kill the whole process group', () => {
     const handler = createExecHandler(handlerConfig([NODE, fixture('ignore-sigterm.mjs'), ready], { killAfterSeconds: 0.5 }), { sourceDir: src });
     const ac = new AbortController();
     const run = handler.run(item(), context({ signal: ac.signal }).ctx);
-    await waitFor(() => existsSync(ready), 'the SIGTERM handler to be installed');
+    // Its pid whole: the file exists, empty, before the write.
+    await waitFor(() => existsSync(ready) && /^\d+$/.test(readFileSync(ready, 'utf8').trim()), 'the SIGTERM handler to be installed');
     const pid = Number(readFileSync(ready, 'utf8'));
     spawned.push(pid);
     const t0 = Date.now();
