@@ -20,7 +20,7 @@ import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
 import { escapeControls } from '../terminal-safe.js';
 import { executeRun } from './execute.js';
-import { exitCodeFor } from './outcome.js';
+import { exitCodeFor, sayRunFailed } from './outcome.js';
 
 /** How a pass the daemon resumes at start-up ended: no end recorded (killed, or still running), died, drained or failed. */
 const UNFINISHED = new Set<RunOutcome | null>([null, 'died', 'drained', 'failed']);
@@ -128,7 +128,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
             // file): the environment's fault, as a source unmounted is. The pass failed (logged
             // and recorded as such) and is run again; it ended the daemon (exit 1).
             if (!(err instanceof OutputUnwritable)) throw err;
-            process.stderr.write(`cronsafe: run failed: ${escapeControls(err.message)}\n`);
+            sayRunFailed(err.message);
             return 'failed' as const;
           },
         ),

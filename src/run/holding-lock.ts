@@ -23,7 +23,7 @@ import { whereItIs } from '../real-path.js';
 import { escapeControls } from '../terminal-safe.js';
 import { planFire } from './fire-plan.js';
 import { loadHandler } from './load-handler.js';
-import { exitCodeFor, type ExecuteOptions, type RunResult } from './outcome.js';
+import { exitCodeFor, sayRunFailed, type ExecuteOptions, type RunResult } from './outcome.js';
 
 /** What executeRun hands over with the lock. */
 export interface LockedRun {
@@ -284,9 +284,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       },
       'run finished',
     );
-    // The log is JSON on stdout (for the cluster's log pipeline); a person at a terminal, or
-    // a wrapper that only keeps stderr, still gets the reason of a failed run in one line.
-    if (result.outcome === 'failed' && result.error) process.stderr.write(`cronsafe: run failed: ${escapeControls(result.error.message)}\n`);
+    if (result.outcome === 'failed' && result.error) sayRunFailed(result.error.message);
     if (cutOff && result.error) process.stderr.write(`cronsafe: drained without the state store: ${escapeControls(result.error.message)}; what the drain could not write is taken back after its lease\n`);
     return result.outcome;
   } finally {

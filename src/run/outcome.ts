@@ -6,6 +6,7 @@ import { EXIT } from '../errors.js';
 import type { MetricsSlot } from '../metrics/index.js';
 import type { PassOutcome } from '../runner/pass.js';
 import type { SchedulePolicy } from '../schedule/occurrences.js';
+import { escapeControls } from '../terminal-safe.js';
 
 /** What one execution needs beyond the config (the daemon calls executeRun per occurrence). */
 export interface ExecuteOptions {
@@ -47,3 +48,12 @@ const EXIT_FOR: Record<RunResult, number> = {
 };
 
 export const exitCodeFor = (r: RunResult): number => EXIT_FOR[r];
+
+/**
+ * The one line a failed run leaves on stderr beside its JSON log (which goes to stdout for
+ * the cluster's pipeline): a person at a terminal, or a wrapper that keeps only stderr,
+ * still gets the reason. Control characters are escaped (a message may quote a file name).
+ */
+export function sayRunFailed(message: string): void {
+  process.stderr.write(`cronsafe: run failed: ${escapeControls(message)}\n`);
+}
