@@ -52,3 +52,16 @@ export interface RunLock {
   readonly ledgerLocked?: boolean;
   release(): void | Promise<void>;
 }
+
+/**
+ * The run was asked to stop (SIGTERM, SIGINT, SIGHUP) while its lock could not be taken yet
+ * (PostgreSQL down or not answering): it stops trying, as it stops claiming, rather than
+ * keep a terminating pod up for the rest of the retry budget and then fail it (exit 1, which
+ * counts toward the Job's backoffLimit). Nothing was claimed: the run drained (75).
+ */
+export class StoppedBeforeLock extends Error {
+  constructor(readonly signal: string, readonly lastError: Error | undefined) {
+    super(`stopped by ${signal} before the run lock was taken${lastError ? ` (the last try: ${lastError.message})` : ''}`);
+    this.name = 'StoppedBeforeLock';
+  }
+}

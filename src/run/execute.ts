@@ -9,9 +9,12 @@ import type { Logger } from 'pino';
 import { checkFilesystems, networkFilesystemMessage } from '../config/filesystems.js';
 import type { Config } from '../config/types.js';
 import { openStore } from '../ledger/open.js';
+import { StoppedBeforeLock } from '../ledger/run-lock.js';
 import type { RunHeartbeat } from '../ledger/types.js';
+import { EXIT } from '../errors.js';
 import { openEventSink } from '../kube/events.js';
 import type { ExecuteOptions, RunResult } from './outcome.js';
+import { escapeControls } from '../terminal-safe.js';
 import { skipLocked } from './skip.js';
 
 /**
@@ -40,7 +43,19 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   const events = await openEventSink(config, log, process.env, opts.stop);
   const store = openStore(config);
   let held: string | undefined;
-  const lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which));
+  let lock;
+  try {
+    lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which), opts.stop);
+  } catch (err) {
+    // SIGTERM while PostgreSQL was down or not answering: nothing claimed, nothing to hand
+    // back, and no ledger to record the run in. Drained (75), as a stop just after the lock.
+    if (!(err instanceof StoppedBeforeLock)) throw err;
+    log.warn({ err: err.lastError }, err.message);
+    process.stderr.write(`cronsafe: ${escapeControls(err.message)}: nothing was claimed\n`);
+    await events.flush(opts.stop);
+    log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL }, 'run finished');
+    return 'drained';
+  }
   const skipped = { config, store, log, opts, events };
   if (!lock) return skipLocked({ ...skipped, held });
   // The pass and everything it needs (the runner, handlers, outputs, metrics), only now:

@@ -3,6 +3,7 @@ import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
+import { StoppedBeforeLock } from '../run-lock.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError, EdgeError, EXIT } from '../../errors.js';
@@ -86,6 +87,65 @@ export interface RunLockOptions extends PostgresOptions {
   owner: string;
   /** How the server finds the session of a lost node. Default DEAD_CLIENT_PROBES. */
   probes?: KeepaliveProbes;
+  /**
+   * The run's stop (first SIGTERM): once it is aborted, a start whose lock cannot be had now
+   * (the server down, or not answering its connect) stops trying: StoppedBeforeLock.
+   */
+  stop?: AbortSignal;
+}
+
+/** A connect still waiting this long after the stop is given up (a healthy server answers in ms). */
+const STOPPED_CONNECT_GRACE_MS = 1_000;
+
+/** A connect still pending STOPPED_CONNECT_GRACE_MS after the run's stop, given up. */
+class ConnectGivenUp extends Error {
+  constructor() {
+    super(`the server did not answer the connect within ${STOPPED_CONNECT_GRACE_MS / 1000} s of the stop`);
+  }
+}
+
+/**
+ * `client.connect()`, given up (ConnectGivenUp) when still pending STOPPED_CONNECT_GRACE_MS
+ * after `stop` aborts. (pg's own `end()` on a pending connect ends the socket but never
+ * settles the connect's promise, so the connect is raced instead; the caller ends the client.)
+ */
+async function connectUnlessStopped(client: pg.Client, stop: AbortSignal | undefined): Promise<void> {
+  const connecting = client.connect();
+  if (stop === undefined) {
+    await connecting;
+    return;
+  }
+  connecting.catch(() => undefined); // given up: its late failure is nobody's
+  let timer: NodeJS.Timeout | undefined;
+  let arm: (() => void) | undefined;
+  const givenUp = new Promise<never>((_, reject) => {
+    arm = () => {
+      timer = setTimeout(() => reject(new ConnectGivenUp()), STOPPED_CONNECT_GRACE_MS);
+    };
+    if (stop.aborted) arm();
+    else stop.addEventListener('abort', arm, { once: true });
+  });
+  try {
+    await Promise.race([connecting, givenUp]);
+  } finally {
+    clearTimeout(timer);
+    if (arm) stop.removeEventListener('abort', arm);
+  }
+}
+
+const stopName = (stop: AbortSignal): string => (typeof stop.reason === 'string' ? stop.reason : 'a stop');
+
+/** Resolves after `ms`, or at once when `stop` aborts. */
+function pause(ms: number, stop: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop?.addEventListener('abort', done, { once: true });
+  });
 }
 
 export interface PostgresRunLock {
@@ -151,7 +211,8 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
   try {
     const badPort = portProblem(client.port);
     if (badPort !== undefined) throw new Error(badPort);
-    await client.connect();
+    // Taking the lock again mid-run is the run's own business (it drains on `lost`).
+    await connectUnlessStopped(client, retake ? undefined : opts.stop);
     const exec = execOn(client);
     await exec(q('BEGIN'));
     await exec(keepIdleSession);
@@ -179,7 +240,9 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     if (result.client === null) await client.end().catch(() => undefined);
     return result;
   } catch (err) {
-    await client.end().catch(() => undefined);
+    const ending = client.end().catch(() => undefined);
+    // pg's end() of a connect still pending waits for that connect's own timeout (10 s).
+    if (!(err instanceof ConnectGivenUp)) await ending;
     throw err;
   }
 }
@@ -195,10 +258,13 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       if (err instanceof LedgerOwnedByAnotherJob) throw err;
       const state = locatedLedgerState(err, 'take the run lock', opts.url, opts.schema);
       if (state) throw state;
+      const stop = retake ? undefined : opts.stop;
+      if (stop?.aborted && (isTransient(err) || err instanceof ConnectGivenUp)) throw new StoppedBeforeLock(stopName(stop), ledgerError(err, 'take the run lock', opts.url, opts.schema));
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }
-      await new Promise((r) => setTimeout(r, delay));
+      await pause(delay, stop);
+      if (stop?.aborted) throw new StoppedBeforeLock(stopName(stop), ledgerError(err, 'take the run lock', opts.url, opts.schema));
     }
   }
 }
