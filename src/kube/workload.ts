@@ -42,15 +42,17 @@ export async function findJobRef(kube: KubeReads, stop?: AbortSignal): Promise<F
   return { ok: true, value: { apiVersion: owner.apiVersion, kind: 'Job', name: owner.name, namespace, uid: owner.uid } };
 }
 
-/** Tries of a read at the start answered 429 or 5xx, READ_RETRY_MS apart. */
+/** Tries of a read at the start answered 429 or 5xx (or refused or cut), READ_RETRY_MS apart. */
 export const READ_TRIES = 3;
 export const READ_RETRY_MS = 1000;
 
 /**
  * A read at the start (the pod, the Job): a 429 (API Priority and Fairness) or a 5xx is
- * tried again, as client-go does with such answers. Taken at once for "cannot read", one
- * throttled answer lost the run its scheduled time (a manual Job was then judged a stale
- * fire and skipped, exit 0) and its CronJob's Events. `stop` (SIGTERM) cuts it short.
+ * tried again, as client-go does with such answers; so is a connection refused or cut (an
+ * API server restarting), as client-go tries a GET again after a reset or an EOF. Taken at
+ * once for "cannot read", one such answer lost the run its scheduled time (a manual Job was
+ * then judged a stale fire and skipped, exit 0) and its CronJob's Events. A timeout is not
+ * tried again: it has taken its 5 s already. `stop` (SIGTERM) cuts it short.
  */
 async function retrying<T>(read: () => Promise<T>, stop?: AbortSignal): Promise<Found<T>> {
   for (let tried = 1; ; tried++) {
@@ -58,14 +60,15 @@ async function retrying<T>(read: () => Promise<T>, stop?: AbortSignal): Promise<
       return { ok: true, value: await read() };
     } catch (err) {
       const f = apiFailure(err);
-      const again = !stop?.aborted && tried < READ_TRIES && f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500);
+      const passing = f.kind === 'unreachable' || (f.kind === 'server' && f.status !== undefined && (f.status === 429 || f.status >= 500));
+      const again = !stop?.aborted && tried < READ_TRIES && passing;
       if (again) await delay(READ_RETRY_MS, undefined, { signal: stop }).catch(() => undefined);
       if (!again || stop?.aborted) return { ok: false, reason: stop?.aborted ? STOPPED : f.message };
     }
   }
 }
 
-/** Read the Job (`get jobs`), trying a 429 or 5xx again; `stop` (SIGTERM) cuts it short. */
+/** Read the Job (`get jobs`), trying a 429, a 5xx or a refused or cut connection again; `stop` (SIGTERM) cuts it short. */
 export async function readJob(kube: KubeReads, job: ObjectRef, stop?: AbortSignal): Promise<Found<K8s.V1Job>> {
   const read = await retrying(() => kube.batch.readNamespacedJob({ name: job.name, namespace: job.namespace }, kube.options(undefined, stop)), stop);
   return read.ok ? read : { ok: false, reason: `cannot read Job ${job.namespace}/${job.name}: ${read.reason}` };

@@ -61,6 +61,12 @@ export class FakeApiServer {
   onRequest: (verb: Verb, resource: string) => void = () => undefined;
   /** When set, connections are cut as they come (the API server process restarting: ECONNRESET, as a refused one is for the client). */
   refuse = false;
+  /**
+   * Requests it returns true for are read, not executed, and their connection closed without
+   * an answer (the API server's process stopping mid-request, as during a control plane
+   * upgrade: the client sees the connection reset). Recorded with status 0.
+   */
+  cut: (verb: Verb, resource: string) => boolean = () => false;
   private server = createServer((req, res) => void this.handle(req, res)).on('connection', (socket) => {
     if (this.refuse) socket.destroy();
   });
@@ -135,6 +141,11 @@ export class FakeApiServer {
     const ns = m?.[2] ?? '';
     const method = req.method ?? 'GET';
     const verb: Verb = method === 'POST' ? 'create' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : name ? 'get' : 'list';
+    if (this.cut(verb, resource)) {
+      this.requests.push({ method, path: url.pathname, verb, resource, name, status: 0, body });
+      req.socket.destroy();
+      return;
+    }
     // A client that gave up while its request waited (the latency) is gone: a real API server
     // cancels the request's context, and a request cancelled in its queue (API Priority and
     // Fairness) or before its storage write never takes effect. Recorded (status 0), not executed.

@@ -51,6 +51,21 @@ describe('a Job made by hand on a schedule with graceSeconds', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 
+  // A restarting API server (a control plane upgrade) refuses or resets connections; client-go
+  // tries such a GET again by itself. The read took it for "cannot read": the mark unseen,
+  // the manual Job was skipped as a stale fire, exit 0 with nothing done.
+  it('runs when its Job read meets a connection cut (the API server restarting): tried again, the mark seen', async () => {
+    fake.seed('jobs', { metadata: { name: 'qc-1', annotations: { 'cronjob.kubernetes.io/instantiate': 'manual' } } });
+    let jobReads = 0;
+    fake.cut = (_verb, resource) => resource === 'jobs' && ++jobReads === 1;
+    const ws = yearly();
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv() });
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+    expect(fake.requests.filter((q) => q.resource === 'jobs').map((q) => q.status)).toEqual([0, 200]);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+  });
+
   it('a Job without the mark (or its scheduled time) is still judged as a fire: stale', async () => {
     fake.seed('jobs', { metadata: { name: 'qc-1' } });
     const ws = yearly();
