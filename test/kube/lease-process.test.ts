@@ -154,6 +154,30 @@ describe('the Kubernetes Lease across processes', () => {
     expect(lease()?.spec.holderIdentity).toBeUndefined();
   }, 60_000);
 
+  it('a release whose connection is cut (the API server restarting as the run ends) is tried again: the next run takes the Lease at once, not skipped until it expires', async () => {
+    // Only a 429 or 5xx was tried again: a refused or reset connection, what a restarting
+    // API server gives without a load balancer answering 503 for it, gave the release up at
+    // once, and the Lease stayed held for its duration (90 s by default): the next run (a
+    // retry of the Job, a manual Job, the next fire) skipped, exit 0, its backlog left.
+    let writes = 0;
+    // The only update of the run is its release (no renewal within it).
+    fake.cut = (verb, resource) => resource === 'leases' && verb === 'update' && ++writes === 1;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 3600, renewSeconds: 1800 } });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update').map((q) => q.status)).toEqual([0, 200]);
+    expect(r.lines.filter((l) => String(l.msg).includes('could not release'))).toEqual([]);
+    expect(r.lines.some((l) => l.msg === 'Kubernetes Lease released')).toBe(true);
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+
+    fake.cut = () => false;
+    writeFileSync(path.join(ws.source, 'b.scc'), 'b');
+    const next = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-b', { SLOW_MS: '10' }) });
+    expect(next.code, next.stderr).toBe(0);
+    expect(finished(next)?.outcome).toBe('completed');
+  });
+
   it('SIGTERM on an API server answering in 1.5 s: the drained run still hands the Lease back within the grace period', async () => {
     // After a stop the release may use what is left of the grace period (less half the
     // margin), not only a quarter of the margin: the item finished early, 25 s were left.

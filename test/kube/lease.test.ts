@@ -11,7 +11,7 @@ import path from 'node:path';
 import { createServer as tlsServer, type Server as TlsServer } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
-import { connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
+import { apiFailure, connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
 import { acquireRunLease, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
@@ -522,6 +522,14 @@ describe('renewal and loss', () => {
     const body = { metadata: { name: 'put-created' }, spec: { holderIdentity: 'x', leaseDurationSeconds: 5 } };
     const made = await kube.coordination.replaceNamespacedLease({ name: 'put-created', namespace: 'batch', body }, kube.options());
     expect(made.metadata?.uid).toBeTruthy();
+  });
+
+  it('the fake can cut a request\'s connection unanswered (an API server stopping mid-request): the client sees it unreachable, and nothing was written', async () => {
+    fake.cut = (verb) => verb === 'create';
+    const err = await kube.coordination.createNamespacedLease({ namespace: 'batch', body: { metadata: { name: 'qc' }, spec: { holderIdentity: 'x' } } }, kube.options()).catch((e: unknown) => e);
+    expect(apiFailure(err)).toMatchObject({ kind: 'unreachable' });
+    expect(fake.get('leases', 'qc')).toBeUndefined();
+    expect(fake.requests.map((r) => `${r.verb} ${r.status}`)).toEqual(['create 0']);
   });
 
   it('failing renewals are retried quietly until the duration passes, then LOST (one warning, not one per try)', async () => {

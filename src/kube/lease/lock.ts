@@ -57,7 +57,7 @@ export type LeaseAcquire =
  * start beside the run holding it. client-go retries such answers too (Retry-After).
  */
 export const ACQUIRE_RETRY_MS = 10_000;
-/** Pause before the release's write is tried again after a 429 or 5xx. */
+/** Pause before the release's write is tried again after a 429 or 5xx, or a refused or cut connection. */
 const RELEASE_RETRY_MS = 250;
 /**
  * Writes of one renewal (or release) answered 409 while the Lease, read again, still names
@@ -242,7 +242,7 @@ export class HeldLease {
   /**
    * Stop renewing and hand the Lease back (holderIdentity cleared), so the next run need not
    * wait for it to expire. All of it (a renewal in flight, the write, a write tried again
-   * after a 429 or 5xx) within one bound, releaseTimeoutMs.
+   * after a 429, a 5xx or a refused or cut connection) within one bound, releaseTimeoutMs.
    */
   async release(): Promise<void> {
     if (this.stopped) return this.busy;
@@ -294,11 +294,12 @@ export class HeldLease {
             return;
           }
         }
-        // A 429 or 5xx (an API server restarting) is tried again while the bound allows: given
-        // up, the Lease stayed held until it expired and the next run skipped.
+        // A 429 or 5xx, or a connection refused or cut (an API server restarting), is tried
+        // again while the bound allows: given up, the Lease stayed held until it expired and
+        // the next run skipped.
         const l = left();
         const pauseMs = Math.min(RELEASE_RETRY_MS, (l ?? 0) / 4);
-        if (transient(f) && l !== undefined && l > pauseMs + RELEASE_RETRY_MS) {
+        if (noAnswer(f) && l !== undefined && l > pauseMs + RELEASE_RETRY_MS) {
           await pause(pauseMs);
           continue;
         }
