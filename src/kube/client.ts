@@ -99,7 +99,16 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   const servicePort = env.KUBERNETES_SERVICE_PORT?.trim();
   const token = existsSync(`${fsRoot}${SERVICE_ACCOUNT_DIR}/token`);
   const inCluster = !!serviceHost && !!servicePort && token;
-  const source = env.KUBECONFIG ? `KUBECONFIG=${env.KUBECONFIG}` : inCluster ? 'in-cluster service account' : existsSync(home) ? home : undefined;
+  const listed = env.KUBECONFIG ? env.KUBECONFIG.split(path.delimiter).filter((f) => f) : undefined;
+  // Set, KUBECONFIG is the only kubeconfig kubectl reads; but when none of its files is there
+  // (an image's `ENV KUBECONFIG` for a file the pod does not mount), client-go takes that for
+  // an empty config and uses the pod's service account. It turned every feature off here.
+  const fromKubeconfig = listed !== undefined && (!inCluster || listed.some(hasContent));
+  const source = fromKubeconfig
+    ? `KUBECONFIG=${env.KUBECONFIG}`
+    : inCluster
+      ? `in-cluster service account${listed ? ` (KUBECONFIG=${env.KUBECONFIG} names no kubeconfig file here)` : ''}`
+      : existsSync(home) ? home : undefined;
   if (source === undefined) {
     const half = token && (serviceHost || servicePort)
       ? `the service account token is mounted but ${serviceHost ? 'KUBERNETES_SERVICE_PORT' : 'KUBERNETES_SERVICE_HOST'} is not set (a pod has both), so the API server's address is unknown`
@@ -114,7 +123,7 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
   }
   const kc = new k8s.KubeConfig();
   try {
-    const files = env.KUBECONFIG ? env.KUBECONFIG.split(path.delimiter).filter((f) => f) : inCluster ? undefined : [home];
+    const files = fromKubeconfig ? listed : inCluster ? undefined : [home];
     if (files === undefined) kc.loadFromCluster(fsRoot);
     else loadKubeconfigs(k8s, kc, files);
     if (!kc.getCurrentCluster()) throw new Error('no current cluster in the kubeconfig');
@@ -142,14 +151,26 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
 }
 
 /**
+ * A kubeconfig file that is there and not empty: an empty one (a `touch`ed ~/.kube/config) is
+ * an empty kubeconfig to kubectl; the client refuses it (expected a document). One that cannot
+ * be read counts as there: reading it says why.
+ */
+function hasContent(file: string): boolean {
+  try {
+    return readFileSync(file, 'utf8').trim() !== '';
+  } catch (err) {
+    return (err as { code?: unknown }).code !== 'ENOENT' && (err as { code?: unknown }).code !== 'ENOTDIR';
+  }
+}
+
+/**
  * KUBECONFIG as kubectl reads it: a list of files (`:`-separated), those that do not exist
  * (or are empty) skipped, merged with the first file to name a cluster, user or context winning, and the
  * first `current-context` set. Only its first file was read: `KUBECONFIG=~/.kube/config:~/.kube/prod`
  * with the context in the second, or a first file not there, left the feature off.
  */
 function loadKubeconfigs(k8s: ClientNode, kc: K8s.KubeConfig, files: string[]): void {
-  // An empty file (a `touch`ed ~/.kube/config) is an empty kubeconfig to kubectl; the client refuses it (expected a document).
-  const present = files.filter((f) => existsSync(f) && readFileSync(f, 'utf8').trim() !== '');
+  const present = files.filter(hasContent);
   if (present.length === 0) throw new Error(`no kubeconfig: ${files.join(', ')} missing or empty`);
   /** The file each user came from: its tokenFile is relative to that file's directory. */
   const userFile = new Map<string, string>();

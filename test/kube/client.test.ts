@@ -1,7 +1,10 @@
 /** Connecting to the API, who-am-I from the downward API, error classification, lazy loading. */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createServer as tlsServer } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { apiFailure, connectKube, podIdentity, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../../src/kube/client.js';
 import { ROOT } from '../helpers/cli.js';
@@ -49,6 +52,52 @@ describe('connectKube', () => {
     expect(c).toEqual({ ok: false, reason: expect.stringContaining('KUBERNETES_SERVICE_PORT is not set') as string });
     const d = await connectKube({ env: { HOME: root, KUBERNETES_SERVICE_PORT: '443' }, fsRoot: root });
     expect(d).toEqual({ ok: false, reason: expect.stringContaining('KUBERNETES_SERVICE_HOST is not set') as string });
+  });
+
+  // client-go reads KUBECONFIG alone when it is set, but a list naming no file that is there
+  // is an empty config, and then the pod's service account is used (merged_client_builder).
+  // An image's `ENV KUBECONFIG=...` for a file the pod does not mount turned the Lease, the
+  // Events and the scheduled time off ("no kubeconfig"), where kubectl in the same pod worked.
+  it.skipIf(spawnSync('openssl', ['version']).status !== 0)('in a pod, a KUBECONFIG naming only files that are not there is an empty config: the service account is used, as kubectl does', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-sa-'));
+    const sa = path.join(root, SERVICE_ACCOUNT_DIR);
+    mkdirSync(sa, { recursive: true });
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=kubernetes', '-addext', 'subjectAltName=IP:127.0.0.1',
+      '-keyout', path.join(root, 'apiserver.key'), '-out', path.join(sa, 'ca.crt')], { encoding: 'utf8' });
+    if (made.status !== 0) throw new Error(made.stderr);
+    writeFileSync(path.join(sa, 'token'), TOKEN);
+    writeFileSync(path.join(sa, 'namespace'), 'jobs-ns\n');
+    // TLS in front of the fake API server, with the certificate the service account's ca.crt trusts.
+    const tls = tlsServer({ key: readFileSync(path.join(root, 'apiserver.key')), cert: readFileSync(path.join(sa, 'ca.crt')) }, (client) => {
+      const upstream = netConnect(fake.port, '127.0.0.1');
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    // The kubelet's env: client-node's in-cluster loader reads it from the process.
+    const service = { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String((tls.address() as { port: number }).port) };
+    const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
+    Object.assign(process.env, service);
+    try {
+      const missing = `${path.join(root, 'nope', 'config')}${path.delimiter}${path.join(root, 'empty')}`;
+      writeFileSync(path.join(root, 'empty'), '');
+      const c = await connectKube({ env: { HOME: root, KUBECONFIG: missing, ...service }, fsRoot: root });
+      if (!c.ok) throw new Error(c.reason);
+      expect(c.kube.source).toContain('in-cluster service account');
+      expect(c.kube.namespace).toBe('jobs-ns');
+      const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: c.kube.namespace }, c.kube.options()).catch((e: unknown) => e);
+      expect(apiFailure(err)).toMatchObject({ kind: 'not-found', status: 404 }); // through, with the token
+      // A KUBECONFIG that names a kubeconfig is still the only one read, in a pod too.
+      const d = await connectKube({ env: { HOME: root, KUBECONFIG: fake.kubeconfig, ...service }, fsRoot: root });
+      expect(d.ok && d.kube.source).toBe(`KUBECONFIG=${fake.kubeconfig}`);
+    } finally {
+      for (const [k, v] of [['KUBERNETES_SERVICE_HOST', saved.host], ['KUBERNETES_SERVICE_PORT', saved.port]] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      await new Promise<void>((resolve) => tls.close(() => resolve()));
+    }
   });
 
   it('from KUBECONFIG: the pod namespace wins over the context namespace, which wins over default', async () => {
