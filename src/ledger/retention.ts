@@ -7,13 +7,22 @@
  * Totals never go down: a deleted run is first folded into per-outcome totals
  * (run_totals) that runStats() adds to what is left, and the greatest occurrence of the
  * deleted runs and events is kept for lastOccurrenceRecorded(). Event totals already live
- * in the counters table. Unfinished runs and the newest run are never deleted (the daemon
- * and `schedule` read the newest start).
+ * in the counters table. Unfinished runs and the newest RUNS_KEPT_AT_ANY_AGE runs are never
+ * deleted (the daemon and `schedule` read the newest start; `status` and the failure-streak
+ * gauge the newest 20).
  */
+/**
+ * Runs kept whatever their age: `retention.days` deletes only older ones. `status` shows the
+ * newest 10 and cronsafe_consecutive_failed_runs reads the newest 20 (STREAK_WINDOW); with
+ * the age limit alone, a job that runs once a month kept one run, and its failure streak
+ * never reached the alert's 3.
+ */
+export const RUNS_KEPT_AT_ANY_AGE = 20;
+
 export interface PruneRunsOptions {
   /** Keep this many newest runs (by start; finished or not). */
   keep: number;
-  /** Delete finished runs that started before this instant (epoch ms), whatever `keep` says. */
+  /** Delete finished runs that started before this instant (epoch ms), whatever `keep` says, past the newest RUNS_KEPT_AT_ANY_AGE. */
   before: number;
   /** Rows per step. */
   limit: number;

@@ -56,9 +56,10 @@ export function retentionContract(use: UseLedger): void {
       expect(await l.runStats()).toEqual(stats);
       expect(await l.lastOccurrenceRecorded()).toBe(T0 + 1000 * MIN);
 
-      // Everything older than the far future: all but the newest run and the unfinished one.
-      expect(await steps(() => l.pruneRuns({ keep: 20, before: T0 + 10_000 * MIN, limit: 1000 }), 1000)).toEqual([19]);
-      expect((await l.recentRuns(100)).map((r) => r.runId)).toEqual(['r29', 'open']);
+      // Everything older than the far future, past the newest 20 (status and the failure
+      // streak read them, whatever their age): none here; the unfinished one stays too.
+      expect(await steps(() => l.pruneRuns({ keep: 1000, before: T0 + 10_000 * MIN, limit: 1000 }), 1000)).toEqual([0]);
+      expect((await l.recentRuns(100)).map((r) => r.runId)).toEqual([...Array.from({ length: 20 }, (_, i) => `r${29 - i}`), 'open']);
       expect(await l.runStats()).toEqual(stats);
       expect(await l.lastRunStart()).toEqual(last);
       expect(await l.lastOccurrenceRecorded()).toBe(T0 + 1000 * MIN);
@@ -70,6 +71,11 @@ export function retentionContract(use: UseLedger): void {
       expect(after.byOutcome.completed).toBe(stats.byOutcome.completed + 1);
       expect(after.lastSuccessAt).toBe(T0 + 30 * MIN + 10);
       expect(after.firstStartedAt).toBe(stats.firstStartedAt);
+
+      // A newer run pushes the 21st newest out: retention.days deletes it.
+      expect(await steps(() => l.pruneRuns({ keep: 1000, before: T0 + 10_000 * MIN, limit: 1000 }), 1000)).toEqual([1]);
+      expect((await l.recentRuns(100)).map((r) => r.runId)).toEqual([...Array.from({ length: 20 }, (_, i) => `r${30 - i}`), 'open']);
+      expect(await l.runStats()).toEqual(after);
     });
 
     it('prunes events beyond retention; event totals and the last occurrence stay', async () => {

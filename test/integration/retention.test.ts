@@ -6,6 +6,8 @@ import { loadConfig } from '../../src/config/load.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import type { Ledger, RunOutcome } from '../../src/ledger/types.js';
+import { LedgerViewReader } from '../../src/metrics/ledger-view.js';
+import { createMetrics } from '../../src/metrics/registry.js';
 import { runPass, type PassDeps } from '../../src/runner/pass.js';
 import { PRUNE_BATCH, pruneLedger } from '../../src/runner/prune.js';
 import { workspace, type Workspace } from '../helpers/cli.js';
@@ -40,6 +42,15 @@ function passDeps(ws: Workspace, ledger: Ledger, runId: string, at: number) {
 }
 
 const size = (file: string): number => statSync(file).size;
+
+/** cronsafe_consecutive_failed_runs as a scrape reads it from the ledger. */
+async function streakGauge(ledger: Ledger, now: number): Promise<number> {
+  const { log } = memoryLogger();
+  const view = new LedgerViewReader(ledger, log, () => now);
+  const { registry } = createMetrics({ job: 'test-job', read: () => view.read() }, 'ledger');
+  const line = (await registry.metrics()).split('\n').find((l) => l.startsWith('cronsafe_consecutive_failed_runs{'));
+  return Number(line?.split(' ').pop());
+}
 
 describe('retention with the defaults (real SQLite file, real passes over a directory)', () => {
   it('a pass prunes 10,000 runs and 100,000 done items whose files are gone: rows and file shrink, metric totals do not move', async () => {
@@ -112,7 +123,8 @@ describe('retention with the defaults (real SQLite file, real passes over a dire
     }
     const p = passDeps(ws, ledger, 'pass', T);
     const r = await runPass(p.deps);
-    expect(r.pruned).toMatchObject({ runs: 2999, pagesFreed: 0 });
+    // All 40 days old: all but the newest 20 go.
+    expect(r.pruned).toMatchObject({ runs: 2980, pagesFreed: 0 });
     expect(p.lines.some((l) => l.level === 40 && /one-time VACUUM/.test(String(l.msg)))).toBe(true);
     expect((await ledger.runStats()).byOutcome.completed).toBe(3000);
   }, 60_000);
@@ -134,6 +146,38 @@ describe('retention with the defaults (real SQLite file, real passes over a dire
     const whole = await runPass(passDeps(ws, ledger, 'pass-3', T + 41 * DAY).deps);
     expect(whole.scan).toBe('complete');
     expect(whole.pruned).toMatchObject({ markedMissing: 3, forgotten: 0 });
+  }, 60_000);
+
+  it('a monthly job that fails every time keeps its newest 20 runs past retention.days: the failure streak reaches the alert, status lists them', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'x' });
+    const ledger = await ledgerOf(ws);
+    // Four monthly runs, each failed (the state store unreachable, say), the newest 31 days ago.
+    for (let i = 4; i >= 1; i--) {
+      const at = T - i * 31 * DAY;
+      await ledger.startRun({ runId: `month-${i}`, owner: 'o', startedAt: at, scheduledFor: at });
+      await ledger.finishRun(`month-${i}`, at + 1000, 'failed', {});
+    }
+    expect(await streakGauge(ledger, T)).toBe(4);
+    const p = passDeps(ws, ledger, 'pass', T);
+    expect(p.config.retention).toEqual({ runs: 1000, days: 30, forgetMissingAfterDays: 30 });
+    const r = await runPass(p.deps);
+    expect(r.outcome).toBe('completed');
+    // Before: every run but the newest was deleted (older than 30 days), so the gauge read 1
+    // and CronsafeRunsFailing (>= 3) could never fire for a job that runs less often than
+    // every ten days; `status` showed one run.
+    expect(r.pruned).toMatchObject({ runs: 0 });
+    expect(await streakGauge(ledger, T)).toBe(4);
+    expect((await ledger.recentRuns(10)).map((x) => x.runId)).toEqual(['month-1', 'month-2', 'month-3', 'month-4']);
+    // Past the newest 20, retention.days deletes as before.
+    for (let i = 0; i < 25; i++) {
+      const at = T - 40 * DAY + i * DAY;
+      await ledger.startRun({ runId: `daily-${i}`, owner: 'o', startedAt: at, scheduledFor: at });
+      await ledger.finishRun(`daily-${i}`, at + 1000, 'failed', {});
+    }
+    const again = await runPass(passDeps(ws, ledger, 'pass-2', T).deps);
+    expect(again.pruned).toMatchObject({ runs: 9 });
+    expect(await ledger.recentRuns(100)).toHaveLength(20);
+    expect((await ledger.runStats()).byOutcome.failed).toBe(29);
   }, 60_000);
 
   it('a stop ends pruning between two bounded steps (a drain never waits for the rest)', async () => {

@@ -1,4 +1,5 @@
 import {
+  RUNS_KEPT_AT_ANY_AGE,
   SEEN_GRANULARITY_MS,
   WALK_KEY,
   type MarkMissingOptions,
@@ -16,7 +17,7 @@ import { ident, q, type Query } from './query.js';
 
 const NEWEST = 'ORDER BY started_at DESC, seq DESC';
 
-/** Finished runs beyond retention folded into run_totals, then deleted; never the newest run. */
+/** Finished runs beyond retention folded into run_totals, then deleted; never the newest RUNS_KEPT_AT_ANY_AGE. */
 export const pruneRunsQuery = (schema: string, o: PruneRunsOptions): Query => {
   const s = ident(schema);
   return q(
@@ -24,7 +25,7 @@ export const pruneRunsQuery = (schema: string, o: PruneRunsOptions): Query => {
   DELETE FROM ${s}.runs WHERE seq IN (
     SELECT seq FROM ${s}.runs
     WHERE finished_at IS NOT NULL
-      AND seq <> (SELECT seq FROM ${s}.runs ${NEWEST} LIMIT 1)
+      AND seq NOT IN (SELECT seq FROM ${s}.runs ${NEWEST} LIMIT ${RUNS_KEPT_AT_ANY_AGE})
       AND (started_at < $2 OR seq NOT IN (SELECT seq FROM ${s}.runs ${NEWEST} LIMIT $1))
     ORDER BY started_at, seq LIMIT $3
     FOR UPDATE SKIP LOCKED)

@@ -1,5 +1,5 @@
 import type { Database } from 'better-sqlite3';
-import { WALK_KEY, type MarkMissingOptions, type MarkMissingStep, type PruneEventsOptions, type PruneRunsOptions, type ReclaimedSpace } from '../retention.js';
+import { RUNS_KEPT_AT_ANY_AGE, WALK_KEY, type MarkMissingOptions, type MarkMissingStep, type PruneEventsOptions, type PruneRunsOptions, type ReclaimedSpace } from '../retention.js';
 
 // Retention on SQLite (src/ledger/retention.ts): each verb is one IMMEDIATE transaction
 // over at most `limit` rows, so a pass's writers never wait long behind it.
@@ -9,12 +9,13 @@ const NEWEST = 'ORDER BY started_at DESC, seq DESC';
 
 /**
  * Finished runs beyond retention, oldest first: past the newest @keep, or started before
- * @before; never the newest run (the daemon's lastRunStart), never an unfinished one.
+ * @before; never one of the newest RUNS_KEPT_AT_ANY_AGE (the newest is the daemon's
+ * lastRunStart; the failure streak reads 20), never an unfinished one.
  */
 export const PRUNABLE_RUNS_SQL = `
 SELECT seq FROM runs
 WHERE finished_at IS NOT NULL
-  AND seq <> (SELECT seq FROM runs ${NEWEST} LIMIT 1)
+  AND seq NOT IN (SELECT seq FROM runs ${NEWEST} LIMIT ${RUNS_KEPT_AT_ANY_AGE})
   AND (started_at < @before OR seq NOT IN (SELECT seq FROM runs ${NEWEST} LIMIT @keep))
 ORDER BY started_at, seq LIMIT @limit`;
 
