@@ -14,8 +14,7 @@
 /**
  * Runs kept whatever their age: `retention.days` deletes only older ones. `status` shows the
  * newest 10 and cronsafe_consecutive_failed_runs reads the newest 20 (STREAK_WINDOW); with
- * the age limit alone, a job that runs once a month kept one run, and its failure streak
- * never reached the alert's 3.
+ * the age limit alone, a job that runs once a month kept one run.
  */
 export const RUNS_KEPT_AT_ANY_AGE = 20;
 
