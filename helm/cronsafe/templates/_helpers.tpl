@@ -39,8 +39,8 @@ of them go, or the name ended in one, which no object name may.
 {{- end -}}
 
 {{- define "cronsafe.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "cronsafe.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "cronsafe.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "cronsafe.labels" -}}

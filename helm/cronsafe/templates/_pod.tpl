@@ -24,7 +24,7 @@ spec:
   # Never: a failed container fails its pod, so that the Job controller sees the exit
   # code (and the runner's podFailurePolicy, which requires Never, can act on it).
   restartPolicy: Never
-  serviceAccountName: {{ include "cronsafe.serviceAccountName" $ }}
+  serviceAccountName: {{ include "cronsafe.serviceAccountName" $ | quote }}
   # A token only where a Kubernetes API feature runs: the runner (`cronsafe status` reads
   # the ledger alone).
   automountServiceAccountToken: {{ and (eq .component "runner") (include "cronsafe.needsApi" $ | eq "true") }}
@@ -130,11 +130,11 @@ spec:
   volumes:
     - name: config
       configMap:
-        name: {{ include "cronsafe.fullname" $ }}
+        name: {{ include "cronsafe.fullname" $ | quote }}
     - name: data
       {{- if $v.persistence.enabled }}
       persistentVolumeClaim:
-        claimName: {{ default (include "cronsafe.fullname" $) $v.persistence.existingClaim }}
+        claimName: {{ default (include "cronsafe.fullname" $) $v.persistence.existingClaim | quote }}
       {{- else }}
       emptyDir: {}
       {{- end }}

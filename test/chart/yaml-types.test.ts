@@ -1,0 +1,53 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { CHART, ensureTools, helm, type Obj, validateAll, valuesFile } from './helpers.js';
+
+beforeAll(ensureTools);
+
+/**
+ * The rendered manifests as Helm and the API server read them: sigs.k8s.io/yaml is YAML 1.1,
+ * where a bare 123, 0777, 1e3, on, yes or y is a number or a boolean, not a string (the
+ * `yaml` package's default, YAML 1.2, reads on/yes/y as strings).
+ */
+function parse11(text: string): Obj[] {
+  return YAML.parseAllDocuments(text, { version: '1.1' })
+    .map((d) => {
+      if (d.errors.length > 0) throw new Error(`rendered YAML does not parse: ${d.errors[0]?.message}`);
+      return d.toJS() as Obj | null;
+    })
+    .filter((o): o is Obj => o !== null);
+}
+
+describe('names and labels that YAML would read as a number or a boolean', () => {
+  // Helm takes these release names, and the schema these overrides; the chart rendered
+  // `app.kubernetes.io/instance: 123` (or `name: 0777`) bare, and `helm install` failed with
+  // "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string".
+  it.each([
+    ['release 123', '123', {}],
+    ['release on', 'on', {}],
+    ['release yes', 'yes', {}],
+    ['release y', 'y', {}],
+    ['release 0777', '0777', {}],
+    ['release 1e3', '1e3', {}],
+    ['nameOverride 0777', 'qc', { nameOverride: '0777' }],
+    ['fullnameOverride 123', 'qc', { fullnameOverride: '123' }],
+    ['fullnameOverride 1e3', 'qc', { fullnameOverride: '1e3' }],
+    ['namespace 123', 'qc', {}, '123'],
+  ])('%s: every object is valid as the API server reads it', (_what, release, values, namespace = 'jobs') => {
+    const all = {
+      ...values,
+      lock: { kubernetesLease: { enabled: true } },
+      events: { enabled: true },
+      metrics: { enabled: true, podMonitor: { enabled: true }, prometheusRule: { enabled: true } },
+    };
+    const r = helm(['template', release, CHART, '--namespace', namespace, '-f', valuesFile(all)]);
+    expect(r.status, r.stderr).toBe(0);
+    const objs = parse11(r.stdout);
+    expect(() => validateAll(objs)).not.toThrow();
+    for (const o of objs) {
+      expect(typeof o.metadata.name, `${o.kind} name`).toBe('string');
+      for (const s of o.subjects ?? []) expect(typeof s.namespace, `${o.kind} subject namespace`).toBe('string');
+      for (const v of Object.values(o.metadata.labels ?? {})) expect(typeof v, `${o.kind} label`).toBe('string');
+    }
+  });
+});
