@@ -58,6 +58,15 @@ describe('CronJob', () => {
     expect(cj.spec.jobTemplate.spec.backoffLimit).toBe(2);
   });
 
+  // The schema takes null (Kubernetes' own default: no deadline), and NOTES reads it so; the
+  // template rendered `startingDeadlineSeconds: 0`, and a CronJob with a deadline of 0 (under
+  // 10) misses every start: the controller is always a moment late, so no Job was ever made.
+  it('has no startingDeadlineSeconds when it is null (not 0, which misses every start)', () => {
+    const cj = runner(render({ startingDeadlineSeconds: null }));
+    expect(cj.spec).not.toHaveProperty('startingDeadlineSeconds');
+    validateObject(cj);
+  });
+
   it('has activeDeadlineSeconds only when set', () => {
     expect(runner(render()).spec.jobTemplate.spec).not.toHaveProperty('activeDeadlineSeconds');
     expect(runner(render({ activeDeadlineSeconds: 7200 })).spec.jobTemplate.spec.activeDeadlineSeconds).toBe(7200);
