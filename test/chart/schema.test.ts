@@ -122,6 +122,17 @@ const BAD: [string, Values, string][] = [
   ['an extraEnv entry written as a string', { extraEnv: ['FOO=bar'] }, "at '/extraEnv/0': got string, want object"],
   ['an extraVolumeMounts entry written as a string', { extraVolumeMounts: ['/inbox'] }, "at '/extraVolumeMounts/0': got string, want object"],
   ['an extraVolumeMounts entry without a mountPath', { extraVolumes: [{ name: 'inbox', emptyDir: {} }], extraVolumeMounts: [{ name: 'inbox' }] }, "at '/extraVolumeMounts/0': missing property 'mountPath'"],
+  // `m` is milli: 512m of memory is half a byte (Kubernetes' docs warn of it). The API server
+  // takes it; the runtime then cannot start the container under a 1-byte limit (StartError,
+  // every pod, backoffLimit times), and a 128m request reserves nothing.
+  ['a memory limit in millibytes (512m for 512Mi)', { resources: { limits: { memory: '512m' } } }, "at '/resources/limits/memory'"],
+  ['a memory request in millibytes (128m for 128Mi)', { resources: { requests: { memory: '128m' } } }, "at '/resources/requests/memory'"],
+  ['a quantity that is no quantity', { resources: { limits: { cpu: '1 core' } } }, "at '/resources/limits/cpu'"],
+  // Not requests or limits: the API server refused the CronJob naming the rendered path only.
+  ['a resources typo (limit for limits)', { resources: { limit: { memory: '1Gi' } } }, "at '/resources'"],
+  // An env value is a string: a number (PGPORT: 5432) failed the install with "cannot
+  // unmarshal number into Go struct field EnvVar...", naming no value.
+  ['an extraEnv value that is a number', { extraEnv: [{ name: 'PGPORT', value: 5432 }] }, "at '/extraEnv/0/value'"],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
   // A volume at the path of one of the chart's own mounts: the API server refused the
   // CronJob ("must be unique") naming a rendered path, not the value.
@@ -172,6 +183,7 @@ describe('bad values fail `helm template` with a message naming the value', () =
 describe('good edge values are accepted', () => {
   it.each<[string, Values]>([
     ['every @macro', { schedule: '@midnight' }],
+    ['quantities as Kubernetes writes them', { resources: { requests: { cpu: 0.5, memory: '1G', 'ephemeral-storage': '1Gi', 'nvidia.com/gpu': 1 }, limits: { cpu: '1500m', memory: 1073741824 } } }],
     ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],
     ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
