@@ -47,6 +47,12 @@ describe('NOTES.txt', () => {
       /config\.output\.directory \(\/tmp\/results\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost when each run's pod ends/],
     ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
       /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
+    // The URL written into extraEnv as a plain value: no ConfigMap, but every reader of the
+    // CronJob, its Jobs and pods (and `kubectl describe pod`) had the database password.
+    ['a PostgreSQL password written into an extraEnv value', { extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://app:hunter2@db:5432/jobs' }] },
+      /extraEnv CRONSAFE_STATE_POSTGRES holds a PostgreSQL password, and it is rendered\s+into CronJob qc-cronsafe[\s\S]*config\.state\.postgres\.existingSecret[\s\S]*secretKeyRef/],
+    ['a password in a PostgreSQL URL\'s query, in an extraEnv value', { extraEnv: [{ name: 'LEDGER_URL', value: 'postgresql://app@db/jobs?sslmode=require&password=hunter2' }] },
+      /extraEnv LEDGER_URL holds a PostgreSQL password/],
     // A ReadWriteOnce volume attaches to one node: the pods of the pass placed elsewhere sit
     // in ContainerCreating (Multi-Attach error) until the others end.
     ['parallel pods of a PostgreSQL pass on a ReadWriteOnce volume', { parallelism: 3, config: { state: { postgres: { existingSecret: 'pg' } } } },
@@ -88,6 +94,17 @@ describe('NOTES.txt', () => {
     for (const pushgateway of ['http://pushgateway:9091', 'https://ops@pgw.example.com', 'https://ops:${PUSHGATEWAY_PASSWORD}@pgw.example.com', 'http://pgw:9091/a:b@c']) {
       expect(notes({ metrics: { pushgateway } }), pushgateway).not.toContain('WARNING');
     }
+  });
+
+  it('does not warn about a PostgreSQL URL in extraEnv without a password, or with one from a Secret', () => {
+    const envs = [
+      [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://app@db:5432/jobs?sslmode=require' }],
+      // Kubernetes expands $(VAR) from the variables listed before it (a secretKeyRef).
+      [{ name: 'DB_PASSWORD', valueFrom: { secretKeyRef: { name: 'pg', key: 'password' } } },
+        { name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://app:$(DB_PASSWORD)@db:5432/jobs' }],
+      [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'pg', key: 'url' } } }],
+    ];
+    for (const extraEnv of envs) expect(notes({ extraEnv }), JSON.stringify(extraEnv)).not.toContain('WARNING');
   });
 
   it('does not warn about an absolute ledger path on the volume or on an extra volume mount', () => {
