@@ -40,7 +40,7 @@ spec:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   {{- with $v.priorityClassName }}
-  priorityClassName: {{ . }}
+  priorityClassName: {{ . | quote }}
   {{- end }}
   {{- if .initDirs }}
   initContainers:
@@ -69,7 +69,7 @@ spec:
         requests: {cpu: 10m, memory: 16Mi}
         limits: {memory: 64Mi}
       volumeMounts:
-        - {name: data, mountPath: {{ $v.persistence.mountPath }}}
+        - {name: data, mountPath: {{ $v.persistence.mountPath | quote }}}
   {{- end }}
   containers:
     # The name is what podFailurePolicy's onExitCodes rules refer to.
@@ -121,7 +121,7 @@ spec:
       {{- end }}
       volumeMounts:
         - {name: config, mountPath: /etc/cronsafe, readOnly: true}
-        - {name: data, mountPath: {{ $v.persistence.mountPath }}}
+        - {name: data, mountPath: {{ $v.persistence.mountPath | quote }}}
         # The only other writable place with readOnlyRootFilesystem (HOME=/tmp too).
         - {name: tmp, mountPath: /tmp}
         {{- with $v.extraVolumeMounts }}
