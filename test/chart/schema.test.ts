@@ -133,6 +133,17 @@ const BAD: [string, Values, string][] = [
   // An env value is a string: a number (PGPORT: 5432) failed the install with "cannot
   // unmarshal number into Go struct field EnvVar...", naming no value.
   ['an extraEnv value that is a number', { extraEnv: [{ name: 'PGPORT', value: 5432 }] }, "at '/extraEnv/0/value'"],
+  // A variable the chart sets itself, given again: Kubernetes keeps the last, so cronsafe
+  // planned its drain for 300s while the kubelet's SIGKILL came at 150 (the pod's grace), and
+  // Helm 4's server-side apply refused the CronJob: "duplicate entries for key [name=...]".
+  ['the drain grace given again in extraEnv', { extraEnv: [{ name: 'CRONSAFE_DRAIN_GRACE_SECONDS', value: '300' }] },
+    'extraEnv: CRONSAFE_DRAIN_GRACE_SECONDS is set by the chart (from drain.gracePeriodSeconds'],
+  ['the config path given again in extraEnv', { extraEnv: [{ name: 'CRONSAFE_CONFIG', value: '/data/mine.yaml' }] },
+    'extraEnv: CRONSAFE_CONFIG is set by the chart'],
+  ['the pod name given again in extraEnv', { extraEnv: [{ name: 'CRONSAFE_POD_NAME', value: 'x' }] },
+    'extraEnv: CRONSAFE_POD_NAME is set by the chart'],
+  ['the ledger URL both from existingSecret and in extraEnv', { config: { state: { postgres: { existingSecret: 'pg' } } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] },
+    'extraEnv: CRONSAFE_STATE_POSTGRES is set by the chart (from config.state.postgres.existingSecret'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
   // A volume at the path of one of the chart's own mounts: the API server refused the
   // CronJob ("must be unique") naming a rendered path, not the value.
