@@ -134,8 +134,8 @@ const BAD: [string, Values, string][] = [
   // unmarshal number into Go struct field EnvVar...", naming no value.
   ['an extraEnv value that is a number', { extraEnv: [{ name: 'PGPORT', value: 5432 }] }, "at '/extraEnv/0/value'"],
   // A variable the chart sets itself, given again: Kubernetes keeps the last, so cronsafe
-  // planned its drain for 300s while the kubelet's SIGKILL came at 150 (the pod's grace), and
-  // Helm 4's server-side apply refused the CronJob: "duplicate entries for key [name=...]".
+  // planned its drain for 300s while the kubelet's SIGKILL came at 150 (the pod's grace); the
+  // API server only warns "duplicate name".
   ['the drain grace given again in extraEnv', { extraEnv: [{ name: 'CRONSAFE_DRAIN_GRACE_SECONDS', value: '300' }] },
     'extraEnv: CRONSAFE_DRAIN_GRACE_SECONDS is set by the chart (from drain.gracePeriodSeconds'],
   ['the config path given again in extraEnv', { extraEnv: [{ name: 'CRONSAFE_CONFIG', value: '/data/mine.yaml' }] },

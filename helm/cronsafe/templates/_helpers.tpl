@@ -275,8 +275,8 @@ match a Prometheus selector) was rendered twice as well. */ -}}
 {{- end -}}
 {{- /* Environment variables the chart sets itself, given again in extraEnv: Kubernetes keeps
 the last, so CRONSAFE_DRAIN_GRACE_SECONDS=300 made cronsafe plan a 300s drain while the
-kubelet's SIGKILL came at the pod's 150, and Helm 4's server-side apply refused the list
-("duplicate entries for key [name=...]"). */ -}}
+kubelet's SIGKILL came at the pod's 150 (the API server only warns "duplicate name"; a
+server-side apply before Kubernetes 1.29 refused the list). */ -}}
 {{- $ownEnv := dict "CRONSAFE_CONFIG" "the ConfigMap's cronsafe.yaml" "CRONSAFE_DRAIN_GRACE_SECONDS" "drain.gracePeriodSeconds, with the pod's terminationGracePeriodSeconds: set drain.gracePeriodSeconds" "CRONSAFE_DRAIN_MARGIN_SECONDS" "drain.marginSeconds: set drain.marginSeconds" "CRONSAFE_POD_NAME" "the pod's metadata" "CRONSAFE_POD_NAMESPACE" "the pod's metadata" "CRONSAFE_JOB_NAME" "the pod's Job label" "CRONSAFE_JOB_UID" "the pod's Job label" -}}
 {{- with $v.config.state.postgres.existingSecret }}{{- $_ := set $ownEnv "CRONSAFE_STATE_POSTGRES" (printf "config.state.postgres.existingSecret, Secret %s: use one of the two" .) }}{{- end -}}
 {{- range $v.extraEnv -}}
