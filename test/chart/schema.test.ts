@@ -144,6 +144,9 @@ const BAD: [string, Values, string][] = [
     'extraEnv: CRONSAFE_POD_NAME is set by the chart'],
   ['the ledger URL both from existingSecret and in extraEnv', { config: { state: { postgres: { existingSecret: 'pg' } } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] },
     'extraEnv: CRONSAFE_STATE_POSTGRES is set by the chart (from config.state.postgres.existingSecret'],
+  // The API server refused the CronJob ("volumes[3].name: Duplicate value") naming the rendered path.
+  ['an extra volume named like the chart\'s data volume', { extraVolumes: [{ name: 'data', emptyDir: {} }], extraVolumeMounts: [{ name: 'data', mountPath: '/inbox' }] },
+    'extraVolumes[0].name: data is the name of a volume the chart mounts itself (config, data, tmp); give it another name'],
   ['a relative mountPath', { persistence: { mountPath: 'data' } }, '/persistence/mountPath'],
   // A volume at the path of one of the chart's own mounts: the API server refused the
   // CronJob ("must be unique") naming a rendered path, not the value.

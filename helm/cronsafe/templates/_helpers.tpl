@@ -285,6 +285,13 @@ server-side apply before Kubernetes 1.29 refused the list). */ -}}
 {{- fail (printf "extraEnv: %s is set by the chart (from %s); remove it from extraEnv" $envName .) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The same for the chart's own volumes: the API server refused a second "data" naming
+only the rendered path. */ -}}
+{{- range $i, $vol := $v.extraVolumes -}}
+{{- if has (toString (get $vol "name")) (list "config" "data" "tmp") -}}
+{{- fail (printf "extraVolumes[%d].name: %s is the name of a volume the chart mounts itself (config, data, tmp); give it another name (extraVolumeMounts may still mount the chart's data volume elsewhere)" $i (get $vol "name")) -}}
+{{- end -}}
+{{- end -}}
 {{- /* Annotations the chart sets itself, rendered twice the same way. */ -}}
 {{- if and $v.persistence.keep (hasKey ($v.persistence.annotations | default dict) "helm.sh/resource-policy") -}}
 {{- fail "persistence.annotations: helm.sh/resource-policy is the annotation persistence.keep sets (true by default): its key would be rendered twice; remove it from persistence.annotations" -}}
