@@ -64,8 +64,12 @@ export function valuesFile(values: Record<string, unknown>): string {
 /** A Kubernetes object as rendered: loose, since tests read arbitrary paths. */
 export type Obj = Record<string, any>;
 
+/**
+ * Parses rendered manifests as Helm and the API server do (sigs.k8s.io/yaml is YAML 1.1): a
+ * bare 0777, on or y is then a number or a boolean, as it would be in the cluster.
+ */
 export function parseDocs(text: string): Obj[] {
-  return YAML.parseAllDocuments(text)
+  return YAML.parseAllDocuments(text, { version: '1.1' })
     .map((d) => {
       if (d.errors.length > 0) throw new Error(`rendered YAML does not parse: ${d.errors[0]?.message}`);
       return d.toJS() as Obj | null;

@@ -1,22 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import YAML from 'yaml';
-import { CHART, ensureTools, helm, type Obj, validateAll, valuesFile } from './helpers.js';
+// parseDocs reads YAML 1.1, as Helm and the API server (sigs.k8s.io/yaml) do: a bare 123,
+// 0777, 1e3, on, yes or y is a number or a boolean there, not a string.
+import { CHART, ensureTools, helm, type Obj, parseDocs, validateAll, valuesFile } from './helpers.js';
 
 beforeAll(ensureTools);
-
-/**
- * The rendered manifests as Helm and the API server read them: sigs.k8s.io/yaml is YAML 1.1,
- * where a bare 123, 0777, 1e3, on, yes or y is a number or a boolean, not a string (the
- * `yaml` package's default, YAML 1.2, reads on/yes/y as strings).
- */
-function parse11(text: string): Obj[] {
-  return YAML.parseAllDocuments(text, { version: '1.1' })
-    .map((d) => {
-      if (d.errors.length > 0) throw new Error(`rendered YAML does not parse: ${d.errors[0]?.message}`);
-      return d.toJS() as Obj | null;
-    })
-    .filter((o): o is Obj => o !== null);
-}
 
 describe('names and labels that YAML would read as a number or a boolean', () => {
   // Helm takes these release names, and the schema these overrides; the chart rendered
@@ -43,7 +30,7 @@ describe('names and labels that YAML would read as a number or a boolean', () =>
     };
     const r = helm(['template', release, CHART, '--namespace', namespace, '-f', valuesFile(all)]);
     expect(r.status, r.stderr).toBe(0);
-    const objs = parse11(r.stdout);
+    const objs = parseDocs(r.stdout);
     expect(() => validateAll(objs)).not.toThrow();
     for (const o of objs) {
       expect(typeof o.metadata.name, `${o.kind} name`).toBe('string');
@@ -61,7 +48,7 @@ describe('a persistence.mountPath with characters YAML flow mappings treat speci
   it.each(['/mnt/jobs,2024', '/mnt/jobs, readOnly: true', '/mnt/jobs #1', '/mnt/{jobs}', '/mnt/a: b'])('%s', (mountPath) => {
     const r = helm(['template', 'qc', CHART, '--namespace', 'jobs', '-f', valuesFile({ persistence: { mountPath } })]);
     expect(r.status, r.stderr).toBe(0);
-    const objs = parse11(r.stdout);
+    const objs = parseDocs(r.stdout);
     validateAll(objs);
     for (const cj of objs.filter((o) => o.kind === 'CronJob')) {
       const spec = cj.spec.jobTemplate.spec.template.spec as Obj;
