@@ -16,6 +16,8 @@ const BAD: [string, Values, string][] = [
   ['a 4-field schedule', { schedule: '0 * * *' }, '/schedule'],
   ['a 6-field (seconds) schedule', { schedule: '0 0 * * * *' }, '/schedule'],
   ['a fixed-offset time zone', { timeZone: '+05:00' }, '/timeZone'],
+  // The API server refuses it ("timeZone must be an explicit time zone"), naming spec.timeZone.
+  ['the time zone Local', { timeZone: 'Local' }, '/timeZone'],
   ['concurrencyPolicy Allow', { concurrencyPolicy: 'Allow' }, '/concurrencyPolicy'],
   ['concurrencyPolicy Replace', { concurrencyPolicy: 'Replace' }, '/concurrencyPolicy'],
   ['a fractional grace period', { drain: { gracePeriodSeconds: 30.5 } }, '/drain/gracePeriodSeconds'],
