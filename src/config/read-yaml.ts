@@ -101,6 +101,17 @@ export function readYaml(file: string, abs: string): unknown {
   // the plain list, mapping or string written, checked like any other.
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: false, lineCounter, resolveKnownTags: false });
   if (doc.errors.length === 0) {
+    // `%YAML 1.1` switches the library to YAML 1.1, where `on` is true, `010` is 8, `<<` merges,
+    // and !!omap and !!set become a Map or Set read as an empty mapping (every key in it
+    // ignored, unknown ones too). The config is YAML 1.2, as the docs and the other checks say.
+    if (doc.directives?.yaml.explicit === true && doc.directives.yaml.version !== '1.2') {
+      const at = Math.max(0, /^%YAML/m.exec(text)?.index ?? 0);
+      const pos = lineCounter.linePos(at);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: invalid YAML: %YAML ${doc.directives.yaml.version}: cronsafe reads YAML 1.2 (yes, no, on and off are strings, 010 is ten, no "<<" merge keys, no !!omap or !!set): remove the directive`,
+        abs,
+      );
+    }
     const aliases = aliasTargets(doc);
     if (aliases.tooMany !== undefined) {
       const pos = lineCounter.linePos(aliases.tooMany);
@@ -122,6 +133,28 @@ export function readYaml(file: string, abs: string): unknown {
         `${file}:${pos.line}:${pos.col}: ${cycle.key ? `${cycle.key}: ` : ''}invalid YAML: the alias *${cycle.anchor} is inside the node it names (&${cycle.anchor}), which would contain itself without end`,
         abs,
         cycle.key || undefined,
+      );
+    }
+    // A value written unquoted that starts with "*": its name was quoted by the library's
+    // error ("Unresolved alias ...: <name>"), a password's, with neither line nor key.
+    const dangling = danglingAlias(doc, aliases.targets);
+    if (dangling !== undefined) {
+      const pos = lineCounter.linePos(dangling.offset);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: ${dangling.key ? `${dangling.key}: ` : ''}invalid YAML: an alias ("*name") with no anchor ("&name") before it: a value that starts with "*" must be quoted`,
+        abs,
+        dangling.key || undefined,
+      );
+    }
+    // A value written unquoted that starts with "!" is a tag the library cannot apply: it only
+    // warned, and the value was what followed the tag (`PW: !Hunter2` was the empty string).
+    const tag = unappliedTag(doc);
+    if (tag !== undefined) {
+      const pos = lineCounter.linePos(tag.offset);
+      throw new ConfigError(
+        `${file}:${pos.line}:${pos.col}: ${tag.key ? `${tag.key}: ` : ''}invalid YAML: a tag ("!name" before the value) that cannot be applied: a value that starts with "!" must be quoted, and a standard tag (!!int, !!bool, ...) must fit its value`,
+        abs,
+        tag.key || undefined,
       );
     }
     const mangled = lossy ? notUtf8(doc) : undefined;
@@ -264,6 +297,45 @@ function cyclicAlias(doc: YAML.Document, targets: AliasTargets): { offset: numbe
       const target = targets.get(node);
       if (target === undefined || !ancestors.includes(target)) return undefined;
       found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, ''), anchor: node.source };
+      return YAML.visit.BREAK;
+    },
+  });
+  return found;
+}
+
+/** The first alias whose anchor is not set before it, if any: its offset and key path. */
+function danglingAlias(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string } | undefined {
+  let found: { offset: number; key: string } | undefined;
+  YAML.visit(doc, {
+    Alias(_key, node, ancestors) {
+      if (targets.get(node) !== undefined) return undefined;
+      found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
+      return YAML.visit.BREAK;
+    },
+  });
+  return found;
+}
+
+/** YAML 1.1's type tags, left unresolved on purpose (resolveKnownTags off): their text is the value, as documented. */
+const TEXT_AS_WRITTEN = new Set(['binary', 'timestamp', 'omap', 'set', 'pairs'].map((t) => `tag:yaml.org,2002:${t}`));
+
+/**
+ * The first node whose tag the library could not apply (its TAG_RESOLVE_FAILED warning), other
+ * than YAML 1.1's type tags, if any: the warning's offset (the tag's) and the node's key path.
+ * The tag itself is not returned: written unquoted, it is the start of the value (a password).
+ */
+function unappliedTag(doc: YAML.Document): { offset: number; key: string } | undefined {
+  const failed = doc.warnings.filter((w) => w.code === 'TAG_RESOLVE_FAILED').map((w) => w.pos);
+  if (failed.length === 0) return undefined;
+  let found: { offset: number; key: string } | undefined;
+  YAML.visit(doc, {
+    Node(_key, node, ancestors) {
+      if (YAML.isAlias(node) || !node.tag || TEXT_AS_WRITTEN.has(node.tag)) return undefined;
+      const start = node.range?.[0] ?? 0;
+      // The node's tag is written before it, after any earlier node's.
+      const warning = failed.find(([from, to]) => to <= start && !failed.some(([other]) => other > from && other < start));
+      if (warning === undefined) return undefined;
+      found = { offset: warning[0], key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
       return YAML.visit.BREAK;
     },
   });

@@ -114,6 +114,46 @@ describe('loadConfig: file and YAML errors', () => {
     expect(configError(() => loadConfig(copy)).message).toBe(`${copy}: x: unknown key`);
   });
 
+  // A password written unquoted that starts with "*" is an alias: the error said "Unresolved
+  // alias (the anchor must be set before the alias): <the rest of the password>", into the
+  // pod's log, with neither line nor key.
+  it('an alias with no anchor before it names its line and key, and never quotes the alias (it may be a password)', () => {
+    const file = write('name: a\nsource: {directory: /x}\nhandler:\n  command: ["true"]\n  env:\n    DB_PASSWORD: *Hunter2Secret\n');
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toBe(
+      `${file}:6:18: handler.env.DB_PASSWORD: invalid YAML: an alias ("*name") with no anchor ("&name") before it: a value that starts with "*" must be quoted`,
+    );
+    expect(err.message).not.toContain('Hunter2');
+    expect(err.key).toBe('handler.env.DB_PASSWORD');
+  });
+
+  // A value written unquoted that starts with "!" is a YAML tag: `PW: !Hunter2Secret` was the
+  // empty string, `PW: !Hunter2 Secret` was "Secret", and validate said OK.
+  it('a tag cronsafe cannot apply is refused, naming its line and key, not dropped from the value', () => {
+    const bare = write('name: a\nsource: {directory: /x}\nhandler:\n  command: ["true"]\n  env:\n    DB_PASSWORD: !Hunter2Secret\n');
+    const err = configError(() => loadConfig(bare));
+    expect(err.message).toBe(
+      `${bare}:6:18: handler.env.DB_PASSWORD: invalid YAML: a tag ("!name" before the value) that cannot be applied: a value that starts with "!" must be quoted, and a standard tag (!!int, !!bool, ...) must fit its value`,
+    );
+    expect(err.message).not.toContain('Hunter2');
+    expect(err.key).toBe('handler.env.DB_PASSWORD');
+    const rest = minimal('retry: {maxAttempts: !!float 4}\nx: [!Hunter2 Secret]\n');
+    expect(configError(() => loadConfig(rest)).message).toMatch(/^.*cronsafe\.yaml:4:22: retry\.maxAttempts: invalid YAML: a tag /);
+    // The standard tags that fit still apply (YAML 1.1's type tags keep their text: tested below).
+    expect(loadConfig(minimal('concurrency: !!int "4"\nlog: {level: !!str silent}\n')).concurrency).toBe(4);
+  });
+
+  // `%YAML 1.1` made the parser read YAML 1.1: !!omap and !!set became empty mappings again
+  // (retry.maxAttempts and an unknown key in them ignored), `on` was true and `010` was 8.
+  it('a %YAML 1.1 directive is refused: the config is read as YAML 1.2', () => {
+    const file = write('%YAML 1.1\n---\nname: a\nsource: {directory: /x}\nhandler: {command: ["true"]}\nretry: !!omap [{maxAttempts: 2}, {bogus: 1}]\n');
+    const err = configError(() => loadConfig(file));
+    expect(err.message).toBe(
+      `${file}:1:1: invalid YAML: %YAML 1.1: cronsafe reads YAML 1.2 (yes, no, on and off are strings, 010 is ten, no "<<" merge keys, no !!omap or !!set): remove the directive`,
+    );
+    expect(loadConfig(write(`%YAML 1.2\n---\nname: a\nsource: {directory: ${dir.queue}}\nhandler: {command: ["true"]}\n`, 'v12.yaml')).name).toBe('a');
+  });
+
   it('rejects an empty file and a top-level list', () => {
     const empty = write('# nothing\n');
     expect(configError(() => loadConfig(empty)).message).toBe(
