@@ -12,7 +12,7 @@
  * everything else stays a string.
  */
 import type { KeyProblem } from './messages.js';
-import { keyPath } from './messages.js';
+import { keyPath, mayHoldSecret } from './messages.js';
 import { envNotUtf8 } from './env-bytes.js';
 
 const NAME_RE = /[A-Za-z_][A-Za-z0-9_]*/y;
@@ -125,9 +125,6 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
 
 class TooDeep extends Error {}
 
-/** Keys whose values may hold a secret, never shown: handler.env's values, the two URLs (their passwords). */
-const SECRET_KEYS = new Set(['state.postgres', 'metrics.pushgateway']);
-const isSecret = (path: readonly PropertyKey[], key: string): boolean => (path[0] === 'handler' && path[1] === 'env' && path.length === 3) || SECRET_KEYS.has(key);
 
 /**
  * Interpolate every string in `value` (keys are left alone). `typeAt(path)` says what the
@@ -143,7 +140,7 @@ export function interpolate(
   const str = (s: string, path: PropertyKey[]): unknown => {
     if (!s.includes('${')) return s;
     const key = keyPath(path);
-    const { out, whole } = expand(s, env, (message) => problems.push({ key, message }), isSecret(path, key));
+    const { out, whole } = expand(s, env, (message) => problems.push({ key, message }), mayHoldSecret(path));
     if (!whole) return out;
     const text = out.trim();
     if (NUMBER_RE.test(text) && typeAt(path) === 'number') return Number(text);

@@ -25,6 +25,11 @@ export function keyPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
+/** Keys whose values may hold a secret, never shown: handler.env's values, the two URLs (their passwords). */
+const SECRET_KEYS = new Set(['state.postgres', 'metrics.pushgateway']);
+export const mayHoldSecret = (path: readonly PropertyKey[]): boolean =>
+  (path[0] === 'handler' && path[1] === 'env' && path.length === 3) || SECRET_KEYS.has(keyPath(path));
+
 /** How a found value is shown after `got`. */
 export function describeValue(v: unknown): string {
   if (v === undefined) return 'nothing';
@@ -142,7 +147,10 @@ export function formatIssues(
         if (issue.code === 'invalid_type' && issue.input === undefined) {
           out.push({ key, message: `is required (${issue.message})` });
         } else {
-          out.push({ key, message: `${issue.message}, got ${describeValue(issue.input)}` });
+          // A number where a secret goes is a PIN or password left unquoted; a URL's text is redacted.
+          const secretNumber = mayHoldSecret(issue.path) && (typeof issue.input === 'number' || typeof issue.input === 'bigint');
+          const found = secretNumber ? 'a number (not shown: it may be a secret)' : describeValue(issue.input);
+          out.push({ key, message: `${issue.message}, got ${found}` });
         }
     }
   }

@@ -273,7 +273,7 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(minimal('log: {level: loud}\n'), 'log.level',
       'expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "loud"');
     const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {N: 1}}\n`);
-    expectProblem(file, 'handler.env.N', 'expected a string (quote numbers and booleans in YAML), got 1');
+    expectProblem(file, 'handler.env.N', 'expected a string (quote numbers and booleans in YAML), got a number (not shown: it may be a secret)');
   });
 
   it('missing required keys', () => {
@@ -382,7 +382,7 @@ describe('loadConfig: invalid values name the key', () => {
       `name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [qc, "{output}"], module: x.js, env: {N: 1}}\nconcurrency: 0\n`,
     );
     expect(configError(() => loadConfig(file)).message.split('\n')).toStrictEqual([
-      `${file}: handler.env.N: expected a string (quote numbers and booleans in YAML), got 1`,
+      `${file}: handler.env.N: expected a string (quote numbers and booleans in YAML), got a number (not shown: it may be a secret)`,
       `${file}: handler: expected exactly one of command or module, got both`,
       `${file}: concurrency: expected an integer from 1 to 1024, got 0`,
       `${file}: handler.command[1]: {output} is used but output.directory is not set`,
@@ -401,6 +401,17 @@ describe('loadConfig: invalid values name the key', () => {
   it('never prints a password in an error', () => {
     const file = minimal('state: {postgres: "mysql://app:s3cret@db/x"}\n');
     expect(configError(() => loadConfig(file)).message).toBe(`${file}: state.postgres: expected a postgres:// or postgresql:// URL, got "mysql://app:***@db/x"`);
+  });
+
+  // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
+  // number: the error showed it ("got 31415926535") in the pod's log.
+  it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
+    const env = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {DB_PIN: 31415926535}}\n`, 'env.yaml');
+    expectProblem(env, 'handler.env.DB_PIN', 'expected a string (quote numbers and booleans in YAML), got a number (not shown: it may be a secret)');
+    expectProblem(minimal('state: {postgres: 27182818284}\n'), 'state.postgres', 'expected a postgres:// or postgresql:// URL, got a number (not shown: it may be a secret)');
+    expectProblem(minimal('metrics: {pushgateway: 16180339887}\n'), 'metrics.pushgateway', 'expected an http:// or https:// URL, got a number (not shown: it may be a secret)');
+    // Other keys still show what was found.
+    expectProblem(minimal('concurrency: 5000\n'), 'concurrency', 'expected an integer from 1 to 1024, got 5000');
   });
 
   // A Secret's password key given where its URL was meant (`secretKeyRef: {key: password}`):
