@@ -70,6 +70,19 @@ function tooManyTokens(text: string): boolean {
   return false;
 }
 
+/**
+ * The library's messages that quote the text they stopped at, said without it: written
+ * unquoted, that text is the start of a value, maybe a password's (`DB_PASSWORD: |Hunter2`),
+ * which went to the pod's log. The line and column say where it is.
+ */
+const QUOTING: ReadonlyArray<[RegExp, string]> = [
+  [/^Could not resolve tag: /, 'a tag with an undeclared handle ("!x!..."): a value that starts with "!" must be quoted'],
+  [/^(Not a valid tag: |Verbatim tags aren't resolved, so |The .* tag has no suffix)/s, 'a tag that is not valid: a value that starts with "!" must be quoted'],
+  [/^Block scalar header includes extra characters: /, 'characters after a block scalar indicator ("|" or ">"): a value that starts with "|" or ">" must be quoted'],
+  [/^Invalid escape sequence /, "an escape sequence that YAML does not have, in a double-quoted string: write a backslash as \\\\, or quote the value with ' instead"],
+];
+const withoutSource = (message: string): string => QUOTING.find(([re]) => re.test(message))?.[1] ?? message;
+
 export function readYaml(file: string, abs: string): unknown {
   let text: string;
   let lossy: boolean;
@@ -186,7 +199,7 @@ export function readYaml(file: string, abs: string): unknown {
       const text =
         e.code === 'MULTIPLE_DOCS'
           ? 'expected one document, found a second one (remove the "---" line)'
-          : e.message.replace(/ at line \d+, column \d+:[\s\S]*$/, '');
+          : withoutSource(e.message.replace(/ at line \d+, column \d+:[\s\S]*$/, ''));
       return [`${where}: invalid YAML: ${text}`];
     });
     throw new ConfigError(lines.join('\n'), abs);

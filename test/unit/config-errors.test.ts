@@ -403,6 +403,26 @@ describe('loadConfig: invalid values name the key', () => {
     expect(configError(() => loadConfig(file)).message).toBe(`${file}: state.postgres: expected a postgres:// or postgresql:// URL, got "mysql://app:***@db/x"`);
   });
 
+  // The library's syntax errors quoted the text they stopped at: for a password written
+  // unquoted, its start ("Could not resolve tag: !e!Hunter2...", "Block scalar header
+  // includes extra characters: |Hunter2..."), or its escapes in a double-quoted one.
+  it('a YAML syntax error never quotes the value it is in (it may be a password)', () => {
+    const env = (value: string, name: string) =>
+      write(`name: job\nsource: {directory: ${dir.queue}}\nhandler:\n  command: [echo]\n  env:\n    DB_PASSWORD: ${value}\n`, name);
+    const cases: Array<[string, string]> = [
+      ['!e!Hunter2Secret', '6:18: invalid YAML: a tag with an undeclared handle ("!x!..."): a value that starts with "!" must be quoted'],
+      ['|Hunter2Secret', '6:19: invalid YAML: characters after a block scalar indicator ("|" or ">"): a value that starts with "|" or ">" must be quoted'],
+      ['>-Hunter2Secret', '6:20: invalid YAML: characters after a block scalar indicator ("|" or ">"): a value that starts with "|" or ">" must be quoted'],
+      ['"Hunter2\\xZZSecret"', '6:26: invalid YAML: an escape sequence that YAML does not have, in a double-quoted string: write a backslash as \\\\, or quote the value with \' instead'],
+    ];
+    cases.forEach(([value, said], i) => {
+      const file = env(value, `c${i}.yaml`);
+      const message = configError(() => loadConfig(file)).message;
+      expect(message).toBe(`${file}:${said}`);
+      expect(message).not.toMatch(/Hunter|ZZ/);
+    });
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
