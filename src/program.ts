@@ -10,7 +10,7 @@ import { ConfigError, EdgeError, EXIT, coerceError, inConfigFile } from './error
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
 import { asGiven, once } from './commands/option-once.js';
-import { escapeControlsButLayout } from './terminal-safe.js';
+import { escapeControlsButLayout, escapeInvisible } from './terminal-safe.js';
 
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
@@ -271,7 +271,9 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
     if (err instanceof ConfigError) {
       // Every config error names its file: one raised below the loader (the ledger) knows only its key.
       const named = commandConfig === undefined ? err : inConfigFile(commandConfig, err);
-      process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(named.message)}\n`);
+      // Characters a terminal does not show too (a zero-width space pasted into a key, a second
+      // BOM): unescaped, `concurrency<U+200B>: unknown key (did you mean "concurrency"?)`.
+      process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(escapeInvisible(named.message))}\n`);
       return EXIT.CONFIG;
     }
     // Its message says it all (an unusable environment, a bad flag value): one line, no stack.

@@ -206,6 +206,18 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     }
   });
 
+  // A key or value pasted from a web page or chat with a zero-width space, or a second BOM from
+  // two files joined: the error read `concurrency: unknown key (did you mean "concurrency"?)`
+  // and `log.level: expected one of ..., "info", ..., got "info"`, the culprit invisible.
+  it('a key or value holding a character a terminal does not show is shown with it escaped', async () => {
+    const file = configFile(`${valid}concurrency\u200b: 4\nlog: {level: "info\ufeff"}\n`);
+    const r = await runCli(['validate', '-c', file]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "info\\ufeff"\n');
+    expect(r.stderr).toContain('concurrency\\u200b: unknown key (did you mean "concurrency"?)\n');
+    expect(r.stderr).not.toMatch(/[\u200b\ufeff]/);
+  });
+
   it('a bad command line exits 2', async () => {
     expect((await runCli(['frobnicate'])).code).toBe(2);
     expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);
