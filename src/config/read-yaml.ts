@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
 
@@ -83,6 +84,20 @@ const QUOTING: ReadonlyArray<[RegExp, string]> = [
 ];
 const withoutSource = (message: string): string => QUOTING.find(([re]) => re.test(message))?.[1] ?? message;
 
+/**
+ * Why a config path that names no file may have been meant as another: `-c -` (standard input,
+ * as `kubectl -f -` reads it), `-c=job.yaml` (a short option's value is "=job.yaml"), or a
+ * name in bytes that are not UTF-8, which Node reads with U+FFFD (the file is there, `ls`
+ * shows it). Said only of a path that is not there.
+ */
+function notFoundHint(abs: string): string {
+  const segments = path.relative(process.cwd(), abs).split(path.sep);
+  if (path.basename(abs) === '-') return ' (for standard input, give -c /dev/stdin)';
+  if (segments[0]?.startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
+  if (abs.includes('\uFFFD')) return ' (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)';
+  return '';
+}
+
 export function readYaml(file: string, abs: string): unknown {
   let text: string;
   let lossy: boolean;
@@ -96,7 +111,7 @@ export function readYaml(file: string, abs: string): unknown {
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}`, abs);
+    if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}${notFoundHint(abs)}`, abs);
     throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
   }
   if (tooManyTokens(text)) {

@@ -1,0 +1,39 @@
+/**
+ * A config path that names no file because of how it was given, not because the file is
+ * missing: `-c -` (standard input, as kubectl -f - reads it), `-c=job.yaml` (commander reads
+ * a short option's value as "=job.yaml"), or a name that is not UTF-8, which Node reads with
+ * U+FFFD for each foreign byte. Each said only "config file not found", of a file that `ls`
+ * shows; the error now says how to give it (still 78, as a missing file is).
+ */
+import { copyFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
+
+describe('a config path given in a way that names no file', () => {
+  it('-c - says standard input is -c /dev/stdin; -c=FILE says how to write the option', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    copyFileSync(ws.configPath, path.join(ws.dir, 'job.yaml'));
+    const dash = await runCli(['validate', '-c', '-'], { cwd: ws.dir });
+    expect(dash.code, dash.stderr).toBe(78);
+    expect(dash.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/- (for standard input, give -c /dev/stdin)\n`);
+    const eq = await runCli(['validate', '-c=job.yaml'], { cwd: ws.dir });
+    expect(eq.code, eq.stderr).toBe(78);
+    expect(eq.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/=job.yaml (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)\n`);
+    // Said only of what is not there: a file named "-" is read.
+    writeFileSync(path.join(ws.dir, '-'), `name: dash\nsource: {directory: ${ws.source}}\nhandler: {command: ["true"]}\n`);
+    const named = await runCli(['validate', '-c', '-'], { cwd: ws.dir });
+    expect(named.code, named.stderr).toBe(0);
+  });
+
+  it('a path in bytes that are not UTF-8 says so, not only "not found" of a file that is there', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    copyFileSync(ws.configPath, Buffer.from(`${ws.dir}/caf\xe9.yaml`, 'latin1'));
+    const p = spawnCliRaw('sh', ['-c', 'exec "$0" "$@" "$(printf \'caf\\351.yaml\')"', process.execPath, CLI, 'validate', '-c'], { cwd: ws.dir });
+    const { code } = await p.exited;
+    expect(code, p.stderr()).toBe(78);
+    expect(p.stderr()).toBe(
+      `cronsafe: config error: config file not found: ${ws.dir}/caf\ufffd.yaml (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)\n`,
+    );
+  });
+});
