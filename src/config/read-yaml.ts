@@ -86,14 +86,16 @@ const withoutSource = (message: string): string => QUOTING.find(([re]) => re.tes
 
 /**
  * Why a config path that names no file may have been meant as another: `-c -` (standard input,
- * as `kubectl -f -` reads it), `-c=job.yaml` (a short option's value is "=job.yaml"), or a
+ * as `kubectl -f -` reads it), `-c=job.yaml` (a short option's value is "=job.yaml"), a space
+ * or line break at an end (`CRONSAFE_CONFIG: "job.yaml "` in a manifest: unseen in the message), or a
  * name in bytes that are not UTF-8, which Node reads with U+FFFD (the file is there, `ls`
  * shows it). Said only of a path that is not there.
  */
 function notFoundHint(abs: string): string {
-  const segments = path.relative(process.cwd(), abs).split(path.sep);
-  if (path.basename(abs) === '-') return ' (for standard input, give -c /dev/stdin)';
-  if (segments[0]?.startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
+  const name = path.basename(abs);
+  if (name === '-') return ' (for standard input, give -c /dev/stdin)';
+  if (path.relative(process.cwd(), abs).startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
+  if (name.trim() !== name) return ` (the path begins or ends with a space or line break: ${JSON.stringify(abs)})`;
   if (abs.includes('\uFFFD')) return ' (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)';
   return '';
 }

@@ -1,7 +1,7 @@
 /**
  * A config path that names no file because of how it was given, not because the file is
  * missing: `-c -` (standard input, as kubectl -f - reads it), `-c=job.yaml` (commander reads
- * a short option's value as "=job.yaml"), or a name that is not UTF-8, which Node reads with
+ * a short option's value as "=job.yaml"), a space or line break at an end, or a name that is not UTF-8, which Node reads with
  * U+FFFD for each foreign byte. Each said only "config file not found", of a file that `ls`
  * shows; the error now says how to give it (still 78, as a missing file is).
  */
@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { CLI, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
 
 describe('a config path given in a way that names no file', () => {
-  it('-c - says standard input is -c /dev/stdin; -c=FILE says how to write the option', async () => {
+  it('-c - says standard input is -c /dev/stdin; -c=FILE says how to write the option; a space at an end is shown', async () => {
     const ws = workspace({ handler: { command: ['true'] } });
     copyFileSync(ws.configPath, path.join(ws.dir, 'job.yaml'));
     const dash = await runCli(['validate', '-c', '-'], { cwd: ws.dir });
@@ -20,6 +20,14 @@ describe('a config path given in a way that names no file', () => {
     const eq = await runCli(['validate', '-c=job.yaml'], { cwd: ws.dir });
     expect(eq.code, eq.stderr).toBe(78);
     expect(eq.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/=job.yaml (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)\n`);
+    // A space or line break at the end (`CRONSAFE_CONFIG: "/etc/cronsafe/job.yaml "` in a
+    // manifest, `-c "$(cat path-file)"` keeps none, but a here-string does): invisible in the
+    // message, which named a file that `ls` shows.
+    for (const given of ['job.yaml ', 'job.yaml\n', ' job.yaml']) {
+      const r = await runCli(['validate'], { cwd: ws.dir, env: { CRONSAFE_CONFIG: given } });
+      expect(r.code, r.stderr).toBe(78);
+      expect(r.stderr).toBe(`cronsafe: config error: config file not found: ${path.join(ws.dir, given)} (the path begins or ends with a space or line break: ${JSON.stringify(path.join(ws.dir, given))})\n`);
+    }
     // Said only of what is not there: a file named "-" is read.
     writeFileSync(path.join(ws.dir, '-'), `name: dash\nsource: {directory: ${ws.source}}\nhandler: {command: ["true"]}\n`);
     const named = await runCli(['validate', '-c', '-'], { cwd: ws.dir });
