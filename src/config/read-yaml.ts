@@ -100,6 +100,25 @@ function notFoundHint(abs: string): string {
   return '';
 }
 
+/** Words for the errors a read of the config can meet (the code stays, for a search). */
+const READ_ERRORS: Record<string, string> = {
+  ELOOP: 'a loop of symbolic links',
+  EACCES: 'permission denied',
+  ENOTDIR: 'a part of the path is a file, not a directory',
+  ENAMETOOLONG: 'the path is too long',
+};
+
+/** ` (a.yaml, b.yml)`: the YAML files in a directory given as the config, if any (a few). */
+function yamlFilesIn(dir: string): string {
+  try {
+    const names = fs.readdirSync(dir).filter((n) => /\.ya?ml$/i.test(n)).sort();
+    if (names.length === 0) return '';
+    return ` (${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''})`;
+  } catch {
+    return '';
+  }
+}
+
 export function readYaml(file: string, abs: string): unknown {
   let text: string;
   let lossy: boolean;
@@ -114,7 +133,10 @@ export function readYaml(file: string, abs: string): unknown {
     if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new ConfigError(`config file not found: ${abs}${notFoundHint(abs)}`, abs);
-    throw new ConfigError(`cannot read config file ${abs}: ${code ?? String(err)}`, abs);
+    // The directory a ConfigMap is mounted at (CRONSAFE_CONFIG=/etc/cronsafe), not the file in it.
+    if (code === 'EISDIR') throw new ConfigError(`config file ${abs} is a directory: give the config file in it${yamlFilesIn(abs)}`, abs);
+    const what = code === undefined ? undefined : READ_ERRORS[code];
+    throw new ConfigError(`cannot read config file ${abs}: ${what !== undefined ? `${what} (${code})` : (code ?? String(err))}`, abs);
   }
   if (tooManyTokens(text)) {
     throw new ConfigError(

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, MAX_CONFIG_BYTES } from '../../src/config/load.js';
@@ -15,6 +15,20 @@ describe('loadConfig: file and YAML errors', () => {
     expect(err.message).toBe(`config file not found: ${missing}`);
     expect(err.key).toBeUndefined();
     expect(err.file).toBe(missing);
+  });
+
+  // CRONSAFE_CONFIG=/etc/cronsafe, the ConfigMap's mount, not the file in it: the error said
+  // only "cannot read config file /etc/cronsafe: EISDIR".
+  it('a directory or a loop of links given as the config says what it is, and a directory which files it holds', () => {
+    write('x: 1\n', 'mount/job.yaml');
+    write('x: 1\n', 'mount/README');
+    const mount = path.join(dir.root, 'mount');
+    expect(configError(() => loadConfig(mount)).message).toBe(`config file ${mount} is a directory: give the config file in it (job.yaml)`);
+    const empty = path.join(dir.queue);
+    expect(configError(() => loadConfig(empty)).message).toBe(`config file ${empty} is a directory: give the config file in it`);
+    symlinkSync('b', path.join(dir.root, 'a'));
+    symlinkSync('a', path.join(dir.root, 'b'));
+    expect(configError(() => loadConfig(path.join(dir.root, 'a'))).message).toBe(`cannot read config file ${path.join(dir.root, 'a')}: a loop of symbolic links (ELOOP)`);
   });
 
   it('names file, line and column of a YAML syntax error', () => {
