@@ -77,12 +77,17 @@ function tooManyTokens(text: string): boolean {
  * which went to the pod's log. The line and column say where it is.
  */
 const QUOTING: ReadonlyArray<[RegExp, string]> = [
-  [/^Could not resolve tag: /, 'a tag with an undeclared handle ("!x!..."): a value that starts with "!" must be quoted'],
-  [/^(Not a valid tag: |Verbatim tags aren't resolved, so |The .* tag has no suffix)/s, 'a tag that is not valid: a value that starts with "!" must be quoted'],
-  [/^Block scalar header includes extra characters: /, 'characters after a block scalar indicator ("|" or ">"): a value that starts with "|" or ">" must be quoted'],
-  [/^Invalid escape sequence /, "an escape sequence that YAML does not have, in a double-quoted string: write a backslash as \\\\, or quote the value with ' instead"],
+  [/^Could not resolve tag: .*$/s, 'a tag with an undeclared handle ("!x!..."): a value that starts with "!" must be quoted'],
+  [/^(Not a valid tag: |Verbatim tags aren't resolved, so |The .* tag has no suffix).*$/s, 'a tag that is not valid: a value that starts with "!" must be quoted'],
+  [/^Block scalar header includes extra characters: .*$/s, 'characters after a block scalar indicator ("|" or ">"): a value that starts with "|" or ">" must be quoted'],
+  [/^Invalid escape sequence .*$/s, "an escape sequence that YAML does not have, in a double-quoted string: write a backslash as \\\\, or quote the value with ' instead"],
+  // Each token after the end of the document, as it is written: `Unexpected scalar token in YAML stream: "Hunter2"`.
+  [/^(Unexpected [\w-]+ token in YAML stream): .*$/s, '$1'],
 ];
-const withoutSource = (message: string): string => QUOTING.find(([re]) => re.test(message))?.[1] ?? message;
+const withoutSource = (message: string): string => {
+  const quoting = QUOTING.find(([re]) => re.test(message));
+  return quoting ? message.replace(quoting[0], quoting[1]) : message;
+};
 
 /**
  * Why a config path that names no file may have been meant as another: `-c -` (standard input,
@@ -224,9 +229,30 @@ export function readYaml(file: string, abs: string): unknown {
     // character), which said "Unexpected alias at node end" once per star. One error for the
     // line says what to do instead.
     const cron = new Set<number>();
-    const sourceLines = text.split('\n');
+    // `lease: {seconds: ${LEASE}}`: in a flow mapping or list, the "{" of an unquoted "${" opens
+    // a mapping, and the errors went on token by token after it. One error for the line says
+    // what to do instead (naming the variable, never a default, which may be a password).
+    const written = text;
+    const opensReference = (e: YAML.YAMLError): boolean => written[e.pos[0]] === '{' && written[e.pos[0] - 1] === '$';
+    const reference = new Set(doc.errors.filter(opensReference).map((e) => e.linePos?.[0].line));
+    const said = new Set<number>();
+    // After the document has ended, the library says each token left, one error each.
+    let afterEnd = false;
+    const sourceLines = written.split('\n');
     const lines = doc.errors.flatMap((e) => {
       const pos = e.linePos?.[0];
+      const reopens = pos !== undefined && reference.has(pos.line);
+      if (reopens && (said.has(pos.line) || !opensReference(e))) return [];
+      if (!reopens && / token in YAML stream/.test(e.message)) {
+        if (afterEnd) return [];
+        afterEnd = true;
+      }
+      if (reopens) {
+        said.add(pos.line);
+        const ref = /^\$\{([A-Za-z_][A-Za-z0-9_]*)(\})?/.exec(written.slice(e.pos[0] - 1));
+        const shown = ref === null ? '${...}' : `\${${ref[1]}${ref[2] ? '' : '...'}}`;
+        return [`${file}:${pos.line}:${pos.col - 1}: invalid YAML: a "\${" in a flow mapping or list ({...} or [...]) must be quoted: write "${shown}"`];
+      }
       const unquoted = pos && UNQUOTED_CRON.exec(sourceLines[pos.line - 1] ?? '');
       if (pos && unquoted) {
         if (cron.has(pos.line)) return [];

@@ -437,6 +437,24 @@ describe('loadConfig: invalid values name the key', () => {
     });
   });
 
+  // `env: {PW: ${DB}, X: ...}`: unquoted in a flow mapping, the "{" of "${" opens a mapping, and
+  // the library went on with one error per token left, each quoted (`Unexpected scalar token in
+  // YAML stream: "Hunter2Secret"`): eleven lines, a literal secret among them, no word of why.
+  it('an unquoted "${" in a flow mapping is one error that says to quote it; tokens after the end are never quoted', () => {
+    const head = 'name: job\nsource: {directory: /x}\nhandler:\n  command: [echo]\n';
+    const flow = write(`${head}  env: {PW: \${DB}, X: Hunter2Secret, Y: 1}\n`, 'flow.yaml');
+    expect(configError(() => loadConfig(flow)).message).toBe(
+      `${flow}:5:13: invalid YAML: a "\${" in a flow mapping or list ({...} or [...]) must be quoted: write "\${DB}"`,
+    );
+    // A default is not shown: it may be a password.
+    const withDefault = write(`${head}  env: {PW: \${DB:-Hunter2Secret}}\n`, 'default.yaml');
+    expect(configError(() => loadConfig(withDefault)).message).toBe(
+      `${withDefault}:5:13: invalid YAML: a "\${" in a flow mapping or list ({...} or [...]) must be quoted: write "\${DB...}"`,
+    );
+    const after = write(`${head}  env: {PW: Hunter2Secret}}}, Q: Hunter3Secret}\n`, 'after.yaml');
+    expect(configError(() => loadConfig(after)).message).toBe(`${after}:5:27: invalid YAML: Unexpected flow-map-end token in YAML stream`);
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
