@@ -5,6 +5,7 @@
  */
 import * as path from 'node:path';
 import { ConfigError, inConfigFile } from '../errors.js';
+import { envNotUtf8 } from './env-bytes.js';
 import { interpolate } from './interpolate.js';
 import { describeValue, fail, fallbackMessage, formatIssues, type KeyProblem } from './messages.js';
 import { checkPaths, checkState } from './check-paths.js';
@@ -58,6 +59,11 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
   const value = interpolated.value as Record<string, unknown>;
 
   const pgOverride = env[POSTGRES_ENV];
+  // As a `${VAR}` is (interpolate.ts): a Latin-1 password read as U+FFFD is another password,
+  // and every run failed to authenticate (exit 1) after validate said OK.
+  if (pgOverride && envNotUtf8(POSTGRES_ENV, pgOverride, env)) {
+    fail(file, [{ key: 'state.postgres', message: `the environment variable ${POSTGRES_ENV} holds bytes that are not UTF-8, which would be read as another text (U+FFFD): set it as UTF-8` }]);
+  }
   if (pgOverride) {
     // The environment picks the store: a Secret-provided URL must win over a sqlite
     // path left in a ConfigMap, not collide with it as "both set".

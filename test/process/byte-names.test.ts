@@ -232,3 +232,22 @@ describe('a ${VAR} whose value is not UTF-8', () => {
     expect(ok.code, ok.stderr).toBe(0);
   });
 });
+
+describe('a CRONSAFE_STATE_POSTGRES whose value is not UTF-8', () => {
+  // A Secret's URL with a Latin-1 password: validate said OK, and every run failed to
+  // authenticate (exit 1, toward backoffLimit) with a password that was not the one given.
+  it('is refused (exit 78, validate and run alike) naming state.postgres and the variable, never its value', async () => {
+    const ws = workspace({ handler: { command: ITEM } }, { 'ok.txt': 'ok' });
+    const withLatin1 = async (cmd: string) => {
+      const r = spawnCliRaw('/bin/sh', ['-c', 'CRONSAFE_STATE_POSTGRES=$(printf "postgres://app:caf\\351-s3cret@db/x") exec "$0" "$@"', process.execPath, CLI, cmd, '-c', ws.configPath]);
+      const { code } = await r.exited;
+      return { code, stderr: r.stderr() };
+    };
+    for (const cmd of ['validate', 'run']) {
+      const r = await withLatin1(cmd);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('state.postgres: the environment variable CRONSAFE_STATE_POSTGRES holds bytes that are not UTF-8, which would be read as another text (U+FFFD): set it as UTF-8\n');
+      expect(r.stderr).not.toContain('s3cret');
+    }
+  });
+});
