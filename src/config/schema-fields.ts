@@ -120,10 +120,21 @@ const hostList = (v: string): boolean => {
 const HOST_LIST =
   'expected one host: the pg driver does not take libpq\'s list of hosts (db1,db2): name one endpoint that follows the primary (a Kubernetes Service, a virtual IP, a DNS name your failover updates)';
 
+/**
+ * Nothing after the authority's "@" but a query, a fragment or the end (`postgres://app:pw@`,
+ * `...@${DB_HOST}` with DB_HOST empty): the pg driver takes an empty host only before "/"
+ * (the local socket), and failed every run with "Invalid URL" (exit 1).
+ */
+const noHost = (v: string): boolean => /^[^:]*:\/\/[^/?#]*@(?:[?#]|$)/s.test(v);
+
 /** A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. */
 export const postgresUrl = (what: string) =>
   str(what)
     .refine((v) => !hostList(v), { error: HOST_LIST, abort: true })
+    .refine((v) => !noHost(v), {
+      error: got('expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db)'),
+      abort: true,
+    })
     .pipe(postgresUrlOf(what));
 
 const postgresUrlOf = (what: string) =>

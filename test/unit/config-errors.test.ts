@@ -455,6 +455,15 @@ describe('loadConfig: invalid values name the key', () => {
     expect(configError(() => loadConfig(after)).message).toBe(`${after}:5:27: invalid YAML: Unexpected flow-map-end token in YAML stream`);
   });
 
+  // `postgres://app:${DB_PASSWORD}@${DB_HOST}` with DB_HOST empty: validate said OK, and every
+  // run failed with "Invalid URL" (exit 1): the pg driver takes an empty host only before "/".
+  it('a postgres URL with nothing after "@" but a query or its end is refused, not left to fail every run', () => {
+    const said = 'expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db), got "postgres://app:***@';
+    expectProblem(minimal('state: {postgres: "postgres://app:s3cret@"}\n'), 'state.postgres', `${said}"`);
+    expectProblem(minimal('state: {postgres: "postgres://app:s3cret@?sslmode=disable"}\n'), 'state.postgres', `${said}?sslmode=disable"`);
+    expect(loadConfig(minimal('state: {postgres: "postgres://app:s3cret@/jobs?host=/run/postgresql"}\n')).state.postgres).toBe('postgres://app:s3cret@/jobs?host=/run/postgresql');
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
