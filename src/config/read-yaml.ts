@@ -425,7 +425,8 @@ function keyPath(nodes: readonly unknown[], last: string): string {
   let out = '';
   nodes.forEach((node, i) => {
     if (YAML.isPair(node) && YAML.isScalar(node.key)) out += `${out ? '.' : ''}${String(node.key.value)}`;
-    if (YAML.isSeq(node)) out += `[${node.items.indexOf(nodes[i + 1])}]`;
+    // A list's index is of the node below it: a list that is the last node (a tag on it) has none.
+    if (YAML.isSeq(node) && i + 1 < nodes.length) out += `[${node.items.indexOf(nodes[i + 1])}]`;
   });
   return `${out ? `${out}.` : ''}${last}`;
 }

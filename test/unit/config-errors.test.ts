@@ -153,6 +153,9 @@ describe('loadConfig: file and YAML errors', () => {
     expect(err.key).toBe('handler.env.DB_PASSWORD');
     const rest = minimal('retry: {maxAttempts: !!float 4}\nx: [!Hunter2 Secret]\n');
     expect(configError(() => loadConfig(rest)).message).toMatch(/^.*cronsafe\.yaml:4:22: retry\.maxAttempts: invalid YAML: a tag /);
+    // On a list, the key is the list's (it was `x[-1]`).
+    const list = minimal('x: !Hunter2 [a]\n');
+    expect(configError(() => loadConfig(list)).key).toBe('x');
     // The standard tags that fit still apply (YAML 1.1's type tags keep their text: tested below).
     expect(loadConfig(minimal('concurrency: !!int "4"\nlog: {level: !!str silent}\n')).concurrency).toBe(4);
   });
