@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { isatty } from 'node:tty';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
 
@@ -27,6 +28,9 @@ function readBounded(abs: string): { text: string; tooBig: boolean; lossy: boole
   const fifo = fs.statSync(abs, { throwIfNoEntry: false })?.isFIFO() === true;
   const fd = fs.openSync(abs, fifo ? fs.constants.O_RDONLY | fs.constants.O_NONBLOCK : 'r');
   try {
+    // `-c /dev/stdin` typed with nothing piped in: the read below blocks the event loop, so
+    // neither Ctrl-C nor SIGTERM could end it (their handlers run on it), only Ctrl-D.
+    if (isatty(fd)) throw new ConfigError(`config file ${abs} is a terminal: cronsafe would wait for the config to be typed; redirect or pipe it in (-c /dev/stdin < job.yaml)`, abs);
     const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
     let n = 0;
     // Silence, not the whole read: a writer that sends a line a second is still waited for.

@@ -5,10 +5,11 @@
  * U+FFFD for each foreign byte. Each said only "config file not found", of a file that `ls`
  * shows; the error now says how to give it (still 78, as a missing file is).
  */
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
 
 describe('a config path given in a way that names no file', () => {
   it('-c - says standard input is -c /dev/stdin; -c=FILE says how to write the option; a space at an end is shown', async () => {
@@ -44,4 +45,16 @@ describe('a config path given in a way that names no file', () => {
       `cronsafe: config error: config file not found: ${ws.dir}/caf\ufffd.yaml (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)\n`,
     );
   });
+
+  // `cronsafe validate -c /dev/stdin` typed with nothing piped in: it read the terminal, and
+  // neither Ctrl-C nor SIGTERM ended it (the read blocks the event loop that runs the signal
+  // handlers), only Ctrl-D or SIGKILL.
+  it('a terminal given as the config (-c /dev/stdin with nothing piped in) is refused at once, not read until Ctrl-D', () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const r = spawnSync('python3', [path.join(FIXTURES, 'process/pty-run.py'), process.execPath, CLI, 'validate', '-c', '/dev/stdin'], { cwd: ws.dir, encoding: 'utf8', timeout: 90_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const { code, output } = JSON.parse(r.stdout.trim()) as { code: number | null; output: string };
+    expect(output).toContain('cronsafe: config error: config file /dev/stdin is a terminal: cronsafe would wait for the config to be typed; redirect or pipe it in (-c /dev/stdin < job.yaml)');
+    expect(code).toBe(78);
+  }, 100_000);
 });
