@@ -409,19 +409,28 @@ const TEXT_AS_WRITTEN = new Set(['binary', 'timestamp', 'omap', 'set', 'pairs'].
 function unappliedTag(doc: YAML.Document): { offset: number; key: string } | undefined {
   const failed = doc.warnings.filter((w) => w.code === 'TAG_RESOLVE_FAILED').map((w) => w.pos);
   if (failed.length === 0) return undefined;
-  let found: { offset: number; key: string } | undefined;
+  // Every tagged node, in document order (so by start): each failed tag is the one of the first
+  // node that starts at or after its end. Found by binary search: linear in the file's size.
+  const tagged: Array<{ start: number; node: YAML.Node; ancestors: readonly unknown[] }> = [];
   YAML.visit(doc, {
     Node(_key, node, ancestors) {
-      if (YAML.isAlias(node) || !node.tag || TEXT_AS_WRITTEN.has(node.tag)) return undefined;
-      const start = node.range?.[0] ?? 0;
-      // The node's tag is written before it, after any earlier node's.
-      const warning = failed.find(([from, to]) => to <= start && !failed.some(([other]) => other > from && other < start));
-      if (warning === undefined) return undefined;
-      found = { offset: warning[0], key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
-      return YAML.visit.BREAK;
+      if (!YAML.isAlias(node) && node.tag) tagged.push({ start: node.range?.[0] ?? 0, node, ancestors });
+      return undefined;
     },
   });
-  return found;
+  for (const [from, to] of [...failed].sort((a, b) => a[0] - b[0])) {
+    let lo = 0;
+    let hi = tagged.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (tagged[mid]!.start < to) lo = mid + 1;
+      else hi = mid;
+    }
+    const hit = tagged[lo];
+    if (hit === undefined || TEXT_AS_WRITTEN.has(hit.node.tag!)) continue;
+    return { offset: from, key: keyPath([...hit.ancestors, hit.node], '').replace(/\.$/, '') };
+  }
+  return undefined;
 }
 
 /** `a.b[2].c` from the visitor's ancestors of a node (ending with the node) and its key. */
