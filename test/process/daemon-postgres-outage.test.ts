@@ -41,7 +41,14 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     }
     const { code } = await daemon.exited;
     expect(code, daemon.stderr()).toBe(0);
-    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
+    // Said once for the outage, not at every tick (the old code said it, and "available
+    // again", about 36 times here). A second time only after an "available again": the fast
+    // shutdown can let one read through on a session it has not cut yet (seen once in CI).
+    const said = daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick' || l.msg === 'daemon: the state store is available again').map((l) => l.msg.endsWith('again') ? 'back' : 'down');
+    const why = daemon.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.err ?? '')}`).join('\n');
+    expect(said.filter((m) => m === 'down').length, why).toBeGreaterThanOrEqual(1);
+    expect(said.filter((m) => m === 'down').length, why).toBeLessThanOrEqual(2);
+    expect(said.join(' ').includes('down down'), why).toBe(false);
     expect(daemon.lines.filter((l) => l.msg === 'run finished').every((l) => l.outcome === 'completed')).toBe(true);
   }, 120_000);
 });
@@ -105,7 +112,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
       daemon.child.kill('SIGTERM');
     }
     expect((await daemon.exited).code, daemon.stderr()).toBe(0);
-    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick')).toHaveLength(1);
+    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick'), daemon.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.err ?? '')}`).join('\n')).toHaveLength(1);
   }, 120_000);
 
   it('waits for a database reached by its Unix socket too (the socket file is not there until the server starts)', async () => {
