@@ -4,7 +4,7 @@
  * without lock.kubernetesLease, events or scheduledTimestamp never loads it. Every other
  * module imports its types only (`import type`), which the compiler erases.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -157,10 +157,27 @@ export async function connectKube(opts: ConnectOptions = {}): Promise<Connected>
  */
 function hasContent(file: string): boolean {
   try {
-    return readFileSync(file, 'utf8').trim() !== '';
+    return readKubeconfig(file).trim() !== '';
   } catch (err) {
     return (err as { code?: unknown }).code !== 'ENOENT' && (err as { code?: unknown }).code !== 'ENOTDIR';
   }
+}
+
+/** What each kubeconfig that is not a regular file held when first read (see readKubeconfig). */
+const readOnce = new Map<string, string>();
+
+/**
+ * A kubeconfig's text. One that is not a regular file (`KUBECONFIG=<(sops -d ...)`, a pipe)
+ * can be read only once: what it held is kept for the process. It was read again (to load
+ * it, for its tokenFile, for each feature) and found empty: the features were off where
+ * kubectl, which reads it once, worked. A regular file is read each time (it may be rewritten).
+ */
+function readKubeconfig(file: string): string {
+  const kept = readOnce.get(file);
+  if (kept !== undefined) return kept;
+  const text = readFileSync(file, 'utf8');
+  if (!statSync(file).isFile()) readOnce.set(file, text);
+  return text;
 }
 
 /**
@@ -176,7 +193,8 @@ function loadKubeconfigs(k8s: ClientNode, kc: K8s.KubeConfig, files: string[]): 
   const userFile = new Map<string, string>();
   present.forEach((file, i) => {
     const one = i === 0 ? kc : new k8s.KubeConfig();
-    one.loadFromFile(file);
+    one.loadFromString(readKubeconfig(file));
+    one.makePathsAbsolute(path.dirname(file)); // as loadFromFile does
     for (const u of one.users) if (!userFile.has(u.name)) userFile.set(u.name, file);
     if (one === kc) return;
     const merged = <T extends { name: string }>(into: T[], from: T[]): T[] => [...into, ...from.filter((x) => !into.some((y) => y.name === x.name))];
@@ -203,7 +221,7 @@ function useTokenFile(kc: K8s.KubeConfig, file: string): void {
   if (!userName || !user || user.exec || user.authProvider) return;
   let doc: unknown;
   try {
-    doc = YAML.parse(readFileSync(file, 'utf8'));
+    doc = YAML.parse(readKubeconfig(file));
   } catch {
     return; // the client read it: a second read failing is not worth more than the client's own
   }

@@ -474,6 +474,27 @@ describe('Events for a start kept out by the local lock', () => {
   });
 });
 
+// `KUBECONFIG=<(sops -d kubeconfig.enc) cronsafe run`: the file is a pipe, which can be read
+// once. cronsafe read each kubeconfig up to four times (is it empty? load it, its tokenFile,
+// and again for each feature): the second read found it empty ("expected a document"), and
+// the Lease, the Events and the scheduled time were off where kubectl worked.
+describe('KUBECONFIG naming a pipe (a shell\'s process substitution)', () => {
+  it('a kubeconfig that can be read only once is read once: the Lease is taken and released, Events on, no warning', async () => {
+    const ws = workspace({ handler: { command: SLOW }, events: { enabled: true } }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const { KUBECONFIG: kubeconfig, ...env } = podEnv('pod-a', { SLOW_MS: '10' });
+    const r = spawnCliRaw('bash', ['-c', 'KUBECONFIG=<(cat "$KC") exec "$NODE" "$CLI_JS" run -c "$CFG"'], {
+      env: { ...env, KUBECONFIG: '', KC: kubeconfig, NODE: process.execPath, CLI_JS: CLI, CFG: ws.configPath },
+    });
+    const { code } = await r.exited;
+    expect(code, r.stderr()).toBe(0);
+    expect(r.lines.filter((l) => /unavailable|cannot load Kubernetes credentials/.test(`${l.msg} ${String(l.reason ?? '')}`)).map((l) => `${l.msg}: ${String(l.reason)}`)).toEqual([]);
+    expect(r.lines.find((l) => l.msg === 'Kubernetes Lease released')).toBeDefined();
+    expect(lease()).toBeDefined();
+    expect(lease()?.spec.holderIdentity).toBeFalsy(); // taken, then handed back
+  });
+});
+
 /** Workspace config with `lock` extended (its path kept). */
 function rewriteLock(ws: Workspace, extra: Obj): void {
   const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
