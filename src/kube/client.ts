@@ -4,7 +4,7 @@
  * without lock.kubernetesLease, events or scheduledTimestamp never loads it. Every other
  * module imports its types only (`import type`), which the compiler erases.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -175,9 +175,14 @@ const readOnce = new Map<string, string>();
 function readKubeconfig(file: string): string {
   const kept = readOnce.get(file);
   if (kept !== undefined) return kept;
-  const text = readFileSync(file, 'utf8');
-  if (!statSync(file).isFile()) readOnce.set(file, text);
-  return text;
+  const fd = openSync(file, 'r');
+  try {
+    const text = readFileSync(fd, 'utf8');
+    if (!fstatSync(fd).isFile()) readOnce.set(file, text);
+    return text;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
