@@ -187,36 +187,26 @@ export function readYaml(file: string, abs: string): unknown {
       const what = dup.collection ? 'a key that is a list or mapping (keys are names)' : 'duplicate key (a mapping holds each key once)';
       throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: ${what}`, abs, dup.key);
     }
-    const cycle = cyclicAlias(doc, aliases.targets);
-    if (cycle !== undefined) {
-      const pos = lineCounter.linePos(cycle.offset);
-      throw new ConfigError(
-        `${file}:${pos.line}:${pos.col}: ${cycle.key ? `${cycle.key}: ` : ''}invalid YAML: the alias *${cycle.anchor} is inside the node it names (&${cycle.anchor}), which would contain itself without end`,
-        abs,
-        cycle.key || undefined,
-      );
-    }
+    // A node that names its line, column and key path, and says what is wrong there.
+    const refuse = (at: { offset: number; key: string }, what: string): never => {
+      const pos = lineCounter.linePos(at.offset);
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${at.key ? `${at.key}: ` : ''}invalid YAML: ${what}`, abs, at.key || undefined);
+    };
+    // An alias inside the node its anchor names (`x: &a {b: *a}`). The parser builds such a
+    // value as a cycle, on which every later walk of the config recursed until the stack
+    // overflowed: exit 1 and a stack trace instead of a config error. An alias can only name
+    // an anchor before it, so a cycle always has its alias under the anchored node.
+    const cycle = firstAlias(doc, aliases.targets, (target, ancestors) => target !== undefined && ancestors.includes(target));
+    if (cycle !== undefined) refuse(cycle, `the alias *${cycle.anchor} is inside the node it names (&${cycle.anchor}), which would contain itself without end`);
     // A value written unquoted that starts with "*": its name was quoted by the library's
     // error ("Unresolved alias ...: <name>"), a password's, with neither line nor key.
-    const dangling = danglingAlias(doc, aliases.targets);
-    if (dangling !== undefined) {
-      const pos = lineCounter.linePos(dangling.offset);
-      throw new ConfigError(
-        `${file}:${pos.line}:${pos.col}: ${dangling.key ? `${dangling.key}: ` : ''}invalid YAML: an alias ("*name") with no anchor ("&name") before it: a value that starts with "*" must be quoted`,
-        abs,
-        dangling.key || undefined,
-      );
-    }
+    const dangling = firstAlias(doc, aliases.targets, (target) => target === undefined);
+    if (dangling !== undefined) refuse(dangling, 'an alias ("*name") with no anchor ("&name") before it: a value that starts with "*" must be quoted');
     // A value written unquoted that starts with "!" is a tag the library cannot apply: it only
     // warned, and the value was what followed the tag (`PW: !Hunter2` was the empty string).
     const tag = unappliedTag(doc);
     if (tag !== undefined) {
-      const pos = lineCounter.linePos(tag.offset);
-      throw new ConfigError(
-        `${file}:${pos.line}:${pos.col}: ${tag.key ? `${tag.key}: ` : ''}invalid YAML: a tag ("!name" before the value) that cannot be applied: a value that starts with "!" must be quoted, and a standard tag (!!int, !!bool, ...) must fit its value`,
-        abs,
-        tag.key || undefined,
-      );
+      refuse(tag, 'a tag ("!name" before the value) that cannot be applied: a value that starts with "!" must be quoted, and a standard tag (!!int, !!bool, ...) must fit its value');
     }
     const mangled = lossy ? notUtf8(doc) : undefined;
     if (mangled !== undefined) {
@@ -367,31 +357,19 @@ function aliasTargets(doc: YAML.Document): { targets: AliasTargets; tooMany?: nu
 }
 
 /**
- * The first alias inside the node its anchor names (`x: &a {b: *a}`), if any. The parser
- * builds such a value as a cycle, on which every later walk of the config recursed until the
- * stack overflowed: exit 1 and a stack trace instead of a config error. An alias can only
- * name an anchor before it, so a cycle always has its alias under the anchored node.
+ * The first alias (in document order) for which `matches` holds, given the node its anchor
+ * names (undefined: no anchor before it) and the alias's ancestors: its offset, key path and anchor.
  */
-function cyclicAlias(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string; anchor: string } | undefined {
+function firstAlias(
+  doc: YAML.Document,
+  targets: AliasTargets,
+  matches: (target: YAML.Node | undefined, ancestors: readonly unknown[]) => boolean,
+): { offset: number; key: string; anchor: string } | undefined {
   let found: { offset: number; key: string; anchor: string } | undefined;
   YAML.visit(doc, {
     Alias(_key, node, ancestors) {
-      const target = targets.get(node);
-      if (target === undefined || !ancestors.includes(target)) return undefined;
+      if (!matches(targets.get(node), ancestors)) return undefined;
       found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, ''), anchor: node.source };
-      return YAML.visit.BREAK;
-    },
-  });
-  return found;
-}
-
-/** The first alias whose anchor is not set before it, if any: its offset and key path. */
-function danglingAlias(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string } | undefined {
-  let found: { offset: number; key: string } | undefined;
-  YAML.visit(doc, {
-    Alias(_key, node, ancestors) {
-      if (targets.get(node) !== undefined) return undefined;
-      found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
       return YAML.visit.BREAK;
     },
   });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
@@ -135,19 +136,6 @@ async function connectUnlessStopped(client: pg.Client, stop: AbortSignal | undef
 
 const stopName = (stop: AbortSignal): string => (typeof stop.reason === 'string' ? stop.reason : 'a stop');
 
-/** Resolves after `ms`, or at once when `stop` aborts. */
-function pause(ms: number, stop: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      stop?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    stop?.addEventListener('abort', done, { once: true });
-  });
-}
-
 export interface PostgresRunLock {
   readonly group: string;
   /** True when this run joined a pass its group had already started. */
@@ -259,12 +247,13 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       const state = locatedLedgerState(err, 'take the run lock', opts.url, opts.schema);
       if (state) throw state;
       const stop = retake ? undefined : opts.stop;
-      if (stop?.aborted && (isTransient(err) || err instanceof ConnectGivenUp)) throw new StoppedBeforeLock(stopName(stop), ledgerError(err, 'take the run lock', opts.url, opts.schema));
+      const stopped = (): StoppedBeforeLock => new StoppedBeforeLock(stopName(stop!), ledgerError(err, 'take the run lock', opts.url, opts.schema));
+      if (stop?.aborted && (isTransient(err) || err instanceof ConnectGivenUp)) throw stopped();
       if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }
-      await pause(delay, stop);
-      if (stop?.aborted) throw new StoppedBeforeLock(stopName(stop), ledgerError(err, 'take the run lock', opts.url, opts.schema));
+      await sleep(delay, undefined, { signal: stop }).catch(() => undefined); // a stop ends the wait
+      if (stop?.aborted) throw stopped();
     }
   }
 }
