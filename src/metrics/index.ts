@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/types.js';
 import type { Ledger } from '../ledger/types.js';
-import type { LedgerReads } from './ledger-view.js';
+import type { LastRead, LedgerReads } from './ledger-view.js';
 import type { PassObserver, PassOutcome } from '../runner/pass.js';
 import type { ProgressSnapshot } from '../runner/progress.js';
 
@@ -51,10 +51,12 @@ export interface MetricsDeps {
 /**
  * A /metrics server that outlives a run: the run's registry is served from show() until the
  * returned function is called; `live` (the pass's live gauges) is read on after that, settled,
- * so that what the pass skipped stays shown until the next pass starts.
+ * so that what the pass skipped stays shown until the next pass starts. `read`: the run's last
+ * ledger snapshot, which the server shows from then on while the ledger cannot be read (never
+ * older values than the run's, or the counters would go back).
  */
 export interface MetricsSlot {
-  show(registry: Registry, live: () => ProgressSnapshot | undefined): () => void;
+  show(registry: Registry, live: () => ProgressSnapshot | undefined, read?: () => LastRead | undefined): () => void;
 }
 
 const NO_METRICS: RunMetrics = {
@@ -81,7 +83,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
     const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
     const slot = m.port === undefined ? undefined : deps.served;
     const server = m.port === undefined || slot ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log });
-    const hide = slot?.show(metrics.registry, () => live?.());
+    const hide = slot?.show(metrics.registry, () => live?.(), () => view.lastRead());
     const pusher =
       m.pushgateway === undefined
         ? undefined
@@ -183,12 +185,13 @@ export async function startDaemonMetrics(config: Config, ledger: () => LedgerRea
     if (server === undefined) return undefined;
     return {
       slot: {
-        show(registry, live) {
+        show(registry, live, read) {
           shown = registry;
           return () => {
             if (shown !== registry) return;
             shown = undefined;
             last = live;
+            view.adopt(read?.());
           };
         },
       },

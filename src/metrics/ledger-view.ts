@@ -13,6 +13,12 @@ export interface LedgerView {
   lastRunSeconds: number | null;
 }
 
+/** A reader's last good snapshot and when its read started (performance.now(): within one process). */
+export interface LastRead {
+  view: LedgerView;
+  at: number;
+}
+
 /** The ledger's reads the metrics make (a Ledger has them). */
 export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | 'runStats' | 'recentRuns'>;
 
@@ -48,6 +54,8 @@ export const STREAK_WINDOW = 20;
 export class LedgerViewReader {
   private pending: Promise<LedgerView | undefined> | undefined;
   private lastGood: LedgerView | undefined;
+  /** When the read that gave lastGood started (performance.now()): an older read never replaces it. */
+  private lastGoodAt = -Infinity;
 
   /** The budget's fetch still running (budgetMs): read on by the next scrapes, not started again. */
   private slow: Promise<LedgerView | undefined> | undefined;
@@ -69,6 +77,24 @@ export class LedgerViewReader {
     private readonly now: () => number = Date.now,
     private readonly budgetMs?: number,
   ) {}
+
+  /** The last good snapshot and when its read started, for another reader of this process to take over (adopt). */
+  lastRead(): LastRead | undefined {
+    return this.lastGood && { view: this.lastGood, at: this.lastGoodAt };
+  }
+
+  /**
+   * Take another reader's last snapshot when it is newer than this one's: `cronsafe daemon`'s
+   * between-passes reader, after a pass that read (and served, and pushed) newer values. A
+   * ledger down just after the pass was otherwise answered with the values read before it,
+   * and every counter went back: a reset to Prometheus, whose increase() then counted each
+   * whole total again (the dead-letter and overrun alerts paged).
+   */
+  adopt(other: LastRead | undefined): void {
+    if (other === undefined || other.at <= this.lastGoodAt) return;
+    this.lastGood = other.view;
+    this.lastGoodAt = other.at;
+  }
 
   read(): Promise<LedgerView | undefined> {
     if (this.budgetMs !== undefined) return this.readWithin(this.budgetMs);
@@ -110,6 +136,7 @@ export class LedgerViewReader {
   }
 
   private async fetch(): Promise<LedgerView | undefined> {
+    const started = performance.now();
     try {
       const [totals, items, attempts, runs, recent] = await Promise.all([
         this.ledger.totals(),
@@ -118,14 +145,19 @@ export class LedgerViewReader {
         this.ledger.runStats(),
         this.ledger.recentRuns(STREAK_WINDOW),
       ]);
-      this.lastGood = {
-        totals,
-        items,
-        attempts,
-        runs,
-        failedInARow: failedRunsInARow(recent),
-        lastRunSeconds: lastRunSeconds(recent, this.now()),
-      };
+      // A read that started before the one that gave lastGood (one stuck for a minute, then
+      // answered) is older: shown, the counters would go back.
+      if (started > this.lastGoodAt) {
+        this.lastGood = {
+          totals,
+          items,
+          attempts,
+          runs,
+          failedInARow: failedRunsInARow(recent),
+          lastRunSeconds: lastRunSeconds(recent, this.now()),
+        };
+        this.lastGoodAt = started;
+      }
       if (this.failingSince !== undefined) {
         this.log.info({ failedForSeconds: Math.round((this.now() - this.failingSince) / 1000) }, 'metrics: the ledger can be read again');
         this.failingSince = undefined;
