@@ -93,6 +93,19 @@ function onSignal(sig: HandledSignal): void {
 }
 for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig, onSignal);
 
+// SIGUSR1 is Node's signal to start its inspector: with no listener of ours, a SIGUSR1 (a
+// log-rotation script's `kill -USR1`, a sidecar's) made cronsafe listen on 127.0.0.1:9229 for
+// a debugger, with no authentication, for the rest of the run: any process that reaches the
+// loopback (another user on the host, every container of the pod) could then run code as
+// cronsafe, with the ledger's password in reach. A listener keeps the inspector off; the
+// signal is only said. `node --inspect` still debugs cronsafe on purpose.
+let usr1Said = false;
+process.on('SIGUSR1', () => {
+  if (usr1Said) return;
+  usr1Said = true;
+  process.stderr.write(`cronsafe: SIGUSR1 ignored (it would open Node's debugger to anyone on the loopback; use node --inspect to debug)\n`);
+});
+
 // A report's stdout whose reader left (`| true`, >/dev/full): the error is emitted on a
 // later tick, before settleStdout listens, and unheard it ends the process with a stack
 // trace. Noted from the start, so the command ends with the one "output incomplete" line.

@@ -232,7 +232,9 @@ process.on('disconnect', () => {
 });
 // A stop signalled to every process at once (systemd's KillMode=control-group) is cronsafe's
 // to drain: the helper must outlive it to report its children. It ends with cronsafe (above).
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => {});
+// SIGUSR1 would start Node's inspector, a debugger on 127.0.0.1:9229 that anyone on the
+// loopback could use to run code as the helper (cli.ts ignores it for cronsafe likewise).
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR1']) process.on(sig, () => {});
 send({ ready: 1 });
 `;
 
