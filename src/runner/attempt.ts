@@ -130,10 +130,28 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
     const message = err instanceof Error ? err.message : String(err);
     const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, itemPath: fsPath(item), stopping: drain.stopping.aborted };
-    settle(p, claim, await judgeFailure(attempt, scene), logOf);
+    const verdict = await judgeFailure(attempt, scene);
+    settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
   } finally {
     inflight.delete(claim.id);
   }
+}
+
+/**
+ * A module handler's code broke the process while this attempt ran (handler.fatal: a throw
+ * in a timer callback, a promise rejection left unhandled, process.exit from a timer): the
+ * run stops and hands its attempts back uncharged, since nothing tells which item's code it
+ * was. The item whose code it is was then handed back by every run, never charged nor
+ * dead-lettered, each run failing at it. As for the other stops an item may cause (settle's
+ * `recurring`), an attempt handed back retry.maxAttempts times (attempt minus charged) is
+ * charged instead, with what broke the process as its error: an item in flight beside it
+ * that finishes within the drain is done as before, so it is the one that keeps failing.
+ */
+function brokeProcessAgain(p: PassState, claim: Claim, verdict: FailureVerdict): FailureVerdict | undefined {
+  const fatal = p.handler.fatal;
+  if (verdict.kind !== 'release' || fatal?.aborted !== true || claim.attempt - claim.charged < p.retry.maxAttempts) return undefined;
+  const what = coerceError(fatal.reason).message.replace(/^handler code /, '');
+  return { kind: 'charge', message: `handler code broke the process while this attempt ran (${what}), after retry.maxAttempts uncharged hand-backs for it: charged` };
 }
 
 /** Throws (a hand-back, uncharged) when the claim's lease may have run out: its output must not be committed. */
