@@ -2,7 +2,7 @@ import { constants as fsConstants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemMountDead, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
-import { HandlerFailure, KilledBySignal, ProgramNotFound } from './types.js';
+import { HandlerFailure, KilledBySignal, ProgramNotFound, TimedOut } from './types.js';
 
 /** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
 const NO_SPACE = /no space left on device|\bENOSPC\b/i;
@@ -104,7 +104,8 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     message = a.tempGone.message;
   }
   const ours = err instanceof HandlerFailure && err.interrupted && !(err instanceof EnvironmentFault);
-  if (ours || a.aborted) {
+  // Timed out before the drain's abort came (which only cut its kill short): the item's own doing.
+  if (ours || (a.aborted && !(err instanceof TimedOut))) {
     // interrupted() (types.ts) already says "interrupted: ..."; another error of an aborted attempt does not.
     const reason = ours ? message : `interrupted: ${message}`;
     return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };

@@ -46,6 +46,17 @@ export class HandlerFailure extends Error {
 }
 
 /**
+ * An attempt that ran past handler.timeoutSeconds: the item's own doing, charged even when a
+ * drain's abort came while it was being stopped (the abort is not what ended it).
+ */
+export class TimedOut extends HandlerFailure {
+  override name = 'TimedOut';
+  constructor(seconds: number) {
+    super(`timed out after ${seconds}s`);
+  }
+}
+
+/**
  * A command handler's child that exited 127 or 126: what a shell (`sh -c`), `env`, `xargs`,
  * `timeout` or `nice` exit with when the program they were to run is not there (127) or
  * cannot be run (126). Before any attempt of the pass succeeded, that is the handler's

@@ -6,7 +6,7 @@ import { noRedact, type Redact } from '../../redact.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { EnvironmentFault, NotStarted } from '../faults.js';
 import { isPlainId } from '../item-id.js';
-import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
 import { findSessionLeader, groupAlive, signalGroup, waitGroupGone } from './process-group.js';
@@ -353,7 +353,7 @@ function outcome(
   tail: string,
 ): HandlerFailure | undefined {
   if (stop?.kind === 'abort') return interrupted(stop.reason);
-  if (stop?.kind === 'timeout') return new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
+  if (stop?.kind === 'timeout') return new TimedOut(cfg.timeoutSeconds);
   if (code === 0) return undefined;
   const what = signal ? `killed by ${signal}` : `exit code ${code}`;
   // Exit 128 + n is how a child that caught signal n reports it (a JVM's exit 143 on SIGTERM,

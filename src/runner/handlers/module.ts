@@ -4,7 +4,7 @@ import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { pino, type Logger } from 'pino';
 import { noRedact, type Redact } from '../../redact.js';
-import { HandlerFailure, interrupted, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
+import { HandlerFailure, interrupted, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
 import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
@@ -143,6 +143,8 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
   let settle: ((e: Ending) => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   let offAbort: (() => void) | undefined;
+  /** Set while a timed-out attempt has its grace: the run's abort (a drain) shortens it. */
+  let hurry: ((reason: unknown) => void) | undefined;
   try {
     let result: unknown;
     let early: Ending | undefined;
@@ -151,6 +153,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       const e: Ending = { kind: 'abort', reason };
       if (settle) settle(e);
       else early ??= e;
+      hurry?.(reason);
     });
     if (early) throw interrupted((early as { reason: unknown }).reason);
     try {
@@ -196,6 +199,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     clearTimeout(timer);
     const graceMs = ending.kind === 'abort' ? killBudgetMs(ending.reason, cfg.killAfterSeconds * 1000) : cfg.killAfterSeconds * 1000;
     let graceTimer: NodeJS.Timeout | undefined;
+    const graceStart = performance.now();
     const late = await Promise.race([
       work.then(
         () => undefined,
@@ -203,12 +207,26 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       ),
       new Promise<undefined>((resolve) => {
         graceTimer = setTimeout(() => resolve(undefined), graceMs);
+        // Timed out, then the drain aborts: its budget, not killAfterSeconds, is what is left,
+        // as a command handler's SIGKILL is brought forward (exec.ts). Past it, the drain gave
+        // up on the attempt and handed its claim back uncharged, though it had timed out.
+        if (ending.kind === 'timeout') {
+          hurry = (reason) => {
+            hurry = undefined;
+            const left = graceStart + graceMs - performance.now();
+            const budget = killBudgetMs(reason, graceMs);
+            if (budget >= left) return;
+            clearTimeout(graceTimer);
+            graceTimer = setTimeout(() => resolve(undefined), budget);
+          };
+        }
       }),
     ]);
+    hurry = undefined;
     clearTimeout(graceTimer);
     if (late) rejection = late.err;
     if (ending.kind === 'abort') throw interrupted(ending.reason);
-    throw new HandlerFailure(`timed out after ${cfg.timeoutSeconds}s`);
+    throw new TimedOut(cfg.timeoutSeconds);
   } finally {
     clearTimeout(timer);
     offAbort?.();
