@@ -59,18 +59,32 @@ WHERE state = 'claimed' AND lease_until < $1 AND ($2::text IS NULL OR seen_run =
 const retrySet = (s: string) =>
   `SET state = 'pending', attempts = 0, released = 0, available_at = $1, dead_at = NULL, updated_at = $1,
     seen_run = coalesce((SELECT run_group FROM ${s}.run_lock ORDER BY acquired_at DESC LIMIT 1), seen_run)`;
+/** By ids: the rows moved (RETURNING id). */
+export const retryDeadQuery = (schema: string, ids: string[], now: number): Query => {
+  const s = ident(schema);
+  return q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids);
+};
+
 /**
- * By ids, or one page of `limit` of all dead up to `upTo` (deadUpToQuery), oldest dead first
- * (items_dead). The bound is in the outer WHERE too: a row the subquery chose that a run
- * dead-lettered again meanwhile is re-checked against it when its lock is taken.
+ * One page of `limit` of all dead up to `upTo` (deadUpToQuery), oldest dead first
+ * (items_dead); one row: how many it `picked` and how many it `moved`. The bound is in the
+ * UPDATE's WHERE too: a row picked that a run dead-lettered again meanwhile is re-checked
+ * against it when its lock is taken. A picked row that another session changed meanwhile
+ * (a `dead-letter retry ID`, a `requeue --include-dead`, a pass's refresh) is re-checked
+ * when its lock is taken and skipped, as it is no longer dead: the page then moves fewer
+ * than it picked, and only a page that picked fewer than `limit` is the last one.
  */
-export const retryDeadQuery = (schema: string, ids: string[] | { limit: number; upTo: number | null }, now: number): Query => {
+export const retryDeadPageQuery = (schema: string, page: { limit: number; upTo: number | null }, now: number): Query => {
   const s = ident(schema);
   const upTo = `(dead_at IS NULL OR dead_at <= $3::bigint)`;
-  return Array.isArray(ids)
-    ? q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND id = ANY($2::text[]) RETURNING id`, now, ids)
-    : q(`UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND ${upTo} AND id IN (
-  SELECT id FROM ${s}.items WHERE state = 'dead' AND ${upTo} ORDER BY dead_at LIMIT $2) RETURNING id`, now, ids.limit, ids.upTo);
+  return q(
+    `WITH picked AS (SELECT id FROM ${s}.items WHERE state = 'dead' AND ${upTo} ORDER BY dead_at LIMIT $2),
+moved AS (UPDATE ${s}.items ${retrySet(s)} WHERE state = 'dead' AND ${upTo} AND id IN (SELECT id FROM picked) RETURNING id)
+SELECT (SELECT count(*) FROM picked)::int AS picked, (SELECT count(*) FROM moved)::int AS moved`,
+    now,
+    page.limit,
+    page.upTo,
+  );
 };
 
 /**
@@ -189,16 +203,16 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       return ids.filter((id) => !held.has(wellFormed(id)));
     },
     async retryDead(ids, now, onPage) {
-      const once = (query: Query) =>
+      const once = (query: Query, count: (rows: Record<string, unknown>[]) => { picked: number; moved: number }) =>
         ex.tx('retryDead', async (exec) => {
-          const moved = (await exec(query)).length;
-          const bump = bumpQuery(schema, { items_requeued: moved });
+          const got = count(await exec<Record<string, unknown>>(query));
+          const bump = bumpQuery(schema, { items_requeued: got.moved });
           if (bump) await exec(bump);
-          return moved;
+          return got;
         });
       if (ids !== 'all') {
         const keys = lookupIds(ids);
-        return keys.length === 0 ? 0 : once(retryDeadQuery(schema, keys, now));
+        return keys.length === 0 ? 0 : (await once(retryDeadQuery(schema, keys, now), (rows) => ({ picked: rows.length, moved: rows.length }))).moved;
       }
       // A page per transaction, as on SQLite: one statement over every dead row was rolled
       // back whole by a signal (Ctrl-C) and held its row locks against a running pass.
@@ -206,10 +220,12 @@ export function makeRecoverOps(ex: PostgresExecutor, schema: string): RecoverOps
       const upTo = row?.up_to == null ? null : Number(row.up_to);
       let moved = 0;
       for (;;) {
-        const n = await once(retryDeadQuery(schema, { limit: RETRY_DEAD_PAGE, upTo }, now));
-        moved += n;
-        onPage?.(n);
-        if (n < RETRY_DEAD_PAGE) return moved;
+        const page = await once(retryDeadPageQuery(schema, { limit: RETRY_DEAD_PAGE, upTo }, now), ([r]) => ({ picked: Number(r?.picked ?? 0), moved: Number(r?.moved ?? 0) }));
+        moved += page.moved;
+        onPage?.(page.moved);
+        // Not `moved < limit`: a page whose rows another session changed meanwhile moves
+        // fewer than it picked, and stopping there left every dead item after it dead.
+        if (page.picked < RETRY_DEAD_PAGE) return moved;
       }
     },
   };
