@@ -72,7 +72,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
     const { openSqliteLedger } = await import('./sqlite/index.js');
-    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind });
+    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind, operator: as?.operator });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
     if (err instanceof NotALedger) throw notALedger(err, as?.configPath);

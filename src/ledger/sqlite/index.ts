@@ -1,7 +1,8 @@
 import { lstatSync, readlinkSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
-import { newDatabase } from './connection.js';
+import { isBusy, newDatabase } from './connection.js';
 import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
 import { assertLedgerFile, migrate } from './migrate.js';
@@ -31,6 +32,12 @@ export interface SqliteOpenOptions {
    * own transaction, as every other connection's.
    */
   writeBehind?: boolean;
+  /**
+   * An operator's write command (requeue, dead-letter retry): it waits for another
+   * process's write lock in slices too, so that a signal (Ctrl-C) ends it at once, as the
+   * other commands without a drain end, instead of after SQLite's whole busy wait.
+   */
+  operator?: boolean;
 }
 
 /**
@@ -55,36 +62,46 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     refuseUnwritable(file);
     refuseDatabaseCompanions(file);
   }
-  const db = newDatabase(file, { timeout: BUSY_TIMEOUT_MS });
+  // An operator's connection waits for the write lock in slices from the start: its open
+  // writes too (the migration check is an immediate transaction), and one wait inside
+  // SQLite of BUSY_TIMEOUT_MS kept a Ctrl-C from ending it until the wait was over.
+  const operator = opts.operator === true && opts.writeBehind !== true;
+  const db = newDatabase(file, { timeout: operator ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS });
   try {
     assertLedgerFile(db);
-    // Before the first table exists, so a new file can shrink after pruning (retention).
-    // On an older file this is a no-op: switching needs a VACUUM (docs/operations.md).
-    db.pragma('auto_vacuum = INCREMENTAL');
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    db.pragma('foreign_keys = ON');
-    // A batch statement that touches hundreds of pages keeps a statement journal;
-    // on disk (the default) it cost ~40% of discoverAndClaim. It is bounded by the batch.
-    db.pragma('temp_store = MEMORY');
-    // better-sqlite3 builds SQLite with a 16 MiB page cache; it fills on a large backlog
-    // and is most of the native memory that grows with it. 2 MiB holds the id index's
-    // interior pages at 1,000,000 items (~1% of its ~60 MB); its leaves are written at
-    // random places whatever the cache, and come from the OS page cache. 4 MiB measured no
-    // faster (docs/benchmarks.md).
-    db.pragma('cache_size = -2048');
-    // Discovery writes land all over the id index, so the WAL fills quickly; each
-    // checkpoint fsyncs twice. 10,000 pages (~40 MB) cuts those ~10x; the size limit
-    // gives the disk back after a checkpoint.
-    db.pragma('wal_autocheckpoint = 10000');
-    db.pragma('journal_size_limit = 67108864');
-    migrate(db);
-    if (opts.job !== undefined) claimJob(db, opts.job);
+    const setUp = (): void => {
+      // Before the first table exists, so a new file can shrink after pruning (retention).
+      // On an older file this is a no-op: switching needs a VACUUM (docs/operations.md).
+      db.pragma('auto_vacuum = INCREMENTAL');
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.pragma(`busy_timeout = ${operator ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS}`);
+      db.pragma('foreign_keys = ON');
+      // A batch statement that touches hundreds of pages keeps a statement journal;
+      // on disk (the default) it cost ~40% of discoverAndClaim. It is bounded by the batch.
+      db.pragma('temp_store = MEMORY');
+      // better-sqlite3 builds SQLite with a 16 MiB page cache; it fills on a large backlog
+      // and is most of the native memory that grows with it. 2 MiB holds the id index's
+      // interior pages at 1,000,000 items (~1% of its ~60 MB); its leaves are written at
+      // random places whatever the cache, and come from the OS page cache. 4 MiB measured no
+      // faster (docs/benchmarks.md).
+      db.pragma('cache_size = -2048');
+      // Discovery writes land all over the id index, so the WAL fills quickly; each
+      // checkpoint fsyncs twice. 10,000 pages (~40 MB) cuts those ~10x; the size limit
+      // gives the disk back after a checkpoint.
+      db.pragma('wal_autocheckpoint = 10000');
+      db.pragma('journal_size_limit = 67108864');
+      migrate(db);
+      if (opts.job !== undefined) claimJob(db, opts.job);
+    };
+    // Each step that fails on SQLITE_BUSY wrote nothing (a pragma, or a transaction rolled back): it runs again.
+    if (operator) await inSlices(setUp);
+    else setUp();
     // The run's connection waits for another process's write lock in slices, between
     // which its event loop runs (SqliteLedger's #op): the drain must end inside the grace.
+    // So does an operator's (requeue, dead-letter retry): a signal ends it between two.
     if (opts.writeBehind === true) db.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
-    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true);
+    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true, opts.writeBehind === true || operator);
   } catch (err) {
     db.close();
     throw unwritableCompanion(file, err) ?? err;
@@ -151,3 +168,19 @@ function refuseNonFileCompanions(file: string): void {
     );
   }
 }
+
+/** `step` tried again after a pause while it fails on SQLITE_BUSY, up to BUSY_TIMEOUT_MS (as SqliteLedger's #op). */
+async function inSlices(step: () => void): Promise<void> {
+  const until = Date.now() + BUSY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      return step();
+    } catch (err) {
+      if (!isBusy(err) || Date.now() >= until) throw err;
+    }
+    await sleep(BUSY_PAUSE_MS);
+  }
+}
+
+/** The pause between two slices. */
+const BUSY_PAUSE_MS = 10;

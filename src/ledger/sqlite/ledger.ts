@@ -58,12 +58,12 @@ export class SqliteLedger implements L.Ledger {
   /** The start journal's file (none in memory). */
   readonly #journal: string | undefined;
 
-  /** The run's connection: it waits for another process's write lock in slices (#op). */
+  /** The run's connection, or an operator's: it waits for another process's write lock in slices (#op). */
   readonly #slices: boolean;
 
-  constructor(db: Database.Database, journal?: string, writeBehind = false) {
+  constructor(db: Database.Database, journal?: string, writeBehind = false, sliced = writeBehind) {
     this.#db = db;
-    this.#slices = writeBehind;
+    this.#slices = sliced;
     this.#journal = journal;
     this.#counters = makeCounters(db);
     this.#claim = makeClaimOps(db);
@@ -327,12 +327,17 @@ export class SqliteLedger implements L.Ledger {
     return this.#op(() => this.#runs.runStats());
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
-    this.#upToDate();
-    const pages = finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
+    return this.#finishedPages(filter, pageSize);
+  }
+  async *#finishedPages(filter: FinishedFilter, pageSize?: number): AsyncGenerator<FinishedItem[]> {
+    // As verbs: the catch-up writes (another run's journal), and on an operator's connection
+    // it waits for the write lock in slices (#op), where one slice alone would fail it.
+    await this.#op(() => this.#upToDate());
+    const pages = finishedPages((after, n) => this.#op(() => this.#requeue.finishedPage(filter, after, n)), pageSize);
     // Read-only (requeue --dry-run), which cannot catch up: what the journal finished too.
     const j = this.#othersJournal();
     const extra = j ? finishedThroughJournal(j, filter, (id) => this.#read.get(id), (id) => this.#updatedAt(id)) : [];
-    return extra.length > 0 ? withFinished(pages, extra) : pages;
+    yield* extra.length > 0 ? withFinished(pages, extra) : pages;
   }
   async requeue(ids: string[], filter: FinishedFilter, now: number): Promise<string[]> {
     return this.#written(() => this.#requeue.requeue(ids, filter, now), () => []);
