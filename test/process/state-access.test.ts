@@ -154,7 +154,8 @@ describe('the state volume filled between runs (by something else)', () => {
       expect(first.code, first.stderr).toBe(0);
       // A clean close removed the -wal and -shm; now the volume fills up.
       spawnSync('dd', ['if=/dev/zero', `of=${path.join(volume, 'filler')}`, 'bs=4k']);
-      for (const args of [['run'], ['status']]) {
+      // (`status` and the other readers read it all the same: readers-ledger-full.test.ts.)
+      for (const args of [['run'], ['dead-letter', 'retry', '--all']]) {
         const r = await runCli([...args, '-c', ws.configPath]);
         expect(r.code, r.stderr).toBe(1);
         expect(r.stderr.startsWith(`cronsafe: state store unavailable (sqlite ${db}): `), r.stderr).toBe(true);

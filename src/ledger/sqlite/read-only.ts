@@ -1,4 +1,5 @@
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statfsSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, sqliteLedgerFound } from '../no-ledger.js';
@@ -14,13 +15,26 @@ const KNOWN = Math.max(...MIGRATIONS.map((m) => m.version));
 /** Errors that mean "SQLite wanted to create the WAL index (-shm) and may not". */
 const NO_SHM = /^SQLITE_(READONLY|CANTOPEN)/;
 
+/** Errors that mean "SQLite could not make or grow a file" (the -shm, the -wal). */
+const NO_SPACE = /^SQLITE_(IOERR|CANTOPEN|FULL)/;
+
+/** The file system of `file` has no block or no inode left for this user. */
+function noSpaceLeft(file: string): boolean {
+  try {
+    const s = statfsSync(dirname(file));
+    return s.bavail === 0 || (s.files > 0 && s.ffree === 0);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Open the ledger at `file` for reading only (status, dead-letter list): no migration,
  * no write, no file created. A WAL database needs its `-shm` index; when the directory is
  * read-only and no writer left one (the last connection removes it), the file is opened
  * `immutable` instead, which is exact as long as no write-ahead log is pending (checked).
  * So it is, too, when SQLite would make the `-wal` or `-shm` for a reader who may not write
- * the ledger (leftBehindUnwritable).
+ * the ledger (leftBehindUnwritable), and when its file system is full (no space for them).
  * Throws, with the path, when there is no ledger (NoLedgerYet) or its schema is not this cronsafe's;
  * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
  */
@@ -33,6 +47,7 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
     throw new NoLedgerYet(`no ledger in ${file} yet: the file is empty (a first run is creating it now, or could not write it: a full disk?); the next run creates it`);
   }
   refuseUnreadable(file);
+  let full = false;
   if (!leftBehindUnwritable(file)) {
     const db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
     try {
@@ -40,13 +55,20 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
       return db;
     } catch (err) {
       db.close();
-      if (!NO_SHM.test(String((err as { code?: unknown }).code))) throw err;
+      const code = String((err as { code?: unknown }).code);
+      // A full file system refuses the -shm too (SQLITE_IOERR_SHMSIZE): status and
+      // dead-letter list, which an operator reaches for when runs fail on a full state
+      // volume, failed with it. Read as from a read-only directory.
+      full = !NO_SHM.test(code) && NO_SPACE.test(code) && noSpaceLeft(file);
+      if (!NO_SHM.test(code) && !full) throw err;
     }
   }
   const wal = statSync(`${file}-wal`, { throwIfNoEntry: false });
   if (wal && wal.size > 0) {
     throw new Error(
-      `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which this reader may not make (a read-only directory, or a ledger it may not write)`,
+      full
+        ? `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which its file system has no space left for: free some`
+        : `cannot read ${file} read-only: its write-ahead log (${file}-wal) needs a ${file}-shm index, which this reader may not make (a read-only directory, or a ledger it may not write)`,
     );
   }
   const db = newDatabase(`file:${file.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`, { readonly: true });
