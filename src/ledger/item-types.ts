@@ -54,6 +54,14 @@ export interface DiscoverOptions {
    * each other's batches.
    */
   deferCharged?: boolean;
+  /**
+   * Told of an item the ledger cannot hold, left out of the result (not recorded, never
+   * claimed) instead of failing its whole batch: on PostgreSQL, an id too long for the
+   * primary key's index (a btree entry is at most ~2.7 kB after compression: a path nested
+   * deep with long, varied names). No row can exist for such an id, so leaving it out forgets
+   * nothing. `reason` says why.
+   */
+  onRefused?: (id: string, reason: string) => void;
 }
 
 export interface ClaimOptions {

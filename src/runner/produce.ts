@@ -34,11 +34,15 @@ export async function produce(p: PassState): Promise<void> {
       else if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
       else log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
     });
+  // An item the ledger cannot hold (an id too long for PostgreSQL's index) is left out, said
+  // on every run, rather than failing its batch and the run with it.
+  const onRefused = (id: string, reason: string): void =>
+    log.warn({ itemId: id, reason }, 'scan: left out an item the ledger cannot record (it is not processed); shorten its path, or use a ledger that can hold it (SQLite)');
   try {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
       if (drain.stopping.aborted) return;
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
-      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh, deferCharged: !p.shared });
+      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh, deferCharged: !p.shared, onRefused });
       p.scanned += batch.length;
       // The pods of a shared pass scan one directory in one order: each goes through a
       // batch from its own random place, or they would all offer their claims the same

@@ -1,5 +1,6 @@
 import { batchColumns, batchWithout, type BatchColumns } from './batch.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
+import { PostgresLedgerError } from './errors.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
 import { refreshParams } from '../refresh-params.js';
@@ -195,8 +196,8 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
     return { created: made.length, claimable: batch.ids.filter((id) => claimable.has(id)) };
   }
 
-  return async (items, opts) => {
-    if (items.length === 0) return [];
+  /** One batch's discovery (the whole of it, or one long id: see below). */
+  const discoverBatch = async (items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> => {
     const refresh = refreshParams(opts.refresh); // throws before anything is written
     const batch = batchColumns(items);
     const { created, claimable } =
@@ -216,4 +217,36 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
     if (found >= analyzeAt) await analyze();
     return claimable;
   };
+
+  return async (items, opts) => {
+    if (items.length === 0) return [];
+    // An id too long for the primary key's btree index (PROGRAM_LIMIT_EXCEEDED, `index row
+    // size ... exceeds btree version 4 maximum 2704`) failed its whole batch, so one file
+    // nested deep with long names failed every run (exit 1, nothing of the backlog done, the
+    // file unnamed). Long ids go one by one, after the rest of the batch; one refused is left
+    // out and told (onRefused). Compressible ids far longer than the limit fit, so only the
+    // server can say which do not.
+    const long = items.filter((i) => i.id.length > LONG_ID_BYTES / 3 && Buffer.byteLength(i.id) > LONG_ID_BYTES);
+    if (long.length === 0) return discoverBatch(items, opts);
+    const rest = items.filter((i) => !long.includes(i));
+    const claimable = rest.length > 0 ? await discoverBatch(rest, opts) : [];
+    for (const item of long) {
+      try {
+        claimable.push(...(await discoverBatch([item], opts)));
+      } catch (err) {
+        if (!(err instanceof PostgresLedgerError) || err.code !== PROGRAM_LIMIT_EXCEEDED) throw err;
+        opts.onRefused?.(item.id, `its id (${Buffer.byteLength(item.id)} bytes) is too long for the PostgreSQL ledger's index: ${err.message}`);
+      }
+    }
+    return claimable;
+  };
 }
+
+/**
+ * Ids longer than this (UTF-8 bytes) are discovered one at a time: PostgreSQL's btree index
+ * takes an entry of at most 2,704 bytes (8 kB pages), after compression, so some longer ids
+ * fit and some do not. Shorter ids always fit.
+ */
+const LONG_ID_BYTES = 2048;
+/** SQLSTATE 54000: an index row (or another value) larger than the server allows. */
+const PROGRAM_LIMIT_EXCEEDED = '54000';
