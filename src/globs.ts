@@ -68,6 +68,23 @@ function dotSegmentStarts(rel: string): number[] {
   return out;
 }
 
+/**
+ * The most path segments an id that one of `globs` matches can have, or Infinity: the scan
+ * need not open a directory whose files would be deeper. `*`, `?` and a brace list never
+ * match a `/` the glob does not write (a brace's alternatives write no more `/` than the
+ * list does), so a glob without `**`, a bracket expression (`[!a]`, `[.-0]` and `[[:punct:]]`
+ * match `/`) or a group (an extglob may repeat a `/`) matches ids of at most its own number
+ * of segments: `*.csv` only files directly in source.directory. Anything else: Infinity.
+ */
+export function includeDepth(globs: string[]): number {
+  let depth = 0;
+  for (const g of globs) {
+    if (g.includes('**') || g.includes('[') || g.includes('(')) return Infinity;
+    depth = Math.max(depth, g.split('/').length);
+  }
+  return depth;
+}
+
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
   return globs.length > 0 ? picomatch(globs.map(idGlob), GLOB_OPTS) : () => false;
 }

@@ -3,7 +3,7 @@ import { stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
-import { excludeMatcher, includeMatcher } from '../globs.js';
+import { excludeMatcher, includeDepth, includeMatcher } from '../globs.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
@@ -75,7 +75,14 @@ export interface UnreadableDirectory {
  * globs are matched against these ids.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
-  const include = includeMatcher(opts.include.length > 0 ? opts.include : ['**']);
+  const globs = opts.include.length > 0 ? opts.include : ['**'];
+  const include = includeMatcher(globs);
+  // A directory whose files no include glob can match is not entered (`include: ["*.csv"]`
+  // never reads a subdirectory): one that cannot be read (lost+found, another user's) made
+  // every scan partial, with a warning that its items waited, though it could hold none, and
+  // a partial scan never forgets the pending items whose files were deleted; and an archive
+  // kept below the source (done/, a million files) was walked on every run for nothing.
+  const maxDepth = includeDepth(globs);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
   // Own paths inside the source, as the ids the walk will meet them under: as written, and
@@ -106,7 +113,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
-  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
+  async function* walk(absDir: Buffer, relDir: string, depth = 0): AsyncGenerator<DiscoveredItem> {
     let opened;
     try {
       // A subdirectory that can be listed but not searched (r without x) would yield items
@@ -149,8 +156,9 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        if (skip.has(rel) || exclude(rel)) continue;
-        yield* walk(abs(entry.name), rel);
+        // Its files' ids have depth + 2 segments.
+        if (depth + 2 > maxDepth || skip.has(rel) || exclude(rel)) continue;
+        yield* walk(abs(entry.name), rel, depth + 1);
         continue;
       }
       let isFile = entry.isFile();

@@ -45,6 +45,34 @@ describe('an unreadable subdirectory of the source', () => {
   });
 });
 
+describe('an unreadable subdirectory that no source.include glob can reach', () => {
+  // include ["*.txt"] matches files directly in the source only, yet the scan opened every
+  // subdirectory: one it could not read (lost+found, another user's) made every scan partial,
+  // warning that its items waited (it could hold none), and a partial scan never forgets the
+  // pending items whose files were deleted: the backlog never reached 0.
+  it('is not entered: the scan is complete, nothing warned, and a deleted pending item is forgotten', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'locked/x.txt': 'x' });
+    configure(ws, { source: { directory: ws.source, include: ['*.txt'] } });
+    mkdirSync(path.dirname(ws.db), { recursive: true });
+    const seed = await openSqliteLedger(ws.db);
+    await seed.discover([{ id: 'deleted.txt' }], { runId: 'an-earlier-run', now: Date.now() });
+    await seed.close();
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'locked'), 0o000);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
+      expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
+      expect(r.lines.filter((l) => l.msg.startsWith('scan: skipped'))).toEqual([]);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    } finally {
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+    }
+  });
+});
+
 describe('a subdirectory of the source that can be listed but not searched (mode r--, no x)', () => {
   // Its names can be read, so the scan found its files; none can be opened. Every attempt
   // then stopped the pass (exit 1, "became unreadable after the scan") on every run, and the

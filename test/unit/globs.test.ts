@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives, excludeMatcher, includeMatcher, literalGlob } from '../../src/globs.js';
+import { braceAlternatives, excludeMatcher, includeDepth, includeMatcher, literalGlob } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -85,5 +85,29 @@ describe('literalGlob', () => {
       expect([m(id), m(`${id}/x`)], id).toEqual([true, true]);
       for (const other of ['qa', 'resX', 'out1', 'oa', 'x', 'ab', 'z', 'a']) expect(m(`${other}/x`), `${id} vs ${other}`).toBe(false);
     }
+  });
+});
+
+describe('includeDepth', () => {
+  it('is the most segments a matched id can have, or Infinity where a glob can match deeper', () => {
+    expect(includeDepth(['*.csv'])).toBe(1);
+    expect(includeDepth(['*.csv', 'in/*.csv'])).toBe(2);
+    expect(includeDepth(['{a,b/c}/*.txt'])).toBe(3);
+    for (const g of ['**', '**/*.csv', 'a/**', '**.csv', 'a[/]b', 'a[.-0]b', 'a[[:punct:]]b', '+(a|b/c)', '*(a/)x']) expect(includeDepth([g]), g).toBe(Infinity);
+  });
+
+  it('never says less than the matcher matches: every id it matches has at most that many segments', () => {
+    const cases: [string, string][] = [
+      ['*.csv', 'a.csv'],
+      ['?/x', 'a/x'],
+      ['{a,b/c}/*.txt', 'b/c/d.txt'],
+      ['in/*.{csv,tsv}', 'in/a.tsv'],
+      ['a\\*b', 'a\\*b'],
+    ];
+    for (const [glob, id] of cases) {
+      expect(includeMatcher([glob])(id), `${glob} matches ${id}`).toBe(true);
+      expect(id.split('/').length, glob).toBeLessThanOrEqual(includeDepth([glob]));
+    }
+    for (const [glob, id] of [['*', 'a/b'], ['?', 'a/b'], ['a?b', 'a/b'], ['*.csv', 'd/a.csv']] as const) expect(includeMatcher([glob])(id), `${glob} vs ${id}`).toBe(false);
   });
 });
