@@ -85,6 +85,18 @@ export function includeDepth(globs: string[]): number {
   return depth;
 }
 
+/**
+ * Whether one of `globs` can match an id below a directory whose name starts with "." (a
+ * `.git`, a NetApp `.snapshot`, another job's `.cronsafe-tmp`): includeMatcher matches a
+ * segment starting with "." only where the glob writes that dot, and `*`, `?` and `**` never
+ * do. So only a glob with a "." that may start a segment (first, after `/`, or beside a brace
+ * list's `{`, `,` or `}`), or with what this does not look into (`[...]`, a group, an escape),
+ * can.
+ */
+export function reachesDotDirectories(globs: string[]): boolean {
+  return globs.some((g) => /(^|[/{,}])\./.test(g) || /[[(\\]/.test(g));
+}
+
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
   return globs.length > 0 ? picomatch(globs.map(idGlob), GLOB_OPTS) : () => false;
 }

@@ -3,7 +3,7 @@ import { stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
-import { excludeMatcher, includeDepth, includeMatcher } from '../globs.js';
+import { excludeMatcher, includeDepth, includeMatcher, reachesDotDirectories } from '../globs.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
@@ -83,6 +83,10 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   // a partial scan never forgets the pending items whose files were deleted; and an archive
   // kept below the source (done/, a million files) was walked on every run for nothing.
   const maxDepth = includeDepth(globs);
+  // Likewise a directory named with a leading "." (another job's .cronsafe-tmp, where this
+  // one's outputs are its source; a NetApp .snapshot with the whole tree in each copy), which
+  // no glob matches into unless it writes that dot (`**` does not).
+  const dotDirs = reachesDotDirectories(globs);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
   // Own paths inside the source, as the ids the walk will meet them under: as written, and
@@ -157,7 +161,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
         // Its files' ids have depth + 2 segments.
-        if (depth + 2 > maxDepth || skip.has(rel) || exclude(rel)) continue;
+        if (depth + 2 > maxDepth || (!dotDirs && name[0] === '.') || skip.has(rel) || exclude(rel)) continue;
         yield* walk(abs(entry.name), rel, depth + 1);
         continue;
       }

@@ -73,6 +73,36 @@ describe('an unreadable subdirectory that no source.include glob can reach', () 
   });
 });
 
+describe('an unreadable directory with a leading dot in the source, with the default include', () => {
+  // A chain of jobs: this job's source is another job's output.directory, whose temp
+  // directory (.cronsafe-tmp/job-<name>, that job's user's) this user cannot read. `**` never
+  // matches into a dot directory, yet the scan opened it: every scan was partial, warning
+  // that its items waited, and deleted pending items were never forgotten.
+  it('is not entered: the scan is complete, nothing warned, and a deleted pending item is forgotten', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', '.cronsafe-tmp/job-upstream/1.tmp': 'half', '.snapshot/hourly.0/a.txt': 'old' });
+    mkdirSync(path.dirname(ws.db), { recursive: true });
+    const seed = await openSqliteLedger(ws.db);
+    await seed.discover([{ id: 'deleted.txt' }], { runId: 'an-earlier-run', now: Date.now() });
+    await seed.close();
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    const upstream = path.join(ws.source, '.cronsafe-tmp/job-upstream');
+    chmodSync(upstream, 0o700);
+    if (asRoot) chownSync(upstream, 0, 0);
+    else chmodSync(upstream, 0o000);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
+      expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
+      expect(r.lines.filter((l) => l.msg.startsWith('scan: skipped'))).toEqual([]);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    } finally {
+      chmodSync(upstream, 0o755);
+    }
+  });
+});
+
 describe('a subdirectory of the source that can be listed but not searched (mode r--, no x)', () => {
   // Its names can be read, so the scan found its files; none can be opened. Every attempt
   // then stopped the pass (exit 1, "became unreadable after the scan") on every run, and the

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives, excludeMatcher, includeDepth, includeMatcher, literalGlob } from '../../src/globs.js';
+import { braceAlternatives, excludeMatcher, includeDepth, includeMatcher, literalGlob, reachesDotDirectories } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -109,5 +109,27 @@ describe('includeDepth', () => {
       expect(id.split('/').length, glob).toBeLessThanOrEqual(includeDepth([glob]));
     }
     for (const [glob, id] of [['*', 'a/b'], ['?', 'a/b'], ['a?b', 'a/b'], ['*.csv', 'd/a.csv']] as const) expect(includeMatcher([glob])(id), `${glob} vs ${id}`).toBe(false);
+  });
+});
+
+describe('reachesDotDirectories', () => {
+  it('is false only for globs that match nothing below a directory named with a leading dot', () => {
+    const below = ['.snapshot/hourly.0/a.csv', '.git/config', 'x/.cronsafe-tmp/job-a/1.tmp', '.x/y/z.csv', 'a/.cache/k.csv'];
+    for (const g of ['**', '**/*', '**/*.csv', '*/*', '*.csv', '?x/*', 'a/*/k.csv', '**/!(*.md)', '**/+(*)/*', '{a,b}/*']) {
+      const m = includeMatcher([g]);
+      expect(below.filter((id) => m(id)), g).toEqual([]);
+      if (!/[[(\\]/.test(g)) expect(reachesDotDirectories([g]), g).toBe(false);
+    }
+    for (const [g, id] of [
+      ['**/.cache/*', 'a/.cache/k.csv'],
+      ['.x/**', '.x/y/z.csv'],
+      ['{a,.git}/*', '.git/config'],
+      ['{,.}x/**', '.x/y/z.csv'],
+      ['**/[.]cache/*', 'a/.cache/k.csv'],
+      ['**/@(.cache)/*', 'a/.cache/k.csv'],
+    ] as const) {
+      expect(includeMatcher([g])(id), `${g} matches ${id}`).toBe(true);
+      expect(reachesDotDirectories([g]), g).toBe(true);
+    }
   });
 });
