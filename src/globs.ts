@@ -97,6 +97,28 @@ export function reachesDotDirectories(globs: string[]): boolean {
   return globs.some((g) => /(^|[/{,}])\./.test(g) || /[[(\\]/.test(g));
 }
 
+/**
+ * Whether the scan may find an item below a directory (its id's segments): some include glob
+ * can match an id deeper than it (includeDepth), into it if its name or a parent's starts
+ * with "." (reachesDotDirectories), and, for a glob without `**`, `[...]`, a group or an
+ * escape, whose segments up to the directory's depth each match the directory's (`in/*.csv`
+ * enters `in` only). Conservative: what it cannot tell apart is entered.
+ */
+export function directoryFilter(globs: string[]): (segments: string[]) => boolean {
+  const tests = globs.map((g): ((segments: string[]) => boolean) => {
+    const depth = includeDepth([g]);
+    const dots = reachesDotDirectories([g]);
+    const fallback = (segments: string[]): boolean => segments.length < depth && (dots || !segments.some((s) => s[0] === '.'));
+    if (depth === Infinity || g.includes('\\')) return fallback;
+    const alternatives = braceAlternatives(g);
+    // Unexpanded braces (too many alternatives), or a `.` or empty segment picomatch reads its own way (`./a/*.csv` matches `a/x.csv`).
+    if (alternatives.some((a) => a.includes('{') || a.split('/').some((seg) => seg === '' || seg === '.'))) return fallback;
+    const compiled = alternatives.map((a) => a.split('/').map((seg) => picomatch(seg, GLOB_OPTS)));
+    return (segments) => compiled.some((c) => c.length > segments.length && segments.every((s, i) => c[i]!(s)));
+  });
+  return (segments) => tests.some((t) => t(segments));
+}
+
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
   return globs.length > 0 ? picomatch(globs.map(idGlob), GLOB_OPTS) : () => false;
 }

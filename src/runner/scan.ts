@@ -3,7 +3,7 @@ import { stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import type { DiscoveredItem } from '../ledger/types.js';
-import { excludeMatcher, includeDepth, includeMatcher, reachesDotDirectories } from '../globs.js';
+import { directoryFilter, excludeMatcher, includeMatcher } from '../globs.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
@@ -82,11 +82,11 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
   // every scan partial, with a warning that its items waited, though it could hold none, and
   // a partial scan never forgets the pending items whose files were deleted; and an archive
   // kept below the source (done/, a million files) was walked on every run for nothing.
-  const maxDepth = includeDepth(globs);
   // Likewise a directory named with a leading "." (another job's .cronsafe-tmp, where this
   // one's outputs are its source; a NetApp .snapshot with the whole tree in each copy), which
-  // no glob matches into unless it writes that dot (`**` does not).
-  const dotDirs = reachesDotDirectories(globs);
+  // no glob matches into unless it writes that dot (`**` does not), and, with `in/*.csv`,
+  // any top-level directory but `in`.
+  const mayHoldItems = directoryFilter(globs);
   const exclude = excludeMatcher(opts.exclude);
   const root = path.resolve(opts.directory);
   // Own paths inside the source, as the ids the walk will meet them under: as written, and
@@ -117,7 +117,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
-  async function* walk(absDir: Buffer, relDir: string, depth = 0): AsyncGenerator<DiscoveredItem> {
+  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
     let opened;
     try {
       // A subdirectory that can be listed but not searched (r without x) would yield items
@@ -160,9 +160,8 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       const name = idFromName(entry.name);
       const rel = relDir === '' ? name : `${relDir}/${name}`;
       if (entry.isDirectory()) {
-        // Its files' ids have depth + 2 segments.
-        if (depth + 2 > maxDepth || (!dotDirs && name[0] === '.') || skip.has(rel) || exclude(rel)) continue;
-        yield* walk(abs(entry.name), rel, depth + 1);
+        if (skip.has(rel) || exclude(rel) || !mayHoldItems(rel.split('/'))) continue;
+        yield* walk(abs(entry.name), rel);
         continue;
       }
       let isFile = entry.isFile();

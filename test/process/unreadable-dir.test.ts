@@ -73,6 +73,26 @@ describe('an unreadable subdirectory that no source.include glob can reach', () 
   });
 });
 
+describe('an unreadable top-level directory that source.include ["in/*.txt"] does not name', () => {
+  // A source at a volume's root (with its lost+found) and include naming one directory of it.
+  it('is not entered: the scan is complete and nothing is warned', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { 'in/a.txt': 'a', 'locked/x.txt': 'x' });
+    configure(ws, { source: { directory: ws.source, include: ['in/*.txt'] } });
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) chownTree(ws.dir, NOBODY);
+    chmodSync(path.join(ws.source, 'locked'), 0o000);
+    try {
+      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      expect(r.code, r.stderr).toBe(0);
+      expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
+      expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
+      expect(r.lines.filter((l) => l.msg.startsWith('scan: skipped'))).toEqual([]);
+    } finally {
+      chmodSync(path.join(ws.source, 'locked'), 0o755);
+    }
+  });
+});
+
 describe('an unreadable directory with a leading dot in the source, with the default include', () => {
   // A chain of jobs: this job's source is another job's output.directory, whose temp
   // directory (.cronsafe-tmp/job-<name>, that job's user's) this user cannot read. `**` never

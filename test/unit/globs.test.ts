@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives, excludeMatcher, includeDepth, includeMatcher, literalGlob, reachesDotDirectories } from '../../src/globs.js';
+import { braceAlternatives, directoryFilter, excludeMatcher, includeDepth, includeMatcher, literalGlob, reachesDotDirectories } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -131,5 +131,37 @@ describe('reachesDotDirectories', () => {
       expect(includeMatcher([g])(id), `${g} matches ${id}`).toBe(true);
       expect(reachesDotDirectories([g]), g).toBe(true);
     }
+  });
+});
+
+describe('directoryFilter', () => {
+  it('lets the scan into every directory on the way to an id the include globs match', () => {
+    const globs = ['*.csv', 'in/*.csv', '{in,out}/*/x.csv', 'a*/b/*.csv', '**/*.txt', '**/.cache/*', '.x/*', './d/*.csv', 'lat\\xe9/*', 'q?/[a-z].csv', '+(p|r)/*'];
+    const ids = ['a.csv', 'in/a.csv', 'out/k/x.csv', 'in/k/x.csv', 'abc/b/z.csv', 'a/b/z.csv', 'p/q/r/s.txt', '.snapshot/h/s.txt', 'p/.cache/z', '.cache/z', '.x/y', 'd/e.csv', 'lat\\xe9/z', 'q1/a.csv', 'p/z', 'pp/z', 'lost+found/a.csv'];
+    for (const g of globs) {
+      const m = includeMatcher([g]);
+      const enter = directoryFilter([g]);
+      for (const id of ids) {
+        if (!m(id)) continue;
+        const segs = id.split('/');
+        for (let k = 1; k < segs.length; k++) expect(enter(segs.slice(0, k)), `${g}: ${id} needs ${segs.slice(0, k).join('/')}`).toBe(true);
+      }
+    }
+  });
+
+  it('keeps the scan out of directories no include glob can match into', () => {
+    const f = (globs: string[], dir: string): boolean => directoryFilter(globs)(dir.split('/'));
+    expect(f(['*.csv'], 'in')).toBe(false);
+    expect(f(['in/*.csv'], 'lost+found')).toBe(false);
+    expect(f(['in/*.csv'], 'in')).toBe(true);
+    expect(f(['in/*.csv'], 'in/x')).toBe(false);
+    expect(f(['{in,out}/*.csv'], 'out')).toBe(true);
+    expect(f(['a*/b/*.csv'], 'abc/b')).toBe(true);
+    expect(f(['a*/b/*.csv'], 'b')).toBe(false);
+    expect(f(['**'], '.snapshot')).toBe(false);
+    expect(f(['**'], 'a/.git')).toBe(false);
+    expect(f(['**'], 'a/b')).toBe(true);
+    expect(f(['**/.cache/*'], 'a/.cache')).toBe(true);
+    expect(f(['in/*.csv', '**/*.txt'], 'lost+found')).toBe(true);
   });
 });
