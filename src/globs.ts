@@ -208,13 +208,15 @@ const GLOB_SPECIAL = '*?[]{}()!@+|,^$"';
 /**
  * True when the scan never enters the directory at `rel` (`/`-separated, relative to the
  * scanned directory): `exclude` matches it or one of its parents, which is where the walk
- * prunes. The config check uses it to prove that an output directory inside the source
+ * prunes, or no `include` glob can match into it or a parent (directoryFilter). The config check uses it to prove that an output directory inside the source
  * is never scanned.
  */
-export function scanSkipsDirectory(exclude: string[], rel: string): boolean {
+export function scanSkipsDirectory(exclude: string[], rel: string, include: string[] = []): boolean {
   const match = excludeMatcher(exclude);
+  // As the scan decides (runner/scan.ts): a directory no include glob can match into is not entered either.
+  const enter = directoryFilter(include.length > 0 ? include : ['**']);
   const segs = rel.split('/');
-  return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')));
+  return segs.some((_, i) => match(segs.slice(0, i + 1).join('/')) || !enter(segs.slice(0, i + 1)));
 }
 
 /** Past this many brace alternatives a glob is matched as it is (a runaway `{a,b}{c,d}...`). */

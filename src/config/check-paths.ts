@@ -209,7 +209,7 @@ export function checkPaths(file: string, c: Config): void {
   const dangling = c.output && out === undefined ? linkToNothingOnTheWay(c.output.directory) : null;
   if (dangling !== null) problems.push({ key: 'output.directory', message: `cannot be created: ${dangling}: ${c.output?.directory}` });
   if (c.output && s?.isDirectory()) {
-    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude) ?? sourceUnderAnotherPath(s, out, c.output.directory);
+    const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude, c.source.include) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
   const own = c.output ? ownFileAmongOutputs(c.output.directory, c) : null;
@@ -272,11 +272,12 @@ function sourceUnderAnotherPath(source: fs.Stats, out: fs.Stats | null | undefin
  * Outputs written inside source.directory become items on the next run (`a` -> `a.out`
  * -> `a.out.out` ...). Allowed only when the scan provably never enters the output
  * directory: `source.exclude` matches its path relative to the source (or a parent's),
- * which is where the scan prunes. Compared by real paths, so links on either side do not
+ * which is where the scan prunes, or no `source.include` glob can match into it (`*.csv`,
+ * a dot directory under `**`), where it prunes too. Compared by real paths, so links on either side do not
  * hide it. The scan's own skip of output.directory by name is not counted as proof: it is
  * lexical, and a link in either path defeats it. Returns the problem, or null.
  */
-function outputInsideSource(source: string, output: string, exclude: string[]): string | null {
+function outputInsideSource(source: string, output: string, exclude: string[], include: string[]): string | null {
   const src = whereItIs(source);
   const out = whereItIs(output);
   if (out === src) {
@@ -287,7 +288,7 @@ function outputInsideSource(source: string, output: string, exclude: string[]): 
   // As the scan's id for it (runner/item-id.ts): a backslash in a name is `\\` there, and
   // the exclude is matched against that.
   const id = rel.replaceAll('\\', '\\\\');
-  if (scanSkipsDirectory(exclude, id)) return null;
+  if (scanSkipsDirectory(exclude, id, include)) return null;
   return (
     `${output} is inside source.directory (at ${rel}): outputs would become items on the next run (a -> a.out -> a.out.out ...); ` +
     `move it outside source.directory, or exclude it from the scan: source.exclude: [${JSON.stringify(`${literalGlob(id)}/**`)}]`

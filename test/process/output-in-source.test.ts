@@ -51,6 +51,28 @@ describe('output.directory inside source.directory', () => {
     expect((await statusJson(ok.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   });
 
+  it('inside it where no source.include glob reaches (include ["*.txt"]; a dot directory under "**"): accepted without an exclude, and outputs never become items', async () => {
+    // The scan enters no directory its include globs cannot match into, which is as sure a
+    // proof as an exclude: the config check asked for an exclude all the same (exit 78).
+    for (const [include, dir] of [[['*.txt'], 'results'], [['**'], '.results'], [['in/*.txt'], 'results']] as const) {
+      const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'b.txt': 'b', 'in/c.txt': 'c' });
+      const ok = workspace({ handler: { command: COPY }, source: { directory: ws.source, include: [...include] }, output: { directory: path.join(ws.source, dir) } });
+      for (let i = 0; i < 2; i++) {
+        const r = await runCli(['run', '-c', ok.configPath]);
+        expect(r.code, `${include.join()} ${dir}: ${r.stderr}`).toBe(0);
+      }
+      const items = (await statusJson(ok.configPath)).items;
+      expect(items.pending + items.claimed + items.dead, include.join()).toBe(0);
+      expect(items.done, include.join()).toBe(include[0] === '**' ? 3 : include[0] === '*.txt' ? 2 : 1);
+    }
+    // A glob that reaches it still needs the exclude.
+    const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
+    const bad = workspace({ handler: { command: COPY }, source: { directory: ws.source, include: ['*.txt', '*/*.out'] }, output: { directory: path.join(ws.source, 'results') } });
+    const v = await runCli(['validate', '-c', bad.configPath]);
+    expect(v.code, v.stderr).toBe(78);
+    expect(v.stderr).toContain('source.exclude: ["results/**"]');
+  });
+
   it('named with a backslash: the exclude it suggests is accepted and keeps outputs out of the scan', async () => {
     // Before: the check matched the exclude against `res\ults` while the scan's id is
     // `res\\ults`, and suggested ["res\ults/**"] (a YAML error: `\u` wants hex digits), so
