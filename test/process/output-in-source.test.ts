@@ -61,9 +61,8 @@ describe('output.directory inside source.directory', () => {
         const r = await runCli(['run', '-c', ok.configPath]);
         expect(r.code, `${include.join()} ${dir}: ${r.stderr}`).toBe(0);
       }
-      const items = (await statusJson(ok.configPath)).items;
-      expect(items.pending + items.claimed + items.dead, include.join()).toBe(0);
-      expect(items.done, include.join()).toBe(include[0] === '**' ? 3 : include[0] === '*.txt' ? 2 : 1);
+      const done = include[0] === '**' ? 3 : include[0] === '*.txt' ? 2 : 1;
+      expect((await statusJson(ok.configPath)).items, include.join()).toEqual({ pending: 0, claimed: 0, done, dead: 0 });
     }
     // A glob that reaches it still needs the exclude.
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a' });
