@@ -86,7 +86,8 @@ function expand(s: string, env: NodeJS.ProcessEnv, problem: (message: string) =>
     const name = NAME_RE.exec(s)?.[0];
     if (name === undefined) return invalid(start);
     const after = start + 2 + name.length;
-    const v = env[name];
+    // Own variables only: `${constructor}` is not set, whatever an object inherits by that name.
+    const v = Object.hasOwn(env, name) ? env[name] : undefined;
     if (evaluate && v !== undefined && envNotUtf8(name, v, env)) {
       problem(`environment variable ${name} holds bytes that are not UTF-8, which would be read as another text (U+FFFD): set it as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`);
     }

@@ -28,6 +28,17 @@ export function resolveConfigPath(cliPath?: string, env: NodeJS.ProcessEnv = pro
   return path.resolve(chosen);
 }
 
+/**
+ * handler.env's `__proto__` key, which zod's record skips without an issue (it would replace
+ * the parsed object's prototype), as would every environment built from it with
+ * Object.assign: it passed validate and set nothing. The one record in the schema.
+ */
+function protoEnvKey(value: Record<string, unknown>): KeyProblem[] {
+  const env = (value.handler as { env?: unknown } | null | undefined)?.env;
+  if (typeof env !== 'object' || env === null || !Object.hasOwn(env, '__proto__')) return [];
+  return [{ key: 'handler.env.__proto__', message: "cannot be passed: cronsafe builds the handler's environment as a JavaScript object, where __proto__ is not a key; use another name" }];
+}
+
 /** Options for loadConfig(). */
 export interface LoadOptions {
   /** Environment for `${VAR}` and CRONSAFE_STATE_POSTGRES. Default process.env. */
@@ -80,8 +91,9 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     reportInput: true,
     error: (iss) => fallbackMessage(iss),
   });
-  if (!parsed.success) {
-    const problems = formatIssues(parsed.error.issues, knownKeysAt);
+  const dropped = protoEnvKey(value);
+  if (!parsed.success || dropped.length > 0) {
+    const problems = [...(parsed.success ? [] : formatIssues(parsed.error.issues, knownKeysAt)), ...dropped];
     // A bad URL from the environment is not in the file the line names: say where it is.
     const fromEnv = (p: KeyProblem) => (pgOverride && p.key === 'state.postgres' ? { ...p, message: `${p.message} (from the environment variable ${POSTGRES_ENV})` } : p);
     fail(file, problems.map(fromEnv));

@@ -29,7 +29,8 @@ export function schemaAt(path: readonly PropertyKey[], root: z.core.$ZodType = c
   let def = unwrap(root);
   for (const seg of path) {
     const child =
-      def.type === 'object' ? def.shape?.[String(seg)]
+      // Own keys only: `retry: {toString: ...}` names no key, not Object's method.
+      def.type === 'object' ? (def.shape !== undefined && Object.hasOwn(def.shape, String(seg)) ? def.shape[String(seg)] : undefined)
       : def.type === 'array' ? def.element
       : def.type === 'record' ? def.valueType
       : undefined;
