@@ -5,6 +5,7 @@ import { COMPANION_SUFFIXES, isLockFileText, isSqliteDatabase, storeFiles } from
 import { whereItIs } from '../real-path.js';
 import { fail, type KeyProblem } from './messages.js';
 import { execSizeProblems } from './exec-size.js';
+import { pseudoFilesystem, pseudoFilesystemMessage } from './filesystems.js';
 import { programProblem, scriptProblem } from './program.js';
 import type { Config } from './types.js';
 
@@ -208,6 +209,9 @@ export function checkPaths(file: string, c: Config): void {
   }
   const dangling = c.output && out === undefined ? linkToNothingOnTheWay(c.output.directory) : null;
   if (dangling !== null) problems.push({ key: 'output.directory', message: `cannot be created: ${dangling}: ${c.output?.directory}` });
+  // `/proc/self`: validate said OK, and every run failed (a `fatal:` stack trace under /proc).
+  const pseudo = c.output && (out === undefined || out?.isDirectory()) && dangling === null ? pseudoFilesystem(c.output.directory) : undefined;
+  if (pseudo !== undefined) problems.push({ key: 'output.directory', message: pseudoFilesystemMessage(c.output!.directory, pseudo, 'output') });
   if (c.output && s?.isDirectory()) {
     const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude, c.source.include) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });

@@ -50,6 +50,21 @@ const LOCAL: ReadonlyMap<number, string> = new Map([
   [0x4d44, 'vfat'],
 ]);
 
+/**
+ * Kernel pseudo file systems: the kernel's own entries, where no file can be created (in a
+ * cgroup file system a mkdir makes a cgroup). A path there can never hold what cronsafe writes.
+ */
+const PSEUDO: ReadonlyMap<number, string> = new Map([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x1cd1, 'devpts'],
+  [0x64626720, 'debugfs'],
+  [0x74726163, 'tracefs'],
+  [0x73636673, 'securityfs'],
+]);
+
 export type Statfs = (p: string) => { type: number };
 
 /** What one path's file system is. */
@@ -62,16 +77,41 @@ export interface FilesystemCheck {
   /** `ext4`, `nfs`, `fuse`, ... or `0x<magic>` for one we do not know (taken as local). */
   type: string;
   network: boolean;
+  /** A kernel pseudo file system (proc, sysfs, ...): refused, whatever the config allows. */
+  pseudo?: boolean;
   /** `lock.allowNetworkFilesystem` / `state.allowNetworkFilesystem`. */
   allowed: boolean;
 }
 
 /** The file system type behind a statfs magic number. */
-export function filesystemType(magic: number): { type: string; network: boolean } {
+export function filesystemType(magic: number): { type: string; network: boolean; pseudo?: boolean } {
   const m = magic >>> 0; // f_type is a signed long on some ABIs
   const network = NETWORK.get(m);
   if (network !== undefined) return { type: network, network: true };
+  const pseudo = PSEUDO.get(m);
+  if (pseudo !== undefined) return { type: pseudo, network: false, pseudo: true };
   return { type: LOCAL.get(m) ?? `0x${m.toString(16)}`, network: false };
+}
+
+/** What a path on a pseudo file system is told (`what`: the file cronsafe would write there). */
+export const pseudoFilesystemMessage = (p: string, type: string, what: string): string =>
+  `${p} is on ${type}, a file system the kernel makes up, where no ${what} can be written: use a directory on a volume`;
+
+/**
+ * The pseudo file system `p` is on (or, when it does not exist yet, its nearest existing
+ * parent), or undefined: a real one, or one statfs cannot tell (EACCES, a loop of links:
+ * said where the path is used).
+ */
+export function pseudoFilesystem(p: string, statfs: Statfs = fs.statfsSync): string | undefined {
+  for (let probed = p; ; probed = path.dirname(probed)) {
+    try {
+      const found = filesystemType(statfs(probed).type);
+      return found.pseudo === true ? found.type : undefined;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(probed) === probed) return undefined;
+    }
+  }
 }
 
 /**
@@ -141,6 +181,11 @@ export function networkFilesystemMessage(c: FilesystemCheck): string {
  */
 export function checkFilesystems(config: Config, statfs?: Statfs): FilesystemCheck[] {
   const checks = inspectFilesystems(config, statfs);
+  const pseudo = checks.filter((c) => c.pseudo === true);
+  if (pseudo[0]) {
+    const lines = pseudo.map((c) => `${config.configPath}: ${c.key}: ${pseudoFilesystemMessage(c.path, c.type, c.key === 'lock.path' ? 'lock file' : 'ledger')}`);
+    throw new ConfigError(lines.join('\n'), config.configPath, pseudo[0].key);
+  }
   const refused = checks.filter((c) => c.network && !c.allowed);
   if (refused[0]) {
     const lines = refused.map((c) => `${config.configPath}: ${networkFilesystemMessage(c)}`);
