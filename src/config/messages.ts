@@ -64,6 +64,23 @@ export function fallbackMessage(issue: { code?: string; expected?: string }): st
   return undefined;
 }
 
+/** What YAML 1.2 reads as a number or a boolean when it is not quoted. */
+const YAML_NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^0x[0-9a-fA-F]+$|^0o[0-7]+$/;
+const YAML_BOOLEAN = /^(true|True|TRUE|false|False|FALSE)$/;
+
+/**
+ * ` (in quotes, ...)` for a number or a boolean written in quotes where one is expected
+ * (`concurrency: "8"`, as a Kubernetes manifest's env values are written): "expected an
+ * integer, got "8"" read as if 8 were refused. Else ''.
+ */
+function quotedHint(issue: z.core.$ZodIssue): string {
+  if (issue.code !== 'invalid_type' || typeof issue.input !== 'string') return '';
+  // As written: a space inside the quotes (or text around a `${VAR}`) is not undone by removing them.
+  const text = issue.input;
+  const fits = issue.expected === 'boolean' ? YAML_BOOLEAN.test(text) : (issue.expected === 'number' || issue.expected === 'int') && YAML_NUMBER.test(text);
+  return fits ? ' (in quotes, so a string: remove the quotes)' : '';
+}
+
 /** Small Levenshtein distance; config keys are short, so O(n*m) is nothing. */
 function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -150,7 +167,7 @@ export function formatIssues(
           // A number where a secret goes is a PIN or password left unquoted; a URL's text is redacted.
           const secretNumber = mayHoldSecret(issue.path) && (typeof issue.input === 'number' || typeof issue.input === 'bigint');
           const found = secretNumber ? 'a number (not shown: it may be a secret)' : describeValue(issue.input);
-          out.push({ key, message: `${issue.message}, got ${found}` });
+          out.push({ key, message: `${issue.message}, got ${found}${quotedHint(issue)}` });
         }
     }
   }

@@ -68,7 +68,7 @@ describe('events and scheduledTimestamp', () => {
   it.each([
     ['events: {enabled: 1}', 'events.enabled', 'expected true or false, got 1'],
     ['events: {enable: true}', 'events.enable', 'unknown key (did you mean "enabled"?)'],
-    ['scheduledTimestamp: {enabled: "true"}', 'scheduledTimestamp.enabled', 'expected true or false, got "true"'],
+    ['scheduledTimestamp: {enabled: "true"}', 'scheduledTimestamp.enabled', 'expected true or false, got "true" (in quotes, so a string: remove the quotes)'],
     ['scheduledTimestmp: {enabled: true}', 'scheduledTimestmp', 'unknown key (did you mean "scheduledTimestamp"?)'],
   ])('%s -> %s', (yaml, key, text) => {
     expectProblem(dir.minimal(`${yaml}\n`), key, text);
