@@ -202,6 +202,11 @@ export function readYaml(file: string, abs: string): unknown {
     // error ("Unresolved alias ...: <name>"), a password's, with neither line nor key.
     const dangling = firstAlias(doc, aliases.targets, (target) => target === undefined);
     if (dangling !== undefined) refuse(dangling, 'an alias ("*name") with no anchor ("&name") before it: a value that starts with "*" must be quoted');
+    // The library's own check (toJS below) names neither the line nor the key of the alias.
+    const bomb = firstAlias(doc, aliases.targets, aliasUses(aliases.targets));
+    if (bomb !== undefined) {
+      refuse(bomb, `the alias *${bomb.anchor} makes more than ${MAX_ANCHOR_USES} uses of an anchor's content, counting the aliases inside it (an "alias bomb"?): write the values out`);
+    }
     // A value written unquoted that starts with "!" is a tag the library cannot apply: it only
     // warned, and the value was what followed the tag (`PW: !Hunter2` was the empty string).
     const tag = unappliedTag(doc);
@@ -217,6 +222,16 @@ export function readYaml(file: string, abs: string): unknown {
         mangled.key,
       );
     }
+  }
+  // Lists or mappings inside each other past what the parser's recursion can follow: said
+  // "Maximum call stack size exceeded", then a follow-on error per level (786 lines).
+  const tooDeep = doc.errors.find((e) => e.code === 'RESOURCE_EXHAUSTION');
+  if (tooDeep !== undefined) {
+    const pos = tooDeep.linePos?.[0];
+    throw new ConfigError(
+      `${file}${pos ? `:${pos.line}:${pos.col}` : ''}: invalid YAML: lists or mappings nested too deeply to be read (hundreds of levels of [, { or - inside each other): a config is a few levels deep`,
+      abs,
+    );
   }
   if (doc.errors.length > 0) {
     // `cron: */5 * * * *` unquoted: YAML reads each `*` as an alias (and `@daily` as a reserved
@@ -264,8 +279,9 @@ export function readYaml(file: string, abs: string): unknown {
     throw new ConfigError(lines.join('\n'), abs);
   }
   try {
-    // The alias cap stops a "billion laughs" file from expanding into gigabytes.
-    return doc.toJS({ maxAliasCount: 100 });
+    // The alias cap stops a "billion laughs" file from expanding into gigabytes (aliasUses
+    // refused it first, naming the alias).
+    return doc.toJS({ maxAliasCount: MAX_ANCHOR_USES });
   } catch (err) {
     throw new ConfigError(`${file}: invalid YAML: ${coerceError(err).message}`, abs);
   }
@@ -354,6 +370,37 @@ function aliasTargets(doc: YAML.Document): { targets: AliasTargets; tooMany?: nu
     },
   });
   return tooMany === undefined ? { targets } : { targets, tooMany };
+}
+
+/** The uses of an anchor's content, times those of the aliases inside it, that toJS allows (its maxAliasCount). */
+const MAX_ANCHOR_USES = 100;
+
+/**
+ * A `firstAlias` test that holds at the alias the library's toJS would refuse as "Excessive
+ * alias count" (yaml's Alias.resolve, counted the same way and in the same order: each alias
+ * adds a use of its anchor's content, weighted by the uses of the aliases inside it when
+ * first met), so that the refusal can name its line and key.
+ */
+function aliasUses(targets: AliasTargets): (target: YAML.Node | undefined) => boolean {
+  const uses = new Map<YAML.Node, { count: number; weight: number }>();
+  const weight = (node: unknown): number => {
+    if (YAML.isAlias(node)) {
+      const u = uses.get(targets.get(node)!);
+      return u ? u.count * u.weight : 0;
+    }
+    if (YAML.isCollection(node)) return node.items.reduce<number>((max, item) => Math.max(max, weight(item)), 0);
+    if (YAML.isPair(node)) return Math.max(weight(node.key), weight(node.value));
+    return 1;
+  };
+  return (target) => {
+    if (target === undefined) return false;
+    // The anchor itself is the first use.
+    const u = uses.get(target) ?? { count: 1, weight: 0 };
+    uses.set(target, u);
+    u.count += 1;
+    if (u.weight === 0) u.weight = weight(target);
+    return u.count * u.weight > MAX_ANCHOR_USES;
+  };
 }
 
 /**
