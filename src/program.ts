@@ -10,6 +10,7 @@ import { ConfigError, EdgeError, EXIT, coerceError, inConfigFile } from './error
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
 import { asGiven, once } from './commands/option-once.js';
+import { checkUsage } from './commands/usage-checks.js';
 import { escapeControlsButLayout, escapeInvisible } from './terminal-safe.js';
 
 /** What cli.ts gives the program. */
@@ -260,6 +261,7 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
   commandConfig = undefined;
   const program = buildProgram(signals, (c) => (code = c));
   try {
+    checkUsage(program, argv.slice(2));
     await program.parseAsync(argv);
     return code;
   } catch (raw) {

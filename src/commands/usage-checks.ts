@@ -1,0 +1,43 @@
+import type { Command } from 'commander';
+import { EXIT } from '../errors.js';
+
+/** Whether `name` names one of `cmd`'s subcommands. */
+const subcommand = (cmd: Command, name: string): Command | undefined => cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
+
+/**
+ * Usage errors commander reports without saying why, checked on the arguments before it
+ * parses them (exit 2 from the command concerned, its usage after the error):
+ * `cronsafe help bogus` printed the overview and exited 2 (`cronsafe bogus` says "unknown
+ * command 'bogus'"); `--json=false` said "unknown option '--json=false'", as if there were no
+ * --json: a flag takes no value, and read as given it would have been true.
+ */
+export function checkUsage(program: Command, args: readonly string[]): void {
+  let cmd = program;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') return;
+    if (!arg.startsWith('-')) {
+      const sub = subcommand(cmd, arg);
+      if (sub !== undefined) {
+        cmd = sub;
+      } else if (cmd.commands.length > 0) {
+        // `help NAME` (commander's own command); any other unknown name commander says itself.
+        const name = args[i + 1];
+        if (arg === 'help' && name !== undefined && !name.startsWith('-') && subcommand(cmd, name) === undefined) {
+          cmd.error(`error: unknown command '${name}'`, { exitCode: EXIT.USAGE, code: 'commander.unknownCommand' });
+        }
+        return;
+      }
+      continue; // an operand (an item id)
+    }
+    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const option = cmd.options.find((o) => o.long === flag || o.short === flag);
+    if (option === undefined) continue;
+    if (eq > 0 && !option.required && !option.optional) {
+      cmd.error(`error: option '${option.long}' takes no value, got '${arg}': give ${option.long} alone, or leave it out`, { exitCode: EXIT.USAGE, code: 'commander.unknownOption' });
+    }
+    // Its value is the next argument, whatever it looks like (`-c --json=x` names a file).
+    if (option.required && eq < 0) i++;
+  }
+}

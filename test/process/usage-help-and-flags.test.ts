@@ -1,0 +1,39 @@
+/**
+ * Usage errors commander gave without a reason. `cronsafe help bogus` printed the overview
+ * on stderr and exited 2, never saying why (`cronsafe bogus` says "unknown command");
+ * `status --json=false` said "unknown option '--json=false'", as if there were no --json.
+ * Both stay exit 2, now saying what is wrong; `help run` and `--json` work as before.
+ */
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+
+describe('usage errors say what is wrong', () => {
+  it.each([
+    [['help', 'bogus'], "error: unknown command 'bogus'"],
+    [['dead-letter', 'help', 'bogus'], "error: unknown command 'bogus'"],
+    [['status', '--json=false'], "error: option '--json' takes no value, got '--json=false': give --json alone, or leave it out"],
+    [['run', '--dry-run=true', '-c', 'x.yaml'], "error: option '--dry-run' takes no value, got '--dry-run=true': give --dry-run alone, or leave it out"],
+    [['requeue', 'a.txt', '--json=true'], "error: option '--json' takes no value, got '--json=true': give --json alone, or leave it out"],
+    [['dead-letter', 'list', '--json=0'], "error: option '--json' takes no value, got '--json=0': give --json alone, or leave it out"],
+  ])('%j: exit 2 saying so, with the usage after it', async (args, said) => {
+    const r = await runCli(args);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.startsWith(`${said}\n`), r.stderr).toBe(true);
+    expect(r.stderr).toContain('Usage: cronsafe');
+  });
+
+  it('help run and a value-taking option given as --option=value work as before', async () => {
+    const help = await runCli(['help', 'run']);
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stdout).toContain('Usage: cronsafe run [options]');
+    // A value that looks like a flag is the option's value, not a flag.
+    const r = await runCli(['validate', '--config=/nonexistent/--json=false']);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('config file not found: /nonexistent/--json=false');
+    const named = await runCli(['status', '-c', '/nonexistent/x', '--json']);
+    expect(named.code, named.stderr).toBe(78);
+    const dash = await runCli(['validate', '-c', '--json=false']);
+    expect(dash.code, dash.stderr).toBe(78);
+    expect(dash.stderr).toMatch(/config file not found: .*\/--json=false\n/);
+  });
+});
