@@ -47,4 +47,13 @@ describe('config keys and ${VAR} names that JavaScript objects have', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('c p h\n');
   });
+
+  // cronsafe's own environment is passed on whole: a variable named __proto__ (legal in POSIX)
+  // was dropped on its way to the handler (copied with Object.assign, which sets a prototype).
+  it('an inherited variable named __proto__ reaches the handler', async () => {
+    const ws = workspace({ handler: { command: ['sh', '-c', 'printenv __proto__ > "$CRONSAFE_OUTPUT_PATH"'] } }, { 'a.txt': 'a' });
+    const r = await runCli(['run', '-c', ws.configPath], { env: { ['__proto__']: 'inherited' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(path.join(ws.out, 'a.txt.out'), 'utf8')).toBe('inherited\n');
+  });
 });

@@ -179,7 +179,8 @@ process.on('message', (m) => {
   const io = fifoPair();
   let child;
   try {
-    child = spawn(m.f, m.a, { cwd: m.c, env: Object.assign({}, envs.get(m.k), m.e), stdio: io ? ['ignore', io.writeO, io.writeE] : ['ignore', 'pipe', 'pipe'], detached: true });
+    // Spread, not Object.assign: an inherited variable named __proto__ is a key to copy, not a prototype to set.
+    child = spawn(m.f, m.a, { cwd: m.c, env: { ...envs.get(m.k), ...m.e }, stdio: io ? ['ignore', io.writeO, io.writeE] : ['ignore', 'pipe', 'pipe'], detached: true });
   } catch (err) {
     if (io) { for (const fd of [io.readO, io.writeO, io.readE, io.writeE]) fs.closeSync(fd); release(io); }
     send({ i, f: (err && err.code) || 'error', m: String(err && err.message) });
