@@ -23,6 +23,8 @@ export function checkUsage(program: Command, args: readonly string[]): void {
       } else if (cmd.commands.length > 0) {
         // `help NAME` (commander's own command); any other unknown name commander says itself.
         const name = args[i + 1];
+        // `help help`: commander's help command is in no list of commands, so it was unknown too.
+        if (arg === 'help' && name === 'help') cmd.help();
         if (arg === 'help' && name !== undefined && !name.startsWith('-') && subcommand(cmd, name) === undefined) {
           cmd.error(`error: unknown command '${name}'`, { exitCode: EXIT.USAGE, code: 'commander.unknownCommand' });
         }

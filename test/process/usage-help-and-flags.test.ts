@@ -26,6 +26,10 @@ describe('usage errors say what is wrong', () => {
     const help = await runCli(['help', 'run']);
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toContain('Usage: cronsafe run [options]');
+    // The help command is listed: `help help` is the overview, not an unknown command.
+    const helpHelp = await runCli(['help', 'help']);
+    expect(helpHelp.code, helpHelp.stderr).toBe(0);
+    expect(helpHelp.stdout).toContain('Usage: cronsafe [options] [command]');
     // A value that looks like a flag is the option's value, not a flag.
     const r = await runCli(['validate', '--config=/nonexistent/--json=false']);
     expect(r.code, r.stderr).toBe(78);
