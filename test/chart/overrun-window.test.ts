@@ -109,7 +109,7 @@ describe.skipIf(!PROMTOOL)('an hourly job whose every run overruns (promtool tes
       description: ann.description!.replace('{{ $labels.job }}', 'hourly'),
       runbook_url: ann.runbook_url,
     };
-    const page = [{ exp_labels: { job: 'hourly', severity: 'page' }, exp_annotations }];
+    const page = [{ exp_labels: { namespace: 'batch', job: 'hourly', severity: 'page' }, exp_annotations }];
     writeFileSync(
       file,
       YAML.stringify({

@@ -70,6 +70,18 @@ describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', () 
     expect(r.out).toContain('alertname: CronsafeRepeatedOverruns, time: 30m');
   });
 
+  it('the unit tests catch an alert that merges one name\'s namespaces (staging\'s dead letters paged as the job alone)', () => {
+    for (const [alert, expr] of [
+      ['CronsafeDeadLetters', 'cronsafe_dead_letter_items) > 0'],
+      ['CronsafeRunsFailing', 'cronsafe_consecutive_failed_runs) >= 3'],
+    ] as const) {
+      const { tests } = mutated(`merged-${alert}`, (s) => s.replace(`max by (namespace, job) (${expr}`, `max by (job) (${expr}`));
+      const r = promtool('test', 'rules', tests);
+      expect(r.code, r.out).not.toBe(0);
+      expect(r.out).toContain(`alertname: ${alert}, time: 30m`);
+    }
+  });
+
   it('the unit tests catch a no-success age that was changed', () => {
     const { tests } = mutated('age', (s) => s.replace('cronsafe:success_age_seconds > 86400', 'cronsafe:success_age_seconds > 172800'));
     const r = promtool('test', 'rules', tests);
