@@ -94,7 +94,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
             log,
             timeoutMs: pushTimeoutMs(config),
             method: 'put',
-            ready: async () => (await view.read()) !== undefined,
+            ready: async () => (await view.readForPush()) !== undefined,
+            done: () => view.unpin(),
           });
     // The pass is over: in-flight and queued read 0 from now on; what the pass skipped stays,
     // so that the final push (and a scrape after the run) still says the scan was partial.
@@ -225,7 +226,8 @@ export async function pushLedgerMetrics(deps: MetricsDeps, reason: string): Prom
       log,
       timeoutMs: pushTimeoutMs(config),
       method: 'post',
-      ready: async () => (await view.read()) !== undefined,
+      ready: async () => (await view.readForPush()) !== undefined,
+      done: () => view.unpin(),
     });
     await pusher.push(reason);
   } catch (err) {

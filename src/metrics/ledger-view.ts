@@ -49,13 +49,17 @@ export const STREAK_WINDOW = 20;
  * queries per scrape). A failed read is logged and answered with the last good snapshot:
  * a counter must never drop to 0 because the ledger hiccuped, or Prometheus would see a
  * reset and `increase()` would count the whole total again. `undefined` means there was
- * never a good read: callers then expose (and push) nothing rather than zeros.
+ * never a good read: callers then expose nothing rather than zeros. A push reads with
+ * readForPush(), which never answers with the last values read.
  */
 export class LedgerViewReader {
   private pending: Promise<LedgerView | undefined> | undefined;
   private lastGood: LedgerView | undefined;
   /** When the read that gave lastGood started (performance.now()): an older read never replaces it. */
   private lastGoodAt = -Infinity;
+
+  /** The snapshot a push read for itself (readForPush), answered to its collect calls until unpin(). */
+  private pinned: LedgerView | undefined;
 
   /** The budget's fetch still running (budgetMs): read on by the next scrapes, not started again. */
   private slow: Promise<LedgerView | undefined> | undefined;
@@ -97,6 +101,7 @@ export class LedgerViewReader {
   }
 
   read(): Promise<LedgerView | undefined> {
+    if (this.pinned !== undefined) return Promise.resolve(this.pinned);
     if (this.budgetMs !== undefined) return this.readWithin(this.budgetMs);
     if (this.pending) return this.pending;
     const p = this.fetch();
@@ -107,6 +112,25 @@ export class LedgerViewReader {
       if (this.pending === p) this.pending = undefined;
     });
     return p;
+  }
+
+  /**
+   * A push's read: the ledger now, kept for that push's own collect calls until `unpin()`.
+   * Undefined when this read failed: a push carries what the ledger says now or nothing. The
+   * last values read may be older than what another process pushed to the group since (on
+   * PostgreSQL the pods of one pass push to one group; a retry or requeue pushes too), and a
+   * PUT of them took the group's counters back: a reset to Prometheus, whose increase() then
+   * counted each whole total again.
+   */
+  async readForPush(): Promise<LedgerView | undefined> {
+    const view = (await this.attempt()) ? this.lastGood : undefined;
+    this.pinned = view;
+    return view;
+  }
+
+  /** The push that readForPush() read for is over: reads go to the ledger again. */
+  unpin(): void {
+    this.pinned = undefined;
   }
 
   /**
@@ -136,6 +160,12 @@ export class LedgerViewReader {
   }
 
   private async fetch(): Promise<LedgerView | undefined> {
+    await this.attempt();
+    return this.lastGood;
+  }
+
+  /** One read of the ledger into lastGood (unless a newer read gave it); false when it failed. */
+  private async attempt(): Promise<boolean> {
     const started = performance.now();
     try {
       const [totals, items, attempts, runs, recent] = await Promise.all([
@@ -162,10 +192,11 @@ export class LedgerViewReader {
         this.log.info({ failedForSeconds: Math.round((this.now() - this.failingSince) / 1000) }, 'metrics: the ledger can be read again');
         this.failingSince = undefined;
       }
+      return true;
     } catch (err) {
       this.failed(err);
+      return false;
     }
-    return this.lastGood;
   }
 
   /**

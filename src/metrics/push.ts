@@ -23,10 +23,13 @@ export interface PusherOptions {
   timeoutMs: number;
   method: PushMethod;
   /**
-   * Asked before each push; false skips it. Used to not push while the ledger has never
-   * been readable: an empty group would replace the last good totals.
+   * Asked before each push; false skips it. Used to not push when the ledger cannot be read
+   * for this push: never readable, an empty group would replace the last good totals; read
+   * before, the last values read may be older than what another pod pushed since.
    */
   ready?: () => Promise<boolean>;
+  /** Called once a push that `ready` was asked for is over (landed, failed or skipped). */
+  done?: () => void;
 }
 
 /**
@@ -42,6 +45,8 @@ export class Pusher {
   private inFlight: AbortController | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly where: string;
+  /** A skipped push (ledger unreadable) was warned about since the last push that landed: the next ones are debug. */
+  private skipTold = false;
 
   constructor(private readonly opts: PusherOptions) {
     this.where = displayUrl(opts.url);
@@ -88,10 +93,16 @@ export class Pusher {
     try {
       await Promise.race([this.send(ctl.signal), timedOut]);
       log.debug({ url: this.where, reason }, 'metrics: pushed to the Pushgateway');
+      this.skipTold = false;
       return true;
     } catch (err) {
       if (err instanceof NotReady) {
-        log.warn({ url: this.where, reason }, 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps the last good values)');
+        // Said once until a push lands again: the reader logs the outage itself, and a
+        // periodic push every 30 s through an hour's outage would repeat this 120 times.
+        const msg = 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps what was pushed last)';
+        if (this.skipTold) log.debug({ url: this.where, reason }, msg);
+        else log.warn({ url: this.where, reason }, msg);
+        this.skipTold = true;
       } else {
         const message = boundedMessage(coerceError(err).message);
         // A run's push (PUT) fails beside a pass that goes on; a ledger-only push (POST: a
@@ -102,6 +113,7 @@ export class Pusher {
       return false;
     } finally {
       clearTimeout(timer);
+      this.opts.done?.();
       if (this.inFlight === ctl) this.inFlight = undefined;
     }
   }
