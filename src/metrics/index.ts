@@ -46,6 +46,11 @@ export interface MetricsDeps {
    * the run shows its metrics there while it lasts instead of opening the port itself.
    */
   served?: MetricsSlot;
+  /**
+   * `cronsafe daemon` could not listen on metrics.port and said so once: the run tries it
+   * again without a warning of its own (debug), or every pass repeated it.
+   */
+  quietPort?: boolean;
 }
 
 /**
@@ -82,7 +87,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
     let live: (() => ProgressSnapshot) | undefined;
     const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
     const slot = m.port === undefined ? undefined : deps.served;
-    const server = m.port === undefined || slot ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log });
+    const server = m.port === undefined || slot ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log, quiet: deps.quietPort === true });
+    if (server !== undefined && deps.quietPort === true) log.info({ port: m.port }, 'metrics: metrics.port is free now; serving /metrics while this pass runs');
     const hide = slot?.show(metrics.registry, () => live?.(), () => view.lastRead());
     const pusher =
       m.pushgateway === undefined

@@ -56,7 +56,11 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   server.keepAliveTimeout = 5000;
 
   const bound = await listen(server, opts.port, opts.host).catch((err: unknown) => {
-    log[opts.quiet ? 'debug' : 'warn']({ err, port: opts.port }, 'metrics: cannot serve /metrics on this port; carrying on without it');
+    // The system's answer (EADDRINUSE, EACCES) says it all: no stack trace, which told nothing
+    // and made the line a screenful.
+    const e = err as NodeJS.ErrnoException;
+    const said = { port: opts.port, error: e instanceof Error ? e.message : String(err), ...(typeof e?.code === 'string' ? { code: e.code } : {}) };
+    log[opts.quiet ? 'debug' : 'warn'](said, 'metrics: cannot serve /metrics on this port; carrying on without it');
     return undefined;
   });
   if (bound === undefined) return undefined;

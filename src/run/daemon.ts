@@ -122,7 +122,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       },
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>
-        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot }).catch(
+        executeRun(config, log, { stop: signals.stop, force: signals.force, scheduledTime: occurrence, policy: 'vixie', growth: trigger === 'growth', served: metrics?.slot, metricsPortHeld: metrics === undefined }).catch(
           (err: unknown) => {
             // output.directory unusable at the pass's start (read-only, full, replaced by a
             // file): the environment's fault, as a source unmounted is. The pass failed (logged

@@ -104,7 +104,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const flockedSince = lock.ledgerLocked ? ((await ledger.flockedRunsSince?.()) ?? Infinity) : Infinity;
     const live = ledger.shared ? null : await findLiveRun(ledger, owner, Date.now(), config.lease.seconds * 1000, lock.previousHolder ?? null, flockedSince);
     if (live) return await skip(undefined, live);
-    metrics = await startRunMetrics({ config, ledger, log, served: opts.served });
+    metrics = await startRunMetrics({ config, ledger, log, served: opts.served, quietPort: opts.metricsPortHeld === true });
     const startedAt = Date.now();
     // The run's length for its `run finished` line, on the monotonic clock: a step of the
     // wall clock during the run (NTP, a resumed VM) must not make it negative.

@@ -28,6 +28,8 @@ export interface ExecuteOptions {
   manual?: boolean;
   /** `cronsafe daemon` serves metrics.port for its whole life: the run shows its metrics there (metrics/index.ts). */
   served?: MetricsSlot;
+  /** `cronsafe daemon` could not listen on metrics.port and has warned: the run tries it quietly. */
+  metricsPortHeld?: boolean;
   /**
    * Told when the run drains because what it relies on was lost (its run lock or Lease), not
    * on a signal: cli.ts then keeps the drain's last resort as for a SIGTERM at that moment, so

@@ -6,6 +6,7 @@
  * and no alert on them could fire. The daemon now serves the port for its whole life: the
  * pass's metrics while one runs, the ledger's between passes.
  */
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -56,29 +57,46 @@ describe('cronsafe daemon with metrics.port', () => {
     expect(daemon.lines.filter((l) => String(l.msg).startsWith('metrics') && l.level !== 'info' && l.level !== 'debug')).toEqual([]);
   });
 
-  it('metrics.port held when it starts (a `cronsafe run` by hand serving it): served once free, between passes too', async () => {
+  it('metrics.port held when it starts (a `cronsafe run` by hand serving it): one warning, no stack, not one per pass; served once free, between passes too', async () => {
     const port = await freePort();
     // Another process holds the port, as a manual run with the same config does while it runs.
     const holder = createServer();
     await new Promise<void>((resolve) => holder.listen(port, resolve));
-    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 }, metrics: { port } }, { 'a.txt': 'a' });
+    const ws = workspace(
+      {
+        handler: { command: ['true'] },
+        schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' },
+        daemon: { tickSeconds: 1, growth: { enabled: true, cooldownSeconds: 0 } },
+        metrics: { port },
+      },
+      { 'a.txt': 'a' },
+    );
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 60_000 });
+    const finished = () => daemon.lines.filter((l) => l.msg === 'run finished' && l.outcome === 'completed').length;
     try {
       await daemon.waitFor((l) => l.msg === 'metrics: cannot serve /metrics on this port; carrying on without it', 30_000);
-      // Its one pass (last year's occurrence) is over: the daemon idles until next year's.
-      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+      // Its first pass (last year's occurrence) is over; a new file brings a second pass
+      // (growth), the port still held. Then the daemon idles until next year's occurrence.
+      await until(() => finished() === 1, 'the first pass', 30_000);
+      writeFileSync(path.join(ws.source, 'b.txt'), 'b');
+      await until(() => finished() === 2, 'the second pass (growth)', 30_000);
       await new Promise<void>((resolve) => holder.close(() => resolve()));
       // Before, it never tried again: the port was served only during its passes, a year apart.
       await daemon.waitFor((l) => l.msg === 'metrics: metrics.port is free now; serving /metrics between passes too', 20_000);
       const res = await fetch(`http://127.0.0.1:${port}/metrics`);
       expect(res.status).toBe(200);
-      expect(value(parseMetrics(await res.text()), 'cronsafe_runs_total', { job: 'test-job', outcome: 'completed' })).toBe(1);
+      expect(value(parseMetrics(await res.text()), 'cronsafe_runs_total', { job: 'test-job', outcome: 'completed' })).toBe(2);
     } finally {
       daemon.child.kill('SIGTERM');
       holder.close();
     }
     expect((await daemon.exited).code).toBe(0);
-    // Tried at every tick while held: warned at the start and by the pass (which tries on its own), not at every tick.
-    expect(daemon.lines.filter((l) => l.level === 'warn' && l.msg === 'metrics: cannot serve /metrics on this port; carrying on without it').length).toBe(2);
+    // Tried at every tick and by each pass while held: warned once, at the start, with the
+    // system's answer and no stack trace. Before, each pass warned again with a full stack.
+    const warned = daemon.lines.filter((l) => l.level === 'warn' && l.msg === 'metrics: cannot serve /metrics on this port; carrying on without it');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ port, code: 'EADDRINUSE' });
+    expect(warned[0]!.err).toBeUndefined();
+    expect(String(warned[0]!.error)).toContain('EADDRINUSE');
   });
 });
