@@ -100,8 +100,10 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
             log,
             timeoutMs: pushTimeoutMs(config),
             method: 'put',
-            ready: async () => (await view.readForPush()) !== undefined,
-            done: () => view.unpin(),
+            ready: async () => {
+              const read = await view.readForPush();
+              return read !== undefined && (() => view.unpin(read));
+            },
           });
     // The pass is over: in-flight and queued read 0 from now on; what the pass skipped stays,
     // so that the final push (and a scrape after the run) still says the scan was partial.
@@ -232,8 +234,10 @@ export async function pushLedgerMetrics(deps: MetricsDeps, reason: string): Prom
       log,
       timeoutMs: pushTimeoutMs(config),
       method: 'post',
-      ready: async () => (await view.readForPush()) !== undefined,
-      done: () => view.unpin(),
+      ready: async () => {
+        const read = await view.readForPush();
+        return read !== undefined && (() => view.unpin(read));
+      },
     });
     await pusher.push(reason);
   } catch (err) {

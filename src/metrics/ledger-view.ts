@@ -123,14 +123,14 @@ export class LedgerViewReader {
    * counted each whole total again.
    */
   async readForPush(): Promise<LedgerView | undefined> {
-    const view = (await this.attempt()) ? this.lastGood : undefined;
-    this.pinned = view;
-    return view;
+    if (!(await this.attempt())) return undefined;
+    this.pinned = this.lastGood;
+    return this.pinned;
   }
 
-  /** The push that readForPush() read for is over: reads go to the ledger again. */
-  unpin(): void {
-    this.pinned = undefined;
+  /** The push that readForPush() gave `view` to is over: reads go to the ledger again (unless a later push pinned its own). */
+  unpin(view: LedgerView): void {
+    if (this.pinned === view) this.pinned = undefined;
   }
 
   /**

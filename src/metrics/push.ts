@@ -25,11 +25,10 @@ export interface PusherOptions {
   /**
    * Asked before each push; false skips it. Used to not push when the ledger cannot be read
    * for this push: never readable, an empty group would replace the last good totals; read
-   * before, the last values read may be older than what another pod pushed since.
+   * before, the last values read may be older than what another pod pushed since. Otherwise
+   * a function, called once this push's request is over (landed, failed or cut off).
    */
-  ready?: () => Promise<boolean>;
-  /** Called once a push that `ready` was asked for is over (landed, failed or skipped). */
-  done?: () => void;
+  ready?: () => Promise<false | (() => void)>;
 }
 
 /**
@@ -113,13 +112,21 @@ export class Pusher {
       return false;
     } finally {
       clearTimeout(timer);
-      this.opts.done?.();
       if (this.inFlight === ctl) this.inFlight = undefined;
     }
   }
 
   private async send(signal: AbortSignal): Promise<void> {
-    if (this.opts.ready && !(await this.opts.ready())) throw new NotReady();
+    const over = this.opts.ready ? await this.opts.ready() : () => undefined;
+    if (over === false) throw new NotReady();
+    try {
+      await this.request(signal);
+    } finally {
+      over();
+    }
+  }
+
+  private async request(signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     const { base, auth } = gatewayTarget(this.opts.url);
     const gateway = new Pushgateway(base, { timeout: this.opts.timeoutMs, signal, lookup: killableLookup(signal), ...(auth === undefined ? {} : { auth }) }, this.opts.registry);
