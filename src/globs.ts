@@ -94,7 +94,8 @@ export function includeDepth(globs: string[]): number {
  * can.
  */
 export function reachesDotDirectories(globs: string[]): boolean {
-  return globs.some((g) => /(^|[/{,}])\./.test(g) || /[[(\\]/.test(g));
+  // A `|` outside a group splits the whole glob in two for picomatch (`a|.b/*` takes `.b/x`).
+  return globs.some((g) => /(^|[/{,}|])\./.test(g) || /[[(\\]/.test(g));
 }
 
 /**
@@ -109,12 +110,20 @@ export function directoryFilter(globs: string[]): (segments: string[]) => boolea
     const depth = includeDepth([g]);
     const dots = reachesDotDirectories([g]);
     const fallback = (segments: string[]): boolean => segments.length < depth && (dots || !segments.some((s) => s[0] === '.'));
-    if (depth === Infinity || g.includes('\\')) return fallback;
+    // A `|` outside a group is picomatch's alternation of the whole glob, not of a segment:
+    // `in/*.csv|*/deep/*.csv` takes `z/deep/a.csv`, which no segment-wise reading enters.
+    if (depth === Infinity || g.includes('\\') || g.includes('|')) return fallback;
     const alternatives = braceAlternatives(g);
     // Unexpanded braces (too many alternatives), or a `.` or empty segment picomatch reads its own way (`./a/*.csv` matches `a/x.csv`).
     if (alternatives.some((a) => a.includes('{') || a.split('/').some((seg) => seg === '' || seg === '.'))) return fallback;
-    const compiled = alternatives.map((a) => a.split('/').map((seg) => picomatch(seg, GLOB_OPTS)));
-    return (segments) => compiled.some((c) => c.length > segments.length && segments.every((s, i) => c[i]!(s)));
+    // `nonegate`: a segment's leading "!" negates only at the start of the whole glob (refused
+    // in an include); mid-glob it is a "!" of the name (`a/!*/x.csv` takes `a/!z/x.csv`).
+    const compiled = alternatives.map((a) => a.split('/').map((seg) => picomatch(seg, { ...GLOB_OPTS, nonegate: true })));
+    // picomatch takes an id equal to the glob as it is written (`{a,b}/x` takes the id `{a,b}/x`).
+    const literal = g.split('/');
+    return (segments) =>
+      (literal.length > segments.length && segments.every((s, i) => s === literal[i])) ||
+      compiled.some((c) => c.length > segments.length && segments.every((s, i) => c[i]!(s)));
   });
   return (segments) => tests.some((t) => t(segments));
 }

@@ -164,4 +164,17 @@ describe('directoryFilter', () => {
     expect(f(['**/.cache/*'], 'a/.cache')).toBe(true);
     expect(f(['in/*.csv', '**/*.txt'], 'lost+found')).toBe(true);
   });
+
+  it('reads a mid-glob "!", a `|` and an id written as the glob as the matcher does', () => {
+    for (const [g, id] of [
+      ['a/!*/x.csv', 'a/!z/x.csv'],
+      ['in/*.csv|*/deep/*.csv', 'z/deep/x.csv'],
+      ['a|.b/*', '.b/x'],
+      ['{a,b}/x', '{a,b}/x'],
+    ] as const) {
+      expect(includeMatcher([g])(id), `${g} matches ${id}`).toBe(true);
+      const segs = id.split('/');
+      for (let k = 1; k < segs.length; k++) expect(directoryFilter([g])(segs.slice(0, k)), `${g}: ${id} needs ${segs.slice(0, k).join('/')}`).toBe(true);
+    }
+  });
 });
