@@ -58,10 +58,12 @@ export interface DiscoverOptions {
    * Told of an item the ledger cannot hold, left out of the result (not recorded, never
    * claimed) instead of failing its whole batch: on PostgreSQL, an id too long for the
    * primary key's index (a btree entry is at most ~2.7 kB after compression: a path nested
-   * deep with long, varied names). No row can exist for such an id, so leaving it out forgets
-   * nothing. `reason` says why.
+   * deep with long, varied names). `reason` says why. `recorded`: a row for it exists (the
+   * pending items' index holds the pass's run group beside the id, so an id recorded under a
+   * shorter group is refused under a longer one): the pass did not see it, yet must not forget
+   * it as gone.
    */
-  onRefused?: (id: string, reason: string) => void;
+  onRefused?: (id: string, reason: string, recorded: boolean) => void;
 }
 
 export interface ClaimOptions {

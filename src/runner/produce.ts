@@ -36,8 +36,16 @@ export async function produce(p: PassState): Promise<void> {
     });
   // An item the ledger cannot hold (an id too long for PostgreSQL's index) is left out, said
   // on every run, rather than failing its batch and the run with it.
-  const onRefused = (id: string, reason: string): void =>
-    log.warn({ itemId: id, reason }, 'scan: left out an item the ledger cannot record (it is not processed); shorten its path, or use a ledger that can hold it (SQLite)');
+  // One recorded already (under a pass whose run group was shorter) is not marked seen: the
+  // scan must then forget no unseen pending item, or its row went as if its file were gone.
+  let refusedRecorded = false;
+  const onRefused = (id: string, reason: string, recorded: boolean): void => {
+    refusedRecorded ||= recorded;
+    log.warn(
+      { itemId: id, reason, recorded },
+      'scan: left out an item the ledger cannot record (it is not processed); shorten its path, or use a ledger that can hold it (SQLite)',
+    );
+  };
   try {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
       if (drain.stopping.aborted) return;
@@ -60,7 +68,8 @@ export async function produce(p: PassState): Promise<void> {
     // earlier run found them: forget them, or the backlog never reaches 0. Not after a
     // partial scan (their directory may be the unreadable one), nor when the source root
     // is no longer the directory the pass began with. A file that comes back is new.
-    if (p.scanComplete && p.source === undefined && p.skippedDirectories === 0 && (await sourcePresent(p.config.source.directory, await p.sourceAtStart))) {
+    if (refusedRecorded) log.warn('scan: pending items it did not see are not forgotten this run: an item it left out is recorded in the ledger');
+    if (p.scanComplete && !refusedRecorded && p.source === undefined && p.skippedDirectories === 0 && (await sourcePresent(p.config.source.directory, await p.sourceAtStart))) {
       // In steps of FORGET_UNSEEN_BATCH, each its own transaction, the event loop let run
       // between two (SQLite's are synchronous): a deleted backlog of a million items took
       // 45 s in one, deaf to SIGTERM and holding the write lock (`dead-letter retry`

@@ -54,4 +54,26 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: an item whose id is t
       { id: 'plain.txt', state: 'done' },
     ]);
   }, 120_000);
+
+  // The pending-items index holds the pass's run group beside the id, so an id that fit under
+  // a short group (a run's own id) is refused under a longer one (a Job's name, or
+  // CRONSAFE_RUN_GROUP). Refused, it was not marked seen, and the complete scan then forgot
+  // its row as if its file were gone: attempts and last error lost, with the file still there.
+  it('recorded under a shorter run group, and refused under a longer one: its row is kept, not forgotten', async () => {
+    // 13 x 201 bytes and a leaf: ~2,640, incompressible: fits beside a 17-byte run id, not beside ~66 bytes.
+    const id = `${Array.from({ length: 13 }, (_, i) => varied(`g${i}`)).join('/')}/leaf-abcdefghijklmnop.txt`;
+    const db = await server.createDatabase('longgroup');
+    // It fails, and waits out retry.backoffSeconds (30 s by default): pending after the run.
+    const ws = workspace({ handler: { command: ['false'] }, state: { postgres: db } }, { [id]: 'b\n' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const before = await server.admin<{ state: string; attempts: number }>(`SELECT state, attempts FROM cronsafe.items WHERE id = $1`, [id], 'longgroup');
+    expect(before).toEqual([{ state: 'pending', attempts: 1 }]);
+    const r = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_RUN_GROUP: 'g'.repeat(60) } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.filter((l) => l.msg.startsWith('scan: left out an item')).map((l) => l.itemId)).toEqual([id]);
+    expect(r.lines.some((l) => l.msg.startsWith('forgot pending items'))).toBe(false);
+    const after = await server.admin<{ state: string; attempts: number }>(`SELECT state, attempts FROM cronsafe.items WHERE id = $1`, [id], 'longgroup');
+    expect(after).toEqual([{ state: 'pending', attempts: 1 }]);
+  }, 120_000);
 });

@@ -235,7 +235,10 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
         claimable.push(...(await discoverBatch([item], opts)));
       } catch (err) {
         if (!(err instanceof PostgresLedgerError) || err.code !== PROGRAM_LIMIT_EXCEEDED) throw err;
-        opts.onRefused?.(item.id, `its id (${Buffer.byteLength(item.id)} bytes) is too long for the PostgreSQL ledger's index: ${err.message}`);
+        // The primary key took it once: recorded under a pass whose run group was shorter (the
+        // pending items' index holds the group beside the id), which only a new pass changed.
+        const recorded = (await ex.on('discovery', 'discover', { name: 'cronsafe-recorded', ...q(`SELECT 1 FROM ${ident(schema)}.items WHERE id = $1`, item.id) })).length > 0;
+        opts.onRefused?.(item.id, `its id (${Buffer.byteLength(item.id)} bytes) is too long for the PostgreSQL ledger's index: ${err.message}`, recorded);
       }
     }
     return claimable;
