@@ -6,6 +6,7 @@ import { AttemptSignal } from './attempt-signal.js';
 import { judgeFailure, sourceGone, whereItWent, type FailureVerdict } from './failure.js';
 import { coerceError } from '../errors.js';
 import { EnvironmentFault, OutputMaybeCut } from './faults.js';
+import { ProcessBroken } from './handlers/exit-guard.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
 import { itemBehindLink, sourceReplaced } from './scan.js';
@@ -140,18 +141,32 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
 /**
  * A module handler's code broke the process while this attempt ran (handler.fatal: a throw
  * in a timer callback, a promise rejection left unhandled, process.exit from a timer): the
- * run stops and hands its attempts back uncharged, since nothing tells which item's code it
- * was. The item whose code it is was then handed back by every run, never charged nor
- * dead-lettered, each run failing at it. As for the other stops an item may cause (settle's
- * `recurring`), an attempt handed back retry.maxAttempts times (attempt minus charged) is
- * charged instead, with what broke the process as its error: an item in flight beside it
- * that finishes within the drain is done as before, so it is the one that keeps failing.
+ * run stops, and its attempts still running at the end of the drain come here. Handed back
+ * uncharged, the item whose code it was came back in every run, never charged nor
+ * dead-lettered, each run failing at it. The process died of one of them, as in a crash, and
+ * is judged as crash recovery judges one: each is charged. One that ran alone did it, and
+ * says so. Several running: nothing tells which, so each is charged with the words crash
+ * recovery gives an abandoned attempt (abandonedError's shape, which both ledgers' suspect
+ * predicate reads: SQLite's GLOB 'attempt * abandoned: the run that claimed it died'): charged
+ * twice so, an item is a suspect and runs with no other suspect beside it, so the one whose
+ * code does it is then charged alone, and the good ones beside it twice at most (before,
+ * each run's drains counted towards the charge as well, and a good item slower than the
+ * drain beside it was dead-lettered before the culprit). Items in flight beside it that
+ * finish within the drain are done as usual. Not when none of the attempts running can have
+ * done it (a stray process.exit found once its caller had settled): handed back, uncharged.
  */
 function brokeProcessAgain(p: PassState, claim: Claim, verdict: FailureVerdict): FailureVerdict | undefined {
   const fatal = p.handler.fatal;
-  if (verdict.kind !== 'release' || fatal?.aborted !== true || claim.attempt - claim.charged < p.retry.maxAttempts) return undefined;
-  const what = coerceError(fatal.reason).message.replace(/^handler code /, '');
-  return { kind: 'charge', message: `handler code broke the process while this attempt ran (${what}), after retry.maxAttempts uncharged hand-backs for it: charged` };
+  if (verdict.kind !== 'release' || fatal?.aborted !== true) return undefined;
+  const broke: unknown = fatal.reason;
+  if (!(broke instanceof ProcessBroken) || broke.attemptsRunning === undefined) return undefined;
+  const what = broke.message.replace(/^handler code /, '');
+  if (broke.attemptsRunning <= 1) return { kind: 'charge', message: `handler code broke the process while this attempt ran, the only one running (${what})` };
+  const others = broke.attemptsRunning - 1;
+  return {
+    kind: 'charge',
+    message: `attempt ${claim.attempt} (handler code broke the process while it ran beside ${others} other attempt${others === 1 ? '' : 's'}: ${what}) abandoned: the run that claimed it died`,
+  };
 }
 
 /** Throws (a hand-back, uncharged) when the claim's lease may have run out: its output must not be committed. */

@@ -1,11 +1,12 @@
 /**
  * A module handler whose code, at one item, breaks the process from outside its attempt (a
  * throw in a timer callback, a promise rejection left unhandled, process.exit from a timer)
- * stops the run (exit 1) with its claims handed back, uncharged: nothing says which item it
- * came from. The item was then handed back by every run, for good: never charged, never
- * dead-lettered, every run failing at it (and waiting out the drain for its attempt). As
- * for the other stops an item itself may cause (a module handler out of descriptors), an
- * attempt handed back so retry.maxAttempts times is charged instead, so the item ends dead.
+ * stops the run (exit 1). Its claims were handed back uncharged (nothing says which item it
+ * came from), so the item came back in every run, for good: never charged, never
+ * dead-lettered, every run failing at it. The attempts still running are now charged, as
+ * crash recovery charges a dead run's: the one running alone with its words, several with an
+ * abandoned attempt's, so that twice charged they run as suspects (no other beside them), the
+ * culprit ends dead and a good item slower than the drain beside it is done, not dead.
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,8 +20,8 @@ const MAX_ATTEMPTS = 2;
 async function runUntilDead(configPath: string, how: string, said: RegExp): Promise<Array<number | null>> {
   const env = { BREAK_ID: 'poison.txt', BREAK_HOW: how };
   const codes: Array<number | null> = [];
-  // retry.maxAttempts hand-backs, then retry.maxAttempts charges; a few runs more to show it stays ended.
-  for (let run = 0; run < 2 * MAX_ATTEMPTS + 2; run++) {
+  // retry.maxAttempts charges; a few runs more to show it stays ended.
+  for (let run = 0; run < MAX_ATTEMPTS + 3; run++) {
     const r = await runCli(['run', '-c', configPath], { env });
     codes.push(r.code);
     expect([0, 1], r.stderr).toContain(r.code);
@@ -54,12 +55,43 @@ describe('a module handler that breaks the process at one item', () => {
     ['reject', /promise rejection unhandled: lost promise of poison\.txt/],
     ['exit', /process\.exit\(0\)/],
   ] as const) {
-    it(`(${how}) is charged after retry.maxAttempts hand-backs and ends dead; the other items are done`, async () => {
+    it(`(${how}) is charged each time it breaks the process and ends dead; the other items are done`, async () => {
       const ws = workspace(CONFIG, FILES);
       await expectPoisonDead(ws.configPath, await runUntilDead(ws.configPath, how, said), said);
     });
   }
+
+  it('beside a good item slower than the drain, with retry.maxAttempts as users get it: the culprit ends dead, the good item done', async () => {
+    const ws = workspace(SIDE_BY_SIDE, SIDE_BY_SIDE_FILES);
+    await expectCulpritAlone(ws.configPath);
+  });
 });
+
+// Two at a time, the default retry.maxAttempts (5); no backoff, so that each run retries.
+const SIDE_BY_SIDE = { ...CONFIG, concurrency: 2, retry: { backoffSeconds: 0, backoffMaxSeconds: 0 } };
+const SIDE_BY_SIDE_FILES = { 'poison.txt': 'p', 'slow.txt': 's' };
+
+/**
+ * poison.txt breaks the process 10 ms into its attempt while slow.txt (2.5 s, longer than the
+ * 1 s drain) runs beside it. Before, both were handed back uncharged run after run, until
+ * retry.maxAttempts hand-backs, then both charged run after run: the good item ended dead
+ * with the culprit (and before the culprit, after drains of its own).
+ */
+async function expectCulpritAlone(configPath: string): Promise<void> {
+  const env = { BREAK_ID: 'poison.txt', BREAK_HOW: 'throw', SLOW_ID: 'slow.txt', SLOW_MS: '2500' };
+  const codes: Array<number | null> = [];
+  for (let run = 0; run < 12; run++) {
+    const r = await runCli(['run', '-c', configPath], { env });
+    codes.push(r.code);
+    expect([0, 1], r.stderr).toContain(r.code);
+    if (((await statusJson(configPath)).items.dead ?? 0) > 0 && r.code === 0) break;
+  }
+  const { items } = await statusJson(configPath);
+  expect(items, `exit codes ${codes.join(' ')}`).toEqual({ pending: 0, claimed: 0, done: 1, dead: 1 });
+  const dead = JSON.parse((await runCli(['dead-letter', 'list', '--json', '-c', configPath])).stdout) as Array<{ id: string; lastError: string }>;
+  expect(dead.map((d) => d.id)).toEqual(['poison.txt']);
+  expect(dead[0]!.lastError).toMatch(/thrown from a timer of poison\.txt/);
+}
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a module handler that breaks the process at one item', () => {
   let server: PgServer;
@@ -75,5 +107,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a module handler that
     const said = /uncaught exception: thrown from a timer of poison\.txt/;
     const ws = workspace({ ...CONFIG, state: { postgres: url } }, FILES);
     await expectPoisonDead(ws.configPath, await runUntilDead(ws.configPath, 'throw', said), said);
+  });
+
+  it('beside a good item slower than the drain: the culprit ends dead, the good item done', async () => {
+    const url = await server.createDatabase('breaks_beside_slow');
+    const ws = workspace({ ...SIDE_BY_SIDE, state: { postgres: url } }, SIDE_BY_SIDE_FILES);
+    await expectCulpritAlone(ws.configPath);
   });
 });

@@ -28,6 +28,22 @@ export class ModuleExit extends Error {
   }
 }
 
+/**
+ * What `fatal` aborts with: what broke the process, and how many module attempts were
+ * running when it did (`attemptsRunning`): one of them may be the item whose code did it.
+ * Undefined when none of those can have been: a stray `process.exit` is found only once every
+ * attempt running at the call has settled (the caller among them), so the ones running then
+ * started after it.
+ */
+export class ProcessBroken extends Error {
+  constructor(
+    message: string,
+    readonly attemptsRunning: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
 /** One exit call, waiting for one of the attempts in flight at the time to receive it. */
 interface ExitCall {
   err: ModuleExit;
@@ -78,13 +94,13 @@ function interceptedExit(code?: unknown): never {
 
 // Each guard describes what was thrown with its handler's Redact: the run logs and prints it.
 function onRejection(reason: unknown): void {
-  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`));
+  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`), true);
 }
 
 function onException(err: unknown): void {
   for (const g of hearing()) {
     const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : `uncaught exception: ${describeThrown(err, g.redact)}`;
-    g.stop(new Error(why));
+    g.stop(new Error(why), true);
   }
 }
 
@@ -124,8 +140,9 @@ class Guard implements ExitGuard {
     else this.#calls.push({ err, waiting: new Set(this.#inFlight) });
   }
 
-  stop(reason: Error): void {
-    if (!this.#fatal.signal.aborted) this.#fatal.abort(reason);
+  /** `running`: one of the attempts running now may be the one whose code did it (ProcessBroken). */
+  stop(reason: Error, running = false): void {
+    if (!this.#fatal.signal.aborted) this.#fatal.abort(new ProcessBroken(reason.message, running ? this.#inFlight.size : undefined));
   }
 
   release(): void {
