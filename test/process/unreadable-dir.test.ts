@@ -8,22 +8,33 @@ import { chownTree, NOBODY } from '../helpers/users.js';
 import { PUSHGATEWAY, scrape, startPushgateway, value } from '../helpers/prom.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
+const asRoot = process.getuid?.() === 0;
+
+/** Root reads anything: as root, the workspace is handed to "nobody" and the run made as it, so that EACCES is real. */
+function asNobody(ws: { dir: string }): { uid?: number; gid?: number } {
+  if (!asRoot) return {};
+  chownTree(ws.dir, NOBODY);
+  return { uid: NOBODY, gid: NOBODY };
+}
+
+/** An earlier run found `id` and left it pending. */
+async function seedPending(ws: { db: string }, id: string): Promise<void> {
+  mkdirSync(path.dirname(ws.db), { recursive: true });
+  const seed = await openSqliteLedger(ws.db);
+  await seed.discover([{ id }], { runId: 'an-earlier-run', now: Date.now() });
+  await seed.close();
+}
 
 describe('an unreadable subdirectory of the source', () => {
   it('is skipped and the rest processed (before: the scan failed, exit 1, on every run)', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'locked/x.txt': 'x', 'z/b.txt': 'b' });
     // An earlier run found locked/x.txt and left it waiting: a partial scan must not take
     // it for deleted (only a complete scan forgets what it did not see).
-    mkdirSync(path.dirname(ws.db), { recursive: true });
-    const seed = await openSqliteLedger(ws.db);
-    await seed.discover([{ id: 'locked/x.txt' }], { runId: 'an-earlier-run', now: Date.now() });
-    await seed.close();
-    // Root reads anything: run as "nobody", so that EACCES is real.
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    await seedPending(ws, 'locked/x.txt');
+    const as = asNobody(ws);
     chmodSync(path.join(ws.source, 'locked'), 0o000);
     try {
-      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(0);
       expect(finished(r)?.counts).toMatchObject({ scanned: 2, succeeded: 2, skippedDirectories: 1 });
       // The outcome says the scan was partial, and a warning names the directory once.
@@ -53,15 +64,11 @@ describe('an unreadable subdirectory that no source.include glob can reach', () 
   it('is not entered: the scan is complete, nothing warned, and a deleted pending item is forgotten', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'locked/x.txt': 'x' });
     configure(ws, { source: { directory: ws.source, include: ['*.txt'] } });
-    mkdirSync(path.dirname(ws.db), { recursive: true });
-    const seed = await openSqliteLedger(ws.db);
-    await seed.discover([{ id: 'deleted.txt' }], { runId: 'an-earlier-run', now: Date.now() });
-    await seed.close();
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    await seedPending(ws, 'deleted.txt');
+    const as = asNobody(ws);
     chmodSync(path.join(ws.source, 'locked'), 0o000);
     try {
-      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(0);
       expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
       expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
@@ -78,11 +85,10 @@ describe('an unreadable top-level directory that source.include ["in/*.txt"] doe
   it('is not entered: the scan is complete and nothing is warned', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'in/a.txt': 'a', 'locked/x.txt': 'x' });
     configure(ws, { source: { directory: ws.source, include: ['in/*.txt'] } });
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    const as = asNobody(ws);
     chmodSync(path.join(ws.source, 'locked'), 0o000);
     try {
-      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(0);
       expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
       expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
@@ -100,18 +106,14 @@ describe('an unreadable directory with a leading dot in the source, with the def
   // that its items waited, and deleted pending items were never forgotten.
   it('is not entered: the scan is complete, nothing warned, and a deleted pending item is forgotten', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', '.cronsafe-tmp/job-upstream/1.tmp': 'half', '.snapshot/hourly.0/a.txt': 'old' });
-    mkdirSync(path.dirname(ws.db), { recursive: true });
-    const seed = await openSqliteLedger(ws.db);
-    await seed.discover([{ id: 'deleted.txt' }], { runId: 'an-earlier-run', now: Date.now() });
-    await seed.close();
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    await seedPending(ws, 'deleted.txt');
+    const as = asNobody(ws);
     const upstream = path.join(ws.source, '.cronsafe-tmp/job-upstream');
     chmodSync(upstream, 0o700);
     if (asRoot) chownSync(upstream, 0, 0);
     else chmodSync(upstream, 0o000);
     try {
-      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(0);
       expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'complete' });
       expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1, skippedDirectories: 0 });
@@ -129,12 +131,11 @@ describe('a subdirectory of the source that can be listed but not searched (mode
   // items after it in the scan's order waited behind it forever.
   it('is skipped as an unreadable one is, and the rest processed, run after run', async () => {
     const ws = workspace({ handler: { command: COPY } }, { 'a.txt': 'a', 'listed/x.txt': 'x', 'listed/y.txt': 'y', 'z/b.txt': 'b' });
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    const as = asNobody(ws);
     chmodSync(path.join(ws.source, 'listed'), 0o644);
     try {
       for (let run = 1; run <= 2; run++) {
-        const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+        const r = await runCli(['run', '-c', ws.configPath], as);
         expect(r.code, r.stderr).toBe(0);
         expect(finished(r)).toMatchObject({ outcome: 'completed', scan: 'partial', counts: { skippedDirectories: 1 } });
         const warned = r.lines.filter((l) => l.msg.startsWith('scan: skipped a directory'));
@@ -180,9 +181,7 @@ describe('a subdirectory of the source that becomes unreadable after the scan fo
     const h = path.join(ws.dir, 'copy-then-lock.sh');
     writeFileSync(h, '#!/bin/sh\nset -e\ncat "$1" > "$2"\nchmod 000 "$(dirname "$1")"\n', { mode: 0o755 });
     configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
-    const as = asRoot ? { uid: NOBODY, gid: NOBODY } : {};
+    const as = asNobody(ws);
     try {
       const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(1);
@@ -233,11 +232,10 @@ describe.skipIf(!PUSHGATEWAY)('an unreadable subdirectory, seen by Prometheus', 
     const gw = await startPushgateway();
     const job = 'skipped-dirs';
     const ws = workspace({ name: job, handler: { command: COPY }, metrics: { pushgateway: gw.url, pushIntervalSeconds: 3600 } }, { 'a.txt': 'a', 'locked/x.txt': 'x' });
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chownTree(ws.dir, NOBODY);
+    const as = asNobody(ws);
     chmodSync(path.join(ws.source, 'locked'), 0o000);
     try {
-      const r = await runCli(['run', '-c', ws.configPath], asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+      const r = await runCli(['run', '-c', ws.configPath], as);
       expect(r.code, r.stderr).toBe(0);
       expect(finished(r)).toMatchObject({ scan: 'partial', counts: { skippedDirectories: 1 } });
       const g = (await scrape(gw.url)).filter((x) => x.labels.job === job);
