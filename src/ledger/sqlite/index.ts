@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { isBusy, newDatabase } from './connection.js';
-import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, SqliteLedger } from './ledger.js';
+import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, openedFile, SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
 import { assertLedgerFile, migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
@@ -67,6 +67,8 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   // SQLite of BUSY_TIMEOUT_MS kept a Ctrl-C from ending it until the wait was over.
   const operator = opts.operator === true && opts.writeBehind !== true;
   const db = newDatabase(file, { timeout: operator ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS });
+  // The file SQLite opened: if another is put at its path later, its log must not stay there (SqliteLedger's close).
+  const opened = file === ':memory:' ? undefined : openedFile(file);
   try {
     assertLedgerFile(db);
     const setUp = (): void => {
@@ -101,7 +103,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     // which its event loop runs (SqliteLedger's #op): the drain must end inside the grace.
     // So does an operator's (requeue, dead-letter retry): a signal ends it between two.
     if (opts.writeBehind === true) db.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
-    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true, opts.writeBehind === true || operator);
+    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true, opts.writeBehind === true || operator, opened);
   } catch (err) {
     db.close();
     throw unwritableCompanion(file, err) ?? err;

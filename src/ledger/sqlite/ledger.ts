@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import type * as L from '../types.js';
@@ -23,6 +23,34 @@ import { makeRecoverOps, RETRY_DEAD_PAGE, type RecoverOps } from './recover.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { makeRunOps, type RunOps } from './runs.js';
 import { replayJournal, WriteBehind, writtenSegment } from './write-behind.js';
+
+/** A file by path, and its identity when it was opened. */
+export interface OpenedFile {
+  path: string;
+  dev: number;
+  ino: number;
+}
+
+/** The identity of `file` now, for OpenedFile; undefined when it cannot be read. */
+export function openedFile(file: string): OpenedFile | undefined {
+  try {
+    const st = statSync(file, { throwIfNoEntry: false });
+    return st === undefined ? undefined : { path: file, dev: st.dev, ino: st.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+/** True while `opened.path` still names the file it named when opened; a path that cannot be read (EACCES) counts as the same. */
+function sameFile(opened: OpenedFile): boolean {
+  let st;
+  try {
+    st = statSync(opened.path, { throwIfNoEntry: false });
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ENOTDIR';
+  }
+  return st !== undefined && st.dev === opened.dev && st.ino === opened.ino;
+}
 
 /** How long a writer waits for another process's write lock before SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -61,8 +89,14 @@ export class SqliteLedger implements L.Ledger {
   /** The run's connection, or an operator's: it waits for another process's write lock in slices (#op). */
   readonly #slices: boolean;
 
-  constructor(db: Database.Database, journal?: string, writeBehind = false, sliced = writeBehind) {
+  /**
+   * The file this connection opened (a writing one), as it was then: see #keepLogOffReplacement.
+   */
+  readonly #opened: OpenedFile | undefined;
+
+  constructor(db: Database.Database, journal?: string, writeBehind = false, sliced = writeBehind, opened?: OpenedFile) {
     this.#db = db;
+    this.#opened = opened;
     this.#slices = sliced;
     this.#journal = journal;
     this.#counters = makeCounters(db);
@@ -381,7 +415,30 @@ export class SqliteLedger implements L.Ledger {
       // for the next run to replay.
       await this.#op(() => this.#behind?.close());
     } finally {
-      if (this.#db.open) this.#db.close();
+      if (this.#db.open) {
+        this.#keepLogOffReplacement();
+        this.#db.close();
+      }
+    }
+  }
+
+  /**
+   * The ledger file moved, removed or replaced since this connection opened it (an older copy
+   * restored with `mv`, rsync or `kubectl cp`, the file renamed away, its directory removed):
+   * SQLite keeps the write-ahead log by the ledger's path, and a connection whose file has
+   * moved neither checkpoints nor removes it at close. The log, full of pages of the file this
+   * connection has open, stayed beside whatever file is at the path now, and the next open of
+   * that file read its pages through it: a restored copy came back with what it predates (or,
+   * its pages mixed with the other file's, damaged), and a ledger renamed away missed all it
+   * had not checkpointed yet. So the log is checkpointed into the file this connection has
+   * open and emptied (TRUNCATE), first. Best effort: a reader of the log now keeps it as it is.
+   */
+  #keepLogOffReplacement(): void {
+    if (this.#opened === undefined || sameFile(this.#opened)) return;
+    try {
+      this.#db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch {
+      /* busy, or the file system refused: the log stays, as before */
     }
   }
 
