@@ -160,6 +160,19 @@ function busy(sqlite: string | undefined, err: unknown): string {
   return " (another connection held the ledger's write lock longer than cronsafe waits for it: a run writing it, or another tool with a transaction open on it; try again once it is done)";
 }
 
+/**
+ * A damaged ledger (SQLITE_CORRUPT: a copy cut short, a page overwritten; SQLITE_NOTADB: its
+ * header overwritten): SQLite's "database disk image is malformed" or "file is not a
+ * database" named the file but not what to do, at every run, while the Job failed into its
+ * backoffLimit. Said, with what moving it aside costs; the file itself is left as it is.
+ */
+function damaged(sqlite: string | undefined, err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(CORRUPT|NOTADB)/.test(code)) return '';
+  const file = path.resolve(sqlite);
+  return ` (the ledger file ${file} is damaged: stop the job, then restore it from a backup (removing any ${file}-wal and -shm beside it, which belong to the damaged file), or move it aside to start a new ledger, which runs every item again and forgets the dead letters)`;
+}
+
 function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(IOERR|CANTOPEN)/.test(code)) return '';
@@ -229,7 +242,7 @@ export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
   const unavailable = (doing: string, err: unknown) =>
-    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${readOnlyFs(state.sqlite, err) || noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err)}`);
+    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${readOnlyFs(state.sqlite, err) || noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err) || damaged(state.sqlite, err)}`);
   return {
     label,
     async openReader() {

@@ -53,7 +53,7 @@ describe('a damaged SQLite ledger: the reading commands name the store, in one l
     damage(ws.db);
     const r = await runCli([...args, '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed\\n$`));
+    expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed \\(the ledger file [^\\n]* is damaged: [^\\n]*\\)\\n$`));
   }, 60_000);
 });
 
@@ -78,6 +78,6 @@ describe('a damaged SQLite ledger: schedule, which reads the last run start, nam
     damage(ws.db, 0.5, 1);
     const r = await runCli(['schedule', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed\\n$`));
+    expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${ws.db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\): .*database disk image is malformed \\(the ledger file [^\\n]* is damaged: [^\\n]*\\)\\n$`));
   }, 60_000);
 });
