@@ -9,10 +9,11 @@
  * copy predates were back), or, on a ledger larger than the pages the run touched, the two
  * files' pages mixed into a damaged database.
  */
-import { copyFileSync, mkdirSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, finished, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 describe('the ledger replaced by an older copy while a run holds it', () => {
   it('the run drains (75) and leaves the copy as restored: its write-ahead log is not applied to it', async () => {
@@ -65,4 +66,35 @@ describe('the ledger replaced by an older copy while a run holds it', () => {
     expect(status.items.done).toBeGreaterThanOrEqual(1);
     expect((status as { recentRuns?: unknown[] }).recentRuns).toHaveLength(1);
   }, 60_000);
+});
+
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon: the ledger replaced by an older copy while it idles', () => {
+  // The daemon's own connection stays open between passes, so no pass's close is the last
+  // one: the log keeps the pass's pages. The copy put at the path then read its pages through
+  // that log: the next pass found the items and the run the copy predates already recorded.
+  it('the next pass reads the copy as restored: it runs again what the copy predates', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '*/15 * * * *', timeZone: 'UTC' }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const snapshot = path.join(ws.dir, 'snapshot.db');
+    copyFileSync(ws.db, snapshot);
+    copyFileSync(path.join(ws.source, 'a.txt'), path.join(ws.source, 'b.txt'));
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:14:30', { timeoutMs: 90_000 });
+    try {
+      const pass = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      expect(pass).toMatchObject({ outcome: 'completed', counts: { succeeded: 1 } }); // b
+      copyFileSync(snapshot, `${ws.db}.new`);
+      renameSync(`${ws.db}.new`, ws.db);
+      const next = await daemon.waitFor((l) => l.msg === 'run finished' && l.time !== pass.time, 45_000);
+      // The copy knows a alone: b runs again.
+      expect(next).toMatchObject({ outcome: 'completed', counts: { succeeded: 1 } });
+    } finally {
+      daemon.child.kill('SIGTERM');
+    }
+    await daemon.exited;
+    // The copy's run and the last pass: the pass the copy predates is not in it.
+    const status = await statusJson(ws.configPath);
+    expect(status.items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+    expect((status as { recentRuns?: unknown[] }).recentRuns).toHaveLength(2);
+  }, 90_000);
 });
