@@ -79,8 +79,9 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon: the ledger replaced
     const snapshot = path.join(ws.dir, 'snapshot.db');
     copyFileSync(ws.db, snapshot);
     copyFileSync(path.join(ws.source, 'a.txt'), path.join(ws.source, 'b.txt'));
-    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:14:30', { timeoutMs: 90_000 });
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:15:30', { timeoutMs: 90_000 });
     try {
+      // The 12:15 occurrence's pass, at the start; the next is 12:30's, a quarter of a minute later.
       const pass = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       expect(pass).toMatchObject({ outcome: 'completed', counts: { succeeded: 1 } }); // b
       copyFileSync(snapshot, `${ws.db}.new`);
