@@ -57,14 +57,14 @@ describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', () 
   });
 
   it('a broken copy fails the check', () => {
-    const { rules } = mutated('broken', (s) => s.replace('increase(cronsafe_overruns_total[1h]))\n          ) >= 3', 'increase(cronsafe_overruns_total[1h]))\n           >= 3'));
+    const { rules } = mutated('broken', (s) => s.replace('min by (namespace, job) (min_over_time(cronsafe_overruns_total[1h]))\n          ) >= 3', 'min by (namespace, job) (min_over_time(cronsafe_overruns_total[1h]))\n           >= 3'));
     const r = promtool('check', 'rules', rules);
     expect(r.code, r.out).not.toBe(0);
     expect(r.out).toMatch(/unclosed|parse error/i);
   });
 
   it('the unit tests catch an alert that would page on a single overrun', () => {
-    const { tests } = mutated('one-overrun-pages', (s) => s.replace('increase(cronsafe_overruns_total[1h]))\n          ) >= 3', 'increase(cronsafe_overruns_total[1h]))\n          ) >= 1'));
+    const { tests } = mutated('one-overrun-pages', (s) => s.replace('min by (namespace, job) (min_over_time(cronsafe_overruns_total[1h]))\n          ) >= 3', 'min by (namespace, job) (min_over_time(cronsafe_overruns_total[1h]))\n          ) >= 1'));
     const r = promtool('test', 'rules', tests);
     expect(r.code, r.out).not.toBe(0);
     expect(r.out).toContain('alertname: CronsafeRepeatedOverruns, time: 30m');
