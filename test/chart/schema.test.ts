@@ -146,6 +146,10 @@ const BAD: [string, Values, string][] = [
     'extraEnv: CRONSAFE_POD_NAME is set by the chart'],
   ['the ledger URL both from existingSecret and in extraEnv', { config: { state: { postgres: { existingSecret: 'pg' } } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] },
     'extraEnv: CRONSAFE_STATE_POSTGRES is set by the chart (from config.state.postgres.existingSecret'],
+  // A fixed run group is every Job's: a Job started while another ran (kubectl create job
+  // --from, concurrencyPolicy Allow) joined the running pass instead of being kept out.
+  ['a fixed CRONSAFE_RUN_GROUP in extraEnv', { extraEnv: [{ name: 'CRONSAFE_RUN_GROUP', value: 'nightly' }] },
+    'extraEnv: CRONSAFE_RUN_GROUP has a fixed value (nightly), the same for every Job of this CronJob'],
   // The API server refused the CronJob ("volumes[3].name: Duplicate value") naming the rendered path.
   ['an extra volume named like the chart\'s data volume', { extraVolumes: [{ name: 'data', emptyDir: {} }], extraVolumeMounts: [{ name: 'data', mountPath: '/inbox' }] },
     'extraVolumes[0].name: data is the name of a volume the chart mounts itself (config, data, tmp); give it another name'],
@@ -199,6 +203,7 @@ describe('bad values fail `helm template` with a message naming the value', () =
 describe('good edge values are accepted', () => {
   it.each<[string, Values]>([
     ['every @macro', { schedule: '@midnight' }],
+    ['a run group from the pod\'s labels (valueFrom), not a fixed value', { extraEnv: [{ name: 'CRONSAFE_RUN_GROUP', valueFrom: { fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']" } } }] }],
     ['quantities as Kubernetes writes them', { resources: { requests: { cpu: 0.5, memory: '1G', 'ephemeral-storage': '1Gi', 'nvidia.com/gpu': 1 }, limits: { cpu: '1500m', memory: 1073741824 } } }],
     ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],
     ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],

@@ -284,6 +284,14 @@ server-side apply before Kubernetes 1.29 refused the list). */ -}}
 {{- with get $ownEnv $envName -}}
 {{- fail (printf "extraEnv: %s is set by the chart (from %s); remove it from extraEnv" $envName .) -}}
 {{- end -}}
+{{- /* A fixed run group is the same for every Job of the CronJob: a Job started while
+another runs (a `kubectl create job --from`, a fire under concurrencyPolicy Allow, the pod of
+a Job still terminating) joined its pass instead of being kept out (a lock-skip), and a pass
+that ran past the next fire took that fire in silently. The chart groups each Job's pods by
+the Job's name; a valueFrom (a label, say) is left to its author. */ -}}
+{{- if and (eq $envName "CRONSAFE_RUN_GROUP") (hasKey . "value") (ne (toString (get . "value")) "") -}}
+{{- fail (printf "extraEnv: CRONSAFE_RUN_GROUP has a fixed value (%s), the same for every Job of this CronJob: a Job started while another runs (kubectl create job --from, concurrencyPolicy Allow, a pod still terminating) would join its pass instead of being kept out. Remove it: the chart already groups the pods of each Job by the Job's name (CRONSAFE_JOB_NAME)" (toString (get . "value"))) -}}
+{{- end -}}
 {{- end -}}
 {{- /* The same for the chart's own volumes: the API server refused a second "data" naming
 only the rendered path. */ -}}
