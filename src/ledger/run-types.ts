@@ -96,7 +96,7 @@ export interface RunStats {
 export interface PassSiblings {
   /** Claims of the pass other owners hold with a live lease: attempts that may come back. */
   live: number;
-  /** Claims of the pass whose lease expired: their pod stopped renewing (killed). */
+  /** Claims whose lease expired: their pod stopped renewing (killed). The pass's, and an earlier pass's (its last pods killed just before this pass began). */
   expired: number;
   /** Claims of the caller that it did not know of, handed back (see siblings()). */
   stray: number;

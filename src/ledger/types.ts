@@ -67,7 +67,7 @@ export interface SharedPassLedger {
    * whose completion a database crash forgot.
    */
   siblings(passId: string, owner: string, now: number): Promise<PassSiblings>;
-  /** Claims of the pass whose lease expired before `opts.now`: back to pending (charged), or dead; done as in reclaimOrphans. */
+  /** Claims whose lease expired before `opts.now` (only the pass `passId`'s when given): back to pending (charged), or dead; done as in reclaimOrphans. */
   reclaimExpired(opts: ReclaimOptions & { passId?: string }): Promise<number>;
 }
 

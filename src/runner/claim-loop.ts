@@ -118,9 +118,11 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     }
     if (s.expired > 0) {
       const byOutput = committedOutputs(d.outputs);
-      const n = await shared.reclaimExpired({ now, retry: d.retry, passId, committed: byOutput.committed, onDeadLettered: (id, error) => results.reclaimedDead(id, error) });
+      // Any pass's: an earlier pass's claims that expired while this one ran are taken
+      // back (and made this pass's) now, not by the next run.
+      const n = await shared.reclaimExpired({ now, retry: d.retry, committed: byOutput.committed, onDeadLettered: (id, error) => results.reclaimedDead(id, error) });
       if (n > 0) {
-        d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims of this pass whose lease expired (a sibling stopped renewing); those whose output was committed are done, the rest charged (handed back uncharged if the sibling was killed while it drained)');
+        d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims whose lease expired (a sibling, or a pod of an earlier pass, stopped renewing); those whose output was committed are done, the rest charged (handed back uncharged if the sibling was killed while it drained)');
       }
       return false;
     }

@@ -143,13 +143,18 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     await offer(l, none, ['i03'], opts('me', 1));
     await l.claim(['other-pass'], { owner: 'other-pod', runId: 'group:other', now: T0, leaseMs: 1000 });
     const now = T0 + 5000;
-    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 1, stray: 1, due: true });
+    // Expired: i02 (the pass's) and other-pass (an earlier pass's, whose pod died: this
+    // pass takes it back rather than leave it to the next run).
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 2, stray: 1, due: true });
     expect(await row(l, 'i03')).toMatchObject({ state: 'pending', owner: null, attempts: 1, released: 1 });
-    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 1, stray: 0, due: true });
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 2, stray: 0, due: true });
     // Only the pass's expired claims are reclaimed (charged), not another pass's.
     expect(await l.reclaimExpired({ now, retry: RETRY, passId: PASS, random: () => 0 })).toBe(1);
     expect(await l.get('i02')).toMatchObject({ state: 'pending', attempts: 1 });
     expect((await l.get('other-pass'))?.state).toBe('claimed');
+    expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 1, stray: 0, due: true });
+    expect(await l.reclaimExpired({ now, retry: RETRY, random: () => 0 })).toBe(1);
+    expect(await l.get('other-pass')).toMatchObject({ state: 'pending', attempts: 1 });
     expect(await l.siblings(PASS, 'me', now)).toEqual({ live: 2, expired: 0, stray: 0, due: true });
     // `due` is the pass's items claimable now only: not another pass's, nor one in its backoff.
     const taken = await l.settleOffered(none, now, { ids: ['i03', 'i04', 'i05'], opts: opts('live-pod', 3, { now }) });

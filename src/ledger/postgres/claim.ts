@@ -186,7 +186,10 @@ export const DUE_SLACK_MS = 1000;
  * Where the pass's other pods stand, for a pod that has nothing left of its own (no claim
  * held, nothing claimable): their claims of the pass by lease (live ones may come back, as
  * a hand-back or a failure; expired ones are its to reclaim), and whether an item of the
- * pass is due after all (DUE_SLACK_MS), in the same snapshot: a sibling's hand-back
+ * pass is due after all (DUE_SLACK_MS), in the same snapshot. `expired` also counts an
+ * earlier pass's claims whose lease ran out (a pod of the Job before, killed with claims just
+ * before this pass began: live at this pass's start, they were not taken back then, and
+ * would otherwise wait for the run after this one). A sibling's hand-back
  * committed after the pod's last sweep is no longer a claim, and must not pass for the end
  * of the pass (by the pending index, items_pending_pass: one seek). First, every claim `owner`
  * still has in the ledger goes back to pending, not charged: the caller holds none, so these
@@ -206,7 +209,7 @@ SELECT (SELECT count(*) FROM stray) AS stray,
   count(*) FILTER (WHERE lease_until >= $3) AS live,
   count(*) FILTER (WHERE lease_until < $3) AS expired,
   EXISTS (SELECT 1 FROM ${ident(schema)}.items WHERE state = 'pending' AND seen_run = $1 AND available_at <= $3::bigint + ${DUE_SLACK_MS}) AS due
-FROM ${ident(schema)}.items WHERE state = 'claimed' AND seen_run = $1 AND owner <> $2`,
+FROM ${ident(schema)}.items WHERE state = 'claimed' AND owner <> $2 AND (seen_run = $1 OR lease_until < $3)`,
     pass,
     owner,
     now,
