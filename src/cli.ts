@@ -29,6 +29,14 @@ const exit = (code: number): never => {
   return processExit(code);
 };
 
+// Handler code breaking the process once its module handler is let go (a timer an attempt
+// left, firing after the run ended): said in one line, its secrets hidden
+// (src/runner/handlers/exit-guard.ts hears it, LATE_BREAK), not Node's raw report.
+(globalThis as Record<symbol, unknown>)[Symbol.for('cronsafe.lateBreak')] = (why: string): void => {
+  process.stderr.write(`cronsafe: handler code broke the process after its handler was let go (from a timer or callback an attempt left): ${why}\n`);
+  exit(1);
+};
+
 /** What a command ended by a signal has done that stays done (requeue's pages moved), said on stderr. */
 let endNote: ((sig: string) => string | undefined) | undefined;
 const endBySignal = (sig: HandledSignal): never => {

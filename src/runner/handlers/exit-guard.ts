@@ -152,7 +152,39 @@ class Guard implements ExitGuard {
     process.off('unhandledRejection', onRejection);
     process.off('uncaughtException', onException);
     if (globals[REDACT_PRINTED] === redactPrinted) delete globals[REDACT_PRINTED];
+    hearLate(this.redact);
   }
+}
+
+/**
+ * Set on globalThis by cli.ts: how the process ends when handler code breaks it once its
+ * guards are released (a timer or callback an attempt left, firing after the run ended and
+ * before the process exits). Unheard, Node printed the thrown value raw with its stack, a
+ * ledger password in it unredacted, and exited 1 after a run that said it ended with 0.
+ */
+const LATE_BREAK = Symbol.for('cronsafe.lateBreak');
+let lateRedact: Redact = noRedact;
+
+function onLateRejection(reason: unknown): void {
+  (globals[LATE_BREAK] as (why: string) => void)(`handler code left a promise rejection unhandled: ${describeThrown(reason, lateRedact)}`);
+}
+
+function onLateException(err: unknown): void {
+  (globals[LATE_BREAK] as (why: string) => void)(`uncaught exception: ${describeThrown(err, lateRedact)}`);
+}
+
+/** Once the last guard is released, in the CLI only: what handler code throws then is told with `redact` (LATE_BREAK). */
+function hearLate(redact: Redact): void {
+  if (typeof globals[LATE_BREAK] !== 'function') return;
+  lateRedact = redact;
+  if (process.listeners('uncaughtException').includes(onLateException)) return;
+  process.on('unhandledRejection', onLateRejection);
+  process.on('uncaughtException', onLateException);
+}
+
+function unhearLate(): void {
+  process.off('unhandledRejection', onLateRejection);
+  process.off('uncaughtException', onLateException);
 }
 
 /**
@@ -166,6 +198,7 @@ class Guard implements ExitGuard {
 export function acquireExitGuard(redact: Redact = noRedact, between = false): ExitGuard {
   const g = new Guard(redact, between);
   if (guards.size === 0) {
+    unhearLate();
     // eslint-disable-next-line @typescript-eslint/unbound-method -- Node's exit reads the global process, not `this`
     realExit = process.exit;
     process.exit = interceptedExit;
