@@ -139,34 +139,24 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
 }
 
 /**
- * A module handler's code broke the process while this attempt ran (handler.fatal: a throw
- * in a timer callback, a promise rejection left unhandled, process.exit from a timer): the
- * run stops, and its attempts still running at the end of the drain come here. Handed back
- * uncharged, the item whose code it was came back in every run, never charged nor
- * dead-lettered, each run failing at it. The process died of one of them, as in a crash, and
- * is judged as crash recovery judges one: each is charged. One that ran alone did it, and
- * says so. Several running: nothing tells which, so each is charged with the words crash
- * recovery gives an abandoned attempt (abandonedError's shape, which both ledgers' suspect
- * predicate reads: SQLite's GLOB 'attempt * abandoned: the run that claimed it died'): charged
- * twice so, an item is a suspect and runs with no other suspect beside it, so the one whose
- * code does it is then charged alone, and the good ones beside it twice at most (before,
- * each run's drains counted towards the charge as well, and a good item slower than the
- * drain beside it was dead-lettered before the culprit). Items in flight beside it that
- * finish within the drain are done as usual. Not when none of the attempts running can have
- * done it (a stray process.exit found once its caller had settled): handed back, uncharged.
+ * A module handler's code broke the process (handler.fatal: a throw in a timer callback, a
+ * promise rejection left unhandled, process.exit from a timer): the run stops, and its
+ * attempts still running at the end of the drain come here. Handed back uncharged, the item
+ * whose code it was came back in every run, never charged nor dead-lettered, each run failing
+ * at it. The async context of what broke it names that item (ProcessBroken.itemId): its
+ * attempt, if still running, is charged; the others are handed back uncharged, however slow.
+ * An item whose attempt had settled before its code broke the process (a timer left by an
+ * attempt that failed) is charged by its own failures; none beside it is. (Charging every
+ * attempt running, as after a crash, dead-lettered a good item that ran each time such a
+ * settled culprit's timer fired; counting hand-backs, drains included, one slower than the
+ * drain beside a running culprit.)
  */
 function brokeProcessAgain(p: PassState, claim: Claim, verdict: FailureVerdict): FailureVerdict | undefined {
   const fatal = p.handler.fatal;
   if (verdict.kind !== 'release' || fatal?.aborted !== true) return undefined;
   const broke: unknown = fatal.reason;
-  if (!(broke instanceof ProcessBroken) || broke.attemptsRunning === undefined) return undefined;
-  const what = broke.message.replace(/^handler code /, '');
-  if (broke.attemptsRunning <= 1) return { kind: 'charge', message: `handler code broke the process while this attempt ran, the only one running (${what})` };
-  const others = broke.attemptsRunning - 1;
-  return {
-    kind: 'charge',
-    message: `attempt ${claim.attempt} (handler code broke the process while it ran beside ${others} other attempt${others === 1 ? '' : 's'}: ${what}) abandoned: the run that claimed it died`,
-  };
+  if (!(broke instanceof ProcessBroken) || broke.itemId !== claim.id) return undefined;
+  return { kind: 'charge', message: `this item's handler code broke the process (${broke.message.replace(/^handler code /, '')})` };
 }
 
 /** Throws (a hand-back, uncharged) when the claim's lease may have run out: its output must not be committed. */

@@ -3,10 +3,10 @@
  * throw in a timer callback, a promise rejection left unhandled, process.exit from a timer)
  * stops the run (exit 1). Its claims were handed back uncharged (nothing says which item it
  * came from), so the item came back in every run, for good: never charged, never
- * dead-lettered, every run failing at it. The attempts still running are now charged, as
- * crash recovery charges a dead run's: the one running alone with its words, several with an
- * abandoned attempt's, so that twice charged they run as suspects (no other beside them), the
- * culprit ends dead and a good item slower than the drain beside it is done, not dead.
+ * dead-lettered, every run failing at it. The async context of the breaking callback now
+ * names the item: its attempt is charged, the ones beside it are not, so the culprit ends
+ * dead and a good item beside it (slower than the drain, or running when a culprit that had
+ * already failed left a timer that fired) is done, not dead.
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,30 @@ describe('a module handler that breaks the process at one item', () => {
     const ws = workspace(SIDE_BY_SIDE, SIDE_BY_SIDE_FILES);
     await expectCulpritAlone(ws.configPath);
   });
+
+  it('a culprit failing on its own whose timer breaks the process after it settled: the good item beside it is not dead-lettered', async () => {
+    // A backoff, so that the culprit fails once a run (with none, it fails its 5 attempts in
+    // the first run, before its timer fires); the runs go on until nothing is left pending.
+    // The good item first in the scan, so that it runs when the timer fires.
+    const ws = workspace({ ...SIDE_BY_SIDE, retry: { backoffSeconds: 2, backoffMaxSeconds: 2 } }, { 'a-slow.txt': 's', 'poison.txt': 'p' });
+    const env = { BREAK_ID: 'poison.txt', BREAK_HOW: 'throw', BREAK_AFTER_FAILING: '1', SLOW_ID: 'a-slow.txt', SLOW_MS: '2500' };
+    const codes: Array<number | null> = [];
+    for (let run = 0; run < 12; run++) {
+      // Each run once both are due again (the backoff's jitter would have them apart).
+      for (let ask = 0; ask < 1000; ask++) {
+        const plan = JSON.parse((await runCli(['plan', '--json', '-c', ws.configPath])).stdout) as { retryWaiting: { count: number } };
+        if (plan.retryWaiting.count === 0) break;
+      }
+      const r = await runCli(['run', '-c', ws.configPath], { env });
+      codes.push(r.code);
+      const left = (await statusJson(ws.configPath)).items;
+      if ((left.pending ?? 0) + (left.claimed ?? 0) === 0) break;
+    }
+    const { items } = await statusJson(ws.configPath);
+    expect(items, `exit codes ${codes.join(' ')}`).toEqual({ pending: 0, claimed: 0, done: 1, dead: 1 });
+    const dead = JSON.parse((await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath])).stdout) as Array<{ id: string }>;
+    expect(dead.map((d) => d.id)).toEqual(['poison.txt']);
+  });
 });
 
 // Two at a time, the default retry.maxAttempts (5); no backoff, so that each run retries.
@@ -102,7 +126,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a module handler that
     await server?.stop();
   });
 
-  it('(throw) is charged after retry.maxAttempts hand-backs and ends dead; the other items are done', async () => {
+  it('(throw) is charged each time it breaks the process and ends dead; the other items are done', async () => {
     const url = await server.createDatabase('breaks_process');
     const said = /uncaught exception: thrown from a timer of poison\.txt/;
     const ws = workspace({ ...CONFIG, state: { postgres: url } }, FILES);

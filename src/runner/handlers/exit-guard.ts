@@ -13,15 +13,21 @@
  * - turns an unhandled rejection or an uncaught exception into `fatal` at once (nothing
  *   tells which item it came from).
  *
- * No AsyncLocalStorage: on Node 20 it enables promise hooks for the whole process; an
- * attempt here costs one Set insert and delete.
+ * Which item's code it was is told by the async context the breaking callback was made in:
+ * a module handler's call runs inside runInAttempt(item id), so a timer, a promise or a
+ * callback its code makes carries that id, and the listeners read it (ProcessBroken.itemId),
+ * even when the attempt that made it has settled. AsyncLocalStorage enables promise hooks for
+ * the whole process on Node 20, a cost paid only once a module handler runs.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { TAIL_BYTES } from './capture.js';
 import { noRedact, type Redact } from '../../redact.js';
 
 /** What `process.exit(code)` throws while a module handler is loaded. */
 export class ModuleExit extends Error {
   override name = 'ModuleExit';
+  /** The item whose attempt's code made the call (runInAttempt), if any. */
+  readonly itemId = attemptOf.getStore();
   constructor(readonly code: unknown) {
     // eslint-disable-next-line @typescript-eslint/no-base-to-string -- shown as process.exit itself would coerce it
     super(`handler code called process.exit(${code === undefined ? '' : String(code)})`);
@@ -29,19 +35,25 @@ export class ModuleExit extends Error {
 }
 
 /**
- * What `fatal` aborts with: what broke the process, and how many module attempts were
- * running when it did (`attemptsRunning`): one of them may be the item whose code did it.
- * Undefined when none of those can have been: a stray `process.exit` is found only once every
- * attempt running at the call has settled (the caller among them), so the ones running then
- * started after it.
+ * What `fatal` aborts with: what broke the process, and the item whose attempt's code did it
+ * (`itemId`: the async context of the callback that threw, or of the process.exit call), or
+ * undefined when no attempt's code made it (module top-level code, a client made at import).
  */
 export class ProcessBroken extends Error {
   constructor(
     message: string,
-    readonly attemptsRunning: number | undefined,
+    readonly itemId: string | undefined,
   ) {
     super(message);
   }
+}
+
+/** The item whose module attempt the code running now belongs to (runInAttempt). */
+const attemptOf = new AsyncLocalStorage<string>();
+
+/** Run a module handler's call for `itemId`: what its code makes (timers, promises, callbacks) is told as that item's. */
+export function runInAttempt<A extends unknown[], R>(itemId: string, call: (...args: A) => R, ...args: A): R {
+  return attemptOf.run(itemId, call, ...args);
 }
 
 /** One exit call, waiting for one of the attempts in flight at the time to receive it. */
@@ -94,13 +106,14 @@ function interceptedExit(code?: unknown): never {
 
 // Each guard describes what was thrown with its handler's Redact: the run logs and prints it.
 function onRejection(reason: unknown): void {
-  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`), true);
+  const itemId = attemptOf.getStore();
+  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`), itemId);
 }
 
 function onException(err: unknown): void {
   for (const g of hearing()) {
     const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : `uncaught exception: ${describeThrown(err, g.redact)}`;
-    g.stop(new Error(why), true);
+    g.stop(new Error(why), err instanceof ModuleExit ? err.itemId : attemptOf.getStore());
   }
 }
 
@@ -132,17 +145,17 @@ class Guard implements ExitGuard {
       else stray ??= c;
     }
     this.#calls = left;
-    if (stray) this.stop(new Error(`${stray.err.message} and no attempt failed with it (the call was caught, or came from a timer)`));
+    if (stray) this.stop(new Error(`${stray.err.message} and no attempt failed with it (the call was caught, or came from a timer)`), stray.err.itemId);
   }
 
   exitCalled(err: ModuleExit): void {
-    if (this.#inFlight.size === 0) this.stop(new Error(`${err.message} while no attempt was running`));
+    if (this.#inFlight.size === 0) this.stop(new Error(`${err.message} while no attempt was running`), err.itemId);
     else this.#calls.push({ err, waiting: new Set(this.#inFlight) });
   }
 
-  /** `running`: one of the attempts running now may be the one whose code did it (ProcessBroken). */
-  stop(reason: Error, running = false): void {
-    if (!this.#fatal.signal.aborted) this.#fatal.abort(new ProcessBroken(reason.message, running ? this.#inFlight.size : undefined));
+  /** `itemId`: the item whose attempt's code did it, if known (ProcessBroken). */
+  stop(reason: Error, itemId?: string): void {
+    if (!this.#fatal.signal.aborted) this.#fatal.abort(new ProcessBroken(reason.message, itemId));
   }
 
   release(): void {

@@ -7,7 +7,7 @@ import { noRedact, type Redact } from '../../redact.js';
 import { HandlerFailure, interrupted, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
-import { acquireExitGuard, describeThrown, ModuleExit, type ExitGuard } from './exit-guard.js';
+import { acquireExitGuard, describeThrown, ModuleExit, runInAttempt, type ExitGuard } from './exit-guard.js';
 import { itemLink } from './item-link.js';
 import { isPlainId } from '../item-id.js';
 
@@ -157,7 +157,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     });
     if (early) throw interrupted((early as { reason: unknown }).reason);
     try {
-      result = fn(item, fnCtx);
+      result = runInAttempt(item.id, fn, item, fnCtx);
     } catch (err) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a handler may throw anything: describeThrown names it
       result = Promise.reject(err);
