@@ -16,7 +16,7 @@ import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { firstAbort } from '../runner/drain.js';
 import { committedOutputs, OutputStore, TempDirInUse } from '../runner/output.js';
 import { resumeAtOnce, retryPolicy, runPass } from '../runner/pass.js';
-import type { Handler } from '../runner/types.js';
+import { HANDLER_BROKE_PROCESS, type Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { whereItIs } from '../real-path.js';
@@ -161,7 +161,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // A module's top-level code (a connection made at import) or the command helpers' start
     // may take long: a stop meanwhile has nothing to drain, so the run ends now (exit 75),
     // not at the drain's last resort just before the kubelet's SIGKILL, blaming the ledger.
-    const loading = stop.signal.aborted ? undefined : loadHandler(config, log);
+    const loading = stop.signal.aborted ? undefined : loadHandler(config, log, config.handler.module !== undefined && (await brokenLately(ledger)));
     handler = loading && (await unlessStopped(loading, stop.signal));
     if (handler === undefined) {
       loading?.then((h) => h.close?.(), () => undefined).catch(() => undefined);
@@ -267,7 +267,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const result = ended.error !== undefined && isSqliteError(ended.error) ? { ...ended, error: store.unavailable('the pass stopped', ended.error) } : ended;
     stopWatch();
     const finishedAt = Date.now();
-    await ledger.finishRun(runId, finishedAt, result.outcome, result.counts).catch((err: unknown) => {
+    await ledger.finishRun(runId, finishedAt, result.outcome, fatal?.aborted ? { ...result.counts, [HANDLER_BROKE_PROCESS]: 1 } : result.counts).catch((err: unknown) => {
       log.error({ err }, 'could not record the end of the run');
     });
     await metrics.runFinished(result.outcome);
@@ -331,3 +331,16 @@ const isSqliteError = (err: Error): boolean => {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && code.startsWith('SQLITE_');
 };
+
+/** Runs looked at for one that handler code broke (brokenLately): a culprit on backoff may skip a few. */
+const RUNS_TRACED_AFTER = 20;
+
+/**
+ * Whether one of the last runs was broken by handler code (HANDLER_BROKE_PROCESS): this run's
+ * module handler then tells which item's code does it (HandlerOptions.traceBreaks). A read
+ * that fails says no: nothing is charged for a break then, as before.
+ */
+async function brokenLately(ledger: Ledger): Promise<boolean> {
+  const runs = await ledger.recentRuns(RUNS_TRACED_AFTER).catch(() => []);
+  return runs.some((r) => (r.counts?.[HANDLER_BROKE_PROCESS] ?? 0) > 0);
+}

@@ -31,7 +31,7 @@ function moduleIdentity(file: string): string | undefined {
 }
 
 /** The run's handler. A module that cannot be imported or exports no function: 78. */
-export async function loadHandler(config: Config, log?: Logger): Promise<Handler> {
+export async function loadHandler(config: Config, log?: Logger, traceBreaks = false): Promise<Handler> {
   // As config loading checks it (check-paths.ts), again for each of a daemon's passes: it
   // loads the config once, and a script removed since would fail, and charge, every item.
   const script = config.handler.command && scriptProblem(config.handler.command, config.source.directory);
@@ -43,7 +43,7 @@ export async function loadHandler(config: Config, log?: Logger): Promise<Handler
     else if (imported.get(file) !== now)
       log?.warn({ module: file }, 'handler.module has changed since this daemon imported it: its passes run the code imported then; restart the daemon to run the new code');
   }
-  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config) }).catch((err: unknown) => {
+  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config), traceBreaks }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
 }

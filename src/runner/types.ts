@@ -99,7 +99,17 @@ export interface HandlerOptions {
   redact?: Redact;
   /** Whether a value holds the ledger's password (config/secrets.ts holdsLedgerSecret): inherited variables that do are not a command handler's. */
   holdsLedgerSecret?: (value: string) => boolean;
+  /**
+   * A module handler's calls run in an async context naming their item (exit-guard.ts
+   * runInAttempt), so that code breaking the process is charged to its item. It costs every
+   * promise of the process a hook (~15% of a no-op handler's rate), so it is on only after a
+   * recent run was broken so (HANDLER_BROKE_PROCESS in its counts).
+   */
+  traceBreaks?: boolean;
 }
+
+/** The key a run's recorded counts carry when handler code broke the process during it. */
+export const HANDLER_BROKE_PROCESS = 'handlerBrokeProcess';
 
 /** A handler runs one attempt; resolves on success, rejects on failure. */
 export interface Handler {

@@ -56,10 +56,13 @@ export async function createModuleHandler(cfg: HandlerConfig, opts: HandlerOptio
     guard.release();
     throw new ConfigError(`${file}: cannot import: its top-level code ${coerceError(guard.fatal.reason).message.replace(/^handler code /, '')}`, undefined, 'handler.module');
   }
+  const plain = fn as ModuleHandlerFn;
+  // After a run broken by handler code: each call in an async context naming its item.
+  const call: ModuleHandlerFn = opts.traceBreaks ? (item, ctx) => runInAttempt(item.id, plain, item, ctx) : plain;
   return {
     // An escaped id's text path may name no file (bytes that are not UTF-8): the function
     // gets a link to the real file instead, as a command handler's {path} is.
-    run: (item, ctx) => (isPlainId(item.id) ? runAttempt(fn as ModuleHandlerFn, cfg, item, ctx, guard, redact) : runLinked(fn as ModuleHandlerFn, cfg, item, ctx, guard, opts.sourceDir, redact)),
+    run: (item, ctx) => (isPlainId(item.id) ? runAttempt(call, cfg, item, ctx, guard, redact) : runLinked(call, cfg, item, ctx, guard, opts.sourceDir, redact)),
     fatal: guard.fatal,
     close: async () => guard.release(),
   };
@@ -157,7 +160,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     });
     if (early) throw interrupted((early as { reason: unknown }).reason);
     try {
-      result = runInAttempt(item.id, fn, item, fnCtx);
+      result = fn(item, fnCtx);
     } catch (err) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a handler may throw anything: describeThrown names it
       result = Promise.reject(err);
