@@ -161,6 +161,15 @@ export async function runCli(args: string[], opts: SpawnOptions = {}) {
 export const finished = (r: { lines: LogLine[] }) => r.lines.find((l) => l.msg === 'run finished');
 
 /** `cronsafe status --json` parsed. */
+/** A config file `text` in a new temp directory that has an empty `source/` beside it; its path. */
+export function configFile(text: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
+  mkdirSync(path.join(dir, 'source'));
+  const file = path.join(dir, 'cronsafe.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
 export async function statusJson(configPath: string): Promise<{ items: Record<string, number>; [k: string]: unknown }> {
   const r = await runCli(['status', '-c', configPath, '--json']);
   if (r.code !== 0) throw new Error(`status failed (${r.code}): ${r.stderr}`);

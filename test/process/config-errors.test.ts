@@ -1,17 +1,9 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
-
-function configFile(text: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
-  mkdirSync(path.join(dir, 'source'));
-  const file = path.join(dir, 'cronsafe.yaml');
-  writeFileSync(file, text);
-  return file;
-}
+import { CLI, configFile, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
 
 /** configFile(edit(valid)) beside `loop`, a link to `loop2`, which links back. */
 function loopConfig(edit: (v: string) => string): string {

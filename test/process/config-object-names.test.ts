@@ -6,19 +6,10 @@
  * `retry: {toString: "${N:-3}"}` looked the key up in the schema as a method: both were
  * `fatal:` and a stack trace (exit 1) instead of the config error (78) naming the key.
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, workspace } from '../helpers/cli.js';
-
-function configFile(text: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
-  mkdirSync(path.join(dir, 'source'));
-  const file = path.join(dir, 'cronsafe.yaml');
-  writeFileSync(file, text);
-  return file;
-}
+import { configFile, runCli, workspace } from '../helpers/cli.js';
 
 const withEnv = (env: string) => `name: caption-qc\nsource: {directory: ./source}\nhandler: {command: ["true"], env: ${env}}\n`;
 

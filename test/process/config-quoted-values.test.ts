@@ -5,20 +5,13 @@
  * says to remove the quotes, for every key that takes a number or true/false (one rule in
  * the formatter, not one per key). A string that is no number gets no such hint.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCli, configFile as writeConfig } from '../helpers/cli.js';
 
 /** A config with `extra` added; a `handler:` line in it replaces the handler. */
 function configFile(extra: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
-  mkdirSync(path.join(dir, 'source'));
-  const file = path.join(dir, 'cronsafe.yaml');
   const handler = extra.startsWith('handler:') ? '' : 'handler: {command: ["true"]}\n';
-  writeFileSync(file, `name: caption-qc\nsource: {directory: ./source}\n${handler}${extra}\n`);
-  return file;
+  return writeConfig(`name: caption-qc\nsource: {directory: ./source}\n${handler}${extra}\n`);
 }
 
 const HINT = '(in quotes, so a string: remove the quotes)';

@@ -5,18 +5,11 @@
  * laughs") said "Excessive alias count indicates a resource exhaustion attack" with no line
  * nor key. Both were and stay exit 78; now one line naming where.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCli, configFile as writeConfig } from '../helpers/cli.js';
 
 function configFile(extra: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
-  mkdirSync(path.join(dir, 'source'));
-  const file = path.join(dir, 'cronsafe.yaml');
-  writeFileSync(file, `name: caption-qc\nsource: {directory: ./source}\nhandler: {command: ["true"]}\n${extra}\n`);
-  return file;
+  return writeConfig(`name: caption-qc\nsource: {directory: ./source}\nhandler: {command: ["true"]}\n${extra}\n`);
 }
 
 describe('YAML the parser gives up on', () => {

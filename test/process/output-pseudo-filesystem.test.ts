@@ -5,18 +5,14 @@
  * Now both commands refuse the config (78) naming output.directory, as they refuse a path
  * that can never be a directory (a file, a loop of links).
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCli, configFile as writeConfig } from '../helpers/cli.js';
 
 function configFile(output: string, extra = ''): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-cfg-'));
-  mkdirSync(path.join(dir, 'source'));
-  writeFileSync(path.join(dir, 'source', 'a.txt'), 'a');
-  const file = path.join(dir, 'cronsafe.yaml');
-  writeFileSync(file, `name: caption-qc\nsource: {directory: ./source}\nhandler: {command: ["true"]}\noutput: {directory: ${output}}\n${extra}`);
+  const file = writeConfig(`name: caption-qc\nsource: {directory: ./source}\nhandler: {command: ["true"]}\noutput: {directory: ${output}}\n${extra}`);
+  writeFileSync(path.join(path.dirname(file), 'source', 'a.txt'), 'a');
   return file;
 }
 
