@@ -1,9 +1,8 @@
 import { lstatSync, readlinkSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { isBusy, newDatabase } from './connection.js';
-import { BUSY_SLICE_MS, BUSY_TIMEOUT_MS, openedFile, SqliteLedger } from './ledger.js';
+import { againWhileBusy, BUSY_SLICE_MS, BUSY_TIMEOUT_MS, openedFile, SqliteLedger } from './ledger.js';
 import { claimJob } from './meta.js';
 import { assertLedgerFile, migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
@@ -97,7 +96,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
       if (opts.job !== undefined) claimJob(db, opts.job);
     };
     // Each step that fails on SQLITE_BUSY wrote nothing (a pragma, or a transaction rolled back): it runs again.
-    if (operator) await inSlices(setUp);
+    if (operator) await inSlices(setUp, () => db.open);
     else setUp();
     // The run's connection waits for another process's write lock in slices, between
     // which its event loop runs (SqliteLedger's #op): the drain must end inside the grace.
@@ -171,18 +170,12 @@ function refuseNonFileCompanions(file: string): void {
   }
 }
 
-/** `step` tried again after a pause while it fails on SQLITE_BUSY, up to BUSY_TIMEOUT_MS (as SqliteLedger's #op). */
-async function inSlices(step: () => void): Promise<void> {
-  const until = Date.now() + BUSY_TIMEOUT_MS;
-  for (;;) {
-    try {
-      return step();
-    } catch (err) {
-      if (!isBusy(err) || Date.now() >= until) throw err;
-    }
-    await sleep(BUSY_PAUSE_MS);
+/** `step` at once, and tried again in slices while it fails on SQLITE_BUSY (againWhileBusy, as SqliteLedger's #op). */
+async function inSlices(step: () => void, open: () => boolean): Promise<void> {
+  try {
+    return step();
+  } catch (err) {
+    if (!isBusy(err)) throw err;
   }
+  return againWhileBusy(step, open);
 }
-
-/** The pause between two slices. */
-const BUSY_PAUSE_MS = 10;

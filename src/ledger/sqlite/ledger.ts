@@ -482,16 +482,25 @@ export class SqliteLedger implements L.Ledger {
   #waiting = 0;
   #queue: Promise<void> = Promise.resolve();
 
-  async #again<T>(verb: () => T): Promise<T> {
-    const until = Date.now() + BUSY_TIMEOUT_MS;
-    for (;;) {
-      await sleep(BUSY_PAUSE_MS);
-      if (!this.#db.open) throw new StateUnavailable('the SQLite ledger was closed while a write waited for its lock');
-      try {
-        return verb();
-      } catch (err) {
-        if (!isBusy(err) || Date.now() >= until) throw err;
-      }
+  #again<T>(verb: () => T): Promise<T> {
+    return againWhileBusy(verb, () => this.#db.open);
+  }
+}
+
+/**
+ * `verb`, which has just failed on SQLITE_BUSY, run again after a pause while it does, until
+ * BUSY_TIMEOUT_MS has passed; the event loop runs between two tries. `open`: whether the
+ * connection is still open (closed meanwhile, nothing is tried again).
+ */
+export async function againWhileBusy<T>(verb: () => T, open: () => boolean): Promise<T> {
+  const until = Date.now() + BUSY_TIMEOUT_MS;
+  for (;;) {
+    await sleep(BUSY_PAUSE_MS);
+    if (!open()) throw new StateUnavailable('the SQLite ledger was closed while a write waited for its lock');
+    try {
+      return verb();
+    } catch (err) {
+      if (!isBusy(err) || Date.now() >= until) throw err;
     }
   }
 }

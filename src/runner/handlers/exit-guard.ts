@@ -10,8 +10,8 @@
  *   receives it: once every attempt in flight at the call has settled without it, the
  *   call is "stray" and `fatal` aborts: the run stops claiming, hands claims back and
  *   fails (exit 1).
- * - turns an unhandled rejection or an uncaught exception into `fatal` at once (nothing
- *   tells which item it came from).
+ * - turns an unhandled rejection or an uncaught exception into `fatal` at once (which
+ *   item it came from is told only as below).
  *
  * Which item's code it was is told by the async context the breaking callback was made in:
  * a module handler's call runs inside runInAttempt(item id), so a timer, a promise or a
@@ -106,15 +106,19 @@ function interceptedExit(code?: unknown): never {
   throw err;
 }
 
+/** What is said of an unhandled rejection and an uncaught exception, with `redact`'s secrets hidden. */
+const rejectionWhy = (reason: unknown, redact: Redact): string => `handler code left a promise rejection unhandled: ${describeThrown(reason, redact)}`;
+const exceptionWhy = (err: unknown, redact: Redact): string => `uncaught exception: ${describeThrown(err, redact)}`;
+
 // Each guard describes what was thrown with its handler's Redact: the run logs and prints it.
 function onRejection(reason: unknown): void {
   const itemId = attemptOf.getStore();
-  for (const g of hearing()) g.stop(new Error(`handler code left a promise rejection unhandled: ${describeThrown(reason, g.redact)}`), itemId);
+  for (const g of hearing()) g.stop(new Error(rejectionWhy(reason, g.redact)), itemId);
 }
 
 function onException(err: unknown): void {
   for (const g of hearing()) {
-    const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : `uncaught exception: ${describeThrown(err, g.redact)}`;
+    const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : exceptionWhy(err, g.redact);
     g.stop(new Error(why), err instanceof ModuleExit ? err.itemId : attemptOf.getStore());
   }
 }
@@ -181,11 +185,11 @@ const LATE_BREAK = Symbol.for('cronsafe.lateBreak');
 let lateRedact: Redact = noRedact;
 
 function onLateRejection(reason: unknown): void {
-  (globals[LATE_BREAK] as (why: string) => void)(`handler code left a promise rejection unhandled: ${describeThrown(reason, lateRedact)}`);
+  (globals[LATE_BREAK] as (why: string) => void)(rejectionWhy(reason, lateRedact));
 }
 
 function onLateException(err: unknown): void {
-  (globals[LATE_BREAK] as (why: string) => void)(`uncaught exception: ${describeThrown(err, lateRedact)}`);
+  (globals[LATE_BREAK] as (why: string) => void)(exceptionWhy(err, lateRedact));
 }
 
 /** Once the last guard is released, in the CLI only: what handler code throws then is told with `redact` (LATE_BREAK). */
