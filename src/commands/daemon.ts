@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { checkFilesystems } from '../config/filesystems.js';
 import { loadConfig } from '../config/load.js';
-import { ConfigError, coerceError } from '../errors.js';
-import { assertFires, parseCron } from '../schedule/cron.js';
+import { ConfigError } from '../errors.js';
+import { assertDaemonFires } from './daemon-fires.js';
 import { createLogger } from '../log.js';
 import { runScheduled } from '../run/daemon.js';
 
@@ -17,13 +17,7 @@ export async function daemonCommand(opts: {
   const config = loadConfig(opts.configPath);
   opts.drainBudget?.(config.drain.gracePeriodSeconds * 1000, config.drain.marginSeconds * 1000);
   if (!config.schedule) throw new ConfigError(`${config.configPath}: schedule: cronsafe daemon needs schedule.cron`, config.configPath, 'schedule');
-  // The config check asks Kubernetes' dialect; the daemon fires by Vixie's, where a
-  // day-of-week starting with `*` never widens the days (it would wait forever, silent).
-  try {
-    assertFires(parseCron(config.schedule.cron), 'vixie');
-  } catch (err) {
-    throw new ConfigError(`${config.configPath}: schedule.cron: ${coerceError(err).message} (as cronsafe daemon reads it: a day of week starting with "*" does not add days)`, config.configPath, 'schedule.cron');
-  }
+  assertDaemonFires(config.configPath, config.schedule.cron);
   checkFilesystems(config); // at once, not at the first occurrence (each run checks again)
   const log = (opts.logger ?? createLogger(config.log, undefined, { job: config.name })).child({ ...(opts.logger ? { job: config.name } : {}), daemon: true });
   return runScheduled(config, log, { stop: opts.stop, force: opts.force });

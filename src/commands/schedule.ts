@@ -1,5 +1,6 @@
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../errors.js';
+import { assertDaemonFires } from './daemon-fires.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
 import { LedgerNeedsMigration } from '../ledger/no-ledger.js';
@@ -19,6 +20,8 @@ export async function scheduleCommand(
   const config = loadConfig(configPath, { checkPaths: false });
   const schedule = config.schedule;
   if (!schedule) throw new ConfigError(`${config.configPath}: schedule: not configured (add schedule.cron)`, config.configPath, 'schedule');
+  // As the daemon refuses it: without this, `-` for latest and next and exit 0.
+  if (opts.daemon) assertDaemonFires(config.configPath, schedule.cron);
   const at = opts.at !== undefined ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
   const store = openStore(config);

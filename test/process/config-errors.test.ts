@@ -187,6 +187,20 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toMatch(/schedule\.cron: cron expression "0 0 30 2 \*\/2": never fires/);
   });
 
+  it('cronsafe schedule --daemon refuses that schedule.cron as the daemon does (it showed no latest and no next, exit 0)', async () => {
+    const file = configFile(`${valid}schedule: {cron: "0 0 30 2 */2", timeZone: UTC}\n`);
+    for (const json of [[], ['--json']]) {
+      const r = await runCli(['schedule', '--daemon', ...json, '-c', file], { timeoutMs: 20_000 });
+      expect(r.code, r.stdout).toBe(78);
+      expect(r.stderr).toMatch(/schedule\.cron: cron expression "0 0 30 2 \*\/2": never fires .*\(as cronsafe daemon reads it/);
+      expect(r.stdout).toBe('');
+    }
+    // Kubernetes reads `*/2` as a restriction (OR): under a CronJob it fires, and says so.
+    const k8s = await runCli(['schedule', '--json', '-c', file], { timeoutMs: 20_000 });
+    expect(k8s.code, k8s.stderr).toBe(0);
+    expect(JSON.parse(k8s.stdout)).toMatchObject({ policy: 'kubernetes', next: expect.any(String) });
+  });
+
   // The parse keeps ~1.5 KB per YAML token: 1 MiB of `[1,1,1,...` took 540 MB and 40 s, so a
   // pod under the chart's 512Mi limit was OOM-killed (137, counted toward backoffLimit).
   it('a 1 MiB config of 500,000 list items is 78 at once, within a 96 MiB heap', async () => {
