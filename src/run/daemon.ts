@@ -118,7 +118,11 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
         // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
         // still going would only find the lock held and count an overrun: asked again later.
-        return last.outcome === null && (await liveRun()) !== null ? undefined : true;
+        if (last.outcome === null && (await liveRun()) !== null) return undefined;
+        // Started more than graceSeconds after its occurrence, it was not refused as a stale
+        // fire: it was no fire (a growth pass), and is resumed as one, never refused either.
+        const grace = config.schedule?.graceSeconds;
+        return grace != null && last.scheduledFor !== null && last.startedAt - last.scheduledFor > grace * 1000 ? 'not-a-fire' : true;
       },
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>

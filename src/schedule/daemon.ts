@@ -65,8 +65,10 @@ export interface DaemonDeps {
    * Whether the latest run did not finish its pass: killed (no end recorded yet, or `died`),
    * drained or failed. Asked at start-up, and again at each tick while it answers undefined:
    * the latest run is still going (a manual `cronsafe run`), so it is not known yet.
+   * `not-a-fire`: it did not finish, and it was no fire (a growth pass): resumed as one,
+   * never refused as stale.
    */
-  lastRunInterrupted?(): Promise<boolean | undefined>;
+  lastRunInterrupted?(): Promise<boolean | 'not-a-fire' | undefined>;
   /** Whether another run of this job is going now (a manual `cronsafe run`). */
   runActive?(): Promise<boolean>;
   /** Run one pass for `occurrence` (undefined: a growth-triggered pass); StateUnavailable when it could not reach the ledger. */
@@ -106,7 +108,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // A run still going (a manual `cronsafe run`) is not interrupted: undecided until it ends.
   // Cleared by the first pass that returns: later runs are not the start-up one, and a later
   // occurrence that another run started for (a manual run) is not this daemon's to resume.
-  let resume: boolean | undefined;
+  let resume: boolean | 'not-a-fire' | undefined;
   // The occurrence whose pass failed, how many times, and when (monotonic) to run it again.
   let retry: { occurrence: number; failures: number; at: number } | undefined;
   const unavailable = (err: unknown): boolean => {
@@ -169,9 +171,12 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
         resume = false;
       } else if (resume && status.latest && status.latest.getTime() !== attempted) {
         attempted = status.latest.getTime();
-        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
-        result = await pass(status.latest, 'occurrence');
-        passFor = attempted;
+        // A growth pass resumed is still no fire: judged as the occurrence's, hours late, it
+        // was refused as stale, and the backlog it found waited for the next occurrence.
+        const growthPass = resume === 'not-a-fire';
+        d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal, ...(growthPass ? { growth: true } : {}) }, 'daemon: the last pass of this occurrence did not finish (killed or stopped); resuming it');
+        result = await pass(status.latest, growthPass ? 'growth' : 'occurrence');
+        if (!growthPass) passFor = attempted;
         resume = false;
       } else if (retry && status.latest?.getTime() === retry.occurrence && elapsed() >= retry.at) {
         d.log.info({ occurrence: status.latest.toISOString(), local: status.latestLocal, failures: retry.failures, of: FAILED_PASS_RETRIES }, 'daemon: the pass of this occurrence failed; running it again');

@@ -6,9 +6,11 @@
  * daemon idled until the next occurrence (a day, for a daily schedule), with the killed
  * pass's claims left in the ledger and the rest of the backlog waiting.
  */
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, FIXTURES, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 import { invocations, killTree } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 
@@ -44,5 +46,51 @@ describe('cronsafe daemon restarted in the middle of a pass', () => {
     }
     expect((await second.exited).code).toBe(0);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 40, dead: 0 });
+  });
+});
+
+// A growth pass is no fire: it is never refused as stale, however long after the occurrence
+// it starts. Stopped (`systemctl restart`) and resumed by the restarted daemon, it was judged
+// as the occurrence's fire, hours late: `skipped: stale fire`, and the backlog it had found
+// waited for the next occurrence (a day), the growth trigger seeing nothing new in it.
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon restarted in the middle of a growth pass, with graceSeconds', () => {
+  it('resumes it as a growth pass, not refused as a stale fire, and finishes the backlog', async () => {
+    const ws = workspace(
+      { concurrency: 1, schedule: { cron: '0 0 * * *', timeZone: 'UTC', graceSeconds: 300 }, daemon: { tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 0 } } },
+      { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' },
+    );
+    const hold = path.join(ws.dir, 'hold');
+    const started = path.join(ws.dir, 'started');
+    const handler = path.join(ws.dir, 'handler.mjs');
+    writeFileSync(hold, '');
+    writeFileSync(
+      handler,
+      `import { existsSync, writeFileSync } from 'node:fs';
+export default async function () {
+  writeFileSync(${JSON.stringify(started)}, '');
+  while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20));
+}
+`,
+    );
+    configure(ws, { handler: { module: handler } });
+    // 12:00, twelve hours after the occurrence: its own fire is stale; the growth pass takes the files.
+    const first = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:00');
+    await first.waitFor((l) => l.msg === 'daemon: the source has grown since the last completed pass; starting a pass', 30_000);
+    await until(() => existsSync(started), 'the growth pass to start a handler', 30_000);
+    first.child.kill('SIGTERM');
+    expect((await first.exited).code, first.stderr()).toBe(75);
+    rmSync(hold);
+
+    const second = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 13:00:00');
+    try {
+      await second.waitFor((l) => l.msg === 'run finished', 30_000);
+    } finally {
+      second.child.kill('SIGTERM');
+    }
+    expect((await second.exited).code, second.stderr()).toBe(0);
+    expect(second.lines.find((l) => l.msg.startsWith('daemon: the last pass of this occurrence did not finish'))).toBeDefined();
+    expect(second.lines.filter((l) => l.msg.startsWith('skipped: stale fire'))).toEqual([]);
+    expect(second.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'completed' });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
   });
 });
