@@ -60,6 +60,8 @@ export function defaultTimeZone(): string {
   // Etc/Unknown, but for some (EST5EDT, CST6CDT, ...) UTC: so the file is asked first.
   const fromFile = zoneOfFile(process.env.TZ);
   if (fromFile !== undefined) return fromFile;
+  // `TZ=BST`: a zone to ICU (Asia/Dhaka), none to the C library, which reckons it as UTC.
+  if (isIcuOnly(process.env.TZ ?? '')) return 'UTC';
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
   // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
   // reckons in UTC, as the C library does.
@@ -127,9 +129,27 @@ function zoneCache(zone: string): ZoneCache {
   if (canonical !== zone && canonical.toLowerCase() === zone.toLowerCase()) {
     throw new Error(`unknown time zone "${zone}": zone names are case-sensitive (did you mean ${canonical}?)`);
   }
+  if (isIcuOnly(zone)) {
+    throw new Error(
+      `unknown time zone "${zone}": not an IANA zone name (Kubernetes refuses it; Node's ICU reads it as ${canonical}, and an abbreviation names several zones): write the zone's full name, such as Europe/London or ${canonical}`,
+    );
+  }
   const cache: ZoneCache = { zone, format, days: new Map(), starts: new Map() };
   zones.set(zone, cache);
   return cache;
+}
+
+/**
+ * IDs ICU takes that no IANA zone has (Java's old three-letter ones; and SystemV/*): Go's
+ * time.LoadLocation, and so a CronJob's spec.timeZone, refuses them, and ICU's reading is not
+ * a reader's: BST is Asia/Dhaka to it, not London; IST Asia/Kolkata, not Dublin or Jerusalem;
+ * CST America/Chicago, not Shanghai; NST Pacific/Auckland, not St John's. Accepted, a daemon
+ * fired hours off. The three-letter names that are IANA (EST, MST, HST, UTC, CET, ...) stay.
+ */
+const ICU_ONLY = new Set(['ACT', 'AET', 'AGT', 'ART', 'AST', 'BET', 'BST', 'CAT', 'CNT', 'CST', 'CTT', 'EAT', 'ECT', 'IET', 'IST', 'JST', 'MIT', 'NET', 'NST', 'PLT', 'PNT', 'PRT', 'PST', 'SST', 'VST']);
+
+function isIcuOnly(zone: string): boolean {
+  return ICU_ONLY.has(zone) || zone.startsWith('SystemV/');
 }
 
 function formatter(zone: string, era: boolean): Intl.DateTimeFormat {

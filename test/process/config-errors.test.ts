@@ -187,6 +187,18 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect(r.stderr).toMatch(/schedule\.cron: cron expression "0 0 30 2 \*\/2": never fires/);
   });
 
+  // ICU takes Java's old three-letter IDs: BST is Asia/Dhaka to it, IST Asia/Kolkata, CST
+  // America/Chicago, NST Pacific/Auckland. No IANA name, refused by Kubernetes (Go's
+  // time.LoadLocation); `cronsafe daemon` fired in Dhaka's time for a config meaning London's.
+  it.each([['BST', 'Asia/Dhaka'], ['IST', 'Asia/Kolkata'], ['CST', 'America/Chicago']])('schedule.timeZone %s (ICU: %s, no IANA name) is refused by daemon, schedule and validate (78 naming the key)', async (zone) => {
+    const file = configFile(`${valid}schedule: {cron: "30 1 * * *", timeZone: ${zone}}\n`);
+    for (const args of [['daemon'], ['schedule', '--json'], ['validate']]) {
+      const r = await runCli([...args, '-c', file], { timeoutMs: 20_000 });
+      expect(r.code, `${args[0]}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`schedule.timeZone: unknown time zone "${zone}": not an IANA zone name`);
+    }
+  });
+
   it('cronsafe schedule --daemon refuses that schedule.cron as the daemon does (it showed no latest and no next, exit 0)', async () => {
     const file = configFile(`${valid}schedule: {cron: "0 0 30 2 */2", timeZone: UTC}\n`);
     for (const json of [[], ['--json']]) {

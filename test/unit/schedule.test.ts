@@ -65,6 +65,10 @@ describe('invalid input', () => {
     ['+05:00', 'unknown time zone "+05:00": expected an IANA name'],
     ['europe/london', 'zone names are case-sensitive (did you mean Europe/London?)'],
     ['', 'unknown time zone ""'],
+    // ICU's own legacy IDs, no IANA name: Kubernetes refuses them, and BST is Asia/Dhaka to ICU.
+    ['BST', 'unknown time zone "BST": not an IANA zone name'],
+    ['IST', 'unknown time zone "IST": not an IANA zone name'],
+    ['SystemV/EST5EDT', 'unknown time zone "SystemV/EST5EDT": not an IANA zone name'],
   ])('zone %j', (zone, message) => {
     expect(() => nextOccurrence('0 * * * *', zone, at('2026-01-01T00:00Z'), 'vixie')).toThrow(message);
     expect(() => latestOccurrence('0 * * * *', zone, at('2026-01-01T00:00Z'), 'kubernetes')).toThrow(message);
