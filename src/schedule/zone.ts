@@ -145,8 +145,9 @@ function zoneCache(zone: string): ZoneCache {
  * a reader's: BST is Asia/Dhaka to it, not London; IST Asia/Kolkata, not Dublin or Jerusalem;
  * CST America/Chicago, not Shanghai; NST Pacific/Auckland, not St John's. Accepted, a daemon
  * fired hours off. The three-letter names that are IANA (EST, MST, HST, UTC, CET, ...) stay.
+ * Also two links the IANA database has dropped (2017, 2020) and ICU still takes.
  */
-const ICU_ONLY = new Set(['ACT', 'AET', 'AGT', 'ART', 'AST', 'BET', 'BST', 'CAT', 'CNT', 'CST', 'CTT', 'EAT', 'ECT', 'IET', 'IST', 'JST', 'MIT', 'NET', 'NST', 'PLT', 'PNT', 'PRT', 'PST', 'SST', 'VST']);
+const ICU_ONLY = new Set(['ACT', 'AET', 'AGT', 'ART', 'AST', 'BET', 'BST', 'CAT', 'CNT', 'CST', 'CTT', 'EAT', 'ECT', 'IET', 'IST', 'JST', 'MIT', 'NET', 'NST', 'PLT', 'PNT', 'PRT', 'PST', 'SST', 'VST', 'US/Pacific-New', 'Canada/East-Saskatchewan']);
 
 function isIcuOnly(zone: string): boolean {
   return ICU_ONLY.has(zone) || zone.startsWith('SystemV/');

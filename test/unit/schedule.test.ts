@@ -1,3 +1,4 @@
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   defaultTimeZone,
@@ -7,6 +8,7 @@ import {
   type SchedulePolicy,
 } from '../../src/schedule/occurrences.js';
 import { scheduleStatus } from '../../src/schedule/status.js';
+import { assertTimeZone } from '../../src/schedule/zone.js';
 
 const POLICIES: SchedulePolicy[] = ['kubernetes', 'vixie'];
 const at = (iso: string): Date => new Date(iso);
@@ -69,9 +71,28 @@ describe('invalid input', () => {
     ['BST', 'unknown time zone "BST": not an IANA zone name'],
     ['IST', 'unknown time zone "IST": not an IANA zone name'],
     ['SystemV/EST5EDT', 'unknown time zone "SystemV/EST5EDT": not an IANA zone name'],
+    ['US/Pacific-New', 'unknown time zone "US/Pacific-New": not an IANA zone name'],
   ])('zone %j', (zone, message) => {
     expect(() => nextOccurrence('0 * * * *', zone, at('2026-01-01T00:00Z'), 'vixie')).toThrow(message);
     expect(() => latestOccurrence('0 * * * *', zone, at('2026-01-01T00:00Z'), 'kubernetes')).toThrow(message);
+  });
+
+  // The refusal of ICU-only IDs must not catch a real one: every zone file the machine has
+  // (what Go's time.LoadLocation, and so Kubernetes, reads) is taken, but the placeholder Factory.
+  const ZONEINFO = '/usr/share/zoneinfo';
+  it.skipIf(!existsSync(ZONEINFO))('every name in the zoneinfo database is accepted', () => {
+    const names: string[] = [];
+    const walk = (dir: string, prefix: string): void => {
+      for (const entry of readdirSync(dir)) {
+        const name = prefix ? `${prefix}/${entry}` : entry;
+        if (name === 'posix' || name === 'right') continue;
+        if (statSync(`${dir}/${entry}`).isDirectory()) walk(`${dir}/${entry}`, name);
+        else if (/^[A-Z][^.]*$/.test(entry) && name !== 'Factory') names.push(name);
+      }
+    };
+    walk(ZONEINFO, '');
+    expect(names.length).toBeGreaterThan(300);
+    expect(names.filter((n) => { try { assertTimeZone(n); return false; } catch { return true; } })).toEqual([]);
   });
 
   it('an invalid expression throws before any search', () => {
