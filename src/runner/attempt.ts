@@ -127,10 +127,11 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const full = outputs !== undefined && (err instanceof OutputMaybeCut || (await outputs.full()));
     if (full) scene.outputFullSeen = true;
     const readOnly = outputs !== undefined && (await outputs.readOnly());
+    const unwritable = outputs !== undefined && !full && !readOnly ? await outputs.unwritable() : null;
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
     const message = err instanceof Error ? err.message : String(err);
-    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, itemPath: fsPath(item), stopping: drain.stopping.aborted };
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: fsPath(item), stopping: drain.stopping.aborted };
     const verdict = await judgeFailure(attempt, scene);
     settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
   } finally {

@@ -51,6 +51,8 @@ export interface FailedAttempt {
   outputFull: boolean;
   /** output.directory's file system was read-only when the attempt failed. */
   outputReadOnly?: boolean;
+  /** Why this run's user could not create a file in its temp directory when the attempt failed (OutputStore.unwritable). */
+  outputUnwritable?: string;
   /** The item's file (raw bytes for an escaped id). */
   itemPath: string | Buffer;
   /** The run was stopping (a drain) when the attempt failed. */
@@ -140,6 +142,7 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is read-only; stopping, nothing charged: ${message}`);
     return { kind: 'stop', reason: 'not charged: the output file system is read-only', fault };
   }
+  if (scene.outputDir !== undefined && a.outputUnwritable) return outputUnwritable(scene.outputDir, a.outputUnwritable, message);
   const where = await whereItWent(a.itemPath, scene);
   if (where) return where;
   if (err instanceof ProgramNotFound && !scene.succeeded) return programNotFound(err, message);
@@ -148,6 +151,28 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     if (denied) return unreadableItem(a.itemPath, denied, message);
   }
   return { kind: 'charge', message };
+}
+
+/**
+ * An attempt that failed while output.directory (or cronsafe's temp directory in it) could not
+ * be written by this user: the pass stops, nothing charged. Every attempt in flight when an
+ * operator's chmod or chown took the rights away was charged for it. A handler that takes
+ * them away itself (on one input) would stop every run once they are given back: after
+ * retry.maxAttempts uncharged hand-backs its item is charged (settle's `recurring`).
+ */
+function outputUnwritable(outputDir: string, why: string, message: string): FailureVerdict {
+  const what = `output.directory ${outputDir} ${why}`;
+  return {
+    kind: 'stop',
+    reason: 'not charged: output.directory is not writable by this user',
+    fault: new EnvironmentFault(`${what}; stopping, nothing charged: ${message}`),
+    recurring: {
+      message: `${what}, at this item's attempt after retry.maxAttempts uncharged hand-backs: charged: ${message}`,
+      fault: new EnvironmentFault(`${what}; charged to the item after retry.maxAttempts uncharged hand-backs; stopping: ${message}`),
+      note: 'output.directory not writable again at an item handed back retry.maxAttempts times: charged; stopping the pass',
+      moduleOnly: false,
+    },
+  };
 }
 
 /** EACCES or EPERM when this process's user may not read the item's file, else null (access(2), R_OK). */

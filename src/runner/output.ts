@@ -569,6 +569,25 @@ export class OutputStore {
     );
   }
 
+  /**
+   * Why this run's user cannot create a file in its temp directory now, or null: output.directory
+   * or the temp directory made unsearchable or unwritable for it since prepare (an operator's
+   * `chmod 000` or `chmod -R go-rwx` on the volume, a restore that changed their owner). An
+   * attempt that failed then failed for that (its handler could not create {output}, or
+   * cronsafe could not look at it), not for its item. access(2): root passes; a directory gone
+   * is checkTempDir's to tell.
+   */
+  async unwritable(): Promise<string | null> {
+    return access(this.tempDir, constants.W_OK | constants.X_OK).then(
+      () => null,
+      (err: unknown) => {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'EACCES' && code !== 'EPERM') return null;
+        return `cannot be written by this user (uid ${process.getuid?.() ?? '?'}) now: ${code} on cronsafe's temp directory ${this.tempDir} (a mode or owner on its way changed during the run?)`;
+      },
+    );
+  }
+
   // A wrong path here would rename or delete something that is not ours.
   private assertTemp(tempPath: string): void {
     // The names tempPath() gives (`<tempDir>/<name>`, one plain segment) pass without resolve.
