@@ -1,5 +1,5 @@
 import { constants, lstatSync } from 'node:fs';
-import { lstat, open, readdir } from 'node:fs/promises';
+import { chmod, lstat, open, readdir, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 // File system probes the output store needs beyond plain reads and renames.
@@ -42,14 +42,19 @@ export async function newestMtimeMs(entry: string): Promise<number | null> {
  * A handler may leave its output write-only (0200: `umask 0577`, `install -m 0200`), which
  * its own user (not root) cannot open for reading: then write-only, without O_TRUNC, which
  * fsync takes as well. Before, the refused open failed the attempt and charged the item
- * for the handler's finished output.
+ * for the handler's finished output. `ownFile`: one of cronsafe's own temp files, which may
+ * also have no rights for its owner at all (openWithoutRights).
  */
-export async function fsyncPath(p: string): Promise<void> {
+export async function fsyncPath(p: string, ownFile = false): Promise<void> {
   const fh = await open(p, 'r').catch(async (err: unknown) => {
     if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
     try {
       return await open(p, constants.O_WRONLY);
     } catch {
+      if (ownFile) {
+        const fh = await openWithoutRights(p);
+        if (fh) return fh;
+      }
       throw err; // the first refusal says what was wrong
     }
   });
@@ -57,5 +62,30 @@ export async function fsyncPath(p: string): Promise<void> {
     await fh.sync();
   } finally {
     await fh.close();
+  }
+}
+
+/**
+ * Open a regular file of this user's that grants its owner neither read nor write (mode 000:
+ * a handler's `chmod 0`, `install -m 0`), for fsyncPath: its owner may give itself read
+ * right, open it, and take the right back at once, leaving the mode the handler chose (the
+ * descriptor stays good). Null when the file is not ours to do that to. Before, the refused
+ * open failed the attempt, and the item was dead-lettered for an output its handler had
+ * finished. Only for cronsafe's own temp files (OutputStore.commit).
+ */
+async function openWithoutRights(p: string): Promise<FileHandle | null> {
+  const st = await lstat(p).catch(() => undefined);
+  if (!st?.isFile() || st.uid !== process.geteuid?.()) return null;
+  try {
+    await chmod(p, (st.mode & 0o7777) | 0o400);
+  } catch {
+    return null;
+  }
+  try {
+    return await open(p, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return null;
+  } finally {
+    await chmod(p, st.mode & 0o7777).catch(() => undefined);
   }
 }

@@ -376,7 +376,7 @@ export class OutputStore {
       return false;
     }
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
-    await fsyncPath(tempPath);
+    await fsyncPath(tempPath, true);
     // A handler that does not check its writes (a shell script whose last command is not
     // the one that wrote, `cat "$1" > "$2"; echo converted`) exits 0 with an output a full
     // file system cut short: committed, a half-written file would be the item's "done"

@@ -35,6 +35,20 @@ describe('a handler leaves its output write-only (mode 0200)', () => {
     expect(out.size).toBe(2);
   });
 
+  it('command handler that leaves its output with no rights at all (mode 000): committed with its mode, the item done, nothing charged', async () => {
+    const cmd = ['/bin/sh', '-c', 'cat -- "$1" > "$2" && chmod 000 "$2"', 'sh', '{path}', '{output}'];
+    const ws = workspace({ handler: { command: cmd }, retry: { maxAttempts: 1 } }, { 'a.txt': 'a\n' });
+    owned(ws);
+    const r = await runCli(['run', '-c', ws.configPath], as);
+    expect(r.code, r.stderr).toBe(0);
+    // Before: dead-lettered with "EACCES: permission denied, open '<out>/.cronsafe-tmp/...tmp'".
+    expect(r.stderr).not.toMatch(/EACCES/);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+    const out = statSync(path.join(ws.out, 'a.txt.out'));
+    expect(out.mode & 0o777).toBe(0o000);
+    expect(out.size).toBe(2);
+  });
+
   it('module handler: the same', async () => {
     const ws = workspace({}, { 'a.txt': 'a\n' });
     const mod = path.join(ws.dir, 'write-only.mjs');
