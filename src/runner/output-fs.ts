@@ -82,7 +82,11 @@ async function openWithoutRights(p: string): Promise<FileHandle | null> {
     return null;
   }
   try {
-    return await open(p, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const fh = await open(p, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const now = await fh.stat().catch(() => undefined);
+    if (now?.dev === st.dev && now.ino === st.ino) return fh;
+    await fh.close();
+    return null; // replaced meanwhile: not the file to sync
   } catch {
     return null;
   } finally {
