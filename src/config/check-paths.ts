@@ -218,7 +218,29 @@ export function checkPaths(file: string, c: Config): void {
   }
   const own = c.output ? ownFileAmongOutputs(c.output.directory, c) : null;
   if (own) problems.push(own);
+  const deep = c.output ? tempPathTooLong(c.output.directory, c) : null;
+  if (deep) problems.push(deep);
   if (problems.length > 0) fail(file, problems);
+}
+
+/** The longest name of a temp file of cronsafe's in its directory (`/<12 hex>-<gen>-<n>.tmp`: OutputStore.tempPathFor). */
+const TEMP_FILE_NAME_MAX = 40;
+/** A PostgreSQL run's temp directory name: its owner `<hostname>:<pid>:<runId>` (64 + 1 + 7 + 1 + 20 bytes at most). */
+const RUN_DIR_NAME_MAX = 93;
+
+/**
+ * output.directory deep enough that the paths of cronsafe's temp files in it pass PATH_MAX,
+ * though the directory itself does not: the run created it, and every handler failed to
+ * create its {output} (ENAMETOOLONG), each item charged until the backlog was dead-lettered.
+ */
+function tempPathTooLong(output: string, c: Config): KeyProblem | null {
+  const own = c.state.postgres === undefined ? Buffer.byteLength(`job-${c.name}`) : RUN_DIR_NAME_MAX;
+  const longest = Buffer.byteLength(path.resolve(output)) + `/${TEMP_DIR_NAME}/`.length + own + TEMP_FILE_NAME_MAX;
+  if (longest < PATH_MAX) return null;
+  return {
+    key: 'output.directory',
+    message: `is too long: the paths of cronsafe's temp files in it (${TEMP_DIR_NAME}/...) would be up to ${longest} bytes, over what Linux allows (PATH_MAX, ${PATH_MAX - 1}), so no handler could create its {output}; choose a shorter one: ${output}`,
+  };
 }
 
 // As runner/output-name.ts names them (config does not import the runner).
