@@ -243,6 +243,25 @@ function tempPathTooLong(output: string, c: Config): KeyProblem | null {
   };
 }
 
+/**
+ * `at` relative to output.directory (`out`, its stat) when a directory on `at`'s way is
+ * output.directory itself under another path (a bind mount, one volume mounted twice: a
+ * PVC at both /data/out and /data/state), which real paths cannot see; else null. Before,
+ * a ledger at `<state mount>/x.out` was replaced by item x's output.
+ */
+function underAnotherMount(out: fs.Stats, at: string): string | null {
+  for (let dir = path.dirname(at); ; dir = path.dirname(dir)) {
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.statSync(dir, { throwIfNoEntry: false });
+    } catch {
+      st = undefined;
+    }
+    if (st !== undefined && st.dev === out.dev && st.ino === out.ino) return path.relative(dir, at);
+    if (path.dirname(dir) === dir) return null;
+  }
+}
+
 // As runner/output-name.ts names them (config does not import the runner).
 const TEMP_DIR_NAME = '.cronsafe-tmp';
 const OUTPUT_SUFFIX = '.out';
@@ -261,10 +280,16 @@ function ownFileAmongOutputs(output: string, c: Config): KeyProblem | null {
   // With PostgreSQL lock.path is never opened (the run lock is an advisory lock).
   const lock: [string, string][] = c.state.postgres === undefined ? [['lock.path', c.lock.path]] : [];
   const own: [string, string][] = [...storeFiles(c.state).map((f): [string, string] => ['state.sqlite', f]), ...lock];
+  let outStat: fs.Stats | undefined;
+  try {
+    outStat = fs.statSync(output, { throwIfNoEntry: false });
+  } catch {
+    outStat = undefined; // checkPaths reports what is wrong with it
+  }
   for (const [key, p] of own) {
     const at = whereItIs(p);
-    if (!at.startsWith(out)) continue;
-    const rel = at.slice(out.length);
+    const rel = at.startsWith(out) ? at.slice(out.length) : outStat?.isDirectory() ? underAnotherMount(outStat, at) : null;
+    if (rel === null) continue;
     const what = p === c.state.sqlite || p === c.lock.path ? p : `${p}, a file of the ledger,`;
     if (rel.split(path.sep)[0] === TEMP_DIR_NAME) {
       return { key, message: `${what} is inside ${path.join(output, TEMP_DIR_NAME)}, cronsafe's temp directory in output.directory, which every run empties: it would be deleted; keep it outside ${TEMP_DIR_NAME}` };

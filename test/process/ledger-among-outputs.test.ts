@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, FIXTURES, runCli, workspace } from '../helpers/cli.js';
@@ -52,5 +53,25 @@ describe('the ledger or the lock where outputs and temp files go', () => {
     }
     expect(readFileSync(db).subarray(0, 15).toString()).toBe('SQLite format 3');
     expect(readFileSync(path.join(ws.out, 'x.out'), 'utf8')).toMatch(/^input of x\n/);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('state.sqlite named <id>.out in output.directory mounted under another path (a bind mount): exit 78 naming it, the ledger is never replaced', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { x: 'input of x\n' });
+    mkdirSync(ws.out);
+    const alias = path.join(ws.dir, 'state-mount');
+    mkdirSync(alias);
+    expect(spawnSync('mount', ['--bind', ws.out, alias]).status).toBe(0);
+    try {
+      configure(ws, { state: { sqlite: path.join(alias, 'x.out') } });
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath]);
+        // Before: validate OK; run replaced the ledger with x's output (exit 75), then every run exited 78 "not an SQLite database".
+        expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toMatch(/state\.sqlite: .*x\.out is inside output\.directory and ends in \.out/);
+      }
+      expect(existsSync(path.join(ws.out, 'x.out'))).toBe(false);
+    } finally {
+      spawnSync('umount', [alias]);
+    }
   });
 });
