@@ -128,10 +128,13 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     if (full) scene.outputFullSeen = true;
     const readOnly = outputs !== undefined && (await outputs.readOnly());
     const unwritable = outputs !== undefined && !full && !readOnly ? await outputs.unwritable() : null;
+    // What its own output took, asked before the clean-up frees it (filledBy, below).
+    const ownBytes = full && tempPath && outputs ? outputs.bytesOf(tempPath) : 0;
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
+    const filledOutput = full && outputs !== undefined && (await outputs.filledBy(ownBytes));
     const message = err instanceof Error ? err.message : String(err);
-    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: fsPath(item), stopping: drain.stopping.aborted };
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: fsPath(item), stopping: drain.stopping.aborted };
     const verdict = await judgeFailure(attempt, scene);
     settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
   } finally {

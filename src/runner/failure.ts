@@ -49,6 +49,11 @@ export interface FailedAttempt {
   tempGone: OwnDirectoryGone | EnvironmentFault | undefined;
   /** output.directory's file system was (nearly) full when the attempt failed. */
   outputFull: boolean;
+  /**
+   * The attempt filled the output file system itself: no longer full once its own temp file
+   * was removed, which took at least half of what is free then (OutputStore.filledBy).
+   */
+  filledOutput?: boolean;
   /** output.directory's file system was read-only when the attempt failed. */
   outputReadOnly?: boolean;
   /** Why this run's user could not create a file in its temp directory when the attempt failed (OutputStore.unwritable). */
@@ -136,7 +141,18 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   }
   if (scene.outputDir !== undefined && (a.outputFull || (scene.outputFullSeen && NO_SPACE.test(message)))) {
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is full; stopping, nothing charged: ${message}`);
-    return { kind: 'stop', reason: 'not charged: the output file system is full', fault, outputFull: true };
+    // Filled by the item's own output, freed again by its clean-up: the item itself stops every
+    // run (an output larger than the free space), so after retry.maxAttempts such hand-backs it
+    // is charged; the pass still stops.
+    const recurring: Recurring | undefined = a.filledOutput
+      ? {
+          message: `its output alone filled the file system of output.directory ${scene.outputDir} (freed again by its clean-up), after retry.maxAttempts uncharged hand-backs: charged: ${message}`,
+          fault: new EnvironmentFault(`the file system of output.directory ${scene.outputDir} was filled by this item's output alone, again after retry.maxAttempts uncharged hand-backs: charged; stopping: ${message}`),
+          note: "an item whose own output filled the output file system, handed back retry.maxAttempts times: charged; stopping the pass",
+          moduleOnly: false,
+        }
+      : undefined;
+    return { kind: 'stop', reason: 'not charged: the output file system is full', fault, outputFull: true, ...(recurring ? { recurring } : {}) };
   }
   if (scene.outputDir !== undefined && a.outputReadOnly) {
     const fault = new EnvironmentFault(`the file system of output.directory ${scene.outputDir} is read-only; stopping, nothing charged: ${message}`);

@@ -548,6 +548,37 @@ export class OutputStore {
     }
   }
 
+  /**
+   * The bytes an attempt's temp file takes on the file system (its allocated blocks), for
+   * filledBy; 0 when it is missing or not a plain file.
+   */
+  bytesOf(tempPath: string): number {
+    try {
+      const st = lstatSync(tempPath, { throwIfNoEntry: false });
+      return st?.isFile() ? st.blocks * 512 : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /**
+   * Whether an attempt that failed on a full output file system filled it itself: after its
+   * clean-up the file system is no longer full, and what its temp file took (`ownBytes`,
+   * bytesOf before the clean-up) is at least half of what is free now. An item whose output
+   * is larger than the free space (a decompression bomb, a big file on a small volume) would
+   * otherwise stop every run at it, uncharged for ever; a file system that stays full after the
+   * clean-up (filled by others' files) says nothing against the item.
+   */
+  async filledBy(ownBytes: number): Promise<boolean> {
+    if (ownBytes <= 0) return false;
+    try {
+      const s = await statfs(this.dir);
+      return !isFull(s) && ownBytes * 2 >= freeBytes(s);
+    } catch {
+      return false;
+    }
+  }
+
   /** full(), synchronous. */
   #fullNow(): boolean {
     try {
@@ -615,10 +646,15 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
 
 /** OutputStore.full's answer from the output file system's statfs(2). */
 function isFull(s: StatsFs): boolean {
-  const free = (s.type === EXT_MAGIC && reservedForUs() ? s.bfree : s.bavail) * s.bsize;
+  const free = freeBytes(s);
   // No inode count (files 0: btrfs, some FUSE and network file systems) cannot run out.
   const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
   return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
+}
+
+/** The bytes this process may still write on the file system of `s` (see OutputStore.full). */
+function freeBytes(s: StatsFs): number {
+  return (s.type === EXT_MAGIC && reservedForUs() ? s.bfree : s.bavail) * s.bsize;
 }
 
 /** ext2, ext3 and ext4's statfs f_type. */
