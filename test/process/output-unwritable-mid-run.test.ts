@@ -6,14 +6,13 @@
  * flight, dead-lettered after retry.maxAttempts such events) although no item was at fault;
  * the pass stopped only at the next claim. As an unprivileged user: root ignores the modes.
  */
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIXTURES, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { charged } from '../helpers/ledger-sums.js';
 import { chownTree, NOBODY } from '../helpers/users.js';
 import { until } from '../helpers/wait.js';
-import { existsSync } from 'node:fs';
 
 const isRoot = process.getuid?.() === 0;
 const HELD_COPY = path.join(FIXTURES, 'process/held-copy.sh');
