@@ -73,7 +73,10 @@ SELECT count(*)::integer AS n FROM d`,
 /**
  * One chunk of the walk over items in id order, from where the last one stopped (meta). A done row the complete scan found has a
  * seen_at no older than the scan's start minus a day (discovery refreshes it once a day:
- * discover.ts), so an older (or NULL) one was not found: it is marked missing.
+ * discover.ts), so an older (or NULL) one was not found: it is marked missing. Except a row
+ * done since the scan started: discovery skips claimed rows, so a dead pod's claim taken over
+ * and done in this pass kept its old seen_at (NULL on every row of a ledger from 0.1.0),
+ * though its file was there for its handler. (SQLite's discovery marks claimed rows too.)
  */
 export const markMissingQuery = (schema: string, o: MarkMissingOptions): Query => {
   const s = ident(schema);
@@ -84,7 +87,7 @@ n AS (SELECT max(id) AS last, count(*) < $2 AS wrapped FROM c),
 u AS (
   UPDATE ${s}.items AS i SET missing_since = $3
   FROM c WHERE i.id = c.id AND i.state = 'done' AND (i.missing_since IS NULL OR i.missing_since < i.done_at)
-    AND (i.seen_at IS NULL OR i.seen_at < $4::bigint - ${SEEN_GRANULARITY_MS})
+    AND (i.seen_at IS NULL OR i.seen_at < $4::bigint - ${SEEN_GRANULARITY_MS}) AND coalesce(i.done_at, 0) < $4::bigint
   RETURNING 1),
 m AS (
   INSERT INTO ${s}.meta (key, value) SELECT $1, CASE WHEN n.wrapped THEN '' ELSE n.last END FROM n
