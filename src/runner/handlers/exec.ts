@@ -9,7 +9,7 @@ import { isPlainId } from '../item-id.js';
 import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
-import { findSessionLeader, groupAlive, signalGroup, waitGroupGone } from './process-group.js';
+import { findSessionLeader, groupAlive, sessionAlive, signalSession, waitGroupGone } from './process-group.js';
 import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
 import { killBudgetMs } from '../drain.js';
 
@@ -139,9 +139,11 @@ function runChild(
     const terminate = (): void => {
       if (pid === undefined || killTimer) return;
       const pgid = pid;
-      signalGroup(pgid, 'SIGTERM');
+      // Its session, not only its group: a child that moved to a group of its own (`timeout`
+      // run by a shell, `set -m`) ran on after the attempt was given up (signalSession).
+      signalSession(pgid, 'SIGTERM');
       killAt = performance.now() + killAfterMs;
-      killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
+      killTimer = setTimeout(() => signalSession(pgid, 'SIGKILL'), killAfterMs);
     };
     // A drain's abort that finds the SIGTERM sent already (the attempt timed out, or the child
     // exited and what it left in its group is being ended) brings the SIGKILL forward to the
@@ -152,7 +154,7 @@ function runChild(
       const pgid = pid;
       clearTimeout(killTimer);
       killAt = performance.now() + killAfterMs;
-      killTimer = setTimeout(() => signalGroup(pgid, 'SIGKILL'), killAfterMs);
+      killTimer = setTimeout(() => signalSession(pgid, 'SIGKILL'), killAfterMs);
     };
     // Read what already arrived first (the poll phase runs before setImmediate): after the
     // runner was paused past the timeout (SIGSTOP, a frozen event loop) the timer fires
@@ -210,7 +212,10 @@ function runChild(
       const pgid = pid;
       if (settled || pgid === undefined) return;
       void (async () => {
-        if (groupAlive(pgid)) {
+        // Once a kill is under way (or the helper died), a group of its own inside the child's
+        // session is looked for too (/proc, not per item): `timeout` run by a shell, ignoring
+        // SIGTERM or not holding the pipes, outlived the attempt when only the group was asked.
+        if (groupAlive(pgid) || ((killTimer !== undefined || helperDied) && sessionAlive(pgid))) {
           // The helper no longer has the child: should cronsafe be killed before they are
           // gone, it must still end them, or they run on beside the item's retry.
           const release = child.holdGroup(pgid);
@@ -273,8 +278,10 @@ function runChild(
         // which would keep it from ever firing. Probing the group here for every item threw
         // ESRCH (~20 us) for nothing (docs/benchmarks.md, command handlers).
         pipeTimer = setTimeout(() => {
-          if (pid !== undefined && groupAlive(pid)) {
-            ctx.log.warn({ pgid: pid }, 'handler exited but left processes in its group; terminating them');
+          // Its session: a process that moved to a group of its own (`timeout` run by a shell)
+          // holds the pipes as well as one of its group (/proc, read only when they linger).
+          if (pid !== undefined && sessionAlive(pid)) {
+            ctx.log.warn({ pgid: pid }, 'handler exited but left processes in its group (or its session); terminating them');
             terminate();
           }
           // A drain's abort since the exit grants no more than it would have at the exit.

@@ -22,6 +22,55 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
 }
 
 /**
+ * Send `signal` to the child's group and to every other group of its session (the child leads
+ * both: spawned `detached`, its pid is their id). A process that changes only its group stays
+ * in the session: coreutils `timeout` run by a shell (setpgid), a shell's job control (`set -m`),
+ * Go's `Setpgid`, Python's `process_group=0`. Signalled by group alone, they ran on after a
+ * timeout, a drain or cronsafe's death. Only setsid leaves the session. Reads /proc (a kill is
+ * rare: timeouts, drains, leftovers); without it, the group alone. True when anyone got it.
+ */
+export function signalSession(sid: number, signal: NodeJS.Signals): boolean {
+  let sent = signalGroup(sid, signal);
+  for (const pgrp of new Set(sessionMembers(sid)?.map((m) => m.pgrp))) {
+    if (pgrp !== sid && pgrp > 1) sent = signalGroup(pgrp, signal) || sent;
+  }
+  return sent;
+}
+
+/**
+ * True while the child's session (led by `sid`, its group's id too) has a member that can
+ * still run, in its group or in another group of the session. Reads /proc: asked only where a
+ * kill is under way; without /proc, the group alone.
+ */
+export function sessionAlive(sid: number): boolean {
+  const members = sessionMembers(sid);
+  return members === undefined ? groupAlive(sid) : members.some((m) => m.state !== 'Z');
+}
+
+/** The members of session `sid` (state, group) from /proc, zombies included; undefined without /proc. */
+function sessionMembers(sid: number): Array<{ state: string; pgrp: number }> | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  const members: Array<{ state: string; pgrp: number }> = [];
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    const [state, , pgrp, session] = statFields(stat);
+    if (Number(session) === sid && state) members.push({ state, pgrp: Number(pgrp) });
+  }
+  return members;
+}
+
+/**
  * True while the group has a member that can still run. Signal 0 alone also counts
  * zombies: orphans are re-parented to PID 1, and a PID 1 that reaps late (or never,
  * like a bare `node` in a container) would make a dead group look alive. On Linux,
@@ -77,12 +126,14 @@ function procGroupStates(pgid: number): string[] | undefined {
 }
 
 /**
- * Poll until the group is empty or `timeoutMs` passed; resolves true when empty.
+ * Poll until the session (the group, and any group of its own inside it) is empty or
+ * `timeoutMs` passed; resolves true when empty.
  * Bounded: a process stuck in uninterruptible sleep (D state) ignores even SIGKILL.
  */
 export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  while (groupAlive(pgid)) {
+  // The session: a group of its own inside it is ended with the rest (signalSession).
+  while (sessionAlive(pgid)) {
     if (Date.now() >= deadline) return false;
     await delay(20);
   }

@@ -225,8 +225,22 @@ process.on('message', (m) => {
 // cronsafe is gone (it exited, or was killed alone: the OOM killer, kill -9). Nobody will
 // record these attempts, and the next run charges and runs them again, so they must not
 // run on beside it: their groups end with the helper.
+// A group of its own inside a child's session (\`timeout\` run by a shell, \`set -m\`) too: the
+// child leads its session, whose id is its pid; only setsid leaves it (process-group.ts).
 process.on('disconnect', () => {
-  for (const g of [...[...kids.values()].map((c) => c.pid), ...held]) { try { process.kill(-g, 'SIGKILL'); } catch {} }
+  const sessions = new Set([...[...kids.values()].map((c) => c.pid), ...held]);
+  const groups = new Set(sessions);
+  try {
+    for (const name of fs.readdirSync('/proc')) {
+      if (!/^[0-9]+$/.test(name)) continue;
+      try {
+        const st = fs.readFileSync('/proc/' + name + '/stat', 'utf8');
+        const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+        if (sessions.has(Number(f[3])) && Number(f[2]) > 1) groups.add(Number(f[2]));
+      } catch {}
+    }
+  } catch {}
+  for (const g of groups) { try { process.kill(-g, 'SIGKILL'); } catch {} }
   // Its stderr is cronsafe's: a terminal that hung up made Node's exit abort (src/hung-up-tty.ts).
   try { const st = fs.fstatSync(2); if (st.isCharacterDevice() && ((st.rdev >> 8) & 0xfff) !== 1 && !require('node:tty').isatty(2)) fs.closeSync(2); } catch {}
   process.exit(0);
