@@ -1,0 +1,54 @@
+/**
+ * `cronsafe daemon` makes a command handler per pass, and its helpers that fork the children
+ * (spawn-server.ts) live across passes. Each handler's environment was sent to a helper at its
+ * first spawn and kept there for good: one more copy of the whole environment per pass, a
+ * daemon's memory growing without end (a 20 KB pod environment, a pass a minute: ~28 MB a
+ * day in each helper). The same environment is now sent once.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { workspace } from '../helpers/cli.js';
+import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
+import { HELPER_FLAG } from '../../src/runner/handlers/process-group.js';
+
+/** Resident memory (KiB) of the helpers whose parent is `parent`. */
+function helpersRss(parent: number): number {
+  let kib = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0')[1] !== HELPER_FLAG) continue;
+      const status = readFileSync(`/proc/${name}/status`, 'utf8');
+      if (Number(/^PPid:\s+(\d+)/m.exec(status)?.[1]) !== parent) continue;
+      kib += Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    } catch {
+      /* gone while we looked */
+    }
+  }
+  return kib;
+}
+
+describe.skipIf(!LIBFAKETIME)("a daemon's helpers across passes", () => {
+  it("keep one copy of the handlers' environment, not one more per pass", async () => {
+    const ws = workspace(
+      { handler: { command: ['/bin/true', '{path}'] }, schedule: { cron: '* * * * *', timeZone: 'UTC', refresh: 'every-occurrence' }, log: { level: 'info' } },
+      { 'a.txt': 'a' },
+    );
+    // 600 KB of environment (each variable under Linux's 128 KiB per string): a copy per pass is plain to see.
+    const env = Object.fromEntries([1, 2, 3, 4, 5].map((n) => [`CRONSAFE_TEST_BIG${n}`, String(n).repeat(120_000)]));
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:00:00', { env, timeoutMs: 180_000 });
+    const passes = (): number => daemon.lines.filter((l) => l.msg === 'run finished' && (l.counts as { succeeded?: number } | undefined)?.succeeded === 1).length;
+    try {
+      await daemon.waitFor(() => passes() >= 5, 60_000);
+      const before = helpersRss(daemon.child.pid!);
+      expect(before).toBeGreaterThan(0);
+      await daemon.waitFor(() => passes() >= 25, 120_000);
+      const after = helpersRss(daemon.child.pid!);
+      // 20 more passes: ~12 MB more when each kept its copy.
+      expect(after - before, `helpers' RSS ${before} KiB after 5 passes, ${after} KiB after 25`).toBeLessThan(4_000);
+    } finally {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
+  }, 200_000);
+});
