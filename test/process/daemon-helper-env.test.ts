@@ -42,10 +42,11 @@ describe.skipIf(!LIBFAKETIME)("a daemon's helpers across passes", () => {
       await daemon.waitFor(() => passes() >= 5, 60_000);
       const before = helpersRss(daemon.child.pid!);
       expect(before).toBeGreaterThan(0);
-      await daemon.waitFor(() => passes() >= 25, 120_000);
+      await daemon.waitFor(() => passes() >= 30, 120_000);
       const after = helpersRss(daemon.child.pid!);
-      // 20 more passes: ~12 MB more when each kept its copy.
-      expect(after - before, `helpers' RSS ${before} KiB after 5 passes, ${after} KiB after 25`).toBeLessThan(4_000);
+      // 25 more passes: ~26 MB more when each kept its copy (measured: +21 MB over 20). Without
+      // them the heap still grows a step now and then (~4 MB seen once): the bound leaves room.
+      expect(after - before, `helpers' RSS ${before} KiB after 5 passes, ${after} KiB after 30`).toBeLessThan(10_000);
     } finally {
       daemon.child.kill('SIGTERM');
       await daemon.exited;
