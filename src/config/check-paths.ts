@@ -220,7 +220,34 @@ export function checkPaths(file: string, c: Config): void {
   if (own) problems.push(own);
   const deep = c.output ? tempPathTooLong(c.output.directory, c) : null;
   if (deep) problems.push(deep);
+  const readOnly = defaultLedgerOnReadOnlyFs(c);
+  if (readOnly) problems.push(readOnly);
   if (problems.length > 0) fail(file, problems);
+}
+
+/**
+ * state.sqlite not set, and the default ledger beside the config cannot be created because
+ * the config's directory is on a read-only file system (a ConfigMap or Secret volume, a
+ * config baked into a read-only image): validate said OK, and every run failed with exit 1
+ * (counted toward backoffLimit) on `EROFS ... mkdir '<dir>/.cronsafe'`. Only the default
+ * being created: a ledger that exists there is still read by status and dead-letter list,
+ * and a state volume set explicitly and remounted read-only is the environment's fault.
+ */
+function defaultLedgerOnReadOnlyFs(c: Config): KeyProblem | null {
+  const db = c.state.sqlite;
+  if (db === undefined || !c.state.defaulted || fs.existsSync(db)) return null;
+  let dir = path.dirname(db);
+  while (!fs.existsSync(dir) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+    return null;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EROFS') return null; // EACCES and the rest: said with the path when the run opens it
+  }
+  return {
+    key: 'state.sqlite',
+    message: `not set, and the default ledger ${db} cannot be created: ${dir} is on a read-only file system (a ConfigMap or Secret volume?); set state.sqlite to a file on a writable volume (lock.path goes beside it)`,
+  };
 }
 
 /** The longest name of a temp file of cronsafe's in its directory (`/<12 hex>-<gen>-<n>.tmp`: OutputStore.tempPathFor). */

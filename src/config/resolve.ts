@@ -32,8 +32,8 @@ export function resolveConfig(p: ParsedConfig, abs: string): Config {
   const stateDir = path.join(dir, '.cronsafe');
   const sqlite =
     p.state.postgres !== undefined ? undefined
-    : p.state.sqlite !== undefined ? { file: at(p.state.sqlite) }
-    : defaultSqlite(stateDir, p.name);
+    : p.state.sqlite !== undefined ? { file: at(p.state.sqlite), legacy: false, defaulted: false }
+    : { legacy: false, ...defaultSqlite(stateDir, p.name), defaulted: true };
   const concurrency = p.concurrency ?? Math.min(8, 2 * os.availableParallelism());
 
   const config: Config = {
@@ -51,7 +51,7 @@ export function resolveConfig(p: ParsedConfig, abs: string): Config {
     },
     state:
       sqlite !== undefined
-        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}), allowNetworkFilesystem: p.state.allowNetworkFilesystem }
+        ? { sqlite: sqlite.file, ...(sqlite.legacy ? { legacyDefault: true } : {}), ...(sqlite.defaulted ? { defaulted: true } : {}), allowNetworkFilesystem: p.state.allowNetworkFilesystem }
         : { postgres: p.state.postgres, ...(p.state.schema !== undefined ? { schema: p.state.schema } : {}) },
     concurrency,
     queueSize: p.queueSize ?? 4 * concurrency,

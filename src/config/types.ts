@@ -102,6 +102,8 @@ export interface StateConfig {
    * because `<name>.db` does not exist yet and the old file is unowned or this job's.
    */
   legacyDefault?: boolean;
+  /** True when `sqlite` was not set: the ledger is the default beside the config file. */
+  defaulted?: boolean;
   /** Use a `sqlite` file on a network or FUSE file system (a warning each run). Default false: exit 78. */
   allowNetworkFilesystem?: boolean;
   /** PostgreSQL URL (issue 6). Never logged with its password. */

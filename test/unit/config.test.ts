@@ -124,7 +124,7 @@ log: {level: debug, format: pretty}
       configPath: file,
       source: { directory: dir.queue, include: ['**'], exclude: [] },
       handler: { command: ['echo', '{path}'], timeoutSeconds: 300, killAfterSeconds: 5, maxLogBytes: 65536, expectOutput: false, env: {} },
-      state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db'), allowNetworkFilesystem: false },
+      state: { sqlite: path.join(dir.root, '.cronsafe', 'job.db'), defaulted: true, allowNetworkFilesystem: false },
       concurrency: DEFAULT_CONCURRENCY,
       queueSize: 4 * DEFAULT_CONCURRENCY,
       lease: { seconds: 90, renewSeconds: 30 },
