@@ -20,7 +20,8 @@ export const LEGACY_DEFAULT_SQLITE = 'cronsafe.db';
 export function defaultSqlite(stateDir: string, name: string): { file: string; legacy?: boolean } {
   const own = path.join(stateDir, `${name}.db`);
   const legacy = path.join(stateDir, LEGACY_DEFAULT_SQLITE);
-  if (own === legacy || fs.existsSync(own) || !fs.existsSync(legacy)) return { file: own };
+  if (own === legacy) return namedLikeTheOldDefault(stateDir, name, own);
+  if (fs.existsSync(own) || !fs.existsSync(legacy)) return { file: own };
   let owner: string | null;
   try {
     owner = readJob(legacy);
@@ -40,6 +41,40 @@ export function defaultSqlite(stateDir: string, name: string): { file: string; l
   if (!ours) return { file: own };
   throw new ConfigError(
     `state.sqlite: the old shared default ledger ${legacy} records no job, and both this job (${name}) and ${others.map((j) => `"${j}"`).join(', ')} ran on it (their locks are beside it), so its items may be mixed; set state.sqlite explicitly: ${legacy} to keep it for this job, or ${own} to start a new ledger`,
+    undefined,
+    'state.sqlite',
+  );
+}
+
+/**
+ * A job named `cronsafe`: its own default, `cronsafe.db`, is the old shared default's name,
+ * so it cannot start a file of its own beside it. The file is its own when it records this
+ * job, or no job and no other job's lock beside it says it ran there (as for any job, above).
+ * Another job's (recorded, or by its lock alone): adopting it made this job skip that job's
+ * done ids as its own, and left that job a new, empty ledger; so a person must give this job
+ * its own state.sqlite. The message must not say "leave it unset": it is unset.
+ */
+function namedLikeTheOldDefault(stateDir: string, name: string, file: string): { file: string } {
+  if (!fs.existsSync(file)) return { file };
+  let owner: string | null;
+  try {
+    owner = readJob(file);
+  } catch {
+    return { file }; // unreadable now: the open (which checks the owner again) says why
+  }
+  if (owner === name) return { file };
+  const others = owner !== null ? [owner] : lockOwnersBeside(stateDir).filter((job) => job !== name && !fs.existsSync(path.join(stateDir, `${job}.db`)));
+  if (others.length === 0) return { file };
+  const whose = others.map((j) => `"${j}"`).join(', ');
+  const instead = path.join(stateDir, `${name}.own.db`);
+  const mixed = owner === null && fs.existsSync(path.join(stateDir, `${name}.lock`));
+  const why =
+    owner !== null ? `it is the ledger of job ${whose}`
+    : mixed ? `it records no job, and both this job and ${whose} ran on it (their locks are beside it), so its items may be mixed`
+    : `it records no job, and the lock beside it says job ${whose} ran on it, not this one`;
+  const fix = mixed ? `set state.sqlite explicitly: ${file} to keep it for this job, or ${instead} (for example) to start a new ledger` : `set state.sqlite for this job (e.g. ${instead}), or give it another name`;
+  throw new ConfigError(
+    `state.sqlite: the default ledger of a job named "${name}", ${file}, is also the old shared default ledger of earlier versions, and ${why}; ${fix}`,
     undefined,
     'state.sqlite',
   );

@@ -139,6 +139,67 @@ describe('a ledger belongs to one job', () => {
     expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']);
   });
 
+  // A job named `cronsafe`: its default `<name>.db` is the old shared default's file name.
+  function namedCronsafe(dir: string) {
+    const source = path.join(dir, 'cronsafe-in');
+    mkdirSync(source);
+    for (const f of FILES) writeFileSync(path.join(source, f), `cronsafe ${f}`);
+    const configPath = path.join(dir, 'cronsafe.yaml');
+    const out = path.join(dir, 'cronsafe-out');
+    writeFileSync(configPath, YAML.stringify({ name: 'cronsafe', source: { directory: source }, output: { directory: out }, handler: { command: COPY }, log: { level: 'info' } }));
+    return { configPath, out };
+  }
+
+  it("upgrades: a job named cronsafe does not adopt the old default ledger its lock says was alpha's (78 until state.sqlite says)", async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    const legacy = oldSharedLedger(dir, ['alpha']);
+    const job = namedCronsafe(dir);
+    // Before: exit 0, alpha's old ledger became cronsafe's; its a.txt was skipped as done
+    // (never processed), and alpha then started a new ledger and did a.txt again.
+    for (const args of [['run'], ['validate'], ['status']]) {
+      const r = await runCli([...args, '-c', job.configPath]);
+      expect(r.code, `${args[0]}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('state.sqlite');
+      expect(r.stderr).toContain(legacy);
+      expect(r.stderr).toContain('"alpha"');
+    }
+    expect(outputs(job.out)).toEqual([]);
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.lines.some((l) => l.msg.startsWith('using the old default ledger file'))).toBe(true);
+    expect(outputs(alpha.out)).toEqual(['b.txt.out', 'c.txt.out']); // alpha's ledger is still alpha's
+
+    // Given a file of its own, as the message says, it does all of its own items.
+    writeFileSync(job.configPath, YAML.stringify({ ...(YAML.parse(readFileSync(job.configPath, 'utf8')) as object), state: { sqlite: '.cronsafe/cronsafe.own.db' } }));
+    const c = await runCli(['run', '-c', job.configPath]);
+    expect(c.code, c.stderr).toBe(0);
+    expect(outputs(job.out)).toEqual(FILES.map((f) => `${f}.out`));
+  });
+
+  it('upgrades: a job named cronsafe beside the old default ledger alpha adopted is told its default is that file, not to leave state.sqlite unset', async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    const legacy = oldSharedLedger(dir, ['alpha']);
+    expect((await runCli(['run', '-c', alpha.configPath])).code).toBe(0); // alpha records itself in it
+    const job = namedCronsafe(dir);
+    const r = await runCli(['run', '-c', job.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(legacy);
+    expect(r.stderr).toContain('"alpha"');
+    // Before: "give this job its own state.sqlite (or leave it unset: the default ... is one file per name)", and it was unset.
+    expect(r.stderr).not.toContain('leave it unset');
+    expect(r.stderr).toMatch(/job named "cronsafe"/);
+  });
+
+  it('upgrades: a job named cronsafe keeps the old default ledger it ran on itself (its own lock beside it)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
+    oldSharedLedger(dir, ['cronsafe']);
+    const job = namedCronsafe(dir);
+    const r = await runCli(['run', '-c', job.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(outputs(job.out)).toEqual(['b.txt.out', 'c.txt.out']); // its own a.txt was done already
+    expect((await runCli(['run', '-c', job.configPath])).code).toBe(0);
+  });
+
   it('two configs with the same name and different sources (a copy-paste): the run says the source changed, each time it does', async () => {
     const { dir, alpha } = twoJobs(undefined);
     const copy = path.join(dir, 'alpha-copy.yaml');
