@@ -85,6 +85,9 @@ function notALedger(err: NotALedger, configPath?: string): ConfigError {
   return new ConfigError(`${configPath ? `${configPath}: ` : ''}${err.key}: ${err.message}`, configPath, err.key);
 }
 
+/** A rename of `name` meets the owner check too: where to read how to keep the ledger. */
+const RENAMING = 'To rename a job and keep its ledger, see docs/operations.md, "Renaming a job".';
+
 function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, configPath?: string): ConfigError {
   const where = configPath ? `${configPath}: ` : '';
   const owner = JSON.stringify(err.owner);
@@ -93,7 +96,7 @@ function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, config
     const schema = state.schema ?? DEFAULT_POSTGRES_SCHEMA;
     return new ConfigError(
       `${where}state.schema: the PostgreSQL schema "${schema}" is the ledger of job ${owner}, and this config's name is ${job}. ` +
-        'Two jobs must not share a ledger (each would take the other\'s items as its own): give this job its own state.schema, or fix name.',
+        `Two jobs must not share a ledger (each would take the other's items as its own): give this job its own state.schema, or fix name. ${RENAMING}`,
       configPath,
       'state.schema',
     );
@@ -101,7 +104,7 @@ function ownedByAnother(state: StateConfig, err: LedgerOwnedByAnotherJob, config
   return new ConfigError(
     `${where}state.sqlite: ${state.sqlite} is the ledger of job ${owner}, and this config's name is ${job}. ` +
       "Two jobs must not share a ledger (each would take the other's items as its own): give this job its own state.sqlite " +
-      '(or leave it unset: the default, <config dir>/.cronsafe/<name>.db, is one file per name), or fix name.',
+      `(or leave it unset: the default, <config dir>/.cronsafe/<name>.db, is one file per name), or fix name. ${RENAMING}`,
     configPath,
     'state.sqlite',
   );

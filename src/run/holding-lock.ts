@@ -184,7 +184,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       if (others.length > 0) {
         log.warn(
           { outputDirectory: outputs?.dir, jobs: others },
-          'output.directory is shared with other jobs: outputs are named by item id alone, so an id that two jobs both have is one file, written by whichever commits last; an output left by a run that died is not taken as proof that it finished (the item runs again)',
+          'output.directory is shared with other jobs: outputs are named by item id alone, so an id that two jobs both have is one file, written by whichever commits last; an output left by a run that died is not taken as proof that it finished (the item runs again). ' +
+            // Told by each job's `.cronsafe-tmp/job-<name>`, which stays: a renamed job's old
+            // name was another job here on every run, for good.
+            'Each job is told by its .cronsafe-tmp/job-<name> there (or in a directory above): one that no longer writes here (this job under its name before a rename) still has it; remove that directory',
         );
       }
     } catch (err) {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -198,6 +198,42 @@ describe('a ledger belongs to one job', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(outputs(job.out)).toEqual(['b.txt.out', 'c.txt.out']); // its own a.txt was done already
     expect((await runCli(['run', '-c', job.configPath])).code).toBe(0);
+  });
+
+  it('renaming a job: the refusal points to "Renaming a job", whose steps keep the ledger, and the old name is then nobody sharing the output directory', async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    expect((await runCli(['run', '-c', alpha.configPath])).code).toBe(0);
+    const config = YAML.parse(readFileSync(alpha.configPath, 'utf8')) as Record<string, unknown>;
+    const ledger = path.join(dir, '.cronsafe', 'alpha.db');
+    const renamed = path.join(dir, 'renamed.yaml');
+
+    // The ledger kept by state.sqlite (as the chart does): refused, and told where to read how.
+    writeFileSync(renamed, YAML.stringify({ ...config, name: 'omega', state: { sqlite: ledger } }));
+    const refused = await runCli(['run', '-c', renamed]);
+    expect(refused.code).toBe(78);
+    expect(refused.stderr).toContain('"Renaming a job"'); // before: only "or fix name"
+    const docs = readFileSync(path.join(FIXTURES, '../../docs/operations.md'), 'utf8');
+    expect(docs).toContain('## Renaming a job');
+
+    // The steps: the new name recorded, the default file renamed, the old temp directory gone.
+    const db = new Database(ledger);
+    db.prepare("UPDATE meta SET value = 'omega' WHERE key = 'job'").run();
+    db.close();
+    renameSync(ledger, path.join(dir, '.cronsafe', 'omega.db'));
+    rmSync(path.join(dir, '.cronsafe', 'alpha.lock'));
+    writeFileSync(renamed, YAML.stringify({ ...config, name: 'omega' }));
+    const before = await runCli(['run', '-c', renamed]);
+    expect(before.code, before.stderr).toBe(0);
+    expect(finished(before)?.counts).toMatchObject({ scanned: 3, claimed: 0 }); // nothing done again
+    // Until step 3, the old name is "another job" on the output directory, on every run; the warning says what to remove.
+    const shared = before.lines.find((l) => l.msg?.startsWith('output.directory is shared'));
+    expect(shared).toMatchObject({ jobs: ['alpha'] });
+    expect(shared?.msg).toContain('.cronsafe-tmp/job-<name>'); // before: not said
+    rmSync(path.join(alpha.out, '.cronsafe-tmp', 'job-alpha'), { recursive: true });
+    const after = await runCli(['run', '-c', renamed]);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.lines.filter((l) => l.level === 'warn')).toEqual([]);
+    expect(outputs(alpha.out)).toEqual(FILES.map((f) => `${f}.out`));
   });
 
   it('two configs with the same name and different sources (a copy-paste): the run says the source changed, each time it does', async () => {
