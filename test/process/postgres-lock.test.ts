@@ -59,6 +59,40 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     for (const l of [c, other]) await l!.release();
   });
 
+  it("two jobs whose pass-lock keys collide (PostgreSQL's 32-bit hashtext): the skip says so, not 'another run group, holder unknown'", async () => {
+    // Two jobs, each with its own schema, whose '<schema>.<name>' have one hashtext: found
+    // among generated names (SELECT ... GROUP BY hashtext(...) HAVING count(*) > 1).
+    const [x, y] = [{ schema: 'job224535', name: 'job-224535' }, { schema: 'job261439', name: 'job-261439' }];
+    const [same] = await server.admin<{ same: boolean }>(`SELECT hashtext($1) = hashtext($2) AS same`, [`${x.schema}.${x.name}`, `${y.schema}.${y.name}`], 'lock');
+    expect(same?.same).toBe(true);
+    const a = await tryPostgresRunLock({ url, ...x, group: 'job-x-1', owner: 'x-1' });
+    expect(a?.joined).toBe(false);
+
+    const events: { msg: string; holder?: unknown }[] = [];
+    const b = await tryPostgresRunLock({ url, ...y, group: 'job-y-1', owner: 'y-1' }, (msg, detail) => events.push({ msg, ...detail }));
+    expect(b).toBeNull(); // not avoided (pods of an older cronsafe take the pass lock alone): told
+    // Before: 'run lock held by another run group', holder 'unknown'.
+    expect(events).toHaveLength(1);
+    expect(events[0]!.msg).toContain('hash collision');
+    expect(events[0]!.msg).toContain(`hashtext('${y.schema}.${y.name}')`);
+    expect(events[0]!.holder).toBe('another job (hash collision)');
+
+    // A fire of the job itself while its pass runs is an overlapping fire, as before; a pod of its pass joins.
+    const own: { msg: string }[] = [];
+    expect(await tryPostgresRunLock({ url, ...x, group: 'job-x-2', owner: 'x-2' }, (msg) => own.push({ msg }))).toBeNull();
+    expect(own.map((e) => e.msg)).toEqual(['run lock held by another run group']);
+    const pod = await tryPostgresRunLock({ url, ...x, group: 'job-x-1', owner: 'x-1b' });
+    expect(pod?.joined).toBe(true);
+    await a!.release();
+    const again: { msg: string }[] = [];
+    expect(await tryPostgresRunLock({ url, ...y, group: 'job-y-2', owner: 'y-2' }, (msg) => again.push({ msg }))).toBeNull(); // the joined pod holds it
+    expect(again[0]?.msg).toContain('hash collision');
+    await pod!.release();
+    const c = await tryPostgresRunLock({ url, ...y, group: 'job-y-3', owner: 'y-3' });
+    expect(c?.joined).toBe(false);
+    await c!.release();
+  });
+
   it("keeps its session through the server's idle_session_timeout (no window in which another Job could take the pass)", async () => {
     // A DBA's idle_session_timeout cut the idle lock session again and again: each time the
     // lock was free until it was taken again.

@@ -34,6 +34,21 @@ export const downgradeQuery = (schema: string, name: string): Query =>
 export const tryJoinQuery = (schema: string, name: string): Query =>
   q(`SELECT pg_try_advisory_lock_shared(hashtext($1), 1) AS ok`, lockKey(schema, name));
 /**
+ * The job's own mark, held shared beside the pass lock by every run in the pass: a 64-bit
+ * key (hashtextextended, the one-bigint form: another key space than the pass lock's two
+ * int4). The pass lock's 32-bit hashtext of two jobs' '<schema>.<name>' can be the same (one
+ * pair in ~2^32; found in seconds among generated names), and then each job skipped every
+ * fire while the other ran, as 'held by another run group', holder 'unknown', counted as
+ * overruns. Only told, not avoided: pods of an older cronsafe take the pass lock alone, so a
+ * new key could not keep them out during an upgrade.
+ */
+export const markQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_advisory_lock_shared(hashtextextended($1, 0))`, lockKey(schema, name));
+const unmarkQuery = (schema: string, name: string): Query => q(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lockKey(schema, name));
+/** Free only when no run of this job (of this cronsafe or later) holds the pass: the holder is another job's. */
+export const markFreeQuery = (schema: string, name: string): Query =>
+  q(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok`, lockKey(schema, name));
+/**
  * `retake`: the lock taken again mid-run (its session was cut) keeps the owner that started
  * the pass when the group is the same: a pod joining later plans its fire by that run's start.
  */
@@ -149,7 +164,7 @@ export interface PostgresRunLock {
   release(): Promise<void>;
 }
 
-type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number; startedPassAt?: number } | { client: null; holder: string };
+type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number; startedPassAt?: number } | { client: null; holder: string; anotherJob?: boolean };
 
 /**
  * The lock's session sits idle for the whole run. A server's `idle_session_timeout` (a
@@ -217,12 +232,22 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
       const startedPassAt = Date.now();
       await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake));
       await exec(downgradeQuery(opts.schema, opts.name));
+      await exec(markQuery(opts.schema, opts.name));
       result = { client, joined: false, startedPassAt };
     } else {
       const [row] = await exec<{ run_group: string; owner: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
       const [join] = row?.run_group === opts.group ? await exec<{ ok: boolean }>(tryJoinQuery(opts.schema, opts.name)) : [];
       const passStartedAt = row?.pass_started_at ?? undefined;
-      result = join?.ok ? { client, joined: true, passStartedAt } : { client: null, holder: row ? `${row.run_group} (${row.owner})` : 'unknown' };
+      if (join?.ok) {
+        await exec(markQuery(opts.schema, opts.name));
+        result = { client, joined: true, passStartedAt };
+      } else {
+        // Under the gate, so a run of this job that holds the pass has its mark already. (The
+        // try takes the mark when free: let go at once, a starting pod of this job waits for it.)
+        const [free] = await exec<{ ok: boolean }>(markFreeQuery(opts.schema, opts.name));
+        if (free?.ok) await exec(unmarkQuery(opts.schema, opts.name));
+        result = { client: null, holder: row ? `${row.run_group} (${row.owner})` : 'unknown', ...(free?.ok ? { anotherJob: true } : {}) };
+      }
     }
     await exec(q('COMMIT'));
     if (result.client === null) await client.end().catch(() => undefined);
@@ -270,7 +295,12 @@ export async function tryPostgresRunLock(
 ): Promise<PostgresRunLock | null> {
   const first = await attemptWithRetry(opts, opts.startBudgetMs ?? START_BUDGET_MS);
   if (first.client === null) {
-    onEvent('run lock held by another run group', { holder: first.holder });
+    if (first.anotherJob) {
+      onEvent(
+        `run lock held by no run of this job: its key, PostgreSQL's 32-bit hashtext('${lockKey(opts.schema, opts.name)}'), is the same as another job's in this database (a hash collision), so this job skips whenever that one runs; give this job another state.schema or name (or, during an upgrade, a run of an older cronsafe of this job holds it)`,
+        { holder: 'another job (hash collision)' },
+      );
+    } else onEvent('run lock held by another run group', { holder: first.holder });
     return null;
   }
   const lost = new AbortController();
