@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
@@ -35,19 +36,20 @@ export const tryJoinQuery = (schema: string, name: string): Query =>
   q(`SELECT pg_try_advisory_lock_shared(hashtext($1), 1) AS ok`, lockKey(schema, name));
 /**
  * The job's own mark, held shared beside the pass lock by every run in the pass: a 64-bit
- * key (hashtextextended, the one-bigint form: another key space than the pass lock's two
- * int4). The pass lock's 32-bit hashtext of two jobs' '<schema>.<name>' can be the same (one
- * pair in ~2^32; found in seconds among generated names), and then each job skipped every
- * fire while the other ran, as 'held by another run group', holder 'unknown', counted as
+ * key (the first 8 bytes of SHA-256 of '<schema>.<name>', in the one-bigint form: another
+ * key space than the pass lock's two int4; computed here, so any server version takes it).
+ * The pass lock's 32-bit hashtext of two jobs' '<schema>.<name>' can be the same (one pair
+ * in ~2^32; found in seconds among generated names), and then each job skipped every fire
+ * while the other ran, as 'held by another run group', holder 'unknown', counted as
  * overruns. Only told, not avoided: pods of an older cronsafe take the pass lock alone, so a
  * new key could not keep them out during an upgrade.
  */
-export const markQuery = (schema: string, name: string): Query =>
-  q(`SELECT pg_advisory_lock_shared(hashtextextended($1, 0))`, lockKey(schema, name));
-const unmarkQuery = (schema: string, name: string): Query => q(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lockKey(schema, name));
+const markKey = (schema: string, name: string): string =>
+  BigInt.asIntN(64, BigInt(`0x${createHash('sha256').update(lockKey(schema, name)).digest('hex').slice(0, 16)}`)).toString();
+export const markQuery = (schema: string, name: string): Query => q(`SELECT pg_advisory_lock_shared($1::bigint)`, markKey(schema, name));
+const unmarkQuery = (schema: string, name: string): Query => q(`SELECT pg_advisory_unlock($1::bigint)`, markKey(schema, name));
 /** Free only when no run of this job (of this cronsafe or later) holds the pass: the holder is another job's. */
-export const markFreeQuery = (schema: string, name: string): Query =>
-  q(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok`, lockKey(schema, name));
+export const markFreeQuery = (schema: string, name: string): Query => q(`SELECT pg_try_advisory_lock($1::bigint) AS ok`, markKey(schema, name));
 /**
  * `retake`: the lock taken again mid-run (its session was cut) keeps the owner that started
  * the pass when the group is the same: a pod joining later plans its fire by that run's start.
