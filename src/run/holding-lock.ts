@@ -126,7 +126,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // PostgreSQL: other pods write to the same output directory; each run its own temp dir.
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
-    outputs = config.output ? new OutputStore(config.output.directory, shared, config.name, config.source.directory) : undefined;
+    outputs = config.output ? new OutputStore(config.output.directory, shared, config.name, config.source.directory, config.state.sqlite) : undefined;
     const recovered = committedOutputs(outputs);
     // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
     // The pass's observer, also telling Kubernetes Events of each dead letter: an item that
@@ -180,6 +180,12 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
           'name',
         );
       });
+      if (outputs?.otherLedger()) {
+        log.warn(
+          { outputDirectory: outputs.dir, ledger: config.state.sqlite },
+          `output.directory was last written by a job named ${JSON.stringify(config.name)} on another ledger file than this one (or this job's ledger moved since): two configs share this name (a copy in another directory, each with its own default ledger), so an item id they both have is one output, written by whichever commits last, and each ledger counts it done; give each its own name (or output.directory)`,
+        );
+      }
       const others = outputs?.sharedWith() ?? [];
       if (others.length > 0) {
         log.warn(

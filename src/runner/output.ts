@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
@@ -10,7 +10,7 @@ import { makeOutputParents, outputPathProblem } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
 import { flockSync } from '../flock.js';
-import { makeDirs } from '../make-dirs.js';
+import { DIR_MODE, makeDirs } from '../make-dirs.js';
 import { whereItIs } from '../real-path.js';
 
 /**
@@ -56,6 +56,9 @@ export interface SharedTempOptions {
   staleAfterMs: number;
 }
 
+/** The start of the name of the mark of the ledger the job's last run here was on (OutputStore.otherLedger). */
+const LEDGER_MARK = '.ledger-';
+
 /**
  * Outputs keyed by item id, written atomically: a handler writes a temp file, and only
  * a successful attempt renames it to `<outDir>/<id>.out`. A redo overwrites the same
@@ -96,6 +99,10 @@ export class OutputStore {
   #dirUid: number | undefined;
   /** source.directory's place inside `dir`, when it is there (outputName keeps outputs out of it). */
   readonly #source: SourceInOutput | undefined;
+  /** Exclusive runs: the ledger file, recorded beside the job's temp directory (see otherLedger). */
+  readonly #ledger: string | undefined;
+  /** Whether the last run of this name here was on another ledger, once prepare() read it. */
+  #otherLedger = false;
 
   /**
    * @param shared many runs at once on this directory (PostgreSQL pods): a directory per run.
@@ -112,6 +119,7 @@ export class OutputStore {
     private readonly shared?: SharedTempOptions,
     job?: string,
     sourceDir?: string,
+    ledger?: string,
   ) {
     this.dir = path.resolve(outDir);
     this.#root = path.join(this.dir, TEMP_DIR_NAME);
@@ -119,6 +127,7 @@ export class OutputStore {
     // Job names are DNS labels: never a sanitised run owner (those hold '_').
     else this.tempDir = job ? path.join(this.#root, jobTempDir(job)) : this.#root;
     this.#job = job;
+    this.#ledger = ledger === undefined ? undefined : whereItIs(path.resolve(ledger));
     // Real paths: a link on either side must not hide the source's place.
     const rel = sourceDir === undefined ? '' : path.relative(whereItIs(this.dir), whereItIs(path.resolve(sourceDir)));
     this.#source = rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : sourceInOutput(rel.split(path.sep).join('/'));
@@ -198,7 +207,10 @@ export class OutputStore {
       const refused = syncRefused(err, this.dir);
       throw refused === null ? err : new OutputUnwritable(refused);
     }
-    if (this.#job !== undefined && !this.shared) this.#lockJobDir();
+    if (this.#job !== undefined && !this.shared) {
+      this.#lockJobDir();
+      this.#otherLedger = this.#readLedgerMark();
+    }
     if (this.shared) {
       this.#lastTouch = Date.now();
       // Fresh while we live, even when no attempt starts for a while (one long item):
@@ -214,6 +226,58 @@ export class OutputStore {
       this.#keepFresh.unref();
     }
     await removeTempLeftovers({ root: this.#root, rootId: root, tempDir: this.tempDir, tempId: this.#tempId, staleAfterMs: this.shared?.staleAfterMs });
+    if (this.#job !== undefined && !this.shared) this.#writeLedgerMark();
+  }
+
+  /**
+   * Whether the last exclusive run of this job's name on this output directory ran on
+   * another ledger file: two configs of one name (a copy in another directory, each with its
+   * default ledger) write here, so an id they both have is one output, the last commit
+   * winning, and each ledger counts it done; nothing else tells them apart (sharedWith knows
+   * jobs by name, the flock only runs at the same time).
+   */
+  otherLedger(): boolean {
+    return this.#otherLedger;
+  }
+
+  /**
+   * The mark: an empty directory `job-<name>.ledger-<hash of the ledger's real path>` beside
+   * the job's temp directory (a directory: a run leaves no file in .cronsafe-tmp; beside it:
+   * each start empties the job's own). The job's other marks go when ours is made.
+   */
+  #ledgerMark(): string | undefined {
+    return this.#ledger === undefined ? undefined : `${this.tempDir}${LEDGER_MARK}${createHash('sha256').update(this.#ledger).digest('hex').slice(0, 16)}`;
+  }
+
+  /** The job's marks in .cronsafe-tmp but `ours`. */
+  #otherMarks(ours: string): string[] {
+    const prefix = `${path.basename(this.tempDir)}${LEDGER_MARK}`;
+    return readdirSync(this.#root)
+      .filter((e) => e.startsWith(prefix))
+      .map((e) => path.join(this.#root, e))
+      .filter((e) => e !== ours);
+  }
+
+  #readLedgerMark(): boolean {
+    const ours = this.#ledgerMark();
+    if (ours === undefined) return false;
+    try {
+      return this.#otherMarks(ours).length > 0;
+    } catch {
+      return false; // unreadable: the clean-up says why
+    }
+  }
+
+  /** A failure only loses the hint. */
+  #writeLedgerMark(): void {
+    const ours = this.#ledgerMark();
+    if (ours === undefined) return;
+    try {
+      if (lstatSync(ours, { throwIfNoEntry: false }) === undefined) mkdirSync(ours, DIR_MODE);
+      for (const other of this.#otherMarks(ours)) if (lstatSync(other).isDirectory()) rmdirSync(other);
+    } catch {
+      /* refused, or changed meanwhile: nothing to tell next time */
+    }
   }
 
   /** Stop keeping the shared temp directory fresh, and let go of the job's (the run is over). */

@@ -261,6 +261,33 @@ describe('a ledger belongs to one job', () => {
     expect(warning(back)).toMatchObject({ sourceDirectory: path.join(dir, 'alpha-in'), before: other });
   });
 
+  it('two configs of one name in two directories (each its default ledger) on one output directory: the run says another ledger of its name writes there', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
+    const out = path.join(root, 'out');
+    const configs = ['first', 'copy'].map((d) => {
+      const source = path.join(root, d, 'in');
+      mkdirSync(source, { recursive: true });
+      for (const f of FILES) writeFileSync(path.join(source, f), `${d} ${f}`);
+      const configPath = path.join(root, d, 'job.yaml');
+      writeFileSync(configPath, YAML.stringify({ name: 'same', source: { directory: source }, output: { directory: out }, handler: { command: COPY }, log: { level: 'info' } }));
+      return configPath;
+    });
+    const warning = (r: { lines: Array<{ msg?: string; [k: string]: unknown }> }) => r.lines.find((l) => l.msg?.startsWith('output.directory was last written by a job named'));
+    const first = await runCli(['run', '-c', configs[0]!]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(warning(first)).toBeUndefined();
+    expect(warning(await runCli(['run', '-c', configs[0]!]))).toBeUndefined(); // its own ledger: nothing to say
+    // The copy's run replaces the first's outputs of a.txt..c.txt: before, nothing said so.
+    const copy = await runCli(['run', '-c', configs[1]!]);
+    expect(copy.code, copy.stderr).toBe(0);
+    expect(readFileSync(path.join(out, 'a.txt.out'), 'utf8')).toMatch(/^copy a.txt/);
+    expect(warning(copy)).toMatchObject({ level: 'warn', ledger: path.join(root, 'copy', '.cronsafe', 'same.db') });
+    expect(warning(copy)?.msg).toContain('give each its own name');
+    const back = await runCli(['run', '-c', configs[0]!]);
+    expect(warning(back)).toMatchObject({ ledger: path.join(root, 'first', '.cronsafe', 'same.db') });
+    expect(warning(await runCli(['run', '-c', configs[0]!]))).toBeUndefined(); // its own mark again
+  });
+
   it('one source reached by two names (a link to the config\'s directory, a relative source.directory): nothing to say', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
     mkdirSync(path.join(dir, 'in'));
