@@ -61,7 +61,8 @@ export function defaultTimeZone(): string {
   const fromFile = zoneOfFile(process.env.TZ);
   if (fromFile !== undefined) return fromFile;
   // `TZ=BST`: a zone to ICU (Asia/Dhaka), none to the C library, which reckons it as UTC.
-  if (isIcuOnly(process.env.TZ ?? '')) return 'UTC';
+  // So is `TZ=:BST` (no such zone file, above), which ICU reads past its colon.
+  if (isIcuOnly((process.env.TZ ?? '').replace(/^:/, ''))) return 'UTC';
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
   // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
   // reckons in UTC, as the C library does.

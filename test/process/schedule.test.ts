@@ -454,6 +454,16 @@ describe('a schedule with no timeZone on a machine whose TZ names no zone', () =
     }
   });
 
+  it('a TZ naming an ICU-only zone in the C library\'s file form (TZ=:BST) is UTC too: no zone file has that name', async () => {
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
+    for (const TZ of [':BST', ':IST', ':PST', ':SystemV/EST5']) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      expect(s.code, s.stderr).toBe(0);
+      // Before: Asia/Dhaka for :BST (latest 2026-06-30T19:30Z), where `date` and cron on the machine said UTC.
+      expect(JSON.parse(s.stdout), TZ).toMatchObject({ timeZone: 'UTC', latest: '2026-07-01T01:30:00.000Z' });
+    }
+  });
+
   const newYorkFile = '/usr/share/zoneinfo/America/New_York';
   it.skipIf(!existsSync(newYorkFile))('a TZ that is a zone file (TZ=/usr/share/zoneinfo/..., TZ=:/...) is that zone, as the C library and so cron read it', async () => {
     const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
