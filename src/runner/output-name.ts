@@ -13,6 +13,11 @@ export const jobTempDir = (job: string): string => `job-${job}`;
 
 /** The job whose temp directory `name` is, or undefined (a shared run's holds a `_`). */
 export const jobOfTempDir = (name: string): string | undefined => /^job-([a-z0-9-]+)$/.exec(name)?.[1];
+/**
+ * Whether `name` is an exclusive job's ledger mark beside its temp directory,
+ * `job-<name>.ledger-<16 hex>` (OutputStore.otherLedger): that job's, never a dead run's.
+ */
+export const isLedgerMark = (name: string): boolean => /^job-[a-z0-9-]+\.ledger-[0-9a-f]{16}$/.test(name);
 /** Suffix of every committed output: `<output.directory>/<id>.out`. */
 export const OUTPUT_SUFFIX = '.out';
 

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { newestMtimeMs } from './output-fs.js';
-import { jobOfTempDir } from './output-name.js';
+import { isLedgerMark, jobOfTempDir } from './output-name.js';
 import { sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { removeTree } from './remove-tree.js';
 
@@ -53,8 +53,10 @@ export async function removeTempLeftovers(d: TempDirs): Promise<void> {
     if (entry === d.tempDir) continue;
     // Another job's (SQLite: `job-<name>`, a DNS label; a run's directory holds the `_` of
     // its sanitised owner): that job empties it itself, under its run lock. It is not touched
-    // while one long attempt runs, so its age says nothing about whether it is live.
-    if (jobOfTempDir(name) !== undefined) continue;
+    // while one long attempt runs, so its age says nothing about whether it is live. Nor its
+    // ledger mark (`job-<name>.ledger-<hash>`, never touched after it is made): removed as a
+    // dead run's, it no longer told a copy of that job on another ledger.
+    if (jobOfTempDir(name) !== undefined || isLedgerMark(name)) continue;
     const newest = await newestMtimeMs(entry);
     if (newest !== null && Date.now() - newest > d.staleAfterMs) await fromRoot(entry);
   }

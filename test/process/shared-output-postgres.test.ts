@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
@@ -62,4 +62,28 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL job sharing output.d
     const lines = again.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.find((l) => String(l.msg).startsWith('output.directory is shared with other jobs'))?.jobs).toEqual(['other']);
   }, 150_000);
+
+  it("leaves an SQLite job's ledger mark in .cronsafe-tmp alone: a copy of that job on another ledger is still told", async () => {
+    const url = await server.createDatabase('sharedmark');
+    const files = Object.fromEntries(IDS.map((id) => [id, `${id}\n`]));
+    const pgJob = workspace({ name: 'pgjob', state: { postgres: url, schema: 'pgjob' } }, files);
+    // Two configs of one name, each on its own ledger, writing where the PostgreSQL job writes.
+    const [first, copy] = [0, 1].map(() => workspace({ name: 'same', output: { directory: pgJob.out }, handler: { command: ['cp', '{path}', '{output}'] }, log: { level: 'info' } }, files));
+    configure(pgJob, { handler: { command: tagged(pgJob, 'pgjob') } });
+    const r1 = await runCli(['run', '-c', first!.configPath]);
+    expect(r1.code, r1.stderr).toBe(0);
+    const tmp = path.join(pgJob.out, '.cronsafe-tmp');
+    const marks = readdirSync(tmp).filter((e) => e.startsWith('job-same.ledger-'));
+    expect(marks).toHaveLength(1);
+    // Made a day ago: older than a PostgreSQL run's stale temp directories (its owner's run died).
+    const dayAgo = new Date(Date.now() - 86_400_000);
+    utimesSync(path.join(tmp, marks[0]!), dayAgo, dayAgo);
+    const p = await runCli(['run', '-c', pgJob.configPath]);
+    expect(p.code, p.stderr).toBe(0);
+    expect(readdirSync(tmp)).toContain(marks[0]);
+    const r2 = await runCli(['run', '-c', copy!.configPath]);
+    expect(r2.code, r2.stderr).toBe(0);
+    // Before: the PostgreSQL run removed the mark as a dead run's directory, and the copy said nothing.
+    expect(r2.lines.find((l) => l.msg?.startsWith('output.directory was last written by a job named'))).toMatchObject({ level: 'warn', ledger: copy!.db });
+  }, 60_000);
 });
