@@ -24,6 +24,8 @@ import { exitCodeFor, sayRunFailed } from './outcome.js';
 
 /** How a pass the daemon resumes at start-up ended: no end recorded (killed, or still running), died, drained or failed. */
 const UNFINISHED = new Set<RunOutcome | null>([null, 'died', 'drained', 'failed']);
+/** Runs read back for the start-up resume: enough to find the completed pass of the last run's occurrence behind a few growth passes. */
+const RESUME_LOOKBACK_RUNS = 100;
 
 /** Ids looked up per query by the growth check. */
 const GROWTH_BATCH = 256;
@@ -114,15 +116,19 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       occurrenceRan: async (occurrence) =>
         (await runsRead((l) => l.recentRuns(100))).some((r) => r.scheduledFor === occurrence),
       lastRunInterrupted: async () => {
-        const [last] = await runsRead((l) => l.recentRuns(1));
+        const [last, ...before] = await runsRead((l) => l.recentRuns(RESUME_LOOKBACK_RUNS));
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
         // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
         // still going would only find the lock held and count an overrun: asked again later.
         if (last.outcome === null && (await liveRun()) !== null) return undefined;
         // Started more than graceSeconds after its occurrence, it was not refused as a stale
         // fire: it was no fire (a growth pass), and is resumed as one, never refused either.
+        // Nor was one that came after its occurrence's pass had completed (a growth pass soon
+        // after it, within graceSeconds): resumed as the fire, it was refused as stale past
+        // graceSeconds, and the files it had found waited for the next occurrence.
         const grace = config.schedule?.graceSeconds;
-        return grace != null && last.scheduledFor !== null && last.startedAt - last.scheduledFor > grace * 1000 ? 'not-a-fire' : true;
+        if (grace != null && last.scheduledFor !== null && last.startedAt - last.scheduledFor > grace * 1000) return 'not-a-fire';
+        return last.scheduledFor !== null && before.some((r) => r.scheduledFor === last.scheduledFor && r.outcome === 'completed') ? 'not-a-fire' : true;
       },
       runActive: async () => (await liveRun()) !== null,
       pass: (occurrence, trigger) =>

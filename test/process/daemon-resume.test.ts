@@ -94,3 +94,53 @@ export default async function () {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
   });
 });
+
+// The same, for a growth pass that started within graceSeconds of its occurrence (after that
+// occurrence's own pass completed): the ledger's times cannot tell it from the fire, but the
+// completed run of that occurrence before it can.
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon restarted in the middle of a growth pass that started within graceSeconds', () => {
+  it('resumes it as a growth pass when the occurrence\'s own pass had completed, not refused as a stale fire', async () => {
+    const ws = workspace(
+      { concurrency: 1, schedule: { cron: '0 0 * * *', timeZone: 'UTC', graceSeconds: 3600 }, daemon: { tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 0 } } },
+      { 'a.txt': 'a', 'b.txt': 'b' },
+    );
+    const hold = path.join(ws.dir, 'hold');
+    const started = path.join(ws.dir, 'started');
+    const handler = path.join(ws.dir, 'handler.mjs');
+    writeFileSync(hold, '');
+    // Only the late file waits: the occurrence's pass completes, the growth pass for d.txt hangs.
+    writeFileSync(
+      handler,
+      `import { existsSync, writeFileSync } from 'node:fs';
+export default async function (item) {
+  if (item.id !== 'd.txt') return;
+  writeFileSync(${JSON.stringify(started)}, '');
+  while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20));
+}
+`,
+    );
+    configure(ws, { handler: { module: handler } });
+    // 00:00:10: the occurrence is due and fresh; its pass completes a.txt and b.txt.
+    const first = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:00:10');
+    await first.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+    writeFileSync(path.join(ws.source, 'd.txt'), 'd');
+    await first.waitFor((l) => l.msg === 'daemon: the source has grown since the last completed pass; starting a pass', 30_000);
+    await until(() => existsSync(started), 'the growth pass to start a handler', 30_000);
+    first.child.kill('SIGTERM');
+    expect((await first.exited).code, first.stderr()).toBe(75);
+    rmSync(hold);
+
+    // 02:00: past graceSeconds. Before: resumed as the occurrence's fire, `skipped: stale fire`,
+    // and d.txt waited for the next day.
+    const second = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 02:00:00');
+    try {
+      await second.waitFor((l) => l.msg === 'run finished', 30_000);
+    } finally {
+      second.child.kill('SIGTERM');
+    }
+    expect((await second.exited).code, second.stderr()).toBe(0);
+    expect(second.lines.filter((l) => l.msg.startsWith('skipped: stale fire'))).toEqual([]);
+    expect(second.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'completed' });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
+  });
+});
