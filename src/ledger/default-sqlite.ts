@@ -36,7 +36,7 @@ export function defaultSqlite(stateDir: string, name: string): { file: string; l
   // `<name>.db` of its own yet) and not ours: it is theirs, start our own. Ours and
   // another's: both jobs ran on it and its items are mixed; a person must choose.
   const ours = fs.existsSync(path.join(stateDir, `${name}.lock`));
-  const others = lockOwnersBeside(stateDir).filter((job) => job !== name && !fs.existsSync(path.join(stateDir, `${job}.db`)));
+  const others = lockOwnersBeside(stateDir).filter((job) => job !== name && !hasOwnDefault(stateDir, job));
   if (others.length === 0) return { file: legacy, legacy: true };
   if (!ours) return { file: own };
   throw new ConfigError(
@@ -63,7 +63,7 @@ function namedLikeTheOldDefault(stateDir: string, name: string, file: string): {
     return { file }; // unreadable now: the open (which checks the owner again) says why
   }
   if (owner === name) return { file };
-  const others = owner !== null ? [owner] : lockOwnersBeside(stateDir).filter((job) => job !== name && !fs.existsSync(path.join(stateDir, `${job}.db`)));
+  const others = owner !== null ? [owner] : lockOwnersBeside(stateDir).filter((job) => job !== name && !hasOwnDefault(stateDir, job));
   if (others.length === 0) return { file };
   const whose = others.map((j) => `"${j}"`).join(', ');
   const instead = path.join(stateDir, `${name}.own.db`);
@@ -78,6 +78,16 @@ function namedLikeTheOldDefault(stateDir: string, name: string, file: string): {
     undefined,
     'state.sqlite',
   );
+}
+
+/**
+ * Whether the job whose default lock is in `stateDir` has moved to a default ledger of its own
+ * there (`<job>.db`). Never the job named `cronsafe`: its `<job>.db` is the old shared file
+ * itself, which says nothing about where it went (read so, another job adopted the ledger that
+ * job ran on, skipped its done ids, and that job was then refused on its own ledger).
+ */
+function hasOwnDefault(stateDir: string, job: string): boolean {
+  return `${job}.db` !== LEGACY_DEFAULT_SQLITE && fs.existsSync(path.join(stateDir, `${job}.db`));
 }
 
 /** Job names of the `<name>.lock` files in `dir` (the default run locks), or none. */

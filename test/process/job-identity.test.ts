@@ -190,6 +190,31 @@ describe('a ledger belongs to one job', () => {
     expect(r.stderr).toMatch(/job named "cronsafe"/);
   });
 
+  it("upgrades: another job that starts first does not adopt the old ledger its lock says was the job named cronsafe's", async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    oldSharedLedger(dir, ['cronsafe']);
+    const job = namedCronsafe(dir);
+    // Before: alpha took it (cronsafe.db, the other job's <name>.db, exists: read as that job
+    // having a ledger of its own), skipped the job's done a.txt as its own, recorded itself in
+    // it, and the job named cronsafe was refused (78) on the ledger it had run on.
+    const a = await runCli(['run', '-c', alpha.configPath]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(outputs(alpha.out)).toEqual(FILES.map((f) => `${f}.out`));
+    expect(existsSync(path.join(dir, '.cronsafe', 'alpha.db'))).toBe(true);
+    const c = await runCli(['run', '-c', job.configPath]);
+    expect(c.code, c.stderr).toBe(0);
+    expect(outputs(job.out)).toEqual(['b.txt.out', 'c.txt.out']); // its own a.txt was done already
+  });
+
+  it('upgrades: an old ledger both another job and the job named cronsafe ran on is refused to that job with 78, as for any two jobs', async () => {
+    const { dir, alpha } = twoJobs(undefined);
+    oldSharedLedger(dir, ['alpha', 'cronsafe']);
+    const r = await runCli(['run', '-c', alpha.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('items may be mixed');
+    expect(outputs(alpha.out)).toEqual([]);
+  });
+
   it('upgrades: a job named cronsafe keeps the old default ledger it ran on itself (its own lock beside it)', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-jobs-'));
     oldSharedLedger(dir, ['cronsafe']);
