@@ -81,6 +81,8 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     return;
   }
   let tempPath: string | undefined;
+  /** What was free on the output file system as the attempt started (OutputStore.filledBy). */
+  let freeAtStart: number | undefined;
   // The handler's time, for the histogram and the log, on the monotonic clock: a step of the
   // wall clock during the attempt (NTP, a VM resumed) would make it negative, and a negative
   // observation takes cronsafe_item_duration_seconds_sum down (a counter reset to rate()).
@@ -89,6 +91,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   try {
     // Inside: a temp directory found replaced here is judged like any other attempt's fault.
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
+    freeAtStart = outputs?.freeAtStart();
     ctx.outputPath = tempPath;
     await p.handler.run(item, ctx);
     // Replaced during the attempt: the handler may have read the other directory's file of
@@ -132,7 +135,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const ownBytes = full && tempPath && outputs ? outputs.bytesOf(tempPath) : 0;
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
-    const filledOutput = full && outputs !== undefined && (await outputs.filledBy(ownBytes));
+    const filledOutput = full && outputs !== undefined && tempPath !== undefined && (await outputs.filledBy(ownBytes, tempPath, freeAtStart));
     const message = err instanceof Error ? err.message : String(err);
     const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: fsPath(item), stopping: drain.stopping.aborted };
     const verdict = await judgeFailure(attempt, scene);

@@ -51,7 +51,8 @@ export interface FailedAttempt {
   outputFull: boolean;
   /**
    * The attempt filled the output file system itself: no longer full once its own temp file
-   * was removed, which took at least half of what is free then (OutputStore.filledBy).
+   * was removed, which took at least half of what is free then, most of what was free when the
+   * attempt started, and no less than its siblings' temp files (OutputStore.filledBy).
    */
   filledOutput?: boolean;
   /** output.directory's file system was read-only when the attempt failed. */

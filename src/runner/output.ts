@@ -56,6 +56,9 @@ export interface SharedTempOptions {
   staleAfterMs: number;
 }
 
+/** How long a sample of the output file system's free space serves attempts' starts (OutputStore.freeAtStart). */
+const FREE_SAMPLE_MS = 250;
+
 /** The start of the name of the mark of the ledger the job's last run here was on (OutputStore.otherLedger). */
 const LEDGER_MARK = '.ledger-';
 
@@ -103,6 +106,8 @@ export class OutputStore {
   readonly #ledger: string | undefined;
   /** Whether the last run of this name here was on another ledger, once prepare() read it. */
   #otherLedger = false;
+  /** The last statfs of the output file system's free space (freeAtStart). */
+  #freeSample: { at: number; bytes: number } | undefined;
 
   /**
    * @param shared many runs at once on this directory (PostgreSQL pods): a directory per run.
@@ -626,21 +631,57 @@ export class OutputStore {
   }
 
   /**
-   * Whether an attempt that failed on a full output file system filled it itself: after its
-   * clean-up the file system is no longer full, and what its temp file took (`ownBytes`,
-   * bytesOf before the clean-up) is at least half of what is free now. An item whose output
-   * is larger than the free space (a decompression bomb, a big file on a small volume) would
-   * otherwise stop every run at it, uncharged for ever; a file system that stays full after the
-   * clean-up (filled by others' files) says nothing against the item.
+   * What was free on the output file system when an attempt starts (for filledBy): a statfs
+   * at most every FREE_SAMPLE_MS (~9 us each; a module no-op item takes ~30 us); undefined when
+   * it cannot be read.
    */
-  async filledBy(ownBytes: number): Promise<boolean> {
-    if (ownBytes <= 0) return false;
+  freeAtStart(): number | undefined {
+    const now = performance.now();
+    if (this.#freeSample === undefined || now - this.#freeSample.at >= FREE_SAMPLE_MS) {
+      try {
+        this.#freeSample = { at: now, bytes: freeBytes(statfsSync(this.dir)) };
+      } catch {
+        return undefined;
+      }
+    }
+    return this.#freeSample.bytes;
+  }
+
+  /**
+   * Whether an attempt that failed on a full output file system filled it itself: after its
+   * clean-up the file system is no longer full, what its temp file took (`ownBytes`, bytesOf
+   * before the clean-up) is at least half of what is free now, at least three quarters of
+   * what was free when the attempt started (`freeAtStart`), and no less than what the run's
+   * other temp files take now. An item whose output is larger than the free space (a
+   * decompression bomb, a big file on a small volume) would otherwise stop every run at it,
+   * uncharged for ever; a file system that stays full after the clean-up (filled by others'
+   * files) says nothing against the item. Nor does one filled beside it: by another process
+   * while it wrote (the space was free when it started), or by a sibling attempt writing more
+   * (a bomb the item started beside, cleaned up after it): such good items were charged and
+   * dead-lettered as "its output alone filled the file system".
+   */
+  async filledBy(ownBytes: number, tempPath: string, freeAtStart: number | undefined): Promise<boolean> {
+    if (ownBytes <= 0 || freeAtStart === undefined || ownBytes * 4 < freeAtStart * 3) return false;
     try {
       const s = await statfs(this.dir);
-      return !isFull(s) && ownBytes * 2 >= freeBytes(s);
+      return !isFull(s) && ownBytes * 2 >= freeBytes(s) && ownBytes >= this.#othersBytes(tempPath);
     } catch {
       return false;
     }
+  }
+
+  /** The bytes the files in the run's temp directory but `tempPath` take (a failed attempt's siblings). */
+  #othersBytes(tempPath: string): number {
+    let sum = 0;
+    try {
+      for (const e of readdirSync(this.tempDir)) {
+        const p = path.join(this.tempDir, e);
+        if (p !== tempPath) sum += this.bytesOf(p);
+      }
+    } catch {
+      return Infinity; // cannot tell: not the item's to answer for
+    }
+    return sum;
   }
 
   /** full(), synchronous. */
