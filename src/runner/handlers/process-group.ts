@@ -49,6 +49,14 @@ export function sessionAlive(sid: number): boolean {
 
 /** The members of session `sid` (state, group) from /proc, zombies included; undefined without /proc. */
 function sessionMembers(sid: number): Array<{ state: string; pgrp: number }> | undefined {
+  return procStates((m) => m.session === sid);
+}
+
+/**
+ * State and group of each process `keep` takes, from /proc/<pid>/stat; undefined without
+ * /proc. A process that exits while we look is left out.
+ */
+function procStates(keep: (m: { pgrp: number; session: number }) => boolean): Array<{ state: string; pgrp: number }> | undefined {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
@@ -65,7 +73,8 @@ function sessionMembers(sid: number): Array<{ state: string; pgrp: number }> | u
       continue; // exited while we looked
     }
     const [state, , pgrp, session] = statFields(stat);
-    if (Number(session) === sid && state) members.push({ state, pgrp: Number(pgrp) });
+    const m = { pgrp: Number(pgrp), session: Number(session) };
+    if (state && keep(m)) members.push({ state, pgrp: m.pgrp });
   }
   return members;
 }
@@ -104,25 +113,7 @@ function statFields(stat: string): string[] {
 
 /** States (`R`, `S`, `Z`, ...) of the group's processes from /proc, or undefined without /proc. */
 function procGroupStates(pgid: number): string[] | undefined {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return undefined;
-  }
-  const states: string[] = [];
-  for (const name of entries) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // exited while we looked
-    }
-    const [state, , pgrp] = statFields(stat);
-    if (Number(pgrp) === pgid && state) states.push(state);
-  }
-  return states;
+  return procStates((m) => m.pgrp === pgid)?.map((m) => m.state);
 }
 
 /**
