@@ -9,7 +9,7 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, FIXTURES, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 import { invocations, killTree } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
@@ -53,44 +53,65 @@ describe('cronsafe daemon restarted in the middle of a pass', () => {
 // it starts. Stopped (`systemctl restart`) and resumed by the restarted daemon, it was judged
 // as the occurrence's fire, hours late: `skipped: stale fire`, and the backlog it had found
 // waited for the next occurrence (a day), the growth trigger seeing nothing new in it.
-describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon restarted in the middle of a growth pass, with graceSeconds', () => {
-  it('resumes it as a growth pass, not refused as a stale fire, and finishes the backlog', async () => {
-    const ws = workspace(
-      { concurrency: 1, schedule: { cron: '0 0 * * *', timeZone: 'UTC', graceSeconds: 300 }, daemon: { tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 0 } } },
-      { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' },
-    );
-    const hold = path.join(ws.dir, 'hold');
-    const started = path.join(ws.dir, 'started');
-    const handler = path.join(ws.dir, 'handler.mjs');
-    writeFileSync(hold, '');
-    writeFileSync(
-      handler,
-      `import { existsSync, writeFileSync } from 'node:fs';
-export default async function () {
+/**
+ * A daemon workspace whose module handler marks `started` and then waits while `hold`
+ * exists, for the items `waits` takes (all by default); growth passes on, no cooldown.
+ */
+function holdingWorkspace(graceSeconds: number, files: Record<string, string>, waitsFor?: string): { ws: Workspace; hold: string; started: string } {
+  const ws = workspace(
+    { concurrency: 1, schedule: { cron: '0 0 * * *', timeZone: 'UTC', graceSeconds }, daemon: { tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 0 } } },
+    files,
+  );
+  const hold = path.join(ws.dir, 'hold');
+  const started = path.join(ws.dir, 'started');
+  const handler = path.join(ws.dir, 'handler.mjs');
+  writeFileSync(hold, '');
+  writeFileSync(
+    handler,
+    `import { existsSync, writeFileSync } from 'node:fs';
+export default async function (item) {
+  if (${JSON.stringify(waitsFor ?? null)} !== null && item.id !== ${JSON.stringify(waitsFor ?? null)}) return;
   writeFileSync(${JSON.stringify(started)}, '');
   while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20));
 }
 `,
-    );
-    configure(ws, { handler: { module: handler } });
+  );
+  configure(ws, { handler: { module: handler } });
+  return { ws, hold, started };
+}
+
+/** SIGTERM the daemon once its growth pass has started a handler (exit 75), and let the handler go. */
+async function stopDuringGrowthPass(daemon: ReturnType<typeof spawnFastCli>, started: string, hold: string): Promise<void> {
+  await daemon.waitFor((l) => l.msg === 'daemon: the source has grown since the last completed pass; starting a pass', 30_000);
+  await until(() => existsSync(started), 'the growth pass to start a handler', 30_000);
+  daemon.child.kill('SIGTERM');
+  expect((await daemon.exited).code, daemon.stderr()).toBe(75);
+  rmSync(hold);
+}
+
+/** A daemon started at `at` finishes a pass: completed, never refused as a stale fire, exit 0 on SIGTERM. */
+async function resumedAt(ws: Workspace, at: string): Promise<ReturnType<typeof spawnFastCli>> {
+  const second = spawnFastCli(['daemon', '-c', ws.configPath], at);
+  try {
+    await second.waitFor((l) => l.msg === 'run finished', 30_000);
+  } finally {
+    second.child.kill('SIGTERM');
+  }
+  expect((await second.exited).code, second.stderr()).toBe(0);
+  expect(second.lines.filter((l) => l.msg.startsWith('skipped: stale fire'))).toEqual([]);
+  expect(second.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'completed' });
+  return second;
+}
+
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon restarted in the middle of a growth pass, with graceSeconds', () => {
+  it('resumes it as a growth pass, not refused as a stale fire, and finishes the backlog', async () => {
+    const { ws, hold, started } = holdingWorkspace(300, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
     // 12:00, twelve hours after the occurrence: its own fire is stale; the growth pass takes the files.
     const first = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:00');
-    await first.waitFor((l) => l.msg === 'daemon: the source has grown since the last completed pass; starting a pass', 30_000);
-    await until(() => existsSync(started), 'the growth pass to start a handler', 30_000);
-    first.child.kill('SIGTERM');
-    expect((await first.exited).code, first.stderr()).toBe(75);
-    rmSync(hold);
+    await stopDuringGrowthPass(first, started, hold);
 
-    const second = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 13:00:00');
-    try {
-      await second.waitFor((l) => l.msg === 'run finished', 30_000);
-    } finally {
-      second.child.kill('SIGTERM');
-    }
-    expect((await second.exited).code, second.stderr()).toBe(0);
+    const second = await resumedAt(ws, '2026-06-01 13:00:00');
     expect(second.lines.find((l) => l.msg.startsWith('daemon: the last pass of this occurrence did not finish'))).toBeDefined();
-    expect(second.lines.filter((l) => l.msg.startsWith('skipped: stale fire'))).toEqual([]);
-    expect(second.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'completed' });
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
   });
 });
@@ -100,47 +121,17 @@ export default async function () {
 // completed run of that occurrence before it can.
 describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon restarted in the middle of a growth pass that started within graceSeconds', () => {
   it('resumes it as a growth pass when the occurrence\'s own pass had completed, not refused as a stale fire', async () => {
-    const ws = workspace(
-      { concurrency: 1, schedule: { cron: '0 0 * * *', timeZone: 'UTC', graceSeconds: 3600 }, daemon: { tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 0 } } },
-      { 'a.txt': 'a', 'b.txt': 'b' },
-    );
-    const hold = path.join(ws.dir, 'hold');
-    const started = path.join(ws.dir, 'started');
-    const handler = path.join(ws.dir, 'handler.mjs');
-    writeFileSync(hold, '');
     // Only the late file waits: the occurrence's pass completes, the growth pass for d.txt hangs.
-    writeFileSync(
-      handler,
-      `import { existsSync, writeFileSync } from 'node:fs';
-export default async function (item) {
-  if (item.id !== 'd.txt') return;
-  writeFileSync(${JSON.stringify(started)}, '');
-  while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20));
-}
-`,
-    );
-    configure(ws, { handler: { module: handler } });
+    const { ws, hold, started } = holdingWorkspace(3600, { 'a.txt': 'a', 'b.txt': 'b' }, 'd.txt');
     // 00:00:10: the occurrence is due and fresh; its pass completes a.txt and b.txt.
     const first = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:00:10');
     await first.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
     writeFileSync(path.join(ws.source, 'd.txt'), 'd');
-    await first.waitFor((l) => l.msg === 'daemon: the source has grown since the last completed pass; starting a pass', 30_000);
-    await until(() => existsSync(started), 'the growth pass to start a handler', 30_000);
-    first.child.kill('SIGTERM');
-    expect((await first.exited).code, first.stderr()).toBe(75);
-    rmSync(hold);
+    await stopDuringGrowthPass(first, started, hold);
 
     // 02:00: past graceSeconds. Before: resumed as the occurrence's fire, `skipped: stale fire`,
     // and d.txt waited for the next day.
-    const second = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 02:00:00');
-    try {
-      await second.waitFor((l) => l.msg === 'run finished', 30_000);
-    } finally {
-      second.child.kill('SIGTERM');
-    }
-    expect((await second.exited).code, second.stderr()).toBe(0);
-    expect(second.lines.filter((l) => l.msg.startsWith('skipped: stale fire'))).toEqual([]);
-    expect(second.lines.find((l) => l.msg === 'run finished')).toMatchObject({ outcome: 'completed' });
+    await resumedAt(ws, '2026-06-01 02:00:00');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
   });
 });
