@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { PROMTOOL, promtool } from '../helpers/prom.js';
+import { PROMTOOL, PROMTOOL_TIMEOUT_MS, promtool } from '../helpers/prom.js';
 import { CHART, ensureTools, render, type Obj } from './helpers.js';
 
 const ALERT = 'CronsafeRepeatedOverruns';
@@ -81,7 +81,7 @@ describe('the overrun alert window follows the schedule', () => {
   });
 });
 
-describe.skipIf(!PROMTOOL)('the rendered rules parse (promtool check rules)', () => {
+describe.skipIf(!PROMTOOL)('the rendered rules parse (promtool check rules)', { timeout: PROMTOOL_TIMEOUT_MS + 10_000 }, () => {
   it.each(['0,30 * * * *', '0 0-23/2 * * *', '*/7 * * * *', '*/45 * * * *', '0 */1 * * *', '0 9-17 * * *', '@weekly'])('%s', (schedule) => {
     const file = path.join(scratch, `check-${schedule.replace(/[^0-9a-z]+/gi, '_')}.yaml`);
     writeFileSync(file, YAML.stringify({ groups: ruleOf(schedule).spec.groups }));
@@ -90,7 +90,7 @@ describe.skipIf(!PROMTOOL)('the rendered rules parse (promtool check rules)', ()
   });
 });
 
-describe.skipIf(!PROMTOOL)('an hourly job whose every run overruns (promtool test rules)', () => {
+describe.skipIf(!PROMTOOL)('an hourly job whose every run overruns (promtool test rules)', { timeout: PROMTOOL_TIMEOUT_MS + 10_000 }, () => {
   // Runs of 90 minutes, one fire overrun per run, a run every two hours: the total rises at
   // 70m, 190m, 310m and 430m.
   const series = "cronsafe_overruns_total{job=\"hourly\", instance=\"\", namespace=\"batch\"}";

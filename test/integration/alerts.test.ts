@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { createMetrics } from '../../src/metrics/registry.js';
 import { ROOT } from '../helpers/cli.js';
-import { PROMTOOL, promtool } from '../helpers/prom.js';
+import { PROMTOOL, PROMTOOL_TIMEOUT_MS, promtool } from '../helpers/prom.js';
 
 const DIR = path.join(ROOT, 'deploy/prometheus');
 const RULES = path.join(DIR, 'cronsafe-rules.yaml');
@@ -43,7 +43,7 @@ describe('alert rules: every alert is documented', () => {
   });
 });
 
-describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', () => {
+describe.skipIf(!PROMTOOL)('alert rules under promtool (Debian prometheus)', { timeout: 2 * PROMTOOL_TIMEOUT_MS + 10_000 }, () => {
   it('promtool check rules accepts the rule file', () => {
     const r = promtool('check', 'rules', RULES);
     expect(r.code, r.out).toBe(0);
