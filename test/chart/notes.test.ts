@@ -74,6 +74,14 @@ describe('NOTES.txt', () => {
     // Friday's run to Monday's is three days: the whole weekend would page.
     ['a no-success age within two intervals of a weekday schedule', { schedule: '15 6 * * 1-5', metrics: { pushgateway: PGW, prometheusRule: { enabled: true } } },
       /noSuccessAgeSeconds \(86400\) is less than twice the longest time\s+between fires of "15 6 \* \* 1-5"/],
+    // Sub-daily schedules at a fixed interval: an age of one interval ("page when an hourly job
+    // missed its hour") pages a healthy job every time a run ends later than the one before.
+    ['a no-success age within two intervals of an hourly schedule', { schedule: '0 * * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds: 3600 } } },
+      /noSuccessAgeSeconds \(3600\) is less than twice the longest time\s+between fires of "0 \* \* \* \*" \(at least 3600s\)[\s\S]*10800/],
+    ['a no-success age within two intervals of an every-15-minutes schedule', { schedule: '*/15 * * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds: 1200 } } },
+      /noSuccessAgeSeconds \(1200\) is less than twice the longest time\s+between fires of "\*\/15 \* \* \* \*" \(at least 900s\)/],
+    ['a no-success age within two intervals of an every-6-hours schedule', { schedule: '0 */6 * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds: 30000 } } },
+      /noSuccessAgeSeconds \(30000\) is less than twice the longest time\s+between fires of "0 \*\/6 \* \* \*" \(at least 21600s\)/],
     ['a no-success age shorter than a weekly schedule', { schedule: '@weekly', metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds: 172800 } } },
       /noSuccessAgeSeconds \(172800\) is less than twice the longest time\s+between fires of "@weekly" \(at least 604800s\)/],
   ])('warns about %s', (_what, values, warning) => {
@@ -83,7 +91,7 @@ describe('NOTES.txt', () => {
   });
 
   it('does not warn about the no-success age when it fits the schedule, or when no rule is rendered', () => {
-    for (const [schedule, noSuccessAgeSeconds] of [['*/15 * * * *', 86400], ['0 */6 * * *', 86400], ['@hourly', 86400], ['30 2 * * *', 259200], ['0 4 * * 1', 1900800], ['0 0 1 * *', 8035200]] as const) {
+    for (const [schedule, noSuccessAgeSeconds] of [['*/15 * * * *', 86400], ['*/15 * * * *', 1800], ['0 */6 * * *', 86400], ['@hourly', 86400], ['5 * * * *', 7200], ['30 2 * * *', 259200], ['0 4 * * 1', 1900800], ['0 0 1 * *', 8035200]] as const) {
       const text = notes({ schedule, metrics: { pushgateway: PGW, prometheusRule: { enabled: true, noSuccessAgeSeconds } } });
       expect(text, schedule).not.toContain('WARNING');
     }

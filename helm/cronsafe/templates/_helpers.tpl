@@ -111,7 +111,8 @@ A lower bound of the longest time between two fires of `schedule`, in seconds, f
 shapes that fire at most once a day: a macro, or a single hour (a week for a single day of
 the week, a month for a single day of the month, a year for a date, a day for any other
 restriction such as 1-5); "" for anything more frequent or not recognised. Only NOTES uses
-it, to warn when CronsafeNoRecentSuccess's age would page a healthy job.
+it (through cronsafe.scheduleMaxGapSeconds), to warn when CronsafeNoRecentSuccess's age would
+page a healthy job, and cronsafe.overrunWindow for the shapes it cannot tell itself.
 */}}
 {{- define "cronsafe.scheduleGapSeconds" -}}
 {{- $s := trim .Values.schedule -}}
@@ -130,6 +131,33 @@ it, to warn when CronsafeNoRecentSuccess's age would page a healthy job.
 {{- else if and (regexMatch $one $dom) (regexMatch $one $month) (regexMatch $any $dow) -}}31622400
 {{- else -}}86400
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The longest time between two fires of `schedule`, in seconds (a lower bound), for NOTES'
+warning about CronsafeNoRecentSuccess's age: cronsafe.scheduleGapSeconds' shapes (at most
+one fire a day), and the ones that fire every day at a fixed interval: `@hourly`, a minute
+every hour (`5 * * * *`), every N hours (a step in the hour), every N minutes (a step in the minute),
+every minute. Wrapping past midnight (or the hour) never makes a longer gap than N. "" for
+anything else (lists, ranges, restricted days: `0 * * * 1-5` waits the weekend).
+*/}}
+{{- define "cronsafe.scheduleMaxGapSeconds" -}}
+{{- $daily := include "cronsafe.scheduleGapSeconds" . -}}
+{{- $s := trim .Values.schedule -}}
+{{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- $any := "^[*?]$" -}}
+{{- $num := "^[0-9]+$" -}}
+{{- $step := "^[*0]/[0-9]+$" -}}
+{{- if $daily -}}{{ $daily }}
+{{- else if eq $s "@hourly" -}}3600
+{{- else if and (eq (len $f) 5) (regexMatch $any (index $f 2)) (regexMatch $any (index $f 3)) (regexMatch $any (index $f 4)) -}}
+{{- $m := index $f 0 -}}{{- $h := index $f 1 -}}
+{{- if and (regexMatch $num $m) (regexMatch $any $h) -}}3600
+{{- else if and (regexMatch $num $m) (regexMatch $step $h) (gt (atoi (index (splitList "/" $h) 1)) 0) -}}{{ mul 3600 (min 24 (atoi (index (splitList "/" $h) 1))) }}
+{{- else if and (regexMatch $step $m) (regexMatch $any $h) (gt (atoi (index (splitList "/" $m) 1)) 0) -}}{{ mul 60 (min 60 (atoi (index (splitList "/" $m) 1))) }}
+{{- else if and (regexMatch $any $m) (regexMatch $any $h) -}}60
 {{- end -}}
 {{- end -}}
 {{- end -}}
