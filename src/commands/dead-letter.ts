@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import { RETRY_DEAD_PAGE } from '../ledger/dead-pages.js';
-import type { DeadItem } from '../ledger/types.js';
-import { openStore } from '../ledger/open.js';
+import type { DeadItem, Ledger } from '../ledger/types.js';
+import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import { MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
@@ -66,9 +66,8 @@ export async function deadLetterRetry(
   // Read-only first, as requeue: a missing ledger is an error (as for status), never created here.
   await (await store.openLedger({ readOnly: true })).close();
   const ledger = await store.openLedger({ operator: true });
-  // An id given twice is one item: counted twice, it would read as one that is not dead.
-  const unique = [...new Set(ids.map(fromPrintableId))];
   try {
+    const { unique, ambiguous } = await resolveIds(store, ledger, ids);
     // Each given id's state before the retry, so that the ones it leaves can be named with why.
     const before = opts.all ? new Map<string, string>() : new Map((await reading(store, ledger.peek(unique))).map((p) => [p.id, p.state]));
     const failed = (err: unknown): never => {
@@ -85,6 +84,15 @@ export async function deadLetterRetry(
     progress.over();
     out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');
+    if (ambiguous.length > 0) {
+      const lines = [`${ambiguous.length} of the given ids named two items, and neither was requeued:`];
+      for (const arg of ambiguous) {
+        const inside = fromPrintableId(arg);
+        lines.push(`  ${arg}: both the item named so (quotes and all: give ${printableId(arg)}) and the one a listing prints so (give ${otherQuoting(inside)} for that one)`);
+      }
+      out.write(`${lines.join('\n')}\n`);
+    }
+    if (ambiguous.length > 0 && (opts.all || moved === unique.length)) return 1;
     if (!opts.all && moved < unique.length) {
       const notDead = unique.filter((id) => before.get(id) !== 'dead');
       const lines = [`${unique.length - moved} of the given ids were not dead letters:`];
@@ -101,6 +109,25 @@ export async function deadLetterRetry(
     await ledger.close();
   }
 }
+
+/**
+ * The ids of `args`, as the listings print them (fromPrintableId), an id given twice once.
+ * An argument that reads as a quoted listing form (`"sp ace"` for sp ace) may also be an
+ * item's own id, as `list --json` gives it (a file named with the quotes): then it is that
+ * item when the decoded one is not in the ledger, and `ambiguous` when both are (taken as
+ * the decoded one, the item asked for stayed dead and another was requeued, exit 0).
+ */
+async function resolveIds(store: Store, ledger: Ledger, args: string[]): Promise<{ unique: string[]; ambiguous: string[] }> {
+  const quoted = [...new Set(args.filter((a) => fromPrintableId(a) !== a))];
+  const present = new Set(quoted.length === 0 ? [] : (await reading(store, ledger.peek([...quoted, ...quoted.map(fromPrintableId)]))).map((p) => p.id));
+  const ambiguous = quoted.filter((a) => present.has(a) && present.has(fromPrintableId(a)));
+  const idOf = (a: string): string => (present.has(a) && !present.has(fromPrintableId(a)) ? a : fromPrintableId(a));
+  // An id given twice is one item: counted twice, it would read as one that is not dead.
+  return { unique: [...new Set(args.filter((a) => !ambiguous.includes(a)).map(idOf))], ambiguous };
+}
+
+/** `id` JSON-quoted with its first character as a \\u escape: read back as id, never as the argument it differs from. */
+const otherQuoting = (id: string): string => `"\\u${id.charCodeAt(0).toString(16).padStart(4, '0')}${JSON.stringify(id.slice(1)).slice(1)}`;
 
 function whyNot(id: string, state: string | undefined): string {
   if (state === undefined) return unknownId(id);

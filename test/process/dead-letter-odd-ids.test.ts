@@ -49,6 +49,45 @@ describe('dead-letter retry of an id as dead-letter list printed it', () => {
   }, 60_000);
 });
 
+describe('dead-letter retry of a quoted id with a space, as list --json gives it', () => {
+  const quoted = '"sp ace corrupt.scc"';
+  const inside = 'sp ace corrupt.scc';
+  const states = async (db: string): Promise<Array<string | undefined>> => {
+    const ledger = await openSqliteLedger(db);
+    try {
+      return [(await ledger.get(quoted))?.state, (await ledger.get(inside))?.state];
+    } finally {
+      await ledger.close();
+    }
+  };
+
+  it('alone in the ledger, it is that item (not the one a listing prints so, which is not there)', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { [quoted]: 'x' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const ids = (JSON.parse((await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath])).stdout) as { id: string }[]).map((d) => d.id);
+    expect(ids).toEqual([quoted]);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, quoted]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(0);
+    expect(await states(ws.db)).toEqual(['pending', undefined]);
+  }, 60_000);
+
+  it('beside the item a listing prints as it, neither is requeued, exit 1, with how to name each (before: the other one was requeued, exit 0)', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { [quoted]: 'x', [inside]: 'x' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, quoted]);
+    expect(retry.code, retry.stdout + retry.stderr).toBe(1);
+    expect(retry.stdout).toContain('named two items, and neither was requeued');
+    expect(await states(ws.db)).toEqual(['dead', 'dead']);
+    // Each of the forms the message gives names its one item.
+    const forQuoted = /give ("\\"[^ ]+ [^ ]+ [^ ]+\\"")\)/.exec(retry.stdout)![1]!;
+    const forInside = /give ("\\u[^)]+") for that one/.exec(retry.stdout)![1]!;
+    expect((await runCli(['dead-letter', 'retry', '-c', ws.configPath, forInside])).code).toBe(0);
+    expect(await states(ws.db)).toEqual(['dead', 'pending']);
+    expect((await runCli(['dead-letter', 'retry', '-c', ws.configPath, forQuoted])).code).toBe(0);
+    expect(await states(ws.db)).toEqual(['pending', 'pending']);
+  }, 60_000);
+});
+
 describe('a last error with terminal control characters in the text listings', () => {
   it('status and dead-letter list show them escaped, never raw (a colored or title-setting handler cannot drive the terminal); --json keeps them exactly', async () => {
     // What colored tools print, plus a window-title escape, backspaces and a NUL.
