@@ -87,8 +87,7 @@ export async function deadLetterRetry(
     if (ambiguous.length > 0) {
       const lines = [`${ambiguous.length} of the given ids named two items, and neither was requeued:`];
       for (const arg of ambiguous) {
-        const inside = fromPrintableId(arg);
-        lines.push(`  ${arg}: both the item named so (quotes and all: give ${printableId(arg)}) and the one a listing prints so (give ${otherQuoting(inside)} for that one)`);
+        lines.push(`  ${arg}: ${namesTwoItems(arg)}`);
       }
       out.write(`${lines.join('\n')}\n`);
     }
@@ -117,13 +116,18 @@ export async function deadLetterRetry(
  * item when the decoded one is not in the ledger, and `ambiguous` when both are (taken as
  * the decoded one, the item asked for stayed dead and another was requeued, exit 0).
  */
-async function resolveIds(store: Store, ledger: Ledger, args: string[]): Promise<{ unique: string[]; ambiguous: string[] }> {
+export async function resolveIds(store: Store, ledger: Ledger, args: string[]): Promise<{ unique: string[]; ambiguous: string[] }> {
   const quoted = [...new Set(args.filter((a) => fromPrintableId(a) !== a))];
   const present = new Set(quoted.length === 0 ? [] : (await reading(store, ledger.peek([...quoted, ...quoted.map(fromPrintableId)]))).map((p) => p.id));
   const ambiguous = quoted.filter((a) => present.has(a) && present.has(fromPrintableId(a)));
   const idOf = (a: string): string => (present.has(a) && !present.has(fromPrintableId(a)) ? a : fromPrintableId(a));
   // An id given twice is one item: counted twice, it would read as one that is not dead.
   return { unique: [...new Set(args.filter((a) => !ambiguous.includes(a)).map(idOf))], ambiguous };
+}
+
+/** Why an ambiguous argument (resolveIds) moved neither item, and how to name each alone. */
+export function namesTwoItems(arg: string): string {
+  return `both the item named so (quotes and all: give ${printableId(arg)}) and the one a listing prints so (give ${otherQuoting(fromPrintableId(arg))} for that one)`;
 }
 
 /** `id` JSON-quoted with its first character as a \\u escape: read back as id, never as the argument it differs from. */

@@ -8,9 +8,10 @@ import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
 import type { Ledger } from '../ledger/types.js';
 import { GLOB_OPTIONS } from './requeue-options.js';
 import { betweenPages, type MovedSoFar } from './moved-so-far.js';
+import { namesTwoItems, resolveIds } from './dead-letter.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
-import { fromPrintableId, printableId, unknownId } from './status.js';
+import { printableId, unknownId } from './status.js';
 
 /** Which finished items `cronsafe requeue` puts back. Checked by the program (usage errors). */
 export interface RequeueSelection {
@@ -140,7 +141,10 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
 /** `requeue <id>...`: exported for its test (test/integration/requeue-ids-race.test.ts). */
 export async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilter, { dryRun, progress }: RequeueOptions, store: Store): Promise<Outcome> {
   // As the listings print them (plan, requeue --dry-run, dead-letter list): quoted ids are decoded.
-  const unique = [...new Set(ids.map(fromPrintableId))];
+  // An argument that is both an item's own id (a name in double quotes, as list --json gives
+  // it) and the quoted listing form of another's moves neither: taken as the listing form, the
+  // other item was requeued and the one asked for left as it was, exit 0.
+  const { unique, ambiguous } = await resolveIds(store, ledger, ids);
   const moved = new Set<string>();
   // Why an id was not moved is its state when the requeue met it, read just before: read
   // after, an item claimed then (a run's attempt) and done since was "not requeued: done",
@@ -159,7 +163,7 @@ export async function byIds(ledger: Ledger, ids: string[], filter: FinishedFilte
   // command moved it): its state now says what happened.
   const requeueable = (state: string | undefined) => state !== undefined && (filter.states as readonly string[]).includes(state);
   const stateOf = (id: string) => (met.has(id) && !requeueable(met.get(id)) ? met.get(id)! : states.get(id)) ?? null;
-  return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: left.map((id) => ({ id, state: stateOf(id) })) };
+  return { count: moved.size, first: unique.filter((id) => moved.has(id)), notMoved: [...left.map((id) => ({ id, state: stateOf(id) })), ...ambiguous.map((id) => ({ id, state: AMBIGUOUS }))] };
 }
 
 /** The ids of `batch` a requeue would move now (the same rules as its guard). */
@@ -189,13 +193,17 @@ function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean)
   if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
   if (r.notMoved.length > 0) {
     lines.push(`${r.notMoved.length} of the given ids were not ${dryRun ? 'requeueable' : 'requeued'}:`);
-    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id) : why(n.state, includeDead)}`);
+    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id) : why(n.state, includeDead, n.id)}`);
     if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
   }
   return `${lines.join('\n')}\n`;
 }
 
-function why(state: string, includeDead: boolean): string {
+/** The state notRequeued gives an argument that names two items (resolveIds). */
+const AMBIGUOUS = 'ambiguous';
+
+function why(state: string, includeDead: boolean, id: string): string {
+  if (state === AMBIGUOUS) return namesTwoItems(id);
   if (state === 'dead' && !includeDead) return 'dead (add --include-dead, or use dead-letter retry)';
   if (state === 'claimed') return 'claimed (an attempt is running; left alone)';
   if (state === 'pending') return 'pending already';

@@ -86,6 +86,28 @@ describe('dead-letter retry of a quoted id with a space, as list --json gives it
     expect((await runCli(['dead-letter', 'retry', '-c', ws.configPath, forQuoted])).code).toBe(0);
     expect(await states(ws.db)).toEqual(['pending', 'pending']);
   }, 60_000);
+
+  it('requeue --include-dead: alone it is that item; beside the item a listing prints as it, neither moves, exit 1, said in the listing and in --json (before: the other one was requeued, exit 0)', async () => {
+    const alone = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { [quoted]: 'x' });
+    expect((await runCli(['run', '-c', alone.configPath])).code).toBe(0);
+    const one = await runCli(['requeue', '--include-dead', '-c', alone.configPath, quoted]);
+    expect(one.code, one.stdout + one.stderr).toBe(0);
+    expect(await states(alone.db)).toEqual(['pending', undefined]);
+
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { [quoted]: 'x', [inside]: 'x' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const both = await runCli(['requeue', '--include-dead', '-c', ws.configPath, quoted]);
+    expect(both.code, both.stdout + both.stderr).toBe(1);
+    expect(both.stdout).toContain('both the item named so');
+    expect(await states(ws.db)).toEqual(['dead', 'dead']);
+    const json = await runCli(['requeue', '--include-dead', '--json', '-c', ws.configPath, quoted]);
+    expect(json.code).toBe(1);
+    expect((JSON.parse(json.stdout) as { notRequeued: unknown[] }).notRequeued).toEqual([{ id: quoted, state: 'ambiguous' }]);
+    expect(await states(ws.db)).toEqual(['dead', 'dead']);
+    const forInside = /give ("\\u[^)]+") for that one/.exec(both.stdout)![1]!;
+    expect((await runCli(['requeue', '--include-dead', '-c', ws.configPath, forInside])).code).toBe(0);
+    expect(await states(ws.db)).toEqual(['dead', 'pending']);
+  }, 60_000);
 });
 
 describe('a last error with terminal control characters in the text listings', () => {
