@@ -36,7 +36,7 @@ export function defaultSqlite(stateDir: string, name: string): { file: string; l
   // `<name>.db` of its own yet) and not ours: it is theirs, start our own. Ours and
   // another's: both jobs ran on it and its items are mixed; a person must choose.
   const ours = fs.existsSync(path.join(stateDir, `${name}.lock`));
-  const others = lockOwnersBeside(stateDir).filter((job) => job !== name && !hasOwnDefault(stateDir, job));
+  const others = othersRanBeside(stateDir, name);
   if (others.length === 0) return { file: legacy, legacy: true };
   if (!ours) return { file: own };
   throw new ConfigError(
@@ -63,7 +63,7 @@ function namedLikeTheOldDefault(stateDir: string, name: string, file: string): {
     return { file }; // unreadable now: the open (which checks the owner again) says why
   }
   if (owner === name) return { file };
-  const others = owner !== null ? [owner] : lockOwnersBeside(stateDir).filter((job) => job !== name && !hasOwnDefault(stateDir, job));
+  const others = owner !== null ? [owner] : othersRanBeside(stateDir, name);
   if (others.length === 0) return { file };
   const whose = others.map((j) => `"${j}"`).join(', ');
   const instead = path.join(stateDir, `${name}.own.db`);
@@ -88,6 +88,11 @@ function namedLikeTheOldDefault(stateDir: string, name: string, file: string): {
  */
 function hasOwnDefault(stateDir: string, job: string): boolean {
   return `${job}.db` !== LEGACY_DEFAULT_SQLITE && fs.existsSync(path.join(stateDir, `${job}.db`));
+}
+
+/** Jobs other than `name` whose default lock is in `stateDir` and that have no default ledger of their own there: they ran on the old shared one. */
+function othersRanBeside(stateDir: string, name: string): string[] {
+  return lockOwnersBeside(stateDir).filter((job) => job !== name && !hasOwnDefault(stateDir, job));
 }
 
 /** Job names of the `<name>.lock` files in `dir` (the default run locks), or none. */
