@@ -95,7 +95,7 @@ export async function deadLetterRetry(
     if (!opts.all && moved < unique.length) {
       const notDead = unique.filter((id) => before.get(id) !== 'dead');
       const lines = [`${unique.length - moved} of the given ids were not dead letters:`];
-      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id))}`);
+      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id), config.source.directory)}`);
       if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
       // Dead when read, no longer dead at the retry: another command retried or requeued them.
       const changed = unique.length - moved - notDead.length;
@@ -133,8 +133,8 @@ export function namesTwoItems(arg: string): string {
 /** `id` JSON-quoted with its first character as a \\u escape: read back as id, never as the argument it differs from. */
 const otherQuoting = (id: string): string => `"\\u${id.charCodeAt(0).toString(16).padStart(4, '0')}${JSON.stringify(id.slice(1)).slice(1)}`;
 
-function whyNot(id: string, state: string | undefined): string {
-  if (state === undefined) return unknownId(id);
+function whyNot(id: string, state: string | undefined, sourceDirectory: string): string {
+  if (state === undefined) return unknownId(id, sourceDirectory);
   if (state === 'claimed') return 'claimed (an attempt is running; not dead)';
   return `${state} (not dead)`;
 }

@@ -101,7 +101,7 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
     opts.progress?.over();
     if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
-    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead));
+    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory));
     await sink.end();
     return result.notMoved.length > 0 ? 1 : 0;
   } finally {
@@ -187,13 +187,13 @@ async function write(size: number, fn: () => Promise<string[]>, store: Store, pr
 
 const plural = (n: number) => `${n} item${n === 1 ? '' : 's'}`;
 
-function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean): string {
+function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean, sourceDirectory: string): string {
   const lines = [dryRun ? `would requeue ${plural(r.count)} (dry run: nothing changed)` : `requeued ${plural(r.count)}: pending again, attempts reset`];
   for (const id of r.first.slice(0, show)) lines.push(`  ${printableId(id)}`);
   if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
   if (r.notMoved.length > 0) {
     lines.push(`${r.notMoved.length} of the given ids were not ${dryRun ? 'requeueable' : 'requeued'}:`);
-    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id) : why(n.state, includeDead, n.id)}`);
+    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id, sourceDirectory) : why(n.state, includeDead, n.id)}`);
     if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
   }
   return `${lines.join('\n')}\n`;

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
@@ -149,11 +151,40 @@ export function printableId(id: string): string {
  * argument in bytes that are not UTF-8 (pasted from `ls`, a shell's completion of the source
  * file) with U+FFFD for each foreign byte, so it names no item: such a name's id is written with
  * `\xHH` escapes, as the listings print it. (An id really holding U+FFFD is found, never unknown.)
+ * An argument written as a path (the log's absolute `path`, a shell's `./a.txt` in the source
+ * directory) names no item either, as ids are relative to source.directory: the id it means is given.
  */
-export function unknownId(id: string): string {
+export function unknownId(id: string, sourceDirectory: string): string {
   const unknown = 'unknown (not in the ledger)';
-  if (!id.includes('\uFFFD')) return unknown;
-  return `${unknown}: the argument held bytes that are not UTF-8 (read as U+FFFD): give the id as the listings print it, with \\xHH escapes (caf\\xe9.scc)`;
+  if (id.includes('\uFFFD')) return `${unknown}: the argument held bytes that are not UTF-8 (read as U+FFFD): give the id as the listings print it, with \\xHH escapes (caf\\xe9.scc)`;
+  const asPath = idOfPath(id, sourceDirectory);
+  if (asPath === undefined) return unknown;
+  const where = `ids are relative to source.directory (${printableId(sourceDirectory)})`;
+  return asPath === null ? `${unknown}: ${where}, and this path (from the working directory) is outside it` : `${unknown}: ${where}: give ${printableId(asPath)}`;
+}
+
+/** The id an argument written as a path (from the working directory, as a shell means it) names; null: a path outside the source; undefined: no path. */
+function idOfPath(arg: string, sourceDirectory: string): string | null | undefined {
+  if (!arg.startsWith('/') && !arg.startsWith('./') && !arg.startsWith('../')) return undefined;
+  // Through links as the scan sees them: a source reached by a link, or given so.
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.join(real(path.dirname(p)), path.basename(p));
+    }
+  };
+  const within = (dir: string, p: string): string | null => {
+    const rel = path.relative(dir, p);
+    return rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? null : rel;
+  };
+  let given: string;
+  try {
+    given = path.resolve(arg);
+  } catch {
+    return undefined; // the working directory is gone
+  }
+  return within(sourceDirectory, given) ?? within(real(sourceDirectory), real(given));
 }
 
 /**

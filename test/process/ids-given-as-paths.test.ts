@@ -1,0 +1,51 @@
+/**
+ * An id given as a path: the file's absolute path (from `find`, a file browser, the source
+ * directory reached through a link) or `./name` typed in the source directory. Ids are
+ * relative to source.directory, so such an argument names no item; `dead-letter retry` and
+ * `requeue` said only "unknown (not in the ledger)" of an item the listings show. They now say
+ * ids are relative to source.directory and give the id the path means (or that it is outside).
+ */
+import { symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, runCli, workspace } from '../helpers/cli.js';
+
+describe('an id given as a path', () => {
+  it('dead-letter retry and requeue give the id the path means; the id so given is that item', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } },
+      { 'corrupt-a.scc': 'x', 'sub/corrupt-b.scc': 'x' },
+    );
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const where = `ids are relative to source.directory (${ws.source})`;
+
+    const link = path.join(ws.dir, 'queue-link');
+    symlinkSync(ws.source, link);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, path.join(ws.source, 'corrupt-a.scc'), path.join(link, 'sub/corrupt-b.scc'), '/etc/passwd']);
+    expect(retry.stdout).toBe(
+      [
+        'requeued 0 dead items',
+        '3 of the given ids were not dead letters:',
+        `  ${path.join(ws.source, 'corrupt-a.scc')}: unknown (not in the ledger): ${where}: give corrupt-a.scc`,
+        `  ${path.join(link, 'sub/corrupt-b.scc')}: unknown (not in the ledger): ${where}: give sub/corrupt-b.scc`,
+        `  /etc/passwd: unknown (not in the ledger): ${where}, and this path (from the working directory) is outside it`,
+        '',
+      ].join('\n'),
+    );
+    expect(retry.code).toBe(1);
+
+    // `./name` in the source directory, as a shell's completion writes it.
+    const requeue = await runCli(['requeue', '-c', ws.configPath, '--include-dead', './corrupt-a.scc'], { cwd: ws.source });
+    expect(requeue.stdout).toContain(`  ./corrupt-a.scc: unknown (not in the ledger): ${where}: give corrupt-a.scc\n`);
+    expect(requeue.code).toBe(1);
+    // An id that is simply unknown gets no such note.
+    const plain = await runCli(['requeue', '-c', ws.configPath, '--include-dead', 'nope.scc']);
+    expect(plain.stdout).toContain('  nope.scc: unknown (not in the ledger)\n');
+
+    // The id given is that item.
+    const given = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt-a.scc', 'sub/corrupt-b.scc']);
+    expect(given.stdout).toBe('requeued 2 dead items\n');
+    expect(given.code).toBe(0);
+  }, 60_000);
+});
