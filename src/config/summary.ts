@@ -39,6 +39,8 @@ export function configSummary(c: Config): Record<string, unknown> {
     drain: c.drain,
     lock: c.lock,
     schedule: c.schedule,
+    // What `cronsafe daemon` does with the schedule (validate shows the config it would run).
+    ...(c.schedule !== undefined ? { daemon: c.daemon } : {}),
     events: c.events,
     retention: c.retention,
     scheduledTimestamp: c.scheduledTimestamp,

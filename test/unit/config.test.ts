@@ -520,4 +520,10 @@ state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https:
     expect(summary.metrics).toStrictEqual({ pushgateway: 'https://u:***@pg:9091', pushIntervalSeconds: 30 });
     expect(summary.name).toBe('job');
   });
+  it('configSummary (what validate prints) shows the daemon block of a scheduled job, as the daemon runs it', () => {
+    const scheduled = configSummary(loadConfig(minimal('schedule: {cron: "*/5 * * * *"}\ndaemon: {tickSeconds: 5, growth: {enabled: true}}\n')));
+    expect(scheduled.daemon).toStrictEqual({ tickSeconds: 5, growth: { enabled: true, cooldownSeconds: 300, maxIncompletePasses: 3 } });
+    // Without a schedule there is no daemon to run.
+    expect(configSummary(loadConfig(minimal())).daemon).toBeUndefined();
+  });
 });
