@@ -72,3 +72,21 @@ describe('module handler: a CommonJS module compiled from an ES module', () => {
     }
   });
 });
+
+describe('module handler: the context it prints', () => {
+  it('JSON.stringify(ctx) and console.log(ctx) show the attempt and output path, never the claim (its owner token)', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-print-ctx.mjs') } }, items(1, {}));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const runId = String(r.lines.find((l) => l.msg === 'run started')?.runId);
+    expect(runId.length).toBeGreaterThan(4);
+    const [json, inspected] = readFileSync(path.join(ws.out, 'item-000.scc.out'), 'utf8').split('\n', 2);
+    expect(Object.keys(JSON.parse(json) as object).sort()).toEqual(['attempt', 'outputPath']);
+    expect(JSON.parse(json)).toMatchObject({ attempt: 1 });
+    // The owner token holds the run's id.
+    for (const shown of [json, inspected]) {
+      expect(shown).not.toContain(runId);
+      expect(shown).not.toMatch(/owner|claim/);
+    }
+  });
+});

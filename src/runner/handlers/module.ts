@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
+import { inspect } from 'node:util';
 import type { HandlerConfig } from '../../config/types.js';
 import { ConfigError, coerceError } from '../../errors.js';
 import { pino, type Logger } from 'pino';
@@ -253,30 +254,43 @@ function listenAbort(ctx: HandlerContext, fn: (reason: unknown) => void): () => 
 const isThenable = (v: unknown): v is PromiseLike<unknown> =>
   v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function';
 
-/** The context a module handler sees: the runner's, with the attempt's own (lazy) signal. */
+/**
+ * The context a module handler sees: the runner's, with the attempt's own (lazy) signal. Its
+ * state is private (#), so a handler logging or printing ctx (`JSON.stringify(ctx)`,
+ * `console.log(ctx)`) shows what it may use, never the runner's claim (its owner token).
+ */
 class ModuleContext implements HandlerContext {
   #log: Logger | undefined;
-  constructor(
-    private readonly outer: HandlerContext,
-    private readonly own: AttemptSignal,
-    private readonly redact: Redact,
-  ) {}
+  readonly #outer: HandlerContext;
+  readonly #own: AttemptSignal;
+  readonly #redact: Redact;
+  constructor(outer: HandlerContext, own: AttemptSignal, redact: Redact) {
+    this.#outer = outer;
+    this.#own = own;
+    this.#redact = redact;
+  }
   get signal(): AbortSignal {
-    return this.own.signal;
+    return this.#own.signal;
   }
   /**
    * The attempt's logger, whose lines (message, fields, errors; its children's too) have the
    * known secrets replaced, as what a command handler prints has: it is the handler's text.
    */
   get log(): Logger {
-    if (this.redact === noRedact) return this.outer.log;
-    return (this.#log ??= redactingChild(this.outer.log, this.redact));
+    if (this.#redact === noRedact) return this.#outer.log;
+    return (this.#log ??= redactingChild(this.#outer.log, this.#redact));
   }
   get outputPath(): string | undefined {
-    return this.outer.outputPath;
+    return this.#outer.outputPath;
   }
   get attempt(): number {
-    return this.outer.attempt;
+    return this.#outer.attempt;
+  }
+  toJSON(): { attempt: number; outputPath?: string } {
+    return { attempt: this.attempt, ...(this.outputPath !== undefined ? { outputPath: this.outputPath } : {}) };
+  }
+  [inspect.custom](): string {
+    return `ModuleContext ${inspect(this.toJSON())}`;
   }
 }
 
