@@ -35,11 +35,42 @@ export function checkUsage(program: Command, args: readonly string[]): void {
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     const flag = eq > 0 ? arg.slice(0, eq) : arg;
     const option = cmd.options.find((o) => o.long === flag || o.short === flag);
-    if (option === undefined) continue;
+    if (option === undefined) {
+      if (cmd.commands.length > 0) optionBeforeCommand(cmd, args, i, flag);
+      continue;
+    }
     if (eq > 0 && !option.required && !option.optional) {
       cmd.error(`error: option '${option.long}' takes no value, got '${arg}': give ${option.long} alone, or leave it out`, { exitCode: EXIT.USAGE, code: 'commander.unknownOption' });
     }
     // Its value is the next argument, whatever it looks like (`-c --json=x` names a file).
     if (option.required && eq < 0) i++;
   }
+}
+
+/** Every command under `cmd` (commander reads an option only after the command it belongs to). */
+const descendants = (cmd: Command): Command[] => cmd.commands.flatMap((c) => [c, ...descendants(c)]);
+
+/**
+ * `cronsafe -c job.yaml status`: commander says "unknown option '-c'" of an option every
+ * command has, as if there were none; it is one of the command's, given before the command.
+ */
+function optionBeforeCommand(group: Command, args: readonly string[], at: number, flag: string): void {
+  const owner = descendants(group).find((c) => c.options.some((o) => o.long === flag || o.short === flag));
+  if (owner === undefined) return;
+  const takesValue = owner.options.find((o) => o.long === flag || o.short === flag)!.required && !args[at]!.includes('=');
+  const given = args.slice(at, takesValue ? at + 2 : at + 1);
+  const rest = args.slice(at + given.length);
+  const named = rest.findIndex((a) => subcommand(group, a) !== undefined);
+  // After the command named and its own subcommands (`dead-letter list`).
+  let end = named + 1;
+  for (let c = subcommand(group, rest[named] ?? ''); c !== undefined && end < rest.length; end++) {
+    c = subcommand(c, rest[end]!);
+    if (c === undefined) break;
+  }
+  const path = (c: Command | null): string[] => (c === null ? [] : [...path(c.parent), c.name()]);
+  const message =
+    named < 0
+      ? `error: option '${flag}' goes after a command: ${[...path(group), '<command>', ...given].join(' ')}`
+      : `error: option '${flag}' goes after the command: ${[...path(group), ...rest.slice(0, end), ...given, ...rest.slice(end)].join(' ')}`;
+  group.error(message, { exitCode: EXIT.USAGE, code: 'commander.unknownOption' });
 }

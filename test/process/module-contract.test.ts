@@ -80,7 +80,7 @@ describe('module handler: the context it prints', () => {
     expect(r.code, r.stderr).toBe(0);
     const runId = String(r.lines.find((l) => l.msg === 'run started')?.runId);
     expect(runId.length).toBeGreaterThan(4);
-    const [json, inspected] = readFileSync(path.join(ws.out, 'item-000.scc.out'), 'utf8').split('\n', 2);
+    const [json = '', inspected = ''] = readFileSync(path.join(ws.out, 'item-000.scc.out'), 'utf8').split('\n', 2);
     expect(Object.keys(JSON.parse(json) as object).sort()).toEqual(['attempt', 'outputPath']);
     expect(JSON.parse(json)).toMatchObject({ attempt: 1 });
     // The owner token holds the run's id.

@@ -2,7 +2,8 @@
  * Usage errors commander gave without a reason. `cronsafe help bogus` printed the overview
  * on stderr and exited 2, never saying why (`cronsafe bogus` says "unknown command");
  * `status --json=false` said "unknown option '--json=false'", as if there were no --json.
- * Both stay exit 2, now saying what is wrong; `help run` and `--json` work as before.
+ * `cronsafe -c job.yaml status` said "unknown option '-c'" of an option every command has.
+ * All stay exit 2, now saying what is wrong; `help run` and `--json` work as before.
  */
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -15,6 +16,11 @@ describe('usage errors say what is wrong', () => {
     [['run', '--dry-run=true', '-c', 'x.yaml'], "error: option '--dry-run' takes no value, got '--dry-run=true': give --dry-run alone, or leave it out"],
     [['requeue', 'a.txt', '--json=true'], "error: option '--json' takes no value, got '--json=true': give --json alone, or leave it out"],
     [['dead-letter', 'list', '--json=0'], "error: option '--json' takes no value, got '--json=0': give --json alone, or leave it out"],
+    // A command's option before the command: commander said "unknown option '-c'", as if there were none.
+    [['-c', 'job.yaml', 'status', '--json'], "error: option '-c' goes after the command: cronsafe status -c job.yaml --json"],
+    [['--config=job.yaml', 'dead-letter', 'list'], "error: option '--config' goes after the command: cronsafe dead-letter list --config=job.yaml"],
+    [['dead-letter', '-c', 'job.yaml', 'retry', 'a.scc'], "error: option '-c' goes after the command: cronsafe dead-letter retry -c job.yaml a.scc"],
+    [['--json', 'bogus'], "error: option '--json' goes after a command: cronsafe <command> --json"],
   ])('%j: exit 2 saying so, with the usage after it', async (args, said) => {
     const r = await runCli(args);
     expect(r.code, r.stderr).toBe(2);
