@@ -81,6 +81,22 @@ export class RunGroupError extends EdgeError {
 }
 
 /**
+ * The longest run group name taken, in UTF-8 bytes (a Job's name has at most 63). The index
+ * of pending items (items_pending_pass) holds the group beside each id, in an entry of at
+ * most 2,704 bytes: with a longer group, an id under the 2,048 bytes that always fit
+ * (discover.ts) could not be recorded, and its batch failed every run (exit 1, nothing done).
+ */
+export const MAX_RUN_GROUP_BYTES = 255;
+
+function notTooLong(variable: string, name: string): string {
+  const bytes = Buffer.byteLength(name);
+  if (bytes > MAX_RUN_GROUP_BYTES) {
+    throw new RunGroupError(`${variable}: a run group of at most ${MAX_RUN_GROUP_BYTES} bytes, got ${bytes}: the ledger's index of pending items holds it beside each item's id; give a shorter name`);
+  }
+  return name;
+}
+
+/**
  * Which pods share a pass: `CRONSAFE_RUN_GROUP` (set it by hand), else the Job's name from
  * `CRONSAFE_JOB_NAME` (the chart sets it through the downward API) or `JOB_NAME`: the same
  * for every pod of one Job, different for every fire and every manual Job. Else the
@@ -91,8 +107,8 @@ export function runGroup(env: NodeJS.ProcessEnv, scheduledTime: Date | undefined
   // Blanks only (`value: " "` in a pod spec) are no name: taken as one, every Job's pods
   // shared one group, and a fire joined the pass of the one before instead of being skipped.
   if (named && named.trim() === '') throw new RunGroupError(`CRONSAFE_RUN_GROUP: expected a run group name, got ${JSON.stringify(named)} (blanks only): unset it (the Job's name is then the group) or give a name`);
-  if (named) return `group:${named}`;
-  const job = env.CRONSAFE_JOB_NAME || env.JOB_NAME;
+  if (named) return `group:${notTooLong('CRONSAFE_RUN_GROUP', named)}`;
+  const job = env.CRONSAFE_JOB_NAME ? notTooLong('CRONSAFE_JOB_NAME', env.CRONSAFE_JOB_NAME) : env.JOB_NAME && notTooLong('JOB_NAME', env.JOB_NAME);
   if (job) return `job:${job}`;
   if (scheduledTime) return `occurrence:${scheduledTime.toISOString()}`;
   return `run:${owner}`;
