@@ -16,7 +16,23 @@ export type CounterName =
   | 'items_fenced'
   | 'items_gone'
   /** Items put back to pending by `cronsafe requeue` or `dead-letter retry`. */
-  | 'items_requeued';
+  | 'items_requeued'
+  /** The handler-time histogram (addHandlerTimes), one row per result and bucket, count and sum. */
+  | `${typeof HANDLER_TIMES}${string}`;
+
+/**
+ * Prefix of the handler-time histogram's rows: `handler_seconds.<result>.<bucket index>`
+ * (attempts in that bucket alone, not cumulative), `.count`, and `.us` (the sum, in
+ * microseconds: counters are integers). No `:` in them: PostgreSQL shards a counter as `name:shard`.
+ */
+export const HANDLER_TIMES = 'handler_seconds.';
+
+/** The handler-time rows among a ledger's counters, without the prefix (Ledger.handlerTimes). */
+export function handlerTimesOf(rows: Iterable<readonly [string, number]>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, value] of rows) if (name.startsWith(HANDLER_TIMES)) out[name.slice(HANDLER_TIMES.length)] = Number(value);
+  return out;
+}
 
 /** Reads one counter (0 when its row does not exist yet). */
 export type CounterGet = (n: CounterName) => number;

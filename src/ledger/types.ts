@@ -263,6 +263,14 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   attemptTotals(): Promise<AttemptTotals>;
   /** Runs by outcome, first/last start and last success, over the whole run history (pruned runs included). */
   runStats(): Promise<RunStats>;
+  /**
+   * Add to the handler-time histogram's rows (keys without HANDLER_TIMES, whole numbers), in one
+   * transaction: the histogram lives in the ledger so that it keeps counting across runs
+   * (src/metrics/handler-times.ts).
+   */
+  addHandlerTimes(bumps: Record<string, number>): Promise<void>;
+  /** The handler-time histogram's rows, as addHandlerTimes names them. */
+  handlerTimes(): Promise<Record<string, number>>;
 
   close(): Promise<void>;
 }

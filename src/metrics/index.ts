@@ -10,12 +10,13 @@ import type { ProgressSnapshot } from '../runner/progress.js';
 // pushes metrics: most starts (a lock skip without a Pushgateway, `validate`, `status`)
 // never touch it, and it is a good part of the CLI's start-up time when loaded eagerly.
 const loadMetrics = async () => {
-  const [{ LedgerViewReader }, { Pusher }, { createMetrics }] = await Promise.all([
+  const [{ LedgerViewReader }, { Pusher }, { createMetrics }, { PendingHandlerTimes }] = await Promise.all([
     import('./ledger-view.js'),
     import('./push.js'),
     import('./registry.js'),
+    import('./handler-times.js'),
   ]);
-  return { LedgerViewReader, Pusher, createMetrics };
+  return { LedgerViewReader, Pusher, createMetrics, PendingHandlerTimes };
 };
 
 /** The metrics of one run, as the run command drives them. No method throws or rejects. */
@@ -82,10 +83,13 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
   const m = config.metrics;
   if (!m || (m.port === undefined && m.pushgateway === undefined)) return NO_METRICS;
   try {
-    const { LedgerViewReader, Pusher, createMetrics } = await loadMetrics();
-    const view = new LedgerViewReader(ledger, log, deps.now);
+    const { LedgerViewReader, Pusher, createMetrics, PendingHandlerTimes } = await loadMetrics();
+    // The handler times observed go to the ledger before each read (handler-times.ts).
+    const handlerTimes = new PendingHandlerTimes();
+    const addHandlerTimes = () => handlerTimes.flush((bumps) => ledger.addHandlerTimes(bumps));
+    const view = new LedgerViewReader(ledger, log, deps.now, undefined, addHandlerTimes);
     let live: (() => ProgressSnapshot) | undefined;
-    const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.() }, 'run');
+    const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.(), handlerTimes }, 'run');
     const slot = m.port === undefined ? undefined : deps.served;
     const server = m.port === undefined || slot ? undefined : await (await import('./server.js')).startMetricsServer({ port: m.port, registry: metrics.registry, log, quiet: deps.quietPort === true });
     if (server !== undefined && deps.quietPort === true) log.info({ port: m.port }, 'metrics: metrics.port is free now; serving /metrics while this pass runs');
@@ -129,7 +133,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       },
       async runFinished(outcome) {
         settle();
-        if (!pusher) return;
+        // Without a push to add them (a scrape-only run), the last ones go to the ledger now.
+        if (!pusher) return addHandlerTimes();
         pusher.stop();
         await pusher.push(`run ${outcome}`);
         finalPushed = true;
@@ -139,6 +144,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
           settle();
           pusher?.stop();
           if (pusher && !finalPushed) await pusher.push('closing');
+          await addHandlerTimes();
           hide?.();
           await server?.close();
         })();
@@ -183,6 +189,7 @@ export async function startDaemonMetrics(config: Config, ledger: () => LedgerRea
       attemptTotals: () => ledger().attemptTotals(),
       runStats: () => ledger().runStats(),
       recentRuns: (n) => ledger().recentRuns(n),
+      handlerTimes: () => ledger().handlerTimes?.() ?? Promise.resolve({}),
     };
     // A scrape answers within 5 s, with the last values read while the ledger is unreachable.
     const view = new LedgerViewReader(reads, log, Date.now, SCRAPE_BUDGET_MS);

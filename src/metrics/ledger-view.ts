@@ -11,6 +11,8 @@ export interface LedgerView {
   failedInARow: number;
   /** Seconds the newest run took (finished) or has taken so far (running); null before the first run. */
   lastRunSeconds: number | null;
+  /** The handler-time histogram's rows (handler-times.ts); empty from a reader without them. */
+  handlerTimes: Record<string, number>;
 }
 
 /** A reader's last good snapshot and when its read started (performance.now(): within one process). */
@@ -20,7 +22,7 @@ export interface LastRead {
 }
 
 /** The ledger's reads the metrics make (a Ledger has them). */
-export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | 'runStats' | 'recentRuns'>;
+export type LedgerReads = Pick<Ledger, 'totals' | 'counts' | 'attemptTotals' | 'runStats' | 'recentRuns'> & Partial<Pick<Ledger, 'handlerTimes'>>;
 
 /** A budgeted read's fetch older than this is not waited on by later reads: another starts. */
 const STUCK_MS = 60_000;
@@ -80,6 +82,8 @@ export class LedgerViewReader {
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
     private readonly budgetMs?: number,
+    /** Before each read of the ledger: a run adds the handler times it observed (handler-times.ts). Never rejects. */
+    private readonly beforeRead?: () => Promise<void>,
   ) {}
 
   /** The last good snapshot and when its read started, for another reader of this process to take over (adopt). */
@@ -166,14 +170,16 @@ export class LedgerViewReader {
 
   /** One read of the ledger into lastGood (unless a newer read gave it); false when it failed. */
   private async attempt(): Promise<boolean> {
+    await this.beforeRead?.();
     const started = performance.now();
     try {
-      const [totals, items, attempts, runs, recent] = await Promise.all([
+      const [totals, items, attempts, runs, recent, handlerTimes] = await Promise.all([
         this.ledger.totals(),
         this.ledger.counts(),
         this.ledger.attemptTotals(),
         this.ledger.runStats(),
         this.ledger.recentRuns(STREAK_WINDOW),
+        this.ledger.handlerTimes?.() ?? {},
       ]);
       // A read that started before the one that gave lastGood (one stuck for a minute, then
       // answered) is older: shown, the counters would go back.
@@ -185,6 +191,7 @@ export class LedgerViewReader {
           runs,
           failedInARow: failedRunsInARow(recent),
           lastRunSeconds: lastRunSeconds(recent, this.now()),
+          handlerTimes,
         };
         this.lastGoodAt = started;
       }

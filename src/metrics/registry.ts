@@ -1,8 +1,11 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { RUN_OUTCOMES } from '../ledger/types.js';
 import type { ProgressSnapshot } from '../runner/progress.js';
 import type { AttemptOutcome } from '../runner/results.js';
+import { histogramSamples, type PendingHandlerTimes } from './handler-times.js';
 import type { LedgerView } from './ledger-view.js';
+
+export { DURATION_BUCKETS } from './handler-times.js';
 
 /**
  * Every cronsafe metric, declared once (docs/metrics.md lists them). All carry `job` (the
@@ -12,9 +15,10 @@ import type { LedgerView } from './ledger-view.js';
  * - The ledger, read at collect time (each scrape or push): every total that must keep
  *   counting across short-lived pods, item counts by state, run history. A new pod reads
  *   the same numbers the last one pushed, so Prometheus never sees a counter reset.
- * - This process: live gauges of the pass in progress and the handler-time histogram.
- *   A histogram cannot be rebuilt from the ledger; being per-process, it resets with each
- *   pod, which `rate()`/`increase()` handle as ordinary counter resets.
+ *   The handler-time histogram too: a run adds what it observed before each read
+ *   (handler-times.ts). Counted per process, each run's push replaced the last run's
+ *   histogram in the Pushgateway group without a drop Prometheus could see as a reset.
+ * - This process: live gauges of the pass in progress.
  */
 export const PREFIX = 'cronsafe_';
 
@@ -23,9 +27,6 @@ export const RESULTS: readonly AttemptOutcome[] = ['succeeded', 'failed', 'dead'
 /** Outcomes of `cronsafe_runs_total{outcome}` (all of them). `skipped-locked` comes from the lock-skip total. */
 export { RUN_OUTCOMES };
 
-/** Handler time from 10 ms to an hour: cheap checks to long transcodes (timeoutSeconds is 300 by default). */
-export const DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
-
 export interface MetricsSources {
   /** The config name: the `job` label. */
   job: string;
@@ -33,6 +34,8 @@ export interface MetricsSources {
   read: () => Promise<LedgerView | undefined>;
   /** Live gauges of the pass in progress; `undefined` outside a pass. */
   live?: () => ProgressSnapshot | undefined;
+  /** Where a run's observed handler times wait until they are added to the ledger (before `read`). */
+  handlerTimes?: PendingHandlerTimes;
 }
 
 /**
@@ -46,7 +49,7 @@ export type MetricsScope = 'run' | 'ledger';
 export interface CronsafeMetrics {
   /** A registry of its own (never prom-client's global one): only these metrics, no process defaults. */
   readonly registry: Registry;
-  /** Handler time of one settled attempt (process-local; a no-op in the `ledger` scope). */
+  /** Handler time of one settled attempt (to `handlerTimes`, for the ledger; a no-op without it or in the `ledger` scope). */
   observeAttempt(result: AttemptOutcome, seconds: number): void;
 }
 
@@ -131,20 +134,25 @@ export function createMetrics(src: MetricsSources, scope: MetricsScope): Cronsaf
   live('queued_items', 'Item ids discovered and waiting in the bounded channel for a handler slot in this process (claimed only when started).', (s) => s.queued);
   live('scan_skipped_directories', "Directories this process's pass (running, or the one that just ended) could not read (EACCES, EPERM, ENAMETOOLONG, EMFILE, ENFILE, ENOTCONN, ESTALE, EIO) and skipped.", (s) => s.skippedDirectories);
 
-  const duration = new Histogram({
-    name: `${PREFIX}item_duration_seconds`,
-    help: 'Handler time per settled attempt, by result (this process).',
-    labelNames: ['job', 'result'],
-    buckets: DURATION_BUCKETS,
-    registers: [registry],
-  });
-  // Zero every result up front so that rate() and the dashboard see the series from the start.
-  for (const result of RESULTS) duration.zero({ job, result });
+  // From the ledger (handler-times.ts), every result from the start (zeros) so that rate()
+  // and the dashboard see the series at once; nothing without a ledger read, as the others.
+  const name = `${PREFIX}item_duration_seconds`;
+  const help = 'Handler time per settled attempt, by result (ledger).';
+  registry.registerMetric({
+    name,
+    help,
+    type: 'histogram',
+    async get() {
+      const v = await src.read();
+      return { name, help, type: 'histogram', aggregator: 'sum', values: v ? histogramSamples(name, v.handlerTimes, job, RESULTS) : [] };
+    },
+    reset: () => undefined,
+  } as unknown as Metric);
 
   return {
     registry,
     observeAttempt(result, s) {
-      duration.observe({ job, result }, s);
+      src.handlerTimes?.observe(result, s);
     },
   };
 }

@@ -1,4 +1,4 @@
-import { toAttemptTotals, toTotals, type CounterGet, type CounterName } from '../counters.js';
+import { handlerTimesOf, toAttemptTotals, toTotals, type CounterGet, type CounterName } from '../counters.js';
 import type { AttemptTotals, LedgerTotals } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
 import { ident, q, type Query } from './query.js';
@@ -39,11 +39,13 @@ export function readCounters(rows: { name: string; value: number }[]): CounterGe
 export interface Counters {
   totals(): Promise<LedgerTotals>;
   attemptTotals(): Promise<AttemptTotals>;
+  handlerTimes(): Promise<Record<string, number>>;
 }
 
 export function makeCounters(ex: PostgresExecutor, schema: string): Counters {
   return {
     totals: async () => toTotals(readCounters(await ex.query('totals', countersQuery(schema)))),
+    handlerTimes: async () => handlerTimesOf((await ex.query<{ name: string; value: number }>('handlerTimes', countersQuery(schema))).map((r) => [r.name, r.value] as const)),
     attemptTotals: async () => toAttemptTotals(readCounters(await ex.query('attemptTotals', countersQuery(schema)))),
   };
 }

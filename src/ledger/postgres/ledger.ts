@@ -5,7 +5,8 @@ import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRuns
 import { settleInSteps } from '../settle-steps.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import type { PostgresExecutor } from './connection.js';
-import { makeCounters, type Counters } from './counters.js';
+import { HANDLER_TIMES } from '../counters.js';
+import { bumpQuery, makeCounters, type Counters } from './counters.js';
 import { makeDiscover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
@@ -203,6 +204,13 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   }
   runStats(): Promise<L.RunStats> {
     return this.#runs.runStats();
+  }
+  handlerTimes(): Promise<Record<string, number>> {
+    return this.#counters.handlerTimes();
+  }
+  async addHandlerTimes(bumps: Record<string, number>): Promise<void> {
+    const bump = bumpQuery(this.#schema, Object.fromEntries(Object.entries(bumps).map(([name, by]) => [`${HANDLER_TIMES}${name}`, by])));
+    if (bump) await this.#ex.tx('addHandlerTimes', (exec) => exec(bump));
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
     return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);

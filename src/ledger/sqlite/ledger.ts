@@ -9,6 +9,7 @@ import { wellFormed } from '../well-formed.js';
 import { StateUnavailable } from '../../errors.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { isBusy, isFull } from './connection.js';
+import { HANDLER_TIMES } from '../counters.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeDiscover, type Discover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
@@ -359,6 +360,16 @@ export class SqliteLedger implements L.Ledger {
   }
   async runStats(): Promise<L.RunStats> {
     return this.#op(() => this.#runs.runStats());
+  }
+  async handlerTimes(): Promise<Record<string, number>> {
+    return this.#op(() => this.#counters.handlerTimes());
+  }
+  async addHandlerTimes(bumps: Record<string, number>): Promise<void> {
+    return this.#op(() => {
+      this.#db.transaction(() => {
+        for (const [name, by] of Object.entries(bumps)) this.#counters.bump(`${HANDLER_TIMES}${name}`, by);
+      }).immediate();
+    });
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
     return this.#finishedPages(filter, pageSize);
