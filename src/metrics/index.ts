@@ -133,8 +133,10 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       },
       async runFinished(outcome) {
         settle();
-        // Without a push to add them (a scrape-only run), the last ones go to the ledger now.
-        if (!pusher) return addHandlerTimes();
+        // Without a push to add them (a scrape-only run), the last ones go to the ledger now:
+        // not after a drain (the kubelet's SIGKILL is near) nor a failure (the ledger may be
+        // what failed, and its writes retry for up to 30 s). Those were never shown.
+        if (!pusher) return outcome === 'completed' ? addHandlerTimes() : undefined;
         pusher.stop();
         await pusher.push(`run ${outcome}`);
         finalPushed = true;
@@ -144,7 +146,6 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
           settle();
           pusher?.stop();
           if (pusher && !finalPushed) await pusher.push('closing');
-          await addHandlerTimes();
           hide?.();
           await server?.close();
         })();
