@@ -7,9 +7,10 @@
  * counted nothing, or the difference between two runs' numbers.
  *
  * A process adds what it observed to the ledger just before each read for a scrape or a push
- * (LedgerViewReader's `beforeRead`) and at the end of its run, one small transaction each
- * time, never one per attempt. What is shown is the ledger's total, which only grows; what a
- * process observed and could not add yet (SIGKILL) was never shown, so nothing goes back.
+ * (LedgerViewReader's `beforeRead`), and at the end of a completed run that pushes nowhere,
+ * one small transaction each time, never one per attempt. What is shown is the ledger's
+ * total, which only grows; what a process observed and did not add (SIGKILL) was never
+ * shown, so nothing goes back.
  */
 import type { AttemptOutcome } from '../runner/results.js';
 
