@@ -308,7 +308,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // Side by side: each is bounded by a quarter of the drain margin (requestTimeoutMs), and
     // after a drain both must fit, with the handlers' kill and the final push, before the
     // kubelet's SIGKILL.
-    await Promise.all([lease.held?.release(), events.flush(opts.stop)]);
+    await Promise.all([lease.held?.release() ?? lease.leftover?.(), events.flush(opts.stop)]);
     await lock.release();
   }
 }

@@ -295,6 +295,36 @@ describe('the Kubernetes Lease across processes', () => {
     expect(lease()?.spec.holderIdentity).toBe('pod-z/other-node');
   });
 
+  it('an acquire that went on without the Lease after its create got no answer in time releases at the end the Lease that create took: the next run is not skipped as held by a run that ended', async () => {
+    // An API server answering after the 5 s timeout (under load) executes the create all the
+    // same; the read tried after it timed out too, and the acquire went on with the local
+    // lock alone, as documented. The Lease named the run, which neither renewed nor released
+    // it: every run within its duration (90 s by default) skipped, exit 0, held by a run
+    // that had ended (and counted an overrun).
+    fake.dropAbandoned = false; // a write already under way lands though its client gave up
+    let slow = false;
+    fake.latency = () => (slow ? 5200 : 0);
+    fake.onRequest = (verb, resource) => {
+      if (resource === 'leases' && verb === 'get') slow = true; // the create after the first read, and the read after it, answer late
+    };
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }), timeoutMs: 60_000 });
+    await run.waitFor((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'), 30_000);
+    slow = false;
+    fake.onRequest = () => undefined;
+    const r = await run.exited;
+    expect(r.code, run.stderr()).toBe(0);
+    expect(finished(run)?.outcome).toBe('completed');
+    expect(fake.requests.some((q) => q.resource === 'leases' && q.verb === 'create' && q.status === 201)).toBe(true); // the create landed
+    expect(lease()?.spec.holderIdentity).toBeUndefined();
+
+    writeFileSync(path.join(ws.source, 'b.scc'), 'b');
+    const next = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-b', { SLOW_MS: '10' }) });
+    expect(next.code, next.stderr).toBe(0);
+    expect(finished(next)?.outcome).toBe('completed');
+  }, 60_000);
+
   it('without RBAC for Leases the run degrades to the local lock, with one warning', async () => {
     fake.deny('get', 'leases');
     const ws = workspace({ handler: { command: SLOW } }, { 'a.scc': 'a' });

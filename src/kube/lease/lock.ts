@@ -12,7 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type * as K8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiFailure, type ApiFailure, type Kube } from '../client.js';
-import { decideAcquire } from './state.js';
+import { decideAcquire, timeOf } from './state.js';
 
 export interface LeaseLockOptions {
   kube: Pick<Kube, 'k8s' | 'coordination' | 'options'>;
@@ -44,10 +44,14 @@ export type LeaseAcquire =
   | { status: 'acquired'; lease: HeldLease }
   /** Another run holds it (or won the race for it): skip like a held local lock. */
   | { status: 'held'; holder?: string; expiresAt?: Date }
-  /** The API could not be used (RBAC, unreachable): the caller degrades. */
-  | { status: 'unavailable'; failure: ApiFailure }
-  /** The run was stopped before it took the Lease. */
-  | { status: 'stopped' };
+  /**
+   * The API could not be used (RBAC, unreachable): the caller degrades. `unanswered`: a write
+   * of this acquire got no answer (timed out, cut, 5xx) and may have taken the Lease all the
+   * same (releaseIfOurs at the end of the run).
+   */
+  | { status: 'unavailable'; failure: ApiFailure; unanswered?: boolean }
+  /** The run was stopped before it took the Lease (`unanswered` as above). */
+  | { status: 'stopped'; unanswered?: boolean };
 
 /**
  * How long the acquire keeps trying when the API server answers 429 or 5xx (throttled, or
@@ -91,23 +95,48 @@ const noAnswer = (f: ApiFailure) => transient(f) || f.kind === 'unreachable' || 
 export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   const giveUpAt = performance.now() + (o.acquireRetryMs ?? ACQUIRE_RETRY_MS);
   let warned = false;
+  // A write answered by no answer in an earlier round: it may have landed (the round after
+  // it then finds the Lease naming this run, and takes it, unless that round fails too).
+  let unanswered = false;
+  const ending = <T extends LeaseAcquire>(r: T): T => (unanswered && (r.status === 'unavailable' || r.status === 'stopped') ? { ...r, unanswered: true } : r);
   for (let round = 1; ; round++) {
     const r = await acquireOnce(o);
     if (r.status === 'again') {
       if (round < ACQUIRE_ROUNDS_WHILE_FREE) continue;
       return { status: 'held' };
     }
-    if (r.status !== 'unavailable' || !noAnswer(r.failure)) return r;
-    if (o.stop?.aborted) return { status: 'stopped' };
+    if (r.status === 'unavailable' && r.unanswered) unanswered = true;
+    if (r.status !== 'unavailable' || !noAnswer(r.failure)) return ending(r);
+    if (o.stop?.aborted) return ending({ status: 'stopped' });
     const wait = Math.min(RENEW_RETRY_SECONDS * 1000, giveUpAt - performance.now());
-    if (wait <= 0) return r;
+    if (wait <= 0) return ending(r);
     if (!warned) {
       o.log.info({ lease: o.name, err: r.failure.message }, 'Kubernetes Lease: the API server cannot answer now; trying again');
       warned = true;
     }
     await pause(wait, o.stop);
-    if (o.stop?.aborted) return { status: 'stopped' };
+    if (o.stop?.aborted) return ending({ status: 'stopped' });
   }
+}
+
+/**
+ * The end of a run whose acquire went on without the Lease (or was stopped) after a write
+ * that got no answer (acquireLease's `unanswered`): an API server answering after the
+ * timeout executes it all the same, and the Lease then named this run, which neither
+ * renewed nor released it: every run within its duration skipped as held by a run that had
+ * ended. Read it, and release it while it names this run (with the resourceVersion read: a
+ * run that took it meanwhile keeps it). Quiet when it does not.
+ */
+export async function releaseIfOurs(o: LeaseLockOptions): Promise<void> {
+  const { kube, name, namespace } = o;
+  const bound = typeof o.releaseTimeoutMs === 'function' ? o.releaseTimeoutMs() : o.releaseTimeoutMs;
+  const deadline = bound === undefined ? undefined : performance.now() + bound;
+  const current = await kube.coordination.readNamespacedLease({ name, namespace }, kube.options(bound)).catch(() => undefined);
+  if (current?.spec?.holderIdentity !== o.identity) return;
+  const renewedAt = timeOf(current.spec.renewTime) ?? (o.now ?? Date.now)();
+  const left = deadline === undefined ? undefined : Math.max(1, deadline - performance.now());
+  o.log.info({ lease: name }, 'Kubernetes Lease: a write of the acquire that got no answer had taken it after all; releasing it');
+  await new HeldLease({ ...o, releaseTimeoutMs: left }, current, renewedAt).release();
 }
 
 /** `ms`, or less when `stop` aborts first. */
@@ -162,7 +191,7 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
       return { status: 'acquired', lease: new HeldLease(o, created, now, sentAt) };
     } catch (err) {
       const f = apiFailure(err);
-      return f.kind === 'conflict' ? lostRace() : { status: 'unavailable', failure: f };
+      return f.kind === 'conflict' ? lostRace() : { status: 'unavailable', failure: f, unanswered: noAnswer(f) };
     }
   }
 
@@ -186,7 +215,7 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
   } catch (err) {
     const f = apiFailure(err);
     // 409: a contender wrote between our read and our write. 404: it was deleted meanwhile.
-    return f.kind === 'conflict' || f.kind === 'not-found' ? lostRace() : { status: 'unavailable', failure: f };
+    return f.kind === 'conflict' || f.kind === 'not-found' ? lostRace() : { status: 'unavailable', failure: f, unanswered: noAnswer(f) };
   }
 }
 

@@ -7,11 +7,16 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/types.js';
 import { API_TIMEOUT_MS, connectKube, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../client.js';
-import { acquireLease, type HeldLease } from './lock.js';
+import { acquireLease, releaseIfOurs, type HeldLease, type LeaseLockOptions } from './lock.js';
 
 export interface RunLease {
   /** Held for this run: release() it at the end; `lost` aborts if it is taken away. */
   held?: HeldLease;
+  /**
+   * Not held, but a write of the acquire got no answer and may have taken it: called at the
+   * end of the run (instead of held.release()), it releases the Lease if it names this run.
+   */
+  leftover?: () => Promise<void>;
   /** Another run holds it: skip, with this as the reason. */
   skip?: string;
 }
@@ -46,7 +51,7 @@ export async function acquireRunLease(
   const stopped = () => (stoppedMono = performance.now());
   if (stop && !stop.aborted) stop.addEventListener('abort', stopped, { once: true });
   const forget = () => stop?.removeEventListener('abort', stopped);
-  const r = await acquireLease({
+  const lockOptions: LeaseLockOptions = {
     kube: c.kube,
     name: kl.name,
     namespace,
@@ -59,15 +64,17 @@ export async function acquireRunLease(
     },
     log,
     stop,
-  });
-  if (r.status !== 'acquired') forget();
-  else r.lease.lost.addEventListener('abort', forget, { once: true });
+  };
+  const r = await acquireLease(lockOptions);
+  const leftover = (r.status === 'unavailable' || r.status === 'stopped') && r.unanswered ? () => releaseIfOurs(lockOptions).catch(() => undefined) : undefined;
+  if (r.status === 'acquired') r.lease.lost.addEventListener('abort', forget, { once: true });
+  else if (!leftover) forget();
   if (r.status === 'acquired') {
     log.info({ lease: kl.name, namespace, holder: identity, durationSeconds: kl.durationSeconds }, 'Kubernetes Lease acquired');
     return { held: r.lease };
   }
   // The pass that follows sees the stop and claims nothing.
-  if (r.status === 'stopped') return {};
+  if (r.status === 'stopped') return leftover ? { leftover } : {};
   if (r.status === 'held') {
     const until = r.expiresAt ? ` until ${r.expiresAt.toISOString()} unless renewed` : '';
     return { skip: `the Kubernetes Lease ${namespace}/${kl.name} is held by ${r.holder ?? 'another run'}${until}` };
@@ -78,7 +85,7 @@ export async function acquireRunLease(
     ? `; the namespace is "default" only because none was found (no CRONSAFE_POD_NAMESPACE or POD_NAMESPACE, no ${SERVICE_ACCOUNT_DIR}/namespace, no kubeconfig context namespace): set lock.kubernetesLease.namespace or CRONSAFE_POD_NAMESPACE`
     : '';
   const hint = r.failure.kind === 'forbidden' ? ` (grant get, update and create on leases; the chart does with lock.kubernetesLease.enabled${guessed})` : '';
-  return degraded(`${r.failure.message}${hint}`);
+  return { ...degraded(`${r.failure.message}${hint}`), ...(leftover ? { leftover } : {}) };
 }
 
 /**
