@@ -18,6 +18,12 @@ function ownerParts(owner: string): { host: string; pid: number } | null {
   return Number.isSafeInteger(pid) && pid > 0 ? { host: parts.slice(0, -2).join(':'), pid } : null;
 }
 
+/** The host `run` beat from, when it is not this one (a pod on another node); undefined when it is this one or unknown. */
+export function otherHost(run: Pick<RunHeartbeat, 'owner'>, here = hostname()): string | undefined {
+  const who = ownerParts(run.owner);
+  return who && who.host !== here ? who.host : undefined;
+}
+
 function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

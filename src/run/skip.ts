@@ -5,6 +5,7 @@ import { DEFAULT_POSTGRES_SCHEMA, type Store } from '../ledger/open.js';
 import type { RunHeartbeat } from '../ledger/types.js';
 import { pushLedgerMetrics } from '../metrics/index.js';
 import type { EventSink } from '../kube/events.js';
+import { otherHost } from '../lock/heartbeat.js';
 import { identifyFire } from '../schedule/fire.js';
 import type { ExecuteOptions, RunResult } from './outcome.js';
 
@@ -29,11 +30,20 @@ export async function skipLocked({ config, store, log, opts, events, held }: Ski
   // Which lock: the one the store found held (with SQLite, often the ledger file: each pod of
   // the chart has its own lock.path); on PostgreSQL the advisory lock in the job's schema.
   const lock = held ?? (config.state.postgres !== undefined ? `postgres advisory lock (schema ${config.state.schema ?? DEFAULT_POSTGRES_SCHEMA})` : config.lock.path);
+  // A run on another host (a pod on another node, the ledger on a shared volume) has its own
+  // lock file, which no lock here reaches: its heartbeat alone keeps this start out. "Was the
+  // lock file deleted?", and an Event naming this run's own lock as held, sent the operator
+  // after a lock file. It is alive there, or died less than lease.seconds ago.
+  const host = live ? otherHost(live) : undefined;
+  const beating = host
+    ? `another run of this job, on host ${host}, beat in the ledger less than lease.seconds (${config.lease.seconds} s) ago: it is still running there, or it died since (a start after that takes its claims back)`
+    : undefined;
   if (lease) log.info({ reason: lease }, 'skipped: another run holds the Kubernetes Lease');
   // [issue 10, case 3]
+  else if (live && beating) log.warn({ lock, liveRun: live }, `skipped: another run of this job is alive: ${beating}`);
   else if (live) log.warn({ lock, liveRun: live }, 'skipped: another run of this job is alive (it beats in the ledger) although its lock was free; was the lock file deleted?');
   else log.info({ lock }, 'skipped: another run holds the lock');
-  events.skipped(lease ?? `another run holds the run lock (${lock})`);
+  events.skipped(lease ?? beating ?? (live ? `another run of this job is alive (it beats in the ledger) although the run lock (${lock}) was free` : `another run holds the run lock (${lock})`));
   try {
     const ledger = await store.openLedger();
     try {

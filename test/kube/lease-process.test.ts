@@ -47,14 +47,14 @@ async function runOnOtherNode(args: string[], opts: SpawnOptions) {
 }
 
 /** A second config for the same ledger and Lease, with its own lock file: another pod's view. */
-function otherPod(ws: Workspace): string {
+function otherPod(ws: Workspace, node = 'other-node'): string {
   const cfg = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Obj;
-  cfg.lock.path = path.join(ws.dir, 'other-node', 'cronsafe.lock');
+  cfg.lock.path = path.join(ws.dir, node, 'cronsafe.lock');
   // A pod on another node sees the ledger through a network file system (a ReadWriteMany
   // volume): the user allowed it, so cronsafe takes no flock on the ledger file there, and
   // only the Lease keeps the two runs apart.
   cfg.state = { ...cfg.state, allowNetworkFilesystem: true };
-  const file = path.join(ws.dir, 'cronsafe-b.yaml');
+  const file = path.join(ws.dir, `cronsafe-${node}.yaml`);
   writeFileSync(file, YAML.stringify(cfg));
   return file;
 }
@@ -501,6 +501,35 @@ describe('Events for a start kept out by the local lock', () => {
     expect(skipped.length).toBeGreaterThan(0);
     for (const e of skipped) expect(String(e.message)).toContain(path.join(ws.state, 'cronsafe.lock'));
     expect((await first.exited).code, first.stderr()).toBe(0);
+  });
+
+  const canUnshareHost = spawnSync('unshare', ['-m', '-u', 'true']).status === 0;
+  it.skipIf(!canUnshareHost)('a start kept out by a run of another host that beats in the ledger says so, not that a lock is held or its file was deleted', async () => {
+    // Pods on two nodes, each with its own lock file, one ledger on a shared volume: only the
+    // live run's heartbeat keeps the second out. Its log asked "was the lock file deleted?",
+    // and its CronsafeSkipped Event said its own lock, which it held, was held by another run:
+    // `kubectl describe` sent the operator after a lock file. (Also the start that takes over
+    // a Lease a killed pod on another node left to expire: its heartbeat holds starts off
+    // until lease.seconds after its last beat.)
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1, events: { enabled: true } }, { 'a.scc': 'a', 'b.scc': 'b' });
+    const markers = path.join(ws.dir, 'markers');
+    const onHost = (host: string, config: string) => ['-m', '-u', 'sh', '-c', `hostname ${host} && exec "$0" "$@"`, process.execPath, CLI, 'run', '-c', config];
+    const first = spawnCliRaw('unshare', onHost('node-a', otherPod(ws)), { env: podEnv('pod-a', { MARKER_DIR: markers, SLOW_MS: '3000' }) });
+    await until(() => filesIn(markers).length === 1, 'the first run to start its handler');
+    const second = spawnCliRaw('unshare', onHost('node-b', otherPod(ws, 'node-b')), { env: podEnv('pod-b') });
+    expect((await second.exited).code, second.stderr()).toBe(0);
+    expect(finished(second)?.outcome).toBe('skipped-locked');
+    const skip = second.lines.find((l) => String(l.msg).startsWith('skipped: another run of this job is alive'));
+    expect(skip?.msg).toContain('node-a');
+    expect(skip?.msg).not.toContain('lock file deleted');
+    const skipped = fake.list('events').filter((e) => e.reason === 'CronsafeSkipped');
+    expect(skipped.length).toBeGreaterThan(0);
+    for (const e of skipped) {
+      expect(String(e.message)).toContain('node-a');
+      expect(String(e.message)).not.toContain('holds the run lock');
+    }
+    expect((await first.exited).code, first.stderr()).toBe(0);
+    expect(filesIn(markers)).toHaveLength(2); // the first run did both items; the second started none
   });
 });
 
