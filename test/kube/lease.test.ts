@@ -509,6 +509,19 @@ describe('renewal and loss', () => {
     expect(stored().spec.holderIdentity).toBe('pod-b/run-2');
   });
 
+  it('a Lease whose holder someone else cleared (kubectl patch: holderIdentity null) is LOST as released, not "taken over by another run"', async () => {
+    // An operator freeing the Lease: nobody holds it, and another run may take it now, so the
+    // run stops; but the reason sent the operator looking for a run that had taken it.
+    const a = await acquire('pod-a/run-1', { durationSeconds: 5, renewSeconds: 0.1 });
+    if (a.status !== 'acquired') throw new Error(a.status);
+    const l = stored();
+    delete l.spec.holderIdentity;
+    l.metadata.resourceVersion = '999999';
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    expect(String(a.lease.lost.reason)).not.toContain('taken over');
+    expect(String(a.lease.lost.reason)).toContain('holderIdentity cleared');
+  });
+
   it('a deleted Lease is LOST too (its replace fails the uid precondition; it is not re-created)', async () => {
     const a = await acquire('pod-a/run-1', { durationSeconds: 5, renewSeconds: 0.1 });
     if (a.status !== 'acquired') throw new Error(a.status);

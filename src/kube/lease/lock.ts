@@ -414,7 +414,10 @@ export class HeldLease {
       );
       if (this.stopped) return;
       if (fresh === null) return this.lose('the Lease was deleted');
-      if (fresh && fresh.spec?.holderIdentity !== this.o.identity) return this.lose(`taken over by ${fresh.spec?.holderIdentity || 'another run'}`);
+      if (fresh && fresh.spec?.holderIdentity !== this.o.identity) {
+        // Cleared by someone else (`kubectl patch` freeing it): nobody holds it, but any run may take it now.
+        return this.lose(fresh.spec?.holderIdentity ? `taken over by ${fresh.spec.holderIdentity}` : 'released by someone else (holderIdentity cleared): another run may take it now');
+      }
       if (fresh) this.current = fresh;
       // The read failed as well (an API server that lost our write's answer is likely to fail
       // this read too), or the Lease keeps changing under us: a failed renewal, retried below
