@@ -142,13 +142,20 @@ export function excludeMatcher(globs: string[]): (rel: string) => boolean {
  * expression (bracketGlob reads those): `\\` and `\xHH` match that text of the id, `\`
  * before another letter or a digit is that character (as in a shell's glob), and `\`
  * before punctuation (`\*`, `\[`, `\{`) stays picomatch's escape.
+ * Parentheses that are not an extglob's (`?(...)`, `*(...)`, `+(...)`, `@(...)`, `!(...)`)
+ * and hold no `|` of their own are those characters of a name, as in a shell, fnmatch(3) or
+ * .gitignore: picomatch read them as a regular expression's group, so `* (1).*`, meant for
+ * the copies a browser names `photo (1).jpg`, matched `photo 1.jpg` and not them. (With a
+ * `|`, `(a|b)`, they stay picomatch's alternation.)
  */
 export function idGlob(glob: string): string {
-  if (!glob.includes('\\') && !glob.includes('[!')) return glob;
+  if (!glob.includes('\\') && !glob.includes('[!') && !glob.includes('(')) return glob;
+  const literal = literalParentheses(glob);
   let out = '';
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i]!;
-    if (c === '[') {
+    if (literal.has(i)) out += `\\${c}`;
+    else if (c === '[') {
       const end = bracketEnd(glob, i);
       out += bracketGlob(glob.slice(i, end + 1));
       i = end;
@@ -169,6 +176,33 @@ export function idGlob(glob: string): string {
     }
   }
   return out;
+}
+
+/**
+ * The offsets of the `(` and `)` in `glob` that are characters of a name (idGlob): a pair not
+ * opened by an extglob's operator and without a `|` at its own level (escapes and bracket
+ * expressions skipped, as picomatch reads them). An unbalanced one is left as it is.
+ */
+function literalParentheses(glob: string): Set<number> {
+  const literal = new Set<number>();
+  const open: Array<{ at: number; bare: boolean; alternation: boolean }> = [];
+  // The character before was an extglob's operator, written unescaped (not `\*`).
+  let operator = false;
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    const after = operator;
+    operator = false;
+    if (c === '\\') i++;
+    else if (c === '[') i = bracketEnd(glob, i);
+    else if ('?*+@!'.includes(c)) operator = true;
+    else if (c === '(') open.push({ at: i, bare: !after, alternation: false });
+    else if (c === '|' && open.length > 0) open.at(-1)!.alternation = true;
+    else if (c === ')') {
+      const group = open.pop();
+      if (group?.bare && !group.alternation) literal.add(group.at).add(i);
+    }
+  }
+  return literal;
 }
 
 /**

@@ -178,3 +178,19 @@ describe('directoryFilter', () => {
     }
   });
 });
+
+describe('parentheses outside an extglob', () => {
+  it('are characters of the name unless they hold a "|"', () => {
+    const m = (g: string, id: string): boolean => includeMatcher([g])(id);
+    expect(m('* (1).*', 'photo (1).jpg')).toBe(true);
+    expect(m('* (1).*', 'photo 1.jpg')).toBe(false);
+    expect(m('photo (1).jpg', 'photo 1.jpg')).toBe(false);
+    expect(m('* (?).jpg', 'photo (2).jpg')).toBe(true);
+    expect(m('\\*(1)', '*(1)')).toBe(true);
+    expect(m('*(1)', '11')).toBe(true);
+    expect(m('(a|b)/*', 'b/x')).toBe(true);
+    expect(m('@(a|(b))', '(b)')).toBe(true);
+    expect(excludeMatcher(['r (final)/**'])('r (final)/x')).toBe(true);
+    expect(excludeMatcher(['r (final)/**'])('r final/x')).toBe(false);
+  });
+});
