@@ -1,4 +1,4 @@
-import { realpathSync } from 'node:fs';
+import { lstatSync, realpathSync, statSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { defaultSqlite } from '../ledger/default-sqlite.js';
@@ -17,8 +17,11 @@ function baseDir(abs: string): string {
   const dir = path.dirname(abs);
   if (!/^\/(dev|proc)(\/|$)/.test(dir)) return dir;
   try {
+    // A file of its own under /dev is a config like any other (/dev/shm/job.yaml, on a tmpfs
+    // people keep files in: its paths were resolved against the working directory).
+    if (lstatSync(abs).isFile()) return dir;
     const real = realpathSync(abs);
-    if (!/^\/(dev|proc)\//.test(real)) return path.dirname(real);
+    if (statSync(real).isFile()) return path.dirname(real);
   } catch {
     // A pipe's or socket's link (pipe:[1234]) names no file.
   }

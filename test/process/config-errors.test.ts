@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -268,6 +268,25 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     const r = await redirected.exited;
     expect(r.code, redirected.stderr()).toBe(0);
     expect(existsSync(path.join(path.dirname(file), '.cronsafe', `${name}.db`))).toBe(true);
+  });
+
+  // /dev/shm is a tmpfs where people keep files: a config there was taken for a descriptor
+  // (/dev/stdin), and its relative paths and default ledger went to the working directory.
+  it.skipIf(!existsSync('/dev/shm'))('a config file kept under /dev (/dev/shm/job.yaml) resolves its relative paths against its own directory', async () => {
+    const dir = mkdtempSync('/dev/shm/cronsafe-config-');
+    try {
+      mkdirSync(path.join(dir, 'queue'));
+      writeFileSync(path.join(dir, 'queue', 'a.txt'), 'a');
+      writeFileSync(path.join(dir, 'job.yaml'), 'name: shm-job\nsource: {directory: queue}\nhandler: {command: ["true"]}\n');
+      const cwd = path.dirname(configFile(''));
+      const r = spawnCliRaw(process.execPath, [CLI, 'run', '-c', path.join(dir, 'job.yaml')], { cwd });
+      const { code } = await r.exited;
+      expect(code, r.stderr()).toBe(0);
+      expect(existsSync(path.join(dir, '.cronsafe', 'shm-job.db'))).toBe(true);
+      expect(existsSync(path.join(cwd, '.cronsafe', 'shm-job.db'))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('the config path falls back to $CRONSAFE_CONFIG', async () => {
