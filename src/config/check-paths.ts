@@ -3,20 +3,25 @@ import * as path from 'node:path';
 import { literalGlob, scanSkipsDirectory } from '../globs.js';
 import { COMPANION_SUFFIXES, isLockFileText, isSqliteDatabase, storeFiles } from '../ledger/store-files.js';
 import { whereItIs } from '../real-path.js';
-import { fail, type KeyProblem } from './messages.js';
+import type { KeyProblem } from './messages.js';
 import { execSizeProblems } from './exec-size.js';
 import { pseudoFilesystem, pseudoFilesystemMessage } from './filesystems.js';
 import { programProblem, scriptProblem } from './program.js';
 import type { Config } from './types.js';
 
 // Checks of the paths a config names against the file system, at load time: a config that
-// can never work fails at once (exit 78), naming the key.
+// can never work fails at once (exit 78), naming the key of each problem.
 
 /**
- * The SQLite ledger's path: created on first use when missing, but an existing
- * non-file can never be opened (every command uses the ledger, so always checked).
+ * The SQLite ledger's path and the lock's: created on first use when missing, but an
+ * existing non-file can never be opened (every command uses the ledger, so always checked).
+ * Each key's first problem, reported with the other paths' (load.ts), never alone.
  */
-export function checkState(file: string, c: Config): void {
+export function stateProblems(c: Config): KeyProblem[] {
+  return [ledgerProblem(c), lockProblem(c)].filter((p): p is KeyProblem => p !== null);
+}
+
+function ledgerProblem(c: Config): KeyProblem | null {
   const db = c.state.sqlite;
   let s: fs.Stats | undefined;
   try {
@@ -24,9 +29,9 @@ export function checkState(file: string, c: Config): void {
   } catch (err) {
     // A file where a directory of the path must be: no run could ever create the ledger.
     if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') {
-      fail(file, [{ key: 'state.sqlite', message: `a parent of the ledger file is not a directory: ${db}` }]);
+      return { key: 'state.sqlite', message: `a parent of the ledger file is not a directory: ${db}` };
     }
-    if (db !== undefined && (err as NodeJS.ErrnoException).code !== 'ENAMETOOLONG') return; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
+    if (db !== undefined && (err as NodeJS.ErrnoException).code !== 'ENAMETOOLONG') return null; // EACCES: the store's own problem, reported with its path when it is opened (exit 1)
   }
   // SQLite and the run keep files named after the ledger beside it (-wal, -shm, -journal,
   // -starts): a name with no room for those suffixes made a ledger file that no run could
@@ -34,13 +39,13 @@ export function checkState(file: string, c: Config): void {
   const tooLong = storeFiles(c.state).find(nameTooLong);
   if (tooLong !== undefined) {
     const what = tooLong === db ? 'the path' : `the path of ${tooLong}, which is kept beside the ledger,`;
-    fail(file, [{ key: 'state.sqlite', message: `${what} is too long for the file system (a name over ${NAME_MAX} bytes or a path over ${PATH_MAX - 1}: ENAMETOOLONG); choose a shorter one: ${db}` }]);
+    return { key: 'state.sqlite', message: `${what} is too long for the file system (a name over ${NAME_MAX} bytes or a path over ${PATH_MAX - 1}: ENAMETOOLONG); choose a shorter one: ${db}` };
   }
   // Named as a file of another ledger (`<other>-wal`): each run on that one deletes or
   // overwrites it (SQLite removes its write-ahead log when the last connection closes).
   const suffix = db === undefined ? undefined : COMPANION_SUFFIXES.find((x) => db.endsWith(x) && db.length > x.length);
   if (db !== undefined && suffix !== undefined && isSqliteDatabase(db.slice(0, -suffix.length))) {
-    fail(file, [{ key: 'state.sqlite', message: `${db} is the name of a file kept beside the ledger ${db.slice(0, -suffix.length)} (its ${suffix.slice(1)} file): each run on that ledger would delete or overwrite it; choose another name` }]);
+    return { key: 'state.sqlite', message: `${db} is the name of a file kept beside the ledger ${db.slice(0, -suffix.length)} (its ${suffix.slice(1)} file): each run on that ledger would delete or overwrite it; choose another name` };
   }
   if (db !== undefined && s && !s.isFile()) {
     // A file in it is the fix only for a directory: for a FIFO or a device (`/dev/null`) it named
@@ -48,24 +53,29 @@ export function checkState(file: string, c: Config): void {
     const message = s.isDirectory()
       ? `a directory, expected the ledger file (e.g. ${path.join(db, `${c.name}.db`)}): ${db}`
       : `${s.isFIFO() ? 'a FIFO' : s.isCharacterDevice() ? 'a character device' : s.isBlockDevice() ? 'a block device' : 'a socket'}, not the ledger (a regular file): name a file (e.g. ${path.join(path.dirname(db), `${c.name}.db`)}): ${db}`;
-    fail(file, [{ key: 'state.sqlite', message }]);
+    return { key: 'state.sqlite', message };
   }
   // Only its directory: SQLite creates the file itself through a link to a missing file,
   // unless the link's target is in a directory that is not there (a volume not mounted).
   const dangling = db !== undefined && s === undefined ? (linkToNothingOnTheWay(path.dirname(db)) ?? linkIntoNothing(db)) : null;
-  if (dangling !== null) fail(file, [{ key: 'state.sqlite', message: `the ledger file cannot be created: ${dangling}: ${db}` }]);
+  if (dangling !== null) return { key: 'state.sqlite', message: `the ledger file cannot be created: ${dangling}: ${db}` };
+  return null;
+}
+
+function lockProblem(c: Config): KeyProblem | null {
   // The lock truncates its file and writes its holder into it: on the ledger (or a file
   // SQLite keeps beside it) every run would wipe the ledger, then find its own flock in the
   // way and end as a lock skip, exit 0.
   const lock = whereItIs(c.lock.path);
+  const db = c.state.sqlite;
   const clash = storeFiles(c.state).find((f) => whereItIs(f) === lock);
   if (clash !== undefined) {
     const what = clash === db ? 'the ledger file' : `${clash}, a file of the ledger`;
-    fail(file, [{ key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` }]);
+    return { key: 'lock.path', message: `${c.lock.path} is ${what} (state.sqlite): the lock would overwrite it; point lock.path elsewhere` };
   }
   // With PostgreSQL the run lock is an advisory lock: lock.path is never opened, nothing to overwrite.
   const problem = c.state.postgres === undefined ? lockFileProblem(c.lock.path, c.name) : null;
-  if (problem !== null) fail(file, [{ key: 'lock.path', message: `${c.lock.path} ${problem}` }]);
+  return problem === null ? null : { key: 'lock.path', message: `${c.lock.path} ${problem}` };
 }
 
 /** Linux's longest file name (bytes) and path (bytes, with its NUL), as every local file system takes them. */
@@ -161,7 +171,7 @@ function linkIntoNothing(file: string): string | null {
 }
 
 /** The source, the handler's program or module and the output directory: present, of the right kind, apart. */
-export function checkPaths(file: string, c: Config): void {
+export function pathProblems(c: Config): KeyProblem[] {
   const problems: KeyProblem[] = [];
   // undefined: not there (yet); null: cannot be reached at all, and said so under `key`.
   const stat = (key: string, p: string): fs.Stats | undefined | null => {
@@ -222,7 +232,7 @@ export function checkPaths(file: string, c: Config): void {
   if (deep) problems.push(deep);
   const readOnly = defaultLedgerOnReadOnlyFs(c);
   if (readOnly) problems.push(readOnly);
-  if (problems.length > 0) fail(file, problems);
+  return problems;
 }
 
 /**

@@ -8,7 +8,7 @@ import { ConfigError, inConfigFile } from '../errors.js';
 import { envNotUtf8 } from './env-bytes.js';
 import { interpolate } from './interpolate.js';
 import { describeValue, fail, fallbackMessage, formatIssues, type KeyProblem } from './messages.js';
-import { checkPaths, checkState } from './check-paths.js';
+import { pathProblems, stateProblems } from './check-paths.js';
 import { readYaml } from './read-yaml.js';
 import { resolveConfig } from './resolve.js';
 import { configSchema } from './schema.js';
@@ -106,7 +106,9 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     // The default ledger's choice (ledger/default-sqlite.ts) knows its key, not the file.
     throw err instanceof ConfigError ? inConfigFile(file, err) : err;
   }
-  checkState(file, config);
-  if (opts.checkPaths ?? true) checkPaths(file, config);
+  // Every problem at once: one with the ledger's or the lock's path hid the others (a
+  // missing source, a missing program), to be found one run at a time.
+  const problems = [...stateProblems(config), ...(opts.checkPaths ?? true ? pathProblems(config) : [])];
+  if (problems.length > 0) fail(file, problems);
   return config;
 }

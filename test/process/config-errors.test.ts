@@ -241,6 +241,19 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     expect((await runCli(['run', '--no-such-flag'])).code).toBe(2);
   });
 
+  // docs/configuration.md: "all problems are reported at once". A problem with state.sqlite or
+  // lock.path was reported alone, hiding a missing source and a missing program: fixed one,
+  // the next run (or validate) found the next.
+  it('a problem with state.sqlite or lock.path is reported with the other paths\' problems, by validate and run alike', async () => {
+    const file = configFile('name: all-at-once\nsource: {directory: ./nowhere}\nhandler: {command: ["no-such-program-xyz"]}\nstate: {sqlite: ./source}\nlock: {path: ./source}\n');
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', file]);
+      expect(r.code, r.stderr).toBe(78);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines.map((l) => /cronsafe\.yaml: ([\w.]+):/.exec(l)?.[1]), r.stderr).toEqual(['state.sqlite', 'lock.path', 'source.directory', 'handler.command']);
+    }
+  });
+
   it('validate accepts a good config and prints its summary', async () => {
     const ws = workspace({ handler: { command: ['true'] } });
     const r = await runCli(['validate', '-c', ws.configPath]);
