@@ -158,6 +158,12 @@ export const glob = str('a glob relative to source.directory')
   .refine((g) => !g.endsWith('/'), {
     error: got('expected a glob that can match a file: one ending in "/" matches none (ids name files); write "dir" to exclude a directory, "dir/**" for the files under it'),
   })
+  // Ids have no empty and no "." segment, so `a//b.txt` or `a/./b.txt` (a path pasted or
+  // built from variables) matched nothing, silently: an exclude so written left its files in.
+  // A leading "./" is read away by the matcher (`./tmp` is `tmp`); a leading or trailing "/" is refused apart.
+  .refine((g) => g.startsWith('/') || !g.replace(/^(\.\/)+/, '').split('/').some((seg, i, all) => seg === '.' || (seg === '' && i < all.length - 1)), {
+    error: got('expected a glob that can match an item: an empty segment ("//") or a "." segment matches none (ids have neither): write "a/b", not "a//b" or "a/./b"'),
+  })
   // A lone backslash at the end escapes nothing: ids write a backslash of a name as `\\`,
   // so `tmp\` (a Windows-style directory) matched no item, silently: the exclude left tmp/ in.
   .refine((g) => !endsInLoneBackslash(g), {

@@ -59,6 +59,9 @@ describe('bad config: exit 78 with a message naming the problem', () => {
     // and at every start of run.
     ['20,000 aliases', () => configFile(`${valid}x: &a 1\ny: [${Array(20_000).fill('*a').join(', ')}]\n`), /cronsafe\.yaml:5:\d+: invalid YAML: more than 1000 aliases \(\*name\)/],
     ['a NUL byte in a handler.env value', () => configFile(valid.replace('command: ["true"]', 'command: ["true"], env: {A: "a\\0b"}')), /cronsafe\.yaml: handler\.env\.A: .*NUL/],
+    // Ids have no empty and no "." segment: such an exclude excluded nothing, silently (run exit 0, the files processed).
+    ['an exclude with an empty segment (a//b)', () => configFile(valid.replace('{directory: ./source}', '{directory: ./source, exclude: ["logs//old/**"]}')), /cronsafe\.yaml: source\.exclude\[0\]: expected a glob that can match an item: an empty segment/],
+    ['an include with a "." segment (a/./b)', () => configFile(valid.replace('{directory: ./source}', '{directory: ./source, include: ["in/./*.csv"]}')), /cronsafe\.yaml: source\.include\[0\]: expected a glob that can match an item: .* a "\." segment/],
   ])('%s', async (_name, make, pattern) => {
     const file = make();
     for (const cmd of [['run'], ['validate']]) {
