@@ -12,9 +12,9 @@ export const GLOB_OPTIONS = { flags: 's', strictBrackets: true } as const;
 /**
  * `--glob G` (repeatable): a glob over item ids, as `source.include` is. Refused rather
  * than matching nothing: an absolute one or one with a `..` segment (ids are relative and
- * never climb), one ending in `/` or in a lone `\` (ids name files), and (checked by
- * `badGlob` in requeue.ts, so that picomatch loads only for `requeue`) an unbalanced
- * bracket, brace or parenthesis (say `\[` for a literal).
+ * never climb), one ending in `/` or in a lone `\` (ids name files), one with an empty or
+ * `.` segment, and (checked by `badGlob` in requeue.ts, so that picomatch loads only for
+ * `requeue`) an unbalanced bracket, brace or parenthesis (say `\[` for a literal).
  */
 export function parseGlob(value: string, previous: string[] = []): string[] {
   if (value === '') throw new InvalidArgumentError('expected a glob over item ids, got an empty string');
@@ -25,6 +25,10 @@ export function parseGlob(value: string, previous: string[] = []): string[] {
   // requeued 0 items, exit 0, as source.include refuses it (exit 78).
   if (value.endsWith('/')) {
     throw new InvalidArgumentError('expected a glob that can match an item: one ending in "/" matches none (ids name files); write "dir/**" for the items under a directory');
+  }
+  // Ids have no empty and no "." segment (`a//b`, `a/./b`), as source.include refuses them.
+  if (value.replace(/^(\.\/)+/, '').split('/').some((seg) => seg === '' || seg === '.')) {
+    throw new InvalidArgumentError('expected a glob that can match an item: an empty segment ("//") or a "." segment matches none (ids have neither): write "a/b", not "a//b" or "a/./b"');
   }
   if (endsInLoneBackslash(value)) throw new InvalidArgumentError(LONE_BACKSLASH);
   return [...previous, value];

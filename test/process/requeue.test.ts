@@ -132,6 +132,9 @@ describe('cronsafe requeue: selection and bad input', () => {
       [['--glob', '[z-a]*'], /--glob <glob>' argument '\[z-a\]\*' is invalid\. not a valid glob: Range out of order in character class$/m],
       [['--glob', '/abs/*'], /expected a glob relative to source\.directory/],
       [['--glob', '../x'], /no "\.\." segment/],
+      // Ids have no empty or "." segment: before, 0 items, exit 0, as source.include refuses them (78).
+      [['--glob', 'logs//old/**'], /--glob <glob>' argument .* is invalid\. expected a glob that can match an item: an empty segment/],
+      [['--glob', 'in/./*.csv'], /a "\." segment matches none/],
       // A lone backslash at the end escapes nothing (ids write a backslash as \\): before, 0 items, silently.
       [['--glob', 'redo\\'], /--glob <glob>' argument 'redo\\' is invalid\. expected a glob that can match an item: one ending in a lone "\\" escapes nothing/],
       // Ids never end in "/": before, 0 items, exit 0, silently (source.include refuses it too).
