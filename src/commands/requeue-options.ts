@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { endsInLoneBackslash, LONE_BACKSLASH } from '../glob-backslash.js';
+import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 
 /*
  * Parsers of `cronsafe requeue` options, for commander (a bad value: its message, exit 2).
@@ -27,9 +27,7 @@ export function parseGlob(value: string, previous: string[] = []): string[] {
     throw new InvalidArgumentError('expected a glob that can match an item: one ending in "/" matches none (ids name files); write "dir/**" for the items under a directory');
   }
   // Ids have no empty and no "." segment (`a//b`, `a/./b`), as source.include refuses them.
-  if (value.replace(/^(\.\/)+/, '').split('/').some((seg) => seg === '' || seg === '.')) {
-    throw new InvalidArgumentError('expected a glob that can match an item: an empty segment ("//") or a "." segment matches none (ids have neither): write "a/b", not "a//b" or "a/./b"');
-  }
+  if (hasEmptyOrDotSegment(value)) throw new InvalidArgumentError(EMPTY_OR_DOT_SEGMENT);
   if (endsInLoneBackslash(value)) throw new InvalidArgumentError(LONE_BACKSLASH);
   return [...previous, value];
 }

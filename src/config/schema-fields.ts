@@ -3,7 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
-import { endsInLoneBackslash, LONE_BACKSLASH } from '../glob-backslash.js';
+import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
@@ -158,11 +158,10 @@ export const glob = str('a glob relative to source.directory')
   .refine((g) => !g.endsWith('/'), {
     error: got('expected a glob that can match a file: one ending in "/" matches none (ids name files); write "dir" to exclude a directory, "dir/**" for the files under it'),
   })
-  // Ids have no empty and no "." segment, so `a//b.txt` or `a/./b.txt` (a path pasted or
-  // built from variables) matched nothing, silently: an exclude so written left its files in.
-  // A leading "./" is read away by the matcher (`./tmp` is `tmp`); a leading or trailing "/" is refused apart.
-  .refine((g) => g.startsWith('/') || !g.replace(/^(\.\/)+/, '').split('/').some((seg, i, all) => seg === '.' || (seg === '' && i < all.length - 1)), {
-    error: got('expected a glob that can match an item: an empty segment ("//") or a "." segment matches none (ids have neither): write "a/b", not "a//b" or "a/./b"'),
+  // Ids have no empty and no "." segment: `a//b.txt` or `a/./b.txt` matched nothing, silently
+  // (an exclude so written left its files in).
+  .refine((g) => !hasEmptyOrDotSegment(g), {
+    error: got(EMPTY_OR_DOT_SEGMENT),
   })
   // A lone backslash at the end escapes nothing: ids write a backslash of a name as `\\`,
   // so `tmp\` (a Windows-style directory) matched no item, silently: the exclude left tmp/ in.
