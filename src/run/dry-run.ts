@@ -33,6 +33,7 @@ export async function dryRun(config: Config, opts: { now: number; scheduledTime?
       // Its reads, not its scan, name the store when they fail.
       ledger: ledger && { peek: (ids) => reading(store, ledger.peek(ids)), counts: () => reading(store, ledger.counts()) },
       now: opts.now,
+      clock: Date.now,
       refresh: schedule && fire ? refreshFor(schedule, fire.occurrence.getTime()) : undefined,
       limit: opts.limit,
       signal: opts.signal,

@@ -66,6 +66,13 @@ export interface PlanDeps {
   /** Null: no ledger yet (every item is new). */
   ledger: (Pick<Ledger, 'counts'> & Pick<RequeueLedger, 'peek'>) | null;
   now: number;
+  /**
+   * The time of each ledger read, when it may be later than `now` (default `now`): a pending
+   * row is due by the time it was read at. A running pass writes rows while the scan goes on
+   * (a discovery, a hand-back: available_at is the writer's clock), and judged by the plan's
+   * start such a row, due at once, was listed as retry-waiting.
+   */
+  clock?: () => number;
   refresh?: RefreshPolicy;
   /** Ids kept per category. */
   limit: number;
@@ -87,10 +94,12 @@ export async function planPass(deps: PlanDeps): Promise<PassPlan> {
   let nextRetryAt: number | null = null;
   for await (const batch of batches(source, BATCH)) {
     const known = new Map((ledger ? await ledger.peek(batch.map((i) => i.id)) : []).map((p) => [p.id, p]));
+    // After the read: a row it returned was written before it, at the writer's clock.
+    const readAt = Math.max(now, deps.clock?.() ?? now);
     for (const item of batch) {
       scanned++;
       const row = known.get(item.id);
-      const category = classify(item, row, now, refresh);
+      const category = classify(item, row, readAt, refresh);
       const g = groups[category];
       g.count++;
       if (g.first.length < limit) g.first.push(item.id);
