@@ -57,7 +57,7 @@ export interface SharedPassLedger {
   settleOffered(
     s: Settlement,
     now: number,
-    offer: { ids: string[]; opts: ClaimOptions & { limit: number; exclude?: readonly string[] } },
+    offer: { ids: string[]; opts: ClaimOptions & { limit: number; exclude?: readonly string[]; suspects?: boolean } },
     random?: () => number,
   ): Promise<SettleOutcome & { considered: number }>;
   /**

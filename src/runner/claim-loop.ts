@@ -89,7 +89,10 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
 
   /** With the results of the attempts that freed these slots, in one write. */
   async function claimCandidates(ids: string[], free: number): Promise<Claim[]> {
-    const out = await results.flushAndClaim(ids, d.claimOpts, free, shared ? [...held.keys()] : undefined);
+    // A shared pass takes a suspect only once the scan is over: before, the only suspects it
+    // has marked as the pass's are those the start just reclaimed (the one in flight at each
+    // kill, taken first again until dead), not the ones waiting longer (settleOfferedQuery).
+    const out = await results.flushAndClaim(ids, d.claimOpts, free, shared ? [...held.keys()] : undefined, shared ? channel.closed : undefined);
     front = ids.slice(out.considered);
     if (shared && out.claims.length === 0) {
       // Nothing of the pass was claimable, so neither is anything this pod found before:

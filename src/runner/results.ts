@@ -9,6 +9,8 @@ interface ClaimRequest {
   limit: number;
   /** Ids the caller holds (SharedPassLedger.settleOffered). */
   exclude?: readonly string[];
+  /** Whether the claim may take a suspect (SharedPassLedger.settleOffered): once the scan is over. */
+  suspects?: boolean;
 }
 
 /** The claims made, and how many of the ids offered the claim looked at. */
@@ -111,8 +113,8 @@ export class ResultBatcher {
    * pending items, never one of `exclude`: SharedPassLedger.settleOffered). `considered`:
    * how many of `ids` the claim looked at (the rest may be offered again).
    */
-  flushAndClaim(ids: string[], opts: () => ClaimOptions, limit = ids.length, exclude?: readonly string[]): Promise<Claimed> {
-    return this.enqueue({ ids, opts, limit, exclude });
+  flushAndClaim(ids: string[], opts: () => ClaimOptions, limit = ids.length, exclude?: readonly string[], suspects?: boolean): Promise<Claimed> {
+    return this.enqueue({ ids, opts, limit, exclude, suspects });
   }
 
   private enqueue(claim?: ClaimRequest): Promise<Claimed> {
@@ -148,7 +150,7 @@ export class ResultBatcher {
     let out: SettleOutcome & { considered?: number };
     try {
       if (claim && sharesPass(this.ledger)) {
-        out = await this.ledger.settleOffered(batch, now, { ids: claim.ids, opts: { ...claim.opts(), limit: claim.limit, exclude: claim.exclude } });
+        out = await this.ledger.settleOffered(batch, now, { ids: claim.ids, opts: { ...claim.opts(), limit: claim.limit, exclude: claim.exclude, suspects: claim.suspects } });
       } else {
         out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
       }

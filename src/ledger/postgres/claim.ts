@@ -51,12 +51,16 @@ RETURNING i.id, i.attempts, i.released`,
  * on SQLite, so a pod evicted again and again soon after its start charges fresh items,
  * not the same suspects. Not while the owner runs a suspect (its few claimed rows, by
  * items_claimed_owner); `completing`: one the statement completes (CTE `w`) is over.
+ * Only once the caller's scan is over (`at(8)`, a boolean): until its scan has marked them,
+ * the pass's only suspects are the ones the pod's start just reclaimed (recover.ts makes
+ * them the pass's), so the item in flight at each kill was taken first again, and again,
+ * until dead, while the suspects waiting longer were never looked at.
  * By the items_suspect index (migration 005): one seek, none there unless pods died.
  */
 const suspectCte = (schema: string, at: (n: number) => string, completing: boolean, taken: string): string => `s AS (
   SELECT it.id, NULL::bigint AS ord FROM ${ident(schema)}.items AS it
   WHERE it.state = 'pending' AND ${suspect('it')} AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)}
-    AND ${at(6)} > ${taken} AND NOT (it.id = ANY (${at(7)}::text[]))
+    AND ${at(8)}::boolean AND ${at(6)} > ${taken} AND NOT (it.id = ANY (${at(7)}::text[]))
     AND NOT EXISTS (SELECT 1 FROM ${ident(schema)}.items AS h
       WHERE h.state = 'claimed' AND h.owner = ${at(3)} AND ${claimedSuspect('h')}${completing ? ' AND h.id NOT IN (SELECT id FROM w)' : ''})
   ORDER BY it.available_at, it.id LIMIT 1
@@ -90,6 +94,7 @@ export const settleOfferedQuery = (
   pass: string,
   limit: number,
   exclude: readonly string[],
+  suspects = true,
 ): NamedQuery => {
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
   const claim = (at: (n: number) => string, completing: boolean): string => `c AS (
@@ -113,7 +118,7 @@ cl AS (
   if (done.ids.length === 0) {
     return {
       name: 'cronsafe-claim',
-      ...q(`WITH ${claim((n) => `$${n}`, false)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude),
+      ...q(`WITH ${claim((n) => `$${n}`, false)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude, suspects),
     };
   }
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
@@ -137,12 +142,13 @@ SELECT id, attempt, NULL, NULL, owner FROM w`,
       pass,
       limit,
       exclude,
+      suspects,
     ),
   };
 };
 
 /** suspectCte's parameter numbers in claimDueQuery. */
-const SWEEP_AT: Record<number, string> = { 2: '$3', 3: '$2', 5: '$5', 6: '$6', 7: '$1' };
+const SWEEP_AT: Record<number, string> = { 2: '$3', 3: '$2', 5: '$5', 6: '$6', 7: '$1', 8: 'true' };
 
 /**
  * The sweep: pending items of the pass ($5) whose backoff has passed, earliest first,
@@ -222,7 +228,7 @@ export interface ClaimOps {
   settleOffered(
     done: Claim[],
     offered: string[],
-    opts: ClaimOptions & { limit: number; exclude?: readonly string[] },
+    opts: ClaimOptions & { limit: number; exclude?: readonly string[]; suspects?: boolean },
   ): Promise<{ complete: FenceOutcome[]; claims: Claim[]; considered: number }>;
   claimDue(opts: ClaimOptions & { limit: number; exclude?: readonly string[] }): Promise<Claim[]>;
   nextDueAt(runId: string): Promise<number | null>;
@@ -259,7 +265,7 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>(
         'claims',
         'claim',
-        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude),
+        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude, opts.suspects ?? true),
       );
       const applied: Applied[] = [];
       const claimed: (ClaimedRow & { ord: number | null })[] = [];

@@ -93,7 +93,7 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   async settleOffered(
     s: L.Settlement,
     now: number,
-    offer: { ids: string[]; opts: L.ClaimOptions & { limit: number; exclude?: readonly string[] } },
+    offer: { ids: string[]; opts: L.ClaimOptions & { limit: number; exclude?: readonly string[]; suspects?: boolean } },
     random?: () => number,
   ): Promise<L.SettleOutcome & { considered: number }> {
     const rare = s.fail.length + s.release.length + s.gone.length > 0;
