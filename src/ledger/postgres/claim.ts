@@ -84,7 +84,8 @@ const suspectCte = (schema: string, at: (n: number) => string, completing: boole
  *
  * Suspects (suspect.ts) are neither offered nor filled: with a slot left, the claim takes
  * one, only while the caller runs none (an attempt completed by this very statement is
- * over), so the item that kills the pod is charged alone among them.
+ * over), so the item that kills the pod is charged alone among them; and only when
+ * `suspects` says the caller's scan is over (suspectCte).
  */
 export const settleOfferedQuery = (
   schema: string,
