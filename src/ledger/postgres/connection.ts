@@ -219,30 +219,38 @@ export class PostgresExecutor {
    * Run `fn` in one transaction (BEGIN ... COMMIT) on a pooled connection; on a
    * transient failure roll back, drop the connection and run it again, until the budget
    * is spent. `fn` must be safe to re-run: it only sees uncommitted state of its own.
+   * `lockTimeoutMs`: the transaction waits at most this long for a lock (a row another
+   * session holds in an open transaction), and then fails at once, not retried.
    */
-  tx<T>(what: string, fn: (exec: Exec) => Promise<T>, budgetMs = this.opts.retryBudgetMs ?? RETRY_BUDGET_MS): Promise<T> {
-    return this.retrying(what, budgetMs, async () => {
-      const client = await this.pool.connect();
-      // While checked out, a dying socket is reported on the client: the query rejects too.
-      const ignore = (): void => undefined;
-      client.on('error', ignore);
-      let failure: unknown;
-      try {
-        await client.query('BEGIN');
-        const exec = execOn(client);
-        const out = await fn(exec);
-        await client.query('COMMIT');
-        return out;
-      } catch (err) {
-        failure = err;
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        client.off('error', ignore);
-        // A broken connection must not go back to the pool.
-        client.release(failure !== undefined && isTransient(failure) ? coerceError(failure) : undefined);
-      }
-    });
+  tx<T>(what: string, fn: (exec: Exec) => Promise<T>, budgetMs = this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, lockTimeoutMs?: number): Promise<T> {
+    return this.retrying(
+      what,
+      budgetMs,
+      async () => {
+        const client = await this.pool.connect();
+        // While checked out, a dying socket is reported on the client: the query rejects too.
+        const ignore = (): void => undefined;
+        client.on('error', ignore);
+        let failure: unknown;
+        try {
+          await client.query('BEGIN');
+          if (lockTimeoutMs !== undefined) await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+          const exec = execOn(client);
+          const out = await fn(exec);
+          await client.query('COMMIT');
+          return out;
+        } catch (err) {
+          failure = err;
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        } finally {
+          client.off('error', ignore);
+          // A broken connection must not go back to the pool.
+          client.release(failure !== undefined && isTransient(failure) ? coerceError(failure) : undefined);
+        }
+      },
+      lockTimeoutMs !== undefined,
+    );
   }
 
   /** One statement outside a transaction (reads), retried like tx(). */
@@ -266,8 +274,8 @@ export class PostgresExecutor {
     return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await p.query<R>(query)).rows);
   }
 
-  /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. */
-  async retrying<T>(what: string, budgetMs: number, fn: () => Promise<T>): Promise<T> {
+  /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. `ownLockTimeout`: `fn` sets a lock_timeout of its own, which fails it at once (tx). */
+  async retrying<T>(what: string, budgetMs: number, fn: () => Promise<T>, ownLockTimeout = false): Promise<T> {
     const { url, schema } = this.opts;
     const started = Date.now();
     for (let attempt = 1; ; attempt++) {
@@ -286,6 +294,8 @@ export class PostgresExecutor {
         if (state) throw state;
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
         if (!isTransient(err)) throw ledgerError(err, what, url, schema);
+        // Its own lock_timeout ran out: waiting again would only wait again, and no outage to mark (#down).
+        if (ownLockTimeout && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw ledgerError(err, what, url, schema);
         // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.
         if ((this.opts.readOnly || this.opts.operator) && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) {
           const holders = await lockHolders(this.opts);

@@ -19,6 +19,9 @@ import { makeRecoverOps, type RecoverOps } from './recover.js';
 import { makeRequeueOps, type RequeueOps } from './requeue.js';
 import { makeRunOps, type RunOps } from './runs.js';
 
+/** How long addHandlerTimes waits for the histogram's rows when another session holds them. */
+const HANDLER_TIMES_LOCK_MS = 2_000;
+
 /**
  * The Ledger on PostgreSQL, for many pods on one backlog. Every verb is one transaction
  * (retried with backoff on transient errors: connection loss, failover, deadlock,
@@ -210,7 +213,11 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   }
   async addHandlerTimes(bumps: Record<string, number>): Promise<void> {
     const bump = bumpQuery(this.#schema, Object.fromEntries(Object.entries(bumps).map(([name, by]) => [`${HANDLER_TIMES}${name}`, by])));
-    if (bump) await this.#ex.tx('addHandlerTimes', (exec) => exec(bump));
+    // Every pod of the job adds to these rows: one that holds them in an open transaction (a
+    // pod frozen or cut off between its write and its commit) made this wait with no end, and
+    // a completed run that adds its last ones before it exits never exited. Best effort, as
+    // handler-times.ts keeps what it could not add.
+    if (bump) await this.#ex.tx('addHandlerTimes', (exec) => exec(bump), undefined, HANDLER_TIMES_LOCK_MS);
   }
   finishedPages(filter: FinishedFilter, pageSize?: number): AsyncIterable<FinishedItem[]> {
     return finishedPages((after, n) => this.#requeue.finishedPage(filter, after, n), pageSize);
