@@ -50,27 +50,45 @@ export function checkUsage(program: Command, args: readonly string[]): void {
 /** Every command under `cmd` (commander reads an option only after the command it belongs to). */
 const descendants = (cmd: Command): Command[] => cmd.commands.flatMap((c) => [c, ...descendants(c)]);
 
+/** `-h`/`--help` and `-V`/`--version` (commander's defaults): help or the version wherever they are given. */
+const HELP_OR_VERSION = new Set(['-h', '--help', '-V', '--version']);
+
+/** An argument as a shell reads it back: quoted when it holds more than plain characters (`-c 'my job.yaml'`). */
+const shellWord = (arg: string): string => (/^[\w@%+=:,./-]+$/u.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`);
+
 /**
  * `cronsafe -c job.yaml status`: commander says "unknown option '-c'" of an option every
  * command has, as if there were none; it is one of the command's, given before the command.
+ * Only of the command named: `cronsafe --at X status` said to give `cronsafe status --at X`,
+ * which status refuses (commander's unknown option then). A help or version flag among the
+ * arguments is left to commander, which prints it, exit 0 (`cronsafe -c job.yaml --version`).
  */
 function optionBeforeCommand(group: Command, args: readonly string[], at: number, flag: string): void {
-  const owner = descendants(group).find((c) => c.options.some((o) => o.long === flag || o.short === flag));
+  const has = (c: Command): boolean => c.options.some((o) => o.long === flag || o.short === flag);
+  const owner = descendants(group).find(has);
   if (owner === undefined) return;
+  const ending = args.indexOf('--');
+  if (args.slice(0, ending < 0 ? undefined : ending).some((a) => HELP_OR_VERSION.has(a))) return;
   const takesValue = owner.options.find((o) => o.long === flag || o.short === flag)!.required && !args[at]!.includes('=');
   const given = args.slice(at, takesValue ? at + 2 : at + 1);
   const rest = args.slice(at + given.length);
   const named = rest.findIndex((a) => subcommand(group, a) !== undefined);
   // After the command named and its own subcommands (`dead-letter list`).
   let end = named + 1;
-  for (let c = subcommand(group, rest[named] ?? ''); c !== undefined && end < rest.length; end++) {
+  let target = subcommand(group, rest[named] ?? '');
+  for (let c = target; c !== undefined && end < rest.length; end++) {
     c = subcommand(c, rest[end]!);
     if (c === undefined) break;
+    target = c;
   }
+  // A group named without its command (`dead-letter`): the option goes after one of its commands.
+  const within = target !== undefined && !has(target) && descendants(target).some(has) ? target : undefined;
+  if (target !== undefined && within === undefined && !has(target)) return;
   const path = (c: Command | null): string[] => (c === null ? [] : [...path(c.parent), c.name()]);
+  const words = (list: readonly string[]): string[] => list.map(shellWord);
   const message =
-    named < 0
-      ? `error: option '${flag}' goes after a command: ${[...path(group), '<command>', ...given].join(' ')}`
-      : `error: option '${flag}' goes after the command: ${[...path(group), ...rest.slice(0, end), ...given, ...rest.slice(end)].join(' ')}`;
+    named < 0 || within !== undefined
+      ? `error: option '${flag}' goes after a command: ${[...path(within ?? group), '<command>', ...words(given)].join(' ')}`
+      : `error: option '${flag}' goes after the command: ${[...path(group), ...words(rest.slice(0, end)), ...words(given), ...words(rest.slice(end))].join(' ')}`;
   group.error(message, { exitCode: EXIT.USAGE, code: 'commander.unknownOption' });
 }

@@ -28,6 +28,31 @@ describe('usage errors say what is wrong', () => {
     expect(r.stderr).toContain('Usage: cronsafe');
   });
 
+  it.each([
+    // An option of another command: "goes after the command: cronsafe status --at X" named a
+    // line status refuses in its turn.
+    [['--at', '2026-01-01T00:00:00Z', 'status'], "error: unknown option '--at'"],
+    [['--all', 'dead-letter', 'list'], "error: unknown option '--all'"],
+    [['-c', 'job.yaml', 'dead-letter'], "error: option '-c' goes after a command: cronsafe dead-letter <command> -c job.yaml"],
+    // The line shown reads back as typed: `-c my job.yaml` was two arguments.
+    [['-c', 'my job.yaml', 'status'], "error: option '-c' goes after the command: cronsafe status -c 'my job.yaml'"],
+  ])('%j: the line shown is one that works', async (args, said) => {
+    const r = await runCli(args);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.startsWith(`${said}\n`), r.stderr).toBe(true);
+  });
+
+  it.each([
+    [['-c', 'job.yaml', '--version'], /^\d+\.\d+\.\d+/],
+    [['-V', '-c', 'job.yaml'], /^\d+\.\d+\.\d+/],
+    [['-c', 'job.yaml', '--help'], /^Usage: cronsafe \[options\] \[command\]/],
+    [['-c', 'job.yaml', 'status', '-h'], /^Usage: cronsafe \[options\] \[command\]/],
+  ])('%j: help and the version are printed wherever they are given, as before (exit 0)', async (args, printed) => {
+    const r = await runCli(args);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(printed);
+  });
+
   it('help run and a value-taking option given as --option=value work as before', async () => {
     const help = await runCli(['help', 'run']);
     expect(help.code, help.stderr).toBe(0);
