@@ -1,9 +1,10 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
+import { whereItIs } from '../real-path.js';
+import { PATH_MAX } from '../runner/item-id.js';
 import { escapeUnits, INVISIBLE } from '../terminal-safe.js';
 import { Sink } from './sink.js';
 
@@ -167,13 +168,7 @@ export function unknownId(id: string, sourceDirectory: string): string {
 function idOfPath(arg: string, sourceDirectory: string): string | null | undefined {
   if (!arg.startsWith('/') && !arg.startsWith('./') && !arg.startsWith('../')) return undefined;
   // Through links as the scan sees them: a source reached by a link, or given so.
-  const real = (p: string): string => {
-    try {
-      return fs.realpathSync(p);
-    } catch {
-      return path.join(real(path.dirname(p)), path.basename(p));
-    }
-  };
+  const real = whereItIs;
   const within = (dir: string, p: string): string | null => {
     const rel = path.relative(dir, p);
     return rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? null : rel;
@@ -184,6 +179,9 @@ function idOfPath(arg: string, sourceDirectory: string): string | null | undefin
   } catch {
     return undefined; // the working directory is gone
   }
+  // No file has a longer path. Followed through links a directory at a time, a pasted
+  // `./a/a/.../x` of 100 KiB overflowed the stack (a crash, exit 1), or took minutes.
+  if (Buffer.byteLength(given) >= PATH_MAX) return undefined;
   return within(sourceDirectory, given) ?? within(real(sourceDirectory), real(given));
 }
 

@@ -48,4 +48,18 @@ describe('an id given as a path', () => {
     expect(given.stdout).toBe('requeued 2 dead items\n');
     expect(given.code).toBe(0);
   }, 60_000);
+
+  it('a path longer than any file may have is only unknown: no crash, no minutes spent', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { 'corrupt-a.scc': 'x' });
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    // Pasted by mistake (a deep `find` line, a buffer): 60,000 directories that do not exist,
+    // outside the source, followed a directory at a time through links: the stack overflowed.
+    const long = `./${'a/'.repeat(60_000)}x.scc`;
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, long, 'corrupt-a.scc'], { cwd: ws.dir });
+    expect(retry.stderr).not.toContain('fatal');
+    expect(retry.stdout).toContain(`  ${long}: unknown (not in the ledger)\n`);
+    expect(retry.stdout.startsWith('requeued 1 dead item'), retry.stdout).toBe(true);
+    expect(retry.code).toBe(1);
+  }, 60_000);
 });
