@@ -89,4 +89,18 @@ describe('module handler: the context it prints', () => {
       expect(shown).not.toMatch(/owner|claim/);
     }
   });
+
+  it('a context made from ctx (Object.create(ctx) with a field added, a Proxy of it) reads signal, log, attempt and outputPath', async () => {
+    // With the state in #private fields, each getter threw "Cannot read private member" on
+    // them: every attempt failed and was charged.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-derived-ctx.mjs') } }, items(1, {}));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.find((l) => l.msg === 'run finished')?.counts).toMatchObject({ succeeded: 1, failed: 0 });
+    const runId = String(r.lines.find((l) => l.msg === 'run started')?.runId);
+    const [seen, spread] = readFileSync(path.join(ws.out, 'item-000.scc.out'), 'utf8').split('\n', 2);
+    expect(JSON.parse(seen!)).toEqual({ aborted: false, attempt: 1, tag: 'mine', same: true, logs: 'function' });
+    // {...ctx} copies nothing of the claim either.
+    expect(spread).not.toContain(runId);
+  });
 });

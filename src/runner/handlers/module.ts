@@ -254,37 +254,39 @@ function listenAbort(ctx: HandlerContext, fn: (reason: unknown) => void): () => 
 const isThenable = (v: unknown): v is PromiseLike<unknown> =>
   v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function';
 
+/** ModuleContext's state: a non-enumerable own property, so that the getters read it through a Proxy or Object.create(ctx) too. */
+const STATE = Symbol('cronsafe.moduleContext');
+
 /**
  * The context a module handler sees: the runner's, with the attempt's own (lazy) signal. Its
- * state is private (#), so a handler logging or printing ctx (`JSON.stringify(ctx)`,
- * `console.log(ctx)`) shows what it may use, never the runner's claim (its owner token).
+ * state is hidden (a non-enumerable symbol), so a handler logging or printing ctx
+ * (`JSON.stringify(ctx)`, `console.log(ctx)`, `{...ctx}`) shows what it may use, never the
+ * runner's claim (its owner token). Not in #private fields: a getter then failed ("Cannot
+ * read private member") on anything but ctx itself, as a handler's `Object.create(ctx)` with
+ * its own fields added, or a Proxy of it, and the attempt was charged.
  */
 class ModuleContext implements HandlerContext {
-  #log: Logger | undefined;
-  readonly #outer: HandlerContext;
-  readonly #own: AttemptSignal;
-  readonly #redact: Redact;
+  declare private readonly [STATE]: { outer: HandlerContext; own: AttemptSignal; redact: Redact; log?: Logger };
   constructor(outer: HandlerContext, own: AttemptSignal, redact: Redact) {
-    this.#outer = outer;
-    this.#own = own;
-    this.#redact = redact;
+    Object.defineProperty(this, STATE, { value: { outer, own, redact } });
   }
   get signal(): AbortSignal {
-    return this.#own.signal;
+    return this[STATE].own.signal;
   }
   /**
    * The attempt's logger, whose lines (message, fields, errors; its children's too) have the
    * known secrets replaced, as what a command handler prints has: it is the handler's text.
    */
   get log(): Logger {
-    if (this.#redact === noRedact) return this.#outer.log;
-    return (this.#log ??= redactingChild(this.#outer.log, this.#redact));
+    const s = this[STATE];
+    if (s.redact === noRedact) return s.outer.log;
+    return (s.log ??= redactingChild(s.outer.log, s.redact));
   }
   get outputPath(): string | undefined {
-    return this.#outer.outputPath;
+    return this[STATE].outer.outputPath;
   }
   get attempt(): number {
-    return this.#outer.attempt;
+    return this[STATE].outer.attempt;
   }
   toJSON(): { attempt: number; outputPath?: string } {
     return { attempt: this.attempt, ...(this.outputPath !== undefined ? { outputPath: this.outputPath } : {}) };
