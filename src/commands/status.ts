@@ -169,8 +169,6 @@ const LONGEST_PATH = 4096;
 /** The id an argument written as a path (from the working directory, as a shell means it) names; null: a path outside the source; undefined: no path. */
 function idOfPath(arg: string, sourceDirectory: string): string | null | undefined {
   if (!arg.startsWith('/') && !arg.startsWith('./') && !arg.startsWith('../')) return undefined;
-  // Through links as the scan sees them: a source reached by a link, or given so.
-  const real = whereItIs;
   const within = (dir: string, p: string): string | null => {
     const rel = path.relative(dir, p);
     return rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? null : rel;
@@ -184,7 +182,8 @@ function idOfPath(arg: string, sourceDirectory: string): string | null | undefin
   // No file has a longer path. Followed through links a directory at a time, a pasted
   // `./a/a/.../x` of 100 KiB overflowed the stack (a crash, exit 1), or took minutes.
   if (Buffer.byteLength(given) >= LONGEST_PATH) return undefined;
-  return within(sourceDirectory, given) ?? within(real(sourceDirectory), real(given));
+  // Else through links as the scan sees them: a source reached by a link, or given so.
+  return within(sourceDirectory, given) ?? within(whereItIs(sourceDirectory), whereItIs(given));
 }
 
 /**
