@@ -1,6 +1,6 @@
 import type { Config } from '../config/types.js';
 import type { ItemPeek, RequeueLedger } from '../ledger/requeue-types.js';
-import type { DiscoveredItem, Ledger, RefreshPolicy } from '../ledger/types.js';
+import type { DiscoveredItem, ItemCounts, Ledger, RefreshPolicy } from '../ledger/types.js';
 import { batches, scanSource } from './scan.js';
 
 /**
@@ -56,7 +56,8 @@ export interface PassPlan {
   nextRetryAt: number | null;
   /**
    * Pending items in the ledger that the scan did not find (their files are gone): a pass
-   * whose scan is complete forgets them. Counted from the ledger at the end of the scan.
+   * whose scan is complete forgets them. Counted from the ledger at the end of the scan, less
+   * the rows added to it meanwhile (a running pass's discoveries, which the scan read as new).
    */
   gone: number;
 }
@@ -92,6 +93,9 @@ export async function planPass(deps: PlanDeps): Promise<PassPlan> {
   const groups = Object.fromEntries(PLAN_CATEGORIES.map((c) => [c, { count: 0, first: [] as string[] }])) as Record<PlanCategory, PlanGroup>;
   let scanned = 0;
   let nextRetryAt: number | null = null;
+  // Rows a running pass adds while the scan goes on (its discoveries) are pending at the end
+  // though the scan read them as new: they are not gone.
+  const rowsBefore = ledger ? rowCount(await ledger.counts()) : 0;
   for await (const batch of batches(source, BATCH)) {
     const known = new Map((ledger ? await ledger.peek(batch.map((i) => i.id)) : []).map((p) => [p.id, p]));
     // After the read: a row it returned was written before it, at the writer's clock.
@@ -108,7 +112,8 @@ export async function planPass(deps: PlanDeps): Promise<PassPlan> {
   }
   // Pending in the ledger, less those the scan found: their files are gone.
   const pendingSeen = groups.pending.count + groups.retryWaiting.count;
-  const gone = ledger ? Math.max(0, (await ledger.counts()).pending - pendingSeen) : 0;
+  const after = ledger ? await ledger.counts() : undefined;
+  const gone = after ? Math.max(0, after.pending - pendingSeen - Math.max(0, rowCount(after) - rowsBefore)) : 0;
   return {
     scanned,
     scan: skippedDirectories > 0 ? 'partial' : 'complete',
@@ -119,3 +124,5 @@ export async function planPass(deps: PlanDeps): Promise<PassPlan> {
     gone: skippedDirectories > 0 ? 0 : gone,
   };
 }
+
+const rowCount = (c: ItemCounts): number => c.pending + c.claimed + c.done + c.dead;

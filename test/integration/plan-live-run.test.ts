@@ -96,4 +96,28 @@ describe('plan against a ledger a running pass writes meanwhile (real SQLite)', 
       await run.close();
     }
   });
+
+  it('items the run discovers after the plan read them as new are not counted as gone; a vanished pending item still is', async () => {
+    const { config, db } = setup('discovered-meanwhile', []);
+    const run = await openSqliteLedger(db, { job: 'live' });
+    const reader = await openSqliteLedger(db, { job: 'live' });
+    try {
+      // Pending in the ledger, its file deleted since: the pass would forget it.
+      await run.discover([{ id: 'vanished' }], { runId: 'host:1:run-before', now: Date.now() });
+      // The plan reads a first batch (256 items, unknown: new); the run then records them.
+      const first = Array.from({ length: 256 }, (_, i) => ({ id: `n${String(i).padStart(3, '0')}` }));
+      async function* source(): AsyncGenerator<DiscoveredItem> {
+        yield* first;
+        await run.discover(first, { runId: RUN, now: Date.now() });
+        yield { id: 'last' };
+      }
+      const plan = await planPass({ config, ledger: reader, now: Date.now(), clock: Date.now, limit: 10, source: source() });
+      expect(plan.groups.new.count).toBe(257);
+      // Before: 257 (the 256 the run found meanwhile, pending at the end, and `vanished`).
+      expect(plan.gone).toBe(1);
+    } finally {
+      await reader.close();
+      await run.close();
+    }
+  });
 });
