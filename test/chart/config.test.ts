@@ -176,7 +176,7 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
       config: {
         state: { sqlite: './state//.db' },
         lock: { path: 'locks/./..x' },
-        source: { include: ['a\\\\', './**'], exclude: ['!(*.csv)', 'x/.', 'b'.repeat(65_536)] },
+        source: { include: ['a\\\\', './**', '././x'], exclude: ['!(*.csv)', 'x/..y', 'b'.repeat(65_536)] },
       },
     })));
     expect(r.status, r.stderr).toBe(0);
@@ -184,7 +184,7 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
 
   it('source globs: the chart schema refuses what cronsafe refuses (exit 78 in every Job), and takes what it takes', () => {
     // Before, the chart took the first four: installed, every Job then failed with exit 78.
-    const globs = ['tmp/', 'tmp\\', '!bad.txt', '!', '!(*.tmp)', 'a/!b', '[!.]*', 'back\\\\', 'x\\*', 'a//b'];
+    const globs = ['tmp/', 'tmp\\', '!bad.txt', '!', '!(*.tmp)', 'a/!b', '[!.]*', 'back\\\\', 'x\\*', 'a//b', 'x/.', 'a/./b', '.', './.', './x', 'photo (1).jpg'];
     const base = configOf(render({}));
     for (const g of globs) {
       const values = { config: { source: { exclude: [g] } } };

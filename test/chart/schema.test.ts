@@ -210,7 +210,7 @@ describe('good edge values are accepted', () => {
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['ledger and lock files under "." and "//" segments, named ".db" and "..x"', { config: { state: { sqlite: './state//.db' }, lock: { path: 'locks/./..x' } } }],
-    ['globs ending in an escaped backslash, an extglob "!(...)", "." segments', { config: { source: { include: ['a\\\\', './**'], exclude: ['!(*.csv)', 'x/.'] } } }],
+    ['globs ending in an escaped backslash, an extglob "!(...)", a leading "./"', { config: { source: { include: ['a\\\\', './**', '././x'], exclude: ['!(*.csv)', 'x/..y'] } } }],
     // PostgreSQL ignores both (CRONSAFE_STATE_POSTGRES, from the Secret or extraEnv).
     ['a ledger and lock naming the source directory, with PostgreSQL', { config: { state: { sqlite: 'queue', postgres: { existingSecret: 'pg-url' } }, lock: { path: 'queue' } } }],
     ['a ledger naming the output directory, with PostgreSQL from extraEnv', { config: { state: { sqlite: 'out' } }, extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', value: 'postgres://db/jobs' }] }],
