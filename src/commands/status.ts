@@ -1,9 +1,10 @@
 import path from 'node:path';
+import { PATH_MAX } from '../config/check-paths.js';
 import { loadConfig } from '../config/load.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
-import { whereItIs } from '../real-path.js';
+import { climbsOut, whereItIs } from '../real-path.js';
 import { escapeUnits, INVISIBLE } from '../terminal-safe.js';
 import { Sink } from './sink.js';
 
@@ -163,15 +164,12 @@ export function unknownId(id: string, sourceDirectory: string): string {
   return asPath === null ? `${unknown}: ${where}, and this path (from the working directory) is outside it` : `${unknown}: ${where}: give ${printableId(asPath)}`;
 }
 
-/** PATH_MAX: the kernel takes no longer path (bytes, with its NUL). */
-const LONGEST_PATH = 4096;
-
 /** The id an argument written as a path (from the working directory, as a shell means it) names; null: a path outside the source; undefined: no path. */
 function idOfPath(arg: string, sourceDirectory: string): string | null | undefined {
   if (!arg.startsWith('/') && !arg.startsWith('./') && !arg.startsWith('../')) return undefined;
   const within = (dir: string, p: string): string | null => {
     const rel = path.relative(dir, p);
-    return rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? null : rel;
+    return rel === '' || climbsOut(rel) ? null : rel;
   };
   let given: string;
   try {
@@ -181,7 +179,7 @@ function idOfPath(arg: string, sourceDirectory: string): string | null | undefin
   }
   // No file has a longer path. Followed through links a directory at a time, a pasted
   // `./a/a/.../x` of 100 KiB overflowed the stack (a crash, exit 1), or took minutes.
-  if (Buffer.byteLength(given) >= LONGEST_PATH) return undefined;
+  if (Buffer.byteLength(given) >= PATH_MAX) return undefined;
   // Else through links as the scan sees them: a source reached by a link, or given so.
   return within(sourceDirectory, given) ?? within(whereItIs(sourceDirectory), whereItIs(given));
 }

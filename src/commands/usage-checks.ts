@@ -1,8 +1,11 @@
-import type { Command } from 'commander';
+import type { Command, Option } from 'commander';
 import { EXIT } from '../errors.js';
 
 /** Whether `name` names one of `cmd`'s subcommands. */
 const subcommand = (cmd: Command, name: string): Command | undefined => cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
+
+/** `cmd`'s option written `flag` (its long or short form). */
+const optionOf = (cmd: Command, flag: string): Option | undefined => cmd.options.find((o) => o.long === flag || o.short === flag);
 
 /**
  * Usage errors commander reports without saying why, checked on the arguments before it
@@ -34,7 +37,7 @@ export function checkUsage(program: Command, args: readonly string[]): void {
     }
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    const option = cmd.options.find((o) => o.long === flag || o.short === flag);
+    const option = optionOf(cmd, flag);
     if (option === undefined) {
       if (cmd.commands.length > 0) optionBeforeCommand(cmd, args, i, flag);
       continue;
@@ -64,12 +67,12 @@ const shellWord = (arg: string): string => (/^[\w@%+=:,./-]+$/u.test(arg) ? arg 
  * arguments is left to commander, which prints it, exit 0 (`cronsafe -c job.yaml --version`).
  */
 function optionBeforeCommand(group: Command, args: readonly string[], at: number, flag: string): void {
-  const has = (c: Command): boolean => c.options.some((o) => o.long === flag || o.short === flag);
+  const has = (c: Command): boolean => optionOf(c, flag) !== undefined;
   const owner = descendants(group).find(has);
   if (owner === undefined) return;
   const ending = args.indexOf('--');
   if (args.slice(0, ending < 0 ? undefined : ending).some((a) => HELP_OR_VERSION.has(a))) return;
-  const takesValue = owner.options.find((o) => o.long === flag || o.short === flag)!.required && !args[at]!.includes('=');
+  const takesValue = optionOf(owner, flag)!.required && !args[at]!.includes('=');
   const given = args.slice(at, takesValue ? at + 2 : at + 1);
   const rest = args.slice(at + given.length);
   const named = rest.findIndex((a) => subcommand(group, a) !== undefined);

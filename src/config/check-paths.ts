@@ -80,7 +80,7 @@ function lockProblem(c: Config): KeyProblem | null {
 
 /** Linux's longest file name (bytes) and path (bytes, with its NUL), as every local file system takes them. */
 const NAME_MAX = 255;
-const PATH_MAX = 4096;
+export const PATH_MAX = 4096;
 
 /** A path the kernel refuses with ENAMETOOLONG wherever it points: a name over NAME_MAX bytes, or the whole over PATH_MAX. */
 function nameTooLong(p: string): boolean {
