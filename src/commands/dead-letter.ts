@@ -71,7 +71,7 @@ export async function deadLetterRetry(
     // Each given id's state before the retry, so that the ones it leaves can be named with why.
     const before = opts.all ? new Map<string, string>() : new Map((await reading(store, ledger.peek(unique))).map((p) => [p.id, p.state]));
     const failed = (err: unknown): never => {
-      throw store.unavailable('cannot requeue', err);
+      throw progress.failed(store.unavailable('cannot requeue', err));
     };
     // `--all`: the ledger moves a page per transaction and says so after each, so that a
     // signal between pages leaves those before it moved and can say how many. On SQLite a

@@ -50,10 +50,23 @@ export class MovedSoFar {
     this.#over = true;
   }
 
+  /**
+   * The store's error that ended the command after some pages were written, saying so: the
+   * error alone read as if nothing had moved, and the pages before it stay moved.
+   */
+  failed<E extends Error>(err: E): E {
+    if (this.#moved > 0) err.message += `; ${this.#count()} requeued before the error stay requeued (pending again, attempts reset): run the same command again to requeue the rest`;
+    return err;
+  }
+
+  #count(): string {
+    return `${this.#moved} ${this.what}${this.#moved === 1 ? '' : 's'}`;
+  }
+
   /** The line cli.ts writes to stderr when a signal ends the command (none once every page is written). */
   note(signal: string): string | undefined {
     if (this.#over) return undefined;
-    const n = `${this.#moved} ${this.what}${this.#moved === 1 ? '' : 's'}`;
+    const n = this.#count();
     // On PostgreSQL a page's transaction may be committing when the process exits: the server
     // commits it whole or not at all, and which one cannot be known from here.
     const page = this.#writing === undefined ? 'the last few' : `the page of ${this.#writing}`;

@@ -180,7 +180,8 @@ async function wouldMove(ledger: Ledger, batch: string[], filter: FinishedFilter
 async function write(size: number, fn: () => Promise<string[]>, store: Store, progress: MovedSoFar | undefined): Promise<string[]> {
   const moving = () =>
     fn().catch((err: unknown) => {
-      throw store.unavailable('cannot requeue', err);
+      const failed = store.unavailable('cannot requeue', err);
+      throw progress ? progress.failed(failed) : failed;
     });
   return progress ? progress.page(size, moving, (moved) => moved.length) : moving();
 }

@@ -99,3 +99,35 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('Ctrl-C during a big requeue on Po
     expect(said).toBeLessThan(N);
   }, 60_000);
 });
+
+describe('a store error partway through a big requeue (real SQLite ledger, a trigger refusing one row)', () => {
+  for (const [name, args, state, page] of [
+    ['requeue --all', ['requeue', '--all'], 'done', 500],
+    ['dead-letter retry --all', ['dead-letter', 'retry', '--all'], 'dead', 2000],
+  ] as const) {
+    it(`${name}: the error says how many were requeued before it, and that they stay requeued`, async () => {
+      const ws = workspace({ handler: { command: ['true'] } });
+      expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+      const db = new Database(ws.db);
+      const t = Date.now() - 3600_000;
+      const n = page * 4;
+      db.prepare(
+        `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ${n})
+        INSERT INTO items (id, state, attempts, available_at, first_seen_at, updated_at, done_at, dead_at, last_error)
+        SELECT printf('f-%06d', x), ?, 3, ?, ?, ?, ?, ?, ? FROM n`,
+      ).run(state, t, t, t, state === 'done' ? t : null, state === 'dead' ? t : null, state === 'dead' ? 'boom' : null);
+      // An id of the third page (pages go in id order) cannot be written: the command fails there.
+      const refused = `f-${String(page * 2 + 7).padStart(6, '0')}`;
+      db.exec(`CREATE TRIGGER refuse BEFORE UPDATE ON items WHEN OLD.id = '${refused}' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
+      db.close();
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain('refused by a trigger');
+      const m = /; (\d+) (dead )?items requeued before the error stay requeued \(pending again, attempts reset\): run the same command again to requeue the rest/.exec(r.stderr);
+      expect(m, r.stderr).not.toBeNull();
+      // What it says is what the ledger holds: the two pages before the refused one.
+      expect(Number(m![1])).toBe(pendingNow(ws));
+      expect(Number(m![1])).toBe(page * 2);
+    }, 60_000);
+  }
+});
