@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
 import { access, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { ensureOwnDir, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { ensureOwnDir, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
@@ -193,6 +193,9 @@ export class OutputStore {
       this.#outId = { dev: out.dev, ino: out.ino };
       root = this.#own(this.#root);
       this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+      // Ours: a mode a handler left there (its {output}'s directory made read-only) is undone.
+      ownerRightsBack(this.#root);
+      if (this.tempDir !== this.#root) ownerRightsBack(this.tempDir);
       // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
       // another user than this run's (a changed runAsUser): every handler would fail to
       // write its {output} there, and be charged for it.
@@ -457,6 +460,12 @@ export class OutputStore {
     try {
       await this.#renameIntoPlace(tempPath, final);
     } catch (err) {
+      // Our temp directory made unwritable for this user during the attempt (a handler's
+      // `chmod 555 "$(dirname "$2")"`, or an operator's chmod): judged as an attempt that failed
+      // there (runItem asks unwritable()), which stops the pass uncharged, or charges an item
+      // that did it retry.maxAttempts times. As an environment fault here, a handler that did it
+      // and exited 0 stopped every run at its item, never charged.
+      if ((await this.unwritable()) !== null) throw err;
       // Our own write refused, or a file system mounted inside output.directory (or over
       // our temp directory) that a rename cannot cross: the environment's fault (the pass
       // stops), not the item's, which would otherwise be run and charged until dead.

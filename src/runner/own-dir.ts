@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
 import { EdgeError, EXIT } from '../errors.js';
 import { DIR_MODE } from '../make-dirs.js';
 
@@ -73,6 +73,24 @@ export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
   const problem = problemOf(dir, st, trustedUid);
   if (problem) throw new UnsafeOwnDirectory(dir, problem);
   return { dev: st.dev, ino: st.ino };
+}
+
+/**
+ * Give this user back its own rights (u+rwx) on `dir`, one of our own directories, when it is
+ * this user's and lacks them: a handler that took them from the directory its {output} is in
+ * (`chmod 555 "$(dirname "$2")"`, a `tar -x` or `cp -a` there of a tree whose top is
+ * read-only) made every later start fail (EACCES: cannot create or write in it), the job
+ * stuck until someone gave them back by hand, and the item never charged. Another user's
+ * directory (output.directory's owner) is left as it is: the start names it.
+ */
+export function ownerRightsBack(dir: string): void {
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  if (!st?.isDirectory() || st.uid !== process.geteuid?.() || (st.mode & 0o700) === 0o700) return;
+  try {
+    chmodSync(dir, (st.mode & 0o7777) | 0o700);
+  } catch {
+    /* refused (a read-only file system): the start's access check says why */
+  }
 }
 
 /** True while `dir` is still the directory `id` was taken from (not removed, not replaced). */
