@@ -191,10 +191,11 @@ export class OutputStore {
       const out = statSync(this.dir);
       this.#dirUid = out.uid;
       this.#outId = { dev: out.dev, ino: out.ino };
+      // Ours: a mode a handler left there (its {output}'s directory made read-only) is undone,
+      // the root's first (without search right in it, its job's directory cannot be looked at).
       root = this.#own(this.#root);
-      this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
-      // Ours: a mode a handler left there (its {output}'s directory made read-only) is undone.
       ownerRightsBack(this.#root);
+      this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
       if (this.tempDir !== this.#root) ownerRightsBack(this.tempDir);
       // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
       // another user than this run's (a changed runAsUser): every handler would fail to

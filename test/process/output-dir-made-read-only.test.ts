@@ -18,12 +18,13 @@ const HANDLER = ['/bin/sh', path.join(FIXTURES, 'process/read-only-output-dir.sh
 
 describe.skipIf(!isRoot)('a handler that makes the directory of its {output} read-only', () => {
   it.each([
-    ['and fails', '3'],
-    ['and exits 0', '0'],
-  ])('%s: the next runs start, the item is charged after retry.maxAttempts hand-backs and dead-lettered; the others are done', async (_name, exit) => {
+    ['and fails', { EXIT: '3' }],
+    ['and exits 0', { EXIT: '0' }],
+    ['(.cronsafe-tmp itself, mode 000) and fails', { EXIT: '3', RO_UP: '1', RO_MODE: '000' }],
+  ])('%s: the next runs start, the item is charged after retry.maxAttempts hand-backs and dead-lettered; the others are done', async (_name, env: Record<string, string>) => {
     // Backoff shortened to iterate; retry.maxAttempts is the default (5).
     const ws = workspace(
-      { handler: { command: HANDLER, env: { BAD_ID: 'bad.txt', EXIT: exit } }, retry: { backoffSeconds: 0, backoffMaxSeconds: 0 } },
+      { handler: { command: HANDLER, env: { BAD_ID: 'bad.txt', ...env } }, retry: { backoffSeconds: 0, backoffMaxSeconds: 0 } },
       { 'bad.txt': 'bad\n', 'good.txt': 'good\n' },
     );
     chownTree(ws.dir, NOBODY);
