@@ -53,6 +53,32 @@ describe('module handler: process.exit and unhandled rejections', () => {
   });
 });
 
+describe('module handler: a value thrown from a timer that cannot be described', () => {
+  // Described in the uncaughtException listener, the getter's throw (or instanceof's, on a
+  // revoked Proxy) ended the process there: Node's exit 7 and raw stack, the claims of every
+  // attempt in flight left behind (charged by the next run as after a crash).
+  for (const [kind, said] of [
+    ['getter', /uncaught exception: threw a value that cannot be described \(reading it threw: message getter failed\)/],
+    ['revoked', /uncaught exception: threw a value that cannot be described \(reading it threw: Cannot perform 'getPrototypeOf' on a proxy that has been revoked\)/],
+  ] as const) {
+    it(`(${kind}) stops the run with its claims handed back, exit 1, saying what was thrown`, async () => {
+      const ws = workspace(
+        { handler: { module: path.join(FIXTURES, 'handlers/module-undescribable.mjs') }, concurrency: 2 },
+        items(5, { [`item-000-${kind}.scc`]: 'x' }),
+      );
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      const broke = r.lines.find((l) => l.msg === 'handler code broke the process; stopping the run');
+      expect(JSON.stringify(broke?.err)).toMatch(said);
+      expect(finished(r)).toMatchObject({ outcome: 'failed' });
+      expect(r.stderr).not.toMatch(/Node\.js v/);
+      const s = await statusJson(ws.configPath);
+      expect(s.items).toMatchObject({ claimed: 0, dead: 0 });
+      expect(s.items.pending).toBeGreaterThan(0);
+    });
+  }
+});
+
 describe('module handler: a CommonJS module compiled from an ES module', () => {
   it('tsc / Babel output (exports.__esModule, exports.default = fn): validate says OK and the run calls the function', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-tsc-cjs.cjs') } }, items(3, {}));

@@ -117,9 +117,23 @@ function onRejection(reason: unknown): void {
 }
 
 function onException(err: unknown): void {
+  const exit = isModuleExit(err);
   for (const g of hearing()) {
-    const why = err instanceof ModuleExit ? `${err.message} outside an attempt (from a timer or callback)` : exceptionWhy(err, g.redact);
-    g.stop(new Error(why), err instanceof ModuleExit ? err.itemId : attemptOf.getStore());
+    const why = exit ? `${err.message} outside an attempt (from a timer or callback)` : exceptionWhy(err, g.redact);
+    g.stop(new Error(why), exit ? err.itemId : attemptOf.getStore());
+  }
+}
+
+/**
+ * `value instanceof ModuleExit`, false for what instanceof cannot look at (a revoked Proxy,
+ * one whose getPrototypeOf throws): asked in the uncaughtException listener, where a throw
+ * ends the process at once (exit 7), every claim of the run left behind.
+ */
+export function isModuleExit(value: unknown): value is ModuleExit {
+  try {
+    return value instanceof ModuleExit;
+  } catch {
+    return false;
   }
 }
 
@@ -262,13 +276,34 @@ const MAX_MESSAGE_BYTES = TAIL_BYTES;
  * `redact` knows hidden before the cut: hidden after it, a password the cut fell in kept its first part.
  */
 export function describeThrown(value: unknown, redact: Redact = noRedact): string {
-  const text = redact(describeValue(value, redact));
+  const text = redact(describeSafely(value, redact));
   if (text.length <= MAX_MESSAGE_BYTES / 4) return text; // 4 bytes per character at most
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= MAX_MESSAGE_BYTES) return text;
   let end = MAX_MESSAGE_BYTES - 32; // room for the note
   while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // never inside a character
   return `${bytes.subarray(0, end).toString('utf8')}… (${bytes.length - end} more bytes)`;
+}
+
+/**
+ * describeValue, or what reading the value threw when that throws (a getter on its `message`,
+ * `name` or `cause` that throws, a revoked Proxy). Never throws: told in the
+ * uncaughtException listener, such a value thrown from a timer ended the process there with
+ * Node's exit 7 and its raw stack, every claim of the run left behind; in an attempt, what the
+ * getter threw became the item's error whole, neither cut nor redacted.
+ */
+function describeSafely(value: unknown, redact: Redact): string {
+  try {
+    return describeValue(value, redact);
+  } catch (err) {
+    let why: string;
+    try {
+      why = describeValue(err, redact);
+    } catch {
+      why = 'that threw too';
+    }
+    return `threw a value that cannot be described (reading it threw: ${why})`;
+  }
 }
 
 function describeValue(value: unknown, redact: Redact): string {
