@@ -79,6 +79,20 @@ describe('module handler: a value thrown from a timer that cannot be described',
   }
 });
 
+describe('module handler: a returned value whose then getter throws', () => {
+  it('fails that item only, with what was thrown: the run completes and leaves no claim', async () => {
+    // Read outside the attempt's catch, what the getter threw (String() cannot convert it)
+    // rejected the runner's attempt unheard: exit 1, the item's claim never handed back.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-hostile-return.mjs') }, concurrency: 2 }, items(5, { 'item-000-then-getter.scc': 'x' }));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)).toMatchObject({ outcome: 'completed', counts: { succeeded: 5, failed: 1 } });
+    const failed = r.lines.find((l) => l.msg === 'item failed; will retry');
+    expect(failed).toMatchObject({ itemId: 'item-000-then-getter.scc', error: 'threw {"reason":"then getter failed"}' });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 5, dead: 0 });
+  });
+});
+
 describe('module handler: a CommonJS module compiled from an ES module', () => {
   it('tsc / Babel output (exports.__esModule, exports.default = fn): validate says OK and the run calls the function', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-tsc-cjs.cjs') } }, items(3, {}));

@@ -162,11 +162,15 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     if (early) throw interrupted((early as { reason: unknown }).reason);
     try {
       result = fn(item, fnCtx);
+      // Asked here: a returned value whose `then` getter throws fails the attempt as a throw
+      // does. Asked outside, what the getter threw left runAttempt raw, and one whose
+      // toString throws too ended the runner's attempt in a rejection nobody heard: the run
+      // failed and the item's claim was never handed back.
+      if (!isThenable(result)) return; // synchronous success
     } catch (err) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a handler may throw anything: describeThrown names it
       result = Promise.reject(err);
     }
-    if (!isThenable(result)) return; // synchronous success
     const work = Promise.resolve(result);
     // Most attempts over small items have settled already (no I/O left to wait for): one
     // microtask tells, and they cost no timeout timer and no race.
