@@ -22,6 +22,18 @@ describe('module handler: process.exit and unhandled rejections', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 20, dead: 0 });
   });
 
+  it('process.exit inside an attempt, caught and thrown again as the cause of its own error, fails that item only; the run completes', async () => {
+    // Taken for a swallowed call (the rejection was not the call's own throw), it also
+    // stopped the run with exit 1, on every run until the item was dead-lettered.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 }, items(20, { 'item-005-wrapped.scc': 'w' }));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.find((l) => l.msg === 'handler code broke the process; stopping the run')).toBeUndefined();
+    expect(finished(r)).toMatchObject({ outcome: 'completed', counts: { succeeded: 20, failed: 1 } });
+    expect(r.lines.find((l) => l.msg === 'item failed; will retry')).toMatchObject({ itemId: 'item-005-wrapped.scc', error: 'conversion failed for item-005-wrapped.scc' });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 20, dead: 0 });
+  });
+
   it('process.exit(0) from a timer stops the run: claims handed back, outcome failed, exit 1', async () => {
     const ws = workspace(
       { handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 },

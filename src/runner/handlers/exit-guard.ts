@@ -106,6 +106,24 @@ function interceptedExit(code?: unknown): never {
   throw err;
 }
 
+/**
+ * Whether an attempt's `rejection` is the `exit` call's throw, or carries it as its cause
+ * (`throw new Error('convert failed', { cause: err })`, a few levels deep) or among an
+ * AggregateError's errors. A handler that wraps what it catches (around a library written as
+ * a CLI, which calls process.exit on bad input) failed with the call all the same: taken for
+ * a swallowed call, it also stopped the run, exit 1, on every run until the item was dead.
+ */
+function carries(rejection: unknown, exit: ModuleExit, depth = 0): boolean {
+  if (rejection === exit) return true;
+  if (depth >= 8 || typeof rejection !== 'object' || rejection === null) return false;
+  try {
+    const { cause, errors } = rejection as { cause?: unknown; errors?: unknown };
+    return carries(cause, exit, depth + 1) || (Array.isArray(errors) && errors.slice(0, 16).some((e) => carries(e, exit, depth + 1)));
+  } catch {
+    return false; // a getter that throws, a revoked Proxy: not looked into
+  }
+}
+
 /** What is said of an unhandled rejection and an uncaught exception, with `redact`'s secrets hidden. */
 const rejectionWhy = (reason: unknown, redact: Redact): string => `handler code left a promise rejection unhandled: ${describeThrown(reason, redact)}`;
 const exceptionWhy = (err: unknown, redact: Redact): string => `uncaught exception: ${describeThrown(err, redact)}`;
@@ -159,7 +177,7 @@ class Guard implements ExitGuard {
     const left: ExitCall[] = [];
     let stray: ExitCall | undefined;
     for (const c of this.#calls) {
-      if (c.err === rejection) continue; // received by the attempt that made it
+      if (carries(rejection, c.err)) continue; // received by the attempt that made it
       c.waiting.delete(token);
       if (c.waiting.size > 0) left.push(c);
       else stray ??= c;
