@@ -137,7 +137,10 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
     const filledOutput = full && outputs !== undefined && tempPath !== undefined && (await outputs.filledBy(ownBytes, tempPath, freeAtStart));
     const message = err instanceof Error ? err.message : String(err);
-    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: fsPath(item), stopping: drain.stopping.aborted };
+    // The path taken before the attempt (`file`), not read again from `item`: a module handler
+    // may have changed it (`item.path = item.path.replace('.txt', '.json')`), and its failure
+    // was judged by that file, missing: forgotten as "item gone", never charged, every run.
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: file, stopping: drain.stopping.aborted };
     const verdict = await judgeFailure(attempt, scene);
     settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
   } finally {

@@ -105,6 +105,20 @@ describe('module handler: a returned value whose then getter throws', () => {
   });
 });
 
+describe('module handler: an item object changed by handler code', () => {
+  it('a failure after it set item.path to another file is charged, not forgotten as gone', async () => {
+    // Its failure was judged by the path it set (a file that does not exist): "item gone",
+    // dropped from the ledger uncharged, found again by the next scan: never dead-lettered.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-mutates-item.mjs') } }, items(3, { 'item-fail.scc': 'f' }));
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.find((l) => l.msg.startsWith('item gone'))).toBeUndefined();
+    expect(finished(r)).toMatchObject({ outcome: 'completed', counts: { succeeded: 3, failed: 1, gone: 0 } });
+    expect(r.lines.find((l) => l.msg === 'item failed; will retry')).toMatchObject({ itemId: 'item-fail.scc', error: 'cannot convert item-fail.scc' });
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 3, dead: 0 });
+  });
+});
+
 describe('module handler: a CommonJS module compiled from an ES module', () => {
   it('tsc / Babel output (exports.__esModule, exports.default = fn): validate says OK and the run calls the function', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-tsc-cjs.cjs') } }, items(3, {}));
