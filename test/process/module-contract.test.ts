@@ -105,6 +105,16 @@ describe('module handler: a returned value whose then getter throws', () => {
   });
 });
 
+describe('module handler: an Error whose message is not a string', () => {
+  it('fails its item with that message, not with a TypeError of cronsafe\'s own', async () => {
+    // Read as a string, `message: 404` failed the item with "err.message.includes is not a function".
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-throws-value.mjs') } }, { 'error-number-message': 'x' });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.lines.find((l) => l.msg === 'item failed; will retry')).toMatchObject({ itemId: 'error-number-message', error: '404 (E_HTTP)' });
+  });
+});
+
 describe('module handler: an item object changed by handler code', () => {
   it('a failure after it set item.path to another file is charged, not forgotten as gone', async () => {
     // Its failure was judged by the path it set (a file that does not exist): "item gone",

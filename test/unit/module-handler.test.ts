@@ -163,6 +163,9 @@ describe('module handler', () => {
     ['aggregate', 'AggregateError: connect ECONNREFUSED ::1:5432; connect ECONNREFUSED 127.0.0.1:5432'],
     ['cause', 'Error: caused by upstream timed out'],
     ['bare', 'Error'],
+    ['error-number-message', '404 (E_HTTP)'],
+    ['error-symbol-message', 'Symbol(no-frame)'],
+    ['error-number-name', '7: E_SEVEN'],
   ])('keeps a useful message when the function throws %s', async (id, message) => {
     const handler = await createModuleHandler(moduleConfig('module-throws-value.mjs'), { sourceDir: '/src' });
     try {

@@ -267,17 +267,35 @@ export function acquireExitGuard(redact: Redact = noRedact, between = false): Ex
  * failures look like this), its `cause`. Else its name.
  */
 function describeError(err: Error, depth = 0): string {
+  const message = textOf(err.message);
+  const name = textOf(err.name);
   const code = (err as { code?: unknown }).code;
-  const codeText = (typeof code === 'string' || typeof code === 'number') && !err.message.includes(String(code)) ? String(code) : undefined;
+  const codeText = (typeof code === 'string' || typeof code === 'number') && !message.includes(String(code)) ? String(code) : undefined;
   let inner: string | undefined;
   if (depth < 2 && err instanceof AggregateError && Array.isArray(err.errors) && err.errors.length > 0) {
     const shown = err.errors.slice(0, 5).map((e: unknown) => (e instanceof Error ? describeError(e, depth + 1) : describeThrown(e)));
     inner = `${shown.join('; ')}${err.errors.length > 5 ? `; and ${err.errors.length - 5} more` : ''}`;
   }
-  if (err.message) return `${err.message}${codeText ? ` (${codeText})` : ''}${inner ? `: ${inner}` : ''}`;
+  if (message) return `${message}${codeText ? ` (${codeText})` : ''}${inner ? `: ${inner}` : ''}`;
   const cause = depth < 2 && err.cause !== undefined ? (err.cause instanceof Error ? describeError(err.cause, depth + 1) : describeThrown(err.cause)) : undefined;
   const what = [codeText, inner, cause === undefined ? undefined : `caused by ${cause}`].filter((w): w is string => w !== undefined);
-  return what.length > 0 ? `${err.name}: ${what.join(': ')}` : err.name || 'an Error without a message';
+  return what.length > 0 ? `${name}: ${what.join(': ')}` : name || 'an Error without a message';
+}
+
+/**
+ * An Error's message or name as text. Handler code may set either to anything
+ * (`Object.assign(new Error(), { message: 404, code: 'E_HTTP' })`): read as a string, such an
+ * error failed its item with cronsafe's own TypeError (`err.message.includes is not a function`).
+ */
+function textOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value === undefined || value === null) return '';
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- what a template would show; a symbol as Symbol(x)
+    return typeof value === 'symbol' ? value.toString() : String(value);
+  } catch {
+    return `a ${typeof value}`;
+  }
 }
 
 /**
