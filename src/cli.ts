@@ -26,7 +26,18 @@ const processExit = process.exit.bind(process);
 let beforeExit: (() => void) | undefined;
 const exit = (code: number): never => {
   beforeExit?.();
-  return processExit(code);
+  try {
+    return processExit(code);
+  } catch (err) {
+    // An 'exit' listener that a module handler's code added threw as the process exited (a
+    // clean-up's rmSync of a directory already gone): printed as `cronsafe: fatal:` with its
+    // raw stack, a password in its message in clear. Said in one line, its secrets hidden
+    // (exit-guard.ts), exit 1 as a late break; Node emits 'exit' once, so this exit ends it.
+    const said = (globalThis as Record<symbol, ((e: unknown) => string) | undefined>)[Symbol.for('cronsafe.exitListenerThrew')];
+    if (said === undefined) throw err;
+    process.stderr.write(`cronsafe: handler code broke the process as it exited: ${said(err)}\n`);
+    return processExit(1);
+  }
 };
 
 // Handler code breaking the process once its module handler is let go (a timer an attempt

@@ -23,4 +23,18 @@ describe('a module handler breaking the process after the run ended', () => {
     expect(r.stderr).toContain('cronsafe: handler code broke the process after its handler was let go (from a timer or callback an attempt left): uncaught exception: late failure, password ***');
     expect(r.stderr).not.toContain('Node.js v');
   });
+
+  it("in an 'exit' listener of its own is told in one line with its secrets hidden, not as cronsafe's fatal error with the password", async () => {
+    // The listener's throw came out of cronsafe's process.exit: `cronsafe: fatal:` and the raw
+    // stack, the password in clear, for validate and run alike.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/exit-listener-module.mjs') }, log: { level: 'info' } }, { 'a.txt': 'a' });
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath], { env: { PGPASSWORD: SECRET } });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr + r.stdout).not.toContain(SECRET);
+      expect(r.stderr).toContain("cronsafe: handler code broke the process as it exited: an 'exit' listener threw: clean-up failed, password ***");
+      expect(r.stderr).not.toContain('cronsafe: fatal');
+    }
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  });
 });

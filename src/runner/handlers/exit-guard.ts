@@ -224,6 +224,14 @@ function onLateException(err: unknown): void {
   (globals[LATE_BREAK] as (why: string) => void)(exceptionWhy(err, lateRedact));
 }
 
+/**
+ * Set on globalThis once a module handler is loaded, for cli.ts's exit: what an 'exit' listener
+ * that handler code added threw as the process exited, with the secrets of the handlers
+ * loaded (or last let go) hidden.
+ */
+const EXIT_LISTENER_THREW = Symbol.for('cronsafe.exitListenerThrew');
+const exitListenerThrew = (err: unknown): string => `an 'exit' listener threw: ${describeThrown(err, (text) => lateRedact(redactPrinted(text)))}`;
+
 /** Once the last guard is released, in the CLI only: what handler code throws then is told with `redact` (LATE_BREAK). */
 function hearLate(redact: Redact): void {
   if (typeof globals[LATE_BREAK] !== 'function') return;
@@ -256,6 +264,7 @@ export function acquireExitGuard(redact: Redact = noRedact, between = false): Ex
     process.on('unhandledRejection', onRejection);
     process.on('uncaughtException', onException);
     globals[REDACT_PRINTED] = redactPrinted;
+    globals[EXIT_LISTENER_THREW] = exitListenerThrew;
   }
   guards.add(g);
   return g;
