@@ -247,6 +247,9 @@ export function buildProgram(signals: ProgramSignals, setExit: (code: number) =>
         const { checkModuleHandler } = await import('./run/load-handler.js');
         await checkModuleHandler(config);
       }
+      const { moduleEnvUnused } = await import('./config/messages.js');
+      const envUnused = moduleEnvUnused(config.handler);
+      if (envUnused) process.stderr.write(escapeControlsButLayout(`${file}: warning: ${envUnused}\n`));
       const summary = { ...configSummary(config), filesystems };
       // A path's or value's controls as JSON escapes (JSON.stringify leaves DEL and C1 raw), as a config error shows them.
       process.stdout.write(escapeControlsButLayout(`${file}: OK${where ? ` (${where})` : ''}\n${JSON.stringify(summary, null, 2)}\n`));

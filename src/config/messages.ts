@@ -196,3 +196,15 @@ export function fail(file: string, problems: KeyProblem[]): never {
   if (problems.length > MAX_PROBLEMS_SHOWN) lines.push(`${file}: ... and ${problems.length - MAX_PROBLEMS_SHOWN} more problems`);
   throw new ConfigError(lines.join('\n'), path.resolve(file), problems[0]?.key);
 }
+
+/**
+ * handler.env beside handler.module: accepted and never set (a module handler runs inside
+ * cronsafe's process and reads its environment), so a module reading them got undefined on
+ * every attempt, each item charged until dead, with nothing said. Warned by `validate` and at
+ * each run's start (not refused: a config that sets them unused keeps working).
+ */
+export function moduleEnvUnused(handler: { module?: string; env: Record<string, string> }): string | undefined {
+  const names = Object.keys(handler.env);
+  if (handler.module === undefined || names.length === 0) return undefined;
+  return `handler.env (${names.join(', ')}) is for command handlers and is not set for a module handler, which runs inside cronsafe's process and reads cronsafe's own environment (process.env): set these variables there (the container's env, the chart's extraEnv), or remove handler.env`;
+}

@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { checkFilesystems, networkFilesystemMessage } from '../config/filesystems.js';
+import { moduleEnvUnused } from '../config/messages.js';
 import type { Config } from '../config/types.js';
 import { openStore } from '../ledger/open.js';
 import { StoppedBeforeLock } from '../ledger/run-lock.js';
@@ -39,6 +40,8 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   for (const fsCheck of checkFilesystems(config)) {
     if (fsCheck.network) log.warn({ key: fsCheck.key, path: fsCheck.path, filesystem: fsCheck.type }, networkFilesystemMessage(fsCheck));
   }
+  const envUnused = moduleEnvUnused(config.handler);
+  if (envUnused) log.warn({ key: 'handler.env' }, envUnused);
 
   const events = await openEventSink(config, log, process.env, opts.stop);
   const store = openStore(config);
