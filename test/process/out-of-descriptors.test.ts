@@ -7,7 +7,8 @@ import { writeFileSync, unlinkSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { CLI, FIXTURES, finished, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { charged } from '../helpers/ledger-sums.js';
 
 /** `cronsafe run` under `ulimit -n 256` (the hog takes what is left of it, quickly). */
 async function runLimited(configPath: string, hog = '') {
@@ -64,4 +65,27 @@ describe('out of file descriptors', () => {
     const third = await runLimited(ws.configPath);
     expect(third.code, third.stderr).toBe(0);
   }, 30_000);
+});
+
+describe('out of file descriptors for the helper that forks handler.command children', () => {
+  // With one or two descriptors left, cronsafe's own opens succeed but the helper's spawn
+  // (its IPC socket pair) fails with EMFILE, and Node then gives the helper no `send`: the
+  // attempt threw "this[#helper].send is not a function", charged to an item whose handler
+  // never started. The window's limit depends on what Node holds, so each limit around it
+  // is tried: at none may an item be charged that is not done.
+  it('at every low ulimit -n: no item is charged that did not succeed, and no TypeError is reported', async () => {
+    const files = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
+    const ids = Object.keys(files);
+    for (let limit = 20; limit <= 44; limit++) {
+      const ws = workspace({ handler: { command: ['/bin/sh', '-c', 'cat "$1" > "$2"', 'sh', '{path}', '{output}'] } }, files);
+      const r = spawnCliRaw('/bin/sh', ['-c', `ulimit -n ${limit} && exec "$0" "$@"`, process.execPath, CLI, 'run', '-c', ws.configPath]);
+      const { code } = await r.exited;
+      expect([0, 1], `ulimit -n ${limit}: ${r.stderr()}`).toContain(code);
+      expect(r.stderr(), `ulimit -n ${limit}`).not.toContain('is not a function');
+      const status = await runCli(['status', '-c', ws.configPath, '--json']);
+      if (status.code !== 0) continue; // stopped before it made the ledger
+      const { done } = (JSON.parse(status.stdout) as { items: { done: number } }).items;
+      expect(await charged(ws.db, ids), `ulimit -n ${limit}: ${r.stderr()}`).toBe(done);
+    }
+  }, 240_000);
 });

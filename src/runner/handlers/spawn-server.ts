@@ -344,15 +344,21 @@ class SpawnServer {
 
   spawn(req: SpawnRequest, events: ChildEvents): RemoteChild {
     const i = this.#next++;
-    let k = this.#envIds.get(req.baseEnv);
-    if (k === undefined) {
-      k = this.#nextEnv++;
-      this.#envIds.set(req.baseEnv, k);
-      this.#helper.send({ k, env: req.baseEnv });
-    }
     if (this.#children.size === 0) this.#busy();
     this.#children.set(i, events);
-    this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv, b: req.maxLogBytes });
+    // No channel: the helper itself could not be spawned (EMFILE, ENFILE: Node gives it no
+    // `send` then, and reports the error on the next tick). Its death reports this child
+    // lost before it ran, the environment's fault; sent to, it threw a TypeError that was
+    // charged to the item as its handler's failure.
+    if (this.#helper.connected) {
+      let k = this.#envIds.get(req.baseEnv);
+      if (k === undefined) {
+        k = this.#nextEnv++;
+        this.#envIds.set(req.baseEnv, k);
+        this.#helper.send({ k, env: req.baseEnv });
+      }
+      this.#helper.send({ i, f: req.file, a: req.args, c: req.cwd, k, e: req.extraEnv, b: req.maxLogBytes });
+    }
     return {
       stopReading: () => void (this.#children.has(i) && this.#helper.send({ i, d: 1 })),
       holdGroup: (g) => {
