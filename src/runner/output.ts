@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
-import { access, rename, statfs } from 'node:fs/promises';
+import { access, mkdir, rename, rmdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureOwnDir, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
@@ -707,11 +707,18 @@ export class OutputStore {
    * True when the output file system is mounted read-only (ext4's errors=remount-ro after
    * an I/O error, a volume detached read-only): no attempt can write an output, through
    * no fault of its item. access(2) answers EROFS for a write check there, even for root.
+   * Not after ext4's errors=remount-ro on recent kernels (6.x: the mount shows
+   * `emergency_ro`): writes fail EROFS while access(2), statfs and the mount flags still say
+   * read-write, and every attempt that failed then was charged (exit 0). So a directory is
+   * made in our temp directory too (asked only when an attempt failed, or wrote nothing).
    */
   async readOnly(): Promise<boolean> {
-    return access(this.dir, constants.W_OK).then(
-      () => false,
-      (err: unknown) => (err as NodeJS.ErrnoException).code === 'EROFS',
+    const refused = (err: unknown): boolean => (err as NodeJS.ErrnoException).code === 'EROFS';
+    if (await access(this.dir, constants.W_OK).then(() => false, refused)) return true;
+    const probe = `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`;
+    return mkdir(probe).then(
+      () => rmdir(probe).then(() => false, () => false),
+      refused,
     );
   }
 

@@ -10,7 +10,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { until } from '../helpers/wait.js';
 import { CLI, configure, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { chownTree, NOBODY } from '../helpers/users.js';
-import { attempts, charged } from '../helpers/ledger-sums.js';
+import { attempts, charged, notChargedOnce } from '../helpers/ledger-sums.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -503,6 +503,45 @@ describe('a full output file system', () => {
       spawnSync('umount', ['-l', ws.out]);
     }
   });
+
+  // The real errors=remount-ro, not a remount: since Linux 6.x an ext4 error marks the file
+  // system `emergency_ro` (writes fail EROFS) while access(2), statfs and the mount's flags
+  // still say read-write. Judged by access(2) alone, each attempt that could not create its
+  // {output} (or whose output cronsafe could not fsync, EIO) was charged and the run exited 0.
+  it('ext4 with errors=remount-ro meeting an error mid-run: the pass stops with exit 1, charges nothing; repaired, the next run finishes every item', async (ctx) => {
+    const files = backlog(30);
+    const ws = workspace({ concurrency: 2 }, files);
+    const image = path.join(ws.dir, 'out.img');
+    mkdirSync(ws.out);
+    const mount = () => spawnSync('mount', ['-o', 'loop,errors=remount-ro', image, ws.out]).status === 0;
+    if (!isRoot || spawnSync('truncate', ['-s', '16M', image]).status !== 0 || spawnSync('mkfs.ext4', ['-q', '-F', image]).status !== 0 || !mount()) ctx.skip();
+    try {
+      const device = path.basename(spawnSync('findmnt', ['-n', '-o', 'SOURCE', ws.out]).stdout.toString().trim());
+      const trigger = `/sys/fs/ext4/${device}/trigger_fs_error`;
+      if (!existsSync(trigger)) ctx.skip();
+      const script = path.join(ws.dir, 'copy.sh');
+      writeFileSync(script, '#!/bin/sh\nsleep 0.1\ncat "$1" > "$2"\n', { mode: 0o755 });
+      configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+      const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+      let done = 0;
+      await run.waitFor((l) => l.msg === 'item done' && ++done >= 3, 30_000);
+      writeFileSync(trigger, '1');
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(run.stderr()).toContain(`the file system of output.directory ${ws.out} is read-only`);
+      await expectOnlyDoneCharged(ws, Object.keys(files));
+      // Repaired and mounted again: the next run does the rest, every item with its output.
+      expect(spawnSync('umount', [ws.out]).status).toBe(0);
+      spawnSync('e2fsck', ['-fy', image]);
+      expect(mount()).toBe(true);
+      const next = await runCli(['run', '-c', ws.configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      expect(await notChargedOnce(ws.db, Object.keys(files))).toEqual({});
+      for (const [id, content] of Object.entries(files)) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'), id).toBe(content);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
 
   // A volume mounted read-only (readOnly: true in the pod spec, a snapshot restored
   // read-only): as with a directory the run's user may not write, one line naming it and
