@@ -113,8 +113,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
     if (plan.skip) {
-      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
-      await ledger.finishRun(runId, Date.now(), 'stale', {});
+      await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+      await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'stale', {}));
       log.info({ outcome: 'stale', exitCode: EXIT.OK, reason: plan.skip }, 'run finished');
       return 'stale';
     }
@@ -165,8 +165,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     handler = loading && (await unlessStopped(loading, stop.signal));
     if (handler === undefined) {
       loading?.then((h) => h.close?.(), () => undefined).catch(() => undefined);
-      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
-      await ledger.finishRun(runId, Date.now(), 'drained', {});
+      // A ledger that cannot take it (its volume filled meanwhile) is named as everywhere
+      // else: unwrapped, it ended as "fatal: SqliteError: database or disk is full" and a stack.
+      await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+      await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'drained', {}));
       await metrics.runFinished('drained');
       log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL, reason: String(stop.signal.reason) }, 'run finished');
       return 'drained';
@@ -199,9 +201,15 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     } catch (err) {
       // An unusable output directory (a link or a foreign .cronsafe-tmp): a failed run that
       // alerts and metrics see (cronsafe_runs_total, consecutive failures), not only stderr.
-      await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
-      await ledger.finishRun(runId, Date.now(), 'failed', {});
-      await metrics.runFinished('failed');
+      // A ledger that cannot take it (on the same volume, gone read-only or full) must not
+      // hide the output directory's error, which says why, behind a 'fatal' stack trace.
+      try {
+        await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+        await ledger.finishRun(runId, Date.now(), 'failed', {});
+        await metrics.runFinished('failed');
+      } catch (recording) {
+        log.warn({ err: recording }, 'could not record the failed run in the ledger');
+      }
       log.error({ outcome: 'failed', exitCode: err instanceof ConfigError ? EXIT.CONFIG : err instanceof EdgeError ? err.exitCode : EXIT.FATAL, err }, 'run finished');
       throw err;
     }

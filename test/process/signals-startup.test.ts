@@ -3,10 +3,12 @@
  * leaves through the same drain path (exit 75 with work left), never a raw 143, and never
  * with a claim left behind.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, finished, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { fill } from '../helpers/fill.js';
 import { until } from '../helpers/wait.js';
 
 const SLOW_IMPORT = path.join(FIXTURES, 'process/slow-import-module.mjs');
@@ -55,6 +57,38 @@ describe('signals during start-up and SIGHUP', () => {
     expect(finished({ lines: run.lines })).toMatchObject({ outcome: 'drained', exitCode: 75 });
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, done: 0, dead: 0 });
     expect(existsSync(env.INVOCATIONS)).toBe(false);
+  }, 60_000);
+
+  // The state volume fills while the module loads, then the stop: the drained start is
+  // recorded in the ledger, which cannot take it. That write alone was left unnamed:
+  // "cronsafe: fatal: SqliteError: database or disk is full" and a stack trace, as for a bug.
+  it('SIGTERM during start-up with the state volume filled meanwhile: one line naming the ledger, no stack trace; freed, the next run does everything once', async (ctx) => {
+    const ws = workspace({ handler: { module: SLOW_IMPORT }, concurrency: 2 }, backlog(5));
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    if (process.getuid?.() !== 0 || spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', volume]).status !== 0) ctx.skip();
+    try {
+      const db = path.join(volume, 'cronsafe.db');
+      configure(ws, { state: { sqlite: db } });
+      const marker = path.join(ws.dir, 'importing');
+      const env = { INVOCATIONS: path.join(ws.dir, 'invocations.log'), IMPORTING_MARKER: marker, IMPORT_DELAY_MS: '120000' };
+      const run = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+      await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'the module import', 30_000);
+      const filler = path.join(volume, 'filler');
+      fill(filler);
+      run.child.kill('SIGTERM');
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(run.stderr()).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${db}\\): [^\\n]*full[^\\n]*\\n$`));
+      expect(existsSync(env.INVOCATIONS)).toBe(false);
+      rmSync(filler);
+      const next = await runCli(['run', '-c', ws.configPath], { env: { ...env, IMPORT_DELAY_MS: '0' } });
+      expect(next.code, next.stderr).toBe(0);
+      expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 5, dead: 0 });
+      expect(readFileSync(env.INVOCATIONS, 'utf8').trim().split('\n').sort()).toEqual(Object.keys(backlog(5)).map((id) => `${id} 1`));
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
   }, 60_000);
 
   it('SIGHUP mid-pass drains like SIGTERM: in-flight items finish, the rest stay pending, exit 75', async () => {

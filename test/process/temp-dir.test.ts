@@ -1,8 +1,10 @@
-import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { FIXTURES, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { configure, FIXTURES, runCli, spawnCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { fill } from '../helpers/fill.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
@@ -106,5 +108,39 @@ describe('cronsafe\'s temp directory replaced by a link while attempts run', () 
       await ledger.close();
     }
     expect(readdirSync(target).sort()).toEqual(['sub', 'thesis.tex']);
+  }, 60_000);
+});
+
+// The chart's layout puts the ledger beside the outputs: when the output directory cannot
+// be used at start-up because its volume is in trouble, the ledger often cannot take the
+// failed run's record either. That record's error replaced the output directory's, as
+// "cronsafe: fatal: SqliteError: database or disk is full" and a stack trace.
+describe('a .cronsafe-tmp refused at start-up while the ledger cannot record the failed run', () => {
+  it.skipIf(process.getuid?.() !== 0)('says what is wrong with .cronsafe-tmp (exit 1, one line), not the ledger\'s error as a fatal stack trace', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/slow-import-module.mjs') } }, { 'a.txt': 'a' });
+    const volume = path.join(ws.dir, 'volume');
+    mkdirSync(volume);
+    mkdirSync(ws.out);
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', volume]).status).toBe(0);
+    try {
+      configure(ws, { state: { sqlite: path.join(volume, 'cronsafe.db') } });
+      const target = precious(ws);
+      const marker = path.join(ws.dir, 'importing');
+      const env = { INVOCATIONS: path.join(ws.dir, 'invocations.log'), IMPORTING_MARKER: marker, IMPORT_DELAY_MS: '3000' };
+      const run = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+      // While the handler's module loads (before the output directory is prepared): the
+      // temp directory becomes a link, and the ledger's volume fills.
+      await until(() => existsSync(marker) && readFileSync(marker, 'utf8') === String(run.child.pid), 'the module import', 30_000);
+      rmSync(path.join(ws.out, '.cronsafe-tmp'), { recursive: true, force: true });
+      symlinkSync(target, path.join(ws.out, '.cronsafe-tmp'));
+      fill(path.join(volume, 'filler'));
+      const { code } = await run.exited;
+      expect(code, run.stderr()).toBe(1);
+      expect(run.stderr()).toMatch(/^cronsafe: cronsafe's own directory .*\.cronsafe-tmp is a symbolic link[^\n]*\n$/);
+      expect(readdirSync(target).sort()).toEqual(['sub', 'thesis.tex']);
+      expect(existsSync(env.INVOCATIONS)).toBe(false);
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
   }, 60_000);
 });
