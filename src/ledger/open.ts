@@ -1,4 +1,4 @@
-import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync, utimesSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
@@ -202,11 +202,21 @@ function readOnlyFs(sqlite: string | undefined, err: unknown): string {
   const dir = path.dirname(path.resolve(sqlite));
   try {
     accessSync(dir, fsConstants.W_OK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EROFS') return '';
+    return ` (the file system of state.sqlite (${dir}) is mounted read-only: mount it read-write)`;
+  }
+  // ext4's errors=remount-ro on Linux 6.x marks the file system `emergency_ro`: writes fail
+  // EROFS while access(2) and the mount's flags still say read-write (SQLite said only
+  // "unable to open database file"). Setting the directory's times to what they are tells.
+  try {
+    const st = statSync(dir);
+    utimesSync(dir, st.atime, st.mtime);
     return '';
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EROFS') return '';
   }
-  return ` (the file system of state.sqlite (${dir}) is mounted read-only: mount it read-write)`;
+  return ` (the file system of state.sqlite (${dir}) went read-only after an error (ext4 errors=remount-ro: see the kernel log): repair it and mount it again)`;
 }
 
 /**

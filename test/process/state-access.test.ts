@@ -293,6 +293,34 @@ describe('status and dead-letter list only read the ledger', () => {
     }
   }, 60_000);
 
+  // The kernel's own errors=remount-ro on ext4 (Linux 6.x: `emergency_ro`) leaves the mount
+  // read-write to access(2), so the hint above was never given: SQLite's "unable to open
+  // database file" alone again, which reads as a missing or damaged ledger.
+  it('a state volume on ext4 gone read-only after an error (errors=remount-ro): dead-letter retry and requeue say so', async (ctx) => {
+    const ws = workspace({ handler: failing, retry: { maxAttempts: 1 } }, { 'corrupt.scc': 'x', 'ok.scc': 'y' });
+    const volume = path.join(ws.dir, 'volume');
+    const image = path.join(ws.dir, 'state.img');
+    mkdirSync(volume);
+    if (!isRoot || spawnSync('truncate', ['-s', '16M', image]).status !== 0 || spawnSync('mkfs.ext4', ['-q', '-F', image]).status !== 0) ctx.skip();
+    if (spawnSync('mount', ['-o', 'loop,errors=remount-ro', image, volume]).status !== 0) ctx.skip();
+    try {
+      const trigger = `/sys/fs/ext4/${path.basename(spawnSync('findmnt', ['-n', '-o', 'SOURCE', volume]).stdout.toString().trim())}/trigger_fs_error`;
+      if (!existsSync(trigger)) ctx.skip();
+      const db = path.join(volume, 'job.db');
+      configure(ws, { state: { sqlite: db }, lock: { path: path.join(ws.dir, 'job.lock') } });
+      expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+      spawnSync('sync');
+      writeFileSync(trigger, '1');
+      for (const args of [['dead-letter', 'retry', '--all'], ['requeue', '--all']]) {
+        const r = await runCli([...args, '-c', ws.configPath]);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${db}\\): [^\\n]*\\(the file system of state\\.sqlite \\(${volume}\\) went read-only after an error [^\\n]*\\)\\n$`));
+      }
+    } finally {
+      spawnSync('umount', ['-l', volume]);
+    }
+  }, 60_000);
+
   it('say that an older ledger needs a run to migrate it, and leave it as it is', async () => {
     const ws = workspace({ handler: failing });
     mkdirSync(ws.state, { recursive: true });
