@@ -50,9 +50,10 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, growth check betwee
         let due = 0;
         await daemon.waitFor((l) => l.msg === DUE && ++due === 2, 45_000); // 12:15
         const between = watch.opens() - afterPass;
-        // 12:00:30 to 12:15, idle, nothing new: checks at 12:05 and 12:10 (and one more of slack),
-        // where every 30 s tick from 12:05 on walked it (~20).
-        expect(between, `the source was opened ${between} times while the daemon idled 14 minutes`).toBeLessThanOrEqual(3);
+        // 12:00:30 to 12:15, idle, nothing new: looks at 12:05 and 12:10 (slack for the 12:15
+        // pass's own scan, whose opens may be counted before its line is read), where every 30 s
+        // tick from 12:05 on walked it (~20).
+        expect(between, `the source was opened ${between} times while the daemon idled 14 minutes`).toBeLessThanOrEqual(5);
         await daemon.waitFor((l) => l.msg === 'run finished' && l !== daemon.lines.find((f) => f.msg === 'run finished'), 30_000);
         writeFileSync(path.join(ws.source, 'b.txt'), 'b');
         let grew = false;
