@@ -161,6 +161,27 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('secrets a handler prints never re
     expect(got.has('UNRELATED=kept')).toBe(true);
   }, 120_000);
 
+  // docs/configuration.md's own example is `state.postgres: ${PGURL}`: a name starting with
+  // PG was passed on whole, as if it were one of libpq's variables, URL and password included.
+  it('state.postgres from ${PGURL} (the docs\' example) or its password from ${PG_PASS}: neither reaches a command handler, libpq\'s PGPASSWORD and PGUSER do', async () => {
+    await server.createDatabase('sec7');
+    const ws = workspace(
+      {
+        handler: { command: ['/bin/sh', '-c', 'cat /proc/$$/environ > "$1"', 'sh', '{output}'] },
+        state: { postgres: '${PGURL}' },
+      },
+      { 'a.txt': 'a' },
+    );
+    const env = { PGURL: `postgres://postgres:${ENCODED}@127.0.0.1:${server.port}/sec7`, PG_PASS: PASSWORD, PGPASSWORD, PGUSER: 'someone' };
+    const run = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const got = new Set(readFileSync(path.join(ws.out, 'a.txt.out'), 'latin1').split('\0'));
+    // Before: PGURL and PG_PASS were the handler's.
+    expect([...got].filter((v) => v.startsWith('PGURL=') || v.startsWith('PG_PASS='))).toEqual([]);
+    expect(got.has(`PGPASSWORD=${PGPASSWORD}`)).toBe(true);
+    expect(got.has('PGUSER=someone')).toBe(true);
+  }, 120_000);
+
   it('handler.env may still pass CRONSAFE_STATE_POSTGRES on, to a handler that runs cronsafe itself', async () => {
     const ws = workspace(
       {

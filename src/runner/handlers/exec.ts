@@ -34,6 +34,15 @@ const PLACEHOLDER = /\{(path|id|output|attempt)\}/g;
 const PLACEHOLDER_TEST = /\{(path|id|output|attempt)\}/;
 
 /**
+ * libpq's own environment variables (PostgreSQL's "Environment Variables"), passed on to a
+ * handler for its own database even when one holds the ledger's password (PGPASSWORD). Not
+ * every name starting with PG: `state.postgres: ${PGURL}` (docs/configuration.md's example)
+ * is cronsafe's URL, password included.
+ */
+const LIBPQ_ENV =
+  /^PG(?:HOST|HOSTADDR|PORT|DATABASE|USER|PASSWORD|PASSFILE|REQUIREAUTH|CHANNELBINDING|SERVICE|SERVICEFILE|OPTIONS|APPNAME|SSL[A-Z]*|REQUIRESSL|REQUIREPEER|GSSENCMODE|KRBSRVNAME|GSSLIB|GSSDELEGATION|CONNECT_TIMEOUT|CLIENTENCODING|TARGETSESSIONATTRS|LOADBALANCEHOSTS|DATESTYLE|TZ|GEQO|SYSCONFDIR|LOCALEDIR)$/;
+
+/**
  * Substitute placeholders in one argv element, in a single pass: text that a value
  * brings in (a file literally named `{id}`) is never expanded again. Unknown `{x}` stay.
  */
@@ -65,10 +74,10 @@ export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Han
   const baseEnv: NodeJS.ProcessEnv = { ...process.env };
   delete baseEnv.CRONSAFE_STATE_POSTGRES;
   // So is the variable the config took it from (`state.postgres: ${PGURL}`), or its password
-  // from (`${DB_PASSWORD}`). libpq's own PG* variables are passed on, for the handler's database.
+  // from (`${DB_PASSWORD}`). libpq's own variables are passed on, for the handler's database.
   if (opts.holdsLedgerSecret) {
     for (const [name, value] of Object.entries(baseEnv)) {
-      if (value !== undefined && !name.startsWith('PG') && opts.holdsLedgerSecret(value)) delete baseEnv[name];
+      if (value !== undefined && !LIBPQ_ENV.test(name) && opts.holdsLedgerSecret(value)) delete baseEnv[name];
     }
   }
   Object.assign(baseEnv, cfg.env);
