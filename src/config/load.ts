@@ -12,6 +12,8 @@ import { pathProblems, stateProblems } from './check-paths.js';
 import { readYaml } from './read-yaml.js';
 import { resolveConfig } from './resolve.js';
 import { configSchema } from './schema.js';
+import { SSL_MODES } from './schema-fields.js';
+import { parseUrl } from '../redact.js';
 import { knownKeysAt, schemaAt } from './schema-walk.js';
 import type { Config } from './types.js';
 
@@ -37,6 +39,25 @@ function protoEnvKey(value: Record<string, unknown>): KeyProblem[] {
   const env = (value.handler as { env?: unknown } | null | undefined)?.env;
   if (typeof env !== 'object' || env === null || !Object.hasOwn(env, '__proto__')) return [];
   return [{ key: 'handler.env.__proto__', message: "cannot be passed: cronsafe builds the handler's environment as a JavaScript object, where __proto__ is not a key; use another name" }];
+}
+
+/**
+ * PGSSLMODE with a value libpq refuses (`verify_full`, `Require`, `required`): the pg driver
+ * takes it for none given and connects without TLS, where psql refuses to connect at all.
+ * Read by the driver only when the URL has no TLS parameter of its own (pg-connection-string:
+ * `ssl`, or a non-empty `sslmode`, `sslcert`, `sslkey`, `sslrootcert`), so checked only then.
+ */
+function sslModeEnvProblem(url: string | undefined, env: NodeJS.ProcessEnv): KeyProblem[] {
+  const mode = env.PGSSLMODE;
+  if (url === undefined || !mode || SSL_MODES.includes(mode)) return [];
+  const params = parseUrl(url.trim())?.searchParams;
+  if (params === undefined || params.has('ssl') || ['sslmode', 'sslcert', 'sslkey', 'sslrootcert'].some((k) => (params.getAll(k).at(-1) ?? '') !== '')) return [];
+  return [
+    {
+      key: 'state.postgres',
+      message: `the environment variable PGSSLMODE is ${JSON.stringify(mode)}, no sslmode (expected one of ${SSL_MODES.join(', ')}): the pg driver would connect without TLS, where libpq refuses it; correct or unset PGSSLMODE, or give sslmode= in the URL`,
+    },
+  ];
 }
 
 /** Options for loadConfig(). */
@@ -98,6 +119,8 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     const fromEnv = (p: KeyProblem) => (pgOverride && p.key === 'state.postgres' ? { ...p, message: `${p.message} (from the environment variable ${POSTGRES_ENV})` } : p);
     fail(file, problems.map(fromEnv));
   }
+  const sslMode = sslModeEnvProblem(parsed.data.state?.postgres, env);
+  if (sslMode.length > 0) fail(file, sslMode);
 
   let config: Config;
   try {

@@ -105,7 +105,7 @@ export const url = (protocols: string[], what: string) =>
  * (MySQL's `DISABLED`, a typo, a capital) as verify-full: a URL that meant to turn TLS off
  * then failed every start with "The server does not support SSL connections" (exit 1).
  */
-const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
+export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
 
 /**
  * libpq's list of hosts (`postgres://u@db1:5432,db2:5432/x?target_session_attrs=read-write`,

@@ -41,4 +41,23 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a URL that asks for TLS of a serv
     const plain = await start('sslmode=disable');
     expect(plain.code, plain.stderr).toBe(0);
   }, 60_000);
+
+  // libpq refuses a PGSSLMODE it does not know (`invalid sslmode value`); the pg driver reads
+  // it as none given and connected without TLS: a typo in the variable meant to require TLS
+  // turned it off, silently.
+  it('PGSSLMODE that libpq refuses (verify_full, Require): exit 78 naming state.postgres and PGSSLMODE, nothing written; a URL with its own sslmode runs', async () => {
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: 'postgres://placeholder/x' } }, { 'a.txt': 'a' });
+    const db = await server.createDatabase('tlsenv');
+    for (const mode of ['verify_full', 'Require']) {
+      for (const cmd of ['validate', 'run', 'status']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: db, PGSSLMODE: mode }, timeoutMs: 20_000 });
+        expect(r.code, `${cmd} with PGSSLMODE=${mode}: ${r.stdout}${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(`state.postgres: the environment variable PGSSLMODE is "${mode}", no sslmode`);
+      }
+    }
+    // Nothing reached the server: the run made no ledger.
+    expect(await server.admin("SELECT 1 FROM pg_namespace WHERE nspname = 'cronsafe'", [], 'tlsenv')).toEqual([]);
+    const own = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: `${db}?sslmode=disable`, PGSSLMODE: 'verify_full' }, timeoutMs: 20_000 });
+    expect(own.code, own.stderr).toBe(0);
+  }, 60_000);
 });
