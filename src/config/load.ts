@@ -12,7 +12,7 @@ import { pathProblems, stateProblems } from './check-paths.js';
 import { readYaml } from './read-yaml.js';
 import { resolveConfig } from './resolve.js';
 import { SSL_MODES } from './schema-fields.js';
-import { configSchema, DEFAULT_SCHEMA, optionsSchema, otherSchemaMessage, urlHasOptions } from './schema.js';
+import { configSchema } from './schema.js';
 import { parseUrl } from '../redact.js';
 import { knownKeysAt, schemaAt } from './schema-walk.js';
 import type { Config } from './types.js';
@@ -58,17 +58,6 @@ function sslModeEnvProblem(url: string | undefined, env: NodeJS.ProcessEnv): Key
       message: `the environment variable PGSSLMODE is ${JSON.stringify(mode)}, no sslmode (expected one of ${SSL_MODES.join(', ')}): the pg driver would connect without TLS, where libpq refuses it; correct or unset PGSSLMODE, or give sslmode= in the URL`,
     },
   ];
-}
-
-/**
- * PGOPTIONS choosing another schema than state.schema (`-c search_path=staging`), read when
- * the URL has no options= of its own: refused as the URL's own (schema.ts urlSchemaParam).
- */
-function pgOptionsProblem(state: { postgres?: string; schema?: string } | undefined, env: NodeJS.ProcessEnv): KeyProblem[] {
-  if (state?.postgres === undefined || !env.PGOPTIONS || urlHasOptions(state.postgres)) return [];
-  const schema = state.schema ?? DEFAULT_SCHEMA;
-  const other = optionsSchema(env.PGOPTIONS, schema, 'PGOPTIONS');
-  return other === undefined ? [] : [{ key: 'state.postgres', message: otherSchemaMessage(other, schema) }];
 }
 
 /** Options for loadConfig(). */
@@ -130,8 +119,8 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     const fromEnv = (p: KeyProblem) => (pgOverride && p.key === 'state.postgres' ? { ...p, message: `${p.message} (from the environment variable ${POSTGRES_ENV})` } : p);
     fail(file, problems.map(fromEnv));
   }
-  const envProblems = [...sslModeEnvProblem(parsed.data.state?.postgres, env), ...pgOptionsProblem(parsed.data.state, env)];
-  if (envProblems.length > 0) fail(file, envProblems);
+  const sslMode = sslModeEnvProblem(parsed.data.state?.postgres, env);
+  if (sslMode.length > 0) fail(file, sslMode);
 
   let config: Config;
   try {

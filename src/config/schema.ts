@@ -135,7 +135,7 @@ const drainSchema = z
   });
 
 /** state.schema's default (open.ts's DEFAULT_POSTGRES_SCHEMA). */
-export const DEFAULT_SCHEMA = 'cronsafe';
+const DEFAULT_SCHEMA = 'cronsafe';
 
 /**
  * URL parameters other tools choose a schema with (Prisma's `schema`, JDBC's `currentSchema`,
@@ -163,10 +163,10 @@ function chosenSchema(value: string): string | undefined {
  * The search_path an `options` value sets (`-c search_path=x`, `-csearch_path=x`,
  * `--search_path=x`), as the server reads it: words split at blanks not escaped by `\`, `-`
  * for `_` in the name, the last one given; undefined when it sets none. libpq's way to choose
- * a schema in a URL (`?options=-csearch_path%3Dx`, PGOPTIONS): the session's search_path is
+ * a schema in a URL (`?options=-csearch_path%3Dx`): the session's search_path is
  * set, but every statement of cronsafe names state.schema, so it chooses nothing either.
  */
-export function optionsSearchPath(options: string): string | undefined {
+function optionsSearchPath(options: string): string | undefined {
   const words = (options.match(/(?:\\.|[^\s\\])+/gs) ?? []).map((w) => w.replace(/\\(.)/gs, '$1'));
   let found: string | undefined;
   for (let i = 0; i < words.length; i++) {
@@ -181,26 +181,25 @@ export function optionsSearchPath(options: string): string | undefined {
 }
 
 /** A schema chosen elsewhere than state.schema: where (a URL parameter, or options' search_path), as written, and the schema. */
-export interface OtherSchema {
+interface OtherSchema {
   param: string;
   value: string;
   chosen: string;
 }
 
 /** The message for an OtherSchema: exit 78 naming state.postgres and state.schema. */
-export function otherSchemaMessage(other: OtherSchema, schema: string): string {
-  const inOptions = other.param === 'options' || other.param === 'PGOPTIONS';
-  const where =
-    other.param === 'options' ? "search_path in the URL's options=" : other.param === 'PGOPTIONS' ? 'search_path in the environment variable PGOPTIONS' : `${other.param}= parameter`;
+function otherSchemaMessage(other: OtherSchema, schema: string): string {
+  const inOptions = other.param === 'options';
+  const where = inOptions ? "search_path in the URL's options=" : `${other.param}= parameter`;
   const why = inOptions ? "the session's search_path is set, but cronsafe names its schema in every statement" : 'the pg driver ignores it';
   return `expected no ${where} naming another schema than state.schema (${JSON.stringify(schema)}), got ${inOptions ? 'search_path' : other.param}=${JSON.stringify(other.value)}: ${why}, and the ledger would be in schema ${JSON.stringify(schema)}, shared with any other job of this name that uses it; set state.schema: ${JSON.stringify(other.chosen)} instead`;
 }
 
-/** An `options` value (the URL's, else PGOPTIONS) whose search_path names another schema than `schema`, or undefined. */
-export function optionsSchema(options: string, schema: string, param: string): OtherSchema | undefined {
+/** An `options` value whose search_path names another schema than `schema`, or undefined. */
+function optionsSchema(options: string, schema: string): OtherSchema | undefined {
   const value = optionsSearchPath(options);
   const chosen = value === undefined || value === schema ? undefined : chosenSchema(value);
-  return chosen === undefined || chosen === schema ? undefined : { param, value: value!, chosen };
+  return chosen === undefined || chosen === schema ? undefined : { param: 'options', value: value!, chosen };
 }
 
 /** The first such parameter naming another schema than `schema`, or undefined. */
@@ -216,15 +215,7 @@ function urlSchemaParam(url: string, schema: string): OtherSchema | undefined {
   }
   // The last options= is the one that reaches the server (connection.ts takeOptions).
   const options = params.getAll('options').at(-1);
-  return options ? optionsSchema(options, schema, 'options') : undefined;
-}
-
-/** Whether a state.postgres URL gives `options` of its own (else PGOPTIONS reaches the server: connection.ts takeOptions). */
-export function urlHasOptions(url: string): boolean {
-  const at = url.indexOf('?');
-  if (at < 0) return false;
-  const hash = url.indexOf('#', at);
-  return !!new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash)).getAll('options').at(-1);
+  return options ? optionsSchema(options, schema) : undefined;
 }
 
 const stateSchema = z

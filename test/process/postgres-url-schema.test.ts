@@ -65,33 +65,37 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postg
     expect(r.stderr).toContain('set state.schema: "prod" instead');
   }, 60_000);
 
-  // libpq's own way to choose a schema in a URL is `options=-csearch_path=...` (or PGOPTIONS):
-  // the server set the session's search_path, but cronsafe names state.schema in every
-  // statement, so two releases told apart by it shared one ledger, as with ?schema=.
-  it('options=-c search_path= or PGOPTIONS naming another schema than state.schema: exit 78 naming both keys, nothing written; naming state.schema runs', async () => {
+  // libpq's own way to choose a schema in a URL is `options=-csearch_path=...`: the server set
+  // the session's search_path, but cronsafe names state.schema in every statement, so two
+  // releases told apart by it shared one ledger, as with ?schema=.
+  it('options=-c search_path= naming another schema than state.schema: exit 78 naming both keys, nothing written; naming state.schema runs', async () => {
     const before = await schemas();
     for (const [query, env] of [
       ['options=-c%20search_path%3Dstaging', {}],
       ['options=-csearch_path%3Dprod,public', {}],
       ['sslmode=disable&options=--search-path%3Dprod', {}],
-      ['', { PGOPTIONS: '-c search_path=prod' }],
+      // The last options= is the one the server gets.
+      [`options=-c%20search_path%3Dcronsafe&options=-c%20search_path%3Dprod`, {}],
     ] as const) {
-      const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: query === '' ? url : `${url}?${query}` } }, { 'a.txt': 'a' });
+      const ws = workspace({ name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?${query}` } }, { 'a.txt': 'a' });
       for (const cmd of ['validate', 'run', 'status', 'requeue']) {
         const r = await runCli([cmd, ...(cmd === 'requeue' ? ['--all'] : []), '-c', ws.configPath], { env, timeoutMs: 30_000 });
         expect(r.code, `${cmd} with ?${query} ${JSON.stringify(env)}: ${r.stderr}`).toBe(78);
-        expect(r.stderr).toContain('state.postgres: expected no search_path in ');
+        expect(r.stderr).toContain("state.postgres: expected no search_path in the URL's options= naming another schema");
         expect(r.stderr).toContain('state.schema');
       }
     }
     expect(await schemas()).toEqual(before);
-    // Options that choose no other schema (its own, an endpoint id, a timeout) run.
+    // Options that choose no other schema (its own, beside a timeout) run. PGOPTIONS, the
+    // environment's (a handler's database may be what it is for), is left alone.
     const ws = workspace(
       { name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?options=-c%20search_path%3Dstaging%20-c%20statement_timeout%3D60s`, schema: 'staging' } },
       { 'a.txt': 'a' },
     );
-    const r = await runCli(['run', '-c', ws.configPath], { env: { PGOPTIONS: '-c search_path=prod' }, timeoutMs: 30_000 });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
     expect(r.code, r.stderr).toBe(0);
+    const env = await runCli(['status', '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: url, PGOPTIONS: '-c search_path=prod' }, timeoutMs: 30_000 });
+    expect(env.code, env.stderr).toBe(0);
   }, 120_000);
 
   // libpq's list of hosts, for a primary that moves between them: the pg driver takes one host.
