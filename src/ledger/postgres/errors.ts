@@ -145,6 +145,16 @@ const READ_ONLY_SERVER = '25006';
 const READ_ONLY_HINT =
   'the server takes no writes: state.postgres names a hot standby (a read replica), or default_transaction_read_only is on for the database or the role (as some providers set it when the disk quota is reached); point state.postgres at the primary, or turn it off';
 
+/**
+ * What the server says to a role without a privilege it needs on the ledger (`permission
+ * denied for table meta`): the table, not the privilege, so a DBA who had granted SELECT on
+ * it did not know what was missing (DELETE, for retention and the stop records).
+ */
+const DENIED_ON_LEDGER = /permission denied for (?:schema|table|relation) /;
+const deniedHint = (schema: string): string =>
+  `the role needs USAGE on schema ${schema} and SELECT, INSERT, UPDATE and DELETE on all its tables (status, plan and dead-letter list: SELECT): ` +
+  `GRANT USAGE ON SCHEMA ${schema} TO <role>; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO <role> (docs/postgres.md)`;
+
 /** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
 export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
   const e = err as { message?: unknown; code?: unknown; errors?: unknown };
@@ -157,6 +167,8 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
   if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
   if (code === READ_ONLY_SERVER) message += ` (${READ_ONLY_HINT})`;
+  // Not a step that says what it needs itself (migrate.ts: CREATE, ownership).
+  if (code === '42501' && DENIED_ON_LEDGER.test(message) && !message.includes('the role needs')) message += ` (${deniedHint(schema)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
   return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
 }
