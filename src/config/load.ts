@@ -60,6 +60,8 @@ function sslModeEnvProblem(url: string | undefined, env: NodeJS.ProcessEnv): Key
   ];
 }
 
+const isMapping = (v: unknown): boolean => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v));
+
 /** Options for loadConfig(). */
 export interface LoadOptions {
   /** Environment for `${VAR}` and CRONSAFE_STATE_POSTGRES. Default process.env. */
@@ -86,11 +88,16 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     fail(file, [{ key: '', message: `expected a mapping at the top level, got ${describeValue(raw)}` }]);
   }
 
+  const pgOverride = env[POSTGRES_ENV];
   const interpolated = interpolate(raw, env, (p) => schemaAt(p)?.type);
-  if (interpolated.problems.length > 0) fail(file, interpolated.problems);
+  // The keys the variable replaces are not read: a `${VAR}` there (`postgres: ${DATABASE_URL}`,
+  // `sqlite: ${STATE_DIR}/job.db`) need not be set where CRONSAFE_STATE_POSTGRES is. Only in
+  // a `state` mapping, which alone takes the variable (below).
+  const replaced = pgOverride && isMapping((raw as Record<string, unknown>).state) ? ['state.postgres', 'state.sqlite'] : [];
+  const interpolationProblems = interpolated.problems.filter((p) => !replaced.includes(p.key));
+  if (interpolationProblems.length > 0) fail(file, interpolationProblems);
   const value = interpolated.value as Record<string, unknown>;
 
-  const pgOverride = env[POSTGRES_ENV];
   // As a `${VAR}` is (interpolate.ts): a Latin-1 password read as U+FFFD is another password,
   // and every run failed to authenticate (exit 1) after validate said OK.
   if (pgOverride && envNotUtf8(POSTGRES_ENV, pgOverride, env)) {

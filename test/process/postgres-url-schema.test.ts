@@ -98,6 +98,22 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postg
     expect(env.code, env.stderr).toBe(0);
   }, 120_000);
 
+  // CRONSAFE_STATE_POSTGRES replaces state.postgres and drops state.sqlite, yet a `${VAR}` in
+  // either still had to be set: a pod given the URL by the variable alone exited 78 naming
+  // a variable whose value was never to be used.
+  it('CRONSAFE_STATE_POSTGRES set: a ${VAR} in the state.postgres or state.sqlite it replaces need not be set; without it, still refused', async () => {
+    for (const state of [{ postgres: '${DATABASE_URL}', schema: 'replaced' }, { sqlite: '${STATE_DIR}/job.db', schema: 'replaced' }]) {
+      const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state }, { 'a.txt': 'a' });
+      for (const cmd of ['validate', 'run', 'status']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: url }, timeoutMs: 30_000 });
+        expect(r.code, `${cmd} with ${JSON.stringify(state)}: ${r.stderr}`).toBe(0);
+      }
+      const without = await runCli(['validate', '-c', ws.configPath], { timeoutMs: 30_000 });
+      expect(without.code).toBe(78);
+      expect(without.stderr).toMatch(/state\.(postgres|sqlite): environment variable (DATABASE_URL|STATE_DIR) is not set/);
+    }
+  }, 60_000);
+
   // libpq's list of hosts, for a primary that moves between them: the pg driver takes one host.
   // With ports it was refused as a URL whose password needed percent-encoding; without, the
   // list was looked up as one host name (exit 1 after 5 s, `getaddrinfo ENOTFOUND db1,db2`).
