@@ -3,6 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
+import { systemRootCert } from '../ledger/postgres/root-cert.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole } from '../globs.js';
 
@@ -143,7 +144,14 @@ const postgresUrlOf = (what: string) =>
     // An empty value is no mode: the driver reads it as none given, as libpq does.
     const bad = modes.find((m) => m !== '' && !SSL_MODES.includes(m));
     if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `expected sslmode to be one of ${SSL_MODES.join(', ')}, got ${JSON.stringify(bad)}` });
+    // libpq 16's `sslrootcert=system` (the system's CAs; some providers' URLs carry it) allows
+    // only verify-full, as libpq does: a weaker mode would take any certificate.
+    const mode = modes.at(-1) ?? '';
+    if (bad === undefined && systemRootCert(v) && mode !== '' && mode !== 'verify-full') {
+      ctx.addIssue({ code: 'custom', message: `expected sslmode=verify-full (or none) with sslrootcert=system, got sslmode=${JSON.stringify(mode)}: libpq refuses a weaker mode with the system's CAs` });
+    }
   });
+
 
 /** Globs are matched against ids, which are relative and never climb out of the directory. */
 export const glob = str('a glob relative to source.directory')

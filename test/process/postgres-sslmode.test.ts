@@ -60,4 +60,29 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a URL that asks for TLS of a serv
     const own = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: `${db}?sslmode=disable`, PGSSLMODE: 'verify_full' }, timeoutMs: 20_000 });
     expect(own.code, own.stderr).toBe(0);
   }, 60_000);
+
+  // libpq 16's sslrootcert=system (the system's CAs), in URLs some providers give: the pg
+  // driver read `system` as a file path, and every start failed with ENOENT open 'system'.
+  it('sslrootcert=system: TLS verified against the system CAs (verify-full), not a file named system; a weaker sslmode beside it is refused with 78', async () => {
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: 'postgres://placeholder/x' } }, { 'a.txt': 'a' });
+    const db = await server.createDatabase('rootcert');
+    const start = (query: string, cmd = 'run') => runCli([cmd, '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: `${db}?${query}` }, timeoutMs: 20_000 });
+    for (const query of ['sslrootcert=system', 'sslrootcert=system&sslmode=verify-full', 'sslmode=verify-full&sslrootcert=system']) {
+      const r = await start(query);
+      // This server has no TLS: the connection asked for it (before: ENOENT, the file "system").
+      expect(r.code, `${query}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain('The server does not support SSL connections');
+      expect(r.stderr).not.toContain('ENOENT');
+      expect(r.stderr).toMatch(/the connection asks for TLS \((sslmode=verify-full|sslrootcert=system)\) and this server offers none/);
+    }
+    for (const mode of ['require', 'verify-ca', 'disable', 'no-verify']) {
+      for (const cmd of ['validate', 'run']) {
+        const r = await start(`sslrootcert=system&sslmode=${mode}`, cmd);
+        expect(r.code, `${mode} / ${cmd}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(`expected sslmode=verify-full (or none) with sslrootcert=system, got sslmode="${mode}"`);
+      }
+    }
+    // Nothing reached the server: no run made a ledger.
+    expect(await server.admin("SELECT 1 FROM pg_namespace WHERE nspname = 'cronsafe'", [], 'rootcert')).toEqual([]);
+  }, 60_000);
 });

@@ -5,6 +5,7 @@ import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
 import { killableSocket } from './socket.js';
+import { systemRootCert } from './root-cert.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
@@ -80,7 +81,7 @@ export function clientConfig(opts: PostgresOptions, settings: readonly string[] 
     ...(opts.readOnly || opts.operator ? [`lock_timeout=${READ_LOCK_TIMEOUT_MS}`] : []),
     ...settings,
   ];
-  const { url, options } = takeOptions(opts.url);
+  const { url, options } = takeOptions(systemCAs(opts.url));
   // Ours last: for a setting given twice the server keeps the last `-c`.
   const merged = [options, ...all.map((x) => `-c ${x}`)].filter((x) => x !== '').join(' ');
   return {
@@ -121,6 +122,27 @@ function takeOptions(url: string): { url: string; options: string } {
   const rest = kept.join('&');
   // `options=` (empty) is none, for pg too.
   return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options: options || fromEnv };
+}
+
+/**
+ * libpq 16's `sslrootcert=system` (verify the server against the system's CAs) as the driver
+ * does that: no sslrootcert (it read `system` as a file path and failed every start with
+ * ENOENT), and sslmode=verify-full, which the driver verifies against Node's CAs. The config
+ * refuses a weaker sslmode beside it (schema-fields.ts), as libpq does.
+ */
+function systemCAs(url: string): string {
+  if (!systemRootCert(url)) return url;
+  const at = url.indexOf('?');
+  const hash = url.indexOf('#', at);
+  const kept = url
+    .slice(at + 1, hash < 0 ? undefined : hash)
+    .split('&')
+    .filter((part) => {
+      const key = [...new URLSearchParams(part)][0]?.[0];
+      return key !== 'sslrootcert' && key !== 'sslmode';
+    });
+  kept.push('sslmode=verify-full');
+  return `${url.slice(0, at)}?${kept.join('&')}${hash < 0 ? '' : url.slice(hash)}`;
 }
 
 /**

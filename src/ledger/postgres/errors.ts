@@ -128,7 +128,15 @@ const NO_TLS = /The server does not support SSL connections/;
 export function noTlsHint(url: string, env: NodeJS.ProcessEnv = process.env): string {
   const params = parseUrl(url)?.searchParams;
   const mode = params?.getAll('sslmode').at(-1);
-  const asked = mode ? `sslmode=${mode}` : params?.has('ssl') ? `ssl=${params.get('ssl') ?? ''}` : env.PGSSLMODE ? `sslmode=${env.PGSSLMODE}, from PGSSLMODE` : 'TLS';
+  const asked = mode
+    ? `sslmode=${mode}`
+    : params?.getAll('sslrootcert').at(-1) === 'system'
+      ? 'sslrootcert=system'
+      : params?.has('ssl')
+        ? `ssl=${params.get('ssl') ?? ''}`
+        : env.PGSSLMODE
+          ? `sslmode=${env.PGSSLMODE}, from PGSSLMODE`
+          : 'TLS';
   const fallback = mode ?? (params?.has('ssl') ? undefined : env.PGSSLMODE);
   const noFallback =
     fallback === 'prefer' || fallback === 'allow'
