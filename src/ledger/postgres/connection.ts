@@ -5,7 +5,7 @@ import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
 import { killableSocket } from './socket.js';
-import { systemRootCert } from './root-cert.js';
+import { systemRootCert } from '../pg-root-cert.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
