@@ -151,10 +151,13 @@ const SCHEMA_PARAMS = /^(schema|currentschema|search_path)$/i;
  * DATABASE_URL has): they choose no schema of their own, as a URL without them, and were
  * refused with the advice to put the ledger in `public`.
  */
-function chosenSchema(value: string): string | undefined {
+function chosenSchema(value: string, server = false): string | undefined {
   const first = value
     .split(',')
-    .map((n) => n.trim().replace(/^"(.*)"$/s, '$1'))
+    .map((n) => n.trim())
+    // As the server reads a search_path (options=): a name not in double quotes is folded to
+    // lower case (ASCII only), so `-c search_path=CronSafe` is schema cronsafe.
+    .map((n) => (/^"(.*)"$/s.test(n) ? n.slice(1, -1) : server ? n.replace(/[A-Z]+/g, (c) => c.toLowerCase()) : n))
     .find((n) => n !== '$user');
   return first === undefined || first === '' || first === 'public' ? undefined : first;
 }
@@ -198,7 +201,7 @@ function otherSchemaMessage(other: OtherSchema, schema: string): string {
 /** An `options` value whose search_path names another schema than `schema`, or undefined. */
 function optionsSchema(options: string, schema: string): OtherSchema | undefined {
   const value = optionsSearchPath(options);
-  const chosen = value === undefined || value === schema ? undefined : chosenSchema(value);
+  const chosen = value === undefined || value === schema ? undefined : chosenSchema(value, true);
   return chosen === undefined || chosen === schema ? undefined : { param: 'options', value: value!, chosen };
 }
 

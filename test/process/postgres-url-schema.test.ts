@@ -7,6 +7,9 @@
  * forgot its pending ones as gone files. Such a URL is refused (exit 78 naming
  * state.postgres and state.schema) unless it names state.schema itself.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
@@ -97,6 +100,41 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a schema given in the state.postg
     const env = await runCli(['status', '-c', ws.configPath], { env: { CRONSAFE_STATE_POSTGRES: url, PGOPTIONS: '-c search_path=prod' }, timeoutMs: 30_000 });
     expect(env.code, env.stderr).toBe(0);
   }, 120_000);
+
+  // The server folds a search_path's names not in double quotes to lower case: `Qc` is schema
+  // qc. Compared as written, `?options=-csearch_path%3DQc` beside `state.schema: qc` (or
+  // `CRONSAFE,public` beside the default) was refused, advising a state.schema ("Qc") that
+  // state.schema itself refuses.
+  it('options=-c search_path= naming state.schema in capitals (unquoted): runs, as the server reads it so; "QC" in quotes is another schema, refused', async () => {
+    const url = await server.createDatabase('folded');
+    for (const [query, schema] of [
+      ['options=-csearch_path%3DQc', 'qc'],
+      ['options=-c%20statement_timeout%3D60s%20-c%20search_path%3DCRONSAFE,public', undefined],
+      ['options=--search-path%3DPublic', 'other'],
+    ] as const) {
+      const ws = workspace(
+        { name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?${query}`, ...(schema ? { schema } : {}) } },
+        { 'a.txt': 'a' },
+      );
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { timeoutMs: 30_000 });
+        expect(r.code, `${cmd} with ?${query}: ${r.stderr}`).toBe(0);
+      }
+      expect(readFileSync(join(ws.out, 'a.txt.out'), 'utf8')).toBe('a');
+    }
+    // The server's own reading of that search_path: the schema the ledger is in.
+    const session = new pg.Client({ connectionString: url, options: '-c search_path=Qc' });
+    await session.connect();
+    expect((await session.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s).toBe('qc');
+    await session.end();
+    const quoted = workspace(
+      { name: 'caption-qc', handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: `${url}?options=-csearch_path%3D%22QC%22`, schema: 'qc' } },
+      { 'a.txt': 'a' },
+    );
+    const r = await runCli(['validate', '-c', quoted.configPath], { timeoutMs: 30_000 });
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain("state.postgres: expected no search_path in the URL's options= naming another schema");
+  }, 60_000);
 
   // CRONSAFE_STATE_POSTGRES replaces state.postgres and drops state.sqlite, yet a `${VAR}` in
   // either still had to be set: a pod given the URL by the variable alone exited 78 naming
