@@ -45,13 +45,15 @@ function protoEnvKey(value: Record<string, unknown>): KeyProblem[] {
  * PGSSLMODE with a value libpq refuses (`verify_full`, `Require`, `required`): the pg driver
  * takes it for none given and connects without TLS, where psql refuses to connect at all.
  * Read by the driver only when the URL has no TLS parameter of its own (pg-connection-string:
- * `ssl`, or a non-empty `sslmode`, `sslcert`, `sslkey`, `sslrootcert`), so checked only then.
+ * `ssl`, or a non-empty `sslmode`, `sslcert`, `sslkey`, `sslrootcert`, or `sslnegotiation=direct`,
+ * which turns TLS on), so checked only then.
  */
 function sslModeEnvProblem(url: string | undefined, env: NodeJS.ProcessEnv): KeyProblem[] {
   const mode = env.PGSSLMODE;
   if (url === undefined || !mode || SSL_MODES.includes(mode)) return [];
   const params = parseUrl(url.trim())?.searchParams;
   if (params === undefined || params.has('ssl') || ['sslmode', 'sslcert', 'sslkey', 'sslrootcert'].some((k) => (params.getAll(k).at(-1) ?? '') !== '')) return [];
+  if (params.getAll('sslnegotiation').at(-1) === 'direct') return [];
   return [
     {
       key: 'state.postgres',

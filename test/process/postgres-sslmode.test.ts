@@ -85,4 +85,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a URL that asks for TLS of a serv
     // Nothing reached the server: no run made a ledger.
     expect(await server.admin("SELECT 1 FROM pg_namespace WHERE nspname = 'cronsafe'", [], 'rootcert')).toEqual([]);
   }, 60_000);
+
+  // `sslnegotiation=direct` turns TLS on in the driver (pg-connection-string: ssl = true), which
+  // then never reads PGSSLMODE: the check refused a URL that connects with TLS whatever it says.
+  it('a URL with sslnegotiation=direct and PGSSLMODE=Require: validate exits 0 (the driver takes TLS from the URL); sslnegotiation=postgres is still refused', async () => {
+    const ws = workspace({ handler: { command: ['/bin/cp', '{path}', '{output}'] }, state: { postgres: 'postgres://app@db.example:5432/jobs?sslnegotiation=direct' } }, { 'a.txt': 'a' });
+    const r = await runCli(['validate', '-c', ws.configPath], { env: { PGSSLMODE: 'Require' }, timeoutMs: 20_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const other = await runCli(['validate', '-c', ws.configPath], { env: { PGSSLMODE: 'Require', CRONSAFE_STATE_POSTGRES: 'postgres://app@db.example:5432/jobs?sslnegotiation=postgres' }, timeoutMs: 20_000 });
+    expect(other.code).toBe(78);
+    expect(other.stderr).toContain('state.postgres: the environment variable PGSSLMODE is "Require", no sslmode');
+  }, 60_000);
 });
