@@ -97,10 +97,23 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // too (docs/schedule.md: one directory walk per cooldown). Else, once a cooldown had passed
   // since the last pass, every tick walked the whole source (a million done files: ~10 s of
   // CPU every 30 s) for as long as it found nothing new. A look that failed (an outage) is
-  // tried again at the next tick, as before.
+  // tried again at the next tick. It started no pass, so none failed: taken for a failed pass,
+  // it counted toward growth.maxIncompletePasses (three outages met by looks stood the trigger
+  // down until a pass completed, the next occurrence's: new files waited for it) and set a
+  // cooldown.
   let lastGrowthLook = -Infinity;
   const lookForGrowth = async (): Promise<boolean | undefined> => {
-    const grew = await d.sourceGrew?.();
+    let grew: boolean | undefined;
+    try {
+      looking = true;
+      grew = await d.sourceGrew?.();
+    } catch (err) {
+      if (err instanceof DaemonStopped || !unavailable(err)) throw err;
+      return false;
+    } finally {
+      looking = false;
+    }
+    if (outage === 'look') back();
     lastGrowthLook = elapsed();
     return grew;
   };
@@ -110,8 +123,12 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // daemon's own reads, or by a pass. A pass's outage (an unwritable ledger, a full volume)
   // leaves the daemon's reads working: it ends only with a pass that reaches the store. Ended
   // by the next read, the daemon said "available again" and "unavailable" at every tick.
-  let outage = false as false | 'read' | 'pass';
+  // A look for new files that met it ('look') ends with a look that reaches the store: the
+  // tick's own read, on other tables, may well work (said again at every tick, with a look's
+  // every failure).
+  let outage = false as false | 'read' | 'pass' | 'look';
   let passing = false; // the error caught is a pass's
+  let looking = false; // or a look's for new files
   // The daemon killed or stopped in the middle of a pass, then started again (systemd's
   // Restart=): that occurrence has a run, but its pass did not finish. It is resumed once,
   // as the Job controller retries a killed or drained CronJob pod; else its claims and the
@@ -130,7 +147,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     if (!(err instanceof StateUnavailable) || err instanceof StateTooNew || err instanceof StateRefused) return false;
     if (!outage) d.log.error({ err: err.message }, 'daemon: the state store is unavailable; trying again every tick');
     // A read's outage does not end a pass's (only a pass that reaches the store does).
-    outage = passing ? 'pass' : outage || 'read';
+    outage = passing ? 'pass' : outage || (looking ? 'look' : 'read');
     return true;
   };
   const back = (): void => {
