@@ -116,6 +116,13 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
       if (p.committed > 0 && (await outputs.readOnly())) {
         throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}) while the output file system is read-only: its output could not be created; not recorded done');
       }
+      // Nor where this user cannot create it (an operator's `chmod -R a-w` of output.directory
+      // mid-run, a sibling's handler that made the directory of its {output} read-only): the
+      // catch finds it unwritable, stops the pass and hands the item back uncharged.
+      const unwritable = p.committed > 0 ? await outputs.unwritable() : null;
+      if (unwritable !== null) {
+        throw new HandlerFailure(`the handler succeeded but wrote nothing to its output path ({output}) while output.directory ${unwritable}: its output could not be created; not recorded done`);
+      }
     } else if (tempPath && outputs) {
       p.committed++;
     }
