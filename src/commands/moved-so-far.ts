@@ -17,6 +17,8 @@ export class MovedSoFar {
   #writing: number | undefined = 0;
   /** Every page written: the command's own report says the rest. */
   #over = false;
+  /** The errors failed() has told already. */
+  readonly #told = new WeakSet<Error>();
 
   constructor(private readonly what: string) {}
 
@@ -55,6 +57,9 @@ export class MovedSoFar {
    * error alone read as if nothing had moved, and the pages before it stay moved.
    */
   failed<E extends Error>(err: E): E {
+    // Said once: a write's error is told here, and again by the command around it.
+    if (this.#told.has(err)) return err;
+    this.#told.add(err);
     if (this.#moved > 0) err.message += `; ${this.#count()} requeued before the error stay requeued (pending again, attempts reset): run the same command again to requeue the rest`;
     return err;
   }

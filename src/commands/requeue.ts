@@ -97,7 +97,11 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
       after: sel.doneAfter?.getTime(),
       before: sel.doneBefore?.getTime(),
     };
-    const result = sel.ids ? await byIds(ledger, sel.ids, filter, opts, store) : await byFilter(ledger, sel, filter, opts, show, store);
+    // A read that fails between two pages (the next page's, a peek) ends the command as a
+    // write's failure does: saying how many the pages before it requeued.
+    const result = await (sel.ids ? byIds(ledger, sel.ids, filter, opts, store) : byFilter(ledger, sel, filter, opts, show, store)).catch((err: unknown) => {
+      throw opts.progress && err instanceof Error ? opts.progress.failed(err) : err;
+    });
     opts.progress?.over();
     if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
