@@ -34,6 +34,16 @@ describe('module handler: process.exit and unhandled rejections', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 20, dead: 0 });
   });
 
+  it('process.exit swallowed, then an AggregateError found among its own errors thrown: the run stops at once, claims handed back, exit 1', async () => {
+    // Looking for the call in the rejection went down every error of every error, 16^8
+    // times per call: the process froze for minutes (no lease renewed, no signal heard).
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 }, items(20, { 'item-000-selfagg.scc': 's' }));
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('cronsafe: run failed: handler code called process.exit(4) and no attempt failed with it');
+    expect((await statusJson(ws.configPath)).items.claimed).toBe(0);
+  }, 90_000);
+
   it('process.exit(0) from a timer stops the run: claims handed back, outcome failed, exit 1', async () => {
     const ws = workspace(
       { handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 },

@@ -113,16 +113,24 @@ function interceptedExit(code?: unknown): never {
  * a CLI, which calls process.exit on bad input) failed with the call all the same: taken for
  * a swallowed call, it also stopped the run, exit 1, on every run until the item was dead.
  */
-function carries(rejection: unknown, exit: ModuleExit, depth = 0): boolean {
+function carries(rejection: unknown, exit: ModuleExit, depth = 0, seen = new Set<object>()): boolean {
   if (rejection === exit) return true;
   if (depth >= 8 || typeof rejection !== 'object' || rejection === null) return false;
+  // Each error looked into once, and at most MAX_LOOKED_INTO of them: an AggregateError among
+  // its own errors (or errors shared down a few levels) was looked into 16^8 times, the
+  // process frozen for minutes (no lease renewed, no signal heard) before the run went on.
+  if (seen.has(rejection) || seen.size >= MAX_LOOKED_INTO) return false;
+  seen.add(rejection);
   try {
     const { cause, errors } = rejection as { cause?: unknown; errors?: unknown };
-    return carries(cause, exit, depth + 1) || (Array.isArray(errors) && errors.slice(0, 16).some((e) => carries(e, exit, depth + 1)));
+    return carries(cause, exit, depth + 1, seen) || (Array.isArray(errors) && errors.slice(0, 16).some((e) => carries(e, exit, depth + 1, seen)));
   } catch {
     return false; // a getter that throws, a revoked Proxy: not looked into
   }
 }
+
+/** The most errors carries() looks into for one attempt's rejection. */
+const MAX_LOOKED_INTO = 256;
 
 /** What is said of an unhandled rejection and an uncaught exception, with `redact`'s secrets hidden. */
 const rejectionWhy = (reason: unknown, redact: Redact): string => `handler code left a promise rejection unhandled: ${describeThrown(reason, redact)}`;
