@@ -37,4 +37,21 @@ describe('a module handler breaking the process after the run ended', () => {
     }
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   });
+
+  it('is told in one line with its control characters escaped (a newline, ESC, CSI), from a timer or an exit listener alike', async () => {
+    // Raw, a newline broke "one line" in two and ESC / U+009B drove the terminal of whoever
+    // ran cronsafe or read `kubectl logs`, as `run failed:` never does.
+    const TAIL = '\nsecond line \u001b[31mred\u001b[0m \u009b2J';
+    for (const [fixture, said] of [
+      ['late-break-module.mjs', 'after its handler was let go (from a timer or callback an attempt left): uncaught exception: late failure, password ***'],
+      ['exit-listener-module.mjs', "as it exited: an 'exit' listener threw: clean-up failed, password ***"],
+    ]) {
+      const ws = workspace({ handler: { module: path.join(FIXTURES, 'process', fixture) }, log: { level: 'info' } }, { 'a.txt': 'a' });
+      const r = await runCli(['run', '-c', ws.configPath], { env: { PGPASSWORD: SECRET, FIXTURE_TAIL: TAIL } });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`cronsafe: handler code broke the process ${said}\\u000asecond line \\u001b[31mred\\u001b[0m \\u009b2J\n`);
+      expect(r.stderr).not.toMatch(/[\u001b\u009b]/);
+      expect(r.stderr).not.toContain(SECRET);
+    }
+  });
 });

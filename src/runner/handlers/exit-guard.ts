@@ -24,6 +24,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { TAIL_BYTES } from './capture.js';
 import { noRedact, type Redact } from '../../redact.js';
+import { escapeControls } from '../../terminal-safe.js';
 
 /** What `process.exit(code)` throws while a module handler is loaded. */
 export class ModuleExit extends Error {
@@ -224,21 +225,24 @@ class Guard implements ExitGuard {
 const LATE_BREAK = Symbol.for('cronsafe.lateBreak');
 let lateRedact: Redact = noRedact;
 
+// What these say is one line on stderr, as `run failed:` is: its controls as JSON escapes
+// (escapeControls). Raw, a message's newline broke the one line in two, and its ESC or
+// U+009B drove the terminal of whoever ran cronsafe or read `kubectl logs`.
 function onLateRejection(reason: unknown): void {
-  (globals[LATE_BREAK] as (why: string) => void)(rejectionWhy(reason, lateRedact));
+  (globals[LATE_BREAK] as (why: string) => void)(escapeControls(rejectionWhy(reason, lateRedact)));
 }
 
 function onLateException(err: unknown): void {
-  (globals[LATE_BREAK] as (why: string) => void)(exceptionWhy(err, lateRedact));
+  (globals[LATE_BREAK] as (why: string) => void)(escapeControls(exceptionWhy(err, lateRedact)));
 }
 
 /**
  * Set on globalThis once a module handler is loaded, for cli.ts's exit: what an 'exit' listener
  * that handler code added threw as the process exited, with the secrets of the handlers
- * loaded (or last let go) hidden.
+ * loaded (or last let go) hidden, on one line (its controls escaped, as above).
  */
 const EXIT_LISTENER_THREW = Symbol.for('cronsafe.exitListenerThrew');
-const exitListenerThrew = (err: unknown): string => `an 'exit' listener threw: ${describeThrown(err, (text) => lateRedact(redactPrinted(text)))}`;
+const exitListenerThrew = (err: unknown): string => escapeControls(`an 'exit' listener threw: ${describeThrown(err, (text) => lateRedact(redactPrinted(text)))}`);
 
 /** Once the last guard is released, in the CLI only: what handler code throws then is told with `redact` (LATE_BREAK). */
 function hearLate(redact: Redact): void {
