@@ -45,7 +45,7 @@ describe('a module handler breaking the process after the run ended', () => {
     for (const [fixture, said] of [
       ['late-break-module.mjs', 'after its handler was let go (from a timer or callback an attempt left): uncaught exception: late failure, password ***'],
       ['exit-listener-module.mjs', "as it exited: an 'exit' listener threw: clean-up failed, password ***"],
-    ]) {
+    ] as const) {
       const ws = workspace({ handler: { module: path.join(FIXTURES, 'process', fixture) }, log: { level: 'info' } }, { 'a.txt': 'a' });
       const r = await runCli(['run', '-c', ws.configPath], { env: { PGPASSWORD: SECRET, FIXTURE_TAIL: TAIL } });
       expect(r.code, r.stderr).toBe(1);
