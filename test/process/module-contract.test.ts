@@ -44,6 +44,16 @@ describe('module handler: process.exit and unhandled rejections', () => {
     expect((await statusJson(ws.configPath)).items.claimed).toBe(0);
   }, 90_000);
 
+  it("process.exit swallowed, then an error thrown whose cause getter calls process.exit beside a running attempt: the run stops, claims handed back, exit 1", async () => {
+    // Each call the getter made was added to the calls being looked into, looked into in
+    // turn, and made another: the process spun there for good, its memory growing.
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 }, { 'item-000-hold.scc': 'h', 'item-001-lazycause.scc': 'l' });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/cronsafe: run failed: handler code called process\.exit\([56]\) and no attempt failed with it/);
+    expect((await statusJson(ws.configPath)).items.claimed).toBe(0);
+  });
+
   it('process.exit(0) from a timer stops the run: claims handed back, outcome failed, exit 1', async () => {
     const ws = workspace(
       { handler: { module: path.join(FIXTURES, 'handlers/module-exit.mjs') }, concurrency: 2 },

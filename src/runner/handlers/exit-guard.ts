@@ -183,15 +183,21 @@ class Guard implements ExitGuard {
   end(token: symbol, rejection?: unknown): void {
     this.#inFlight.delete(token);
     if (this.#calls.length === 0) return;
+    // The calls made so far: looking into the rejection reads its getters (`cause`, `errors`),
+    // and one that calls process.exit adds a call meanwhile. Added to the list being walked,
+    // each such call was looked into in turn, and made another: the process spun there for
+    // good, its memory growing. Such a call waits for the attempts still running, as any.
+    const calls = this.#calls;
+    this.#calls = [];
     const left: ExitCall[] = [];
     let stray: ExitCall | undefined;
-    for (const c of this.#calls) {
+    for (const c of calls) {
       if (carries(rejection, c.err)) continue; // received by the attempt that made it
       c.waiting.delete(token);
       if (c.waiting.size > 0) left.push(c);
       else stray ??= c;
     }
-    this.#calls = left;
+    this.#calls = [...left, ...this.#calls];
     if (stray) this.stop(new Error(`${stray.err.message} and no attempt failed with it (the call was caught, or came from a timer)`), stray.err.itemId);
   }
 
