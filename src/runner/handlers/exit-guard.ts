@@ -34,8 +34,20 @@ export class ModuleExit extends Error {
   constructor(readonly code: unknown) {
     // eslint-disable-next-line @typescript-eslint/no-base-to-string -- shown as process.exit itself would coerce it
     super(`handler code called process.exit(${code === undefined ? '' : String(code)})`);
+    made.set(this, { message: this.message, itemId: this.itemId });
   }
 }
+
+/**
+ * What each ModuleExit said and whose call it was, as made. Handler code that caught one may
+ * redefine its `message` or `itemId` (a getter that throws): read there, thrown again from a
+ * timer, the getter's throw in the uncaughtException listener ended the process with exit 7,
+ * every claim of the run left behind.
+ */
+const made = new WeakMap<ModuleExit, { message: string; itemId: string | undefined }>();
+
+/** A ModuleExit's message and item as made (a look-alike's: the call's words, no item). */
+export const exitSaid = (err: ModuleExit): { message: string; itemId: string | undefined } => made.get(err) ?? { message: 'handler code called process.exit', itemId: undefined };
 
 /**
  * What `fatal` aborts with: what broke the process, and the item whose attempt's code did it
@@ -144,10 +156,10 @@ function onRejection(reason: unknown): void {
 }
 
 function onException(err: unknown): void {
-  const exit = isModuleExit(err);
+  const exit = isModuleExit(err) ? exitSaid(err) : undefined;
   for (const g of hearing()) {
-    const why = exit ? `${err.message} outside an attempt (from a timer or callback)` : exceptionWhy(err, g.redact);
-    g.stop(new Error(why), exit ? err.itemId : attemptOf.getStore());
+    const why = exit ? `${exit.message} outside an attempt (from a timer or callback)` : exceptionWhy(err, g.redact);
+    g.stop(new Error(why), exit ? exit.itemId : attemptOf.getStore());
   }
 }
 
@@ -198,7 +210,7 @@ class Guard implements ExitGuard {
       else stray ??= c;
     }
     this.#calls = [...left, ...this.#calls];
-    if (stray) this.stop(new Error(`${stray.err.message} and no attempt failed with it (the call was caught, or came from a timer)`), stray.err.itemId);
+    if (stray) this.stop(new Error(`${exitSaid(stray.err).message} and no attempt failed with it (the call was caught, or came from a timer)`), exitSaid(stray.err).itemId);
   }
 
   exitCalled(err: ModuleExit): void {

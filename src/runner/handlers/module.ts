@@ -8,7 +8,7 @@ import { noRedact, type Redact } from '../../redact.js';
 import { HandlerFailure, interrupted, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { killBudgetMs } from '../drain.js';
 import { AttemptSignal } from '../attempt-signal.js';
-import { acquireExitGuard, describeThrown, isModuleExit, runInAttempt, type ExitGuard } from './exit-guard.js';
+import { acquireExitGuard, describeThrown, exitSaid, isModuleExit, runInAttempt, type ExitGuard } from './exit-guard.js';
 import { itemLink } from './item-link.js';
 import { isPlainId } from '../item-id.js';
 
@@ -196,7 +196,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
     if (ending.kind === 'err') {
       rejection = ending.err;
       if (isModuleExit(ending.err)) {
-        throw new HandlerFailure(`${redact(ending.err.message)}: a module handler fails an item by throwing; cronsafe does not exit`);
+        throw new HandlerFailure(`${redact(exitSaid(ending.err).message)}: a module handler fails an item by throwing; cronsafe does not exit`);
       }
       if (own.aborted) throw interrupted(own.reason);
       // What it threw becomes the item's last error: a failed connect may quote cronsafe's own URL.
