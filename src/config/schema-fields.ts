@@ -152,7 +152,6 @@ const postgresUrlOf = (what: string) =>
     }
   });
 
-
 /** Globs are matched against ids, which are relative and never climb out of the directory. */
 export const glob = str('a glob relative to source.directory')
   .refine((g) => !g.startsWith('/') && !g.split('/').includes('..'), {
