@@ -175,3 +175,15 @@ export async function statusJson(configPath: string): Promise<{ items: Record<st
   if (r.code !== 0) throw new Error(`status failed (${r.code}): ${r.stderr}`);
   return JSON.parse(r.stdout) as { items: Record<string, number> };
 }
+
+/** The daemon's line when the growth trigger starts a pass. */
+export const GROWTH_PASS = 'daemon: the source has grown since the last completed pass; starting a pass';
+
+/** The `run finished` line of the first pass the growth trigger starts from now on. */
+export function growthPassFinished(daemon: Running, timeoutMs = 30_000): Promise<LogLine> {
+  let grew = false;
+  return daemon.waitFor((l) => {
+    if (l.msg === GROWTH_PASS) grew = true;
+    return grew && l.msg === 'run finished';
+  }, timeoutMs);
+}

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, workspace } from '../helpers/cli.js';
+import { FIXTURES, growthPassFinished, workspace } from '../helpers/cli.js';
 import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 import { until } from '../helpers/wait.js';
 
@@ -12,7 +12,6 @@ import { until } from '../helpers/wait.js';
 // the cooldown passed. Over a source of 1,000,000 done files each look is a walk of ~10 s of
 // CPU, so such a daemon walked its source without pause between occurrences.
 
-const GROWTH = 'daemon: the source has grown since the last completed pass; starting a pass';
 const DUE = 'daemon: occurrence due; starting a pass';
 
 /** Counts the opens of `dir` (one per walk of it) with inotify, through test/fixtures/process/dir-opens.py. */
@@ -56,11 +55,7 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, growth check betwee
         expect(between, `the source was opened ${between} times while the daemon idled 14 minutes`).toBeLessThanOrEqual(5);
         await daemon.waitFor((l) => l.msg === 'run finished' && l !== daemon.lines.find((f) => f.msg === 'run finished'), 30_000);
         writeFileSync(path.join(ws.source, 'b.txt'), 'b');
-        let grew = false;
-        const growthPass = await daemon.waitFor((l) => {
-          if (l.msg === GROWTH) grew = true;
-          return grew && l.msg === 'run finished';
-        }, 30_000);
+        const growthPass = await growthPassFinished(daemon);
         expect(growthPass).toMatchObject({ outcome: 'completed', counts: { succeeded: 1 } });
       } finally {
         daemon.child.kill('SIGTERM');

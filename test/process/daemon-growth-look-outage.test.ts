@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, spawnCli, workspace } from '../helpers/cli.js';
+import { FIXTURES, growthPassFinished, runCli, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
@@ -11,7 +11,6 @@ import { until } from '../helpers/wait.js';
 // passes that did not complete", though none had started) until a pass completed, the next
 // occurrence's (a year away here): files that came meanwhile waited for it.
 
-const GROWTH = 'daemon: the source has grown since the last completed pass; starting a pass';
 const STAND_DOWN = 'daemon: standing down the growth trigger after passes that did not complete; scheduled occurrences still run';
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon, a look for new files that could not read the ledger', () => {
@@ -51,11 +50,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon, a look for new f
       expect(daemon.lines.filter((l) => l.msg === STAND_DOWN)).toEqual([]);
       await db.server.admin('GRANT SELECT ON qc.items TO worker', [], 'growth_look');
       writeFileSync(path.join(ws.source, 'b.txt'), 'b');
-      let grew = false;
-      const pass = await daemon.waitFor((l) => {
-        if (l.msg === GROWTH) grew = true;
-        return grew && l.msg === 'run finished';
-      }, 30_000);
+      const pass = await growthPassFinished(daemon);
       expect(pass).toMatchObject({ outcome: 'completed', counts: { succeeded: 1 } });
       expect(daemon.lines.filter((l) => l.msg === STAND_DOWN)).toEqual([]);
     } finally {

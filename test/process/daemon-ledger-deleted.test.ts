@@ -1,7 +1,7 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, workspace } from '../helpers/cli.js';
+import { FIXTURES, growthPassFinished, GROWTH_PASS, workspace } from '../helpers/cli.js';
 import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 
 // The SQLite ledger deleted while the daemon idles (an operator starting over): the next run
@@ -9,7 +9,6 @@ import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 // file (and kept it on the disk): its growth check never saw the items the new ledger holds,
 // so it started a pass every cooldown, for ever, over items already done.
 
-const GROWTH = 'daemon: the source has grown since the last completed pass; starting a pass';
 const DUE = 'daemon: occurrence due; starting a pass';
 
 describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, ledger deleted while idle', () => {
@@ -27,11 +26,7 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, ledger deleted whil
       await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       for (const suffix of ['', '-wal', '-shm']) rmSync(`${ws.db}${suffix}`, { force: true });
       writeFileSync(path.join(ws.source, 'b.txt'), 'b');
-      let grew = false;
-      const growthPass = await daemon.waitFor((l) => {
-        if (l.msg === GROWTH) grew = true;
-        return grew && l.msg === 'run finished';
-      }, 30_000);
+      const growthPass = await growthPassFinished(daemon);
       expect(growthPass).toMatchObject({ outcome: 'completed', counts: { succeeded: 2 } }); // a new ledger: both again
       // Two more occurrences (12:15, 12:30): cooldowns enough for more growth passes, had the daemon any reason.
       let due = 0;
@@ -41,6 +36,6 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, ledger deleted whil
       daemon.child.kill('SIGTERM');
     }
     await daemon.exited;
-    expect(daemon.lines.filter((l) => l.msg === GROWTH).map((l) => l.time)).toHaveLength(1);
+    expect(daemon.lines.filter((l) => l.msg === GROWTH_PASS).map((l) => l.time)).toHaveLength(1);
   });
 });
