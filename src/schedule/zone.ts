@@ -64,9 +64,38 @@ export function defaultTimeZone(): string {
   // So is `TZ=:BST` (no such zone file, above), which ICU reads past its colon.
   if (isIcuOnly((process.env.TZ ?? '').replace(/^:/, ''))) return 'UTC';
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
-  // `TZ=` (empty) or a name no zone database has: ICU says Etc/Unknown (or nothing) and
-  // reckons in UTC, as the C library does.
-  return zone === undefined || zone === 'Etc/Unknown' ? 'UTC' : zone;
+  if (zone !== undefined && zone !== 'Etc/Unknown' && usable(zone)) return zone;
+  // A POSIX zone of a fixed offset (`TZ=CET-1`, `TZ=EST5`, `TZ=GMT+5`): the C library, cron
+  // and Node's own Date reckon it (5 hours west for GMT+5), where ICU names nothing (so it was
+  // UTC, an hour or more off cron on the machine) or, for GMT+5, a custom "GMT+05:00" no IANA
+  // zone has (every run, daemon and schedule then ended with a fatal error, exit 1).
+  // `TZ=` (empty), a name no zone database has, or any other POSIX rule: ICU says Etc/Unknown
+  // (or nothing) and reckons in UTC, as the C library does.
+  return posixFixedZone(process.env.TZ) ?? 'UTC';
+}
+
+function usable(zone: string): boolean {
+  try {
+    assertTimeZone(zone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The Etc zone of a POSIX TZ that is a name and a whole-hour offset with no DST rule
+ * (`CET-1`, `EST5`, `GMT+5`): Etc/GMT-1, Etc/GMT+5 and so on, whose names use the same sign
+ * as POSIX (hours west of Greenwich). Undefined for anything else, and for an offset no Etc
+ * zone has (GMT+13).
+ */
+function posixFixedZone(tz: string | undefined): string | undefined {
+  const m = /^(?:[A-Za-z]{3,}|<[A-Za-z0-9+-]{3,}>)([+-]?)(\d{1,2})(?::00(?::00)?)?$/.exec(tz ?? '');
+  if (!m) return undefined;
+  const hours = Number(m[2]);
+  if (hours === 0) return 'UTC';
+  const zone = `Etc/GMT${m[1] === '-' ? '-' : '+'}${hours}`;
+  return usable(zone) ? zone : undefined;
 }
 
 /**

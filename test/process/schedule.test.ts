@@ -464,6 +464,24 @@ describe('a schedule with no timeZone on a machine whose TZ names no zone', () =
     }
   });
 
+  it('a TZ that is a POSIX fixed offset (TZ=GMT+5, EST5, CET-1) is that offset, as the C library, cron and Node\'s Date reckon it', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '30 1 * * *' } }, { 'a.txt': 'a' });
+    const cases: [string, string, string][] = [
+      // POSIX counts hours west of Greenwich, as the Etc zones' names do: GMT+5 is 5 hours behind UTC.
+      ['GMT+5', 'Etc/GMT+5', '2026-07-01T06:30:00.000Z'],
+      ['EST5', 'Etc/GMT+5', '2026-07-01T06:30:00.000Z'],
+      ['CET-1', 'Etc/GMT-1', '2026-07-01T00:30:00.000Z'],
+    ];
+    for (const [TZ, zone, latest] of cases) {
+      const s = await runCli(['schedule', '-c', ws.configPath, '--json', '--at', '2026-07-01T12:00:00Z'], { env: { TZ } });
+      // Before: GMT+5 was ICU's "GMT+05:00", "fatal: unknown time zone", exit 1; EST5 and CET-1 were UTC.
+      expect(s.code, s.stderr).toBe(0);
+      expect(JSON.parse(s.stdout), TZ).toMatchObject({ timeZone: zone, latest });
+    }
+    const r = await runCli(['run', '-c', ws.configPath], { env: { TZ: 'GMT+5' } });
+    expect(r.code, r.stderr).toBe(0);
+  });
+
   const newYorkFile = '/usr/share/zoneinfo/America/New_York';
   it.skipIf(!existsSync(newYorkFile))('a TZ that is a zone file (TZ=/usr/share/zoneinfo/..., TZ=:/...) is that zone, as the C library and so cron read it', async () => {
     const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '30 1 * * *' } });
