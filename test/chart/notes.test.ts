@@ -120,6 +120,25 @@ describe('NOTES.txt', () => {
     expect(notes({ config: { state: { sqlite: '/ledger/x.db' } }, extraVolumes: [{ name: 'l', emptyDir: {} }], extraVolumeMounts: [{ name: 'l', mountPath: '/ledger' }] })).not.toContain('config.state.sqlite');
   });
 
+  // Without a PVC the data volume is an emptyDir, but a PostgreSQL ledger is not on it, nor
+  // a source or output directory on an extra volume (an NFS share): the warning said "the
+  // ledger, outputs and queue live in an emptyDir" whatever the config, sending the user
+  // after a PVC that would hold nothing of theirs.
+  it('without persistence, names only what is on the emptyDir: not a PostgreSQL ledger, nor a source or output on an extra volume', () => {
+    const off = { enabled: false };
+    const pg = { postgres: { existingSecret: 'pg' } };
+    const shared = { extraVolumes: [{ name: 'shared', nfs: { server: 'nfs.example.com', path: '/exports' } }], extraVolumeMounts: [{ name: 'shared', mountPath: '/shared' }] };
+    const onShare = { source: { directory: '/shared/queue' }, output: { directory: '/shared/out' } };
+    expect(notes({ persistence: off })).toMatch(/persistence\.enabled is false: the ledger, the output directory and the queue are in an emptyDir/);
+    expect(notes({ persistence: off, config: { state: pg } })).toMatch(/persistence\.enabled is false: the output directory and the queue are in an emptyDir/);
+    expect(notes({ persistence: off, config: { state: pg, source: onShare.source }, ...shared })).toMatch(/persistence\.enabled is false: the output directory is in an emptyDir/);
+    expect(notes({ persistence: off, config: { ...onShare }, ...shared })).toMatch(/persistence\.enabled is false: the ledger is in an emptyDir/);
+    expect(notes({ persistence: off, config: { state: pg, ...onShare }, ...shared })).not.toContain('WARNING');
+    // The ledger from extraEnv is PostgreSQL too.
+    const url = [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'pg', key: 'url' } } }];
+    expect(notes({ persistence: off, config: { ...onShare }, extraEnv: url, ...shared })).not.toContain('WARNING');
+  });
+
   it('does not warn about a ReadWriteMany volume with the PostgreSQL ledger (no SQLite file, no lock file)', () => {
     const text = notes({ persistence: { accessModes: ['ReadWriteMany'] }, config: { state: { postgres: { existingSecret: 'pg' } } } });
     expect(text).toContain('PostgreSQL ledger');
