@@ -295,6 +295,42 @@ describe('the Kubernetes Lease across processes', () => {
     expect(lease()?.spec.holderIdentity).toBe('pod-z/other-node');
   });
 
+  // The pod of this Job that ran before was OOM-killed (or lost with its node) holding the
+  // Lease. The Job replaces a pod only once it has failed (podFailurePolicy allows no other
+  // podReplacementPolicy), so that holder is dead; the replacement skipped (exit 0), the Job
+  // counted as succeeded, and the backlog waited for the next fire (a day, for a daily job).
+  it('a Lease held by an earlier pod of this same Job (killed: its replacement starts within the Lease) is waited for until it expires, then taken: the retry runs, not skipped', async () => {
+    const renewTime = new Date().toISOString().replace('Z', '000Z');
+    fake.seed('leases', { metadata: { name: 'test-job' }, spec: { holderIdentity: 'test-job-29000000-bcdfg/mxa5n8jd-1c9ea57d', renewTime, acquireTime: renewTime, leaseDurationSeconds: 3 } });
+    // Its last renewal just before this pod's first read, however long the start took.
+    let read = false;
+    fake.onRequest = (verb, resource) => {
+      if (resource !== 'leases' || verb !== 'get' || read) return;
+      read = true;
+      fake.get('leases', 'test-job')!.spec.renewTime = new Date().toISOString().replace('Z', '000Z');
+    };
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 3, renewSeconds: 1 } });
+    const markers = path.join(ws.dir, 'markers');
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('test-job-29000000-hjklm', { MARKER_DIR: markers, SLOW_MS: '10' }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('completed');
+    expect(r.lines.some((l) => String(l.msg).startsWith('Kubernetes Lease: held by an earlier pod of this Job'))).toBe(true);
+    expect(filesIn(markers)).toHaveLength(1);
+    expect(fake.requests.filter((q) => q.resource === 'leases' && q.verb === 'update' && q.status === 200).length).toBeGreaterThan(0);
+  });
+
+  it('a Lease held by a pod of another Job (a manual Job, a later fire) still skips at once: it may be alive', async () => {
+    const renewTime = new Date().toISOString().replace('Z', '000Z');
+    fake.seed('leases', { metadata: { name: 'test-job' }, spec: { holderIdentity: 'test-job-manual-1-bcdfg/mxa5n8jd-1c9ea57d', renewTime, acquireTime: renewTime, leaseDurationSeconds: 3600 } });
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 3, renewSeconds: 1 } });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('test-job-29000000-hjklm', { SLOW_MS: '10' }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.outcome).toBe('skipped-locked');
+    expect(r.lines.some((l) => String(l.msg).startsWith('Kubernetes Lease: held by an earlier pod of this Job'))).toBe(false);
+  });
+
   it('an acquire that went on without the Lease after its create got no answer in time releases at the end the Lease that create took: the next run is not skipped as held by a run that ended', async () => {
     // An API server answering after the 5 s timeout (under load) executes the create all the
     // same; the read tried after it timed out too, and the acquire went on with the local

@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { apiFailure, connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
-import { acquireRunLease, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
+import { acquireRunLease, earlierPodWait, releaseBoundMs } from '../../src/kube/lease/run-lease.js';
 import { MICRO_TIME_RE } from '../../src/kube/lease/state.js';
 import { FakeApiServer, startFakeApiServer, TOKEN, type Obj } from '../helpers/fake-apiserver.js';
 import { memoryLogger } from '../helpers/log.js';
@@ -190,6 +190,25 @@ describe('acquire', () => {
     // Tried again for a while first (acquireRetryMs, shortened here), as a restarting API server is.
     expect(await acquire('pod-a/run-1', { acquireRetryMs: 500 })).toMatchObject({ status: 'unavailable', failure: { kind: 'unreachable' } });
     fake = await startFakeApiServer(); // for afterEach
+  });
+});
+
+describe('a Lease held by an earlier pod of the same Job', () => {
+  it('is waited for until it expires (within our duration) only when its holder is named as a pod of this Job', () => {
+    const me = { jobName: 'qc-29000000', podName: 'qc-29000000-hjklm' };
+    const at = (ms: number) => new Date(1_000_000 + ms);
+    expect(earlierPodWait('qc-29000000-bcdfg/run-1', at(60_000), me, 90, 1_000_000)).toBe(60_250);
+    // Another Job's pod (a manual Job, another fire), this very pod, no Job name, a foreign holder.
+    for (const holder of ['qc-manual-1-bcdfg/run-1', 'qc-29000001-bcdfg/run-1', 'qc-29000000-hjklm/run-1', 'qc-29000000-abcde/run-1', 'pod-z/other-node', 'qc-29000000-bcdfgh/run-1']) {
+      expect(earlierPodWait(holder, at(60_000), me, 90, 1_000_000), holder).toBeUndefined();
+    }
+    expect(earlierPodWait('qc-29000000-bcdfg/run-1', at(60_000), { podName: 'qc-29000000-hjklm' }, 90, 1_000_000)).toBeUndefined();
+    // A longer Lease than ours (another config): not waited for.
+    expect(earlierPodWait('qc-29000000-bcdfg/run-1', at(120_000), me, 90, 1_000_000)).toBeUndefined();
+    // A Job name of 63 characters: its pods are named from its first 57 and a "-" (58), then 5.
+    const long = `${'a'.repeat(52)}-29000000`.slice(0, 63);
+    const pod = `${`${long}-`.slice(0, 58)}bcdfg`;
+    expect(earlierPodWait(`${pod}/run-1`, at(1000), { jobName: long, podName: `${`${long}-`.slice(0, 58)}hjklm` }, 90, 1_000_000)).toBe(1250);
   });
 });
 

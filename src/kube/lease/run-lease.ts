@@ -4,9 +4,10 @@
  * the local lock alone when the API cannot be used.
  */
 import { hostname } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/types.js';
-import { API_TIMEOUT_MS, connectKube, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../client.js';
+import { API_TIMEOUT_MS, connectKube, requestTimeoutMs, SERVICE_ACCOUNT_DIR, type PodIdentity } from '../client.js';
 import { acquireLease, releaseIfOurs, type HeldLease, type LeaseLockOptions } from './lock.js';
 
 export interface RunLease {
@@ -65,7 +66,18 @@ export async function acquireRunLease(
     log,
     stop,
   };
-  const r = await acquireLease(lockOptions);
+  let r = await acquireLease(lockOptions);
+  const wait = r.status === 'held' ? earlierPodWait(r.holder, r.expiresAt, c.kube.identity, kl.durationSeconds) : undefined;
+  if (r.status === 'held' && wait !== undefined) {
+    log.info(
+      { lease: kl.name, holder: r.holder, expiresAt: r.expiresAt?.toISOString() },
+      'Kubernetes Lease: held by an earlier pod of this Job, which has failed (a Job replaces a pod only then, and that pod could not release it): waiting for it to expire',
+    );
+    await delay(wait, undefined, { signal: stop }).catch(() => undefined);
+    // Read again: a holder that renewed meanwhile is alive after all (a pod still
+    // terminating, where a Job may start its replacement sooner) and is left alone.
+    r = stop?.aborted ? { status: 'stopped' } : await acquireLease(lockOptions);
+  }
   const leftover = (r.status === 'unavailable' || r.status === 'stopped') && r.unanswered ? () => releaseIfOurs(lockOptions).catch(() => undefined) : undefined;
   if (r.status === 'acquired') r.lease.lost.addEventListener('abort', forget, { once: true });
   else if (!leftover) forget();
@@ -109,4 +121,28 @@ export function releaseBoundMs(
   const { gracePeriodSeconds, marginSeconds } = config.drain;
   const left = stoppedMono + (gracePeriodSeconds - marginSeconds / 2) * 1000 - nowMono;
   return Math.min(API_TIMEOUT_MS, Math.max(floor, left));
+}
+
+/** The characters of the 5 a name generator appends (names.SimpleNameGenerator), as to a Job's pods. */
+const GENERATED_SUFFIX = /^[bcdfghjklmnpqrstvwxz2456789]{5}$/;
+
+/**
+ * How long to wait (ms) for a Lease that an earlier pod of this pod's own Job holds, else
+ * undefined (skip now, as for any holder). The Job controller names its pods `<job>-` (cut at
+ * 58 characters) and 5 generated characters, and with a podFailurePolicy (the chart's, the
+ * manifests') starts a replacement only once the pod before has failed: that holder was
+ * killed (OOM, its node lost) and can renew no more. Skipped, the retry exited 0, the Job
+ * counted as succeeded and the backlog waited for the next fire. Only a Lease that expires
+ * within our own duration is waited for; after the wait it is read again (a holder that
+ * renewed is alive, and is not taken).
+ */
+export function earlierPodWait(holder: string | undefined, expiresAt: Date | undefined, me: PodIdentity, durationSeconds: number, now = Date.now()): number | undefined {
+  if (!holder || !expiresAt || !me.jobName) return undefined;
+  const pod = holder.split('/')[0] ?? '';
+  const prefix = `${me.jobName}-`.slice(0, 58);
+  if (pod === me.podName || !pod.startsWith(prefix) || !GENERATED_SUFFIX.test(pod.slice(prefix.length))) return undefined;
+  const left = expiresAt.getTime() - now;
+  if (left > durationSeconds * 1000) return undefined;
+  // A moment past the expiry, so that the read after it finds it expired by our clock.
+  return Math.max(0, left) + 250;
 }
