@@ -1,5 +1,6 @@
 import { constants, lstatSync } from 'node:fs';
-import { chmod, lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import { chmodSame } from './own-dir.js';
 import path from 'node:path';
 
 // File system probes the output store needs beyond plain reads and renames.
@@ -76,11 +77,7 @@ export async function fsyncPath(p: string, ownFile = false): Promise<void> {
 async function openWithoutRights(p: string): Promise<FileHandle | null> {
   const st = await lstat(p).catch(() => undefined);
   if (!st?.isFile() || st.uid !== process.geteuid?.()) return null;
-  try {
-    await chmod(p, (st.mode & 0o7777) | 0o400);
-  } catch {
-    return null;
-  }
+  if (!chmodSame(p, st, (st.mode & 0o7777) | 0o400)) return null;
   try {
     const fh = await open(p, constants.O_RDONLY | constants.O_NOFOLLOW);
     const now = await fh.stat().catch(() => undefined);
@@ -90,6 +87,6 @@ async function openWithoutRights(p: string): Promise<FileHandle | null> {
   } catch {
     return null;
   } finally {
-    await chmod(p, st.mode & 0o7777).catch(() => undefined);
+    chmodSame(p, st, st.mode & 0o7777);
   }
 }

@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync, type Stats } from 'node:fs';
 import { EdgeError, EXIT } from '../errors.js';
 import { DIR_MODE } from '../make-dirs.js';
 
@@ -86,10 +86,38 @@ export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
 export function ownerRightsBack(dir: string): void {
   const st = lstatSync(dir, { throwIfNoEntry: false });
   if (!st?.isDirectory() || st.uid !== process.geteuid?.() || (st.mode & 0o700) === 0o700) return;
+  // Refused (a read-only file system) or replaced meanwhile: the start's checks say why.
+  chmodSame(dir, st, (st.mode & 0o7777) | 0o700);
+}
+
+/** Linux's O_PATH (the same on x86-64 and arm64): a descriptor naming an inode, needing no right on it. Node does not export it. */
+const O_PATH = 0o10000000;
+
+/**
+ * chmod `p` to `mode` only while it is still the file `was` was lstat'ed from, never
+ * following a symbolic link: between a look at one of our directories (or a handler's tree
+ * in it) and the chmod, a process of this user (a handler's child left running) may put a
+ * link there, and chmod(2) follows it: run as root, to /etc/passwd, which `| 0o700` made
+ * executable. The entry is opened O_PATH | O_NOFOLLOW, checked to be that inode, and changed
+ * through /proc/self/fd, as glibc's fchmodat(AT_SYMLINK_NOFOLLOW) does. True when changed;
+ * false when replaced, or refused. Elsewhere than Linux, by path, as before.
+ */
+export function chmodSame(p: string | Buffer, was: Stats, mode: number): boolean {
+  let fd: number | undefined;
   try {
-    chmodSync(dir, (st.mode & 0o7777) | 0o700);
+    if (process.platform !== 'linux') {
+      chmodSync(p, mode);
+      return true;
+    }
+    fd = openSync(p, O_PATH | constants.O_NOFOLLOW);
+    const now = fstatSync(fd);
+    if (now.dev !== was.dev || now.ino !== was.ino || (now.mode & constants.S_IFMT) !== (was.mode & constants.S_IFMT)) return false;
+    chmodSync(`/proc/self/fd/${fd}`, mode);
+    return true;
   } catch {
-    /* refused (a read-only file system): the start's access check says why */
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, readdir, rename, rm } from 'node:fs/promises';
+import { chmodSame } from './own-dir.js';
 
 /**
  * Remove a temp path of ours and everything under it, as `rm -rf` would. A handler may have
@@ -76,7 +77,7 @@ async function hoistDeep(root: Buffer): Promise<Buffer[]> {
 async function ownerRights(dir: Buffer | string): Promise<void> {
   const st = await lstat(dir).catch(() => undefined);
   if (!st?.isDirectory()) return;
-  if ((st.mode & 0o700) !== 0o700) await chmod(dir, (st.mode & 0o7777) | 0o700).catch(() => undefined);
+  if ((st.mode & 0o700) !== 0o700) chmodSame(dir, st, (st.mode & 0o7777) | 0o700);
   const names = await readdir(dir, { encoding: 'buffer' }).catch(() => []);
   for (const name of names) await ownerRights(Buffer.concat([Buffer.from(dir), SLASH, name]));
 }
