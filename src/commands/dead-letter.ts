@@ -6,6 +6,7 @@ import { reading, readingPages } from '../ledger/reading.js';
 import { MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
+import { escapeUnits } from '../terminal-safe.js';
 import { fromPrintableId, oneLine, printableId, unknownId } from './status.js';
 
 export interface ListOptions {
@@ -87,7 +88,9 @@ export async function deadLetterRetry(
     if (ambiguous.length > 0) {
       const lines = [`${ambiguous.length} of the given ids named two items, and neither was requeued:`];
       for (const arg of ambiguous) {
-        lines.push(`  ${arg}: ${namesTwoItems(arg)}`);
+        // As requeue names it: raw, an argument's C1 control (U+009B, a CSI) or bidirectional
+        // one (from `list --json | jq -r`, which decodes the escapes) reached the terminal.
+        lines.push(`  ${printableId(arg)}: ${namesTwoItems(arg)}`);
       }
       out.write(`${lines.join('\n')}\n`);
     }
@@ -130,8 +133,13 @@ export function namesTwoItems(arg: string): string {
   return `both the item named so (quotes and all: give ${printableId(arg)}) and the one a listing prints so (give ${otherQuoting(fromPrintableId(arg))} for that one)`;
 }
 
-/** `id` JSON-quoted with its first character as a \\u escape: read back as id, never as the argument it differs from. */
-const otherQuoting = (id: string): string => `"\\u${id.charCodeAt(0).toString(16).padStart(4, '0')}${JSON.stringify(id.slice(1)).slice(1)}`;
+/**
+ * `id` JSON-quoted with its first character as a \\u escape: read back as id, never as the
+ * argument it differs from. The rest with all but printable ASCII escaped too: raw, a C1
+ * control or a bidirectional one in it reached the terminal (printableId escapes them).
+ */
+const otherQuoting = (id: string): string =>
+  `"\\u${id.charCodeAt(0).toString(16).padStart(4, '0')}${JSON.stringify(id.slice(1)).slice(1).replace(/[^\u0020-\u007e]/gu, escapeUnits)}`;
 
 function whyNot(id: string, state: string | undefined, sourceDirectory: string): string {
   if (state === undefined) return unknownId(id, sourceDirectory);

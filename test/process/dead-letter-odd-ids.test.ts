@@ -110,6 +110,27 @@ describe('dead-letter retry of a quoted id with a space, as list --json gives it
   }, 60_000);
 });
 
+describe('a quoted id that names two items, holding a C1 control and a bidirectional one (from list --json through jq -r)', () => {
+  it('dead-letter retry and requeue name it and the other item escaped, never raw (before: U+009B and U+202E reached the terminal), in forms that read back', async () => {
+    const inside = '\u009b2J \u202ecorrupt.exe';
+    const quoted = `"${inside}"`;
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fail-some-module.mjs') }, retry: { maxAttempts: 1 } }, { [quoted]: 'x', [inside]: 'x' });
+    expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+    const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, quoted]);
+    const requeue = await runCli(['requeue', '--include-dead', '-c', ws.configPath, quoted]);
+    for (const r of [retry, requeue]) {
+      expect(r.code, r.stdout + r.stderr).toBe(1);
+      expect(r.stdout).not.toMatch(/[\u007f-\u009f\u202e]/);
+      expect(r.stdout).toContain('  "\\"\\u009b2J \\u202ecorrupt.exe\\"": both the item named so');
+      expect(r.stdout).toContain('(give "\\u009b2J \\u202ecorrupt.exe" for that one)');
+    }
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ dead: 2 });
+    // The form given for the other item names it alone.
+    expect((await runCli(['dead-letter', 'retry', '-c', ws.configPath, '"\\u009b2J \\u202ecorrupt.exe"'])).code).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ dead: 1, pending: 1 });
+  }, 60_000);
+});
+
 describe('a last error with terminal control characters in the text listings', () => {
   it('status and dead-letter list show them escaped, never raw (a colored or title-setting handler cannot drive the terminal); --json keeps them exactly', async () => {
     // What colored tools print, plus a window-title escape, backspaces and a NUL.
