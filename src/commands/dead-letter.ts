@@ -3,7 +3,7 @@ import { RETRY_DEAD_PAGE } from '../ledger/dead-pages.js';
 import type { DeadItem, Ledger } from '../ledger/types.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
-import { MovedSoFar } from './moved-so-far.js';
+import { betweenPages, MovedSoFar } from './moved-so-far.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
 import { escapeUnits } from '../terminal-safe.js';
@@ -37,6 +37,10 @@ export async function deadLetterList(configPath: string, opts: ListOptions, out:
         n++;
       }
       await sink.write(text);
+      // On SQLite a page's read is synchronous, and into a file or a terminal (written
+      // synchronously) so is its write: without a turn of the event loop here, Ctrl-C on a
+      // long listing was only handled once every line was printed (requeue does the same).
+      await betweenPages();
     }
     if (opts.json) await sink.write(n === 0 ? '[]\n' : '\n]\n');
     else if (n === 0) await sink.write('no dead letters\n');

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { CLI, FIXTURES, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * Operator commands piped to a slow reader: the output is complete and valid, or the exit
@@ -109,6 +110,23 @@ describe(`dead-letter list and status through a slow pipe (${DEAD} dead items)`,
     expect(got).toBe(1000);
     expect(code).toBe(1);
     expect(stderr).toMatch(/output incomplete: stdout was closed before everything was written \(EPIPE\)/);
+  }, 90_000);
+
+  it('Ctrl-C while it writes into a file (written synchronously, as a terminal is) ends it at once: 130, the listing cut (before: every line first)', async () => {
+    const file = path.join(ws.dir, 'interrupted.txt');
+    const fd = openSync(file, 'w');
+    const cli = spawn(process.execPath, [CLI, 'dead-letter', 'list', '-c', ws.configPath], { stdio: ['ignore', fd, 'pipe'] });
+    closeSync(fd);
+    const hard = setTimeout(() => cli.kill('SIGKILL'), 60_000);
+    const exited = new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+    await until(() => statSync(file).size > 0, 'the first lines of the listing');
+    cli.kill('SIGINT');
+    const code = await exited;
+    clearTimeout(hard);
+    expect(code).toBe(130);
+    const lines = readFileSync(file, 'utf8').split('\n').length - 1;
+    expect(lines).toBeGreaterThan(0);
+    expect(lines).toBeLessThan(DEAD / 2);
   }, 90_000);
 });
 
