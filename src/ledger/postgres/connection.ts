@@ -189,7 +189,7 @@ export type SessionName = keyof typeof SESSIONS;
  * and its statements run as before. Asked of current_setting, not pg_settings: a DBA may
  * revoke that view from PUBLIC, and every connection would fail.
  */
-const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) WHERE current_setting('client_connection_check_interval', true) IS NOT NULL`;
+export const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) WHERE current_setting('client_connection_check_interval', true) IS NOT NULL`;
 
 /**
  * A new pool whose connections each run CHECK_CLIENT before their first use (pg-pool awaits

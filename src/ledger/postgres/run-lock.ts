@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
-import { clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
+import { CHECK_CLIENT, clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { StoppedBeforeLock } from '../run-lock.js';
@@ -229,20 +229,48 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
   // Its own application_name: pg_stat_activity shows which session holds the run lock.
   const client = new pg.Client({ ...clientConfig(opts), application_name: 'cronsafe-lock' });
   client.on('error', () => undefined); // reported through 'end' below, or the failing query
+  // Taking the lock again mid-run is the run's own business (it drains on `lost`).
+  const stop = retake ? undefined : opts.stop;
+  let waitingFor = 'the server';
+  let cutByStop = false;
+  let cutTimer: NodeJS.Timeout | undefined;
+  const cut = (): void => {
+    cutByStop = true;
+    client.end().catch(() => undefined);
+  };
+  // As a connect: a start on a healthy server is done within it, and then drains as any run.
+  const armCut = (): void => {
+    cutTimer ??= setTimeout(cut, STOPPED_CONNECT_GRACE_MS);
+  };
+  const disarm = (): void => {
+    clearTimeout(cutTimer);
+    stop?.removeEventListener('abort', armCut);
+  };
   try {
     const badPort = portProblem(client.port);
     if (badPort !== undefined) throw new Error(badPort);
-    // Taking the lock again mid-run is the run's own business (it drains on `lost`).
-    await connectUnlessStopped(client, retake ? undefined : opts.stop);
+    await connectUnlessStopped(client, stop);
+    // A stop while the start waits on the server (for the migration's lock while another pod
+    // migrates a large ledger, or for the gate) ends the session, if the start is still not
+    // done STOPPED_CONNECT_GRACE_MS later: nothing is decided until COMMIT, and the start
+    // waited on until the drain's last resort, the whole grace period, a pod that had nothing
+    // in flight. Its statement then fails: StoppedBeforeLock below.
+    if (stop?.aborted) armCut();
+    else stop?.addEventListener('abort', armCut, { once: true });
     const exec = execOn(client);
     await exec(q('BEGIN'));
     await exec(keepIdleSession);
     await exec(probeClient(opts.probes ?? DEAD_CLIENT_PROBES));
+    // Cut by a stop (or killed) while it waits, the session's statement must not stay queued
+    // on the server, holding a connection until the migration it waits for is over.
+    await exec(q(CHECK_CLIENT));
     // run_lock must exist at the start (a no-op once migrated). Not when taken again mid-run:
     // this run's start made the schema already, and a newer cronsafe's pod may have migrated
     // it since (a rolling upgrade), which migrate refuses: the lock was lost and the pass
     // drained at the first cut of its session (a failover).
+    waitingFor = 'the ledger to be migrated (another pod may be migrating it)';
     if (!retake) await migrate(exec, opts.schema, undefined, opts.name);
+    waitingFor = 'the run lock (another pod of this job is taking it)';
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
     let result: Attempt;
@@ -268,12 +296,15 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
       }
     }
     await exec(q('COMMIT'));
+    disarm(); // the session now holds the run's lock
     if (result.client === null) await client.end().catch(() => undefined);
     return result;
   } catch (err) {
+    disarm();
     const ending = client.end().catch(() => undefined);
     // pg's end() of a connect still pending waits for that connect's own timeout (10 s).
     if (!(err instanceof ConnectGivenUp)) await ending;
+    if (cutByStop && stop) throw new StoppedBeforeLock(stopName(stop), new Error(`the start still waited for ${waitingFor}`));
     throw err;
   }
 }
@@ -286,7 +317,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       return await attempt(opts, retake);
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
-      if (err instanceof LedgerOwnedByAnotherJob) throw err;
+      if (err instanceof LedgerOwnedByAnotherJob || err instanceof StoppedBeforeLock) throw err;
       const state = locatedLedgerState(err, 'take the run lock', opts.url, opts.schema);
       if (state) throw state;
       const stop = retake ? undefined : opts.stop;
