@@ -32,6 +32,11 @@ export interface RunLock {
    */
   watchLedger?(): void;
   /**
+   * Called before the run closes its ledger: SQLite removes the files it keeps beside it
+   * (`-wal`, `-shm`) at the last connection's close, which is no loss. Absent on PostgreSQL.
+   */
+  unwatchCompanions?(): void;
+  /**
    * SQLite: look at the watched ledger now rather than at the next recheck, so that a write
    * that failed because the state directory was just removed is told from any other
    * failure (`lost` aborts). True when the ledger is gone. Absent on PostgreSQL, where a

@@ -312,6 +312,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     stop.dispose();
     await handler?.close?.().catch(() => undefined);
     await metrics?.close();
+    // The last close removes the ledger's -wal and -shm: not a loss for the lock's recheck.
+    lock.unwatchCompanions?.();
     await ledger?.close().catch(() => undefined);
     // Side by side: each is bounded by a quarter of the drain margin (requestTimeoutMs), and
     // after a drain both must fit, with the handlers' kill and the final push, before the

@@ -24,7 +24,14 @@ export interface LocalLock {
    * would begin a new ledger and redo everything. The run must stop.
    */
   watch(file: string): void;
-  /** The recheck's look at the watched files, now: `lost` aborts if one is gone or replaced (true then). */
+  /**
+   * Watch a file SQLite keeps beside the ledger (its `-wal`, `-shm`): gone or replaced, it
+   * aborts `lost` with `reason(file)`, but is not the ledger gone (checkWatched's answer).
+   */
+  watchCompanion(file: string, reason: (file: string) => string): void;
+  /** No longer watch the companions (SQLite removes them at the ledger's last close). */
+  unwatchCompanions(): void;
+  /** The recheck's look at the watched files, now: `lost` aborts if one is gone or replaced (true then: the ledger's own file). */
   checkWatched(): boolean;
   release(): void;
 }
@@ -137,7 +144,7 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
   describe(first);
 
   const lost = new AbortController();
-  const watched = new Map<string, { dev: number; ino: number }>();
+  const watched = new Map<string, { dev: number; ino: number; reason?: (file: string) => string }>();
   const checkWatched = (): boolean => {
     let gone = false;
     for (const [file, seen] of watched) {
@@ -152,9 +159,9 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
         st = undefined;
       }
       if (st && st.dev === seen.dev && st.ino === seen.ino) continue;
-      gone = true;
+      if (seen.reason === undefined) gone = true;
       if (!lost.signal.aborted) {
-        lost.abort(new Error(`${file} was removed or replaced during the run (its directory deleted?); stopping, the next run starts over`));
+        lost.abort(new Error(seen.reason?.(file) ?? `${file} was removed or replaced during the run (its directory deleted?); stopping, the next run starts over`));
       }
     }
     return gone;
@@ -202,6 +209,13 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
     watch(file) {
       const st = statSync(file, { throwIfNoEntry: false });
       if (st) watched.set(file, { dev: st.dev, ino: st.ino });
+    },
+    watchCompanion(file, reason) {
+      const st = statSync(file, { throwIfNoEntry: false });
+      if (st) watched.set(file, { dev: st.dev, ino: st.ino, reason });
+    },
+    unwatchCompanions() {
+      for (const [file, seen] of watched) if (seen.reason !== undefined) watched.delete(file);
     },
     checkWatched,
     release() {

@@ -3,6 +3,7 @@
  * (flock.ts), then the ledger's name lock (name-lock.ts), which removing the state
  * directory cannot take away. Reached through the store (ledger/open.ts), loaded only by `run`.
  */
+import { realpathSync } from 'node:fs';
 import type { RunLock } from '../run-lock.js';
 import { holderLine, parseHolder } from '../store-files.js';
 import { lockHolder, lockLedgerFile, tryLock } from './flock.js';
@@ -78,8 +79,30 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       previousHolder: lock.previousHolder === null ? null : parseHolder(lock.previousHolder).owner,
       ...(ledgerLocked ? { ledgerLocked: true } : {}),
       watchLedger() {
-        if (ledgerFile !== undefined) lock.watch(ledgerFile);
+        if (ledgerFile === undefined) return;
+        lock.watch(ledgerFile);
+        // The write-ahead log holds what the run recorded since the last checkpoint (up to
+        // wal_autocheckpoint's 10,000 pages): deleted (as a stray file), the run went on
+        // writing into the unlinked copy it has open, and a kill then lost it all (a new
+        // ledger's every table: the next run did every item again). Its index deleted, an
+        // operator's writer (requeue, dead-letter retry) builds a new one, and it and the run
+        // no longer see each other's frames in the log. Closing the ledger still writes the
+        // log it has open into the file, so the run stops while it can.
+        // Beside the file a link at state.sqlite points to, where SQLite keeps them.
+        let real = ledgerFile;
+        try {
+          real = realpathSync(ledgerFile);
+        } catch {
+          /* gone already: the watch above stops the run */
+        }
+        for (const suffix of ['-wal', '-shm']) {
+          lock.watchCompanion(
+            `${real}${suffix}`,
+            (file) => `${file}, SQLite's ${suffix === '-wal' ? 'write-ahead log' : 'write-ahead log index'} beside the ledger, was removed or replaced during the run; stopping, so that closing the ledger writes what the run recorded into it (a kill before then would lose it)`,
+          );
+        }
       },
+      unwatchCompanions: () => lock.unwatchCompanions(),
       checkLedger: () => lock.checkWatched(),
       release,
     };
