@@ -226,6 +226,8 @@ export function pathProblems(c: Config): KeyProblem[] {
     const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude, c.source.include) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
+  const inTemp = c.output ? outputInTempDir(c.output.directory) : null;
+  if (inTemp) problems.push(inTemp);
   const own = c.output ? ownFileAmongOutputs(c.output.directory, c) : null;
   if (own) problems.push(own);
   const deep = c.output ? tempPathTooLong(c.output.directory, c) : null;
@@ -336,6 +338,23 @@ function ownFileAmongOutputs(output: string, c: Config): KeyProblem | null {
     }
   }
   return null;
+}
+
+/**
+ * output.directory in another one's `.cronsafe-tmp` (cronsafe's own directory there, by real
+ * path): the other job's start-up empties its `job-<name>` directory, so this job's output of
+ * an item `job-<name>/x` was deleted there while its ledger said done, and this job's outputs
+ * lay among the other's attempts' temp files. Returns the problem, or null.
+ */
+function outputInTempDir(output: string): KeyProblem | null {
+  const segs = whereItIs(path.resolve(output)).split(path.sep);
+  const i = segs.indexOf(TEMP_DIR_NAME);
+  if (i === -1) return null;
+  const temp = segs.slice(0, i + 1).join(path.sep);
+  return {
+    key: 'output.directory',
+    message: `is inside ${temp}, cronsafe's own temp directory in another output.directory: the runs using it empty their directories there (an output of this job's would be deleted) and keep their attempts' files there; choose a directory outside ${TEMP_DIR_NAME}: ${output}`,
+  };
 }
 
 /** Why a path whose stat failed (other than ENOENT) can never be used. */
