@@ -226,8 +226,10 @@ export function pathProblems(c: Config): KeyProblem[] {
     const inside = outputInsideSource(c.source.directory, c.output.directory, c.source.exclude, c.source.include) ?? sourceUnderAnotherPath(s, out, c.output.directory);
     if (inside) problems.push({ key: 'output.directory', message: inside });
   }
-  const inTemp = c.output ? outputInTempDir(c.output.directory) : null;
+  const inTemp = c.output ? inTempDir('output.directory', c.output.directory) : null;
   if (inTemp) problems.push(inTemp);
+  const sourceInTemp = inTempDir('source.directory', src);
+  if (sourceInTemp) problems.push(sourceInTemp);
   const own = c.output ? ownFileAmongOutputs(c.output.directory, c) : null;
   if (own) problems.push(own);
   const deep = c.output ? tempPathTooLong(c.output.directory, c) : null;
@@ -341,20 +343,22 @@ function ownFileAmongOutputs(output: string, c: Config): KeyProblem | null {
 }
 
 /**
- * output.directory in another one's `.cronsafe-tmp` (cronsafe's own directory there, by real
- * path): the other job's start-up empties its `job-<name>` directory, so this job's output of
- * an item `job-<name>/x` was deleted there while its ledger said done, and this job's outputs
- * lay among the other's attempts' temp files. Returns the problem, or null.
+ * output.directory or source.directory in an output directory's `.cronsafe-tmp` (cronsafe's
+ * own directory there, by real path). An output there: the other job's start-up empties its
+ * `job-<name>` directory, so this job's output of an item `job-<name>/x` was deleted while
+ * its ledger said done. A source there: the other job's attempts' temp files, half written,
+ * were items. Returns the problem, or null.
  */
-function outputInTempDir(output: string): KeyProblem | null {
-  const segs = whereItIs(path.resolve(output)).split(path.sep);
+function inTempDir(key: 'output.directory' | 'source.directory', dir: string): KeyProblem | null {
+  const segs = whereItIs(path.resolve(dir)).split(path.sep);
   const i = segs.indexOf(TEMP_DIR_NAME);
   if (i === -1) return null;
   const temp = segs.slice(0, i + 1).join(path.sep);
-  return {
-    key: 'output.directory',
-    message: `is inside ${temp}, cronsafe's own temp directory in another output.directory: the runs using it empty their directories there (an output of this job's would be deleted) and keep their attempts' files there; choose a directory outside ${TEMP_DIR_NAME}: ${output}`,
-  };
+  const why =
+    key === 'output.directory'
+      ? 'the runs using it empty their directories there (an output of this job would be deleted)'
+      : "its files are other runs' attempts' temp files, half written (they would be items)";
+  return { key, message: `is inside ${temp}, cronsafe's own temp directory in an output.directory: ${why}; choose a directory outside ${TEMP_DIR_NAME}: ${dir}` };
 }
 
 /** Why a path whose stat failed (other than ENOENT) can never be used. */

@@ -40,4 +40,17 @@ describe("output.directory inside another job's .cronsafe-tmp", () => {
     expect(finished(r)).toBeUndefined();
     expect(existsSync(path.join(other.out, '.cronsafe-tmp', 'job-test-job', 'x.out'))).toBe(false);
   });
+
+  // Its files are the other job's attempts' temp files, half written: they were items.
+  it('source.directory there: validate exits 78 naming source.directory', async () => {
+    const other = workspace({ handler: { command: ['true'] } }, { a: 'A' });
+    const first = await runCli(['run', '-c', other.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const ws = workspace({ name: 'second', handler: { command: ['true'] } });
+    configure(ws, { source: { directory: path.join(other.out, '.cronsafe-tmp') } });
+    const v = await runCli(['validate', '-c', ws.configPath]);
+    expect(v.code, v.stdout).toBe(78);
+    expect(v.stderr).toContain('source.directory');
+    expect(v.stderr).toContain("cronsafe's own temp directory");
+  });
 });
