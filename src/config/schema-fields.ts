@@ -3,7 +3,7 @@ import { assertFires, parseCron } from '../schedule/cron.js';
 import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
-import { systemRootCert } from '../ledger/pg-root-cert.js';
+import { systemRootCert } from '../ledger/pg-url-query.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole } from '../globs.js';
 

@@ -10,6 +10,7 @@
  */
 import * as z from 'zod';
 import { PLACEHOLDERS, scanPlaceholders } from './placeholders.js';
+import { queryParams } from '../ledger/pg-url-query.js';
 import {
   always,
   cron,
@@ -207,10 +208,7 @@ function optionsSchema(options: string, schema: string): OtherSchema | undefined
 
 /** The first such parameter naming another schema than `schema`, or undefined. */
 function urlSchemaParam(url: string, schema: string): OtherSchema | undefined {
-  const at = url.indexOf('?');
-  if (at < 0) return undefined;
-  const hash = url.indexOf('#', at);
-  const params = new URLSearchParams(url.slice(at + 1, hash < 0 ? undefined : hash));
+  const params = queryParams(url);
   for (const [param, value] of params) {
     if (!SCHEMA_PARAMS.test(param) || value === schema) continue;
     const chosen = chosenSchema(value);

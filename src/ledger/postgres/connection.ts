@@ -5,7 +5,7 @@ import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
 import { killableSocket } from './socket.js';
-import { systemRootCert } from '../pg-root-cert.js';
+import { decodedParam, queryParts, systemRootCert } from '../pg-url-query.js';
 
 /** How long a transient failure is retried before the call gives up (DESIGN: a failover). */
 export const RETRY_BUDGET_MS = 30_000;
@@ -105,23 +105,19 @@ export function clientConfig(opts: PostgresOptions, settings: readonly string[] 
  */
 function takeOptions(url: string): { url: string; options: string } {
   const fromEnv = process.env.PGOPTIONS ?? '';
-  const at = url.indexOf('?');
-  if (at < 0) return { url, options: fromEnv };
-  // A fragment is no part of the query: pg's URL parse drops it.
-  const hash = url.indexOf('#', at);
-  // The other parameters stay as written: pg encodes a URL with a raw space or stray `%`
-  // once more, and a parameter re-encoded here (`host=%2F...`) would then be read encoded.
+  const query = queryParts(url);
+  if (query === undefined) return { url, options: fromEnv };
+  // The other parameters stay as written (queryParts).
   const kept: string[] = [];
   let options: string | undefined;
-  for (const part of url.slice(at + 1, hash < 0 ? undefined : hash).split('&')) {
-    const [key, value] = [...new URLSearchParams(part)][0] ?? [];
+  for (const part of query.parts) {
+    const [key, value] = decodedParam(part) ?? [];
     if (key === 'options') options = value;
     else kept.push(part);
   }
   if (options === undefined) return { url, options: fromEnv };
-  const rest = kept.join('&');
   // `options=` (empty) is none, for pg too.
-  return { url: `${url.slice(0, at)}${rest === '' ? '' : `?${rest}`}${hash < 0 ? '' : url.slice(hash)}`, options: options || fromEnv };
+  return { url: query.rebuild(kept), options: options || fromEnv };
 }
 
 /**
@@ -131,18 +127,10 @@ function takeOptions(url: string): { url: string; options: string } {
  * refuses a weaker sslmode beside it (schema-fields.ts), as libpq does.
  */
 function systemCAs(url: string): string {
-  if (!systemRootCert(url)) return url;
-  const at = url.indexOf('?');
-  const hash = url.indexOf('#', at);
-  const kept = url
-    .slice(at + 1, hash < 0 ? undefined : hash)
-    .split('&')
-    .filter((part) => {
-      const key = [...new URLSearchParams(part)][0]?.[0];
-      return key !== 'sslrootcert' && key !== 'sslmode';
-    });
-  kept.push('sslmode=verify-full');
-  return `${url.slice(0, at)}?${kept.join('&')}${hash < 0 ? '' : url.slice(hash)}`;
+  const query = systemRootCert(url) ? queryParts(url) : undefined;
+  if (query === undefined) return url;
+  const kept = query.parts.filter((part) => !['sslrootcert', 'sslmode'].includes(decodedParam(part)?.[0] ?? ''));
+  return query.rebuild([...kept, 'sslmode=verify-full']);
 }
 
 /**

@@ -210,7 +210,9 @@ class Guard implements ExitGuard {
       else stray ??= c;
     }
     this.#calls = [...left, ...this.#calls];
-    if (stray) this.stop(new Error(`${exitSaid(stray.err).message} and no attempt failed with it (the call was caught, or came from a timer)`), exitSaid(stray.err).itemId);
+    if (stray === undefined) return;
+    const said = exitSaid(stray.err);
+    this.stop(new Error(`${said.message} and no attempt failed with it (the call was caught, or came from a timer)`), said.itemId);
   }
 
   exitCalled(err: ModuleExit): void {
