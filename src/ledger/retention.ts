@@ -42,12 +42,12 @@ export interface PruneEventsOptions {
  * ledger costs every pass the same, and is covered whole over several complete passes.
  */
 export interface MarkMissingOptions {
-  /** The pass whose scan was complete (SQLite: exactly the rows it saw carry its mark). */
+  /** The pass whose scan was complete (the rows it wrote carry it). */
   passId: string;
   /**
-   * When that scan began (epoch ms). PostgreSQL does not rewrite a done row on every
-   * discovery; it refreshes its `seen_at` at most once per SEEN_GRANULARITY_MS, so a row
-   * counts as unseen only when its seen_at is older than scanStartedAt minus that.
+   * When that scan began (epoch ms). Neither ledger rewrites a done row on every discovery;
+   * each refreshes its `seen_at` at most once per SEEN_GRANULARITY_MS, so a row counts as
+   * unseen only when its seen_at is older than scanStartedAt minus that.
    */
   scanStartedAt: number;
   /** The mark written (epoch ms). */
@@ -66,7 +66,7 @@ export interface MarkMissingStep {
 /** Where the missing-file walk stands (a `meta` row: the last id it looked at, '' for the start). */
 export const WALK_KEY = 'retention.missingWalkAfter';
 
-/** How stale a done row's seen_at may be on PostgreSQL (a day): a file is found missing at most this late. */
+/** How stale a done row's seen_at may be (a day; either ledger): a file is found missing at most this late. */
 export const SEEN_GRANULARITY_MS = 24 * 3600 * 1000;
 
 export interface RetentionLedger {

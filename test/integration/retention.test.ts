@@ -1,4 +1,4 @@
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -131,11 +131,39 @@ describe('retention with the defaults (real SQLite file, real passes over a dire
     const again = await runPass({ ...passDeps(ws, ledger, 'pass-2', T + 40 * DAY).deps, source: other() });
     expect(again.pruned).toMatchObject({ markedMissing: 0, forgotten: 0 });
     expect(await ledger.counts()).toMatchObject({ done: 3 });
-    // The directory itself (empty): a whole scan, so x, y and z are marked.
-    const whole = await runPass(passDeps(ws, ledger, 'pass-3', T + 41 * DAY).deps);
+    // The directory itself (empty): a whole scan, so x, y and z are marked (z more than a
+    // day after it was last seen: a done row's seen mark may be a day old).
+    const whole = await runPass(passDeps(ws, ledger, 'pass-3', T + 42 * DAY).deps);
     expect(whole.scan).toBe('complete');
     expect(whole.pruned).toMatchObject({ markedMissing: 3, forgotten: 0 });
   }, 60_000);
+
+  it('over 40 days of passes 8 hours apart: never marks or forgets a file that is there; forgets a deleted one 30 to 32 days after', async () => {
+    // Discovery rewrites a done row's seen mark at most once a day (src/ledger/sqlite/discover.ts):
+    // the passes in between write nothing for it, and the missing-file walk must still tell
+    // them from files that are gone.
+    const present = Array.from({ length: 30 }, (_, i) => `keep-${String(i).padStart(2, '0')}.txt`);
+    const ws = workspace({ handler: { command: ['true'] } }, Object.fromEntries([...present, 'gone.txt'].map((f) => [f, 'x'])));
+    const ledger = await ledgerOf(ws);
+    const start = T - 40 * DAY;
+    const deletedAt = start + 2 * DAY + 1;
+    let marked = 0;
+    let forgottenAt: number | undefined;
+    for (let at = start; at <= T; at += DAY / 3) {
+      if (at > deletedAt && at - DAY / 3 <= deletedAt) rmSync(path.join(ws.source, 'gone.txt'));
+      const r = await runPass(passDeps(ws, ledger, `pass-${at}`, at).deps);
+      expect(r.scan).toBe('complete');
+      marked += r.pruned!.markedMissing;
+      if (r.pruned!.forgotten > 0) forgottenAt ??= at;
+      expect(r.pruned!.forgotten, `pass at day ${(at - start) / DAY}`).toBe(forgottenAt === at ? 1 : 0);
+      for (const f of present) expect(await ledger.get(f), f).toMatchObject({ state: 'done', attempts: 1 });
+    }
+    expect(marked).toBe(1);
+    expect(forgottenAt).toBeGreaterThanOrEqual(deletedAt + 30 * DAY);
+    expect(forgottenAt).toBeLessThanOrEqual(deletedAt + 32 * DAY);
+    expect(await ledger.get('gone.txt')).toBeNull();
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
+  }, 120_000);
 
   it('a monthly job keeps its newest 20 runs past retention.days: status still shows the months before', async () => {
     const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'x' });

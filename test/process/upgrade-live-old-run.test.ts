@@ -26,7 +26,7 @@ describe('an upgrade beside a running cronsafe from before the flock on the ledg
     const now = Date.now();
     const db = new Database(ws.db);
     try {
-      db.exec(`DELETE FROM schema_migrations WHERE version >= 5; DROP INDEX items_suspect;`);
+      db.exec(`DELETE FROM schema_migrations WHERE version >= 5; DROP INDEX items_suspect; ALTER TABLE items DROP COLUMN seen_at;`);
       db.prepare('INSERT INTO runs (run_id, owner, started_at) VALUES (?, ?, ?)').run('old-run', owner, now - 2_000);
       db.prepare(`UPDATE items SET state = 'claimed', owner = ?, attempts = attempts + 1, lease_until = ?, done_at = NULL WHERE id = 'a.txt'`).run(owner, now + 90_000);
     } finally {

@@ -34,7 +34,7 @@ WHERE id > $4 AND ${MATCHES} ORDER BY id LIMIT $5`,
  * seen_run becomes the latest pass's group (run_lock): discovery marks only pending rows,
  * so a done item a running pass already scanned still carries an older pass, and once
  * pending again that pass's end-of-scan forgetUnseen would take it for a deleted file. As
- * the pass's own, it is swept by that pass (as on SQLite, whose discovery marks every row)
+ * the pass's own, it is swept by that pass (as on SQLite: requeue.ts, PASS_KEY)
  * or found by the next scan.
  */
 export const requeueQuery = (schema: string, ids: string[], filter: FinishedFilter, now: number): Query => {

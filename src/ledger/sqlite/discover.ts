@@ -3,6 +3,8 @@ import type { ClaimedRow } from '../item-rows.js';
 import { refreshParams } from '../refresh-params.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
+import { SEEN_GRANULARITY_MS } from '../retention.js';
+import { PASS_KEY } from './meta.js';
 import { makeApplyRefresh } from './refresh.js';
 
 // A batch travels as ONE JSON parameter ([[id, size, mtimeMs], ...]) expanded by
@@ -10,24 +12,48 @@ import { makeApplyRefresh } from './refresh.js';
 // complete from ~57k to ~90k items/s (sequential ids, measured on one core).
 
 /**
- * Upsert a batch: new ids become pending; known ids get their stat and seen_run
- * refreshed (whatever their state), and are no longer missing (retention, prune.ts).
- * `WHERE true` is required by SQLite's grammar to tell an upsert's ON CONFLICT from a
- * join constraint after SELECT.
+ * Upsert a batch: new ids become pending. A known row is rewritten (its stat, the pass in
+ * seen_run, seen_at, its missing mark cleared) only when a reader needs it:
+ * - not done (pending, claimed, dead): always, as before. A pending row must carry the pass
+ *   (the sweep claims, and the end of scan spares, only the pass's: claim.ts, finish.ts); the
+ *   claimed and dead ones are few.
+ * - done: when its stat changed, it is marked missing (the mark must go), or its seen_at is
+ *   NULL (a row from before migration 006), older than SEEN_GRANULARITY_MS (a day), or
+ *   later than now (written while the clock was ahead: kept, it would hold the row's
+ *   missing mark back until the clock got there).
+ * Otherwise nothing is written (SQLite skips the update of a row whose DO UPDATE WHERE is
+ * false; RETURNING leaves it out, and a done row is not claimable anyway). Rewriting every
+ * done row on every pass cost ~166 MiB of WAL per pass at 1,000,000 done files
+ * (docs/benchmarks.md), only to move a mark nothing reads while the row stays done. An
+ * unchanged done row keeps an older seen_run: the missing-file walk counts it as found by a
+ * seen_at less than a day older than the scan's start (prune.ts), so a file is marked
+ * missing up to a day late, never sooner; and what makes a done row pending again gives it
+ * the pass (refresh.ts, requeue.ts). `WHERE true` is required by SQLite's grammar to tell
+ * an upsert's ON CONFLICT from a join constraint after SELECT.
  */
 export const DISCOVER_SQL = `
-INSERT INTO items (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at)
-SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, @runId, @now, @now, @now
+INSERT INTO items (id, size, mtime_ms, seen_run, seen_at, available_at, first_seen_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, @runId, @now, @now, @now, @now
 FROM json_each(@batch) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET
   size = coalesce(excluded.size, size),
   mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
   seen_run = excluded.seen_run,
-  missing_since = NULL`;
+  seen_at = excluded.seen_at,
+  missing_since = NULL
+WHERE items.state <> 'done'
+  OR items.seen_at IS NULL OR items.seen_at < @now - ${SEEN_GRANULARITY_MS} OR items.seen_at > @now
+  OR items.missing_since IS NOT NULL
+  OR (excluded.size IS NOT NULL AND excluded.size IS NOT items.size)
+  OR (excluded.mtime_ms IS NOT NULL AND excluded.mtime_ms IS NOT items.mtime_ms)`;
+
+/** Record the pass as the one discovering (PASS_KEY), written once per pass. */
+export const RECORD_PASS_SQL = `INSERT INTO meta (key, value) VALUES ('${PASS_KEY}', @runId)
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value`;
 
 /**
- * Discovery with the claimable facts of every row it touched (inserted or refreshed), for
- * batches with no refresh policy: the rows come back from the write itself, instead of a
+ * Discovery with the claimable facts of every row it wrote (inserted or rewritten: the done
+ * rows it leaves alone are not claimable), for batches with no refresh policy: the rows come back from the write itself, instead of a
  * second walk of the batch (CLAIMABLE_SQL) that parses the JSON and looks every id up
  * again. RETURNING order is unspecified, so the caller puts them in batch order.
  */
@@ -53,6 +79,7 @@ export function makeDiscover(db: Database): Discover {
   const discover = db.prepare(DISCOVER_SQL);
   const discoverReturning = db.prepare(DISCOVER_RETURNING_SQL);
   const claimable = db.prepare(CLAIMABLE_SQL);
+  const recordPass = db.prepare(RECORD_PASS_SQL);
   const applyRefresh = makeApplyRefresh(db);
 
   // IMMEDIATE: take the write lock up front, so a concurrent writer makes us wait
@@ -67,9 +94,10 @@ export function makeDiscover(db: Database): Discover {
     }
     const refresh = refreshParams(opts.refresh);
     const batch = batchJson(rows);
+    recordPass.run({ runId: opts.runId });
     if (refresh === null) return inBatchOrder(rows, discoverReturning.all({ batch, runId: opts.runId, now: opts.now }) as DiscoveredRow[], opts.now);
     discover.run({ batch, runId: opts.runId, now: opts.now });
-    applyRefresh(batch, refresh, opts.now);
+    applyRefresh(batch, refresh, opts.now, opts.runId);
     return claimable.all({ batch, now: opts.now }) as ClaimedRow[];
   });
 

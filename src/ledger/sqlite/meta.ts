@@ -11,6 +11,15 @@ const UPSERT_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT
  */
 export const STOP_KEY = 'stop-requested';
 
+/**
+ * The `meta` row naming the pass that discovered last (discover.ts writes it when it changes:
+ * once per pass). A requeue gives the rows it makes pending that pass (requeue.ts): discovery
+ * does not rewrite an unchanged done row on every pass, so one a running pass has scanned
+ * already still carries an older pass, and pending again, that pass's end-of-scan
+ * forgetUnseen would take it for a deleted file. As the pass's own, that pass sweeps it.
+ */
+export const PASS_KEY = 'discovery.pass';
+
 /** Ledger.recordStopRequested: `owner`'s drain began. */
 export function recordStopRequested(db: Database.Database, owner: string): void {
   db.prepare(UPSERT_META_SQL).run(STOP_KEY, owner);

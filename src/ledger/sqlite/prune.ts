@@ -1,5 +1,5 @@
 import type { Database } from 'better-sqlite3';
-import { RUNS_KEPT_AT_ANY_AGE, WALK_KEY, type MarkMissingOptions, type MarkMissingStep, type PruneEventsOptions, type PruneRunsOptions, type ReclaimedSpace } from '../retention.js';
+import { RUNS_KEPT_AT_ANY_AGE, SEEN_GRANULARITY_MS, WALK_KEY, type MarkMissingOptions, type MarkMissingStep, type PruneEventsOptions, type PruneRunsOptions, type ReclaimedSpace } from '../retention.js';
 
 // Retention on SQLite (src/ledger/retention.ts): each verb is one IMMEDIATE transaction
 // over at most `limit` rows, so a pass's writers never wait long behind it.
@@ -67,12 +67,22 @@ export const WALK_TO_SQL = `INSERT INTO meta (key, value) VALUES ('${WALK_KEY}',
   ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 
 /**
- * Discovery writes seen_run on every row it finds, whatever its state (claim.ts), so after
- * a complete scan the done rows not carrying the pass's mark are exactly those it missed.
+ * Done rows a complete scan did not find. Discovery writes every row it finds but a done one
+ * it saw less than a day ago (discover.ts): that one keeps an older seen_run, and a seen_at
+ * no older than the scan's discovery minus SEEN_GRANULARITY_MS. So a done row counts as
+ * found when it carries the pass (@passId: written by this scan, or not done when found) or a
+ * seen_at no older than @scanStartedAt minus a day: the scan found it, or some scan did
+ * within the day before it began. A file deleted since is marked up to a day late, never
+ * sooner. A NULL seen_at (a row from before migration 006 that no discovery has written
+ * since) counts only its pass, as before. Not a row done since the scan began: it was
+ * claimed in this pass, so its file was there (as PostgreSQL's markMissingQuery).
+ * Never marking a row whose file exists rests on discovery: it writes any marked row it
+ * finds (the mark goes), so a mark survives only complete scans that all missed the file.
  */
 export const MARK_MISSING_SQL = `
 UPDATE items SET missing_since = @now
-WHERE id > @after AND id <= @end AND state = 'done' AND ${STILL_DONE_UNMARKED} AND seen_run IS NOT @passId`;
+WHERE id > @after AND id <= @end AND state = 'done' AND ${STILL_DONE_UNMARKED} AND seen_run IS NOT @passId
+  AND (seen_at IS NULL OR seen_at < @scanStartedAt - ${SEEN_GRANULARITY_MS}) AND coalesce(done_at, 0) < @scanStartedAt`;
 
 /** Walks items_missing: only marked rows, whose mark is younger than their completion. */
 export const FORGET_MISSING_SQL = `
@@ -119,7 +129,7 @@ export function makePruneOps(db: Database): PruneOps {
     // Ids are never empty, so '' sorts before every one of them.
     const after = (walkAt.get() as string | undefined) ?? '';
     const { last, n } = chunk.get({ after, limit: o.limit }) as { last: string | null; n: number };
-    const marked = last === null ? 0 : mark.run({ after, end: last, now: o.now, passId: o.passId }).changes;
+    const marked = last === null ? 0 : mark.run({ after, end: last, now: o.now, passId: o.passId, scanStartedAt: o.scanStartedAt }).changes;
     const wrapped = n < o.limit;
     walkTo.run({ after: wrapped ? '' : last });
     return { marked, wrapped };

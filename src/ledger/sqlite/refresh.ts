@@ -24,10 +24,13 @@ const REFRESHABLE = `
 /**
  * A new cycle: pending at once with attempts and released 0, so the next claim is
  * attempt 1 with the whole retry budget. last_error is kept, as retryDead keeps it.
+ * seen_run becomes the pass's (@runId): discovery does not rewrite an unchanged done row
+ * (discover.ts), and a pending row of another pass is neither swept by this one nor spared
+ * by its end of scan (finish.ts, forgetUnseen), which would take it for a deleted file.
  */
 export const REFRESH_SQL = `
 UPDATE items SET state = 'pending', attempts = 0, released = 0, available_at = @now,
-  done_at = NULL, dead_at = NULL, updated_at = @now
+  done_at = NULL, dead_at = NULL, updated_at = @now, seen_run = @runId
 WHERE id IN (${REFRESHABLE})`;
 
 /**
@@ -46,13 +49,13 @@ WHERE id IN (
  * Apply a refresh policy to a discovered batch (JSON [[id, size, mtimeMs], ...]).
  * Must run inside the discovery transaction, after the upsert and before claiming.
  */
-export type ApplyRefresh = (batch: string, params: RefreshParams, now: number) => void;
+export type ApplyRefresh = (batch: string, params: RefreshParams, now: number, runId: string) => void;
 
 export function makeApplyRefresh(db: Database): ApplyRefresh {
   const refresh = db.prepare(REFRESH_SQL);
   const adopt = db.prepare(ADOPT_BASELINE_SQL);
-  return (batch, params, now) => {
-    refresh.run({ batch, now, doneBefore: params.doneBefore, onChange: params.onChange ? 1 : 0 });
+  return (batch, params, now, runId) => {
+    refresh.run({ batch, now, runId, doneBefore: params.doneBefore, onChange: params.onChange ? 1 : 0 });
     // After refresh: a refreshed row is pending, and its claim records the stat.
     if (params.onChange) adopt.run({ batch });
   };

@@ -2,6 +2,7 @@ import type { Database } from 'better-sqlite3';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { filterParams, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { Counters } from './counters.js';
+import { PASS_KEY } from './meta.js';
 
 // `cronsafe requeue` and `cronsafe plan` (issue 17). The filter travels as parameters
 // (@states a JSON array, @after/@before NULL when unbounded), so each statement is
@@ -25,9 +26,15 @@ WHERE id > @id AND ${MATCHES} ORDER BY id LIMIT @n`;
  * (it was read before a catch-up wrote a live run's journal: commands/requeue.ts): a
  * journal record of the run's is history only if the row changed after it, so a replay of
  * it must never find this row unchanged since (write-behind.ts, APPLY_STARTS_SQL).
+ * seen_run becomes the pass that discovered last (PASS_KEY, meta.ts): discovery does not
+ * rewrite an unchanged done row, so one a running pass has scanned already carries an older
+ * pass, and pending again, that pass's end-of-scan forgetUnseen would take it for a deleted
+ * file (a wrong "forgot pending items whose files are gone", cronsafe_items_gone_total).
+ * As the pass's own, it is swept by that pass, or found by the next scan.
  */
 export const REQUEUE_SQL = `UPDATE items SET state = 'pending', attempts = 0, released = 0, available_at = @now,
-  done_at = NULL, dead_at = NULL, updated_at = max(@now, updated_at + 1)
+  done_at = NULL, dead_at = NULL, updated_at = max(@now, updated_at + 1),
+  seen_run = coalesce((SELECT value FROM meta WHERE key = '${PASS_KEY}'), seen_run)
 WHERE id IN (SELECT value FROM json_each(@ids)) AND ${MATCHES}
 RETURNING id`;
 
