@@ -167,6 +167,20 @@ const BAD: [string, Values, string][] = [
   ['the volume mounted at /usr/local, over node', { persistence: { mountPath: '/usr/./local' } }, 'persistence.mountPath (/usr/local) would hide /usr/local/bin, node, under a volume'],
   ['the volume mounted at /lib, a link into /usr', { persistence: { mountPath: '/lib' } }, 'persistence.mountPath (/lib) would hide /lib, the system libraries'],
   ['an extra volume over the program\'s modules', { extraVolumes: [{ name: 'code', emptyDir: {} }], extraVolumeMounts: [{ name: 'code', mountPath: '/srv/code' }, { name: 'code', mountPath: '/app/node_modules' }] }, "extraVolumeMounts[1].mountPath (/app/node_modules) would hide /app/node_modules, cronsafe's modules"],
+  // A volume inside a read-only one with no directory there: installed cleanly, and the
+  // runtime could not make the mount point (runc: "mkdir ...: read-only file system"), so
+  // every pod waited in CreateContainerError, a Job that never ended, and Forbid started no
+  // later run.
+  ['the volume mounted inside /etc/cronsafe, the config', { persistence: { mountPath: '/etc/cronsafe/data' } },
+    'persistence.mountPath (/etc/cronsafe/data) is inside /etc/cronsafe, where the chart mounts the config (cronsafe.yaml), a read-only ConfigMap volume'],
+  ['a Secret mounted inside /etc/cronsafe', { extraVolumes: [{ name: 'creds', secret: { secretName: 'qc-creds' } }], extraVolumeMounts: [{ name: 'creds', mountPath: '/etc/cronsafe/creds' }] },
+    'extraVolumeMounts[0].mountPath (/etc/cronsafe/creds) is inside /etc/cronsafe'],
+  ['a volume mounted inside an extra Secret volume', { extraVolumes: [{ name: 'creds', secret: { secretName: 'qc-creds' } }, { name: 'tls', secret: { secretName: 'qc-tls' } }], extraVolumeMounts: [{ name: 'creds', mountPath: '/etc/qc' }, { name: 'tls', mountPath: '/etc/qc/tls' }] },
+    'extraVolumeMounts[1].mountPath (/etc/qc/tls) is inside /etc/qc, extraVolumeMounts[0].mountPath, a secret volume (extraVolumes creds)'],
+  ['a volume mounted inside the config volume mounted again', { extraVolumes: [{ name: 'scratch', emptyDir: {} }], extraVolumeMounts: [{ name: 'config', mountPath: '/srv/cfg' }, { name: 'scratch', mountPath: '/srv/cfg/x' }] },
+    'extraVolumeMounts[1].mountPath (/srv/cfg/x) is inside /srv/cfg'],
+  ['a volume mounted inside an emptyDir mounted readOnly', { extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] },
+    'extraVolumeMounts[1].mountPath (/results/qc) is inside /results, extraVolumeMounts[0].mountPath, an emptyDir (extraVolumes results) mounted readOnly'],
   // With the read-only root file system, a path cronsafe writes on no volume (or a read-only
   // one): installed cleanly, and every run failed with EROFS (exit 1); NOTES said of such a
   // ledger that it was "lost after every run".
@@ -219,7 +233,10 @@ describe('good edge values are accepted', () => {
     // Beside the program, under the /tmp emptyDir, in /etc, in /dev: no mount the pod needs is hidden.
     ['volumes mounted beside what the pod needs', { persistence: { mountPath: '/app/data' }, extraVolumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }, { name: 'certs', emptyDir: {} }], extraVolumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }, { name: 'scratch', mountPath: '/tmp/scratch' }, { name: 'certs', mountPath: '/etc/ssl/private' }] }],
     // Writable: the volume, the /tmp emptyDir, the runtime's /dev/shm, the deepest of nested mounts, a writable root file system.
-    ['written paths on writable volumes', { config: { output: { directory: '/results/qc' }, state: { sqlite: '/tmp/ledger/cronsafe.db' }, lock: { path: '/dev/shm/qc.lock' } }, extraVolumes: [{ name: 'results', emptyDir: {} }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] }],
+    // (A claim mounted readOnly may hold the directory a mount inside it needs.)
+    ['written paths on writable volumes', { config: { output: { directory: '/results/qc' }, state: { sqlite: '/tmp/ledger/cronsafe.db' }, lock: { path: '/dev/shm/qc.lock' } }, extraVolumes: [{ name: 'results', persistentVolumeClaim: { claimName: 'results' } }], extraVolumeMounts: [{ name: 'results', mountPath: '/results', readOnly: true }, { name: 'results', mountPath: '/results/qc' }] }],
+    // Inside a ConfigMap volume whose items make that directory, beside /etc/cronsafe, inside /tmp.
+    ['volumes mounted inside volumes that have the directory, or beside the config', { extraVolumes: [{ name: 'qc', configMap: { name: 'qc', items: [{ key: 'rules', path: 'rules/qc.yaml' }] } }, { name: 'scratch', emptyDir: {} }], extraVolumeMounts: [{ name: 'qc', mountPath: '/etc/qc' }, { name: 'scratch', mountPath: '/etc/qc/rules' }, { name: 'scratch', mountPath: '/etc/cronsafe-creds' }, { name: 'scratch', mountPath: '/tmp/work' }] }],
     ['a ledger off the volumes with a writable root file system', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db' } }, securityContext: { readOnlyRootFilesystem: false } }],
     // PostgreSQL ignores state.sqlite and lock.path (no ledger file, no lock file).
     ['a ledger and lock path off the volumes, with PostgreSQL', { config: { state: { sqlite: '/var/lib/cronsafe/cronsafe.db', postgres: { existingSecret: 'pg-url' } }, lock: { path: '/run/qc.lock' } } }],

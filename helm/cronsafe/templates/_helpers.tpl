@@ -419,6 +419,47 @@ which the runtime follows. */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* A volume mounted inside one that is read-only and has no directory at that path: the
+runtime must make the mount point there and cannot (runc: "mkdir ...: read-only file
+system"), so every pod waited in CreateContainerError, a Job that never ended, and Forbid
+then started no later run. Such a volume: the chart's config (a ConfigMap volume, always
+read-only, holding cronsafe.yaml alone), an extra ConfigMap or Secret volume without
+`items` (its files are its keys, never a directory), an emptyDir mounted readOnly. Inside
+another read-only volume (a PVC) the directory may be there already: left alone. */ -}}
+{{- $sealed := list (list "/etc/cronsafe" "where the chart mounts the config (cronsafe.yaml), a read-only ConfigMap volume holding that file alone") -}}
+{{- range $i, $m := $v.extraVolumeMounts -}}
+{{- if and (kindIs "map" $m) (not (get $m "subPath")) (not (get $m "subPathExpr")) (hasPrefix "/" (toString (get $m "mountPath"))) -}}
+{{- $at := clean (toString (get $m "mountPath")) -}}
+{{- $name := toString (get $m "name") -}}
+{{- $what := "" -}}
+{{- if eq $name "config" }}{{- $what = "the chart's config volume, a read-only ConfigMap volume holding cronsafe.yaml alone" }}{{- end -}}
+{{- range $v.extraVolumes -}}
+{{- if and (kindIs "map" .) (eq (toString (get . "name")) $name) -}}
+{{- $vol := . -}}
+{{- range $kind := list "configMap" "secret" -}}
+{{- $src := get $vol $kind -}}
+{{- if and (kindIs "map" $src) (not (get $src "items")) -}}
+{{- $what = printf "a %s volume (extraVolumes %s), read-only and holding only its keys as files" $kind $name -}}
+{{- end -}}
+{{- end -}}
+{{- if and (hasKey $vol "emptyDir") (eq (toString (get $m "readOnly")) "true") -}}
+{{- $what = printf "an emptyDir (extraVolumes %s) mounted readOnly, so always empty" $name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $what }}{{- $sealed = append $sealed (list $at (printf "extraVolumeMounts[%d].mountPath, %s" $i $what)) }}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $mounts -}}
+{{- $key := index . 0 -}}
+{{- $at := clean (index . 1) -}}
+{{- range $sealed -}}
+{{- $outer := index . 0 -}}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" $outer)) $at -}}
+{{- fail (printf "%s (%s) is inside %s, %s: the container runtime cannot make the mount point there (mkdir: read-only file system), so every pod would wait in CreateContainerError, a Job that never ends (and concurrencyPolicy Forbid then starts no later run). Mount it outside %s, such as %s-%s" $key $at $outer (index . 1) $outer $outer (base $at)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- /* With a read-only root file system (the default), what cronsafe writes (the output
 directory, the SQLite ledger's directory, the lock file) must be on a writable volume: the
 data volume, the /tmp emptyDir, the runtime's /dev/shm, or an extraVolumeMounts entry without
