@@ -13,7 +13,7 @@
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
 // import single modules; the bin, the image and the process tests run dist/cli.js.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -129,6 +129,36 @@ async function writeCodeCache(start) {
   writeFileSync(files.cache, script.createCachedData());
 }
 
+/**
+ * The chunks carry the code of the packages bundled into them (the Kubernetes client and its
+ * dependencies among them: devDependencies, so neither the npm package's dependencies nor the
+ * image's node_modules bring their files), and MIT, ISC and Apache-2.0 each ask that a copy
+ * carry the package's licence and notices. One file beside the chunks has them all: the npm
+ * package and the image (which copies dist/) ship it with the code.
+ */
+const LICENSES_FILE = 'THIRD-PARTY-LICENSES.txt';
+function writeLicenses(metafiles) {
+  const dirs = new Set();
+  for (const meta of metafiles) {
+    for (const input of Object.keys(meta.inputs)) {
+      // The innermost node_modules: a package's own nested copy of a dependency is its own.
+      const m = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input.replaceAll('\\', '/'));
+      if (m) dirs.add(path.resolve(root, m[1]));
+    }
+  }
+  const sections = [...dirs].map((dir) => {
+    const meta = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8'));
+    const license = typeof meta.license === 'string' ? meta.license : (meta.license?.type ?? 'see the package');
+    const files = readdirSync(dir).filter((f) => /^(licen[cs]e|copying|notice)([.-]|$)/i.test(f)).sort();
+    const texts = files.map((f) => readFileSync(path.join(dir, f), 'utf8').trim());
+    const body = texts.length > 0 ? texts.join('\n\n') : `(the package has no licence file; its package.json says: ${license})`;
+    return { key: `${meta.name}@${meta.version}`, text: `${meta.name}@${meta.version} (${license})\n${'-'.repeat(72)}\n${body}\n` };
+  });
+  sections.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const head = `Third-party packages bundled into cronsafe ${version}'s dist/chunks, each with its licence.\n`;
+  writeFileSync(path.join(chunks, LICENSES_FILE), [head, ...sections.map((s) => s.text)].join(`\n${'='.repeat(72)}\n`));
+}
+
 if (process.argv[2] === '--code-cache') {
   await writeCodeCache(process.argv[3]);
   process.exit(0); // the warm-up's ledger and logger may keep handles open
@@ -136,7 +166,7 @@ if (process.argv[2] === '--code-cache') {
 
 const { build } = await import('esbuild');
 rmSync(chunks, { recursive: true, force: true });
-await build({
+const split = await build({
   absWorkingDir: root,
   entryPoints: [{ in: 'src/cli.ts', out: 'cli' }, { in: '@kubernetes/client-node', out: 'chunks/kubernetes-client' }],
   outdir: 'dist',
@@ -158,6 +188,7 @@ await build({
   // `node --enable-source-maps` maps them back to src/.
   minifyWhitespace: true,
   sourcemap: true,
+  metafile: true,
   logLevel: 'warning',
 });
 
@@ -186,7 +217,7 @@ if (!programRedirected) throw new Error("bundle: src/cli.ts no longer imports '.
 
 // The same program as one CommonJS script for the code cache (src/code-cache.ts). Not split:
 // a script is compiled whole, and the cache covers what the fast commands run.
-await build({
+const script = await build({
   absWorkingDir: root,
   entryPoints: ['src/program.ts'],
   outfile: path.join(chunks, 'cronsafe.cjs'),
@@ -200,8 +231,10 @@ await build({
   banner: { js: "const __cronsafeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
   minifyWhitespace: true,
   sourcemap: true,
+  metafile: true,
   logLevel: 'warning',
 });
+writeLicenses([split.metafile, script.metafile]);
 // The script's own import() calls go through the loader's __cronsafeImport (src/code-cache.ts
 // says why): only those two are left as import() by esbuild (everything else is bundled).
 // Another one would be a new import() in src/ that needs the same, so the build stops.

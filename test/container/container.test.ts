@@ -77,6 +77,11 @@ describe.skipIf(skipReason !== '')(`container image${skipReason}`, () => {
     const onPath = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'cronsafe', IMAGE, 'validate'], 60_000);
     expect(onPath.status, onPath.stderr).toBe(0);
     expect(onPath.stdout).toContain('/etc/cronsafe/cronsafe.yaml: OK');
+    // The licences of the packages bundled into the chunks come with them (the Kubernetes
+    // client's are in no node_modules of the image: devDependencies, pruned).
+    const licences = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'cat', IMAGE, '/app/dist/chunks/THIRD-PARTY-LICENSES.txt'], 60_000);
+    expect(licences.status, licences.stderr).toBe(0);
+    expect(licences.stdout).toMatch(/^@kubernetes\/client-node@[^ ]+ \(Apache-2\.0\)$/m);
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,8 +1,8 @@
 /**
  * What the release publishes, built here the way the release workflow builds it:
  *  - `npm pack --json` in a copy of the working tree without dist/: the `prepack` script
- *    builds dist/, and the package holds the bin, its chunks, README, LICENSE and
- *    package.json, and nothing else (no tests, .tmp, bench, sources, source maps); the
+ *    builds dist/, and the package holds the bin, its chunks (with the licences of the
+ *    packages bundled into them), README, LICENSE and package.json, and nothing else (no tests, .tmp, bench, sources, source maps); the
  *    unpacked package then runs (`cronsafe validate` and a `run`).
  *  - `helm package`: the chart's appVersion is package.json's version.
  *
@@ -17,6 +17,8 @@ import YAML from 'yaml';
 import { CHART, ROOT, ensureTools, helm } from '../chart/helpers.js';
 
 const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: { cronsafe: string } };
+/** The licences of the packages bundled into the chunks (scripts/bundle.mjs). */
+const LICENSES = 'dist/chunks/THIRD-PARTY-LICENSES.txt';
 
 interface PackFile { path: string }
 let packed: { files: PackFile[]; filename: string };
@@ -63,8 +65,37 @@ describe('npm package', () => {
 
   it('ships nothing else: no tests, .tmp, bench, sources, source maps or CI files', () => {
     const unexpected = packed.files.map((f) => f.path).filter((p) =>
-      !['package.json', 'README.md', 'LICENSE', 'dist/cli.js', 'dist/chunks/cronsafe.cjs'].includes(p) && !/^dist\/chunks\/[^/]+\.(js|cache)$/.test(p));
+      !['package.json', 'README.md', 'LICENSE', 'dist/cli.js', 'dist/chunks/cronsafe.cjs', LICENSES].includes(p) && !/^dist\/chunks\/[^/]+\.(js|cache)$/.test(p));
     expect(unexpected).toEqual([]);
+  });
+
+  it('ships the licence of every package whose code is bundled into its chunks', () => {
+    // The Kubernetes client and its dependencies are devDependencies, bundled: no package of
+    // theirs comes with the npm package (or into the image's node_modules), so their MIT, ISC
+    // and Apache-2.0 licences, which ask to go with every copy, went nowhere.
+    expect(packed.files.map((f) => f.path)).toContain(LICENSES);
+    const text = readFileSync(path.join(packDir, LICENSES), 'utf8');
+    // What the chunks hold, from their source maps (built by prepack, left out of the package).
+    const dirs = new Set<string>();
+    for (const map of readdirSync(path.join(packDir, 'dist/chunks')).filter((f) => f.endsWith('.map'))) {
+      for (const source of (JSON.parse(readFileSync(path.join(packDir, 'dist/chunks', map), 'utf8')) as { sources: string[] }).sources) {
+        // The innermost node_modules: a package's own nested copy of a dependency is its own.
+        const m = /^(.*\/node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(path.resolve(packDir, 'dist/chunks', source));
+        if (m?.[1]) dirs.add(m[1]);
+      }
+    }
+    const bundled = [...dirs].map((dir) => ({ dir, ...(JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name: string; version: string }) }));
+    expect(bundled.map((p) => p.name)).toContain('@kubernetes/client-node');
+    const missing = bundled.flatMap(({ dir, ...meta }) => {
+      const licence = readdirSync(dir).find((f) => /^licen[cs]e/i.test(f));
+      // Its first line stands for the text: a name listed without its licence is no notice.
+      const first = licence === undefined ? '' : (readFileSync(path.join(dir, licence), 'utf8').trim().split('\n')[0] ?? '');
+      const at = text.indexOf(`\n${meta.name}@${meta.version} (`);
+      const end = text.indexOf(`\n${'='.repeat(72)}\n`, at + 1);
+      const section = at < 0 ? '' : text.slice(at, end < 0 ? undefined : end);
+      return section.includes(first) ? [] : [`${meta.name}@${meta.version}`];
+    });
+    expect(missing).toEqual([]);
   });
 
   it('bundles the Kubernetes client instead of depending on it: its own range pulls undici 8, which needs Node 22', () => {
