@@ -174,7 +174,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       process.stderr.write(`cronsafe: daemon failed: ${escapeControls(err.message)}\n`);
       return EXIT.FATAL;
     }
-    log.info({ result }, 'daemon stopped');
+    // Which signal stopped it: a daemon found gone with exit 0 (its terminal closed: SIGHUP,
+    // which `nohup` does not hold off for Node) said only `daemon stopped`, nothing of why.
+    const reason: unknown = signals.stop.reason;
+    log.info({ result, ...(signals.stop.aborted && typeof reason === 'string' ? { signal: reason } : {}) }, 'daemon stopped');
     return result === 'stopped' ? 0 : exitCodeFor(result);
   } finally {
     stop.dispose();

@@ -1,0 +1,26 @@
+/**
+ * `cronsafe daemon` stopped between passes by a signal: its last line, `daemon stopped`, said
+ * `result: "stopped"` and nothing else, the same for a SIGTERM from systemd as for the SIGHUP
+ * of the terminal it was started from closing (`nohup cronsafe daemon &` does not keep it, as
+ * Node resets that signal's disposition), so a daemon found gone with exit 0 left no word of
+ * why. The line names the signal now.
+ */
+import { describe, expect, it } from 'vitest';
+import { spawnCli, workspace } from '../helpers/cli.js';
+
+describe('cronsafe daemon stopped by a signal between passes', () => {
+  it.each(['SIGHUP', 'SIGTERM', 'SIGINT'] as const)('%s: exit 0, `daemon stopped` names the signal', async (sig) => {
+    // A yearly occurrence long past (no graceSeconds: never stale): one pass at start, then idle.
+    const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 } }, { 'a.txt': 'a' });
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 60_000 });
+    try {
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+    } finally {
+      daemon.child.kill(sig);
+    }
+    const { code, signal } = await daemon.exited;
+    expect(signal, daemon.stderr()).toBeNull();
+    expect(code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.at(-1)).toMatchObject({ msg: 'daemon stopped', result: 'stopped', signal: sig });
+  }, 60_000);
+});
