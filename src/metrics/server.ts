@@ -2,6 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 
+/** Connections the server takes at once; more are closed as they come. */
+export const MAX_CONNECTIONS = 64;
+
 /** A `/metrics` + `/healthz` endpoint for the duration of one run. */
 export interface MetricsServer {
   /** The port actually bound (useful when 0 was asked for). */
@@ -54,6 +57,13 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   });
   // A scraper must never hold the process open after the run: no idle keep-alive past 5 s.
   server.keepAliveTimeout = 5000;
+  // The port is open to whatever reaches the pod or host: connections that send nothing (a
+  // port scanner, a broken client) were each kept until Node's header timeout (a minute), a
+  // file descriptor apiece. Enough of them took every descriptor the process may open, and
+  // the run's scan, outputs and handlers failed with EMFILE (the daemon's growth check saw
+  // nothing new, its passes failed). Past this many at once, a new connection is closed at
+  // once: a few scrapers (Prometheus and its replica, an agent, an operator's curl) need one each.
+  server.maxConnections = MAX_CONNECTIONS;
 
   const bound = await listen(server, opts.port, opts.host).catch((err: unknown) => {
     // The system's answer (EADDRINUSE, EACCES) says it all: no stack trace, which told nothing
