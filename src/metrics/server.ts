@@ -5,6 +5,15 @@ import type { Registry } from 'prom-client';
 /** Connections the server takes at once; more are closed as they come. */
 export const MAX_CONNECTIONS = 64;
 
+/**
+ * How long a connection may stay silent (no byte either way) before it is closed. Node's
+ * header and request timeouts start only with a request's first byte: a client that
+ * connected and sent nothing (a port scanner, a broken client) was kept for as long as it
+ * liked, and with MAX_CONNECTIONS so held every scrape was refused. A scraper sends its few
+ * hundred bytes at once and the answer is rendered in milliseconds; ten seconds is generous.
+ */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
 /** A `/metrics` + `/healthz` endpoint for the duration of one run. */
 export interface MetricsServer {
   /** The port actually bound (useful when 0 was asked for). */
@@ -58,12 +67,14 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   // A scraper must never hold the process open after the run: no idle keep-alive past 5 s.
   server.keepAliveTimeout = 5000;
   // The port is open to whatever reaches the pod or host: connections that send nothing (a
-  // port scanner, a broken client) were each kept until Node's header timeout (a minute), a
+  // port scanner, a broken client) were each kept for as long as the client liked (Node's header timeout starts with a request's first byte), a
   // file descriptor apiece. Enough of them took every descriptor the process may open, and
   // the run's scan, outputs and handlers failed with EMFILE (the daemon's growth check saw
   // nothing new, its passes failed). Past this many at once, a new connection is closed at
   // once: a few scrapers (Prometheus and its replica, an agent, an operator's curl) need one each.
   server.maxConnections = MAX_CONNECTIONS;
+  // A socket silent this long is destroyed (no 'timeout' listener on the server).
+  server.setTimeout(REQUEST_TIMEOUT_MS);
 
   const bound = await listen(server, opts.port, opts.host).catch((err: unknown) => {
     // The system's answer (EADDRINUSE, EACCES) says it all: no stack trace, which told nothing
