@@ -47,7 +47,9 @@ export interface MarkMissingOptions {
   /**
    * When that scan began (epoch ms). Neither ledger rewrites a done row on every discovery;
    * each refreshes its `seen_at` at most once per SEEN_GRANULARITY_MS, so a row counts as
-   * unseen only when its seen_at is older than scanStartedAt minus that.
+   * unseen only when its seen_at is older than scanStartedAt minus that. No later than the
+   * clock any of the scan's discovery batches read (produce.ts), or a clock stepped back
+   * during the scan makes rows those batches left alone look unseen.
    */
   scanStartedAt: number;
   /** The mark written (epoch ms). */

@@ -25,7 +25,12 @@ export const FORGET_UNSEEN_BATCH = 10_000;
  */
 export async function produce(p: PassState): Promise<void> {
   const { drain, ledger, log, channel } = p;
-  const scanStartedAt = p.now();
+  // When the scan began, for the missing-file walk (prune.ts): the earliest clock any of its
+  // discovery batches read. Discovery leaves a done row alone whose seen mark is under a day
+  // older than the batch's clock, and the walk marks one whose mark is over a day older than
+  // this; a batch read behind the start (the clock stepped back) left rows alone that the
+  // walk then marked missing, files the scan had just found.
+  let scanStartedAt = p.now();
   const source =
     p.source ??
     scanSource(p.config, drain.stopping, (dir) => {
@@ -50,7 +55,9 @@ export async function produce(p: PassState): Promise<void> {
     for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
       if (drain.stopping.aborted) return;
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
-      const ids = await ledger.discover(batch, { runId: p.passId, now: p.now(), refresh: p.refresh, deferCharged: !p.shared, onRefused });
+      const at = p.now();
+      scanStartedAt = Math.min(scanStartedAt, at);
+      const ids = await ledger.discover(batch, { runId: p.passId, now: at, refresh: p.refresh, deferCharged: !p.shared, onRefused });
       p.scanned += batch.length;
       // The pods of a shared pass scan one directory in one order: each goes through a
       // batch from its own random place, or they would all offer their claims the same

@@ -165,6 +165,41 @@ describe('retention with the defaults (real SQLite file, real passes over a dire
     expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 30, dead: 0 });
   }, 120_000);
 
+  it('a clock stepped back an hour during the scan (NTP) marks no file that is there', async () => {
+    // Discovery leaves a done row alone when its seen mark is under a day older than the
+    // batch's clock; the missing-file walk counted it found when the mark was under a day
+    // older than the scan's start. A batch read behind that start (the clock went back)
+    // left rows alone that the walk then marked: files the scan had just found.
+    const files = Array.from({ length: 600 }, (_, i) => `f-${String(i).padStart(3, '0')}.txt`);
+    const ws = workspace({ handler: { command: ['true'] } }, Object.fromEntries(files.map((f) => [f, 'x'])));
+    const ledger = await ledgerOf(ws);
+    const first = await runPass(passDeps(ws, ledger, 'pass-1', T - DAY - DAY / 2).deps);
+    expect(first.counts).toMatchObject({ succeeded: 600 });
+
+    // 25 hours later (so seen marks are 25 h old at the scan's start); after the first
+    // discovery batch (256 of 600 items) the clock is stepped back by an hour.
+    const start = T - DAY / 2 + 3600_000;
+    let back = false;
+    const stepping = new Proxy(ledger, {
+      get(target, key) {
+        if (key === 'discover') return async (...a: Parameters<Ledger['discover']>) => target.discover(...a).finally(() => (back = true));
+        const v = Reflect.get(target, key, target) as unknown;
+        return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const deps = { ...passDeps(ws, stepping, 'pass-2', start).deps, now: () => (back ? start - 3600_000 : start) };
+    const r = await runPass(deps);
+    expect(r.scan).toBe('complete');
+    expect(r.pruned).toMatchObject({ markedMissing: 0, forgotten: 0 });
+    const db = new Database(ws.db, { readonly: true });
+    try {
+      expect(db.prepare('SELECT count(*) FROM items WHERE missing_since IS NOT NULL').pluck().get()).toBe(0);
+    } finally {
+      db.close();
+    }
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 600, dead: 0 });
+  });
+
   it('a monthly job keeps its newest 20 runs past retention.days: status still shows the months before', async () => {
     const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'x' });
     const ledger = await ledgerOf(ws);
