@@ -5,10 +5,17 @@
  * reached). Every start exited 1 with the server's `cannot execute INSERT in a read-only
  * transaction [25006]` alone, which does not say what to change. It now says why and what
  * to point state.postgres at; nothing is claimed or charged.
+ *
+ * Mid-pass the same answer is a failover under way (the demoted primary still behind the
+ * endpoint for a moment, or a provider's read-only switch): the run's start wrote, so the
+ * server took writes. It failed the pass at the next write (exit 1), its running attempts'
+ * claims left for the lease and charged again; it is now retried as an outage is.
  */
+import { existsSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, workspace } from '../helpers/cli.js';
-import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
+import { finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
+import { PG_SKIP_REASON, startPostgres, writeGatedJob, type PgServer } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
 
 describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a server that takes no writes', () => {
   let server: PgServer;
@@ -42,6 +49,30 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a server that takes n
       await server.admin(`ALTER DATABASE ro RESET default_transaction_read_only`);
     }
     const rows = await server.admin<{ id: string; state: string; attempts: number }>(`SELECT id, state, attempts FROM ro.items ORDER BY id`, [], 'ro');
+    expect(rows).toEqual([{ id: 'a.txt', state: 'done', attempts: 1 }]);
+  }, 120_000);
+
+  it("a failover's read-only moment mid-pass (sessions cut, the server back taking no writes for a while): the pass rides through, exit 0, the item done and charged once", async () => {
+    const url = await server.createDatabase('rofailover');
+    const ws = workspace({}, { 'a.txt': 'a' });
+    const { started, go } = writeGatedJob(ws, url);
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { CRONSAFE_RUN_GROUP: 'g1' }, timeoutMs: 120_000 });
+    await until(() => existsSync(started), 'the handler to start', 30_000);
+    await server.admin(`ALTER SYSTEM SET default_transaction_read_only = on`);
+    await server.admin(`SELECT pg_reload_conf()`);
+    try {
+      // The failover: every session of the run cut, and the endpoint answers from a server that takes no writes.
+      await server.admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'cronsafe%'`);
+      writeFileSync(go, '');
+      await run.waitFor((l) => l.msg === 'state store: a transient error; retrying' && String(l.err).includes('[25006]'), 20_000);
+    } finally {
+      await server.admin(`ALTER SYSTEM RESET default_transaction_read_only`);
+      await server.admin(`SELECT pg_reload_conf()`);
+    }
+    const e = await run.exited;
+    expect(e.code, run.stderr()).toBe(0);
+    expect(finished(run)?.outcome).toBe('completed');
+    const rows = await server.admin<{ id: string; state: string; attempts: number }>(`SELECT id, state, attempts FROM cronsafe.items ORDER BY id`, [], 'rofailover');
     expect(rows).toEqual([{ id: 'a.txt', state: 'done', attempts: 1 }]);
   }, 120_000);
 });

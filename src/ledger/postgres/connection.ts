@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
-import { isTransient, ledgerError, locatedLedgerState, type PostgresLedgerError } from './errors.js';
+import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState, type PostgresLedgerError } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
@@ -220,6 +220,8 @@ export class PostgresExecutor {
   #down = false;
   /** portProblem's answer ('' when none), asked before the first connect. */
   #portChecked: string | undefined;
+  /** Set by opened(): a server that now refuses writes is failing over (retryable), see isReadOnlyAnswer. */
+  #open = false;
 
   constructor(readonly opts: PostgresOptions) {
     this.pool = newPool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
@@ -256,7 +258,7 @@ export class PostgresExecutor {
         } finally {
           client.off('error', ignore);
           // A broken connection must not go back to the pool.
-          client.release(failure !== undefined && isTransient(failure) ? coerceError(failure) : undefined);
+          client.release(failure !== undefined && this.#retryable(failure) ? coerceError(failure) : undefined);
         }
       },
       lockTimeoutMs !== undefined,
@@ -303,7 +305,7 @@ export class PostgresExecutor {
         const state = locatedLedgerState(err, what, url, schema);
         if (state) throw state;
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
-        if (!isTransient(err)) throw ledgerError(err, what, url, schema);
+        if (!this.#retryable(err)) throw ledgerError(err, what, url, schema);
         // Its own lock_timeout ran out: waiting again would only wait again, and no outage to mark (#down).
         if (ownLockTimeout && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw ledgerError(err, what, url, schema);
         // Our own lock_timeout (read-only and operator sessions): waiting again would only wait again.
@@ -316,12 +318,32 @@ export class PostgresExecutor {
         if (this.#down || spent + delayMs > budgetMs) {
           this.#down = true;
           const prefix = `gave up after ${attempt} attempt(s) over ${(spent / 1000).toFixed(1)} s: `;
-          throw ledgerError(err, what, url, schema, prefix);
+          // A failover's read-only moment that outlasted the budget is an outage too: a drain that
+          // meets it ends drained (exit 75), as one that cannot reach the server does.
+          throw ledgerError(err, what, url, schema, prefix, true);
         }
         this.opts.onRetry?.({ what, attempt, delayMs, error: ledgerError(err, what, url, schema) });
         await new Promise((r) => setTimeout(r, delayMs));
       }
     }
+  }
+
+  /**
+   * The ledger is open for a run or the daemon (openPostgresLedger): from now on a write the
+   * server refuses as read-only (25006) is retried like an outage, not thrown at once. A pass
+   * whose server failed over to a moment of read-only (the demoted primary still behind the
+   * endpoint) failed at its next claim with exit 1, its running attempts' claims left for the
+   * lease (90 s) and charged again, where a restart of the same length rode through. Not for
+   * read-only sessions (they refuse writes themselves) nor an operator's command (it fails at
+   * once, as at start: most often a URL naming a replica).
+   */
+  opened(): void {
+    this.#open = !this.opts.readOnly && !this.opts.operator;
+  }
+
+  /** Whether a failed call may succeed when run again: transient, or a failover's read-only moment (opened). */
+  #retryable(err: unknown): boolean {
+    return isTransient(err) || (this.#open && isReadOnlyAnswer(err));
   }
 
   /** Idempotent (memoized): ends the pool once. */

@@ -150,6 +150,17 @@ export function noTlsHint(url: string, env: NodeJS.ProcessEnv = process.env): st
  * transaction`): it alone did not say what to change.
  */
 const READ_ONLY_SERVER = '25006';
+
+/**
+ * Whether the server refused a write because it takes none now (25006). At start that is a
+ * wrong URL or setting (exit 1 at once); once a run has written (its run lock is a write), it
+ * is a failover under way: the old primary demoted and still behind the endpoint for a moment,
+ * or a provider's read-only switch. The run's own calls then retry it as an outage
+ * (PostgresExecutor, the run lock taken again) instead of failing the pass at once.
+ */
+export function isReadOnlyAnswer(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === READ_ONLY_SERVER;
+}
 const READ_ONLY_HINT =
   'the server takes no writes: state.postgres names a hot standby (a read replica), or default_transaction_read_only is on for the database or the role (as some providers set it when the disk quota is reached); point state.postgres at the primary, or turn it off';
 
@@ -163,8 +174,11 @@ const deniedHint = (schema: string): string =>
   `the role needs USAGE on schema ${schema} and SELECT, INSERT, UPDATE and DELETE on all its tables (status, plan and dead-letter list: SELECT): ` +
   `GRANT USAGE ON SCHEMA ${schema} TO <role>; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO <role> (docs/postgres.md)`;
 
-/** Normalise a driver error into a PostgresLedgerError with a scrubbed message. */
-export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = ''): PostgresLedgerError {
+/**
+ * Normalise a driver error into a PostgresLedgerError with a scrubbed message. `transient`:
+ * whether it was retried as an outage (a failover's read-only answer is, mid-run).
+ */
+export function ledgerError(err: unknown, what: string, url: string, schema: string, prefix = '', transient = isTransient(err)): PostgresLedgerError {
   const e = err as { message?: unknown; code?: unknown; errors?: unknown };
   let message = typeof e?.message === 'string' && e.message !== '' ? e.message : String(err);
   // AggregateError's own message is empty; its parts say what happened.
@@ -178,7 +192,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   // Not a step that says what it needs itself (migrate.ts: CREATE, ownership).
   if (code === '42501' && DENIED_ON_LEDGER.test(message) && !message.includes('the role needs')) message += ` (${deniedHint(schema)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
-  return new PostgresLedgerError(scrub(text, url), code, isTransient(err));
+  return new PostgresLedgerError(scrub(text, url), code, transient);
 }
 
 /**

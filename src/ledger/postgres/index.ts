@@ -34,6 +34,7 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string 
         : await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), budget);
       if (owner !== job) throw new LedgerOwnedByAnotherJob(owner, job);
     }
+    ex.opened();
     return new PostgresLedger(ex);
   } catch (err) {
     await ex.close();

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { CHECK_CLIENT, clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
-import { isTransient, ledgerError, locatedLedgerState } from './errors.js';
+import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { StoppedBeforeLock } from '../run-lock.js';
 import { migrate } from './migrate.js';
@@ -323,7 +323,9 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       const stop = retake ? undefined : opts.stop;
       const stopped = (): StoppedBeforeLock => new StoppedBeforeLock(stopName(stop!), ledgerError(err, 'take the run lock', opts.url, opts.schema));
       if (stop?.aborted && (isTransient(err) || err instanceof ConnectGivenUp)) throw stopped();
-      if (!isTransient(err) || Date.now() - started + delay > budgetMs) {
+      // Taken again mid-run, a read-only answer is a failover under way (the run's start wrote).
+      const retryable = isTransient(err) || (retake && isReadOnlyAnswer(err));
+      if (!retryable || Date.now() - started + delay > budgetMs) {
         throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
       }
       await sleep(delay, undefined, { signal: stop }).catch(() => undefined); // a stop ends the wait
