@@ -10,17 +10,24 @@ import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../
  * statement was cancelled before it changed anything; so was one with 57014, cancelled by an
  * operator's pg_cancel_backend or the role's statement_timeout (most often while it waited
  * for such a lock): it failed the run at once, its running attempts aborted and charged again
- * after their lease. Class 08 (connection exceptions) is matched as a prefix.
+ * after their lease. Class 08 (connection exceptions) is matched as a prefix. 57P05, 25P03
+ * and 25P04: the server ended a session idle longer than the role's idle_session_timeout,
+ * idle_in_transaction_session_timeout or (PostgreSQL 17) transaction_timeout. Its FATAL is
+ * the answer to a statement sent just as the session timed out (a pooled session picked in
+ * that moment), and the transaction rolled back with the session: run again on a new one it
+ * succeeds. Not retried, the claim failed the pass (exit 1) and its running attempts' claims
+ * waited for their lease, while the pods beside it waited for them.
  */
-const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03', '57014']);
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03', '57014', '57P05', '25P03', '25P04']);
 
 /**
  * Of those, the ones a server that is up answers with: it cancelled the statement (its
- * statement_timeout, a lock_timeout, a deadlock or serialization failure). Retried like the
+ * statement_timeout, a lock_timeout, a deadlock or serialization failure) or ended a session
+ * it found idle too long. Retried like the
  * rest, but no outage: a stop whose drain meets them fails (exit 1), as it does without a
  * stop, where a drain that cannot reach the server at all ends drained (PostgresLedgerError.unreachable).
  */
-const ANSWERED_SQLSTATES = new Set(['40001', '40P01', '55P03', '57014']);
+const ANSWERED_SQLSTATES = new Set(['40001', '40P01', '55P03', '57014', '57P05', '25P03', '25P04']);
 
 /** Socket-level failures from node:net / node:dns while a server restarts or fails over. */
 const TRANSIENT_ERRNOS = new Set([
