@@ -16,7 +16,8 @@ import { keyPath, mayHoldSecret } from './messages.js';
 import { envNotUtf8 } from './env-bytes.js';
 
 const NAME_RE = /[A-Za-z_][A-Za-z0-9_]*/y;
-const NUMBER_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+/** YAML 1.2's numbers (the core schema the config is read with): `0x10` from a variable is 16, as written in the file. */
+const NUMBER_RE = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^0x[0-9a-fA-F]+$|^0o[0-7]+$/;
 /** YAML 1.2's booleans (the core schema the config is read with). */
 const BOOLEAN_RE = /^(true|True|TRUE|false|False|FALSE)$/;
 /** Defaults nested deeper than this are an error (a runaway string, not a config). */
@@ -27,6 +28,11 @@ const USAGE = '(use ${NAME} or ${NAME:-default}; write $${ for a literal ${)';
 export interface InterpolateResult {
   value: unknown;
   problems: KeyProblem[];
+  /**
+   * The keys (`keyPath`) whose value a `${...}` made and left a string: their quotes are not
+   * what made them one (the message for a number refused says so, not "remove the quotes").
+   */
+  interpolated: Set<string>;
 }
 
 /** A scan of `s` from one position: the expanded text and where the scan stopped. */
@@ -137,15 +143,16 @@ export function interpolate(
   typeAt: (path: readonly PropertyKey[]) => string | undefined,
 ): InterpolateResult {
   const problems: KeyProblem[] = [];
+  const interpolated = new Set<string>();
 
   const str = (s: string, path: PropertyKey[]): unknown => {
     if (!s.includes('${')) return s;
     const key = keyPath(path);
     const { out, whole } = expand(s, env, (message) => problems.push({ key, message }), mayHoldSecret(path));
-    if (!whole) return out;
     const text = out.trim();
-    if (NUMBER_RE.test(text) && typeAt(path) === 'number') return Number(text);
-    if (BOOLEAN_RE.test(text) && typeAt(path) === 'boolean') return text.toLowerCase() === 'true';
+    if (whole && NUMBER_RE.test(text) && typeAt(path) === 'number') return Number(text);
+    if (whole && BOOLEAN_RE.test(text) && typeAt(path) === 'boolean') return text.toLowerCase() === 'true';
+    interpolated.add(key);
     return out;
   };
 
@@ -158,5 +165,5 @@ export function interpolate(
     return v;
   };
 
-  return { value: walk(value, []), problems };
+  return { value: walk(value, []), problems, interpolated };
 }

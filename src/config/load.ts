@@ -123,7 +123,7 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
   });
   const dropped = protoEnvKey(value);
   if (!parsed.success || dropped.length > 0) {
-    const problems = [...(parsed.success ? [] : formatIssues(parsed.error.issues, knownKeysAt)), ...dropped];
+    const problems = [...(parsed.success ? [] : formatIssues(parsed.error.issues, knownKeysAt, interpolated.interpolated)), ...dropped];
     // A bad URL from the environment is not in the file the line names: say where it is.
     const fromEnv = (p: KeyProblem) => (pgOverride && p.key === 'state.postgres' ? { ...p, message: `${p.message} (from the environment variable ${POSTGRES_ENV})` } : p);
     fail(file, problems.map(fromEnv));

@@ -71,14 +71,19 @@ const YAML_BOOLEAN = /^(true|True|TRUE|false|False|FALSE)$/;
 /**
  * ` (in quotes, ...)` for a number or a boolean written in quotes where one is expected
  * (`concurrency: "8"`, as a Kubernetes manifest's env values are written): "expected an
- * integer, got "8"" read as if 8 were refused. Else ''.
+ * integer, got "8"" read as if 8 were refused. Else ''. A value a `${...}` made with text
+ * around it (`concurrency: ${N}0`) is a string whether quoted or not: said so, since
+ * "remove the quotes" was said of a value that had none and would have changed nothing.
  */
-function quotedHint(issue: z.core.$ZodIssue): string {
+function quotedHint(issue: z.core.$ZodIssue, interpolated: boolean): string {
   if (issue.code !== 'invalid_type' || typeof issue.input !== 'string') return '';
-  // As written: a space inside the quotes (or text around a `${VAR}`) is not undone by removing them.
+  // As written: a space inside the quotes is not undone by removing them.
   const text = issue.input;
   const fits = issue.expected === 'boolean' ? YAML_BOOLEAN.test(text) : (issue.expected === 'number' || issue.expected === 'int') && YAML_NUMBER.test(text);
-  return fits ? ' (in quotes, so a string: remove the quotes)' : '';
+  if (!fits) return '';
+  if (!interpolated) return ' (in quotes, so a string: remove the quotes)';
+  const what = issue.expected === 'boolean' ? 'true or false' : 'a number';
+  return ` (made by \${...} with text around it, so a string: a value becomes ${what} only when it is exactly one \${NAME} or \${NAME:-default})`;
 }
 
 /** Small Levenshtein distance; config keys are short, so O(n*m) is nothing. */
@@ -122,11 +127,13 @@ const nested = (segments: readonly string[]): string => segments.reduceRight((in
 
 /**
  * One KeyProblem per issue (an unknown-keys issue yields one per key), in zod's order.
- * `knownKeys(path)` lists the keys allowed at a path, for "did you mean" hints.
+ * `knownKeys(path)` lists the keys allowed at a path, for "did you mean" hints;
+ * `interpolated`, the keys whose value a `${...}` made a string (interpolate.ts).
  */
 export function formatIssues(
   issues: readonly z.core.$ZodIssue[],
   knownKeys: (path: readonly PropertyKey[]) => readonly string[] = () => [],
+  interpolated: ReadonlySet<string> = new Set(),
 ): KeyProblem[] {
   const out: KeyProblem[] = [];
   for (const issue of issues) {
@@ -167,7 +174,7 @@ export function formatIssues(
           // A number where a secret goes is a PIN or password left unquoted; a URL's text is redacted.
           const secretNumber = mayHoldSecret(issue.path) && (typeof issue.input === 'number' || typeof issue.input === 'bigint');
           const found = secretNumber ? 'a number (not shown: it may be a secret)' : describeValue(issue.input);
-          out.push({ key, message: `${issue.message}, got ${found}${quotedHint(issue)}` });
+          out.push({ key, message: `${issue.message}, got ${found}${quotedHint(issue, interpolated.has(key))}` });
         }
     }
   }

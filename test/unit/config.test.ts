@@ -312,6 +312,29 @@ describe('environment', () => {
     expectProblem(partial, 'handler.expectOutput', 'expected true or false, got "true "', { E: 'true' });
   });
 
+  // `concurrency: ${N}0` (no quotes) with N=2 said `got "20" (in quotes, so a string: remove
+  // the quotes)`: there were none to remove, and removing them changes nothing.
+  it('a number or boolean made by ${...} with text around it is not said to be in quotes', () => {
+    const hint = (what: string) => `(made by \${...} with text around it, so a string: a value becomes ${what} only when it is exactly one \${NAME} or \${NAME:-default})`;
+    const n = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\nconcurrency: \${N}0\n`);
+    expectProblem(n, 'concurrency', `expected an integer from 1 to 1024, got "20" ${hint('a number')}`, { N: '2' });
+    const quoted = minimal('lease: {seconds: "${S}.5"}\n');
+    expectProblem(quoted, 'lease.seconds', `expected a number of seconds > 0 and <= 2147483, got "90.5" ${hint('a number')}`, { S: '90' });
+    const flag = minimal('lock: {allowNetworkFilesystem: "${A}${B}"}\n');
+    expectProblem(flag, 'lock.allowNetworkFilesystem', `expected true or false, got "true" ${hint('true or false')}`, { A: 'tr', B: 'ue' });
+    // Written in quotes, with no ${...}: the quotes are what made it a string.
+    expectProblem(minimal('concurrency: "20"\n'), 'concurrency', 'expected an integer from 1 to 1024, got "20" (in quotes, so a string: remove the quotes)');
+  });
+
+  // `concurrency: 0x10` is 16 in the file (YAML 1.2): from a variable it was refused, with
+  // "remove the quotes" said of a value written without any.
+  it('a whole ${...} holding a YAML 1.2 hex or octal number is that number, as written in the file', () => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\nconcurrency: \${N}\n`);
+    expect(loadConfig(file, { env: { N: '0x10' } }).concurrency).toBe(16);
+    expect(loadConfig(file, { env: { N: '0o17' } }).concurrency).toBe(15);
+    expect(loadConfig(write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo]}\nconcurrency: 0x10\n`), { env: {} }).concurrency).toBe(16);
+  });
+
   it('expands nested defaults, lazily, and names the key of a malformed or runaway one', () => {
     const file = minimal('lock: {path: "/l/${A:-${B:-${C:-c}}}-${D:-$${x}}.lock"}\n');
     expect(loadConfig(file, { env: {} }).lock.path).toBe('/l/c-${x}.lock');
