@@ -4,6 +4,14 @@
 export const PLACEHOLDERS = ['path', 'id', 'output', 'attempt'] as const;
 export type Placeholder = (typeof PLACEHOLDERS)[number];
 
+/** The variable each placeholder's value also reaches a command handler in (runner/handlers/exec.ts), and what it is. */
+export const PLACEHOLDER_ENV: Readonly<Record<string, string>> = {
+  CRONSAFE_ITEM_PATH: "the item's absolute path, {path}",
+  CRONSAFE_ITEM_ID: "the item's id, {id}",
+  CRONSAFE_OUTPUT_PATH: "the attempt's output temp path, {output}, set only with output.directory",
+  CRONSAFE_ATTEMPT: 'the attempt number, {attempt}',
+};
+
 const BRACED_RE = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
 /**

@@ -9,7 +9,7 @@
  * could be hidden by an unrelated bad sibling run regardless (see `always`).
  */
 import * as z from 'zod';
-import { PLACEHOLDERS, scanPlaceholders } from './placeholders.js';
+import { PLACEHOLDER_ENV, PLACEHOLDERS, scanPlaceholders } from './placeholders.js';
 import { queryParams } from '../ledger/pg-url-query.js';
 import {
   always,
@@ -65,6 +65,15 @@ const handlerSchema = z
         z.string({ error: 'expected a string (quote numbers and booleans in YAML)' }).refine(...noNul),
         { error: 'expected a mapping of NAME: value' },
       )
+      // cronsafe sets these for each attempt, over handler.env: a value given here was
+      // accepted and never seen (CRONSAFE_OUTPUT_PATH without output.directory: not set at
+      // all, so a handler writing to it failed every item, each charged until dead).
+      .superRefine((env, ctx) => {
+        for (const name of Object.keys(env)) {
+          const what = Object.hasOwn(PLACEHOLDER_ENV, name) ? PLACEHOLDER_ENV[name] : undefined;
+          if (what !== undefined) ctx.addIssue({ code: 'custom', path: [name], message: `cannot be set: cronsafe sets it for each attempt (${what}), whatever handler.env says; use another name` });
+        }
+      })
       .default({}),
   })
   .superRefine((h, ctx) => {

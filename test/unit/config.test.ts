@@ -550,3 +550,22 @@ state: {postgres: "postgres://app:s3cret@db/cs"}\nmetrics: {pushgateway: "https:
     expect(configSummary(loadConfig(minimal())).daemon).toBeUndefined();
   });
 });
+
+// cronsafe sets these for each attempt, over handler.env: given there, they were accepted and
+// never seen by the handler; CRONSAFE_OUTPUT_PATH without output.directory was not set at all.
+describe('loadConfig: handler.env naming a variable cronsafe sets per attempt', () => {
+  it.each([
+    ['CRONSAFE_ITEM_PATH', "the item's absolute path, {path}"],
+    ['CRONSAFE_ITEM_ID', "the item's id, {id}"],
+    ['CRONSAFE_OUTPUT_PATH', "the attempt's output temp path, {output}, set only with output.directory"],
+    ['CRONSAFE_ATTEMPT', 'the attempt number, {attempt}'],
+  ])('%s is refused, naming its key', (name, what) => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {${name}: /data/out/x, OTHER: y}}\n`);
+    expectProblem(file, `handler.env.${name}`, `cannot be set: cronsafe sets it for each attempt (${what}), whatever handler.env says; use another name`);
+  });
+
+  it('other CRONSAFE_ names are passed on', () => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo], env: {CRONSAFE_ITEM_DIR: /x, CRONSAFE_STATE_POSTGRES: "postgres://u@db/x"}}\n`);
+    expect(Object.keys(loadConfig(file, { env: {} }).handler.env)).toStrictEqual(['CRONSAFE_ITEM_DIR', 'CRONSAFE_STATE_POSTGRES']);
+  });
+});
