@@ -62,6 +62,12 @@ function sslModeEnvProblem(url: string | undefined, env: NodeJS.ProcessEnv): Key
   ];
 }
 
+/** A top-level string described without its text, which may be a secret. */
+function describeText(s: string): string {
+  const form = /^[A-Za-z_][A-Za-z0-9_]*=/.test(s) ? "; NAME=value is a .env file's form, YAML's is key: value" : '';
+  return `a string of ${s.length} character${s.length === 1 ? '' : 's'} (not shown: a file that is not a config, such as a .env file or a token, may hold a secret${form})`;
+}
+
 const isMapping = (v: unknown): boolean => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v));
 
 /** Options for loadConfig(). */
@@ -87,7 +93,11 @@ export function loadConfig(file: string, opts: LoadOptions = {}): Config {
     fail(file, [{ key: '', message: 'the file is empty; expected a mapping with at least name, source and handler' }]);
   }
   if (typeof raw !== 'object' || Array.isArray(raw)) {
-    fail(file, [{ key: '', message: `expected a mapping at the top level, got ${describeValue(raw)}` }]);
+    // A whole file read as one string is no config: a .env file (`DB_PASSWORD=...`), a
+    // mounted Secret's key or a token given as the config by mistake. Quoted, its secret went
+    // to stderr and the pod's log. Its size and form are enough to see what was read.
+    const found = typeof raw === 'string' ? describeText(raw) : describeValue(raw);
+    fail(file, [{ key: '', message: `expected a mapping at the top level, got ${found}` }]);
   }
 
   const pgOverride = env[POSTGRES_ENV];

@@ -180,6 +180,21 @@ describe('loadConfig: file and YAML errors', () => {
     const list = write('- a\n', 'list.yaml');
     expect(configError(() => loadConfig(list)).message).toBe(`${list}: expected a mapping at the top level, got a list`);
   });
+
+  // `-c .env`, or CRONSAFE_CONFIG naming a mounted Secret's key or a token: the whole file is
+  // one YAML string, which the error quoted (its first 77 characters) to stderr and the log.
+  it('a file that is one string (a .env file, a token) is refused without its text', () => {
+    const dotenv = write('DB_PASSWORD=Zq7hunter2\nAPI_KEY=abcdef\n', '.env');
+    const err = configError(() => loadConfig(dotenv)).message;
+    expect(err).toBe(
+      `${dotenv}: expected a mapping at the top level, got a string of 37 characters (not shown: a file that is not a config, such as a .env file or a token, may hold a secret; NAME=value is a .env file's form, YAML's is key: value)`,
+    );
+    const token = write('eyJhbGciOiJSUzI1NiJ9.Zq7hunter2', 'token');
+    expect(configError(() => loadConfig(token)).message).toBe(
+      `${token}: expected a mapping at the top level, got a string of 31 characters (not shown: a file that is not a config, such as a .env file or a token, may hold a secret)`,
+    );
+    expect(configError(() => loadConfig(write('42\n', 'n.yaml'))).message).toMatch(/expected a mapping at the top level, got 42$/);
+  });
 });
 
 describe('loadConfig: size cap', () => {
