@@ -101,12 +101,25 @@ const withoutSource = (message: string): string => {
  * shows it). Said only of a path that is not there.
  */
 function notFoundHint(abs: string): string {
+  // `ls` lists the config, as a link: to a file not there (a ConfigMap's key not in it, a
+  // volume not mounted). "Not found" alone sent people looking at the path they gave.
+  const link = linkTarget(abs);
+  if (link !== undefined) return ` (it is a symbolic link to ${JSON.stringify(link)}, which leads to no file)`;
   const name = path.basename(abs);
   if (name === '-') return ' (for standard input, give -c /dev/stdin)';
   if (path.relative(process.cwd(), abs).startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
   if (name.trim() !== name) return ` (the path begins or ends with a space or line break: ${JSON.stringify(abs)})`;
   if (abs.includes('\uFFFD')) return ' (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)';
   return '';
+}
+
+/** What the link at `abs` points to, when it is one. */
+function linkTarget(abs: string): string | undefined {
+  try {
+    return fs.readlinkSync(abs);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Words for the errors a read of the config can meet (the code stays, for a search). */

@@ -6,7 +6,7 @@
  * shows; the error now says how to give it (still 78, as a missing file is).
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
@@ -44,6 +44,22 @@ describe('a config path given in a way that names no file', () => {
     expect(p.stderr()).toBe(
       `cronsafe: config error: config file not found: ${ws.dir}/caf\ufffd.yaml (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)\n`,
     );
+  });
+
+  // A ConfigMap mounted without the key the path names leaves no link; one mounted with
+  // `items` renamed, or a volume not mounted, leaves a link to nothing, which `ls` lists.
+  it('a symbolic link to no file says it is one, and where it points', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    mkdirSync(path.join(ws.dir, 'cm'));
+    symlinkSync('..data/job.yaml', path.join(ws.dir, 'cm', 'job.yaml'));
+    const r = await runCli(['validate', '-c', 'cm/job.yaml'], { cwd: ws.dir });
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/cm/job.yaml (it is a symbolic link to "..data/job.yaml", which leads to no file)\n`);
+    // A link to a link to nothing: the first link's target is what `ls -l` shows.
+    symlinkSync('cm/job.yaml', path.join(ws.dir, 'outer.yaml'));
+    const outer = await runCli(['run', '-c', 'outer.yaml'], { cwd: ws.dir });
+    expect(outer.code, outer.stderr).toBe(78);
+    expect(outer.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/outer.yaml (it is a symbolic link to "cm/job.yaml", which leads to no file)\n`);
   });
 
   // `cronsafe validate -c /dev/stdin` typed with nothing piped in: it read the terminal, and
