@@ -107,7 +107,11 @@ function notFoundHint(abs: string): string {
   if (link !== undefined) return ` (it is a symbolic link to ${JSON.stringify(link)}, which leads to no file)`;
   const name = path.basename(abs);
   if (name === '-') return ' (for standard input, give -c /dev/stdin)';
-  if (path.relative(process.cwd(), abs).startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
+  const given = path.relative(process.cwd(), abs);
+  if (given.startsWith('=')) return ' (-c=FILE is read as the path "=FILE": write -c FILE or --config=FILE)';
+  // `CRONSAFE_CONFIG=~/job.yaml` in a systemd unit or a manifest, or `-c ~/job.yaml` quoted:
+  // no shell expanded it, so it named a directory "~" in the working directory.
+  if (/^~(\/|$)/.test(given)) return ' (a leading "~" is not the home directory: no shell expanded it; write the path absolute, or $HOME/... where a shell reads it)';
   if (name.trim() !== name) return ` (the path begins or ends with a space or line break: ${JSON.stringify(abs)})`;
   if (abs.includes('\uFFFD')) return ' (the path held bytes that are not UTF-8, which Node reads as U+FFFD, so it names another file: rename the file, or give a link to it with a UTF-8 name)';
   return '';

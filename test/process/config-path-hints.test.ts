@@ -46,6 +46,17 @@ describe('a config path given in a way that names no file', () => {
     );
   });
 
+  // `CRONSAFE_CONFIG=~/job.yaml` in a systemd unit or a manifest: no shell expands the "~".
+  it('a path with a leading "~" says that no shell expanded it', async () => {
+    const ws = workspace({ handler: { command: ['true'] } });
+    const r = await runCli(['validate'], { cwd: ws.dir, env: { CRONSAFE_CONFIG: '~/job.yaml' } });
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/~/job.yaml (a leading "~" is not the home directory: no shell expanded it; write the path absolute, or $HOME/... where a shell reads it)\n`);
+    // A name that only starts with "~" is no home directory written so.
+    const named = await runCli(['validate', '-c', '~job.yaml'], { cwd: ws.dir });
+    expect(named.stderr).toBe(`cronsafe: config error: config file not found: ${ws.dir}/~job.yaml\n`);
+  });
+
   // A ConfigMap mounted without the key the path names leaves no link; one mounted with
   // `items` renamed, or a volume not mounted, leaves a link to nothing, which `ls` lists.
   it('a symbolic link to no file says it is one, and where it points', async () => {
