@@ -140,7 +140,8 @@ export interface Store {
   unavailable(doing: string, err: unknown): StateUnavailable;
   /**
    * `validate`: what the run refuses to use beside the ledger (SQLite's start journal
-   * replaced by a link, a FIFO or a directory) as the run's ConfigError (exit 78). Loads no
+   * replaced by a link, a FIFO or a directory; the same, or another database, where SQLite
+   * keeps its -wal, -shm or -journal) as the run's ConfigError (exit 78). Loads no
    * database driver; nothing to check for PostgreSQL.
    */
   assertOwnFiles(): Promise<void>;
@@ -312,8 +313,12 @@ export function openStore(config: Config): Store {
     async assertOwnFiles() {
       if (state.postgres !== undefined || state.sqlite === undefined || state.sqlite === ':memory:') return;
       const { assertJournalOurs } = await import('./sqlite/start-journal.js');
+      const { refuseDatabaseCompanions } = await import('./sqlite/companions.js');
       try {
         assertJournalOurs(state.sqlite);
+        // Before the ledger exists too (validate opens only one that does): a directory, a
+        // link or another database at `<ledger>-wal` passed validate, and every run was 78.
+        refuseDatabaseCompanions(state.sqlite);
       } catch (err) {
         throw err instanceof ConfigError ? inConfigFile(config.configPath, err) : err;
       }

@@ -57,3 +57,30 @@ describe('a file SQLite keeps beside the ledger is not a regular file', () => {
     await expectRefused(ws.configPath, `${ws.db}-journal`, 'a directory');
   }, 120_000);
 });
+
+// validate opens only a ledger that exists: before the first run, a directory at `<ledger>-wal`
+// (or another database there) passed it, exit 0, and every run and status was then exit 78.
+describe('before the ledger exists, validate refuses what the run refuses beside it', () => {
+  it('a directory at -wal, or another SQLite database there: validate exits 78 as run does', async () => {
+    const ws = workspace({ handler: { command: ['true'] } }, { 'a.txt': 'a' });
+    expect(existsSync(ws.db)).toBe(false);
+    mkdirSync(path.dirname(ws.db), { recursive: true });
+    mkdirSync(`${ws.db}-wal`);
+    for (const args of [['validate'], ['run']]) {
+      const r = await runCli([...args, '-c', ws.configPath]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`state.sqlite: ${ws.db}-wal is a directory, where SQLite keeps the write-ahead log`);
+    }
+    rmSync(`${ws.db}-wal`, { recursive: true });
+    // The run's lock left an empty file at the ledger's path: gone, as before any run.
+    rmSync(ws.db, { force: true });
+    // Another job's ledger, named after this one's log: validate says so, and makes nothing.
+    const other = workspace({ name: 'other-job', handler: { command: ['true'] }, state: { sqlite: `${ws.db}-wal` } }, { 'b.txt': 'b' });
+    expect((await runCli(['run', '-c', other.configPath])).code).toBe(0);
+    for (const suffix of ['-wal', '-shm']) rmSync(`${ws.db}-wal${suffix}`, { force: true });
+    const r = await runCli(['validate', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain(`state.sqlite: ${ws.db}-wal is an SQLite database (another ledger, named after this one?)`);
+    expect(existsSync(ws.db)).toBe(false);
+  }, 120_000);
+});
