@@ -45,7 +45,9 @@ export const noNul = [(v: string) => !v.includes('\0'), { error: 'expected no NU
 export const str = (what = 'a non-empty string') =>
   z
     .string({ error: `expected ${what}` })
-    .min(1)
+    // abort: an empty value is one problem, said once; the checks added after str() (a
+    // pattern, a URL) said it again in other words (`got ""`, then `got 0 characters ...`).
+    .min(1, { abort: true })
     .refine(...noNul);
 
 export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>

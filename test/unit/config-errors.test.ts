@@ -54,6 +54,21 @@ describe('loadConfig: file and YAML errors', () => {
     expect(configError(() => loadConfig(cron)).message).toBe(`${cron}: schedule.cron: expected a cron expression, got ""`);
   });
 
+  // The checks added after str() (a pattern, a URL) ran on "" too: two lines for one value,
+  // the pushgateway's in two wordings (`got ""`, then `got 0 characters ... may be a password`).
+  it('any other empty string value is one error too', () => {
+    for (const [yaml, key, expected] of [
+      ['state: {schema: ""}', 'state.schema', 'a schema name'],
+      ['state: {postgres: ""}', 'state.postgres', 'a postgres:// or postgresql:// URL'],
+      ['metrics: {pushgateway: ""}', 'metrics.pushgateway', 'an http:// or https:// URL'],
+      ['lock: {kubernetesLease: {name: ""}}', 'lock.kubernetesLease.name', 'a Lease name'],
+      ['lock: {kubernetesLease: {namespace: ""}}', 'lock.kubernetesLease.namespace', 'a namespace'],
+    ]) {
+      const file = minimal(`${yaml}\n`);
+      expect(configError(() => loadConfig(file)).message).toBe(`${file}: ${key}: expected ${expected}, got ""`);
+    }
+  });
+
   it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
     const err = configError(() => loadConfig(file));
