@@ -42,7 +42,8 @@ const sourceSchema = z.strictObject({
 const handlerSchema = z
   .strictObject({
     command: z
-      .array(z.string({ error: 'expected a string' }).refine(...noNul), { error: 'expected a list of strings (argv)' })
+      // `[sleep, 5]`, `[qc, --workers, 4]`: YAML reads an unquoted 5 as a number, which argv cannot hold.
+      .array(z.string({ error: 'expected a string (quote numbers and booleans in YAML: "5", "true")' }).refine(...noNul), { error: 'expected a list of strings (argv)' })
       .min(1, 'expected a non-empty list of strings (argv)')
       .refine((argv) => argv[0] !== '', { message: 'the program (first element) must not be empty', path: [0] })
       .superRefine((argv, ctx) => {

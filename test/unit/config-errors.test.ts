@@ -69,6 +69,14 @@ describe('loadConfig: file and YAML errors', () => {
     }
   });
 
+  // `command: [sleep, 5]`: YAML reads the 5 as a number. The error said only "expected a
+  // string, got 5", where handler.env's says to quote it.
+  it('a number or boolean in handler.command says to quote it', () => {
+    const file = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [sleep, 5, true]}\n`);
+    const hint = 'expected a string (quote numbers and booleans in YAML: "5", "true")';
+    expect(configError(() => loadConfig(file)).message).toBe(`${file}: handler.command[1]: ${hint}, got 5\n${file}: handler.command[2]: ${hint}, got true`);
+  });
+
   it('rejects a duplicate key with its line and its key', () => {
     const file = write('name: a\nsource: {directory: /x}\nname: b\n');
     const err = configError(() => loadConfig(file));
