@@ -169,6 +169,15 @@ describe('module handler: a CommonJS module compiled from an ES module', () => {
       expect(r.stderr).toMatch(/handler\.module: .*default export must be a function .*found an object \(Object\)/);
     }
   });
+
+  it('one that sets exports.default without exports.__esModule: exit 78 saying its default is the function and what to set', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-cjs-default-only.cjs') } }, items(1, {}));
+    for (const cmd of ['validate', 'run']) {
+      const r = await runCli([cmd, '-c', ws.configPath]);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toMatch(/found an object \(Object\): its `default` is a function \(a CommonJS module with exports\.default but no exports\.__esModule = true: set that/);
+    }
+  });
 });
 
 describe('module handler: the context it prints', () => {

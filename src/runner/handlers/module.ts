@@ -341,7 +341,14 @@ function describe(value: unknown): string {
   if (value === undefined) return 'no default export';
   if (typeof value === 'function') return notCallable(value as ModuleHandlerFn) ?? 'a function';
   if (value === null) return 'null';
-  if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
+  if (typeof value === 'object') {
+    // A CommonJS module that sets exports.default but not exports.__esModule (hand-written,
+    // or a compiler told not to) is imported as its exports object: said only "an object",
+    // nothing pointed at the function right there in it.
+    const inner: unknown = Reflect.get(value, 'default');
+    const hint = typeof inner === 'function' ? ': its `default` is a function (a CommonJS module with exports.default but no exports.__esModule = true: set that, as tsc and Babel do, or assign module.exports = the function)' : '';
+    return `an object (${value.constructor?.name ?? 'Object'})${hint}`;
+  }
   // A primitive here (objects and null are named above, and describe() names what is not a function).
   // eslint-disable-next-line @typescript-eslint/no-base-to-string
   return `a ${typeof value} (${String(value).slice(0, 40)})`;
