@@ -250,6 +250,15 @@ export function readYaml(file: string, abs: string): unknown {
       abs,
     );
   }
+  // Saved with a carriage return alone at each line end (classic Mac OS, some editors' "CR"
+  // setting, a tr that missed): YAML reads no line end at all, the whole file is one line, and
+  // the library said "Nested mappings are not allowed in compact mappings" once per key.
+  if (doc.errors.length > 0 && !text.includes('\n') && /\r(?!\n)/.test(text)) {
+    throw new ConfigError(
+      `${file}: invalid YAML: its lines end in a carriage return alone (CR, as classic Mac OS wrote them), which YAML does not read as a line end, so the whole file is one line: save it with LF (or CRLF) line ends`,
+      abs,
+    );
+  }
   if (doc.errors.length > 0) {
     // `cron: */5 * * * *` unquoted: YAML reads each `*` as an alias (and `@daily` as a reserved
     // character), which said "Unexpected alias at node end" once per star. One error for the

@@ -9,6 +9,17 @@ const dir = useConfigDir();
 const { write, minimal } = dir;
 
 describe('loadConfig: file and YAML errors', () => {
+  // Each key said "Nested mappings are not allowed in compact mappings" at line 1, nothing of why.
+  it('a file whose lines end in CR alone says so, in one line', () => {
+    const file = write(`name: job\rsource:\r  directory: ${dir.queue}\rhandler:\r  command: [echo, "{path}"]\r`);
+    expect(configError(() => loadConfig(file)).message).toBe(
+      `${file}: invalid YAML: its lines end in a carriage return alone (CR, as classic Mac OS wrote them), which YAML does not read as a line end, so the whole file is one line: save it with LF (or CRLF) line ends`,
+    );
+    // CRLF (Windows) line ends are read as they are.
+    const crlf = write(`name: job\r\nsource:\r\n  directory: ${dir.queue}\r\nhandler:\r\n  command: [echo, "{path}"]\r\n`, 'crlf.yaml');
+    expect(loadConfig(crlf).name).toBe('job');
+  });
+
   it('names the absolute path of a missing file', () => {
     const missing = path.join(dir.root, 'nope.yaml');
     const err = configError(() => loadConfig(missing));
