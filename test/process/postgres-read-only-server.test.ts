@@ -10,6 +10,10 @@
  * endpoint for a moment, or a provider's read-only switch): the run's start wrote, so the
  * server took writes. It failed the pass at the next write (exit 1), its running attempts'
  * claims left for the lease and charged again; it is now retried as an outage is.
+ *
+ * Only once this pod's ledger has written: a pod that joins its group's pass writes nothing
+ * to take the run lock, so on a database turned read-only it retried its first write for 30 s
+ * ("a transient error; retrying") before it exited 1; it now fails at once, as a start does.
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,5 +78,38 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a server that takes n
     expect(finished(run)?.outcome).toBe('completed');
     const rows = await server.admin<{ id: string; state: string; attempts: number }>(`SELECT id, state, attempts FROM cronsafe.items ORDER BY id`, [], 'rofailover');
     expect(rows).toEqual([{ id: 'a.txt', state: 'done', attempts: 1 }]);
+  }, 120_000);
+
+  it("a pod joining its group's pass on a database turned read-only (its run lock wrote nothing) exits 1 at once saying so, as a start does; the pass it joined is not disturbed", async () => {
+    const url = await server.createDatabase('rojoin');
+    const ws = workspace({}, { 'a.txt': 'a', 'b.txt': 'b' });
+    const { started, go } = writeGatedJob(ws, url);
+    const first = spawnCli(['run', '-c', ws.configPath], { env: { CRONSAFE_RUN_GROUP: 'g1' }, timeoutMs: 120_000 });
+    await until(() => existsSync(started), 'the handler to start', 30_000);
+    // New sessions only: the first pod's own sessions still take writes.
+    await server.admin(`ALTER DATABASE rojoin SET default_transaction_read_only = on`);
+    let joiner;
+    try {
+      const t0 = Date.now();
+      joiner = await runCli(['run', '-c', ws.configPath], { env: { CRONSAFE_RUN_GROUP: 'g1' }, timeoutMs: 60_000 });
+      // Under the old code: 30 s of retries, then exit 1.
+      expect(Date.now() - t0, joiner.stderr).toBeLessThan(15_000);
+    } finally {
+      await server.admin(`ALTER DATABASE rojoin RESET default_transaction_read_only`);
+    }
+    expect(joiner.lines.some((l) => l.msg === 'joined the pass of this run group'), joiner.stderr).toBe(true);
+    expect(joiner.code, joiner.stderr).toBe(1);
+    expect(joiner.stderr).toContain('[25006]');
+    expect(joiner.stderr).toContain('the server takes no writes');
+    expect(joiner.stderr).not.toContain('gave up after');
+    expect(joiner.lines.filter((l) => l.msg === 'state store: a transient error; retrying')).toEqual([]);
+    writeFileSync(go, '');
+    const e = await first.exited;
+    expect(e.code, first.stderr()).toBe(0);
+    const rows = await server.admin<{ id: string; state: string; attempts: number }>(`SELECT id, state, attempts FROM cronsafe.items ORDER BY id`, [], 'rojoin');
+    expect(rows).toEqual([
+      { id: 'a.txt', state: 'done', attempts: 1 },
+      { id: 'b.txt', state: 'done', attempts: 1 },
+    ]);
   }, 120_000);
 });

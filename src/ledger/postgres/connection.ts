@@ -222,6 +222,14 @@ export class PostgresExecutor {
   #portChecked: string | undefined;
   /** Set by opened(): a server that now refuses writes is failing over (retryable), see isReadOnlyAnswer. */
   #open = false;
+  /**
+   * Set once a write of this process's ledger was taken by the server (#noted). Until then a
+   * read-only answer is the server's state, not a failover's moment: a pod that joined its
+   * group's pass (its run lock wrote nothing) on a database turned read-only retried its first
+   * write for 30 s, saying "a transient error; retrying", and then exited 1, where a start
+   * fails at once saying what to change.
+   */
+  #wrote = false;
 
   constructor(readonly opts: PostgresOptions) {
     this.pool = newPool({ ...clientConfig(opts), max: opts.poolMax ?? 4, idleTimeoutMillis: 30_000 });
@@ -247,7 +255,7 @@ export class PostgresExecutor {
         try {
           await client.query('BEGIN');
           if (lockTimeoutMs !== undefined) await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-          const exec = execOn(client);
+          const exec: Exec = async <R extends pg.QueryResultRow>(query: Query) => this.#noted(await client.query<R>(query)).rows;
           const out = await fn(exec);
           await client.query('COMMIT');
           return out;
@@ -267,7 +275,7 @@ export class PostgresExecutor {
 
   /** One statement outside a transaction (reads), retried like tx(). */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(what: string, query: Query): Promise<R[]> {
-    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await this.pool.query<R>(query)).rows);
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => this.#noted(await this.pool.query<R>(query)).rows);
   }
 
   /**
@@ -283,7 +291,7 @@ export class PostgresExecutor {
       this.#sessions.set(session, pool);
     }
     const p = pool;
-    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => (await p.query<R>(query)).rows);
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => this.#noted(await p.query<R>(query)).rows);
   }
 
   /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. `ownLockTimeout`: `fn` sets a lock_timeout of its own, which fails it at once (tx). */
@@ -329,8 +337,9 @@ export class PostgresExecutor {
   }
 
   /**
-   * The ledger is open for a run or the daemon (openPostgresLedger): from now on a write the
-   * server refuses as read-only (25006) is retried like an outage, not thrown at once. A pass
+   * The ledger is open for a run or the daemon (openPostgresLedger): from now on, once the
+   * server has taken a write of this ledger (#wrote), a write it refuses as read-only (25006)
+   * is retried like an outage, not thrown at once. A pass
    * whose server failed over to a moment of read-only (the demoted primary still behind the
    * endpoint) failed at its next claim with exit 1, its running attempts' claims left for the
    * lease (90 s) and charged again, where a restart of the same length rode through. Not for
@@ -341,9 +350,15 @@ export class PostgresExecutor {
     this.#open = !this.opts.readOnly && !this.opts.operator;
   }
 
-  /** Whether a failed call may succeed when run again: transient, or a failover's read-only moment (opened). */
+  /** Whether a failed call may succeed when run again: transient, or a failover's read-only moment (opened, and a write was taken before). */
   #retryable(err: unknown): boolean {
-    return isTransient(err) || (this.#open && isReadOnlyAnswer(err));
+    return isTransient(err) || (this.#open && this.#wrote && isReadOnlyAnswer(err));
+  }
+
+  /** A statement's result, noting (#wrote) when it was a write the server took. */
+  #noted<T extends pg.QueryResult>(result: T): T {
+    if (WRITE_COMMANDS.has(result.command)) this.#wrote = true;
+    return result;
   }
 
   /** Idempotent (memoized): ends the pool once. */
@@ -357,6 +372,9 @@ export class PostgresExecutor {
 }
 
 const LOCK_NOT_AVAILABLE = '55P03';
+
+/** The commands a server that takes no writes refuses (a result's `command`, its CommandComplete tag). */
+const WRITE_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
 /** Who holds the locks on the schema's tables that others wait for (pid, user, application, state, since), asked of the server. */
 const HOLDERS_SQL = `SELECT DISTINCT a.pid, a.usename AS "user", a.application_name AS app, a.state,
