@@ -333,7 +333,10 @@ function runChild(
         if (exitStatus) return reapThen(() => judged(exitStatus!.code, exitStatus!.signal));
         const charged = (): HandlerFailure =>
           stop ? outcome(stop, null, null, cfg, '')! : new HandlerFailure(`handler.command ${JSON.stringify(file)}: ${err.message} during the attempt (did the handler kill its parent process?)`);
-        if (!running) return finish(new NotStarted(`cannot run handler.command ${JSON.stringify(file)}: ${err.message}`));
+        if (!running) {
+          const message = `cannot run handler.command ${JSON.stringify(file)}: ${err.message}`;
+          return finish(new NotStarted((err as NodeJS.ErrnoException).code === 'EAGAIN' ? processLimitReached(message) : message));
+        }
         // Started, but the helper died before it sent the pid (`kill -9 $PPID` first thing, or
         // a kill from outside just then): found by its variables, or it would run on unended,
         // beside the item's retry and past the run's end.
@@ -418,5 +421,17 @@ function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: 
     hint = 'permission denied (not executable?)';
   }
   const message = `cannot run handler.command ${JSON.stringify(file)}: ${code} (${hint})`;
+  // No process slot left for the child: never the item's, whatever its program or argv.
+  if (code === 'EAGAIN') return new NotStarted(processLimitReached(message));
   return programFromItem || code === 'E2BIG' ? new HandlerFailure(message) : new NotStarted(message);
+}
+
+/**
+ * cronsafe's own fork of a handler (or of the helper that forks them) refused with EAGAIN: the
+ * user's or the pod's process limit counts every process and thread, cronsafe's, the helpers'
+ * and the handlers' children alike, so it is the environment's, as EMFILE is: said as such,
+ * where "spawn sh EAGAIN" alone named neither the limit nor what to do.
+ */
+function processLimitReached(message: string): string {
+  return `the process limit (pids.max of the pod / ulimit -u) is reached: ${message}; stopping, nothing charged (raise the limit or lower concurrency: every handler's own children count too)`;
 }

@@ -315,11 +315,16 @@ class SpawnServer {
       this.#helper.kill('SIGKILL');
     }, READY_TIMEOUT_MS);
     this.#readyTimer.unref();
-    const die = (why: string): void => {
+    const die = (why: string, code?: string): void => {
       if (this.#dead) return;
       clearTimeout(this.#readyTimer);
       if (this.#notStarted) why = `did not start within ${READY_TIMEOUT_MS / 1000} s (no thread or process left for it? a low ulimit -u or pids limit): killed`;
-      this.#dead = new Error(`the process that starts handler.command children ${why}`);
+      // Its fork refused (EAGAIN: the process limit; the error's code tells the attempt that),
+      // or Node in it aborting before it was ready, which is what it does when it cannot make
+      // its threads (a process limit counts them): "exited (SIGABRT)" alone said neither.
+      // (Node's own report of that abort, on the stderr it shares, comes before this.)
+      else if (!this.#wasReady && code === 'SIGABRT') why += ' before it was ready (Node aborts so when it cannot make its threads: the process limit, pids.max of the pod / ulimit -u, reached?)';
+      this.#dead = Object.assign(new Error(`the process that starts handler.command children ${why}`), code === 'EAGAIN' ? { code } : {});
       this.#onReady?.();
       onDeath();
       this.removeFifoDir();
@@ -327,8 +332,8 @@ class SpawnServer {
       this.#children.clear();
       for (const c of lost) c.lost(this.#dead, this.#wasReady);
     };
-    this.#helper.on('error', (err) => die(`failed: ${err.message}`));
-    this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`));
+    this.#helper.on('error', (err: NodeJS.ErrnoException) => die(`failed: ${err.message}`, err.code));
+    this.#helper.on('exit', (code, signal) => die(`exited (${signal ?? `code ${code}`})`, signal ?? undefined));
     // Held until it is ready: startHelpers() awaits that, and nothing else may keep the loop alive.
     this.#busy();
   }
