@@ -7,7 +7,8 @@
 import { rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLI, runCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
+import path from 'node:path';
+import { CLI, FIXTURES, runCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { charged } from '../helpers/ledger-sums.js';
 import { chownTree } from '../helpers/users.js';
 
@@ -31,7 +32,7 @@ async function runLimited(ws: Workspace, limit: number) {
     cwd: ws.dir,
   });
   const { code } = await r.exited;
-  return { code, stderr: r.stderr() };
+  return { code, stderr: r.stderr(), lines: r.lines };
 }
 
 describe.skipIf(!usable)('the process limit reached at cronsafe\'s own fork of a handler', () => {
@@ -63,5 +64,21 @@ describe.skipIf(!usable)('the process limit reached at cronsafe\'s own fork of a
     const next = await runCli(['run', '-c', ws.configPath], { uid: UID, gid: UID, cwd: ws.dir });
     expect(next.code, next.stderr).toBe(0);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 16, dead: 0 });
+  }, 180_000);
+
+  // A handler's own fork refused is its failure, charged as any (a shell's "Cannot fork" too),
+  // but its message must say why: "spawn sleep EAGAIN" alone did not name the limit.
+  it("a module handler's own spawn refused with EAGAIN: charged, and its error names the process limit", async () => {
+    const files = Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
+    let failed: string | undefined;
+    for (let limit = 40; limit >= 12 && failed === undefined; limit -= 2) {
+      const ws = workspace({ concurrency: 8, handler: { module: path.join(FIXTURES, 'process/spawn-sleep-module.mjs') } }, files);
+      made.push(ws);
+      chownTree(ws.dir, UID);
+      const r = await runLimited(ws, limit);
+      failed = r.lines.find((l) => l.msg === 'item failed; will retry')?.error as string | undefined;
+    }
+    expect(failed, 'no limit in 12..40 made a spawn of the module fail').toBeDefined();
+    expect(failed).toBe('spawn sleep EAGAIN (its fork was refused: the process limit, pids.max of the pod / ulimit -u, is reached)');
   }, 180_000);
 });

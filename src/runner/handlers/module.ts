@@ -84,6 +84,21 @@ function syntaxErrorLine(file: string, err: unknown): string {
   return line === undefined ? '' : ` (line ${line})`;
 }
 
+/**
+ * What to add to the message of a handler's own spawn refused with EAGAIN: its failure, and
+ * charged, as any it throws, but "spawn sh EAGAIN" alone, the item's last error, did not say
+ * that a process limit is why (a dead-lettered backlog then looked like bad items).
+ */
+function forkRefused(err: unknown): string {
+  try {
+    if (typeof err !== 'object' || err === null) return '';
+    const { code, syscall } = err as NodeJS.ErrnoException;
+    return code === 'EAGAIN' && typeof syscall === 'string' && syscall.startsWith('spawn') ? ' (its fork was refused: the process limit, pids.max of the pod / ulimit -u, is reached)' : '';
+  } catch {
+    return ''; // a getter that throws, a revoked Proxy: describeThrown has told what it could
+  }
+}
+
 /** The least time a module's top-level code is given, whatever handler.timeoutSeconds (a per-item bound) says. */
 const IMPORT_FLOOR_SECONDS = 60;
 
@@ -200,7 +215,7 @@ async function runAttempt(fn: ModuleHandlerFn, cfg: HandlerConfig, item: WorkIte
       }
       if (own.aborted) throw interrupted(own.reason);
       // What it threw becomes the item's last error: a failed connect may quote cronsafe's own URL.
-      throw new HandlerFailure(describeThrown(ending.err, redact));
+      throw new HandlerFailure(describeThrown(ending.err, redact) + forkRefused(ending.err));
     }
     // Timeout or abort: in-process code cannot be killed. Give a cooperative function its
     // grace to stop writing before the runner discards its output, then fail the attempt.
