@@ -73,6 +73,8 @@ export interface FailureScene {
   outputFullSeen: boolean;
   /** An attempt of this pass succeeded: the handler can run here. */
   succeeded: boolean;
+  /** What the pass is stopping for, once an attempt found the environment at fault (PassState.stopForEnvironment). */
+  environmentStop?: string;
   outputDir: string | undefined;
   /** The scanned source directory and its identity at the start; undefined when ids are not files (tests, embedders). */
   source: {
@@ -102,7 +104,8 @@ export interface FailureScene {
  * A full file system is seen by the attempt's own check, or, once an earlier attempt of the
  * pass saw it, by a failure that says "no space left on device": an attempt that ran beside
  * the one that found it can come to its check a moment after a sibling's clean-up freed a
- * little space. Any other failure is still the item's, however the pass is ending.
+ * little space. Any other failure judged once the pass is stopping for the environment is
+ * handed back uncharged too (last, below); before such a stop, it is the item's.
  */
 export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promise<FailureVerdict> {
   let { err, message } = a;
@@ -166,6 +169,20 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   if (!scene.succeeded && scene.source !== undefined) {
     const denied = await unreadableInput(a.itemPath);
     if (denied) return unreadableItem(a.itemPath, denied, message);
+  }
+  // The pass is stopping for the environment's fault, found by an attempt beside this one:
+  // this one most likely failed of the same cause, its own check a moment too late or blind
+  // to it (a shell's "Cannot fork" beside cronsafe's own fork refused for the process limit;
+  // a write refused in a directory whose rights were given back since). Charged, the items
+  // in flight at each such fault came nearer to dead-lettering, good ones too. Only after
+  // such a stop: an item that fails for its own reasons while nothing is wrong is charged,
+  // and dead after retry.maxAttempts (a drain for SIGTERM is not the environment's fault).
+  if (scene.environmentStop !== undefined) {
+    return {
+      kind: 'release',
+      reason: `not charged: failed while the pass stopped for the environment (${scene.environmentStop}): ${message}`,
+      warn: { msg: 'item failed while the pass stops for the environment; claim handed back (attempt not charged)', fields: { reason: message, cause: scene.environmentStop } },
+    };
   }
   return { kind: 'charge', message };
 }

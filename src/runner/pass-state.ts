@@ -247,6 +247,8 @@ export class PassState {
   stopForEnvironment(err: Error, msg = 'the environment cannot run items; stopping the pass (nothing charged)'): void {
     if (this.error === undefined) this.log.error({ err }, msg);
     this.error ??= err;
+    // Attempts that fail from now on are handed back uncharged (judgeFailure).
+    this.scene.environmentStop ??= err.message;
     this.drain.requestStop(err.message);
   }
 }

@@ -83,6 +83,21 @@ describe('judgeFailure', () => {
     expect(await judgeFailure(attempt({ message: 'exit code 1: bad input' }), full)).toMatchObject({ kind: 'charge' });
   });
 
+  it('hands back any failure judged once the pass stops for the environment; before such a stop it is charged', async () => {
+    const stopping = scene({ environmentStop: 'the process limit (pids.max of the pod / ulimit -u) is reached: spawn sh EAGAIN' });
+    const beside = attempt({ message: 'exit code 2: sh: 0: Cannot fork' });
+    expect(await judgeFailure(beside, stopping)).toMatchObject({
+      kind: 'release',
+      reason: 'not charged: failed while the pass stopped for the environment (the process limit (pids.max of the pod / ulimit -u) is reached: spawn sh EAGAIN): exit code 2: sh: 0: Cannot fork',
+    });
+    // A bad item failing while nothing is wrong (no stop, or only a drain) is charged.
+    expect(await judgeFailure(beside, scene())).toEqual({ kind: 'charge', message: 'exit code 2: sh: 0: Cannot fork' });
+    expect(await judgeFailure({ ...beside, stopping: true }, scene())).toMatchObject({ kind: 'charge' });
+    // The item's file gone is still "gone", not a hand-back.
+    rmSync(file);
+    expect(await judgeFailure(beside, stopping)).toEqual({ kind: 'gone' });
+  });
+
   it('hands back an attempt whose temp directory vanished', async () => {
     expect(await judgeFailure(attempt({ tempGone: new OwnDirectoryGone('recreated') }), scene())).toMatchObject({ kind: 'release', reason: expect.stringMatching(/temp directory vanished/) });
     expect(await judgeFailure(attempt({ err: new OwnDirectoryGone('x') }), scene())).toMatchObject({ kind: 'release' });
