@@ -9,8 +9,9 @@ import { execOn, PostgresExecutor, type Exec } from '../../src/ledger/postgres/c
 import { migrate, migrationsTableQuery } from '../../src/ledger/postgres/migrate.js';
 import { checkReadableSchema } from '../../src/ledger/postgres/read.js';
 import { NoLedgerYet } from '../../src/ledger/no-ledger.js';
+import type { Claim } from '../../src/ledger/types.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
-import { completeQuery } from '../../src/ledger/postgres/finish.js';
+import { claimColumns, completeQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
@@ -259,6 +260,39 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect((await ledger.totals()).itemsDone).toBe(2);
       expect(await ledger.get('c')).toMatchObject({ state: 'pending', attempts: 1, released: 1, lastError: 'stop' });
       expect(await ledger.get('d')).toBeNull();
+      await ledger.close();
+    });
+
+    it("a completion's retry (its first answer lost) applies what the first try committed, counted once; a stale claim stays fenced", async () => {
+      const schema = `t_${++n}`;
+      const ledger = await openPostgresLedger({ url, schema });
+      const [a, b, c] = await discoverAndClaim(ledger, [{ id: 'a' }, { id: 'b' }, { id: 'c' }], opts('o'));
+      // b: never started, so undone (attempt 0 again), then taken by p on attempt 1, the
+      // number o's claim had; c: handed back and taken by o again, on attempt 2.
+      await ledger.release([b!], T0 + 1, 'stop', true);
+      await ledger.release([c!], T0 + 1, 'stop');
+      const [b2] = await ledger.claim(['b'], opts('p', { now: T0 + 2 }));
+      const [c2] = await ledger.claim(['c'], opts('o', { now: T0 + 2 }));
+      expect([b2?.attempt, c2?.attempt]).toEqual([1, 2]);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const run = async (claims: Claim[], again: boolean) =>
+        (await client.query<{ id: string }>(completeQuery(schema, claimColumns(claims), T0 + 3, again))).rows.map((r) => r.id).sort();
+      const done = [a!, b2!, c2!];
+      expect(await run(done, false)).toEqual(['a', 'b', 'c']);
+      // The executor's retry of the same statement: the first try committed.
+      expect(await run(done, true)).toEqual(['a', 'b', 'c']);
+      expect(await ledger.attemptTotals()).toMatchObject({ succeeded: 3, fenced: 0 });
+      expect((await ledger.totals()).itemsDone).toBe(3);
+      // Stale claims, on a first try or a retry: another owner's completion on the same
+      // attempt number (b), a later attempt of the same owner (c).
+      expect(await run([b!, c!], false)).toEqual([]);
+      expect(await run([b!, c!], true)).toEqual([]);
+      expect(await ledger.attemptTotals()).toMatchObject({ succeeded: 3, fenced: 4 });
+      expect((await ledger.totals()).itemsDone).toBe(3);
+      // The whole verb: a completion of a claim already done is fenced (the ledger contract).
+      expect(await ledger.complete([a!], T0 + 4)).toMatchObject([{ id: 'a', result: 'fenced' }]);
+      await client.end();
       await ledger.close();
     });
 

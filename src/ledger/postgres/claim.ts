@@ -2,7 +2,7 @@ import { toClaim, type ClaimedRow } from '../item-rows.js';
 import { wellFormed } from '../well-formed.js';
 import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.js';
 import type { PostgresExecutor } from './connection.js';
-import { claimColumns, completeWrite, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
+import { claimColumns, completeWrite, COMPLETED, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
 import { ident, q, type NamedQuery, type Query } from './query.js';
 import { claimedSuspect, handBackError, suspect } from './suspect.js';
 
@@ -80,7 +80,8 @@ const suspectCte = (schema: string, at: (n: number) => string, completing: boole
  * `done`: the caller's finished attempts, completed (fenced, counted) in the same statement,
  * so that a pod's claims in the ledger never outnumber its slots: a kill right after the
  * claim leaves at most `concurrency` claims to charge, as on SQLite. Without completions the
- * statement is the claim alone.
+ * statement is the claim alone. `again`: the executor's retry, whose completions allow for
+ * the first try's commit (fencedWriteCtes's `already`).
  *
  * Suspects (suspect.ts) are neither offered nor filled: with a slot left, the claim takes
  * one, only while the caller runs none (an attempt completed by this very statement is
@@ -96,6 +97,7 @@ export const settleOfferedQuery = (
   limit: number,
   exclude: readonly string[],
   suspects = true,
+  again = false,
 ): NamedQuery => {
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
   const claim = (at: (n: number) => string, completing: boolean): string => `c AS (
@@ -125,13 +127,13 @@ cl AS (
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
   const at = (n: number): string => (n === 2 ? '$4' : `$${n === 1 ? 6 : n + 4}`);
   return {
-    name: 'cronsafe-complete-claim',
+    name: again ? 'cronsafe-complete-claim-again' : 'cronsafe-complete-claim',
     ...q(
-      `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5')},
+      `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5', again ? COMPLETED : 'false')},
 ${claim(at, true)}
 ${claimed}
 UNION ALL
-SELECT id, attempt, NULL, NULL, owner FROM w`,
+SELECT id, attempt, NULL, NULL, owner FROM ok`,
       done.ids,
       done.owners,
       done.attempts,
@@ -263,11 +265,9 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       // the fill takes the pass's other pending items.
       const wanted = offered.slice(0, offerPrefix(opts.limit)).map(wellFormed);
       const exclude = (opts.exclude ?? []).map(wellFormed);
-      const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>(
-        'claims',
-        'claim',
-        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude, opts.suspects ?? true),
-      );
+      const query = (again: boolean) =>
+        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude, opts.suspects ?? true, again);
+      const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>('claims', 'claim', query(false), query(true));
       const applied: Applied[] = [];
       const claimed: (ClaimedRow & { ord: number | null })[] = [];
       let fromOffer = 0;

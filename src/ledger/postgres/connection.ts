@@ -273,29 +273,34 @@ export class PostgresExecutor {
     );
   }
 
-  /** One statement outside a transaction (reads), retried like tx(). */
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(what: string, query: Query): Promise<R[]> {
-    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => this.#noted(await this.pool.query<R>(query)).rows);
+  /**
+   * One statement outside a transaction (reads), retried like tx(). `again`: the statement
+   * for the tries after the first, when a retry must allow for the first try's commit (its
+   * answer lost to a cut connection).
+   */
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(what: string, query: Query, again: Query = query): Promise<R[]> {
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async (attempt) => this.#noted(await this.pool.query<R>(attempt > 1 ? again : query)).rows);
   }
 
   /**
    * One prepared statement in autocommit on a dedicated session (SESSIONS), retried like
    * tx(). A retry after a lost acknowledgement may find the first try committed: a claim
    * then stays with its owner unknown to it (SharedPassLedger.siblings hands it back), a
-   * discovery finds its rows known.
+   * discovery finds its rows known. `again`: as for query() (a name of its own: a retry may
+   * run on the same session).
    */
-  on<R extends pg.QueryResultRow = pg.QueryResultRow>(session: SessionName, what: string, query: NamedQuery): Promise<R[]> {
+  on<R extends pg.QueryResultRow = pg.QueryResultRow>(session: SessionName, what: string, query: NamedQuery, again: NamedQuery = query): Promise<R[]> {
     let pool = this.#sessions.get(session);
     if (!pool) {
       pool = newPool({ ...clientConfig(this.opts, SESSIONS[session]), application_name: `cronsafe-${session}`, max: 1, idleTimeoutMillis: 30_000 });
       this.#sessions.set(session, pool);
     }
     const p = pool;
-    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async () => this.#noted(await p.query<R>(query)).rows);
+    return this.retrying(what, this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, async (attempt) => this.#noted(await p.query<R>(attempt > 1 ? again : query)).rows);
   }
 
   /** Retry `fn` on transient errors; anything thrown out is a scrubbed PostgresLedgerError. `ownLockTimeout`: `fn` sets a lock_timeout of its own, which fails it at once (tx). */
-  async retrying<T>(what: string, budgetMs: number, fn: () => Promise<T>, ownLockTimeout = false): Promise<T> {
+  async retrying<T>(what: string, budgetMs: number, fn: (attempt: number) => Promise<T>, ownLockTimeout = false): Promise<T> {
     const { url, schema } = this.opts;
     const started = Date.now();
     for (let attempt = 1; ; attempt++) {
@@ -304,7 +309,7 @@ export class PostgresExecutor {
         // A client made to read its port never connects.
         this.#portChecked ??= portProblem(new pg.Client(clientConfig(this.opts)).port) ?? '';
         if (this.#portChecked !== '') throw new Error(this.#portChecked);
-        const out = await fn();
+        const out = await fn(attempt);
         this.#down = false;
         return out;
       } catch (err) {

@@ -47,22 +47,36 @@ const COUNTER_SHARD = `':' || (pg_backend_pid() % 16)`;
  * rows that passed the fence; `counter` counts those, items_fenced the rest of the batch
  * (`n` = the batch's length: a claim listed twice is applied once, its repeat is fenced).
  * Counter rows are written in name order, as bumpQuery does. fencedWriteCtes is the part
- * before the final SELECT (`w` holds the applied rows), for statements that do more.
+ * before the final SELECT (`ok` holds the claims that count as applied), for statements
+ * that do more.
+ *
+ * `already`: on the executor's retry of the statement (PostgresExecutor.query's `again`), a
+ * condition on the row `i` and claim `c` saying this very claim's write already took effect,
+ * before the statement (`was`): the first try committed and its answer was lost (a
+ * connection cut after the commit). Such a claim is applied, counted neither again nor as
+ * fenced (the first try counted it). Only a completion can tell (done_by and attempts stay
+ * on the row); `false` for the others, and for a first try (a completion of a claim already
+ * done is fenced, as on SQLite). Read in the statement's snapshot, so a row this statement
+ * writes is not in `was`.
  */
-export const fencedWriteCtes = (schema: string, write: string, counter: FencedCounter, n: string): string =>
+export const fencedWriteCtes = (schema: string, write: string, counter: FencedCounter, n: string, already = 'false'): string =>
   `w AS (
   ${write}
   RETURNING i.id, c.owner, c.attempt),
-k AS (SELECT count(*) AS applied FROM w),
+was AS (
+  SELECT DISTINCT i.id, c.owner, c.attempt FROM ${ident(schema)}.items AS i JOIN ${CLAIMS} ON i.id = c.id AND ${already}),
+ok AS (SELECT id, owner, attempt FROM w UNION ALL SELECT id, owner, attempt FROM was),
+k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS earlier),
 bump AS (
   INSERT INTO ${ident(schema)}.counters AS t (name, value)
-  SELECT v.name || ${COUNTER_SHARD}, v.by FROM k, LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied)) AS v(name, by)
+  SELECT v.name || ${COUNTER_SHARD}, v.by FROM k,
+    LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied - k.earlier)) AS v(name, by)
   WHERE v.by > 0 ORDER BY v.name
   ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)`;
 
-const fencedWrite = (schema: string, write: string, counter: FencedCounter, n: string): string =>
-  `WITH ${fencedWriteCtes(schema, write, counter, n)}
-SELECT id, owner, attempt FROM w`;
+const fencedWrite = (schema: string, write: string, counter: FencedCounter, n: string, already?: string): string =>
+  `WITH ${fencedWriteCtes(schema, write, counter, n, already)}
+SELECT id, owner, attempt FROM ok`;
 
 type FencedCounter = 'items_done' | 'items_released' | 'items_gone';
 
@@ -72,9 +86,16 @@ export const completeWrite = (schema: string, now: string): string =>
     done_at = ${now}, done_by = c.owner, updated_at = ${now}
   FROM ${CLAIMS} WHERE ${GUARD}`;
 
-/** Complete a whole batch in one statement, counters included. */
-export const completeQuery = (schema: string, c: ClaimColumns, now: number): Query =>
-  q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5'), c.ids, c.owners, c.attempts, now, c.ids.length);
+/**
+ * The row as completeWrite left it for this claim: done by its owner, on its attempt (a
+ * later attempt, or another owner's completion, leaves other values). fencedWriteCtes's
+ * `already` for a completion.
+ */
+export const COMPLETED = `i.state = 'done' AND i.done_by = c.owner AND i.attempts = c.attempt`;
+
+/** Complete a whole batch in one statement, counters included; `again`: its retry (fencedWriteCtes's `already`). */
+export const completeQuery = (schema: string, c: ClaimColumns, now: number, again = false): Query =>
+  q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5', again ? COMPLETED : 'false'), c.ids, c.owners, c.attempts, now, c.ids.length);
 
 /**
  * A claim whose handler never started (a stop came while it was being written) is undone:
@@ -277,16 +298,17 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
    * (fencedWrite). Only when some claims were fenced, a read says why, after the commit: the
    * reason is for people, the counts were already written with the change.
    */
-  const guarded = (what: string, query: (c: ClaimColumns) => Query, ok: (c: Claim) => FenceOutcome) =>
+  const guarded = (what: string, query: (c: ClaimColumns, again: boolean) => Query, ok: (c: Claim) => FenceOutcome) =>
     async (claims: Claim[]): Promise<FenceOutcome[]> => {
       if (claims.length === 0) return [];
-      const rows = await ex.query<Applied>(what, query(claimColumns(claims)));
+      const cols = claimColumns(claims);
+      const rows = await ex.query<Applied>(what, query(cols, false), query(cols, true));
       return fencedOutcomes(ex, schema, what, claims, rows, ok);
     };
 
   return {
     complete: (claims, now) =>
-      guarded('complete', (c) => completeQuery(schema, c, now), (c) => ({ id: c.id, result: 'applied', state: 'done' }))(claims),
+      guarded('complete', (c, again) => completeQuery(schema, c, now, again), (c) => ({ id: c.id, result: 'applied', state: 'done' }))(claims),
 
     release: (claims, now, reason, unstarted) =>
       guarded(
