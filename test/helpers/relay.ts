@@ -80,3 +80,71 @@ export function postgresBehindRelay(started: (server: PgServer) => void, left: (
     await server?.stop();
   });
 }
+
+/** One connection through a tcpProxy: the client's socket, the server's, and the client's first bytes. */
+export interface ProxiedConnection {
+  client: net.Socket;
+  upstream: net.Socket;
+  /** The client's first chunk (PostgreSQL's startup message: user, database, application_name), latin1. */
+  startup: string;
+}
+
+/** What a tcpProxy does with what passes; each hook left out forwards as is. */
+export interface ProxyHooks {
+  /** A new connection: false keeps it here, never forwarded (a server that accepts and never answers). */
+  accept?(client: net.Socket): boolean;
+  /** Bytes from the client: false holds them back (never forwarded). */
+  fromClient?(chunk: Buffer, conn: ProxiedConnection): boolean;
+  /** Bytes from the server: false holds them back (never forwarded). */
+  fromServer?(chunk: Buffer, conn: ProxiedConnection): boolean;
+}
+
+export interface TcpProxy {
+  port: number;
+  /** Destroy every connection open now (client and server sides). */
+  cutAll: () => void;
+  /** Cut every connection and stop listening. */
+  close: () => Promise<void>;
+}
+
+/**
+ * A TCP proxy to 127.0.0.1:`target` whose hooks see (and may hold back) each chunk, for tests
+ * that need one statement's moment made certain: hold the next statement of a session, drop a
+ * committed answer, accept and never answer. A closed side closes the other.
+ */
+export async function tcpProxy(target: number, hooks: ProxyHooks = {}): Promise<TcpProxy> {
+  const open = new Set<net.Socket>();
+  const track = (s: net.Socket): void => {
+    open.add(s);
+    s.on('error', () => undefined);
+    s.on('close', () => open.delete(s));
+  };
+  const server = net.createServer((client) => {
+    track(client);
+    if (hooks.accept?.(client) === false) return;
+    const upstream = net.connect(target, '127.0.0.1');
+    track(upstream);
+    upstream.on('close', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+    const conn: ProxiedConnection = { client, upstream, startup: '' };
+    client.on('data', (chunk: Buffer) => {
+      if (conn.startup === '') conn.startup = chunk.toString('latin1');
+      if (hooks.fromClient?.(chunk, conn) !== false) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (hooks.fromServer?.(chunk, conn) !== false) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const cutAll = (): void => {
+    for (const s of open) s.destroy();
+  };
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    cutAll,
+    close: () => {
+      cutAll();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}

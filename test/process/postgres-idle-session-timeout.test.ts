@@ -11,10 +11,10 @@
  * ends the session, and its FATAL answers the statement.
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { finished, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
+import { tcpProxy, type ProxiedConnection } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
 const IDLE_TIMEOUT_MS = 1_000;
@@ -31,39 +31,19 @@ interface Proxy {
 async function proxyTo(port: number): Promise<Proxy> {
   let armed = false;
   let held = false;
-  const open = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    open.add(client);
-    client.on('error', () => undefined);
-    const upstream = net.connect(port, '127.0.0.1');
-    open.add(upstream);
-    upstream.on('error', () => undefined);
-    upstream.on('close', () => (open.delete(upstream), client.destroy()));
-    client.on('close', () => (open.delete(client), upstream.destroy()));
-    upstream.pipe(client);
-    let startup = '';
-    let holding = false;
-    client.on('data', (chunk: Buffer) => {
-      if (startup === '') startup = chunk.toString('latin1');
+  const holding = new WeakSet<ProxiedConnection>();
+  const proxy = await tcpProxy(port, {
+    fromClient(chunk, conn) {
       const statement = ['Q', 'P', 'B'].includes(String.fromCharCode(chunk[0] ?? 0));
-      if (armed && statement && startup.includes('cronsafe-claims')) {
+      if (armed && statement && conn.startup.includes('cronsafe-claims')) {
         armed = false;
         held = true;
-        holding = true; // the server sees the session idle, and ends it
+        holding.add(conn); // the server sees the session idle, and ends it
       }
-      if (!holding) upstream.write(chunk);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    arm: () => void (armed = true),
-    held: () => held,
-    close: () => {
-      for (const s of open) s.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
+      return !holding.has(conn);
     },
-  };
+  });
+  return { port: proxy.port, arm: () => void (armed = true), held: () => held, close: proxy.close };
 }
 
 let proxy: Proxy | undefined;

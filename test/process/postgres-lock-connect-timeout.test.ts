@@ -11,10 +11,10 @@
  * message names application_name cronsafe-lock) has been given up by the client.
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
+import { tcpProxy } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
 interface Proxy {
@@ -30,40 +30,27 @@ interface Proxy {
 
 async function proxyTo(port: number): Promise<Proxy> {
   let silent = false;
-  const open = new Set<net.Socket>();
   const givenUp: string[] = [];
-  const server = net.createServer((client) => {
-    open.add(client);
-    client.on('close', () => open.delete(client));
-    client.on('error', () => undefined);
-    if (silent) {
+  const proxy = await tcpProxy(port, {
+    accept(client) {
+      if (!silent) return true;
       let said = '';
-      client.on('data', (d) => (said += d.toString('latin1')));
+      client.on('data', (d: Buffer) => (said += d.toString('latin1')));
       client.on('close', () => givenUp.push(said));
-      return;
-    }
-    const upstream = net.connect(port, '127.0.0.1');
-    open.add(upstream);
-    upstream.on('close', () => (open.delete(upstream), client.destroy()));
-    upstream.on('error', () => undefined);
-    client.on('close', () => upstream.destroy());
-    client.pipe(upstream).pipe(client);
+      return false;
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port: proxy.port,
     goSilent() {
       silent = true;
-      for (const s of open) s.destroy();
+      proxy.cutAll();
     },
     forward() {
       silent = false;
     },
     givenUp,
-    close: () => {
-      for (const s of open) s.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
+    close: proxy.close,
   };
 }
 

@@ -13,10 +13,10 @@
  * connection.
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { finished, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
+import { tcpProxy, type ProxiedConnection } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
 interface Proxy {
@@ -44,50 +44,32 @@ function answered(buf: Buffer): boolean {
 async function proxyTo(port: number): Promise<Proxy> {
   let armed = false;
   let dropped = false;
-  const open = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    open.add(client);
-    client.on('error', () => undefined);
-    const upstream = net.connect(port, '127.0.0.1');
-    open.add(upstream);
-    upstream.on('error', () => undefined);
-    upstream.on('close', () => (open.delete(upstream), client.destroy()));
-    client.on('close', () => (open.delete(client), upstream.destroy()));
-    let startup = '';
-    let answer: Buffer | undefined;
-    upstream.on('data', (chunk: Buffer) => {
-      if (answer === undefined) {
-        client.write(chunk);
-        return;
-      }
-      answer = Buffer.concat([answer, chunk]);
-      if (answered(answer)) {
-        dropped = true;
-        upstream.destroy();
-        client.destroy();
-      }
-    });
-    client.on('data', (chunk: Buffer) => {
-      if (startup === '') startup = chunk.toString('latin1');
+  /** The answer being held back, by connection: from the armed statement on. */
+  const answers = new WeakMap<ProxiedConnection, Buffer>();
+  const proxy = await tcpProxy(port, {
+    fromClient(chunk, conn) {
       // The pg client sends a statement and waits for its answer: what comes back from now
       // on answers this statement alone.
-      if (armed && startup.includes('cronsafe-claims') && chunk.toString('latin1').includes('cronsafe-complete-claim')) {
+      if (armed && conn.startup.includes('cronsafe-claims') && chunk.toString('latin1').includes('cronsafe-complete-claim')) {
         armed = false;
-        answer = Buffer.alloc(0);
+        answers.set(conn, Buffer.alloc(0));
       }
-      upstream.write(chunk);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    arm: () => void (armed = true),
-    dropped: () => dropped,
-    close: () => {
-      for (const s of open) s.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
+      return true;
     },
-  };
+    fromServer(chunk, conn) {
+      const held = answers.get(conn);
+      if (held === undefined) return true;
+      const answer = Buffer.concat([held, chunk]);
+      answers.set(conn, answer);
+      if (answered(answer)) {
+        dropped = true;
+        conn.upstream.destroy();
+        conn.client.destroy();
+      }
+      return false;
+    },
+  });
+  return { port: proxy.port, arm: () => void (armed = true), dropped: () => dropped, close: proxy.close };
 }
 
 let proxy: Proxy | undefined;
