@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import type { KeyProblem } from './messages.js';
+import { PLACEHOLDER_ENV } from './placeholders.js';
 
 /**
  * Linux's limits on what execve(2) takes, which every handler.command child goes through:
@@ -22,8 +23,11 @@ export interface ExecLimits {
 /** MAX_ARG_STRLEN and the floor of the total (ARG_MAX) with the smallest page Linux has: nothing smaller is ever refused. */
 const MIN_MAX_STRING = 32 * 4096;
 const POINTER = 8;
-/** The variables the runner adds for every item (runner/handlers/exec.ts): counted by name only. */
-const ITEM_VARS = ['CRONSAFE_ITEM_PATH', 'CRONSAFE_ITEM_ID', 'CRONSAFE_ATTEMPT'];
+/**
+ * The variables the runner adds for every item (runner/handlers/exec.ts): counted by name
+ * only. CRONSAFE_OUTPUT_PATH is set only with output.directory, so not in the least a child gets.
+ */
+const ITEM_VARS = Object.keys(PLACEHOLDER_ENV).filter((name) => name !== 'CRONSAFE_OUTPUT_PATH');
 const PLACEHOLDER = /\{(path|id|output|attempt)\}/g;
 
 /**
