@@ -40,6 +40,16 @@ const GUARD = `i.id = c.id AND i.state = 'claimed' AND i.owner = c.owner AND i.a
  */
 const COUNTER_SHARD = `':' || (pg_backend_pid() % 16)`;
 
+/** A first try's `ok` and `k`: the applied rows are the written ones (no `was` to read on the hot path). */
+const FIRST_TRY = `ok AS (SELECT id, owner, attempt FROM w),
+k AS (SELECT count(*) AS applied, 0 AS earlier FROM w)`;
+
+/** A retry's `ok` and `k`: the written rows and those `already` finds done by this very claim before the statement (`was`). */
+const retryCtes = (schema: string, already: string): string => `was AS (
+  SELECT DISTINCT i.id, c.owner, c.attempt FROM ${ident(schema)}.items AS i JOIN ${CLAIMS} ON i.id = c.id AND ${already}),
+ok AS (SELECT id, owner, attempt FROM w UNION ALL SELECT id, owner, attempt FROM was),
+k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS earlier)`;
+
 /**
  * A fenced write of a whole batch and its counters as ONE statement (its own transaction):
  * one round trip and one commit per batch instead of BEGIN, write, counter bump, COMMIT.
@@ -63,10 +73,7 @@ export const fencedWriteCtes = (schema: string, write: string, counter: FencedCo
   `w AS (
   ${write}
   RETURNING i.id, c.owner, c.attempt),
-was AS (
-  SELECT DISTINCT i.id, c.owner, c.attempt FROM ${ident(schema)}.items AS i JOIN ${CLAIMS} ON i.id = c.id AND ${already}),
-ok AS (SELECT id, owner, attempt FROM w UNION ALL SELECT id, owner, attempt FROM was),
-k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS earlier),
+${already === 'false' ? FIRST_TRY : retryCtes(schema, already)},
 bump AS (
   INSERT INTO ${ident(schema)}.counters AS t (name, value)
   SELECT v.name || ${COUNTER_SHARD}, v.by FROM k,
