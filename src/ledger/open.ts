@@ -5,7 +5,7 @@ import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
-import { StoppedBeforeLock, type RunLock } from './run-lock.js';
+import { StoppedBeforeLedger, StoppedBeforeLock, type RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -32,6 +32,8 @@ export interface OpenAs {
   operator?: boolean;
   /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
   writeBehind?: boolean;
+  /** The run's stop: SQLite's open stops waiting for another connection's write lock (StoppedBeforeLedger). */
+  stop?: AbortSignal;
   /** PostgreSQL: told of each transient error about to be retried (see retryWarnings). */
   onRetry?: (info: { what: string; attempt: number; delayMs: number; error: Error }) => void;
 }
@@ -72,7 +74,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
     const { openSqliteLedger } = await import('./sqlite/index.js');
-    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind, operator: as?.operator });
+    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind, operator: as?.operator, stop: as?.stop });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
     if (err instanceof NotALedger) throw notALedger(err, as?.configPath);
@@ -135,7 +137,7 @@ export interface Store {
    * for commands that only look (status, dead-letter list); see OpenAs.readOnly. `log`: a
    * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings).
    */
-  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger }): Promise<Ledger>;
+  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger; stop?: AbortSignal }): Promise<Ledger>;
   /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
   unavailable(doing: string, err: unknown): StateUnavailable;
   /**
@@ -297,10 +299,12 @@ export function openStore(config: Config): Store {
           readOnly: opts.readOnly,
           operator: opts.operator,
           writeBehind: opts.writeBehind,
+          stop: opts.stop,
           onRetry: opts.log && retryWarnings(opts.log),
         });
       } catch (err) {
         if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // [issue 10, case 1]
+        if (err instanceof StoppedBeforeLedger) throw err; // the run drains: holding-lock.ts says it
         const failed = unavailable('', err);
         // For openReader, and for schedule, which migrates an older ledger only.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;

@@ -70,3 +70,19 @@ export class StoppedBeforeLock extends Error {
     this.name = 'StoppedBeforeLock';
   }
 }
+
+/**
+ * The run was asked to stop while opening its SQLite ledger, which another connection held
+ * the write lock of (an operator's `sqlite3` shell in a transaction, another tool): it stops
+ * waiting, rather than wait out the busy timeout and fail (exit 1, counted toward the Job's
+ * backoffLimit) or keep a terminating pod up. Nothing was claimed: the run drained (75).
+ */
+export class StoppedBeforeLedger extends Error {
+  constructor(readonly signal: string) {
+    super(`stopped by ${signal} while another connection held the ledger's write lock (a run writing it, or another tool with a transaction open on it), before the run began`);
+    this.name = 'StoppedBeforeLedger';
+  }
+}
+
+/** A stop's name for its messages: the signal (its reason, as cli.ts aborts it), else 'a stop'. */
+export const stopName = (stop: AbortSignal): string => (typeof stop.reason === 'string' ? stop.reason : 'a stop');

@@ -10,7 +10,7 @@ import type { Config } from '../config/types.js';
 import { ConfigError, EdgeError, EXIT, coerceError } from '../errors.js';
 import type { Store } from '../ledger/open.js';
 import type { Ledger, RunHeartbeat } from '../ledger/types.js';
-import type { RunLock } from '../ledger/run-lock.js';
+import { StoppedBeforeLedger, type RunLock } from '../ledger/run-lock.js';
 import { findLiveRun, startHeartbeat } from '../lock/heartbeat.js';
 import { startRunMetrics, type RunMetrics } from '../metrics/index.js';
 import { firstAbort } from '../runner/drain.js';
@@ -89,7 +89,17 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       throw err instanceof EdgeError || err instanceof ConfigError ? err : store.unavailable(doing, err);
     });
   try {
-    ledger = await store.openLedger({ writeBehind: true, log });
+    try {
+      ledger = await store.openLedger({ writeBehind: true, log, stop: opts.stop });
+    } catch (err) {
+      // SIGTERM while another connection held the SQLite ledger's write lock: nothing claimed,
+      // nothing to hand back. Drained (75), as a stop while the run lock was being taken.
+      if (!(err instanceof StoppedBeforeLedger)) throw err;
+      log.warn(err.message);
+      process.stderr.write(`cronsafe: ${escapeControls(err.message)}: nothing was claimed\n`);
+      log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL }, 'run finished');
+      return 'drained';
+    }
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
     // deleted file while the next start began a new one: the lock's watch stops the run.
     lock.watchLedger?.();

@@ -5,7 +5,7 @@ import { backoffDelayMs } from '../backoff.js';
 import { CHECK_CLIENT, clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
-import { StoppedBeforeLock } from '../run-lock.js';
+import { StoppedBeforeLock, stopName } from '../run-lock.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError, EdgeError, EXIT } from '../../errors.js';
@@ -166,8 +166,6 @@ async function connectUnlessStopped(client: pg.Client, stop: AbortSignal | undef
     if (arm) stop.removeEventListener('abort', arm);
   }
 }
-
-const stopName = (stop: AbortSignal): string => (typeof stop.reason === 'string' ? stop.reason : 'a stop');
 
 export interface PostgresRunLock {
   readonly group: string;

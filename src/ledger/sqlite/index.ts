@@ -34,6 +34,11 @@ export interface SqliteOpenOptions {
    * other commands without a drain end, instead of after SQLite's whole busy wait.
    */
   operator?: boolean;
+  /**
+   * The run's stop (SIGTERM): while the open waits for another process's write lock, in
+   * slices, it ends the wait with StoppedBeforeLedger (the run drains, nothing claimed).
+   */
+  stop?: AbortSignal;
 }
 
 /**
@@ -58,11 +63,12 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
     refuseUnwritable(file);
     refuseDatabaseCompanions(file);
   }
-  // An operator's connection waits for the write lock in slices from the start: its open
-  // writes too (the migration check is an immediate transaction), and one wait inside
-  // SQLite of BUSY_TIMEOUT_MS kept a Ctrl-C from ending it until the wait was over.
-  const operator = opts.operator === true && opts.writeBehind !== true;
-  const db = newDatabase(file, { timeout: operator ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS });
+  // An operator's connection, and the run's, wait for the write lock in slices from the
+  // start: their open writes too (the migration check is an immediate transaction), and one
+  // wait inside SQLite of BUSY_TIMEOUT_MS kept a Ctrl-C from ending an operator's command,
+  // and a run's SIGTERM from draining it, until the wait was over (a run then failed, exit 1).
+  const sliced = opts.operator === true || opts.writeBehind === true;
+  const db = newDatabase(file, { timeout: sliced ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS });
   // The file SQLite opened: if another is put at its path later, its log must not stay there (SqliteLedger's close).
   const opened = file === ':memory:' ? undefined : openedFile(file);
   try {
@@ -73,7 +79,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
       db.pragma('auto_vacuum = INCREMENTAL');
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
-      db.pragma(`busy_timeout = ${operator ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS}`);
+      db.pragma(`busy_timeout = ${sliced ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS}`);
       db.pragma('foreign_keys = ON');
       // A batch statement that touches hundreds of pages keeps a statement journal;
       // on disk (the default) it cost ~40% of discoverAndClaim. It is bounded by the batch.
@@ -93,25 +99,27 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
       if (opts.job !== undefined) claimJob(db, opts.job);
     };
     // Each step that fails on SQLITE_BUSY wrote nothing (a pragma, or a transaction rolled back): it runs again.
-    if (operator) await inSlices(setUp, () => db.open);
+    if (sliced) await inSlices(setUp, () => db.open, opts.stop);
     else setUp();
     // The run's connection waits for another process's write lock in slices, between
     // which its event loop runs (SqliteLedger's #op): the drain must end inside the grace.
     // So does an operator's (requeue, dead-letter retry): a signal ends it between two.
-    if (opts.writeBehind === true) db.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
-    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true, opts.writeBehind === true || operator, opened);
+    return new SqliteLedger(db, file === ':memory:' ? undefined : journalOf(file), opts.writeBehind === true, sliced, opened);
   } catch (err) {
     db.close();
     throw unwritableCompanion(file, err) ?? err;
   }
 }
 
-/** `step` at once, and tried again in slices while it fails on SQLITE_BUSY (againWhileBusy, as SqliteLedger's #op). */
-async function inSlices(step: () => void, open: () => boolean): Promise<void> {
+/**
+ * `step` at once, and tried again in slices while it fails on SQLITE_BUSY (againWhileBusy, as
+ * SqliteLedger's #op); `stop` aborted, the wait ends with StoppedBeforeLedger.
+ */
+async function inSlices(step: () => void, open: () => boolean, stop?: AbortSignal): Promise<void> {
   try {
     return step();
   } catch (err) {
     if (!isBusy(err)) throw err;
   }
-  return againWhileBusy(step, open);
+  return againWhileBusy(step, open, stop);
 }

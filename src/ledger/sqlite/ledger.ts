@@ -7,6 +7,7 @@ import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } 
 import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
 import { wellFormed } from '../well-formed.js';
 import { StateUnavailable } from '../../errors.js';
+import { StoppedBeforeLedger, stopName } from '../run-lock.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
 import { isBusy, isFull } from './connection.js';
 import { HANDLER_TIMES } from '../counters.js';
@@ -501,12 +502,15 @@ export class SqliteLedger implements L.Ledger {
 /**
  * `verb`, which has just failed on SQLITE_BUSY, run again after a pause while it does, until
  * BUSY_TIMEOUT_MS has passed; the event loop runs between two tries. `open`: whether the
- * connection is still open (closed meanwhile, nothing is tried again).
+ * connection is still open (closed meanwhile, nothing is tried again). `stop`: the run's, for
+ * the open only (a drain's own writes must still wait): aborted, StoppedBeforeLedger.
  */
-export async function againWhileBusy<T>(verb: () => T, open: () => boolean): Promise<T> {
+export async function againWhileBusy<T>(verb: () => T, open: () => boolean, stop?: AbortSignal): Promise<T> {
   const until = Date.now() + BUSY_TIMEOUT_MS;
   for (;;) {
+    if (stop?.aborted) throw new StoppedBeforeLedger(stopName(stop));
     await sleep(BUSY_PAUSE_MS);
+    if (stop?.aborted) throw new StoppedBeforeLedger(stopName(stop));
     if (!open()) throw new StateUnavailable('the SQLite ledger was closed while a write waited for its lock');
     try {
       return verb();
