@@ -139,6 +139,47 @@ describe('SQLite discovery of done items writes only what changed', () => {
     await ledger.close();
   });
 
+  // Dead letters were still rewritten by every pass that found their files (only to move
+  // their seen mark): with many of them, every pass wrote them all.
+  it.each([false, true])('a pass that finds 5,000 dead letters unchanged writes no item row (write-behind %s); a retried one is swept by the running pass, never forgotten', async (writeBehind) => {
+    const file = freshFile();
+    const ledger = await openSqliteLedger(file, { writeBehind });
+    const all = ids(5000);
+    // The default retry policy (retry.maxAttempts 5, backoff 30 s up to an hour): five
+    // passes two hours apart, each failing every item once.
+    const retry = { maxAttempts: 5, backoffMs: 30_000, backoffMaxMs: HOUR };
+    let now = T0;
+    for (let attempt = 1; attempt <= retry.maxAttempts; attempt++, now += 2 * HOUR) {
+      const runId = `k${attempt}`;
+      for (let i = 0; i < all.length; i += 1024) {
+        const got = await ledger.discover(all.slice(i, i + 1024).map((id) => ({ id })), { runId, now });
+        const claims = await ledger.claim(got, { owner: 'o', runId, now, leaseMs: 60_000 });
+        await ledger.fail(claims.map((claim) => ({ claim, error: 'boom' })), { now, retry, random: () => 0 });
+      }
+    }
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 5000 });
+    const before = rows(file);
+
+    // An hour later: nothing to write but the pass's name in meta. Before, every dead row.
+    expect(await framesWritten(file, () => pass(ledger, all, { runId: 'p1', now: now + HOUR }))).toBeLessThanOrEqual(2);
+    expect(rows(file)).toEqual(before);
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 5000 });
+
+    // A pass scans past two dead letters, then the operator retries them (one by id, the
+    // rest with --all): pending again, they are the running pass's, so its end of scan
+    // does not take them for deleted files and its sweep claims them (attempt 1).
+    const runId = 'p2';
+    const later = now + 2 * HOUR;
+    expect(await pass(ledger, all, { runId, now: later })).toEqual([]);
+    expect(await ledger.retryDead([all[7]!], later)).toBe(1);
+    expect(await ledger.retryDead('all', later)).toBe(4999);
+    expect(await ledger.forgetUnseen(runId)).toBe(0);
+    const swept = await ledger.claimDue({ owner: 'o', runId, now: later, leaseMs: 60_000, limit: 10_000 });
+    expect(swept).toHaveLength(5000);
+    expect(swept.every((c) => c.attempt === 1)).toBe(true);
+    await ledger.close();
+  });
+
   it('a ledger from the previous version (schema 5) upgrades in place: nothing redone, nothing marked missing that a scan finds', async () => {
     const file = freshFile();
     await (await openSqliteLedger(file)).close(); // makes its directory

@@ -14,13 +14,16 @@ import { makeApplyRefresh } from './refresh.js';
 /**
  * Upsert a batch: new ids become pending. A known row is rewritten (its stat, the pass in
  * seen_run, seen_at, its missing mark cleared) only when a reader needs it:
- * - not done (pending, claimed, dead): always, as before. A pending row must carry the pass
- *   (the sweep claims, and the end of scan spares, only the pass's: claim.ts, finish.ts); the
- *   claimed and dead ones are few.
- * - done: when its stat changed, it is marked missing (the mark must go), or its seen_at is
- *   NULL (a row from before migration 006), older than SEEN_GRANULARITY_MS (a day), or
- *   later than now (written while the clock was ahead: kept, it would hold the row's
- *   missing mark back until the clock got there).
+ * - pending or claimed: always, as before. A pending row must carry the pass (the sweep
+ *   claims, and the end of scan spares, only the pass's: claim.ts, finish.ts); the claimed
+ *   ones are few, and one handed back is pending again.
+ * - done or dead: when its stat changed, it is marked missing (the mark must go), or its
+ *   seen_at is NULL (a row from before migration 006), older than SEEN_GRANULARITY_MS (a
+ *   day), or later than now (written while the clock was ahead: kept, it would hold the
+ *   row's missing mark back until the clock got there). Dead letters are not few (every
+ *   pass rewrote each one, as done rows before); nothing reads a dead row's seen mark, and
+ *   what makes one pending again gives it the pass (refresh.ts, recover.ts, requeue.ts), as
+ *   PostgreSQL leaves its dead rows alone.
  * Otherwise nothing is written (SQLite skips the update of a row whose DO UPDATE WHERE is
  * false; RETURNING leaves it out, and a done row is not claimable anyway). Rewriting every
  * done row on every pass cost ~166 MiB of WAL per pass at 1,000,000 done files
@@ -41,7 +44,7 @@ ON CONFLICT (id) DO UPDATE SET
   seen_run = excluded.seen_run,
   seen_at = excluded.seen_at,
   missing_since = NULL
-WHERE items.state <> 'done'
+WHERE items.state IN ('pending', 'claimed')
   OR items.seen_at IS NULL OR items.seen_at < @now - ${SEEN_GRANULARITY_MS} OR items.seen_at > @now
   OR items.missing_since IS NOT NULL
   OR (excluded.size IS NOT NULL AND excluded.size IS NOT items.size)
@@ -53,7 +56,7 @@ export const RECORD_PASS_SQL = `INSERT INTO meta (key, value) VALUES ('${PASS_KE
 
 /**
  * Discovery with the claimable facts of every row it wrote (inserted or rewritten: the done
- * rows it leaves alone are not claimable), for batches with no refresh policy: the rows come back from the write itself, instead of a
+ * and dead rows it leaves alone are not claimable), for batches with no refresh policy: the rows come back from the write itself, instead of a
  * second walk of the batch (CLAIMABLE_SQL) that parses the JSON and looks every id up
  * again. RETURNING order is unspecified, so the caller puts them in batch order.
  */

@@ -5,7 +5,7 @@ import type { Counters } from './counters.js';
 import type { FinishOps } from './finish.js';
 import { wellFormed } from '../well-formed.js';
 import { abandonedError } from './claim.js';
-import { GET_META_SQL, STOP_KEY } from './meta.js';
+import { GET_META_SQL, PASS_KEY, STOP_KEY } from './meta.js';
 import { removeJournal } from './start-journal.js';
 import { replayJournal } from './write-behind.js';
 
@@ -13,9 +13,16 @@ export const ORPHANS_SQL = `SELECT id, owner, attempts, updated_at FROM items WH
 
 export const RENEW_SQL = `UPDATE items SET lease_until = ? WHERE id = ? AND state = 'claimed' AND owner = ?`;
 
-/** updated_at past the row's last transition, whatever the caller's clock (see REQUEUE_SQL). */
+/**
+ * updated_at past the row's last transition, whatever the caller's clock (see REQUEUE_SQL).
+ * seen_run becomes the pass that discovered last (PASS_KEY), as REQUEUE_SQL and for its
+ * reason: discovery does not rewrite a dead row found unchanged within the day (discover.ts),
+ * so one a running pass has scanned already carries an older pass, and pending again, that
+ * pass's end-of-scan forgetUnseen would take it for a deleted file.
+ */
 const RETRY_SET = `SET state = 'pending', attempts = 0, released = 0, available_at = @now,
-  dead_at = NULL, updated_at = max(@now, updated_at + 1)`;
+  dead_at = NULL, updated_at = max(@now, updated_at + 1),
+  seen_run = coalesce((SELECT value FROM meta WHERE key = '${PASS_KEY}'), seen_run)`;
 /** last_error is kept: it is what the operator looked at before retrying. */
 export const RETRY_DEAD_ONE_SQL = `UPDATE items ${RETRY_SET} WHERE id = @id AND state = 'dead'`;
 /**
