@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/load.js';
+import { refusePseudoLedger } from '../config/filesystems.js';
 import { RETRY_DEAD_PAGE } from '../ledger/dead-pages.js';
 import type { DeadItem, Ledger } from '../ledger/types.js';
 import { openStore, type Store } from '../ledger/open.js';
@@ -24,6 +25,7 @@ export interface ListOptions {
  */
 export async function deadLetterList(configPath: string, opts: ListOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
+  refusePseudoLedger(config);
   const store = openStore(config);
   const ledger = await store.openLedger({ readOnly: true });
   const sink = new Sink(out);
@@ -67,6 +69,7 @@ export async function deadLetterRetry(
   progress = new MovedSoFar('dead item'),
 ): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
+  refusePseudoLedger(config);
   const store = openStore(config);
   // Read-only first, as requeue: a missing ledger is an error (as for status), never created here.
   await (await store.openLedger({ readOnly: true })).close();

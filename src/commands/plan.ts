@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/load.js';
+import { refusePseudoLedger } from '../config/filesystems.js';
 import { dryRun, PLAN_CATEGORIES, type PassPlan, type PlanCategory } from '../run/dry-run.js';
 import { parseScheduledTime, refuseAhead, type Fire } from '../schedule/fire.js';
 import { Sink } from './sink.js';
@@ -16,6 +17,7 @@ export interface PlanOptions {
 /** `cronsafe plan` (also `cronsafe run --dry-run`): what the next run would do (run/dry-run.ts), as text or JSON. */
 export async function planCommand(configPath: string, opts: PlanOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath);
+  refusePseudoLedger(config);
   // An empty variable is unset (as the shell's ${VAR:-}); an empty flag is a bad value (exit 2).
   const raw = opts.scheduledTime ?? (process.env.CRONSAFE_SCHEDULED_TIME || undefined);
   const from = opts.scheduledTime !== undefined ? '--scheduled-time' : 'CRONSAFE_SCHEDULED_TIME';

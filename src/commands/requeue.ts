@@ -1,5 +1,6 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
+import { refusePseudoLedger } from '../config/filesystems.js';
 import { coerceError } from '../errors.js';
 import { idGlob, includeMatcher, negatesWhole, regexReason } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
@@ -82,6 +83,7 @@ const BATCH = 500;
  */
 export async function requeueCommand(configPath: string, sel: RequeueSelection, opts: RequeueOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
+  refusePseudoLedger(config);
   // Read-only first: a missing ledger is an error (as for status), never created here.
   const store = openStore(config);
   const reader = await store.openLedger({ readOnly: true });

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { PATH_MAX } from '../config/check-paths.js';
 import { loadConfig } from '../config/load.js';
+import { refusePseudoLedger } from '../config/filesystems.js';
 import type { DeadItem, ItemCounts, RunRecord } from '../ledger/types.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
@@ -24,6 +25,7 @@ export interface StatusReport {
  */
 export async function statusCommand(configPath: string, opts: { json: boolean }, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const config = loadConfig(configPath, { checkPaths: false });
+  refusePseudoLedger(config);
   const store = openStore(config);
   const ledger = await store.openLedger({ readOnly: true });
   try {

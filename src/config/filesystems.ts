@@ -193,3 +193,22 @@ export function checkFilesystems(config: Config, statfs?: Statfs): FilesystemChe
   }
   return checks;
 }
+
+/**
+ * The commands that read or edit the ledger without a run (status, dead-letter, requeue,
+ * plan): a SQLite ledger on a file system the kernel makes up is refused as `run` and
+ * `validate` refuse it (ConfigError, exit 78, the same line). They said "no ledger file ...:
+ * no run has created it yet" (exit 1), as if a run could ever make one there. Only
+ * state.sqlite: they take no lock, and a network file system is the run's to refuse.
+ */
+export function refusePseudoLedger(config: Config, statfs?: Statfs): void {
+  let pseudo: FilesystemCheck | undefined;
+  try {
+    pseudo = inspectFilesystems(config, statfs).find((c) => c.key === 'state.sqlite' && c.pseudo === true);
+  } catch (err) {
+    if (err instanceof ConfigError) return; // a loop of links: the open names it, as before
+    throw err;
+  }
+  if (pseudo === undefined) return;
+  throw new ConfigError(`${config.configPath}: state.sqlite: ${pseudoFilesystemMessage(pseudo.path, pseudo.type, 'ledger')}`, config.configPath, 'state.sqlite');
+}

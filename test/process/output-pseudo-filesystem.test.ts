@@ -45,4 +45,22 @@ describe('output.directory on a kernel pseudo file system', () => {
       expect(r.stderr).toContain(`${file}: ${key}: ${shown} is on ${shown.startsWith('/proc') ? 'proc' : 'sysfs'}, a file system the kernel makes up, where no ${what} can be written`);
     }
   });
+
+  // The commands that read or edit the ledger without a run said "no ledger file at ...: no
+  // run has created it yet (check state.sqlite)" (exit 1), as if a run could make one there.
+  it.each([
+    ['/proc/cronsafe/job.db', 'proc'],
+    ['/sys/job.db', 'sysfs'],
+  ])('state.sqlite %s: status, dead-letter, requeue and plan exit 78 with the line run gives', async (ledger, type) => {
+    const file = configFile('./out', `state: {sqlite: ${ledger}}\nlock: {path: ./job.lock}\n`);
+    const line = `${file}: state.sqlite: ${ledger} is on ${type}, a file system the kernel makes up, where no ledger can be written: use a directory on a volume`;
+    const run = await runCli(['run', '-c', file]);
+    expect(run.code, run.stderr).toBe(78);
+    expect(run.stderr).toContain(line);
+    for (const cmd of [['status'], ['status', '--json'], ['dead-letter', 'list'], ['dead-letter', 'retry', '--all'], ['requeue', '--all'], ['plan']]) {
+      const r = await runCli([...cmd, '-c', file]);
+      expect(r.code, `${cmd.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toBe(`cronsafe: config error: ${line}\n`);
+    }
+  });
 });
