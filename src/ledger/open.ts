@@ -278,6 +278,10 @@ export function openStore(config: Config): Store {
       });
     },
     async takeRunLock(owner, log, scheduledTime, held, stop) {
+      // Before the flocks, which create the lock file and the ledger file: a run refused for
+      // what stands beside the ledger (a directory at its -wal) left both behind, the ledger
+      // an empty file that status then took for a first run still creating it.
+      await this.assertOwnFiles();
       try {
         return await takeRunLock(config, owner, log, scheduledTime, held, stop);
       } catch (err) {

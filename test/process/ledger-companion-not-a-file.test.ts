@@ -6,7 +6,7 @@
  * named so. Now every command refuses to open the ledger, exit 78 naming the path and what
  * is there, and leaves it as it is.
  */
-import { existsSync, lstatSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -71,9 +71,10 @@ describe('before the ledger exists, validate refuses what the run refuses beside
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
       expect(r.stderr).toContain(`state.sqlite: ${ws.db}-wal is a directory, where SQLite keeps the write-ahead log`);
     }
+    // Refused before the run lock was taken: no lock file, and no empty file at the ledger's
+    // path (status took one for a first run still creating its ledger).
+    expect(readdirSync(path.dirname(ws.db))).toEqual([path.basename(`${ws.db}-wal`)]);
     rmSync(`${ws.db}-wal`, { recursive: true });
-    // The run's lock left an empty file at the ledger's path: gone, as before any run.
-    rmSync(ws.db, { force: true });
     // Another job's ledger, named after this one's log: validate says so, and makes nothing.
     const other = workspace({ name: 'other-job', handler: { command: ['true'] }, state: { sqlite: `${ws.db}-wal` } }, { 'b.txt': 'b' });
     expect((await runCli(['run', '-c', other.configPath])).code).toBe(0);
