@@ -223,6 +223,12 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
   /** Unfinished runs whose heartbeat (startedAt before the first) is at or after `since`, newest first. */
   beatingRuns(since: number): Promise<RunHeartbeat[]>;
   /**
+   * SQLite: the size in bytes of the ledger's write-ahead log when another connection's read
+   * transaction keeps checkpoints from copying it back, so that it grows with every write;
+   * null otherwise (sqlite/pinned-log.ts). The run asks at each heartbeat.
+   */
+  pinnedLog?(): Promise<number | null>;
+  /**
    * SQLite: since when every run of this ledger takes the flock on the ledger file (when the
    * ledger reached the first schema no cronsafe from before that flock can open). A run started
    * earlier may be of such a cronsafe, which the flock does not keep out.

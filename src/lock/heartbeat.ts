@@ -63,10 +63,29 @@ export async function findLiveRun(
   return null;
 }
 
-/** Beat every `everyMs` until stopped; a failed beat is logged (the next one may work). */
+/**
+ * Beat every `everyMs` until stopped; a failed beat is logged (the next one may work). Each
+ * beat also asks whether the SQLite ledger's write-ahead log is held back by a reader
+ * (Ledger.pinnedLog), and warns the first time and again each time it has doubled since:
+ * it grows with every write until that reader ends its transaction.
+ */
 export function startHeartbeat(ledger: Ledger, runId: string, everyMs: number, log: Logger): () => void {
+  let warnedAt = 0;
   const timer = setInterval(() => {
     ledger.heartbeat(runId, Date.now()).catch((err: unknown) => log.warn({ err }, 'could not record the run heartbeat'));
+    ledger
+      .pinnedLog?.()
+      .then((bytes) => {
+        if (bytes === null || bytes < 2 * warnedAt) return;
+        warnedAt = bytes;
+        log.warn(
+          { walBytes: bytes },
+          `the ledger's write-ahead log has grown to ${Math.round(bytes / 1048576)} MiB: another connection has held a read transaction open on the ledger (a sqlite3 shell left inside BEGIN, a backup or a reader that does not finish), so SQLite cannot copy the log back into it; it grows with every write until that transaction ends, and can fill the state volume: end it (COMMIT, or quit that tool)`,
+        );
+      })
+      .catch(() => {
+        /* a failed look is no reason to stop: the next beat asks again */
+      });
   }, everyMs);
   timer.unref();
   return () => clearInterval(timer);

@@ -19,6 +19,7 @@ import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { countsThroughJournal, finishedThroughJournal, journalled, throughJournal, withFinished } from './journal-view.js';
 import { recordSource, recordStopRequested } from './meta.js';
 import { migrate } from './migrate.js';
+import { pinnedLogBytes } from './pinned-log.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
 import { makeRecoverOps, RETRY_DEAD_PAGE, type RecoverOps } from './recover.js';
@@ -330,6 +331,9 @@ export class SqliteLedger implements L.Ledger {
   }
   async beatingRuns(since: number): Promise<L.RunHeartbeat[]> {
     return this.#op(() => this.#heartbeat.beatingRuns(since));
+  }
+  async pinnedLog(): Promise<number | null> {
+    return this.#op(() => pinnedLogBytes(this.#db));
   }
   async flockedRunsSince(): Promise<number> {
     // Schema 5 came after the flock on the ledger file: a cronsafe without it refuses such a ledger.
