@@ -11,7 +11,7 @@ import { checkReadableSchema } from '../../src/ledger/postgres/read.js';
 import { NoLedgerYet } from '../../src/ledger/no-ledger.js';
 import type { Claim } from '../../src/ledger/types.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
-import { claimColumns, completeQuery } from '../../src/ledger/postgres/finish.js';
+import { claimColumns, completeQuery, failClaims, releaseQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
@@ -292,6 +292,51 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect((await ledger.totals()).itemsDone).toBe(3);
       // The whole verb: a completion of a claim already done is fenced (the ledger contract).
       expect(await ledger.complete([a!], T0 + 4)).toMatchObject([{ id: 'a', result: 'fenced' }]);
+      await client.end();
+      await ledger.close();
+    });
+
+    it("a failure's or hand-back's retry (its first answer lost) applies what the first try committed, counted once; another's change stays fenced", async () => {
+      const schema = `t_${++n}`;
+      const ledger = await openPostgresLedger({ url, schema });
+      const [a, b, c, d, e] = await discoverAndClaim(ledger, ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id })), opts('o'));
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const exec = execOn(client);
+      const now = T0 + 3;
+      // Each write run twice, as the executor's first try (committed, its answer lost) and
+      // its retry: a (failed, to retry), b (failed, dead: its last attempt), c (handed back),
+      // d (handed back unstarted).
+      const fail = (claims: Claim[], retry: typeof RETRY, again: boolean) => failClaims(exec, schema, claims.map((claim) => ({ claim, error: 'boom' })), { now, retry, random: () => 0.5 }, again);
+      const release = async (claims: Claim[], unstarted: boolean, again: boolean) =>
+        (await client.query<{ id: string }>(releaseQuery(schema, claimColumns(claims), now, 'stop', unstarted, again))).rows.map((r) => r.id);
+      const first = [await fail([a!], RETRY, false), await fail([b!], { ...RETRY, maxAttempts: 1 }, false)];
+      expect(first.flat()).toMatchObject([{ id: 'a', result: 'applied', state: 'pending' }, { id: 'b', result: 'applied', state: 'dead' }]);
+      expect(await fail([a!], RETRY, true)).toEqual(first[0]);
+      expect(await fail([b!], { ...RETRY, maxAttempts: 1 }, true)).toEqual(first[1]);
+      expect(await release([c!], false, false)).toEqual(['c']);
+      expect(await release([c!], false, true)).toEqual(['c']);
+      expect(await release([d!], true, false)).toEqual(['d']);
+      expect(await release([d!], true, true)).toEqual(['d']);
+      expect(await ledger.attemptTotals()).toEqual({ succeeded: 0, failed: 1, dead: 1, released: 2, fenced: 0, gone: 0 });
+      // The same rows seen by a first try (no answer was lost): fenced, as on SQLite.
+      expect(await fail([a!], RETRY, false)).toMatchObject([{ id: 'a', result: 'fenced' }]);
+      expect(await release([c!], false, false)).toEqual([]);
+      expect(await ledger.attemptTotals()).toMatchObject({ failed: 1, released: 2, fenced: 2 });
+      // e: o's lease ran out and another pod took the claim back (charged, 'abandoned') before
+      // o's write: o's retry finds another's change, at another time, and stays fenced. So
+      // does a retry that finds a later attempt's change (a, claimed again and failed).
+      await ledger.reclaimExpired({ now: T0 + 120_000, retry: RETRY });
+      expect(await ledger.get('e')).toMatchObject({ state: 'pending', attempts: 1 });
+      const late = { now: T0 + 120_001, retry: RETRY, random: () => 0.5 };
+      expect(await failClaims(exec, schema, [{ claim: e!, error: 'boom' }], late, true)).toMatchObject([{ id: 'e', result: 'fenced' }]);
+      expect((await client.query(releaseQuery(schema, claimColumns([e!]), T0 + 120_001, 'stop', false, true))).rows).toEqual([]);
+      expect((await client.query(releaseQuery(schema, claimColumns([e!]), T0 + 120_001, 'stop', true, true))).rows).toEqual([]);
+      const [a2] = await ledger.claimDue({ ...opts('o', { now: T0 + 200_000 }), limit: 1, exclude: ['c', 'd', 'e'] });
+      expect(a2).toMatchObject({ id: 'a', attempt: 2 });
+      await ledger.fail([{ claim: a2!, error: 'boom' }], { now: T0 + 200_001, retry: RETRY });
+      expect(await fail([a!], RETRY, true)).toMatchObject([{ id: 'a', result: 'fenced' }]);
+      expect(await ledger.attemptTotals()).toMatchObject({ failed: 3, dead: 1, released: 2, fenced: 6 });
       await client.end();
       await ledger.close();
     });

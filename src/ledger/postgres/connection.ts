@@ -240,13 +240,15 @@ export class PostgresExecutor {
    * transient failure roll back, drop the connection and run it again, until the budget
    * is spent. `fn` must be safe to re-run: it only sees uncommitted state of its own.
    * `lockTimeoutMs`: the transaction waits at most this long for a lock (a row another
-   * session holds in an open transaction), and then fails at once, not retried.
+   * session holds in an open transaction), and then fails at once, not retried. `fn`'s
+   * `attempt` (1 for the first try): a retry may find the first try committed, its answer
+   * lost to a cut connection (FinishOps.fail allows for it).
    */
-  tx<T>(what: string, fn: (exec: Exec) => Promise<T>, budgetMs = this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, lockTimeoutMs?: number): Promise<T> {
+  tx<T>(what: string, fn: (exec: Exec, attempt: number) => Promise<T>, budgetMs = this.opts.retryBudgetMs ?? RETRY_BUDGET_MS, lockTimeoutMs?: number): Promise<T> {
     return this.retrying(
       what,
       budgetMs,
-      async () => {
+      async (attempt) => {
         const client = await this.pool.connect();
         // While checked out, a dying socket is reported on the client: the query rejects too.
         const ignore = (): void => undefined;
@@ -256,7 +258,7 @@ export class PostgresExecutor {
           await client.query('BEGIN');
           if (lockTimeoutMs !== undefined) await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
           const exec: Exec = async <R extends pg.QueryResultRow>(query: Query) => this.#noted(await client.query<R>(query)).rows;
-          const out = await fn(exec);
+          const out = await fn(exec, attempt);
           await client.query('COMMIT');
           return out;
         } catch (err) {

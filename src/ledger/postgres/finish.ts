@@ -5,7 +5,7 @@ import type { Claim, FailOptions, FenceOutcome, Failure } from '../types.js';
 import type { Exec, PostgresExecutor } from './connection.js';
 import { bumpQuery, type Bumps } from './counters.js';
 import { ident, q, type Query } from './query.js';
-import { handBackError } from './suspect.js';
+import { handBackError, suspect } from './suspect.js';
 
 /** Claims as parallel arrays for unnest: the fence is (id, owner, attempt). */
 export interface ClaimColumns {
@@ -64,10 +64,11 @@ k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS 
  * condition on the row `i` and claim `c` saying this very claim's write already took effect,
  * before the statement (`was`): the first try committed and its answer was lost (a
  * connection cut after the commit). Such a claim is applied, counted neither again nor as
- * fenced (the first try counted it). Only a completion can tell (done_by and attempts stay
- * on the row); `false` for the others, and for a first try (a completion of a claim already
- * done is fenced, as on SQLite). Read in the statement's snapshot, so a row this statement
- * writes is not in `was`.
+ * fenced (the first try counted it). A completion leaves done_by and attempts on the row
+ * (COMPLETED); a hand-back leaves no owner, but its own time and reason (HANDED_BACK,
+ * UNCLAIMED). `false` for a first try (a completion of a claim already done is fenced, as on
+ * SQLite), and for forget (its row is gone). Read in the statement's snapshot, so a row this
+ * statement writes is not in `was`.
  */
 export const fencedWriteCtes = (schema: string, write: string, counter: FencedCounter, n: string, already = 'false'): string =>
   `w AS (
@@ -105,10 +106,24 @@ export const completeQuery = (schema: string, c: ClaimColumns, now: number, agai
   q(fencedWrite(schema, completeWrite(schema, '$4'), 'items_done', '$5', again ? COMPLETED : 'false'), c.ids, c.owners, c.attempts, now, c.ids.length);
 
 /**
+ * The row as a hand-back left it for this claim (releaseQuery's `already`). A handed-back row
+ * keeps no owner, but what this write put there tells it: pending on the claim's attempt, at
+ * this very `now` ($4: the writer's own clock, to the millisecond), with this reason ($5),
+ * unless the claim was a suspect's (handBackError kept its 'abandoned' error). Another pod's
+ * hand-back of the claim (recover.ts: its owner died draining) writes its own time and
+ * reason; a later attempt's change, another attempt number or state.
+ */
+const HANDED_BACK = `i.state = 'pending' AND i.attempts = c.attempt AND i.released > 0 AND i.updated_at = $4 AND i.available_at = $4
+  AND (i.last_error = $5 OR ${suspect('i')})`;
+
+/** The row as unclaimQuery left it for this claim: pending, its attempt taken back, at this very `now` ($4). As HANDED_BACK. */
+const UNCLAIMED = `i.state = 'pending' AND i.attempts = c.attempt - 1 AND i.updated_at = $4`;
+
+/**
  * A claim whose handler never started (a stop came while it was being written) is undone:
  * the attempt it counted is taken back, the last error kept, as SQLite's UNCLAIM_SQL.
  */
-const unclaimQuery = (schema: string, c: ClaimColumns, now: number): Query =>
+const unclaimQuery = (schema: string, c: ClaimColumns, now: number, again: boolean): Query =>
   q(
     fencedWrite(
       schema,
@@ -117,6 +132,7 @@ const unclaimQuery = (schema: string, c: ClaimColumns, now: number): Query =>
   FROM ${CLAIMS} WHERE ${GUARD}`,
       'items_released',
       '$5',
+      again ? UNCLAIMED : 'false',
     ),
     c.ids,
     c.owners,
@@ -128,10 +144,11 @@ const unclaimQuery = (schema: string, c: ClaimColumns, now: number): Query =>
 /**
  * The interrupted attempt is handed back (released + 1), so it is not charged. A suspect's
  * keeps its 'abandoned' last error (suspect.ts): the hand-back changed nothing about it.
+ * `again`: the executor's retry (fencedWriteCtes's `already`).
  */
-export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string, unstarted = false): Query =>
+export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reason: string, unstarted = false, again = false): Query =>
   unstarted
-    ? unclaimQuery(schema, c, now)
+    ? unclaimQuery(schema, c, now, again)
     : q(
         fencedWrite(
           schema,
@@ -140,6 +157,7 @@ export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reaso
   FROM ${CLAIMS} WHERE ${GUARD}`,
           'items_released',
           '$6',
+          again ? HANDED_BACK : 'false',
         ),
         c.ids,
         c.owners,
@@ -165,6 +183,26 @@ ORDER BY i.id FOR UPDATE OF i`,
     c.ids,
     c.owners,
     c.attempts,
+  );
+
+/**
+ * A failure's retry (the first try's commit may have lost its answer): the claims whose row is
+ * as applyFailuresQuery left it for them, before this transaction. A failed row keeps no
+ * owner, but what the failure wrote tells it: pending or dead on the claim's attempt, at this
+ * very `now` (the writer's own clock, to the millisecond), with this claim's error. Another
+ * pod's failure of the claim (recover.ts: its lease ran out) writes its own time and an
+ * 'abandoned' error; a later attempt's, another attempt number.
+ */
+export const failedBeforeQuery = (schema: string, c: ClaimColumns, errors: string[], now: number): Query =>
+  q(
+    `SELECT DISTINCT i.id, c.owner, c.attempt, i.state, i.available_at FROM ${ident(schema)}.items AS i
+JOIN unnest($1::text[], $2::text[], $3::integer[], $4::text[]) AS c(id, owner, attempt, error) ON i.id = c.id
+WHERE i.state IN ('pending', 'dead') AND i.attempts = c.attempt AND i.updated_at = $5 AND i.last_error = c.error`,
+    c.ids,
+    c.owners,
+    c.attempts,
+    errors,
+    now,
   );
 
 /** Decided failures as parallel arrays: each row goes to `pending` (with availableAt) or `dead`. */
@@ -275,31 +313,69 @@ export async function fencedOutcomes(
   return outs.map((o) => ('result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holderOf.get(wellFormed(o.id)) ?? null) }));
 }
 
-export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
-  /**
-   * Outcomes in claim order. `applied` maps the tokens the fenced write applied to; a
-   * claim listed twice is applied once and the repeat reports as fenced (as in SQLite).
-   * Fenced writes are counted and explained in the same transaction.
-   */
-  async function settle(exec: Exec, claims: Claim[], applied: Map<string, FenceOutcome>, bumps: Bumps): Promise<FenceOutcome[]> {
-    const outs = claims.map((c): FenceOutcome | Claim => {
-      const out = applied.get(keyOf(c));
-      applied.delete(keyOf(c));
-      return out ?? c;
-    });
-    const fenced = outs.filter((o): o is Claim => !('result' in o));
-    let holders = new Map<string, ClaimHolder>();
-    if (fenced.length > 0) {
-      const rows = await exec<ClaimHolder & { id: string }>(holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
-      holders = new Map(rows.map((r) => [r.id, r]));
-    }
-    const bump = bumpQuery(schema, { ...bumps, items_fenced: fenced.length });
-    if (bump) await exec(bump);
-    return outs.map((o) =>
-      'result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holders.get(wellFormed(o.id)) ?? null) },
-    );
+/**
+ * Outcomes in claim order. `applied` maps the tokens the fenced write applied to; a claim
+ * listed twice is applied once and the repeat reports as fenced (as in SQLite). Fenced
+ * writes are counted and explained in the same transaction.
+ */
+async function settle(exec: Exec, schema: string, claims: Claim[], applied: Map<string, FenceOutcome>, bumps: Bumps): Promise<FenceOutcome[]> {
+  const outs = claims.map((c): FenceOutcome | Claim => {
+    const out = applied.get(keyOf(c));
+    applied.delete(keyOf(c));
+    return out ?? c;
+  });
+  const fenced = outs.filter((o): o is Claim => !('result' in o));
+  let holders = new Map<string, ClaimHolder>();
+  if (fenced.length > 0) {
+    const rows = await exec<ClaimHolder & { id: string }>(holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
+    holders = new Map(rows.map((r) => [r.id, r]));
   }
+  const bump = bumpQuery(schema, { ...bumps, items_fenced: fenced.length });
+  if (bump) await exec(bump);
+  return outs.map((o) =>
+    'result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holders.get(wellFormed(o.id)) ?? null) },
+  );
+}
 
+/**
+ * fail's transaction: lock the claims still held, decide and write their failures, count
+ * them. `again`: the executor's retry, whose first try may have committed with its answer
+ * lost (a connection cut after the commit): a claim whose failure that first try wrote
+ * (failedBeforeQuery) is applied as its row says, counted neither again (the first try
+ * counted it) nor as fenced. Read after the lock (which waits for a first try still
+ * committing, whose write the read then sees) and before the writes, so a row this
+ * transaction writes is not taken for the first try's.
+ */
+export async function failClaims(exec: Exec, schema: string, failures: Failure[], opts: FailOptions, again = false): Promise<FenceOutcome[]> {
+  const claims = failures.map((f) => f.claim);
+  const cols = claimColumns(claims);
+  const rows = await exec<Applied & { released: number }>(lockHeldQuery(schema, cols));
+  const released = new Map(rows.map((r) => [claimKey(r.id, r.owner, r.attempt), r.released]));
+  const held: HeldFailure[] = [];
+  for (const f of failures) {
+    const r = released.get(keyOf(f.claim));
+    if (r === undefined) continue;
+    released.delete(keyOf(f.claim)); // a repeat is fenced
+    held.push({ claim: f.claim, released: r, error: f.error });
+  }
+  const applied = new Map<string, FenceOutcome>();
+  if (again) {
+    const before = await exec<Applied & { state: 'pending' | 'dead'; available_at: string | number }>(
+      failedBeforeQuery(schema, cols, failures.map((f) => pgText(f.error)), opts.now),
+    );
+    const rowOf = new Map(before.map((r) => [claimKey(r.id, r.owner, r.attempt), r]));
+    for (const c of claims) {
+      const r = rowOf.get(keyOf(c));
+      if (r === undefined) continue;
+      applied.set(keyOf(c), r.state === 'dead' ? { id: c.id, result: 'applied', state: 'dead' } : { id: c.id, result: 'applied', state: 'pending', availableAt: Number(r.available_at) });
+    }
+  }
+  const { outcomes, bumps } = await applyFailures(exec, schema, held, opts);
+  held.forEach((h, i) => applied.set(keyOf(h.claim), outcomes[i]!));
+  return settle(exec, schema, claims, applied, bumps);
+}
+
+export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
   /**
    * complete / release / forget: one statement writes the batch and its counters
    * (fencedWrite). Only when some claims were fenced, a read says why, after the commit: the
@@ -320,7 +396,7 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
     release: (claims, now, reason, unstarted) =>
       guarded(
         'release',
-        (c) => releaseQuery(schema, c, now, reason, unstarted),
+        (c, again) => releaseQuery(schema, c, now, reason, unstarted, again),
         (c) => ({ id: c.id, result: 'applied', state: 'pending', availableAt: now }),
       )(claims),
 
@@ -328,23 +404,7 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
       guarded('forget', (c) => forgetQuery(schema, c), (c) => ({ id: c.id, result: 'applied', state: 'gone' }))(claims),
 
     fail: (failures, opts) =>
-      failures.length === 0
-        ? Promise.resolve([])
-        : ex.tx('fail', async (exec) => {
-            const claims = failures.map((f) => f.claim);
-            const rows = await exec<Applied & { released: number }>(lockHeldQuery(schema, claimColumns(claims)));
-            const released = new Map(rows.map((r) => [claimKey(r.id, r.owner, r.attempt), r.released]));
-            const held: HeldFailure[] = [];
-            for (const f of failures) {
-              const r = released.get(keyOf(f.claim));
-              if (r === undefined) continue;
-              released.delete(keyOf(f.claim)); // a repeat is fenced
-              held.push({ claim: f.claim, released: r, error: f.error });
-            }
-            const { outcomes, bumps } = await applyFailures(exec, schema, held, opts);
-            const applied = new Map(held.map((h, i) => [keyOf(h.claim), outcomes[i]!]));
-            return settle(exec, claims, applied, bumps);
-          }),
+      failures.length === 0 ? Promise.resolve([]) : ex.tx('fail', (exec, attempt) => failClaims(exec, schema, failures, opts, attempt > 1)),
   };
 }
 

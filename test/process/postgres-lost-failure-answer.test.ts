@@ -1,0 +1,160 @@
+/**
+ * A failure's or a hand-back's answer lost: the connection drops after the write committed,
+ * before its answer arrives. The executor runs the write again (a transient error), and the
+ * retry found the rows no longer claimed (a failed or handed-back row keeps no owner): it
+ * reported them as fenced ("stale claim: write rejected by the ledger (another owner holds
+ * this item now)"), the pass's counts said fenced for items that had failed or been handed
+ * back, and items_fenced went up, what an operator reads as two pods fighting over an item.
+ * The first try's write is the outcome: applied, counted once, never as fenced. (The same
+ * for a completion: postgres-lost-completion-answer.test.ts.)
+ *
+ * The lost answer is made certain by a TCP proxy in front of the server that, once armed,
+ * forwards the next failure's COMMIT (or the next hand-back statement), waits for the
+ * server's whole answer (up to ReadyForQuery: it has committed) and drops it, cutting the
+ * connection.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { finished, spawnCli, workspace, type Running } from '../helpers/cli.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { tcpProxy, type ProxiedConnection } from '../helpers/relay.js';
+import { until } from '../helpers/wait.js';
+
+interface Proxy {
+  port: number;
+  /** Forward the next statement `drop` picks, drop its whole answer and cut the connection. */
+  arm(): void;
+  /** Whether an armed answer was dropped. */
+  dropped(): boolean;
+  close(): Promise<void>;
+}
+
+/** Whether `buf` holds a whole ReadyForQuery message ('Z'): the server's answer is complete. */
+function answered(buf: Buffer): boolean {
+  let o = 0;
+  while (o + 5 <= buf.length) {
+    const type = String.fromCharCode(buf[o]!);
+    const len = buf.readInt32BE(o + 1);
+    if (o + 1 + len > buf.length) return false;
+    if (type === 'Z') return true;
+    o += 1 + len;
+  }
+  return false;
+}
+
+/** `drop(text, conn)`: whether the client's statement `text` on `conn` is the one whose answer goes. */
+async function proxyTo(port: number, drop: (text: string, conn: ProxiedConnection) => boolean): Promise<Proxy> {
+  let armed = false;
+  let dropped = false;
+  const answers = new WeakMap<ProxiedConnection, Buffer>();
+  const proxy = await tcpProxy(port, {
+    fromClient(chunk, conn) {
+      // The pg client sends a statement and waits for its answer: what comes back from now
+      // on answers this statement alone.
+      if (drop(chunk.toString('latin1'), conn) && armed) {
+        armed = false;
+        answers.set(conn, Buffer.alloc(0));
+      }
+      return true;
+    },
+    fromServer(chunk, conn) {
+      const held = answers.get(conn);
+      if (held === undefined) return true;
+      const answer = Buffer.concat([held, chunk]);
+      answers.set(conn, answer);
+      if (answered(answer)) {
+        dropped = true;
+        conn.upstream.destroy();
+        conn.client.destroy();
+      }
+      return false;
+    },
+  });
+  return { port: proxy.port, arm: () => void (armed = true), dropped: () => dropped, close: proxy.close };
+}
+
+let proxy: Proxy | undefined;
+let run: Running | undefined;
+afterEach(async () => {
+  if (run?.child.exitCode === null) run.child.kill('SIGKILL');
+  run = undefined;
+  await proxy?.close();
+  proxy = undefined;
+});
+
+/** A job whose handler waits for `go` (then exits `exit`), its items a, b, c, behind `proxy`. */
+function gatedJob(url: string, exit: number): { ws: ReturnType<typeof workspace>; started: string; go: string } {
+  const ws = workspace({}, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
+  const started = path.join(ws.dir, 'started');
+  const go = path.join(ws.dir, 'go');
+  writeFileSync(
+    ws.configPath,
+    [
+      'name: test-job',
+      `source: {directory: ${ws.source}}`,
+      `output: {directory: ${ws.out}}`,
+      `state: {postgres: "${url}"}`,
+      `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
+      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done; exit ${exit}"]}`,
+      'drain: {gracePeriodSeconds: 8, marginSeconds: 4}',
+    ].join('\n'),
+  );
+  return { ws, started, go };
+}
+
+describe.skipIf(PG_SKIP_REASON !== undefined)("PostgreSQL: the answer to a committed failure or hand-back lost to a connection cut", () => {
+  const pg = usePostgresDatabase('lostfail');
+
+  const counters = () =>
+    pg.server.admin<{ name: string; value: string }>(
+      `SELECT split_part(name, ':', 1) AS name, sum(value)::text AS value FROM cronsafe.counters
+WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'items_fenced%' GROUP BY 1 ORDER BY 1`,
+      [],
+      'lostfail',
+    );
+  const rows = () => pg.server.admin<{ id: string; state: string; attempts: number; released: number }>(`SELECT id, state, attempts, released FROM cronsafe.items ORDER BY id`, [], 'lostfail');
+
+  it('a failure is retried and counts as applied: every item failed once, none fenced, items_failed counted once', async () => {
+    await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
+    // The failure's transaction: its UPDATE of the decided failures, then its COMMIT.
+    const failing = new WeakSet<ProxiedConnection>();
+    proxy = await proxyTo(pg.server.port, (text, conn) => {
+      if (text.includes('AS u(id, state, available_at, error)')) failing.add(conn);
+      return failing.has(conn) && text.includes('COMMIT');
+    });
+    const { ws, started, go } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 1);
+    run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await until(() => existsSync(started), 'the handlers to start', 30_000);
+    proxy.arm();
+    writeFileSync(go, '');
+    const e = await run.exited;
+    expect(proxy.dropped(), "a failure's answer was dropped").toBe(true);
+    expect(e.code, run.stderr()).toBe(0);
+    expect(run.lines.some((l) => l.msg === 'state store: a transient error; retrying'), run.stderr()).toBe(true);
+    expect(run.lines.filter((l) => l.msg.startsWith('stale claim')).map((l) => l.reason)).toEqual([]);
+    expect(run.lines.filter((l) => l.msg === 'item failed; will retry').map((l) => l.itemId).sort()).toEqual(['a.txt', 'b.txt', 'c.txt']);
+    expect(finished(run)).toMatchObject({ outcome: 'completed', counts: { failed: 3, fenced: 0 } });
+    expect(await rows()).toEqual(['a.txt', 'b.txt', 'c.txt'].map((id) => ({ id, state: 'pending', attempts: 1, released: 0 })));
+    expect(await counters()).toEqual([{ name: 'items_failed', value: '3' }]);
+  }, 120_000);
+
+  it('a drain\'s hand-back is retried and counts as applied: every item handed back once, none fenced, items_released counted once', async () => {
+    await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
+    proxy = await proxyTo(pg.server.port, (text) => text.includes('released = i.released + 1'));
+    const { ws, started } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 0);
+    run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await until(() => existsSync(started), 'the handlers to start', 30_000);
+    await until(async () => (await rows()).filter((r) => r.state === 'claimed').length === 3, 'the three claims', 30_000);
+    proxy.arm();
+    run.child.kill('SIGTERM');
+    const e = await run.exited;
+    expect(proxy.dropped(), "a hand-back's answer was dropped").toBe(true);
+    expect(e.code, run.stderr()).toBe(75);
+    expect(run.lines.some((l) => l.msg === 'state store: a transient error; retrying'), run.stderr()).toBe(true);
+    expect(run.lines.filter((l) => l.msg.startsWith('stale claim')).map((l) => l.reason)).toEqual([]);
+    expect(finished(run)).toMatchObject({ counts: { released: 3, fenced: 0 } });
+    expect(await rows()).toEqual(['a.txt', 'b.txt', 'c.txt'].map((id) => ({ id, state: 'pending', attempts: 1, released: 1 })));
+    expect(await counters()).toEqual([{ name: 'items_released', value: '3' }]);
+  }, 120_000);
+});
