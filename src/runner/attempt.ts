@@ -194,10 +194,12 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () =
     case 'gone':
       p.results.gone(claim);
       return;
-    case 'release':
-      if (verdict.warn) logOf().warn(verdict.warn.fields, verdict.warn.msg);
-      p.results.release(claim, verdict.reason);
+    case 'release': {
+      // Said once the hand-back is written: a write that fails leaves the claim to its lease, charged.
+      const warn = verdict.warn;
+      p.results.release(claim, verdict.reason, false, warn && (() => logOf().warn(warn.fields, warn.msg)));
       return;
+    }
     case 'stop':
       if (verdict.outputFull) p.scene.outputFullSeen = true;
       // A stop the item itself may cause, again and again (out of descriptors: a module

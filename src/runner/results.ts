@@ -48,6 +48,8 @@ export type ResultCounts = {
 export class ResultBatcher {
   readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0, gone: 0 };
   private pending: Settlement = { complete: [], fail: [], release: [], gone: [] };
+  /** What to say of a hand-back once the ledger applied it (release's `onApplied`), by its entry in `pending.release`. */
+  private readonly releaseNotes = new WeakMap<object, () => void>();
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
@@ -86,9 +88,16 @@ export class ResultBatcher {
     this.added();
   }
 
-  /** `unstarted`: its handler never started (Ledger.release undoes the claim). */
-  release(claim: Claim, reason: string, unstarted = false): void {
-    this.pending.release.push({ claim, reason, unstarted });
+  /**
+   * `unstarted`: its handler never started (Ledger.release undoes the claim). `onApplied`:
+   * called once the hand-back is committed and applied (its log line: "claim handed back
+   * (attempt not charged)" said before the write could be a lie, as a write that fails leaves
+   * the claim to be taken back after its lease, charged).
+   */
+  release(claim: Claim, reason: string, unstarted = false, onApplied?: () => void): void {
+    const entry = { claim, reason, unstarted };
+    if (onApplied) this.releaseNotes.set(entry, onApplied);
+    this.pending.release.push(entry);
     this.added();
   }
 
@@ -162,6 +171,9 @@ export class ResultBatcher {
     this.account(out.complete, 'complete', batch.complete);
     this.account(out.fail, 'fail', batch.fail.map((f) => f.claim), batch.fail);
     this.account(out.release, 'release', batch.release.map((r) => r.claim));
+    batch.release.forEach((r, i) => {
+      if (out.release[i]?.result === 'applied') this.releaseNotes.get(r)?.();
+    });
     this.account(out.gone, 'gone', batch.gone);
     for (const c of batch.complete) this.opts.onSettled?.(c);
     for (const c of batch.gone) this.opts.onSettled?.(c);

@@ -154,6 +154,8 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
     expect(run.lines.some((l) => l.msg === 'state store: a transient error; retrying'), run.stderr()).toBe(true);
     expect(run.lines.filter((l) => l.msg.startsWith('stale claim')).map((l) => l.reason)).toEqual([]);
     expect(finished(run)).toMatchObject({ counts: { released: 3, fenced: 0 } });
+    // Said once each, once written.
+    expect(run.lines.filter((l) => /claim handed back \(attempt not charged\)/.test(l.msg)).map((l) => l.itemId).sort()).toEqual(['a.txt', 'b.txt', 'c.txt']);
     expect(await rows()).toEqual(['a.txt', 'b.txt', 'c.txt'].map((id) => ({ id, state: 'pending', attempts: 1, released: 1 })));
     expect(await counters()).toEqual([{ name: 'items_released', value: '3' }]);
   }, 120_000);
