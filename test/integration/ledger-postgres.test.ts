@@ -341,6 +341,26 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       await ledger.close();
     });
 
+    it("a retry that finds its first try's write counts the batch's stale claims as fenced once: the first try, committed, counted them", async () => {
+      const schema = `t_${++n}`;
+      const ledger = await openPostgresLedger({ url, schema });
+      const [a, b, c] = await discoverAndClaim(ledger, ['a', 'b', 'c'].map((id) => ({ id })), opts('o'));
+      const stale = (x: Claim): Claim => ({ ...x, attempt: 9 });
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const now = T0 + 3;
+      const ids = async (query: Query) => (await client.query<{ id: string }>(query)).rows.map((r) => r.id);
+      for (const again of [false, true]) {
+        expect(await ids(completeQuery(schema, claimColumns([a!, stale(a!)]), now, again))).toEqual(['a']);
+        expect(await ids(releaseQuery(schema, claimColumns([b!, stale(b!)]), now, 'stop', false, again))).toEqual(['b']);
+        const outs = await failClaims(execOn(client), schema, [c!, stale(c!)].map((claim) => ({ claim, error: 'boom' })), { now, retry: RETRY, random: () => 0.5 }, again);
+        expect(outs.map((o) => o.result)).toEqual(['applied', 'fenced']);
+      }
+      expect(await ledger.attemptTotals()).toEqual({ succeeded: 1, failed: 1, dead: 0, released: 1, fenced: 3, gone: 0 });
+      await client.end();
+      await ledger.close();
+    });
+
     it('skips a row another transaction has locked instead of waiting for it', async () => {
       const ledger = await fresh();
       await discoverAndClaim(ledger, [{ id: 'locked' }, { id: 'free' }], opts('o', { limit: 0 }));

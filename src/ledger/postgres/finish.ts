@@ -64,7 +64,8 @@ k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS 
  * condition on the row `i` and claim `c` saying this very claim's write already took effect,
  * before the statement (`was`): the first try committed and its answer was lost (a
  * connection cut after the commit). Such a claim is applied, counted neither again nor as
- * fenced (the first try counted it). A completion leaves done_by and attempts on the row
+ * fenced (the first try counted it); and as the first try committed, so did its count of
+ * the batch's fenced claims, which the retry then does not count again. A completion leaves done_by and attempts on the row
  * (COMPLETED); a hand-back leaves no owner, but its own time and reason (HANDED_BACK,
  * UNCLAIMED). `false` for a first try (a completion of a claim already done is fenced, as on
  * SQLite), and for forget (its row is gone). Read in the statement's snapshot, so a row this
@@ -78,7 +79,7 @@ ${already === 'false' ? FIRST_TRY : retryCtes(schema, already)},
 bump AS (
   INSERT INTO ${ident(schema)}.counters AS t (name, value)
   SELECT v.name || ${COUNTER_SHARD}, v.by FROM k,
-    LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', ${n}::bigint - k.applied - k.earlier)) AS v(name, by)
+    LATERAL (VALUES ('${counter}', k.applied), ('items_fenced', CASE WHEN k.earlier > 0 THEN 0 ELSE ${n}::bigint - k.applied END)) AS v(name, by)
   WHERE v.by > 0 ORDER BY v.name
   ON CONFLICT (name) DO UPDATE SET value = t.value + EXCLUDED.value)`;
 
@@ -318,7 +319,7 @@ export async function fencedOutcomes(
  * listed twice is applied once and the repeat reports as fenced (as in SQLite). Fenced
  * writes are counted and explained in the same transaction.
  */
-async function settle(exec: Exec, schema: string, claims: Claim[], applied: Map<string, FenceOutcome>, bumps: Bumps): Promise<FenceOutcome[]> {
+async function settle(exec: Exec, schema: string, claims: Claim[], applied: Map<string, FenceOutcome>, bumps: Bumps, countFenced = true): Promise<FenceOutcome[]> {
   const outs = claims.map((c): FenceOutcome | Claim => {
     const out = applied.get(keyOf(c));
     applied.delete(keyOf(c));
@@ -330,7 +331,7 @@ async function settle(exec: Exec, schema: string, claims: Claim[], applied: Map<
     const rows = await exec<ClaimHolder & { id: string }>(holdersQuery(schema, fenced.map((c) => wellFormed(c.id))));
     holders = new Map(rows.map((r) => [r.id, r]));
   }
-  const bump = bumpQuery(schema, { ...bumps, items_fenced: fenced.length });
+  const bump = bumpQuery(schema, { ...bumps, items_fenced: countFenced ? fenced.length : 0 });
   if (bump) await exec(bump);
   return outs.map((o) =>
     'result' in o ? o : { id: o.id, result: 'fenced', reason: fenceReason(o, holders.get(wellFormed(o.id)) ?? null) },
@@ -342,7 +343,8 @@ async function settle(exec: Exec, schema: string, claims: Claim[], applied: Map<
  * them. `again`: the executor's retry, whose first try may have committed with its answer
  * lost (a connection cut after the commit): a claim whose failure that first try wrote
  * (failedBeforeQuery) is applied as its row says, counted neither again (the first try
- * counted it) nor as fenced. Read after the lock (which waits for a first try still
+ * counted it) nor as fenced; nor are the batch's fenced claims then (the first try, which
+ * committed, counted them). Read after the lock (which waits for a first try still
  * committing, whose write the read then sees) and before the writes, so a row this
  * transaction writes is not taken for the first try's.
  */
@@ -359,10 +361,12 @@ export async function failClaims(exec: Exec, schema: string, failures: Failure[]
     held.push({ claim: f.claim, released: r, error: f.error });
   }
   const applied = new Map<string, FenceOutcome>();
+  let committed = false;
   if (again) {
     const before = await exec<Applied & { state: 'pending' | 'dead'; available_at: string | number }>(
       failedBeforeQuery(schema, cols, failures.map((f) => pgText(f.error)), opts.now),
     );
+    committed = before.length > 0;
     const rowOf = new Map(before.map((r) => [claimKey(r.id, r.owner, r.attempt), r]));
     for (const c of claims) {
       const r = rowOf.get(keyOf(c));
@@ -372,7 +376,7 @@ export async function failClaims(exec: Exec, schema: string, failures: Failure[]
   }
   const { outcomes, bumps } = await applyFailures(exec, schema, held, opts);
   held.forEach((h, i) => applied.set(keyOf(h.claim), outcomes[i]!));
-  return settle(exec, schema, claims, applied, bumps);
+  return settle(exec, schema, claims, applied, bumps, !committed);
 }
 
 export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
