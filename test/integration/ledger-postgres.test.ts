@@ -11,7 +11,7 @@ import { checkReadableSchema } from '../../src/ledger/postgres/read.js';
 import { NoLedgerYet } from '../../src/ledger/no-ledger.js';
 import type { Claim } from '../../src/ledger/types.js';
 import { describeTarget, isTransient, scrub } from '../../src/ledger/postgres/errors.js';
-import { claimColumns, completeQuery, failClaims, releaseQuery } from '../../src/ledger/postgres/finish.js';
+import { claimColumns, completeQuery, failClaims, forgetQuery, releaseQuery } from '../../src/ledger/postgres/finish.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
@@ -337,6 +337,27 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       await ledger.fail([{ claim: a2!, error: 'boom' }], { now: T0 + 200_001, retry: RETRY });
       expect(await fail([a!], RETRY, true)).toMatchObject([{ id: 'a', result: 'fenced' }]);
       expect(await ledger.attemptTotals()).toMatchObject({ failed: 3, dead: 1, released: 2, fenced: 6 });
+      await client.end();
+      await ledger.close();
+    });
+
+    it("a forget's retry (its first answer lost) finds the row gone: applied, counted once; a row still there stays fenced", async () => {
+      const schema = `t_${++n}`;
+      const ledger = await openPostgresLedger({ url, schema });
+      const [a, b] = await discoverAndClaim(ledger, ['a', 'b'].map((id) => ({ id })), opts('o'));
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const ids = async (claims: Claim[], again: boolean) => (await client.query<{ id: string }>(forgetQuery(schema, claimColumns(claims), again))).rows.map((r) => r.id);
+      expect(await ids([a!], false)).toEqual(['a']);
+      expect(await ids([a!], true)).toEqual(['a']);
+      expect(await ledger.attemptTotals()).toMatchObject({ gone: 1, fenced: 0 });
+      // b: another attempt holds it now (o's claim is stale), on a first try or a retry.
+      await ledger.release([b!], T0 + 1, 'stop');
+      await ledger.claim(['b'], opts('p', { now: T0 + 2 }));
+      expect(await ids([b!], false)).toEqual([]);
+      expect(await ids([b!], true)).toEqual([]);
+      expect(await ledger.attemptTotals()).toMatchObject({ gone: 1, fenced: 2 });
+      expect(await ledger.get('b')).toMatchObject({ state: 'claimed', owner: 'p' });
       await client.end();
       await ledger.close();
     });

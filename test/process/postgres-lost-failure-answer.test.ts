@@ -83,8 +83,8 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-/** A job whose handler waits for `go` (then exits `exit`), its items a, b, c, behind `proxy`. */
-function gatedJob(url: string, exit: number): { ws: ReturnType<typeof workspace>; started: string; go: string } {
+/** A job whose handler waits for `go` (then runs `then`), its items a, b, c. */
+function gatedJob(url: string, then: string): { ws: ReturnType<typeof workspace>; started: string; go: string } {
   const ws = workspace({}, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
   const started = path.join(ws.dir, 'started');
   const go = path.join(ws.dir, 'go');
@@ -96,7 +96,7 @@ function gatedJob(url: string, exit: number): { ws: ReturnType<typeof workspace>
       `output: {directory: ${ws.out}}`,
       `state: {postgres: "${url}"}`,
       `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
-      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done; exit ${exit}"]}`,
+      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done; ${then}"]}`,
       'drain: {gracePeriodSeconds: 8, marginSeconds: 4}',
     ].join('\n'),
   );
@@ -109,7 +109,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)("PostgreSQL: the answer to a commi
   const counters = () =>
     pg.server.admin<{ name: string; value: string }>(
       `SELECT split_part(name, ':', 1) AS name, sum(value)::text AS value FROM cronsafe.counters
-WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'items_fenced%' GROUP BY 1 ORDER BY 1`,
+WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'items_gone%' OR name LIKE 'items_fenced%' GROUP BY 1 ORDER BY 1`,
       [],
       'lostfail',
     );
@@ -123,7 +123,7 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
       if (text.includes('AS u(id, state, available_at, error)')) failing.add(conn);
       return failing.has(conn) && text.includes('COMMIT');
     });
-    const { ws, started, go } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 1);
+    const { ws, started, go } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 'exit 1');
     run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await until(() => existsSync(started), 'the handlers to start', 30_000);
     proxy.arm();
@@ -142,7 +142,7 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
   it('a drain\'s hand-back is retried and counts as applied: every item handed back once, none fenced, items_released counted once', async () => {
     await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
     proxy = await proxyTo(pg.server.port, (text) => text.includes('released = i.released + 1'));
-    const { ws, started } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 0);
+    const { ws, started } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 'exit 0');
     run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await until(() => existsSync(started), 'the handlers to start', 30_000);
     await until(async () => (await rows()).filter((r) => r.state === 'claimed').length === 3, 'the three claims', 30_000);
@@ -158,5 +158,24 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
     expect(run.lines.filter((l) => /claim handed back \(attempt not charged\)/.test(l.msg)).map((l) => l.itemId).sort()).toEqual(['a.txt', 'b.txt', 'c.txt']);
     expect(await rows()).toEqual(['a.txt', 'b.txt', 'c.txt'].map((id) => ({ id, state: 'pending', attempts: 1, released: 1 })));
     expect(await counters()).toEqual([{ name: 'items_released', value: '3' }]);
+  }, 120_000);
+
+  it("an item gone (its file deleted during its attempt) is forgotten once, its retry finding the row gone: none fenced, items_gone counted once", async () => {
+    await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
+    proxy = await proxyTo(pg.server.port, (text) => text.includes('DELETE FROM') && text.includes('USING unnest('));
+    const { ws, started, go } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 'rm -f \\"$CRONSAFE_ITEM_PATH\\"; exit 1');
+    run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
+    await until(() => existsSync(started), 'the handlers to start', 30_000);
+    proxy.arm();
+    writeFileSync(go, '');
+    const e = await run.exited;
+    expect(proxy.dropped(), "a forget's answer was dropped").toBe(true);
+    expect(e.code, run.stderr()).toBe(0);
+    expect(run.lines.some((l) => l.msg === 'state store: a transient error; retrying'), run.stderr()).toBe(true);
+    expect(run.lines.filter((l) => l.msg.startsWith('stale claim')).map((l) => l.reason)).toEqual([]);
+    expect(run.lines.filter((l) => l.msg.startsWith('item gone')).map((l) => l.itemId).sort()).toEqual(['a.txt', 'b.txt', 'c.txt']);
+    expect(finished(run)).toMatchObject({ outcome: 'completed', counts: { gone: 3, fenced: 0 } });
+    expect(await rows()).toEqual([]);
+    expect(await counters()).toEqual([{ name: 'items_gone', value: '3' }]);
   }, 120_000);
 });

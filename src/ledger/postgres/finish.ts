@@ -44,9 +44,12 @@ const COUNTER_SHARD = `':' || (pg_backend_pid() % 16)`;
 const FIRST_TRY = `ok AS (SELECT id, owner, attempt FROM w),
 k AS (SELECT count(*) AS applied, 0 AS earlier FROM w)`;
 
-/** A retry's `ok` and `k`: the written rows and those `already` finds done by this very claim before the statement (`was`). */
+/**
+ * A retry's `ok` and `k`: the written rows and those `already` finds done by this very claim
+ * before the statement (`was`). `i` is NULL for a claim whose row is gone (FORGOTTEN).
+ */
 const retryCtes = (schema: string, already: string): string => `was AS (
-  SELECT DISTINCT i.id, c.owner, c.attempt FROM ${ident(schema)}.items AS i JOIN ${CLAIMS} ON i.id = c.id AND ${already}),
+  SELECT DISTINCT c.id, c.owner, c.attempt FROM ${CLAIMS} LEFT JOIN ${ident(schema)}.items AS i ON i.id = c.id WHERE ${already}),
 ok AS (SELECT id, owner, attempt FROM w UNION ALL SELECT id, owner, attempt FROM was),
 k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS earlier)`;
 
@@ -67,9 +70,9 @@ k AS (SELECT (SELECT count(*) FROM w) AS applied, (SELECT count(*) FROM was) AS 
  * fenced (the first try counted it); and as the first try committed, so did its count of
  * the batch's fenced claims, which the retry then does not count again. A completion leaves done_by and attempts on the row
  * (COMPLETED); a hand-back leaves no owner, but its own time and reason (HANDED_BACK,
- * UNCLAIMED). `false` for a first try (a completion of a claim already done is fenced, as on
- * SQLite), and for forget (its row is gone). Read in the statement's snapshot, so a row this
- * statement writes is not in `was`.
+ * UNCLAIMED); a forget, no row (FORGOTTEN). `false` for a first try (a completion of a claim
+ * already done is fenced, as on SQLite). Read in the statement's snapshot, so a row this
+ * statement writes (or deletes) is not in `was`.
  */
 export const fencedWriteCtes = (schema: string, write: string, counter: FencedCounter, n: string, already = 'false'): string =>
   `w AS (
@@ -168,9 +171,23 @@ export const releaseQuery = (schema: string, c: ClaimColumns, now: number, reaso
         c.ids.length,
       );
 
-/** The item's file is gone: the row goes, so a file that comes back is new again. */
-export const forgetQuery = (schema: string, c: ClaimColumns): Query =>
-  q(fencedWrite(schema, `DELETE FROM ${ident(schema)}.items AS i USING ${CLAIMS} WHERE ${GUARD}`, 'items_gone', '$4'), c.ids, c.owners, c.attempts, c.ids.length);
+/**
+ * The claim's row is gone, as forgetQuery left it (its `already`). Nothing on a deleted row
+ * says whose delete it was, but a row is only ever deleted as gone (this forget; a sibling's
+ * end of scan, forgetUnseenQuery; retention forgetting a missing file): the item is gone
+ * whoever deleted it, and counted as gone once, by that delete.
+ */
+const FORGOTTEN = `i.id IS NULL`;
+
+/** The item's file is gone: the row goes, so a file that comes back is new again. `again`: the executor's retry (fencedWriteCtes's `already`). */
+export const forgetQuery = (schema: string, c: ClaimColumns, again = false): Query =>
+  q(
+    fencedWrite(schema, `DELETE FROM ${ident(schema)}.items AS i USING ${CLAIMS} WHERE ${GUARD}`, 'items_gone', '$4', again ? FORGOTTEN : 'false'),
+    c.ids,
+    c.owners,
+    c.attempts,
+    c.ids.length,
+  );
 
 /**
  * Lock the rows the claims still hold, in id order, and read what a failure decision
@@ -405,7 +422,7 @@ export function makeFinishOps(ex: PostgresExecutor, schema: string): FinishOps {
       )(claims),
 
     forget: (claims) =>
-      guarded('forget', (c) => forgetQuery(schema, c), (c) => ({ id: c.id, result: 'applied', state: 'gone' }))(claims),
+      guarded('forget', (c, again) => forgetQuery(schema, c, again), (c) => ({ id: c.id, result: 'applied', state: 'gone' }))(claims),
 
     fail: (failures, opts) =>
       failures.length === 0 ? Promise.resolve([]) : ex.tx('fail', (exec, attempt) => failClaims(exec, schema, failures, opts, attempt > 1)),
