@@ -198,17 +198,28 @@ export function readYaml(file: string, abs: string): unknown {
         abs,
       );
     }
+    // A node that names its line, column and key path, and says what is wrong there.
+    const refuse = (at: { offset: number; key: string }, what: string): never => {
+      const pos = lineCounter.linePos(at.offset);
+      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${at.key ? `${at.key}: ` : ''}invalid YAML: ${what}`, abs, at.key || undefined);
+    };
+    // A key written `~`, `null` or left empty is YAML null, which the library turns into the
+    // key "": the error said `"": unknown key`, naming nothing that was written.
+    const nil = nullKey(doc, aliases.targets);
+    if (nil !== undefined) {
+      refuse(
+        nil,
+        nil.written === ''
+          ? 'a key left empty is YAML null, not a name: write the key meant'
+          : `the key ${nil.written} is YAML null, not a name: write the key meant (quoted, "${nil.written.replace(/^\*/, '')}", if that is the name)`,
+      );
+    }
     const dup = duplicateKey(doc, aliases.targets);
     if (dup !== undefined) {
       const pos = lineCounter.linePos(dup.offset);
       const what = dup.collection ? 'a key that is a list or mapping (keys are names)' : 'duplicate key (a mapping holds each key once)';
       throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${dup.key}: invalid YAML: ${what}`, abs, dup.key);
     }
-    // A node that names its line, column and key path, and says what is wrong there.
-    const refuse = (at: { offset: number; key: string }, what: string): never => {
-      const pos = lineCounter.linePos(at.offset);
-      throw new ConfigError(`${file}:${pos.line}:${pos.col}: ${at.key ? `${at.key}: ` : ''}invalid YAML: ${what}`, abs, at.key || undefined);
-    };
     // An alias inside the node its anchor names (`x: &a {b: *a}`). The parser builds such a
     // value as a cycle, on which every later walk of the config recursed until the stack
     // overflowed: exit 1 and a stack trace instead of a config error. An alias can only name
@@ -341,6 +352,28 @@ function duplicateKey(doc: YAML.Document, targets: AliasTargets): { offset: numb
           return YAML.visit.BREAK;
         }
         seen.add(name);
+      }
+      return undefined;
+    },
+  });
+  return found;
+}
+
+/**
+ * The first key that is YAML null (`~`, `null`, `Null`, `NULL`, an empty key, or an alias of
+ * one), with the key as written: the library reads it as the key "". No config key is null.
+ */
+function nullKey(doc: YAML.Document, targets: AliasTargets): { offset: number; key: string; written: string } | undefined {
+  let found: { offset: number; key: string; written: string } | undefined;
+  YAML.visit(doc, {
+    Map(_key, map, ancestors) {
+      for (const pair of map.items) {
+        const written = pair.key as YAML.Node | null;
+        const k = YAML.isAlias(written) ? targets.get(written) : written;
+        if (written !== null && !(YAML.isScalar(k) && k.value === null)) continue;
+        const shown = YAML.isAlias(written) ? `*${written.source}` : YAML.isScalar(written) ? (written.source ?? '') : '';
+        found = { offset: written?.range?.[0] ?? map.range?.[0] ?? 0, key: keyPath([...ancestors, map], shown).replace(/\.$/, ''), written: shown };
+        return YAML.visit.BREAK;
       }
       return undefined;
     },

@@ -116,6 +116,23 @@ describe('loadConfig: file and YAML errors', () => {
     expect(configError(() => loadConfig(listKey)).message).toBe(`${listKey}:6:7: handler.env.["A","B"]: invalid YAML: a key that is a list or mapping (keys are names)`);
   });
 
+  // The library reads a null key as "": the error said `"": unknown key` (`handler."": unknown
+  // key`), naming nothing that was written.
+  it('a key written ~, null or left empty says it is YAML null, naming it as written', () => {
+    const tilde = write('name: a\nsource: {directory: /x}\n~: 1\n', 'tilde-key.yaml');
+    const err = configError(() => loadConfig(tilde));
+    expect(err.message).toBe(`${tilde}:3:1: ~: invalid YAML: the key ~ is YAML null, not a name: write the key meant (quoted, "~", if that is the name)`);
+    expect(err.key).toBe('~');
+    const word = write('name: a\nsource: {directory: /x}\nhandler:\n  command: [x]\n  NULL: 3\n', 'null-key.yaml');
+    expect(configError(() => loadConfig(word)).message).toBe(
+      `${word}:5:3: handler.NULL: invalid YAML: the key NULL is YAML null, not a name: write the key meant (quoted, "NULL", if that is the name)`,
+    );
+    const empty = write('name: a\nsource: {directory: /x}\nlease:\n  : 30\n', 'empty-key.yaml');
+    expect(configError(() => loadConfig(empty)).message).toBe(`${empty}:4:3: lease: invalid YAML: a key left empty is YAML null, not a name: write the key meant`);
+    // Quoted, it is a name, and an unknown one.
+    expectProblem(write('name: a\nsource: {directory: /x}\nhandler: {command: [x]}\n"~": 1\n', 'quoted-key.yaml'), '~', 'unknown key');
+  });
+
   it('rejects a key or value holding bytes that are not UTF-8, naming its line and key', () => {
     // A Latin-1 file: the exclude was read as "caf\uFFFD.txt" and excluded nothing, silently.
     const latin1 = write('x');
