@@ -104,12 +104,13 @@ export async function deadLetterRetry(
     if (ambiguous.length > 0 && (opts.all || moved === unique.length)) return 1;
     if (!opts.all && moved < unique.length) {
       const notDead = unique.filter((id) => before.get(id) !== 'dead');
-      const lines = [`${unique.length - moved} of the given ids were not dead letters:`];
+      const notMoved = unique.length - moved;
+      const lines = [notMoved === 1 ? '1 of the given ids was not a dead letter:' : `${notMoved} of the given ids were not dead letters:`];
       for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id), config.source.directory)}`);
       if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
       // Dead when read, no longer dead at the retry: another command retried or requeued them.
-      const changed = unique.length - moved - notDead.length;
-      if (changed > 0) lines.push(`  ${changed} more were dead when read, but retried or requeued by another command since`);
+      const changed = notMoved - notDead.length;
+      if (changed > 0) lines.push(`  ${changed} more ${changed === 1 ? 'was' : 'were'} dead when read, but retried or requeued by another command since`);
       out.write(`${lines.join('\n')}\n`);
       return 1;
     }

@@ -199,7 +199,7 @@ function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean,
   for (const id of r.first.slice(0, show)) lines.push(`  ${printableId(id)}`);
   if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
   if (r.notMoved.length > 0) {
-    lines.push(`${r.notMoved.length} of the given ids were not ${dryRun ? 'requeueable' : 'requeued'}:`);
+    lines.push(`${r.notMoved.length} of the given ids ${r.notMoved.length === 1 ? 'was' : 'were'} not ${dryRun ? 'requeueable' : 'requeued'}:`);
     for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id, sourceDirectory) : why(n.state, includeDead, n.id)}`);
     if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
   }

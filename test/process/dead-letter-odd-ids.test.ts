@@ -213,7 +213,7 @@ describe('dead-letter retry and requeue given an id holding NUL beside real ones
 
     const retry = await runCli(['dead-letter', 'retry', '-c', ws.configPath, '"a\\u0000b"', 'corrupt-1.scc']);
     expect(retry.stderr).toBe('');
-    expect(retry.stdout).toBe('requeued 1 dead item\n1 of the given ids were not dead letters:\n  "a\\u0000b": unknown (not in the ledger)\n');
+    expect(retry.stdout).toBe('requeued 1 dead item\n1 of the given ids was not a dead letter:\n  "a\\u0000b": unknown (not in the ledger)\n');
     expect(retry.code).toBe(1);
 
     const requeue = await runCli(['requeue', '-c', ws.configPath, '"a\\u0000b"', 'ok.scc']);

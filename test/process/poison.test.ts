@@ -75,7 +75,7 @@ describe('poison items are dead-lettered and stop being claimed', () => {
     expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
     const r = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'nope.scc']);
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain('1 of the given ids were not dead letters');
+    expect(r.stdout).toContain('1 of the given ids was not a dead letter:');
     const usage = await runCli(['dead-letter', 'retry', '-c', ws.configPath]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('dead-letter retry: no item ids given (give one or more ids, or --all)');

@@ -165,7 +165,7 @@ describe('cronsafe requeue: selection and bad input', () => {
     expect(plain.json).toMatchObject({ count: 1, first: ['good.txt'] });
     const named = await requeue(ws, 'bad.txt');
     expect(named.code).toBe(1);
-    expect(named.stdout).toContain('bad.txt: dead (add --include-dead, or use dead-letter retry)');
+    expect(named.stdout).toContain('1 of the given ids was not requeued:\n  bad.txt: dead (add --include-dead, or use dead-letter retry)');
     const dead = await requeue(ws, '--all', '--include-dead', '--json');
     expect(dead.json).toMatchObject({ count: 1, first: ['bad.txt'] });
     expect(await item(ws, 'bad.txt')).toMatchObject({ state: 'pending', attempts: 0, lastError: expect.stringContaining('failing on purpose') });
