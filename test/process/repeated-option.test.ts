@@ -1,8 +1,10 @@
 /**
- * A single-valued option given twice is a usage error (exit 2) naming the option:
- * `cronsafe run -c a.yaml -c b.yaml` ran b.yaml's job, silently, while its author may have
- * meant a.yaml's (commander keeps the last value). Nothing runs; neither job's items move.
- * `--glob` stays repeatable (any of them), and a flag without a value given twice is harmless.
+ * A single-valued option given twice with different values is a usage error (exit 2) naming
+ * the option: `cronsafe run -c a.yaml -c b.yaml` ran b.yaml's job, silently, while its author
+ * may have meant a.yaml's (commander keeps the last value). Nothing runs; neither job's items
+ * move. `--glob` stays repeatable (any of them); a flag without a value given twice is
+ * harmless, and so is an option given twice with the same value (it was refused, while
+ * `--json --json` was taken: which was meant is not in doubt either way).
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -31,7 +33,7 @@ describe('a single-valued option given twice', () => {
 
   it.each([
     [['status', '-c', 'a.yaml', '-c', 'b.yaml'], "'-c, --config <file>'"],
-    [['validate', '-c', 'a.yaml', '-c', 'a.yaml'], "'-c, --config <file>'"],
+    [['validate', '-c', 'a.yaml', '-c', 'b.yaml'], "'-c, --config <file>'"],
     [['daemon', '-c', 'a.yaml', '-c', 'b.yaml'], "'-c, --config <file>'"],
     [['schedule', '-c', 'a.yaml', '-c', 'b.yaml'], "'-c, --config <file>'"],
     [['plan', '-c', 'a.yaml', '-c', 'b.yaml'], "'-c, --config <file>'"],
@@ -54,6 +56,17 @@ describe('a single-valued option given twice', () => {
     expect(r.stderr).toContain(`option ${option}`);
     expect(r.stderr).toContain('given more than once');
     expect(r.stdout).toBe('');
+  });
+
+  it('the same value given twice is taken, as --json given twice is', async () => {
+    const w = workspace({ handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
+    expect((await runCli(['run', '-c', w.configPath])).code).toBe(0);
+    const r = await runCli(['requeue', '--all', '--dry-run', '--json', '--limit', '1', '--limit', '1', '-c', w.configPath, '-c', w.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ count: 3, first: ['a.txt'] });
+    const list = await runCli(['dead-letter', 'list', '--json', '--since', '2026-01-01', '--since', '2026-01-01T00:00:00Z', '-c', w.configPath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toEqual([]);
   });
 
   it('--glob stays repeatable and --json given twice is harmless', async () => {
