@@ -159,10 +159,17 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
               return grew;
             },
             (err: unknown) => {
-              // Not the store's outage: a source that cannot be scanned (unmounted, removed) is the
-              // environment's fault, which the next occurrence's pass reports and stops on.
+              // Not the store's outage: a source that cannot be scanned (unmounted, removed, no
+              // descriptor left) is the environment's fault, which the next occurrence's pass
+              // reports and stops on. The check looks again a cooldown later (it said only that
+              // the next occurrence runs, as if it had given up until then).
               if (err instanceof StateUnavailable || err instanceof ConfigError || err instanceof DaemonStopped) throw err;
-              if (!unscannable) log.warn({ err: coerceError(err).message }, 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled');
+              if (!unscannable) {
+                log.warn(
+                  { err: coerceError(err).message, cooldownSeconds: config.daemon.growth.cooldownSeconds },
+                  'daemon: cannot look for new files in the source; looking again after daemon.growth.cooldownSeconds (scheduled occurrences still run)',
+                );
+              }
               unscannable = true;
               return false;
             },

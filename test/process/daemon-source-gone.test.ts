@@ -10,7 +10,7 @@ import { LIBFAKETIME, spawnFastCli } from '../helpers/faketime.js';
 // naming the SQLite file), and it must not count as a pass that did not complete.
 
 const UNAVAILABLE = 'daemon: the state store is unavailable; trying again every tick';
-const CANNOT_LOOK = 'daemon: cannot look for new files in the source; the next occurrence runs as scheduled';
+const CANNOT_LOOK = 'daemon: cannot look for new files in the source; looking again after daemon.growth.cooldownSeconds (scheduled occurrences still run)';
 
 describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, source directory gone while idle', () => {
   it('the growth check says the source is missing, not that the state store is unavailable, and picks up once it is back', async () => {
@@ -29,7 +29,8 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, source directory go
       const seen = await daemon.waitFor((l) => l.msg === UNAVAILABLE || l.msg === CANNOT_LOOK, 30_000);
       expect(seen.msg).toBe(CANNOT_LOOK);
       expect(String(seen.err)).toContain(ws.source);
-      // Fake minutes go by (a tick is half a real second): each tick looks again, but says so once.
+      expect(seen.cooldownSeconds).toBe(300);
+      // Fake minutes go by (a tick is half a real second): it looks again each cooldown, but says so once.
       await new Promise((r) => setTimeout(r, 2_000));
       // Back, with a new file: the growth trigger still stands (it did not count the misses as passes).
       mkdirSync(ws.source);
