@@ -116,6 +116,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       live = last && (() => ({ ...last, inFlight: 0, queued: 0 }));
     };
     let finalPushed = false;
+    let ended = false; // runFinished or close began: no push from now on is beside a pass or drain
     let closing: Promise<void> | undefined;
     return {
       observer: {
@@ -127,9 +128,20 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
       runStarted(draining) {
         if (!pusher) return;
         void pusher.push('run started');
-        if (draining?.aborted) return;
+        if (draining?.aborted) {
+          pusher.besides('the drain carries on');
+          return;
+        }
         pusher.start(m.pushIntervalSeconds * 1000);
-        draining?.addEventListener('abort', () => pusher.stop(), { once: true });
+        draining?.addEventListener(
+          'abort',
+          () => {
+            pusher.stop();
+            // A stop after the run's end (its final push on its way) does not make it a drain.
+            if (!ended) pusher.besides('the drain carries on');
+          },
+          { once: true },
+        );
       },
       async runFinished(outcome) {
         settle();
@@ -138,6 +150,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
         // what failed, and its writes retry for up to 30 s). Those were never shown.
         if (!pusher) return outcome === 'completed' ? addHandlerTimes() : undefined;
         pusher.stop();
+        ended = true;
+        pusher.besides(`the run's outcome, ${outcome}, stands`);
         await pusher.push(`run ${outcome}`);
         finalPushed = true;
       },
@@ -145,6 +159,8 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
         closing ??= (async () => {
           settle();
           pusher?.stop();
+          if (!ended) pusher?.besides('the run ends all the same');
+          ended = true;
           if (pusher && !finalPushed) await pusher.push('closing');
           hide?.();
           await server?.close();

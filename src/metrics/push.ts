@@ -46,9 +46,24 @@ export class Pusher {
   private readonly where: string;
   /** A skipped push (ledger unreadable) was warned about since the last push that landed: the next ones are debug. */
   private skipTold = false;
+  /**
+   * What goes on beside a push that fails, said in its warning. A run's push (PUT) fails
+   * beside a pass that goes on, until the run drains or ends (besides()); a ledger-only push
+   * (POST: a skipped start, an operator's retry or requeue) beside a change already made.
+   */
+  private beside: string;
 
   constructor(private readonly opts: PusherOptions) {
     this.where = displayUrl(opts.url);
+    this.beside = opts.method === 'put' ? 'the run carries on' : 'nothing else is affected';
+  }
+
+  /**
+   * What a failed push's warning says goes on beside it from now on: after a drain began or
+   * the run ended, "the run carries on" was said of a run that was stopping or over.
+   */
+  besides(what: string): void {
+    this.beside = what;
   }
 
   /**
@@ -104,10 +119,7 @@ export class Pusher {
         this.skipTold = true;
       } else {
         const message = boundedMessage(coerceError(err).message);
-        // A run's push (PUT) fails beside a pass that goes on; a ledger-only push (POST: a
-        // skipped start, an operator's retry or requeue) beside a change already made.
-        const after = this.opts.method === 'put' ? 'the run carries on' : 'nothing else is affected';
-        log.warn({ url: this.where, reason, error: message, timeoutMs }, `metrics push failed (${after})`);
+        log.warn({ url: this.where, reason, error: message, timeoutMs }, `metrics push failed (${this.beside})`);
       }
       return false;
     } finally {

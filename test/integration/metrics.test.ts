@@ -55,7 +55,7 @@ async function failedPushes(pushgateway: string): Promise<{ lines: ReturnType<ty
   writeFileSync(path.join(ws.dir, 'gate'), '');
   const r = run(ws);
   expect(await r.done).toBe(0);
-  const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+  const warns = r.lines.filter((l) => String(l.msg).startsWith('metrics push failed'));
   expect(warns.length).toBeGreaterThanOrEqual(1);
   return { lines: r.lines, warns };
 }
@@ -130,7 +130,7 @@ describe('a failing Pushgateway never fails the run', () => {
     writeFileSync(path.join(ws.dir, 'gate'), '');
     const r = run(ws);
     expect(await r.done).toBe(0);
-    const warns = r.lines.filter((l) => l.msg === 'metrics push failed (the run carries on)');
+    const warns = r.lines.filter((l) => String(l.msg).startsWith('metrics push failed'));
     expect(warns.length).toBeGreaterThanOrEqual(1);
     expect(warns[0]).toMatchObject({ url: `http://127.0.0.1:${port}/` });
     expect(JSON.stringify(r.lines)).not.toContain('s3cret-pw');
@@ -181,7 +181,38 @@ describe('a failing Pushgateway never fails the run', () => {
     const r = run(ws);
     expect(await r.done).toBe(0);
     expect(Date.now() - t0).toBeLessThan(6000);
-    expect(r.lines.some((l) => l.msg === 'metrics push failed (the run carries on)' && l.error === 'timed out after 1000 ms')).toBe(true);
+    expect(r.lines.some((l) => String(l.msg).startsWith('metrics push failed') && l.error === 'timed out after 1000 ms')).toBe(true);
+    expect(r.lines.some((l) => l.msg === "metrics push failed (the run's outcome, completed, stands)" && l.reason === 'run completed')).toBe(true);
+    hang.closeAllConnections();
+  });
+});
+
+// A push failing once the run had begun to drain, or after it ended, said "(the run carries
+// on)" of a run that was stopping or over.
+describe('a failed push says what goes on beside it', () => {
+  it('in a drain "the drain carries on"; the final push "the run\'s outcome, ..., stands"', async () => {
+    const hang = createServer(() => undefined); // accepts, never answers
+    servers.push(hang);
+    const port = await freePort();
+    await new Promise<void>((r) => hang.listen(port, '127.0.0.1', r));
+    // Push timeout = min(5 s, interval, margin / 4) = 1 s.
+    const ws = gatedWorkspace({ pushgateway: `http://127.0.0.1:${port}` }, ['ok-1.txt'], { drain: { gracePeriodSeconds: 30, marginSeconds: 4 } });
+    const { log, lines } = memoryLogger();
+    const stop = new AbortController();
+    const done = runCommand({ configPath: ws.configPath, stop: stop.signal, force: never, logger: log });
+    // The item in flight (waiting for its gate), the start's push on its way (it hangs until
+    // its timeout) when the drain begins.
+    await until(() => filesIn(path.join(ws.dir, 'markers')).length === 1, 'the item to start');
+    stop.abort('SIGTERM');
+    const failed = (reason: string) => lines.find((l) => String(l.msg).startsWith('metrics push failed') && l.reason === reason);
+    await until(() => failed('run started') !== undefined, "the start's push to time out");
+    writeFileSync(path.join(ws.dir, 'gate'), ''); // the item in flight finishes within the drain
+    const code = await done;
+    expect([0, 75]).toContain(code);
+    const outcome = lines.find((l) => l.msg === 'run finished')?.outcome as string;
+    expect(failed('run started')?.msg).toBe('metrics push failed (the drain carries on)');
+    expect(failed(`run ${outcome}`)?.msg).toBe(`metrics push failed (the run's outcome, ${outcome}, stands)`);
+    expect(lines.filter((l) => l.msg === 'metrics push failed (the run carries on)')).toEqual([]);
     hang.closeAllConnections();
   });
 });
