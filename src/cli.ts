@@ -5,8 +5,12 @@
 // rest to load, and a SIGTERM in that window would kill the process with 143 instead of
 // draining. It is also the only place that installs signal handlers or calls process.exit.
 
-/** The conventional exit code of a process ended by a signal is 128 + its number. */
-const SIGNAL_NUMBER = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as const;
+/**
+ * The conventional exit code of a process ended by a signal is 128 + its number. SIGALRM is
+ * a stop like SIGTERM (`timeout -s ALRM`, a supervisor's alarm): by default it ended a run or
+ * a daemon at once, exit 142, with no drain, no `daemon stopped` line and no word of why.
+ */
+const SIGNAL_NUMBER = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15, SIGALRM: 14 } as const;
 type HandledSignal = keyof typeof SIGNAL_NUMBER;
 
 /** Commands that drain on a signal. The others have nothing to hand back and just end. */
@@ -95,7 +99,7 @@ function armLastResort(): void {
 }
 
 /**
- * First SIGTERM / SIGINT / SIGHUP drains, a second aborts at once. With handlers
+ * First SIGTERM / SIGINT / SIGHUP / SIGALRM drains, a second aborts at once. With handlers
  * installed, Node as PID 1 (no init) still reacts to SIGTERM: the kernel's "PID 1 ignores
  * default-action signals" rule only applies to signals without a handler.
  */
@@ -111,6 +115,23 @@ function onSignal(sig: HandledSignal): void {
   armLastResort();
 }
 for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig, onSignal);
+
+// SIGQUIT and SIGUSR2 end the process at once, as a crash does (docs/operations.md: the
+// attempts running are charged): a deliberate kill, kept. It was silent (exit 131 / 140, a
+// daemon gone with no `daemon stopped` line): one stderr line now says what it was and that
+// SIGTERM drains, then the signal is raised again with its default action, so the process
+// still dies of it. Not SIGUSR2 under `node --report-on-signal`: Node's diagnostic report
+// takes that signal, and the process goes on.
+const CRASH_SIGNALS = ['SIGQUIT', 'SIGUSR2'] as const;
+const onCrashSignal = (sig: (typeof CRASH_SIGNALS)[number]): void => {
+  const running = mode === 'drain' ? ' (no drain: the attempts running are charged, as after a crash; SIGTERM drains)' : '';
+  process.stderr.write(`cronsafe: ${sig}: ending at once${running}\n`);
+  process.removeAllListeners(sig); // its default action back
+  process.kill(process.pid, sig);
+};
+for (const sig of CRASH_SIGNALS) {
+  if (!(process.report?.reportOnSignal === true && process.report.signal === sig)) process.on(sig, onCrashSignal);
+}
 
 // SIGUSR1 is Node's signal to start its inspector: with no listener of ours, a SIGUSR1 (a
 // log-rotation script's `kill -USR1`, a sidecar's) made cronsafe listen on 127.0.0.1:9229 for

@@ -15,7 +15,7 @@ import { escapeControlsButLayout, escapeInvisible } from './terminal-safe.js';
 
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
-  /** Aborted by the first SIGTERM / SIGINT / SIGHUP, possibly before the command started. */
+  /** Aborted by the first SIGTERM / SIGINT / SIGHUP / SIGALRM, possibly before the command started. */
   stop: AbortSignal;
   /** Aborted by the second one. */
   force: AbortSignal;

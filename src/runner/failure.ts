@@ -66,7 +66,7 @@ export interface FailedAttempt {
 }
 
 /** Signals that stop a run: sent to the handlers too, they are the stop's, not the item's. */
-const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM'];
 
 export interface FailureScene {
   /** An earlier attempt of this pass found the output file system full (the pass is stopping). */

@@ -86,9 +86,12 @@ describe('SIGTERM to every process of the run at once', () => {
   // A handler that answers SIGTERM with exit 143 (128 + 15) rather than dying of it, as a JVM
   // or a script's `trap 'exit 143' TERM` does, was stopped by the same signal: charged before.
   const exits143 = [process.execPath, path.join(FIXTURES, 'process/term-exit-exec.mjs'), '{path}', '{output}'];
-  for (const [how, command] of [
-    ['killed by it', slow],
-    ['that exit 143 on it', exits143],
+  // SIGALRM (`timeout -s ALRM` signals its child's process group) is a stop as SIGTERM is: it
+  // ended cronsafe and its helpers at once (exit 142), its handlers' attempts charged.
+  for (const [how, command, sig] of [
+    ['killed by it', slow, 'SIGTERM'],
+    ['that exit 143 on it', exits143, 'SIGTERM'],
+    ['killed by it, for SIGALRM', slow, 'SIGALRM'],
   ] as const) {
   it(`drains the run (exit 75): the helpers live on, the handlers ${how} are handed back uncharged`, async () => {
     const ws = workspace({ handler: { command }, concurrency: 2 }, items(3));
@@ -97,7 +100,7 @@ describe('SIGTERM to every process of the run at once', () => {
     await until(() => filesIn(markers).length === 2, 'two handlers to start');
     for (const pid of processTree(run.child.pid!)) {
       try {
-        process.kill(pid, 'SIGTERM');
+        process.kill(pid, sig);
       } catch {
         /* gone already */
       }

@@ -403,7 +403,7 @@ function outcome(
 }
 
 /** The exit codes that report a stop signal (128 + its number) and that signal. */
-const REPORTED_SIGNAL = new Map<number, NodeJS.Signals>((['SIGHUP', 'SIGINT', 'SIGTERM'] as const).map((sig) => [128 + constants.signals[sig], sig]));
+const REPORTED_SIGNAL = new Map<number, NodeJS.Signals>((['SIGHUP', 'SIGINT', 'SIGTERM', 'SIGALRM'] as const).map((sig) => [128 + constants.signals[sig], sig]));
 
 /**
  * A child that never started. The environment's fault (EnvironmentFault: the pass stops,

@@ -249,7 +249,7 @@ process.on('disconnect', () => {
 // to drain: the helper must outlive it to report its children. It ends with cronsafe (above).
 // SIGUSR1 would start Node's inspector, a debugger on 127.0.0.1:9229 that anyone on the
 // loopback could use to run code as the helper (cli.ts ignores it for cronsafe likewise).
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR1']) process.on(sig, () => {});
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM', 'SIGUSR1']) process.on(sig, () => {});
 send({ ready: 1 });
 `;
 
