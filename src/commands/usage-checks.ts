@@ -39,7 +39,9 @@ export function checkUsage(program: Command, args: readonly string[]): void {
     const flag = eq > 0 ? arg.slice(0, eq) : arg;
     const option = optionOf(cmd, flag);
     if (option === undefined) {
-      if (cmd.commands.length > 0) optionBeforeCommand(cmd, args, i, flag);
+      // `-cjob.yaml`: a short option with its value attached, as commander reads it after a command.
+      const short = /^-[^-]./.test(arg) ? arg.slice(0, 2) : flag;
+      if (cmd.commands.length > 0) optionBeforeCommand(cmd, args, i, short);
       continue;
     }
     if (eq > 0 && !option.required && !option.optional) {
@@ -72,7 +74,9 @@ function optionBeforeCommand(group: Command, args: readonly string[], at: number
   if (owner === undefined) return;
   const ending = args.indexOf('--');
   if (args.slice(0, ending < 0 ? undefined : ending).some((a) => HELP_OR_VERSION.has(a))) return;
-  const takesValue = optionOf(owner, flag)!.required && !args[at]!.includes('=');
+  // Its value in the same argument: `--config=FILE`, or `-cFILE` for a short one.
+  const attached = args[at]!.startsWith('--') ? args[at]!.includes('=') : args[at]!.length > 2;
+  const takesValue = optionOf(owner, flag)!.required && !attached;
   const given = args.slice(at, takesValue ? at + 2 : at + 1);
   const rest = args.slice(at + given.length);
   const named = rest.findIndex((a) => subcommand(group, a) !== undefined);

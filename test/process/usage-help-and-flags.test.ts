@@ -21,6 +21,8 @@ describe('usage errors say what is wrong', () => {
     [['--config=job.yaml', 'dead-letter', 'list'], "error: option '--config' goes after the command: cronsafe dead-letter list --config=job.yaml"],
     [['dead-letter', '-c', 'job.yaml', 'retry', 'a.scc'], "error: option '-c' goes after the command: cronsafe dead-letter retry -c job.yaml a.scc"],
     [['--json', 'bogus'], "error: option '--json' goes after a command: cronsafe <command> --json"],
+    // Its value attached (`-cjob.yaml`, as commander reads it after the command): "unknown option '-cjob.yaml'".
+    [['-cjob.yaml', 'status'], "error: option '-c' goes after the command: cronsafe status -cjob.yaml"],
   ])('%j: exit 2 saying so, with the usage after it', async (args, said) => {
     const r = await runCli(args);
     expect(r.code, r.stderr).toBe(2);
