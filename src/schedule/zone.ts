@@ -50,20 +50,32 @@ const zones = new Map<string, ZoneCache>();
 const MAX_CACHED_DAYS = 200_000;
 
 /**
- * The machine's own IANA zone name (what `TZ` or /etc/localtime says), for a schedule with no
- * `timeZone`. Read on every call, never a fixed offset sampled at start-up: an offset would
- * be wrong for half of the year.
+ * `TZ` as cronsafe started. Module handler code runs in this process: one that set
+ * `process.env.TZ` (for its own dates) moved every later schedule evaluation of a daemon with
+ * no schedule.timeZone to that zone, silently (`daemon started` had said the other one), and
+ * Node makes ICU's default zone follow such an assignment too.
+ */
+const TZ_AT_START = process.env.TZ;
+const TZDIR_AT_START = process.env.TZDIR;
+/** ICU's default zone when first asked (before any handler code ran), for the same reason. */
+let icuZoneAtStart: string | undefined;
+
+/**
+ * The machine's own IANA zone name (what `TZ` or /etc/localtime says as cronsafe starts), for
+ * a schedule with no `timeZone`: a name, never a fixed offset sampled at start-up (an offset
+ * would be wrong for half of the year).
  */
 export function defaultTimeZone(): string {
   // ICU reads no path, where the C library (and so cron on this machine) reads the file:
   // `TZ=:/etc/localtime`, `TZ=/usr/share/zoneinfo/X`, `TZ=:X`. For most ICU says nothing or
   // Etc/Unknown, but for some (EST5EDT, CST6CDT, ...) UTC: so the file is asked first.
-  const fromFile = zoneOfFile(process.env.TZ);
+  const fromFile = zoneOfFile(TZ_AT_START);
   if (fromFile !== undefined) return fromFile;
   // `TZ=BST`: a zone to ICU (Asia/Dhaka), none to the C library, which reckons it as UTC.
   // So is `TZ=:BST` (no such zone file, above), which ICU reads past its colon.
-  if (isIcuOnly((process.env.TZ ?? '').replace(/^:/, ''))) return 'UTC';
-  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
+  if (isIcuOnly((TZ_AT_START ?? '').replace(/^:/, ''))) return 'UTC';
+  icuZoneAtStart ??= Intl.DateTimeFormat().resolvedOptions().timeZone as string | undefined;
+  const zone = icuZoneAtStart;
   if (zone !== undefined && zone !== 'Etc/Unknown' && usable(zone)) return zone;
   // A POSIX zone of a fixed offset (`TZ=CET-1`, `TZ=EST5`, `TZ=GMT+5`): the C library, cron
   // and Node's own Date reckon it (5 hours west for GMT+5), where ICU names nothing (so it was
@@ -71,7 +83,7 @@ export function defaultTimeZone(): string {
   // zone has (every run, daemon and schedule then ended with a fatal error, exit 1).
   // `TZ=` (empty), a name no zone database has, or any other POSIX rule: ICU says Etc/Unknown
   // (or nothing) and reckons in UTC, as the C library does.
-  return posixFixedZone(process.env.TZ) ?? 'UTC';
+  return posixFixedZone(TZ_AT_START) ?? 'UTC';
 }
 
 function usable(zone: string): boolean {
@@ -108,7 +120,7 @@ function zoneOfFile(tz: string | undefined): string | undefined {
   if (file === '') return undefined;
   let real: string;
   try {
-    real = realpathSync(file.startsWith('/') ? file : `${process.env.TZDIR || '/usr/share/zoneinfo'}/${file}`);
+    real = realpathSync(file.startsWith('/') ? file : `${TZDIR_AT_START || '/usr/share/zoneinfo'}/${file}`);
   } catch {
     return undefined;
   }
