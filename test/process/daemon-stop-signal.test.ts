@@ -28,7 +28,8 @@ describe('cronsafe daemon stopped by a signal between passes', () => {
 
   it.each(['SIGQUIT', 'SIGUSR2'] as const)('%s: ends at once as a crash does (the signal), saying so on stderr', async (sig) => {
     const ws = workspace({ handler: { command: ['true'] }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 } }, { 'a.txt': 'a' });
-    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 60_000 });
+    // In its workspace: where core dumps are on, SIGQUIT's lands in the working directory.
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 60_000, cwd: ws.dir });
     try {
       await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
     } finally {
