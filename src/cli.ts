@@ -124,7 +124,14 @@ for (const sig of Object.keys(SIGNAL_NUMBER) as HandledSignal[]) process.on(sig,
 // takes that signal, and the process goes on.
 const CRASH_SIGNALS = ['SIGQUIT', 'SIGUSR2'] as const;
 const onCrashSignal = (sig: (typeof CRASH_SIGNALS)[number]): void => {
-  const running = mode === 'drain' ? ' (no drain: the attempts running are charged, as after a crash; SIGTERM drains)' : '';
+  // During a drain the stop is recorded in the ledger: the next run hands back uncharged what
+  // the drain had not (docs/operations.md, "Crashes"), so "charged" would be untrue then.
+  const running =
+    mode !== 'drain'
+      ? ''
+      : stop.signal.aborted
+        ? ` (the drain is cut short, as by a kill: the next run hands back uncharged the attempts it had not)`
+        : ' (no drain: the attempts running are charged, as after a crash; SIGTERM drains)';
   process.stderr.write(`cronsafe: ${sig}: ending at once${running}\n`);
   process.removeAllListeners(sig); // its default action back
   process.kill(process.pid, sig);

@@ -24,8 +24,8 @@ async function gatedCli(args: string[], dir: string, env: NodeJS.ProcessEnv = {}
 }
 
 describe('signals during start-up', () => {
-  for (const sig of ['SIGTERM', 'SIGHUP', 'SIGINT'] as const) {
-    it(`a ${sig} before the run started drains it (exit 75, nothing started, nothing claimed), never a raw ${sig === 'SIGHUP' ? 129 : sig === 'SIGINT' ? 130 : 143}`, async () => {
+  for (const sig of ['SIGTERM', 'SIGHUP', 'SIGINT', 'SIGALRM'] as const) {
+    it(`a ${sig} before the run started drains it (exit 75, nothing started, nothing claimed), never a raw ${{ SIGHUP: 129, SIGINT: 130, SIGTERM: 143, SIGALRM: 142 }[sig]}`, async () => {
       const ws = workspace({ handler: { command: slow }, concurrency: 2 }, items(3));
       const markers = path.join(ws.dir, 'markers');
       const run = await gatedCli(['run', '-c', ws.configPath], ws.dir, { MARKER_DIR: markers, SLOW_MS: '60000' });
@@ -75,6 +75,33 @@ describe('SIGHUP', () => {
     expect(code, run.stderr()).toBe(75);
     expect(finished({ lines: run.lines })?.outcome).toBe('drained');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
+  });
+});
+
+// SIGQUIT / SIGUSR2 end the process at once, as a crash does, saying so on stderr. During a
+// drain the stop is already in the ledger, and the next run hands back uncharged what the
+// drain had not: "the attempts running are charged" would be untrue then.
+describe('SIGUSR2 during a drain', () => {
+  it('ends the run at once (the signal) and says the next run hands the attempts back uncharged', async () => {
+    const ws = workspace({ handler: { command: slow }, concurrency: 2 }, items(2));
+    const markers = path.join(ws.dir, 'markers');
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' }, cwd: ws.dir });
+    await until(() => filesIn(markers).length === 2, 'two handlers to start');
+    run.child.kill('SIGTERM');
+    await run.waitFor((l) => String(l.msg).startsWith('stop recorded in the ledger'));
+    const tree = processTree(run.child.pid!);
+    run.child.kill('SIGUSR2');
+    const { signal } = await run.exited;
+    expect(signal, run.stderr()).toBe('SIGUSR2');
+    expect(run.stderr()).toContain('cronsafe: SIGUSR2: ending at once (the drain is cut short, as by a kill: the next run hands back uncharged the attempts it had not)\n');
+    // The helper ends its children with cronsafe; any left are not the test's to keep.
+    for (const pid of tree.slice(1)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
   });
 });
 
