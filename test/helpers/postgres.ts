@@ -177,12 +177,14 @@ export function usePostgresDatabase(name: string, timeoutMs?: number): { readonl
  * A job on PostgreSQL (`url`) in workspace `dir` whose one item's handler touches `started`
  * and then runs until the test writes `go`. The drain's grace is long (300 s), so that a
  * stopped pass is ended by the ledger's retries (30 s), not by the drain's last resort.
- * `extra`: more config lines (a schedule). Returns the two files.
+ * `extra`: more config lines (a schedule). `then`: shell run after `go` (the handler's
+ * ending: `exit 1`); `drain`: another drain line. Returns the two files.
  */
 export function writeGatedJob(
   ws: { dir: string; configPath: string; source: string; out: string; state: string },
   url: string,
   extra: string[] = [],
+  { then, drain = 'drain: {gracePeriodSeconds: 300, marginSeconds: 5}' }: { then?: string; drain?: string } = {},
 ): { started: string; go: string } {
   const started = path.join(ws.dir, 'started');
   const go = path.join(ws.dir, 'go');
@@ -194,8 +196,8 @@ export function writeGatedJob(
       `output: {directory: ${ws.out}}`,
       `state: {postgres: "${url}"}`,
       `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
-      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done"]}`,
-      'drain: {gracePeriodSeconds: 300, marginSeconds: 5}',
+      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done${then ? `; ${then}` : ''}"]}`,
+      drain,
       ...extra,
     ].join('\n'),
   );

@@ -148,3 +148,62 @@ export async function tcpProxy(target: number, hooks: ProxyHooks = {}): Promise<
     },
   };
 }
+
+/** A tcpProxy that drops the answer of one statement it is armed for (answerDropper). */
+export interface AnswerDropper {
+  port: number;
+  /** Forward the next statement `drop` picks, drop its whole answer and cut the connection. */
+  arm(): void;
+  /** Whether an armed answer was dropped. */
+  dropped(): boolean;
+  close(): Promise<void>;
+}
+
+/** Whether `buf` holds a whole ReadyForQuery message ('Z'): the server's answer is complete. */
+function answered(buf: Buffer): boolean {
+  let o = 0;
+  while (o + 5 <= buf.length) {
+    const type = String.fromCharCode(buf[o]!);
+    const len = buf.readInt32BE(o + 1);
+    if (o + 1 + len > buf.length) return false;
+    if (type === 'Z') return true;
+    o += 1 + len;
+  }
+  return false;
+}
+
+/**
+ * A proxy to PostgreSQL at 127.0.0.1:`target` that, once armed, forwards the next statement
+ * `drop(text, conn)` picks, waits for the server's whole answer (up to ReadyForQuery: it has
+ * committed) and drops it, cutting the connection: a commit whose answer was lost.
+ */
+export async function answerDropper(target: number, drop: (text: string, conn: ProxiedConnection) => boolean): Promise<AnswerDropper> {
+  let armed = false;
+  let dropped = false;
+  /** The answer being held back, by connection: from the armed statement on. */
+  const answers = new WeakMap<ProxiedConnection, Buffer>();
+  const proxy = await tcpProxy(target, {
+    fromClient(chunk, conn) {
+      // The pg client sends a statement and waits for its answer: what comes back from now
+      // on answers this statement alone.
+      if (drop(chunk.toString('latin1'), conn) && armed) {
+        armed = false;
+        answers.set(conn, Buffer.alloc(0));
+      }
+      return true;
+    },
+    fromServer(chunk, conn) {
+      const held = answers.get(conn);
+      if (held === undefined) return true;
+      const answer = Buffer.concat([held, chunk]);
+      answers.set(conn, answer);
+      if (answered(answer)) {
+        dropped = true;
+        conn.upstream.destroy();
+        conn.client.destroy();
+      }
+      return false;
+    },
+  });
+  return { port: proxy.port, arm: () => void (armed = true), dropped: () => dropped, close: proxy.close };
+}

@@ -16,63 +16,10 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { finished, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
-import { tcpProxy, type ProxiedConnection } from '../helpers/relay.js';
+import { answerDropper, type AnswerDropper } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
-interface Proxy {
-  port: number;
-  /** Forward the next completion statement of a `cronsafe-claims` session, drop its whole answer and cut the connection. */
-  arm(): void;
-  /** Whether an armed answer was dropped. */
-  dropped(): boolean;
-  close(): Promise<void>;
-}
-
-/** Whether `buf` holds a whole ReadyForQuery message ('Z'): the server's answer is complete. */
-function answered(buf: Buffer): boolean {
-  let o = 0;
-  while (o + 5 <= buf.length) {
-    const type = String.fromCharCode(buf[o]!);
-    const len = buf.readInt32BE(o + 1);
-    if (o + 1 + len > buf.length) return false;
-    if (type === 'Z') return true;
-    o += 1 + len;
-  }
-  return false;
-}
-
-async function proxyTo(port: number): Promise<Proxy> {
-  let armed = false;
-  let dropped = false;
-  /** The answer being held back, by connection: from the armed statement on. */
-  const answers = new WeakMap<ProxiedConnection, Buffer>();
-  const proxy = await tcpProxy(port, {
-    fromClient(chunk, conn) {
-      // The pg client sends a statement and waits for its answer: what comes back from now
-      // on answers this statement alone.
-      if (armed && conn.startup.includes('cronsafe-claims') && chunk.toString('latin1').includes('cronsafe-complete-claim')) {
-        armed = false;
-        answers.set(conn, Buffer.alloc(0));
-      }
-      return true;
-    },
-    fromServer(chunk, conn) {
-      const held = answers.get(conn);
-      if (held === undefined) return true;
-      const answer = Buffer.concat([held, chunk]);
-      answers.set(conn, answer);
-      if (answered(answer)) {
-        dropped = true;
-        conn.upstream.destroy();
-        conn.client.destroy();
-      }
-      return false;
-    },
-  });
-  return { port: proxy.port, arm: () => void (armed = true), dropped: () => dropped, close: proxy.close };
-}
-
-let proxy: Proxy | undefined;
+let proxy: AnswerDropper | undefined;
 afterEach(async () => {
   await proxy?.close();
   proxy = undefined;
@@ -82,7 +29,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: the answer to a commi
   const pg = usePostgresDatabase('lostanswer');
 
   it('is retried and counts as applied: every item succeeded once, none fenced, items_done counted once', async () => {
-    proxy = await proxyTo(pg.server.port);
+    // The completion statement of the run's claim session.
+    proxy = await answerDropper(pg.server.port, (text, conn) => conn.startup.includes('cronsafe-claims') && text.includes('cronsafe-complete-claim'));
     const url = pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`);
     const ws = workspace({}, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
     const { started, go } = writeGatedJob(ws, url);

@@ -14,67 +14,13 @@
  * connection.
  */
 import { existsSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { finished, spawnCli, workspace, type Running } from '../helpers/cli.js';
-import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
-import { tcpProxy, type ProxiedConnection } from '../helpers/relay.js';
+import { PG_SKIP_REASON, usePostgresDatabase, writeGatedJob } from '../helpers/postgres.js';
+import { answerDropper, type AnswerDropper, type ProxiedConnection } from '../helpers/relay.js';
 import { until } from '../helpers/wait.js';
 
-interface Proxy {
-  port: number;
-  /** Forward the next statement `drop` picks, drop its whole answer and cut the connection. */
-  arm(): void;
-  /** Whether an armed answer was dropped. */
-  dropped(): boolean;
-  close(): Promise<void>;
-}
-
-/** Whether `buf` holds a whole ReadyForQuery message ('Z'): the server's answer is complete. */
-function answered(buf: Buffer): boolean {
-  let o = 0;
-  while (o + 5 <= buf.length) {
-    const type = String.fromCharCode(buf[o]!);
-    const len = buf.readInt32BE(o + 1);
-    if (o + 1 + len > buf.length) return false;
-    if (type === 'Z') return true;
-    o += 1 + len;
-  }
-  return false;
-}
-
-/** `drop(text, conn)`: whether the client's statement `text` on `conn` is the one whose answer goes. */
-async function proxyTo(port: number, drop: (text: string, conn: ProxiedConnection) => boolean): Promise<Proxy> {
-  let armed = false;
-  let dropped = false;
-  const answers = new WeakMap<ProxiedConnection, Buffer>();
-  const proxy = await tcpProxy(port, {
-    fromClient(chunk, conn) {
-      // The pg client sends a statement and waits for its answer: what comes back from now
-      // on answers this statement alone.
-      if (drop(chunk.toString('latin1'), conn) && armed) {
-        armed = false;
-        answers.set(conn, Buffer.alloc(0));
-      }
-      return true;
-    },
-    fromServer(chunk, conn) {
-      const held = answers.get(conn);
-      if (held === undefined) return true;
-      const answer = Buffer.concat([held, chunk]);
-      answers.set(conn, answer);
-      if (answered(answer)) {
-        dropped = true;
-        conn.upstream.destroy();
-        conn.client.destroy();
-      }
-      return false;
-    },
-  });
-  return { port: proxy.port, arm: () => void (armed = true), dropped: () => dropped, close: proxy.close };
-}
-
-let proxy: Proxy | undefined;
+let proxy: AnswerDropper | undefined;
 let run: Running | undefined;
 afterEach(async () => {
   if (run?.child.exitCode === null) run.child.kill('SIGKILL');
@@ -86,21 +32,7 @@ afterEach(async () => {
 /** A job whose handler waits for `go` (then runs `then`), its items a, b, c. */
 function gatedJob(url: string, then: string): { ws: ReturnType<typeof workspace>; started: string; go: string } {
   const ws = workspace({}, { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' });
-  const started = path.join(ws.dir, 'started');
-  const go = path.join(ws.dir, 'go');
-  writeFileSync(
-    ws.configPath,
-    [
-      'name: test-job',
-      `source: {directory: ${ws.source}}`,
-      `output: {directory: ${ws.out}}`,
-      `state: {postgres: "${url}"}`,
-      `lock: {path: ${path.join(ws.state, 'cronsafe.lock')}}`,
-      `handler: {command: ["/bin/sh", "-c", "touch '${started}'; while [ ! -e '${go}' ]; do sleep 0.05; done; ${then}"]}`,
-      'drain: {gracePeriodSeconds: 8, marginSeconds: 4}',
-    ].join('\n'),
-  );
-  return { ws, started, go };
+  return { ws, ...writeGatedJob(ws, url, [], { then, drain: 'drain: {gracePeriodSeconds: 8, marginSeconds: 4}' }) };
 }
 
 describe.skipIf(PG_SKIP_REASON !== undefined)("PostgreSQL: the answer to a committed failure or hand-back lost to a connection cut", () => {
@@ -119,7 +51,7 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
     await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
     // The failure's transaction: its UPDATE of the decided failures, then its COMMIT.
     const failing = new WeakSet<ProxiedConnection>();
-    proxy = await proxyTo(pg.server.port, (text, conn) => {
+    proxy = await answerDropper(pg.server.port, (text, conn) => {
       if (text.includes('AS u(id, state, available_at, error)')) failing.add(conn);
       return failing.has(conn) && text.includes('COMMIT');
     });
@@ -141,7 +73,7 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
 
   it('a drain\'s hand-back is retried and counts as applied: every item handed back once, none fenced, items_released counted once', async () => {
     await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
-    proxy = await proxyTo(pg.server.port, (text) => text.includes('released = i.released + 1'));
+    proxy = await answerDropper(pg.server.port, (text) => text.includes('released = i.released + 1'));
     const { ws, started } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 'exit 0');
     run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await until(() => existsSync(started), 'the handlers to start', 30_000);
@@ -162,7 +94,7 @@ WHERE name LIKE 'items_failed%' OR name LIKE 'items_released%' OR name LIKE 'ite
 
   it("an item gone (its file deleted during its attempt) is forgotten once, its retry finding the row gone: none fenced, items_gone counted once", async () => {
     await pg.server.admin(`DROP SCHEMA IF EXISTS cronsafe CASCADE`, [], 'lostfail');
-    proxy = await proxyTo(pg.server.port, (text) => text.includes('DELETE FROM') && text.includes('USING unnest('));
+    proxy = await answerDropper(pg.server.port, (text) => text.includes('DELETE FROM') && text.includes('USING unnest('));
     const { ws, started, go } = gatedJob(pg.url.replace(`:${pg.server.port}/`, `:${proxy.port}/`), 'rm -f \\"$CRONSAFE_ITEM_PATH\\"; exit 1');
     run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 120_000 });
     await until(() => existsSync(started), 'the handlers to start', 30_000);
