@@ -147,7 +147,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // The path taken before the attempt (`file`), not read again from `item`: a module handler
     // may have changed it (`item.path = item.path.replace('.txt', '.json')`), and its failure
     // was judged by that file, missing: forgotten as "item gone", never charged, every run.
-    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: file, stopping: drain.stopping.aborted };
+    const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: file, stopping: drain.stopping.aborted, stoppedBy: drain.stopping.aborted ? String(drain.stopping.reason) : undefined };
     const verdict = await judgeFailure(attempt, scene);
     settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
   } finally {

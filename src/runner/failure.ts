@@ -63,10 +63,21 @@ export interface FailedAttempt {
   itemPath: string | Buffer;
   /** The run was stopping (a drain) when the attempt failed. */
   stopping?: boolean;
+  /** What stopped the run (its stop's reason): the signal's name when a signal did. */
+  stoppedBy?: string;
 }
 
 /** Signals that stop a run: sent to the handlers too, they are the stop's, not the item's. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM'];
+
+/**
+ * Whether a handler's death by `signal` in a drain is the stop's: the run was stopped by that
+ * very signal, or by something that is no signal (a lost lease or lock: any stop signal, as before).
+ */
+function stoppedBySignal(stoppedBy: string | undefined, signal: NodeJS.Signals): boolean {
+  if (stoppedBy === undefined || !(STOP_SIGNALS as readonly string[]).includes(stoppedBy)) return true;
+  return stoppedBy === signal;
+}
 
 export interface FailureScene {
   /** An earlier attempt of this pass found the output file system full (the pass is stopping). */
@@ -129,7 +140,9 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   // The stop signalled to every process at once (systemd's KillMode=control-group stops a
   // whole cgroup): the handler died of the signal that is draining the run (or caught it
   // and exited 128 + its number, as a JVM does).
-  if (a.stopping && err instanceof KilledBySignal && STOP_SIGNALS.includes(err.signal)) {
+  // Only that signal: a handler that died of another (its own alarm() fired in the drain, a
+  // SIGALRM, while the run was stopped by SIGTERM) failed on its own, and is charged.
+  if (a.stopping && err instanceof KilledBySignal && STOP_SIGNALS.includes(err.signal) && stoppedBySignal(a.stoppedBy, err.signal)) {
     return {
       kind: 'release',
       reason: `interrupted: ${message} while the run was stopping`,

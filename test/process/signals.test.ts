@@ -149,3 +149,31 @@ describe('SIGTERM to every process of the run at once', () => {
   });
   }
 });
+
+describe("a handler's own SIGALRM during a SIGTERM drain", () => {
+  // SIGALRM stops a run as SIGTERM does, and a handler that died of the stop's signal in the
+  // drain is handed back uncharged. A handler's own alarm() (its watchdog) that fires in a drain
+  // begun by SIGTERM is no stop of cronsafe's: it failed on its own, charged, as outside a drain.
+  it('is charged: it is not the signal that stopped the run', async () => {
+    const ws = workspace({ handler: { command: ['sh', '-c', 'touch "$MARKER_DIR/started"; while [ ! -e "$MARKER_DIR/go" ]; do sleep 0.05; done; kill -ALRM $$'] } }, { 'a.txt': 'a' });
+    const markers = path.join(ws.dir, 'markers');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(markers, { recursive: true });
+    const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers } });
+    await until(() => filesIn(markers).includes('started'), 'the handler to start');
+    run.child.kill('SIGTERM');
+    await run.waitFor((l) => String(l.msg).startsWith('drain: stopped claiming'));
+    writeFileSync(path.join(markers, 'go'), '');
+    const { code } = await run.exited;
+    // Nothing was left to hand back: the pass ended as it would have (0), its item to retry.
+    expect([0, 75], run.stderr()).toContain(code);
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      const rec = await ledger.get('a.txt');
+      expect(rec?.lastError).toContain('killed by SIGALRM');
+      expect(rec && rec.attempts - rec.released, 'charged').toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
