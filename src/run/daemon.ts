@@ -6,6 +6,7 @@ import type { Config } from '../config/types.js';
 import { configRedactor } from '../config/secrets.js';
 import { coerceError, ConfigError, EXIT, StateRefused, StateTooNew, StateUnavailable } from '../errors.js';
 import { openStore } from '../ledger/open.js';
+import { StoppedBeforeLedger } from '../ledger/run-lock.js';
 import { reading } from '../ledger/reading.js';
 import type { RunOutcome } from '../ledger/run-types.js';
 import type { Ledger } from '../ledger/types.js';
@@ -43,10 +44,19 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // waited for tick by tick, as an outage between passes is: the first read opens the ledger
   // (runDaemon says the store is unavailable, once). A store that answers with a refusal (a
   // password, another job's schema, a damaged file) still ends the daemon at once.
-  let ledger: Ledger | undefined = await store.openLedger().catch((err: unknown) => {
-    if (err instanceof StateUnavailable && err.unreachable) return undefined;
-    throw err;
-  });
+  let ledger: Ledger | undefined;
+  try {
+    ledger = await store.openLedger({ stop: signals.stop });
+  } catch (err) {
+    // Stopped while another connection held the SQLite ledger's write lock (a sqlite3 shell
+    // in a transaction): the wait ends there, nothing was run. It waited out SQLite's whole
+    // busy wait and then failed, exit 1 'database is locked', for a stop asked before it.
+    if (err instanceof StoppedBeforeLedger) {
+      log.info({ result: 'stopped', signal: err.signal }, 'daemon stopped');
+      return 0;
+    }
+    if (!(err instanceof StateUnavailable && err.unreachable)) throw err;
+  }
   let opened = sqliteFileIdentity(config);
   // Whether the ledger was ever opened: until then a refusal (the server up at last, but a
   // wrong password, no such database) is the one the start ends on, not the outage waited for.

@@ -67,7 +67,8 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   // start: their open writes too (the migration check is an immediate transaction), and one
   // wait inside SQLite of BUSY_TIMEOUT_MS kept a Ctrl-C from ending an operator's command,
   // and a run's SIGTERM from draining it, until the wait was over (a run then failed, exit 1).
-  const sliced = opts.operator === true || opts.writeBehind === true;
+  // So does any open given a stop (the daemon's at start-up): it ends the wait.
+  const sliced = opts.operator === true || opts.writeBehind === true || opts.stop !== undefined;
   const db = newDatabase(file, { timeout: sliced ? BUSY_SLICE_MS : BUSY_TIMEOUT_MS });
   // The file SQLite opened: if another is put at its path later, its log must not stay there (SqliteLedger's close).
   const opened = file === ':memory:' ? undefined : openedFile(file);
