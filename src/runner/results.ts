@@ -48,7 +48,7 @@ export type ResultCounts = {
 export class ResultBatcher {
   readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0, gone: 0 };
   private pending: Settlement = { complete: [], fail: [], release: [], gone: [] };
-  /** What to say of a hand-back once the ledger applied it (release's `onApplied`), by its entry in `pending.release`. */
+  /** What to say of a hand-back once the ledger answered it (release's `onApplied`), by its entry in `pending.release`. */
   private readonly releaseNotes = new WeakMap<object, () => void>();
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -90,9 +90,9 @@ export class ResultBatcher {
 
   /**
    * `unstarted`: its handler never started (Ledger.release undoes the claim). `onApplied`:
-   * called once the hand-back is committed and applied (its log line: "claim handed back
-   * (attempt not charged)" said before the write could be a lie, as a write that fails leaves
-   * the claim to be taken back after its lease, charged).
+   * called once the ledger has answered the hand-back, applied or fenced (its log line: "claim
+   * handed back (attempt not charged)" said before the write could be a lie, as a write that
+   * fails leaves the claim to be taken back after its lease, charged).
    */
   release(claim: Claim, reason: string, unstarted = false, onApplied?: () => void): void {
     const entry = { claim, reason, unstarted };
@@ -170,10 +170,14 @@ export class ResultBatcher {
     }
     this.account(out.complete, 'complete', batch.complete);
     this.account(out.fail, 'fail', batch.fail.map((f) => f.claim), batch.fail);
-    this.account(out.release, 'release', batch.release.map((r) => r.claim));
+    // Said once the ledger answered: applied, or fenced (the claim was no longer this
+    // attempt's, so nothing was charged to it either; the line says why the attempt ended,
+    // what the fence's 'stale claim' line after it does not). Not for a write that failed.
     batch.release.forEach((r, i) => {
-      if (out.release[i]?.result === 'applied') this.releaseNotes.get(r)?.();
+      const result = out.release[i]?.result;
+      if (result === 'applied' || result === 'fenced') this.releaseNotes.get(r)?.();
     });
+    this.account(out.release, 'release', batch.release.map((r) => r.claim));
     this.account(out.gone, 'gone', batch.gone);
     for (const c of batch.complete) this.opts.onSettled?.(c);
     for (const c of batch.gone) this.opts.onSettled?.(c);

@@ -135,12 +135,13 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod cut off from th
     const tmp = path.join(ws.out, '.cronsafe-tmp');
     await until(() => events(eventsFile).includes(`${ID} 1 A wrote`) && filesUnder(tmp).length === 0, "A's attempt to commit or discard its output", 60_000);
     expect(readFileSync(output, 'utf8'), "A's late output overwrote B's").toBe('from B\n');
+
+    // Back on the network: A's hung calls land (its hand-back is fenced) and it ends. Why its
+    // attempt ended is said once the ledger answered the hand-back (results.ts), not before.
+    link.heal();
     const guarded = (l: LogLine) => l.itemId === ID && typeof l.reason === 'string' && l.reason.includes('lease may have run out');
     const warn = await a.waitFor(guarded, 20_000);
     expect(warn.level).toBe('warn');
-
-    // Back on the network: A's hung calls land (its hand-back is fenced) and it ends.
-    link.heal();
     const ea = await a.exited;
     expect(ea.code, a.stderr()).toBe(0);
     // Its hand-back reached a ledger where B had the item done: rejected, nothing changed.
