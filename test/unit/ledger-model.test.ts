@@ -51,6 +51,8 @@ interface Model {
   errors: number;
   /** Attempts the ledger reported at the previous check, per id. */
   seenAttempts: Map<string, number>;
+  /** The run of the last discovery that found something (SQLite's meta discovery.pass), or null. */
+  lastPass: string | null;
 }
 interface Real {
   ledger: Ledger;
@@ -71,7 +73,7 @@ type Op =
 
 function newModel(shared: boolean): Model {
   const totals = { deadLettered: 0, overruns: 0, lockSkips: 0, missed: 0, stale: 0, itemsDone: 0, itemsFailed: 0, requeued: 0 };
-  return { shared, now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map() };
+  return { shared, now: 1_000_000, items: new Map(), issued: [], totals, errors: 0, seenAttempts: new Map(), lastPass: null };
 }
 
 /** The claim a fenced op uses: one ever issued, possibly forged to be stale. */
@@ -145,10 +147,15 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
     case 'discover': {
       const o = opts(op.owner);
       const rows = op.found.filter((f, i) => op.found.findIndex((g) => g.id === f.id) === i); // first of each id
+      if (rows.length > 0) m.lastPass = o.runId;
       for (const { id, size, mtimeMs } of rows) {
         const it = m.items.get(id);
         const stat = { size: size ?? it?.size ?? null, mtimeMs: mtimeMs ?? it?.mtimeMs ?? null };
-        if (it) Object.assign(it, { ...stat, ...(!m.shared || it.state === 'pending' ? { seenRun: o.runId } : {}) });
+        // SQLite rewrites a done or dead row found unchanged (its seen mark a day old at most,
+        // as every row here is) not at all (sqlite/discover.ts): it keeps its pass.
+        const changed = it !== undefined && ((size !== undefined && size !== it.size) || (mtimeMs !== undefined && mtimeMs !== it.mtimeMs));
+        const marked = m.shared ? it?.state === 'pending' : it?.state === 'pending' || it?.state === 'claimed' || changed;
+        if (it) Object.assign(it, { ...stat, ...(marked ? { seenRun: o.runId } : {}) });
         else m.items.set(id, { state: 'pending', attempts: 0, released: 0, owner: null, availableAt: m.now, lastError: null,
           seenRun: o.runId, doneAt: null, ...stat, claimed: { size: null, mtimeMs: null } });
       }
@@ -228,7 +235,9 @@ async function step(op: Op, m: Model, ledger: Ledger): Promise<void> {
       for (const id of ids) {
         const it = m.items.get(id);
         if (it?.state !== 'dead') continue;
-        Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now });
+        // SQLite gives it the pass that discovered last (sqlite/recover.ts), so that a pass
+        // going on sweeps it rather than forget it at its end of scan.
+        Object.assign(it, { state: 'pending', attempts: 0, released: 0, availableAt: m.now, ...(!m.shared && m.lastPass !== null ? { seenRun: m.lastPass } : {}) });
         moved++;
       }
       m.totals.requeued += moved;
