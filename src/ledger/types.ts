@@ -176,6 +176,16 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * their lease expired (a row per pod told to stop, kept while it holds claims).
    */
   recordStopRequested?(owner: string): Promise<void>;
+  /**
+   * SQLite, the run's connection: from now until called again with undefined, a verb that
+   * waits for another process's write lock (in slices, as the run's connection does) ends its
+   * wait once `stop` aborts, with StoppedBeforeLedger and nothing written. For the run's
+   * start-up writes, before its pass claims anything (the reclaim, the runs that died, its
+   * start): a stop drains the run (75) at once, as one during the open does, instead of after
+   * the whole busy wait and a failure (exit 1). Never during the pass: a drain's own writes
+   * must still wait. PostgreSQL: absent.
+   */
+  stopEndsWaits?(stop: AbortSignal | undefined): void;
 
   counts(): Promise<ItemCounts>;
   get(id: string): Promise<ItemRecord | null>;

@@ -84,10 +84,13 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   // The ledger's start-up writes: a failure (a full state volume, a lost connection) names
   // the store and its path, in one line, as the open and the lock do; not a stack trace.
   // A ConfigError stays one (exit 78): something not ours at the start journal's path.
+  // A StoppedBeforeLedger stays one: the run's stop ended the wait for another connection's
+  // write lock, before the pass (stopEndsWaits below), and the run drains.
   const writing = <T>(doing: string, write: Promise<T>): Promise<T> =>
     write.catch((err: unknown) => {
-      throw err instanceof EdgeError || err instanceof ConfigError ? err : store.unavailable(doing, err);
+      throw err instanceof EdgeError || err instanceof ConfigError || err instanceof StoppedBeforeLedger ? err : store.unavailable(doing, err);
     });
+
   try {
     try {
       ledger = await store.openLedger({ writeBehind: true, log, stop: opts.stop });
@@ -100,6 +103,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL }, 'run finished');
       return 'drained';
     }
+    // Until the run's start is recorded (nothing claimed before), a stop ends a start-up
+    // write's wait for another connection's write lock (a `sqlite3` shell in a transaction),
+    // as it ends the open's: the run drains (75) at once. It waited SQLite's whole busy wait,
+    // then failed, exit 1 ('database is locked'), counted toward the Job's backoffLimit.
+    ledger.stopEndsWaits?.(opts.stop);
     // Removed mid-run (its state directory deleted), the ledger would take our results to a
     // deleted file while the next start began a new one: the lock's watch stops the run.
     lock.watchLedger?.();
@@ -124,6 +132,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
     if (plan.skip) {
       await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+      ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
       await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'stale', {}));
       log.info({ outcome: 'stale', exitCode: EXIT.OK, reason: plan.skip }, 'run finished');
       return 'stale';
@@ -151,15 +160,6 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (orphans > 0) {
       log.warn({ orphans, doneByOutput: recovered.count() }, 'reclaimed claims left by a run that died (lock held, or lease expired); those whose output was committed are done');
     }
-    // Only after the reclaim, which reads (and clears) the stop of the run before.
-    if (ledger.recordStopRequested) {
-      const record = ledger.recordStopRequested.bind(ledger);
-      recordStop = () =>
-        void record(owner).then(
-          () => log.info('stop recorded in the ledger: if this run is killed before its drain ends, the next one hands its attempts back uncharged'),
-          (err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'),
-        );
-    }
     // The same proof ends the runs that never recorded an end (SIGKILL, OOM): SQLite, we
     // hold the lock and none beats; PostgreSQL, we started the pass (every pod's lock session
     // from before it is gone: not the siblings that joined since, which may have recorded
@@ -178,6 +178,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       // A ledger that cannot take it (its volume filled meanwhile) is named as everywhere
       // else: unwrapped, it ended as "fatal: SqliteError: database or disk is full" and a stack.
       await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+      ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
       await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'drained', {}));
       await metrics.runFinished('drained');
       log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL, reason: String(stop.signal.reason) }, 'run finished');
@@ -215,6 +216,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       // hide the output directory's error, which says why, behind a 'fatal' stack trace.
       try {
         await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+        ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
         await ledger.finishRun(runId, Date.now(), 'failed', {});
         await metrics.runFinished('failed');
       } catch (recording) {
@@ -224,11 +226,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       throw err;
     }
 
-    await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
     // Items are keyed by id within the job's ledger: a second config of the same name with
     // another source (a copy-paste) would have every id the first one finished skipped as done.
     // Its real path: one directory reached by two names (the config through a link, and a
-    // relative source.directory) is the same source.
+    // relative source.directory) is the same source. Before the run's start: the last write
+    // a stop can end (stopEndsWaits), so a run stopped meanwhile is not recorded at all.
     const scanned = whereItIs(config.source.directory);
     const sourceBefore = await writing('cannot record the source directory', ledger.recordSource(scanned));
     if (sourceBefore !== null) {
@@ -236,6 +238,20 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
         { sourceDirectory: config.source.directory, ...(scanned !== config.source.directory ? { realPath: scanned } : {}), before: sourceBefore },
         `source.directory is not the one this job's earlier runs scanned: its ledger keys items by id, so an id done there counts as done here and is skipped. If two configs share the name ${JSON.stringify(config.name)}, give each its own name`,
       );
+    }
+    await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
+    // Recorded: from now on the run's writes wait for the lock whatever the stop, as the pass's
+    // do (its end must be recorded).
+    ledger.stopEndsWaits?.(undefined);
+    // Only after the reclaim, which reads (and clears) the stop of the run before; and after the
+    // start-up writes: a stop before the pass claims nothing, so there is nothing to hand back.
+    if (ledger.recordStopRequested) {
+      const record = ledger.recordStopRequested.bind(ledger);
+      recordStop = () =>
+        void record(owner).then(
+          () => log.info('stop recorded in the ledger: if this run is killed before its drain ends, the next one hands its attempts back uncharged'),
+          (err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'),
+        );
     }
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
     metrics.runStarted(stop.signal);
@@ -314,6 +330,16 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     if (result.outcome === 'failed' && result.error) sayRunFailed(result.error.message);
     if (cutOff && result.error) process.stderr.write(`cronsafe: drained without the state store: ${escapeControls(result.error.message)}; what the drain could not write is taken back after its lease\n`);
     return result.outcome;
+  } catch (err) {
+    // A stop ended a start-up write's wait for another connection's write lock
+    // (stopEndsWaits): the write did not happen, nor did any after it, and the pass never
+    // began. Drained (75), as a stop during the open: nothing claimed, the run not recorded.
+    if (!(err instanceof StoppedBeforeLedger)) throw err;
+    log.warn(err.message);
+    process.stderr.write(`cronsafe: ${escapeControls(err.message)}: nothing was claimed, and the run is not recorded in the ledger\n`);
+    await metrics?.runFinished('drained');
+    log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL }, 'run finished');
+    return 'drained';
   } finally {
     opts.stop.removeEventListener('abort', onStop);
     stopWatch();

@@ -499,7 +499,13 @@ export class SqliteLedger implements L.Ledger {
   #queue: Promise<void> = Promise.resolve();
 
   #again<T>(verb: () => T): Promise<T> {
-    return againWhileBusy(verb, () => this.#db.open);
+    return againWhileBusy(verb, () => this.#db.open, this.#stopEndsWaits);
+  }
+
+  /** Ledger.stopEndsWaits: the run's stop while its start-up writes wait (#again), else undefined. */
+  #stopEndsWaits: AbortSignal | undefined;
+  stopEndsWaits(stop: AbortSignal | undefined): void {
+    this.#stopEndsWaits = stop;
   }
 }
 
@@ -507,7 +513,8 @@ export class SqliteLedger implements L.Ledger {
  * `verb`, which has just failed on SQLITE_BUSY, run again after a pause while it does, until
  * BUSY_TIMEOUT_MS has passed; the event loop runs between two tries. `open`: whether the
  * connection is still open (closed meanwhile, nothing is tried again). `stop`: the run's, for
- * the open only (a drain's own writes must still wait): aborted, StoppedBeforeLedger.
+ * the open and its start-up writes only (a drain's own writes must still wait): aborted,
+ * StoppedBeforeLedger.
  */
 export async function againWhileBusy<T>(verb: () => T, open: () => boolean, stop?: AbortSignal): Promise<T> {
   const until = Date.now() + BUSY_TIMEOUT_MS;
