@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/load.js';
+import { refusePseudoLedger } from '../config/filesystems.js';
 import { ConfigError } from '../errors.js';
 import { assertDaemonFires } from './daemon-fires.js';
 import { scheduleStatus } from '../schedule/status.js';
@@ -24,6 +25,9 @@ export async function scheduleCommand(
   if (opts.daemon) assertDaemonFires(config.configPath, schedule.cron);
   const at = opts.at !== undefined ? parseScheduledTime(opts.at, '--at') : new Date();
   let lastRunStartedAt: Date | null = null;
+  // A ledger on /proc or /sys: refused as status and plan refuse it (78). The reader found no
+  // file there, and the report said the job never ran (`-`), exit 0, as if a run could make one.
+  refusePseudoLedger(config);
   const store = openStore(config);
   // Only read, as status does: no migration check, pragma writes or checkpoint at close
   // (~5 ms), and none created when no run made one. A ledger that needs a migration first

@@ -196,7 +196,7 @@ export function checkFilesystems(config: Config, statfs?: Statfs): FilesystemChe
 
 /**
  * The commands that read or edit the ledger without a run (status, dead-letter, requeue,
- * plan): a SQLite ledger on a file system the kernel makes up is refused as `run` and
+ * plan, schedule): a SQLite ledger on a file system the kernel makes up is refused as `run` and
  * `validate` refuse it (ConfigError, exit 78, the same line). They said "no ledger file ...:
  * no run has created it yet" (exit 1), as if a run could ever make one there. Only
  * state.sqlite: they take no lock, and a network file system is the run's to refuse.

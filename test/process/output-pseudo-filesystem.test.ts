@@ -51,13 +51,14 @@ describe('output.directory on a kernel pseudo file system', () => {
   it.each([
     ['/proc/cronsafe/job.db', 'proc'],
     ['/sys/job.db', 'sysfs'],
-  ])('state.sqlite %s: status, dead-letter, requeue and plan exit 78 with the line run gives', async (ledger, type) => {
-    const file = configFile('./out', `state: {sqlite: ${ledger}}\nlock: {path: ./job.lock}\n`);
+  ])('state.sqlite %s: status, dead-letter, requeue, plan and schedule exit 78 with the line run gives', async (ledger, type) => {
+    // A schedule, for `cronsafe schedule`: it said when the job last ran ("-") and exited 0.
+    const file = configFile('./out', `state: {sqlite: ${ledger}}\nlock: {path: ./job.lock}\nschedule: {cron: '0 * * * *'}\n`);
     const line = `${file}: state.sqlite: ${ledger} is on ${type}, a file system the kernel makes up, where no ledger can be written: use a directory on a volume`;
     const run = await runCli(['run', '-c', file]);
     expect(run.code, run.stderr).toBe(78);
     expect(run.stderr).toContain(line);
-    for (const cmd of [['status'], ['status', '--json'], ['dead-letter', 'list'], ['dead-letter', 'retry', '--all'], ['requeue', '--all'], ['plan']]) {
+    for (const cmd of [['status'], ['status', '--json'], ['dead-letter', 'list'], ['dead-letter', 'retry', '--all'], ['requeue', '--all'], ['plan'], ['schedule'], ['schedule', '--json'], ['schedule', '--daemon']]) {
       const r = await runCli([...cmd, '-c', file]);
       expect(r.code, `${cmd.join(' ')}: ${r.stderr}`).toBe(78);
       expect(r.stderr).toBe(`cronsafe: config error: ${line}\n`);
