@@ -390,6 +390,28 @@ describe('acquire on a struggling API server', () => {
     expect(stored().metadata.annotations).toEqual({ note: 'x' });
   });
 
+  // The rounds the acquire gives a Lease that stays free after a refused write are its own:
+  // counted with the rounds spent on 503s before, one annotate after two 503s ended the
+  // acquire as "held" by nobody, and the run skipped (exit 0) with its backlog left.
+  it('a free Lease annotated under the takeover after two 503s on the read is taken, not reported held by nobody', async () => {
+    fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
+    let reads = 0;
+    let annotated = false;
+    fake.onRequest = (verb) => {
+      if (verb === 'get') fake.down = ++reads <= 2; // an API server restarting, back for the third read
+      if (verb !== 'update' || annotated) return;
+      annotated = true;
+      const l = stored();
+      l.metadata.annotations = { note: 'x' };
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+    };
+    const r = await acquire('pod-a/run-1');
+    fake.onRequest = () => undefined;
+    expect(r.status).toBe('acquired');
+    expect(fake.requests.filter((q) => q.status === 503)).toHaveLength(2);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+  }, 15_000);
+
   it('a stop (SIGTERM) while a refused takeover reads who won ends the acquire as stopped, not as held (a skip, exit 0)', async () => {
     fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
     const stop = new AbortController();

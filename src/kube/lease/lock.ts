@@ -99,10 +99,14 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   // it then finds the Lease naming this run, and takes it, unless that round fails too).
   let unanswered = false;
   const ending = <T extends LeaseAcquire>(r: T): T => (unanswered && (r.status === 'unavailable' || r.status === 'stopped') ? { ...r, unanswered: true } : r);
-  for (let round = 1; ; round++) {
+  // Rounds that found the Lease still free after a refused write, counted apart from those
+  // tried again after a 503: counted together, two 503s and one `kubectl annotate` ended the
+  // acquire as "held" by nobody, and the run skipped (exit 0) with its backlog left.
+  let freeRounds = 0;
+  for (;;) {
     const r = await acquireOnce(o);
     if (r.status === 'again') {
-      if (round < ACQUIRE_ROUNDS_WHILE_FREE) continue;
+      if (++freeRounds < ACQUIRE_ROUNDS_WHILE_FREE) continue;
       return { status: 'held' };
     }
     if (r.status === 'unavailable' && r.unanswered) unanswered = true;
