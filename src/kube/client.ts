@@ -256,6 +256,9 @@ export function requestTimeoutMs(config: Pick<Config, 'drain'>): number {
  */
 export const API_TIMEOUT_MS = 5000;
 
+/** Where a combined signal keeps the timeout signal it was made from (timeoutOptions). */
+const HOLDS = Symbol('cronsafe.timeoutSignal');
+
 /** The credentials of a call (a kubeconfig's exec plugin) did not come within its timeout. */
 const CREDENTIALS_TIMEOUT = 'CredentialsTimeoutError';
 
@@ -271,7 +274,12 @@ function timeoutOptions(k8s: ClientNode, kc: K8s.KubeConfig, ms: number, stop?: 
   const middleware: K8s.ObservableMiddleware = {
     pre: (ctx) => {
       const timeout = AbortSignal.timeout(whole);
-      ctx.setSignal(stop ? AbortSignal.any([timeout, stop]) : timeout);
+      // Node 20's AbortSignal.any holds its sources weakly: with nothing else holding the
+      // timeout's signal, a garbage collection during the call took it, and the call was
+      // never cut (an acquire on a hung API server waited until the SIGTERM). The combined
+      // signal, which the request holds, holds it here.
+      const signal = stop ? Object.assign(AbortSignal.any([timeout, stop]), { [HOLDS]: timeout }) : timeout;
+      ctx.setSignal(signal);
       return new k8s.Observable(Promise.resolve(ctx));
     },
     post: (res) => new k8s.Observable(Promise.resolve(res)),

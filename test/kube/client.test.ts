@@ -4,6 +4,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileS
 import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createServer as tlsServer } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { apiFailure, connectKube, podIdentity, requestTimeoutMs, SERVICE_ACCOUNT_DIR } from '../../src/kube/client.js';
@@ -165,6 +167,26 @@ describe('connectKube', () => {
     fake.hang = true;
     const t0 = Date.now();
     const err = await c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options()).catch((e: unknown) => e);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(apiFailure(err)).toMatchObject({ kind: 'timeout' });
+  });
+
+  // Node 20's AbortSignal.any holds its sources weakly, and nothing else held the timeout's
+  // signal: a garbage collection during the call (V8 runs one on its own in an idle
+  // process) took it, and a call given the run's stop as well was never cut. The Lease's
+  // acquire then waited on a hung API server until the SIGTERM.
+  it('a hung API server: a request given a stop signal too is still aborted at the timeout, after a garbage collection', async () => {
+    const c = await connectKube({ env: { KUBECONFIG: fake.kubeconfig }, timeoutMs: 300 });
+    if (!c.ok) throw new Error(c.reason);
+    fake.hang = true;
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const stop = new AbortController();
+    const t0 = Date.now();
+    const call = c.kube.coordination.readNamespacedLease({ name: 'x', namespace: 'jobs-ns' }, c.kube.options(undefined, stop.signal)).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    gc();
+    const err = await Promise.race([call, new Promise((r) => setTimeout(() => r('still waiting after 3 s'), 3000))]);
     expect(Date.now() - t0).toBeLessThan(2000);
     expect(apiFailure(err)).toMatchObject({ kind: 'timeout' });
   });

@@ -273,6 +273,21 @@ describe('the Kubernetes Lease across processes', () => {
     expect(asked).toBe(1);
   }, 60_000);
 
+  it('an API server that accepts requests and never answers: the acquire gives up after its tries, and the run goes on with the local lock', async () => {
+    // Each read was cut at 5 s only until the first garbage collection: AbortSignal.any (the
+    // timeout and the run's stop) holds the timeout's signal weakly in Node 20, so the
+    // second read waited for good and the run hung, holding the local lock, until SIGTERM.
+    fake.hang = true;
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a' });
+    rewriteLock(ws, { kubernetesLease: {} });
+    const started = Date.now();
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { SLOW_MS: '10' }), timeoutMs: 45_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(String(r.lines.find((l) => String(l.msg).startsWith('Kubernetes Lease unavailable'))?.reason)).toContain('did not answer in time');
+    expect(finished(r)?.outcome).toBe('completed');
+  }, 60_000);
+
   it('a 503 when the run reads the Lease (an API server restarting) does not let it start beside the holder: tried again, held, skipped', async () => {
     // Taken at once for "the API cannot be used", one 503 sent the run on with the local lock
     // alone while a run on another node held the Lease: both worked at once.
