@@ -263,8 +263,14 @@ function decodeProblem(resource: string, obj: Obj): string | undefined {
       return `${field}: parsing time ${JSON.stringify(v)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse`;
     }
   }
-  const d = obj.spec?.leaseDurationSeconds;
-  if (resource === 'leases' && d !== undefined && d !== null && !Number.isInteger(d)) return 'spec.leaseDurationSeconds: expected an int32';
+  // int32 fields: a fraction or a number past 2^31 - 1 is refused by the decoder (400).
+  for (const field of ['leaseDurationSeconds', 'leaseTransitions']) {
+    const n: unknown = obj.spec?.[field];
+    if (resource !== 'leases' || n === undefined || n === null) continue;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n > 2 ** 31 - 1 || n < -(2 ** 31)) {
+      return `json: cannot unmarshal number ${String(n)} into Go struct field LeaseSpec.spec.${field} of type int32`;
+    }
+  }
   return undefined;
 }
 

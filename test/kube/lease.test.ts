@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createServer as tlsServer, type Server as TlsServer } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MAX_TIMER_SECONDS } from '../../src/config/schema-fields.js';
 import type { Config } from '../../src/config/types.js';
 import { apiFailure, connectKube, SERVICE_ACCOUNT_DIR, type Kube } from '../../src/kube/client.js';
 import { acquireLease, type LeaseAcquire, type LeaseLockOptions } from '../../src/kube/lease/lock.js';
@@ -63,6 +64,15 @@ describe('acquire', () => {
     const body = { metadata: { name: 'x' }, spec: { holderIdentity: 'a', renewTime: plainDate } };
     await expect(kube.coordination.createNamespacedLease({ namespace: 'batch', body }, kube.options())).rejects.toMatchObject({ code: 400 });
     expect(fake.requests.at(-1)?.body).toMatch(/"renewTime":"[^"]*\.\d{3}Z"/);
+  });
+
+  it('the fake refuses a duration that is no int32 (400), as a real API server does; the longest durationSeconds the config allows is taken', async () => {
+    for (const d of [2 ** 31, 1.5]) {
+      const body = { metadata: { name: 'x' }, spec: { holderIdentity: 'a', leaseDurationSeconds: d } };
+      await expect(kube.coordination.createNamespacedLease({ namespace: 'batch', body }, kube.options()), String(d)).rejects.toMatchObject({ code: 400 });
+    }
+    expect(await acquire('pod-a/run-1', { durationSeconds: MAX_TIMER_SECONDS })).toMatchObject({ status: 'acquired' });
+    expect(stored().spec.leaseDurationSeconds).toBe(MAX_TIMER_SECONDS);
   });
 
   it('the fake refuses a Lease name that is not a DNS subdomain (422), on create and on create-on-update, as a real API server does', async () => {
