@@ -1,4 +1,4 @@
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -121,6 +121,26 @@ describe('dashboard and metric docs', () => {
   it('docs/metrics.md lists every declared metric', () => {
     const doc = readFileSync(path.join(ROOT, 'docs/metrics.md'), 'utf8');
     for (const name of declaredMetrics()) expect(doc, name).toContain(`\`${name}\``);
+  });
+
+  // A user greps Prometheus for the names the docs and the release notes give: one that no
+  // module declares (cronsafe_items_fenced_total, for the fenced result of
+  // cronsafe_items_processed_total) finds nothing, and an alert written on it never fires.
+  it('README.md, docs/*.md, CHANGELOG.md and the chart name only metrics cronsafe declares', () => {
+    const known = new Set([...declaredMetrics(), 'cronsafe:success_age_seconds']);
+    const files = [
+      'README.md',
+      'CHANGELOG.md',
+      ...readdirSync(path.join(ROOT, 'docs')).map((f) => `docs/${f}`),
+      ...readdirSync(path.join(ROOT, 'helm/cronsafe'), { recursive: true, encoding: 'utf8' }).map((f) => `helm/cronsafe/${f}`),
+    ].filter((f) => /\.(md|txt|yaml|tpl|json)$/.test(f));
+    const unknown = files.flatMap((f) =>
+      (readFileSync(path.join(ROOT, f), 'utf8').match(/\bcronsafe_[a-z_]+/g) ?? [])
+        .map((n) => n.replace(/_(bucket|sum|count)$/, ''))
+        .filter((n) => !known.has(n))
+        .map((n) => `${f}: ${n}`),
+    );
+    expect([...new Set(unknown)]).toEqual([]);
   });
 
   // The runbook sends whoever is paged to the dashboard: its hourly counts must be the
