@@ -22,7 +22,7 @@ async function ledgerOf(n: number) {
 
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
-describe('a damaged SQLite ledger: run and status say what to do, in one line, exit 1, the file untouched', () => {
+describe('a damaged SQLite ledger: run, status, dead-letter, requeue and plan say what to do, in one line, exit 1, the file untouched', () => {
   it.each([
     ['cut to half its size', (db: string) => truncateSync(db, Math.floor(statSync(db).size / 8192) * 4096), /database disk image is malformed/],
     [
@@ -38,7 +38,7 @@ describe('a damaged SQLite ledger: run and status say what to do, in one line, e
     const ws = await ledgerOf(600);
     damage(ws.db);
     const before = readFileSync(ws.db);
-    for (const args of [['run'], ['status']]) {
+    for (const args of [['run'], ['status'], ['dead-letter', 'list'], ['requeue', '--all', '--dry-run'], ['plan']]) {
       const r = await runCli([...args, '-c', ws.configPath]);
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toMatch(new RegExp(`^cronsafe: state store unavailable \\(sqlite ${escape(ws.db)}\\): [^\\n]*\\n$`));
@@ -48,6 +48,9 @@ describe('a damaged SQLite ledger: run and status say what to do, in one line, e
       expect(r.stderr).toMatch(/move it aside/);
       expect(r.stderr).toMatch(/dead letters/);
     }
+    // validate checks the config, not the ledger's pages (docs/operations.md says so).
+    const v = await runCli(['validate', '-c', ws.configPath]);
+    expect(v.code, v.stderr).toBe(0);
     expect(readFileSync(ws.db).equals(before)).toBe(true);
   }, 60_000);
 });
