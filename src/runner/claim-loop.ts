@@ -181,7 +181,13 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
           if (await passOver()) return true;
           continue;
         }
-        await wake;
+        if (shared) {
+          // A sibling's hand-back (its drain) becomes claimable without waking this pod: with
+          // slots free, sweep again every SIBLING_POLL_MS, not only once an attempt of ours
+          // ends (one long attempt left the other slots idle for as long as it ran).
+          await sleepOrWake(wake, pollMs);
+          pollMs = Math.min(SIBLING_POLL_MS.max, pollMs * 2);
+        } else await wake;
         continue;
       }
     }
