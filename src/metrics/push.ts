@@ -1,6 +1,7 @@
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { Logger } from 'pino';
-import { Pushgateway, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { coerceError } from '../errors.js';
 import { lenientDecode } from '../redact.js';
 import { killableLookup } from '../lookup.js';
@@ -141,15 +142,24 @@ export class Pusher {
   private async request(signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     const { base, auth } = gatewayTarget(this.opts.url);
-    const gateway = new Pushgateway(base, { timeout: this.opts.timeoutMs, signal, lookup: killableLookup(signal), ...(auth === undefined ? {} : { auth }) }, this.opts.registry);
-    const params = { jobName: this.opts.job };
-    const { resp } = await (this.opts.method === 'put' ? gateway.push(params) : gateway.pushAdd(params));
-    // prom-client rejects from 400 up only and follows no redirect: a 3xx (an ingress sending
-    // http:// on to https://, a path the gateway "cleans") would pass for a push that landed.
-    const answer = resp as IncomingMessage | undefined;
-    const status = answer?.statusCode ?? 0;
+    const target = new URL(base);
+    target.pathname = `${target.pathname.replace(/\/+$/, '')}/metrics/job/${encodeURIComponent(this.opts.job)}`;
+    const body = await this.opts.registry.metrics();
+    signal.throwIfAborted();
+    const { answer, text } = await send(target, body, {
+      method: this.opts.method === 'put' ? 'PUT' : 'POST',
+      contentType: this.opts.registry.contentType,
+      timeoutMs: this.opts.timeoutMs,
+      signal,
+      auth,
+    });
+    const status = answer.statusCode ?? 0;
+    if (status >= 400) throw new Error(`push failed with status ${status}, ${text}`);
+    // Any answer below 400 is no failure to an HTTP client, and none follows a redirect here:
+    // a 3xx (an ingress sending http:// on to https://, a path the gateway "cleans") would pass
+    // for a push that landed.
     if (status < 200 || status > 299) {
-      const location = answer?.headers.location;
+      const location = answer.headers.location;
       const where = location ? `, redirecting to ${redirectTarget(location, this.opts.url)}` : '';
       throw new Error(`the Pushgateway answered ${status}${where}; nothing was pushed`);
     }
@@ -157,13 +167,68 @@ export class Pusher {
 }
 
 /**
- * The gateway's URL as prom-client wants it, and its credentials apart. prom-client appends
- * `/metrics/job/<name>` to the path as given, so a path prefix with a trailing slash
- * (`http://gw/pgw/`) would become `/pgw//metrics/...`, which the Pushgateway answers with a
- * redirect, not a push. It also percent-decodes a user and password left in the URL and
- * throws on a `%` that starts no `%XX` escape ("URI malformed", at every push): a password
- * from a Secret through `${VAR}` is often not percent-encoded. Decoded here instead, such a
- * `%` is sent as itself (lenientDecode, as the redaction also reads it).
+ * The most of an answer's body that is read: what a warning quotes of it (MESSAGE_MAX) and
+ * more. prom-client's push read the whole answer into one string before it looked at the
+ * status: a gateway or proxy answering with a body that does not end (an error page streamed
+ * forever, a misrouted download) grew the process's memory by hundreds of megabytes in one
+ * push, until the push timeout, and a 200 so answered was a push that "timed out".
+ */
+const ANSWER_MAX = 64 * 1024;
+
+interface SendOptions {
+  method: 'PUT' | 'POST';
+  contentType: string;
+  timeoutMs: number;
+  signal: AbortSignal;
+  auth: string | undefined;
+}
+
+/** One request to the gateway: the answer and at most ANSWER_MAX bytes of its body (the rest is not read). */
+function send(target: URL, body: string, o: SendOptions): Promise<{ answer: IncomingMessage; text: string }> {
+  return new Promise((resolve, reject) => {
+    const request = target.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = request(
+      target,
+      {
+        method: o.method,
+        headers: { 'content-type': o.contentType, 'content-length': Buffer.byteLength(body) },
+        timeout: o.timeoutMs,
+        signal: o.signal,
+        lookup: killableLookup(o.signal),
+        ...(o.auth === undefined ? {} : { auth: o.auth }),
+      },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const done = () => resolve({ answer, text: Buffer.concat(chunks).toString('utf8') });
+        answer.on('data', (chunk: Buffer) => {
+          chunks.push(chunk.subarray(0, ANSWER_MAX - size));
+          size += chunk.length;
+          if (size < ANSWER_MAX) return;
+          // Enough read: the rest is not, and the connection is not reused for another push.
+          done();
+          answer.destroy();
+          req.destroy();
+        });
+        answer.on('end', done);
+        answer.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('Pushgateway request timed out')));
+    req.end(body);
+  });
+}
+
+/**
+ * The gateway's URL without credentials or a trailing slash, and its credentials apart.
+ * `/metrics/job/<name>` is appended to the path: with a path prefix's trailing slash
+ * (`http://gw/pgw/`) it became `/pgw//metrics/...`, which the Pushgateway answers with a
+ * redirect, not a push. A user and password left in the URL are percent-decoded leniently
+ * (prom-client, which sent the pushes before, threw on a `%` that starts no `%XX` escape,
+ * "URI malformed", at every push): a password from a Secret through `${VAR}` is often not
+ * percent-encoded, and such a `%` is sent as itself (lenientDecode, as the redaction also
+ * reads it).
  */
 function gatewayTarget(raw: string): { base: string; auth?: string } {
   const u = new URL(raw);
@@ -195,7 +260,7 @@ function redirectTarget(location: string, base: string): string {
   return `${displayUrl(target.toString())} (set metrics.pushgateway to that URL)`;
 }
 
-/** What of a failed push's message goes to the log (prom-client quotes the answer's whole body). */
+/** What of a failed push's message goes to the log (it quotes the answer's body, up to ANSWER_MAX). */
 const MESSAGE_MAX = 1024;
 
 /**
