@@ -87,7 +87,12 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
     // The handler times observed go to the ledger before each read (handler-times.ts).
     const handlerTimes = new PendingHandlerTimes();
     const addHandlerTimes = () => handlerTimes.flush((bumps) => ledger.addHandlerTimes(bumps));
-    const view = new LedgerViewReader(ledger, log, deps.now, undefined, addHandlerTimes);
+    // A scrape answers within SCRAPE_BUDGET_MS, with the last values read while the ledger does
+    // not (PostgreSQL down mid-pass: its reads, and the handler times' write before them, retry
+    // for up to 30 s each, past Prometheus's scrape timeout, and the pod's target was down for
+    // the whole outage). A push reads for itself (readForPush), unbudgeted: it carries what the
+    // ledger says now or nothing.
+    const view = new LedgerViewReader(ledger, log, deps.now, SCRAPE_BUDGET_MS, addHandlerTimes);
     let live: (() => ProgressSnapshot) | undefined;
     const metrics = createMetrics({ job: config.name, read: () => view.read(), live: () => live?.(), handlerTimes }, 'run');
     const slot = m.port === undefined ? undefined : deps.served;
@@ -174,7 +179,7 @@ export async function startRunMetrics(deps: MetricsDeps): Promise<RunMetrics> {
   }
 }
 
-/** How long a scrape of the daemon between passes waits for the ledger before it shows the last values read. */
+/** How long a scrape (of a run, or of the daemon between passes) waits for the ledger before it shows the last values read. */
 const SCRAPE_BUDGET_MS = 5000;
 
 /** `cronsafe daemon`'s metrics.port, served for as long as the daemon runs. */
