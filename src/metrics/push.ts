@@ -96,6 +96,7 @@ export class Pusher {
     const { log, timeoutMs } = this.opts;
     const ctl = new AbortController();
     this.inFlight = ctl;
+    const stage: Stage = { reading: false };
     let timer: NodeJS.Timeout | undefined;
     // Abort the request and also race it: the bound must hold even if the client ignored the signal.
     const timedOut = new Promise<never>((_, reject) => {
@@ -106,12 +107,15 @@ export class Pusher {
       }, timeoutMs);
     });
     try {
-      await Promise.race([this.send(ctl.signal), timedOut]);
+      await Promise.race([this.send(ctl.signal, stage), timedOut]);
       log.debug({ url: this.where, reason }, 'metrics: pushed to the Pushgateway');
       this.skipTold = false;
       return true;
     } catch (err) {
-      if (err instanceof NotReady) {
+      // Cut off while still reading the ledger (PostgreSQL down: its reads retry for up to
+      // 30 s) is a skipped push too, not a failed one: said as one, every push through the
+      // outage was a `metrics push failed ... timed out` warning, which pointed at the gateway.
+      if (err instanceof NotReady || stage.reading) {
         // Said once until a push lands again: the reader logs the outage itself, and a
         // periodic push every 30 s through an hour's outage would repeat this 120 times.
         const msg = 'metrics: not pushing, the ledger could not be read (the Pushgateway keeps what was pushed last)';
@@ -129,8 +133,10 @@ export class Pusher {
     }
   }
 
-  private async send(signal: AbortSignal): Promise<void> {
+  private async send(signal: AbortSignal, stage: Stage): Promise<void> {
+    stage.reading = true;
     const over = this.opts.ready ? await this.opts.ready() : () => undefined;
+    stage.reading = false;
     if (over === false) throw new NotReady();
     try {
       await this.request(signal);
@@ -244,6 +250,11 @@ function gatewayTarget(raw: string): { base: string; auth?: string } {
 }
 
 class NotReady extends Error {}
+
+/** Where one push is: `reading` while it waits for the ledger (ready()), before its request. */
+interface Stage {
+  reading: boolean;
+}
 
 /**
  * Where a 3xx points, for the warning: the URL without credentials, or, when the Location is
