@@ -448,6 +448,12 @@ export class OutputStore {
       if (fullSeen?.() || this.#fullNow()) throw new OutputMaybeCut(true);
       return false;
     }
+    // Our directory swapped for a link meanwhile (a handler's `mv "$(dirname "$2")" ...; ln -s
+    // /elsewhere "$(dirname "$2")"`): the path reached a file outside output.directory, which
+    // the rename moved in as the item's output (deleting it there). Refused as at start-up:
+    // the pass stops, nothing charged. One lstat, on the path that writes an output only.
+    const swapped = this.checkTempDir();
+    if (swapped) throw swapped;
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath, true);
     // A handler that does not check its writes (a shell script whose last command is not
@@ -512,8 +518,12 @@ export class OutputStore {
    */
   async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
+    // Asked first: through our directory swapped for a link (the handler's doing, see
+    // commit), the removal deleted the target's file of that name, outside output.directory.
+    // Such a swap is refused here (EnvironmentFault); one that vanished is recreated, empty.
+    const lost = this.lostWithTempDir(tempPath);
     await removeTree(tempPath);
-    return this.lostWithTempDir(tempPath);
+    return lost;
   }
 
   /**
