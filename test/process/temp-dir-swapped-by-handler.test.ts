@@ -31,4 +31,22 @@ describe("cronsafe's temp directory swapped for a link by the handler during its
       expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
     });
   }
+
+  // An item whose name is not UTF-8 gets a link to it in `<temp name>.item` beside {output},
+  // removed after the attempt: through the swapped directory, that removal deleted the
+  // target's directory of that name, and all in it.
+  it('an item whose name is not UTF-8: the directory of its link is not removed at the link target', async () => {
+    const ws = workspace({});
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/`), Buffer.from([0xff]), Buffer.from('.txt')]), 'x');
+    const outside = path.join(ws.dir, 'outside');
+    mkdirSync(outside);
+    const plant = `d=$(dirname "$0"); mv "$d" "$d.moved"; mkdir "${outside}/$(basename "$0").item"; echo KEEP > "${outside}/$(basename "$0").item/keep"; ln -s "${outside}" "$d"; exit 1`;
+    configure(ws, { handler: { command: ['sh', '-c', plant, '{output}'] } });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(1);
+    const [dir] = readdirSync(outside);
+    expect(dir).toMatch(/\.tmp\.item$/);
+    expect(readFileSync(path.join(outside, dir!, 'keep'), 'utf8')).toBe('KEEP\n');
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
+  });
 });

@@ -34,8 +34,14 @@ export async function itemLink(sourceDir: string, id: string, outputPath: string
       });
   if (outputPath) await mkdir(dir, DIR_MODE);
   const held = outputPath ? undefined : holdDir(dir);
+  // The directory as made: should the handler swap the directory of its {output} for a link
+  // (`ln -s /elsewhere "$(dirname "$2")"`), the same path names another directory there, and
+  // removing it deleted that one's tree, outside output.directory (a start refuses the link).
+  const made = lstatSync(dir, { throwIfNoEntry: false });
   const remove = async () => {
     try {
+      const now = lstatSync(dir, { throwIfNoEntry: false });
+      if (now !== undefined && made !== undefined && (now.dev !== made.dev || now.ino !== made.ino)) return;
       await rm(dir, { recursive: true, force: true });
     } finally {
       if (held !== undefined) closeSync(held);
