@@ -32,6 +32,17 @@ export function programProblem(program: string, cwd: string, childPATH: string |
   return `${JSON.stringify(program)} not found on PATH (${PATH}${childPATH === undefined ? ': PATH is not set, so the default' : ''})`;
 }
 
+/**
+ * Why a program that is there (a path, or a name found on `PATH`) cannot be run, or null,
+ * also when it is not there: spawn's ENOENT for a script whose #! interpreter (or a binary
+ * whose ELF loader) was removed since the start's check, which alone read "command not found".
+ */
+export function whyProgramNotRun(program: string, cwd: string, childPATH: string | undefined): string | null {
+  const PATH = childPATH ?? DEFAULT_PATH;
+  const there = program.includes('/') ? statOf(path.resolve(cwd, program)) !== undefined : onPath(program, cwd, PATH) !== undefined;
+  return there ? programProblem(program, cwd, childPATH) : null;
+}
+
 function fileProblem(file: string, cwd: string, PATH: string | undefined): string | null {
   return accessProblem(file) ?? formatProblem(file, cwd, PATH);
 }

@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { scriptProblem } from '../config/program.js';
+import { scriptProblem, whyProgramNotRun } from '../config/program.js';
 import { configRedactor, holdsLedgerSecret } from '../config/secrets.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, coerceError } from '../errors.js';
@@ -43,7 +43,7 @@ export async function loadHandler(config: Config, log?: Logger, traceBreaks = fa
     else if (imported.get(file) !== now)
       log?.warn({ module: file }, 'handler.module has changed since this daemon imported it: its passes run the code imported then; restart the daemon to run the new code');
   }
-  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config), traceBreaks }).catch((err: unknown) => {
+  return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config), whyNotRun: whyProgramNotRun, traceBreaks }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });
 }

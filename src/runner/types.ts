@@ -100,6 +100,12 @@ export interface HandlerOptions {
   /** Whether a value holds the ledger's password (config/secrets.ts holdsLedgerSecret): inherited variables that do are not a command handler's. */
   holdsLedgerSecret?: (value: string) => boolean;
   /**
+   * Why a command handler's program that is there cannot be run (config/program.ts
+   * whyProgramNotRun: its #! interpreter or ELF loader missing), or null: said when a spawn
+   * fails with ENOENT, which the kernel gives for those as for a missing program.
+   */
+  whyNotRun?: (file: string, cwd: string, PATH: string | undefined) => string | null;
+  /**
    * A module handler's calls run in an async context naming their item (exit-guard.ts
    * runInAttempt), so that code breaking the process is charged to its item. It costs every
    * promise of the process a hook (~15% of a no-op handler's rate), so it is on only after a

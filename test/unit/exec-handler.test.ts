@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Config, HandlerConfig } from '../../src/config/types.js';
+import { whyProgramNotRun } from '../../src/config/program.js';
 import { holdsLedgerSecret } from '../../src/config/secrets.js';
 import { createExecHandler, expandArg } from '../../src/runner/handlers/exec.js';
 import { EnvironmentFault } from '../../src/runner/faults.js';
@@ -273,6 +274,18 @@ describe('exec handler: outcomes', () => {
     const f = await failureOf(handler.run(item(), context().ctx));
     expect(f.message).toMatch(/"cronsafe-no-such-command-xyz": ENOENT \(command not found\)/);
     expect(f).toBeInstanceOf(EnvironmentFault); // the environment's fault: the pass must not charge it
+  });
+
+  // The kernel's ENOENT for a script whose #! interpreter was removed since the start's check
+  // read "command not found", of a program that is there: the message names what is missing.
+  it('names the missing #! interpreter of a program that is there', async () => {
+    const script = path.join(src, 'uses-gone-interpreter.sh');
+    const interpreter = path.join(src, 'no-such-shell');
+    writeFileSync(script, `#!${interpreter}\nexit 0\n`, { mode: 0o755 });
+    const handler = createExecHandler(handlerConfig([script, '{path}']), { sourceDir: src, whyNotRun: whyProgramNotRun });
+    const f = await failureOf(handler.run(item(), context().ctx));
+    expect(f.message).toContain(`ENOENT (${JSON.stringify(script)} has a #! interpreter ${JSON.stringify(interpreter)} that does not exist)`);
+    expect(f).toBeInstanceOf(EnvironmentFault);
   });
 
   it('a program named by the item ({path}) that cannot start is the item\'s failure, not the environment\'s', async () => {

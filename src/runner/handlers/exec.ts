@@ -106,7 +106,7 @@ export function createExecHandler(cfg: HandlerConfig, opts: HandlerOptions): Han
       };
       if (ctx.outputPath !== undefined) extraEnv.CRONSAFE_OUTPUT_PATH = ctx.outputPath;
       try {
-        return await runChild(argv, { cwd: opts.sourceDir, baseEnv: childEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem, ownFiles, redact);
+        return await runChild(argv, { cwd: opts.sourceDir, baseEnv: childEnv, extraEnv, maxLogBytes: cfg.maxLogBytes }, cfg, ctx, programFromItem, ownFiles, redact, opts.whyNotRun);
       } finally {
         await link?.remove();
       }
@@ -141,6 +141,7 @@ function runChild(
   programFromItem: boolean,
   ownFiles: readonly string[],
   redact: Redact,
+  whyNotRun: HandlerOptions['whyNotRun'],
 ): Promise<void> {
   const [file, ...args] = argv as [string, ...string[]];
   const { cwd } = request;
@@ -288,7 +289,7 @@ function runChild(
         if (stop) terminate();
       },
       // Nothing started (ENOENT, EACCES): nothing to kill or wait for.
-      failed: (err) => finish(spawnFailure(file, err, cwd, programFromItem)),
+      failed: (err) => finish(spawnFailure(file, err, cwd, programFromItem, () => whyNotRun?.(file, cwd, request.baseEnv.PATH) ?? null)),
       data: (stream, chunk) => capture.write(stream, chunk),
       exit(code, signal) {
         exited = true;
@@ -411,12 +412,15 @@ const REPORTED_SIGNAL = new Map<number, NodeJS.Signals>((['SIGHUP', 'SIGINT', 'S
  * no free process slots or descriptors. The item's only when the program comes from the
  * item (`{path}` in argv[0]) or its argv is too long (E2BIG).
  */
-function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: boolean): HandlerFailure {
+function spawnFailure(file: string, err: unknown, cwd: string, programFromItem: boolean, whyNotRun: () => string | null): HandlerFailure {
   const code = (err as NodeJS.ErrnoException).code ?? 'error';
   let hint = coerceError(err).message;
   if (code === 'ENOENT') {
-    // libuv reports a missing cwd as ENOENT on the command too; say which it was.
-    hint = existsSync(cwd) ? 'command not found' : `working directory ${cwd} does not exist`;
+    // libuv reports a missing cwd as ENOENT on the command too; say which it was. So does the
+    // kernel a program that is there but whose #! interpreter (or ELF loader) is not, removed
+    // since the start's check: "command not found" named a file that exists, so say what is missing.
+    if (!existsSync(cwd)) hint = `working directory ${cwd} does not exist`;
+    else hint = whyNotRun() ?? 'command not found';
   } else if (code === 'EACCES') {
     hint = 'permission denied (not executable?)';
   }
