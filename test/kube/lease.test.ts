@@ -422,6 +422,37 @@ describe('acquire on a struggling API server', () => {
     expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
   }, 15_000);
 
+  // A write that got no answer in time (the client's 2 s here) but that the API server
+  // executed later names this run. Taken for free, the takeover's 409s (kubectl annotate
+  // under each write) used up the rounds: "held" by nobody, the run skipped (exit 0) with
+  // its backlog left, and the Lease naming it blocked every run until it expired.
+  it('a Lease that names this run after a refused write (its own write landed, answer lost) is held and renewed, not reported held by nobody', async () => {
+    fake.dropAbandoned = false;
+    let requests = 0;
+    fake.latency = () => (++requests === 2 ? 3000 : 0); // the create: executed after the client gave up
+    let bumps = 0;
+    fake.onRequest = (verb, resource) => {
+      if (resource !== 'leases' || verb !== 'update' || bumps >= 3) return;
+      bumps++;
+      const l = stored();
+      l.metadata.annotations = { touched: String(bumps) };
+      l.metadata.resourceVersion = String(Number(l.metadata.resourceVersion) + 1000);
+    };
+    const { log, lines } = memoryLogger();
+    const r = await acquire('pod-a/run-1', { durationSeconds: 30, renewSeconds: 0.5, log });
+    expect(r.status).toBe('acquired');
+    expect(fake.requests.filter((q) => q.verb === 'create')).toHaveLength(1);
+    expect(lines.some((l) => String(l.msg).includes('had taken it after all; holding it'))).toBe(true);
+    if (r.status !== 'acquired') return;
+    // Its renewals carry the resourceVersion it read, and land.
+    const writes = fake.requests.length;
+    await until(() => fake.requests.slice(writes).some((q) => q.verb === 'update' && q.status === 200), 'a renewal to land');
+    expect(r.lease.lost.aborted).toBe(false);
+    expect(stored().spec.holderIdentity).toBe('pod-a/run-1');
+    await r.lease.release();
+    expect(stored().spec.holderIdentity).toBeUndefined();
+  }, 20_000);
+
   it('a stop (SIGTERM) while a refused takeover reads who won ends the acquire as stopped, not as held (a skip, exit 0)', async () => {
     fake.seed('leases', { metadata: { name: 'qc' }, spec: { holderIdentity: '', leaseDurationSeconds: 60 } });
     const stop = new AbortController();

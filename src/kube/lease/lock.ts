@@ -103,8 +103,10 @@ export async function acquireLease(o: LeaseLockOptions): Promise<LeaseAcquire> {
   // tried again after a 503: counted together, two 503s and one `kubectl annotate` ended the
   // acquire as "held" by nobody, and the run skipped (exit 0) with its backlog left.
   let freeRounds = 0;
+  // Every write of this acquire: the Lease naming this run after a 409 was taken by one of them.
+  const sent: SentWrite[] = [];
   for (;;) {
-    const r = await acquireOnce(o);
+    const r = await acquireOnce(o, sent);
     if (r.status === 'again') {
       if (++freeRounds < ACQUIRE_ROUNDS_WHILE_FREE) continue;
       return { status: 'held' };
@@ -146,11 +148,17 @@ export async function releaseIfOurs(o: LeaseLockOptions): Promise<void> {
 /** `ms`, or less when `stop` aborts first. */
 const pause = (ms: number, stop?: AbortSignal): Promise<void> => delay(ms, undefined, { signal: stop }).catch(() => undefined);
 
+/** A write of the acquire: the renewTime it carried (epoch ms) and when it was sent (monotonic). */
+interface SentWrite {
+  at: number;
+  mono: number;
+}
+
 /**
  * One read and (at most) one write. `again`: the write was refused, but nobody took the
  * Lease meanwhile (it was deleted, or another writer changed only its metadata).
  */
-async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status: 'again' }> {
+async function acquireOnce(o: LeaseLockOptions, sent: SentWrite[] = []): Promise<LeaseAcquire | { status: 'again' }> {
   const { kube, name, namespace } = o;
   const clock = o.now ?? Date.now;
   let current: K8s.V1Lease | undefined;
@@ -179,11 +187,33 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
     // A stop (SIGTERM) cut the read: the run drains; taken for held, it ended as a skip (exit 0).
     if (o.stop?.aborted) return { status: 'stopped' };
     if (!winner) return { status: 'held' };
+    const ours = adopt(winner);
+    if (ours) return ours;
     const d = decideAcquire(winner.spec, o.identity, clock(), o.durationSeconds);
     return d.action === 'take' ? { status: 'again' } : { status: 'held', holder: d.holder, expiresAt: d.expiresAt };
   };
 
+  /**
+   * The Lease names this run after a refused write: only a write of this acquire that got no
+   * answer (a timeout) yet landed can have done that (the identity is unique per run). It is
+   * ours: held from the renewTime that write carried, on the monotonic clock from when it was
+   * sent (unknown: from the first write, which is sooner, so never held past its expiry).
+   * Taken for free instead, further 409s (kubectl annotate) used up the rounds and the run
+   * skipped (exit 0) as "held" by nobody, its backlog left, and the Lease naming it blocked
+   * every run until it expired. Past its expiry it is taken again as any free Lease.
+   */
+  const adopt = (winner: K8s.V1Lease): LeaseAcquire | undefined => {
+    const spec = winner.spec;
+    const renewedAt = timeOf(spec?.renewTime);
+    if (spec?.holderIdentity !== o.identity || renewedAt === undefined || sent.length === 0) return undefined;
+    const mono = (sent.find((w) => w.at === renewedAt) ?? sent[0]!).mono;
+    if (mono + o.durationSeconds * 1000 <= performance.now() + 1000) return undefined;
+    o.log.info({ lease: name }, 'Kubernetes Lease: a write of the acquire that got no answer had taken it after all; holding it');
+    return { status: 'acquired', lease: new HeldLease(o, winner, renewedAt, mono) };
+  };
+
   if (!current) {
+    sent.push({ at: now, mono: sentAt });
     const body: K8s.V1Lease = {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
@@ -201,6 +231,7 @@ async function acquireOnce(o: LeaseLockOptions): Promise<LeaseAcquire | { status
 
   const decision = decideAcquire(current.spec, o.identity, now, o.durationSeconds);
   if (decision.action === 'held') return { status: 'held', holder: decision.holder, expiresAt: decision.expiresAt };
+  sent.push({ at: now, mono: sentAt });
   const body: K8s.V1Lease = {
     ...current,
     spec: {
