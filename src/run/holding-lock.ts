@@ -281,6 +281,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       owner,
       stop: passStop.signal,
       force: opts.force,
+      beforeClaim: lease.held && (() => void lease.held?.checkExpiry()),
       observer,
       refresh: plan.refresh,
     });

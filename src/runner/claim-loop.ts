@@ -37,6 +37,8 @@ export interface ClaimLoopDeps {
   retry: RetryPolicy;
   /** Where an expired claim's attempt may have committed its output (then it is done): committedOutputs. */
   outputs?: OutputStore;
+  /** Asked synchronously before each claim; it may stop the run (PassDeps.beforeClaim). */
+  beforeClaim?: () => void;
 }
 
 /**
@@ -156,6 +158,12 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
     if (drain.stopping.aborted) return false;
     const free = d.freeSlots();
     const ids = await candidates(free);
+    // What the run relies on may have run out while the event loop was blocked (a module
+    // handler's synchronous work), with the timer that says so not yet run: ask now.
+    if (d.beforeClaim) {
+      d.beforeClaim();
+      if (drain.stopping.aborted) return false;
+    }
     const scanning = !channel.closed || channel.size > 0 || front.length > 0;
     let claims: Claim[];
     if (ids.length > 0 || (shared && scanning)) {

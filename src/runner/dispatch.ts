@@ -43,6 +43,7 @@ export async function dispatch(p: PassState): Promise<void> {
       // Claims of the pass whose lease expired resume at once, as at start (charged).
       retry: resumeAtOnce(p.retry),
       outputs: p.outputs,
+      beforeClaim: p.beforeClaim,
     });
   } catch (err) {
     p.fail(err, 'claim failed; stopping the pass', 'claim failure');

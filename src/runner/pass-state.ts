@@ -48,6 +48,11 @@ export interface PassDeps {
    * SQLite's run lock nobody can.
    */
   leaseGuardsOutputs?: boolean;
+  /**
+   * Asked synchronously before each claim; it may stop the run (deps.stop): a Kubernetes
+   * Lease whose duration passed while the event loop was blocked, before its timer ran.
+   */
+  beforeClaim?: () => void;
 }
 
 /** What a metrics module sees of a pass (src/metrics). */
@@ -134,6 +139,7 @@ export class PassState {
   readonly refresh: RefreshPolicy | undefined;
   readonly debug: boolean;
   readonly drain: Drain;
+  readonly beforeClaim?: () => void;
   /**
    * Candidate ids (discovered, claimable when found), not claims: an item is claimed only
    * when a handler slot is free for it, so what waits here costs no attempt if we die.
@@ -187,6 +193,7 @@ export class PassState {
     this.leaseGuard = deps.leaseGuardsOutputs ?? this.shared;
     this.source = deps.source;
     this.refresh = deps.refresh;
+    this.beforeClaim = deps.beforeClaim;
     this.debug = deps.log.isLevelEnabled('debug');
     this.drain = new Drain({
       stop: deps.stop,

@@ -117,6 +117,24 @@ describe('the Kubernetes Lease across processes', () => {
     expect(lease()?.spec.holderIdentity).toBe('pod-z/intruder'); // a lost Lease is not "released"
   });
 
+  // The Lease's expiry is a timer, and a timer waits for the event loop: once a module
+  // handler that blocked it for longer than the duration returned, the claim loop started
+  // the next item before the timer ran, while another pod may have held the Lease already
+  // (a module that writes no output file: nothing between its return and the next claim
+  // waits for I/O, so the loop never reached its timers).
+  it('a module handler that blocks the event loop past the Lease duration: nothing claimed after it, drained as on a lost Lease (exit 75)', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-blocks.mjs') }, output: undefined, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 2, renewSeconds: 0.5 } });
+    const markers = path.join(ws.dir, 'markers');
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv('pod-a', { MARKER_DIR: markers, BLOCK_MS: '3000' }), timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(75);
+    expect(filesIn(markers)).toHaveLength(1); // only the item that blocked ever started
+    const lost = r.lines.find((x) => x.msg.startsWith('Kubernetes Lease lost'));
+    expect(String(lost?.reason)).toContain('not renewed within the Lease duration');
+    expect(finished(r)?.outcome).toBe('drained');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 1, claimed: 0, pending: 2 });
+  }, 60_000);
+
   it('an API server answering in 1.5 s (slow, not down) keeps the Lease held: acquired, renewed, never lost', async () => {
     // Within a real API server's latency under load (its request timeout is 60 s). The run's
     // Lease calls were cut at a quarter of drain.marginSeconds (1.25 s by default): the

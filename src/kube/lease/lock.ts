@@ -298,6 +298,18 @@ export class HeldLease {
     return this.o.name;
   }
 
+  /**
+   * Whether it may still be ours, asked synchronously before each claim. The expiry is a
+   * timer, and a timer waits for the event loop: once a module handler that blocked it for
+   * longer than the duration returned, the claim loop started new items before the timer
+   * ran, while another run may have held the Lease already. Past its expiry (on the same
+   * monotonic clock as the timer) it is lost now, as the timer would have lost it.
+   */
+  checkExpiry(): boolean {
+    if (!this.stopped && performance.now() >= this.renewedMono + this.o.durationSeconds * 1000) this.lose('not renewed within the Lease duration');
+    return !this.lost.aborted;
+  }
+
   /** Epoch ms after which others may take it, unless renewed. */
   get expiresAt(): number {
     return this.renewedAt + this.o.durationSeconds * 1000;
