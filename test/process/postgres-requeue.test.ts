@@ -26,7 +26,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe requeue and plan on a Po
   });
 
   it('requeues by glob around a held claim; plan sees it; every requeued item runs again, nothing is taken for gone', async () => {
-    const ws = workspace({ state: { postgres: url, schema: 'rq' } }, { 'a/1.txt': '1', 'a/2.txt': '2', 'b/1.txt': '3' });
+    // One slot, which the held item takes: the live pass cannot run the requeued items before
+    // plan looks (a pass with a slot free sweeps again every 500 ms and runs them at once).
+    const ws = workspace({ concurrency: 1, state: { postgres: url, schema: 'rq' } }, { 'a/1.txt': '1', 'a/2.txt': '2', 'b/1.txt': '3' });
     const log = path.join(ws.dir, 'invocations.log');
     const hold = (id: string) => configure(ws, { handler: { command: ['/bin/sh', HELD_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, HOLD_DIR: ws.dir, HOLD_ID: id } } });
     hold('');
