@@ -35,6 +35,26 @@ async function expectDrained(run: Running): Promise<void> {
   expect(run.stderr()).not.toContain('database is locked');
 }
 
+/**
+ * Once the process waits at its gate (`ready` exists), take the ledger's write lock, open the
+ * gate and SIGTERM it; then `check` its exit. The process is killed and the lock let go
+ * whatever `check` found.
+ */
+async function stopWhileLocked(ws: Workspace, proc: Running, gate: string, ready: string, what: string, check: () => Promise<void>): Promise<void> {
+  let holder: Database.Database | undefined;
+  try {
+    await until(() => existsSync(path.join(gate, ready)), what);
+    holder = holdWriteLock(ws);
+    writeFileSync(path.join(gate, 'open'), '');
+    proc.child.kill('SIGTERM');
+    await check();
+  } finally {
+    proc.child.kill('SIGKILL');
+    holder?.exec('ROLLBACK');
+    holder?.close();
+  }
+}
+
 /** The runs recorded, and every item's state and attempts. */
 function ledgerRows(ws: Workspace) {
   const db = new Database(ws.db, { readonly: true });
@@ -59,18 +79,9 @@ describe('a stop during the start-up writes, another connection holding the SQLi
     // Held at the metrics' import (the program's ESM chunks, not its script: source maps on): the
     // ledger is open, no start-up write done yet.
     const run = spawnCliRaw(process.execPath, ['--enable-source-maps', '--import', GATE, CLI, 'run', '-c', ws.configPath], { env: { GATE_DIR: gate, GATE_MATCH: 'ledger-view' } });
-    let holder: Database.Database | undefined;
-    try {
-      await until(() => existsSync(path.join(gate, 'waiting')), 'the run to open its ledger');
-      holder = holdWriteLock(ws);
-      writeFileSync(path.join(gate, 'open'), '');
-      run.child.kill('SIGTERM');
+    await stopWhileLocked(ws, run, gate, 'waiting', 'the run to open its ledger', async () => {
       await expectDrained(run);
-    } finally {
-      run.child.kill('SIGKILL');
-      holder?.exec('ROLLBACK');
-      holder?.close();
-    }
+    });
     expect(ledgerRows(ws).runs).toEqual(['completed']);
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
@@ -89,18 +100,9 @@ describe('a stop during the start-up writes, another connection holding the SQLi
     const env = { GATE_DIR: gate };
     // Held at the handler's import: the ledger made, the reclaim done, the run's start not recorded.
     const run = spawnCli(['run', '-c', ws.configPath], { env });
-    let holder: Database.Database | undefined;
-    try {
-      await until(() => existsSync(path.join(gate, 'importing')), 'the run to import its handler');
-      holder = holdWriteLock(ws);
-      writeFileSync(path.join(gate, 'open'), '');
-      run.child.kill('SIGTERM');
+    await stopWhileLocked(ws, run, gate, 'importing', 'the run to import its handler', async () => {
       await expectDrained(run);
-    } finally {
-      run.child.kill('SIGKILL');
-      holder?.exec('ROLLBACK');
-      holder?.close();
-    }
+    });
     expect(ledgerRows(ws)).toEqual({ runs: [], items: [] });
     const next = await runCli(['run', '-c', ws.configPath], { env });
     expect(next.code, next.stderr).toBe(0);
@@ -121,23 +123,14 @@ describe('a stop during the start-up writes, another connection holding the SQLi
     mkdirSync(gate);
     const env = { GATE_DIR: gate };
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { env });
-    let holder: Database.Database | undefined;
-    try {
-      await until(() => existsSync(path.join(gate, 'importing')), "the daemon's pass to import its handler");
-      holder = holdWriteLock(ws);
-      writeFileSync(path.join(gate, 'open'), '');
-      daemon.child.kill('SIGTERM');
+    await stopWhileLocked(ws, daemon, gate, 'importing', "the daemon's pass to import its handler", async () => {
       const exit = await daemon.exited;
       // As a stop during any pass with work left (docs/schedule.md): drained, 75.
       expect(exit.code, daemon.stderr()).toBe(75);
       expect(daemon.stderr()).toContain('stopped by SIGTERM while another connection held the ledger');
       expect(daemon.stderr()).not.toContain('database is locked');
       expect(daemon.lines.find((l) => l.msg === 'daemon stopped')).toMatchObject({ result: 'drained', signal: 'SIGTERM' });
-    } finally {
-      daemon.child.kill('SIGKILL');
-      holder?.exec('ROLLBACK');
-      holder?.close();
-    }
+    });
     expect(ledgerRows(ws)).toEqual({ runs: [], items: [] });
     const next = await runCli(['run', '-c', ws.configPath], { env });
     expect(next.code, next.stderr).toBe(0);
