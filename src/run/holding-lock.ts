@@ -130,9 +130,15 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // A pod joining a pass runs for that pass's fire: planned as of the pass's start (RunLock.passStartedAt).
     const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
+    // The run's start. Once recorded, a stop no longer ends a write's wait for another
+    // connection's lock (stopEndsWaits): its end must be recorded, as the pass's writes are.
+    const open = ledger;
+    const recordStart = async (): Promise<void> => {
+      await open.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
+      open.stopEndsWaits?.(undefined);
+    };
     if (plan.skip) {
-      await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
-      ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
+      await writing('cannot record the start of the run', recordStart());
       await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'stale', {}));
       log.info({ outcome: 'stale', exitCode: EXIT.OK, reason: plan.skip }, 'run finished');
       return 'stale';
@@ -177,8 +183,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       loading?.then((h) => h.close?.(), () => undefined).catch(() => undefined);
       // A ledger that cannot take it (its volume filled meanwhile) is named as everywhere
       // else: unwrapped, it ended as "fatal: SqliteError: database or disk is full" and a stack.
-      await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
-      ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
+      await writing('cannot record the start of the run', recordStart());
       await writing('cannot record the end of the run', ledger.finishRun(runId, Date.now(), 'drained', {}));
       await metrics.runFinished('drained');
       log.info({ outcome: 'drained', exitCode: EXIT.TEMPFAIL, reason: String(stop.signal.reason) }, 'run finished');
@@ -215,8 +220,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       // A ledger that cannot take it (on the same volume, gone read-only or full) must not
       // hide the output directory's error, which says why, behind a 'fatal' stack trace.
       try {
-        await ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
-        ledger.stopEndsWaits?.(undefined); // recorded: so is its end, whatever the stop
+        await recordStart();
         await ledger.finishRun(runId, Date.now(), 'failed', {});
         await metrics.runFinished('failed');
       } catch (recording) {
@@ -239,10 +243,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
         `source.directory is not the one this job's earlier runs scanned: its ledger keys items by id, so an id done there counts as done here and is skipped. If two configs share the name ${JSON.stringify(config.name)}, give each its own name`,
       );
     }
-    await writing('cannot record the start of the run', ledger.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null }));
-    // Recorded: from now on the run's writes wait for the lock whatever the stop, as the pass's
-    // do (its end must be recorded).
-    ledger.stopEndsWaits?.(undefined);
+    await writing('cannot record the start of the run', recordStart());
     // Only after the reclaim, which reads (and clears) the stop of the run before; and after the
     // start-up writes: a stop before the pass claims nothing, so there is nothing to hand back.
     if (ledger.recordStopRequested) {
