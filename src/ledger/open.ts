@@ -5,7 +5,7 @@ import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
-import { StoppedBeforeLedger, StoppedBeforeLock, type RunLock } from './run-lock.js';
+import { PassConfigDiffers, StoppedBeforeLedger, StoppedBeforeLock, type PassConfig, type RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
@@ -129,8 +129,12 @@ export interface Store {
    * `scheduledTime`: the occurrence the run is for, which PostgreSQL's pods of one fire share.
    * `held`: told which lock another run holds, when the store can tell (SQLite's three).
    */
-  /** `stop`: PostgreSQL stops trying once it aborts, when the lock cannot be had now (StoppedBeforeLock). */
-  takeRunLock(owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void, stop?: AbortSignal): Promise<RunLock | null>;
+  /**
+   * `stop`: PostgreSQL stops trying once it aborts, when the lock cannot be had now (StoppedBeforeLock).
+   * `passConfig`: PostgreSQL records it with a pass this run starts, and refuses to join a
+   * pass of its group recorded with another (PassConfigDiffers, a ConfigError: exit 78).
+   */
+  takeRunLock(owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void, stop?: AbortSignal, passConfig?: PassConfig): Promise<RunLock | null>;
   /**
    * Open the ledger; an unreachable store is StateUnavailable (exit 1) with a message naming
    * the store and its path, a ledger of another job a ConfigError (exit 78). `readOnly`:
@@ -277,15 +281,16 @@ export function openStore(config: Config): Store {
         throw err;
       });
     },
-    async takeRunLock(owner, log, scheduledTime, held, stop) {
+    async takeRunLock(owner, log, scheduledTime, held, stop, passConfig) {
       // Before the flocks, which create the lock file and the ledger file: a run refused for
       // what stands beside the ledger (a directory at its -wal) left both behind, the ledger
       // an empty file that status then took for a first run still creating it.
       await this.assertOwnFiles();
       try {
-        return await takeRunLock(config, owner, log, scheduledTime, held, stop);
+        return await takeRunLock(config, owner, log, scheduledTime, held, stop, passConfig);
       } catch (err) {
         if (err instanceof StoppedBeforeLock) throw err; // the run drains: execute.ts says it
+        if (err instanceof PassConfigDiffers) throw inConfigFile(config.configPath, err); // PostgreSQL: exit 78, naming the file
         if (err instanceof NotALedger) throw notALedger(err, config.configPath); // PostgreSQL: migrated before the lock
         if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, config.configPath);
         if (err instanceof EdgeError) throw err; // a CRONSAFE_RUN_GROUP of blanks: it says so itself
@@ -338,7 +343,7 @@ export function openStore(config: Config): Store {
  * SQLite: the flocks (sqlite/run-lock.ts). PostgreSQL: the advisory lock in the database,
  * shared by the pods of one run group (postgres/run-lock.ts, with pg: loaded only here).
  */
-async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void, stop?: AbortSignal): Promise<RunLock | null> {
+async function takeRunLock(config: Config, owner: string, log: Logger, scheduledTime?: Date, held?: (lock: string) => void, stop?: AbortSignal, passConfig?: PassConfig): Promise<RunLock | null> {
   const { state } = config;
   if (state.postgres === undefined) {
     // Loaded by the run that takes it, not by every command that opens the store.
@@ -348,7 +353,7 @@ async function takeRunLock(config: Config, owner: string, log: Logger, scheduled
   const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
   const group = runGroup(process.env, scheduledTime, owner);
   const lock = await tryPostgresRunLock(
-    { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner, ...(stop ? { stop } : {}) },
+    { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner, ...(stop ? { stop } : {}), ...(passConfig ? { passConfig } : {}) },
     (msg, detail) => log.warn(detail ?? {}, msg),
   );
   if (lock) log.info({ group, joined: lock.joined }, lock.joined ? 'joined the pass of this run group' : 'run lock taken (PostgreSQL advisory lock)');

@@ -4,6 +4,8 @@
  * ledger file (sqlite/run-lock.ts), PostgreSQL an advisory lock in the database
  * (postgres/run-lock.ts), because the pods of one Job share no lock file and must share a pass.
  */
+import { ConfigError } from '../errors.js';
+
 export interface RunLock {
   /** Aborted when the lock is lost for good mid-run: the run must drain. */
   readonly lost?: AbortSignal;
@@ -56,6 +58,41 @@ export interface RunLock {
    */
   readonly ledgerLocked?: boolean;
   release(): void | Promise<void>;
+}
+
+/**
+ * What the pods of one pass must agree on (PostgreSQL: docs/postgres.md, "One config per
+ * pass"): the config keys that decide which items the pass sees and what its end of scan
+ * forgets, by key, each value as JSON. Stored with the pass by the pod that starts it.
+ */
+export type PassConfig = Readonly<Record<string, unknown>>;
+
+/** The keys whose values differ, in `mine`'s order; a key one side does not know (another cronsafe version) is not compared. */
+export function passConfigDiff(mine: PassConfig, pass: PassConfig): string[] {
+  return Object.keys(mine).filter((key) => key in pass && JSON.stringify(mine[key]) !== JSON.stringify(pass[key]));
+}
+
+/**
+ * A pod whose discovery-relevant config differs from the pass its run group is running
+ * (a ConfigMap changed by a `helm upgrade` while the Job's pods ran, pods of one group
+ * started by hand with two configs): it does not join. Joined, it scanned another set of
+ * items into the same pass: with another source.directory it forgot its siblings' items as
+ * gone (their files are not under its directory), with another include or exclude its end
+ * of scan deleted pending rows of earlier passes, their attempt counts with them. Exit 78,
+ * naming the keys; nothing was claimed, forgotten or reset.
+ */
+export class PassConfigDiffers extends ConfigError {
+  override name = 'PassConfigDiffers';
+  constructor(group: string, starter: string, keys: string[], mine: PassConfig, pass: PassConfig) {
+    const shown = keys.map((k) => `${k} here ${JSON.stringify(mine[k])}, in the pass ${JSON.stringify(pass[k])}`).join('; ');
+    super(
+      `${keys[0]}: not the same as in the pass its run group ${JSON.stringify(group)} is running (started by ${starter}): ${shown}. ` +
+        'The pods of a pass must scan alike (a ConfigMap changed while the Job\'s pods ran, or two configs given one CRONSAFE_RUN_GROUP): ' +
+        'this pod did not join it, and claimed, forgot or reset nothing. The pass finishes with its own config; the next fire (a new run group) runs this one',
+      undefined,
+      keys[0],
+    );
+  }
 }
 
 /**

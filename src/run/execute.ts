@@ -48,7 +48,9 @@ export async function executeRun(config: Config, rootLog: Logger, opts: ExecuteO
   let held: string | undefined;
   let lock;
   try {
-    lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which), opts.stop);
+    // PostgreSQL: the pods of a run group share one pass, which they must scan alike.
+    const pass = config.state.postgres === undefined ? undefined : (await import('./pass-config.js')).passConfig(config);
+    lock = await store.takeRunLock(owner, log, opts.scheduledTime, (which) => (held = which), opts.stop, pass);
   } catch (err) {
     // SIGTERM while PostgreSQL was down or not answering: nothing claimed, nothing to hand
     // back, and no ledger to record the run in. Drained (75), as a stop just after the lock.

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresLedger } from '../../src/ledger/postgres/index.js';
 import { recordGroupQuery, tryPostgresRunLock, type RunLockOptions } from '../../src/ledger/postgres/run-lock.js';
+import { PassConfigDiffers } from '../../src/ledger/run-lock.js';
 import { finished, runCli, spawnCli, workspace } from '../helpers/cli.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
 
@@ -167,6 +168,42 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     await record('job-2', 'another-job', true); // another group got in while the session was cut
     expect(await owner()).toBe('another-job');
     await a!.release();
+  });
+
+  it("a pod of the group with another discovery config does not join the pass (PassConfigDiffers); one of a pass recorded without a config does", async () => {
+    const schema = `l_${++n}`;
+    const x = { 'source.directory': '/data/queue', 'source.include': ['**'] };
+    const y = { 'source.directory': '/data/queue', 'source.include': ['*.txt'] };
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: x }));
+    expect(a?.joined).toBe(false);
+    const refused = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: y })).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(PassConfigDiffers);
+    expect(refused).toMatchObject({ key: 'source.include', message: expect.stringContaining('source.include here ["*.txt"], in the pass ["**"]') });
+    // A key one side does not know (another cronsafe version) is not compared.
+    const b = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: { ...x, 'a.newer.key': 1 } }));
+    expect(b?.joined).toBe(true);
+    await b!.release();
+    await a!.release();
+    // A pass recorded by a cronsafe from before migration 006 (no pass_config) is joined.
+    const old = await tryPostgresRunLock(lockOpts(schema, 'job-2'));
+    const joins = await tryPostgresRunLock(lockOpts(schema, 'job-2', { passConfig: y }));
+    expect(joins?.joined).toBe(true);
+    for (const l of [old, joins]) await l!.release();
+  });
+
+  it('taken again mid-run into a pass of its group recorded with another config since: lost (the run drains), not joined', async () => {
+    const schema = `l_${++n}`;
+    const x = { 'source.directory': '/data/queue' };
+    const a = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: x, retryBudgetMs: 1500 }));
+    const [mine] = await server.admin<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    const sibling = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: x }));
+    expect(sibling?.joined).toBe(true);
+    // As when every session of the pass was cut and a pod with the new config started it anew.
+    await server.admin(`UPDATE ${schema}.run_lock SET pass_config = '{"source.directory": "/data/elsewhere"}'`, [], 'lock');
+    expect(await server.admin(`SELECT pg_terminate_backend($1)`, [mine!.pid], 'lock')).toHaveLength(1);
+    await new Promise<void>((resolve) => a!.lost.addEventListener('abort', () => resolve()));
+    expect(String(a!.lost.reason)).toContain('run lock lost: source.directory: not the same as in the pass');
+    for (const l of [a, sibling]) await l!.release();
   });
 
   it('a run of another Job exits 0 at once and records the skip; a pod of the same Job joins', async () => {

@@ -5,7 +5,7 @@ import { backoffDelayMs } from '../backoff.js';
 import { CHECK_CLIENT, clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
-import { StoppedBeforeLock, stopName } from '../run-lock.js';
+import { PassConfigDiffers, passConfigDiff, StoppedBeforeLock, stopName, type PassConfig } from '../run-lock.js';
 import { migrate } from './migrate.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError, EdgeError, EXIT } from '../../errors.js';
@@ -54,22 +54,24 @@ export const markFreeQuery = (schema: string, name: string): Query => q(`SELECT 
  * `retake`: the lock taken again mid-run (its session was cut) keeps the owner that started
  * the pass when the group is the same: a pod joining later plans its fire by that run's start.
  */
-export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number, retake = false): Query =>
+export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number, retake = false, passConfig?: PassConfig): Query =>
   q(
-    `INSERT INTO ${ident(schema)}.run_lock AS l (name, run_group, owner, acquired_at) VALUES ($1, $2, $3, $4)
+    `INSERT INTO ${ident(schema)}.run_lock AS l (name, run_group, owner, acquired_at, pass_config) VALUES ($1, $2, $3, $4, $6::jsonb)
 ON CONFLICT (name) DO UPDATE SET run_group = EXCLUDED.run_group,
   owner = CASE WHEN $5::boolean AND l.run_group = EXCLUDED.run_group THEN l.owner ELSE EXCLUDED.owner END,
-  acquired_at = CASE WHEN $5::boolean AND l.run_group = EXCLUDED.run_group THEN l.acquired_at ELSE EXCLUDED.acquired_at END`,
+  acquired_at = CASE WHEN $5::boolean AND l.run_group = EXCLUDED.run_group THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  pass_config = EXCLUDED.pass_config`,
     name,
     group,
     owner,
     now,
     retake,
+    passConfig === undefined ? null : JSON.stringify(passConfig),
   );
 /** The running pass's group, and when the run that started it (or took it again) started: null until it recorded its start. */
 export const passGroupQuery = (schema: string, name: string): Query =>
   q(
-    `SELECT l.run_group, l.owner, l.acquired_at, (SELECT min(r.started_at) FROM ${ident(schema)}.runs AS r WHERE r.owner = l.owner) AS pass_started_at
+    `SELECT l.run_group, l.owner, l.acquired_at, l.pass_config, (SELECT min(r.started_at) FROM ${ident(schema)}.runs AS r WHERE r.owner = l.owner) AS pass_started_at
 FROM ${ident(schema)}.run_lock AS l WHERE l.name = $1`,
     name,
   );
@@ -119,6 +121,11 @@ export interface RunLockOptions extends PostgresOptions {
   name: string;
   group: string;
   owner: string;
+  /**
+   * The run's discovery-relevant config: recorded with the pass when this run starts it;
+   * when it joins one, a pass recorded with another is refused (PassConfigDiffers).
+   */
+  passConfig?: PassConfig;
   /** How the server finds the session of a lost node. Default DEAD_CLIENT_PROBES. */
   probes?: KeepaliveProbes;
   /**
@@ -274,12 +281,19 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     let result: Attempt;
     if (ex?.ok) {
       const startedPassAt = Date.now();
-      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake));
+      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake, opts.passConfig));
       await exec(downgradeQuery(opts.schema, opts.name));
       await exec(markQuery(opts.schema, opts.name));
       result = { client, joined: false, startedPassAt };
     } else {
-      const [row] = await exec<{ run_group: string; owner: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
+      const [row] = await exec<{ run_group: string; owner: string; pass_config: PassConfig | null; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
+      // The same group with another config (a ConfigMap changed mid-Job) is refused before
+      // it joins: nothing written, the transaction rolled back with the session. A pass
+      // recorded without one (started by a cronsafe from before migration 006) is joined.
+      if (row?.run_group === opts.group && row.pass_config && opts.passConfig) {
+        const differs = passConfigDiff(opts.passConfig, row.pass_config);
+        if (differs.length > 0) throw new PassConfigDiffers(opts.group, row.owner, differs, opts.passConfig, row.pass_config);
+      }
       const [join] = row?.run_group === opts.group ? await exec<{ ok: boolean }>(tryJoinQuery(opts.schema, opts.name)) : [];
       const passStartedAt = row?.pass_started_at ?? undefined;
       if (join?.ok) {
@@ -315,7 +329,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       return await attempt(opts, retake);
     } catch (err) {
       const delay = backoffDelayMs(n, { backoffMs: 100, backoffMaxMs: 2_000 }, Math.random);
-      if (err instanceof LedgerOwnedByAnotherJob || err instanceof StoppedBeforeLock) throw err;
+      if (err instanceof LedgerOwnedByAnotherJob || err instanceof StoppedBeforeLock || err instanceof PassConfigDiffers) throw err;
       const state = locatedLedgerState(err, 'take the run lock', opts.url, opts.schema);
       if (state) throw state;
       const stop = retake ? undefined : opts.stop;

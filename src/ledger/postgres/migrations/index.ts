@@ -3,6 +3,7 @@ import * as m002 from './002-job-identity-and-heartbeat.js';
 import * as m003 from './003-pass-index.js';
 import * as m004 from './004-retention.js';
 import * as m005 from './005-suspects.js';
+import * as m006 from './006-pass-config.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {
@@ -18,4 +19,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 3, ...m003 },
   { version: 4, ...m004 },
   { version: 5, ...m005 },
+  { version: 6, ...m006 },
 ];
