@@ -106,6 +106,8 @@ export class OutputStore {
   readonly #ledger: string | undefined;
   /** Whether the last run of this name here was on another ledger, once prepare() read it. */
   #otherLedger = false;
+  /** The same, read by committedSince (crash recovery comes before prepare()), once asked. */
+  #otherLedgerBefore: boolean | undefined;
   /** The last statfs of the output file system's free space (freeAtStart). */
   #freeSample: { at: number; bytes: number } | undefined;
 
@@ -381,6 +383,11 @@ export class OutputStore {
   committedSince(id: string, claimedAt: number): boolean {
     // Another job's commit of the same id would pass for ours: run the item again instead.
     if (this.sharedWith().length > 0) return false;
+    // So would one of a config of this name on another ledger (a copy that kept the name): its
+    // run since the crash left its ledger mark here, and wrote the same ids' outputs. Asked
+    // before prepare() reads the mark (and makes ours), as recovery comes first.
+    this.#otherLedgerBefore ??= this.#job !== undefined && !this.shared && this.#readLedgerMark();
+    if (this.#otherLedgerBefore) return false;
     try {
       // A link on the way would make lstat look at somebody else's file.
       if (this.outputProblem(id) !== null) return false;
