@@ -182,8 +182,9 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * wait once `stop` aborts, with StoppedBeforeLedger and nothing written. For the run's
    * start-up writes, before its pass claims anything (the reclaim, the runs that died, its
    * start): a stop drains the run (75) at once, as one during the open does, instead of after
-   * the whole busy wait and a failure (exit 1). Never during the pass: a drain's own writes
-   * must still wait. PostgreSQL: absent.
+   * the whole busy wait and a failure (exit 1); and for the pass's writes until its first
+   * claim (the ledger itself then switches it off: a drain's hand-backs must still wait).
+   * PostgreSQL: absent.
    */
   stopEndsWaits?(stop: AbortSignal | undefined): void;
 

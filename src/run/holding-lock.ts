@@ -62,6 +62,9 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   const onStop = () => recordStop();
   opts.stop.addEventListener('abort', onStop, { once: true });
   const stop = firstAbort(opts.stop, lease.held?.lost, lock.lost);
+  // When the run was told to stop (a signal, or a lost lock or Lease): the drain's deadline counts from it.
+  let stoppedAt: number | undefined;
+  stop.signal.addEventListener('abort', () => (stoppedAt ??= Date.now()), { once: true });
   // Not an operator's signal: the run's safety is gone (its ledger removed, its lock or
   // Lease lost). Said at warn, so a `log.level: warn` deployment still sees why it stopped.
   for (const lost of [lease.held?.lost, lock.lost]) {
@@ -131,7 +134,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
     // The run's start. Once recorded, a stop no longer ends a write's wait for another
-    // connection's lock (stopEndsWaits): its end must be recorded, as the pass's writes are.
+    // connection's lock (stopEndsWaits): its end must be recorded (recordEnd after the pass).
     const open = ledger;
     const recordStart = async (): Promise<void> => {
       await open.startRun({ runId, owner, startedAt, scheduledFor: plan.fire?.occurrence.getTime() ?? null });
@@ -251,7 +254,11 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
       recordStop = () =>
         void record(owner).then(
           () => log.info('stop recorded in the ledger: if this run is killed before its drain ends, the next one hands its attempts back uncharged'),
-          (err: unknown) => log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'),
+          (err: unknown) =>
+            // Its wait ended by the stop (stopEndsWaits): the run held no claim, nothing to hand back.
+            err instanceof StoppedBeforeLedger
+              ? log.info('stop not recorded in the ledger: another connection holds its write lock, and the run holds no claim (nothing to hand back)')
+              : log.warn({ err }, 'could not record the stop in the ledger: killed before its drain ends, the run would have its attempts charged'),
         );
     }
     stopBeat = startHeartbeat(ledger, runId, config.lease.renewSeconds * 1000, log); // [issue 10, case 3]
@@ -270,6 +277,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const fatal = handler.fatal;
     fatal?.addEventListener('abort', () => log.error({ err: coerceError(fatal.reason) }, 'handler code broke the process; stopping the run'), { once: true });
     const passStop = firstAbort(stop.signal, fatal);
+    // Until the pass's first claim, a stop again ends a write's wait for another connection's
+    // write lock (its first discovery, the stop's record): nothing to hand back yet. They each
+    // waited SQLite's whole busy wait (5 s), one after the other, before the drain.
+    ledger.stopEndsWaits?.(opts.stop);
     const passed = await runPass({
       config,
       ledger,
@@ -312,9 +323,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const result = ended.error !== undefined && isSqliteError(ended.error) ? { ...ended, error: store.unavailable('the pass stopped', ended.error) } : ended;
     stopWatch();
     const finishedAt = Date.now();
-    await ledger.finishRun(runId, finishedAt, result.outcome, fatal?.aborted ? { ...result.counts, [HANDLER_BROKE_PROCESS]: 1 } : result.counts).catch((err: unknown) => {
-      log.error({ err }, 'could not record the end of the run');
-    });
+    ledger.stopEndsWaits?.(undefined);
+    await recordEnd(ledger, log, { stop: stop.signal, stoppedAt, force: opts.force, drainMs: (config.drain.gracePeriodSeconds - config.drain.marginSeconds) * 1000, claimed: (result.counts.claimed ?? 0) > 0 }, () =>
+      ledger!.finishRun(runId, finishedAt, result.outcome, fatal?.aborted ? { ...result.counts, [HANDLER_BROKE_PROCESS]: 1 } : result.counts),
+    );
     await metrics.runFinished(result.outcome);
     const items = await ledger.counts().catch(() => undefined);
     log.info(
@@ -358,6 +370,67 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // kubelet's SIGKILL.
     await Promise.all([lease.held?.release() ?? lease.leftover?.(), events.flush(opts.stop)]);
     await lock.release();
+  }
+}
+
+/** What recordEnd needs of the run's stop. */
+interface EndOfRun {
+  /** The run's stop (a signal, a lost lock or Lease), and when it came. */
+  stop: AbortSignal;
+  stoppedAt: number | undefined;
+  /** A second signal: nothing more is waited for. */
+  force: AbortSignal;
+  /** The drain's budget after the stop (drain.gracePeriodSeconds less its margin). */
+  drainMs: number;
+  /** Whether the pass claimed anything. */
+  claimed: boolean;
+}
+
+/**
+ * The run's end, recorded. After a stop, while another connection holds the SQLite ledger's
+ * write lock (an operator's \`sqlite3\` shell in a transaction), it is tried again until the
+ * drain's deadline, or a second signal, ends the wait: the run's record is what the drain's
+ * budget is for. It waited SQLite's busy wait once (5 s) and gave up, however long the budget,
+ * and the run stayed \`running\` in \`cronsafe status\` until the next run marked it died.
+ * Not recorded, that is said on stderr, with what follows from it.
+ */
+async function recordEnd(ledger: Ledger, log: Logger, end: EndOfRun, finish: () => Promise<void>): Promise<void> {
+  const { stop, stoppedAt, force, drainMs, claimed } = end;
+  const deadline = stop.aborted && stoppedAt !== undefined ? stoppedAt + Math.max(0, drainMs) : undefined;
+  if (deadline === undefined) {
+    await finish().catch((err: unknown) => log.error({ err }, 'could not record the end of the run'));
+    return;
+  }
+  // Each try's wait ends at the deadline or a second signal (stopEndsWaits), not after SQLite's
+  // busy wait. Past either already, it is tried once.
+  const ends = firstAbort(force, AbortSignal.timeout(Math.max(0, deadline - Date.now())));
+  ledger.stopEndsWaits?.(ends.signal);
+  const waited = Date.now();
+  try {
+    for (;;) {
+      try {
+        await finish();
+        const waitedMs = Date.now() - waited;
+        if (waitedMs >= 1000) log.info({ waitedMs }, "the end of the run is recorded, once another connection let the ledger's write lock go");
+        return;
+      } catch (err) {
+        const busy = err instanceof StoppedBeforeLedger || String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
+        if (busy && !ends.signal.aborted) continue;
+        if (!busy) {
+          log.error({ err }, 'could not record the end of the run');
+          return;
+        }
+        const why = force.aborted ? 'until a second signal ended the wait' : `until the drain's deadline (drain.gracePeriodSeconds less drain.marginSeconds, ${Math.round(drainMs / 1000)} s after the stop)`;
+        const left = claimed ? 'what the drain could not write is taken back by the next run' : 'nothing was claimed';
+        const message = `the end of the run is not recorded in the ledger: another connection held its write lock (another tool, or a \`sqlite3\` shell with a transaction open) ${why}; ${left}, and \`cronsafe status\` shows the run running until the next run marks it died`;
+        log.error(message);
+        process.stderr.write(`cronsafe: ${message}\n`);
+        return;
+      }
+    }
+  } finally {
+    ends.dispose();
+    ledger.stopEndsWaits?.(undefined);
   }
 }
 

@@ -141,10 +141,19 @@ export class SqliteLedger implements L.Ledger {
     });
   }
   async claim(ids: string[], opts: L.ClaimOptions): Promise<L.Claim[]> {
-    return this.#written(() => this.#claim.claim(ids, opts));
+    return this.#written(() => this.#holding(this.#claim.claim(ids, opts)));
   }
   async claimDue(opts: L.ClaimOptions & { limit: number }): Promise<L.Claim[]> {
-    return this.#written(() => this.#claim.claimDue(opts));
+    return this.#written(() => this.#holding(this.#claim.claimDue(opts)));
+  }
+  /**
+   * `claims`, which this connection now holds: from the first, a stop no longer ends a wait
+   * (stopEndsWaits), as the drain's hand-backs and results must be written. Switched off in
+   * the verb itself, so that a verb queued behind it (#op) already waits as a drain's must.
+   */
+  #holding<T extends { length: number }>(claims: T): T {
+    if (claims.length > 0) this.#stopEndsWaits = undefined;
+    return claims;
   }
   async nextDueAt(runId: string): Promise<number | null> {
     return this.#op(() => {
@@ -184,10 +193,14 @@ export class SqliteLedger implements L.Ledger {
       const behind = this.#behind;
       if (behind && s.fail.length === 0 && s.release.length === 0 && s.gone.length === 0) {
         const fast = behind.settle(s.complete, claim, now);
-        if (fast) return { ...fast, fail: [], release: [], gone: [] };
+        if (fast) {
+          this.#holding(fast.claims);
+          return { ...fast, fail: [], release: [], gone: [] };
+        }
       }
       try {
         const out = this.#writtenNow(() => this.#settle(s, now, claim, random), (out) => out.claims);
+        this.#holding(out.claims);
         behind?.settled(s);
         return out;
       } catch (err) {
@@ -502,7 +515,7 @@ export class SqliteLedger implements L.Ledger {
     return againWhileBusy(verb, () => this.#db.open, this.#stopEndsWaits);
   }
 
-  /** Ledger.stopEndsWaits: the run's stop while its start-up writes wait (#again), else undefined. */
+  /** Ledger.stopEndsWaits: the run's stop while it holds no claim (#again), else undefined. */
   #stopEndsWaits: AbortSignal | undefined;
   stopEndsWaits(stop: AbortSignal | undefined): void {
     this.#stopEndsWaits = stop;
