@@ -3,6 +3,7 @@ import type { Config } from '../config/types.js';
 import { ConfigError, EXIT } from '../errors.js';
 import { DEFAULT_POSTGRES_SCHEMA, type Store } from '../ledger/open.js';
 import type { RunHeartbeat } from '../ledger/types.js';
+import { StoppedBeforeLedger } from '../ledger/run-lock.js';
 import { pushLedgerMetrics } from '../metrics/index.js';
 import type { EventSink } from '../kube/events.js';
 import { otherHost } from '../lock/heartbeat.js';
@@ -45,7 +46,11 @@ export async function skipLocked({ config, store, log, opts, events, held }: Ski
   else log.info({ lock }, 'skipped: another run holds the lock');
   events.skipped(lease ?? beating ?? (live ? `another run of this job is alive (it beats in the ledger) although the run lock (${lock}) was free` : `another run holds the run lock (${lock})`));
   try {
-    const ledger = await store.openLedger();
+    // A stop ends a wait for another connection's write lock (an operator's `sqlite3` shell in
+    // a transaction): the skip is not recorded, and the start exits at once. It waited out
+    // SQLite's busy wait (5 s), deaf to the signal, for one event.
+    const ledger = await store.openLedger({ stop: opts.stop });
+    ledger.stopEndsWaits?.(opts.stop);
     try {
       const occurrence = config.schedule ? identifyFire(config.schedule, new Date(), opts.scheduledTime, opts.policy)?.occurrence : undefined;
       await ledger.recordEvent('lock-skip', Date.now(), { pid: process.pid, ...(lease ? { lease } : {}) }, occurrence?.getTime());
@@ -55,7 +60,8 @@ export async function skipLocked({ config, store, log, opts, events, held }: Ski
     }
   } catch (err) {
     if (err instanceof ConfigError) throw err; // [issue 10, case 1] a ledger of another job
-    log.warn({ err }, 'could not record the skipped start in the ledger');
+    if (err instanceof StoppedBeforeLedger) log.warn(`the skipped start is not recorded in the ledger: ${err.message}`);
+    else log.warn({ err }, 'could not record the skipped start in the ledger');
   }
   await events.flush(opts.stop);
   log.info({ outcome: 'skipped-locked', exitCode: EXIT.OK }, 'run finished');
