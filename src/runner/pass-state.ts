@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
+import { StoppedBeforeLedger } from '../ledger/run-lock.js';
 import type { AttemptSignal } from './attempt-signal.js';
 import { Channel } from './channel.js';
 import { Drain } from './drain.js';
@@ -243,6 +244,16 @@ export class PassState {
    * would charge it as a dead run's claim. Finished, its committed output makes it done.
    */
   fail(err: unknown, msg: string, reason: string): void {
+    // The run's stop ended a write's wait for another connection's write lock before the
+    // pass's first claim (Ledger.stopEndsWaits: a sweep's claim in a pass that had nothing to
+    // claim, a discovery): nothing was written and nothing is held, so the pass drains. It
+    // ended as failed, exit 1, counted toward the Job's backoffLimit.
+    if (err instanceof StoppedBeforeLedger) {
+      this.log.info({ reason: err.message }, 'drain: a write waiting for the ledger ended by the stop (nothing claimed)');
+      this.drain.requestStop(reason);
+      this.channel.close();
+      return;
+    }
     const e = err instanceof Error ? err : new Error(String(err));
     this.error ??= e;
     this.log.error({ err: e }, msg);
