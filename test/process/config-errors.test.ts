@@ -18,7 +18,10 @@ source: {directory: ./source}
 handler: {command: ["true"]}
 `;
 
-describe('bad config: exit 78 with a message naming the problem', () => {
+// Each case spawns the CLI on a config of its own and shares nothing with the others, so
+// they run side by side (vitest's maxConcurrency, 5 at a time): the file takes about as long
+// as its longest case (the 60 s import floor) rather than the sum of 50 spawns after it.
+describe.concurrent('bad config: exit 78 with a message naming the problem', () => {
   it.each([
     ['missing file', () => path.join(tmpdir(), 'does-not-exist', 'cronsafe.yaml'), /config file not found: .*does-not-exist/],
     ['bad YAML', () => configFile('name: x\nsource: {directory: ./source\n'), /cronsafe\.yaml:\d+:\d+: invalid YAML/],
