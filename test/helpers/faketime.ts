@@ -11,10 +11,10 @@ export const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 
 /**
  * `cronsafe <args>` with a clock that starts at `start` (UTC, `YYYY-MM-DD hh:mm:ss`) and
- * runs 60x: a daemon's 30 s tick every half real second.
+ * runs `rate` times as fast, 60x unless told: a daemon's 30 s tick every half real second.
  */
-export function spawnFastCli(args: string[], start: string, opts: { env?: Record<string, string>; timeoutMs?: number } = {}) {
-  return spawnCliRaw(process.execPath, [CLI, ...args], { env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME: `@${start} x60`, ...opts.env }, timeoutMs: opts.timeoutMs ?? 60_000 });
+export function spawnFastCli(args: string[], start: string, opts: { env?: Record<string, string>; timeoutMs?: number; rate?: number } = {}) {
+  return spawnCliRaw(process.execPath, [CLI, ...args], { env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME: `@${start} x${opts.rate ?? 60}`, ...opts.env }, timeoutMs: opts.timeoutMs ?? 60_000 });
 }
 
 /**

@@ -134,27 +134,36 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
       { 'a.txt': 'a' },
     );
     // Only the wall clock is stepped, as NTP does (node asserts that its monotonic clock never
-    // goes back): it runs 20x, and a tick (1 s, on the monotonic clock) is 20 s of it. The
-    // first occurrence is 58 s of it (2.9 s) away from the start: a start-up slowed by a busy
-    // machine still finds 12:05 the latest occurrence.
+    // goes back); a tick is 1 s on the monotonic clock. The wall clock stands still at each
+    // step until that minute's pass has finished, so a start-up or a pass slowed by a loaded
+    // machine cannot carry it into the next minute; only the last step runs (20x: 12:06 is
+    // 2.9 s away), so that ticks see 12:05 the latest occurrence again.
     // libfaketime re-reads the file at each call: rewritten, the clock restarts from the new time.
     const clock = path.join(ws.dir, 'faketime');
-    writeFileSync(clock, '@2026-06-01 12:05:02 x20\n'); // ahead (an RTC read as UTC east of Greenwich)
+    writeFileSync(clock, '2026-06-01 12:05:02\n'); // ahead (an RTC read as UTC east of Greenwich)
     const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
       env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
       timeoutMs: 60_000,
     });
-    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
-    writeFileSync(clock, '@2026-06-01 12:02:50 x20\n'); // NTP sets it back three minutes
+    // The n-th pass's `run finished` (waitFor looks at the lines logged so far too).
+    const passes = (n: number) => {
+      let finishedRuns = 0;
+      return daemon.waitFor((l) => l.msg === 'run finished' && ++finishedRuns >= n, 30_000);
+    };
+    await passes(1);
+    writeFileSync(clock, '2026-06-01 12:03:02\n'); // NTP sets it back two minutes
+    await passes(2);
+    writeFileSync(clock, '2026-06-01 12:04:02\n');
+    await passes(3);
+    writeFileSync(clock, '@2026-06-01 12:05:02 x20\n');
     let after = false;
     await daemon.waitFor((l) => (after ||= l.msg === 'daemon: occurrence due; starting a pass' && l.occurrence === '2026-06-01T12:06:00.000Z') && l.msg === 'run finished', 30_000);
     daemon.child.kill('SIGTERM');
     expect((await daemon.exited).code, daemon.stderr()).toBe(0);
     const due = daemon.lines.filter((l) => l.msg === 'daemon: occurrence due; starting a pass').map((l) => String(l.occurrence).slice(11, 16));
     // Before, no run had started "since" 12:03 or 12:04 by the record (the early 12:05 run's
-    // start is later), so they never ran; 12:05 itself, run early, is not run twice. (12:02
-    // runs too when a tick sees the clock before 12:03.)
-    expect(due.filter((o) => o !== '12:02')).toEqual(['12:05', '12:03', '12:04', '12:06']);
+    // start is later), so they never ran; 12:05 itself, run early, is not run twice.
+    expect(due).toEqual(['12:05', '12:03', '12:04', '12:06']);
   });
 });
 
@@ -167,13 +176,20 @@ describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () =
       },
       { 'slow.txt': 's' },
     );
-    // The handler works until 2.5 minutes past its fire: exactly two occurrences come due.
-    const run = fast('2026-06-01 12:00:10', ['run', '-c', ws.configPath], { UNTIL_MINUTES: '2.5' });
+    // The 12:00 fire, and a handler that works until 12:02:30: exactly two occurrences come
+    // due. The clock runs 20x (a minute in 3 s), not 60x: at 60x a start-up slowed by a
+    // loaded machine passed 12:01 before the watch began (it was then missed, not an
+    // overrun), and a watch's wake-up late by half a second came after the run had ended.
+    // Here each has 1.5 s or more; the fire and the end are fixed, not read from the clock.
+    const run = spawnFastCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:00:00Z'], '2026-06-01 12:00:01', {
+      env: { UNTIL: '2026-06-01T12:02:30Z' },
+      rate: 20,
+    });
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(0);
-    const fire = Date.parse(String((run.lines.find((l) => l.msg === 'run started')?.fire as { occurrence: string }).occurrence));
+    expect(run.lines.find((l) => l.msg === 'run started')?.fire).toMatchObject({ occurrence: '2026-06-01T12:00:00.000Z' });
     const overruns = run.lines.filter((l) => l.msg === 'overrun: an occurrence came due while this run is still active');
-    expect(overruns.map((l) => l.occurrence)).toEqual([new Date(fire + 60_000).toISOString(), new Date(fire + 120_000).toISOString()]);
+    expect(overruns.map((l) => l.occurrence)).toEqual(['2026-06-01T12:01:00.000Z', '2026-06-01T12:02:00.000Z']);
     const ledger = await ledgerOf(ws.db);
     try {
       expect((await ledger.totals()).overruns).toBe(2);
