@@ -68,7 +68,7 @@ function otherPod(ws: Workspace, node = 'other-node'): string {
 const lease = (fake: FakeApiServer): Obj | undefined => fake.get('leases', 'test-job');
 
 describe.concurrent('the Kubernetes Lease across processes', () => {
-  it.skipIf(!canUnshare)('two runs with different local locks: one works, the other skips with exit 0 and a recorded lock-skip', async ({ fake }) => {
+  it.skipIf(!canUnshare)('two runs with different local locks: one works, the other skips with exit 0 and a recorded lock-skip', async ({ fake, onTestFinished }) => {
     const ws = workspace(
       { handler: { command: SLOW }, concurrency: 2, events: { enabled: true } },
       { 'a.scc': 'a', 'b.scc': 'b' },
@@ -78,8 +78,9 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
     // The first run's handlers work until the gate opens, once the second run has ended: a
     // fixed time (3 s) ran out before a loaded machine had started the second.
     const gate = path.join(ws.dir, 'gate');
-    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }) });
-    await until(() => filesIn(markers).length === 2, 'the first run to start its handlers');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
+    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }), timeoutMs: 120_000 });
+    await until(() => filesIn(markers).length === 2, 'the first run to start its handlers', 45_000);
     expect(lease(fake)?.spec.holderIdentity).toMatch(/^pod-a\//);
 
     const second = await runOnOtherNode(['run', '-c', otherPod(ws)], { env: podEnv(fake, 'pod-b', { MARKER_DIR: markers, SLOW_MS: '10' }) });
@@ -103,17 +104,20 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
     } finally {
       await ledger.close();
     }
-  });
+  }, 120_000);
 
-  it('a lost Lease stops claiming and drains: exit 75, the rest handed back, the new holder untouched', async ({ fake }) => {
+  it('a lost Lease stops claiming and drains: exit 75, the rest handed back, the new holder untouched', async ({ fake, onTestFinished }) => {
     const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
-    rewriteLock(ws, { kubernetesLease: { durationSeconds: 5, renewSeconds: 0.2 } });
+    // 15 s, not 5: a run starved of CPU at start-up (a load of 16) let a 5 s Lease expire
+    // before its first item started. The takeover is seen at the next renewal (0.2 s) anyway.
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 15, renewSeconds: 0.2 } });
     const markers = path.join(ws.dir, 'markers');
     // The first item works until the run has seen the loss (the gate opens then), not for a
     // fixed time a loaded machine may spend before the next renewal.
     const gate = path.join(ws.dir, 'gate');
-    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }) });
-    await until(() => filesIn(markers).length === 1, 'the first item to start');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }), timeoutMs: 120_000 });
+    await until(() => filesIn(markers).length === 1, 'the first item to start', 45_000);
     // Another run takes the Lease over (as after a long API partition): new holder, new version.
     const l = lease(fake)!;
     l.spec.holderIdentity = 'pod-z/intruder';
@@ -129,7 +133,7 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
     expect(filesIn(markers)).toHaveLength(1); // nothing claimed after the loss
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 1, claimed: 0, pending: 2 });
     expect(lease(fake)?.spec.holderIdentity).toBe('pod-z/intruder'); // a lost Lease is not "released"
-  });
+  }, 120_000);
 
   // The Lease's expiry is a timer, and a timer waits for the event loop: once a module
   // handler that blocked it for longer than the duration returned, the claim loop started
@@ -230,7 +234,7 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
     expect(finished(run)?.outcome).toBe('drained');
   }, 60_000);
 
-  it('a failed renewal is tried again soon, not a whole renewSeconds later: an API server back before the expiry keeps the Lease', async ({ fake }) => {
+  it('a failed renewal is tried again soon, not a whole renewSeconds later: an API server back before the expiry keeps the Lease', async ({ fake, onTestFinished }) => {
     // Renewing every 6 s of a 10 s Lease: the one failed try at 6 s was followed by the next
     // at 12 s, after the expiry at 10 s, so an API server down for a few seconds (a control
     // plane upgrade) cost the run its Lease (exit 75) though it was back at 7 s.
@@ -239,11 +243,16 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
     // The item works until the run has renewed again or lost the Lease (past the expiry at
     // 10 s when the retry comes too late), rather than a fixed 14 s.
     const gate = path.join(ws.dir, 'gate');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
     const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { GATE: gate }), timeoutMs: 60_000 });
     await run.waitFor((l) => l.msg === 'Kubernetes Lease acquired');
+    // Down until a second after the first renewal it refused (the server itself brings it
+    // back: a test starved of CPU was late to, and the Lease expired meanwhile).
+    fake.onRequest = (verb, resource) => {
+      if (resource === 'leases' && verb === 'update' && fake.down) setTimeout(() => (fake.down = false), 1000);
+    };
     fake.down = true;
     await run.waitFor((l) => String(l.msg).startsWith('Kubernetes Lease: renewal failed'), 15_000);
-    fake.down = false;
     await run.waitFor((l) => l.msg === 'Kubernetes Lease: renewed again' || String(l.msg).startsWith('Kubernetes Lease lost'), 15_000).finally(() => writeFileSync(gate, ''));
     const r = await run.exited;
     expect(run.lines.filter((l) => String(l.msg).startsWith('Kubernetes Lease lost'))).toEqual([]);
@@ -577,14 +586,15 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
 });
 
 describe.concurrent('Events for a start kept out by the local lock', () => {
-  it('CronsafeSkipped names the lock that is held (kubernetes-api.md: "which lock")', async ({ fake }) => {
+  it('CronsafeSkipped names the lock that is held (kubernetes-api.md: "which lock")', async ({ fake, onTestFinished }) => {
     const ws = workspace({ handler: { command: SLOW }, concurrency: 1, events: { enabled: true } }, { 'a.scc': 'a' });
     const markers = path.join(ws.dir, 'markers');
     // The first run's handler works until the second run has ended (the gate), not for 3 s,
     // which a loaded machine spent before the second had reached the lock.
     const gate = path.join(ws.dir, 'gate');
-    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }) });
-    await until(() => filesIn(markers).length === 1, 'the first run to start its handler');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
+    const first = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }), timeoutMs: 120_000 });
+    await until(() => filesIn(markers).length === 1, 'the first run to start its handler', 45_000);
     const second = await runCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-b') });
     writeFileSync(gate, '');
     expect(second.code, second.stderr).toBe(0);
@@ -592,10 +602,10 @@ describe.concurrent('Events for a start kept out by the local lock', () => {
     expect(skipped.length).toBeGreaterThan(0);
     for (const e of skipped) expect(String(e.message)).toContain(path.join(ws.state, 'cronsafe.lock'));
     expect((await first.exited).code, first.stderr()).toBe(0);
-  });
+  }, 120_000);
 
   const canUnshareHost = spawnSync('unshare', ['-m', '-u', 'true']).status === 0;
-  it.skipIf(!canUnshareHost)('a start kept out by a run of another host that beats in the ledger says so, not that a lock is held or its file was deleted', async ({ fake }) => {
+  it.skipIf(!canUnshareHost)('a start kept out by a run of another host that beats in the ledger says so, not that a lock is held or its file was deleted', async ({ fake, onTestFinished }) => {
     // Pods on two nodes, each with its own lock file, one ledger on a shared volume: only the
     // live run's heartbeat keeps the second out. Its log asked "was the lock file deleted?",
     // and its CronsafeSkipped Event said its own lock, which it held, was held by another run:
@@ -607,8 +617,9 @@ describe.concurrent('Events for a start kept out by the local lock', () => {
     const onHost = (host: string, config: string) => ['-m', '-u', 'sh', '-c', `hostname ${host} && exec "$0" "$@"`, process.execPath, CLI, 'run', '-c', config];
     // The first run's handlers work until the second run has ended (the gate), not for 3 s each.
     const gate = path.join(ws.dir, 'gate');
-    const first = spawnCliRaw('unshare', onHost('node-a', otherPod(ws)), { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }) });
-    await until(() => filesIn(markers).length === 1, 'the first run to start its handler');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
+    const first = spawnCliRaw('unshare', onHost('node-a', otherPod(ws)), { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }), timeoutMs: 120_000 });
+    await until(() => filesIn(markers).length === 1, 'the first run to start its handler', 45_000);
     const second = spawnCliRaw('unshare', onHost('node-b', otherPod(ws, 'node-b')), { env: podEnv(fake, 'pod-b') });
     const ended = await second.exited;
     writeFileSync(gate, '');
@@ -625,7 +636,7 @@ describe.concurrent('Events for a start kept out by the local lock', () => {
     }
     expect((await first.exited).code, first.stderr()).toBe(0);
     expect(filesIn(markers)).toHaveLength(2); // the first run did both items; the second started none
-  });
+  }, 120_000);
 });
 
 // `KUBECONFIG=<(sops -d kubeconfig.enc) cronsafe run`: the file is a pipe, which can be read

@@ -124,7 +124,7 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
   });
 
-  it('a clock that was ahead and is set back runs the occurrences it had skipped, and not again the one it ran early', async () => {
+  it('a clock that was ahead and is set back runs the occurrences it had skipped, and not again the one it ran early', async ({ onTestFinished }) => {
     const ws = workspace(
       {
         handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
@@ -145,6 +145,7 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
       env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
       timeoutMs: 60_000,
     });
+    onTestFinished(() => void daemon.child.kill('SIGKILL')); // gone already, unless the test failed
     // The n-th pass's `run finished` (waitFor looks at the lines logged so far too).
     const passes = (n: number) => {
       let finishedRuns = 0;
@@ -177,13 +178,14 @@ describe.skipIf(!hasFaketime)('overruns (real process, accelerated clock)', () =
       { 'slow.txt': 's' },
     );
     // The 12:00 fire, and a handler that works until 12:02:30: exactly two occurrences come
-    // due. The clock runs 20x (a minute in 3 s), not 60x: at 60x a start-up slowed by a
+    // due. The clock runs 10x (a minute in 6 s), not 60x: at 60x a start-up slowed by a
     // loaded machine passed 12:01 before the watch began (it was then missed, not an
-    // overrun), and a watch's wake-up late by half a second came after the run had ended.
-    // Here each has 1.5 s or more; the fire and the end are fixed, not read from the clock.
+    // overrun), and a watch's wake-up late by half a second came after the run had ended
+    // (at 20x, a start at a load of 20 still took 3 s). Here the start has 5.9 s and the
+    // wake-up 3 s; the fire and the end are fixed, not read from the clock.
     const run = spawnFastCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T12:00:00Z'], '2026-06-01 12:00:01', {
       env: { UNTIL: '2026-06-01T12:02:30Z' },
-      rate: 20,
+      rate: 10,
     });
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(0);
