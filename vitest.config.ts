@@ -8,6 +8,9 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Process tests spawn real children and kill them; keep files isolated.
     pool: 'forks',
+    // One temporary directory per run (TMPDIR for the workers and what they spawn), removed
+    // at its end: the tests' own directories no longer pile up in /tmp.
+    globalSetup: ['test/helpers/tmp-root.ts'],
     // process.kill(0) (a pid read before it was written) would SIGKILL vitest's own group.
     setupFiles: ['test/helpers/no-group-kill.ts'],
     // Vitest's default is one worker fewer than the cores: one on a 2-core machine, where
