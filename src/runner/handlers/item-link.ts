@@ -1,13 +1,13 @@
-import { closeSync, constants, lstatSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { closeSync, lstatSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { coerceError } from '../../errors.js';
-import { flockSync } from '../../flock.js';
 import { DIR_MODE } from '../../make-dirs.js';
 import { EnvironmentFault } from '../faults.js';
 import { itemPaths } from '../item-id.js';
 import { safeSegment } from '../output-name.js';
+import { holdDir, removeDeadDirs } from './dead-dirs.js';
 
 /**
  * The text path a handler gets for an item whose id is escaped. argv and the environment
@@ -65,22 +65,7 @@ function linkName(id: string): string {
 const LINK_DIR_PREFIX = 'cronsafe-item-';
 /** A name mkdtemp made from LINK_DIR_PREFIX: six characters of [A-Za-z0-9]. */
 const LINK_DIR_NAME = /^cronsafe-item-[A-Za-z0-9]{6}$/;
-/** Older than this, a link directory nobody holds is a killed run's (a fresh one is held within microseconds). */
-const DEAD_AFTER_MS = 60_000;
 let swept = false;
-
-/** An open, flocked descriptor of `dir` (the kernel lets go if the process dies), or undefined where flock is refused. */
-function holdDir(dir: string): number | undefined {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-    flockSync(fd, 'exnb');
-    return fd;
-  } catch {
-    if (fd !== undefined) closeSync(fd);
-    return undefined;
-  }
-}
 
 /**
  * Remove, once per process, the TMPDIR link directories that runs killed (SIGKILL, OOM)
@@ -93,30 +78,6 @@ function holdDir(dir: string): number | undefined {
 export function removeDeadLinkDirs(dir = tmpdir()): void {
   if (swept) return;
   swept = true;
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => LINK_DIR_NAME.test(n));
-  } catch {
-    return;
-  }
-  const uid = process.getuid?.();
-  for (const name of names) {
-    const p = path.join(dir, name);
-    try {
-      const st = lstatSync(p);
-      if (!st.isDirectory() || st.uid !== uid || Date.now() - st.mtimeMs < DEAD_AFTER_MS) continue;
-      const fd = holdDir(p);
-      if (fd === undefined) continue; // live (held), or no flock here
-      try {
-        // Ours holds the item's link at most (none when killed before making it): anything
-        // else is someone's directory that only looks like ours, and not ours to remove.
-        if (!readdirSync(p, { withFileTypes: true }).every((e) => e.isSymbolicLink())) continue;
-        rmSync(p, { recursive: true, force: true }); // links are removed, never followed
-      } finally {
-        closeSync(fd);
-      }
-    } catch {
-      // Gone meanwhile, or not ours to remove: left alone.
-    }
-  }
+  // Ours holds the item's link at most (none when killed before making it).
+  removeDeadDirs(dir, LINK_DIR_NAME, (e) => e.isSymbolicLink());
 }

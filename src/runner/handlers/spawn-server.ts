@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { closeSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { TAIL_BYTES } from './capture.js';
+import { holdDir, removeDeadDirs } from './dead-dirs.js';
 import { HELPER_FLAG } from './process-group.js';
 
 /** FIFO pairs the helper makes at a time (one mkfifo(1) for them). */
@@ -135,7 +136,8 @@ function tryPair() {
     if (fifoDir && !ownDir()) return 'stale';
     if (free.length === 0) {
       // Told to cronsafe, which removes it should the helper be killed (kill -9 $PPID, the
-      // OOM killer) and never reach its exit handler below.
+      // OOM killer) and never reach its exit handler below, and holds it (flock) while it
+      // lives: should both be killed, a later run removes it (removeDeadFifoDirs).
       if (!fifoDir) {
         try {
           fifoDir = fs.mkdtempSync(require('node:path').join(require('node:path').resolve(require('node:os').tmpdir()), 'cronsafe-io-'));
@@ -286,6 +288,8 @@ class SpawnServer {
   #notStarted = false;
   #onReady: (() => void) | undefined;
   #fifoDir: string | undefined;
+  /** #fifoDir held (flock) while cronsafe lives: see removeDeadFifoDirs. */
+  #fifoDirHeld: number | undefined;
   /** Settles when the helper can take requests, or is dead (never rejects). */
   readonly ready: Promise<void>;
 
@@ -393,7 +397,9 @@ class SpawnServer {
 
   #receive(m: HelperMessage): void {
     if (m.dir !== undefined) {
+      this.#release();
       this.#fifoDir = m.dir;
+      this.#fifoDirHeld = holdDir(m.dir);
       // Its exit can be seen before this message, read from the channel after it.
       if (this.#dead) this.removeFifoDir();
       return;
@@ -431,6 +437,14 @@ class SpawnServer {
     } catch {
       /* not removable (its parent made read-only meanwhile): only FIFOs, no data, are left */
     }
+    this.#release();
+  }
+
+  /** Let go of the FIFOs' directory (removed, or replaced by the helper with a new one). */
+  #release(): void {
+    if (this.#fifoDirHeld === undefined) return;
+    closeSync(this.#fifoDirHeld);
+    this.#fifoDirHeld = undefined;
   }
 
   #settled(i: number): void {
@@ -488,8 +502,27 @@ function addServer(): SpawnServer {
  * start-up) would widen the window in which a kill charges an attempt that never ran.
  */
 export async function startHelpers(): Promise<void> {
+  removeDeadFifoDirs();
   while (servers.length < HELPERS) addServer();
   await Promise.all(servers.map((s) => s.ready));
+}
+
+const FIFO_DIR_NAME = /^cronsafe-io-[A-Za-z0-9]{6}$/;
+let swept = false;
+
+/**
+ * Remove, once per process, the FIFOs' directories that killed runs left in TMPDIR. The
+ * helper removes its own when cronsafe dies alone, and cronsafe removes a dead helper's;
+ * but when both are killed at once (the OOM killer or a stop that kills the whole cgroup,
+ * systemd's final SIGKILL, an evicted pod whose /tmp is a host path) nobody did, and on a
+ * host (plain cron, a systemd timer, `cronsafe daemon`) they piled up in /tmp, one per kill.
+ * Each live run holds its helpers' directories (flock), so only a killed run's are taken,
+ * whichever job made them; a directory that holds anything but FIFOs is not ours.
+ */
+function removeDeadFifoDirs(): void {
+  if (swept) return;
+  swept = true;
+  removeDeadDirs(tmpdir(), FIFO_DIR_NAME, (e) => e.isFIFO());
 }
 
 /** Start `req` as a child in its own process group; events arrive on `events`. */
