@@ -136,15 +136,17 @@ describe('an item whose path is longer than Linux allows (PATH_MAX)', () => {
     const ws = workspace({}, { 'ok.txt': 'ok' });
     const log = path.join(ws.dir, 'invocations.log');
     configure(ws, { handler: { command: ['/bin/sh', path.join(FIXTURES, 'process/logged-copy.sh'), '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0' } } });
-    // Directories the scan can open one by one, a file whose whole path is past 4,096 bytes.
-    const script = "const fs = require('node:fs'); const n = 'd'.repeat(250); for (let i = 0; i < 16; i++) { fs.mkdirSync(n); process.chdir(n); } fs.writeFileSync('f'.repeat(200), 'long');";
+    // Directories the scan can open one by one (each path under 4,096 bytes, whatever the
+    // length of TMPDIR), a file whose whole path is past 4,096 bytes.
+    const levels = Math.floor((4095 - Buffer.byteLength(ws.source)) / 251);
+    const script = `const fs = require('node:fs'); const n = 'd'.repeat(250); for (let i = 0; i < ${levels}; i++) { fs.mkdirSync(n); process.chdir(n); } fs.writeFileSync('f'.repeat(250), 'long');`;
     const made = spawnSync(process.execPath, ['-e', script], { cwd: ws.source });
     expect(made.status, String(made.stderr)).toBe(0);
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
     const dead = JSON.parse((await runCli(['dead-letter', 'list', '-c', ws.configPath, '--json'])).stdout) as Array<{ id: string; attempts: number; lastError: string }>;
     expect(dead).toHaveLength(1);
-    expect(dead[0]!.id.endsWith('f'.repeat(200))).toBe(true);
+    expect(dead[0]!.id.endsWith('f'.repeat(250))).toBe(true);
     expect(dead[0]!.lastError).toMatch(/longer than Linux allows \(PATH_MAX.*\(the handler was not run\)$/);
     expect(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[0])).toEqual(['ok.txt']);
   });
