@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import type { ItemRecord } from '../../src/ledger/types.js';
 
@@ -38,5 +39,18 @@ export async function notChargedOnce(db: string, ids: string[]): Promise<Record<
     return out;
   } finally {
     await ledger.close();
+  }
+}
+
+/** The runs recorded (outcome, null while running), and every item's state and attempts, read from the SQLite ledger at `db`. */
+export function ledgerRows(db: string): { runs: unknown[]; items: unknown[] } {
+  const ledger = new Database(db, { readonly: true });
+  try {
+    return {
+      runs: ledger.prepare('SELECT outcome FROM runs ORDER BY seq').pluck().all(),
+      items: ledger.prepare('SELECT id, state, attempts FROM items ORDER BY id').all(),
+    };
+  } finally {
+    ledger.close();
   }
 }

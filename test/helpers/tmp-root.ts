@@ -14,10 +14,10 @@
  * it. A live run's is never removed, whichever worktree or checkout it runs from.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, constants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { flockSync } from '../../src/flock.js';
+import { holdDir as hold } from '../../src/runner/handlers/dead-dirs.js';
 
 const PREFIX = 'cronsafe-tests-';
 /** A name mkdtemp made from PREFIX. */
@@ -41,19 +41,6 @@ export default function setup(): () => void {
     removeTree(root);
     if (held !== undefined) closeSync(held);
   };
-}
-
-/** An open, flocked descriptor of `dir` (let go by the kernel when this process dies), or undefined without flock. */
-function hold(dir: string): number | undefined {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-    flockSync(fd, 'exnb');
-    return fd;
-  } catch {
-    if (fd !== undefined) closeSync(fd);
-    return undefined;
-  }
 }
 
 /** The directories of runs that died before their teardown: ours, a minute old, held by nobody. */

@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, runCli, spawnCliRaw, workspace, type Running, type Workspace } from '../helpers/cli.js';
+import { ledgerRows } from '../helpers/ledger-sums.js';
 import { until } from '../helpers/wait.js';
 
 const GATE = path.join(FIXTURES, 'process/gate-opendir-register.mjs');
@@ -34,19 +35,6 @@ async function stoppedBeforeFirstClaim(ws: Workspace): Promise<{ run: Running; h
   run.child.kill('SIGTERM');
   await run.waitFor((l) => String(l.msg).startsWith('drain: stopped claiming'));
   return { run, holder };
-}
-
-/** The runs recorded (outcome, null while running), and every item's state and attempts. */
-function ledgerRows(ws: Workspace) {
-  const db = new Database(ws.db, { readonly: true });
-  try {
-    return {
-      runs: db.prepare('SELECT outcome FROM runs ORDER BY seq').pluck().all(),
-      items: db.prepare('SELECT id, state, attempts FROM items ORDER BY id').all(),
-    };
-  } finally {
-    db.close();
-  }
 }
 
 /** A workspace whose first run did a.txt; b.txt is new for the run under test. */
@@ -77,14 +65,14 @@ describe('a stop after the run started, before its first claim, another connecti
       expect(exitedAt).toBeGreaterThanOrEqual(releasedAt);
       expect(run.stderr()).not.toContain('database is locked');
       expect(run.lines.some((l) => l.msg === 'could not record the end of the run')).toBe(false);
-      expect(ledgerRows(ws).runs).toEqual(['completed', 'drained']);
+      expect(ledgerRows(ws.db).runs).toEqual(['completed', 'drained']);
     } finally {
       run.child.kill('SIGKILL');
       await release;
     }
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
-    expect(ledgerRows(ws)).toEqual({
+    expect(ledgerRows(ws.db)).toEqual({
       runs: ['completed', 'drained', 'completed'],
       items: [
         { id: 'a.txt', state: 'done', attempts: 1 },
@@ -110,10 +98,10 @@ describe('a stop after the run started, before its first claim, another connecti
       holder.exec('ROLLBACK');
       holder.close();
     }
-    expect(ledgerRows(ws).runs).toEqual(['completed', null]);
+    expect(ledgerRows(ws.db).runs).toEqual(['completed', null]);
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
-    expect(ledgerRows(ws)).toEqual({
+    expect(ledgerRows(ws.db)).toEqual({
       runs: ['completed', 'died', 'completed'],
       items: [
         { id: 'a.txt', state: 'done', attempts: 1 },

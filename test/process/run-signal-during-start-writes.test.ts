@@ -14,6 +14,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, runCli, spawnCli, spawnCliRaw, workspace, type Running, type Workspace } from '../helpers/cli.js';
 import { freePort } from '../helpers/prom.js';
+import { ledgerRows } from '../helpers/ledger-sums.js';
 import { until } from '../helpers/wait.js';
 
 const GATE = path.join(FIXTURES, 'process/gate-import-register.mjs');
@@ -55,19 +56,6 @@ async function stopWhileLocked(ws: Workspace, proc: Running, gate: string, ready
   }
 }
 
-/** The runs recorded, and every item's state and attempts. */
-function ledgerRows(ws: Workspace) {
-  const db = new Database(ws.db, { readonly: true });
-  try {
-    return {
-      runs: db.prepare('SELECT outcome FROM runs ORDER BY seq').pluck().all(),
-      items: db.prepare('SELECT id, state, attempts FROM items ORDER BY id').all(),
-    };
-  } finally {
-    db.close();
-  }
-}
-
 describe('a stop during the start-up writes, another connection holding the SQLite write lock', () => {
   it('the reclaim waiting: SIGTERM drains the run (75) at once, nothing recorded; the next run does each item once', async () => {
     const port = await freePort();
@@ -82,10 +70,10 @@ describe('a stop during the start-up writes, another connection holding the SQLi
     await stopWhileLocked(ws, run, gate, 'waiting', 'the run to open its ledger', async () => {
       await expectDrained(run);
     });
-    expect(ledgerRows(ws).runs).toEqual(['completed']);
+    expect(ledgerRows(ws.db).runs).toEqual(['completed']);
     const next = await runCli(['run', '-c', ws.configPath]);
     expect(next.code, next.stderr).toBe(0);
-    const rows = ledgerRows(ws);
+    const rows = ledgerRows(ws.db);
     expect(rows.runs).toEqual(['completed', 'completed']);
     expect(rows.items).toEqual([
       { id: 'a.txt', state: 'done', attempts: 1 },
@@ -103,10 +91,10 @@ describe('a stop during the start-up writes, another connection holding the SQLi
     await stopWhileLocked(ws, run, gate, 'importing', 'the run to import its handler', async () => {
       await expectDrained(run);
     });
-    expect(ledgerRows(ws)).toEqual({ runs: [], items: [] });
+    expect(ledgerRows(ws.db)).toEqual({ runs: [], items: [] });
     const next = await runCli(['run', '-c', ws.configPath], { env });
     expect(next.code, next.stderr).toBe(0);
-    expect(ledgerRows(ws)).toEqual({
+    expect(ledgerRows(ws.db)).toEqual({
       runs: ['completed'],
       items: [
         { id: 'a.txt', state: 'done', attempts: 1 },
@@ -131,10 +119,10 @@ describe('a stop during the start-up writes, another connection holding the SQLi
       expect(daemon.stderr()).not.toContain('database is locked');
       expect(daemon.lines.find((l) => l.msg === 'daemon stopped')).toMatchObject({ result: 'drained', signal: 'SIGTERM' });
     });
-    expect(ledgerRows(ws)).toEqual({ runs: [], items: [] });
+    expect(ledgerRows(ws.db)).toEqual({ runs: [], items: [] });
     const next = await runCli(['run', '-c', ws.configPath], { env });
     expect(next.code, next.stderr).toBe(0);
-    expect(ledgerRows(ws).items).toEqual([
+    expect(ledgerRows(ws.db).items).toEqual([
       { id: 'a.txt', state: 'done', attempts: 1 },
       { id: 'b.txt', state: 'done', attempts: 1 },
     ]);
