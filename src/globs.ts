@@ -48,8 +48,8 @@ export function regexReason(message: string): string {
  * dot too): in `{*,.*}` the dot of `.env` is written by `.*`, though `*` matches the NUL name.
  */
 export function includeMatcher(globs: string[]): (rel: string) => boolean {
-  const whole = globs.map((g) => picomatch(idGlob(g), GLOB_OPTS));
-  const alternatives = globs.flatMap(braceAlternatives).map((g) => picomatch(idGlob(g), GLOB_OPTS));
+  const whole = globs.map((g) => globMatcher(idGlob(g)));
+  const alternatives = globs.flatMap(braceAlternatives).map((g) => globMatcher(idGlob(g)));
   return (rel) => {
     // Most names have no segment starting with "." (one scan of the id, no array): one
     // matcher per glob, as the alternatives match the same such names.
@@ -118,7 +118,7 @@ export function directoryFilter(globs: string[]): (segments: string[]) => boolea
     if (alternatives.some((a) => a.includes('{') || a.split('/').some((seg) => seg === '' || seg === '.'))) return fallback;
     // `nonegate`: a segment's leading "!" negates only at the start of the whole glob (refused
     // in an include); mid-glob it is a "!" of the name (`a/!*/x.csv` takes `a/!z/x.csv`).
-    const compiled = alternatives.map((a) => a.split('/').map((seg) => picomatch(seg, { ...GLOB_OPTS, nonegate: true })));
+    const compiled = alternatives.map((a) => a.split('/').map((seg) => globMatcher(seg, { ...GLOB_OPTS, nonegate: true })));
     // picomatch takes an id equal to the glob as it is written (`{a,b}/x` takes the id `{a,b}/x`).
     const literal = g.split('/');
     return (segments) =>
@@ -129,7 +129,126 @@ export function directoryFilter(globs: string[]): (segments: string[]) => boolea
 }
 
 export function excludeMatcher(globs: string[]): (rel: string) => boolean {
-  return globs.length > 0 ? picomatch(globs.map(idGlob), GLOB_OPTS) : () => false;
+  const matchers = globs.map((g) => globMatcher(idGlob(g)));
+  return (rel) => matchers.some((m) => m(rel));
+}
+
+/**
+ * picomatch's matcher for `glob` (what picomatch(glob, opts) answers: an empty name never,
+ * the glob's own text always, else its regular expression), in time linear in the name's
+ * length where picomatch's is not (linearSource). picomatch turns each `*` into a lazy
+ * `[^/]*?`, and the expression backtracks through every way of placing them: against a name
+ * of 250 underscores `*_*_*_*_*.scc` ran for minutes, synchronously, so the run could not
+ * even drain on SIGTERM.
+ */
+export function globMatcher(glob: string, opts: picomatch.PicomatchOptions = GLOB_OPTS): (name: string) => boolean {
+  const re = picomatch.makeRe(glob, opts);
+  const linear = linearRegex(re, re.source);
+  // picomatch lets a bracket expression of plain characters also match its own text
+  // (`*[ab]*` takes `x[ab]`): `(?:\[ab\]|[ab])`, two runs of different lengths, which
+  // linearSource cannot make atomic. A name without a `[` never holds that text, so there
+  // the class alone says the same.
+  const unbracketed = re.source.replace(BRACKET_TEXT, '$1');
+  const plain = unbracketed === re.source ? linear : linearRegex(linear, unbracketed);
+  return (name) => name !== '' && (name === glob || (name.includes('[') ? linear : plain).test(name));
+}
+
+/** `(?:\[ab\]|[ab])`: picomatch's bracket expression that also matches its own text. */
+const BRACKET_TEXT = /\(\?:\\\[(?:[^\\()|[\]]|\\.)*\\\]\|(\[(?:[^\\\]]|\\.)*\])\)/g;
+
+/** `source` made linear (linearSource) as a regular expression with `re`'s flags, or `re` if that fails. */
+function linearRegex(re: RegExp, source: string): RegExp {
+  try {
+    return new RegExp(linearSource(source, re.flags), re.flags);
+  } catch {
+    // Never expected (linearSource only adds groups); the slow expression still answers right.
+    return re;
+  }
+}
+
+/** picomatch's `*` within a segment: any run of characters but `/`, shortest first. */
+const STAR = '[^/]*?';
+
+/**
+ * `source` (a picomatch expression) matching exactly the same names without the backtracking
+ * that makes it slow. Where a `*` is followed by a fixed run of characters that are never `/`
+ * (literals, `?` and classes without `/`, as `_` in `*_*`) and then by another `*` of the
+ * same segment, the run is matched at its first occurrence only, atomically (the `(?=(X))\1` idiom: a lookahead is
+ * never backtracked into). That loses no match: were the run matched at a later occurrence,
+ * the next `*` can take the characters in between as well (they are in one segment, so none is
+ * `/`) and end where it ended. This is the classic greedy wildcard match, linear in the
+ * segment. The last run of a segment (`*.scc` in `*_*.scc`) stays as it is: no `*` after it
+ * could make up for a run matched too early.
+ */
+export function linearSource(source: string, flags = ''): string {
+  const tokens = regexTokens(source, flags);
+  let out = '';
+  // Capturing groups opened so far in `out`: the number of the next one (a backreference).
+  let groups = 0;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    let j = i + 1;
+    while (t.text === STAR && j < tokens.length && tokens[j]!.fixed) j++;
+    if (t.text === STAR && j > i + 1 && j < tokens.length && tokens[j]!.text === STAR) {
+      groups++;
+      const run = tokens.slice(i, j).map((x) => x.text).join('');
+      out += `(?=(${run}))(?:\\${groups})`;
+      i = j - 1;
+    } else {
+      if (t.capturing) groups++;
+      out += t.text;
+    }
+  }
+  return out;
+}
+
+/** Whether `atom`, a character class, is one that never matches `/` (`[^/]`, `[0-9]`; not `[^a]`, `[.-0]`). */
+function classOmitsSlash(atom: string, flags: string): boolean {
+  try {
+    return !new RegExp(`^${atom}$`, flags).test('/');
+  } catch {
+    return false;
+  }
+}
+
+interface RegexToken {
+  text: string;
+  /** Matches exactly one character, never `/`, with no quantifier: a literal or a class without `/`. */
+  fixed: boolean;
+  /** Opens a capturing group. */
+  capturing: boolean;
+}
+
+/** A regular expression's atoms, each with its quantifier: just enough to find linearSource's runs. */
+function regexTokens(source: string, flags: string): RegexToken[] {
+  const tokens: RegexToken[] = [];
+  for (let i = 0; i < source.length; ) {
+    const c = source[i]!;
+    let atom: string;
+    let fixed = false;
+    let capturing = false;
+    if (c === '\\') {
+      atom = source.slice(i, i + 2);
+      // `\.`, `\*`: a punctuation character itself; `\d`, `\1`, `\/` are not run characters.
+      fixed = atom.length === 2 && !/[A-Za-z0-9/]/.test(atom[1]!);
+    } else if (c === '[') {
+      let j = i + 1;
+      while (j < source.length && source[j] !== ']') j += source[j] === '\\' ? 2 : 1;
+      atom = source.slice(i, j + 1);
+      fixed = classOmitsSlash(atom, flags);
+    } else if (c === '(') {
+      atom = /^\((\?(:|=|!|<=|<!|<[A-Za-z_$][\w$]*>))?/.exec(source.slice(i))![0];
+      capturing = atom === '(' || atom.startsWith('(?<') && atom.endsWith('>');
+    } else {
+      atom = c;
+      fixed = !'^$.|?*+()[]{}/'.includes(c);
+    }
+    i += atom.length;
+    const quantifier = /^(?:[*+?]|\{\d+(?:,\d*)?\})\??/.exec(source.slice(i))?.[0] ?? '';
+    i += quantifier.length;
+    tokens.push({ text: atom + quantifier, fixed: fixed && quantifier === '', capturing });
+  }
+  return tokens;
 }
 
 /**

@@ -1,5 +1,18 @@
+import picomatch from 'picomatch';
 import { describe, expect, it } from 'vitest';
-import { braceAlternatives, directoryFilter, excludeMatcher, includeDepth, includeMatcher, literalGlob, reachesDotDirectories } from '../../src/globs.js';
+import {
+  braceAlternatives,
+  directoryFilter,
+  excludeMatcher,
+  GLOB_OPTS,
+  globMatcher,
+  idGlob,
+  includeDepth,
+  includeMatcher,
+  linearSource,
+  literalGlob,
+  reachesDotDirectories,
+} from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
   it('expands brace lists as a shell does, nested ones too', () => {
@@ -192,5 +205,94 @@ describe('parentheses outside an extglob', () => {
     expect(m('@(a|(b))', '(b)')).toBe(true);
     expect(excludeMatcher(['r (final)/**'])('r (final)/x')).toBe(true);
     expect(excludeMatcher(['r (final)/**'])('r final/x')).toBe(false);
+  });
+});
+
+describe('matching time linear in the name (globMatcher)', () => {
+  // includeMatcher and excludeMatcher as they were, with picomatch's own matchers: what the
+  // linear ones must answer, name for name.
+  const dotStarts = (rel: string) => [...rel].flatMap((c, i) => (c === '.' && (i === 0 || rel[i - 1] === '/') ? [i] : []));
+  const oldInclude = (globs: string[]) => {
+    const whole = globs.map((g) => picomatch(idGlob(g), GLOB_OPTS));
+    const alternatives = globs.flatMap(braceAlternatives).map((g) => picomatch(idGlob(g), GLOB_OPTS));
+    return (rel: string) => {
+      if (rel[0] !== '.' && !rel.includes('/.')) return whole.some((m) => m(rel));
+      return alternatives.some((m) => m(rel) && dotStarts(rel).every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
+    };
+  };
+  const oldExclude = (globs: string[]) => picomatch(globs.map(idGlob), GLOB_OPTS);
+
+  // A fixed seed: a failure names its glob and name, and stays reproducible.
+  let seed = 27;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return Math.floor((seed / 2147483648) * n);
+  };
+  const pick = <T>(xs: T[]): T => xs[random(xs.length)]!;
+  const globParts = ['*', '*', '*', '?', '_', '_', 'a', '.', '/', '**', '**/', '{a,_}', '{*,.*}', '{_,}', '[a_]', '[!a]', '[^_]', '[.-0]', '[0-9_]', '[_]', '[a/]', '\\*', '\\_', '!', '+(a|_)', '@(a)', '*(_)', '?(a|.)', '!(a)', '(', ')', '|', '\\\\', '\\x5f', 'ab', '\n'];
+  const nameChars = ['a', '_', '_', '.', '/', '*', 'b', '\n', '[', ']', '\\'];
+  const randomGlob = () => Array.from({ length: 1 + random(7) }, () => pick(globParts)).join('');
+  const randomName = () => Array.from({ length: random(9) }, () => pick(nameChars)).join('');
+  // Mostly the globs linearSource rewrites: several `*` in a segment, runs of literals, `?` and classes between them.
+  const starParts = ['*', '*', '*', '_', '_', 'a', '?', '[_]', '[a_]', '[!a]', '[0-9_]', '[.-0]', '.', '/', '**/', '{_,a}', '\\*'];
+  const starGlob = () => Array.from({ length: 2 + random(8) }, () => pick(starParts)).join('');
+  const starName = () => Array.from({ length: random(13) }, () => pick(['_', '_', 'a', '.', '/', '[', ']', '*', '1'])).join('');
+
+  it('answers exactly what picomatch did, for random globs and names, dot rules included', () => {
+    let compared = 0;
+    for (let g = 0; g < 6000; g++) {
+      const make = g % 2 === 0 ? randomGlob : starGlob;
+      const globs = [make(), ...(random(4) === 0 ? [make()] : [])];
+      let before: (rel: string) => boolean, beforeExclude: (rel: string) => boolean;
+      try {
+        before = oldInclude(globs);
+        beforeExclude = oldExclude(globs);
+      } catch {
+        // picomatch refuses it: so must the new matchers (config validation reports it).
+        expect(() => [includeMatcher(globs), excludeMatcher(globs)]).toThrow();
+        continue;
+      }
+      const include = includeMatcher(globs);
+      const exclude = excludeMatcher(globs);
+      for (let n = 0; n < 40; n++) {
+        const name = make === randomGlob ? randomName() : starName();
+        expect([globs, name, include(name), exclude(name)]).toEqual([globs, name, before(name), beforeExclude(name)]);
+        compared++;
+      }
+      // The glob's own text (picomatch matches it as it is) and long runs of one character.
+      for (const name of [globs[0]!, '_'.repeat(20 + random(20)), `${'_'.repeat(random(30))}.${pick(['a', '_', 'scc'])}`, `a/${'_'.repeat(random(30))}`]) {
+        expect([globs, name, include(name), exclude(name)]).toEqual([globs, name, before(name), beforeExclude(name)]);
+      }
+    }
+    expect(compared).toBeGreaterThan(200000);
+  });
+
+  it('a segment pattern (directoryFilter, nonegate) answers what picomatch did', () => {
+    for (let g = 0; g < 3000; g++) {
+      const glob = randomGlob();
+      const opts = { ...GLOB_OPTS, nonegate: true };
+      let before: (s: string) => boolean;
+      try {
+        before = picomatch(glob, opts);
+      } catch {
+        continue;
+      }
+      const after = globMatcher(glob, opts);
+      for (let n = 0; n < 30; n++) {
+        const name = randomName();
+        expect([glob, name, after(name)]).toEqual([glob, name, before(name)]);
+      }
+    }
+  });
+
+  it('makes the run of a `*` followed by another `*` of its segment atomic, and nothing else', () => {
+    expect(linearSource(picomatch.makeRe('*_*_*.scc', GLOB_OPTS).source)).toBe('^(?:(?!\\.)(?=.)(?=([^/]*?_))(?:\\1)(?=([^/]*?_))(?:\\2)[^/]*?\\.scc)$');
+    // No `*` after the run in its segment, or a run of what may be `/` or of varying length: as it was.
+    for (const g of ['*_/*', '*.scc', '*[a/]*', '*[.-0]*', '*+(a)*', 'a/**/b']) {
+      const source = picomatch.makeRe(g, GLOB_OPTS).source;
+      expect(linearSource(source, 's')).toBe(source);
+    }
+    // A class that takes `/` would lose a match so made atomic: `a./x` is `a.` `/` `` `x`.
+    expect(globMatcher('*[.-0]*x*')('a./x')).toBe(true);
   });
 });
