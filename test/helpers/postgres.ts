@@ -9,7 +9,7 @@
  *   await pg.stop();                       // afterAll
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -75,14 +75,54 @@ function pgRun(bin: string, args: string[], timeoutMs = 30_000): string {
   return r.stdout;
 }
 
+/** A fresh cluster in `data`. --no-sync (and fsync=off): a test server does not need to survive a power cut. */
+function initdb(data: string): void {
+  pgRun('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+}
+
+/**
+ * The data directory of a cluster just made by initdb, made once per test run (the suite's
+ * ~80 servers each ran initdb before: about a second of CPU each, several seconds of wall on
+ * a loaded machine) and only ever copied, never started. It lives in the run's temporary
+ * directory (tmp-root.ts), which is removed at the end of the run; outside one (no such
+ * directory: a run without the global setup), undefined, and each server runs its own initdb.
+ * Workers that need it at the same time each make one; the first rename wins and the others
+ * are removed, so a reader sees a whole template or none.
+ */
+let template: string | undefined;
+function clusterTemplate(): string | undefined {
+  if (template !== undefined) return template;
+  const root = tmpdir();
+  if (!path.basename(root).startsWith('cronsafe-tests-')) return undefined;
+  const final = path.join(root, `cronsafe-pg-template-${path.basename(path.dirname(PG_BIN ?? ''))}`);
+  if (!existsSync(path.join(final, 'PG_VERSION'))) {
+    const own = mkdtempSync(path.join(root, 'cronsafe-pg-template-new-'));
+    const pgUser = postgresUser();
+    if (isRoot && pgUser) chownSync(own, pgUser.uid, pgUser.gid);
+    initdb(path.join(own, 'data'));
+    try {
+      renameSync(path.join(own, 'data'), final);
+    } catch (e) {
+      // Another worker's came first (a non-empty directory is not replaced): use that one.
+      if (!existsSync(path.join(final, 'PG_VERSION'))) throw e;
+    }
+    rmSync(own, { recursive: true, force: true });
+  }
+  template = final;
+  return template;
+}
+
 export async function startPostgres(opts: { settings?: Record<string, string> } = {}): Promise<PgServer> {
   if (PG_SKIP_REASON) throw new Error(PG_SKIP_REASON);
   const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-pg-'));
   const pgUser = postgresUser();
   if (isRoot && pgUser) chownSync(dir, pgUser.uid, pgUser.gid);
   const data = path.join(dir, 'data');
-  // --no-sync and fsync=off: a test server does not need to survive a power cut.
-  pgRun('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  const template = clusterTemplate();
+  if (template === undefined) initdb(data);
+  // A copy of the run's fresh cluster: each server still has its own (tests crash, restart
+  // and fill theirs), without an initdb of its own (cp -a keeps the postgres owner and modes).
+  else execFileSync('cp', ['-a', '--', template, data]);
   const port = await freePort();
   const settings = { listen_addresses: '127.0.0.1', fsync: 'off', full_page_writes: 'off', max_connections: '200', ...opts.settings };
   const o = [`-p ${port}`, `-k ${dir}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
