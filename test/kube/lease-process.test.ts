@@ -142,16 +142,60 @@ describe.concurrent('the Kubernetes Lease across processes', () => {
   // waits for I/O, so the loop never reached its timers).
   it('a module handler that blocks the event loop past the Lease duration: nothing claimed after it, drained as on a lost Lease (exit 75)', async ({ fake }) => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-blocks.mjs') }, output: undefined, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
-    rewriteLock(ws, { kubernetesLease: { durationSeconds: 2, renewSeconds: 0.5 } });
+    // 6 s: its renew deadline (4 s) leaves a start-up starved of CPU (a loaded machine) room before the first claim.
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 6, renewSeconds: 0.5 } });
     const markers = path.join(ws.dir, 'markers');
-    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, BLOCK_MS: '3000' }), timeoutMs: 60_000 });
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, BLOCK_MS: '7000' }), timeoutMs: 60_000 });
     expect(r.code, r.stderr).toBe(75);
-    expect(filesIn(markers)).toHaveLength(1); // only the item that blocked ever started
+    expect(filesIn(markers), r.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.reason ?? '')}`).join('\n')).toHaveLength(1); // only the item that blocked ever started
     const lost = r.lines.find((x) => x.msg.startsWith('Kubernetes Lease lost'));
-    expect(String(lost?.reason)).toContain('not renewed within the Lease duration');
+    expect(String(lost?.reason)).toContain('not renewed within the renew deadline');
     expect(finished(r)?.outcome).toBe('drained');
     expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 1, claimed: 0, pending: 2 });
   }, 60_000);
+
+  // Renewals that fail were tried again until the Lease's expiry, and only then was it taken
+  // for lost: the run claimed up to the very moment another pod could take the Lease (by that
+  // pod's clock, sooner if it ran ahead), and drained beside it. As client-go's leader
+  // election does (renewDeadline 10 s of a 15 s leaseDuration), it now gives up at two thirds
+  // of the duration, while nobody can take the Lease yet.
+  it('renewals failing (API server down): the Lease is given up at the renew deadline, well before another pod could take it, and the run drains (exit 75)', async ({ fake, onTestFinished }) => {
+    const ws = workspace({ handler: { command: SLOW }, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 15, renewSeconds: 1 } });
+    const markers = path.join(ws.dir, 'markers');
+    const gate = path.join(ws.dir, 'gate');
+    onTestFinished(() => writeFileSync(gate, '')); // a failed test leaves no run waiting on it
+    const run = spawnCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, GATE: gate }), timeoutMs: 120_000 });
+    await until(() => filesIn(markers).length === 1, 'the first item to start', 45_000);
+    fake.down = true; // every renewal from now on is answered 503
+    const lostLine = await run.waitFor((x) => String(x.msg).startsWith('Kubernetes Lease lost'), 40_000).finally(() => writeFileSync(gate, ''));
+    const r = await run.exited;
+    // The last renewal that landed is the one in the Lease: the expiry any other pod judges by.
+    const expiresAt = Date.parse(lease(fake)!.spec.renewTime as string) + 15_000;
+    const lostAt = Date.parse(String(lostLine.time));
+    expect(expiresAt - lostAt).toBeGreaterThanOrEqual(4000);
+    expect(String(lostLine.reason)).toContain('not renewed within the renew deadline (10s of the 15s Lease duration)');
+    expect(r.code, run.stderr()).toBe(75);
+    expect(finished(run)?.outcome).toBe('drained');
+    expect(filesIn(markers)).toHaveLength(1); // nothing claimed after the loss
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, pending: 2 });
+  }, 120_000);
+
+  // A module handler that blocked the event loop for less than the duration but past the
+  // renew deadline (12 s of a 15 s Lease): once it returned, the run claimed and started the
+  // next items 3 s before anyone else could take the Lease, and went on with them after that.
+  it('a module handler that blocks the event loop past the renew deadline (not yet the expiry): nothing claimed after it, drained (exit 75)', async ({ fake }) => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'handlers/module-blocks.mjs') }, output: undefined, concurrency: 1 }, { 'a.scc': 'a', 'b.scc': 'b', 'c.scc': 'c' });
+    rewriteLock(ws, { kubernetesLease: { durationSeconds: 15, renewSeconds: 1 } });
+    const markers = path.join(ws.dir, 'markers');
+    const r = await runCli(['run', '-c', ws.configPath], { env: podEnv(fake, 'pod-a', { MARKER_DIR: markers, BLOCK_MS: '12000' }), timeoutMs: 90_000 });
+    expect(r.code, r.stderr).toBe(75);
+    expect(filesIn(markers)).toHaveLength(1); // only the item that blocked ever started
+    const lost = r.lines.find((x) => String(x.msg).startsWith('Kubernetes Lease lost'));
+    expect(String(lost?.reason)).toContain('not renewed within the renew deadline');
+    expect(finished(r)?.outcome).toBe('drained');
+    expect((await statusJson(ws.configPath)).items).toMatchObject({ done: 1, claimed: 0, pending: 2 });
+  }, 90_000);
 
   it('an API server answering in 1.5 s (slow, not down) keeps the Lease held: acquired, renewed, never lost', async ({ fake }) => {
     // Within a real API server's latency under load (its request timeout is 60 s). The run's

@@ -40,6 +40,22 @@ export interface LeaseLockOptions {
 /** After a failed renewal the next try comes this soon (client-go's retryPeriod), or at renewSeconds if sooner. */
 export const RENEW_RETRY_SECONDS = 2;
 
+/**
+ * How long after its last successful renewal the holder takes its Lease for lost (ms): two
+ * thirds of the duration (client-go's defaults: renewDeadline 10 s of a 15 s leaseDuration),
+ * so that it stops claiming while nobody can take the Lease yet, with the rest of the
+ * duration left for its drain and for the nodes' clocks to differ. Lost only at the expiry,
+ * the run claimed up to the moment another pod could take the Lease by its own clock (sooner,
+ * if that clock ran ahead), and its drain overlapped that pod's run. Never before two tries
+ * after the scheduled renewal (renewSeconds, then two retries), so one failed answer is not
+ * a loss; never past the expiry (then the deadline is the expiry, as with renewSeconds close
+ * to the duration).
+ */
+export function renewDeadlineMs(durationSeconds: number, renewSeconds: number): number {
+  const tries = renewSeconds + 2 * Math.min(renewSeconds, RENEW_RETRY_SECONDS);
+  return Math.min(durationSeconds, Math.max((durationSeconds * 2) / 3, tries)) * 1000;
+}
+
 export type LeaseAcquire =
   | { status: 'acquired'; lease: HeldLease }
   /** Another run holds it (or won the race for it): skip like a held local lock. */
@@ -207,7 +223,8 @@ async function acquireOnce(o: LeaseLockOptions, sent: SentWrite[] = []): Promise
     const renewedAt = timeOf(spec?.renewTime);
     if (spec?.holderIdentity !== o.identity || renewedAt === undefined || sent.length === 0) return undefined;
     const mono = (sent.find((w) => w.at === renewedAt) ?? sent[0]!).mono;
-    if (mono + o.durationSeconds * 1000 <= performance.now() + 1000) return undefined;
+    // Past its renew deadline (below) it would be lost at once: taken again instead, as free.
+    if (mono + renewDeadlineMs(o.durationSeconds, o.renewSeconds) <= performance.now() + 1000) return undefined;
     o.log.info({ lease: name }, 'Kubernetes Lease: a write of the acquire that got no answer had taken it after all; holding it');
     return { status: 'acquired', lease: new HeldLease(o, winner, renewedAt, mono) };
   };
@@ -257,8 +274,8 @@ async function acquireOnce(o: LeaseLockOptions, sent: SentWrite[] = []): Promise
 /**
  * A Lease we hold: renewed every renewSeconds until release(). `lost` aborts when it can
  * no longer be ours: a renewal answered 409 and the Lease, read again, names another holder
- * or is gone (deleted), or no renewal succeeded within the Lease duration (from then on
- * another run may take it).
+ * or is gone (deleted), or no renewal succeeded within the renew deadline (renewDeadlineMs:
+ * before the expiry, from which on another run may take it).
  */
 export class HeldLease {
   private readonly lostCtl = new AbortController();
@@ -299,15 +316,27 @@ export class HeldLease {
   }
 
   /**
-   * Whether it may still be ours, asked synchronously before each claim. The expiry is a
+   * Whether it may still be ours, asked synchronously before each claim. The deadline is a
    * timer, and a timer waits for the event loop: once a module handler that blocked it for
    * longer than the duration returned, the claim loop started new items before the timer
-   * ran, while another run may have held the Lease already. Past its expiry (on the same
-   * monotonic clock as the timer) it is lost now, as the timer would have lost it.
+   * ran, while another run may have held the Lease already. Past its renew deadline (on the
+   * same monotonic clock as the timer) it is lost now, as the timer would have lost it.
    */
   checkExpiry(): boolean {
-    if (!this.stopped && performance.now() >= this.renewedMono + this.o.durationSeconds * 1000) this.lose('not renewed within the Lease duration');
+    if (!this.stopped && performance.now() >= this.renewedMono + this.deadlineMs) this.loseUnrenewed();
     return !this.lost.aborted;
+  }
+
+  private get deadlineMs(): number {
+    return renewDeadlineMs(this.o.durationSeconds, this.o.renewSeconds);
+  }
+
+  private loseUnrenewed(): void {
+    const { durationSeconds } = this.o;
+    const deadline = this.deadlineMs / 1000;
+    this.lose(deadline < durationSeconds
+      ? `not renewed within the renew deadline (${deadline}s of the ${durationSeconds}s Lease duration): another run may take it at its expiry`
+      : `not renewed within the Lease duration (${durationSeconds}s)`);
   }
 
   /** Epoch ms after which others may take it, unless renewed. */
@@ -413,11 +442,11 @@ export class HeldLease {
     this.renewTimer.unref();
   }
 
-  /** Past the expiry nobody may assume we still hold it, least of all us. */
+  /** Past the renew deadline we stop as if it were lost: at the expiry nobody may assume we still hold it. */
   private armExpiry(): void {
     clearTimeout(this.expiryTimer);
-    const ms = this.renewedMono + this.o.durationSeconds * 1000 - performance.now();
-    this.expiryTimer = setTimeout(() => this.lose('not renewed within the Lease duration'), Math.max(0, ms));
+    const ms = this.renewedMono + this.deadlineMs - performance.now();
+    this.expiryTimer = setTimeout(() => this.loseUnrenewed(), Math.max(0, ms));
     this.expiryTimer.unref();
   }
 
@@ -468,16 +497,17 @@ export class HeldLease {
       if (fresh) this.current = fresh;
       // The read failed as well (an API server that lost our write's answer is likely to fail
       // this read too), or the Lease keeps changing under us: a failed renewal, retried below
-      // until it would expire. It is never kept past its expiry, and never taken for lost
+      // until its renew deadline. It is never kept past that deadline, and never taken for lost
       // while it still names this run.
       if (!fresh || reread + 1 >= RENEW_REREADS) break;
     }
-    // Anything else may pass (timeout, restart of the API server): retry until it expires.
+    // Anything else may pass (timeout, restart of the API server): retry until the renew deadline.
     if (!this.failing) {
       // A 403 here is RBAC that allows create but not update: every renewal will fail.
       const hint = f.kind === 'forbidden' ? ' (grant update on leases: the chart does with lock.kubernetesLease.enabled)' : '';
-      log.warn({ lease: name, err: f.message, expiresAt: new Date(this.expiresAt).toISOString() },
-        `Kubernetes Lease: renewal failed; retrying until it would expire${hint}`);
+      const giveUpAt = new Date(this.renewedAt + this.deadlineMs).toISOString();
+      log.warn({ lease: name, err: f.message, giveUpAt, expiresAt: new Date(this.expiresAt).toISOString() },
+        `Kubernetes Lease: renewal failed; retrying until its renew deadline${hint}`);
     }
     this.failing = true;
   }
