@@ -218,6 +218,13 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    */
   lastRunStart(atOrBefore?: number): Promise<RunStart | null>;
   /**
+   * Whether any run was recorded for this occurrence (its scheduledFor, epoch ms), whatever its
+   * outcome and however long ago it started among the runs kept. The daemon does not run an
+   * occurrence twice after its wall clock was set back: a look through the latest 100 runs
+   * missed those run more than 100 runs ago (a `* * * * *` job, a clock set back two hours).
+   */
+  occurrenceRan(occurrence: number): Promise<boolean>;
+  /**
    * Record `directory` as the source this job's items are found in, and return the one
    * recorded before when it differs (null the first time and while it stays the same).
    * Items are keyed by id alone, so a second config with the same name and another source

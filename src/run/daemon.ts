@@ -123,8 +123,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       stop: stop.signal,
       clock: realClock,
       lastRunStart: async (atOrBefore) => (await runsRead((l) => l.lastRunStart(atOrBefore)))?.startedAt ?? null,
-      occurrenceRan: async (occurrence) =>
-        (await runsRead((l) => l.recentRuns(100))).some((r) => r.scheduledFor === occurrence),
+      occurrenceRan: (occurrence) => runsRead((l) => l.occurrenceRan(occurrence)),
       lastRunInterrupted: async () => {
         const [last, ...before] = await runsRead((l) => l.recentRuns(RESUME_LOOKBACK_RUNS));
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;

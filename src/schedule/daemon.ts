@@ -90,6 +90,7 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
   // outage, which is said once. Said again each time, `starting a pass` filled the log (one
   // line a tick, for hours) about passes that never started.
   let metOutage: number | null = null;
+  let refused: number | null = null; // the occurrence last found already run (said once)
   // On the monotonic clock: a step back of the wall clock by X would stop the growth trigger for X.
   const elapsed = () => d.clock.elapsed?.() ?? d.clock.now();
   let lastPassEnd = -Infinity;
@@ -190,7 +191,15 @@ export async function runDaemon(d: DaemonDeps): Promise<DaemonPassResult | 'stop
     let result: DaemonPassResult | undefined;
     let passFor: number | undefined; // the occurrence a pass that returned ran for (not a growth pass)
     try {
-      if (status.latest && status.due && status.latest.getTime() !== attempted && !(await d.occurrenceRan?.(status.latest.getTime()))) {
+      // Due by the latest run's start, yet recorded as run: it ran under a wall clock since set
+      // back (NTP, a VM resumed). Not run again; said once, as ticks see it until the next.
+      const latest = status.latest?.getTime();
+      const ranBefore = latest !== undefined && status.due && latest !== attempted && (await d.occurrenceRan?.(latest)) === true;
+      if (ranBefore && latest !== refused) {
+        refused = latest;
+        d.log.warn({ occurrence: new Date(latest).toISOString(), local: status.latestLocal }, 'daemon: this occurrence already ran (the wall clock was set back since); not running it again');
+      }
+      if (status.latest && status.due && status.latest.getTime() !== attempted && !ranBefore) {
         attempted = status.latest.getTime();
         const again = outage === 'pass' && metOutage === attempted;
         d.log[again ? 'debug' : 'info']({ occurrence: status.latest.toISOString(), local: status.latestLocal }, 'daemon: occurrence due; starting a pass');

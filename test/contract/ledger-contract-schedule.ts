@@ -28,6 +28,20 @@ export function scheduleContract(use: UseLedger): void {
     });
   });
 
+  describe('occurrenceRan', () => {
+    it('is whether any run was recorded for the occurrence, however many runs came after it', async () => {
+      expect(await use().occurrenceRan(T0)).toBe(false);
+      await use().startRun({ runId: 'r0', owner: 'o', startedAt: T0 + 500, scheduledFor: T0 });
+      await use().finishRun('r0', T0 + 900, 'failed', {});
+      for (let i = 1; i <= 120; i++) await use().startRun({ runId: `r${i}`, owner: 'o', startedAt: T0 + i * 60_000, scheduledFor: T0 + i * 60_000 });
+      await use().startRun({ runId: 'growth', owner: 'o', startedAt: T0 + 200_000 }); // no occurrence
+      expect(await use().occurrenceRan(T0)).toBe(true);
+      expect(await use().occurrenceRan(T0 + 120 * 60_000)).toBe(true);
+      expect(await use().occurrenceRan(T0 + 30_000)).toBe(false);
+      expect(await use().occurrenceRan(T0 + 121 * 60_000)).toBe(false);
+    });
+  });
+
   describe('recordSource', () => {
     it('returns the source recorded before only when it changes', async () => {
       expect(await use().recordSource('/data/a')).toBeNull(); // the first record

@@ -177,6 +177,9 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   lastRunStart(atOrBefore?: number): Promise<L.RunStart | null> {
     return this.#runs.lastRunStart(atOrBefore);
   }
+  occurrenceRan(occurrence: number): Promise<boolean> {
+    return this.#runs.occurrenceRan(occurrence);
+  }
   async recordSource(directory: string): Promise<string | null> {
     const [r] = await this.#ex.query<{ before: string | null }>('recordSource', recordSourceQuery(this.#schema, directory));
     return r?.before ?? null;

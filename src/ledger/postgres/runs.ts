@@ -42,6 +42,10 @@ FROM ${ident(schema)}.runs WHERE $1::bigint IS NULL OR started_at <= $1 ORDER BY
     atOrBefore,
   );
 
+/** Any run for occurrence $1 (index runs_scheduled_for). */
+export const occurrenceRanQuery = (schema: string, occurrence: number): Query =>
+  q(`SELECT 1 AS ran FROM ${ident(schema)}.runs WHERE scheduled_for = $1 LIMIT 1`, occurrence);
+
 /**
  * One row per outcome (NULL: still running, or a crash no later run has seen yet): the runs
  * kept plus those retention folded into run_totals (prune.ts), so totals never go back.
@@ -69,6 +73,7 @@ export interface RunOps {
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): Promise<void>;
   recentRuns(limit: number): Promise<RunRecord[]>;
   lastRunStart(atOrBefore?: number): Promise<RunStart | null>;
+  occurrenceRan(occurrence: number): Promise<boolean>;
   runStats(): Promise<RunStats>;
   markRunsDied(before: number): Promise<string[]>;
 }
@@ -88,6 +93,9 @@ export function makeRunOps(ex: PostgresExecutor, schema: string): RunOps {
     async lastRunStart(atOrBefore) {
       const [r] = await ex.query<RunStart>('lastRunStart', lastRunStartQuery(schema, atOrBefore ?? null));
       return r ?? null;
+    },
+    async occurrenceRan(occurrence) {
+      return (await ex.query<{ ran: number }>('occurrenceRan', occurrenceRanQuery(schema, occurrence))).length > 0;
     },
     async runStats() {
       return toRunStats(await ex.query<RunStatsRow>('runStats', runStatsQuery(schema)));

@@ -336,6 +336,9 @@ export class SqliteLedger implements L.Ledger {
   async lastRunStart(atOrBefore?: number): Promise<L.RunStart | null> {
     return this.#op(() => this.#runs.lastRunStart(atOrBefore));
   }
+  async occurrenceRan(occurrence: number): Promise<boolean> {
+    return this.#op(() => this.#runs.occurrenceRan(occurrence));
+  }
   async recordSource(directory: string): Promise<string | null> {
     return this.#op(() => recordSource(this.#db, directory));
   }

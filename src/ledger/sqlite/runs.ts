@@ -34,6 +34,9 @@ export const RUN_STATS_SQL = `SELECT outcome, sum(runs) AS runs, min(first_start
 export const LAST_RUN_START_SQL = `SELECT run_id AS runId, started_at AS startedAt, scheduled_for AS scheduledFor
   FROM runs WHERE @atOrBefore IS NULL OR started_at <= @atOrBefore ORDER BY started_at DESC, seq DESC LIMIT 1`;
 
+/** Any run for occurrence @occurrence (index runs_scheduled_for). */
+export const OCCURRENCE_RAN_SQL = `SELECT 1 FROM runs WHERE scheduled_for = ? LIMIT 1`;
+
 /** Unfinished runs (runs_unfinished) last seen alive before @before. */
 export const MARK_DIED_SQL = `UPDATE runs SET outcome = 'died', finished_at = coalesce(heartbeat_at, started_at)
   WHERE finished_at IS NULL AND coalesce(heartbeat_at, started_at) < @before
@@ -48,6 +51,7 @@ export interface RunOps {
   finishRun(runId: string, finishedAt: number, outcome: RunOutcome, counts: Record<string, number>): void;
   recentRuns(limit: number): RunRecord[];
   lastRunStart(atOrBefore?: number): RunStart | null;
+  occurrenceRan(occurrence: number): boolean;
   runStats(): RunStats;
   markRunsDied(before: number): string[];
 }
@@ -59,6 +63,7 @@ export function makeRunOps(db: Database): RunOps {
   const recent = db.prepare(RECENT_RUNS_SQL);
   const lastStart = db.prepare(LAST_RUN_START_SQL);
   const stats = db.prepare(RUN_STATS_SQL);
+  const ran = db.prepare(OCCURRENCE_RAN_SQL).pluck();
   const died = db.prepare(MARK_DIED_SQL).pluck();
 
   return {
@@ -75,6 +80,7 @@ export function makeRunOps(db: Database): RunOps {
       );
     },
     lastRunStart: (atOrBefore) => (lastStart.get({ atOrBefore: atOrBefore ?? null }) as RunStart | undefined) ?? null,
+    occurrenceRan: (occurrence) => ran.get(occurrence) !== undefined,
     runStats: () => toRunStats(stats.all() as RunStatsRow[]),
     markRunsDied: (before) => died.all({ before }) as string[],
   };
