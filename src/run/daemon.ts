@@ -127,6 +127,11 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
       lastRunInterrupted: async () => {
         const [last, ...before] = await runsRead((l) => l.recentRuns(RESUME_LOOKBACK_RUNS));
         if (last === undefined || !UNFINISHED.has(last.outcome)) return false;
+        // Its occurrence has not come yet by this clock: it ran under a wall clock since set
+        // back (NTP, a VM restored). The resume runs the latest occurrence, an earlier one that
+        // has its own run: it ran that one a second time, saying it resumed it. The unfinished
+        // pass's items are the next occurrence's to finish.
+        if (last.scheduledFor !== null && last.scheduledFor > Date.now()) return false;
         // No end recorded: killed, or still going (a manual `cronsafe run`). Resumed, the one
         // still going would only find the lock held and count an overrun: asked again later.
         if (last.outcome === null && (await liveRun()) !== null) return undefined;

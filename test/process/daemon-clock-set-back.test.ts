@@ -55,3 +55,44 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon with its wall clock 
     expect(daemon.lines.filter((l) => l.msg === REFUSED)).toHaveLength(1); // once, however many ticks saw it
   });
 });
+
+describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon started again after a wall clock set back by hours', () => {
+  it('does not "resume" an earlier occurrence that completed because a pass from before the step did not finish', async ({ onTestFinished }) => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '0 * * * *', timeZone: 'UTC' }, daemon: { tickSeconds: 1 } },
+      { 'a.txt': 'a' },
+    );
+    // 06:00 and 07:00 ran and completed, 07:00's half a minute late. Then the clock ran three
+    // hours ahead: 10:00 was run at 10:30 by that clock and drained (the host was shutting
+    // down). The host boots with its clock right, at 07:00:10.
+    const at = (t: string) => Date.parse(`2026-06-01T${t}Z`);
+    const ledger = await openSqliteLedger(ws.db);
+    try {
+      await ledger.startRun({ runId: 'six', owner: 'before', startedAt: at('06:00:00.200'), scheduledFor: at('06:00:00') });
+      await ledger.finishRun('six', at('06:00:01'), 'completed', {});
+      await ledger.startRun({ runId: 'seven', owner: 'before', startedAt: at('07:00:30'), scheduledFor: at('07:00:00') });
+      await ledger.finishRun('seven', at('07:00:31'), 'completed', {});
+      await ledger.startRun({ runId: 'ten', owner: 'before', startedAt: at('10:30:00'), scheduledFor: at('10:00:00') });
+      await ledger.finishRun('ten', at('10:31:00'), 'drained', {});
+    } finally {
+      await ledger.close();
+    }
+    const clock = path.join(ws.dir, 'faketime');
+    writeFileSync(clock, '2026-06-01 07:00:10\n'); // standing still until the first tick has judged it
+    const daemon = spawnCliRaw(process.execPath, [CLI, 'daemon', '-c', ws.configPath], {
+      env: { LD_PRELOAD: LIBFAKETIME!, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+      timeoutMs: 60_000,
+    });
+    onTestFinished(() => void daemon.child.kill('SIGKILL'));
+    // The first tick: 07:00 is due by the latest run's start (06:00) and has a run. The resume
+    // came in the same tick, for 07:00.
+    await daemon.waitFor((l) => l.msg === REFUSED, 30_000);
+    writeFileSync(clock, '2026-06-01 08:00:05\n'); // the next occurrence: it runs
+    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    const passes = daemon.lines.filter((l) => l.msg === 'run started').map((l) => (l.fire as { occurrence: string }).occurrence);
+    expect(passes).toEqual(['2026-06-01T08:00:00.000Z']);
+    expect(daemon.lines.some((l) => String(l.msg).includes('resuming it'))).toBe(false);
+  });
+});
