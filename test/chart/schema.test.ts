@@ -203,6 +203,13 @@ const BAD: [string, Values, string][] = [
   ['an include glob ending in an odd run of backslashes', { config: { source: { include: ['a\\\\\\'] } } }, '/config/source/include/0'],
   ['an exclude glob with a leading "!"', { config: { source: { exclude: ['!*.tmp'] } } }, "'!*.tmp' does not match"],
   ['an include glob with a leading "!!"', { config: { source: { include: ['!!x'] } } }, '/config/source/include/0'],
+  // The API server refuses such a name only at apply time (helm install's last step).
+  ['an env name with "="', { extraEnv: [{ name: 'MODE=fast', value: 'x' }] }, "at '/extraEnv/0/name'"],
+  ['an env name with a space', { extraEnv: [{ name: 'A', value: '1' }, { name: 'MY VAR', value: 'x' }] }, "at '/extraEnv/1/name'"],
+  // Kubernetes keeps the last of two, silently dropping the first.
+  ['an env name given twice', { extraEnv: [{ name: 'MODE', value: 'a' }, { name: 'MODE', value: 'b' }] }, 'extraEnv: MODE is given twice'],
+  // It wins over the Job's scheduled-timestamp annotation: every Job would run for one occurrence.
+  ['a fixed CRONSAFE_SCHEDULED_TIME', { extraEnv: [{ name: 'CRONSAFE_SCHEDULED_TIME', value: '2026-01-01T00:00:00Z' }] }, 'extraEnv: CRONSAFE_SCHEDULED_TIME has a fixed value (2026-01-01T00:00:00Z)'],
   ['a glob too long for the scan to compile', { config: { source: { exclude: ['a'.repeat(65_537)] } } }, "at '/config/source/exclude/0': maxLength"],
 ];
 
@@ -253,6 +260,7 @@ describe('good edge values are accepted', () => {
     ['PodMonitor and PrometheusRule labels beside commonLabels', { commonLabels: { team: 'media' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom', 'app.kubernetes.io/component': 'metrics' } }, prometheusRule: { enabled: true, labels: { release: 'prom' } } } }],
     ['an existing claim with a dot in its name', { persistence: { existingClaim: 'caption-ledger.v2' } }],
     ['the keep annotation given by hand with persistence.keep false', { persistence: { keep: false, annotations: { 'helm.sh/resource-policy': 'keep' } } }],
+    ['env names with ".", "-" and "_" (taken by every Kubernetes version)', { extraEnv: [{ name: 'com.example.mode', value: 'a' }, { name: 'X-Trace_id', value: 'b' }] }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {

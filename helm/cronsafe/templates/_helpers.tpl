@@ -307,8 +307,15 @@ kubelet's SIGKILL came at the pod's 150 (the API server only warns "duplicate na
 server-side apply before Kubernetes 1.29 refused the list). */ -}}
 {{- $ownEnv := dict "CRONSAFE_CONFIG" "the ConfigMap's cronsafe.yaml" "CRONSAFE_DRAIN_GRACE_SECONDS" "drain.gracePeriodSeconds, with the pod's terminationGracePeriodSeconds: set drain.gracePeriodSeconds" "CRONSAFE_DRAIN_MARGIN_SECONDS" "drain.marginSeconds: set drain.marginSeconds" "CRONSAFE_POD_NAME" "the pod's metadata" "CRONSAFE_POD_NAMESPACE" "the pod's metadata" "CRONSAFE_JOB_NAME" "the pod's Job label" "CRONSAFE_JOB_UID" "the pod's Job label" -}}
 {{- with $v.config.state.postgres.existingSecret }}{{- $_ := set $ownEnv "CRONSAFE_STATE_POSTGRES" (printf "config.state.postgres.existingSecret, Secret %s: use one of the two" .) }}{{- end -}}
+{{- $seenEnv := dict -}}
 {{- range $v.extraEnv -}}
 {{- $envName := toString (get . "name") -}}
+{{- /* Given twice: Kubernetes keeps the last, the first is silently dropped (the API
+server only warns "duplicate name"). */ -}}
+{{- if hasKey $seenEnv $envName -}}
+{{- fail (printf "extraEnv: %s is given twice; Kubernetes would keep only the last. Give it once" $envName) -}}
+{{- end -}}
+{{- $_ := set $seenEnv $envName true -}}
 {{- with get $ownEnv $envName -}}
 {{- fail (printf "extraEnv: %s is set by the chart (from %s); remove it from extraEnv" $envName .) -}}
 {{- end -}}
@@ -319,6 +326,13 @@ that ran past the next fire took that fire in silently. The chart groups each Jo
 the Job's name; a valueFrom (a label, say) is left to its author. */ -}}
 {{- if and (eq $envName "CRONSAFE_RUN_GROUP") (hasKey . "value") (ne (toString (get . "value")) "") -}}
 {{- fail (printf "extraEnv: CRONSAFE_RUN_GROUP has a fixed value (%s), the same for every Job of this CronJob: a Job started while another runs (kubectl create job --from, concurrencyPolicy Allow, a pod still terminating) would join its pass instead of being kept out. Remove it: the chart already groups the pods of each Job by the Job's name (CRONSAFE_JOB_NAME)" (toString (get . "value"))) -}}
+{{- end -}}
+{{- /* The occurrence a run is for: given, it wins over the Job's scheduled-timestamp
+annotation, so a fixed value made every Job of the CronJob a run for that one occurrence
+(every later one refused as stale with config.schedule.graceSeconds, refresh: every-occurrence
+never refreshing). */ -}}
+{{- if and (eq $envName "CRONSAFE_SCHEDULED_TIME") (hasKey . "value") (ne (toString (get . "value")) "") -}}
+{{- fail (printf "extraEnv: CRONSAFE_SCHEDULED_TIME has a fixed value (%s): every Job of this CronJob would run for that one occurrence. Remove it: set scheduledTimestamp.enabled: true to read each Job's scheduled time from its annotation" (toString (get . "value"))) -}}
 {{- end -}}
 {{- end -}}
 {{- /* The same for the chart's own volumes: the API server refused a second "data" naming
