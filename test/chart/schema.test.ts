@@ -302,7 +302,36 @@ describe('a release name cut at 52 characters', () => {
     const r = helm(['template', `${'a'.repeat(44)}.${'b'.repeat(8)}`, CHART, '--namespace', 'jobs', '--set', 'config.name=qc']);
     expect(r.status, r.stderr).toBe(0);
     const names = parseDocs(r.stdout).map((o) => String(o.metadata.name));
-    expect(names).toContain(`${'a'.repeat(44)}-status`);
+    expect(names).toContainEqual(expect.stringMatching(new RegExp(`^${'a'.repeat(38)}-[0-9a-f]{6}-status$`)));
     for (const name of names) expect(name).toMatch(dns);
+  });
+
+  // The status CronJob's name was the full name cut at 45: two releases whose names differ
+  // only past that (one per region) rendered one, and the second install failed on it.
+  it.each([
+    ['release names', ['payments-reconciliation-nightly-cronsafe-eu-west-1', 'payments-reconciliation-nightly-cronsafe-eu-west-2'], []],
+    ['fullnameOverride', ['a', 'b'], ['--set', 'fullnameOverride=REPLACE']],
+  ])('two %s differing past character 45 render distinct status CronJobs, each a valid CronJob name', (_what, pair, extra) => {
+    const statusNames = pair.map((release, i) => {
+      const full = `${'x'.repeat(47)}-${i + 1}`;
+      const args = extra.map((a) => a.replace('REPLACE', full));
+      const r = helm(['template', release, CHART, '--namespace', 'jobs', '--set', 'config.name=qc', ...args]);
+      expect(r.status, r.stderr).toBe(0);
+      const cronJobs = parseDocs(r.stdout).filter((o) => o.kind === 'CronJob').map((o) => String(o.metadata.name));
+      expect(cronJobs).toHaveLength(2);
+      for (const name of cronJobs) {
+        expect(name).toMatch(dns);
+        expect(name.length).toBeLessThanOrEqual(52);
+      }
+      return cronJobs.find((n) => n.endsWith('-status'));
+    });
+    expect(statusNames[0]).not.toBe(statusNames[1]);
+  });
+
+  it('a full name of 45 characters keeps its status CronJob name uncut', () => {
+    const release = `${'q'.repeat(36)}-cronsafe`;
+    const r = helm(['template', release, CHART, '--namespace', 'jobs']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(parseDocs(r.stdout).map((o) => String(o.metadata.name))).toContain(`${release}-status`);
   });
 });

@@ -30,8 +30,19 @@ of them go, or the name ended in one, which no object name may.
 {{- default (include "cronsafe.configName" .) .Values.lock.kubernetesLease.name -}}
 {{- end -}}
 
+{{/*
+The status CronJob: `<fullname>-status`, within a CronJob's 52 characters. A full name
+longer than 45 is cut, and a cut alone made two releases whose names differ only past
+character 45 (qc-...-eu-west-1, qc-...-eu-west-2) render one status CronJob name, which
+the second install could not own. A cut name carries 6 hex of the full name's sha256.
+*/}}
 {{- define "cronsafe.statusName" -}}
-{{- printf "%s-status" (regexReplaceAll "[-.]+$" (include "cronsafe.fullname" . | trunc 45) "") -}}
+{{- $full := include "cronsafe.fullname" . -}}
+{{- if le (len $full) 45 -}}
+{{- printf "%s-status" $full -}}
+{{- else -}}
+{{- printf "%s-%s-status" (regexReplaceAll "[-.]+$" ($full | trunc 38) "") ($full | sha256sum | trunc 6) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "cronsafe.chart" -}}
