@@ -197,6 +197,22 @@ describe('persistence', () => {
     expect(withClass.metadata.annotations ?? {}).not.toHaveProperty('helm.sh/resource-policy');
   });
 
+  // A PVC with storageClassName "" binds only a PersistentVolume without a class (one made by
+  // hand); without the field the default class provisions one. The chart had no way to say "".
+  it('renders storageClassName "" for storageClass "-", and leaves it out when empty', () => {
+    const none = one(render({ persistence: { storageClass: '-' } }), 'PersistentVolumeClaim');
+    expect(none.spec).toHaveProperty('storageClassName', '');
+    validateObject(none);
+    const unset = one(render({ persistence: { storageClass: '' } }), 'PersistentVolumeClaim');
+    expect(unset.spec).not.toHaveProperty('storageClassName');
+  });
+
+  it('refuses a storageClass no StorageClass can be named', () => {
+    const r = templateRaw({ persistence: { storageClass: 'Fast_SSD' } });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("at '/persistence/storageClass'");
+  });
+
   it('uses an existing claim without creating one, and an emptyDir when disabled', () => {
     const existing = render({ persistence: { existingClaim: 'ledger' } });
     expect(byKind(existing, 'PersistentVolumeClaim')).toEqual([]);
