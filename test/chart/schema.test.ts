@@ -210,6 +210,9 @@ const BAD: [string, Values, string][] = [
   ['an env name given twice', { extraEnv: [{ name: 'MODE', value: 'a' }, { name: 'MODE', value: 'b' }] }, 'extraEnv: MODE is given twice'],
   // It wins over the Job's scheduled-timestamp annotation: every Job would run for one occurrence.
   ['a fixed CRONSAFE_SCHEDULED_TIME', { extraEnv: [{ name: 'CRONSAFE_SCHEDULED_TIME', value: '2026-01-01T00:00:00Z' }] }, 'extraEnv: CRONSAFE_SCHEDULED_TIME has a fixed value (2026-01-01T00:00:00Z)'],
+  // A misspelt field rendered into the pod spec, and the API server dropped it (unknown field).
+  ['a misspelt container securityContext field', { securityContext: { readOnlyRootFileSystem: false } }, "at '/securityContext': additional properties 'readOnlyRootFileSystem' not allowed"],
+  ['a misspelt pod securityContext field', { podSecurityContext: { fsgroup: 1000 } }, "at '/podSecurityContext': additional properties 'fsgroup' not allowed"],
   ['a glob too long for the scan to compile', { config: { source: { exclude: ['a'.repeat(65_537)] } } }, "at '/config/source/exclude/0': maxLength"],
 ];
 
@@ -261,6 +264,7 @@ describe('good edge values are accepted', () => {
     ['an existing claim with a dot in its name', { persistence: { existingClaim: 'caption-ledger.v2' } }],
     ['the keep annotation given by hand with persistence.keep false', { persistence: { keep: false, annotations: { 'helm.sh/resource-policy': 'keep' } } }],
     ['env names with ".", "-" and "_" (taken by every Kubernetes version)', { extraEnv: [{ name: 'com.example.mode', value: 'a' }, { name: 'X-Trace_id', value: 'b' }] }],
+    ['every securityContext field Kubernetes has', { podSecurityContext: { supplementalGroups: [1000], supplementalGroupsPolicy: 'Strict', sysctls: [], seLinuxOptions: { level: 's0:c1' }, seLinuxChangePolicy: 'MountOption', appArmorProfile: { type: 'RuntimeDefault' } }, securityContext: { procMount: 'Default', seLinuxOptions: { level: 's0:c1' }, appArmorProfile: { type: 'RuntimeDefault' } } }],
     ['tags a registry takes', { image: { tag: 'v0.2.0-rc.1_build.7' } }],
     ['a tag pinned to its digest (repo:tag@digest is a valid reference)', { image: { tag: `0.1.0@sha256:${'0'.repeat(64)}` } }],
   ])('%s', (_what, values) => {
