@@ -135,22 +135,122 @@ export function excludeMatcher(globs: string[]): (rel: string) => boolean {
 
 /**
  * picomatch's matcher for `glob` (what picomatch(glob, opts) answers: an empty name never,
- * the glob's own text always, else its regular expression), in time linear in the name's
+ * the glob's own text always, else its regular expression; with `ownText` false, the regular
+ * expression alone), in time linear in the name's
  * length where picomatch's is not (linearSource). picomatch turns each `*` into a lazy
  * `[^/]*?`, and the expression backtracks through every way of placing them: against a name
  * of 250 underscores `*_*_*_*_*.scc` ran for minutes, synchronously, so the run could not
  * even drain on SIGTERM.
  */
-export function globMatcher(glob: string, opts: picomatch.PicomatchOptions = GLOB_OPTS): (name: string) => boolean {
+export function globMatcher(glob: string, opts: picomatch.PicomatchOptions = GLOB_OPTS, ownText = true): (name: string) => boolean {
   const re = picomatch.makeRe(glob, opts);
-  const linear = linearRegex(re, re.source);
   // picomatch lets a bracket expression of plain characters also match its own text
   // (`*[ab]*` takes `x[ab]`): `(?:\[ab\]|[ab])`, two runs of different lengths, which
-  // linearSource cannot make atomic. A name without a `[` never holds that text, so there
-  // the class alone says the same.
-  const unbracketed = re.source.replace(BRACKET_TEXT, '$1');
-  const plain = unbracketed === re.source ? linear : linearRegex(linear, unbracketed);
-  return (name) => name !== '' && (name === glob || (name.includes('[') ? linear : plain).test(name));
+  // linearSource cannot make atomic. Alone between two stars of a segment, where the stars
+  // can take the rest of that text, the class says the same (loneBrackets).
+  const source = loneBrackets(re.source, re.flags);
+  const linear = linearRegex(re, source);
+  // Elsewhere, a name without a `[` never holds that text, so there the class alone says the same.
+  const unbracketed = source.replace(BRACKET_TEXT, '$1');
+  const plain = unbracketed === source ? linear : linearRegex(linear, unbracketed);
+  const segments = globstarMatcher(glob, opts);
+  const expression = (name: string): boolean => (name.includes('[') ? linear : plain).test(name);
+  if (ownText === false) return expression;
+  return (name) => {
+    if (name === '' || name === glob) return name !== '';
+    if (segments !== undefined && name[0] !== '/' && !name.endsWith('/') && !name.includes('//')) return segments(name);
+    return expression(name);
+  };
+}
+
+/**
+ * `source` with each bracket expression that also matches its own text, `(?:\[ab\]|[ab])`,
+ * standing alone between two stars of one segment (`*[ab]*`), made the class alone where that
+ * says the same: where the text itself is a name `*[ab]*` takes (`[ab]` holds an `a`, and no
+ * `/`), a star can take the text's characters around that one, so every name the text lets
+ * match, the class lets match too. Against `[` and 250 underscores `*[_]*[_]*[_]*[_]*.x`
+ * backtracked for 27 seconds, each more `*[_]` about 25 times longer.
+ */
+function loneBrackets(source: string, flags: string): string {
+  return source.replace(LONE_BRACKET, (whole, text: string, cls: string) => {
+    let plain: boolean;
+    try {
+      plain = new RegExp(`^${STAR}${cls}${STAR}$`, flags).test(text.replace(/\\(.)/gs, '$1'));
+    } catch {
+      plain = false;
+    }
+    return plain ? `${STAR}${cls}` : whole;
+  });
+}
+
+/** `[^/]*?(?:\[ab\]|[ab])` followed by `[^/]*?`: the text and the class captured. */
+const LONE_BRACKET = /\[\^\/\]\*\?\(\?:(\\\[(?:[^\\()|[\]]|\\.)*\\\])\|(\[(?:[^\\\]]|\\.)*\])\)(?=\[\^\/\]\*\?)/g;
+
+/**
+ * Whether `part`, a glob between two `/`, matches within one segment as it does in the whole
+ * glob: not empty, `.` or `..`, no `**`, group or leading `!`, its brace lists and bracket
+ * expressions closed within it, and none of these taking a `/` (`[.-0]`, `[[:punct:]]` do).
+ */
+function oneSegment(part: string, opts: picomatch.PicomatchOptions): boolean {
+  if (part === '' || part === '.' || part === '..' || part.includes('**') || /[()|]/.test(part) || part[0] === '!' || part.endsWith('\\')) return false;
+  let depth = 0;
+  for (let i = 0; i < part.length; i++) {
+    const c = part[i];
+    if (c === '\\') i++;
+    else if (c === '[') {
+      const end = bracketEnd(part, i);
+      if (end === i || picomatch.makeRe(part.slice(i, end + 1), opts).test('/')) return false;
+      i = end;
+    } else if (c === '{') depth++;
+    else if (c === '}' && --depth < 0) return false;
+  }
+  return depth === 0;
+}
+
+/**
+ * A matcher for `glob` segment by segment, where it has a `**` segment and its other
+ * parts each match within one segment (oneSegment), for names without an empty segment (no leading, trailing or double
+ * `/`, which ids never have): picomatch's expression tried every way of sharing a deep path
+ * among several `**` (three `**` around two `a` segments against 2,000 levels of `a/` ran for 26
+ * seconds, each more `**` far longer). A `**` takes any number of segments not starting with "." (as
+ * picomatch's does), every other segment one segment its own matcher takes; the set of glob
+ * segments reached is carried along the name's segments, so the time is linear in them.
+ * undefined where this does not apply.
+ */
+function globstarMatcher(glob: string, opts: picomatch.PicomatchOptions): ((name: string) => boolean) | undefined {
+  const parts = glob.split('/');
+  if (parts.length < 2 || !parts.includes('**')) return undefined;
+  if (parts.some((p) => p !== '**' && !oneSegment(p, opts))) return undefined;
+  // picomatch's trailing `**` after a segment ending in `*` takes one segment at least
+  // (`*/**` does not take `a`, though `a/**` and `a\\*/**` take `a`): that one is a `*` of its own.
+  let last = parts.length;
+  while (parts[last - 1] === '**') last--;
+  if (last > 0 && last < parts.length && /(^|[^\\])(\\\\)*\*$/.test(parts[last - 1]!)) parts.splice(last, 0, '*');
+  const star = parts.map((p) => p === '**');
+  // Its expression alone: the whole glob's text matches as it is, not a part's (`{,a}` is no `{,a}`).
+  const match = parts.map((p) => (p === '**' ? () => false : globMatcher(p, opts, false)));
+  const m = parts.length;
+  // Reaching a `**` reaches the glob segment after it too (it may take no segment).
+  const close = (reached: boolean[]): boolean[] => {
+    for (let i = 0; i < m; i++) if (reached[i] && star[i]) reached[i + 1] = true;
+    return reached;
+  };
+  return (name) => {
+    let reached = close([true, ...new Array<boolean>(m).fill(false)]);
+    for (const seg of name.split('/')) {
+      const next = new Array<boolean>(m + 1).fill(false);
+      let any = false;
+      for (let i = 0; i < m; i++) {
+        if (!reached[i]) continue;
+        if (star[i]) {
+          if (seg[0] !== '.') next[i] = any = true;
+        } else if (match[i]!(seg)) next[i + 1] = any = true;
+      }
+      if (!any) return false;
+      reached = close(next);
+    }
+    return reached[m]!;
+  };
 }
 
 /** `(?:\[ab\]|[ab])`: picomatch's bracket expression that also matches its own text. */

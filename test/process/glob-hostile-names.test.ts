@@ -51,4 +51,27 @@ describe('a file name built against the include glob (250 underscores for *_*_*_
     expect(dry.code, dry.stderr).toBe(0);
     expect((JSON.parse(dry.stdout) as { first: string[] }).first).toEqual([match]);
   });
+
+  // Two narrower cases were left by the first fix, each a hang against a name anyone can make:
+  // a bracket expression between stars (picomatch's `(?:\[_\]|[_])` also matches its own text)
+  // against a name with a `[`, 27 s for four of them and 250 underscores, each more about 25
+  // times longer; several `**` against a deep path, 26 s for three and 2,000 levels.
+  it('a bracket expression between stars, against a name with a "[": the run ends', async () => {
+    const hostile = `[${HOSTILE}`;
+    const ws = workspace({ handler: { command: COPY } }, { [hostile]: 'x', 'a_b_c_d_e_f.x': 'item' });
+    configure(ws, { source: { directory: ws.source, include: ['*[_]*[_]*[_]*[_]*[_]*.x'] } });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.signal, r.stderr).toBeNull();
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1 });
+  });
+
+  it('several ** against a path 1,000 directories deep: the run ends', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { [`${'a/'.repeat(1000)}c`]: 'x', 'a/a/a/b': 'item' });
+    configure(ws, { source: { directory: ws.source, include: ['**/a/**/a/**/a/**/b'] } });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.signal, r.stderr).toBeNull();
+    expect(r.code, r.stderr).toBe(0);
+    expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1 });
+  });
 });

@@ -267,6 +267,37 @@ describe('matching time linear in the name (globMatcher)', () => {
     expect(compared).toBeGreaterThan(200000);
   });
 
+  // Several `**` among plain segments (matched segment by segment) and bracket expressions alone
+  // between stars (`*[_]*`, matched as their class), against names with `[`, dots, empty segments.
+  const deepParts = ['**', '**', '**', 'a', '*', '?', 'a*', '*a*', '.a', '.*', '_', '*_*', 'a?', 'b', '[a]', '*[_]*', '{a,b}', '!a', 'a**', '.', '..', '', '[a-c]', '[!a]', '[.-0]', '[[:alpha:]]', '{a,.b}', '{,a}', 'a{b,c}', '\\*', 'a\\*', 'a\\\\*', '[a', 'b}', '$a', '@a', 'x\\\\y', 'q\\x5f', '\n'];
+  const deepGlob = () => Array.from({ length: 1 + random(6) }, () => pick(deepParts)).join('/');
+  const deepName = () => Array.from({ length: random(8) }, () => pick(['a', 'a', 'b', '_', '.a', '.', '..', 'a_b', '*', 'a*', '[a]', '', 'ab', '{a,b}', '{,a}', 'c', '$a', 'x\\\\y', 'q_', '\n'])).join('/');
+  const bracketParts = ['*', '*', '*', '[_]', '[_]', '[a_]', '[!a]', '[^_]', '[[]', '[]_]', '[_/]', '[.-0]', '[\\]]', '[*]', '_', '.', '/', '**/', 'a', '?'];
+  const bracketGlob = () => Array.from({ length: 2 + random(8) }, () => pick(bracketParts)).join('');
+  const bracketName = () => Array.from({ length: random(12) }, () => pick(['_', '_', '[', ']', '[_]', 'a', '!', '^', '.', '/', '*', '\\'])).join('');
+
+  it('answers what picomatch did for globs with several `**` and for bracket expressions between stars', () => {
+    let compared = 0;
+    for (let g = 0; g < 4000; g++) {
+      const [make, name] = g % 2 === 0 ? [deepGlob, deepName] : [bracketGlob, bracketName];
+      const globs = [make()];
+      let before: (rel: string) => boolean, beforeExclude: (rel: string) => boolean;
+      try {
+        before = oldInclude(globs);
+        beforeExclude = oldExclude(globs);
+      } catch {
+        continue;
+      }
+      const include = includeMatcher(globs);
+      const exclude = excludeMatcher(globs);
+      for (const n of [...Array.from({ length: 40 }, name), globs[0]!]) {
+        expect([globs, n, include(n), exclude(n)]).toEqual([globs, n, before(n), beforeExclude(n)]);
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThan(150000);
+  });
+
   it('a segment pattern (directoryFilter, nonegate) answers what picomatch did', () => {
     for (let g = 0; g < 3000; g++) {
       const glob = randomGlob();
