@@ -33,6 +33,68 @@ export function globProblem(glob: string): string | undefined {
   }
 }
 
+/** Why slowExtglob's globs are refused (config and requeue --glob). */
+export const SLOW_EXTGLOB =
+  'expected no repeating extglob that can match a piece of a name in more than one way: a name built against it takes exponential time to match (hangs the run); write plain alternatives none of which starts another (`+(csv|tsv)`) or single characters (`+([0-9])`)';
+
+/**
+ * The first repeating extglob of `glob` (`*(...)`, `+(...)`) whose pattern can match a
+ * piece of a name in more than one way, or undefined. Matching tries every way of cutting the
+ * name into repetitions, exponentially many: `*(*)x` took 2.5 s against 25 characters and
+ * doubles with about each one more, `*(a|[a-z])x` likewise. A pattern that cannot is taken:
+ * plain text alternatives none of which starts another (`+(csv|tsv)`, `*(a|b)`), or one
+ * sequence of single characters (`+([0-9])`, `*(?)`, `+(ab)`). Anything else (a `*`, a
+ * group, a brace list, an escape, `?` or a bracket expression among alternatives) is refused.
+ */
+export function slowExtglob(glob: string): string | undefined {
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    if (c === '\\') i++;
+    else if (c === '[') i = bracketEnd(glob, i);
+    else if ((c === '*' || c === '+') && glob[i + 1] === '(' && glob[i + 2] !== '?') {
+      const end = groupEnd(glob, i + 1);
+      const body = glob.slice(i + 2, end === -1 ? glob.length : end);
+      if (!unambiguousRepeat(body)) return glob.slice(i, end === -1 ? glob.length : end + 1);
+    }
+  }
+  return undefined;
+}
+
+/** The offset of the `)` closing the `(` at `open` (escapes and bracket expressions skipped), or -1. */
+function groupEnd(glob: string, open: number): number {
+  let depth = 0;
+  for (let i = open; i < glob.length; i++) {
+    if (glob[i] === '\\') i++;
+    else if (glob[i] === '[') i = bracketEnd(glob, i);
+    else if (glob[i] === '(') depth++;
+    else if (glob[i] === ')' && --depth === 0) return i;
+  }
+  return -1;
+}
+
+/** Whether a repeated `body` matches each text one way only (slowExtglob). */
+function unambiguousRepeat(body: string): boolean {
+  if (body.includes('|')) {
+    const alternatives = body.split('|');
+    return (
+      alternatives.every((a) => a !== '' && !/[*?[\]{}()\\!@+]/.test(a)) &&
+      alternatives.every((a, i) => alternatives.every((b, j) => i === j || !b.startsWith(a)))
+    );
+  }
+  if (body === '') return false;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]!;
+    if (c === '[') {
+      const end = bracketEnd(body, i);
+      // A bracket expression also matches its own text (picomatch): one way only where the
+      // class itself never takes the "[" that text starts with.
+      if (end === i || picomatch.makeRe(body.slice(i, end + 1), GLOB_OPTS).test('[')) return false;
+      i = end;
+    } else if ('*{}()\\!@+'.includes(c)) return false;
+  }
+  return true;
+}
+
 /** A JavaScript regular expression error without the expression picomatch made (`Range out of order in character class`). */
 export function regexReason(message: string): string {
   return /^Invalid regular expression: \/.*\/[a-z]*: (.*)$/s.exec(message)?.[1] ?? message;

@@ -2,7 +2,7 @@ import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { refusePseudoLedger } from '../config/filesystems.js';
 import { coerceError } from '../errors.js';
-import { idGlob, includeMatcher, negatesWhole, regexReason } from '../globs.js';
+import { idGlob, includeMatcher, negatesWhole, regexReason, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
 import type { FinishedFilter, FinishedState } from '../ledger/requeue-types.js';
@@ -46,6 +46,8 @@ export function badGlob(globs: string[]): { glob: string; reason: string } | und
     if (negatesWhole(glob)) {
       return { glob, reason: 'a leading "!" selects every other item (globs are "any of", not .gitignore rules): name what to requeue; "!(...)" for "anything but" within one glob' };
     }
+    const slow = slowExtglob(glob);
+    if (slow !== undefined) return { glob, reason: `${SLOW_EXTGLOB} (${slow} can)` };
     try {
       // As the match reads it (idGlob): `[!]]` is a class, any character but `]`.
       // `debug`: a regular expression JavaScript refuses (`[z-a]`) is an error, not one that matches nothing.

@@ -5,7 +5,7 @@ import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
 import { systemRootCert } from '../ledger/pg-url-query.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
-import { globProblem, negatesWhole } from '../globs.js';
+import { globProblem, negatesWhole, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 
 // zod compiles a fast path per object schema (new Function) on its first parse; a config is
 // parsed once per process, so compiling costs more than it saves (~8 ms of every start-up,
@@ -179,6 +179,11 @@ export const glob = str('a glob relative to source.directory')
   })
   .refine((g) => !negatesWhole(g), {
     error: got('expected a glob without a leading "!" (it would match every other file, not leave this one out): list the files to leave out in source.exclude'),
+  })
+  // Matching time exponential in the name, which anyone who can name a file chooses: a hang.
+  .superRefine((g, ctx) => {
+    const slow = slowExtglob(g);
+    if (slow !== undefined) ctx.addIssue({ code: 'custom', message: `${SLOW_EXTGLOB} (got ${JSON.stringify(g)}, whose ${slow} can)` });
   })
   // Compiled as the scan compiles it, so that what validate takes the run can use.
   // Not for a lone backslash at the end, refused above: it fails to compile too, as

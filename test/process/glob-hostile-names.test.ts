@@ -74,4 +74,18 @@ describe('a file name built against the include glob (250 underscores for *_*_*_
     expect(r.code, r.stderr).toBe(0);
     expect(finished(r)?.counts).toMatchObject({ scanned: 1, succeeded: 1 });
   });
+
+  // A repeating extglob whose pattern repeats too (`*(*)`) tried every way of cutting the name
+  // into repetitions: 2.5 s for 25 characters, doubling with about each one more. It is refused.
+  it('a repeating extglob that can match a name in more than one way is refused (78), naming the key and the glob', async () => {
+    const ws = workspace({ handler: { command: COPY } }, { [`${'a'.repeat(60)}.csv`.slice(0, 40)]: 'x', 'a.csv': 'item' });
+    configure(ws, { source: { directory: ws.source, include: ['*(*).csv'] } });
+    const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 30_000 });
+    expect(r.signal, r.stderr).toBeNull();
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toMatch(/source\.include\[0\]: expected no repeating extglob .*"\*\(\*\)\.csv"/);
+    const requeue = await runCli(['requeue', '-c', ws.configPath, '--glob', '+(a|[a-z])', '--dry-run'], { timeoutMs: 30_000 });
+    expect(requeue.code, requeue.stderr).toBe(2);
+    expect(requeue.stderr).toMatch(/no repeating extglob.*\+\(a\|\[a-z\]\)/);
+  });
 });

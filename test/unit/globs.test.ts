@@ -12,6 +12,7 @@ import {
   linearSource,
   literalGlob,
   reachesDotDirectories,
+  slowExtglob,
 } from '../../src/globs.js';
 
 describe('braceAlternatives', () => {
@@ -325,5 +326,14 @@ describe('matching time linear in the name (globMatcher)', () => {
     }
     // A class that takes `/` would lose a match so made atomic: `a./x` is `a.` `/` `` `x`.
     expect(globMatcher('*[.-0]*x*')('a./x')).toBe(true);
+  });
+});
+
+describe('slowExtglob', () => {
+  it('names a repeating extglob whose pattern can match a text in more than one way', () => {
+    for (const [g, slow] of [['*(*).csv', '*(*)'], ['**/+(*)/*', '+(*)'], ['*(a*)x', '*(a*)'], ['*(ab|a|b)', '*(ab|a|b)'], ['+(a|[a-z])', '+(a|[a-z])'], ['*(+(a))', '*(+(a))'], ['*(**)', '*(**)']]) expect(slowExtglob(g!), g).toBe(slow);
+  });
+  it('takes plain alternatives none of which starts another, single characters, and what is no repeating extglob', () => {
+    for (const g of ['+(csv|tsv)', '*.+(csv|tsv)', '*(a|b)', '+([0-9]).csv', '+(?)x', '+(ab)', '!(*.tmp)', '@(a|*)', '?(a*)', '\\*(*)', '[*(]*)', '*_*.scc']) expect(slowExtglob(g), g).toBeUndefined();
   });
 });
