@@ -1,3 +1,5 @@
+import { constants as osConstants } from 'node:os';
+
 /** Exit codes (DESIGN.md): the chart maps them with podFailurePolicy. */
 export const EXIT = {
   OK: 0,
@@ -80,7 +82,7 @@ export class OutputClosed extends EdgeError {
   override name = 'OutputClosed';
   readonly exitCode = EXIT.FATAL;
   constructor(cause: Error) {
-    const code = (cause as NodeJS.ErrnoException).code;
+    const code = errorCode(cause);
     super(`output incomplete: ${whyOutputFailed(code)} (${code ?? cause.message})`, { cause });
   }
 }
@@ -92,6 +94,21 @@ function whyOutputFailed(code: string | undefined): string {
   if (code === 'EFBIG') return 'stdout could not be written: the file it goes to reached its size limit';
   if (code === 'EIO') return 'stdout could not be written: an I/O error on its device';
   return 'stdout was closed before everything was written';
+}
+
+/** EDQUOT's errno on this platform (122 on Linux), as Node's errors carry it: negative. */
+const EDQUOT_ERRNO = osConstants.errno.EDQUOT === undefined ? undefined : -osConstants.errno.EDQUOT;
+
+/**
+ * The errno name of a system error. Node 20's libuv has no name for EDQUOT (a user's or a
+ * project's disk quota used up): its error says code 'UNKNOWN' (a write) or 'Unknown system
+ * error -122' (an open), errno -122, so a check for code 'EDQUOT' never matched, and a full
+ * quota was taken for some other error. Named from its errno here; any other code as it is.
+ */
+export function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; errno?: unknown } | null;
+  if (EDQUOT_ERRNO !== undefined && e?.errno === EDQUOT_ERRNO) return 'EDQUOT';
+  return typeof e?.code === 'string' ? e.code : undefined;
 }
 
 /** Normalise anything thrown into an Error, once, at the boundary (graphile-worker's coerceError). */

@@ -4,8 +4,12 @@ import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemMountDead, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal, ProgramNotFound, TimedOut } from './types.js';
 
-/** ENOSPC as strerror(3) words it (shell tools) and as Node's errors do. */
-const NO_SPACE = /no space left on device|\bENOSPC\b/i;
+/**
+ * ENOSPC as strerror(3) words it (shell tools) and as Node's errors do; and EDQUOT, a user's
+ * or project's quota used up, the same fault to an item (Node 20 names it "Unknown system
+ * error -122", or UNKNOWN: errorCode).
+ */
+const NO_SPACE = /no space left on device|\bENOSPC\b|disk quota exceeded|\bEDQUOT\b|unknown system error -122\b/i;
 
 /** The source root vanished or was replaced: the pass stops, the claims go back uncharged. */
 export const sourceGone = (directory: string): EnvironmentFault =>

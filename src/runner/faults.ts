@@ -1,6 +1,6 @@
 import { accessSync, constants as fsConstants, lstatSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { EdgeError, EXIT } from '../errors.js';
+import { EdgeError, errorCode, EXIT } from '../errors.js';
 import { HandlerFailure } from './types.js';
 
 /**
@@ -101,13 +101,15 @@ export function syncRefused(err: unknown, dir: string): string | null {
 /**
  * What cronsafe's own write in output.directory says when its file system refuses it as a
  * whole: mounted read-only (EROFS: a volume mounted readOnly, a snapshot restored
- * read-only) or full (ENOSPC: no block or no inode left); else null. No item is to blame.
+ * read-only) or full (ENOSPC: no block or no inode left; EDQUOT: a user's or project's quota
+ * used up, while statfs still shows free space); else null. No item is to blame.
  * (An attempt that fails on either is judged by OutputStore.readOnly and full.)
  */
 export function fileSystemRefused(err: unknown, what: string, outDir: string): string | null {
-  const code = (err as NodeJS.ErrnoException).code;
+  const code = errorCode(err);
   if (code === 'EROFS') return `cannot ${what}: EROFS: the file system of output.directory ${outDir} is read-only`;
   if (code === 'ENOSPC') return `cannot ${what}: ENOSPC: the file system of output.directory ${outDir} is full (no space or no inode left)`;
+  if (code === 'EDQUOT') return `cannot ${what}: EDQUOT: this user's (or this directory's project) disk quota on the file system of output.directory ${outDir} is used up`;
   return null;
 }
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
-import { access, mkdir, rename, rmdir, statfs } from 'node:fs/promises';
+import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, unlinkSync, utimesSync, writeSync, type StatsFs } from 'node:fs';
+import { access, mkdir, open, rename, rmdir, statfs, unlink, type FileHandle } from 'node:fs/promises';
+import { errorCode } from '../errors.js';
 import path from 'node:path';
 import { ensureOwnDir, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
@@ -84,6 +85,8 @@ export class OutputStore {
   /** Temp names: one random prefix per store (per run) and a counter, no syscall or hash per item. */
   readonly #prefix = randomBytes(6).toString('hex');
   #counter = 0;
+  /** Outputs this store committed (#fullNow). */
+  #committed = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
   #tempId: DirId | undefined;
   /**
@@ -495,6 +498,7 @@ export class OutputStore {
       const refused = syncRefused(err, path.dirname(final));
       throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
     }
+    this.#committed++;
     return true;
   }
 
@@ -638,9 +642,63 @@ export class OutputStore {
    */
   async full(): Promise<boolean> {
     try {
-      return isFull(await statfs(this.dir));
+      if (isFull(await statfs(this.dir))) return true;
     } catch {
       return false;
+    }
+    return this.#quotaUsedUp();
+  }
+
+  /**
+   * Whether this user's disk quota (or the directory's project quota: XFS, ext4 prjquota) on
+   * the output file system is used up, which statfs(2) does not show: the file system has
+   * room, but a write of ours there is refused (EDQUOT, or ENOSPC). Each attempt that failed
+   * on it was charged until dead-lettered, and a handler that ignored its refused write had
+   * its cut output committed. A block written to a new file in our temp directory, removed
+   * at once; asked only when an attempt failed, or committed (beside two fsyncs).
+   */
+  async #quotaUsedUp(): Promise<boolean> {
+    const probe = `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`;
+    let file: FileHandle | undefined;
+    try {
+      file = await open(probe, 'wx', 0o600);
+      const { bytesWritten } = await file.write(QUOTA_PROBE, 0, QUOTA_PROBE.length, 0);
+      // A short write is the quota's limit reached within the block: the next one is refused.
+      if (bytesWritten < QUOTA_PROBE.length) return true;
+      await file.close();
+      file = undefined;
+      return false;
+    } catch (err) {
+      return noRoom(err);
+    } finally {
+      await file?.close().catch(() => undefined);
+      await unlink(probe).catch(() => undefined);
+    }
+  }
+
+  /** #quotaUsedUp, synchronous. */
+  #quotaUsedUpNow(): boolean {
+    const probe = `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`;
+    let fd: number | undefined;
+    try {
+      fd = openSync(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+      if (writeSync(fd, QUOTA_PROBE, 0, QUOTA_PROBE.length, 0) < QUOTA_PROBE.length) return true;
+      closeSync(fd);
+      fd = undefined;
+      return false;
+    } catch (err) {
+      return noRoom(err);
+    } finally {
+      try {
+        if (fd !== undefined) closeSync(fd);
+      } catch {
+        /* the write's answer is the one that counts */
+      }
+      try {
+        unlinkSync(probe);
+      } catch {
+        /* never made */
+      }
     }
   }
 
@@ -711,13 +769,18 @@ export class OutputStore {
     return sum;
   }
 
-  /** full(), synchronous. */
+  /**
+   * full(), synchronous. The quota's probe only once an output of this run was committed (a
+   * handler that writes outputs): the check runs for every item that wrote none, the hot path
+   * of handlers that never write one.
+   */
   #fullNow(): boolean {
     try {
-      return isFull(statfsSync(this.dir));
+      if (isFull(statfsSync(this.dir))) return true;
     } catch {
       return false;
     }
+    return this.#committed > 0 && this.#quotaUsedUpNow();
   }
 
   /**
@@ -781,6 +844,15 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
     committed: (id, claimedAt) => outputs.committedSince(id, claimedAt) && accepted.add(id).size > 0,
     count: () => accepted.size,
   };
+}
+
+/** What OutputStore.full's quota probe writes: one block. */
+const QUOTA_PROBE = Buffer.alloc(4096);
+
+/** A write refused for lack of room: the file system full (ENOSPC) or the quota used up (EDQUOT). */
+function noRoom(err: unknown): boolean {
+  const code = errorCode(err);
+  return code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /** OutputStore.full's answer from the output file system's statfs(2). */

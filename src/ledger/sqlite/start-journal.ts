@@ -25,7 +25,7 @@
  * mid-write) is ignored: its handler had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
-import { ConfigError, StateUnavailable, coerceError } from '../../errors.js';
+import { ConfigError, StateUnavailable, coerceError, errorCode } from '../../errors.js';
 
 export interface JournalStart {
   id: string;
@@ -102,7 +102,8 @@ export function assertJournalOurs(ledgerFile: string): void {
  * ENOSPC, EIO) is exit 1, the state store's problem.
  */
 const named = (file: string, what: string, err: unknown): Error => {
-  const code = (err as NodeJS.ErrnoException).code;
+  // EDQUOT named (Node's own code for it is 'UNKNOWN'): the ledger takes it as a full disk.
+  const code = errorCode(err);
   const message = `cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`;
   if (code === 'ELOOP' || code === 'EFTYPE' || code === 'ENXIO' || code === 'EISDIR') {
     return new ConfigError(`state.sqlite: ${message} (the journal beside the ledger must be a regular file of cronsafe's; remove what is there)`, undefined, 'state.sqlite');

@@ -22,6 +22,7 @@ import type { Claim, ClaimOptions, FenceOutcome, Settlement, SettleOutcome } fro
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
 import { isBusy, isFull } from './connection.js';
+import { errorCode } from '../../errors.js';
 import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
@@ -344,7 +345,7 @@ export class WriteBehind {
 
 /** The ledger's or the journal's file system refused a write for lack of space (SQLITE_FULL; ENOSPC, EDQUOT from the journal). */
 function fileSystemFull(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
+  const code = errorCode(err);
   return isFull(err) || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
