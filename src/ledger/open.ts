@@ -1,8 +1,9 @@
-import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync, utimesSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, statSync, statfsSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
-import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, inConfigFile } from '../errors.js';
+import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
 import { LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import { PassConfigDiffers, StoppedBeforeLedger, StoppedBeforeLock, type PassConfig, type RunLock } from './run-lock.js';
@@ -189,11 +190,38 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const dir = path.dirname(path.resolve(sqlite));
   try {
     const s = statfsSync(dir);
-    if (s.bavail > 0 && !(s.files > 0 && s.ffree === 0)) return '';
+    if (s.bavail > 0 && !(s.files > 0 && s.ffree === 0)) return quotaUsedUp(dir) ? ` (this user's disk quota on the file system of state.sqlite (${dir}) is used up (EDQUOT), though the file system has room: raise the quota, or free some of it)` : '';
   } catch {
     return '';
   }
   return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
+}
+
+/**
+ * Whether a block written to a new file in `dir` (removed at once) is refused with EDQUOT: a
+ * user's or project's disk quota used up, which statfs does not show. SQLite says only "disk
+ * I/O error" then (it names ENOSPC alone as a full disk), which read as a failing disk.
+ */
+function quotaUsedUp(dir: string): boolean {
+  const probe = path.join(dir, `.cronsafe-quota-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(probe, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o600);
+    return writeSync(fd, Buffer.alloc(4096)) < 4096;
+  } catch (e) {
+    return errorCode(e) === 'EDQUOT';
+  } finally {
+    try {
+      if (fd !== undefined) closeSync(fd);
+    } catch {
+      /* the write's answer is the one that counts */
+    }
+    try {
+      unlinkSync(probe);
+    } catch {
+      /* never made */
+    }
+  }
 }
 
 /**

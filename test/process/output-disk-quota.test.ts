@@ -10,40 +10,28 @@
  * no cut output committed.
  *
  * This kernel's tmpfs and ext4 have no quota support here, so the quota is an LD_PRELOAD shim
- * (fixtures/process/quota-shim.c, compiled by gcc into the test's directory) in cronsafe
- * and its command handler alike: writes under output.directory past QUOTA_BYTES in all are
+ * (helpers/quota-shim.ts: fixtures/process/quota-shim.c, built by gcc) in cronsafe and its
+ * command handler alike: writes under output.directory past QUOTA_BYTES in all are
  * cut, then refused EDQUOT, and a new file there is refused once the quota is used up.
  */
-import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { configure, finished, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { charged } from '../helpers/ledger-sums.js';
+import { quotaEnv } from '../helpers/quota-shim.js';
 
-const SHIM_SOURCE = fileURLToPath(new URL('../fixtures/process/quota-shim.c', import.meta.url));
 const ITEM_BYTES = 6000;
 const ITEMS = ['a.txt', 'b.txt', 'c.txt', 'd.txt', 'e.txt', 'f.txt'];
 // Two outputs fit, with a block to spare (cronsafe's check as it commits one); the third is cut.
 const QUOTA = 2 * ITEM_BYTES + 5000;
-
-/** The shim built into `dir` (gcc is one of the CI's packages: .ci/setup-apt.sh). */
-function buildShim(dir: string): string {
-  const so = path.join(dir, 'quota.so');
-  const r = spawnSync('gcc', ['-shared', '-fPIC', '-O1', '-o', so, SHIM_SOURCE, '-ldl'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`cannot build the quota shim: ${r.error?.message ?? r.stderr}`);
-  return so;
-}
 
 function quotaWorkspace(script: string): { ws: Workspace; env: NodeJS.ProcessEnv } {
   const ws = workspace({ concurrency: 1 }, Object.fromEntries(ITEMS.map((f) => [f, 'x'.repeat(ITEM_BYTES)])));
   const h = path.join(ws.dir, 'h.sh');
   writeFileSync(h, `#!/bin/sh\n${script}\n`, { mode: 0o755 });
   configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
-  // libuv's io_uring (off by default in Node 20 since 20.11) would write past the shim.
-  const env = { LD_PRELOAD: buildShim(ws.dir), QUOTA_DIR: ws.out, QUOTA_BYTES: String(QUOTA), UV_USE_IO_URING: '0' };
-  return { ws, env };
+  return { ws, env: quotaEnv(ws.dir, ws.out, QUOTA) };
 }
 
 /** The outputs in output.directory (not cronsafe's temp directory) and their sizes. */
