@@ -207,7 +207,10 @@ function quotaUsedUp(dir: string): boolean {
   let fd: number | undefined;
   try {
     fd = openSync(probe, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o600);
-    return writeSync(fd, Buffer.alloc(4096)) < 4096;
+    // A short write is followed by the refusal that tells why (EDQUOT, or EFBIG: a file size limit).
+    const block = Buffer.alloc(4096);
+    for (let off = 0, n = 1; off < block.length && n > 0; off += n) n = writeSync(fd, block, off);
+    return false;
   } catch (e) {
     return errorCode(e) === 'EDQUOT';
   } finally {

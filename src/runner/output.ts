@@ -662,9 +662,9 @@ export class OutputStore {
     let file: FileHandle | undefined;
     try {
       file = await open(probe, 'wx', 0o600);
-      const { bytesWritten } = await file.write(QUOTA_PROBE, 0, QUOTA_PROBE.length, 0);
-      // A short write is the quota's limit reached within the block: the next one is refused.
-      if (bytesWritten < QUOTA_PROBE.length) return true;
+      // A short write (the quota's limit within the block) is followed by the refusal that
+      // tells why: EDQUOT, or EFBIG (a file size limit, not a full file system).
+      for (let off = 0, n = 1; off < QUOTA_PROBE.length && n > 0; off += n) n = (await file.write(QUOTA_PROBE, off, QUOTA_PROBE.length - off, off)).bytesWritten;
       await file.close();
       file = undefined;
       return false;
@@ -682,7 +682,7 @@ export class OutputStore {
     let fd: number | undefined;
     try {
       fd = openSync(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-      if (writeSync(fd, QUOTA_PROBE, 0, QUOTA_PROBE.length, 0) < QUOTA_PROBE.length) return true;
+      for (let off = 0, n = 1; off < QUOTA_PROBE.length && n > 0; off += n) n = writeSync(fd, QUOTA_PROBE, off, QUOTA_PROBE.length - off, off);
       closeSync(fd);
       fd = undefined;
       return false;

@@ -11,7 +11,7 @@
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, runCli, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { charged } from '../helpers/ledger-sums.js';
 import { quotaEnv } from '../helpers/quota-shim.js';
 
@@ -36,5 +36,17 @@ describe('a disk quota used up on the ledger directory (EDQUOT, statfs shows roo
     expect(await charged(ws.db, ITEMS)).toBe(0);
     // The check's own file is gone.
     expect(readdirSync(ws.state).filter((f) => f.includes('probe'))).toEqual([]);
+  }, 60_000);
+
+  it('a file size limit below one block (ulimit -f) is not taken for a quota: its own hint', async () => {
+    const ws = workspace({});
+    configure(ws, { handler: { command: ['cat', '{path}'] } });
+    // dash counts ulimit -f in blocks of 512 bytes: 2,048 bytes, less than the check's block.
+    const limited = spawnCliRaw('/bin/sh', ['-c', 'ulimit -f 4 && exec "$0" "$@"', process.execPath, CLI, 'run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    const { code } = await limited.exited;
+    expect(code, limited.stderr()).toBe(1);
+    // Before: the check's short write was taken for a quota used up.
+    expect(limited.stderr()).not.toMatch(/quota/);
+    expect(limited.stderr()).toMatch(/the process's file size limit \(ulimit -f, LimitFSIZE=\) is (2048|4096) bytes/);
   }, 60_000);
 });
