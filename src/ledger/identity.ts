@@ -24,6 +24,20 @@ export class LedgerOwnedByAnotherJob extends Error {
 }
 
 /**
+ * Thrown by an adapter's open told not to adopt (a start that found the run lock held):
+ * no job is recorded in the ledger yet. The run holding the lock is about to record its
+ * own name, which may not be this job's: recorded by this start instead, the ledger became
+ * the skipped job's, and the run that held it was refused (78) while the misconfigured job
+ * exited 0, as a normal overlap does.
+ */
+export class LedgerNotOwnedYet extends Error {
+  override name = 'LedgerNotOwnedYet';
+  constructor() {
+    super('no job is recorded in the ledger yet');
+  }
+}
+
+/**
  * The outcome of comparing the recorded owner with the job opening the ledger: `adopt`
  * when nothing is recorded yet (the caller records `job`), else ok or a throw.
  */

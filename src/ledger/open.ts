@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
-import { LedgerOwnedByAnotherJob } from './identity.js';
+import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import { PassConfigDiffers, StoppedBeforeLedger, StoppedBeforeLock, type PassConfig, type RunLock } from './run-lock.js';
 import type { Ledger } from './types.js';
@@ -31,6 +31,11 @@ export interface OpenAs {
    * fails naming who holds it (SQLite's busy timeout does the same there).
    */
   operator?: boolean;
+  /**
+   * False: the job is checked but never recorded; a ledger with no job recorded yet is
+   * LedgerNotOwnedYet (SQLite; identity.ts). For a start that found the run lock held.
+   */
+  adopt?: boolean;
   /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
   writeBehind?: boolean;
   /** The run's stop: SQLite's open stops waiting for another connection's write lock (StoppedBeforeLedger). */
@@ -38,6 +43,13 @@ export interface OpenAs {
   /** PostgreSQL: told of each transient error about to be retried (see retryWarnings). */
   onRetry?: (info: { what: string; attempt: number; delayMs: number; error: Error }) => void;
 }
+
+/**
+ * How long a start that found a new SQLite ledger's run lock held waits for the run holding
+ * it to record its job's name (Store.openForSkip): that run's open, a second or so after its
+ * lock on a busy node; more only when another connection holds the ledger's write lock.
+ */
+const SKIP_OWNER_WAIT_MS = 10_000;
 
 /** Retries are told at most this often: an outage of 30 s is a few lines, not one per try. */
 const RETRY_WARNING_EVERY_MS = 10_000;
@@ -75,7 +87,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
     }
     const { openSqliteLedger } = await import('./sqlite/index.js');
-    return await openSqliteLedger(state.sqlite, { job: as?.job, readOnly: as?.readOnly, writeBehind: as?.writeBehind, operator: as?.operator, stop: as?.stop });
+    return await openSqliteLedger(state.sqlite, { job: as?.job, adopt: as?.adopt, readOnly: as?.readOnly, writeBehind: as?.writeBehind, operator: as?.operator, stop: as?.stop });
   } catch (err) {
     if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, as?.configPath);
     if (err instanceof NotALedger) throw notALedger(err, as?.configPath);
@@ -142,7 +154,15 @@ export interface Store {
    * for commands that only look (status, dead-letter list); see OpenAs.readOnly. `log`: a
    * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings).
    */
-  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger; stop?: AbortSignal }): Promise<Ledger>;
+  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger; stop?: AbortSignal; adopt?: boolean }): Promise<Ledger>;
+  /**
+   * A start that found the run lock held: open the ledger to record the skip, never
+   * recording this job as its owner while the run holding it may be about to record its own
+   * (a new SQLite ledger, two jobs started at once): the skip waited for that name, and a
+   * job not the owner is the ConfigError (78) of openLedger, not a skip (0). Null when no
+   * name came in time (the holder stopped before it recorded one): the skip is not recorded.
+   */
+  openForSkip(stop?: AbortSignal): Promise<Ledger | null>;
   /** A write that failed (a read-only state directory, a full disk), as an error naming the store, not a driver stack. */
   unavailable(doing: string, err: unknown): StateUnavailable;
   /**
@@ -340,17 +360,47 @@ export function openStore(config: Config): Store {
           operator: opts.operator,
           writeBehind: opts.writeBehind,
           stop: opts.stop,
+          adopt: opts.adopt,
           onRetry: opts.log && retryWarnings(opts.log),
         });
       } catch (err) {
         if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // [issue 10, case 1]
         if (err instanceof StoppedBeforeLedger) throw err; // the run drains: holding-lock.ts says it
+        if (err instanceof LedgerNotOwnedYet) throw err; // openForSkip waits for the holder's name
         const failed = unavailable('', err);
         // For openReader, and for schedule, which migrates an older ledger only.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;
         // PostgresLedgerError's own word (not imported here: SQLite runs never load pg).
         failed.unreachable = (err as { transient?: unknown }).transient === true;
         throw failed;
+      }
+    },
+    async openForSkip(stop) {
+      // PostgreSQL checks and records the owner before its run lock (postgres/run-lock.ts);
+      // with allowNetworkFilesystem no run flocks the SQLite ledger file to wait on.
+      if (state.sqlite === undefined || state.sqlite === ':memory:' || state.allowNetworkFilesystem) return this.openLedger({ stop });
+      const { lockLedgerFile } = await import('./sqlite/flock.js');
+      const until = Date.now() + SKIP_OWNER_WAIT_MS;
+      for (;;) {
+        try {
+          return await this.openLedger({ stop, adopt: false });
+        } catch (err) {
+          if (!(err instanceof LedgerNotOwnedYet)) throw err;
+        }
+        // No run holds the ledger file (the lock held was lock.path, shared with another
+        // job's ledger; or the holder stopped before it recorded itself): none will record a
+        // name now. This start records its own, under that flock, so that no run begins
+        // on the ledger meanwhile.
+        const release = lockLedgerFile(state.sqlite);
+        if (release) {
+          try {
+            return await this.openLedger({ stop });
+          } finally {
+            release();
+          }
+        }
+        if (Date.now() >= until || stop?.aborted) return null;
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
     unavailable: (doing, err) => unavailable(`${doing}: `, err),

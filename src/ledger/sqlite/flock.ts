@@ -92,6 +92,24 @@ function tryFlock(fd: number): boolean {
 }
 
 /**
+ * tryFlock for a descriptor kept in ledgerFds: never closed when the lock is held elsewhere.
+ * Closed, it stayed in the map: the next try in this process (a skipped start's second
+ * look, the daemon's next tick) flocked a closed descriptor (EBADF), or one the number was
+ * given to since (SQLite's own); and the close dropped this process's POSIX locks on the
+ * ledger (see ledgerFds).
+ */
+function flockKept(fd: number): boolean {
+  try {
+    flockSync(fd, 'exnb');
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return false;
+    throw err;
+  }
+}
+
+/**
  * open + flock, then the standard check that the path still names the locked file: a lock
  * on a file that was unlinked (or renamed over) between our open and our flock would lock
  * nothing anyone else opens. Then retry on the file that is there now. Returns the locked
@@ -276,7 +294,7 @@ export function lockLedgerFile(file: string): (() => void) | null {
   refuseUnwritable(file);
   const entry = openLedgerFd(file);
   // Held by a run of this very process: refused, as a descriptor of its own would be.
-  if (entry.held || !tryFlock(entry.fd)) return null;
+  if (entry.held || !flockKept(entry.fd)) return null;
   entry.held = true;
   let released = false;
   return () => {

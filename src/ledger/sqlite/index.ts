@@ -20,6 +20,11 @@ export interface SqliteOpenOptions {
    * (tests and tools that read any ledger).
    */
   job?: string;
+  /**
+   * False: `job` is checked but never recorded; a ledger with no job recorded yet is
+   * LedgerNotOwnedYet (a start that found the run lock held: identity.ts). Default true.
+   */
+  adopt?: boolean;
   /** Only read: see OpenAs.readOnly (src/ledger/open.ts) and read-only.ts. */
   readOnly?: boolean;
   /**
@@ -97,7 +102,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
       db.pragma('wal_autocheckpoint = 10000');
       db.pragma('journal_size_limit = 67108864');
       migrate(db);
-      if (opts.job !== undefined) claimJob(db, opts.job);
+      if (opts.job !== undefined) claimJob(db, opts.job, opts.adopt !== false);
     };
     // Each step that fails on SQLITE_BUSY wrote nothing (a pragma, or a transaction rolled back): it runs again.
     if (sliced) await inSlices(setUp, () => db.open, opts.stop);

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { checkJob, JOB_KEY, SOURCE_KEY } from '../identity.js';
+import { checkJob, JOB_KEY, LedgerNotOwnedYet, SOURCE_KEY } from '../identity.js';
 
 export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
 export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
@@ -41,11 +41,14 @@ export function recordSource(db: Database.Database, directory: string): string |
  * Record `job` as the ledger's owner if none is, else check that it is the owner (throws
  * LedgerOwnedByAnotherJob). IMMEDIATE, so two jobs opening a new ledger at once cannot
  * both adopt it: the second waits for the write lock, then sees the first one's name.
+ * `adopt` false: none recorded is LedgerNotOwnedYet, and nothing is written.
  */
-export function claimJob(db: Database.Database, job: string): void {
+export function claimJob(db: Database.Database, job: string, adopt = true): void {
   const get = db.prepare(GET_META_SQL).pluck();
   const set = db.prepare(SET_META_SQL);
   db.transaction(() => {
-    if (checkJob(get.get(JOB_KEY) as string | undefined, job) === 'adopt') set.run(JOB_KEY, job);
+    if (checkJob(get.get(JOB_KEY) as string | undefined, job) !== 'adopt') return;
+    if (!adopt) throw new LedgerNotOwnedYet();
+    set.run(JOB_KEY, job);
   }).immediate();
 }
