@@ -308,6 +308,27 @@ function fileSizeLimit(sqlite: string | undefined, err: unknown): string {
   return near ? ` (the process's file size limit (ulimit -f, LimitFSIZE=) is ${limit} bytes and the ledger's files reached it: raise or remove the limit)` : '';
 }
 
+/**
+ * lock.path could not be created (nor its directory) because its file system is full (no
+ * block or no inode left: ENOSPC) or the user's quota is (EDQUOT). It was said as "state
+ * store unavailable (sqlite <ledger>): cannot take the run lock ...", sending the operator
+ * to the ledger, whose volume may be another and have room. Exit 1, as before.
+ */
+function lockFileNoSpace(lockPath: string, err: unknown): StateUnavailable | undefined {
+  // errorCode: Node 20 names EDQUOT 'UNKNOWN'.
+  const code = errorCode(err);
+  const where = (err as NodeJS.ErrnoException).path;
+  if ((code !== 'ENOSPC' && code !== 'EDQUOT') || where === undefined) return undefined;
+  const lock = path.resolve(lockPath);
+  const at = path.resolve(where);
+  if (at !== lock && !lock.startsWith(`${at}/`)) return undefined;
+  const why = code === 'ENOSPC' ? 'no space left on its file system (no free block or inode)' : "the user's disk quota on its file system is used up";
+  return new StateUnavailable(
+    `cannot create the lock file ${lockPath} (lock.path): ${code}: ${why}${at === lock ? '' : ` (creating ${where})`}: free some, or set lock.path on a file system with room`,
+    { cause: err },
+  );
+}
+
 /** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
 export function openStore(config: Config): Store {
   const { state } = config;
@@ -346,6 +367,8 @@ export function openStore(config: Config): Store {
         if (err instanceof LedgerOwnedByAnotherJob) throw ownedByAnother(state, err, config.configPath);
         if (err instanceof EdgeError) throw err; // a CRONSAFE_RUN_GROUP of blanks: it says so itself
         if (err instanceof LedgerUnwritable) throw unavailable('', err); // names the ledger, not the lock file
+        const full = state.postgres === undefined ? lockFileNoSpace(config.lock.path, err) : undefined;
+        if (full) throw full;
         // PostgreSQL's lock errors name the database already; the flock's name only its file.
         throw unavailable(state.postgres === undefined ? `cannot take the run lock ${config.lock.path}: ` : '', err);
       }
