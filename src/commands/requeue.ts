@@ -12,7 +12,7 @@ import { betweenPages, type MovedSoFar } from './moved-so-far.js';
 import { namesTwoItems, resolveIds } from './dead-letter.js';
 import { pushAfterChange } from './push-after.js';
 import { Sink } from './sink.js';
-import { printableId, unknownId } from './status.js';
+import { pathCandidates, printableId, unknownId } from './status.js';
 
 /** Which finished items `cronsafe requeue` puts back. Checked by the program (usage errors). */
 export interface RequeueSelection {
@@ -109,7 +109,8 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
     opts.progress?.over();
     if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
-    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory));
+    const meant = opts.json ? new Map<string, string>() : await meantIds(store, ledger, result, config.source.directory);
+    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory, meant));
     await sink.end();
     return result.notMoved.length > 0 ? 1 : 0;
   } finally {
@@ -196,13 +197,28 @@ async function write(size: number, fn: () => Promise<string[]>, store: Store, pr
 
 const plural = (n: number) => `${n} item${n === 1 ? '' : 's'}`;
 
-function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean, sourceDirectory: string): string {
+/** For the unknown ids that are bare paths (`in/a.txt`): the known item each names (pathCandidates), for the hint. */
+async function meantIds(store: Store, ledger: Ledger, r: Outcome, sourceDirectory: string): Promise<Map<string, string>> {
+  const candidates = new Map<string, string[]>();
+  for (const n of r.notMoved.slice(0, 20)) if (n.state === null) candidates.set(n.id, pathCandidates(n.id, sourceDirectory));
+  const all = [...new Set([...candidates.values()].flat())];
+  if (all.length === 0) return new Map();
+  const known = new Set((await reading(store, ledger.peek(all))).map((p) => p.id));
+  const meant = new Map<string, string>();
+  for (const [id, ids] of candidates) {
+    const found = ids.find((c) => known.has(c));
+    if (found !== undefined) meant.set(id, found);
+  }
+  return meant;
+}
+
+function format(r: Outcome, dryRun: boolean, show: number, includeDead: boolean, sourceDirectory: string, meant: Map<string, string>): string {
   const lines = [dryRun ? `would requeue ${plural(r.count)} (dry run: nothing changed)` : `requeued ${plural(r.count)}: pending again, attempts reset`];
   for (const id of r.first.slice(0, show)) lines.push(`  ${printableId(id)}`);
   if (r.count > Math.min(show, r.first.length)) lines.push(`  ... and ${r.count - Math.min(show, r.first.length)} more`);
   if (r.notMoved.length > 0) {
     lines.push(`${r.notMoved.length} of the given ids ${r.notMoved.length === 1 ? 'was' : 'were'} not ${dryRun ? 'requeueable' : 'requeued'}:`);
-    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id, sourceDirectory) : why(n.state, includeDead, n.id)}`);
+    for (const n of r.notMoved.slice(0, 20)) lines.push(`  ${printableId(n.id)}: ${n.state === null ? unknownId(n.id, sourceDirectory, meant.get(n.id)) : why(n.state, includeDead, n.id)}`);
     if (r.notMoved.length > 20) lines.push(`  ... and ${r.notMoved.length - 20} more`);
   }
   return `${lines.join('\n')}\n`;

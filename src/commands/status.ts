@@ -157,13 +157,38 @@ export function printableId(id: string): string {
  * An argument written as a path (the log's absolute `path`, a shell's `./a.txt` in the source
  * directory) names no item either, as ids are relative to source.directory: the id it means is given.
  */
-export function unknownId(id: string, sourceDirectory: string): string {
+export function unknownId(id: string, sourceDirectory: string, known?: string): string {
   const unknown = 'unknown (not in the ledger)';
+  // A bare path from the working directory or from the source's parent (`in/a.txt`) that names a known item (pathCandidates).
+  if (known !== undefined) return `${unknown}: ids are relative to source.directory (${printableId(sourceDirectory)}): did you mean ${printableId(known)}?`;
   if (id.includes('\uFFFD')) return `${unknown}: the argument held bytes that are not UTF-8 (read as U+FFFD): give the id as the listings print it, with \\xHH escapes (caf\\xe9.scc)`;
   const asPath = idOfPath(id, sourceDirectory);
   if (asPath === undefined) return unknown;
   const where = `ids are relative to source.directory (${printableId(sourceDirectory)})`;
   return asPath === null ? `${unknown}: ${where}, and this path (from the working directory) is outside it` : `${unknown}: ${where}: give ${printableId(asPath)}`;
+}
+
+/**
+ * The ids a bare relative argument (no leading `/`, `./`, `../`: `in/a.txt`) may have meant,
+ * taken as a path from the working directory or from source.directory's parent: `requeue
+ * in/a.txt`, run beside the source, said only "unknown". The caller keeps the ones the
+ * ledger knows.
+ */
+export function pathCandidates(arg: string, sourceDirectory: string): string[] {
+  if (arg === '' || arg.startsWith('/') || arg.startsWith('./') || arg.startsWith('../')) return [];
+  const out = new Set<string>();
+  for (const from of [() => path.resolve(arg), () => path.join(path.dirname(sourceDirectory), arg)]) {
+    let given: string;
+    try {
+      given = from();
+    } catch {
+      continue; // the working directory is gone
+    }
+    if (Buffer.byteLength(given) >= PATH_MAX) continue;
+    const rel = path.relative(sourceDirectory, given);
+    if (rel !== '' && !climbsOut(rel) && rel !== arg) out.add(rel);
+  }
+  return [...out];
 }
 
 /** The id an argument written as a path (from the working directory, as a shell means it) names; null: a path outside the source; undefined: no path. */

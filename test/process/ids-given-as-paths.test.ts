@@ -42,6 +42,16 @@ describe('an id given as a path', () => {
     // An id that is simply unknown gets no such note.
     const plain = await runCli(['requeue', '-c', ws.configPath, '--include-dead', 'nope.scc']);
     expect(plain.stdout).toContain('  nope.scc: unknown (not in the ledger)\n');
+    // A bare path from the source's parent (`<source>/a`, as ls or a shell's completion gives
+    // it there), or from anywhere to source.directory's parent: before, only "unknown".
+    const src = path.basename(ws.source);
+    const bare = await runCli(['requeue', '-c', ws.configPath, '--include-dead', `${src}/corrupt-a.scc`, `${src}/sub/corrupt-b.scc`, `${src}/nope.scc`], { cwd: path.dirname(ws.source) });
+    expect(bare.stdout).toContain(`  ${src}/corrupt-a.scc: unknown (not in the ledger): ${where}: did you mean corrupt-a.scc?\n`);
+    expect(bare.stdout).toContain(`  ${src}/sub/corrupt-b.scc: unknown (not in the ledger): ${where}: did you mean sub/corrupt-b.scc?\n`);
+    expect(bare.stdout).toContain(`  ${src}/nope.scc: unknown (not in the ledger)\n`); // names no known item: no guess
+    expect(bare.code).toBe(1);
+    const fromElsewhere = await runCli(['requeue', '-c', ws.configPath, '--include-dead', `${src}/corrupt-a.scc`], { cwd: ws.source });
+    expect(fromElsewhere.stdout).toContain(`: did you mean corrupt-a.scc?\n`);
 
     // The id given is that item.
     const given = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt-a.scc', 'sub/corrupt-b.scc']);
