@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, statSync, statfsSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -217,13 +216,17 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
 }
 
+/** quotaUsedUp's probes in this process (their names). */
+let quotaProbes = 0;
+
 /**
  * Whether a block written to a new file in `dir` (removed at once) is refused with EDQUOT: a
  * user's or project's disk quota used up, which statfs does not show. SQLite says only "disk
  * I/O error" then (it names ENOSPC alone as a full disk), which read as a failing disk.
  */
 function quotaUsedUp(dir: string): boolean {
-  const probe = path.join(dir, `.cronsafe-quota-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  // Unique enough for O_EXCL without node:crypto, which start-up does not load (startup-modules).
+  const probe = path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`);
   let fd: number | undefined;
   try {
     fd = openSync(probe, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o600);
