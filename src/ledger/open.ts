@@ -1,6 +1,7 @@
-import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, statSync, statfsSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync, utimesSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { blockRefused } from '../block-probe.js';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
 import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
@@ -226,28 +227,7 @@ let quotaProbes = 0;
  */
 function quotaUsedUp(dir: string): boolean {
   // Unique enough for O_EXCL without node:crypto, which start-up does not load (startup-modules).
-  const probe = path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`);
-  let fd: number | undefined;
-  try {
-    fd = openSync(probe, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o600);
-    // A short write is followed by the refusal that tells why (EDQUOT, or EFBIG: a file size limit).
-    const block = Buffer.alloc(4096);
-    for (let off = 0, n = 1; off < block.length && n > 0; off += n) n = writeSync(fd, block, off);
-    return false;
-  } catch (e) {
-    return errorCode(e) === 'EDQUOT';
-  } finally {
-    try {
-      if (fd !== undefined) closeSync(fd);
-    } catch {
-      /* the write's answer is the one that counts */
-    }
-    try {
-      unlinkSync(probe);
-    } catch {
-      /* never made */
-    }
-  }
+  return blockRefused(path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`)) === 'EDQUOT';
 }
 
 /**

@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, unlinkSync, utimesSync, writeSync, type StatsFs } from 'node:fs';
+import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
 import { access, mkdir, open, rename, rmdir, statfs, unlink, type FileHandle } from 'node:fs/promises';
-import { errorCode } from '../errors.js';
 import path from 'node:path';
+import { blockRefused, PROBE_BLOCK } from '../block-probe.js';
+import { errorCode } from '../errors.js';
 import { ensureOwnDir, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
@@ -664,12 +665,12 @@ export class OutputStore {
       file = await open(probe, 'wx', 0o600);
       // A short write (the quota's limit within the block) is followed by the refusal that
       // tells why: EDQUOT, or EFBIG (a file size limit, not a full file system).
-      for (let off = 0, n = 1; off < QUOTA_PROBE.length && n > 0; off += n) n = (await file.write(QUOTA_PROBE, off, QUOTA_PROBE.length - off, off)).bytesWritten;
+      for (let off = 0, n = 1; off < PROBE_BLOCK.length && n > 0; off += n) n = (await file.write(PROBE_BLOCK, off, PROBE_BLOCK.length - off, off)).bytesWritten;
       await file.close();
       file = undefined;
       return false;
     } catch (err) {
-      return noRoom(err);
+      return noRoom(errorCode(err));
     } finally {
       await file?.close().catch(() => undefined);
       await unlink(probe).catch(() => undefined);
@@ -678,28 +679,7 @@ export class OutputStore {
 
   /** #quotaUsedUp, synchronous. */
   #quotaUsedUpNow(): boolean {
-    const probe = `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`;
-    let fd: number | undefined;
-    try {
-      fd = openSync(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-      for (let off = 0, n = 1; off < QUOTA_PROBE.length && n > 0; off += n) n = writeSync(fd, QUOTA_PROBE, off, QUOTA_PROBE.length - off, off);
-      closeSync(fd);
-      fd = undefined;
-      return false;
-    } catch (err) {
-      return noRoom(err);
-    } finally {
-      try {
-        if (fd !== undefined) closeSync(fd);
-      } catch {
-        /* the write's answer is the one that counts */
-      }
-      try {
-        unlinkSync(probe);
-      } catch {
-        /* never made */
-      }
-    }
+    return noRoom(blockRefused(`${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`));
   }
 
   /**
@@ -846,12 +826,8 @@ export function committedOutputs(outputs: OutputStore | undefined): { committed?
   };
 }
 
-/** What OutputStore.full's quota probe writes: one block. */
-const QUOTA_PROBE = Buffer.alloc(4096);
-
-/** A write refused for lack of room: the file system full (ENOSPC) or the quota used up (EDQUOT). */
-function noRoom(err: unknown): boolean {
-  const code = errorCode(err);
+/** A write refused (its errorCode) for lack of room: the file system full (ENOSPC) or the quota used up (EDQUOT). */
+function noRoom(code: string | undefined): boolean {
   return code === 'ENOSPC' || code === 'EDQUOT';
 }
 
