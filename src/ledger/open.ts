@@ -175,13 +175,6 @@ export interface Store {
 }
 
 /**
- * SQLite says only "disk I/O error" when a full file system refuses it a file it must make
- * or grow (the -shm of a ledger that a clean close left without one, at the next open):
- * that reads as a failing disk; and "unable to open database file" when no inode is left
- * for its -wal. Said plainly when the ledger's file system has no block or
- * no inode left; '' otherwise.
- */
-/**
  * SQLite's bare "database is locked" (SQLITE_BUSY): another connection held the ledger's
  * write lock for longer than this one waits. Say who that may be and what to do.
  */
@@ -204,6 +197,13 @@ function damaged(sqlite: string | undefined, err: unknown): string {
   return ` (the ledger file ${file} is damaged: stop the job, then restore it from a backup (removing any ${file}-wal and -shm beside it, which belong to the damaged file), or move it aside to start a new ledger, which runs every item again and forgets the dead letters)`;
 }
 
+/**
+ * SQLite says only "disk I/O error" when a full file system refuses it a file it must make
+ * or grow (the -shm of a ledger that a clean close left without one, at the next open):
+ * that reads as a failing disk; and "unable to open database file" when no inode is left
+ * for its -wal. Said plainly when the ledger's file system has no block or no inode left,
+ * or this user's quota there is used up (quotaUsedUp); '' otherwise.
+ */
 function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(IOERR|CANTOPEN)/.test(code)) return '';
