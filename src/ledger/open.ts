@@ -81,7 +81,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   try {
     if (state.postgres !== undefined) {
       const { openPostgresLedger } = await import('./postgres/index.js');
-      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, readOnly: as?.readOnly, operator: as?.operator, onRetry: as?.onRetry });
+      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, adopt: as?.adopt, readOnly: as?.readOnly, operator: as?.operator, onRetry: as?.onRetry });
     }
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
@@ -312,6 +312,17 @@ function lockFileNoSpace(lockPath: string, err: unknown): StateUnavailable | und
   );
 }
 
+/**
+ * An operator's write command (requeue, dead-letter retry) on a ledger no job has recorded
+ * its name in yet: it changes nothing there, since it cannot tell whose items they are.
+ */
+function notOwnedYet(label: string, job: string): StateUnavailable {
+  return new StateUnavailable(
+    `state store unavailable (${label}): no job is recorded as the ledger's owner yet (no run has named it): nothing changed, so as not to make it job ${JSON.stringify(job)}'s; ` +
+      `if it is this job's ledger, \`cronsafe run\` of this config records its name (it refuses another job's), then run this again`,
+  );
+}
+
 /** The store `config.state` names. Does nothing yet: the lock and the ledger are taken when asked for. */
 export function openStore(config: Config): Store {
   const { state } = config;
@@ -366,13 +377,19 @@ export function openStore(config: Config): Store {
           operator: opts.operator,
           writeBehind: opts.writeBehind,
           stop: opts.stop,
-          adopt: opts.adopt,
+          // An operator's command never records its job as the ledger's owner: a ledger no
+          // run has named yet (its first run between its migration and its name, or one that
+          // died there) became the requeue's job's, and the job it belonged to was refused (78).
+          adopt: opts.operator === true ? false : opts.adopt,
           onRetry: opts.log && retryWarnings(opts.log),
         });
       } catch (err) {
         if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // [issue 10, case 1]
         if (err instanceof StoppedBeforeLedger) throw err; // the run drains: holding-lock.ts says it
-        if (err instanceof LedgerNotOwnedYet) throw err; // openForSkip waits for the holder's name
+        if (err instanceof LedgerNotOwnedYet) {
+          if (opts.operator === true) throw notOwnedYet(label, config.name);
+          throw err; // openForSkip waits for the holder's name
+        }
         const failed = unavailable('', err);
         // For openReader, and for schedule, which migrates an older ledger only.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;

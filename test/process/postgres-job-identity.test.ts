@@ -51,4 +51,21 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL ledger belongs to on
     expect(d.code).toBe(78);
     expect(d.stderr).toContain('job "gamma"');
   });
+
+  it('requeue and dead-letter retry on a schema with no job recorded: exit 1, nothing changed, not adopted (before: theirs, and the job it was was refused)', async () => {
+    const unowned = await openPostgresLedger({ url: pg.url, schema: 'unnamed' });
+    const ids = await unowned.discover([{ id: 'a.txt' }], { runId: 'r', now: 1 });
+    await unowned.complete(await unowned.claim(ids, { owner: 'o', runId: 'r', now: 1, leaseMs: 1 }), 2);
+    await unowned.close();
+    const eps = workspace({ name: 'epsilon', handler: { command: COPY }, state: { postgres: pg.url, schema: 'unnamed' } }, FILES);
+    for (const args of [['requeue', '--all'], ['dead-letter', 'retry', '--all']]) {
+      const r = await runCli([...args, '-c', eps.configPath]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain('no job is recorded');
+    }
+    const zeta = workspace({ name: 'zeta', handler: { command: COPY }, state: { postgres: pg.url, schema: 'unnamed' } }, FILES);
+    const z = await runCli(['run', '-c', zeta.configPath]);
+    expect(z.code, z.stderr).toBe(0);
+    expect(outputs(zeta.out)).toEqual(['b.txt.out']); // a.txt still done: the requeue moved nothing
+  });
 });

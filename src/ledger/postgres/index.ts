@@ -1,4 +1,4 @@
-import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
+import { JOB_KEY, LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from '../identity.js';
 import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './connection.js';
 import { PostgresLedger } from './ledger.js';
 import { adoptJob, getMetaQuery } from './meta.js';
@@ -17,7 +17,7 @@ export type { PostgresOptions } from './connection.js';
  * database and schema, never the password. `readOnly`: no migration, sessions refuse
  * writes, and the schema must be this cronsafe's version (checkReadableSchema).
  */
-export async function openPostgresLedger(opts: PostgresOptions & { job?: string }): Promise<PostgresLedger> {
+export async function openPostgresLedger(opts: PostgresOptions & { job?: string; adopt?: boolean }): Promise<PostgresLedger> {
   ident(opts.schema); // a bad name fails here, before any connection
   const { job } = opts;
   const ex = new PostgresExecutor(opts);
@@ -28,10 +28,13 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string 
     // `job`: the config name; recorded as the schema's owner on first use, refused when
     // another is recorded (LedgerOwnedByAnotherJob). Absent: no check (tools, tests).
     // Read-only: checked, never recorded.
+    // `adopt` false (an operator's command): checked, never recorded; none recorded is LedgerNotOwnedYet.
     if (job !== undefined) {
-      const owner = opts.readOnly
-        ? await ex.query<{ value: string }>('readJob', getMetaQuery(opts.schema, JOB_KEY)).then((r) => r[0]?.value ?? job)
-        : await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), budget);
+      const owner =
+        opts.readOnly || opts.adopt === false
+          ? await ex.query<{ value: string }>('readJob', getMetaQuery(opts.schema, JOB_KEY)).then((r) => r[0]?.value ?? (opts.readOnly ? job : undefined))
+          : await ex.tx('adoptJob', (exec) => adoptJob(exec, opts.schema, job), budget);
+      if (owner === undefined) throw new LedgerNotOwnedYet();
       if (owner !== job) throw new LedgerOwnedByAnotherJob(owner, job);
     }
     ex.opened();

@@ -1,0 +1,89 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { FIXTURES, runCli } from '../helpers/cli.js';
+
+const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
+
+/** Two jobs whose configs name one state.sqlite; alpha has run on it (three items done). */
+async function sharedLedger() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-op-identity-'));
+  const config = (name: string) => {
+    const source = path.join(dir, `${name}-in`);
+    mkdirSync(source);
+    for (const f of ['a.txt', 'b.txt', 'c.txt']) writeFileSync(path.join(source, f), `${name} ${f}`);
+    const file = path.join(dir, `${name}.yaml`);
+    writeFileSync(file, YAML.stringify({ name, source: { directory: source }, output: { directory: path.join(dir, `${name}-out`) }, handler: { command: COPY }, state: { sqlite: 'shared.db' } }));
+    return file;
+  };
+  const alpha = config('alpha');
+  const beta = config('beta');
+  const db = path.join(dir, 'shared.db');
+  const r = await runCli(['run', '-c', alpha]);
+  expect(r.code, r.stderr).toBe(0);
+  // b.txt dead, as a run dead-letters it: what dead-letter retry moves.
+  const h = new Database(db);
+  h.prepare(`UPDATE items SET state = 'dead', dead_at = done_at, done_at = NULL, last_error = 'x' WHERE id = 'b.txt'`).run();
+  h.close();
+  return { alpha, beta, db };
+}
+
+function ledgerOf(db: string): { job: string | undefined; items: Array<{ id: string; state: string }> } {
+  const h = new Database(db, { readonly: true });
+  try {
+    const job = h.prepare(`SELECT value FROM meta WHERE key = 'job'`).pluck().get() as string | undefined;
+    return { job, items: h.prepare('SELECT id, state FROM items ORDER BY id').all() as Array<{ id: string; state: string }> };
+  } finally {
+    h.close();
+  }
+}
+
+const WRITES = [
+  ['requeue', '--all'],
+  ['requeue', 'a.txt'],
+  ['dead-letter', 'retry', '--all'],
+  ['dead-letter', 'retry', 'b.txt'],
+];
+
+describe("requeue and dead-letter retry on a ledger that is not this job's", () => {
+  it('no job recorded yet (a run that died between its migration and its name): exit 1, nothing changed, the ledger not made theirs (before: beta adopted it, and alpha was refused with 78)', async () => {
+    const { alpha, beta, db } = await sharedLedger();
+    const h = new Database(db);
+    h.prepare(`DELETE FROM meta WHERE key = 'job'`).run();
+    h.close();
+    const before = ledgerOf(db);
+    for (const args of WRITES) {
+      const r = await runCli([...args, '-c', beta]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain('no job is recorded');
+      expect(r.stderr).toContain('job "beta"');
+      expect(ledgerOf(db)).toEqual(before);
+    }
+    // Nor under alpha's own config: it cannot tell either (its run names it).
+    const own = await runCli(['requeue', '--all', '-c', alpha]);
+    expect(own.code).toBe(1);
+    expect(ledgerOf(db)).toEqual(before);
+    // The job whose ledger it is still runs on it, and names it.
+    const run = await runCli(['run', '-c', alpha]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(ledgerOf(db).job).toBe('alpha');
+    const retried = await runCli(['dead-letter', 'retry', 'b.txt', '-c', alpha]);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.stdout).toBe('requeued 1 dead item\n');
+  });
+
+  it("another job's: exit 78 naming the owner, nothing changed", async () => {
+    const { beta, db } = await sharedLedger();
+    const before = ledgerOf(db);
+    expect(before.job).toBe('alpha');
+    for (const args of WRITES) {
+      const r = await runCli([...args, '-c', beta]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('is the ledger of job "alpha"');
+      expect(ledgerOf(db)).toEqual(before);
+    }
+  });
+});
