@@ -4,6 +4,7 @@ import { ConfigError } from '../errors.js';
 import { assertDaemonFires } from './daemon-fires.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
+import { LedgerNotOwnedYet } from '../ledger/identity.js';
 import { LedgerNeedsMigration } from '../ledger/no-ledger.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
@@ -34,7 +35,14 @@ export async function scheduleCommand(
   // (an upgrade) is opened as before; nothing else is (a writable open migrates: a foreign
   // database or an empty file at state.sqlite got cronsafe's tables).
   const ledger = await store.openReader().catch((err: unknown) => {
-    if ((err as { cause?: unknown }).cause instanceof LedgerNeedsMigration) return store.openLedger();
+    // Migrated, never adopted (a ledger from before job names): recorded as this job's, the
+    // job it was was refused (78) at its next run. Read then as status reads it.
+    if ((err as { cause?: unknown }).cause instanceof LedgerNeedsMigration) {
+      return store.openLedger({ adopt: false }).catch((e: unknown) => {
+        if (e instanceof LedgerNotOwnedYet) return store.openReader();
+        throw e;
+      });
+    }
     throw err;
   });
   if (ledger) {

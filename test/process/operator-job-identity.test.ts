@@ -4,24 +4,30 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { migrate } from '../../src/ledger/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { FIXTURES, runCli } from '../helpers/cli.js';
 
 const COPY = [process.execPath, path.join(FIXTURES, 'process/copy-exec.mjs'), '{path}', '{output}'];
 
-/** Two jobs whose configs name one state.sqlite; alpha has run on it (three items done). */
-async function sharedLedger() {
+/** Two jobs' configs (with a schedule) that name one state.sqlite, not made yet. */
+function twoConfigs() {
   const dir = mkdtempSync(path.join(tmpdir(), 'cronsafe-op-identity-'));
   const config = (name: string) => {
     const source = path.join(dir, `${name}-in`);
     mkdirSync(source);
     for (const f of ['a.txt', 'b.txt', 'c.txt']) writeFileSync(path.join(source, f), `${name} ${f}`);
     const file = path.join(dir, `${name}.yaml`);
-    writeFileSync(file, YAML.stringify({ name, source: { directory: source }, output: { directory: path.join(dir, `${name}-out`) }, handler: { command: COPY }, state: { sqlite: 'shared.db' } }));
+    const schedule = { cron: '*/5 * * * *', timeZone: 'UTC' };
+    writeFileSync(file, YAML.stringify({ name, source: { directory: source }, output: { directory: path.join(dir, `${name}-out`) }, handler: { command: COPY }, state: { sqlite: 'shared.db' }, schedule }));
     return file;
   };
-  const alpha = config('alpha');
-  const beta = config('beta');
-  const db = path.join(dir, 'shared.db');
+  return { alpha: config('alpha'), beta: config('beta'), db: path.join(dir, 'shared.db') };
+}
+
+/** Two jobs whose configs name one state.sqlite; alpha has run on it (three items done). */
+async function sharedLedger() {
+  const { alpha, beta, db } = twoConfigs();
   const r = await runCli(['run', '-c', alpha]);
   expect(r.code, r.stderr).toBe(0);
   // b.txt dead, as a run dead-letters it: what dead-letter retry moves.
@@ -85,5 +91,47 @@ describe("requeue and dead-letter retry on a ledger that is not this job's", () 
       expect(r.stderr).toContain('is the ledger of job "alpha"');
       expect(ledgerOf(db)).toEqual(before);
     }
+  });
+});
+
+/** A ledger of an older schema (migrations up to `version`), `job` recorded when given. */
+function olderLedger(db: string, version: number, job?: string): void {
+  const h = new Database(db);
+  migrate(h, MIGRATIONS.filter((m) => m.version <= version));
+  if (job !== undefined) h.prepare(`INSERT INTO meta (key, value) VALUES ('job', ?)`).run(job);
+  h.close();
+}
+const schemaOf = (db: string): number => {
+  const h = new Database(db, { readonly: true });
+  try {
+    return h.prepare('SELECT max(version) FROM schema_migrations').pluck().get() as number;
+  } finally {
+    h.close();
+  }
+};
+const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));
+
+describe('a ledger of an older schema', () => {
+  it("another job's: run and schedule refuse it (78) before migrating it (before: upgraded, then refused, and its owner's older cronsafe could no longer open it)", async () => {
+    const { beta, db } = twoConfigs();
+    olderLedger(db, LATEST - 1, 'alpha');
+    for (const args of [['run'], ['schedule']]) {
+      const r = await runCli([...args, '-c', beta]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain('is the ledger of job "alpha"');
+      expect(schemaOf(db)).toBe(LATEST - 1);
+    }
+  });
+
+  it("no job recorded (from before job names): schedule answers without making it its job's (before: recorded as beta's, and alpha's run was refused with 78)", async () => {
+    const { alpha, beta, db } = twoConfigs();
+    olderLedger(db, 2);
+    const r = await runCli(['schedule', '--json', '-c', beta]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ job: 'beta' });
+    expect(ledgerOf(db).job).toBeUndefined();
+    const run = await runCli(['run', '-c', alpha]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(ledgerOf(db).job).toBe('alpha');
   });
 });

@@ -2,7 +2,7 @@ import { dirname } from 'node:path';
 import type { Ledger } from '../types.js';
 import { isBusy, newDatabase } from './connection.js';
 import { againWhileBusy, BUSY_SLICE_MS, BUSY_TIMEOUT_MS, openedFile, SqliteLedger } from './ledger.js';
-import { claimJob } from './meta.js';
+import { claimJob, refuseAnotherJob } from './meta.js';
 import { assertLedgerFile, migrate } from './migrate.js';
 import { openSqliteReadOnly } from './read-only.js';
 import { journalOf } from './start-journal.js';
@@ -101,6 +101,7 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
       // gives the disk back after a checkpoint.
       db.pragma('wal_autocheckpoint = 10000');
       db.pragma('journal_size_limit = 67108864');
+      if (opts.job !== undefined) refuseAnotherJob(db, opts.job);
       migrate(db);
       if (opts.job !== undefined) claimJob(db, opts.job, opts.adopt !== false);
     };

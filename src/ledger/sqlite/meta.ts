@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { checkJob, JOB_KEY, LedgerNotOwnedYet, SOURCE_KEY } from '../identity.js';
+import { checkJob, JOB_KEY, LedgerNotOwnedYet, LedgerOwnedByAnotherJob, SOURCE_KEY } from '../identity.js';
 
 export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
 export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
@@ -51,4 +51,18 @@ export function claimJob(db: Database.Database, job: string, adopt = true): void
     if (!adopt) throw new LedgerNotOwnedYet();
     set.run(JOB_KEY, job);
   }).immediate();
+}
+
+/**
+ * Before the migrations: a ledger (of an older schema) that records another job's name is
+ * refused as claimJob refuses it, but unchanged. Migrated first, as PostgreSQL's assertJob
+ * prevents, a second job pointed at it by mistake on a newer cronsafe upgraded it before it
+ * was refused (78), and the owner's runs, on the cronsafe it had, then failed every start
+ * with "newer than this cronsafe knows".
+ */
+export function refuseAnotherJob(db: Database.Database, job: string): void {
+  const meta = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).get();
+  if (meta === undefined) return;
+  const recorded = db.prepare(GET_META_SQL).pluck().get(JOB_KEY) as string | undefined;
+  if (recorded !== undefined && recorded !== job) throw new LedgerOwnedByAnotherJob(recorded, job);
 }
