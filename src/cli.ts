@@ -277,14 +277,14 @@ try {
     setFlagsFromString('--optimize-for-size');
     setFlagsFromString('--semi-space-growth-factor=1');
   }
-  const [{ main }, { closeHungUpTerminals }] = await Promise.all([import('./program.js'), import('./hung-up-tty.js')]);
+  const { ready, main, closeHungUpTerminals, settleStdout, logsWritten } = await import('./program.js');
+  await ready();
   beforeExit = closeHungUpTerminals;
   const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, safetyLost, onEnd: (note) => (endNote = note) });
   // --help, --version or a usage error, interrupted while loading: end as the signal asked.
   if (mode === 'pending' && first) endBySignal(first);
   if (mode !== 'drain') {
     // Never exit with output still queued for a slow reader, nor 0 after the reader left.
-    const { settleStdout } = await import('./commands/sink.js');
     const cut = await settleStdout(stdoutFailed);
     if (cut && code === 0) {
       process.stderr.write(`cronsafe: ${cut.message}\n`);
@@ -295,7 +295,6 @@ try {
     // its last lines, `run finished` among them, are not lost to the exit. A reader that never reads again keeps
     // the process here only until the drain's last resort, when a stop asked for one.
     finishedWith = code;
-    const { logsWritten } = await import('./log-sink.js');
     await logsWritten();
     // A module handler's own console.log into a pipe: Node writes it without waiting and
     // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).

@@ -69,4 +69,16 @@ async function load(): Promise<ProgramModule> {
   return import('./program.js');
 }
 
-export const main: ProgramModule['main'] = async (...args) => (await load()).main(...args);
+let loading: Promise<ProgramModule> | undefined;
+let loaded: ProgramModule | undefined;
+const program = async (): Promise<ProgramModule> => (loaded ??= await (loading ??= load()));
+
+// What cli.ts takes from the program (src/program.ts), from the program this loads.
+export const ready: ProgramModule['ready'] = async () => {
+  await program();
+};
+export const main: ProgramModule['main'] = async (...args) => (await program()).main(...args);
+export const settleStdout: ProgramModule['settleStdout'] = async (...args) => (await program()).settleStdout(...args);
+export const logsWritten: ProgramModule['logsWritten'] = async () => (await program()).logsWritten();
+/** Synchronous (cli.ts calls it as the process exits): the program's once ready() has loaded it. */
+export const closeHungUpTerminals: ProgramModule['closeHungUpTerminals'] = () => loaded?.closeHungUpTerminals();

@@ -13,6 +13,28 @@ import { asGiven, once } from './commands/option-once.js';
 import { checkUsage } from './commands/usage-checks.js';
 import { escapeControlsButLayout, escapeInvisible } from './terminal-safe.js';
 
+// What cli.ts calls around the command, from the program's own modules: in the bundle the
+// program is one code-cached script (src/code-cache.ts), and a module cli.ts imported
+// itself would be one more ES module to load, compile and link at every start.
+export { closeHungUpTerminals } from './hung-up-tty.js';
+export { settleStdout } from './commands/sink.js';
+
+/**
+ * Every run log's lines written (src/log-sink.ts). Its module is loaded only here and by the
+ * commands that log: it loads node:net, which `--version` or `validate` need not.
+ */
+/**
+ * Resolves once the program is loaded. Here it is, as soon as this module is; in the bundle,
+ * cli.ts's import of this module gets src/code-cache.ts, whose ready() loads the program
+ * from its cached script, and whose closeHungUpTerminals (synchronous) works from then.
+ */
+export async function ready(): Promise<void> {}
+
+export async function logsWritten(): Promise<void> {
+  const sink = await import('./log-sink.js');
+  await sink.logsWritten();
+}
+
 /** What cli.ts gives the program. */
 export interface ProgramSignals {
   /** Aborted by the first SIGTERM / SIGINT / SIGHUP / SIGALRM, possibly before the command started. */

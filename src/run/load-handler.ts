@@ -4,7 +4,7 @@ import { scriptProblem, whyProgramNotRun } from '../config/program.js';
 import { configRedactor, holdsLedgerSecret } from '../config/secrets.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, coerceError } from '../errors.js';
-import { createHandler, createModuleHandler } from '../runner/handlers/index.js';
+import { createModuleHandler } from '../runner/handlers/module.js';
 import type { Handler } from '../runner/types.js';
 
 /** `<file>: <key>: <problem>`, as every config error reads (the message names the module). */
@@ -43,6 +43,9 @@ export async function loadHandler(config: Config, log?: Logger, traceBreaks = fa
     else if (imported.get(file) !== now)
       log?.warn({ module: file }, 'handler.module has changed since this daemon imported it: its passes run the code imported then; restart the daemon to run the new code');
   }
+  // The command handler's modules (node:child_process, node:crypto, the spawn helper) only
+  // for a run: `cronsafe validate` checks a module handler through this module too.
+  const { createHandler } = await import('../runner/handlers/index.js');
   return createHandler(config.handler, { sourceDir: config.source.directory, redact: configRedactor(config), holdsLedgerSecret: holdsLedgerSecret(config), whyNotRun: whyProgramNotRun, traceBreaks }).catch((err: unknown) => {
     throw asConfigError(config, err);
   });

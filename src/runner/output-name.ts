@@ -1,5 +1,9 @@
-import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { escapeProblem } from './item-id.js';
+
+// node:crypto costs ~5-10 ms to load, and `cronsafe validate` (which checks a module
+// handler's import) reaches this module: loaded at the first name too long to keep whole.
+const load = createRequire(import.meta.url);
 
 // Where an item's output goes under output.directory, and which ids may have one: pure
 // functions of the id (the output store, the exec handler's temp names and the attempt's
@@ -60,7 +64,7 @@ const TEMP_LIKE_DIR = new RegExp(`^${TEMP_DIR_NAME.replace('.', '\\.')}~*$`);
 export function safeSegment(seg: string, suffix: string): string {
   const room = NAME_MAX - Buffer.byteLength(suffix);
   if (Buffer.byteLength(seg) <= room && !HASH_MARK.test(seg)) return seg + suffix;
-  const hash = createHash('sha256').update(seg).digest('hex').slice(0, 16);
+  const hash = (load('node:crypto') as typeof import('node:crypto')).createHash('sha256').update(seg).digest('hex').slice(0, 16);
   let head = '';
   let bytes = 0;
   for (const ch of seg) {

@@ -44,6 +44,14 @@ describe('start-up loads only what the command needs', () => {
     }
   });
 
+  it('validate with a module handler (it imports the module, as a run would) loads none of them either', async () => {
+    // The config the bench measures: handler.module, no output directory.
+    const mod = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, output: undefined, schedule: { cron: '*/5 * * * *', timeZone: 'Europe/London' } });
+    const { loaded, out } = await builtinsOf(mod, ['validate', '-c', mod.configPath]);
+    expect(out).toContain(': OK');
+    expect(loaded.filter((m) => HEAVY.includes(m))).toEqual([]);
+  });
+
   it('a run that finds the lock held loads none of them either', async () => {
     // Another process holds the run lock (flock), as a run in progress would.
     const holder = spawn(
