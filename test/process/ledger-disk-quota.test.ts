@@ -8,13 +8,16 @@
  * The quota is the LD_PRELOAD shim of helpers/quota-shim.ts (no quota support in this
  * kernel's tmpfs and ext4).
  */
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, configure, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
-import { charged } from '../helpers/ledger-sums.js';
+import { CLI, configure, FIXTURES, runCli, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { charged, notChargedOnce } from '../helpers/ledger-sums.js';
+import { invocations } from '../helpers/proc.js';
 import { quotaEnv } from '../helpers/quota-shim.js';
+import { until } from '../helpers/wait.js';
 
+const LOGGED_COPY = path.join(FIXTURES, 'process/logged-copy.sh');
 const ITEMS = Array.from({ length: 300 }, (_, i) => `item${i}.txt`);
 
 describe('a disk quota used up on the ledger directory (EDQUOT, statfs shows room)', () => {
@@ -49,4 +52,44 @@ describe('a disk quota used up on the ledger directory (EDQUOT, statfs shows roo
     expect(limited.stderr()).not.toMatch(/quota/);
     expect(limited.stderr()).toMatch(/the process's file size limit \(ulimit -f, LimitFSIZE=\) is (2048|4096) bytes/);
   }, 60_000);
+});
+
+/**
+ * The quota used up while a pass runs (other writers on the volume, a quota lowered): the
+ * first refused write is the start journal's (every claim and success is journalled before
+ * the ledger has it), and Node words EDQUOT "UNKNOWN: unknown error, write", which was all
+ * the run said of it. Now it names the quota and the ledger's directory; and the attempts
+ * running then are neither charged twice nor lost: the next run, the quota raised, finishes
+ * every item once.
+ */
+describe('a disk quota used up on the ledger directory in the middle of a pass', () => {
+  it('exit 1 naming the quota and the directory; raised, the next run finishes every item, each charged once', async () => {
+    const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
+    const ids = Object.keys(files);
+    const ws = workspace({ concurrency: 2 }, files);
+    const log = path.join(ws.dir, 'invocations.log');
+    const limit = path.join(ws.dir, 'quota-bytes');
+    writeFileSync(limit, String(1 << 30));
+    configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.2' } } });
+    const env = quotaEnv(ws.dir, ws.state, { file: limit });
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000, env });
+    // Readiness: a few attempts have finished and two more are running.
+    await until(() => [...invocations(log).values()].reduce((a, b) => a + b, 0) >= 6, 'six handler starts', 60_000);
+    // The quota lowered to what the directory holds now: its next growth is refused.
+    writeFileSync(limit, String(readdirSync(ws.state).reduce((n, f) => n + statSync(path.join(ws.state, f)).size, 0)));
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    // Before: "... start journal <file>: UNKNOWN: unknown error, write".
+    expect(run.stderr()).not.toMatch(/UNKNOWN/);
+    expect(run.stderr()).toContain(`this user's, or this directory's project, disk quota on the file system of state.sqlite (${ws.state}) is used up`);
+    expect(run.stderr().split('\n')).toHaveLength(2);
+
+    writeFileSync(limit, String(1 << 30));
+    const next = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 90_000 });
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
+    for (const id of ids) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'), id).toBe(files[id]);
+    expect(await notChargedOnce(ws.db, ids)).toEqual({});
+    expect([...invocations(log).entries()].filter(([, n]) => n !== 1), 'no item ran twice').toEqual([]);
+  }, 120_000);
 });

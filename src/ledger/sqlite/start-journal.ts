@@ -25,6 +25,7 @@
  * mid-write) is ignored: its handler had not started (or its success is simply redone).
  */
 import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import { ConfigError, StateUnavailable, coerceError, errorCode } from '../../errors.js';
 
 export interface JournalStart {
@@ -104,12 +105,19 @@ export function assertJournalOurs(ledgerFile: string): void {
 const named = (file: string, what: string, err: unknown): Error => {
   // EDQUOT named (Node's own code for it is 'UNKNOWN'): the ledger takes it as a full disk.
   const code = errorCode(err);
-  const message = `cannot ${what} cronsafe's start journal ${file}: ${coerceError(err).message}`;
+  const message = `cannot ${what} cronsafe's start journal ${file}: ${code === 'EDQUOT' ? quotaUsedUp(file, err) : coerceError(err).message}`;
   if (code === 'ELOOP' || code === 'EFTYPE' || code === 'ENXIO' || code === 'EISDIR') {
     return new ConfigError(`state.sqlite: ${message} (the journal beside the ledger must be a regular file of cronsafe's; remove what is there)`, undefined, 'state.sqlite');
   }
   return Object.assign(new StateUnavailable(message), { code });
 };
+
+/**
+ * A refusal for a disk quota used up (EDQUOT), which Node words "UNKNOWN: unknown error,
+ * write" (its libuv has no name for it): that said neither the cause nor what to do.
+ */
+const quotaUsedUp = (file: string, err: unknown): string =>
+  `EDQUOT: disk quota exceeded, ${(err as { syscall?: string }).syscall ?? 'write'} (this user's, or this directory's project, disk quota on the file system of state.sqlite (${path.dirname(file)}) is used up, though the file system may have room: raise the quota, or free some of it)`;
 
 /**
  * Whether a regular file's first byte is what every journal of ours begins with: its first
