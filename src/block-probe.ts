@@ -1,4 +1,5 @@
 import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import { errorCode } from './errors.js';
 
 /** What a probe writes: one block. */
@@ -34,4 +35,17 @@ export function blockRefused(probe: string): string | undefined {
       /* never made */
     }
   }
+}
+
+/** quotaUsedUp's probes in this process (their names). */
+let quotaProbes = 0;
+
+/**
+ * Whether a block written to a new file in `dir` (removed at once) is refused with EDQUOT: a
+ * user's or project's disk quota used up, which statfs does not show. SQLite says only "disk
+ * I/O error" then (it names ENOSPC alone as a full disk), which read as a failing disk.
+ */
+export function quotaUsedUp(dir: string): boolean {
+  // Unique enough for O_EXCL without node:crypto, which start-up does not load (startup-modules).
+  return blockRefused(path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`)) === 'EDQUOT';
 }

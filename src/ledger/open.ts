@@ -1,7 +1,7 @@
 import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync, utimesSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { blockRefused } from '../block-probe.js';
+import { quotaUsedUp } from '../block-probe.js';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
 import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
@@ -215,19 +215,6 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
     return '';
   }
   return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
-}
-
-/** quotaUsedUp's probes in this process (their names). */
-let quotaProbes = 0;
-
-/**
- * Whether a block written to a new file in `dir` (removed at once) is refused with EDQUOT: a
- * user's or project's disk quota used up, which statfs does not show. SQLite says only "disk
- * I/O error" then (it names ENOSPC alone as a full disk), which read as a failing disk.
- */
-function quotaUsedUp(dir: string): boolean {
-  // Unique enough for O_EXCL without node:crypto, which start-up does not load (startup-modules).
-  return blockRefused(path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`)) === 'EDQUOT';
 }
 
 /**

@@ -8,10 +8,11 @@
  * The quota is the LD_PRELOAD shim of helpers/quota-shim.ts (no quota support in this
  * kernel's tmpfs and ext4).
  */
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, configure, FIXTURES, runCli, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, runCli, spawnCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { charged, notChargedOnce } from '../helpers/ledger-sums.js';
 import { invocations } from '../helpers/proc.js';
 import { quotaEnv } from '../helpers/quota-shim.js';
@@ -55,41 +56,66 @@ describe('a disk quota used up on the ledger directory (EDQUOT, statfs shows roo
 });
 
 /**
- * The quota used up while a pass runs (other writers on the volume, a quota lowered): the
- * first refused write is the start journal's (every claim and success is journalled before
- * the ledger has it), and Node words EDQUOT "UNKNOWN: unknown error, write", which was all
- * the run said of it. Now it names the quota and the ledger's directory; and the attempts
- * running then are neither charged twice nor lost: the next run, the quota raised, finishes
- * every item once.
+ * 30 items, two at a time, 0.2 s each, under a quota over `over(ws)`, lowered to what that
+ * directory holds once a few attempts have finished: the first run's result, then the next
+ * run's, the quota raised, which must finish every item, each output whole, each charged once.
  */
-describe('a disk quota used up on the ledger directory in the middle of a pass', () => {
-  it('exit 1 naming the quota and the directory; raised, the next run finishes every item, each charged once', async () => {
-    const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
-    const ids = Object.keys(files);
-    const ws = workspace({ concurrency: 2 }, files);
-    const log = path.join(ws.dir, 'invocations.log');
-    const limit = path.join(ws.dir, 'quota-bytes');
-    writeFileSync(limit, String(1 << 30));
-    configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.2' } } });
-    const env = quotaEnv(ws.dir, ws.state, { file: limit });
-    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000, env });
-    // Readiness: a few attempts have finished and two more are running.
-    await until(() => [...invocations(log).values()].reduce((a, b) => a + b, 0) >= 6, 'six handler starts', 60_000);
-    // The quota lowered to what the directory holds now: its next growth is refused.
-    writeFileSync(limit, String(readdirSync(ws.state).reduce((n, f) => n + statSync(path.join(ws.state, f)).size, 0)));
-    const { code } = await run.exited;
-    expect(code, run.stderr()).toBe(1);
-    // Before: "... start journal <file>: UNKNOWN: unknown error, write".
-    expect(run.stderr()).not.toMatch(/UNKNOWN/);
-    expect(run.stderr()).toContain(`this user's, or this directory's project, disk quota on the file system of state.sqlite (${ws.state}) is used up`);
-    expect(run.stderr().split('\n')).toHaveLength(2);
+async function quotaUsedUpMidPass(over: (ws: Workspace) => string): Promise<{ ws: Workspace; stderr: string }> {
+  const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`item-${String(i).padStart(2, '0')}`, `payload ${i}\n`]));
+  const ids = Object.keys(files);
+  const ws = workspace({ concurrency: 2 }, files);
+  // Outside the quota's directory (the whole workspace, for one volume).
+  const aside = mkdtempSync(path.join(tmpdir(), 'cronsafe-quota-'));
+  const log = path.join(aside, 'invocations.log');
+  const limit = path.join(aside, 'quota-bytes');
+  writeFileSync(limit, String(1 << 30));
+  configure(ws, { handler: { command: ['/bin/sh', LOGGED_COPY, '{path}', '{output}'], env: { INVOCATIONS: log, DELAY: '0.2' } } });
+  const env = quotaEnv(aside, over(ws), { file: limit });
+  const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 90_000, env });
+  // Readiness: a few attempts have finished and two more are running.
+  await until(() => [...invocations(log).values()].reduce((a, b) => a + b, 0) >= 6, 'six handler starts', 60_000);
+  // The quota lowered to what the directory holds now: its next growth is refused.
+  writeFileSync(limit, String(usage(over(ws))));
+  const { code } = await run.exited;
+  expect(code, run.stderr()).toBe(1);
+  expect(run.stderr().split('\n')).toHaveLength(2);
 
-    writeFileSync(limit, String(1 << 30));
-    const next = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 90_000 });
-    expect(next.code, next.stderr).toBe(0);
-    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
-    for (const id of ids) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'), id).toBe(files[id]);
-    expect(await notChargedOnce(ws.db, ids)).toEqual({});
-    expect([...invocations(log).entries()].filter(([, n]) => n !== 1), 'no item ran twice').toEqual([]);
+  writeFileSync(limit, String(1 << 30));
+  const next = await runCli(['run', '-c', ws.configPath], { env, timeoutMs: 90_000 });
+  expect(next.code, next.stderr).toBe(0);
+  expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: ids.length, dead: 0 });
+  for (const id of ids) expect(readFileSync(path.join(ws.out, `${id}.out`), 'utf8'), id).toBe(files[id]);
+  // Before (one volume): the attempts running when the pass stopped, whose hand-backs the
+  // ledger refused, were charged by the next run as a dead run's claims.
+  expect(await notChargedOnce(ws.db, ids)).toEqual({});
+  return { ws, stderr: run.stderr() };
+}
+
+/** The bytes of the regular files under `dir`, as the quota counts them. */
+function usage(dir: string): number {
+  return readdirSync(dir, { withFileTypes: true }).reduce((n, e) => {
+    const p = path.join(dir, e.name);
+    return n + (e.isDirectory() ? usage(p) : e.isFile() ? statSync(p).size : 0);
+  }, 0);
+}
+
+describe('a disk quota used up in the middle of a pass', () => {
+  // The first refused write is the start journal's (every claim and success is journalled
+  // before the ledger has it), and Node words EDQUOT "UNKNOWN: unknown error, write", which
+  // was all the run said of it. Now it names the quota and the ledger's directory.
+  it("on the ledger's directory: exit 1 naming the quota and the directory; raised, the next run finishes every item, each charged once", async () => {
+    const { ws, stderr } = await quotaUsedUpMidPass((ws) => ws.state);
+    // Before: "... start journal <file>: UNKNOWN: unknown error, write".
+    expect(stderr).not.toMatch(/UNKNOWN/);
+    expect(stderr).toContain(`this user's, or this directory's project, disk quota on the file system of state.sqlite (${ws.state}) is used up`);
+  }, 120_000);
+
+  // The chart's layout: outputs and ledger on one volume. The handlers' writes are refused
+  // first, and the pass stops "nothing charged"; but SQLite words a write refused EDQUOT
+  // "disk I/O error" (SQLITE_IOERR_WRITE), not the full disk (SQLITE_FULL) whose refused
+  // hand-backs the start journal keeps: those were lost, and the next run charged each.
+  it('on one volume for the ledger and the outputs: exit 1, nothing charged; raised, the next run finishes every item, each charged once', async () => {
+    const { ws, stderr } = await quotaUsedUpMidPass((ws) => ws.dir);
+    expect(stderr).toContain(`the file system of output.directory ${ws.out} is full; stopping, nothing charged`);
   }, 120_000);
 });

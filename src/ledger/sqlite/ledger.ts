@@ -9,7 +9,7 @@ import { wellFormed } from '../well-formed.js';
 import { StateUnavailable } from '../../errors.js';
 import { StoppedBeforeLedger, stopName } from '../run-lock.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
-import { isBusy, isFull } from './connection.js';
+import { isBusy } from './connection.js';
 import { HANDLER_TIMES } from '../counters.js';
 import { makeCounters, type Counters } from './counters.js';
 import { makeDiscover, type Discover } from './discover.js';
@@ -204,9 +204,9 @@ export class SqliteLedger implements L.Ledger {
         behind?.settled(s);
         return out;
       } catch (err) {
-        // The ledger's file system full: a hand-back it cannot take is journalled instead
+        // The ledger's file system full (or its quota used up): a hand-back it cannot take is journalled instead
         // (write-behind.ts, handBack), or the next run would charge it as a dead run's claim.
-        const journalled = behind && isFull(err) ? behind.handBack(s, now) : null;
+        const journalled = behind?.refusedForRoom(err) ? behind.handBack(s, now) : null;
         if (journalled === null) throw err;
         return journalled;
       }

@@ -17,11 +17,13 @@
  * pending and due then, and nothing but this run, which holds the flock, moves a pending
  * item. Anything else goes the transactional way.
  */
+import path from 'node:path';
 import type { Database, Statement } from 'better-sqlite3';
 import type { Claim, ClaimOptions, FenceOutcome, Settlement, SettleOutcome } from '../types.js';
 import { batchJson, wellFormed } from '../well-formed.js';
 import { toClaim, type ClaimedRow } from '../item-rows.js';
 import { isBusy, isFull } from './connection.js';
+import { quotaUsedUp } from '../../block-probe.js';
 import { errorCode } from '../../errors.js';
 import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
@@ -108,9 +110,12 @@ export class WriteBehind {
   readonly #journal: StartJournal;
   readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number) => void;
   readonly #db: Database;
+  /** The directory of the ledger and its journal. */
+  readonly #dir: string;
 
   constructor(db: Database, finish: FinishOps, journalFile: string) {
     this.#db = db;
+    this.#dir = path.dirname(journalFile);
     this.#journal = new StartJournal(journalFile);
     const stmts = recordStatements(db);
     const setSegment = db.prepare(SET_SEGMENT_SQL);
@@ -270,7 +275,12 @@ export class WriteBehind {
 
   /** A write of this run failed with `err`: one the file system refused for lack of space is remembered (close). */
   noteFault(err: unknown): void {
-    if (fileSystemFull(err)) this.#full = true;
+    if (this.refusedForRoom(err)) this.#full = true;
+  }
+
+  /** Whether `err` is a write the ledger's file system refused for lack of space (fileSystemFull). */
+  refusedForRoom(err: unknown): boolean {
+    return fileSystemFull(err, this.#dir);
   }
 
   /** True once this connection wrote the journal: its records are its own, not a dead run's. */
@@ -324,7 +334,7 @@ export class WriteBehind {
     try {
       this.flush();
     } catch (err) {
-      if (fileSystemFull(err)) this.#journal.handBackHeld();
+      if (fileSystemFull(err, this.#dir)) this.#journal.handBackHeld();
       throw err;
     }
     // Nothing left to flush, but a write the full file system refused (a failure, or a success
@@ -343,10 +353,17 @@ export class WriteBehind {
   }
 }
 
-/** The ledger's or the journal's file system refused a write for lack of space (SQLITE_FULL; ENOSPC, EDQUOT from the journal). */
-function fileSystemFull(err: unknown): boolean {
+/**
+ * The ledger's or the journal's file system (in `dir`) refused a write for lack of space:
+ * SQLITE_FULL; ENOSPC, EDQUOT from the journal; or SQLite's "disk I/O error" while this
+ * user's disk quota there is used up (SQLite names ENOSPC alone as a full disk: a write
+ * refused EDQUOT is SQLITE_IOERR_WRITE to it, and the hand-backs of a pass stopped for the
+ * quota, not journalled, were charged by the next run as a dead run's claims).
+ */
+function fileSystemFull(err: unknown, dir: string): boolean {
   const code = errorCode(err);
-  return isFull(err) || code === 'ENOSPC' || code === 'EDQUOT';
+  if (isFull(err) || code === 'ENOSPC' || code === 'EDQUOT') return true;
+  return code !== undefined && code.startsWith('SQLITE_IOERR') && quotaUsedUp(dir);
 }
 
 /** A slot batch (a few ids) names one twice: compared pairwise, no Set made per batch. */
