@@ -69,45 +69,41 @@ function remount(dir: string, image: string): void {
   expect(spawnSync('mount', ['-o', 'loop', image, dir]).status).toBe(0);
 }
 
+/**
+ * The volume at the workspace's `which` directory goes read-only once the pass is under way;
+ * the first run's stderr is checked by `said`, then the volume is repaired and the next run
+ * must finish every item.
+ */
+async function goneReadOnly(ctx: TestContext, which: 'state' | 'out', said: (stderr: string, dir: string) => void, chargedOnce: boolean): Promise<void> {
+  let trigger = '';
+  let image = '';
+  let dir = '';
+  const pass = await passUnderWay((ws) => {
+    dir = ws[which];
+    image = path.join(ws.dir, `${which}.img`);
+    trigger = ext4At(ctx, dir, image);
+  });
+  try {
+    writeFileSync(trigger, '1');
+    const { code } = await pass.run.exited;
+    expect(code, pass.run.stderr()).toBe(1);
+    said(pass.run.stderr(), dir);
+    remount(dir, image);
+    await nextRunFinishes(pass, { chargedOnce });
+  } finally {
+    spawnSync('umount', ['-l', dir]);
+  }
+}
+
 describe('a volume gone read-only under a running pass (ext4 errors=remount-ro)', () => {
   it('the state directory: exit 1 naming the ledger directory as read-only; remounted, the next run finishes every item', async (ctx) => {
-    let trigger = '';
-    let image = '';
-    const pass = await passUnderWay((ws) => {
-      image = path.join(ws.dir, 'state.img');
-      trigger = ext4At(ctx, ws.state, image);
-    });
-    try {
-      writeFileSync(trigger, '1');
-      const { code } = await pass.run.exited;
-      expect(code, pass.run.stderr()).toBe(1);
-      expect(pass.run.stderr()).toMatch(new RegExp(`^cronsafe: run failed: [^\\n]*${pass.ws.state}/[^\\n]*read-only[^\\n]*\\n$`));
-      remount(pass.ws.state, image);
-      // Committed pages the volume had not written when it went read-only are lost with it:
-      // an item may run again, but none is lost or dead.
-      await nextRunFinishes(pass, { chargedOnce: false });
-    } finally {
-      spawnSync('umount', ['-l', pass.ws.state]);
-    }
+    // Committed pages the volume had not written when it went read-only are lost with it:
+    // an item may run again (chargedOnce false), but none is lost or dead.
+    await goneReadOnly(ctx, 'state', (stderr, dir) => expect(stderr).toMatch(new RegExp(`^cronsafe: run failed: [^\\n]*${dir}/[^\\n]*read-only[^\\n]*\\n$`)), false);
   }, 180_000);
 
   it('output.directory: exit 1 naming it as read-only, nothing charged; remounted, the next run finishes every item', async (ctx) => {
-    let trigger = '';
-    let image = '';
-    const pass = await passUnderWay((ws) => {
-      image = path.join(ws.dir, 'out.img');
-      trigger = ext4At(ctx, ws.out, image);
-    });
-    try {
-      writeFileSync(trigger, '1');
-      const { code } = await pass.run.exited;
-      expect(code, pass.run.stderr()).toBe(1);
-      expect(pass.run.stderr()).toContain(`the file system of output.directory ${pass.ws.out} is read-only; stopping, nothing charged`);
-      remount(pass.ws.out, image);
-      await nextRunFinishes(pass, { chargedOnce: true });
-    } finally {
-      spawnSync('umount', ['-l', pass.ws.out]);
-    }
+    await goneReadOnly(ctx, 'out', (stderr, dir) => expect(stderr).toContain(`the file system of output.directory ${dir} is read-only; stopping, nothing charged`), true);
   }, 180_000);
 });
 
