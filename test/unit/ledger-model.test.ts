@@ -372,7 +372,9 @@ let runs = 0;
 // and successes through the start journal (ledger/sqlite/write-behind.ts); the same model.
 it.each([false, true])('the SQLite ledger (writeBehind: %s) behaves like the model under random, often stale, operations', async (writeBehind) => {
   await behavesLikeTheModel(() => openSqliteLedger(join(root, `run-${++runs}.db`), { writeBehind }), 150);
-}, 60_000);
+  // CPU- and fsync-bound (150 random histories): about 30 s a case at load 25 on 2 cores, so
+  // the default 60 s left CI's loaded runs too little room.
+}, 240_000);
 
 // The same model on PostgreSQL, a schema per sequence (a real server: test/helpers/postgres.ts).
 // Fewer sequences: each one migrates a new schema, and every step is a few round trips.
