@@ -12,6 +12,7 @@ import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { migrate } from '../../src/ledger/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/ledger/sqlite/migrations/index.js';
 import { ADOPT_BASELINE_SQL, REFRESH_SQL } from '../../src/ledger/sqlite/refresh.js';
+import { CHUNK_SQL, MARK_MISSING_SQL } from '../../src/ledger/sqlite/prune.js';
 import { RETRY_DEAD_PAGE, RETRY_DEAD_PAGE_SQL } from '../../src/ledger/sqlite/recover.js';
 import { FINISHED_PAGE_SQL, PEEK_SQL, REQUEUE_SQL } from '../../src/ledger/sqlite/requeue.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -224,6 +225,21 @@ describe('SQLite ledger specifics', () => {
     const plan = (db.prepare(`EXPLAIN QUERY PLAN ${RETRY_DEAD_PAGE_SQL}`).all({ now: 0, upTo: 0, limit: 1 }) as { detail: string }[]).map((r) => r.detail).join('\n');
     expect(plan).toMatch(/USING INDEX items_dead/);
     expect(plan).not.toMatch(/SCAN items(?! USING INDEX items_dead)/);
+    db.close();
+  });
+
+  it('walks the done rows for missing files in the table\'s own order, not through the id index', () => {
+    // By id, each row of a step was a lookup of a random table page (ids arrive in the
+    // directory's hash order): 0.17-0.19 s of CPU over 100,000 done items, against 0.02 s.
+    const db = new Database(':memory:');
+    migrate(db);
+    const params = { after: 0, end: 0, limit: 1, now: 0, passId: 'p', scanStartedAt: 0 };
+    for (const sql of [CHUNK_SQL, MARK_MISSING_SQL]) {
+      const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(used) as { detail: string }[]).map((r) => r.detail).join('\n');
+      expect(plan).toMatch(/SEARCH items USING INTEGER PRIMARY KEY \(rowid>\?/);
+      expect(plan).not.toMatch(/sqlite_autoindex_items|SCAN items/);
+    }
     db.close();
   });
 
