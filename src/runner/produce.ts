@@ -1,6 +1,6 @@
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import type { PassState } from './pass-state.js';
-import { batches, scanSource, sourcePresent } from './scan.js';
+import { batches, readAhead, scanSource, sourcePresent } from './scan.js';
 
 /** How many scanned items go to the ledger in the first discovery transaction of a pass. */
 export const DISCOVER_BATCH = 256;
@@ -52,7 +52,8 @@ export async function produce(p: PassState): Promise<void> {
     );
   };
   try {
-    for await (const batch of batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX)) {
+    // The next batch is read while this one is recorded and sent (readAhead).
+    for await (const batch of readAhead(batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX))) {
       if (drain.stopping.aborted) return;
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
       const at = p.now();

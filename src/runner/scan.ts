@@ -413,6 +413,36 @@ export async function* batches<T>(source: AsyncIterable<T>, size: number, upTo =
 }
 
 /**
+ * `source`'s values, the next one asked for as soon as one is handed out: a pass reads its
+ * next discovery batch from the directory (readdir on libuv's threads, ~16 reads per batch)
+ * while it records and sends out this one. Waited for in turn, the claim loop stood idle at
+ * every batch's end until the next was read: a third of a 100,000-file pass's wall time on
+ * a busy machine (docs/benchmarks.md). At most one value more is held than without it. An
+ * error of the read ahead is raised when that value is asked for, as it would have been;
+ * ending early (return, a throw) closes `source` once its read in flight has settled.
+ */
+export async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
+  const it = source[Symbol.asyncIterator]();
+  let next = it.next();
+  let done = false;
+  try {
+    for (;;) {
+      const r = await next;
+      if (r.done) {
+        done = true;
+        return;
+      }
+      next = it.next();
+      // Raised by the await above when its turn comes; until then, no unhandled rejection.
+      next.catch(() => undefined);
+      yield r.value;
+    }
+  } finally {
+    if (!done) await it.return?.(undefined);
+  }
+}
+
+/**
  * The scan of `config.source` as a pass makes it (and `plan` predicts it): cronsafe's own
  * files skipped, stats read when `schedule.refresh: on-change` compares them.
  */

@@ -14,7 +14,7 @@ import type { Handler } from '../../src/runner/types.js';
 import { workspace } from '../helpers/cli.js';
 import { memoryLogger } from '../helpers/log.js';
 import { until } from '../helpers/wait.js';
-import { DISCOVER_BATCH_MAX } from '../../src/runner/produce.js';
+import { DISCOVER_BATCH, DISCOVER_BATCH_MAX } from '../../src/runner/produce.js';
 
 const open: Ledger[] = [];
 afterEach(async () => {
@@ -74,9 +74,27 @@ describe('runPass (in-process, real SQLite ledger)', () => {
     };
     await runPass(deps(handler, { source: ids(5000, () => yielded++) }));
     expect(started).toBe(5000);
-    // One discover batch (at most DISCOVER_BATCH_MAX) + the channel + the workers, never the whole backlog.
-    expect(maxAhead).toBeLessThanOrEqual(DISCOVER_BATCH_MAX + config.queueSize + config.concurrency);
-    expect(DISCOVER_BATCH_MAX + config.queueSize + config.concurrency).toBeLessThan(5000 / 2);
+    // The discover batch being sent and the next one read ahead (each at most
+    // DISCOVER_BATCH_MAX) + the channel + the workers, never the whole backlog.
+    expect(maxAhead).toBeLessThanOrEqual(2 * DISCOVER_BATCH_MAX + config.queueSize + config.concurrency);
+    expect(2 * DISCOVER_BATCH_MAX + config.queueSize + config.concurrency).toBeLessThan(5000 / 2);
+  });
+
+  it('reads the next discovery batch from the source while the workers run this one', async () => {
+    // One slot, held by the first item until the source is asked past the first batch.
+    // Without the read-ahead the scan was asked for more only once the batch's ids were all
+    // in the channel, which the held slot and the full channel never let happen: the
+    // workers stood idle at every batch's end while the directory was read.
+    const { ledger, deps } = await setup({ concurrency: 1, queueSize: 4 });
+    let yielded = 0;
+    const handler: Handler = {
+      run: async (item) => {
+        if (item.id === 'item-0') await until(() => yielded > DISCOVER_BATCH, 'the source asked for the second batch while the first item ran');
+      },
+    };
+    const r = await runPass(deps(handler, { source: ids(3 * DISCOVER_BATCH, () => yielded++) }));
+    expect(r.counts).toMatchObject({ scanned: 3 * DISCOVER_BATCH, succeeded: 3 * DISCOVER_BATCH, failed: 0 });
+    expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 3 * DISCOVER_BATCH, dead: 0 });
   });
 
   it('retries failures within the pass when their backoff is over, then dead-letters', async () => {

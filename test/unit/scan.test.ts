@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { batches, scanDirectory, sourcePresent, itemGone } from '../../src/runner/scan.js';
+import { batches, readAhead, scanDirectory, sourcePresent, itemGone } from '../../src/runner/scan.js';
 
 const SCAN_TS = fileURLToPath(new URL('../../src/runner/scan.ts', import.meta.url));
 
@@ -161,6 +161,65 @@ describe('batches', () => {
     expect(await sizes(5, 2, 8)).toEqual([2, 3]);
     expect(await sizes(0, 2, 8)).toEqual([]);
     expect(await sizes(10, 3, 3)).toEqual([3, 3, 3, 1]);
+  });
+});
+
+describe('readAhead', () => {
+  it('asks for the next value as one is handed out, every value once, in order', async () => {
+    const asked: number[] = [];
+    async function* gen() {
+      for (let i = 0; i < 4; i++) {
+        asked.push(i);
+        yield i;
+      }
+    }
+    const got: number[] = [];
+    for await (const v of readAhead(gen())) {
+      await new Promise((r) => setImmediate(r));
+      // While this value is worked on, the next one has been asked for already.
+      expect(asked).toContain(Math.min(v + 1, 3));
+      got.push(v);
+    }
+    expect(got).toEqual([0, 1, 2, 3]);
+  });
+
+  it('raises the source\'s error when its value is asked for, after the values before it', async () => {
+    async function* gen() {
+      yield 1;
+      throw new Error('unreadable');
+    }
+    const got: number[] = [];
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await expect(
+        (async () => {
+          for await (const v of readAhead(gen())) {
+            await new Promise((r) => setImmediate(r));
+            got.push(v);
+          }
+        })(),
+      ).rejects.toThrow('unreadable');
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(got).toEqual([1]);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('closes the source when the consumer stops early', async () => {
+    let closed = false;
+    async function* gen() {
+      try {
+        for (let i = 0; ; i++) yield i;
+      } finally {
+        closed = true;
+      }
+    }
+    for await (const v of readAhead(gen())) if (v === 2) break;
+    expect(closed).toBe(true);
   });
 });
 
