@@ -1,23 +1,29 @@
 {{/*
 Names. CronJob names are limited to 52 characters (the controller appends an 11-character
-suffix to make Job names), so the full name is cut at 52, not Helm's usual 63. A cut may
-end in several "-" or in a "." (a release name such as "...--b" or "....b" is valid): all
-of them go, or the name ended in one, which no object name may.
+suffix to make Job names), so the full name is cut at 52, not Helm's usual 63. A cut alone
+made two releases whose full names differ only past character 52 (two 53-character release
+names, or a long nameOverride beside two releases) render one name for every object (the
+CronJob, ConfigMap, PVC, ServiceAccount, Role, RoleBinding, and the default config.name,
+hence one Lease and one ledger owner): the second install failed on them, or shared them.
+A full name longer than 52 is now cut at 45 and carries 6 hex of its sha256 (like
+cronsafe.statusName); one of 52 or fewer is unchanged. A cut may end in several "-" or in
+a "." (a release name such as "...--b" or "....b" is valid): all of them go, or the name
+ended in one, which no object name may.
 */}}
 {{- define "cronsafe.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 52 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "cronsafe.fullname" -}}
-{{- if .Values.fullnameOverride -}}
-{{- regexReplaceAll "[-.]+$" (.Values.fullnameOverride | trunc 52) "" -}}
-{{- else -}}
+{{- $full := .Values.fullnameOverride -}}
+{{- if not $full -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
-{{- if contains $name .Release.Name -}}
-{{- regexReplaceAll "[-.]+$" (.Release.Name | trunc 52) "" -}}
-{{- else -}}
-{{- regexReplaceAll "[-.]+$" (printf "%s-%s" .Release.Name $name | trunc 52) "" -}}
+{{- $full = ternary .Release.Name (printf "%s-%s" .Release.Name $name) (contains $name .Release.Name) -}}
 {{- end -}}
+{{- if le (len $full) 52 -}}
+{{- regexReplaceAll "[-.]+$" $full "" -}}
+{{- else -}}
+{{- printf "%s-%s" (regexReplaceAll "[-.]+$" ($full | trunc 45) "") ($full | sha256sum | trunc 6) -}}
 {{- end -}}
 {{- end -}}
 
