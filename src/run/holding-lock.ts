@@ -130,8 +130,9 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // The run's length for its `run finished` line, on the monotonic clock: a step of the
     // wall clock during the run (NTP, a resumed VM) must not make it negative.
     const startedMono = performance.now();
-    // A pod joining a pass runs for that pass's fire: planned as of the pass's start (RunLock.passStartedAt).
-    const planAt = joined ? (lock.passStartedAt ?? startedAt) : startedAt;
+    // A pod joining a pass, or a pod of a Job whose pass is over, runs for that pass's fire:
+    // planned as of the pass's start (RunLock.passStartedAt).
+    const planAt = lock.passStartedAt ?? startedAt;
     const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
     // The run's start. Once recorded, a stop no longer ends a write's wait for another
     // connection's lock (stopEndsWaits): its end must be recorded (recordEnd after the pass).

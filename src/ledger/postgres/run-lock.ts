@@ -51,8 +51,9 @@ const unmarkQuery = (schema: string, name: string): Query => q(`SELECT pg_adviso
 /** Free only when no run of this job (of this cronsafe or later) holds the pass: the holder is another job's. */
 export const markFreeQuery = (schema: string, name: string): Query => q(`SELECT pg_try_advisory_lock($1::bigint) AS ok`, markKey(schema, name));
 /**
- * `retake`: the lock taken again mid-run (its session was cut) keeps the owner that started
- * the pass when the group is the same: a pod joining later plans its fire by that run's start.
+ * `retake`: the lock taken again mid-run (its session was cut), or by a pod of a Job whose
+ * pass is over, keeps the owner that started the pass when the group is the same: a pod
+ * joining later plans its fire by that run's start.
  */
 export const recordGroupQuery = (schema: string, name: string, group: string, owner: string, now: number, retake = false, passConfig?: PassConfig): Query =>
   q(
@@ -178,7 +179,7 @@ export interface PostgresRunLock {
   readonly group: string;
   /** True when this run joined a pass its group had already started. */
   readonly joined: boolean;
-  /** When joined: when the run that started the pass started (RunLock.passStartedAt). */
+  /** When joined, or started again by a pod of the Job whose pass it was: when the run that started the pass started (RunLock.passStartedAt). */
   readonly passStartedAt?: number;
   /** When not joined: when this run took the lock exclusively (RunLock.startedPassAt). */
   readonly startedPassAt?: number;
@@ -281,10 +282,15 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     let result: Attempt;
     if (ex?.ok) {
       const startedPassAt = Date.now();
-      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake, opts.passConfig));
+      // A pod of a Job whose pass is over (scheduled late, or the Job's replacement for a pod
+      // that failed) runs for that Job's fire, as a joiner does: a Job's name is one fire's.
+      const [ended] = !retake && opts.group.startsWith('job:') ? await exec<{ run_group: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name)) : [];
+      const again = ended?.run_group === opts.group;
+      await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake || again, opts.passConfig));
       await exec(downgradeQuery(opts.schema, opts.name));
       await exec(markQuery(opts.schema, opts.name));
-      result = { client, joined: false, startedPassAt };
+      const passStartedAt = again ? (ended.pass_started_at ?? undefined) : undefined;
+      result = { client, joined: false, startedPassAt, ...(passStartedAt !== undefined ? { passStartedAt } : {}) };
     } else {
       const [row] = await exec<{ run_group: string; owner: string; pass_config: PassConfig | null; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name));
       // The same group with another config (a ConfigMap changed mid-Job) is refused before
