@@ -130,10 +130,22 @@ const HOST_LIST =
  */
 const noHost = (v: string): boolean => /^[^:]*:\/\/[^/?#]*@(?:[?#]|$)/s.test(v);
 
+/**
+ * A percent-encoded NUL (`%00`, in a user, a database, a password or a parameter; `str`
+ * refuses a raw one): the protocol's strings end at NUL, so the server refused the
+ * connection ("invalid startup packet layout", class 08), which was retried as an outage,
+ * and every run failed (exit 1).
+ */
+const hasNul = (v: string): boolean => v.includes('%00');
+
 /** A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. */
 export const postgresUrl = (what: string) =>
   str(what)
     .refine((v) => !hostList(v), { error: HOST_LIST, abort: true })
+    .refine((v) => !hasNul(v), {
+      error: got('expected no NUL character (%00) in it: PostgreSQL takes none in a user name, a password, a database name or a parameter'),
+      abort: true,
+    })
     .refine((v) => !noHost(v), {
       error: got('expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db)'),
       abort: true,

@@ -54,6 +54,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a PostgreSQL password is never pr
       `//app:${SECRET}@127.0.0.1:${port}/pw`,
       `postgres//app:${SECRET}@127.0.0.1:${port}/pw`,
       `"postgres://app:${SECRET}@127.0.0.1:${port}/pw"`,
+      // a NUL (%00): the server refused the startup packet (class 08), retried as an outage, exit 1
+      `postgres://app:${SECRET}@127.0.0.1:${port}/pw%00`,
+      `postgres://ap%00p:${SECRET}@127.0.0.1:${port}/pw`,
+      `postgres://app:${SECRET}@127.0.0.1:${port}/pw?application_name=%00x`,
+      `postgres://app:${SECRET}@127.0.0.1:${port}/pw?options=-c%20search_path%3Dx%00`,
     ]) {
       for (const cmd of ['validate', 'run', 'status']) {
         const r = await run(url, [cmd]);
