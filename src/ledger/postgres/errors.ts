@@ -172,6 +172,16 @@ const READ_ONLY_HINT =
   'the server takes no writes: state.postgres names a hot standby (a read replica), or default_transaction_read_only is on for the database or the role (as some providers set it when the disk quota is reached); point state.postgres at the primary, or turn it off';
 
 /**
+ * The server's words for a statement that ran past `statement_timeout` (57014, as an
+ * operator's cancel): retried, but a timeout shorter than a statement of cronsafe's needs
+ * (the first start's migration, a pod waiting for a sibling's) fails every try, and the
+ * message named no setting to change.
+ */
+const STATEMENT_TIMEOUT = /canceling statement due to statement timeout/;
+const STATEMENT_TIMEOUT_HINT =
+  "statement_timeout, set for the role, the database or in the URL's options, is shorter than cronsafe's statements need: raise it (ALTER ROLE <role> SET statement_timeout = '30s') or reset it for the role";
+
+/**
  * What the server says to a role without a privilege it needs on the ledger (`permission
  * denied for table meta`): the table, not the privilege, so a DBA who had granted SELECT on
  * it did not know what was missing (DELETE, for retention and the stop records).
@@ -196,6 +206,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
   if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
   if (code === READ_ONLY_SERVER) message += ` (${READ_ONLY_HINT})`;
+  if (code === '57014' && STATEMENT_TIMEOUT.test(message)) message += ` (${STATEMENT_TIMEOUT_HINT})`;
   // Not a step that says what it needs itself (migrate.ts: CREATE, ownership).
   if (code === '42501' && DENIED_ON_LEDGER.test(message) && !message.includes('the role needs')) message += ` (${deniedHint(schema)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;
