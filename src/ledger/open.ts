@@ -441,10 +441,10 @@ async function takeRunLock(config: Config, owner: string, log: Logger, scheduled
     const { takeSqliteRunLock } = await import('./sqlite/run-lock.js');
     return takeSqliteRunLock({ lockPath: config.lock.path, ledgerFile: state.sqlite, allowNetworkFilesystem: state.allowNetworkFilesystem, owner, job: config.name, warn: (detail, msg) => log.warn(detail, msg), held });
   }
-  const { runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
+  const { groupIsOneJob, runGroup, tryPostgresRunLock } = await import('./postgres/run-lock.js');
   const group = runGroup(process.env, scheduledTime, owner);
   const lock = await tryPostgresRunLock(
-    { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, owner, ...(stop ? { stop } : {}), ...(passConfig ? { passConfig } : {}) },
+    { url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, name: config.name, group, oneJob: groupIsOneJob(process.env), owner, ...(stop ? { stop } : {}), ...(passConfig ? { passConfig } : {}) },
     (msg, detail) => log.warn(detail ?? {}, msg),
   );
   if (lock) log.info({ group, joined: lock.joined }, lock.joined ? 'joined the pass of this run group' : 'run lock taken (PostgreSQL advisory lock)');

@@ -20,7 +20,7 @@ export interface RunLock {
    * recorded it. The joining pod plans its fire as of then, so that a pod of the Job that
    * starts after the next occurrence runs for the pass's fire, not that later one (whose
    * `refresh: every-occurrence` would run again what its siblings finished in this pass).
-   * Also set, not joined, for a pod of a Job (its group the Job's name) that starts after
+   * Also set, not joined, for a pod of a Job (its group CRONSAFE_JOB_NAME) that starts after
    * that Job's pass ended: it runs for the Job's fire, not a later one.
    */
   readonly passStartedAt?: number;

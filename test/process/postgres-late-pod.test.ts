@@ -47,8 +47,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('Post
     );
     writeFileSync(path.join(ws.dir, 'handler.mjs'), HANDLER);
     const eventsFile = path.join(ws.dir, 'events');
-    const pod = (job: string, name: string, at: string) =>
-      runCli(['run', '-c', ws.configPath], { cwd: ws.dir, env: { CRONSAFE_JOB_NAME: job, POD: name, EVENTS: eventsFile, LD_PRELOAD: LIBFAKETIME!, FAKETIME: `@${at}` }, timeoutMs: 60_000 });
+    const pod = (job: string, name: string, at: string, variable = 'CRONSAFE_JOB_NAME') =>
+      runCli(['run', '-c', ws.configPath], { cwd: ws.dir, env: { [variable]: job, POD: name, EVENTS: eventsFile, LD_PRELOAD: LIBFAKETIME!, FAKETIME: `@${at}` }, timeoutMs: 60_000 });
 
     // Job qc-600 (the 10:00 fire): its pod A runs the whole pass and exits.
     const a = await pod('qc-600', 'A', '2026-03-02 10:00:30');
@@ -68,5 +68,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('Post
     const c = await pod('qc-601', 'C', '2026-03-02 10:01:20');
     expect(c.code, c.stderr).toBe(0);
     expect(events(eventsFile).filter((e) => e.endsWith(' C'))).toHaveLength(N);
+
+    // A JOB_NAME that every build shares (Jenkins's) names no one fire: each run is its own.
+    for (const [name, at] of [['D', '2026-03-02 10:02:10'], ['E', '2026-03-02 10:03:10']] as const) {
+      const r = await pod('nightly-build', name, at, 'JOB_NAME');
+      expect(r.code, r.stderr).toBe(0);
+      expect(events(eventsFile).filter((e) => e.endsWith(` ${name}`))).toHaveLength(N);
+    }
   }, 120_000);
 });

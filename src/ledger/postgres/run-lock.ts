@@ -117,10 +117,22 @@ export function runGroup(env: NodeJS.ProcessEnv, scheduledTime: Date | undefined
   return `run:${owner}`;
 }
 
+/**
+ * Whether the group is a Kubernetes Job's name as the chart gives it (CRONSAFE_JOB_NAME from
+ * the Job's label, no CRONSAFE_RUN_GROUP): one fire's, never reused. Not `JOB_NAME`, which
+ * other tools set to a name every build shares (Jenkins).
+ */
+export const groupIsOneJob = (env: NodeJS.ProcessEnv): boolean => !env.CRONSAFE_RUN_GROUP && Boolean(env.CRONSAFE_JOB_NAME);
+
 export interface RunLockOptions extends PostgresOptions {
   /** config.name: the lock's identity. */
   name: string;
   group: string;
+  /**
+   * The group is one Job's (groupIsOneJob): a pod of it that starts after its pass ended
+   * runs for that pass's fire (passStartedAt), not a later one.
+   */
+  oneJob?: boolean;
   owner: string;
   /**
    * The run's discovery-relevant config: recorded with the pass when this run starts it;
@@ -284,7 +296,7 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
       const startedPassAt = Date.now();
       // A pod of a Job whose pass is over (scheduled late, or the Job's replacement for a pod
       // that failed) runs for that Job's fire, as a joiner does: a Job's name is one fire's.
-      const [ended] = !retake && opts.group.startsWith('job:') ? await exec<{ run_group: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name)) : [];
+      const [ended] = !retake && opts.oneJob === true ? await exec<{ run_group: string; pass_started_at: number | null }>(passGroupQuery(opts.schema, opts.name)) : [];
       const again = ended?.run_group === opts.group;
       await exec(recordGroupQuery(opts.schema, opts.name, opts.group, opts.owner, startedPassAt, retake || again, opts.passConfig));
       await exec(downgradeQuery(opts.schema, opts.name));
