@@ -38,3 +38,31 @@ export async function passRunAgain(daemon: ReturnType<typeof spawnFastCli>, firs
   expect(again).toMatchObject({ occurrence: '2026-06-01T00:00:00.000Z', failures: 1 });
   return { first, again };
 }
+
+/**
+ * SIGTERM to a fast daemon, and its exit code, checked against what it says it did. At x60 a
+ * schedule of every minute starts a pass every real second, back to back on a loaded machine
+ * (a pass there takes fake minutes): the signal may land in one, and that is no race to wait
+ * out but the contract (docs/schedule.md): a pass it stopped is drained as by `cronsafe run`
+ * (`run finished` drained, `daemon stopped` result `drained`, exit 75); between passes, or a
+ * pass that had finished anyway, `daemon stopped` result `stopped`, exit 0.
+ */
+export async function stopFastDaemon(daemon: ReturnType<typeof spawnFastCli>): Promise<{ code: number | null; drained: boolean }> {
+  daemon.child.kill('SIGTERM');
+  const { code, signal } = await daemon.exited;
+  const out = `${daemon.stderr()}\n${daemon.lines.map((l) => l.msg).join('\n')}`;
+  expect(signal, out).toBeNull();
+  const stopped = daemon.lines.filter((l) => l.msg === 'daemon stopped');
+  expect(stopped, out).toHaveLength(1);
+  expect(stopped[0], out).toMatchObject({ signal: 'SIGTERM' });
+  const drained = stopped[0]!.result === 'drained';
+  if (drained) {
+    const last = daemon.lines.filter((l) => l.msg === 'run finished').at(-1);
+    expect(last, out).toMatchObject({ outcome: 'drained', exitCode: 75, reason: 'SIGTERM' });
+    expect(daemon.lines.indexOf(last!), out).toBeLessThan(daemon.lines.indexOf(stopped[0]!));
+  } else {
+    expect(stopped[0]!.result, out).toBe('stopped');
+  }
+  expect(code, out).toBe(drained ? 75 : 0);
+  return { code, drained };
+}
