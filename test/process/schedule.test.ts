@@ -85,28 +85,30 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
     const ws = workspace(
       {
         handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') },
-        schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 600 },
-        daemon: { growth: { enabled: true } }, // default cooldown: 300 s
+        schedule: { cron: '0 * * * *', timeZone: 'UTC', graceSeconds: 900 },
+        daemon: { growth: { enabled: true, cooldownSeconds: 960 } },
       },
       { 'a.txt': 'a' },
     );
-    // 12:00 is 5 min old (within grace, with 5 fake minutes = 5 s for a loaded start-up): its
-    // pass runs. The growth pass comes a cooldown after that pass, past 12:10, when a fire
-    // for 12:00 would be stale.
-    const daemon = fast('2026-06-01 12:05:00', ['daemon', '-c', ws.configPath]);
-    await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+    // 12:00 is half a minute old, within its 15 min of grace: its pass runs. The growth pass
+    // comes a cooldown (16 min) after that pass, past 12:15, when a fire for 12:00 would be
+    // stale. The grace is the start-up's time, at x60 15 s: a loaded machine (six of these
+    // on two cores) took 6 s to start the daemon, and the 5 s it had made 12:00's pass stale.
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 110_000 });
+    const first = await daemon.waitFor((l) => l.msg === 'run finished', 45_000);
+    expect(first.outcome, daemon.stderr()).toBe('completed');
     writeFileSync(path.join(ws.source, 'b.txt'), 'b');
     let growthAt = '';
     await daemon.waitFor((l) => {
       if (l.msg === 'daemon: the source has grown since the last completed pass; starting a pass') growthAt = String(l.time);
       return growthAt !== '' && l.msg === 'run finished';
-    }, 30_000);
+    }, 45_000);
     daemon.child.kill('SIGTERM');
     expect((await daemon.exited).code, daemon.stderr()).toBe(0);
-    expect(Date.parse(growthAt)).toBeGreaterThan(Date.parse('2026-06-01T12:10:00Z'));
+    expect(Date.parse(growthAt)).toBeGreaterThan(Date.parse('2026-06-01T12:15:00Z'));
     expect(daemon.lines.filter((l) => String(l.msg).startsWith('skipped: stale fire')).map((l) => [l.time, l.occurrence])).toEqual([]);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
-  });
+  }, 120_000);
 
   it('growth: a new file triggers a pass even when done files were moved out of the source (fewer files than the ledger knows)', async () => {
     const ws = workspace(
