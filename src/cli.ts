@@ -66,10 +66,15 @@ const endBySignal = (sig: HandledSignal): never => {
  * PostgreSQL a statement waits as long as a lock on its table is held (an operator's
  * `LOCK TABLE`, `VACUUM FULL`, a non-concurrent index build) or a dead connection keeps it.
  * The kubelet's SIGKILL would then end the pod with 137 at gracePeriodSeconds. Instead the
- * process exits 75 just before that (a quarter of a second, or a third of the margin if
- * less), or one margin (at least a second) after a second signal ("a second signal aborts at once"): what it
- * had not written is what a SIGKILL would leave, claims that the next run takes back after
- * their lease. The margin before it is the runner's, for kills and hand-backs.
+ * process exits 75 before that: a sixth of the margin before it (at least a quarter of a
+ * second, or a third of the margin if less), or one margin (at least a second) after a second
+ * signal ("a second signal aborts at once"). What it had not written is what a SIGKILL
+ * would leave, claims that the next run takes back after their lease. The
+ * rest of the margin is the runner's: the handlers' kill (a third of it), the last push, then
+ * the Lease's release and Events (a quarter each) end within five sixths of it. The exit came
+ * a quarter of a second before the SIGKILL: the signal handler's own start, the timer and the
+ * exit all come late on a loaded node (a pod at its CPU limit, throttled), and on a 2-core
+ * machine running six runs they came 0.4 s late, after the kubelet's SIGKILL would have.
  */
 let stoppedAt: number | undefined;
 let drain: { graceMs: number; marginMs: number } | undefined;
@@ -82,7 +87,7 @@ let finishedWith: number | undefined;
 const AFTER_SECOND_SIGNAL_MIN_MS = 1000;
 function armLastResort(): void {
   if (mode !== 'drain' || drain === undefined || stoppedAt === undefined) return;
-  const byStop = stoppedAt + drain.graceMs - Math.min(250, drain.marginMs / 3);
+  const byStop = stoppedAt + drain.graceMs - Math.max(Math.min(250, drain.marginMs / 3), drain.marginMs / 6);
   const afterSecond = Date.now() + Math.max(drain.marginMs, AFTER_SECOND_SIGNAL_MIN_MS);
   const at = force.signal.aborted ? Math.min(byStop, afterSecond) : byStop;
   clearTimeout(lastResort);
