@@ -96,7 +96,7 @@ describe('an empty-directory cleaner running all the time, and output.directory 
     const cleaner = spawn('sh', ['-c', `while [ ! -e "$1" ]; do find "$2" -mindepth 1 -type d -empty -not -path '*/.cronsafe-tmp*' -delete 2>/dev/null; done`, 'cleaner', stop, ws.out], { stdio: 'ignore' });
     const cleanerExited = new Promise((resolve) => cleaner.on('exit', resolve));
     try {
-      const r = await runCli(['run', '-c', ws.configPath]);
+      const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 140_000 });
       expect(r.code, r.stderr).toBe(0);
       expect(r.lines.filter((l) => l.msg === 'item failed; will retry').map((l) => `${String(l.itemId)}: ${String(l.error)}`)).toEqual([]);
       expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1500, dead: 0 });
