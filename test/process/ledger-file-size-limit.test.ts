@@ -5,9 +5,11 @@
  * full state volume) said `cronsafe: run failed: disk I/O error`: neither that it was the
  * ledger nor which file, unlike the same failure at start-up.
  */
+import { mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, finished, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { quotaEnv } from '../helpers/quota-shim.js';
 
 const NOOP = path.join(FIXTURES, 'process/noop-module.mjs');
 
@@ -29,5 +31,31 @@ describe('the ledger at the file size limit (ulimit -f)', () => {
     expect(next.code, next.stderr).toBe(0);
     expect(finished(next)).toMatchObject({ outcome: 'completed' });
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3000, dead: 0 });
+  }, 60_000);
+
+  it("state.sqlite a link to a ledger in another directory: the limit is named, not the link's directory's quota (before: its quota said to be used up)", async () => {
+    const ws = workspace({ handler: { module: NOOP } }, { 'a.txt': '' });
+    const first = await runCli(['run', '-c', ws.configPath]);
+    expect(first.code, first.stderr).toBe(0);
+    // The link sits in a directory whose quota is used up; SQLite opens (and grows) the file it points at.
+    const links = path.join(ws.dir, 'links');
+    mkdirSync(links);
+    const link = path.join(links, 'cronsafe.db');
+    symlinkSync(ws.db, link);
+    configure(ws, { state: { sqlite: link } });
+    const env = quotaEnv(ws.dir, links, 0);
+    // 16 blocks (8 or 16 KiB): the ledger's -shm (32 KiB), made at the open, outgrows it.
+    const limited = spawnCliRaw('/bin/sh', ['-c', 'ulimit -f 16 && exec "$0" "$@"', process.execPath, CLI, 'run', '-c', ws.configPath], { timeoutMs: 60_000, env });
+    const { code } = await limited.exited;
+    expect(code, limited.stderr()).toBe(1);
+    const stderr = limited.stderr();
+    expect(stderr).toContain(`state store unavailable (sqlite ${link}): `);
+    expect(stderr).toMatch(/: disk I\/O error \(the process's file size limit \(ulimit -f, LimitFSIZE=\) is (8192|16384) bytes and the ledger's files reached it/);
+    expect(stderr).not.toContain('quota');
+    expect(stderr).not.toContain(`(${links})`);
+
+    const next = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   }, 60_000);
 });
