@@ -301,6 +301,11 @@ try {
     // the process here only until the drain's last resort, when a stop asked for one.
     finishedWith = code;
     await logsWritten();
+    // One turn of the event loop before the exit, as the run had while this loaded the log
+    // sink: a callback that an attempt's handler code left (a timer, an immediate) runs now,
+    // and should it break the process, that is said in one line with its secrets hidden and
+    // exit 1 (the late break above), rather than the exit racing it.
+    await new Promise((r) => setImmediate(r));
     // A module handler's own console.log into a pipe: Node writes it without waiting and
     // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
     // The same for what waits on stderr (a handler's console.error; the line saying how much was dropped).

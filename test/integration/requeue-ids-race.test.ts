@@ -25,7 +25,9 @@ const none = { complete: [], fail: [], release: [], gone: [] };
 describe('requeue <id>... while a run finishes one of them', () => {
   it('says the id was claimed when the requeue met it, not done', async () => {
     const file = path.join(root, 'job.db');
-    const run = await openSqliteLedger(file, {});
+    // The run's own open records its job, as `cronsafe run` does: requeue refuses a ledger no
+    // job has named (it would have made it its own).
+    const run = await openSqliteLedger(file, { job: 'job' });
     await run.discover(['a', 'b'].map((id) => ({ id })), { runId: owner, now: T0 });
     const opts = { owner, runId: owner, now: T0, leaseMs: 90_000 };
     const { claims } = await run.settle(none, T0, { ids: ['a', 'b'], opts });
