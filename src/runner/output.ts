@@ -642,12 +642,13 @@ export class OutputStore {
    * counts space no file can use: bavail is 0 once its metadata is exhausted).
    */
   async full(): Promise<boolean> {
+    let s: StatsFs;
     try {
-      if (isFull(await statfs(this.dir))) return true;
+      s = await statfs(this.dir);
     } catch {
       return false;
     }
-    return this.#quotaUsedUp();
+    return isFull(s) || (probeRoom(s) && this.#quotaUsedUp());
   }
 
   /**
@@ -755,12 +756,13 @@ export class OutputStore {
    * of handlers that never write one.
    */
   #fullNow(): boolean {
+    let s: StatsFs;
     try {
-      if (isFull(statfsSync(this.dir))) return true;
+      s = statfsSync(this.dir);
     } catch {
       return false;
     }
-    return this.#committed > 0 && this.#quotaUsedUpNow();
+    return isFull(s) || (this.#committed > 0 && probeRoom(s) && this.#quotaUsedUpNow());
   }
 
   /**
@@ -775,6 +777,8 @@ export class OutputStore {
   async readOnly(): Promise<boolean> {
     const refused = (err: unknown): boolean => (err as NodeJS.ErrnoException).code === 'EROFS';
     if (await access(this.dir, constants.W_OK).then(() => false, refused)) return true;
+    const s = await statfs(this.dir).catch(() => undefined);
+    if (s !== undefined && !probeRoom(s)) return false;
     const probe = `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.probe`;
     return mkdir(probe).then(
       () => rmdir(probe).then(() => false, () => false),
@@ -838,6 +842,20 @@ function isFull(s: StatsFs): boolean {
   const noInodes = s.files > 0 && s.ffree < Math.min(1024, s.files / 100);
   return noInodes || free < Math.min(16 * 1024 * 1024, (s.blocks * s.bsize) / 100);
 }
+
+/**
+ * Whether our own probes (the quota's 4 KiB file, the read-only check's directory) may be made
+ * on the file system of `s`: not where one could take the last inodes or blocks that an
+ * attempt running beside it needs. On a tmpfs with a few inodes left, a probe took the last
+ * one as a handler's `cp` created its output: the `cp` failed (ENOSPC), and its failure,
+ * judged once the probe was gone, was charged to its item. Near its end a file system is
+ * judged by statfs alone (isFull).
+ */
+function probeRoom(s: StatsFs): boolean {
+  return (s.files === 0 || s.ffree >= PROBE_MIN_INODES) && freeBytes(s) >= PROBE_MIN_BYTES;
+}
+const PROBE_MIN_INODES = 64;
+const PROBE_MIN_BYTES = 1024 * 1024;
 
 /** The bytes this process may still write on the file system of `s` (see OutputStore.full). */
 function freeBytes(s: StatsFs): number {
