@@ -1,7 +1,8 @@
-import { accessSync, constants as fsConstants, readFileSync, realpathSync, statSync, statfsSync, utimesSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSync, utimesSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { quotaUsedUp } from '../block-probe.js';
+import { whereItIs } from '../real-path.js';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
 import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
@@ -207,7 +208,7 @@ function damaged(sqlite: string | undefined, err: unknown): string {
 function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(IOERR|CANTOPEN)/.test(code)) return '';
-  const dir = path.dirname(ledgerFile(sqlite));
+  const dir = path.dirname(whereItIs(sqlite));
   try {
     const s = statfsSync(dir);
     if (s.bavail > 0 && !(s.files > 0 && s.ffree === 0)) return quotaUsedUp(dir) ? ` (this user's disk quota on the file system of state.sqlite (${dir}) is used up (EDQUOT), though the file system has room: raise the quota, or free some of it)` : '';
@@ -215,20 +216,6 @@ function noSpaceLeft(sqlite: string | undefined, err: unknown): string {
     return '';
   }
   return ` (the file system of state.sqlite (${dir}) has no space left: free some, or give it a larger volume)`;
-}
-
-/**
- * The ledger file SQLite opens: a link's target, beside which it makes its -wal and -shm (and
- * cronsafe its start journal, journalOf). The hints below look there: at the link's own
- * directory, a file size limit reached by the ledger was said to be that directory's quota
- * used up, or its full disk (another volume). The path as written when it does not resolve.
- */
-function ledgerFile(sqlite: string): string {
-  try {
-    return realpathSync(sqlite);
-  } catch {
-    return path.resolve(sqlite);
-  }
 }
 
 /**
@@ -241,7 +228,7 @@ function ledgerFile(sqlite: string): string {
 function readOnlyFs(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(CANTOPEN|READONLY|IOERR)/.test(code)) return '';
-  const dir = path.dirname(ledgerFile(sqlite));
+  const dir = path.dirname(whereItIs(sqlite));
   try {
     accessSync(dir, fsConstants.W_OK);
   } catch (e) {
@@ -279,7 +266,7 @@ function fileSizeLimit(sqlite: string | undefined, err: unknown): string {
     return '';
   }
   if (!Number.isSafeInteger(limit)) return ''; // unlimited (or unknown)
-  const file = ledgerFile(sqlite);
+  const file = whereItIs(sqlite);
   // A write of SQLite is a page or a few (64 KiB covers the largest page size).
   const size = (f: string): number => {
     try {
