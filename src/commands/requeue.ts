@@ -111,8 +111,9 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
     const sink = new Sink(out);
     const meant = opts.json ? new Map<string, string>() : await meantIds(store, ledger, result, config.source.directory);
     await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory, meant));
+    for (const glob of result.unmatchedGlobs ?? []) process.stderr.write(`cronsafe: requeue: ${notUtf8Glob(glob)}\n`);
     await sink.end();
-    return result.notMoved.length > 0 ? 1 : 0;
+    return result.notMoved.length > 0 || (result.unmatchedGlobs ?? []).length > 0 ? 1 : 0;
   } finally {
     await ledger.close();
   }
@@ -124,7 +125,19 @@ export interface Outcome {
   first: string[];
   /** Given ids that were not requeued, with their state (null: unknown). */
   notMoved: Array<{ id: string; state: string | null }>;
+  /** Globs given in bytes that are not UTF-8 (read with U+FFFD) that matched no finished item (notUtf8Glob). */
+  unmatchedGlobs?: string[];
 }
+
+/**
+ * A `--glob` pasted in the raw bytes of a name that is not UTF-8 (`caf<0xE9>*`, from `ls` or a
+ * shell's completion) reads with U+FFFD for each foreign byte and matches none of the items it
+ * was meant for, whose ids write those bytes as `\xHH`: it requeued 0 items, exit 0, as if there
+ * were none. One holding U+FFFD that matches nothing is said so (exit 1), as such an id is; one
+ * that matches (a name really holding U+FFFD) is a glob like any other.
+ */
+const notUtf8Glob = (glob: string) =>
+  `--glob ${printableId(glob)} matched no item: it held bytes that are not UTF-8 (read as U+FFFD), so it names none of the items whose names hold such bytes: give it as the listings print their ids, with \\xHH escapes (caf\\xe9*)`;
 
 async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedFilter, { dryRun, progress }: RequeueOptions, show: number, store: Store): Promise<Outcome> {
   // As source.include matches (globs.ts): a brace list's `*` takes no name the glob's dot does not write.
@@ -132,8 +145,10 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
   const now = Date.now();
   let count = 0;
   const first: string[] = [];
+  let unmatched = (sel.globs ?? []).filter((g) => g.includes('\uFFFD')).map((glob) => ({ glob, match: includeMatcher([glob]) }));
   for await (const page of readingPages(store, ledger.finishedPages(filter, BATCH))) {
     const ids = page.map((i) => i.id).filter((id) => match(id));
+    if (unmatched.length > 0) unmatched = unmatched.filter((g) => !ids.some((id) => g.match(id)));
     const moved = dryRun ? ids : await write(ids.length, () => ledger.requeue(ids, filter, now), store, progress);
     count += moved.length;
     // In the page's id order, as --dry-run shows them: the ledger returns the moved rows in
@@ -144,7 +159,7 @@ async function byFilter(ledger: Ledger, sel: RequeueSelection, filter: FinishedF
     }
     await betweenPages();
   }
-  return { count, first, notMoved: [] };
+  return { count, first, notMoved: [], unmatchedGlobs: unmatched.map((g) => g.glob) };
 }
 
 /** `requeue <id>...`: exported for its test (test/integration/requeue-ids-race.test.ts). */

@@ -7,11 +7,11 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, runCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 
-/** The CLI with its last argument made by printf: the raw bytes `corrupt-caf<0xE9>.scc`. */
-async function withRawId(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const p = spawnCliRaw('sh', ['-c', 'exec "$0" "$@" "$(printf \'corrupt-caf\\351.scc\')"', process.execPath, CLI, ...args]);
+/** The CLI with its last argument made by printf from `printed` (`corrupt-caf\\351.scc`: the raw bytes `corrupt-caf<0xE9>.scc`). */
+async function withRawId(args: string[], printed = 'corrupt-caf\\351.scc'): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const p = spawnCliRaw('sh', ['-c', `exec "$0" "$@" "$(printf '${printed}')"`, process.execPath, CLI, ...args]);
   const { code } = await p.exited;
   return { code, stdout: p.stdout(), stderr: p.stderr() };
 }
@@ -42,6 +42,32 @@ describe('an id given in bytes that are not UTF-8', () => {
     expect(listed.stdout.split('\t')[0]).toBe('corrupt-caf\\xe9.scc');
     const asListed = await runCli(['dead-letter', 'retry', '-c', ws.configPath, 'corrupt-caf\\xe9.scc']);
     expect(asListed.stdout).toBe('requeued 1 dead item\n');
+    expect(asListed.code).toBe(0);
+  }, 60_000);
+
+  // `requeue --glob` so pasted matched nothing and said "requeued 0 items", exit 0: as if
+  // there were nothing to redo, while the items it was meant for stayed done.
+  it('requeue --glob says it matched nothing because of those bytes (exit 1); given as listed, it selects the item', async () => {
+    const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] } }, { 'ok.scc': 'ok' });
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/caf`), Buffer.from([0xe9]), Buffer.from('.scc')]), 'x');
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const globHint = 'matched no item: it held bytes that are not UTF-8 (read as U+FFFD), so it names none of the items whose names hold such bytes: give it as the listings print their ids, with \\xHH escapes (caf\\xe9*)';
+
+    for (const dry of [['--dry-run'], ['--dry-run', '--json'], []]) {
+      const raw = await withRawId(['requeue', '-c', ws.configPath, ...dry, '--glob'], 'caf\\351*');
+      expect(raw.stderr, dry.join(' ')).toContain(`cronsafe: requeue: --glob caf\ufffd* ${globHint}`);
+      expect(raw.code, dry.join(' ')).toBe(1);
+    }
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
+    // A glob that matches gets no such note, nor does one in plain UTF-8 that matches nothing.
+    const none = await runCli(['requeue', '-c', ws.configPath, '--glob', 'nope*']);
+    expect(none.stderr).not.toContain('U+FFFD');
+    expect(none.code).toBe(0);
+    // Given as listed, it is that item.
+    const asListed = await runCli(['requeue', '-c', ws.configPath, '--glob', 'caf\\xe9*']);
+    expect(asListed.stdout).toBe('requeued 1 item: pending again, attempts reset\n  caf\\xe9.scc\n');
+    expect(asListed.stderr).toBe('');
     expect(asListed.code).toBe(0);
   }, 60_000);
 });
