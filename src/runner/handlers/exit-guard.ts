@@ -113,6 +113,27 @@ function hearing(): Guard[] {
   return loaded.length > 0 ? loaded : [...guards];
 }
 
+/**
+ * The process events whose listeners cronsafe had when the first guard was taken, kept while
+ * one is held: handler code (a module, or a library it imports) that removed them
+ * (`process.removeAllListeners('SIGTERM')`, a shutdown helper's `process.off`) gave SIGTERM
+ * its default action back, and the next stop killed the run at once (exit 143, no drain, the
+ * attempts running left claimed and charged by the next run); without the guard's own
+ * `unhandledRejection` listener a rejection crashed it the same way. One so removed is put
+ * back at once, in the same call (Node starts the signal's watcher again with it). Not the
+ * crash signals (SIGQUIT, SIGUSR2): cli.ts removes its own listener there to die of them.
+ */
+const KEPT_EVENTS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGALRM', 'SIGUSR1', 'unhandledRejection', 'uncaughtException'] as const;
+let kept: Map<string | symbol, unknown[]> | undefined;
+
+function putBack(event: string | symbol, listener: unknown): void {
+  const ours = kept?.get(event);
+  if (ours === undefined || !ours.includes(listener)) return;
+  const signal = event as NodeJS.Signals; // or one of the two exception events: process.on takes any
+  const own = listener as NodeJS.SignalsListener;
+  if (!process.listeners(signal).includes(own)) process.on(signal, own);
+}
+
 function interceptedExit(code?: unknown): never {
   const err = new ModuleExit(code);
   for (const g of hearing()) g.exitCalled(err);
@@ -229,6 +250,8 @@ class Guard implements ExitGuard {
     if (!guards.delete(this) || guards.size > 0) return;
     if (realExit) process.exit = realExit;
     realExit = undefined;
+    process.off('removeListener', putBack);
+    kept = undefined;
     process.off('unhandledRejection', onRejection);
     process.off('uncaughtException', onException);
     if (globals[REDACT_PRINTED] === redactPrinted) delete globals[REDACT_PRINTED];
@@ -295,6 +318,8 @@ export function acquireExitGuard(redact: Redact = noRedact, between = false): Ex
     process.exit = interceptedExit;
     process.on('unhandledRejection', onRejection);
     process.on('uncaughtException', onException);
+    kept = new Map(KEPT_EVENTS.map((event) => [event, process.listeners(event as NodeJS.Signals)]));
+    process.on('removeListener', putBack);
     globals[REDACT_PRINTED] = redactPrinted;
     globals[EXIT_LISTENER_THREW] = exitListenerThrew;
   }
