@@ -20,6 +20,15 @@ export function storeFiles(state: StateConfig): string[] {
  */
 const HOLDER_LINE = /^[^\s:]+:\d+:\S+\n?$/;
 
+/**
+ * The same line from a host whose name holds a blank or a `:` (Linux takes any byte but NUL
+ * in a host name: `my host`, `x:y`): HOLDER_LINE refused it, so the lock file each run wrote
+ * was "not a cronsafe lock" to the next start, and every run after the first on that host
+ * failed with exit 78 until the file was emptied. Told apart by the run id a run writes
+ * (newRunId: base-36 time, `-`, 8 hex digits) and a job name as NAME_RE allows it.
+ */
+const ODD_HOST_HOLDER_LINE = /^[^\n]*:\d+:[0-9a-z]+-[0-9a-f]{8}(@[a-z0-9-]+)?\n?$/;
+
 /** The lock file line of the run `owner` (`host:pid:runId`) of the job `job`. */
 export const holderLine = (owner: string, job: string): string => `${owner}@${job}`;
 
@@ -35,7 +44,7 @@ export function parseHolder(line: string): { owner: string; job: string | null }
  * user named by mistake: start-up refuses it (config/check-paths.ts), and the run's recheck
  * of its lock file never writes into it (sqlite/flock.ts).
  */
-export const isLockFileText = (text: string): boolean => text.trim() === '' || HOLDER_LINE.test(text);
+export const isLockFileText = (text: string): boolean => text.trim() === '' || HOLDER_LINE.test(text) || ODD_HOST_HOLDER_LINE.test(text);
 
 /**
  * The files SQLite keeps beside a ledger `<db>` under these suffixes: opening the ledger
