@@ -4,7 +4,7 @@
  * Every failure is one ConfigError (exit 78) naming the file and the key.
  */
 import * as path from 'node:path';
-import { ConfigError, inConfigFile } from '../errors.js';
+import { coerceError, ConfigError, inConfigFile } from '../errors.js';
 import { envNotUtf8 } from './env-bytes.js';
 import { interpolate } from './interpolate.js';
 import { describeValue, fail, fallbackMessage, formatIssues, type KeyProblem } from './messages.js';
@@ -27,7 +27,20 @@ export const POSTGRES_ENV = 'CRONSAFE_STATE_POSTGRES';
 /** Where the config is: `-c FILE`, else `$CRONSAFE_CONFIG`, else `./cronsafe.yaml`; always absolute. */
 export function resolveConfigPath(cliPath?: string, env: NodeJS.ProcessEnv = process.env): string {
   const chosen = cliPath || env.CRONSAFE_CONFIG || 'cronsafe.yaml';
-  return path.resolve(chosen);
+  if (path.isAbsolute(chosen)) return path.resolve(chosen);
+  // A relative path is read from the working directory. A shell left in a directory that was
+  // removed since (a release directory a deploy replaced) has none: getcwd(3) fails, and every
+  // command ended with Node's raw stack, `Error: ENOENT: no such file or directory, uv_cwd`.
+  let cwd: string;
+  try {
+    cwd = process.cwd();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? coerceError(err).message;
+    throw new ConfigError(
+      `config file ${chosen} cannot be found: it is relative to the current directory, which no longer exists (${code}: removed since this shell entered it?); cd to an existing directory, or give -c (or CRONSAFE_CONFIG) an absolute path`,
+    );
+  }
+  return path.resolve(cwd, chosen);
 }
 
 /**
