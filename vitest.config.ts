@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/helpers/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -20,5 +21,8 @@ export default defineConfig({
     // the cores busier: on CI's 2-core machine, `npm test` took 1,742 s with 2 workers and
     // 1,444 s with 3, every test passing.
     maxWorkers: Math.max(2, availableParallelism() + 1),
+    // The longest files first (by CI's times in .ci/test-times.json), so that no 90-second
+    // file starts near the end and runs alone while the other workers idle.
+    sequence: { sequencer: LongestFirstSequencer },
   },
 });
