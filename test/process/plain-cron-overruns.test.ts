@@ -20,6 +20,10 @@ describe.skipIf(LIBFAKETIME === undefined)('plain cron: an occurrence that comes
         schedule: { cron: '* * * * *', timeZone: 'UTC' },
         handler: { module: path.join(FIXTURES, 'process/wait-module.mjs') },
         metrics: { port },
+        // The run ends with a SIGTERM once the counts are read; its handler waits until it is
+        // aborted, which the drain does at its deadline: 25 s after the stop with the default
+        // grace (30 s, 5 s margin), which this test is not about.
+        drain: { gracePeriodSeconds: 6, marginSeconds: 2 },
       },
       { 'a.txt': 'a' },
     );
