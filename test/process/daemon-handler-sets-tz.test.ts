@@ -14,8 +14,9 @@ const DUE = 'daemon: occurrence due; starting a pass';
 describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon whose module handler sets process.env.TZ', () => {
   it('keeps the zone it started with: the next occurrence fires at 01:00 UTC', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/set-tz-module.mjs') }, schedule: { cron: '0 1 * * *' } }, { 'a.txt': 'a' });
-    // 00:30 UTC, 60x: the first pass (yesterday's 01:00) at once, the next occurrence 30 s away.
-    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:30:00', { env: { TZ: 'UTC' }, timeoutMs: 90_000 });
+    // 00:45 UTC, 60x: the first pass (yesterday's 01:00) at once, the next occurrence 15 s away
+    // (a loaded machine took 6 s to start a daemon); with the handler's zone, it is 15 h away.
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:45:00', { env: { TZ: 'UTC' }, timeoutMs: 90_000 });
     try {
       expect(await daemon.waitFor((l) => l.msg === 'daemon started', 30_000)).toMatchObject({ timeZone: 'UTC', timeZoneFrom: 'TZ' });
       const first = await daemon.waitFor((l) => l.msg === DUE, 30_000);
