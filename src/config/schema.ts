@@ -131,9 +131,29 @@ const retrySchema = z
     }
   });
 
+/**
+ * The least drain.marginSeconds that works. After the drain's deadline (grace - margin) the
+ * margin kills the handlers (a third of it, at least 0.2 s), hands their claims back and
+ * exits; the drain's last resort (cli.ts) exits a sixth of it (at least a quarter of a
+ * second, or a third if less) before the grace period ends. With 0 that last resort fired at
+ * the grace period itself, with the kubelet's SIGKILL (137): the claims were left to their
+ * lease and charged. Below a second a loaded node's delays (0.15 s measured) eat what is left.
+ */
+export const MIN_DRAIN_MARGIN_SECONDS = 1;
+
 const drainSchema = z
   .strictObject({ gracePeriodSeconds: seconds(true).default(30), marginSeconds: seconds(false).default(5) })
   .superRefine((d, ctx) => {
+    if (d.marginSeconds < MIN_DRAIN_MARGIN_SECONDS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['marginSeconds'],
+        message:
+          `must be at least ${MIN_DRAIN_MARGIN_SECONDS} (seconds), got ${d.marginSeconds}: after the drain's deadline the margin kills the handlers, hands their claims back and exits before the kubelet's SIGKILL, ` +
+          `and the drain's last resort exits a sixth of it before drain.gracePeriodSeconds; with less, that exit comes with the SIGKILL and the claims are charged`,
+      });
+      return;
+    }
     // The margin is what is left after the drain deadline to hand claims back and exit
     // before the kubelet's SIGKILL; margin >= grace leaves no time to drain at all.
     if (d.marginSeconds >= d.gracePeriodSeconds) {

@@ -24,6 +24,9 @@ const BAD: [string, Values, string][] = [
   ['a zero grace period', { drain: { gracePeriodSeconds: 0 } }, '/drain/gracePeriodSeconds'],
   ['a margin equal to the grace', { drain: { gracePeriodSeconds: 20, marginSeconds: 20 } }, 'drain.marginSeconds (20) must be less than drain.gracePeriodSeconds (20)'],
   ['a negative margin', { drain: { marginSeconds: -1 } }, '/drain/marginSeconds'],
+  // cronsafe exits 78 on it: its drain's last resort would exit with the kubelet's SIGKILL.
+  ['a margin under a second', { drain: { marginSeconds: 0.5 } }, '/drain/marginSeconds'],
+  ['a zero margin', { drain: { marginSeconds: 0 } }, '/drain/marginSeconds'],
   ['concurrency 0', { config: { concurrency: 0 } }, '/config/concurrency'],
   ['a string concurrency', { config: { concurrency: 'eight' } }, '/config/concurrency'],
   ['a source directory climbing out', { config: { source: { directory: '../etc' } } }, '/config/source/directory'],

@@ -76,12 +76,12 @@ describe('graceful drain on SIGTERM', () => {
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, pending: 4 });
   });
 
-  it('a second signal with drain.marginSeconds 0 still kills the handlers and hands their claims back', async () => {
-    // The last resort (cli.ts) exits one margin after a second signal: with a margin of 0 it
-    // fired at once, before the handlers' kill (at least 0.2 s) and the hand-back, so the
-    // in-flight claims were left to be taken back, and charged, by the next run.
+  it('a second signal with the smallest drain.marginSeconds (1) still kills the handlers and hands their claims back', async () => {
+    // The last resort (cli.ts) exits one margin after a second signal: with a margin of 0
+    // (refused since) it fired at once, before the handlers' kill (at least 0.2 s) and the
+    // hand-back, so the in-flight claims were left to be taken back, and charged, by the next run.
     const hang = [process.execPath, path.join(FIXTURES, 'process/hang-exec.mjs'), '{path}'];
-    const ws = workspace({ handler: { command: hang }, concurrency: 2, drain: { gracePeriodSeconds: 120, marginSeconds: 0 } }, items(4));
+    const ws = workspace({ handler: { command: hang }, concurrency: 2, drain: { gracePeriodSeconds: 120, marginSeconds: 1 } }, items(4));
     const markers = path.join(ws.dir, 'markers');
     const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers } });
     await until(() => filesIn(markers).length === 2, 'two handlers to start');

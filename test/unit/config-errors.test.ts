@@ -439,6 +439,13 @@ describe('loadConfig: invalid values name the key', () => {
     expectProblem(minimal('lease: {seconds: 20}\n'), 'lease.renewSeconds', 'must be less than lease.seconds (20), got 30');
     expectProblem(minimal('drain: {gracePeriodSeconds: 5, marginSeconds: 5}\n'), 'drain.marginSeconds',
       'must be less than drain.gracePeriodSeconds (5), got 5');
+    // A margin under a second: the drain's last resort exits with the kubelet's SIGKILL (at it, with 0).
+    for (const margin of ['0', '0.5']) {
+      expectProblem(minimal(`drain: {marginSeconds: ${margin}}\n`), 'drain.marginSeconds',
+        `must be at least 1 (seconds), got ${margin}: after the drain's deadline the margin kills the handlers, hands their claims back and exits before the kubelet's SIGKILL, ` +
+          "and the drain's last resort exits a sixth of it before drain.gracePeriodSeconds; with less, that exit comes with the SIGKILL and the claims are charged");
+    }
+    expect(loadConfig(minimal('drain: {gracePeriodSeconds: 2, marginSeconds: 1}\n')).drain).toStrictEqual({ gracePeriodSeconds: 2, marginSeconds: 1 });
     expectProblem(minimal('retry: {backoffSeconds: 60, backoffMaxSeconds: 10}\n'), 'retry.backoffMaxSeconds',
       'must be >= retry.backoffSeconds (60), got 10');
     // A retry time past what a Date can hold failed every run with "Invalid time value" (exit 1).
