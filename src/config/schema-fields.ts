@@ -4,6 +4,7 @@ import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
 import { systemRootCert } from '../ledger/pg-url-query.js';
+import { postgresUrlProblems } from './pg-url-params.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 
@@ -164,6 +165,7 @@ const postgresUrlOf = (what: string) =>
     if (bad === undefined && systemRootCert(v) && mode !== '' && mode !== 'verify-full') {
       ctx.addIssue({ code: 'custom', message: `expected sslmode=verify-full (or none) with sslrootcert=system, got sslmode=${JSON.stringify(mode)}: libpq refuses a weaker mode with the system's CAs` });
     }
+    for (const message of postgresUrlProblems(v)) ctx.addIssue({ code: 'custom', message });
   });
 
 /** Globs are matched against ids, which are relative and never climb out of the directory. */

@@ -62,6 +62,9 @@ describe('PostgreSQL SQL builders (no database)', () => {
     expect(describeTarget(url, 'cs')).toBe('db.example:6543/jobs as app (schema cs)');
     const msg = scrub(`failed: ${url} and p@ss:w0rd and p%40ss%3Aw0rd`, url);
     expect(msg).not.toMatch(/w0rd/);
+    // A "%" that starts no escape (`jobs%zz`) named the redacted URL instead of host:port/db.
+    expect(describeTarget('postgres://app:pw0rd@db.example:6543/jobs%zz', 'cs')).toBe('db.example:6543/jobs%zz as app (schema cs)');
+    expect(describeTarget('postgres://a%zzp:pw0rd@db.example:6543/jo%2Fbs', 'cs')).toBe('db.example:6543/jo/bs as a%zzp (schema cs)');
   });
 
   it("names the user and port the driver connects with: the URL's ?user= and ?port= win, as in pg; ?password= is scrubbed too", () => {

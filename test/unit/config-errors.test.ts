@@ -541,6 +541,33 @@ describe('loadConfig: invalid values name the key', () => {
     expect(loadConfig(minimal('state: {postgres: "postgres://app:s3cret@/jobs?host=/run/postgresql"}\n')).state.postgres).toBe('postgres://app:s3cret@/jobs?host=/run/postgresql');
   });
 
+  // `?statement_timeout=abc` passed validate and failed every run at the connect (the server's
+  // 22023, exit 1); `30s` was read as 30 ms; libpq's `?connect_timeout=abc`, `?keepalives=x`
+  // passed in silence; a `%zz` in the database name made errors show the redacted URL.
+  it('a postgres URL parameter the driver or libpq cannot read, or a bad "%" in the database name, is named (the password never)', () => {
+    const url = (rest: string) => minimal(`state: {postgres: "postgres://app:Hunter2pw@db:5432/${rest}"}\n`);
+    const cases: Array<[string, string]> = [
+      ['jobs?statement_timeout=abc', 'expected ?statement_timeout= to be a whole number of milliseconds from 0 to 2147483647, got "abc": the pg driver sends a value the server refuses at every connect (22023)'],
+      ['jobs?lock_timeout=30s', 'expected ?lock_timeout= to be a whole number of milliseconds from 0 to 2147483647, got "30s": the pg driver reads only its leading digits (30 ms here), not a unit as libpq does'],
+      ['jobs?idle_in_transaction_session_timeout=9999999999', 'expected ?idle_in_transaction_session_timeout= to be a whole number of milliseconds from 0 to 2147483647, got "9999999999": the pg driver sends a value the server refuses at every connect (22023)'],
+      ['jobs?query_timeout=0', 'expected ?query_timeout= to be a whole number of milliseconds from 1 to 2147483647, got "0": the pg driver times each statement out after it, and after 1 ms for anything else'],
+      ['jobs?connect_timeout=abc', 'expected ?connect_timeout= to be an integer, got "abc": libpq refuses it (the pg driver cronsafe uses ignores connect_timeout, but the same URL given to psql fails)'],
+      ['jobs?keepalives=x', 'expected ?keepalives= to be an integer, got "x": libpq refuses it (the pg driver cronsafe uses ignores keepalives, but the same URL given to psql fails)'],
+      ['jobs%zz', 'expected each "%" in the database name to start a %XX escape (two hex digits), got "%zz": write %25 for a "%" itself'],
+      ['jobs%2', 'expected each "%" in the database name to start a %XX escape (two hex digits), got "%2": write %25 for a "%" itself'],
+    ];
+    for (const [rest, said] of cases) {
+      const file = url(rest);
+      expectProblem(file, 'state.postgres', said);
+      expect(configError(() => loadConfig(file)).message).not.toContain('Hunter2pw');
+    }
+    // What the driver and libpq read as meant is taken; an empty value is none; a raw "%" in the password is the password's.
+    for (const rest of ['jobs?statement_timeout=30000&lock_timeout=0&query_timeout=60000', 'jobs?connect_timeout=%205&keepalives=1&keepalives_idle=-1&tcp_user_timeout=', 'jo%2Fbs%25?statement_timeout=']) {
+      expect(loadConfig(url(rest)).state.postgres).toBe(`postgres://app:Hunter2pw@db:5432/${rest}`);
+    }
+    expect(loadConfig(minimal('state: {postgres: "postgres://app:50%off@db/jobs"}\n')).state.postgres).toBe('postgres://app:50%off@db/jobs');
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {

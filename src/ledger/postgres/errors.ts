@@ -1,4 +1,4 @@
-import { parseUrl, redactor, redactUrl, urlSecrets } from '../../redact.js';
+import { lenientDecode, parseUrl, redactor, redactUrl, urlSecrets } from '../../redact.js';
 import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, NotALedger } from '../no-ledger.js';
 
 /**
@@ -78,8 +78,11 @@ export function describeTarget(url: string, schema: string, env: NodeJS.ProcessE
     // parseUrl reads an empty host (`postgres://app@/db`) as localhost; the driver, as PGHOST.
     const noHost = /^\s*postgres(?:ql)?:\/\/(?:[^/?#]*@)?(?:[/?#]|$)/i.test(url);
     const host = param('host') || (noHost ? '' : u.hostname) || env.PGHOST || 'localhost';
-    const username = param('user') || decodeURIComponent(u.username) || env.PGUSER || '';
-    const db = decodeURIComponent(u.pathname.replace(/^\//, '')) || env.PGDATABASE || username || '(default database)';
+    // A "%" that starts no %XX escape is itself, as the driver reads it (the config refuses one in
+    // the database name; CRONSAFE_STATE_POSTGRES or a tool may not): the message named the
+    // redacted URL, not the database.
+    const username = param('user') || lenientDecode(u.username) || env.PGUSER || '';
+    const db = lenientDecode(u.pathname.replace(/^\//, '')) || env.PGDATABASE || username || '(default database)';
     const user = username ? ` as ${username}` : '';
     return `${host}:${param('port') || u.port || env.PGPORT || '5432'}/${db}${user} (schema ${schema})`;
   } catch {

@@ -1,0 +1,83 @@
+import { queryParams } from '../ledger/pg-url-query.js';
+
+/**
+ * state.postgres's query parameters that the pg driver reads as numbers, and libpq's that
+ * take an integer, checked when the config is read: a bad one is exit 78 naming the
+ * parameter, not a failure at the first connect (exit 1 after contacting the server) or a
+ * value ignored in silence. Only the value is shown: these parameters are never secrets,
+ * and the URL, with its password, is not quoted.
+ */
+
+/** The largest value PostgreSQL's integer settings take (and a Node timer's, in ms). */
+const INT_MAX = 2_147_483_647;
+
+/** A whole number of ms as the pg driver reads it: digits only (it sends parseInt of the text). */
+const WHOLE_MS = /^\d+$/;
+
+/**
+ * The driver sends these to the server at connect, as `String(parseInt(value, 10))`: `abc`
+ * was `NaN`, which the server refused (22023) at every connect, exit 1 once the retries gave
+ * up; `30s` was 30 (ms), not 30 s as libpq and the server read it.
+ */
+const SERVER_TIMEOUTS = ['statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout'];
+
+/**
+ * libpq's integer parameters (seconds or counts, keepalives 0 or 1). The pg driver does not read
+ * them from the URL (cronsafe gives a connect 10 s and turns TCP keepalives on itself), but
+ * libpq, psql and other tools given the same URL refuse a value that is no integer.
+ */
+const LIBPQ_INTEGERS = ['connect_timeout', 'keepalives', 'keepalives_idle', 'keepalives_interval', 'keepalives_count', 'tcp_user_timeout'];
+/** As libpq's parse_int_param reads one: blanks around an optionally signed run of digits. */
+const LIBPQ_INTEGER = /^\s*[+-]?\d+\s*$/;
+
+const shown = (value: string): string => JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+
+/** What is wrong with one parameter's value, or undefined. An empty value is none, as the driver reads it. */
+function paramProblem(key: string, value: string): string | undefined {
+  if (value === '') return undefined;
+  if (SERVER_TIMEOUTS.includes(key)) {
+    if (WHOLE_MS.test(value) && Number(value) <= INT_MAX) return undefined;
+    const lead = /^\d+/.exec(value)?.[0];
+    const read =
+      lead === undefined || Number(lead) > INT_MAX
+        ? 'the pg driver sends a value the server refuses at every connect (22023)'
+        : `the pg driver reads only its leading digits (${lead} ms here), not a unit as libpq does`;
+    return `expected ?${key}= to be a whole number of milliseconds from 0 to ${INT_MAX}, got ${shown(value)}: ${read}`;
+  }
+  if (key === 'query_timeout') {
+    // The driver's own timer: `0`, like any value not from 1 to 2^31-1, is a timer of 1 ms.
+    if (WHOLE_MS.test(value) && Number(value) >= 1 && Number(value) <= INT_MAX) return undefined;
+    return `expected ?query_timeout= to be a whole number of milliseconds from 1 to ${INT_MAX}, got ${shown(value)}: the pg driver times each statement out after it, and after 1 ms for anything else`;
+  }
+  if (LIBPQ_INTEGERS.includes(key) && !LIBPQ_INTEGER.test(value)) {
+    return `expected ?${key}= to be an integer, got ${shown(value)}: libpq refuses it (the pg driver cronsafe uses ignores ${key}, but the same URL given to psql fails)`;
+  }
+  return undefined;
+}
+
+/**
+ * A `%` in the database name that starts no `%XX` escape (`jobs%zz`): libpq refuses the URL,
+ * and the pg driver then re-reads the whole URL with such `%`s as themselves, so the name it
+ * connects to is not the one meant. Errors showed the redacted URL, not what was wrong.
+ */
+function badEscape(url: string): string | undefined {
+  const path = /^[^:]*:\/\/[^/?#]*(\/[^?#]*)?/s.exec(url)?.[1] ?? '';
+  const bad = /%(?![0-9A-Fa-f]{2}).{0,2}/s.exec(path)?.[0];
+  if (bad === undefined) return undefined;
+  return `expected each "%" in the database name to start a %XX escape (two hex digits), got ${JSON.stringify(bad)}: write %25 for a "%" itself`;
+}
+
+/** Every problem of state.postgres's database name and query parameters (none: empty). */
+export function postgresUrlProblems(url: string): string[] {
+  const problems: string[] = [];
+  const escape = badEscape(url);
+  if (escape !== undefined) problems.push(escape);
+  const seen = new Set<string>();
+  for (const [key, value] of queryParams(url)) {
+    const problem = paramProblem(key, value);
+    if (problem === undefined || seen.has(problem)) continue;
+    seen.add(problem);
+    problems.push(problem);
+  }
+  return problems;
+}
