@@ -71,6 +71,22 @@ const BAD: [string, Values, string][] = [
   ['the lock on the ledger file', { config: { lock: { path: 'state/cronsafe.db' } } }, 'config.lock.path (/data/state/cronsafe.db) is the ledger file, config.state.sqlite'],
   // cronsafe adds /metrics/job/<name> and exits 78 on a URL that has it (every Job would fail).
   // Rendered twice in one mapping, which the install refused with a bare YAML error.
+  // Rendered, then refused by the API server (a label value: at most 63 of [-A-Za-z0-9_.], a letter or digit at each end).
+  ['a commonLabels value with a blank', { commonLabels: { team: 'media team' } }, '/commonLabels/team'],
+  ['a commonLabels value ending in "-"', { commonLabels: { team: 'media-' } }, '/commonLabels/team'],
+  ['a commonLabels value of 64 characters', { commonLabels: { team: 'a'.repeat(64) } }, '/commonLabels/team'],
+  ['a commonLabels value with "/"', { commonLabels: { owner: 'media/qc' } }, '/commonLabels/owner'],
+  ['a commonLabels key with two "/"', { commonLabels: { 'example.com/a/b': 'x' } }, 'commonLabels: "example.com/a/b" is not a Kubernetes label key'],
+  ['a commonLabels key with a blank', { commonLabels: { 'my team': 'x' } }, 'commonLabels: "my team" is not a Kubernetes label key'],
+  ['a podLabels key of 64 characters', { podLabels: { ['k'.repeat(64)]: 'x' } }, `podLabels: "${'k'.repeat(64)}" is not a Kubernetes label key`],
+  ['a PrometheusRule label key with an uppercase prefix', { metrics: { prometheusRule: { enabled: true, labels: { 'Example.com/x': 'prom' } } } }, 'metrics.prometheusRule.labels: "Example.com/x" is not a Kubernetes label key'],
+  ['a podLabels value with ":"', { podLabels: { at: '12:00' } }, '/podLabels/at'],
+  ['a PodMonitor label value with a blank', { metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'kube prom' } } } }, '/metrics/podMonitor/labels/release'],
+  ['a PrometheusRule label value with a blank', { metrics: { prometheusRule: { enabled: true, labels: { release: 'kube prom' } } } }, '/metrics/prometheusRule/labels/release'],
+  // Not a Secret name (a DNS subdomain): the pods failed to start (CreateContainerConfigError).
+  ['a ledger Secret name with an empty part between dots', { config: { state: { postgres: { existingSecret: 'a..b' } } } }, '/config/state/postgres/existingSecret'],
+  ['a ledger Secret name with a part ending in "-"', { config: { state: { postgres: { existingSecret: 'pg-.url' } } } }, '/config/state/postgres/existingSecret'],
+  ['a ledger Secret name with a part starting with "-"', { config: { state: { postgres: { existingSecret: 'pg.-url' } } } }, '/config/state/postgres/existingSecret'],
   ['a pod label the chart sets', { podLabels: { 'app.kubernetes.io/component': 'qc' } }, 'podLabels: app.kubernetes.io/component is a label the chart sets itself'],
   ['a common label the chart sets', { commonLabels: { 'app.kubernetes.io/name': 'qc' } }, 'commonLabels: app.kubernetes.io/name is a label the chart sets itself'],
   // The same for the PodMonitor's and PrometheusRule's extra labels, beside the chart's and commonLabels.
@@ -265,6 +281,8 @@ describe('good edge values are accepted', () => {
     // component is not among the PodMonitor's own labels; keys distinct from commonLabels.
     ['PodMonitor and PrometheusRule labels beside commonLabels', { commonLabels: { team: 'media' }, metrics: { enabled: true, podMonitor: { enabled: true, labels: { release: 'prom', 'app.kubernetes.io/component': 'metrics' } }, prometheusRule: { enabled: true, labels: { release: 'prom' } } } }],
     ['an existing claim with a dot in its name', { persistence: { existingClaim: 'caption-ledger.v2' } }],
+    ['label values the API server takes: empty, "_" and "." inside, 63 characters; keys with a prefix', { commonLabels: { 'example.com/team': 'media_qc.v2', empty: '', long: `a${'-'.repeat(61)}z` }, podLabels: { 'tier.example.com/x': 'A' } }],
+    ['a ledger Secret name with dots', { config: { state: { postgres: { existingSecret: 'pg.url-1.v2' } } } }],
     ['the keep annotation given by hand with persistence.keep false', { persistence: { keep: false, annotations: { 'helm.sh/resource-policy': 'keep' } } }],
     ['env names with ".", "-" and "_" (taken by every Kubernetes version)', { extraEnv: [{ name: 'com.example.mode', value: 'a' }, { name: 'X-Trace_id', value: 'b' }] }],
     ['every securityContext field Kubernetes has', { podSecurityContext: { supplementalGroups: [1000], supplementalGroupsPolicy: 'Strict', sysctls: [], seLinuxOptions: { level: 's0:c1' }, seLinuxChangePolicy: 'MountOption', appArmorProfile: { type: 'RuntimeDefault' } }, securityContext: { procMount: 'Default', seLinuxOptions: { level: 's0:c1' }, appArmorProfile: { type: 'RuntimeDefault' } } }],

@@ -302,6 +302,18 @@ component too), podLabels on the pods. */ -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* A key that is no Kubernetes label key (`my team`, `a/b/c`, a name past 63 characters)
+rendered, and the API server refused every object carrying it. Checked here, not in
+values.schema.json: helm's error for a bad key names neither the value nor the key's place. */ -}}
+{{- $labelMaps := dict "commonLabels" $v.commonLabels "podLabels" $v.podLabels "metrics.podMonitor.labels" $v.metrics.podMonitor.labels "metrics.prometheusRule.labels" $v.metrics.prometheusRule.labels -}}
+{{- range $field := keys $labelMaps | sortAlpha -}}
+{{- range $key := keys (get $labelMaps $field | default dict) | sortAlpha -}}
+{{- $prefix := ternary (splitList "/" $key | first) "" (contains "/" $key) -}}
+{{- if or (not (regexMatch "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$" $key)) (gt (len $prefix) 253) -}}
+{{- fail (printf "%s: %q is not a Kubernetes label key (an optional DNS-subdomain prefix and \"/\", then at most 63 letters, digits, \"-\", \"_\" and \".\", starting and ending with a letter or digit): the API server would refuse the objects carrying it" $field $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- /* The same for the PodMonitor's and PrometheusRule's extra labels, which go beside the
 chart's labels and commonLabels: a key also in commonLabels (`release: prom` in both, to
 match a Prometheus selector) was rendered twice as well. */ -}}
