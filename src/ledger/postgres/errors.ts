@@ -181,6 +181,19 @@ const READ_ONLY_HINT =
  * message named no setting to change.
  */
 const STATEMENT_TIMEOUT = /canceling statement due to statement timeout/;
+
+/**
+ * The errors of the migration's statements (migrate.ts marks them), or of its transaction
+ * (`migrate`). The hint is for them only: a claim or a write cancelled mid-run by the same
+ * timeout is retried and most often goes through, and its retry warning said to raise a
+ * setting that the run did not need raised.
+ */
+const MIGRATION_ERRORS = new WeakSet<object>();
+export function inMigration(err: unknown): unknown {
+  if (typeof err === 'object' && err !== null) MIGRATION_ERRORS.add(err);
+  return err;
+}
+const ofMigration = (err: unknown, what: string): boolean => what === 'migrate' || (typeof err === 'object' && err !== null && MIGRATION_ERRORS.has(err));
 const STATEMENT_TIMEOUT_HINT =
   "statement_timeout, set for the role, the database or in the URL's options, is shorter than cronsafe's statements need: raise it (ALTER ROLE <role> SET statement_timeout = '30s') or reset it for the role";
 
@@ -209,7 +222,7 @@ export function ledgerError(err: unknown, what: string, url: string, schema: str
   if (NO_PASSWORD.test(message)) message += ` (${NO_PASSWORD_HINT})`;
   if (NO_TLS.test(message)) message += ` (${noTlsHint(url)})`;
   if (code === READ_ONLY_SERVER) message += ` (${READ_ONLY_HINT})`;
-  if (code === '57014' && STATEMENT_TIMEOUT.test(message)) message += ` (${STATEMENT_TIMEOUT_HINT})`;
+  if (code === '57014' && STATEMENT_TIMEOUT.test(message) && ofMigration(err, what)) message += ` (${STATEMENT_TIMEOUT_HINT})`;
   // Not a step that says what it needs itself (migrate.ts: CREATE, ownership).
   if (code === '42501' && DENIED_ON_LEDGER.test(message) && !message.includes('the role needs')) message += ` (${deniedHint(schema)})`;
   const text = `${prefix}${what} on PostgreSQL ${describeTarget(url, schema)}: ${message}${code ? ` [${code}]` : ''}`;

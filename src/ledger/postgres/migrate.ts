@@ -4,6 +4,7 @@ import { LedgerTooNew, NotALedger } from '../no-ledger.js';
 import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
 import { getMetaQuery } from './meta.js';
 import { ident, q, type Query } from './query.js';
+import { inMigration } from './errors.js';
 
 /** Applied versions, or no rows at all before the first migration (the table may not exist yet). */
 export const appliedVersionsQuery = (schema: string): Query =>
@@ -99,7 +100,15 @@ export const recordMigrationQuery = (schema: string, m: Migration, at: number): 
  * pg_advisory_xact_lock and in one transaction: PostgreSQL's DDL is transactional, so a
  * failing migration leaves nothing behind and records nothing.
  */
-export async function migrate(exec: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS, job?: string): Promise<number[]> {
+export async function migrate(run: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS, job?: string): Promise<number[]> {
+  // Its statements' errors are marked: a statement_timeout that cancels one of them gets the hint to raise it (errors.ts).
+  const exec: Exec = async (query) => {
+    try {
+      return await run(query);
+    } catch (err) {
+      throw inMigration(err);
+    }
+  };
   const known = Math.max(0, ...migrations.map((m) => m.version));
   let present = false;
   const applied = async (): Promise<Set<number>> => {
