@@ -64,6 +64,8 @@ describe.concurrent('bad config: exit 78 with a message naming the problem', () 
     ['a NUL byte in a handler.env value', () => configFile(valid.replace('command: ["true"]', 'command: ["true"], env: {A: "a\\0b"}')), /cronsafe\.yaml: handler\.env\.A: .*NUL/],
     // Ids have no empty and no "." segment: such an exclude excluded nothing, silently (run exit 0, the files processed).
     ['an exclude with an empty segment (a//b)', () => configFile(valid.replace('{directory: ./source}', '{directory: ./source, exclude: ["logs//old/**"]}')), /cronsafe\.yaml: source\.exclude\[0\]: expected a glob that can match an item: an empty segment/],
+    // The drain's last resort exited at the grace period itself, with the kubelet's SIGKILL (137).
+    ['drain.marginSeconds 0', () => configFile(`${valid}drain: {marginSeconds: 0}\n`), /cronsafe\.yaml: drain\.marginSeconds: must be at least 1 \(seconds\), got 0: .*SIGKILL/],
     ['an include with a "." segment (a/./b)', () => configFile(valid.replace('{directory: ./source}', '{directory: ./source, include: ["in/./*.csv"]}')), /cronsafe\.yaml: source\.include\[0\]: expected a glob that can match an item: .* a "\." segment/],
   ])('%s', async (_name, make, pattern) => {
     const file = make();
