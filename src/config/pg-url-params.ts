@@ -11,8 +11,8 @@ import { queryParams } from '../ledger/pg-url-query.js';
 /** The largest value PostgreSQL's integer settings take (and a Node timer's, in ms). */
 const INT_MAX = 2_147_483_647;
 
-/** A whole number of ms as the pg driver reads it: digits only (it sends parseInt of the text). */
-const WHOLE_MS = /^\d+$/;
+/** A whole number as the pg driver reads it (parseInt for the server's settings, a Node timer's Number for its own): digits, blanks around. */
+const WHOLE = /^\s*\+?\d+\s*$/;
 
 /**
  * The driver sends these to the server at connect, as `String(parseInt(value, 10))`: `abc`
@@ -36,17 +36,17 @@ const shown = (value: string): string => JSON.stringify(value.length > 40 ? `${v
 function paramProblem(key: string, value: string): string | undefined {
   if (value === '') return undefined;
   if (SERVER_TIMEOUTS.includes(key)) {
-    if (WHOLE_MS.test(value) && Number(value) <= INT_MAX) return undefined;
-    const lead = /^\d+/.exec(value)?.[0];
-    const read =
-      lead === undefined || Number(lead) > INT_MAX
-        ? 'the pg driver sends a value the server refuses at every connect (22023)'
-        : `the pg driver reads only its leading digits (${lead} ms here), not a unit as libpq does`;
+    const sent = parseInt(value, 10);
+    const refused = Number.isNaN(sent) || sent < 0 || sent > INT_MAX;
+    if (WHOLE.test(value) && !refused) return undefined;
+    const read = refused
+      ? 'the pg driver sends a value the server refuses at every connect (22023)'
+      : `the pg driver reads only its leading digits (${sent} ms here), not a unit as libpq does`;
     return `expected ?${key}= to be a whole number of milliseconds from 0 to ${INT_MAX}, got ${shown(value)}: ${read}`;
   }
   if (key === 'query_timeout') {
     // The driver's own timer: `0`, like any value not from 1 to 2^31-1, is a timer of 1 ms.
-    if (WHOLE_MS.test(value) && Number(value) >= 1 && Number(value) <= INT_MAX) return undefined;
+    if (WHOLE.test(value) && Number(value) >= 1 && Number(value) <= INT_MAX) return undefined;
     return `expected ?query_timeout= to be a whole number of milliseconds from 1 to ${INT_MAX}, got ${shown(value)}: the pg driver times each statement out after it, and after 1 ms for anything else`;
   }
   if (LIBPQ_INTEGERS.includes(key) && !LIBPQ_INTEGER.test(value)) {
@@ -58,13 +58,20 @@ function paramProblem(key: string, value: string): string | undefined {
 /**
  * A `%` in the database name that starts no `%XX` escape (`jobs%zz`): libpq refuses the URL,
  * and the pg driver then re-reads the whole URL with such `%`s as themselves, so the name it
- * connects to is not the one meant. Errors showed the redacted URL, not what was wrong.
+ * connects to is not the one meant. Errors showed the redacted URL, not what was wrong. Or
+ * escapes that are no UTF-8 (`%C3` alone), which the driver cannot decode.
  */
 function badEscape(url: string): string | undefined {
   const path = /^[^:]*:\/\/[^/?#]*(\/[^?#]*)?/s.exec(url)?.[1] ?? '';
   const bad = /%(?![0-9A-Fa-f]{2}).{0,2}/s.exec(path)?.[0];
-  if (bad === undefined) return undefined;
-  return `expected each "%" in the database name to start a %XX escape (two hex digits), got ${JSON.stringify(bad)}: write %25 for a "%" itself`;
+  if (bad !== undefined) return `expected each "%" in the database name to start a %XX escape (two hex digits), got ${JSON.stringify(bad)}: write %25 for a "%" itself`;
+  try {
+    decodeURIComponent(path);
+  } catch {
+    // `%C3` alone: the driver's decodeURI threw `URI malformed` at every connect (exit 1).
+    return `expected the database name's %XX escapes to spell UTF-8 text, got ${JSON.stringify(path.slice(1))}`;
+  }
+  return undefined;
 }
 
 /** Every problem of state.postgres's database name and query parameters (none: empty). */

@@ -555,6 +555,9 @@ describe('loadConfig: invalid values name the key', () => {
       ['jobs?keepalives=x', 'expected ?keepalives= to be an integer, got "x": libpq refuses it (the pg driver cronsafe uses ignores keepalives, but the same URL given to psql fails)'],
       ['jobs%zz', 'expected each "%" in the database name to start a %XX escape (two hex digits), got "%zz": write %25 for a "%" itself'],
       ['jobs%2', 'expected each "%" in the database name to start a %XX escape (two hex digits), got "%2": write %25 for a "%" itself'],
+      ['jobs%C3', 'expected the database name\'s %XX escapes to spell UTF-8 text, got "jobs%C3"'],
+      ['jobs?statement_timeout=-5', 'expected ?statement_timeout= to be a whole number of milliseconds from 0 to 2147483647, got "-5": the pg driver sends a value the server refuses at every connect (22023)'],
+      ['jobs?statement_timeout=1.5', 'expected ?statement_timeout= to be a whole number of milliseconds from 0 to 2147483647, got "1.5": the pg driver reads only its leading digits (1 ms here), not a unit as libpq does'],
     ];
     for (const [rest, said] of cases) {
       const file = url(rest);
@@ -562,7 +565,7 @@ describe('loadConfig: invalid values name the key', () => {
       expect(configError(() => loadConfig(file)).message).not.toContain('Hunter2pw');
     }
     // What the driver and libpq read as meant is taken; an empty value is none; a raw "%" in the password is the password's.
-    for (const rest of ['jobs?statement_timeout=30000&lock_timeout=0&query_timeout=60000', 'jobs?connect_timeout=%205&keepalives=1&keepalives_idle=-1&tcp_user_timeout=', 'jo%2Fbs%25?statement_timeout=']) {
+    for (const rest of ['jobs?statement_timeout=30000&lock_timeout=0&query_timeout=60000', 'jobs?statement_timeout=%2030000%20&query_timeout=+5000', 'j%C3%A9bs', 'jobs?connect_timeout=%205&keepalives=1&keepalives_idle=-1&tcp_user_timeout=', 'jo%2Fbs%25?statement_timeout=']) {
       expect(loadConfig(url(rest)).state.postgres).toBe(`postgres://app:Hunter2pw@db:5432/${rest}`);
     }
     expect(loadConfig(minimal('state: {postgres: "postgres://app:50%off@db/jobs"}\n')).state.postgres).toBe('postgres://app:50%off@db/jobs');
