@@ -84,6 +84,13 @@ const asUrl = (v: string, protocols: string[]): URL | undefined => {
   return u !== undefined && protocols.includes(u.protocol) && v.toLowerCase().startsWith(`${u.protocol}//`) && !rawAtAfterHost(v) ? u : undefined;
 };
 /**
+ * A postgres URL read as written (asUrl). Checks of its query must ask it first: in a URL
+ * refused as malformed, what follows a raw "?" may be a piece of the password, and a message
+ * quoting a parameter's value would show it.
+ */
+export const wellFormedPostgresUrl = (v: string): boolean => asUrl(v, ['postgres:', 'postgresql:']) !== undefined;
+
+/**
  * The refused URL is shown redacted, and a raw '/', '?', '#' or '@' in a password is what
  * made it malformed: said, since `postgres://app:***@db/x` looks well-formed.
  */
@@ -165,7 +172,8 @@ const postgresUrlOf = (what: string) =>
     if (bad === undefined && systemRootCert(v) && mode !== '' && mode !== 'verify-full') {
       ctx.addIssue({ code: 'custom', message: `expected sslmode=verify-full (or none) with sslrootcert=system, got sslmode=${JSON.stringify(mode)}: libpq refuses a weaker mode with the system's CAs` });
     }
-    for (const message of postgresUrlProblems(v)) ctx.addIssue({ code: 'custom', message });
+    // Only in a URL read as written: in one refused above, what follows a raw "?" may be the password's.
+    if (wellFormedPostgresUrl(v)) for (const message of postgresUrlProblems(v)) ctx.addIssue({ code: 'custom', message });
   });
 
 /** Globs are matched against ids, which are relative and never climb out of the directory. */

@@ -30,6 +30,7 @@ import {
   str,
   timeZone,
   url,
+  wellFormedPostgresUrl,
 } from './schema-fields.js';
 
 
@@ -269,7 +270,8 @@ const stateSchema = z
     if (s.sqlite !== undefined && s.postgres !== undefined) {
       ctx.addIssue({ code: 'custom', message: 'expected at most one of sqlite or postgres, got both' });
     }
-    const other = typeof s.postgres === 'string' ? urlSchemaParam(s.postgres, s.schema ?? DEFAULT_SCHEMA) : undefined;
+    // Not in a URL refused as malformed: its "parameter" may be a piece of the password, which the message would quote.
+    const other = typeof s.postgres === 'string' && wellFormedPostgresUrl(s.postgres) ? urlSchemaParam(s.postgres, s.schema ?? DEFAULT_SCHEMA) : undefined;
     if (other !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['postgres'], message: otherSchemaMessage(other, s.schema ?? DEFAULT_SCHEMA) });
     }

@@ -571,6 +571,18 @@ describe('loadConfig: invalid values name the key', () => {
     expect(loadConfig(minimal('state: {postgres: "postgres://app:50%off@db/jobs"}\n')).state.postgres).toBe('postgres://app:50%off@db/jobs');
   });
 
+  // A raw "?" in the password (refused: percent-encode it) made what follows it read as a query:
+  // the refusal of a "schema=" there quoted the rest of the password, twice.
+  it('a URL refused for a raw "?" or "/" in its password: no parameter after it is checked, so none of the password is quoted', () => {
+    for (const pw of ['pa?schema=Hunter2pw', 'pa?statement_timeout=Hunter2pw', 'pa/%zzHunter2pw', 'pa#?search_path=Hunter2pw']) {
+      const file = minimal(`state: {postgres: "postgres://app:${pw}@db/jobs"}\n`);
+      const message = configError(() => loadConfig(file)).message;
+      expect(message).toContain('state.postgres: expected a postgres:// or postgresql:// URL, with "/", "?", "#" and "@" in its user name and password percent-encoded');
+      expect(message).not.toContain('Hunter2');
+      expect(message.split('\n')).toHaveLength(1);
+    }
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
