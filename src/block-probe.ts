@@ -1,6 +1,7 @@
 import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { errorCode } from './errors.js';
+import { QUOTA_PROBE_NAME } from './ledger/store-files.js';
 
 /** What a probe writes: one block. */
 export const PROBE_BLOCK = Buffer.alloc(4096);
@@ -44,8 +45,9 @@ let quotaProbes = 0;
  * Whether a block written to a new file in `dir` (removed at once) is refused with EDQUOT: a
  * user's or project's disk quota used up, which statfs does not show. SQLite says only "disk
  * I/O error" then (it names ENOSPC alone as a full disk), which read as a failing disk.
+ * The scan never takes the file for an item (store-files.ts, storeProbes).
  */
 export function quotaUsedUp(dir: string): boolean {
   // Unique enough for O_EXCL without node:crypto, which start-up does not load (startup-modules).
-  return blockRefused(path.join(dir, `.cronsafe-quota-probe-${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`)) === 'EDQUOT';
+  return blockRefused(path.join(dir, `${QUOTA_PROBE_NAME}${process.pid}-${Date.now().toString(36)}-${++quotaProbes}`)) === 'EDQUOT';
 }

@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import path from 'node:path';
 import type { StateConfig } from '../config/types.js';
 
 /**
@@ -10,6 +11,23 @@ import type { StateConfig } from '../config/types.js';
 export function storeFiles(state: StateConfig): string[] {
   const db = state.sqlite;
   return db === undefined ? [] : [db, `${db}-wal`, `${db}-shm`, `${db}-journal`, `${db}-starts`];
+}
+
+/** How the ledger's quota check (block-probe.ts, quotaUsedUp) begins the name of its file. */
+export const QUOTA_PROBE_NAME = '.cronsafe-quota-probe-';
+
+/**
+ * The beginnings of the names of files the store makes for a moment beside the ledger: the
+ * quota check's one-block file, made in the ledger's directory when SQLite reports an I/O
+ * error (and left there if the process is killed in that instant). Each is the path of that
+ * directory joined with the name's beginning; the scan skips the files in it whose names
+ * begin so (ScanOptions.skipPrefixes), as it skips storeFiles. Without this, a source that
+ * holds the ledger's directory, with an include glob that matches dot files (`.*` at any depth),
+ * could list the probe and record it as an item, one whose file was gone for its attempt.
+ */
+export function storeProbes(state: StateConfig): string[] {
+  const db = state.sqlite;
+  return db === undefined ? [] : [path.join(path.dirname(db), QUOTA_PROBE_NAME)];
 }
 
 /**

@@ -16,7 +16,7 @@ import type { LedgerReads } from '../metrics/ledger-view.js';
 import { firstAbort } from '../runner/drain.js';
 import { acquireExitGuard } from '../runner/handlers/exit-guard.js';
 import { OutputUnwritable } from '../runner/faults.js';
-import { ownFiles } from '../runner/own-files.js';
+import { ownFilePrefixes, ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
 import { escapeControls } from '../terminal-safe.js';
@@ -235,7 +235,7 @@ export async function sourceGrew(config: Config, ledger: Ledger, fromLedger: <T>
   const c = await fromLedger(ledger.counts());
   const known = c.pending + c.claimed + c.done + c.dead;
   let seen = 0;
-  for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config), signal: stop }), GROWTH_BATCH)) {
+  for await (const batch of batches(scanDirectory({ ...config.source, skipPaths: ownFiles(config), skipPrefixes: ownFilePrefixes(config), signal: stop }), GROWTH_BATCH)) {
     if (stop?.aborted) return false;
     seen += batch.length;
     if (seen > known) return true;

@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config/types.js';
 import { PLACEHOLDER, SCRIPT_NAME } from '../handler-args.js';
-import { storeFiles } from '../ledger/store-files.js';
+import { storeFiles, storeProbes } from '../ledger/store-files.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 
 /**
@@ -14,6 +14,9 @@ import { climbsOut, whereItIs } from '../real-path.js';
 export function ownFiles(config: Config): string[] {
   return [config.output?.directory, ...storeFiles(config.state), config.lock.path, config.configPath, ...handlerFiles(config)].filter((p): p is string => !!p);
 }
+
+/** Name beginnings of cronsafe's own short-lived files (ScanOptions.skipPrefixes): the ledger's quota probe. */
+export const ownFilePrefixes = (config: Config): string[] => storeProbes(config.state);
 
 /**
  * The handler's own files inside source.directory: handler.module, handler.command's program

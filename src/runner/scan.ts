@@ -7,7 +7,7 @@ import { directoryFilter, excludeMatcher, includeMatcher } from '../globs.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
 import { idFromName } from './item-id.js';
-import { ownFiles } from './own-files.js';
+import { ownFilePrefixes, ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
 
@@ -28,6 +28,12 @@ export interface ScanOptions {
    * ledger, the lock. Matched by their path below `directory`, as written (lexically).
    */
   skipPaths?: string[];
+  /**
+   * Absolute paths `<dir>/<beginning>`: a file in `<dir>` whose name begins with
+   * `<beginning>` is never an item (the ledger's quota probe, there for a moment:
+   * ownFilePrefixes). Matched as skipPaths are, by the path as written and by real paths.
+   */
+  skipPrefixes?: string[];
   /** stat() every file for size/mtime (needed by `refresh: on-change`); costs a syscall per file. */
   withStats?: boolean;
   signal?: AbortSignal;
@@ -101,6 +107,19 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
       .filter((rel) => rel !== '' && !climbsOut(rel))
       .map((rel) => rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')),
   );
+  // Beginnings of names of our own short-lived files, as ids: `<dir id>/<beginning>`.
+  const skipBeginnings = [
+    ...new Set(
+      (opts.skipPrefixes ?? []).flatMap((p) => {
+        const dir = path.dirname(path.resolve(p));
+        const name = idFromName(Buffer.from(path.basename(p), 'utf8'));
+        return [path.relative(root, dir), path.relative(realRoot, whereItIs(dir))]
+          .filter((rel) => !climbsOut(rel))
+          .map((rel) => (rel === '' ? name : `${rel.split(path.sep).map((seg) => idFromName(Buffer.from(seg, 'utf8'))).join('/')}/${name}`));
+      }),
+    ),
+  ];
+  const skipByBeginning = (rel: string): boolean => skipBeginnings.some((b) => rel.startsWith(b) && !rel.includes('/', b.length));
   // The same paths by identity: a directory mounted into the source under another path (a
   // bind mount, a volume's subPath) is seen by neither name, and its outputs would become
   // items, a -> out/a.out -> out/out/a.out.out on each run (by the stat each subdirectory
@@ -182,7 +201,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
         isFile = (target?.isFile() ?? false) && !isOwn(target, own);
         st = target;
       }
-      if (!isFile || skip.has(rel) || !include(rel) || exclude(rel)) continue;
+      if (!isFile || skip.has(rel) || !include(rel) || exclude(rel) || skipByBeginning(rel)) continue;
       if (ownLinked.length > 0 && !st) {
         const file = await stat(abs(entry.name)).catch(() => undefined);
         if (isOwn(file, ownLinked)) continue;
@@ -452,6 +471,7 @@ export function scanSource(config: Config, signal: AbortSignal | undefined, onUn
     include: config.source.include,
     exclude: config.source.exclude,
     skipPaths: ownFiles(config),
+    skipPrefixes: ownFilePrefixes(config),
     withStats: config.schedule?.refresh === 'on-change',
     signal,
     onUnreadable,
