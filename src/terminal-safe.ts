@@ -60,3 +60,20 @@ export function escapeInvisible(text: string): string {
 export function escapeControlsButLayout(text: string): string {
   return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, escapeControl);
 }
+
+const TERMINAL_ACTS_ON = new RegExp(`[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
+
+/**
+ * Command output (the Sink: status, dead-letter list, plan, requeue, schedule; text or
+ * `--json`) with every character a terminal acts on or does not show as a JSON escape: C0
+ * (ESC, BEL, backspace, carriage return) but newline and tab, DEL, C1, and the INVISIBLE ones
+ * (bidirectional overrides). The text came partly from ledger rows anyone who can write the
+ * ledger fills (a shared PostgreSQL ledger's run ids, outcomes, counts): with only C1 escaped,
+ * a run id holding `ESC [2J` or an OSC title or clipboard write reached the operator's
+ * terminal raw through `cronsafe status`. JSON text holds such characters only inside its
+ * strings (JSON.stringify escapes C0 there, and puts only newlines and spaces between
+ * values), where the escape means the same character: `--json` parses to the same values.
+ */
+export function escapeForTerminal(text: string): string {
+  return text.replace(TERMINAL_ACTS_ON, escapeUnits);
+}

@@ -8,7 +8,7 @@
  */
 
 import { OutputClosed } from '../errors.js';
-import { escapeC1 } from '../terminal-safe.js';
+import { escapeForTerminal } from '../terminal-safe.js';
 
 /** Text is buffered up to this many characters, then written; a write waits for 'drain'. */
 const CHUNK = 64 * 1024;
@@ -26,10 +26,12 @@ export class Sink {
 
   /**
    * Queue `text`; waits while the stream is full. Rejects with OutputClosed once it failed.
-   * Raw C1 controls are escaped: `--json` output holds them as JSON.stringify leaves them.
+   * Control characters but newline and tab, and the INVISIBLE ones, are escaped
+   * (escapeForTerminal): `--json` output holds DEL, C1 and the bidirectional controls as
+   * JSON.stringify leaves them, and text output the ledger's strings as they were stored.
    */
   async write(text: string): Promise<void> {
-    this.#buf += escapeC1(text);
+    this.#buf += escapeForTerminal(text);
     if (this.#buf.length >= CHUNK) await this.#flush();
   }
 

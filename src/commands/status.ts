@@ -50,7 +50,8 @@ export async function statusCommand(configPath: string, opts: { json: boolean },
   }
 }
 
-const iso = (ms: number | null) => (ms == null ? '-' : new Date(ms).toISOString());
+/** A time from the ledger; one no Date holds (a row written by hand: past year 275760) is shown as its number, not a crash. */
+const iso = (ms: number | null): string => (ms == null ? '-' : Number.isFinite(new Date(ms).getTime()) ? new Date(ms).toISOString() : String(ms));
 
 /**
  * What a state means, where it is not obvious (issue 9: a claim is a started attempt).
@@ -83,10 +84,10 @@ export function formatStatus(r: StatusReport, postgres?: { leaseSeconds: number 
     const beat = run.outcome === null ? silent?.heartbeats.get(run.runId) : undefined;
     if (beat !== undefined && beat < silent!.before) {
       const note = `(no heartbeat since ${iso(beat)}, over lease.seconds (${silent!.leaseSeconds}) ago: it may have died; the next run records it as died)`;
-      lines.push(`  ${iso(run.startedAt)}  ${'running?'.padEnd(14)} ${note}  ${run.runId}`);
+      lines.push(ledgerText(`  ${iso(run.startedAt)}  ${'running?'.padEnd(14)} ${note}  ${run.runId}`));
       continue;
     }
-    lines.push(`  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} ${runCounts(run)}  ${run.runId}`);
+    lines.push(ledgerText(`  ${iso(run.startedAt)}  ${(run.outcome ?? 'running').padEnd(14)} ${runCounts(run)}  ${run.runId}`));
   }
   lines.push('', `dead letters${r.items.dead > r.deadLetters.length ? ` (first ${r.deadLetters.length} of ${r.items.dead})` : ''}`);
   if (r.deadLetters.length === 0) lines.push('  (none)');
@@ -113,6 +114,13 @@ const ESCAPED_IN_JSON = new RegExp(`[\\u007f-\\u009f${INVISIBLE}\\u00a0\\u1680\\
 // After JSON.stringify (which escapes C0 but leaves DEL raw): all but printable ASCII.
 const NOT_PRINTABLE_ASCII = /[^\u0020-\u007e]/gu;
 const ESCAPED_IN_LINE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${INVISIBLE}]`, 'gu');
+
+/**
+ * A line of a run's row (its id, outcome and counts, as the ledger holds them) with every
+ * control and INVISIBLE character as a JSON escape: anyone who can write a shared ledger
+ * fills those rows, and raw, a run id's `ESC [2J` cleared the operator's screen.
+ */
+const ledgerText = (line: string): string => line.replace(ESCAPED_IN_LINE, escapeUnits);
 
 /**
  * A last error as one line of text: whitespace runs become one space, and the other control
