@@ -4,8 +4,6 @@ import { ConfigError } from '../errors.js';
 import { assertDaemonFires } from './daemon-fires.js';
 import { scheduleStatus } from '../schedule/status.js';
 import { identifyFire, parseScheduledTime } from '../schedule/fire.js';
-import { LedgerNotOwnedYet } from '../ledger/identity.js';
-import { LedgerNeedsMigration } from '../ledger/no-ledger.js';
 import { openStore } from '../ledger/open.js';
 import { reading } from '../ledger/reading.js';
 import { Sink } from './sink.js';
@@ -31,20 +29,10 @@ export async function scheduleCommand(
   refusePseudoLedger(config);
   const store = openStore(config);
   // Only read, as status does: no migration check, pragma writes or checkpoint at close
-  // (~5 ms), and none created when no run made one. A ledger that needs a migration first
-  // (an upgrade) is opened as before; nothing else is (a writable open migrates: a foreign
-  // database or an empty file at state.sqlite got cronsafe's tables).
-  const ledger = await store.openReader().catch((err: unknown) => {
-    // Migrated, never adopted (a ledger from before job names): recorded as this job's, the
-    // job it was was refused (78) at its next run. Read then as status reads it.
-    if ((err as { cause?: unknown }).cause instanceof LedgerNeedsMigration) {
-      return store.openLedger({ adopt: false }).catch((e: unknown) => {
-        if (e instanceof LedgerNotOwnedYet) return store.openReader();
-        throw e;
-      });
-    }
-    throw err;
-  });
+  // (~5 ms), and none created when no run made one. A ledger of an older schema (the job
+  // still on the cronsafe before an upgrade) is read as it is, never migrated: migrated, the
+  // job's older cronsafe refused it as newer than it knows (Store.openRunStarts).
+  const ledger = await store.openRunStarts();
   if (ledger) {
     try {
       // A read that fails after the open (a damaged file) names the store, as status does.

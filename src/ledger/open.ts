@@ -8,7 +8,7 @@ import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, err
 import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, LedgerUnwritable, NoLedgerYet, NotALedger, sqliteLedgerFound } from './no-ledger.js';
 import { PassConfigDiffers, StoppedBeforeLedger, StoppedBeforeLock, type PassConfig, type RunLock } from './run-lock.js';
-import type { Ledger } from './types.js';
+import type { Ledger, RunStartReader } from './types.js';
 
 /** The schema a PostgreSQL ledger lives in when `state.schema` is not set. */
 export const DEFAULT_POSTGRES_SCHEMA = 'cronsafe';
@@ -96,6 +96,16 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   }
 }
 
+/** Store.openRunStarts for a ledger of an older schema (openReader refused it: LedgerNeedsMigration). */
+async function openOlderRunStarts(state: StateConfig, job: string): Promise<RunStartReader> {
+  if (state.postgres !== undefined) {
+    const { openOlderPostgresRunStarts } = await import('./postgres/index.js');
+    return openOlderPostgresRunStarts({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, readOnly: true }, job);
+  }
+  const [{ openOlderRunStarts: open }, { BUSY_TIMEOUT_MS }] = await Promise.all([import('./sqlite/read-only.js'), import('./sqlite/ledger.js')]);
+  return open(state.sqlite!, BUSY_TIMEOUT_MS, job);
+}
+
 /** PostgreSQL: state.schema names another program's schema, or state.postgres a database that cannot hold a ledger (postgres/migrate.ts). */
 function notALedger(err: NotALedger, configPath?: string): ConfigError {
   return new ConfigError(`${configPath ? `${configPath}: ` : ''}${err.key}: ${err.message}`, configPath, err.key);
@@ -137,6 +147,14 @@ export interface Store {
    * Any other failure as openLedger's.
    */
   openReader(): Promise<Ledger | null>;
+  /**
+   * As openReader, for `cronsafe schedule`, which reads only the latest run's start: a ledger
+   * of an older schema than this cronsafe's is read as it is, never migrated. Migrated, the
+   * older cronsafe still running the job (an upgrade rolled out to the operator's machine
+   * first, or half-way) refused it as "newer than this cronsafe knows" at its next run. A
+   * ledger that records another job is refused (78) as openLedger refuses it.
+   */
+  openRunStarts(): Promise<RunStartReader | null>;
   /**
    * Take the run lock without waiting, whichever kind this store needs (ledger/run-lock.ts);
    * null when another run holds it. StateUnavailable (exit 1) when it cannot be taken.
@@ -335,6 +353,20 @@ export function openStore(config: Config): Store {
         throw err;
       });
     },
+    async openRunStarts() {
+      try {
+        return await this.openReader();
+      } catch (err) {
+        if (!((err as { cause?: unknown }).cause instanceof LedgerNeedsMigration)) throw err;
+      }
+      try {
+        return await openOlderRunStarts(state, config.name);
+      } catch (err) {
+        if (err instanceof LedgerOwnedByAnotherJob) throw inConfigFile(config.configPath, ownedByAnother(state, err, config.configPath));
+        if (err instanceof NoLedgerYet) return null;
+        throw unavailable('', err);
+      }
+    },
     async takeRunLock(owner, log, scheduledTime, held, stop, passConfig) {
       // Before the flocks, which create the lock file and the ledger file: a run refused for
       // what stands beside the ledger (a directory at its -wal) left both behind, the ledger
@@ -379,7 +411,7 @@ export function openStore(config: Config): Store {
           throw err; // openForSkip waits for the holder's name
         }
         const failed = unavailable('', err);
-        // For openReader, and for schedule, which migrates an older ledger only.
+        // For openReader, and for openRunStarts, which reads an older ledger as it is.
         if (err instanceof NoLedgerYet || err instanceof LedgerNeedsMigration) failed.cause = err;
         // PostgresLedgerError's own word (not imported here: SQLite runs never load pg).
         failed.unreachable = (err as { transient?: unknown }).transient === true;

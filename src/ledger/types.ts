@@ -30,6 +30,12 @@ export type * from './item-types.js';
 export * from './run-types.js';
 
 /**
+ * What `cronsafe schedule` reads of a ledger: the latest run's start, which every schema
+ * version holds (a Ledger, or a ledger of an older schema read as it is: Store.openRunStarts).
+ */
+export type RunStartReader = Pick<Ledger, 'lastRunStart' | 'close'>;
+
+/**
  * A ledger that many pods of one pass share (PostgreSQL). The pass id (`runId` of the claim
  * and discover options) is then the run group: every pod marks what it scans with it, and
  * any pod may claim any pending item of the pass, whoever scanned it.

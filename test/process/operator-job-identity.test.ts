@@ -110,6 +110,16 @@ const schemaOf = (db: string): number => {
   }
 };
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));
+/** The job recorded in `db`; undefined too when its schema has no meta table yet (before version 3). */
+const recordedJob = (db: string): string | undefined => {
+  const h = new Database(db, { readonly: true });
+  try {
+    if (h.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'meta'`).get() === undefined) return undefined;
+    return h.prepare(`SELECT value FROM meta WHERE key = 'job'`).pluck().get() as string | undefined;
+  } finally {
+    h.close();
+  }
+};
 
 describe('a ledger of an older schema', () => {
   it("another job's: run and schedule refuse it (78) before migrating it (before: upgraded, then refused, and its owner's older cronsafe could no longer open it)", async () => {
@@ -129,9 +139,34 @@ describe('a ledger of an older schema', () => {
     const r = await runCli(['schedule', '--json', '-c', beta]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ job: 'beta' });
-    expect(ledgerOf(db).job).toBeUndefined();
+    expect(recordedJob(db)).toBeUndefined();
+    // Not migrated either (before: to the latest schema, which an older cronsafe refuses).
+    expect(schemaOf(db)).toBe(2);
     const run = await runCli(['run', '-c', alpha]);
     expect(run.code, run.stderr).toBe(0);
     expect(ledgerOf(db).job).toBe('alpha');
+  });
+
+  it.each([
+    ['its own job recorded', LATEST - 1, 'beta'],
+    ['no job recorded (from before job names)', 2, undefined],
+  ])("%s: schedule --json reads the last run's start and leaves it unmigrated, so the job's older cronsafe still opens it (before: migrated, and refused as newer)", async (_what, version, job) => {
+    const { beta, db } = twoConfigs();
+    olderLedger(db, version, job);
+    // A run the older cronsafe started on it.
+    const started = Date.parse('2026-12-01T10:00:00.000Z');
+    const h = new Database(db);
+    h.prepare(`INSERT INTO runs (run_id, owner, started_at, finished_at, outcome) VALUES ('old-run', 'host:1:old-run', ?, ?, 'completed')`).run(started, started + 1000);
+    h.close();
+    const r = await runCli(['schedule', '--json', '--at', '2026-12-01T10:02:00Z', '-c', beta]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ job: 'beta', lastRunStartedAt: '2026-12-01T10:00:00.000Z' });
+    expect(schemaOf(db)).toBe(version);
+    expect(recordedJob(db)).toBe(job);
+    // status still says what it does of such a ledger: it does not migrate it either.
+    const status = await runCli(['status', '-c', beta]);
+    expect(status.code).toBe(1);
+    expect(status.stderr).toMatch(/older than this cronsafe's .*`cronsafe run` migrates it \(this command does not\)/);
+    expect(schemaOf(db)).toBe(version);
   });
 });

@@ -4,6 +4,8 @@ import { PostgresLedger } from './ledger.js';
 import { adoptJob, getMetaQuery } from './meta.js';
 import { migrate } from './migrate.js';
 import { ident } from './query.js';
+import { lastRunStartQuery } from './runs.js';
+import type { RunStart, RunStartReader } from '../types.js';
 import { checkReadableSchema } from './read.js';
 
 export { PostgresLedger } from './ledger.js';
@@ -39,6 +41,33 @@ export async function openPostgresLedger(opts: PostgresOptions & { job?: string;
     }
     ex.opened();
     return new PostgresLedger(ex);
+  } catch (err) {
+    await ex.close();
+    throw err;
+  }
+}
+
+/**
+ * The ledger of an older schema than this cronsafe's, read only for the latest run's start
+ * (`cronsafe schedule`; its runs table is the same since the first schema): never migrated,
+ * so the older cronsafe still running the job can open it. `job` is checked when the schema
+ * records one (its meta table came with version 2).
+ */
+export async function openOlderPostgresRunStarts(opts: PostgresOptions, job: string): Promise<RunStartReader> {
+  ident(opts.schema);
+  const ex = new PostgresExecutor(opts);
+  try {
+    const budget = opts.startBudgetMs ?? START_BUDGET_MS;
+    const version = await ex.tx('open read-only', (exec) => checkReadableSchema(exec, opts.schema, true), budget);
+    if (version >= 2) {
+      const owner = (await ex.query<{ value: string }>('readJob', getMetaQuery(opts.schema, JOB_KEY)))[0]?.value;
+      if (owner !== undefined && owner !== job) throw new LedgerOwnedByAnotherJob(owner, job);
+    }
+    ex.opened();
+    return {
+      lastRunStart: async (atOrBefore) => (await ex.query<RunStart>('lastRunStart', lastRunStartQuery(opts.schema, atOrBefore ?? null)))[0] ?? null,
+      close: () => ex.close(),
+    };
   } catch (err) {
     await ex.close();
     throw err;

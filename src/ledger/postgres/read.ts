@@ -50,8 +50,9 @@ ORDER BY dead_at, id LIMIT $3`,
  * For a read-only open (no migration): the schema must hold a ledger of exactly this
  * cronsafe's version; otherwise say which way it differs, rather than fail on a column.
  * No ledger at all is NoLedgerYet (its message is completed by the caller, with where).
+ * Returns its version; `older`: one older than this cronsafe's is not refused.
  */
-export async function checkReadableSchema(exec: Exec, schema: string): Promise<void> {
+export async function checkReadableSchema(exec: Exec, schema: string, older = false): Promise<number> {
   const known = Math.max(...MIGRATIONS.map((m) => m.version));
   const [table] = await exec<{ present: boolean }>(migrationsTableQuery(schema));
   if (!table?.present) {
@@ -61,12 +62,18 @@ export async function checkReadableSchema(exec: Exec, schema: string): Promise<v
   const [row] = await exec<{ versions: number[] }>(appliedVersionsQuery(schema));
   const v = Math.max(0, ...(row?.versions ?? []));
   if (v !== known) await assertLedgerSchema(exec, schema, true); // a Rails-style schema_migrations is not a version to report
+  // `older` (schedule, which reads only the runs' starts: openOlderPostgresRunStarts): read as it is.
+  if (v < known && older) {
+    if (v < 1) throw new NoLedgerYet(`schema ${schema} holds no cronsafe ledger yet: its first run is creating it now`);
+    return v;
+  }
   if (v < known) {
     throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (this command does not)`);
   }
   if (v > known || Number.isNaN(v)) {
     throw new LedgerTooNew(`ledger schema ${schema} has schema version ${v}, newer than this cronsafe knows (${known}); upgrade cronsafe`);
   }
+  return v;
 }
 
 /** Read-only item queries (each one statement). */

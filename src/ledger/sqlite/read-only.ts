@@ -4,9 +4,11 @@ import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY } from '../identity.js';
 import { LedgerNeedsMigration, LedgerTooNew, NoLedgerYet, sqliteLedgerFound } from '../no-ledger.js';
 import { newDatabase } from './connection.js';
+import type { RunStart, RunStartReader } from '../types.js';
 import { GET_META_SQL } from './meta.js';
 import { assertLedgerFile } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { LAST_RUN_START_SQL } from './runs.js';
 import { noAccess } from './unwritable.js';
 
 /** The schema version this cronsafe reads and writes. */
@@ -37,8 +39,9 @@ function noSpaceLeft(file: string): boolean {
  * the ledger (leftBehindUnwritable), and when its file system is full (no space for them).
  * Throws, with the path, when there is no ledger (NoLedgerYet) or its schema is not this cronsafe's;
  * LedgerOwnedByAnotherJob when `job` is given and another job's name is recorded.
+ * `older`: a ledger of an older schema is opened as it is (openOlderRunStarts), not refused.
  */
-export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string): Database.Database {
+export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: string, older = false): Database.Database {
   if (!sqliteLedgerFound(file)) throw new NoLedgerYet(`no ledger file at ${file}: no run has created it yet (check state.sqlite)`);
   // An empty file is an empty database to SQLite, which the next run makes the ledger: a
   // first run's until it writes it (it takes its flock on the file first), or left by one
@@ -51,7 +54,7 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
   if (!leftBehindUnwritable(file)) {
     const db = newDatabase(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
     try {
-      checkSchema(db, file, job);
+      checkSchema(db, file, job, older);
       return db;
     } catch (err) {
       db.close();
@@ -73,7 +76,7 @@ export function openSqliteReadOnly(file: string, busyTimeoutMs: number, job?: st
   }
   const db = newDatabase(`file:${file.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`, { readonly: true });
   try {
-    checkSchema(db, file, job);
+    checkSchema(db, file, job, older);
     return db;
   } catch (err) {
     db.close();
@@ -114,7 +117,7 @@ function leftBehindUnwritable(file: string): boolean {
 }
 
 /** A reader must not guess at a schema it does not know; say which way the versions differ. */
-function checkSchema(db: Database.Database, file: string, job: string | undefined): void {
+function checkSchema(db: Database.Database, file: string, job: string | undefined, older: boolean): void {
   assertLedgerFile(db, file);
   const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).get();
   // No table at all (assertLedgerFile refused any other's): an empty database, as a first
@@ -122,6 +125,14 @@ function checkSchema(db: Database.Database, file: string, job: string | undefine
   // disk); the next run makes it the ledger. Said to be "no cronsafe ledger", plan exited 1.
   if (table === undefined) throw new NoLedgerYet(`no ledger in ${file} yet: it holds no tables (a first run is creating it now, or could not write it: a full disk?); the next run creates it`);
   const v = (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
+  if (v < KNOWN && older) {
+    // Its first run between the table and its first migration: no runs table yet.
+    if (v < 1) throw new NoLedgerYet(`no ledger in ${file} yet: its first run is creating it now`);
+    // A ledger from before job names (no meta table) is read as it is, as an unnamed one is.
+    const named = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).get() !== undefined;
+    if (job !== undefined && named) checkJob(db.prepare(GET_META_SQL).pluck().get(JOB_KEY) as string | undefined, job);
+    return;
+  }
   if (v < KNOWN) {
     throw new LedgerNeedsMigration(
       `ledger ${file} has schema version ${v}, older than this cronsafe's (${KNOWN}); \`cronsafe run\` migrates it (this command does not)`,
@@ -130,4 +141,28 @@ function checkSchema(db: Database.Database, file: string, job: string | undefine
   if (v > KNOWN) throw new LedgerTooNew(`ledger ${file} has schema version ${v}, newer than this cronsafe knows (${KNOWN}); upgrade cronsafe`);
   // Checked, not recorded: a ledger no job has adopted yet is read as it is.
   if (job !== undefined) checkJob(db.prepare(GET_META_SQL).pluck().get(JOB_KEY) as string | undefined, job);
+}
+
+/**
+ * The SQLite ledger at `file`, of an older schema than this cronsafe's, opened read-only for
+ * the one read `cronsafe schedule` makes: the latest run's start (its runs table, the same
+ * since the first schema). Never migrated: migrated by a newer cronsafe's `schedule`, the
+ * job's own runs, on the older cronsafe still deployed, were refused ("newer than this
+ * cronsafe knows") until it was upgraded. `job` is checked when the ledger records one.
+ */
+export function openOlderRunStarts(file: string, busyTimeoutMs: number, job?: string): RunStartReader {
+  const db = openSqliteReadOnly(file, busyTimeoutMs, job, true);
+  try {
+    const last = db.prepare(LAST_RUN_START_SQL);
+    return {
+      lastRunStart: (atOrBefore) => Promise.resolve((last.get({ atOrBefore: atOrBefore ?? null }) as RunStart | undefined) ?? null),
+      close: () => {
+        db.close();
+        return Promise.resolve();
+      },
+    };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
 }
