@@ -52,8 +52,8 @@ export async function produce(p: PassState): Promise<void> {
     );
   };
   try {
-    // The next batch is read while this one is recorded and sent (readAhead).
-    for await (const batch of readAhead(batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX))) {
+    // The next batch is read while this one is recorded and sent (readAhead); a stop waits for no read.
+    for await (const batch of readAhead(batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX), drain.stopping)) {
       if (drain.stopping.aborted) return;
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
       const at = p.now();

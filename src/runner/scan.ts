@@ -437,28 +437,60 @@ export async function* batches<T>(source: AsyncIterable<T>, size: number, upTo =
  * while it records and sends out this one. Waited for in turn, the claim loop stood idle at
  * every batch's end until the next was read: a third of a 100,000-file pass's wall time on
  * a busy machine (docs/benchmarks.md). At most one value more is held than without it. An
- * error of the read ahead is raised when that value is asked for, as it would have been;
- * ending early (return, a throw) closes `source` once its read in flight has settled.
+ * error of the read ahead is raised when that value is asked for, as it would have been.
+ * Ending early (return, a throw, or `stop`, which ends a wait for a value at once) closes
+ * `source` at once when no read is in flight, and otherwise once that read settles, without
+ * waiting for it: its value would be thrown away, and a read that hangs (an NFS server gone
+ * silent, a dead FUSE daemon) held a stopping pass until the drain's last resort.
  */
-export async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
+export async function* readAhead<T>(source: AsyncIterable<T>, stop?: AbortSignal): AsyncGenerator<T> {
   const it = source[Symbol.asyncIterator]();
-  let next = it.next();
+  let inFlight = false;
+  const ask = (): Promise<IteratorResult<T>> => {
+    inFlight = true;
+    const p = it.next();
+    const settled = (): void => {
+      inFlight = false;
+    };
+    p.then(settled, settled);
+    return p;
+  };
+  let next = ask();
   let done = false;
   try {
     for (;;) {
-      const r = await next;
+      const r = await untilStopped(next, stop);
+      if (r === STOPPED) return;
       if (r.done) {
         done = true;
         return;
       }
-      next = it.next();
+      next = ask();
       // Raised by the await above when its turn comes; until then, no unhandled rejection.
       next.catch(() => undefined);
       yield r.value;
     }
   } finally {
-    if (!done) await it.return?.(undefined);
+    if (!done) {
+      // A source's return waits for its read in flight (an async generator runs one step at a time).
+      if (inFlight) void it.return?.(undefined).catch(() => undefined);
+      else await it.return?.(undefined);
+    }
   }
+}
+
+const STOPPED = Symbol('stopped');
+
+/** `p`, or STOPPED as soon as `stop` aborts (at once if it has). */
+function untilStopped<T>(p: Promise<T>, stop: AbortSignal | undefined): Promise<T | typeof STOPPED> {
+  if (stop === undefined) return p;
+  if (stop.aborted) return Promise.resolve(STOPPED);
+  let onAbort: (() => void) | undefined;
+  const stopped = new Promise<typeof STOPPED>((resolve) => {
+    onAbort = () => resolve(STOPPED);
+    stop.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([p, stopped]).finally(() => stop.removeEventListener('abort', onAbort!));
 }
 
 /**
