@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -26,6 +26,23 @@ let n = 0;
 /** A path in a directory of its own that does not exist yet (the ledger creates it). */
 const freshFile = (): string => join(root, `t${++n}`, 'state', 'cronsafe.db');
 afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/**
+ * Transactions committed into the ledger's WAL since it was last reset: its frames of the
+ * current salt whose header gives the database size (a commit's last frame).
+ */
+function walCommits(file: string): number {
+  const wal = readFileSync(`${file}-wal`);
+  if (wal.length < 32) return 0;
+  const pageSize = wal.readUInt32BE(8);
+  const salt = wal.subarray(16, 24);
+  let n = 0;
+  for (let at = 32; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    if (!wal.subarray(at + 8, at + 16).equals(salt)) break;
+    if (wal.readUInt32BE(at + 4) !== 0) n++;
+  }
+  return n;
+}
 
 ledgerContract('sqlite', () => openSqliteLedger(freshFile()));
 // As `cronsafe run` opens it: claims and successes written behind through the start journal.
@@ -91,6 +108,34 @@ describe('SQLite ledger specifics', () => {
     for (const id of ['a', 'b']) expect(await next.get(id)).toMatchObject({ state: 'pending', attempts: 2, released: 1, lastError: 'attempt 2 abandoned: the run that claimed it died' });
     await next.close();
     await run.close();
+  });
+
+  it('a discovery writes what was written behind in its own transaction: one commit, where there were two', async () => {
+    const file = freshFile();
+    const ledger = await openSqliteLedger(file, { writeBehind: true });
+    const opts = { owner: 'o', runId: 'r1', now: T0, leaseMs: 60_000 };
+    const none = { complete: [], fail: [], release: [], gone: [] };
+    expect(await ledger.discover(items('a', 'b'), { runId: 'r1', now: T0 })).toEqual(['a', 'b']);
+    // Claimed at a handler slot, then one succeeds and 'c' is claimed: both in the start journal only.
+    const { claims } = await ledger.settle(none, T0, { ids: ['a', 'b'], opts });
+    const byId = new Map(claims.map((c) => [c.id, c]));
+    await ledger.settle({ ...none, complete: [byId.get('a')!] }, T0 + 1);
+    const before = walCommits(file);
+    expect(await ledger.discover(items('c'), { runId: 'r1', now: T0 + 2 })).toEqual(['c']);
+    expect(walCommits(file) - before).toBe(1);
+    // Both are in that commit: the records, then the discovery.
+    const db = new Database(file, { readonly: true });
+    const row = (id: string) => db.prepare('SELECT state, attempts, owner, done_at FROM items WHERE id = ?').get(id);
+    expect(row('a')).toEqual({ state: 'done', attempts: 1, owner: null, done_at: T0 + 1 });
+    expect(row('b')).toEqual({ state: 'claimed', attempts: 1, owner: 'o', done_at: null });
+    expect(row('c')).toMatchObject({ state: 'pending', attempts: 0 });
+    db.close();
+    // And the write-behind goes on from there: 'b' succeeds, 'c' is claimed and succeeds.
+    const [c] = (await ledger.settle({ ...none, complete: [byId.get('b')!] }, T0 + 3, { ids: ['c'], opts: { ...opts, now: T0 + 3 } })).claims;
+    await ledger.settle({ ...none, complete: [c!] }, T0 + 4);
+    expect(await ledger.get('b')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(await ledger.get('c')).toMatchObject({ state: 'done', attempts: 1 });
+    await ledger.close();
   });
 
   it('creates the parent directory and runs in WAL mode', async () => {

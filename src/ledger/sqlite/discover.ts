@@ -112,8 +112,15 @@ interface DiscoveredRow extends ClaimedRow {
   available_at: number;
 }
 
-/** The claimable rows of an upsert's RETURNING, in the order of the batch (what CLAIMABLE_SQL gives). */
+/**
+ * The claimable rows of an upsert's RETURNING, in the order of the batch (what CLAIMABLE_SQL
+ * gives). RETURNING comes in the batch's order in practice: then its rows are walked beside
+ * the batch and given back as they are (no map, no copy); any other order, or an id stored
+ * other than as given, is put in order through a map.
+ */
 function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[], now: number): ClaimedRow[] {
+  const inOrder = inReturnedOrder(batch, returned, now);
+  if (inOrder !== null) return inOrder;
   const byId = new Map<string, DiscoveredRow>();
   for (const r of returned) if (r.state === 'pending' && r.available_at <= now) byId.set(r.id, r);
   const out: ClaimedRow[] = [];
@@ -125,6 +132,22 @@ function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[]
     if (r === undefined) continue;
     byId.delete(key); // two ids stored as one row: one candidate
     out.push({ id: r.id, attempts: r.attempts, released: r.released, rowid: r.rowid });
+  }
+  return out;
+}
+
+/**
+ * inBatchOrder when every returned row's id is, in order, one of the batch's (the batch's ids
+ * are distinct: makeDiscover drops repeats): the claimable ones, else null.
+ */
+function inReturnedOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[], now: number): ClaimedRow[] | null {
+  const out: ClaimedRow[] = [];
+  let j = 0;
+  for (const r of returned) {
+    while (j < batch.length && batch[j]![0] !== r.id) j++;
+    if (j === batch.length) return null;
+    j++;
+    if (r.state === 'pending' && r.available_at <= now) out.push(r);
   }
   return out;
 }

@@ -130,9 +130,8 @@ export class SqliteLedger implements L.Ledger {
   }
   async discover(items: L.DiscoveredItem[], opts: L.DiscoverOptions): Promise<string[]> {
     return this.#op(() => {
-      // Flushed first: an item started or done in the journal only is still pending here.
-      this.#behind?.flush();
-      const rows = this.#discover(items, opts);
+      // Flushed first, in the same transaction: an item started or done in the journal only is still pending here.
+      const rows = this.#behind ? this.#behind.flushWith(() => this.#discover(items, opts)) : this.#discover(items, opts);
       this.#behind?.offer(rows);
       if (opts.deferCharged !== true) return rows.map((r) => r.id);
       const ids: string[] = [];

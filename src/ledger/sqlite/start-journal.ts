@@ -191,7 +191,12 @@ export class StartJournal {
 
   /** The attempt was settled in the ledger: its S record is not carried any more. */
   settled(c: { id: string; owner: string; attempt: number }): void {
-    if (this.holds(c)) this.#held.delete(c.id);
+    this.#settledBy(c.id, c.owner, c.attempt);
+  }
+
+  #settledBy(id: string, owner: string, attempt: number): void {
+    const h = this.#held.get(id);
+    if (h !== undefined && h.owner === owner && h.attempt === attempt) this.#held.delete(id);
   }
 
   /**
@@ -271,8 +276,12 @@ export class StartJournal {
       }
       throw named(this.file, 'write', err);
     }
-    for (const h of held) this.#held.set(h.id, { ...h, offset: h.offset + this.#length });
-    for (const d of done) this.settled({ ...d, owner });
+    // Offsets in the file: this append began at #length.
+    for (const h of held) {
+      h.offset += this.#length;
+      this.#held.set(h.id, h);
+    }
+    for (const d of done) this.#settledBy(d.id, owner, d.attempt);
     this.#length += buf.length;
     this.#segment = segment;
   }

@@ -28,7 +28,11 @@ import { errorCode } from '../../errors.js';
 import type { FinishOps, Recorded } from './finish.js';
 import { readJournal, StartJournal, type JournalStart } from './start-journal.js';
 
-/** Records (starts + successes) per ledger transaction. */
+/**
+ * Records per ledger transaction, at most: starts (each with its success, if that came
+ * before the flush) and successes apart. Most flushes come sooner, with a pass's next
+ * discovery (flushWith): a discovery batch is at most 1,024 items.
+ */
 export const FLUSH_AT = 2048;
 /** At most this long between a record and its transaction, so `status` keeps up. */
 export const FLUSH_MS = 1000;
@@ -67,6 +71,13 @@ interface Start extends Omit<JournalStart, 'segment'> {
   leaseUntil: number;
   /** The row's rowid as discovery read it (ClaimedRow.rowid); absent in a replay. */
   rowid?: number;
+  /**
+   * When its success was recorded, if that was before the start was flushed: the flush
+   * writes the two as one (writeRecords), and no record of the success is made beside it.
+   */
+  doneAt?: number;
+  /** The flush that writes it (WriteBehind's #flushes when it was buffered). */
+  flush?: number;
 }
 
 /**
@@ -95,11 +106,16 @@ export function writtenSegment(db: Database): number {
 export class WriteBehind {
   /** Claimable candidates of this pass's discoveries, with the row's attempt counts. */
   readonly #ready = new Map<string, ClaimedRow>();
-  /** Attempts started here and not yet settled, by id. */
-  readonly #live = new Map<string, { owner: string; attempt: number }>();
+  /** Attempts started here and not yet settled, by id: their start records. */
+  readonly #live = new Map<string, Start>();
   #starts: Start[] = [];
-  /** Successes, each with when it was recorded (its done_at, however late the flush). */
+  /**
+   * Successes whose start is not in #starts (flushed already), each with when it was
+   * recorded (its done_at, however late the flush). The others are on their start (doneAt).
+   */
   #done: Recorded<Claim>[] = [];
+  /** Flushes so far: a start whose `flush` is this one is still in #starts. */
+  #flushes = 0;
   /** Hand-backs the ledger could not take, journalled (handBack): written with the next flush. */
   #released: { claim: Claim; reason: string }[] = [];
   #timer: NodeJS.Timeout | undefined;
@@ -108,7 +124,7 @@ export class WriteBehind {
   /** The journal segment being written; the next is one more (read from the ledger at first use). */
   #segment: number | undefined;
   readonly #journal: StartJournal;
-  readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number) => void;
+  readonly #flushTx: (starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number, write?: () => unknown) => unknown;
   readonly #db: Database;
   /** The directory of the ledger and its journal. */
   readonly #dir: string;
@@ -120,13 +136,15 @@ export class WriteBehind {
     const stmts = recordStatements(db);
     const setSegment = db.prepare(SET_SEGMENT_SQL);
     const held = db.prepare(HELD_SQL).pluck();
-    this.#flushTx = db.transaction((starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number) => {
+    this.#flushTx = db.transaction((starts: Start[], done: Recorded<Claim>[], released: { claim: Claim; reason: string }[], now: number, segment: number, write?: () => unknown) => {
       writeRecords(stmts, finish, starts, done, now);
       for (const r of released) if (held.get(wellFormed(r.claim.id), r.claim.owner, r.claim.attempt) !== undefined) finish.releaseOne(r.claim, now, r.reason);
       // With the records: a crash between this commit and the journal's truncation, or a
       // truncation that fails, leaves records a replay must not apply again (a requeue or
       // dead-letter retry since would be undone by them).
       setSegment.run({ segment: String(segment) });
+      // The caller's write, after the records (it sees them), committed with them.
+      return write?.();
     }).immediate;
   }
 
@@ -157,18 +175,16 @@ export class WriteBehind {
     const ids = claim?.ids ?? [];
     const opts = claim?.opts ?? { owner, now, leaseMs: 0 };
     if (!ids.every((id) => this.#ready.has(id)) || hasRepeats(ids)) return null;
-    const started = (c: Claim) => {
-      const live = this.#live.get(c.id);
-      return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
-    };
-    if (!complete.every(started)) return null;
+    if (!complete.every((c) => this.#started(c))) return null;
+    // Their start records (each holds), before they leave #live: the success goes on them.
+    const succeeded = complete.map((c) => this.#live.get(c.id)!);
     for (const c of complete) this.#live.delete(c.id);
     const claims: Claim[] = [];
     const starts: Start[] = [];
     for (const id of ids) {
       const row = this.#ready.get(id)!;
       claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
-      starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs, rowid: row.rowid });
+      starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs, rowid: row.rowid, doneAt: undefined, flush: this.#flushes });
     }
     // Deleted under us: what it held since the last flush is only in our fd. Write that
     // into the ledger now, then append to a new file.
@@ -181,14 +197,29 @@ export class WriteBehind {
     this.#journal.append(opts.owner, this.#segment, starts, complete, opts.now);
     for (const s of starts) {
       this.#ready.delete(s.id);
-      this.#live.set(s.id, { owner: s.owner, attempt: s.attempt });
+      this.#live.set(s.id, s);
     }
-    this.#starts.push(...starts);
-    for (const c of complete) this.#done.push({ ...c, at: opts.now });
+    for (let i = 0; i < complete.length; i++) this.#succeeded(succeeded[i]!, complete[i]!, opts.now);
+    for (const s of starts) this.#starts.push(s);
     // Journalled already: a flush that must wait for another process's write lock is the timer's.
     if (this.#starts.length + this.#done.length >= FLUSH_AT) this.#flushOrWait(opts.now);
     else this.#timer ??= setTimeout(() => this.#flushLater(), FLUSH_MS).unref();
     return { complete: complete.map((c) => ({ id: c.id, result: 'applied', state: 'done' })), claims };
+  }
+
+  /** The attempt `c` was started here and is not settled (its start record is in #live). */
+  #started(c: Claim): boolean {
+    const live = this.#live.get(c.id);
+    return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
+  }
+
+  /**
+   * A success of the attempt started by `start`, journalled at `at`: recorded on its start
+   * when that is still to be flushed, once; else (flushed, or a repeat) as a success of its own.
+   */
+  #succeeded(start: Start, c: Claim, at: number): void {
+    if (start.flush === this.#flushes && start.doneAt === undefined) start.doneAt = at;
+    else this.#done.push({ ...c, at });
   }
 
   /**
@@ -242,18 +273,15 @@ export class WriteBehind {
     if (s.fail.length > 0 || s.gone.length > 0 || s.release.length === 0) return null;
     if (!s.release.every((r) => this.#journal.holds(r.claim))) return null;
     const owner = s.release[0]!.claim.owner;
-    const started = (c: Claim) => {
-      const live = this.#live.get(c.id);
-      return live !== undefined && live.owner === c.owner && live.attempt === c.attempt;
-    };
-    if (!s.complete.every((c) => c.owner === owner && started(c))) return null;
+    if (!s.complete.every((c) => c.owner === owner && this.#started(c))) return null;
     try {
       if (s.complete.length > 0) {
         this.#segment ??= writtenSegment(this.#db) + 1;
         this.#journal.append(owner, this.#segment, [], s.complete, now);
         for (const c of s.complete) {
+          const start = this.#live.get(c.id)!;
           this.#live.delete(c.id);
-          this.#done.push({ ...c, at: now });
+          this.#succeeded(start, c, now);
         }
       }
       for (const r of s.release) {
@@ -295,9 +323,31 @@ export class WriteBehind {
     if (this.#starts.length === 0 && this.#done.length === 0 && this.#released.length === 0) return;
     const segment = this.#segment ?? 0;
     this.#flushTx(this.#starts, this.#done, this.#released, now, segment);
+    this.#flushed(segment);
+  }
+
+  /**
+   * flush(), and `write` (a write of this connection's, run as a savepoint) in the same
+   * transaction: one commit where there were two (discovery, which must see the records,
+   * flushed first in a transaction of its own). Either both are in the ledger or neither,
+   * and the journal is emptied only once they are.
+   */
+  flushWith<T>(write: () => T, now = Date.now()): T {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#starts.length === 0 && this.#done.length === 0 && this.#released.length === 0) return write();
+    const segment = this.#segment ?? 0;
+    const out = this.#flushTx(this.#starts, this.#done, this.#released, now, segment, write) as T;
+    this.#flushed(segment);
+    return out;
+  }
+
+  /** The records up to `segment` are in the ledger: start the next buffers, empty the journal. */
+  #flushed(segment: number): void {
     this.#starts = [];
     this.#done = [];
     this.#released = [];
+    this.#flushes++;
     this.#segment = segment + 1;
     this.#journal.clear(segment);
   }
@@ -393,23 +443,28 @@ const recordStatements = (db: Database): RecordStatements => ({
  * ledger at its attempt, or whose row another write moved on since (ALREADY_DONE_SQL), is left out.
  */
 function writeRecords(stmts: RecordStatements, finish: FinishOps, starts: Start[], done: Recorded<Claim>[], now: number): void {
+  // An id started twice, or with a success of its own beside its start's (a repeat), goes the two-step way.
   const startOf = new Map<string, Start | null>();
   for (const s of starts) startOf.set(s.id, startOf.has(s.id) ? null : s);
-  const doneTwice = new Set<string>();
-  const seen = new Set<string>();
-  for (const d of done) (seen.has(d.id) ? doneTwice : seen).add(d.id);
-  const pairs: (Start & { doneAt: number })[] = [];
-  for (const d of done) {
-    const s = startOf.get(d.id);
-    if (s && s.owner === d.owner && s.attempt === d.attempt && !doneTwice.has(d.id)) pairs.push({ ...s, doneAt: d.at ?? now });
+  const doneApart = new Set<string>();
+  for (const d of done) doneApart.add(d.id);
+  const pairs: Start[] = [];
+  let twoStep = false;
+  for (const s of starts) {
+    if (s.doneAt === undefined) continue;
+    if (startOf.get(s.id) === s && !doneApart.has(s.id)) pairs.push(s);
+    else twoStep = true;
   }
-  const applied = finish.startAndCompleteIn(pairs);
+  const applied = finish.startAndCompleteIn(pairs as (Start & { doneAt: number })[]);
   // RETURNING gives stored ids: an ill-formed one (well-formed.ts) is looked up as stored, only on a miss.
   const isApplied = (id: string): boolean => applied.has(id) || applied.has(wellFormed(id));
   const rest = <T extends { id: string }>(xs: T[]): T[] => (applied.size === 0 ? xs : xs.filter((x) => !isApplied(x.id)));
   const restStarts = rest(starts);
   if (restStarts.length > 0) stmts.applyStarts.run({ starts: batchJson(restStarts.map((s) => [s.id, s.attempt, s.at, s.owner, s.leaseUntil])) });
-  const restDone = rest(done);
+  // The successes not written with their start: those on a start that did not pair (or whose pair did not apply), then the others.
+  const unpaired = pairs.length === applied.size && !twoStep ? [] : restStarts.filter((s) => s.doneAt !== undefined);
+  const restDone: Recorded<Claim>[] = unpaired.map((s) => ({ id: s.id, owner: s.owner, attempt: s.attempt, charged: 0, at: s.doneAt }));
+  for (const d of rest(done)) restDone.push(d);
   if (restDone.length === 0) return;
   const written = new Set(stmts.alreadyDone.all({ done: batchJson(restDone.map((d) => [d.id, d.attempt, d.at ?? null, d.owner])) }) as string[]);
   finish.completeIn(written.size === 0 ? restDone : restDone.filter((d) => !(written.has(d.id) || written.has(wellFormed(d.id)))), now);
