@@ -176,6 +176,13 @@ export class WriteBehind {
     const opts = claim?.opts ?? { owner, now, leaseMs: 0 };
     if (!ids.every((id) => this.#ready.has(id)) || hasRepeats(ids)) return null;
     if (!complete.every((c) => this.#started(c))) return null;
+    // Deleted under us: what it held since the last flush is only in our fd. Write that
+    // into the ledger now, then append to a new file. Before the starts below are made:
+    // they are of the buffer after that flush.
+    if (this.#journal.vanished()) {
+      this.flush(opts.now);
+      this.#journal.reopen();
+    }
     // Their start records (each holds), before they leave #live: the success goes on them.
     const succeeded = complete.map((c) => this.#live.get(c.id)!);
     for (const c of complete) this.#live.delete(c.id);
@@ -185,12 +192,6 @@ export class WriteBehind {
       const row = this.#ready.get(id)!;
       claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
       starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs, rowid: row.rowid, doneAt: undefined, flush: this.#flushes });
-    }
-    // Deleted under us: what it held since the last flush is only in our fd. Write that
-    // into the ledger now, then append to a new file.
-    if (this.#journal.vanished()) {
-      this.flush(opts.now);
-      this.#journal.reopen();
     }
     // Before the handlers start and before the successes are reported: the record is the commit.
     this.#segment ??= writtenSegment(this.#db) + 1;
