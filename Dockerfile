@@ -45,7 +45,7 @@ COPY src ./src
 COPY scripts/bundle.mjs ./scripts/bundle.mjs
 RUN npm run build \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
- && chmod 0755 dist/cli.js
+ && chmod 0755 dist/cli.cjs dist/cli.js
 
 # The native modules need only their .node files at run time; their C sources and
 # object files (~25 MB, mostly SQLite's amalgamation) stay out of the image.
@@ -74,11 +74,11 @@ WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-# `cronsafe status` etc. from `kubectl exec` or a debug Job (cli.js has a node shebang).
+# `cronsafe status` etc. from `kubectl exec` or a debug Job (cli.cjs, the bin, has a node shebang).
 # A passwd and group entry for the image's user (distroless's "nonroot"): containerd adds
 # none for a pod's uid, and handlers that look their user up (whoami, ssh, git's ident,
 # Python's getpass, Node's os.userInfo()) failed without one. Home is /tmp, as HOME says.
-RUN ln -s /app/dist/cli.js /usr/local/bin/cronsafe \
+RUN ln -s /app/dist/cli.cjs /usr/local/bin/cronsafe \
  && echo 'nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'nonroot:x:65532:' >> /etc/group
 
@@ -93,7 +93,8 @@ ENV NODE_ENV=production \
 # `runAsNonRoot: true` can verify it without a passwd lookup.
 USER 65532:65532
 
-# --optimize-for-size --v8-pool-size=1: the same flags as cli.js's shebang; they keep RSS
-# flat on long runs (docs/benchmarks.md).
-ENTRYPOINT ["tini", "--", "node", "--optimize-for-size", "--v8-pool-size=1", "/app/dist/cli.js"]
+# --optimize-for-size --v8-pool-size=1: the same flags as the bin's shebang; they keep RSS
+# flat on long runs (docs/benchmarks.md). dist/cli.cjs, the bin: a CommonJS entry starts
+# without Node's ES module loader (dist/cli.js requires it, for `node dist/cli.js`).
+ENTRYPOINT ["tini", "--", "node", "--optimize-for-size", "--v8-pool-size=1", "/app/dist/cli.cjs"]
 CMD ["run"]

@@ -1,11 +1,11 @@
-// Start-up wall time of the real CLI: `--version`, `validate`, `schedule --json` and a
-// `run` that finds the lock held (it records the skip in the SQLite ledger and exits 0),
+// Start-up wall time of the real CLI (package.json's bin, as `cronsafe` runs it): `--version`,
+// `validate`, `schedule --json` and a `run` that finds the lock held (it records the skip in the SQLite ledger and exits 0),
 // each the median of BENCH_STARTUP_RUNS (default 5) runs, next to `node -e 0`. Node gets the
 // bin's shebang flags, as `cronsafe ...` would. BENCH_BASELINE_CLI=path/to/other/dist/cli.js
 // adds the same cases for another build (a before/after in one run). Used by bench/run.mjs;
 // alone: `npm run build && node bench/startup.mjs` (prints one BENCH_RESULT=<json> line too).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -22,6 +22,17 @@ async function holdLock(lockPath) {
     child.stdout.setEncoding('utf8').on('data', (d) => d.includes('HELD') && resolve());
   });
   return () => child.kill('SIGKILL');
+}
+
+/**
+ * What `cronsafe` runs for the build whose dist/cli.js is `cli`: its package.json's bin
+ * (dist/cli.cjs since the bin is CommonJS; dist/cli.js before), or `cli` itself.
+ */
+function binOf(cli) {
+  const pkg = path.join(path.dirname(cli), '..', 'package.json');
+  if (path.basename(cli) !== 'cli.js' || !existsSync(pkg)) return cli;
+  const bin = JSON.parse(readFileSync(pkg, 'utf8')).bin?.cronsafe;
+  return typeof bin === 'string' && existsSync(path.join(path.dirname(pkg), bin)) ? path.join(path.dirname(pkg), bin) : cli;
 }
 
 /**
@@ -67,12 +78,15 @@ export async function measureStartup({ runs = envInt('BENCH_STARTUP_RUNS', 5), l
       return config;
     };
     const node = [process.execPath, ...flags];
-    const cliCases = async (label, file) => {
+    const cliCases = async (label, cliFile) => {
+      const file = binOf(cliFile);
       const config = await workspace(label ? 'baseline' : 'cli', file);
       return [
         { name: `${label}cronsafe --version`, argv: [...node, file, '--version'] },
         // As an installed bin runs: the file itself, through its first line (/bin/sh execs node with the flags).
-        ...(label ? [] : [{ name: 'cronsafe --version (the bin itself: dist/cli.js run as a program)', argv: [file, '--version'] }]),
+        ...(label ? [] : [{ name: `cronsafe --version (the bin itself: ${path.relative(ROOT, file)} run as a program)`, argv: [file, '--version'] }]),
+        // `node dist/cli.js`, which requires the bin (an ES module: Node's ES module loader first).
+        ...(label || file === cliFile ? [] : [{ name: 'node dist/cli.js --version (plain)', argv: [process.execPath, cliFile, '--version'] }]),
         { name: `${label}cronsafe validate`, argv: [...node, file, 'validate', '-c', config] },
         { name: `${label}cronsafe schedule --json`, argv: [...node, file, 'schedule', '--json', '-c', config] },
         { name: `${label}cronsafe run (lock held: skip)`, argv: [...node, file, 'run', '-c', config], expect: '"skipped-locked"' },

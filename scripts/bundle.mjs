@@ -1,8 +1,14 @@
-// Second step of `npm run build` (after tsc): bundle the CLI into dist/cli.js plus lazily
+// Second step of `npm run build` (after tsc): bundle the CLI into dist/cli.cjs plus lazily
 // loaded chunks in dist/chunks/, so that starting `cronsafe` reads a few files instead of
 // ~400 (zod alone is 100 modules, yaml 74), which halves its start-up time
 // (docs/benchmarks.md, start-up). Every `await import()` in src/ stays a separate chunk,
 // loaded only when the command or config uses it.
+//
+// The entry is CommonJS (dist/cli.cjs, package.json's bin): Node starts a CommonJS main
+// without its ES module loader, ~10 ms of every start-up; the program itself runs from the
+// code cache's CommonJS script (src/code-cache.ts), so `--version`, `validate`, `schedule`
+// and a lock-skipped `run` never load that loader. dist/cli.js, what `node dist/cli.js`, the
+// image and the tests run, is a two-line ES module that requires dist/cli.cjs: the same code.
 //
 // External (loaded from node_modules at run time, as before): the native modules, and the
 // large optional libraries that are imported lazily anyway (pg, prom-client, pino-pretty).
@@ -11,7 +17,7 @@
 // `overrides` (undici 7) apply to this repository only, never to a user's `npm install`.
 // Bundled here, it carries the undici this repository resolves, and is a devDependency.
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
-// import single modules; the bin, the image and the process tests run dist/cli.js.
+// import single modules; the bin, the image and the process tests run dist/cli.cjs.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -84,6 +90,34 @@ const codeCacheLoader = {
       programRedirected = true;
       return { path: path.join(root, 'src', 'code-cache.ts') };
     });
+  },
+};
+/**
+ * The CommonJS entry's two imports of ES module chunks, by the chunks' fixed names: the
+ * program's chunks when there is no code cache (src/code-cache.ts's fallback), and the log
+ * sink on a fatal error (src/cli.ts). Relative to dist/cli.cjs, which imports them.
+ */
+const ENTRY_CHUNKS = { 'code-cache.ts': { './program.js': './chunks/program.js' }, 'cli.ts': { './log-sink.js': './chunks/log-sink.js' } };
+const entryChunks = {
+  name: 'entry-chunks',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/(program|log-sink)\.js$/ }, (args) => {
+      if (path.dirname(args.importer) !== path.join(root, 'src')) return undefined;
+      const to = ENTRY_CHUNKS[path.basename(args.importer)]?.[args.path];
+      return to ? { path: to, external: true } : undefined;
+    });
+  },
+};
+/**
+ * In the CommonJS entry, a built-in that src/ imports with `await import()` (cli.ts's
+ * node:v8) is required: esbuild leaves an external's import() as it is, and that import()
+ * alone would start Node's ES module loader.
+ */
+const builtinsRequired = {
+  name: 'builtins-required',
+  setup(b) {
+    b.onResolve({ filter: /^node:/ }, (args) => (args.kind === 'dynamic-import' ? { path: args.path, namespace: 'builtin-required' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'builtin-required' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
   },
 };
 const kubernetesClientChunk = {
@@ -168,7 +202,12 @@ const { build } = await import('esbuild');
 rmSync(chunks, { recursive: true, force: true });
 const split = await build({
   absWorkingDir: root,
-  entryPoints: [{ in: 'src/cli.ts', out: 'cli' }, { in: '@kubernetes/client-node', out: 'chunks/kubernetes-client' }],
+  // The program and the log sink by fixed names, for the CommonJS entry (entryChunks above).
+  entryPoints: [
+    { in: 'src/program.ts', out: 'chunks/program' },
+    { in: 'src/log-sink.ts', out: 'chunks/log-sink' },
+    { in: '@kubernetes/client-node', out: 'chunks/kubernetes-client' },
+  ],
   outdir: 'dist',
   chunkNames: 'chunks/[name]-[hash]',
   bundle: true,
@@ -177,11 +216,11 @@ const split = await build({
   platform: 'node',
   target: 'node20',
   external,
-  plugins: [lazyBuiltins, codeCacheLoader],
+  plugins: [lazyBuiltins],
   // `cronsafe --version` (src/program.ts).
   define: { CRONSAFE_VERSION: JSON.stringify(version) },
   // Bundled CommonJS packages (commander, pino) call require() for Node's built-ins; an ES
-  // module has none, so each chunk gets one (the entry chunk's shebang line stays first).
+  // module has none, so each chunk gets one.
   banner: { js: "import { createRequire as __cronsafeCreateRequire } from 'node:module'; const require = __cronsafeCreateRequire(import.meta.url);" },
   // Without comments and indentation V8 parses the chunks in about half the time (the config
   // chunk, yaml + zod: 22 -> 11 ms, measured). Names are kept, so stack traces still read;
@@ -192,28 +231,67 @@ const split = await build({
   logLevel: 'warning',
 });
 
+// The entry, CommonJS: src/cli.ts, with its `import('./program.js')` pointed at
+// src/code-cache.ts (bundled in), whose own fallback import and cli.ts's log sink import the
+// ES module chunks above by name. import.meta.url, which code-cache.ts reads to find the
+// script and caches beside it, is a file's in dist/chunks/, where they are.
+await build({
+  absWorkingDir: root,
+  entryPoints: ['src/cli.ts'],
+  outfile: path.join(root, 'dist', 'cli.cjs'),
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  external,
+  plugins: [codeCacheLoader, entryChunks, builtinsRequired],
+  define: { 'import.meta.url': '__cronsafeChunksFileUrl' },
+  // "use strict" first, before the banner's statement, or it is no directive: the ES module
+  // source ran in strict mode and must here too.
+  banner: { js: "\"use strict\"; const __cronsafeChunksFileUrl = require('node:url').pathToFileURL(require('node:path').join(__dirname, 'chunks', 'cli.cjs')).href;" },
+  minifyWhitespace: true,
+  sourcemap: true,
+  logLevel: 'warning',
+});
+// Else the cache would go unused without a word (cli.ts imports the program another way).
+if (!programRedirected) throw new Error("bundle: src/cli.ts no longer imports './program.js': point codeCacheLoader at how it loads the program");
+{
+  // Nothing but the two imports above may load an ES module: another one would bring back
+  // Node's ES module loader at every start.
+  const text = readFileSync(path.join(root, 'dist', 'cli.cjs'), 'utf8');
+  // The third: code-cache.ts's importer, for the script's module handler and Kubernetes client.
+  const calls = [...text.matchAll(/(?<![\w$.])import\(("[^"]*")?/g)].map((m) => m[1] ?? '(a variable)').sort();
+  if (JSON.stringify(calls) !== JSON.stringify(['"./chunks/log-sink.js"', '"./chunks/program.js"', '(a variable)'])) {
+    throw new Error(`bundle: dist/cli.cjs imports ${calls.join(', ')}: expected only the program's and the log sink's chunks (and code-cache.ts's importer)`);
+  }
+}
+
 // The bin starts node with flags (src/cli.ts's `#!/usr/bin/env -S node ...`), but `env -S` is
 // GNU's: BusyBox env (Alpine's /usr/bin/env) refuses it, so the installed bin would not run
 // there. The built bin is a polyglot instead: /bin/sh runs line 2 (`:`, then exec node with the
 // flags on this file: same pid, so signals reach cronsafe), and JavaScript reads it as a string
 // and a comment. The source map moves down the line it adds.
+// dist/cli.js, for `node dist/cli.js` (an ES module: package.json's type), requires the entry;
+// it is a polyglot too, so that `./dist/cli.js` from a checkout runs as before.
 {
-  const file = path.join(root, 'dist', 'cli.js');
+  const file = path.join(root, 'dist', 'cli.cjs');
   const text = readFileSync(file, 'utf8');
   const m = /^#!\/usr\/bin\/env -S node((?: --?[\w=.-]+)*)\n/.exec(text);
-  if (!m) throw new Error(`bundle: dist/cli.js does not start with src/cli.ts's #!/usr/bin/env -S node shebang: ${text.split('\n', 1)[0]}`);
-  writeFileSync(file, `#!/bin/sh\n":" //; exec node${m[1]} "$0" "$@"\n${text.slice(m[0].length)}`);
+  if (!m) throw new Error(`bundle: dist/cli.cjs does not start with src/cli.ts's #!/usr/bin/env -S node shebang: ${text.split('\n', 1)[0]}`);
+  const polyglot = `#!/bin/sh\n":" //; exec node${m[1]} "$0" "$@"\n`;
+  // Line 2's string and the banner's "use strict" make the directive prologue: strict mode.
+  if (!text.slice(m[0].length).startsWith('"use strict";')) throw new Error('bundle: dist/cli.cjs does not start with the banner\'s "use strict"');
+  writeFileSync(file, `${polyglot}${text.slice(m[0].length)}`);
   const mapFile = `${file}.map`;
   const map = JSON.parse(readFileSync(mapFile, 'utf8'));
   map.mappings = `;${map.mappings}`;
   writeFileSync(mapFile, JSON.stringify(map));
+  writeFileSync(path.join(root, 'dist', 'cli.js'), `${polyglot}import { createRequire } from 'node:module';\ncreateRequire(import.meta.url)('./cli.cjs');\n`);
+  rmSync(path.join(root, 'dist', 'cli.js.map'), { force: true }); // tsc's, of the file this replaced
 }
 // Executable, as npm makes a package's bin on install: `./dist/cli.js run` from a checkout
 // runs through its shebang (with the bin's node flags) instead of failing with EACCES.
-chmodSync(path.join(root, 'dist', 'cli.js'), 0o755);
-
-// Else the cache would go unused without a word (cli.ts imports the program another way).
-if (!programRedirected) throw new Error("bundle: src/cli.ts no longer imports './program.js': point codeCacheLoader at how it loads the program");
+for (const f of ['cli.cjs', 'cli.js']) chmodSync(path.join(root, 'dist', f), 0o755);
 
 // The same program as one CommonJS script for the code cache (src/code-cache.ts). Not split:
 // a script is compiled whole, and the cache covers what the fast commands run.

@@ -262,62 +262,71 @@ function commandStarts(name: string): void {
   if (first) endBySignal(first);
 }
 
-try {
-  // The shebang's --optimize-for-size makes V8 collect garbage before growing the heap: a
-  // run over 1,000,000 items then stays within ~1.2x the RSS of a 1,000-item run (without
-  // it, ~2x: V8 lets garbage pile up to its default old-generation limit). A user may also
-  // run `node dist/cli.js` without the flag. Set after start-up, the flag changes how the
-  // old generation grows but not the young generation's size limit, which V8 fixes when it
-  // creates the heap; so the young generation is also kept from growing (growth factor 1),
-  // which is what the flag's smaller young generation amounts to. Measured equal to the
-  // shebang's peak RSS (docs/benchmarks.md, "Memory with plain node"). node:v8 costs ~5 ms
-  // to load, so only then.
-  // The shebang's --v8-pool-size=1 (one V8 worker thread instead of four) cannot be set
-  // here: Node starts those threads before any JavaScript runs. Each thread that compiles or
-  // collects garbage in the background gets its own malloc arena, and their growth was ~5 MiB
-  // of a 1,000,000-item run's peak RSS. Plain `node` stays within 1.2x without it (~1.19x);
-  // `NODE_OPTIONS=--v8-pool-size=1` gives it the bin's ~1.15x (docs/benchmarks.md).
-  if (!process.execArgv.includes('--optimize-for-size')) {
-    const { setFlagsFromString } = await import('node:v8');
-    setFlagsFromString('--optimize-for-size');
-    setFlagsFromString('--semi-space-growth-factor=1');
-  }
-  const { ready, main, closeHungUpTerminals, settleStdout, logsWritten } = await import('./program.js');
-  await ready();
-  beforeExit = closeHungUpTerminals;
-  const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, safetyLost, onEnd: (note) => (endNote = note) });
-  // --help, --version or a usage error, interrupted while loading: end as the signal asked.
-  if (mode === 'pending' && first) endBySignal(first);
-  if (mode !== 'drain') {
-    // Never exit with output still queued for a slow reader, nor 0 after the reader left.
-    const cut = await settleStdout(stdoutFailed);
-    if (cut && code === 0) {
-      process.stderr.write(`cronsafe: ${cut.message}\n`);
+// No top-level await: the bin is also built as CommonJS (dist/cli.cjs, scripts/bundle.mjs),
+// which Node starts without its ES module loader (~10 ms of every start-up).
+void (async () => {
+  try {
+    // The shebang's --optimize-for-size makes V8 collect garbage before growing the heap: a
+    // run over 1,000,000 items then stays within ~1.2x the RSS of a 1,000-item run (without
+    // it, ~2x: V8 lets garbage pile up to its default old-generation limit). A user may also
+    // run `node dist/cli.js` without the flag. Set after start-up, the flag changes how the
+    // old generation grows but not the young generation's size limit, which V8 fixes when it
+    // creates the heap; so the young generation is also kept from growing (growth factor 1),
+    // which is what the flag's smaller young generation amounts to. Measured equal to the
+    // shebang's peak RSS (docs/benchmarks.md, "Memory with plain node"). node:v8 costs ~5 ms
+    // to load, so only then.
+    // The shebang's --v8-pool-size=1 (one V8 worker thread instead of four) cannot be set
+    // here: Node starts those threads before any JavaScript runs. Each thread that compiles or
+    // collects garbage in the background gets its own malloc arena, and their growth was ~5 MiB
+    // of a 1,000,000-item run's peak RSS. Plain `node` stays within 1.2x without it (~1.19x);
+    // `NODE_OPTIONS=--v8-pool-size=1` gives it the bin's ~1.15x (docs/benchmarks.md).
+    if (!process.execArgv.includes('--optimize-for-size')) {
+      const { setFlagsFromString } = await import('node:v8');
+      setFlagsFromString('--optimize-for-size');
+      setFlagsFromString('--semi-space-growth-factor=1');
+    }
+    const { ready, main, closeHungUpTerminals, settleStdout, logsWritten } = await import('./program.js');
+    await ready();
+    // The program compiles synchronously (src/code-cache.ts): a signal that came meanwhile
+    // waits for the event loop to poll, which it does here, before the command starts (a
+    // `status` then ends without output, a `run` drains before it claims). Two immediates: run
+    // from a poll callback (an `--import` preload's start), the first comes before the next poll.
+    for (let turn = 0; turn < 2; turn++) await new Promise((r) => setImmediate(r));
+    beforeExit = closeHungUpTerminals;
+    const code = await main(process.argv, { stop: stop.signal, force: force.signal, commandStarts, drainBudget, safetyLost, onEnd: (note) => (endNote = note) });
+    // --help, --version or a usage error, interrupted while loading: end as the signal asked.
+    if (mode === 'pending' && first) endBySignal(first);
+    if (mode !== 'drain') {
+      // Never exit with output still queued for a slow reader, nor 0 after the reader left.
+      const cut = await settleStdout(stdoutFailed);
+      if (cut && code === 0) {
+        process.stderr.write(`cronsafe: ${cut.message}\n`);
+        exit(1);
+      }
+    } else {
+      // The run's log into a pipe or socket waits in memory for its reader (src/log-sink.ts):
+      // its last lines, `run finished` among them, are not lost to the exit. A reader that never reads again keeps
+      // the process here only until the drain's last resort, when a stop asked for one.
+      finishedWith = code;
+      await logsWritten();
+      // One turn of the event loop before the exit, as the run had while this loaded the log
+      // sink: a callback that an attempt's handler code left (a timer, an immediate) runs now,
+      // and should it break the process, that is said in one line with its secrets hidden and
+      // exit 1 (the late break above), rather than the exit racing it.
+      await new Promise((r) => setImmediate(r));
+      // A module handler's own console.log into a pipe: Node writes it without waiting and
+      // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
+      // The same for what waits on stderr (a handler's console.error; the line saying how much was dropped).
+      const waiting = (s: NodeJS.WriteStream | undefined): boolean => s !== undefined && !s.destroyed && s.writableLength > 0;
+      while (waiting(handlerStdout) || waiting(process.stderr)) await new Promise((r) => setTimeout(r, 10));
+    }
+    exit(code);
+  } catch (err) {
+    process.stderr.write(`cronsafe: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    try {
+      await (await import('./log-sink.js')).logsWritten();
+    } finally {
       exit(1);
     }
-  } else {
-    // The run's log into a pipe or socket waits in memory for its reader (src/log-sink.ts):
-    // its last lines, `run finished` among them, are not lost to the exit. A reader that never reads again keeps
-    // the process here only until the drain's last resort, when a stop asked for one.
-    finishedWith = code;
-    await logsWritten();
-    // One turn of the event loop before the exit, as the run had while this loaded the log
-    // sink: a callback that an attempt's handler code left (a timer, an immediate) runs now,
-    // and should it break the process, that is said in one line with its secrets hidden and
-    // exit 1 (the late break above), rather than the exit racing it.
-    await new Promise((r) => setImmediate(r));
-    // A module handler's own console.log into a pipe: Node writes it without waiting and
-    // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
-    // The same for what waits on stderr (a handler's console.error; the line saying how much was dropped).
-    const waiting = (s: NodeJS.WriteStream | undefined): boolean => s !== undefined && !s.destroyed && s.writableLength > 0;
-    while (waiting(handlerStdout) || waiting(process.stderr)) await new Promise((r) => setTimeout(r, 10));
   }
-  exit(code);
-} catch (err) {
-  process.stderr.write(`cronsafe: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  try {
-    await (await import('./log-sink.js')).logsWritten();
-  } finally {
-    exit(1);
-  }
-}
+})();

@@ -52,8 +52,11 @@ describe('start-up loads only what the command needs', () => {
     expect(loaded.filter((m) => HEAVY.includes(m))).toEqual([]);
   });
 
-  it('a run that finds the lock held loads none of them either', async () => {
-    // Another process holds the run lock (flock), as a run in progress would.
+  /** Another process holds the run lock (flock), as a run in progress would. */
+  let held = false;
+  async function holdRunLock(): Promise<void> {
+    if (held) return;
+    held = true;
     const holder = spawn(
       process.execPath,
       [
@@ -68,11 +71,34 @@ describe('start-up loads only what the command needs', () => {
       holder.on('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
       holder.stdout.setEncoding('utf8').on('data', (d: string) => d.includes('HELD') && resolve());
     });
+  }
+
+  it('a run that finds the lock held loads none of them either', async () => {
+    await holdRunLock();
     const file = path.join(ws.dir, 'builtins-skip.txt');
     const r = spawnCliRaw(process.execPath, ['-r', PRELOAD, CLI, 'run', '-c', ws.configPath], { env: { BUILTINS_OUT: file } });
     expect((await r.exited).code, r.stderr()).toBe(0);
     expect(finished(r)?.outcome).toBe('skipped-locked');
     const loaded = readFileSync(file, 'utf8').split('\n').filter(Boolean);
     expect(loaded.filter((m) => HEAVY.includes(m))).toEqual([]);
+  });
+
+  it("the bin (package.json's, run as a program: its shebang) starts these commands without Node's ES module loader", async () => {
+    // An ES module main costs ~10 ms of every start-up in Node's ES module loader
+    // (docs/benchmarks.md, start-up); the bin is CommonJS, and the program runs from the code
+    // cache's CommonJS script, so none of these loads an ES module. Before: dist/cli.js, an ES
+    // module (package.json's type), was the bin.
+    const bin = path.join(ROOT, (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { bin: { cronsafe: string } }).bin.cronsafe);
+    await holdRunLock();
+    for (const args of [['--version'], ['validate', '-c', ws.configPath], ['schedule', '--json', '-c', ws.configPath], ['run', '-c', ws.configPath]]) {
+      const file = path.join(ws.dir, `internal-${args[0]}.txt`);
+      // Through NODE_OPTIONS: the bin's first lines exec node themselves.
+      const r = spawnCliRaw(bin, args, { env: { BUILTINS_OUT: file, BUILTINS_INTERNAL: '1', NODE_OPTIONS: `--require=${PRELOAD}` } });
+      expect((await r.exited).code, r.stderr()).toBe(0);
+      if (args[0] === 'run') expect(finished(r)?.outcome).toBe('skipped-locked');
+      const loaded = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+      expect(loaded, 'the probe lists internal modules').toContain('internal/modules/cjs/loader');
+      expect({ args, esm: loaded.filter((m) => m === 'internal/modules/esm/module_job') }).toEqual({ args, esm: [] });
+    }
   });
 });

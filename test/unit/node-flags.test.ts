@@ -6,8 +6,11 @@ import { ROOT } from '../helpers/cli.js';
 
 // The bin's shebang and the image's ENTRYPOINT must start node with the same flags
 // (--optimize-for-size and --v8-pool-size=1 keep memory flat on long runs: docs/benchmarks.md).
+/** package.json's bin, relative to the package: what `cronsafe` runs once installed. */
+const BIN = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { bin: { cronsafe: string } }).bin.cronsafe;
+
 describe('node flags', () => {
-  it('are the same in the cli.js shebang and the Dockerfile ENTRYPOINT', () => {
+  it('are the same in the bin\'s shebang and the Dockerfile ENTRYPOINT, which runs the bin', () => {
     const shebang = readFileSync(path.join(ROOT, 'src/cli.ts'), 'utf8').split('\n', 1)[0]!;
     const m = /^#!\/usr\/bin\/env -S node(.*)$/.exec(shebang);
     expect(m, shebang).not.toBeNull();
@@ -19,17 +22,18 @@ describe('node flags', () => {
     expect(entry).not.toBeNull();
     const argv = JSON.parse(entry![1]!) as string[];
     const node = argv.indexOf('node');
-    const script = argv.indexOf('/app/dist/cli.js');
+    const script = argv.indexOf(`/app/${BIN}`);
+    expect(script, JSON.stringify(argv)).toBeGreaterThan(node);
     expect(argv.slice(node + 1, script)).toEqual(flags);
     // Whoever sets `command:` from what docs/kubernetes.md says the ENTRYPOINT is keeps the flags.
     expect(readFileSync(path.join(ROOT, 'docs/kubernetes.md'), 'utf8')).toContain(`(\`ENTRYPOINT ${JSON.stringify(argv).replaceAll('","', '", "')}\``);
   });
 
-  it("the built bin needs no `env -S`: it runs where /usr/bin/env is BusyBox's (Alpine, node:*-alpine), with the bin's node flags", () => {
+  it.each([BIN, 'dist/cli.js'])("the built %s needs no `env -S`: it runs where /usr/bin/env is BusyBox's (Alpine, node:*-alpine), with the bin's node flags", (file) => {
     // Before: `#!/usr/bin/env -S node --optimize-for-size ...`. The kernel hands env the rest of
     // the line as one argument, and BusyBox env has no -S: `env: unrecognized option: S`, exit 1,
     // for every command of an `npm install -g cronsafe` on Alpine.
-    const bin = path.join(ROOT, 'dist/cli.js');
+    const bin = path.join(ROOT, file);
     const [first = '', second = ''] = readFileSync(bin, 'utf8').split('\n', 2);
     const m = /^#!\s*(\S+)(?:[ \t]+(.*))?$/.exec(first);
     expect(m, first).not.toBeNull();
@@ -50,9 +54,9 @@ describe('node flags', () => {
     expect(r.stdout.trim()).toBe((JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
   });
 
-  it('dist/cli.js runs through its shebang straight after `npm run build`, as the bin does once installed', () => {
+  it.each([BIN, 'dist/cli.js'])('%s runs through its shebang straight after `npm run build`, as the bin does once installed', (file) => {
     // Before: the build wrote it -rw-r--r--, so `./dist/cli.js` from a checkout failed with EACCES.
-    const out = execFileSync(path.join(ROOT, 'dist/cli.js'), ['--version'], { encoding: 'utf8' });
+    const out = execFileSync(path.join(ROOT, file), ['--version'], { encoding: 'utf8' });
     expect(out.trim()).toBe((JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
   });
 });

@@ -437,7 +437,7 @@ none, so a Role bound to it would hand them all the Lease, Events and Job rights
 {{- end -}}
 {{- /* A volume mounted where the chart mounts one of its own (the API server refuses the
 CronJob: "must be unique"), or over what the container runs from (every pod then fails:
-node cannot find /app/dist/cli.js, exit 1, or the runtime finds no tini or sh), or over a
+node cannot find /app/dist/cli.cjs, exit 1, or the runtime finds no tini or sh), or over a
 directory holding it. Mounts inside /tmp, beside the program (/app/data) or inside a
 system directory (/dev/shm) are left alone. /bin, /lib and /lib64 are links into /usr,
 which the runtime follows. */ -}}
