@@ -7,8 +7,8 @@
 // The entry is CommonJS (dist/cli.cjs, package.json's bin): Node starts a CommonJS main
 // without its ES module loader, ~10 ms of every start-up; the program itself runs from the
 // code cache's CommonJS script (src/code-cache.ts), so `--version`, `validate`, `schedule`
-// and a lock-skipped `run` never load that loader. dist/cli.js, what `node dist/cli.js`, the
-// image and the tests run, is a two-line ES module that requires dist/cli.cjs: the same code.
+// and a lock-skipped `run` never load that loader. dist/cli.js, what `node dist/cli.js` and
+// the process tests run, is a two-line ES module that requires dist/cli.cjs: the same code.
 //
 // External (loaded from node_modules at run time, as before): the native modules, and the
 // large optional libraries that are imported lazily anyway (pg, prom-client, pino-pretty).
@@ -17,7 +17,7 @@
 // `overrides` (undici 7) apply to this repository only, never to a user's `npm install`.
 // Bundled here, it carries the undici this repository resolves, and is a devDependency.
 // (ws's optional native helpers stay external: ws loads them only if they are installed.) tsc's per-file output stays in dist/ for the benchmarks that
-// import single modules; the bin, the image and the process tests run dist/cli.cjs.
+// import single modules; the bin and the image run dist/cli.cjs.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
