@@ -37,7 +37,9 @@ interface DayOffsets {
 interface ZoneCache {
   zone: string;
   /** Without the era: half the cost to build, and right for every year from 1 on. */
-  format: Intl.DateTimeFormat;
+  format?: Intl.DateTimeFormat;
+  /** The offset at every instant, for UTC: no formatter then. */
+  fixed?: number;
   /** With the era, for instants before year 2 (built only then). */
   eraFormat?: Intl.DateTimeFormat;
   days: Map<number, DayOffsets>;
@@ -140,7 +142,7 @@ function zoneOfFile(tz: string | undefined): string | undefined {
  * names it. Returns the name unchanged.
  */
 export function assertTimeZone(zone: string): string {
-  if (zones.has(zone)) return zone;
+  if (zones.has(zone) || UTC_ZONES.has(zone)) return zone;
   // `validate` needs the name only: ICU's list of canonical names costs ~2 ms, a formatter
   // (what the schedule maths need) ~15 ms of a ~200 ms start-up. Aliases (US/Eastern) and
   // every refusal still go through the formatter and its checks.
@@ -152,9 +154,22 @@ export function assertTimeZone(zone: string): string {
 
 let canonicalZones: Set<string> | undefined;
 
+/**
+ * UTC by its two IANA names (ICU's list of canonical names has neither: each went to the
+ * formatter): offset 0 at every instant, so no formatter and no ICU. The first formatter of
+ * a process costs 12-14 ms of CPU, ICU's start (docs/benchmarks.md, 2026-12-06 07:05), in
+ * every `validate`, `schedule` and run start of a schedule in UTC.
+ */
+const UTC_ZONES = new Set(['UTC', 'Etc/UTC']);
+
 function zoneCache(zone: string): ZoneCache {
   const hit = zones.get(zone);
   if (hit) return hit;
+  if (UTC_ZONES.has(zone)) {
+    const utc: ZoneCache = { zone, fixed: 0, days: new Map(), starts: new Map() };
+    zones.set(zone, utc);
+    return utc;
+  }
   // Fixed offsets parse in newer V8 but are not zone names: Go's time.LoadLocation (and so
   // the CronJob's spec.timeZone) rejects them, and they cannot follow DST.
   if (!/^[A-Za-z][A-Za-z0-9_+\-/]*$/.test(zone)) {
@@ -220,9 +235,10 @@ const WALL_RE = /^(\d{1,2})\/(\d{1,2})\/(\d+), (\d{1,2}):(\d{2}):(\d{2})$/;
 
 /** Offset from Intl, uncached: local wall time (as if UTC) minus the instant, whole seconds. */
 function intlOffset(cache: ZoneCache, ms: number): number {
+  if (cache.fixed !== undefined) return cache.fixed;
   const whole = Math.floor(ms / SECOND) * SECOND;
   if (whole >= NO_ERA_FROM) {
-    const m = WALL_RE.exec(cache.format.format(whole));
+    const m = WALL_RE.exec((cache.format ??= formatter(cache.zone, false)).format(whole));
     // Another ICU may print it differently: then the parts, which name each field.
     if (m) return utcOf(Number(m[3]), Number(m[1]), Number(m[2]), Number(m[4]), Number(m[5]), Number(m[6])) - whole;
   }
