@@ -122,9 +122,16 @@ export function spawnCliRaw(command: string, args: string[], opts: SpawnOptions 
   child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
   const hard = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    // 'exit' can come before the last of the child's output has been read: resolve once its
+    // stdout and stderr have closed too ('close'), or 2 s after the exit when a grandchild
+    // (a helper the run spawned and a SIGKILL orphaned) still holds them open.
     child.on('exit', (code, signal) => {
       clearTimeout(hard);
-      resolve({ code, signal });
+      const late = setTimeout(() => resolve({ code, signal }), 2_000);
+      child.once('close', () => {
+        clearTimeout(late);
+        resolve({ code, signal });
+      });
     });
   });
   return {
