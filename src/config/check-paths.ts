@@ -264,8 +264,8 @@ function defaultLedgerOnReadOnlyFs(c: Config): KeyProblem | null {
   };
 }
 
-/** The longest name of a temp file of cronsafe's in its directory (`/<12 hex>-<gen>-<n>.tmp`: OutputStore.tempPathFor). */
-const TEMP_FILE_NAME_MAX = 40;
+/** The longest path of a temp file of cronsafe's in its directory (`/<12 hex>.<slot>/<12 hex>-<gen>-<n>.tmp`: OutputStore.tempPathFor). */
+const TEMP_FILE_NAME_MAX = 60;
 /** A PostgreSQL run's temp directory name: its owner `<hostname>:<pid>:<runId>` (64 + 1 + 7 + 1 + 20 bytes at most). */
 const RUN_DIR_NAME_MAX = 93;
 

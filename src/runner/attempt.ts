@@ -10,6 +10,7 @@ import { ProcessBroken } from './handlers/exit-guard.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
 import { itemBehindLink, sourceReplaced } from './scan.js';
+import type { OutputStore } from './output.js';
 import type { PassState } from './pass-state.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
 
@@ -92,7 +93,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // Inside: a temp directory found replaced here is judged like any other attempt's fault.
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
     freeAtStart = outputs?.freeAtStart();
-    ctx.outputPath = tempPath;
+    if (tempPath !== undefined && outputs !== undefined) ctx.setOutput(outputs, tempPath);
     await p.handler.run(item, ctx);
     // Replaced during the attempt: the handler may have read the other directory's file of
     // this name. Its output is not committed; the pass stops, nothing charged.
@@ -102,7 +103,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;
     guard?.();
     // Output first, ledger second: a crash in between means a redo that overwrites.
-    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id, guard, () => scene.outputFullSeen))) {
+    if (tempPath && outputs && !(await outputs.commit(tempPath, claim.id, guard, () => scene.outputFullSeen, ctx.outputGiven))) {
       p.noOutput++;
       if (config.handler.expectOutput) {
         throw new HandlerFailure('the handler succeeded but wrote nothing to its output path ({output}), and handler.expectOutput is true');
@@ -141,7 +142,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // What its own output took, asked before the clean-up frees it (filledBy, below).
     const ownBytes = full && tempPath && outputs ? outputs.bytesOf(tempPath) : 0;
     // The environment's fault found by the clean-up (output.directory gone) stops the pass.
-    const tempGone = tempPath && outputs ? await outputs.discard(tempPath).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
+    const tempGone = tempPath && outputs ? await outputs.discard(tempPath, ctx.outputGiven).catch((e: unknown) => (e instanceof EnvironmentFault ? e : null)) : null;
     const filledOutput = full && outputs !== undefined && tempPath !== undefined && (await outputs.filledBy(ownBytes, tempPath, freeAtStart));
     const message = err instanceof Error ? err.message : String(err);
     // The path taken before the attempt (`file`), not read again from `item`: a module handler
@@ -252,13 +253,28 @@ function workItem(sourceDir: string, claim: Claim): WorkItem {
  * closures: one object per attempt, its signal and child logger made only when read.
  */
 class AttemptContext implements HandlerContext {
-  outputPath: string | undefined;
+  #outputs: OutputStore | undefined;
+  #tempPath: string | undefined;
+  /** Whether the handler was given its {output} path, whose directory was made then (OutputStore.makeAttemptDir). */
+  outputGiven = false;
   #log: Logger | undefined;
   constructor(
     private readonly abort: AttemptSignal,
     private readonly parentLog: Logger,
     private readonly claim: Claim,
   ) {}
+  setOutput(outputs: OutputStore, tempPath: string): void {
+    this.#outputs = outputs;
+    this.#tempPath = tempPath;
+  }
+  /** The attempt's temp path; its own directory is made when it is first read (a handler that never reads it pays nothing). */
+  get outputPath(): string | undefined {
+    if (this.#tempPath !== undefined && !this.outputGiven) {
+      this.outputGiven = true;
+      this.#outputs?.makeAttemptDir(this.#tempPath);
+    }
+    return this.#tempPath;
+  }
   get signal(): AbortSignal {
     return this.abort.signal;
   }

@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type StatsFs } from 'node:fs';
+import { accessSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, statfsSync, statSync, utimesSync, type Stats, type StatsFs } from 'node:fs';
 import { access, mkdir, open, rename, rmdir, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { blockRefused, PROBE_BLOCK } from '../block-probe.js';
 import { errorCode } from '../errors.js';
-import { ensureOwnDir, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
+import { chmodSame, ensureOwnDir, ownDirProblem, ownerRightsBack, sameDir, UnsafeOwnDirectory, type DirId } from './own-dir.js';
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
@@ -35,6 +35,9 @@ export class TempDirInUse extends Error {
     super(`${tempDir} is held by another run`);
   }
 }
+
+/** The attempt's own directory of its temp path (`<tempDir>/<slot>/<name>.tmp`: OutputStore.tempPathFor). */
+const attemptDirOf = (tempPath: string): string => tempPath.slice(0, tempPath.lastIndexOf('/'));
 
 /** How often a shared run's temp directory is touched, at most: below any run's staleness (>= 60 s). */
 const KEEP_FRESH_MS = 20_000;
@@ -86,6 +89,13 @@ export class OutputStore {
   /** Temp names: one random prefix per store (per run) and a counter, no syscall or hash per item. */
   readonly #prefix = randomBytes(6).toString('hex');
   #counter = 0;
+  /** Attempt directories (`<tempDir>/<prefix>.<k>`) free for the next attempt: one per attempt running at once, reused. */
+  readonly #freeSlots: string[] = [];
+  #slots = 0;
+  /** The attempt directories made in this generation of the temp directory, with their identity as made. */
+  readonly #madeSlots = new Map<string, DirId>();
+  /** The attempt directory each attempt's temp path is in, while the attempt holds it. */
+  readonly #slotOf = new Map<string, string>();
   /** Outputs this store committed (#fullNow). */
   #committed = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
@@ -295,8 +305,22 @@ export class OutputStore {
     }
   }
 
-  /** Stop keeping the shared temp directory fresh, and let go of the job's (the run is over). */
+  /**
+   * Stop keeping the shared temp directory fresh, and let go of the job's (the run is over).
+   * The attempt directories no attempt holds are removed when empty (one rmdir each, at most
+   * one per attempt that ran at once); what a handler left in one waits for the next start.
+   */
   close(): void {
+    for (const slot of this.#freeSlots) {
+      if (!this.#madeSlots.has(slot)) continue;
+      try {
+        rmdirSync(slot);
+      } catch {
+        /* not empty, or gone: the next start's */
+      }
+    }
+    this.#freeSlots.length = 0;
+    this.#madeSlots.clear();
     clearInterval(this.#keepFresh);
     this.#keepFresh = undefined;
     if (this.#jobLock !== undefined) closeSync(this.#jobLock);
@@ -337,9 +361,17 @@ export class OutputStore {
   }
 
   /**
-   * A fresh temp path for one attempt: never made from the id, so no id can steer it; a
-   * per-run random prefix and a counter keep concurrent and repeated attempts (and runs
-   * sharing the directory) apart. The id and attempt are not needed for the name.
+   * A fresh temp path for one attempt, `<tempDir>/<slot>/<name>.tmp`: never made from the id,
+   * so no id can steer it; a per-run random prefix and a counter keep concurrent and repeated
+   * attempts (and runs sharing the directory) apart. The id and attempt are not needed for the
+   * name. `<slot>` is the attempt's own directory while it runs (made by makeAttemptDir once
+   * the handler is given the path, then reused by later attempts, one at a time): a handler
+   * that broke the directory its {output} is in (`chmod 555 "$(dirname "$2")"`, a `tar -x`
+   * there of a read-only top) broke the shared temp directory, so every attempt running beside
+   * it failed too, and cronsafe could not tell which attempt did it: an innocent item that lost
+   * the race to the chmod run after run was charged and dead-lettered. Now the damage is the
+   * attempt's own; its rights are given back before the directory is reused (#releaseSlot).
+   * Reused, not made and removed per attempt: a mkdir and an rmdir cost ~130 us of CPU on ext4.
    */
   tempPathFor(_id: string, _attempt: number): string {
     // Shared: keep our directory fresh (and recreate it, should another run have judged it
@@ -351,10 +383,70 @@ export class OutputStore {
       // one's inode number.
       const lost = this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId);
       this.#tempId = this.#recreateMidRun();
-      if (lost) this.#gen++;
+      if (lost) this.#newGeneration();
       this.#touch();
     }
-    return `${this.tempDir}/${this.#prefix}-${this.#gen}-${++this.#counter}.tmp`;
+    const slot = this.#freeSlots.pop() ?? `${this.tempDir}/${this.#prefix}.${++this.#slots}`;
+    const tempPath = `${slot}/${this.#prefix}-${this.#gen}-${++this.#counter}.tmp`;
+    this.#slotOf.set(tempPath, slot);
+    return tempPath;
+  }
+
+  /** The temp directory was found gone and recreated: a new generation, whose attempt directories are made anew. */
+  #newGeneration(): number {
+    this.#madeSlots.clear();
+    return ++this.#gen;
+  }
+
+  /**
+   * The attempt is over: its directory goes back to the pool when it is still the one made and
+   * ours to use (one lstat; its rights given back when its handler took them). Anything else is
+   * never handed out again (the next start removes it). One the handler was never given is
+   * reused as it is.
+   */
+  #releaseSlot(tempPath: string, given: boolean): void {
+    const slot = this.#slotOf.get(tempPath);
+    if (slot === undefined) return;
+    this.#slotOf.delete(tempPath);
+    if (!given) {
+      this.#freeSlots.push(slot);
+      return;
+    }
+    const made = this.#madeSlots.get(slot);
+    try {
+      const st = made === undefined ? undefined : lstatSync(slot, { throwIfNoEntry: false });
+      if (made !== undefined && st?.isDirectory() === true && st.dev === made.dev && st.ino === made.ino && ((st.mode & 0o700) === 0o700 || chmodSame(slot, st, (st.mode & 0o7777) | 0o700))) {
+        this.#freeSlots.push(slot);
+        return;
+      }
+    } catch {
+      /* cannot be looked at: not reused */
+    }
+    this.#madeSlots.delete(slot);
+  }
+
+  /**
+   * Make the directory of an attempt's temp path (tempPathFor), when its handler is first given
+   * the path and no earlier attempt made it: a mkdir per attempt running at once, not per
+   * attempt (a module handler that never reads its outputPath pays nothing). A refusal is left to the handler's write to meet
+   * (a temp directory gone or made unwritable meanwhile), judged as before. Made only while the
+   * temp directory is still the one prepare() made (one lstat): output.directory swapped for a
+   * link mid-run (to a directory laid out like it) made the handlers started then write their
+   * temp files by path into the link's target, which cronsafe neither committed nor removed.
+   * Now their {output} has no directory there (ENOENT): nothing is written outside
+   * output.directory, and the attempt's failure finds the swap (the pass stops, nothing charged).
+   */
+  makeAttemptDir(tempPath: string): void {
+    const slot = attemptDirOf(tempPath);
+    if (this.#madeSlots.has(slot)) return;
+    if (this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId)) return;
+    try {
+      mkdirSync(slot, DIR_MODE);
+      const st = lstatSync(slot);
+      this.#madeSlots.set(slot, { dev: st.dev, ino: st.ino });
+    } catch {
+      /* the handler's own write finds it: ENOENT, EACCES */
+    }
   }
 
   /** `<outDir>/<outputName(id)>` (normally `<id>.out`); throws when the id is unsafe or the path would leave outDir. */
@@ -442,12 +534,13 @@ export class OutputStore {
    * OutputMaybeCut when it is full: the output is not committed (nor is a missing one
    * taken for a handler that wrote nothing).
    */
-  async commit(tempPath: string, id: string, beforeRename?: () => void, fullSeen?: () => boolean): Promise<boolean> {
+  async commit(tempPath: string, id: string, beforeRename?: () => void, fullSeen?: () => boolean, given = true): Promise<boolean> {
     this.assertTemp(tempPath);
     const final = this.finalPathFor(id);
     // Sync and non-throwing: most handlers that write nothing make this the hot path, and
-    // a thrown ENOENT through fs.promises cost a third of a no-op run's CPU.
-    const stat = lstatSync(tempPath, { throwIfNoEntry: false });
+    // a thrown ENOENT through fs.promises cost a third of a no-op run's CPU. A handler never
+    // given the path (`given`: its directory was never made) wrote nothing there.
+    const stat = given ? this.#lstatTemp(tempPath) : undefined;
     if (stat === undefined) {
       // No file: the handler wrote nothing, unless our directory went away with it (and
       // perhaps came back already, recreated for another attempt).
@@ -457,6 +550,7 @@ export class OutputStore {
       // open) and exit 0 anyway (`cat "$1" > "$2"; echo converted`): recorded done with no
       // output, never redone. One statfs(2), synchronous (~1 us) on this hot path.
       if (fullSeen?.() || this.#fullNow()) throw new OutputMaybeCut(true);
+      this.#releaseSlot(tempPath, given);
       return false;
     }
     // Our directory swapped for a link meanwhile (a handler's `mv "$(dirname "$2")" ...; ln -s
@@ -465,6 +559,8 @@ export class OutputStore {
     // the pass stops, nothing charged. One lstat, on the path that writes an output only.
     const swapped = this.checkTempDir();
     if (swapped) throw swapped;
+    const replaced = this.#attemptDirReplaced(tempPath);
+    if (replaced) throw replaced;
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
     await fsyncPath(tempPath, true);
     // A handler that does not check its writes (a shell script whose last command is not
@@ -476,7 +572,14 @@ export class OutputStore {
     if (fullSeen?.() || (await this.full())) throw new OutputMaybeCut();
     beforeRename?.();
     try {
-      await this.#renameIntoPlace(tempPath, final);
+      try {
+        await this.#renameIntoPlace(tempPath, final);
+      } catch (err) {
+        // The handler took the rights of its own directory (`chmod 555 "$(dirname "$2")"`) and
+        // exited 0, its output whole: ours, given back; the output is committed.
+        if (errorCode(err) !== 'EACCES' || !ownerRightsBack(attemptDirOf(tempPath))) throw err;
+        await this.#renameIntoPlace(tempPath, final);
+      }
     } catch (err) {
       // Our temp directory made unwritable for this user during the attempt (a handler's
       // `chmod 555 "$(dirname "$2")"`, or an operator's chmod): judged as an attempt that failed
@@ -500,7 +603,33 @@ export class OutputStore {
       throw refused === null ? err : new EnvironmentFault(`${refused}; stopping, nothing charged`);
     }
     this.#committed++;
+    this.#releaseSlot(tempPath, given);
     return true;
+  }
+
+  /**
+   * lstat of an attempt's temp path; when its handler took the search right from its own
+   * directory (`chmod 000 "$(dirname "$2")"`), given back first (its directory is ours).
+   */
+  #lstatTemp(tempPath: string): Stats | undefined {
+    try {
+      return lstatSync(tempPath, { throwIfNoEntry: false });
+    } catch (err) {
+      if (errorCode(err) !== 'EACCES' || !ownerRightsBack(attemptDirOf(tempPath))) throw err;
+      return lstatSync(tempPath, { throwIfNoEntry: false });
+    }
+  }
+
+  /**
+   * The attempt's own directory swapped for a link (or another user's directory) during the
+   * attempt (a handler's `mv "$(dirname "$2")" ...; ln -s /elsewhere "$(dirname "$2")"`): a
+   * path through it reaches a file outside output.directory, which a commit would move in (and
+   * delete there). Refused as the temp directory's own swap is: the pass stops, nothing charged.
+   */
+  #attemptDirReplaced(tempPath: string): EnvironmentFault | null {
+    const dir = attemptDirOf(tempPath);
+    const problem = ownDirProblem(dir, this.#dirUid);
+    return problem === null ? null : new EnvironmentFault(`${new UnsafeOwnDirectory(dir, problem).message.replace(/\.$/, '')}; it was replaced during the run: stopping (nothing charged)`);
   }
 
   /**
@@ -528,13 +657,24 @@ export class OutputStore {
    * OwnDirectoryGone when the temp directory itself had vanished (recreated now): then
    * the attempt most likely failed for that, and the pass hands it back uncharged.
    */
-  async discard(tempPath: string): Promise<OwnDirectoryGone | null> {
+  async discard(tempPath: string, given = true): Promise<OwnDirectoryGone | null> {
     this.assertTemp(tempPath);
     // Asked first: through our directory swapped for a link (the handler's doing, see
     // commit), the removal deleted the target's file of that name, outside output.directory.
     // Such a swap is refused here (EnvironmentFault); one that vanished is recreated, empty.
     const lost = this.lostWithTempDir(tempPath);
-    await removeTree(tempPath);
+    if (given) {
+      // The attempt's own directory swapped too: refused as in commit, nothing removed through it.
+      const replaced = this.#attemptDirReplaced(tempPath);
+      if (replaced) {
+        this.#slotOf.delete(tempPath);
+        throw replaced;
+      }
+      // Made read-only by its handler: its file could not be removed.
+      ownerRightsBack(attemptDirOf(tempPath));
+      await removeTree(tempPath);
+    }
+    this.#releaseSlot(tempPath, given);
     return lost;
   }
 
@@ -574,7 +714,7 @@ export class OutputStore {
     if (was === undefined) return null; // never prepared: nothing to compare with
     // Something removes it over and over (a cleaner every few seconds): handing attempts
     // back for ever would never finish. That is the environment's fault to fix: stop.
-    if (++this.#gen > MAX_TEMP_RECREATIONS) {
+    if (this.#newGeneration() > MAX_TEMP_RECREATIONS) {
       throw new EnvironmentFault(
         `cronsafe's temp directory ${this.tempDir} was removed ${this.#gen} times during this run (a cleaner?); stopping (nothing charged). Exclude it from the cleaner.`,
       );
@@ -736,13 +876,16 @@ export class OutputStore {
     }
   }
 
-  /** The bytes the files in the run's temp directory but `tempPath` take (a failed attempt's siblings). */
+  /** The bytes the files in the run's temp directory but `tempPath`'s attempt's take (a failed attempt's siblings, each in its own directory). */
   #othersBytes(tempPath: string): number {
     let sum = 0;
+    const own = attemptDirOf(tempPath);
     try {
-      for (const e of readdirSync(this.tempDir)) {
-        const p = path.join(this.tempDir, e);
-        if (p !== tempPath) sum += this.bytesOf(p);
+      for (const e of readdirSync(this.tempDir, { withFileTypes: true })) {
+        const p = path.join(this.tempDir, e.name);
+        if (p === own) continue;
+        if (!e.isDirectory()) sum += this.bytesOf(p);
+        else for (const f of readdirSync(p)) sum += this.bytesOf(path.join(p, f));
       }
     } catch {
       return Infinity; // cannot tell: not the item's to answer for
@@ -807,12 +950,10 @@ export class OutputStore {
 
   // A wrong path here would rename or delete something that is not ours.
   private assertTemp(tempPath: string): void {
-    // The names tempPath() gives (`<tempDir>/<name>`, one plain segment) pass without resolve.
-    const name = tempPath.startsWith(this.tempDir) && tempPath[this.tempDir.length] === '/' ? tempPath.slice(this.tempDir.length + 1) : undefined;
-    if (name !== undefined && name !== '' && name !== '.' && name !== '..' && !name.includes('/')) return;
-    if (path.dirname(path.resolve(tempPath)) !== this.tempDir) {
-      throw new Error(`not a cronsafe temp path: ${tempPath} (expected inside ${this.tempDir})`);
-    }
+    // The paths tempPathFor gives (`<tempDir>/<slot>/<name>`, two plain segments) pass without resolve.
+    const parts = tempPath.startsWith(this.tempDir) && tempPath[this.tempDir.length] === '/' ? tempPath.slice(this.tempDir.length + 1).split('/') : [];
+    if (parts.length === 2 && parts.every((n) => n !== '' && n !== '.' && n !== '..')) return;
+    throw new Error(`not a cronsafe temp path: ${tempPath} (expected <slot>/<name> inside ${this.tempDir})`);
   }
 }
 

@@ -77,17 +77,26 @@ export function ensureOwnDir(dir: string, trustedUid?: number): DirId {
 
 /**
  * Give this user back its own rights (u+rwx) on `dir`, one of our own directories, when it is
- * this user's and lacks them: a handler that took them from the directory its {output} is in
+ * this user's and lacks them (true when they were given back): a handler that took them from the directory its {output} is in
  * (`chmod 555 "$(dirname "$2")"`, a `tar -x` or `cp -a` there of a tree whose top is
  * read-only) made every later start fail (EACCES: cannot create or write in it), the job
  * stuck until someone gave them back by hand, and the item never charged. Another user's
  * directory (output.directory's owner) is left as it is: the start names it.
  */
-export function ownerRightsBack(dir: string): void {
+export function ownerRightsBack(dir: string): boolean {
   const st = lstatSync(dir, { throwIfNoEntry: false });
-  if (!st?.isDirectory() || st.uid !== process.geteuid?.() || (st.mode & 0o700) === 0o700) return;
+  if (!st?.isDirectory() || st.uid !== process.geteuid?.() || (st.mode & 0o700) === 0o700) return false;
   // Refused (a read-only file system) or replaced meanwhile: the start's checks say why.
-  chmodSame(dir, st, (st.mode & 0o7777) | 0o700);
+  return chmodSame(dir, st, (st.mode & 0o7777) | 0o700);
+}
+
+/**
+ * Why `dir` is not one of our own directories now (a link, not a directory, another user's),
+ * or null when it is, or is missing. Reads only (one lstat).
+ */
+export function ownDirProblem(dir: string, trustedUid?: number): string | null {
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  return st === undefined ? null : problemOf(dir, st, trustedUid);
 }
 
 /** Linux's O_PATH (the same on x86-64 and arm64): a descriptor naming an inode, needing no right on it. Node does not export it. */

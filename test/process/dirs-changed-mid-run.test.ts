@@ -119,8 +119,11 @@ describe('output.directory swapped for a symbolic link under a running pass', ()
     const { code } = await pass.run.exited;
     expect(code, pass.run.stderr()).toBe(1);
     expect(pass.run.stderr()).toContain(`output.directory ${ws.out} vanished or was replaced during the run; stopping (nothing charged)`);
-    // No output was committed through the link: only what the handlers wrote by path stays in its temp directory.
+    // No output was committed through the link, nor was any temp file written there: the
+    // handlers started after the swap had no directory there for their {output} (before, they
+    // wrote theirs by path into the link's temp directory, and cronsafe left them there).
     expect(readdirSync(elsewhere)).toEqual(['.cronsafe-tmp']);
+    expect(readdirSync(path.join(elsewhere, '.cronsafe-tmp', 'job-test-job'))).toEqual([]);
     rmSync(ws.out);
     renameSync(`${ws.out}.real`, ws.out);
     await nextRunFinishes(pass, { chargedOnce: true });

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, existsSync, linkSync, utimesSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, utimesSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -17,6 +17,18 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Every file under `root`, relative, sorted. */
+/** An attempt's temp path as its handler is given it (its own directory made). */
+function given(store: OutputStore, id: string, attempt: number): string {
+  const tmp = store.tempPathFor(id, attempt);
+  store.makeAttemptDir(tmp);
+  return tmp;
+}
+
+/** The files in the store's attempt directories (which stay, for the next attempts). */
+function tempFiles(store: OutputStore): string[] {
+  return readdirSync(store.tempDir).flatMap((slot) => readdirSync(path.join(store.tempDir, slot)));
+}
+
 function tree(root: string): string[] {
   return readdirSync(root, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile())
@@ -84,8 +96,9 @@ describe('OutputStore paths', () => {
     const b = store.tempPathFor(id, 1);
     expect(a).not.toBe(b);
     for (const p of [a, b]) {
-      expect(path.dirname(p)).toBe(store.tempDir);
-      expect(path.basename(p)).toMatch(/^[0-9a-f]{12}-\d+-\d+\.tmp$/);
+      // Each attempt's {output} in a directory of its own (a handler that breaks it breaks no other attempt).
+      expect(path.dirname(path.dirname(p))).toBe(store.tempDir);
+      expect(path.relative(store.tempDir, p)).toMatch(/^[0-9a-f]{12}\.\d+\/[0-9a-f]{12}-\d+-\d+\.tmp$/);
     }
     // Another store (another run) never makes the same names.
     expect(new OutputStore(out).tempPathFor(id, 1)).not.toBe(a);
@@ -96,21 +109,21 @@ describe('OutputStore commit / discard', () => {
   it('renames the temp file into place (same inode) and leaves no temp litter', async () => {
     const store = new OutputStore(out);
     await store.prepare();
-    const tmp = store.tempPathFor('dir/a.scc', 1);
+    const tmp = given(store, 'dir/a.scc', 1);
     writeFileSync(tmp, 'first');
     const ino = statSync(tmp).ino;
     expect(await store.commit(tmp, 'dir/a.scc')).toBe(true);
     const final = path.join(out, 'dir', 'a.scc.out');
     expect(readFileSync(final, 'utf8')).toBe('first');
     expect(statSync(final).ino).toBe(ino); // a rename, not a copy: readers never see half a file
-    expect(readdirSync(store.tempDir)).toEqual([]);
+    expect(tempFiles(store)).toEqual([]);
   });
 
   it('overwrites on redo, never duplicates', async () => {
     const store = new OutputStore(out);
     await store.prepare();
     for (const [attempt, text] of [[1, 'first'], [2, 'second']] as const) {
-      const tmp = store.tempPathFor('a.scc', attempt);
+      const tmp = given(store, 'a.scc', attempt);
       writeFileSync(tmp, text);
       expect(await store.commit(tmp, 'a.scc')).toBe(true);
     }
@@ -123,7 +136,7 @@ describe('OutputStore commit / discard', () => {
     await store.prepare();
     const claimedAt = Date.now() - 5_000;
     expect(store.committedSince('a.scc', claimedAt), 'no file').toBe(false);
-    const tmp = store.tempPathFor('a.scc', 1);
+    const tmp = given(store, 'a.scc', 1);
     writeFileSync(tmp, 'whole');
     expect(await store.commit(tmp, 'a.scc')).toBe(true);
     expect(store.committedSince('a.scc', claimedAt)).toBe(true);
@@ -140,7 +153,7 @@ describe('OutputStore commit / discard', () => {
     expect(statSync(final).ctimeMs).toBeGreaterThanOrEqual(later);
     expect(store.committedSince('a.scc', later)).toBe(false);
     // A new commit (a new file renamed into place) is proof for the later claim.
-    const tmp2 = store.tempPathFor('a.scc', 2);
+    const tmp2 = given(store, 'a.scc', 2);
     writeFileSync(tmp2, 'whole again');
     expect(await store.commit(tmp2, 'a.scc')).toBe(true);
     expect(store.committedSince('a.scc', later)).toBe(true);
@@ -156,7 +169,7 @@ describe('OutputStore commit / discard', () => {
   it("committedSince: an output made just after the claim is proof though the kernel's coarse file clock stamped it a few ms before the claim's time", async () => {
     const store = new OutputStore(out);
     await store.prepare();
-    const tmp = store.tempPathFor('a.scc', 1);
+    const tmp = given(store, 'a.scc', 1);
     writeFileSync(tmp, 'whole');
     expect(await store.commit(tmp, 'a.scc')).toBe(true);
     // File times come from the kernel's coarse clock, up to a tick (4 ms at HZ=250, 10 ms at
@@ -184,7 +197,7 @@ describe('OutputStore commit / discard', () => {
   it('refuses an unsafe id before touching the temp file', async () => {
     const store = new OutputStore(out);
     await store.prepare();
-    const tmp = store.tempPathFor('../x', 1);
+    const tmp = given(store, '../x', 1);
     writeFileSync(tmp, 'data');
     await expect(store.commit(tmp, '../x')).rejects.toThrow(/unsafe item id/);
     expect(existsSync(tmp)).toBe(true);
@@ -204,11 +217,33 @@ describe('OutputStore commit / discard', () => {
   it('discards a temp file, and tolerates one that was never written', async () => {
     const store = new OutputStore(out);
     await store.prepare();
-    const tmp = store.tempPathFor('a', 1);
+    const tmp = given(store, 'a', 1);
     writeFileSync(tmp, 'partial');
     await store.discard(tmp);
     await store.discard(store.tempPathFor('b', 1));
-    expect(readdirSync(store.tempDir)).toEqual([]);
+    expect(tempFiles(store)).toEqual([]);
+  });
+
+  it('an attempt directory is reused once its attempt is over, its rights given back; one replaced by a link is refused and never handed out again', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const a = given(store, 'a', 1);
+    writeFileSync(a, 'partial');
+    chmodSync(path.dirname(a), 0o555); // its handler's `chmod 555 "$(dirname "$2")"`
+    await store.discard(a);
+    expect(statSync(path.dirname(a)).mode & 0o777).toBe(0o755);
+    const b = given(store, 'b', 1);
+    expect(path.dirname(b)).toBe(path.dirname(a));
+    const elsewhere = path.join(dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    writeFileSync(path.join(elsewhere, path.basename(b)), 'not ours');
+    renameSync(path.dirname(b), `${path.dirname(b)}.moved`);
+    symlinkSync(elsewhere, path.dirname(b));
+    await expect(store.commit(b, 'b')).rejects.toThrow(/is a symbolic link .*; it was replaced during the run: stopping \(nothing charged\)$/);
+    await expect(store.discard(b)).rejects.toThrow(/is a symbolic link/);
+    expect(readFileSync(path.join(elsewhere, path.basename(b)), 'utf8')).toBe('not ours');
+    expect(existsSync(store.finalPathFor('b'))).toBe(false);
+    expect(path.dirname(given(store, 'c', 1))).not.toBe(path.dirname(b));
   });
 
   it('prepare() removes temp files a killed run left, and keeps committed outputs', async () => {
@@ -266,7 +301,7 @@ describe('OutputStore: its temp directory vanishes or is replaced', () => {
   it('a commit that finds no file after another attempt already recreated the directory: OwnDirectoryGone, never "wrote nothing"', async () => {
     const store = new OutputStore(out);
     await store.prepare();
-    const tmp = store.tempPathFor('c', 1);
+    const tmp = given(store, 'c', 1);
     writeFileSync(tmp, 'written, then lost with the directory');
     rmSync(store.tempDir, { recursive: true });
     // A sibling attempt noticed first and recreated it.
@@ -411,7 +446,7 @@ describe('outputName: every id gets a writable, distinct output path', () => {
     await store.prepare();
     const long = 'n'.repeat(255);
     for (const id of ['a', 'a.out/b', long]) {
-      const tmp = store.tempPathFor(id, 1);
+      const tmp = given(store, id, 1);
       writeFileSync(tmp, id);
       expect(await store.commit(tmp, id)).toBe(true);
       expect(readFileSync(store.finalPathFor(id), 'utf8')).toBe(id);
