@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { sharesPass, type Ledger } from '../ledger/types.js';
 import { AbortReason } from './drain.js';
+import { EnvironmentFault } from './faults.js';
 import { dispatch } from './dispatch.js';
 import { PassState, passOutcome, scanResult, type PassDeps, type PassResult } from './pass-state.js';
 import { produce } from './produce.js';
@@ -13,6 +14,21 @@ export { passOutcome, resumeAtOnce, retryPolicy, type PassDeps, type PassObserve
 
 /** Results per ledger write, at most (a batch is also written 20 ms after its first result). */
 const MAX_BATCH = 128;
+
+/**
+ * The environment's stop said "nothing charged", but the ledger refused the writes after it
+ * (its volume gone read-only with output.directory's, or full): the hand-backs of the attempts
+ * running then were never recorded, and the next run took their claims for a dead run's and
+ * charged them. The message says so instead.
+ */
+function handBacksUnrecorded(stop: Error, ledgerError: Error, n: number): Error {
+  const them = n === 1 ? 'the attempt' : `the ${n} attempts`;
+  const said = `${them} running then handed back uncharged, but the ledger write failed (${ledgerError.message}), so the next run charges ${n === 1 ? 'it' : 'them'}`;
+  if (!stop.message.includes('nothing charged')) return stop;
+  const e = new EnvironmentFault(stop.message.replace(/nothing charged/g, said));
+  e.cause = stop;
+  return e;
+}
 
 /**
  * One pass over the backlog: scan lazily -> discover in batches -> bounded channel of
@@ -95,6 +111,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
     drain.dispose();
   }
   p.error ??= p.results.error;
+  if (p.error !== undefined && p.results.unrecordedHandBacks > 0 && p.results.error !== undefined && p.error !== p.results.error) p.error = handBacksUnrecorded(p.error, p.results.error, p.results.unrecordedHandBacks);
   const error = p.error;
   const counts = { scanned: p.scanned, claimed: p.claimed, skippedDirectories: p.skippedDirectories, noOutput: p.noOutput, ...p.results.counts };
   // After a stop the sweep did not prove the pass over: ask the ledger whether anything it saw is due.

@@ -55,6 +55,11 @@ export class ResultBatcher {
   private chain: Promise<void> = Promise.resolve();
   /** First ledger error; once set, every later flush rethrows it. */
   error: Error | undefined;
+  /**
+   * Hand-backs of started attempts whose write failed: their claims stay in the ledger, and the
+   * next run takes them for a dead run's and charges them (runPass says so).
+   */
+  unrecordedHandBacks = 0;
 
   constructor(
     private readonly ledger: Ledger,
@@ -152,7 +157,11 @@ export class ResultBatcher {
   }
 
   private async write(batch: Settlement, claim?: ClaimRequest): Promise<Claimed> {
-    if (this.error) throw this.error;
+    const unrecorded = (): number => (this.unrecordedHandBacks += batch.release.filter((r) => !r.unstarted).length);
+    if (this.error) {
+      unrecorded();
+      throw this.error;
+    }
     const size = batch.complete.length + batch.fail.length + batch.release.length + batch.gone.length;
     if (size === 0 && (!claim || (claim.ids.length === 0 && !sharesPass(this.ledger)))) return { claims: [], considered: 0 };
     const now = this.opts.now();
@@ -164,6 +173,7 @@ export class ResultBatcher {
         out = await this.ledger.settle(batch, now, claim && { ids: claim.ids, opts: claim.opts() });
       }
     } catch (err) {
+      unrecorded();
       this.error = coerceError(err);
       this.opts.onError(this.error);
       throw this.error;

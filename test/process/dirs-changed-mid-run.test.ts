@@ -107,6 +107,40 @@ describe('a volume gone read-only under a running pass (ext4 errors=remount-ro)'
   }, 180_000);
 });
 
+describe('one volume holding both the ledger and output.directory gone read-only under a running pass', () => {
+  // The attempts running then are handed back uncharged in memory only: the hand-backs (and
+  // the start journal) cannot be written there, so the next run takes their claims for a dead
+  // run's and charges them. The run said "nothing charged" of them.
+  it('exit 1 saying the ledger could not record the hand-backs, so the next run charges them; remounted, the next run finishes every item', async (ctx) => {
+    let trigger = '';
+    let image = '';
+    let vol = '';
+    const pass = await passUnderWay((ws) => {
+      vol = path.join(ws.dir, 'vol');
+      image = path.join(ws.dir, 'vol.img');
+      trigger = ext4At(ctx, vol, image);
+      configure(ws, { output: { directory: path.join(vol, 'out') }, state: { sqlite: path.join(vol, 'state', 'cronsafe.db') }, lock: { path: path.join(vol, 'state', 'cronsafe.lock') } });
+      ws.out = path.join(vol, 'out');
+      ws.db = path.join(vol, 'state', 'cronsafe.db');
+    });
+    try {
+      writeFileSync(trigger, '1');
+      const { code } = await pass.run.exited;
+      const stderr = pass.run.stderr();
+      expect(code, stderr).toBe(1);
+      // Before: "the file system of output.directory ... is read-only; stopping, nothing charged".
+      expect(stderr).not.toContain('nothing charged');
+      // Found first by an attempt (else by a ledger write, whose failure it is said to be).
+      if (stderr.includes('output.directory')) expect(stderr).toMatch(/is read-only; stopping, the (\d+ )?attempts? running then handed back uncharged, but the ledger write failed \([^)]+\), so the next run charges (it|them)/);
+      else expect(stderr).toMatch(/read-only|I\/O error/);
+      remount(vol, image);
+      await nextRunFinishes(pass, { chargedOnce: false });
+    } finally {
+      spawnSync('umount', ['-l', vol]);
+    }
+  }, 180_000);
+});
+
 describe('output.directory swapped for a symbolic link under a running pass', () => {
   it('to a directory laid out like it: exit 1, no output committed there; put back, the next run finishes every item', async () => {
     const pass = await passUnderWay();
