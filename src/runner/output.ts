@@ -96,6 +96,8 @@ export class OutputStore {
   readonly #madeSlots = new Map<string, DirId>();
   /** The attempt directory each attempt's temp path is in, while the attempt holds it. */
   readonly #slotOf = new Map<string, string>();
+  /** How many attempt directories were found gone as their attempt ended (#releaseSlot). */
+  #slotLosses = 0;
   /** Outputs this store committed (#fullNow). */
   #committed = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
@@ -404,25 +406,34 @@ export class OutputStore {
    * never handed out again (the next start removes it). One the handler was never given is
    * reused as it is.
    */
-  #releaseSlot(tempPath: string, given: boolean): void {
+  #releaseSlot(tempPath: string, given: boolean): OwnDirectoryGone | null {
     const slot = this.#slotOf.get(tempPath);
-    if (slot === undefined) return;
+    if (slot === undefined) return null;
     this.#slotOf.delete(tempPath);
     if (!given) {
       this.#freeSlots.push(slot);
-      return;
+      return null;
     }
     const made = this.#madeSlots.get(slot);
+    let st: Stats | undefined;
     try {
-      const st = made === undefined ? undefined : lstatSync(slot, { throwIfNoEntry: false });
+      st = made === undefined ? undefined : lstatSync(slot, { throwIfNoEntry: false });
       if (made !== undefined && st?.isDirectory() === true && st.dev === made.dev && st.ino === made.ino && ((st.mode & 0o700) === 0o700 || chmodSame(slot, st, (st.mode & 0o7777) | 0o700))) {
         this.#freeSlots.push(slot);
-        return;
+        return null;
       }
     } catch {
       /* cannot be looked at: not reused */
     }
     this.#madeSlots.delete(slot);
+    if (made === undefined || st !== undefined) return null;
+    // Removed under the attempt (an empty-directory cleaner, `rm -rf` of output.directory on its
+    // way): its handler's write failed for that, not for its item, as when the temp directory
+    // itself vanishes. Again and again (a cleaner every few seconds): the environment's to fix.
+    if (++this.#slotLosses > MAX_TEMP_RECREATIONS) {
+      throw new EnvironmentFault(`cronsafe's attempt directories in ${this.tempDir} were removed ${this.#slotLosses} times during this run (a cleaner?); stopping (nothing charged). Exclude it from the cleaner.`);
+    }
+    return new OwnDirectoryGone(`cronsafe's attempt directory ${slot} vanished under the attempt (an empty-directory cleaner?)`);
   }
 
   /**
@@ -438,9 +449,11 @@ export class OutputStore {
    */
   makeAttemptDir(tempPath: string): void {
     const slot = attemptDirOf(tempPath);
-    if (this.#madeSlots.has(slot)) return;
-    if (this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId)) return;
     try {
+      // Made, and still there (one lstat: a cleaner may have removed it while it was free).
+      if (this.#madeSlots.has(slot) && lstatSync(slot, { throwIfNoEntry: false }) !== undefined) return;
+      this.#madeSlots.delete(slot);
+      if (this.#tempId !== undefined && !sameDir(this.tempDir, this.#tempId)) return;
       mkdirSync(slot, DIR_MODE);
       const st = lstatSync(slot);
       this.#madeSlots.set(slot, { dev: st.dev, ino: st.ino });
@@ -550,7 +563,8 @@ export class OutputStore {
       // open) and exit 0 anyway (`cat "$1" > "$2"; echo converted`): recorded done with no
       // output, never redone. One statfs(2), synchronous (~1 us) on this hot path.
       if (fullSeen?.() || this.#fullNow()) throw new OutputMaybeCut(true);
-      this.#releaseSlot(tempPath, given);
+      const slotGone = this.#releaseSlot(tempPath, given);
+      if (slotGone) throw slotGone;
       return false;
     }
     // Our directory swapped for a link meanwhile (a handler's `mv "$(dirname "$2")" ...; ln -s
@@ -674,8 +688,8 @@ export class OutputStore {
       ownerRightsBack(attemptDirOf(tempPath));
       await removeTree(tempPath);
     }
-    this.#releaseSlot(tempPath, given);
-    return lost;
+    const slotGone = this.#releaseSlot(tempPath, given);
+    return lost ?? slotGone;
   }
 
   /**

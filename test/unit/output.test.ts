@@ -246,6 +246,26 @@ describe('OutputStore commit / discard', () => {
     expect(path.dirname(given(store, 'c', 1))).not.toBe(path.dirname(b));
   });
 
+  it('an attempt directory removed under its attempt (a cleaner, `rm -rf` on its way): OwnDirectoryGone, not the item\'s failure; made again for the next attempt', async () => {
+    const store = new OutputStore(out);
+    await store.prepare();
+    const a = given(store, 'a', 1);
+    rmSync(path.dirname(a), { recursive: true });
+    await expect(store.commit(a, 'a')).rejects.toBeInstanceOf(OwnDirectoryGone);
+    const b = given(store, 'b', 1);
+    rmSync(path.dirname(b), { recursive: true });
+    expect(await store.discard(b)).toBeInstanceOf(OwnDirectoryGone);
+    // Removed while no attempt held it: made again when handed out.
+    const c = given(store, 'c', 1);
+    expect(await store.commit(c, 'c')).toBe(false);
+    rmSync(path.dirname(c), { recursive: true });
+    const d = given(store, 'd', 1);
+    expect(path.dirname(d)).toBe(path.dirname(c));
+    writeFileSync(d, 'whole');
+    expect(await store.commit(d, 'd')).toBe(true);
+    expect(readFileSync(store.finalPathFor('d'), 'utf8')).toBe('whole');
+  });
+
   it('prepare() removes temp files a killed run left, and keeps committed outputs', async () => {
     mkdirSync(path.join(out, '.cronsafe-tmp', 'junkdir'), { recursive: true });
     writeFileSync(path.join(out, '.cronsafe-tmp', 'stale-1.tmp'), 'half');
