@@ -31,6 +31,14 @@ export interface ClaimedRow {
    * every write by it also matches the id.
    */
   rowid?: number;
+  /**
+   * SQLite: the row's updated_at as discovery read it. A row changed at a time later than
+   * the run's clock (a requeue or retry whose clock, or whose row's last writer's, was ahead)
+   * is not started from the journal: its journalled start would be dated before the change,
+   * and the flush, which never applies a start older than the row's last change, would
+   * leave it pending to be claimed again (write-behind.ts settle).
+   */
+  updated_at?: number;
 }
 
 export function toItemRecord(r: ItemRow): ItemRecord {

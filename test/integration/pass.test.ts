@@ -238,6 +238,8 @@ describe('runPass: the lease guard on outputs (a pod cut off from the ledger for
     // Handed back uncharged, then claimed again by the same pass (a new claim, a new lease).
     expect(r.counts).toMatchObject({ succeeded: 1, released: 1, failed: 0 });
     expect(readFileSync(path.join(ws.out, 'item-0.out'), 'utf8')).toBe('attempt 2');
+    // What the run's end does (holding-lock.ts): the attempt directories no attempt holds go.
+    outputs.close();
     expect(readdirSync(outputs.tempDir)).toEqual([]);
     expect(await ledger.get('item-0')).toMatchObject({ state: 'done', attempts: 2, released: 1 });
     expect(lines.some((l) => /lease may have run out/.test(String(l.reason)))).toBe(true);

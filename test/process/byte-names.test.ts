@@ -200,8 +200,12 @@ describe("what a handler leaves beside its {output} under a name that is not UTF
     const script = `t=$(dirname "$1"); printf x > "$t/$(printf 'caf\\351')"; mkdir "$t/$(printf 'd\\351')"; printf y > "$t/$(printf 'd\\351')/f"; cp "$2" "$1"`;
     const ws = workspace({ handler: { command: ['/bin/sh', '-c', script, 'sh', '{output}', '{path}'] } }, { 'a.txt': 'a' });
     const temp = path.join(ws.out, '.cronsafe-tmp');
-    // Names as bytes (a string listing cannot even open `d<0xE9>`), with the job directories.
-    const left = () => readdirSync(temp).flatMap((job) => readdirSync(path.join(temp, job), { encoding: 'buffer' }).map((n) => n.toString('latin1')));
+    // Names as bytes (a string listing cannot even open `d<0xE9>`), under the job's and the
+    // attempts' directories (.cronsafe-tmp/job-<name>/<prefix>.<n>/).
+    const left = () =>
+      readdirSync(temp).flatMap((job) =>
+        readdirSync(path.join(temp, job)).flatMap((slot) => readdirSync(path.join(temp, job, slot), { encoding: 'buffer' }).map((n) => n.toString('latin1'))),
+      );
     const r = await runCli(['run', '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(0);
     expect(left().sort()).toEqual(['caf\xe9', 'd\xe9']); // left until the next start

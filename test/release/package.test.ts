@@ -65,7 +65,7 @@ describe('npm package', () => {
 
   it('ships nothing else: no tests, .tmp, bench, sources, source maps or CI files', () => {
     const unexpected = packed.files.map((f) => f.path).filter((p) =>
-      !['package.json', 'README.md', 'LICENSE', 'dist/cli.js', 'dist/chunks/cronsafe.cjs', LICENSES].includes(p) && !/^dist\/chunks\/[^/]+\.(js|cache)$/.test(p));
+      !['package.json', 'README.md', 'LICENSE', 'dist/cli.js', 'dist/cli.cjs', 'dist/chunks/cronsafe.cjs', LICENSES].includes(p) && !/^dist\/chunks\/[^/]+\.(js|cache)$/.test(p));
     expect(unexpected).toEqual([]);
   });
 

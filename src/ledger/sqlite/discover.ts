@@ -61,7 +61,7 @@ export const RECORD_PASS_SQL = `INSERT INTO meta (key, value) VALUES ('${PASS_KE
  * again. RETURNING order is unspecified, so the caller puts them in batch order.
  */
 export const DISCOVER_RETURNING_SQL = `${DISCOVER_SQL}
-RETURNING rowid, id, attempts, released, state, available_at`;
+RETURNING rowid, id, attempts, released, state, available_at, updated_at`;
 
 /**
  * Rows of a batch that can be claimed now: pending and past their backoff. CROSS JOIN
@@ -69,7 +69,7 @@ RETURNING rowid, id, attempts, released, state, available_at`;
  * otherwise the planner may scan a state index over the whole table.
  */
 const CLAIMABLE = `
-  SELECT i.rowid, i.id, i.attempts, i.released FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
+  SELECT i.rowid, i.id, i.attempts, i.released, i.updated_at FROM json_each(@batch) AS j CROSS JOIN items AS i ON i.id = j.value ->> 0
   WHERE +i.state = 'pending' AND +i.available_at <= @now`;
 
 /** Which rows of a discovered batch are claimable now, in batch order (with what a claim needs). */
@@ -131,7 +131,7 @@ function inBatchOrder(batch: [string, ...unknown[]][], returned: DiscoveredRow[]
     const r = byId.get(key);
     if (r === undefined) continue;
     byId.delete(key); // two ids stored as one row: one candidate
-    out.push({ id: r.id, attempts: r.attempts, released: r.released, rowid: r.rowid });
+    out.push({ id: r.id, attempts: r.attempts, released: r.released, rowid: r.rowid, updated_at: r.updated_at });
   }
   return out;
 }

@@ -174,7 +174,10 @@ export class WriteBehind {
     if (owner === undefined || complete.some((c) => c.owner !== owner)) return null;
     const ids = claim?.ids ?? [];
     const opts = claim?.opts ?? { owner, now, leaseMs: 0 };
-    if (!ids.every((id) => this.#ready.has(id)) || hasRepeats(ids)) return null;
+    // A candidate whose row was changed later than this clock goes the transactional way:
+    // its start, dated now, would be older than the change, and the flush would skip it
+    // (APPLY_STARTS_SQL), leaving the item pending while its handler runs (ClaimedRow.updated_at).
+    if (!ids.every((id) => (this.#ready.get(id)?.updated_at ?? Infinity) <= opts.now) || hasRepeats(ids)) return null;
     if (!complete.every((c) => this.#started(c))) return null;
     // Deleted under us: what it held since the last flush is only in our fd. Write that
     // into the ledger now, then append to a new file. Before the starts below are made:
