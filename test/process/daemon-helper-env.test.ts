@@ -36,13 +36,17 @@ describe.skipIf(!LIBFAKETIME)("a daemon's helpers across passes", () => {
     );
     // 600 KB of environment (each variable under Linux's 128 KiB per string): a copy per pass is plain to see.
     const env = Object.fromEntries([1, 2, 3, 4, 5].map((n) => [`CRONSAFE_TEST_BIG${n}`, String(n).repeat(120_000)]));
-    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:00:00', { env, timeoutMs: 180_000 });
+    // At x20 (a minute every 3 s), not the usual x60: the daemon's 15 s for a helper to start
+    // are on its fast clock, and at x60 they were a quarter of a real second, which a loaded
+    // machine's node start-up overran (the pass failed "did not start within 15 s", 2 of 6
+    // copies at load 15-22); 0.75 s at x20.
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 00:00:00', { env, timeoutMs: 260_000, rate: 20 });
     const passes = (): number => daemon.lines.filter((l) => l.msg === 'run finished' && (l.counts as { succeeded?: number } | undefined)?.succeeded === 1).length;
     try {
-      await daemon.waitFor(() => passes() >= 5, 60_000);
+      await daemon.waitFor(() => passes() >= 5, 90_000);
       const before = helpersRss(daemon.child.pid!);
       expect(before).toBeGreaterThan(0);
-      await daemon.waitFor(() => passes() >= 30, 120_000);
+      await daemon.waitFor(() => passes() >= 30, 150_000);
       const after = helpersRss(daemon.child.pid!);
       // 25 more passes: ~26 MB more when each kept its copy (measured: +21 MB over 20). Without
       // them the heap still grows a step now and then (~4 MB seen once): the bound leaves room.
@@ -51,5 +55,5 @@ describe.skipIf(!LIBFAKETIME)("a daemon's helpers across passes", () => {
       daemon.child.kill('SIGTERM');
       await daemon.exited;
     }
-  }, 200_000);
+  }, 280_000);
 });
