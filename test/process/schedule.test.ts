@@ -13,6 +13,20 @@ import { LIBFAKETIME, spawnFastCli, stopFastDaemon } from '../helpers/faketime.j
 const hasFaketime = LIBFAKETIME !== undefined;
 const fast = (start: string, args: string[], env: Record<string, string> = {}) => spawnFastCli(args, start, { env });
 
+/** `YYYY-MM-DD hh:mm:ss` (UTC) of `at`, as libfaketime takes it. */
+const fakeClock = (at: Date): string => at.toISOString().slice(0, 19).replace('T', ' ');
+
+/**
+ * runCli on a clock that starts at `start` (UTC, `YYYY-MM-DD hh:mm:ss`) and runs at the real
+ * rate (libfaketime); on the real clock where libfaketime is not installed.
+ */
+async function runCliAt(start: string, args: string[]) {
+  if (!hasFaketime) return runCli(args);
+  const r = spawnFastCli(args, start, { rate: 1 });
+  const { code } = await r.exited;
+  return { code, lines: r.lines, stderr: r.stderr() };
+}
+
 async function ledgerOf(db: string) {
   return openSqliteLedger(db);
 }
@@ -336,8 +350,15 @@ describe('fire identity', () => {
     // A minute's schedule whose last recorded fire is 100,005 minutes (~70 days) back: 100,004
     // occurrences never ran, past the 100,000 counted one by one.
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, schedule: { cron: '* * * * *', timeZone: 'UTC' } }, { 'a.txt': 'a' });
-    expect((await runCli(['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T00:00:00Z'])).code).toBe(0);
-    const later = await runCli(['run', '-c', ws.configPath, '--scheduled-time', new Date(Date.parse('2026-06-01T00:00:00Z') + 100_005 * 60_000).toISOString()]);
+    // Each run on a clock a second past its own fire: a run of this minute's schedule that
+    // spans a minute of its clock records that minute as an overrun (and the occurrences
+    // before it as missed), past the second fire, which then has none missed before it. On
+    // the real clock a loaded machine's first run spanned a minute now and then.
+    const first = await runCliAt('2026-06-01 00:00:01', ['run', '-c', ws.configPath, '--scheduled-time', '2026-06-01T00:00:00Z']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.lines.filter((l) => String(l.msg).startsWith('overrun')), 'the first run ended within its minute').toEqual([]);
+    const fire = new Date(Date.parse('2026-06-01T00:00:00Z') + 100_005 * 60_000);
+    const later = await runCliAt(fakeClock(new Date(fire.getTime() + 1000)), ['run', '-c', ws.configPath, '--scheduled-time', fire.toISOString()]);
     expect(later.code, later.stderr).toBe(0);
     const line = later.lines.find((l) => l.msg === 'schedule: occurrences since the last recorded one never ran');
     expect(line).toMatchObject({ missed: 100_000, atLeast: true, countedUpTo: 100_000, first: '2026-06-01T00:01:00.000Z', recorded: 100 });
