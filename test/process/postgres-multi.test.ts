@@ -80,10 +80,20 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: many runner processes
       { handler: { module: 'handler.mjs' }, state: { postgres: url, schema: 'spread' }, concurrency: 1, queueSize: 2, log: { level: 'info' } },
       files,
     );
+    // Each attempt says which process runs it, and the first ones wait (30 s at most) until
+    // both processes have started one: b's start-up (seconds on a loaded machine) is not raced
+    // against a's 12 x 300 ms. Were the backlog claimed by a alone, b starts none: a goes on
+    // after the 30 s, and the writers below are a alone.
+    const started = path.join(ws.dir, 'started');
+    mkdirSync(started);
     writeFileSync(
       path.join(ws.dir, 'handler.mjs'),
-      `import { writeFile } from 'node:fs/promises';
+      `import { readdirSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+const started = ${JSON.stringify(started)};
 export default async function (item, ctx) {
+  writeFileSync(started + '/' + process.pid, '');
+  for (const until = Date.now() + 30_000; readdirSync(started).length < 2 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
   await new Promise((r) => setTimeout(r, 300));
   await writeFile(ctx.outputPath, String(process.pid));
 }
