@@ -48,6 +48,13 @@ const CONFIG = {
   log: { level: 'info' },
 };
 const FILES = { 'a.txt': 'a', 'b.txt': 'b', 'poison.txt': 'p' };
+/**
+ * Each case runs the CLI 8-40 times one after another (runs, `status`, `plan`): a run's own
+ * work is ~2.5 s (its drain 1 s), its start-up 0.3 s alone but 2-10 s at a load of 15-25,
+ * where the PostgreSQL case beside a slow item took over 60 s (3 of 3 copies at load 20, and 2
+ * of 3 at load 15-20) and the others 13-41 s.
+ */
+const LONG = 180_000;
 
 describe('a module handler that breaks the process at one item', () => {
   for (const [how, said] of [
@@ -58,13 +65,13 @@ describe('a module handler that breaks the process at one item', () => {
     it(`(${how}) is charged each time it breaks the process and ends dead; the other items are done`, async () => {
       const ws = workspace(CONFIG, FILES);
       await expectPoisonDead(ws.configPath, await runUntilDead(ws.configPath, how, said), said);
-    });
+    }, LONG);
   }
 
   it('beside a good item slower than the drain, with retry.maxAttempts as users get it: the culprit ends dead, the good item done', async () => {
     const ws = workspace(SIDE_BY_SIDE, SIDE_BY_SIDE_FILES);
     await expectCulpritAlone(ws.configPath);
-  });
+  }, LONG);
 
   it('a culprit failing on its own whose timer breaks the process after it settled: the good item beside it is not dead-lettered', async () => {
     // A backoff, so that the culprit fails once a run (with none, it fails its 5 attempts in
@@ -88,7 +95,7 @@ describe('a module handler that breaks the process at one item', () => {
     expect(items, `exit codes ${codes.join(' ')}`).toEqual({ pending: 0, claimed: 0, done: 1, dead: 1 });
     const dead = JSON.parse((await runCli(['dead-letter', 'list', '--json', '-c', ws.configPath])).stdout) as Array<{ id: string }>;
     expect(dead.map((d) => d.id)).toEqual(['poison.txt']);
-  });
+  }, LONG);
 });
 
 // Two at a time, the default retry.maxAttempts (5); no backoff, so that each run retries.
@@ -131,11 +138,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a module handler that
     const said = /uncaught exception: thrown from a timer of poison\.txt/;
     const ws = workspace({ ...CONFIG, state: { postgres: url } }, FILES);
     await expectPoisonDead(ws.configPath, await runUntilDead(ws.configPath, 'throw', said), said);
-  });
+  }, LONG);
 
   it('beside a good item slower than the drain: the culprit ends dead, the good item done', async () => {
     const url = await server.createDatabase('breaks_beside_slow');
     const ws = workspace({ ...SIDE_BY_SIDE, state: { postgres: url } }, SIDE_BY_SIDE_FILES);
     await expectCulpritAlone(ws.configPath);
-  });
+  }, LONG);
 });
