@@ -8,6 +8,8 @@ export class AttemptSignal {
   #ctl: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
+  /** The first listener (an attempt has one: its handler wrapper), kept without an array. */
+  #first: ((reason: unknown) => void) | undefined;
   #listeners: Array<(reason: unknown) => void> | undefined;
 
   /** The attempt's AbortSignal (created on first read; already aborted if the attempt was). */
@@ -32,8 +34,11 @@ export class AttemptSignal {
     this.#aborted = true;
     this.#reason = reason;
     this.#ctl?.abort(reason);
+    const first = this.#first;
     const listeners = this.#listeners;
+    this.#first = undefined;
     this.#listeners = undefined;
+    first?.(reason);
     if (listeners) for (const fn of listeners) fn(reason);
   }
 
@@ -45,6 +50,12 @@ export class AttemptSignal {
     if (this.#aborted) {
       fn(this.#reason);
       return () => undefined;
+    }
+    if (this.#first === undefined && this.#listeners === undefined) {
+      this.#first = fn;
+      return () => {
+        if (this.#first === fn) this.#first = undefined;
+      };
     }
     (this.#listeners ??= []).push(fn);
     return () => {

@@ -25,8 +25,6 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   const ctx = new AttemptContext(abort, p.log, claim);
   inflight.set(claim.id, abort);
   if (drain.aborting.aborted) abort.abort(drain.aborting.reason);
-  // A child logger costs ~2 us: made only for handlers that log, and for our own lines.
-  const logOf = () => ctx.log;
   // Problems known before the handler runs cannot be fixed by running it again: an id
   // that would escape output.directory, something foreign where its output goes, or a path
   // too long to open.
@@ -40,7 +38,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // stack trace, every claim of the run left to crash recovery (charged). Not the item's.
     inflight.delete(claim.id);
     const fault = new EnvironmentFault(`cannot look at where the output of ${JSON.stringify(claim.id)} goes: ${coerceError(err).message}; stopping, nothing charged`);
-    settle(p, claim, { kind: 'stop', reason: `not charged: ${fault.message}`, fault, unstarted: true }, logOf);
+    settle(p, claim, { kind: 'stop', reason: `not charged: ${fault.message}`, fault, unstarted: true }, ctx);
     return;
   }
   if (unsafe) {
@@ -70,15 +68,15 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // names are not the items this scan found (whereItWent stops the pass).
   const replaced = source?.linked === true && sourceReplaced(source.directory, source.startId);
   const went = source !== undefined && (replaced || moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
-  if (went === null && there !== undefined && source?.own?.some((o) => o.dev === there.dev && o.ino === there.ino)) {
+  if (went === null && there !== undefined && source?.own !== undefined && isOwnFile(source.own, there)) {
     inflight.delete(claim.id);
-    settle(p, claim, { kind: 'gone' }, logOf);
+    settle(p, claim, { kind: 'gone' }, ctx);
     return;
   }
   if (went) {
     inflight.delete(claim.id);
     // Found before its handler started: a stop undoes the claim (attempts count starts).
-    settle(p, claim, went.kind === 'stop' ? { ...went, unstarted: true } : went, logOf);
+    settle(p, claim, went.kind === 'stop' ? { ...went, unstarted: true } : went, ctx);
     return;
   }
   let tempPath: string | undefined;
@@ -88,7 +86,6 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // wall clock during the attempt (NTP, a VM resumed) would make it negative, and a negative
   // observation takes cronsafe_item_duration_seconds_sum down (a counter reset to rate()).
   const started = performance.now();
-  const took = () => performance.now() - started;
   try {
     // Inside: a temp directory found replaced here is judged like any other attempt's fault.
     tempPath = outputs?.tempPathFor(claim.id, claim.attempt);
@@ -127,12 +124,13 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     } else if (tempPath && outputs) {
       p.committed++;
     }
-    p.durations.set(claim, took());
-    if (p.debug) logOf().debug({ ms: Math.round(took()) }, 'item done');
+    const ms = performance.now() - started;
+    p.durations.set(claim, ms);
+    if (p.debug) ctx.log.debug({ ms: Math.round(ms) }, 'item done');
     scene.succeeded = true;
     results.complete(claim);
   } catch (err) {
-    p.durations.set(claim, took());
+    p.durations.set(claim, performance.now() - started);
     // Asked before the clean-up, which frees what the failed attempt wrote; so is the pass
     // told, so that a sibling's commit asked after that clean-up still counts it full.
     const full = outputs !== undefined && (err instanceof OutputMaybeCut || (await outputs.full()));
@@ -150,7 +148,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     // was judged by that file, missing: forgotten as "item gone", never charged, every run.
     const attempt = { err, message, aborted: abort.aborted, tempGone: tempGone ?? undefined, outputFull: full, filledOutput, outputReadOnly: readOnly, outputUnwritable: unwritable ?? undefined, itemPath: file, stopping: drain.stopping.aborted, stoppedBy: drain.stopping.aborted ? String(drain.stopping.reason) : undefined };
     const verdict = await judgeFailure(attempt, scene);
-    settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, logOf);
+    settle(p, claim, brokeProcessAgain(p, claim, verdict) ?? verdict, ctx);
   } finally {
     inflight.delete(claim.id);
   }
@@ -187,7 +185,7 @@ function leaseGuard(p: PassState, claim: Claim): void {
 }
 
 /** Charge, hand back, stop or forget, as the verdict says (judgeFailure, whereItWent). */
-function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () => Logger): void {
+function settle(p: PassState, claim: Claim, verdict: FailureVerdict, ctx: AttemptContext): void {
   switch (verdict.kind) {
     case 'charge':
       p.results.fail(claim, verdict.message, p.retry);
@@ -198,7 +196,7 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, logOf: () =
     case 'release': {
       // Said once the hand-back is written: a write that fails leaves the claim to its lease, charged.
       const warn = verdict.warn;
-      p.results.release(claim, verdict.reason, false, warn && (() => logOf().warn(warn.fields, warn.msg)));
+      p.results.release(claim, verdict.reason, false, warn && (() => ctx.log.warn(warn.fields, warn.msg)));
       return;
     }
     case 'stop':
@@ -287,6 +285,12 @@ class AttemptContext implements HandlerContext {
   get attempt(): number {
     return this.claim.attempt;
   }
+}
+
+/** Whether `there` is one of cronsafe's own files (by device and inode). A loop: no closure per attempt. */
+function isOwnFile(own: readonly { dev: number; ino: number }[], there: Stats): boolean {
+  for (const o of own) if (o.dev === there.dev && o.ino === there.ino) return true;
+  return false;
 }
 
 /** The item's file as stat(2) sees it (following links), or undefined on any miss: never throws. */

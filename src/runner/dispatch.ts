@@ -19,9 +19,15 @@ export async function dispatch(p: PassState): Promise<void> {
     held.set(claim.id, claim);
     if (p.leaseGuard) p.claimedAt.set(claim, p.lastClaimAt);
     p.claimed++;
-    const task: Promise<void> = limit(() => runItem(p, claim)).finally(() => {
+    // then, not finally: finally makes a promise and two closures more per attempt, and
+    // waits a microtask more. runItem never rejects; if it did, the task still would.
+    const ended = () => {
       tasks.delete(task);
       p.notify();
+    };
+    const task: Promise<void> = limit(() => runItem(p, claim)).then(ended, (err: unknown) => {
+      ended();
+      throw err;
     });
     tasks.add(task);
   };

@@ -171,14 +171,22 @@ export class WriteBehind {
   settle(complete: Claim[], claim: { ids: string[]; opts: ClaimOptions } | undefined, now: number): { complete: FenceOutcome[]; claims: Claim[] } | null {
     // Successes alone (a drain claims nothing more): journalled under their run's owner.
     const owner = claim?.opts.owner ?? complete[0]?.owner;
-    if (owner === undefined || complete.some((c) => c.owner !== owner)) return null;
+    if (owner === undefined) return null;
+    // Loops, not some/every/map with closures: this runs once per slot batch.
+    for (const c of complete) if (c.owner !== owner || !this.#started(c)) return null;
     const ids = claim?.ids ?? [];
     const opts = claim?.opts ?? { owner, now, leaseMs: 0 };
     // A candidate whose row was changed later than this clock goes the transactional way:
     // its start, dated now, would be older than the change, and the flush would skip it
     // (APPLY_STARTS_SQL), leaving the item pending while its handler runs (ClaimedRow.updated_at).
-    if (!ids.every((id) => (this.#ready.get(id)?.updated_at ?? Infinity) <= opts.now) || hasRepeats(ids)) return null;
-    if (!complete.every((c) => this.#started(c))) return null;
+    const rows: ClaimedRow[] = [];
+    for (const id of ids) {
+      const row = this.#ready.get(id);
+      if (row === undefined || !((row.updated_at ?? Infinity) <= opts.now)) return null;
+      rows.push(row);
+    }
+    // An id named twice finds the same row: compared as objects, not as strings.
+    if (hasRepeats(rows)) return null;
     // Deleted under us: what it held since the last flush is only in our fd. Write that
     // into the ledger now, then append to a new file. Before the starts below are made:
     // they are of the buffer after that flush.
@@ -187,12 +195,16 @@ export class WriteBehind {
       this.#journal.reopen();
     }
     // Their start records (each holds), before they leave #live: the success goes on them.
-    const succeeded = complete.map((c) => this.#live.get(c.id)!);
-    for (const c of complete) this.#live.delete(c.id);
+    const succeeded: Start[] = [];
+    for (const c of complete) {
+      succeeded.push(this.#live.get(c.id)!);
+      this.#live.delete(c.id);
+    }
     const claims: Claim[] = [];
     const starts: Start[] = [];
-    for (const id of ids) {
-      const row = this.#ready.get(id)!;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      const row = rows[i]!;
       claims.push(toClaim({ id, attempts: row.attempts + 1, released: row.released }, opts.owner));
       starts.push({ id, owner: opts.owner, attempt: row.attempts + 1, at: opts.now, leaseUntil: opts.now + opts.leaseMs, rowid: row.rowid, doneAt: undefined, flush: this.#flushes });
     }
@@ -420,10 +432,10 @@ function fileSystemFull(err: unknown, dir: string): boolean {
   return code !== undefined && code.startsWith('SQLITE_IOERR') && quotaUsedUp(dir);
 }
 
-/** A slot batch (a few ids) names one twice: compared pairwise, no Set made per batch. */
-function hasRepeats(ids: readonly string[]): boolean {
-  if (ids.length > 16) return new Set(ids).size !== ids.length;
-  for (let i = 1; i < ids.length; i++) for (let j = 0; j < i; j++) if (ids[i] === ids[j]) return true;
+/** A slot batch (a few rows) holds one twice: compared pairwise, by identity, no Set made per batch. */
+function hasRepeats(xs: readonly object[]): boolean {
+  if (xs.length > 16) return new Set(xs).size !== xs.length;
+  for (let i = 1; i < xs.length; i++) for (let j = 0; j < i; j++) if (xs[i] === xs[j]) return true;
   return false;
 }
 

@@ -74,16 +74,16 @@ export function runInAttempt<A extends unknown[], R>(itemId: string, call: (...a
 /** One exit call, waiting for one of the attempts in flight at the time to receive it. */
 interface ExitCall {
   err: ModuleExit;
-  waiting: Set<symbol>;
+  waiting: Set<number>;
 }
 
 export interface ExitGuard {
   /** Aborted (reason: an Error saying what happened) when handler code broke the process. */
   readonly fatal: AbortSignal;
   /** An attempt starts; pass the token to end(). */
-  begin(): symbol;
+  begin(): number;
   /** The attempt settled; `rejection` is what its function rejected with, if anything. */
-  end(token: symbol, rejection?: unknown): void;
+  end(token: number, rejection?: unknown): void;
   /** Uninstall (idempotent); process.exit and the listeners are restored with the last guard. */
   release(): void;
 }
@@ -204,16 +204,18 @@ class Guard implements ExitGuard {
   ) {}
   readonly #fatal = new AbortController();
   readonly fatal = this.#fatal.signal;
-  readonly #inFlight = new Set<symbol>();
+  readonly #inFlight = new Set<number>();
   #calls: ExitCall[] = [];
+  /** The last attempt's token: a count, so that no Symbol is made per attempt. */
+  #tokens = 0;
 
-  begin(): symbol {
-    const token = Symbol('attempt');
+  begin(): number {
+    const token = ++this.#tokens;
     this.#inFlight.add(token);
     return token;
   }
 
-  end(token: symbol, rejection?: unknown): void {
+  end(token: number, rejection?: unknown): void {
     this.#inFlight.delete(token);
     if (this.#calls.length === 0) return;
     // The calls made so far: looking into the rejection reads its getters (`cause`, `errors`),
