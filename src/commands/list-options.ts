@@ -5,12 +5,19 @@ import { InvalidArgumentError } from 'commander';
  * Apart from dead-letter.ts, so the program can declare the options without loading it.
  */
 
-/** `--limit N`: a positive integer (commander reports the problem, exit 2). */
+/** The greatest `--limit`: past it a number is no longer exact in JavaScript (Number.MAX_SAFE_INTEGER). */
+export const LIMIT_MAX = Number.MAX_SAFE_INTEGER;
+
+/**
+ * `--limit N`: a whole number from 1 to LIMIT_MAX (commander reports the problem, with the
+ * option and the value, exit 2). A huge one (`99999999999999999999`) was told "expected a
+ * positive integer", which it is: the message now gives the range it is outside of.
+ */
 export function parseLimit(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
-    throw new InvalidArgumentError('expected a positive integer');
-  }
-  return Number(value);
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`expected a whole number from 1 to ${LIMIT_MAX}, in digits only (no sign, point or exponent)`);
+  const n = Number(value);
+  if (n < 1 || !Number.isSafeInteger(n)) throw new InvalidArgumentError(`out of range: the allowed range is 1 to ${LIMIT_MAX}`);
+  return n;
 }
 
 const ISO_RE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2})))?$/i;
