@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/load.js';
+import { OutputClosed } from '../errors.js';
 import { refusePseudoLedger } from '../config/filesystems.js';
 import { RETRY_DEAD_PAGE } from '../ledger/dead-pages.js';
 import type { DeadItem, Ledger } from '../ledger/types.js';
@@ -90,34 +91,48 @@ export async function deadLetterRetry(
       ? await progress.pages(inFlight, (onPage) => ledger.retryDead('all', Date.now(), onPage).catch(failed))
       : await progress.page(unique.length, () => ledger.retryDead(unique, Date.now()).catch(failed), (n) => n);
     progress.over();
-    out.write(`requeued ${moved} dead item${moved === 1 ? '' : 's'}\n`);
     if (moved > 0) await pushAfterChange(config, ledger, 'dead-letter retry');
-    if (ambiguous.length > 0) {
-      const lines = [`${ambiguous.length} of the given ids named two items, and neither was requeued:`];
-      for (const arg of ambiguous) {
-        // As requeue names it: raw, an argument's C1 control (U+009B, a CSI) or bidirectional
-        // one (from `list --json | jq -r`, which decodes the escapes) reached the terminal.
-        lines.push(`  ${printableId(arg)}: ${namesTwoItems(arg)}`);
-      }
-      out.write(`${lines.join('\n')}\n`);
+    const { text, code } = retryReport(moved, unique, ambiguous, opts.all, before, config.source.directory);
+    // Through a Sink, as every report: a reader that left (`| true`) is said with what the retry did.
+    const sink = new Sink(out);
+    try {
+      await sink.write(text);
+      await sink.end();
+    } catch (err) {
+      throw err instanceof OutputClosed ? progress.reportCut(err) : err;
     }
-    if (ambiguous.length > 0 && (opts.all || moved === unique.length)) return 1;
-    if (!opts.all && moved < unique.length) {
-      const notDead = unique.filter((id) => before.get(id) !== 'dead');
-      const notMoved = unique.length - moved;
-      const lines = [notMoved === 1 ? '1 of the given ids was not a dead letter:' : `${notMoved} of the given ids were not dead letters:`];
-      for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id), config.source.directory)}`);
-      if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
-      // Dead when read, no longer dead at the retry: another command retried or requeued them.
-      const changed = notMoved - notDead.length;
-      if (changed > 0) lines.push(`  ${changed} more ${changed === 1 ? 'was' : 'were'} dead when read, but retried or requeued by another command since`);
-      out.write(`${lines.join('\n')}\n`);
-      return 1;
-    }
-    return 0;
+    return code;
   } finally {
     await ledger.close();
   }
+}
+
+/** What `dead-letter retry` says, and its exit code: 1 when a given id was left as it was. */
+function retryReport(
+  moved: number,
+  unique: string[],
+  ambiguous: string[],
+  all: boolean,
+  before: Map<string, string>,
+  sourceDirectory: string,
+): { text: string; code: number } {
+  const lines = [`requeued ${moved} dead item${moved === 1 ? '' : 's'}`];
+  if (ambiguous.length > 0) {
+    lines.push(`${ambiguous.length} of the given ids named two items, and neither was requeued:`);
+    // As requeue names it: raw, an argument's C1 control (U+009B, a CSI) or bidirectional
+    // one (from `list --json | jq -r`, which decodes the escapes) reached the terminal.
+    for (const arg of ambiguous) lines.push(`  ${printableId(arg)}: ${namesTwoItems(arg)}`);
+  }
+  if (all || moved === unique.length) return { text: `${lines.join('\n')}\n`, code: ambiguous.length > 0 ? 1 : 0 };
+  const notDead = unique.filter((id) => before.get(id) !== 'dead');
+  const notMoved = unique.length - moved;
+  lines.push(notMoved === 1 ? '1 of the given ids was not a dead letter:' : `${notMoved} of the given ids were not dead letters:`);
+  for (const id of notDead.slice(0, 20)) lines.push(`  ${printableId(id)}: ${whyNot(id, before.get(id), sourceDirectory)}`);
+  if (notDead.length > 20) lines.push(`  ... and ${notDead.length - 20} more`);
+  // Dead when read, no longer dead at the retry: another command retried or requeued them.
+  const changed = notMoved - notDead.length;
+  if (changed > 0) lines.push(`  ${changed} more ${changed === 1 ? 'was' : 'were'} dead when read, but retried or requeued by another command since`);
+  return { text: `${lines.join('\n')}\n`, code: 1 };
 }
 
 /**

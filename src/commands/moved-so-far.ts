@@ -64,6 +64,18 @@ export class MovedSoFar {
     return err;
   }
 
+  /**
+   * The command's report could not be written whole (`requeue --json | true`: a reader that
+   * left, a full disk) after every page was: exit 1 as for any cut report (docs/operations.md),
+   * and the line says that the move itself stands. "output incomplete" alone read as if the
+   * requeue had failed, and a script that retried it requeued nothing the second time.
+   */
+  reportCut<E extends Error>(err: E): E {
+    err.message += `; the ${this.what === 'item' ? 'requeue' : 'retry'} itself was done: ${this.#count()} requeued (pending again, attempts reset)`;
+    return err;
+  }
+
+  /** `what` pending again: what the report should have said ("requeued 3 items"). */
   #count(): string {
     return `${this.#moved} ${this.what}${this.#moved === 1 ? '' : 's'}`;
   }

@@ -1,7 +1,7 @@
 import picomatch from 'picomatch';
 import { loadConfig } from '../config/load.js';
 import { refusePseudoLedger } from '../config/filesystems.js';
-import { coerceError } from '../errors.js';
+import { coerceError, OutputClosed } from '../errors.js';
 import { idGlob, includeMatcher, negatesWhole, regexReason, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 import { openStore, type Store } from '../ledger/open.js';
 import { reading, readingPages } from '../ledger/reading.js';
@@ -110,9 +110,13 @@ export async function requeueCommand(configPath: string, sel: RequeueSelection, 
     if (!opts.dryRun && result.count > 0) await pushAfterChange(config, ledger, 'requeue');
     const sink = new Sink(out);
     const meant = opts.json ? new Map<string, string>() : await meantIds(store, ledger, result, config.source.directory);
-    await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory, meant));
-    for (const glob of result.unmatchedGlobs ?? []) process.stderr.write(`cronsafe: requeue: ${notUtf8Glob(glob)}\n`);
-    await sink.end();
+    try {
+      await sink.write(opts.json ? `${JSON.stringify(jsonOf(result, opts.dryRun, show))}\n` : format(result, opts.dryRun, show, sel.includeDead, config.source.directory, meant));
+      for (const glob of result.unmatchedGlobs ?? []) process.stderr.write(`cronsafe: requeue: ${notUtf8Glob(glob)}\n`);
+      await sink.end();
+    } catch (err) {
+      throw opts.progress && err instanceof OutputClosed ? opts.progress.reportCut(err) : err;
+    }
     return result.notMoved.length > 0 || (result.unmatchedGlobs ?? []).length > 0 ? 1 : 0;
   } finally {
     await ledger.close();
