@@ -183,6 +183,21 @@ export async function statusJson(configPath: string): Promise<{ items: Record<st
   return JSON.parse(r.stdout) as { items: Record<string, number> };
 }
 
+/**
+ * The CLI with its stdout on a pipe whose reader is gone: the read end closed at once, and the
+ * CLI needs far longer than that to start and write (every write is EPIPE).
+ */
+export async function intoClosedPipe(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  cli.stdout.destroy();
+  let stderr = '';
+  cli.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const hard = setTimeout(() => cli.kill('SIGKILL'), 120_000);
+  const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
+  clearTimeout(hard);
+  return { code, stderr };
+}
+
 /** The daemon's line when the growth trigger starts a pass. */
 export const GROWTH_PASS = 'daemon: the source has grown since the last completed pass; starting a pass';
 

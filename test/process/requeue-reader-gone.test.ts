@@ -5,24 +5,10 @@
  * made: read as a failed requeue, and run again, it requeued nothing. The exit stays 1 and
  * the same line now says what was done; the items are pending again, none lost.
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
-import { CLI, FIXTURES, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
-
-/** The CLI with stdout on a pipe whose reader is gone (closed before the CLI starts writing). */
-async function intoClosedPipe(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const cli = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  // Our end closed at once: node takes far longer to start than this to run.
-  cli.stdout.destroy();
-  let stderr = '';
-  cli.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const hard = setTimeout(() => cli.kill('SIGKILL'), 120_000);
-  const code = await new Promise<number | null>((resolve) => cli.on('exit', (c) => resolve(c)));
-  clearTimeout(hard);
-  return { code, stderr };
-}
+import { FIXTURES, intoClosedPipe, runCli, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 
 const CUT = 'cronsafe: output incomplete: stdout was closed before everything was written (EPIPE)';
 
@@ -35,20 +21,15 @@ async function doneWorkspace(n: number): Promise<Workspace> {
 }
 
 describe('requeue and dead-letter retry into a reader that left', () => {
-  it('requeue --json --all: exit 1, the line says the requeue was done; every item pending again', async () => {
+  it.each([
+    [['--json', '--all'], '3 items', { pending: 3, claimed: 0, done: 0, dead: 0 }],
+    [['f1.txt'], '1 item', { pending: 1, claimed: 0, done: 2, dead: 0 }],
+  ])('requeue %j: exit 1, the line says the requeue was done (%s); the items pending again', async (args, said, items) => {
     const ws = await doneWorkspace(3);
-    const r = await intoClosedPipe(['requeue', '--json', '--all', '-c', ws.configPath]);
+    const r = await intoClosedPipe(['requeue', ...args, '-c', ws.configPath]);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toBe(`${CUT}; the requeue itself was done: 3 items requeued (pending again, attempts reset)\n`);
-    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
-  }, 120_000);
-
-  it('requeue by ids, text report: the same', async () => {
-    const ws = await doneWorkspace(2);
-    const r = await intoClosedPipe(['requeue', 'f1.txt', '-c', ws.configPath]);
-    expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toBe(`${CUT}; the requeue itself was done: 1 item requeued (pending again, attempts reset)\n`);
-    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 1, dead: 0 });
+    expect(r.stderr).toBe(`${CUT}; the requeue itself was done: ${said} requeued (pending again, attempts reset)\n`);
+    expect((await statusJson(ws.configPath)).items).toEqual(items);
   }, 120_000);
 
   it('requeue --dry-run changed nothing, and says nothing of a requeue', async () => {
