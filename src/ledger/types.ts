@@ -24,6 +24,7 @@ import type { RequeueLedger } from './requeue-types.js';
 import type { Claim, ClaimOptions, DeadItem, DeadQuery, DiscoveredItem, DiscoverOptions, FailOptions, Failure, FenceOutcome, ItemCounts, ItemRecord, ReclaimOptions, Settlement, SettleOutcome } from './item-types.js';
 import type { AttemptTotals, LedgerEventKind, LedgerTotals, PassSiblings, RunHeartbeat, RunOutcome, RunRecord, RunStart, RunStats } from './run-types.js';
 import type { RetentionLedger } from './retention.js';
+import type { ScheduleRecord } from './schedule-record.js';
 
 export type { ItemState } from './item-state.js';
 export type * from './item-types.js';
@@ -237,6 +238,12 @@ export interface Ledger extends RequeueLedger, RetentionLedger {
    * (copy-paste) would have its items skipped as done, silently: the run warns instead.
    */
   recordSource(directory: string): Promise<string | null>;
+  /**
+   * Record `schedule` as the one this job's occurrences are counted under, unless the record
+   * already names its expression and zone (then it is kept, with its `since`), and return the
+   * record before (null: none yet, a ledger from before the record). src/ledger/schedule-record.ts.
+   */
+  recordSchedule(schedule: ScheduleRecord): Promise<ScheduleRecord | null>;
 
   /**
    * A live run says so every lease.renewSeconds: `at` becomes the run's heartbeat. Behind

@@ -10,6 +10,8 @@ import type { Ledger, RefreshPolicy } from '../ledger/types.js';
 import { identifyFire, MISSED_COUNT_LIMIT, missedOccurrences, type Fire } from '../schedule/fire.js';
 import { latestOccurrence, type SchedulePolicy } from '../schedule/occurrences.js';
 import { MAX_OVERRUNS_AT_ONCE, watchOverruns } from '../schedule/overrun-watch.js';
+import { parseCron } from '../schedule/cron.js';
+import { replacesSchedule } from '../ledger/schedule-record.js';
 
 export interface FirePlan {
   fire: Fire | null;
@@ -64,6 +66,37 @@ export function refreshFor(schedule: ScheduleConfig, occurrence: number): Refres
   return schedule.refresh === 'every-occurrence' ? { doneBefore: occurrence } : schedule.refresh === 'on-change' ? { onChange: true } : undefined;
 }
 
+/**
+ * How this fire's missed occurrences are counted: from the last occurrence the ledger accounts
+ * for, and records the expression this fire is planned under (Ledger.recordSchedule). When
+ * that last occurrence was one of another expression (schedule.cron or schedule.timeZone
+ * changed since), an occurrence of the new one since then is missed only if the old one had it
+ * too (`alsoOf`): a fire that neither schedule would have skipped. Without that, a daily job
+ * made hourly counted every hour since its last daily run as never run. A record's `since`
+ * after the last occurrence recorded is a fire of this expression whose run was not recorded
+ * (killed at its start): counted from there.
+ */
+async function missedCounting(
+  schedule: ScheduleConfig,
+  fire: Fire,
+  ledger: Ledger,
+  lastRecorded: number | null,
+  log: Logger,
+): Promise<{ from: number | null; alsoOf?: { cron: string; timeZone: string } }> {
+  const now = { cron: parseCron(schedule.cron).fields.join(' '), timeZone: fire.timeZone, since: fire.occurrence.getTime() };
+  const before = await ledger.recordSchedule(now);
+  // None recorded: a new ledger, or one from before the record (counted as before it).
+  if (before === null) return { from: lastRecorded };
+  if (!replacesSchedule(before, now)) return { from: lastRecorded === null ? before.since : Math.max(lastRecorded, before.since) };
+  if (lastRecorded !== null && lastRecorded < now.since) {
+    log.info(
+      { cron: now.cron, timeZone: now.timeZone, before: { cron: before.cron, timeZone: before.timeZone }, lastRecorded: new Date(lastRecorded).toISOString() },
+      'schedule: schedule.cron or schedule.timeZone changed since the last recorded occurrence; of the occurrences since, only those of both schedules are counted as missed',
+    );
+  }
+  return { from: lastRecorded, alsoOf: { cron: before.cron, timeZone: before.timeZone } };
+}
+
 /** Decide about this fire and record what the schedule says (unless `record` is false); the run then acts on the plan. */
 export async function planFire(
   config: Config,
@@ -107,7 +140,8 @@ export async function planFire(
   // ledger's last occurrence past the week, so it is counted now or never.
   const lastRecorded = record ? await ledger.lastOccurrenceRecorded() : null;
   if (record) {
-    const { missed, total, atLeast } = missedOccurrences(schedule, lastRecorded === null ? null : new Date(lastRecorded), fire.occurrence, 100, policy);
+    const { from, alsoOf } = await missedCounting(schedule, fire, ledger, lastRecorded, log);
+    const { missed, total, atLeast } = missedOccurrences(schedule, from === null ? null : new Date(from), fire.occurrence, 100, policy, alsoOf);
     for (const m of missed) await ledger.recordEvent('missed', now.getTime(), {}, m.getTime());
     if (total > 0) {
       log.warn({ missed: total, ...missedBeyond(atLeast), first: missed[0]?.toISOString(), recorded: missed.length }, 'schedule: occurrences since the last recorded one never ran');

@@ -105,7 +105,10 @@ export const MISSED_COUNT_LIMIT = 100_000;
  * that never produced a run (the pod never started, the CronJob was suspended, Forbid
  * skipped them). At most `limit`, the earliest; `total` counts them all up to
  * MISSED_COUNT_LIMIT, and `atLeast` says there were more than that (not counted: the
- * log line must not give a cap for the number).
+ * log line must not give a cap for the number). `alsoOf`: only those that this other
+ * expression (in its zone) has too: the schedule before a change of schedule.cron or
+ * schedule.timeZone, whose fires the ledger's last occurrence was counted by. One that
+ * cannot be read now (a zone this machine does not know) has none in common.
  */
 export function missedOccurrences(
   schedule: ScheduleConfig,
@@ -113,10 +116,21 @@ export function missedOccurrences(
   fire: Date,
   limit = 100,
   policy: SchedulePolicy = 'kubernetes',
+  alsoOf?: { cron: string; timeZone: string },
 ): { missed: Date[]; total: number; atLeast: boolean } {
   if (!lastRecorded || lastRecorded.getTime() >= fire.getTime()) return { missed: [], total: 0, atLeast: false };
   const zone = schedule.timeZone ?? defaultTimeZone();
-  const all = occurrencesBetween(schedule.cron, zone, lastRecorded, new Date(fire.getTime() - 1), policy, MISSED_COUNT_LIMIT + 1);
+  const between = (cron: string, timeZone: string) => occurrencesBetween(cron, timeZone, lastRecorded, new Date(fire.getTime() - 1), policy, MISSED_COUNT_LIMIT + 1);
+  let all = between(schedule.cron, zone);
+  if (alsoOf) {
+    let before: Set<number>;
+    try {
+      before = new Set(between(alsoOf.cron, alsoOf.timeZone).map((d) => d.getTime()));
+    } catch {
+      before = new Set();
+    }
+    all = all.filter((d) => before.has(d.getTime()));
+  }
   const atLeast = all.length > MISSED_COUNT_LIMIT;
   return { missed: all.slice(0, limit), total: Math.min(all.length, MISSED_COUNT_LIMIT), atLeast };
 }

@@ -52,6 +52,19 @@ export function scheduleContract(use: UseLedger): void {
     });
   });
 
+  describe('recordSchedule', () => {
+    it('returns the record before, and replaces it only for another expression or zone (keeping its since)', async () => {
+      const daily = { cron: '0 0 * * *', timeZone: 'UTC', since: T0 };
+      expect(await use().recordSchedule(daily)).toBeNull(); // the first record
+      expect(await use().recordSchedule({ ...daily, since: T0 + 1 })).toEqual(daily); // the same schedule: kept as it was
+      const hourly = { cron: '0 * * * *', timeZone: 'UTC', since: T0 + 2 };
+      expect(await use().recordSchedule(hourly)).toEqual(daily);
+      const london = { ...hourly, timeZone: 'Europe/London', since: T0 + 3 };
+      expect(await use().recordSchedule(london)).toEqual(hourly);
+      expect(await use().recordSchedule({ ...london, since: T0 + 4 })).toEqual(london);
+    });
+  });
+
   describe('occurrences', () => {
     const MIN = 60_000;
     it('lastOccurrenceRecorded is the greatest run scheduledFor or event occurrence', async () => {

@@ -40,4 +40,30 @@ describe('planFire schedule records', () => {
     stop();
     expect(await ledger.totals()).toMatchObject({ missed: 0, overruns: 0, stale: 0 });
   });
+
+  // The schedule the ledger's occurrences were counted under (src/ledger/schedule-record.ts).
+  const CHANGED = 'schedule: schedule.cron or schedule.timeZone changed since the last recorded occurrence; of the occurrences since, only those of both schedules are counted as missed';
+
+  it('a fire of a new schedule whose run was never recorded (killed at its start): the next fire counts its missed ones from it', async () => {
+    const { config, ledger } = await setup();
+    await ledger.recordSchedule({ cron: '0 0 * * *', timeZone: 'UTC', since: Date.parse('2026-06-01T00:00:00Z') });
+    const first = memoryLogger();
+    await planFire(config, ledger, first.log, now, undefined, 'kubernetes');
+    expect(first.lines.find((l) => l.msg === CHANGED)).toMatchObject({ before: { cron: '0 0 * * *' }, cron: '0 * * * *' });
+    expect((await ledger.totals()).missed).toBe(0); // 11:00-13:00 were no fires of the daily schedule
+    // No run was recorded for 14:00; 15:00 and 16:00 came and went.
+    const next = memoryLogger();
+    await planFire(config, ledger, next.log, new Date('2026-06-01T17:00:05Z'), undefined, 'kubernetes');
+    expect(next.lines.find((l) => l.msg === CHANGED)).toBeUndefined();
+    expect((await ledger.totals()).missed).toBe(2);
+  });
+
+  it('a pod that joined the pass records no schedule: the pass owner\'s record stands', async () => {
+    const { config, ledger } = await setup();
+    await ledger.recordSchedule({ cron: '0 0 * * *', timeZone: 'UTC', since: Date.parse('2026-06-01T00:00:00Z') });
+    await planFire(config, ledger, memoryLogger().log, now, undefined, 'kubernetes', undefined, false);
+    const owner = memoryLogger();
+    await planFire(config, ledger, owner.log, now, undefined, 'kubernetes');
+    expect(owner.lines.find((l) => l.msg === CHANGED)).toBeDefined();
+  });
 });

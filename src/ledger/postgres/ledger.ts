@@ -1,4 +1,5 @@
 import type * as L from '../types.js';
+import type { ScheduleRecord } from '../schedule-record.js';
 import type { FinishedFilter, FinishedItem, ItemPeek } from '../requeue-types.js';
 import { finishedPages } from '../requeue-types.js';
 import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
@@ -11,7 +12,7 @@ import { makeDiscover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
-import { recordSourceQuery, recordStopQuery } from './meta.js';
+import { recordSchedule, recordSourceQuery, recordStopQuery } from './meta.js';
 import { migrate } from './migrate.js';
 import { makePruneOps, type PruneOps } from './prune.js';
 import { makeReadOps, type ReadOps } from './read.js';
@@ -183,6 +184,9 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   async recordSource(directory: string): Promise<string | null> {
     const [r] = await this.#ex.query<{ before: string | null }>('recordSource', recordSourceQuery(this.#schema, directory));
     return r?.before ?? null;
+  }
+  recordSchedule(schedule: ScheduleRecord): Promise<ScheduleRecord | null> {
+    return this.#ex.tx('recordSchedule', (exec) => recordSchedule(exec, this.#schema, schedule));
   }
   heartbeat(runId: string, at: number): Promise<void> {
     return this.#heartbeat.heartbeat(runId, at);

@@ -1,4 +1,5 @@
 import { JOB_KEY, SOURCE_KEY } from '../identity.js';
+import { readSchedule, replacesSchedule, SCHEDULE_KEY, scheduleValue, type ScheduleRecord } from '../schedule-record.js';
 import type { Exec } from './connection.js';
 import { ident, q, type Query } from './query.js';
 
@@ -31,6 +32,16 @@ RETURNING (SELECT value FROM before) AS before`,
     directory,
   );
 };
+
+const upsertMetaQuery = (schema: string, key: string, value: string): Query =>
+  q(`INSERT INTO ${ident(schema)}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value);
+
+/** Ledger.recordSchedule: read, and replaced only when it names another expression or zone. */
+export async function recordSchedule(exec: Exec, schema: string, schedule: ScheduleRecord): Promise<ScheduleRecord | null> {
+  const before = readSchedule((await exec<{ value: string }>(getMetaQuery(schema, SCHEDULE_KEY)))[0]?.value);
+  if (replacesSchedule(before, schedule)) await exec(upsertMetaQuery(schema, SCHEDULE_KEY, scheduleValue(schedule)));
+  return before;
+}
 
 /**
  * The schema's owning job, recording `job` first when none is. The common case is one

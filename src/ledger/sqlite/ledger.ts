@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import type * as L from '../types.js';
+import type { ScheduleRecord } from '../schedule-record.js';
 import { deadPages } from '../dead-pages.js';
 import { finishedPages, type FinishedFilter, type FinishedItem, type ItemPeek } from '../requeue-types.js';
 import type { MarkMissingOptions, MarkMissingStep, PruneEventsOptions, PruneRunsOptions, ReclaimedSpace } from '../retention.js';
@@ -17,7 +18,7 @@ import { makeEventOps, type EventOps } from './events.js';
 import { makeFinishOps, type FinishOps } from './finish.js';
 import { makeHeartbeatOps, type HeartbeatOps } from './heartbeat.js';
 import { countsThroughJournal, finishedThroughJournal, journalled, throughJournal, withFinished } from './journal-view.js';
-import { recordSource, recordStopRequested } from './meta.js';
+import { recordSchedule, recordSource, recordStopRequested } from './meta.js';
 import { migrate } from './migrate.js';
 import { pinnedLogBytes } from './pinned-log.js';
 import { makePruneOps, type PruneOps } from './prune.js';
@@ -340,6 +341,9 @@ export class SqliteLedger implements L.Ledger {
   }
   async recordSource(directory: string): Promise<string | null> {
     return this.#op(() => recordSource(this.#db, directory));
+  }
+  async recordSchedule(schedule: ScheduleRecord): Promise<ScheduleRecord | null> {
+    return this.#op(() => recordSchedule(this.#db, schedule));
   }
   async heartbeat(runId: string, at: number): Promise<void> {
     return this.#op(() => { this.#heartbeat.heartbeat(runId, at); });

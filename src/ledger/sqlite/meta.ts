@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { checkJob, JOB_KEY, LedgerNotOwnedYet, LedgerOwnedByAnotherJob, SOURCE_KEY } from '../identity.js';
+import { readSchedule, replacesSchedule, SCHEDULE_KEY, scheduleValue, type ScheduleRecord } from '../schedule-record.js';
 
 export const GET_META_SQL = 'SELECT value FROM meta WHERE key = ?';
 export const SET_META_SQL = 'INSERT INTO meta (key, value) VALUES (?, ?)';
@@ -33,6 +34,17 @@ export function recordSource(db: Database.Database, directory: string): string |
       if (before === directory) return null;
       db.prepare(UPSERT_META_SQL).run(SOURCE_KEY, directory);
       return before ?? null;
+    })
+    .immediate();
+}
+
+/** Ledger.recordSchedule, in one IMMEDIATE transaction. */
+export function recordSchedule(db: Database.Database, schedule: ScheduleRecord): ScheduleRecord | null {
+  return db
+    .transaction((): ScheduleRecord | null => {
+      const before = readSchedule(db.prepare(GET_META_SQL).pluck().get(SCHEDULE_KEY) as string | undefined);
+      if (replacesSchedule(before, schedule)) db.prepare(UPSERT_META_SQL).run(SCHEDULE_KEY, scheduleValue(schedule));
+      return before;
     })
     .immediate();
 }
