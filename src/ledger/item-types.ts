@@ -55,6 +55,15 @@ export interface DiscoverOptions {
    */
   deferCharged?: boolean;
   /**
+   * A shared pass (PostgreSQL): new ids of the result may be left unrecorded until this
+   * pod's claim takes them (SharedPassLedger.settleOffered inserts them claimed: one row
+   * write, not an insert and then a claim). The caller must then offer each id of the result
+   * to settleOffered until a claim got past it; a claim that takes nothing records what is
+   * left of them pending, so the caller may then drop its candidates. Every pod of a pass
+   * scans the whole source, so a sibling that finds the same ids records them for itself.
+   */
+  recordOnClaim?: boolean;
+  /**
    * Told of an item the ledger cannot hold, left out of the result (not recorded, never
    * claimed) instead of failing its whole batch: on PostgreSQL, an id too long for the
    * primary key's index (a btree entry is at most ~2.7 kB after compression: a path nested

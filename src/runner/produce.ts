@@ -58,7 +58,7 @@ export async function produce(p: PassState): Promise<void> {
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
       const at = p.now();
       scanStartedAt = Math.min(scanStartedAt, at);
-      const ids = await ledger.discover(batch, { runId: p.passId, now: at, refresh: p.refresh, deferCharged: !p.shared, onRefused });
+      const ids = await ledger.discover(batch, { runId: p.passId, now: at, refresh: p.refresh, deferCharged: !p.shared, recordOnClaim: p.shared, onRefused });
       p.scanned += batch.length;
       // The pods of a shared pass scan one directory in one order: each goes through a
       // batch from its own random place, or they would all offer their claims the same

@@ -134,6 +134,115 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     for (const l of pods) await l.close();
   });
 
+  const later = { runId: PASS, now: T0, recordOnClaim: true };
+  const rows = async (l: PostgresLedger) =>
+    (await server.admin<{ id: string; state: string; owner: string | null; attempts: number; released: number; seen_run: string }>(
+      `SELECT id, state, owner, attempts, released, seen_run FROM ${l.schema}.items ORDER BY id`,
+      [],
+      'shared',
+    )).map((r) => [r.id, r.state, r.owner, r.attempts, r.released, r.seen_run]);
+
+  it('recordOnClaim: a new item is written once, by the claim that takes it (claimed, attempt 1); a sibling records the ones it takes itself', async () => {
+    const schema = `s_${++n}`;
+    const [a, b] = await Promise.all([0, 1].map(() => openPostgresLedger({ url, schema })));
+    const all = ids(12);
+    expect(await a!.discover(all.map((id) => ({ id, size: 5, mtimeMs: 7 })), later)).toEqual(all);
+    // Nothing written yet: the discovery only looked the ids up.
+    expect(await rows(a!)).toEqual([]);
+    const first = await offer(a!, none, all, opts('pod-a', 4));
+    expect(first.claims.map((c) => [c.id, c.owner, c.attempt, c.charged])).toEqual(all.slice(0, 4).map((id) => [id, 'pod-a', 1, 1]));
+    expect(first.considered).toBe(4);
+    expect(await rows(a!)).toEqual(all.slice(0, 4).map((id) => [id, 'claimed', 'pod-a', 1, 0, PASS]));
+    // The sibling scans the same ids: pod-a's are known and not claimable, the rest new to it too.
+    expect(await b!.discover(all.map((id) => ({ id })), later)).toEqual(all.slice(4));
+    expect((await offer(b!, none, all.slice(4), opts('pod-b', 4))).claims.map((c) => c.id)).toEqual(all.slice(4, 8));
+    // pod-a's next four were recorded by pod-b first: passed over, the claim goes on to the next ones.
+    const next = await offer(a!, { ...none, complete: first.claims }, all.slice(4), opts('pod-a', 4));
+    expect(next.complete.map((o) => o.result)).toEqual(['applied', 'applied', 'applied', 'applied']);
+    expect(next.claims.map((c) => [c.id, c.attempt])).toEqual(all.slice(8).map((id) => [id, 1]));
+    expect(next.considered).toBe(8);
+    const final = await rows(a!);
+    expect(final.map((r) => [r[0], r[1], r[2], r[3]])).toEqual([
+      ...all.slice(0, 4).map((id) => [id, 'done', null, 1]),
+      ...all.slice(4, 8).map((id) => [id, 'claimed', 'pod-b', 1]),
+      ...all.slice(8).map((id) => [id, 'claimed', 'pod-a', 1]),
+    ]);
+    const [stat] = await server.admin<{ claimed_size: string; claimed_mtime_ms: number }>(`SELECT claimed_size::text, claimed_mtime_ms FROM ${schema}.items WHERE id = 'i00'`, [], 'shared');
+    expect(stat).toEqual({ claimed_size: '5', claimed_mtime_ms: 7 });
+    // A stop's undo of a claim that never started leaves the item pending, uncharged, the pass's.
+    await a!.release([next.claims[0]!], T0, 'handed back unstarted: run stopping', true);
+    expect((await rows(a!)).find((r) => r[0] === 'i08')).toEqual(['i08', 'pending', null, 0, 0, PASS]);
+    for (const l of [a, b]) await l!.close();
+  });
+
+  it('recordOnClaim: an offer mixing known and new ids is claimed in its order, the new ones inserted claimed, the rest kept for later', async () => {
+    const l = await fresh();
+    await l.discover([{ id: 'i00' }, { id: 'i02' }], { runId: PASS, now: T0 });
+    expect(await l.discover(ids(5).map((id) => ({ id })), later)).toEqual(ids(5));
+    const out = await offer(l, none, ids(5), opts('pod-a', 3));
+    expect(out.claims.map((c) => [c.id, c.attempt])).toEqual([
+      ['i00', 1],
+      ['i01', 1],
+      ['i02', 1],
+    ]);
+    expect(out.considered).toBe(3);
+    expect((await rows(l)).map((r) => r[0])).toEqual(['i00', 'i01', 'i02']);
+    // Fewer new ids than slots: inserted, and the fill finds nothing else of the pass.
+    expect((await offer(l, none, ['i03', 'i04'], opts('pod-a', 4))).claims.map((c) => c.id)).toEqual(['i03', 'i04']);
+    expect((await rows(l)).map((r) => [r[0], r[1], r[3]])).toEqual(ids(5).map((id) => [id, 'claimed', 1]));
+    await l.close();
+  });
+
+  it('recordOnClaim: a claim that takes nothing records the new ids left pending first (the caller drops its candidates then)', async () => {
+    const schema = `s_${++n}`;
+    const [a, b] = await Promise.all([0, 1].map(() => openPostgresLedger({ url, schema })));
+    const all = ids(6);
+    await a!.discover(all.map((id) => ({ id })), later);
+    await b!.discover(all.map((id) => ({ id })), later);
+    expect((await offer(b!, none, all.slice(0, 3), opts('pod-b', 3))).claims).toHaveLength(3);
+    // pod-a offers the three pod-b took (the rest still in its channel): nothing to claim.
+    const out = await offer(a!, none, all.slice(0, 3), opts('pod-a', 3));
+    expect(out.claims).toEqual([]);
+    expect(await rows(a!)).toEqual([
+      ...all.slice(0, 3).map((id) => [id, 'claimed', 'pod-b', 1, 0, PASS]),
+      ...all.slice(3).map((id) => [id, 'pending', null, 0, 0, PASS]),
+    ]);
+    // Any pod's sweep takes them; pod-b's own new ids, recorded by pod-a, are passed over.
+    expect((await offer(b!, none, all.slice(3), opts('pod-b', 3))).claims.map((c) => [c.id, c.attempt])).toEqual(all.slice(3).map((id) => [id, 1]));
+    for (const l of [a, b]) await l!.close();
+  });
+
+  it('recordOnClaim: pods scanning the same new ids and claiming at once never share an item, and each item is written claimed once', async () => {
+    const all = ids(60).concat(ids(60, 'j'), ids(60, 'k'));
+    const schema = `s_${++n}`;
+    const pods = await Promise.all([1, 2, 3].map(() => openPostgresLedger({ url, schema })));
+    const work = async (l: PostgresLedger, owner: string, from: number) => {
+      const got: Claim[] = [];
+      let front = (await l.discover(all.map((id) => ({ id })), later)).map((_, i, a) => a[(from + i) % a.length]!);
+      let done: Claim[] = [];
+      for (;;) {
+        const out = await l.settleOffered({ ...none, complete: done }, T0, { ids: front.slice(0, 32), opts: opts(owner, 8) });
+        front = front.slice(out.considered);
+        if (out.claims.length === 0) front = [];
+        if (out.claims.length === 0 && front.length === 0) {
+          const last = await l.settleOffered({ ...none, complete: out.claims }, T0, { ids: [], opts: opts(owner, 8) });
+          if (last.claims.length === 0) return got;
+          got.push(...last.claims);
+          done = last.claims;
+          continue;
+        }
+        got.push(...out.claims);
+        done = out.claims;
+      }
+    };
+    const got = (await Promise.all(pods.map((l, i) => work(l, `pod-${i}`, i * 61)))).flat();
+    expect(new Set(got.map((c) => c.id)).size).toBe(got.length);
+    expect(got.map((c) => c.id).sort()).toEqual([...all].sort());
+    expect(got.every((c) => c.attempt === 1)).toBe(true);
+    expect((await pods[0]!.counts()).pending).toBe(0);
+    for (const l of pods) await l.close();
+  });
+
   it("reports the siblings' claims of the pass by lease, and hands back the caller's own claims it does not know of", async () => {
     const l = await fresh();
     await l.discover(ids(6).map((id) => ({ id })), { runId: PASS, now: T0 });

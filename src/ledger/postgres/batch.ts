@@ -38,3 +38,10 @@ export function batchWithout(b: BatchColumns, drop: Set<string>): BatchColumns {
   });
   return out;
 }
+
+/**
+ * New ids a pod's discovery left unrecorded (DiscoverOptions.recordOnClaim), by id: the
+ * stat to record and the pass that found them. The pod's claim (settleOffered) inserts
+ * those it takes already claimed, one row write where the insert and the claim were two.
+ */
+export type Unrecorded = Map<string, { size: number | null; mtime: number | null; pass: string }>;

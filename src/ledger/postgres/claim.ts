@@ -4,6 +4,8 @@ import type { Claim, ClaimOptions, FenceOutcome, PassSiblings } from '../types.j
 import type { PostgresExecutor } from './connection.js';
 import { claimColumns, completeWrite, COMPLETED, fencedOutcomes, fencedWriteCtes, type Applied, type ClaimColumns } from './finish.js';
 import { ident, q, type NamedQuery, type Query } from './query.js';
+import type { BatchColumns, Unrecorded } from './batch.js';
+import { insertNewQuery } from './discover.js';
 import { claimedSuspect, handBackError, suspect } from './suspect.js';
 
 /**
@@ -98,57 +100,125 @@ export const settleOfferedQuery = (
   exclude: readonly string[],
   suspects = true,
   again = false,
+  fresh?: FreshColumns,
 ): NamedQuery => {
+  const items = `${ident(schema)}.items`;
+  // With `fresh`: the offer's first `limit` claimable ids, known (c) or new (nn), by offer order.
+  const taken = fresh ? '(SELECT count(*) FROM p WHERE NOT p.fresh) + (SELECT count(*) FROM n)' : '(SELECT count(*) FROM c)';
+  const freshCtes = (at: (n: number) => string): string => `nn AS (
+  SELECT n.id, n.size, n.mtime_ms, n.ord FROM unnest(${at(9)}::text[], ${at(10)}::bigint[], ${at(11)}::float8[], ${at(12)}::bigint[]) AS n(id, size, mtime_ms, ord)
+  WHERE n.id NOT IN (SELECT id FROM c)),
+p AS (SELECT id, ord, false AS fresh FROM c UNION ALL SELECT id, ord, true FROM nn ORDER BY ord LIMIT ${at(6)}),
+n AS (
+  INSERT INTO ${items} AS i (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at, seen_at,
+    state, owner, attempts, lease_until, claimed_size, claimed_mtime_ms)
+  SELECT nn.id, nn.size, nn.mtime_ms, ${at(5)}, ${at(2)}, ${at(2)}, ${at(2)}, ${at(2)}, 'claimed', ${at(3)}, 1, ${at(4)}, nn.size, nn.mtime_ms
+  FROM nn JOIN p ON p.id = nn.id AND p.fresh
+  ORDER BY nn.id COLLATE "C"
+  ON CONFLICT (id) DO NOTHING
+  RETURNING i.id, i.attempts, i.released),
+`;
   // Parameter numbers: with completions as in completeQuery ($1-$5), the claim's after them.
   const claim = (at: (n: number) => string, completing: boolean): string => `c AS (
   SELECT it.id, b.ord FROM unnest(${at(1)}::text[]) WITH ORDINALITY AS b(id, ord)
-  JOIN ${ident(schema)}.items AS it ON it.id = b.id
+  JOIN ${items} AS it ON it.id = b.id
   WHERE it.state = 'pending' AND it.available_at <= ${at(2)} AND (${suspect('it')}) IS NOT TRUE
   ORDER BY b.ord LIMIT ${at(6)}
   FOR UPDATE OF it SKIP LOCKED),
-f AS (
-  SELECT it.id, NULL::bigint AS ord FROM ${ident(schema)}.items AS it
+${fresh ? freshCtes(at) : ''}f AS (
+  SELECT it.id, NULL::bigint AS ord FROM ${items} AS it
   WHERE it.state = 'pending' AND it.seen_run = ${at(5)} AND it.available_at <= ${at(2)} AND (${suspect('it')}) IS NOT TRUE
     AND NOT (it.id = ANY (${at(7)}::text[])) AND it.id NOT IN (SELECT id FROM c)
-  ORDER BY it.available_at, it.id LIMIT greatest(0, ${at(6)} - (SELECT count(*) FROM c))
+  ORDER BY it.available_at, it.id LIMIT greatest(0, ${at(6)} - ${taken})
   FOR UPDATE OF it SKIP LOCKED),
-${suspectCte(schema, at, completing, '(SELECT count(*) FROM c) + (SELECT count(*) FROM f)')},
+${suspectCte(schema, at, completing, `${taken} + (SELECT count(*) FROM f)`)},
 cl AS (
-  UPDATE ${ident(schema)}.items AS i ${claimSet(at(3), at(2), at(4))}, seen_run = ${at(5)}
-  FROM (SELECT id, ord FROM c UNION ALL SELECT id, ord FROM f UNION ALL SELECT id, ord FROM s) AS x WHERE i.id = x.id
+  UPDATE ${items} AS i ${claimSet(at(3), at(2), at(4))}, seen_run = ${at(5)}
+  FROM (SELECT id, ord FROM ${fresh ? 'p WHERE NOT p.fresh' : 'c'} UNION ALL SELECT id, ord FROM f UNION ALL SELECT id, ord FROM s) AS x WHERE i.id = x.id
   RETURNING i.id, i.attempts, i.released, x.ord)`;
-  const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl`;
+  // New ids taken (n), and those a sibling recorded first (PASSED_OVER: the claim got past them).
+  const claimed = `SELECT id, attempts, released, ord, NULL::text AS owner FROM cl${
+    fresh
+      ? `
+UNION ALL
+SELECT n.id, n.attempts, n.released, nn.ord, NULL FROM n JOIN nn ON nn.id = n.id
+UNION ALL
+SELECT p.id, 0, 0, p.ord, '${PASSED_OVER}' FROM p WHERE p.fresh AND p.id NOT IN (SELECT id FROM n)`
+      : ''
+  }`;
+  const freshValues = fresh ? [fresh.ids, fresh.sizes, fresh.mtimes, fresh.ords] : [];
+  const suffix = fresh ? '-new' : '';
   if (done.ids.length === 0) {
     return {
-      name: 'cronsafe-claim',
-      ...q(`WITH ${claim((n) => `$${n}`, false)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude, suspects),
+      name: `cronsafe-claim${suffix}`,
+      ...q(`WITH ${claim((n) => `$${n}`, false)}\n${claimed}`, ids, p.now, p.owner, p.leaseUntil, pass, limit, exclude, suspects, ...freshValues),
     };
   }
   // $2 of the claim is completeQuery's $4 (now); the others follow $5.
   const at = (n: number): string => (n === 2 ? '$4' : `$${n === 1 ? 6 : n + 4}`);
   return {
-    name: again ? 'cronsafe-complete-claim-again' : 'cronsafe-complete-claim',
-    ...q(
-      `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5', again ? COMPLETED : 'false')},
-${claim(at, true)}
-${claimed}
-UNION ALL
-SELECT id, attempt, NULL, NULL, owner FROM ok`,
-      done.ids,
-      done.owners,
-      done.attempts,
-      p.now,
-      done.ids.length,
-      ids,
-      p.owner,
-      p.leaseUntil,
-      pass,
-      limit,
-      exclude,
-      suspects,
-    ),
+    name: `${again ? 'cronsafe-complete-claim-again' : 'cronsafe-complete-claim'}${suffix}`,
+    ...completing(schema, done, p.now, again, claim(at, true), claimed, [ids, p.owner, p.leaseUntil, pass, limit, exclude, suspects, ...freshValues]),
   };
 };
+
+/**
+ * A claim statement that first completes `done` (fenced, counted: $1-$5 as completeQuery's,
+ * `again` its retry), then runs the claim's CTEs (`ctes`, the rest of the values after $5)
+ * and returns the claim's rows (`rows`) and the completions applied (`owner` set).
+ */
+const completing = (schema: string, done: ClaimColumns, now: number, again: boolean, ctes: string, rows: string, values: unknown[]): Query =>
+  q(
+    `WITH ${fencedWriteCtes(schema, completeWrite(schema, '$4'), 'items_done', '$5', again ? COMPLETED : 'false')},
+${ctes}
+${rows}
+UNION ALL
+SELECT id, attempt, NULL, NULL, owner FROM ok`,
+    done.ids,
+    done.owners,
+    done.attempts,
+    now,
+    done.ids.length,
+    ...values,
+  );
+
+/**
+ * settleOfferedQuery's claim when the offer's first `limit` ids are all new (the first pod of
+ * a pass, through its scan): nothing to look up, fill or pick, only the fenced completions and
+ * an insert of those ids already claimed, attempt 1 (`fresh`: exactly them, in offer order).
+ * An id a sibling recorded first is passed over (ON CONFLICT DO NOTHING; the insert goes in
+ * id order, as discovery's, so two pods' inserts never wait on each other in a circle).
+ */
+export const settleNewQuery = (schema: string, done: ClaimColumns, fresh: FreshColumns, p: ClaimParams, pass: string, again = false): NamedQuery => {
+  // Without completions: $1-$3 the new ids, then now, owner, lease end, pass; with them, completeQuery's $1-$5 first.
+  const at = (n: number): string => (done.ids.length > 0 ? (n === 4 ? '$4' : `$${n < 4 ? n + 5 : n + 4}`) : `$${n}`);
+  const insert = `n AS (
+  INSERT INTO ${ident(schema)}.items AS i (id, size, mtime_ms, seen_run, available_at, first_seen_at, updated_at, seen_at,
+    state, owner, attempts, lease_until, claimed_size, claimed_mtime_ms)
+  SELECT d.id, d.size, d.mtime_ms, ${at(7)}, ${at(4)}, ${at(4)}, ${at(4)}, ${at(4)}, 'claimed', ${at(5)}, 1, ${at(6)}, d.size, d.mtime_ms
+  FROM unnest(${at(1)}::text[], ${at(2)}::bigint[], ${at(3)}::float8[]) AS d(id, size, mtime_ms)
+  ORDER BY d.id COLLATE "C"
+  ON CONFLICT (id) DO NOTHING
+  RETURNING i.id, i.attempts, i.released)`;
+  const claimed = `SELECT id, attempts, released, NULL::bigint AS ord, NULL::text AS owner FROM n`;
+  const values = [fresh.ids, fresh.sizes, fresh.mtimes];
+  if (done.ids.length === 0) return { name: 'cronsafe-claim-new-only', ...q(`WITH ${insert}\n${claimed}`, ...values, p.now, p.owner, p.leaseUntil, pass) };
+  return {
+    name: again ? 'cronsafe-complete-claim-new-only-again' : 'cronsafe-complete-claim-new-only',
+    ...completing(schema, done, p.now, again, insert, claimed, [...values, p.owner, p.leaseUntil, pass]),
+  };
+};
+
+/** The new ids (DiscoverOptions.recordOnClaim) of a claim's offer: their stat and place in it (1-based). */
+export interface FreshColumns {
+  ids: string[];
+  sizes: (number | null)[];
+  mtimes: (number | null)[];
+  ords: number[];
+}
+
+/** The `owner` of a row settleOfferedQuery returns for a new id a sibling recorded first (no owner is empty). */
+const PASSED_OVER = '';
 
 /** suspectCte's parameter numbers in claimDueQuery. */
 const SWEEP_AT: Record<number, string> = { 2: '$3', 3: '$2', 5: '$5', 6: '$6', 7: '$1', 8: 'true' };
@@ -242,7 +312,38 @@ export interface ClaimOps {
 export const offerPrefix = (limit: number): number => Math.max(32, limit * 4);
 const claimParams = (opts: ClaimOptions): ClaimParams => ({ owner: opts.owner, now: opts.now, leaseUntil: opts.now + opts.leaseMs });
 
-export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
+export function makeClaimOps(ex: PostgresExecutor, schema: string, unrecorded: Unrecorded): ClaimOps {
+  /** The offer's ids its discovery left to the claim (DiscoverOptions.recordOnClaim), with their place in it. */
+  const freshOf = (wanted: string[], pass: string): FreshColumns | undefined => {
+    const out: FreshColumns = { ids: [], sizes: [], mtimes: [], ords: [] };
+    wanted.forEach((id, i) => {
+      const u = unrecorded.get(id);
+      if (u === undefined) return;
+      if (u.pass !== pass) unrecorded.delete(id); // another pass's: its scan records it anew
+      else {
+        out.ids.push(id);
+        out.sizes.push(u.size);
+        out.mtimes.push(u.mtime);
+        out.ords.push(i + 1);
+      }
+    });
+    return out.ids.length > 0 ? out : undefined;
+  };
+  /**
+   * A claim that took nothing makes the caller drop its candidates (the siblings took them):
+   * the new ids among them that no claim got to are recorded pending first, so that none is
+   * dropped unrecorded (the pass's sweep, any pod's, then claims them).
+   */
+  const recordLeft = async (pass: string, now: number): Promise<void> => {
+    const left = [...unrecorded].filter(([, u]) => u.pass === pass);
+    unrecorded.clear();
+    for (let i = 0; i < left.length; i += 256) {
+      const part = left.slice(i, i + 256);
+      const b: BatchColumns = { ids: part.map(([id]) => id), sizes: part.map(([, u]) => u.size), mtimes: part.map(([, u]) => u.mtime) };
+      await ex.on('discovery', 'discover', { name: 'cronsafe-insert', ...insertNewQuery(schema, b, pass, now) });
+    }
+  };
+
   return {
     async claim(ids, opts) {
       if (ids.length === 0) return [];
@@ -265,17 +366,33 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       // the fill takes the pass's other pending items.
       const wanted = offered.slice(0, offerPrefix(opts.limit)).map(wellFormed);
       const exclude = (opts.exclude ?? []).map(wellFormed);
+      const fresh = opts.limit > 0 ? freshOf(wanted, opts.runId) : undefined;
+      if (fresh && fresh.ords.length >= opts.limit && fresh.ords[opts.limit - 1] === opts.limit) {
+        // The offer's first `limit` ids are all new: insert them claimed, nothing else to do.
+        const first: FreshColumns = { ids: fresh.ids.slice(0, opts.limit), sizes: fresh.sizes.slice(0, opts.limit), mtimes: fresh.mtimes.slice(0, opts.limit), ords: fresh.ords.slice(0, opts.limit) };
+        const query = (again: boolean) => settleNewQuery(schema, claimColumns(done), first, claimParams(opts), opts.runId, again);
+        const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>('claims', 'claim', query(false), query(true));
+        for (const id of first.ids) unrecorded.delete(id);
+        const applied = rows.filter((r) => r.owner !== null).map((r) => ({ id: r.id, owner: r.owner!, attempt: r.attempts }));
+        const order = new Map(first.ids.map((id, i) => [id, i]));
+        const claimed = rows.filter((r) => r.owner === null).sort((a, b) => order.get(a.id)! - order.get(b.id)!);
+        const complete = await fencedOutcomes(ex, schema, 'complete', done, applied, (c) => ({ id: c.id, result: 'applied', state: 'done' }));
+        if (claimed.length > 0) return { complete, claims: claimed.map((r) => toClaim(r, opts.owner)), considered: opts.limit };
+        // Siblings recorded them all first: claim from the rest of the offer and the pass.
+        const more = await this.settleOffered([], offered.slice(opts.limit), opts);
+        return { complete, claims: more.claims, considered: opts.limit + more.considered };
+      }
       const query = (again: boolean) =>
-        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude, opts.suspects ?? true, again);
+        settleOfferedQuery(schema, claimColumns(done), wanted, claimParams(opts), opts.runId, Math.max(0, opts.limit), exclude, opts.suspects ?? true, again, fresh);
       const rows = await ex.on<ClaimedRow & { ord: number | null; owner: string | null }>('claims', 'claim', query(false), query(true));
       const applied: Applied[] = [];
       const claimed: (ClaimedRow & { ord: number | null })[] = [];
       let fromOffer = 0;
       let last = 0;
       for (const r of rows) {
-        if (r.owner !== null) applied.push({ id: r.id, owner: r.owner, attempt: r.attempts });
+        if (r.owner !== null && r.owner !== PASSED_OVER) applied.push({ id: r.id, owner: r.owner, attempt: r.attempts });
         else {
-          claimed.push(r);
+          if (r.owner === null) claimed.push(r);
           if (r.ord !== null) {
             fromOffer++;
             last = Math.max(last, r.ord);
@@ -285,6 +402,9 @@ export function makeClaimOps(ex: PostgresExecutor, schema: string): ClaimOps {
       // RETURNING order is unspecified; hand claims out in the order offered, the fill last.
       claimed.sort((a, b) => (a.ord ?? Infinity) - (b.ord ?? Infinity));
       const considered = fromOffer < opts.limit ? wanted.length : last;
+      // The new ids the claim got to are recorded now (taken here, or by a sibling first).
+      if (fresh) fresh.ids.forEach((id, i) => (fresh.ords[i]! <= considered ? unrecorded.delete(id) : undefined));
+      if (opts.limit > 0 && claimed.length === 0 && unrecorded.size > 0) await recordLeft(opts.runId, opts.now);
       const complete = await fencedOutcomes(ex, schema, 'complete', done, applied, (c) => ({ id: c.id, result: 'applied', state: 'done' }));
       return { complete, claims: claimed.map((r) => toClaim(r, opts.owner)), considered };
     },

@@ -1,4 +1,4 @@
-import { batchColumns, batchWithout, type BatchColumns } from './batch.js';
+import { batchColumns, batchWithout, type BatchColumns, type Unrecorded } from './batch.js';
 import type { DiscoveredItem, DiscoverOptions } from '../types.js';
 import { PostgresLedgerError } from './errors.js';
 import type { PostgresExecutor } from './connection.js';
@@ -142,7 +142,7 @@ export const ANALYZE_AFTER_ROWS = 256;
  * committed after them, are lost as well. With a refresh policy: one transaction, in the
  * order the policy needs (touch, refresh, baseline, read).
  */
-export function makeDiscover(ex: PostgresExecutor, schema: string): (items: DiscoveredItem[], opts: DiscoverOptions) => Promise<string[]> {
+export function makeDiscover(ex: PostgresExecutor, schema: string, unrecorded: Unrecorded): (items: DiscoveredItem[], opts: DiscoverOptions) => Promise<string[]> {
   let found = 0;
   let analyzeAt = ANALYZE_AFTER_ROWS;
   const analyze = async (): Promise<void> => {
@@ -196,13 +196,28 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
     return { created: made.length, claimable: batch.ids.filter((id) => claimable.has(id)) };
   }
 
+  /**
+   * DiscoverOptions.recordOnClaim: the look-up alone (no write for a new id, a read of its
+   * primary key); the ids it did not find are left to the claim, which inserts them claimed.
+   */
+  async function onClaim(batch: BatchColumns, opts: DiscoverOptions): Promise<{ created: number; claimable: string[] }> {
+    const claimable = new Set<string>();
+    const found = await lookUp(batch, opts, claimable);
+    batch.ids.forEach((id, i) => {
+      if (found.has(id)) return;
+      unrecorded.set(id, { size: batch.sizes[i] ?? null, mtime: batch.mtimes[i] ?? null, pass: opts.runId });
+      claimable.add(id);
+    });
+    return { created: 0, claimable: batch.ids.filter((id) => claimable.has(id)) };
+  }
+
   /** One batch's discovery (the whole of it, or one long id: see below). */
-  const discoverBatch = async (items: DiscoveredItem[], opts: DiscoverOptions): Promise<string[]> => {
+  const discoverBatch = async (items: DiscoveredItem[], opts: DiscoverOptions, later: boolean): Promise<string[]> => {
     const refresh = refreshParams(opts.refresh); // throws before anything is written
     const batch = batchColumns(items);
     const { created, claimable } =
       refresh === null
-        ? await plain(batch, opts)
+        ? await (later ? onClaim(batch, opts) : plain(batch, opts))
         : await ex.tx('discover', async (exec) => {
             await exec(byIndexOnlyQuery());
             const made = new Set((await exec<{ id: string }>(insertNewQuery(schema, batch, opts.runId, opts.now))).map((r) => r.id));
@@ -227,12 +242,14 @@ export function makeDiscover(ex: PostgresExecutor, schema: string): (items: Disc
     // out and told (onRefused). Compressible ids far longer than the limit fit, so only the
     // server can say which do not.
     const long = items.filter((i) => i.id.length > LONG_ID_BYTES / 3 && Buffer.byteLength(i.id) > LONG_ID_BYTES);
-    if (long.length === 0) return discoverBatch(items, opts);
+    // Long ids are recorded here, never by a claim: the claim's statement must not fail.
+    const later = opts.recordOnClaim === true;
+    if (long.length === 0) return discoverBatch(items, opts, later);
     const rest = items.filter((i) => !long.includes(i));
-    const claimable = rest.length > 0 ? await discoverBatch(rest, opts) : [];
+    const claimable = rest.length > 0 ? await discoverBatch(rest, opts, later) : [];
     for (const item of long) {
       try {
-        claimable.push(...(await discoverBatch([item], opts)));
+        claimable.push(...(await discoverBatch([item], opts, false)));
       } catch (err) {
         if (!(err instanceof PostgresLedgerError) || err.code !== PROGRAM_LIMIT_EXCEEDED) throw err;
         // The primary key took it once: recorded under a pass whose run group was shorter (the

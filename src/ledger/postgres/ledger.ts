@@ -8,6 +8,7 @@ import { makeClaimOps, type ClaimOps } from './claim.js';
 import type { PostgresExecutor } from './connection.js';
 import { HANDLER_TIMES } from '../counters.js';
 import { bumpQuery, makeCounters, type Counters } from './counters.js';
+import type { Unrecorded } from './batch.js';
 import { makeDiscover } from './discover.js';
 import { makeEventOps, type EventOps } from './events.js';
 import { forgetUnseenQuery, makeFinishOps, type FinishOps } from './finish.js';
@@ -48,8 +49,10 @@ export class PostgresLedger implements L.Ledger, L.SharedPassLedger {
   constructor(ex: PostgresExecutor) {
     this.#ex = ex;
     const schema = (this.#schema = ex.opts.schema);
-    this.#claim = makeClaimOps(ex, schema);
-    this.#discover = makeDiscover(ex, schema);
+    // New ids this pod's discovery left for its claims to record (DiscoverOptions.recordOnClaim).
+    const unrecorded: Unrecorded = new Map();
+    this.#claim = makeClaimOps(ex, schema, unrecorded);
+    this.#discover = makeDiscover(ex, schema, unrecorded);
     this.#finish = makeFinishOps(ex, schema);
     this.#recover = makeRecoverOps(ex, schema);
     this.#requeue = makeRequeueOps(ex, schema);
