@@ -134,7 +134,9 @@ export const analyzeQuery = (schema: string): Query => q(`ANALYZE ${ident(schema
 export const ANALYZE_AFTER_ROWS = 256;
 
 /**
- * Ledger.discover on PostgreSQL. Without a refresh policy (the default): an INSERT, then,
+ * Ledger.discover on PostgreSQL. With DiscoverOptions.recordOnClaim (the runner's, on a
+ * shared pass) and no refresh policy: the look-up alone (onClaim), the new ids left to the
+ * pod's claims. Otherwise, without a refresh policy: an INSERT, then,
  * for the ids it did not create, one knownQuery, each in autocommit on the discovery
  * session; the first pod of a pass makes one round trip per batch. A pod that finds its
  * batches known looks them up first instead, and inserts only what it did not find. A lost commit (a server
