@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Claim } from '../ledger/types.js';
 import { AttemptSignal } from './attempt-signal.js';
-import { judgeFailure, sourceGone, whereItWent, type FailureVerdict } from './failure.js';
+import { handBackLine, judgeFailure, sourceGone, whereItWent, type FailureVerdict } from './failure.js';
 import { coerceError } from '../errors.js';
 import { EnvironmentFault, OutputMaybeCut } from './faults.js';
 import { ProcessBroken } from './handlers/exit-guard.js';
@@ -179,7 +179,7 @@ function brokeProcessAgain(p: PassState, claim: Claim, verdict: FailureVerdict):
 function leaseGuard(p: PassState, claim: Claim): void {
   if (!p.leaseLapsed(claim)) return;
   throw new HandlerFailure(
-    `the claim's lease may have run out (no renewal reached the ledger for ${p.config.lease.seconds}s), so another pod may hold the item now: output not committed, claim handed back`,
+    `the claim's lease may have run out (no renewal reached the ledger for ${p.config.lease.seconds}s), so another pod may hold the item now: output not committed`,
     true,
   );
 }
@@ -194,9 +194,10 @@ function settle(p: PassState, claim: Claim, verdict: FailureVerdict, ctx: Attemp
       p.results.gone(claim);
       return;
     case 'release': {
-      // Said once the hand-back is written: a write that fails leaves the claim to its lease, charged.
+      // Said once the ledger answered the hand-back: a write that fails leaves the claim to its
+      // lease, charged; a fenced one handed nothing back (another owner had taken it over).
       const warn = verdict.warn;
-      p.results.release(claim, verdict.reason, false, warn && (() => ctx.log.warn(warn.fields, warn.msg)));
+      p.results.release(claim, verdict.reason, false, warn && ((a) => ctx.log.warn(a.result === 'fenced' ? { ...warn.fields, fence: a.reason } : warn.fields, handBackLine(warn.what, a.result))));
       return;
     }
     case 'stop':

@@ -20,8 +20,12 @@ const SOURCE_GONE = 'not charged: source.directory is gone';
 export type FailureVerdict =
   /** The item's fault: charged toward retry.maxAttempts. */
   | { kind: 'charge'; message: string }
-  /** Not the item's fault: handed back uncharged, with a warning when `warn` is set. */
-  | { kind: 'release'; reason: string; warn?: { msg: string; fields: Record<string, unknown> } }
+  /**
+   * Not the item's fault: handed back uncharged, with a warning when `warn` is set, once the
+   * ledger answered the hand-back (`what` happened; the line then says whether the claim was
+   * handed back, or had been taken over already: handBackLine).
+   */
+  | { kind: 'release'; reason: string; warn?: { what: string; fields: Record<string, unknown> } }
   /**
    * The environment cannot run items: handed back uncharged and the pass stops. `recurring`:
    * the item itself may cause it (a module handler that leaks descriptors on one input), so
@@ -30,6 +34,18 @@ export type FailureVerdict =
   | { kind: 'stop'; reason: string; fault: EnvironmentFault; outputFull?: true; recurring?: Recurring; unstarted?: true }
   /** The item's file was deleted since the scan: forgotten. */
   | { kind: 'gone' };
+
+/**
+ * The line said of a hand-back once the ledger answered it: applied, the claim went back
+ * uncharged; fenced, the claim was no longer this attempt's (a pod paused or cut off past
+ * its lease, whose sibling took the item over: that owner's attempt is the one that counts),
+ * so nothing was handed back, and the line must not say it was.
+ */
+export function handBackLine(what: string, result: 'applied' | 'fenced'): string {
+  return result === 'applied'
+    ? `${what}; claim handed back (attempt not charged)`
+    : `${what}; nothing handed back: the claim had been taken over by another owner (its lease expired)`;
+}
 
 /**
  * A stop that the item itself may cause: once the item was handed back retry.maxAttempts
@@ -134,7 +150,7 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
   if (ours || (a.aborted && !(err instanceof TimedOut))) {
     // interrupted() (types.ts) already says "interrupted: ..."; another error of an aborted attempt does not.
     const reason = ours ? message : `interrupted: ${message}`;
-    return { kind: 'release', reason, warn: { msg: 'item interrupted; claim handed back (attempt not charged)', fields: { reason: message } } };
+    return { kind: 'release', reason, warn: { what: 'item interrupted', fields: { reason: message } } };
   }
   if (err instanceof EnvironmentFault) {
     return { kind: 'stop', reason: `not charged: ${message}`, fault: err, ...(err instanceof NotStarted ? { unstarted: true as const } : {}) };
@@ -150,14 +166,14 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     return {
       kind: 'release',
       reason: `interrupted: ${message} while the run was stopping`,
-      warn: { msg: 'item interrupted by the stop signal; claim handed back (attempt not charged)', fields: { reason: message } },
+      warn: { what: 'item interrupted by the stop signal', fields: { reason: message } },
     };
   }
   if (a.tempGone || err instanceof OwnDirectoryGone) {
     return {
       kind: 'release',
       reason: `not charged: cronsafe's temp directory vanished during the attempt: ${message}`,
-      warn: { msg: "cronsafe's temp directory vanished during the attempt (recreated); claim handed back (attempt not charged)", fields: { reason: message } },
+      warn: { what: "cronsafe's temp directory vanished during the attempt (recreated)", fields: { reason: message } },
     };
   }
   if (scene.outputDir !== undefined && (a.outputFull || (scene.outputFullSeen && NO_SPACE.test(message)))) {
@@ -198,7 +214,7 @@ export async function judgeFailure(a: FailedAttempt, scene: FailureScene): Promi
     return {
       kind: 'release',
       reason: `not charged: failed while the pass stopped for the environment (${scene.environmentStop}): ${message}`,
-      warn: { msg: 'item failed while the pass stops for the environment; claim handed back (attempt not charged)', fields: { reason: message, cause: scene.environmentStop } },
+      warn: { what: 'item failed while the pass stops for the environment', fields: { reason: message, cause: scene.environmentStop } },
     };
   }
   return { kind: 'charge', message };

@@ -48,8 +48,8 @@ export type ResultCounts = {
 export class ResultBatcher {
   readonly counts: ResultCounts = { succeeded: 0, failed: 0, deadLettered: 0, released: 0, fenced: 0, gone: 0 };
   private pending: Settlement = { complete: [], fail: [], release: [], gone: [] };
-  /** What to say of a hand-back once the ledger answered it (release's `onApplied`), by its entry in `pending.release`. */
-  private readonly releaseNotes = new WeakMap<object, () => void>();
+  /** What to say of a hand-back once the ledger answered it (release's `onAnswered`), by its entry in `pending.release`. */
+  private readonly releaseNotes = new WeakMap<object, (answer: FenceOutcome) => void>();
   private size = 0;
   /**
    * The maxDelayMs timer, kept between batches and re-armed (refresh) for the next one: a
@@ -101,14 +101,15 @@ export class ResultBatcher {
   }
 
   /**
-   * `unstarted`: its handler never started (Ledger.release undoes the claim). `onApplied`:
-   * called once the ledger has answered the hand-back, applied or fenced (its log line: "claim
+   * `unstarted`: its handler never started (Ledger.release undoes the claim). `onAnswered`:
+   * called with the ledger's answer to the hand-back, applied or fenced (its log line: "claim
    * handed back (attempt not charged)" said before the write could be a lie, as a write that
-   * fails leaves the claim to be taken back after its lease, charged).
+   * fails leaves the claim to be taken back after its lease, charged; and so it is of a fenced
+   * one, whose claim another owner had taken over: handBackLine).
    */
-  release(claim: Claim, reason: string, unstarted = false, onApplied?: () => void): void {
+  release(claim: Claim, reason: string, unstarted = false, onAnswered?: (answer: FenceOutcome) => void): void {
     const entry = { claim, reason, unstarted };
-    if (onApplied) this.releaseNotes.set(entry, onApplied);
+    if (onAnswered) this.releaseNotes.set(entry, onAnswered);
     this.pending.release.push(entry);
     this.added();
   }
@@ -192,11 +193,11 @@ export class ResultBatcher {
     this.account(out.complete, 'complete', batch.complete);
     this.account(out.fail, 'fail', batch.fail.map((f) => f.claim), batch.fail);
     // Said once the ledger answered: applied, or fenced (the claim was no longer this
-    // attempt's, so nothing was charged to it either; the line says why the attempt ended,
-    // what the fence's 'stale claim' line after it does not). Not for a write that failed.
+    // attempt's: nothing was handed back, nor charged to it; the line says why the attempt
+    // ended, what the fence's 'stale claim' line after it does not). Not for a write that failed.
     batch.release.forEach((r, i) => {
-      const result = out.release[i]?.result;
-      if (result === 'applied' || result === 'fenced') this.releaseNotes.get(r)?.();
+      const answer = out.release[i];
+      if (answer?.result === 'applied' || answer?.result === 'fenced') this.releaseNotes.get(r)?.(answer);
     });
     this.account(out.release, 'release', batch.release.map((r) => r.claim));
     this.account(out.gone, 'gone', batch.gone);
