@@ -33,6 +33,8 @@ export interface ItemPeek {
   id: string;
   state: ItemState;
   attempts: number;
+  /** Attempts handed back uncharged: attempts = released, never charged (no backoff to wait for). */
+  released: number;
   availableAt: number;
   doneAt: number | null;
   /** The stat of the version last claimed (refresh: on-change compares with it). */

@@ -26,7 +26,8 @@ export function classify(item: DiscoveredItem, known: ItemPeek | undefined, now:
   const changed = refresh?.onChange === true && (differs(item.size, known.claimedSize) || differs(item.mtimeMs, known.claimedMtimeMs));
   switch (known.state) {
     case 'pending':
-      return known.availableAt <= now ? 'pending' : 'retryWaiting';
+      // Never charged (new, handed back, requeued): no backoff, whatever clock wrote available_at (discover.ts).
+      return known.availableAt <= now || known.attempts === known.released ? 'pending' : 'retryWaiting';
     case 'claimed':
       return 'claimed';
     case 'done':

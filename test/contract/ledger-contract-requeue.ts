@@ -146,8 +146,8 @@ export function requeueContract(use: UseLedger): void {
       await use().fail([{ claim: waiting, error: 'x' }], failOpts());
       const got = (await use().peek(['ghost', 'w', 'a'])).sort((x, y) => (x.id < y.id ? -1 : 1));
       expect(got).toEqual([
-        { id: 'a', state: 'done', attempts: 1, availableAt: T0, doneAt: T0 + 10, claimedSize: 5, claimedMtimeMs: 50 },
-        { id: 'w', state: 'pending', attempts: 1, availableAt: T0 + 500, doneAt: null, claimedSize: null, claimedMtimeMs: null },
+        { id: 'a', state: 'done', attempts: 1, released: 0, availableAt: T0, doneAt: T0 + 10, claimedSize: 5, claimedMtimeMs: 50 },
+        { id: 'w', state: 'pending', attempts: 1, released: 0, availableAt: T0 + 500, doneAt: null, claimedSize: null, claimedMtimeMs: null },
       ]);
       expect(await use().peek([])).toEqual([]);
     });
@@ -187,6 +187,26 @@ export function requeueContract(use: UseLedger): void {
         expect(classify(found[4]!, known.get(id('waiting')), now, refresh)).toBe('retryWaiting');
         expect(classify(found[3]!, known.get(id('held')), now, refresh)).toBe('claimed');
       }
+    });
+
+    it('an item never charged that a clock ahead recorded is pending for the plan and claimable at the next discovery; a charged one backs off', async () => {
+      // Written by a run whose clock was an hour ahead: each one's available_at is in the future.
+      const ahead = T0 + 3_600_000;
+      const at = { now: ahead };
+      await use().discover(items('new', 'handed', 'charged'), { runId: 'run-1', now: ahead });
+      const [handed] = await use().claim(['handed'], claimOpts(at));
+      await use().release([handed!], ahead, 'drained');
+      const [charged] = await use().claim(['charged'], claimOpts(at));
+      await use().fail([{ claim: charged!, error: 'x' }], failOpts(at));
+      // The next run's clock is right.
+      const now = T0 + 300;
+      const found = items('new', 'handed', 'charged');
+      const known = new Map((await use().peek(found.map((f) => f.id))).map((p) => [p.id, p]));
+      expect(found.map((f) => classify(f, known.get(f.id), now, undefined))).toEqual(['pending', 'pending', 'retryWaiting']);
+      expect(await use().discover(found, { runId: 'run-2', now })).toEqual(['new', 'handed']);
+      // The pass's sweep takes them too, the charged one still backing off.
+      const claims = await use().claimDue({ ...claimOpts({ now }), runId: 'run-2', limit: 10 });
+      expect(claims.map((c) => c.id).sort()).toEqual(['handed', 'new']);
     });
   });
 }

@@ -30,11 +30,21 @@ RETURNING id`,
   );
 
 /**
- * Whether a known row must be written: pending and not yet marked by the pass ($4), or its
+ * A row's available_at as discovery at now ($5) leaves it: a pending row never charged
+ * (attempts = released: new, handed back, requeued) has no backoff to wait for, and one
+ * written by a clock ahead (a pod's skewed clock, a clock stepped back since) held it back
+ * from every other pod until then; it comes down to now (never later), as on SQLite.
+ */
+const AVAILABLE = (i: string): string =>
+  `CASE WHEN ${i}.state = 'pending' AND ${i}.attempts = ${i}.released THEN least(${i}.available_at, $5::bigint) ELSE ${i}.available_at END`;
+
+/**
+ * Whether a known row must be written: pending and not yet marked by the pass ($4), or
+ * available later than AVAILABLE says, or its
  * stat changed, or (retention) done with a seen_at a day older than now ($5) or marked
  * missing: a done row is rewritten about once a day, not once per pass (prune.ts).
  */
-const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND ${i}.seen_run IS DISTINCT FROM $4)
+const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND (${i}.seen_run IS DISTINCT FROM $4 OR ${i}.available_at > ${AVAILABLE(i)}))
       OR (${i}.state = 'done' AND (${i}.seen_at IS NULL OR ${i}.seen_at < $5::bigint - ${SEEN_GRANULARITY_MS} OR ${i}.missing_since IS NOT NULL))
       OR (${d}.size IS NOT NULL AND ${d}.size IS DISTINCT FROM ${i}.size)
       OR (${d}.mtime_ms IS NOT NULL AND ${d}.mtime_ms IS DISTINCT FROM ${i}.mtime_ms)`;
@@ -48,7 +58,8 @@ const STALE = (i: string, d: string): string => `(${i}.state = 'pending' AND ${i
  * settling right now is not waited for. Each id is looked up by primary key (the subquery
  * is not flattened: OFFSET 0) and filtered after: a filter next to the join may make the
  * planner walk the whole pending index once per batch. What is returned is what the
- * statement saw at its start (the write changes neither state nor backoff).
+ * statement saw at its start (the write changes neither state nor backoff: what it does to
+ * available_at, AVAILABLE, the read computes too).
  */
 export const knownQuery = (schema: string, b: BatchColumns, runId: string, now: number): Query =>
   q(
@@ -56,7 +67,7 @@ export const knownQuery = (schema: string, b: BatchColumns, runId: string, now: 
 k AS (
   SELECT d.id, d.ord, d.size, d.mtime_ms, it.state, it.available_at, it.stale
   FROM d CROSS JOIN LATERAL (
-    SELECT i.state, i.available_at, ${STALE('i', 'd')} AS stale
+    SELECT i.state, ${AVAILABLE('i')} AS available_at, ${STALE('i', 'd')} AS stale
     FROM ${ident(schema)}.items AS i WHERE i.id = d.id OFFSET 0) AS it),
 t AS (
   SELECT l.id, k.size, k.mtime_ms FROM k CROSS JOIN LATERAL (
@@ -65,7 +76,7 @@ t AS (
   WHERE k.stale),
 u AS (
   UPDATE ${ident(schema)}.items AS i SET size = coalesce(t.size, i.size), mtime_ms = coalesce(t.mtime_ms, i.mtime_ms),
-    seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL
+    seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL, available_at = ${AVAILABLE('i')}
   FROM t WHERE i.id = t.id)
 SELECT id, (state = 'pending' AND available_at <= $5) AS claimable FROM k ORDER BY ord`,
     b.ids,
@@ -85,7 +96,7 @@ t AS (
   ORDER BY it.id
   FOR UPDATE OF it SKIP LOCKED)
 UPDATE ${ident(schema)}.items AS i SET size = coalesce(d.size, i.size), mtime_ms = coalesce(d.mtime_ms, i.mtime_ms),
-  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL
+  seen_run = CASE WHEN i.state = 'pending' THEN $4 ELSE i.seen_run END, seen_at = $5, missing_since = NULL, available_at = ${AVAILABLE('i')}
 FROM t JOIN d ON d.id = t.id
 WHERE i.id = t.id`,
     b.ids,

@@ -63,7 +63,7 @@ SELECT id FROM w`,
 /** Known rows among $1, each by primary key. */
 export const peekQuery = (schema: string, ids: string[]): Query =>
   q(
-    `SELECT id, state, attempts, available_at AS "availableAt", done_at AS "doneAt",
+    `SELECT id, state, attempts, released, available_at AS "availableAt", done_at AS "doneAt",
   claimed_size AS "claimedSize", claimed_mtime_ms AS "claimedMtimeMs"
 FROM ${ident(schema)}.items WHERE id = ANY($1::text[])`,
     ids,

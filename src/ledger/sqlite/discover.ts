@@ -24,6 +24,11 @@ import { makeApplyRefresh } from './refresh.js';
  *   pass rewrote each one, as done rows before); nothing reads a dead row's seen mark, and
  *   what makes one pending again gives it the pass (refresh.ts, recover.ts, requeue.ts), as
  *   PostgreSQL leaves its dead rows alone.
+ * A pending row never charged (attempts = released: new, handed back, requeued) has no backoff
+ * to wait for: its available_at is the time of the write that made it pending, by the
+ * writer's clock. Written by a clock ahead (a node's skewed clock, a clock stepped back
+ * since), it held the item back from every later run until that time; each discovery brings
+ * it down to the discoverer's now (never later: a backoff is only ever a charged failure's).
  * Otherwise nothing is written (SQLite skips the update of a row whose DO UPDATE WHERE is
  * false; RETURNING leaves it out, and a done row is not claimable anyway). Rewriting every
  * done row on every pass cost ~166 MiB of WAL per pass at 1,000,000 done files
@@ -39,6 +44,7 @@ INSERT INTO items (id, size, mtime_ms, seen_run, seen_at, available_at, first_se
 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, @runId, @now, @now, @now, @now
 FROM json_each(@batch) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET
+  available_at = CASE WHEN items.state = 'pending' AND items.attempts = items.released THEN min(items.available_at, excluded.available_at) ELSE items.available_at END,
   size = coalesce(excluded.size, size),
   mtime_ms = coalesce(excluded.mtime_ms, mtime_ms),
   seen_run = excluded.seen_run,

@@ -420,8 +420,8 @@ export class SqliteLedger implements L.Ledger {
       return this.#requeue.peek(ids).map(({ owner, ...p }) => {
         const rec = j?.get(p.id);
         if (!rec) return p;
-        const now = throughJournal({ ...p, owner, released: 0, lastError: null, leaseUntil: null, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
-        return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, doneAt: now.doneAt };
+        const now = throughJournal({ ...p, owner, lastError: null, leaseUntil: null, size: null, mtimeMs: null }, rec, this.#updatedAt(p.id));
+        return now.state === p.state ? p : { ...p, state: now.state, attempts: now.attempts, released: now.released, doneAt: now.doneAt };
       });
     });
   }

@@ -39,7 +39,7 @@ WHERE id IN (SELECT value FROM json_each(@ids)) AND ${MATCHES}
 RETURNING id`;
 
 /** Known rows among a batch of ids, each looked up by primary key (see CLAIMABLE in claim.ts). */
-export const PEEK_SQL = `SELECT i.id, i.state, i.attempts, i.owner, i.available_at AS availableAt, i.done_at AS doneAt,
+export const PEEK_SQL = `SELECT i.id, i.state, i.attempts, i.released, i.owner, i.available_at AS availableAt, i.done_at AS doneAt,
   i.claimed_size AS claimedSize, i.claimed_mtime_ms AS claimedMtimeMs
 FROM json_each(@ids) AS j CROSS JOIN items AS i ON i.id = j.value`;
 
