@@ -48,6 +48,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod paused past its
     await server?.stop();
   });
 
+  type Row = { state: string; owner: string | null; attempts: number; released: number; done_by: string | null };
+  const row = async () => (await server.admin<Row>(`SELECT state, owner, attempts, released, done_by FROM ${SCHEMA}.items WHERE id = $1`, [ID], DB))[0];
+
   type Backend = { state: string | null; in_xact: boolean };
   /** Every session on the test database: before B starts, all of them are A's. */
   const backends = () =>
@@ -112,11 +115,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod paused past its
     expect(String(taken?.reason)).toMatch(/interrupted/);
 
     // B's attempt is untouched by A's: still claimed by B on attempt 2, nothing released.
-    const [held] = await server.admin<{ state: string; owner: string; attempts: number; released: number }>(
-      `SELECT state, owner, attempts, released FROM ${SCHEMA}.items WHERE id = $1`,
-      [ID],
-      DB,
-    );
+    const held = await row();
     expect(held).toMatchObject({ state: 'claimed', attempts: 2, released: 0 });
     expect(held?.owner).toContain(`:${b.child.pid}:`);
 
@@ -126,11 +125,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL: a pod paused past its
     expect(eb.code, b.stderr()).toBe(0);
     expect(finished(a)).toMatchObject({ counts: { succeeded: 0, released: 0, fenced: 1 } });
     expect(finished(b)).toMatchObject({ counts: { succeeded: 1, released: 0, fenced: 0 } });
-    const [done] = await server.admin<{ state: string; attempts: number; released: number; done_by: string }>(
-      `SELECT state, attempts, released, done_by FROM ${SCHEMA}.items WHERE id = $1`,
-      [ID],
-      DB,
-    );
+    const done = await row();
     expect(done).toMatchObject({ state: 'done', attempts: 2, released: 0 });
     expect(done?.done_by).toContain(`:${b.child.pid}:`);
     const counters = await server.admin<{ name: string; value: string }>(
