@@ -115,9 +115,10 @@ export const completeQuery = (schema: string, c: ClaimColumns, now: number, agai
  * this very `now` ($4: the writer's own clock, to the millisecond), with this reason ($5),
  * unless the claim was a suspect's (handBackError kept its 'abandoned' error). Another pod's
  * hand-back of the claim (recover.ts: its owner died draining) writes its own time and
- * reason; a later attempt's change, another attempt number or state.
+ * reason; a later attempt's change, another attempt number or state. available_at may have
+ * come down since (a sibling's discovery at its own, earlier clock: discover.ts, AVAILABLE).
  */
-const HANDED_BACK = `i.state = 'pending' AND i.attempts = c.attempt AND i.released > 0 AND i.updated_at = $4 AND i.available_at = $4
+const HANDED_BACK = `i.state = 'pending' AND i.attempts = c.attempt AND i.released > 0 AND i.updated_at = $4 AND i.available_at <= $4
   AND (i.last_error = $5 OR ${suspect('i')})`;
 
 /** The row as unclaimQuery left it for this claim: pending, its attempt taken back, at this very `now` ($4). As HANDED_BACK. */
