@@ -5,9 +5,10 @@
  * they were backing off, though none had ever failed. An item never charged has nothing to
  * back off from: the next run takes it at once, on SQLite and on PostgreSQL.
  *
- * The first run (clock an hour ahead, libfaketime) records three items and is drained
+ * The first run (clock an hour ahead, libfaketime) finds three items and is drained
  * (SIGTERM, twice) while its one slot runs the first: that one is handed back (never charged),
- * the other two were never attempted.
+ * the other two were never attempted (recorded on SQLite; on PostgreSQL a new item may be
+ * recorded only by its claim, and test/contract's discovery by a clock ahead covers them).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -30,6 +31,7 @@ const events = (file: string): string[] => (existsSync(file) ? readFileSync(file
 
 interface PlanJson {
   wouldAttempt: number;
+  new: { count: number };
   pending: { count: number };
   retryWaiting: { count: number };
   nextRetryAt: string | null;
@@ -58,14 +60,20 @@ async function clockAheadThenRight(state?: Record<string, unknown>): Promise<voi
   expect(first.code, ahead.stderr()).toBe(75);
   expect(events(eventsFile)).toHaveLength(1);
   expect(ahead.lines.filter((l) => /claim handed back/.test(l.msg)).map((l) => l.itemId), ahead.stdout()).toEqual(events(eventsFile));
-  expect((await statusJson(ws.configPath)).items).toMatchObject({ pending: 3, claimed: 0, done: 0, dead: 0 });
+  // SQLite records every item found; PostgreSQL records a new item when it claims it (or a
+  // claim that takes nothing records the pod's new ids): the drain may leave some unrecorded.
+  const recorded = (await statusJson(ws.configPath)).items;
+  expect(recorded).toMatchObject({ claimed: 0, done: 0, dead: 0 });
+  expect(recorded.pending).toBeGreaterThanOrEqual(1);
+  if (state === undefined) expect(recorded.pending).toBe(3);
 
   // The clock is right again: none of them has failed, so none is backing off.
   const plan = await runCli(['plan', '-c', ws.configPath, '--json'], { cwd: ws.dir, timeoutMs: 60_000 });
   expect(plan.code, plan.stderr).toBe(0);
   const p = JSON.parse(plan.stdout) as PlanJson;
-  expect({ pending: p.pending.count, retryWaiting: p.retryWaiting.count, wouldAttempt: p.wouldAttempt, nextRetryAt: p.nextRetryAt }).toEqual({
-    pending: 3,
+  expect({ pending: p.pending.count, new: p.new.count, retryWaiting: p.retryWaiting.count, wouldAttempt: p.wouldAttempt, nextRetryAt: p.nextRetryAt }).toEqual({
+    pending: recorded.pending,
+    new: 3 - recorded.pending!,
     retryWaiting: 0,
     wouldAttempt: 3,
     nextRetryAt: null,
