@@ -175,7 +175,7 @@ describe('cronsafe plan / run --dry-run (real scan, real SQLite ledger)', () => 
   it('bad input is a usage error (exit 2) naming it', async () => {
     const ws = setup(['a.txt']);
     const cases: Array<[string[], RegExp]> = [
-      [['plan', '--limit', '0'], /--limit <n>' argument '0' is invalid\. expected a positive integer/],
+      [['plan', '--limit', '0'], /--limit <n>' argument '0' is invalid\. out of range: the allowed range is 1 to 9007199254740991/],
       [['run', '--json'], /run: --json only applies with --dry-run/],
       [['plan', '--scheduled-time', 'yesterday'], /--scheduled-time: expected an RFC 3339 time/],
     ];
