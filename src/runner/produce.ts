@@ -1,6 +1,6 @@
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import type { PassState } from './pass-state.js';
-import { batches, readAhead, scanSource, sourcePresent } from './scan.js';
+import { batches, batchesOfChunks, readAhead, type ScanOptions, scanSourceChunks, sourcePresent } from './scan.js';
 
 /** How many scanned items go to the ledger in the first discovery transaction of a pass. */
 export const DISCOVER_BATCH = 256;
@@ -31,14 +31,14 @@ export async function produce(p: PassState): Promise<void> {
   // this; a batch read behind the start (the clock stepped back) left rows alone that the
   // walk then marked missing, files the scan had just found.
   let scanStartedAt = p.now();
-  const source =
-    p.source ??
-    scanSource(p.config, drain.stopping, (dir) => {
-      p.skippedDirectories++;
-      if (dir.changing) log.warn({ path: dir.path }, 'scan: a directory changed too much while it was read to finish its listing (its file system gives no entry types, and the entries read last were renamed or removed); its other items wait for the next run (the scan is partial)');
-      else if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
-      else log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
-    });
+  const onUnreadable: ScanOptions['onUnreadable'] = (dir) => {
+    p.skippedDirectories++;
+    if (dir.changing) log.warn({ path: dir.path }, 'scan: a directory changed too much while it was read to finish its listing (its file system gives no entry types, and the entries read last were renamed or removed); its other items wait for the next run (the scan is partial)');
+    else if (dir.link) log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a link whose target it cannot reach; its item waits until it is reachable (the scan is partial)');
+    else log.warn({ path: dir.path, code: dir.code }, 'scan: skipped a directory it cannot read; its items wait until it is readable (the scan is partial)');
+  };
+  const [first, most] = [DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX];
+  const found = p.source ? batches(p.source, first, most) : batchesOfChunks(scanSourceChunks(p.config, drain.stopping, onUnreadable), first, most);
   // An item the ledger cannot hold (an id too long for PostgreSQL's index) is left out, said
   // on every run, rather than failing its batch and the run with it.
   // One recorded already (under a pass whose run group was shorter) is not marked seen: the
@@ -53,7 +53,7 @@ export async function produce(p: PassState): Promise<void> {
   };
   try {
     // The next batch is read while this one is recorded and sent (readAhead); a stop waits for no read.
-    for await (const batch of readAhead(batches(source, DISCOVER_BATCH, p.shared ? DISCOVER_BATCH : DISCOVER_BATCH_MAX), drain.stopping)) {
+    for await (const batch of readAhead(found, drain.stopping)) {
       if (drain.stopping.aborted) return;
       // Items attempted before (charged, or handed back) go behind the fresh ones (DiscoverOptions.deferCharged).
       const at = p.now();
@@ -67,7 +67,7 @@ export async function produce(p: PassState): Promise<void> {
       for (let i = 0; i < ids.length; i++) {
         if (drain.stopping.aborted) return;
         const id = ids[(from + i) % ids.length]!;
-        await channel.send(id);
+        if (!channel.offer(id)) await channel.send(id);
       }
     }
     // The scan also ends early when the stop aborts it: that is not a complete scan.

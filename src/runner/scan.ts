@@ -81,6 +81,15 @@ export interface UnreadableDirectory {
  * globs are matched against these ids.
  */
 export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<DiscoveredItem> {
+  for await (const chunk of scanChunks(opts)) yield* chunk;
+}
+
+/**
+ * scanDirectory's items in arrays, in the same order: up to one read of a directory's
+ * listing per array (dir-entries.ts), never empty. One step of the generators per array
+ * instead of per item: what a pass takes them in (batchesOfChunks).
+ */
+export async function* scanChunks(opts: ScanOptions): AsyncGenerator<DiscoveredItem[]> {
   const globs = opts.include.length > 0 ? opts.include : ['**'];
   const include = includeMatcher(globs);
   // A directory whose files no include glob can match is not entered (`include: ["*.csv"]`
@@ -136,7 +145,7 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
 
   // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
   // by idFromName; paths are Buffers, built only for the entries that need one.
-  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem> {
+  async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem[]> {
     let opened;
     try {
       // A subdirectory that can be listed but not searched (r without x) would yield items
@@ -174,41 +183,50 @@ export async function* scanDirectory(opts: ScanOptions): AsyncGenerator<Discover
     // to be resumed exactly leaves its rest for the next scan, which is partial.
     const onUnfinished = (): void => opts.onUnreadable?.({ path: relDir === '' ? root : `${root}/${relDir}`, id: relDir, code: 'ENOENT', changing: true });
     const onUnreadable = (code: string): void => opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
-    for await (const entry of entries(opened, { path: absDir, root: relDir === '', onUnfinished, unreadable: UNREADABLE_DIR, onUnreadable, signal: opts.signal })) {
-      if (opts.signal?.aborted) return;
-      const name = idFromName(entry.name);
-      const rel = relDir === '' ? name : `${relDir}/${name}`;
-      if (entry.isDirectory()) {
-        if (skip.has(rel) || exclude(rel) || !mayHoldItems(rel.split('/'))) continue;
-        yield* walk(abs(entry.name), rel);
-        continue;
-      }
-      let isFile = entry.isFile();
-      let st: { size: number; mtimeMs: number } | undefined;
-      if (entry.isSymbolicLink()) {
-        // Follow links to files only; links to directories could loop. A link whose target
-        // this user cannot reach (EACCES, EPERM on its way) is not gone: it was skipped
-        // without a word, and its item never ran. Told as an unreadable directory is. So is
-        // one whose target is on a dead mount (ENOTCONN, ESTALE): a complete scan without it
-        // forgot its waiting item, charged attempts and all.
-        const target = await stat(abs(entry.name)).catch((err: unknown) => {
-          const code = (err as NodeJS.ErrnoException).code ?? '';
-          if ((code === 'EACCES' || code === 'EPERM' || DEAD_MOUNT.has(code)) && !skip.has(rel) && include(rel) && !exclude(rel)) {
-            opts.onUnreadable?.({ path: `${root}/${rel}`, id: rel, code, link: true });
+    for await (const chunk of entries(opened, { path: absDir, root: relDir === '', onUnfinished, unreadable: UNREADABLE_DIR, onUnreadable, signal: opts.signal })) {
+      // The items of this chunk found so far: given before a subdirectory's, to keep the order.
+      let found: DiscoveredItem[] = [];
+      for (const entry of chunk) {
+        if (opts.signal?.aborted) return;
+        const name = idFromName(entry.name);
+        const rel = relDir === '' ? name : `${relDir}/${name}`;
+        if (entry.isDirectory()) {
+          if (skip.has(rel) || exclude(rel) || !mayHoldItems(rel.split('/'))) continue;
+          if (found.length > 0) {
+            yield found;
+            found = [];
           }
-          return undefined;
-        });
-        isFile = (target?.isFile() ?? false) && !isOwn(target, own);
-        st = target;
+          yield* walk(abs(entry.name), rel);
+          continue;
+        }
+        let isFile = entry.isFile();
+        let st: { size: number; mtimeMs: number } | undefined;
+        if (entry.isSymbolicLink()) {
+          // Follow links to files only; links to directories could loop. A link whose target
+          // this user cannot reach (EACCES, EPERM on its way) is not gone: it was skipped
+          // without a word, and its item never ran. Told as an unreadable directory is. So is
+          // one whose target is on a dead mount (ENOTCONN, ESTALE): a complete scan without it
+          // forgot its waiting item, charged attempts and all.
+          const target = await stat(abs(entry.name)).catch((err: unknown) => {
+            const code = (err as NodeJS.ErrnoException).code ?? '';
+            if ((code === 'EACCES' || code === 'EPERM' || DEAD_MOUNT.has(code)) && !skip.has(rel) && include(rel) && !exclude(rel)) {
+              opts.onUnreadable?.({ path: `${root}/${rel}`, id: rel, code, link: true });
+            }
+            return undefined;
+          });
+          isFile = (target?.isFile() ?? false) && !isOwn(target, own);
+          st = target;
+        }
+        if (!isFile || skip.has(rel) || !include(rel) || exclude(rel) || skipByBeginning(rel)) continue;
+        if (ownLinked.length > 0 && !st) {
+          const file = await stat(abs(entry.name)).catch(() => undefined);
+          if (isOwn(file, ownLinked)) continue;
+          st = file;
+        }
+        if (opts.withStats && !st) st = await stat(abs(entry.name)).catch(() => undefined);
+        found.push(st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel });
       }
-      if (!isFile || skip.has(rel) || !include(rel) || exclude(rel) || skipByBeginning(rel)) continue;
-      if (ownLinked.length > 0 && !st) {
-        const file = await stat(abs(entry.name)).catch(() => undefined);
-        if (isOwn(file, ownLinked)) continue;
-        st = file;
-      }
-      if (opts.withStats && !st) st = await stat(abs(entry.name)).catch(() => undefined);
-      yield st ? { id: rel, size: st.size, mtimeMs: Math.trunc(st.mtimeMs) } : { id: rel };
+      if (found.length > 0) yield found;
     }
   }
 
@@ -431,6 +449,23 @@ export async function* batches<T>(source: AsyncIterable<T>, size: number, upTo =
   if (batch.length > 0) yield batch;
 }
 
+/** batches of the items of `source`'s arrays (scanChunks), the same sizes as batches gives of them one by one. */
+export async function* batchesOfChunks<T>(source: AsyncIterable<T[]>, size: number, upTo = size): AsyncGenerator<T[]> {
+  let batch: T[] = [];
+  let limit = size;
+  for await (const chunk of source) {
+    for (const item of chunk) {
+      batch.push(item);
+      if (batch.length >= limit) {
+        yield batch;
+        batch = [];
+        limit = Math.min(limit * 2, upTo);
+      }
+    }
+  }
+  if (batch.length > 0) yield batch;
+}
+
 /**
  * `source`'s values, the next one asked for as soon as one is handed out: a pass reads its
  * next discovery batch from the directory (readdir on libuv's threads, ~16 reads per batch)
@@ -498,7 +533,16 @@ function untilStopped<T>(p: Promise<T>, stop: AbortSignal | undefined): Promise<
  * files skipped, stats read when `schedule.refresh: on-change` compares them.
  */
 export function scanSource(config: Config, signal: AbortSignal | undefined, onUnreadable: ScanOptions['onUnreadable']): AsyncIterable<DiscoveredItem> {
-  return scanDirectory({
+  return scanDirectory(sourceScan(config, signal, onUnreadable));
+}
+
+/** scanSource's items in arrays (scanChunks): what a pass takes them in. */
+export function scanSourceChunks(config: Config, signal: AbortSignal | undefined, onUnreadable: ScanOptions['onUnreadable']): AsyncIterable<DiscoveredItem[]> {
+  return scanChunks(sourceScan(config, signal, onUnreadable));
+}
+
+function sourceScan(config: Config, signal: AbortSignal | undefined, onUnreadable: ScanOptions['onUnreadable']): ScanOptions {
+  return {
     directory: config.source.directory,
     include: config.source.include,
     exclude: config.source.exclude,
@@ -507,5 +551,5 @@ export function scanSource(config: Config, signal: AbortSignal | undefined, onUn
     withStats: config.schedule?.refresh === 'on-change',
     signal,
     onUnreadable,
-  });
+  };
 }

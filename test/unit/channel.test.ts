@@ -21,6 +21,18 @@ describe('Channel', () => {
     expect(ch.size).toBe(2);
   });
 
+  it('offer buffers without waiting until full, then refuses (nothing done); a waiting receiver gets the value at once', async () => {
+    const ch = new Channel<number>(2);
+    const waiting = ch.receive();
+    expect(ch.offer(1)).toBe(true);
+    expect(await waiting).toEqual({ value: 1, done: false });
+    expect([ch.offer(2), ch.offer(3), ch.offer(4)]).toEqual([true, true, false]);
+    expect(ch.size).toBe(2);
+    expect(ch.take(5)).toEqual([2, 3]);
+    ch.close();
+    expect(() => ch.offer(5)).toThrow('send on a closed channel');
+  });
+
   it('never holds more than capacity while a fast producer meets a slow consumer', async () => {
     const ch = new Channel<number>(4);
     let maxSize = 0;
