@@ -112,10 +112,14 @@ export function regexReason(message: string): string {
 export function includeMatcher(globs: string[]): (rel: string) => boolean {
   const whole = globs.map((g) => globMatcher(idGlob(g)));
   const alternatives = globs.flatMap(braceAlternatives).map((g) => globMatcher(idGlob(g)));
+  // `**`, the default: picomatch's expression for it takes every name but the empty one
+  // that has no segment starting with "." (its `.` matches any character with the `s` flag,
+  // `/` and a newline too), so such an id is not run through it: the scan asked it of every file.
+  const everything = globs.includes('**');
   return (rel) => {
     // Most names have no segment starting with "." (one scan of the id, no array): one
     // matcher per glob, as the alternatives match the same such names.
-    if (rel[0] !== '.' && !rel.includes('/.')) return whole.some((m) => m(rel));
+    if (rel[0] !== '.' && !rel.includes('/.')) return everything ? rel !== '' : whole.some((m) => m(rel));
     const dots = dotSegmentStarts(rel);
     return alternatives.some((m) => m(rel) && dots.every((i) => !m(`${rel.slice(0, i)}\0${rel.slice(i + 1)}`)));
   };

@@ -272,6 +272,22 @@ describe('matching time linear in the name (globMatcher)', () => {
     expect(compared).toBeGreaterThan(200000);
   }, FUZZ_TIMEOUT_MS);
 
+  it('answers what picomatch did for `**` (the default include, not run through its expression) with any name', () => {
+    const before = oldInclude(['**']);
+    const include = includeMatcher(['**']);
+    const withOther = includeMatcher(['*.csv', '**']);
+    const withOtherBefore = oldInclude(['*.csv', '**']);
+    const chars = ['a', '.', '/', '\n', '\r', '\\', '*', '[', ' ', '\0', '\u2028', '\ud800', '\udc00', 'é', '😀'];
+    const names = ['', '**', '/', '//', 'a/', '/a', 'a//b', '.', '..', 'a/.', 'a/..', '\n', 'x\xe9', 'a\\b'];
+    for (let n = 0; n < 20000; n++) names.push(Array.from({ length: random(10) }, () => pick(chars)).join(''));
+    for (const name of names) {
+      expect([name, include(name), withOther(name)]).toEqual([name, before(name), withOtherBefore(name)]);
+    }
+    // Not vacuous: both answers come up.
+    expect(names.filter((name) => include(name)).length).toBeGreaterThan(1000);
+    expect(names.filter((name) => !include(name)).length).toBeGreaterThan(1000);
+  });
+
   // Several `**` among plain segments (matched segment by segment) and bracket expressions alone
   // between stars (`*[_]*`, matched as their class), against names with `[`, dots, empty segments.
   const deepParts = ['**', '**', '**', 'a', '*', '?', 'a*', '*a*', '.a', '.*', '_', '*_*', 'a?', 'b', '[a]', '*[_]*', '{a,b}', '!a', 'a**', '.', '..', '', '[a-c]', '[!a]', '[.-0]', '[[:alpha:]]', '{a,.b}', '{,a}', 'a{b,c}', '\\*', 'a\\*', 'a\\\\*', '[a', 'b}', '$a', '@a', 'x\\\\y', 'q\\x5f', '\n'];
