@@ -1,8 +1,21 @@
 import type { Dir, Dirent } from 'node:fs';
 import { lstat, opendir, stat } from 'node:fs/promises';
 
-/** A Dirent read with encoding 'buffer'. */
-export type BufferDirent = Omit<Dirent, 'name'> & { name: Buffer };
+/**
+ * A Dirent whose name is its bytes as a latin1 string (each byte one character, U+0000 to
+ * U+00FF): any name Linux allows, not UTF-8 or not, read back exactly by
+ * `Buffer.from(name, 'latin1')`. A string is what the listing reads them as: a Buffer per name
+ * (encoding 'buffer') was a separate allocation each, 2,000 to 2,700 bytes of memory per
+ * 1,000 files and ~40% of the listing's CPU (docs/benchmarks.md).
+ */
+export type NamedDirent = Omit<Dirent, 'name'> & { name: string };
+
+/**
+ * What Node's read of a directory throws when it must lstat an entry (its file system gives
+ * no entry type) of a listing read as latin1 through a Buffer path: it cannot join the two.
+ * The listing is then read again as Buffers, which it can (ListingOptions, entries).
+ */
+const CANNOT_JOIN = 'ERR_INVALID_ARG_TYPE';
 
 /**
  * Errors of a read of a directory that say its listing changed under it, not that it cannot
@@ -58,11 +71,12 @@ export interface ListingOptions {
 
 /**
  * Opens a directory for `entries`: null when a subdirectory is not a directory (any more) at
- * `path`; throws what opendir throws (ENOTDIR for a root found to be no directory).
+ * `path`; throws what opendir throws (ENOTDIR for a root found to be no directory). Names are
+ * read as latin1 strings, or with `bytes` as Buffers (for a file system without entry types).
  */
-export async function openListing(opts: Omit<ListingOptions, 'onUnfinished'>): Promise<{ dir: Dir; id: DirId } | null> {
+export async function openListing(opts: Omit<ListingOptions, 'onUnfinished'>, bytes = false): Promise<{ dir: Dir; id: DirId } | null> {
   // Node supports 'buffer' here (Dirent names become Buffers); @types/node 20 does not say so.
-  const dir = await opendir(opts.path, { bufferSize: BUFFER_SIZE, encoding: 'buffer' as BufferEncoding });
+  const dir = await opendir(opts.path, { bufferSize: BUFFER_SIZE, encoding: bytes ? ('buffer' as BufferEncoding) : 'latin1' });
   // opendir follows links: one swapped in for a subdirectory since its parent was listed
   // (a rename over it) would have the walk list a directory outside the source.
   const st = await (opts.root ? stat : lstat)(opts.path).catch(() => undefined);
@@ -91,10 +105,12 @@ export async function openListing(opts: Omit<ListingOptions, 'onUnfinished'>): P
  * what one read of the directory stream gave, or less; a listing that ends (or is given up)
  * gives what it holds first.
  */
-export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOptions): AsyncGenerator<BufferDirent[]> {
+export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOptions): AsyncGenerator<NamedDirent[]> {
   let dir: Dir | null = opened.dir;
-  // The names given last, a ring: `given` of them in all.
-  const recent: Buffer[] = [];
+  // Read as Buffers (CANNOT_JOIN): names are made latin1 strings here.
+  let bytes = false;
+  // The names given last (latin1), a ring: `given` of them in all.
+  const recent: string[] = [];
   let given = 0;
   // After a restart: skip every entry up to `anchor` (latin1), then those in `seen`.
   const skip: { anchor: string | null; seen: Set<string> | null } = { anchor: null, seen: null };
@@ -107,7 +123,7 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
     if (++restarts > MAX_RESTARTS) return unfinished();
     let again;
     try {
-      again = await openListing(opts);
+      again = await openListing(opts, bytes);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       // Made unreadable since (a chmod, its mount dead): as at the walk's own open.
@@ -126,19 +142,18 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
     // Another directory at its path (moved away, another put there): the rest of what was
     // being listed is elsewhere now.
     if (again.id.dev !== opened.id.dev || again.id.ino !== opened.id.ino) return unfinished();
-    const names = recent.map((n) => n.toString('latin1'));
-    skip.seen = new Set(names);
+    skip.seen = new Set(recent);
     skip.anchor = null;
     if (given <= RECENT) return true;
     // The newest name given that is still there; the ring's oldest is at given % RECENT.
     for (let i = 1; i <= RECENT; i++) {
       const k = (given - i) % RECENT;
-      const there = await lstat(Buffer.concat([opts.path, SLASH, recent[k]!])).then(
+      const there = await lstat(Buffer.concat([opts.path, SLASH, Buffer.from(recent[k]!, 'latin1')])).then(
         () => true,
         (err: unknown) => !CHANGED.has((err as NodeJS.ErrnoException).code ?? ''),
       );
       if (there) {
-        skip.anchor = names[k]!;
+        skip.anchor = recent[k]!;
         return true;
       }
     }
@@ -150,14 +165,20 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
   };
 
   // The entries read and not given yet.
-  let chunk: BufferDirent[] = [];
+  let chunk: NamedDirent[] = [];
   try {
     for (;;) {
-      let entry: BufferDirent | null;
+      let entry: NamedDirent | null;
       try {
-        entry = (await dir.read()) as unknown as BufferDirent | null;
+        entry = await dir.read();
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code ?? '';
+        // A file system without entry types: read again as Buffers, past what was given.
+        if (code === CANNOT_JOIN && !bytes) {
+          bytes = true;
+          if (!(await restart())) break;
+          continue;
+        }
         // ENAMETOOLONG there: an entry whose path is past PATH_MAX, which Node's lstat of it
         // cannot reach (with entry types, the scan gives it; its attempt is refused).
         if (!opts.root && opts.unreadable?.has(code)) {
@@ -173,9 +194,10 @@ export async function* entries(opened: { dir: Dir; id: DirId }, opts: ListingOpt
         if (skip.anchor !== null && (await restart())) continue;
         break;
       }
+      if (bytes) entry.name = (entry.name as unknown as Buffer).toString('latin1');
       if (skip.seen !== null) {
         if (opts.signal?.aborted) return;
-        const key = entry.name.toString('latin1');
+        const key = entry.name;
         if (skip.anchor !== null) {
           if (key === skip.anchor) skip.anchor = null;
           continue;

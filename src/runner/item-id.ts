@@ -38,6 +38,14 @@ export function idFromName(name: Buffer): string {
   return out;
 }
 
+/** idFromName of a name's bytes given as a latin1 string (dir-entries.ts): a name of ASCII alone is its own id, as idFromName makes it. */
+export function idFromLatin1(name: string): string {
+  if (NOT_ASCII.test(name)) return idFromName(Buffer.from(name, 'latin1'));
+  return name.includes('\\') ? name.replaceAll('\\', '\\\\') : name;
+}
+
+const NOT_ASCII = /[^\x00-\x7f]/;
+
 /** The length of the valid UTF-8 sequence starting at `i`, or 0 when the byte there starts none. */
 function utf8SequenceLength(b: Buffer, i: number): number {
   const c = b[i]!;

@@ -6,7 +6,7 @@ import type { DiscoveredItem } from '../ledger/types.js';
 import { directoryFilter, excludeMatcher, includeMatcher } from '../globs.js';
 import { climbsOut, whereItIs } from '../real-path.js';
 import { entries, openListing } from './dir-entries.js';
-import { idFromName } from './item-id.js';
+import { idFromLatin1, idFromName } from './item-id.js';
 import { ownFilePrefixes, ownFiles } from './own-files.js';
 
 const SLASH = Buffer.from('/');
@@ -177,7 +177,7 @@ export async function* scanChunks(opts: ScanOptions): AsyncGenerator<DiscoveredI
       if (code === 'ENOENT' || code === 'ENOTDIR') return;
       throw err;
     }
-    const abs = (name: Buffer): Buffer => Buffer.concat([absDir, SLASH, name]);
+    const abs = (name: string): Buffer => Buffer.concat([absDir, SLASH, Buffer.from(name, 'latin1')]);
     // An entry that vanishes while its batch is read, on a file system whose listings carry
     // no entry types, does not end the listing (dir-entries.ts); one that changed too much
     // to be resumed exactly leaves its rest for the next scan, which is partial.
@@ -188,7 +188,7 @@ export async function* scanChunks(opts: ScanOptions): AsyncGenerator<DiscoveredI
       let found: DiscoveredItem[] = [];
       for (const entry of chunk) {
         if (opts.signal?.aborted) return;
-        const name = idFromName(entry.name);
+        const name = idFromLatin1(entry.name);
         const rel = relDir === '' ? name : `${relDir}/${name}`;
         if (entry.isDirectory()) {
           if (skip.has(rel) || exclude(rel) || !mayHoldItems(rel.split('/'))) continue;

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { escapeProblem, idBytes, idFromName, isPlainId, itemPaths } from '../../src/runner/item-id.js';
+import { escapeProblem, idBytes, idFromLatin1, idFromName, isPlainId, itemPaths } from '../../src/runner/item-id.js';
 
 const b = (...xs: Array<number | string>) => Buffer.concat(xs.map((x) => (typeof x === 'string' ? Buffer.from(x) : Buffer.of(x))));
 
@@ -19,6 +19,17 @@ describe('item ids: file names as bytes, escaped reversibly', () => {
     expect(idFromName(b(0xc0, 0x80))).toBe('\\xc0\\x80');
     expect(idFromName(b(0xed, 0xa0, 0x80))).toBe('\\xed\\xa0\\x80');
     expect(idFromName(b(0xe9, '\\'))).toBe('\\xe9\\\\');
+  });
+
+  it('idFromLatin1 (the scan reads names as latin1 strings) gives idFromName of the same bytes, for any bytes', () => {
+    for (const name of [b('a\\b'), b('caf', 0xe9), b('日本'), b(0x7f, 0x80), b('plain.txt')]) expect(idFromLatin1(name.toString('latin1'))).toBe(idFromName(name));
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 24 }), (a) => {
+        const name = Buffer.from(a);
+        expect(idFromLatin1(name.toString('latin1'))).toBe(idFromName(name));
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   it('a literal "\\xe9" in a name and the byte 0xE9 get different ids', () => {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, opendirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, opendirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { opendir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -132,6 +132,19 @@ describe('scan on a file system without entry types (ext4 -O ^filetype)', () => 
     expect(reported).toEqual([]);
     expect(given.filter((id) => id.startsWith('sub/')).length).toBe(397);
     expect(given).toEqual(expect.arrayContaining(['a.txt', 'z.txt']));
+  });
+
+  it.skipIf(cantMount !== null)(`names that are not ASCII, not UTF-8, or hold a backslash get the ids they get with entry types; links to files are followed${skipped}`, async () => {
+    const dir = path.join(mnt, `bytes${++dirs}`);
+    mkdirSync(path.join(dir, 'sub'), { recursive: true });
+    const names = [Buffer.from('plain.txt'), Buffer.from('café.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9]), Buffer.from('back\\slash'), Buffer.from('日本')];
+    for (const n of names) writeFileSync(Buffer.concat([Buffer.from(`${dir}/sub/`), n]), '');
+    symlinkSync('sub/plain.txt', path.join(dir, 'link.txt'));
+    const given: string[] = [];
+    const reported: UnreadableDirectory[] = [];
+    for await (const item of scanDirectory({ directory: dir, include: ['**'], exclude: [], onUnreadable: (d) => reported.push(d) })) given.push(item.id);
+    expect(reported).toEqual([]);
+    expect(given.sort()).toEqual(['link.txt', 'sub/back\\\\slash', 'sub/caf\\xe9', 'sub/café.txt', 'sub/plain.txt', 'sub/日本'].sort());
   });
 
   // With entry types, such a file is an item (its attempt is refused: byte-names.test.ts).
