@@ -436,34 +436,45 @@ export function itemNotAFile(file: string | Buffer): boolean {
  * as soon as `size` items did, and a long source goes on in fewer, larger batches.
  */
 export async function* batches<T>(source: AsyncIterable<T>, size: number, upTo = size): AsyncGenerator<T[]> {
-  let batch: T[] = [];
-  let limit = size;
+  const b = new Batcher<T>(size, upTo);
   for await (const item of source) {
-    batch.push(item);
-    if (batch.length >= limit) {
-      yield batch;
-      batch = [];
-      limit = Math.min(limit * 2, upTo);
-    }
+    const full = b.add(item);
+    if (full) yield full;
   }
-  if (batch.length > 0) yield batch;
+  if (b.rest.length > 0) yield b.rest;
 }
 
 /** batches of the items of `source`'s arrays (scanChunks), the same sizes as batches gives of them one by one. */
 export async function* batchesOfChunks<T>(source: AsyncIterable<T[]>, size: number, upTo = size): AsyncGenerator<T[]> {
-  let batch: T[] = [];
-  let limit = size;
+  const b = new Batcher<T>(size, upTo);
   for await (const chunk of source) {
     for (const item of chunk) {
-      batch.push(item);
-      if (batch.length >= limit) {
-        yield batch;
-        batch = [];
-        limit = Math.min(limit * 2, upTo);
-      }
+      const full = b.add(item);
+      if (full) yield full;
     }
   }
-  if (batch.length > 0) yield batch;
+  if (b.rest.length > 0) yield b.rest;
+}
+
+/** The batch being filled (batches): `add` gives it back once full, and starts the next, twice as large up to `upTo`. */
+class Batcher<T> {
+  rest: T[] = [];
+  #limit: number;
+  constructor(
+    size: number,
+    private readonly upTo: number,
+  ) {
+    this.#limit = size;
+  }
+
+  add(item: T): T[] | undefined {
+    this.rest.push(item);
+    if (this.rest.length < this.#limit) return undefined;
+    const full = this.rest;
+    this.rest = [];
+    this.#limit = Math.min(this.#limit * 2, this.upTo);
+    return full;
+  }
 }
 
 /**

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { batches, readAhead, scanDirectory, sourcePresent, itemGone } from '../../src/runner/scan.js';
+import { batches, batchesOfChunks, readAhead, scanDirectory, sourcePresent, itemGone } from '../../src/runner/scan.js';
 
 const SCAN_TS = fileURLToPath(new URL('../../src/runner/scan.ts', import.meta.url));
 
@@ -161,6 +161,31 @@ describe('batches', () => {
     expect(await sizes(5, 2, 8)).toEqual([2, 3]);
     expect(await sizes(0, 2, 8)).toEqual([]);
     expect(await sizes(10, 3, 3)).toEqual([3, 3, 3, 1]);
+  });
+
+  it('batchesOfChunks gives the batches batches gives, however the items come in arrays', async () => {
+    async function* gen(n: number) {
+      for (let i = 0; i < n; i++) yield i;
+    }
+    async function* chunked(n: number, lengths: number[]) {
+      for (let i = 0, k = 0; i < n; k++) {
+        const len = Math.min(lengths[k % lengths.length]!, n - i);
+        yield Array.from({ length: len }, (_, j) => i + j);
+        i += len;
+      }
+    }
+    const all = async <T>(it: AsyncIterable<T>): Promise<T[]> => {
+      const out: T[] = [];
+      for await (const x of it) out.push(x);
+      return out;
+    };
+    for (const lengths of [[1], [64], [5, 1, 13], [100]]) {
+      for (const n of [0, 1, 7, 40, 301]) {
+        expect(await all(batchesOfChunks(chunked(n, lengths), 2, 16))).toEqual(await all(batches(gen(n), 2, 16)));
+      }
+    }
+    // An empty array gives nothing.
+    expect(await all(batchesOfChunks((async function* () { yield []; yield [1]; yield []; })(), 2))).toEqual([[1]]);
   });
 });
 
