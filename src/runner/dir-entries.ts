@@ -4,9 +4,8 @@ import { lstat, opendir, stat } from 'node:fs/promises';
 /**
  * A Dirent whose name is its bytes as a latin1 string (each byte one character, U+0000 to
  * U+00FF): any name Linux allows, not UTF-8 or not, read back exactly by
- * `Buffer.from(name, 'latin1')`. A string is what the listing reads them as: a Buffer per name
- * (encoding 'buffer') was a separate allocation each, 2,000 to 2,700 bytes of memory per
- * 1,000 files and ~40% of the listing's CPU (docs/benchmarks.md).
+ * `Buffer.from(name, 'latin1')`. A Buffer per name (encoding 'buffer') was a separate
+ * allocation each: a listing of 100,000 files took 35-50% more CPU (docs/benchmarks.md).
  */
 export type NamedDirent = Omit<Dirent, 'name'> & { name: string };
 

@@ -143,8 +143,9 @@ export async function* scanChunks(opts: ScanOptions): AsyncGenerator<DiscoveredI
   const isOwn = (st: { dev: number; ino: number } | undefined, among: OwnPath[]): boolean =>
     st !== undefined && among.some((o) => o.dev === st.dev && o.ino === st.ino);
 
-  // Names are read as bytes (any byte but '/' and NUL is a legal name) and turned into ids
-  // by idFromName; paths are Buffers, built only for the entries that need one.
+  // Names are read as bytes (any byte but '/' and NUL is a legal name), each byte a latin1
+  // character (dir-entries.ts), and turned into ids by idFromLatin1; paths are Buffers, built
+  // only for the entries that need one.
   async function* walk(absDir: Buffer, relDir: string): AsyncGenerator<DiscoveredItem[]> {
     let opened;
     try {
