@@ -9,7 +9,7 @@ import { isPlainId } from '../item-id.js';
 import { HandlerFailure, interrupted, KilledBySignal, ProgramNotFound, TimedOut, type Handler, type HandlerContext, type HandlerOptions, type WorkItem } from '../types.js';
 import { OutputCapture } from './capture.js';
 import { itemLink } from './item-link.js';
-import { findSessionLeader, groupAlive, sessionAlive, signalSession, waitGroupGone } from './process-group.js';
+import { exitedAlready, findSessionLeader, groupAlive, sessionAlive, signalSession, waitGroupGone } from './process-group.js';
 import { spawnChild, type RemoteChild, type SpawnRequest } from './spawn-server.js';
 import { killBudgetMs } from '../drain.js';
 
@@ -208,12 +208,16 @@ function runChild(
     };
     const onAbort = (): void => {
       killAfterMs = killBudgetMs(ctx.signal.reason, killAfterMs);
-      // Exited: judged by its exit status; only what it left in its group is still ended.
-      if (!exited) {
+      // Exited: judged by its exit status; only what it left in its group is still ended. So is
+      // a child that exited before the abort but whose exit the helper has not reported yet
+      // (late on a loaded machine): taken as interrupted, its finished output was thrown away
+      // and the item run again.
+      if (!exited && !(pid !== undefined && exitedAlready(pid))) {
         stop ??= { kind: 'abort', reason: ctx.signal.reason };
         terminate();
-        child.wake();
       }
+      // A stopped helper (`kill -STOP $PPID`) reports the exit, or takes the kill, once woken.
+      if (!exited) child.wake();
       hurryKill();
       // Exited before, its pipes held by a process that left its group (setsid): they were
       // given up on after killAfterSeconds + 2 s, past the drain's budget, as the kill was.

@@ -38,6 +38,26 @@ export function signalSession(sid: number, signal: NodeJS.Signals): boolean {
 }
 
 /**
+ * True when process `pid` has exited: a zombie its parent has not reaped yet, or gone. For a
+ * child whose exit its helper has not reported yet (a loaded machine, a stopped helper): an
+ * abort that comes after its exit must not take it for interrupted. A pid reaped and reused
+ * since reads as running: the abort then ends it as before.
+ */
+export function exitedAlready(pid: number): boolean {
+  try {
+    return statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'))[0] === 'Z';
+  } catch {
+    // Reaped, or no /proc: signal 0 tells gone (ESRCH) from there (a zombie is there too).
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ESRCH';
+    }
+  }
+}
+
+/**
  * True while the child's session (led by `sid`, its group's id too) has a member that can
  * still run, in its group or in another group of the session. Reads /proc: asked only where a
  * kill is under way; without /proc, the group alone.
