@@ -64,9 +64,12 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   const file = fsPath(item);
   const moved = source?.realDirectory !== undefined && claim.id.includes('/') && itemBehindLink(source.directory, source.realDirectory, file);
   const there = source === undefined || moved ? undefined : fileThere(file);
-  // The root itself replaced (a link repointed) since the pass began: its files of the same
-  // names are not the items this scan found (whereItWent stops the pass).
-  const replaced = source?.linked === true && sourceReplaced(source.directory, source.startId);
+  // The root itself replaced (a link repointed, or the directory renamed away and another
+  // made at its path) since the pass began: its files of the same names are not the items
+  // this scan found (whereItWent stops the pass). A real path is asked too: it cannot be
+  // repointed, but it can be renamed and replaced, and a handler that exits 0 anyway ran on
+  // the other directory's file.
+  const replaced = source !== undefined && sourceReplaced(source.directory, source.startId);
   const went = source !== undefined && (replaced || moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
   if (went === null && there !== undefined && source?.own !== undefined && isOwnFile(source.own, there)) {
     inflight.delete(claim.id);
@@ -94,7 +97,7 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     await p.handler.run(item, ctx);
     // Replaced during the attempt: the handler may have read the other directory's file of
     // this name. Its output is not committed; the pass stops, nothing charged.
-    if (source?.linked === true && sourceReplaced(source.directory, source.startId)) throw sourceGone(source.directory);
+    if (source !== undefined && sourceReplaced(source.directory, source.startId)) throw sourceGone(source.directory);
     // Asked again by commit just before its rename: the pod may have been paused (a long
     // GC, a frozen container) while the output was synced, and a sibling taken it over.
     const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;

@@ -113,12 +113,6 @@ export interface FailureScene {
     atStart: Promise<SourceId | null>;
     /** atStart once it has settled (undefined before): the checks around every attempt are synchronous. */
     startId?: SourceId | null;
-    /**
-     * The root's path goes through a symbolic link (or its real path is unknown): only then is
-     * it checked around every attempt (sourceReplaced). A root named by its real path cannot be
-     * repointed; moved or unmounted, it fails the attempts, and whereItWent tells why.
-     */
-    linked?: boolean;
     realDirectory?: Buffer;
     own?: SourceId[];
   } | undefined;

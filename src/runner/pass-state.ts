@@ -1,4 +1,3 @@
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
@@ -271,9 +270,7 @@ export class PassState {
   }
 }
 
-/** The scene's source: the root, its real path, and whether its path goes through a link. */
+/** The scene's source: the root and its real path. */
 function sourceScene(directory: string, atStart: Promise<SourceId | null>, own: SourceId[]): NonNullable<FailureScene['source']> {
-  const realDirectory = realRootOf(directory);
-  const real = realDirectory === undefined ? undefined : realDirectory.length === 0 ? '/' : realDirectory.toString();
-  return { directory, atStart, realDirectory, own, linked: real !== path.resolve(directory) };
+  return { directory, atStart, realDirectory: realRootOf(directory), own };
 }
