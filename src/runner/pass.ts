@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { sharesPass, type Ledger } from '../ledger/types.js';
 import { AbortReason } from './drain.js';
+import { sourceGone } from './failure.js';
 import { EnvironmentFault } from './faults.js';
 import { dispatch } from './dispatch.js';
 import { PassState, passOutcome, scanResult, type PassDeps, type PassResult } from './pass-state.js';
@@ -8,6 +9,7 @@ import { produce } from './produce.js';
 import { Progress, type ProgressSnapshot } from './progress.js';
 import { pruneLedger } from './prune.js';
 import { startRenewal } from './renew.js';
+import { sourceReplaced, type SourceId } from './scan.js';
 import { ResultBatcher } from './results.js';
 
 export { passOutcome, resumeAtOnce, retryPolicy, type PassDeps, type PassObserver, type PassOutcome, type PassResult, type ScanResult } from './pass-state.js';
@@ -102,7 +104,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
 
   progress.start();
   try {
-    const producer = produce(p).catch((err: unknown) => p.fail(err, 'scan or discovery failed; stopping the pass', 'scan/discovery failure'));
+    const producer = produce(p).catch(async (err: unknown) => p.fail(await rootGone(err, config.source.directory, p.sourceAtStart), 'scan or discovery failed; stopping the pass', 'scan/discovery failure'));
     await Promise.all([producer, dispatch(p)]);
     await p.results.flush().catch(() => undefined);
   } finally {
@@ -148,4 +150,16 @@ async function workLeft(ledger: Ledger, passId: string, owner: string, now: numb
 function whenAborted(signal: AbortSignal, fn: () => void): void {
   if (signal.aborted) fn();
   else signal.addEventListener('abort', fn, { once: true });
+}
+
+/**
+ * The scan's error, or, when source.directory itself was moved away or replaced since the
+ * pass began (its opendir's ENOENT, or ENOTDIR from the check after it), the fault that says
+ * so by its key, as an attempt that meets it does: a bare "ENOENT: ..., opendir" named no key,
+ * and "ENOTDIR: not a directory" a directory that was merely gone.
+ */
+async function rootGone(err: unknown, directory: string, atStart: Promise<SourceId | null>): Promise<unknown> {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== 'ENOENT' && code !== 'ENOTDIR') return err;
+  return sourceReplaced(directory, await atStart.catch(() => null)) ? sourceGone(directory) : err;
 }

@@ -12,7 +12,7 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configure, spawnCli, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { charged } from '../helpers/ledger-sums.js';
 import { until } from '../helpers/wait.js';
 
@@ -39,5 +39,26 @@ describe('source.directory, a real directory, moved away and replaced mid-run', 
     expect(outputs).toEqual([]);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 10, claimed: 0, done: 0, dead: 0 });
     expect(await charged(ws.db, Object.keys(files))).toBe(0);
+  }, 120_000);
+});
+
+describe('source.directory moved away after the start checked it, before the scan opened it', () => {
+  it('exit 1 naming source.directory as gone, not a bare ENOENT of opendir; nothing charged', async () => {
+    const ws = workspace({ concurrency: 1, handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'payload\n' });
+    const gate = path.join(ws.dir, 'gate');
+    mkdirSync(gate);
+    // Holds the scan's opendir of source.directory until gate/open exists.
+    const run = spawnCliRaw(process.execPath, ['--import', path.join(FIXTURES, 'process/gate-opendir-register.mjs'), CLI, 'run', '-c', ws.configPath], {
+      env: { GATE_DIR: gate, GATE_MATCH: ws.source },
+      timeoutMs: 60_000,
+    });
+    await until(() => existsSync(path.join(gate, 'waiting')), 'the scan to open source.directory', 30_000);
+    renameSync(ws.source, `${ws.source}.away`);
+    writeFileSync(path.join(gate, 'open'), '');
+    const { code } = await run.exited;
+    expect(code, run.stderr()).toBe(1);
+    expect(run.stderr()).toContain(`cronsafe: run failed: source.directory ${ws.source} is gone or is no longer the same directory`);
+    renameSync(`${ws.source}.away`, ws.source);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
   }, 120_000);
 });
