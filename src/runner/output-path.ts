@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DIR_MODE } from '../make-dirs.js';
 import { PATH_MAX } from './item-id.js';
@@ -97,4 +97,52 @@ export function makeOutputParents(root: string, final: string, trustedUid?: numb
     const problem = problemAt(dir, st, trustedUid);
     if (problem) throw new OutputPathError(problem);
   }
+}
+
+/** Linux's O_PATH (asm-generic/fcntl.h). */
+const O_PATH = 0o10000000;
+
+/** Whether /proc/self/fd is there to pin a directory by (Linux with /proc mounted). */
+let procFd: boolean | undefined;
+
+/**
+ * `final` reached through its parent directory held open, for the rename that moves an output
+ * in: `/proc/self/fd/<fd>/<name>` names the directory opened, whatever is at its path later.
+ * makeOutputParents looks at each directory on the way by path, and Node has no renameat: a
+ * directory below output.directory swapped for a link between that look and the rename (by its
+ * owner, which makeOutputParents trusts: cronsafe's user or output.directory's owner, while
+ * cronsafe runs as root) had the output renamed through the link, outside output.directory.
+ * Each level is opened inside the one above it without following a link (O_NOFOLLOW), so the
+ * output lands inside output.directory or not at all (OutputPathError). Null when `final` is
+ * directly in `root` (nothing below it to swap) or without /proc: the path itself then.
+ */
+export function pinnedPlace(root: string, final: string): { path: string; close(): void } | null {
+  const parents = parentsBelow(root, final);
+  if (parents.length === 0 || (procFd ??= existsSync('/proc/self/fd')) === false) return null;
+  // O_PATH: a directory this user may search and write but not read (a drop box, mode 0733)
+  // is opened too; the fd is only a place to look names up from. 0o10000000 on x86-64 and
+  // arm64 (Node does not export it).
+  const flags = O_PATH | constants.O_DIRECTORY;
+  let fd = openSync(root, flags);
+  try {
+    for (const dir of parents) {
+      let next: number;
+      try {
+        next = openSync(`/proc/self/fd/${fd}/${path.basename(dir)}`, flags | constants.O_NOFOLLOW);
+      } catch (err) {
+        // A link there (with O_PATH, O_NOFOLLOW opens it, and O_DIRECTORY refuses it: ENOTDIR).
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ELOOP' && code !== 'ENOTDIR') throw err;
+        const st = lstatSync(dir, { throwIfNoEntry: false });
+        throw new OutputPathError((st && problemAt(dir, st, undefined)) ?? `${dir} is in the way: it is not a directory`);
+      }
+      closeSync(fd);
+      fd = next;
+    }
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  const held = fd;
+  return { path: `/proc/self/fd/${held}/${path.basename(final)}`, close: () => closeSync(held) };
 }

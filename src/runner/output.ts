@@ -8,7 +8,7 @@ import { chmodSame, ensureOwnDir, ownDirProblem, ownerRightsBack, sameDir, Unsaf
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
-import { makeOutputParents, outputPathProblem } from './output-path.js';
+import { makeOutputParents, outputPathProblem, pinnedPlace } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
 import { flockSync } from '../flock.js';
@@ -656,12 +656,17 @@ export class OutputStore {
     for (let tries = 1; ; tries++) {
       // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
       makeOutputParents(this.dir, final, this.#dirUid);
+      // Through the parent held open: one swapped for a link since the look above is not followed.
+      const place = pinnedPlace(this.dir, final);
       try {
-        await rename(tempPath, final);
+        await rename(tempPath, place?.path ?? final);
         return;
       } catch (err) {
+        if (place && err instanceof Error) err.message = err.message.replace(place.path, final);
         const parentGone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSync(tempPath, { throwIfNoEntry: false }) !== undefined;
         if (!parentGone || tries >= 5) throw err;
+      } finally {
+        place?.close();
       }
     }
   }
