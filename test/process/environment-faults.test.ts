@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { until } from '../helpers/wait.js';
-import { CLI, configure, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
+import { CLI, configure, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
 import { chownTree, NOBODY } from '../helpers/users.js';
 import { attempts, charged, notChargedOnce } from '../helpers/ledger-sums.js';
 
@@ -18,6 +18,34 @@ function backlog(n: number): Record<string, string> {
   const files: Record<string, string> = {};
   for (let i = 0; i < n; i++) files[`item-${String(i).padStart(3, '0')}.txt`] = `payload ${i}\n`;
   return files;
+}
+
+/**
+ * A run of 10 items whose first attempt waits at a gate before it reads its input; while it
+ * waits, `swap` puts the directory `prepare` returned (filled with files of the items' names)
+ * at source.directory. The run must stop (exit 1) with nothing of that directory committed
+ * and nothing charged.
+ */
+async function rootSwappedMidAttempt(prepare: (ws: Workspace) => string, swap: (ws: Workspace, other: string) => void): Promise<void> {
+  const files = backlog(10);
+  const ws = workspace({ concurrency: 1 }, files);
+  const other = prepare(ws);
+  mkdirSync(other, { recursive: true });
+  for (const id of Object.keys(files)) writeFileSync(path.join(other, id), 'from the other directory\n');
+  const script = path.join(ws.dir, 'gated-copy.sh');
+  writeFileSync(script, `#!/bin/sh\necho "$1" >> '${ws.dir}/starts'\nif [ ! -e '${ws.dir}/go' ]; then touch '${ws.dir}/started'; while [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done; fi\ncat "$1" > "$2"\n`, { mode: 0o755 });
+  configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+  const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+  await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
+  swap(ws, other);
+  writeFileSync(path.join(ws.dir, 'go'), '');
+  const { code } = await run.exited;
+  expect(code, run.stderr()).toBe(1);
+  expect(run.stderr()).toContain(`cronsafe: run failed: source.directory ${ws.source} is gone or is no longer the same directory`);
+  const outputs = existsSync(ws.out) ? readdirSync(ws.out).filter((n) => n.endsWith('.out')) : [];
+  expect(outputs).toEqual([]);
+  expect((await statusJson(ws.configPath)).items).toEqual({ pending: 10, claimed: 0, done: 0, dead: 0 });
+  expect(await charged(ws.db, Object.keys(files))).toBe(0);
 }
 
 /** A shell-script handler in the workspace: copies {path} to {output} after a short wait. */
@@ -165,30 +193,32 @@ describe("the environment's faults are not the items'", () => {
   // fails, so only a check of the root itself sees it. The pass went on reading B under A's
   // scan, committed B's files as A's items, and exited 0; A's items were never run.
   it('source.directory, a link, repointed mid-run to a directory with files of the same names: exit 1, nothing of the other directory committed or charged', async () => {
-    const files = backlog(10);
-    const ws = workspace({ concurrency: 1 }, files);
-    const releases = { a: path.join(ws.dir, 'release-a'), b: path.join(ws.dir, 'release-b') };
-    renameSync(ws.source, releases.a);
-    mkdirSync(releases.b);
-    for (const id of Object.keys(files)) writeFileSync(path.join(releases.b, id), 'from release b\n');
-    symlinkSync(releases.a, ws.source);
-    // The first attempt waits at a gate before it reads its input, so the link is repointed
-    // while it runs.
-    const script = path.join(ws.dir, 'gated-copy.sh');
-    writeFileSync(script, `#!/bin/sh\necho "$1" >> '${ws.dir}/starts'\nif [ ! -e '${ws.dir}/go' ]; then touch '${ws.dir}/started'; while [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done; fi\ncat "$1" > "$2"\n`, { mode: 0o755 });
-    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
-    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
-    await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
-    symlinkSync(releases.b, `${ws.source}.new`);
-    renameSync(`${ws.source}.new`, ws.source);
-    writeFileSync(path.join(ws.dir, 'go'), '');
-    const { code } = await run.exited;
-    expect(code, run.stderr()).toBe(1);
-    expect(run.stderr()).toContain(`cronsafe: run failed: source.directory ${ws.source} is gone or is no longer the same directory`);
-    const outputs = existsSync(ws.out) ? readdirSync(ws.out).filter((n) => n.endsWith('.out')) : [];
-    expect(outputs).toEqual([]);
-    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 10, claimed: 0, done: 0, dead: 0 });
-    expect(await charged(ws.db, Object.keys(files))).toBe(0);
+    await rootSwappedMidAttempt(
+      (ws) => {
+        const releases = { a: path.join(ws.dir, 'release-a'), b: path.join(ws.dir, 'release-b') };
+        renameSync(ws.source, releases.a);
+        mkdirSync(releases.b);
+        symlinkSync(releases.a, ws.source);
+        return releases.b;
+      },
+      (ws, other) => {
+        symlinkSync(other, `${ws.source}.new`);
+        renameSync(`${ws.source}.new`, ws.source);
+      },
+    );
+  }, 120_000);
+
+  // Named by its real path, the root was not checked around each attempt (it cannot be
+  // repointed), but it can be renamed and replaced: `mv queue queue.old && mkdir queue`, or
+  // another volume mounted there. The same as the link's swap followed.
+  it('source.directory, a real directory, moved away mid-run and one with files of the same names made at its path: exit 1, nothing of the other directory committed or charged', async () => {
+    await rootSwappedMidAttempt(
+      (ws) => path.join(ws.dir, 'next'),
+      (ws, other) => {
+        renameSync(ws.source, `${ws.source}.old`);
+        renameSync(other, ws.source);
+      },
+    );
   }, 120_000);
 
   it('files deleted between the scan and their attempt are forgotten, not dead-lettered (no page); the rest is done', async () => {
