@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { sharesPass, type Ledger } from '../ledger/types.js';
 import { AbortReason } from './drain.js';
@@ -161,5 +162,17 @@ function whenAborted(signal: AbortSignal, fn: () => void): void {
 async function rootGone(err: unknown, directory: string, atStart: Promise<SourceId | null>): Promise<unknown> {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
   if (code !== 'ENOENT' && code !== 'ENOTDIR') return err;
-  return sourceReplaced(directory, await atStart.catch(() => null)) ? sourceGone(directory) : err;
+  // Its identity at the pass's start is looked up asynchronously: a root moved away before
+  // that look finished has none, and is gone if it is no directory now.
+  const since = await atStart.catch(() => null);
+  const gone = since !== null ? sourceReplaced(directory, since) : !isDirectory(directory);
+  return gone ? sourceGone(directory) : err;
+}
+
+function isDirectory(directory: string): boolean {
+  try {
+    return statSync(directory, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    return false;
+  }
 }
