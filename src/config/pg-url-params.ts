@@ -74,9 +74,57 @@ function badEscape(url: string): string | undefined {
   return undefined;
 }
 
-/** Every problem of state.postgres's database name and query parameters (none: empty). */
+/**
+ * The URL as the pg driver parses it: one with a space or a `%` that starts no `%XX` escape
+ * is encoded once more first (pg-connection-string), so that such a `%` is read as itself.
+ */
+function asDriverReadsIt(url: string): URL | undefined {
+  const reencoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
+  try {
+    return new URL(reencoded);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A user name or password whose `%XX` escapes are no UTF-8 (`%C3` alone): the driver's
+ * decodeURIComponent threw `URI malformed` at every connect (exit 1). Neither is quoted.
+ */
+function badUserinfoEscape(parsed: URL | undefined): string | undefined {
+  try {
+    decodeURIComponent(parsed?.username ?? '');
+    decodeURIComponent(parsed?.password ?? '');
+    return undefined;
+  } catch {
+    return "expected the user name's and password's %XX escapes to spell UTF-8 text (the pg driver cannot decode them), or a \"%\" itself written %25";
+  }
+}
+
+/**
+ * The port the driver connects to, the URL's `?port=` (the last one not empty) else its own:
+ * `:0` (a URL takes it) or `?port=abc` passed validate and every run exited 1 at the connect
+ * ("the port is not a number from 1 to 65535"). libpq refuses both too. PGPORT is left to
+ * the connect (connection.ts portProblem): it is the environment's, not state.postgres's.
+ */
+function badPort(url: string, parsed: URL | undefined): string | undefined {
+  const param = queryParams(url)
+    .getAll('port')
+    .filter((v) => v !== '')
+    .at(-1);
+  const port = param ?? parsed?.port ?? '';
+  if (port === '' || (/^\s*\d+\s*$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) return undefined;
+  return `expected the port (the URL's, or its ?port= parameter) to be a number from 1 to 65535, got ${shown(port)}`;
+}
+
+/** Every problem of state.postgres's port, user name and password escapes, database name and query parameters (none: empty). */
 export function postgresUrlProblems(url: string): string[] {
   const problems: string[] = [];
+  const parsed = asDriverReadsIt(url);
+  const port = badPort(url, parsed);
+  if (port !== undefined) problems.push(port);
+  const userinfo = badUserinfoEscape(parsed);
+  if (userinfo !== undefined) problems.push(userinfo);
   const escape = badEscape(url);
   if (escape !== undefined) problems.push(escape);
   const seen = new Set<string>();

@@ -50,9 +50,36 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.postgres URL parameters and
     expect(await schemas()).toEqual([]);
   }, 120_000);
 
-  it('values read as meant run: whole milliseconds, libpq integers, an empty value', async () => {
+  it('a port of 0, a ?port= that is no port, a user name or password whose escapes are no UTF-8: exit 78 naming state.postgres, no password, nothing written', async () => {
+    // Before: each passed validate and every run exited 1 at the connect ("the port is not a
+    // number from 1 to 65535", or the driver's "URI malformed").
+    const port = String(server.port);
+    const cases: Array<[string, string]> = [
+      [url.replace(`:${port}/`, ':0/'), 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "0"'],
+      [`${url}?port=abc`, 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "abc"'],
+      [`${url}?port=70000`, 'got "70000"'],
+      [url.replace(`:${PASSWORD}@`, `:${PASSWORD}%C3@`), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
+      [url.replace('//postgres:', '//postgres%E2%82:'), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
+    ];
+    for (const [postgres, said] of cases) {
+      const ws = workspace({ handler: { command: COPY }, state: { postgres, schema: 'up' } }, { 'a.txt': 'a' });
+      for (const cmd of ['validate', 'run']) {
+        const r = await runCli([cmd, '-c', ws.configPath], { timeoutMs: 30_000 });
+        expect(r.code, `${cmd} with ${postgres}: ${r.stderr}`).toBe(78);
+        expect(r.stderr).toContain(said);
+        expect(r.stderr + r.stdout).not.toContain(PASSWORD);
+      }
+    }
+    expect(await schemas()).toEqual([]);
+  }, 120_000);
+
+  it('values read as meant run: whole milliseconds, libpq integers, an empty value, a port, a password escape of UTF-8', async () => {
     const ws = workspace(
-      { handler: { command: COPY }, state: { postgres: `${url}?statement_timeout=60000&lock_timeout=&connect_timeout=5&keepalives=1`, schema: 'up' } },
+      {
+        handler: { command: COPY },
+        // A password with an escape of UTF-8 (é), and the port given again as ?port=.
+        state: { postgres: `${url.replace(`:${PASSWORD}@`, `:${PASSWORD}%C3%A9@`)}?statement_timeout=60000&lock_timeout=&connect_timeout=5&keepalives=1&port=${server.port}`, schema: 'up' },
+      },
       { 'a.txt': 'a', 'b.txt': 'b' },
     );
     const r = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
