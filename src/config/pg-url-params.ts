@@ -80,11 +80,15 @@ function badEscape(url: string): string | undefined {
  */
 function asDriverReadsIt(url: string): URL | undefined {
   const reencoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
-  try {
-    return new URL(reencoded);
-  } catch {
-    return undefined;
+  for (const candidate of [reencoded, reencoded.replace('@/', '@___DUMMY___/')]) {
+    try {
+      // A URL without a host (`user:pw@/db?host=/run/postgresql`) is read with a stand-in, as the driver does.
+      return new URL(candidate);
+    } catch {
+      /* try the next */
+    }
   }
+  return undefined;
 }
 
 /**

@@ -65,6 +65,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.postgres URL parameters and
       [`${url}?port=70000`, 'got "70000"'],
       [url.replace(`:${PASSWORD}@`, `:${PASSWORD}%C3@`), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
       [url.replace('//postgres:', '//postgres%E2%82:'), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
+      // Over the Unix socket: a URL without a host.
+      [`postgres://postgres:${PASSWORD}%C3@/jobs?host=${encodeURIComponent(server.dir)}&port=${port}`, "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
     ];
     await expectRefused(cases);
   }, 180_000);
