@@ -5,6 +5,9 @@
  * Real server, one schema per test.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { claimBatchQuery, settleOfferedQuery } from '../../src/ledger/postgres/claim.js';
+import { clientConfig, SESSIONS } from '../../src/ledger/postgres/connection.js';
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import type { Claim, Settlement } from '../../src/ledger/types.js';
 import { PG_SKIP_REASON, startPostgres, type PgServer } from '../helpers/postgres.js';
@@ -355,6 +358,46 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger shared by the p
     expect(await reltuples()).toBe(300);
     await l.close();
   });
+  it('claims offered ids by primary key, however few pending rows the statistics saw: the claim statement, prepared and run 10 times', async () => {
+    // A shared pass inserts its rows claimed: analyzed then, the table says no row is pending,
+    // and every plan (generic or custom) read the whole pending index once per claim to match
+    // the offered ids (20 ms a claim with 3,400 pending rows, against 0.2 ms by primary key).
+    const l = await fresh();
+    const first = ids(300, 'a');
+    await l.discover(first.map((id) => ({ id })), { runId: PASS, now: T0 });
+    const taken = await offer(l, none, first, opts('pod-a', 300));
+    await offer(l, { ...none, complete: taken.claims }, [], opts('pod-a', 0));
+    await server.admin(`ANALYZE ${l.schema}.items`, [], 'shared');
+    const pending = ids(600, 'b');
+    await l.discover(pending.map((id) => ({ id })), { runId: PASS, now: T0 });
+    const c = new pg.Client(clientConfig({ url, schema: l.schema }, SESSIONS.claims));
+    await c.connect();
+    try {
+      const noDone = { ids: [], owners: [], attempts: [] };
+      // Offered from the end of the pass's order: a read of the pending index reaches them last.
+      const offerAt = (k: number) => pending.slice(-32 - 8 * k, pending.length - 8 * k).reverse();
+      const claimQuery = (k: number) => settleOfferedQuery(l.schema, noDone, offerAt(k), { owner: 'pod-b', now: T0, leaseUntil: T0 + 60_000 }, PASS, 8, []);
+      for (let k = 0; k < 10; k++) expect((await c.query(claimQuery(k))).rows).toHaveLength(8);
+      const explain = async (sql: string, values: unknown[] = []) => (await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n');
+      // EXECUTE takes no bind parameters: the values as literals (the statement's types cast them).
+      const literal = (v: unknown): string => (Array.isArray(v) ? c.escapeLiteral(`{${v.map((x) => `"${String(x)}"`).join(',')}}`) : c.escapeLiteral(String(v)));
+      const q = claimQuery(10);
+      const plan = await explain(`EXECUTE "${q.name}"(${q.values.map(literal).join(', ')})`);
+      // The plan of the offered ids' CTE (c): its lines, up to the next at its depth.
+      const offered = (p: string) => /\n {2}CTE c\n((?: {3,}.*\n?)*)/.exec(p)?.[1] ?? '';
+      expect(offered(plan)).toMatch(/Index Scan using items_pkey on items it\b/);
+      expect(offered(plan)).not.toMatch(/items_pending_pass/);
+      // ledger.claim's statement (by ids) too.
+      const byIds = claimBatchQuery(l.schema, offerAt(20), { owner: 'pod-b', now: T0, leaseUntil: T0 + 60_000 });
+      const byIdsPlan = await explain(byIds.text, byIds.values);
+      expect(offered(byIdsPlan)).toMatch(/items_pkey/);
+      expect(offered(byIdsPlan)).not.toMatch(/items_pending_pass/);
+    } finally {
+      await c.end();
+    }
+    await l.close();
+  });
+
   it('suspects (charged twice, the last time by a dead pod) are claimed last, one at a time per pod; a hand-back keeps one a suspect', async () => {
     const l = await fresh();
     const offerAt = (led: PostgresLedger, st: Settlement, offered: string[], o: ReturnType<typeof opts>) => led.settleOffered(st, o.now, { ids: offered, opts: o });

@@ -161,7 +161,7 @@ export function portProblem(port: number): string | undefined {
  * while the table was small must stay right once it is large.
  */
 const BY_INDEX = ['enable_seqscan=off', 'enable_hashjoin=off', 'enable_mergejoin=off'];
-const SESSIONS = {
+export const SESSIONS = {
   claims: ['synchronous_commit=off', ...BY_INDEX],
   discovery: ['synchronous_commit=off', ...BY_INDEX],
 } as const;
