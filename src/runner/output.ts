@@ -656,9 +656,12 @@ export class OutputStore {
     for (let tries = 1; ; tries++) {
       // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
       makeOutputParents(this.dir, final, this.#dirUid);
-      // Through the parent held open: one swapped for a link since the look above is not followed.
-      const place = pinnedPlace(this.dir, final);
+      let place: ReturnType<typeof pinnedPlace> = null;
       try {
+        // Through the parent held open: one swapped for a link since the look above is not
+        // followed. Inside the try: a parent removed since it was made (an empty-directory
+        // cleaner) fails the open with ENOENT, which is made again below, as for the rename.
+        place = pinnedPlace(this.dir, final);
         await rename(tempPath, place?.path ?? final);
         return;
       } catch (err) {
