@@ -65,6 +65,8 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
   // Shared pass: a claim found nothing claimable in the pass. Until the scan offers
   // something new, there is no point in asking again.
   let dry = false;
+  // Shared pass: the last look found expired claims of siblings that it could not take (locked).
+  let expiredLocked = false;
 
   /**
    * Candidates for `free` slots: SQLite `free` of them, a shared pass all it has. Waits
@@ -128,10 +130,16 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       const n = await shared.reclaimExpired({ now, retry: d.retry, committed: byOutput.committed, onDeadLettered: (id, error) => results.reclaimedDead(id, error) });
       if (n > 0) {
         d.log.warn({ orphans: n, doneByOutput: byOutput.count() }, 'reclaimed claims whose lease expired (a sibling, or a pod of an earlier pass, stopped renewing); those whose output was committed are done, the rest charged (handed back uncharged if the sibling was killed while it drained)');
+        return false;
       }
-      return false;
-    }
-    if (s.live === 0 && !s.due) return true;
+      // None taken: another session holds their rows locked (a sibling frozen or cut off in
+      // the middle of its transaction, an operator's SELECT ... FOR UPDATE). They may still
+      // come back: wait for them as for live claims, asking again every SIBLING_POLL_MS
+      // (asking at once again ran the pod's statements in a loop as fast as the server answered).
+      if (!expiredLocked) d.log.warn({ claims: s.expired }, 'claims whose lease expired are locked by another session (a pod frozen in its transaction, or an operator\'s lock): waiting for them as for live ones');
+      expiredLocked = true;
+    } else expiredLocked = false;
+    if (s.live === 0 && s.expired === 0 && !s.due) return true;
     await sleepOrWake(d.changed(), pollMs);
     pollMs = Math.min(SIBLING_POLL_MS.max, pollMs * 2);
     return false;
