@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 
 /** Direct children of every process, from /proc (Linux). */
 function childrenByParent(): Map<number, number[]> {
@@ -65,4 +66,29 @@ export function invocations(file: string): Map<string, number> {
     byId.set(id, (byId.get(id) ?? 0) + 1);
   }
   return byId;
+}
+
+/**
+ * A command handler script in `dir` (`[script, '{path}', '{output}']`, MARKER_DIR in its
+ * environment naming a directory for its markers) that logs its start to `<markers>/invocations` (see invocations), copies its
+ * input and, the first time the sh condition `when` holds, stops its parent, cronsafe's helper
+ * that forks handlers (SIGSTOP), and exits 0: a child whose exit cannot be reported until
+ * something wakes the helper. The helper's pid is in `<markers>/helper` (written whole) and
+ * the handler's in `<markers>/pid` before the stop. Returns the script's path.
+ */
+export function copyThenStopHelperScript(dir: string, when = 'true'): string {
+  const script = path.join(dir, 'copy-then-stop-helper.sh');
+  writeFileSync(
+    script,
+    [
+      '#!/bin/sh',
+      'echo "$CRONSAFE_ITEM_ID $CRONSAFE_ATTEMPT" >> "$MARKER_DIR/invocations"',
+      'cat "$1" > "$2" || exit 1',
+      `if ${when} && [ ! -e "$MARKER_DIR/helper" ]; then echo $PPID > "$MARKER_DIR/helper.tmp"; echo $$ > "$MARKER_DIR/pid"; mv "$MARKER_DIR/helper.tmp" "$MARKER_DIR/helper"; kill -STOP $PPID; fi`,
+      'exit 0',
+      '',
+    ].join('\n'),
+    { mode: 0o755 },
+  );
+  return script;
 }

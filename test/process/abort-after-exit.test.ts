@@ -8,11 +8,11 @@
  * Here the handler stops its helper (SIGSTOP) before it exits, so its exit cannot be
  * reported until the abort wakes the helper: the same order, every time.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configure, runCli, spawnCli, statusJson, workspace } from '../helpers/cli.js';
-import { invocations } from '../helpers/proc.js';
+import { copyThenStopHelperScript, invocations } from '../helpers/proc.js';
 import { filesIn, until } from '../helpers/wait.js';
 
 /** The state letter of /proc/<pid>/stat (`Z` for a zombie), or undefined when it is gone. */
@@ -30,20 +30,8 @@ describe('a handler that exited 0 just before a second SIGTERM', () => {
     const ws = workspace({ concurrency: 1, log: { level: 'info' } }, { 'a.txt': 'payload a\n', 'b.txt': 'payload b\n' });
     const markers = path.join(ws.dir, 'markers');
     mkdirSync(markers);
-    const script = path.join(ws.dir, 'copy-then-stop-helper.sh');
     // Copies; for item a.txt, the first time, stops its parent, the helper, and exits 0.
-    writeFileSync(
-      script,
-      [
-        '#!/bin/sh',
-        'echo "$CRONSAFE_ITEM_ID $CRONSAFE_ATTEMPT" >> "$MARKER_DIR/invocations"',
-        'cat "$1" > "$2" || exit 1',
-        'if [ "$CRONSAFE_ITEM_ID" = a.txt ] && [ ! -e "$MARKER_DIR/helper" ]; then echo $PPID > "$MARKER_DIR/helper.tmp"; echo $$ > "$MARKER_DIR/pid"; mv "$MARKER_DIR/helper.tmp" "$MARKER_DIR/helper"; kill -STOP $PPID; fi',
-        'exit 0',
-        '',
-      ].join('\n'),
-      { mode: 0o755 },
-    );
+    const script = copyThenStopHelperScript(ws.dir, '[ "$CRONSAFE_ITEM_ID" = a.txt ]');
     configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
     const env = { MARKER_DIR: markers };
     const run = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });

@@ -28,7 +28,9 @@ function helpersMarked(mark: string): number[] {
 
 describe('a handler that stops its parent process (kill -STOP $PPID)', () => {
   it('times out and is charged like any poison item; the run ends and leaves no helper behind', async () => {
-    const script = 'if [ "$1" = poison.txt ]; then kill -STOP "$PPID"; fi; exit 0';
+    // Runs on after stopping it (one that exits 0 instead is judged by its exit status:
+    // timeout-after-exit.test.ts).
+    const script = 'if [ "$1" = poison.txt ]; then kill -STOP "$PPID"; sleep 60; fi; exit 0';
     const ws = workspace(
       {
         handler: { command: ['sh', '-c', script, 'sh', '{id}'], timeoutSeconds: 1, killAfterSeconds: 1 },

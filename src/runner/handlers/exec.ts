@@ -190,8 +190,13 @@ function runChild(
     const timeoutTimer = setTimeout(() => {
       setImmediate(() => {
         if (exited || settled) return;
-        stop ??= { kind: 'timeout' };
-        terminate();
+        // Exited in time but its exit not reported yet (a loaded machine, a stopped helper):
+        // judged by its exit status, as a drain's abort judges it (onAbort); taken as timed
+        // out, an item that succeeded was charged and run again.
+        if (pid === undefined || !exitedAlready(pid)) {
+          stop ??= { kind: 'timeout' };
+          terminate();
+        }
         // Its exit unheard: the helper may be stopped (`kill -STOP $PPID`), and with it the
         // report of the exit, or of the pid, that the attempt waits for.
         child.wake();
