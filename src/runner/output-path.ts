@@ -1,4 +1,4 @@
-import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DIR_MODE } from '../make-dirs.js';
 import { PATH_MAX } from './item-id.js';
@@ -79,11 +79,11 @@ function stickyRefuses(final: string, owner: number): boolean {
 }
 
 /**
- * Create the directories between `root` and `final`, refusing links, non-directories and
- * other users' directories (OutputPathError). `trustedUid`: output.directory's owner.
+ * Create the directories between `root` and `final` by path, refusing links, non-directories
+ * and other users' directories (OutputPathError). Only without /proc (pinOutputPlace).
  */
-export function makeOutputParents(root: string, final: string, trustedUid?: number): void {
-  for (const dir of parentsBelow(root, final)) {
+function makeOutputParents(parents: readonly string[], trustedUid: number | undefined): void {
+  for (const dir of parents) {
     let st = lstatSync(dir, { throwIfNoEntry: false });
     if (st === undefined) {
       try {
@@ -106,36 +106,33 @@ const O_PATH = 0o10000000;
 let procFd: boolean | undefined;
 
 /**
- * `final` reached through its parent directory held open, for the rename that moves an output
- * in: `/proc/self/fd/<fd>/<name>` names the directory opened, whatever is at its path later.
- * makeOutputParents looks at each directory on the way by path, and Node has no renameat: a
- * directory below output.directory swapped for a link between that look and the rename (by its
- * owner, which makeOutputParents trusts: cronsafe's user or output.directory's owner, while
- * cronsafe runs as root) had the output renamed through the link, outside output.directory.
- * Each level is opened inside the one above it without following a link (O_NOFOLLOW), so the
- * output lands inside output.directory or not at all (OutputPathError). Null when `final` is
- * directly in `root` (nothing below it to swap) or without /proc: the path itself then.
+ * `final`'s parent directories made (refusing links, non-directories and other users'
+ * directories: OutputPathError), and `final` reached through its parent held open, for the
+ * rename that moves an output in: `/proc/self/fd/<fd>/<name>` names the directory opened,
+ * whatever is at its path later. Node has no renameat or mkdirat: a directory below
+ * output.directory swapped for a link between a look at it by path and the rename (by its
+ * owner, which is trusted: cronsafe's user or output.directory's owner, while cronsafe runs as
+ * root) had the output renamed through the link, and a directory made below it by path
+ * (mkdir follows a link on the way) was made outside output.directory. Each level is opened
+ * inside the one above it without following a link (O_NOFOLLOW), and made there when missing,
+ * so the output, and every directory made for it, lands inside output.directory or not at
+ * all. Null when `final` is directly in `root` (nothing below it to swap) or without /proc:
+ * the parents are then made by path and the path itself is used.
  */
-export function pinnedPlace(root: string, final: string): { path: string; close(): void } | null {
+export function pinOutputPlace(root: string, final: string, trustedUid?: number): { path: string; close(): void } | null {
   const parents = parentsBelow(root, final);
-  if (parents.length === 0 || (procFd ??= existsSync('/proc/self/fd')) === false) return null;
+  if (parents.length === 0) return null;
+  if ((procFd ??= existsSync('/proc/self/fd')) === false) {
+    makeOutputParents(parents, trustedUid);
+    return null;
+  }
   // O_PATH: a directory this user may search and write but not read (a drop box, mode 0733)
   // is opened too; the fd is only a place to look names up from. 0o10000000 on x86-64 and
   // arm64 (Node does not export it).
-  const flags = O_PATH | constants.O_DIRECTORY;
-  let fd = openSync(root, flags);
+  let fd = openSync(root, O_PATH | constants.O_DIRECTORY);
   try {
     for (const dir of parents) {
-      let next: number;
-      try {
-        next = openSync(`/proc/self/fd/${fd}/${path.basename(dir)}`, flags | constants.O_NOFOLLOW);
-      } catch (err) {
-        // A link there (with O_PATH, O_NOFOLLOW opens it, and O_DIRECTORY refuses it: ENOTDIR).
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ELOOP' && code !== 'ENOTDIR') throw err;
-        const st = lstatSync(dir, { throwIfNoEntry: false });
-        throw new OutputPathError((st && problemAt(dir, st, undefined)) ?? `${dir} is in the way: it is not a directory`);
-      }
+      const next = openOrMakeBelow(fd, dir, trustedUid);
       closeSync(fd);
       fd = next;
     }
@@ -145,4 +142,47 @@ export function pinnedPlace(root: string, final: string): { path: string; close(
   }
   const held = fd;
   return { path: `/proc/self/fd/${held}/${path.basename(final)}`, close: () => closeSync(held) };
+}
+
+/** Directory `dir` opened (O_PATH) inside the directory held open as `fd`, made there first when missing. */
+function openOrMakeBelow(fd: number, dir: string, trustedUid: number | undefined): number {
+  const at = `/proc/self/fd/${fd}/${path.basename(dir)}`;
+  let next: number;
+  try {
+    try {
+      next = openLevel(at, dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      // mkdir makes its last name in the directory held open; a link there is EEXIST, opened (and refused) below.
+      try {
+        mkdirSync(at, DIR_MODE);
+      } catch (made) {
+        if ((made as NodeJS.ErrnoException).code !== 'EEXIST') throw made;
+      }
+      next = openLevel(at, dir);
+    }
+  } catch (err) {
+    // Messages name the directory, not the descriptor it was reached by.
+    if (err instanceof Error) err.message = err.message.replace(at, dir);
+    throw err;
+  }
+  const problem = problemAt(dir, fstatSync(next), trustedUid);
+  if (problem) {
+    closeSync(next);
+    throw new OutputPathError(problem);
+  }
+  return next;
+}
+
+/** `at` opened as a directory without following a link, or OutputPathError saying what `dir` is instead. */
+function openLevel(at: string, dir: string): number {
+  try {
+    return openSync(at, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (err) {
+    // A link there (with O_PATH, O_NOFOLLOW opens it, and O_DIRECTORY refuses it: ENOTDIR).
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ELOOP' && code !== 'ENOTDIR') throw err;
+    const st = lstatSync(dir, { throwIfNoEntry: false });
+    throw new OutputPathError((st && problemAt(dir, st, undefined)) ?? `${dir} is in the way: it is not a directory`);
+  }
 }

@@ -8,7 +8,7 @@ import { chmodSame, ensureOwnDir, ownDirProblem, ownerRightsBack, sameDir, Unsaf
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
-import { makeOutputParents, outputPathProblem, pinnedPlace } from './output-path.js';
+import { outputPathProblem, pinOutputPlace } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
 import { flockSync } from '../flock.js';
@@ -654,14 +654,13 @@ export class OutputStore {
    */
   async #renameIntoPlace(tempPath: string, final: string): Promise<void> {
     for (let tries = 1; ; tries++) {
-      // Not a recursive mkdir: a link below the output directory must stop us, not be followed.
-      makeOutputParents(this.dir, final, this.#dirUid);
-      let place: ReturnType<typeof pinnedPlace> = null;
+      let place: ReturnType<typeof pinOutputPlace> = null;
       try {
-        // Through the parent held open: one swapped for a link since the look above is not
-        // followed. Inside the try: a parent removed since it was made (an empty-directory
-        // cleaner) fails the open with ENOENT, which is made again below, as for the rename.
-        place = pinnedPlace(this.dir, final);
+        // Parents made and the rename made through the parent held open, level by level: a
+        // link below the output directory stops us, never followed, also one swapped in
+        // between. Inside the try: a parent removed since it was made (an empty-directory
+        // cleaner) fails an open with ENOENT, which is made again below, as for the rename.
+        place = pinOutputPlace(this.dir, final, this.#dirUid);
         await rename(tempPath, place?.path ?? final);
         return;
       } catch (err) {
