@@ -355,8 +355,12 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       if (stop?.aborted && (isTransient(err) || err instanceof ConnectGivenUp)) throw stopped();
       // Taken again mid-run, a read-only answer is a failover under way (the run's start wrote).
       const retryable = isTransient(err) || (retake && isReadOnlyAnswer(err));
-      if (!retryable || Date.now() - started + delay > budgetMs) {
-        throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
+      if (!retryable) throw ledgerError(err, 'take the run lock', opts.url, opts.schema);
+      const spent = Date.now() - started;
+      if (spent + delay > budgetMs) {
+        // Said as every other retried call says it (connection.ts): without it, a run that
+        // could not reach the server read as one refused at its first try.
+        throw ledgerError(err, 'take the run lock', opts.url, opts.schema, `gave up after ${n} attempt(s) over ${(spent / 1000).toFixed(1)} s: `);
       }
       await sleep(delay, undefined, { signal: stop }).catch(() => undefined); // a stop ends the wait
       if (stop?.aborted) throw stopped();
