@@ -163,7 +163,7 @@ function openOrMakeBelow(fd: number, dir: string, trustedUid: number | undefined
     }
   } catch (err) {
     // Messages name the directory, not the descriptor it was reached by.
-    if (err instanceof Error) err.message = err.message.replace(at, dir);
+    namedAsPath(err, at, dir);
     throw err;
   }
   const problem = problemAt(dir, fstatSync(next), trustedUid);
@@ -185,4 +185,17 @@ function openLevel(at: string, dir: string): number {
     const st = lstatSync(dir, { throwIfNoEntry: false });
     throw new OutputPathError((st && problemAt(dir, st, undefined)) ?? `${dir} is in the way: it is not a directory`);
   }
+/**
+ * `err` of a call given `pinned` (a /proc/self/fd path of pinnedPlace's) told of `real`, the
+ * path it stands for: the message and the paths an error names are the user's, not a
+ * descriptor number of cronsafe's. A function gives the replacement: as a string, a `$&` in
+ * an id (a directory `a$&b`) put the /proc path in the middle of the one recorded.
+ */
+export function namedAsPath(err: unknown, pinned: string, real: string): unknown {
+  if (!(err instanceof Error)) return err;
+  const e = err as NodeJS.ErrnoException & { dest?: string };
+  e.message = e.message.replaceAll(pinned, () => real);
+  if (e.path === pinned) e.path = real;
+  if (e.dest === pinned) e.dest = real;
+  return err;
 }

@@ -8,7 +8,7 @@ import { chmodSame, ensureOwnDir, ownDirProblem, ownerRightsBack, sameDir, Unsaf
 import { crossDevice, EnvironmentFault, OutputMaybeCut, OutputUnwritable, OwnDirectoryGone, fileSystemRefused, syncRefused, targetRefused, writeRefused } from './faults.js';
 import { fsyncPath, realBirthTimes } from './output-fs.js';
 import { checkItemId, jobOfTempDir, jobTempDir, outputName, sourceInOutput, TEMP_DIR_NAME, type SourceInOutput } from './output-name.js';
-import { outputPathProblem, pinOutputPlace } from './output-path.js';
+import { namedAsPath, outputPathProblem, pinOutputPlace } from './output-path.js';
 import { removeTempLeftovers } from './temp-leftovers.js';
 import { removeTree } from './remove-tree.js';
 import { flockSync } from '../flock.js';
@@ -664,7 +664,7 @@ export class OutputStore {
         await rename(tempPath, place?.path ?? final);
         return;
       } catch (err) {
-        if (place && err instanceof Error) err.message = err.message.replace(place.path, final);
+        if (place) namedAsPath(err, place.path, final);
         const parentGone = (err as NodeJS.ErrnoException).code === 'ENOENT' && lstatSync(tempPath, { throwIfNoEntry: false }) !== undefined;
         if (!parentGone || tries >= 5) throw err;
       } finally {

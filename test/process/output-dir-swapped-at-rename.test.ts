@@ -17,7 +17,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, FIXTURES, spawnCliRaw, workspace } from '../helpers/cli.js';
+import { CLI, FIXTURES, runCli, spawnCliRaw, workspace } from '../helpers/cli.js';
 
 describe("a directory on an output's way swapped for a link", () => {
   it.each([
@@ -37,5 +37,22 @@ describe("a directory on an output's way swapped for a link", () => {
     // Made and renamed into the directory cronsafe held, wherever it is now: inside output.directory.
     expect(readFileSync(path.join(ws.out, `${id.replace(/^sub\//, 'sub.aside/')}.out`), 'utf8')).toBe('payload\n');
     expect(code, run.stderr()).toBe(0);
+  }, 120_000);
+
+  // The rename goes through `/proc/self/fd/N/<name>`; its error is told of the output's own
+  // path, replaced in the message. With the path as a replacement string, a `$&` in an id (a
+  // directory named `a$&b`) put the /proc path in the middle: the item's recorded error
+  // named `<out>/a/proc/self/fd/31/x.txt.outb/x.txt.out`, a file that never was.
+  it('a rename refused at an output below output.directory is recorded naming the output\'s path, whatever `$` its id holds', async () => {
+    const id = 'a$&b/x.txt';
+    // The handler runs in source.directory, beside output.directory: it makes a directory where
+    // its output goes (EISDIR at the rename).
+    const ws = workspace({ handler: { command: ['/bin/sh', '-c', 'cp "$1" "$2" && mkdir -p "../out/$CRONSAFE_ITEM_ID.out/kept"', 'sh', '{path}', '{output}'] } }, { [id]: 'payload\n' });
+    const run = await runCli(['run', '-c', ws.configPath]);
+    expect(run.code, run.stderr).toBe(0);
+    const failed = run.lines.find((l) => l.msg === 'item failed; will retry');
+    expect(failed?.error, JSON.stringify(run.lines.filter((l) => l.level !== 'debug'))).toMatch(/^EISDIR: /);
+    expect(failed?.error).toContain(`-> '${path.join(ws.out, id)}.out'`);
+    expect(failed?.error).not.toContain('/proc/self/fd');
   }, 120_000);
 });
