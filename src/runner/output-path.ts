@@ -185,11 +185,14 @@ function openLevel(at: string, dir: string): number {
     const st = lstatSync(dir, { throwIfNoEntry: false });
     throw new OutputPathError((st && problemAt(dir, st, undefined)) ?? `${dir} is in the way: it is not a directory`);
   }
+}
+
 /**
- * `err` of a call given `pinned` (a /proc/self/fd path of pinnedPlace's) told of `real`, the
- * path it stands for: the message and the paths an error names are the user's, not a
- * descriptor number of cronsafe's. A function gives the replacement: as a string, a `$&` in
- * an id (a directory `a$&b`) put the /proc path in the middle of the one recorded.
+ * `err` of a call given `pinned` (a /proc/self/fd path of pinOutputPlace's) told of `real`, the
+ * path it stands for: the message and the paths an error names are the user's (`open
+ * '<out>/sub'`), not a descriptor number of cronsafe's (`EMFILE: too many open files, open
+ * '/proc/self/fd/34/sub'`, with `ulimit -n` low). A function gives the replacement: a `$` in an
+ * id is no replacement pattern.
  */
 export function namedAsPath(err: unknown, pinned: string, real: string): unknown {
   if (!(err instanceof Error)) return err;

@@ -44,6 +44,23 @@ describe('out of file descriptors', () => {
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
   }, 30_000);
 
+  it('EMFILE opening a directory on the way of an output below output.directory (its rename holds each level open): the message names that directory, not a /proc/self/fd path; nothing charged', async () => {
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-one-left-module.mjs') } }, { 'sub/a.txt': 'a' });
+    const hog = path.join(ws.dir, 'hog');
+    writeFileSync(hog, '');
+    const first = await runLimited(ws.configPath, hog);
+    expect(first.code, first.stderr).toBe(1);
+    expect(first.stderr).toMatch(/out of file descriptors.*nothing charged.*EMFILE/);
+    expect(first.stderr).not.toContain('/proc/self/fd');
+    expect(first.stderr).toContain(`'${path.join(ws.out, 'sub')}'`);
+    expect(await charged(ws.db, ['sub/a.txt'])).toBe(0);
+    expect(existsSync(path.join(ws.out, 'sub/a.txt.out'))).toBe(false);
+    unlinkSync(hog);
+    const next = await runLimited(ws.configPath, hog);
+    expect(next.code, next.stderr).toBe(0);
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
+  }, 60_000);
+
   it('EMFILE at start-up (after the import of the handler): one line naming the limit, exit 1, no stack trace, nothing claimed', async () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-import-module.mjs') } }, { 'a.txt': 'a' });
     const r = await runLimited(ws.configPath);
