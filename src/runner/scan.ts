@@ -359,11 +359,24 @@ export function itemBehindLink(directory: string, realRoot: Buffer, file: string
   } catch {
     return false;
   }
-  const rootLength = Buffer.byteLength(root, 'utf8');
-  if (!real.equals(Buffer.concat([realRoot, bytes.subarray(rootLength)]))) return true;
+  const rest = bytes.subarray(Buffer.byteLength(root, 'utf8'));
+  if (!real.equals(Buffer.concat([realRoot, rest])) && !belowRootNow(root, realRoot, real, rest)) return true;
   if (verified.size >= VERIFIED_MAX) verified.clear();
   verified.set(key, { dev: st.dev, ino: st.ino });
   return false;
+}
+
+/**
+ * Whether `real` (an item directory's real path) is `rest` below the root's real path now, when
+ * that is no longer `realRoot`: source.directory moved mid-run and a link to it left at its
+ * path (`mv queue /vol2/queue && ln -s /vol2/queue queue`). Its items are where they were in
+ * it: every nested one was dropped as gone though its file was there. That it is the same
+ * directory is the callers' to know (its identity is checked around every attempt,
+ * sourceReplaced, and first by whereItWent): a root replaced by another stops the pass.
+ */
+function belowRootNow(root: string, realRoot: Buffer, real: Buffer, rest: Buffer): boolean {
+  const now = realRootOf(root);
+  return now !== undefined && !now.equals(realRoot) && real.equals(Buffer.concat([now, rest]));
 }
 
 /** Item directories whose real path itemBehindLink found right, with what they resolved to then. */

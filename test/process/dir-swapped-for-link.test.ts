@@ -44,4 +44,22 @@ describe('a subdirectory of the source replaced by a link to elsewhere between s
     expect(readFileSync(path.join(ws.out, 'sub/x.out'), 'utf8')).toBe('X');
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 1, dead: 0 });
   });
+
+  // Each nested item's directory is compared with the source's real path taken at the start.
+  // source.directory moved mid-run and a link to it left at its path (`mv queue /vol2/queue &&
+  // ln -s /vol2/queue queue`) is the same directory (its identity is checked around every
+  // attempt), yet every nested item left was dropped from the ledger as "gone: its file was
+  // deleted", its history (attempts, backoff) with it, though each file was still there.
+  it('source.directory moved and a link to it left at its path mid-run: its nested items run, none dropped as gone', async () => {
+    const ws = workspace({}, { 'a/x': 'A', 'b/x': 'B', 'c/x': 'C' });
+    const moved = `${ws.source}.moved`;
+    const move = `[ -L "${ws.source}" ] || { mv "${ws.source}" "${moved}" && ln -s "${moved}" "${ws.source}"; }; cat -- "$0" > "$1"`;
+    configure(ws, { handler: { command: ['sh', '-c', move, '{path}', '{output}'] }, concurrency: 1 });
+    const r = await runCli(['run', '-c', ws.configPath]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(moved), 'the move was made').toBe(true);
+    expect(r.lines.filter((l) => l.msg.startsWith('item gone')).map((l) => l.itemId)).toEqual([]);
+    for (const d of ['a', 'b', 'c']) expect(readFileSync(path.join(ws.out, `${d}/x.out`), 'utf8')).toBe(d.toUpperCase());
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 3, dead: 0 });
+  });
 });
