@@ -9,7 +9,7 @@ import { EnvironmentFault, OutputMaybeCut } from './faults.js';
 import { ProcessBroken } from './handlers/exit-guard.js';
 import { isPlainId, itemPathProblem, itemPaths } from './item-id.js';
 import { checkItemId } from './output-name.js';
-import { itemBehindLink, sourceReplaced } from './scan.js';
+import { itemBehindLink } from './scan.js';
 import type { OutputStore } from './output.js';
 import type { PassState } from './pass-state.js';
 import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
@@ -19,7 +19,7 @@ import { HandlerFailure, type HandlerContext, type WorkItem } from './types.js';
  * output, and its result queued for the ledger (complete, or the verdict on a failure).
  * Never throws: every ending is a result.
  */
-export async function runItem(p: PassState, claim: Claim): Promise<void> {
+export async function runItem(p: PassState, claim: Claim, rootReplaced: boolean): Promise<void> {
   const { drain, inflight, outputs, results, config, scene } = p;
   const abort = new AttemptSignal();
   const ctx = new AttemptContext(abort, p.log, claim);
@@ -68,9 +68,8 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
   // made at its path) since the pass began: its files of the same names are not the items
   // this scan found (whereItWent stops the pass). A real path is asked too: it cannot be
   // repointed, but it can be renamed and replaced, and a handler that exits 0 anyway ran on
-  // the other directory's file.
-  const replaced = source !== undefined && sourceReplaced(source.directory, source.startId);
-  const went = source !== undefined && (replaced || moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
+  // the other directory's file. Asked once for the claims started together (dispatch.ts).
+  const went = source !== undefined && (rootReplaced || moved || there === undefined || !there.isFile()) ? await whereItWent(file, scene) : null;
   if (went === null && there !== undefined && source?.own !== undefined && isOwnFile(source.own, there)) {
     inflight.delete(claim.id);
     settle(p, claim, { kind: 'gone' }, ctx);
@@ -96,8 +95,10 @@ export async function runItem(p: PassState, claim: Claim): Promise<void> {
     if (tempPath !== undefined && outputs !== undefined) ctx.setOutput(outputs, tempPath);
     await p.handler.run(item, ctx);
     // Replaced during the attempt: the handler may have read the other directory's file of
-    // this name. Its output is not committed; the pass stops, nothing charged.
-    if (source !== undefined && sourceReplaced(source.directory, source.startId)) throw sourceGone(source.directory);
+    // this name. Its output is not committed; the pass stops, nothing charged. Asked here only
+    // when there may be an output to commit: an attempt's result alone is covered by the check
+    // made before its batch of results is written (PassState.rootCheckedBeforeWrite).
+    if (ctx.outputGiven && source !== undefined && p.rootReplaced()) throw sourceGone(source.directory);
     // Asked again by commit just before its rename: the pod may have been paused (a long
     // GC, a frozen container) while the output was synced, and a sibling taken it over.
     const guard = p.leaseGuard && tempPath ? () => leaseGuard(p, claim) : undefined;

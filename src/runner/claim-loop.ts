@@ -27,7 +27,8 @@ export interface ClaimLoopDeps {
   freeSlots: () => number;
   /** Attempts running now. */
   running: () => number;
-  start: (claim: Claim) => void;
+  /** Start an attempt for each claim of one ledger answer (dispatch.ts). */
+  start: (claims: readonly Claim[]) => void;
   /** Resolves at the next wake-up: an attempt ended, a result was written, or a stop. */
   changed: () => Promise<void>;
   scanComplete: () => boolean;
@@ -216,10 +217,9 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
       }
       return false;
     }
-    if (claims.length > 0) pollMs = SIBLING_POLL_MS.first;
-    for (const c of claims) {
-      if (held.has(c.id)) throw new Error(`bug: the ledger handed out ${JSON.stringify(c.id)} again while this run holds it (attempt ${c.attempt})`);
-      d.start(c);
+    if (claims.length > 0) {
+      pollMs = SIBLING_POLL_MS.first;
+      d.start(claims);
     }
   }
 }

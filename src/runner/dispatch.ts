@@ -15,7 +15,8 @@ export async function dispatch(p: PassState): Promise<void> {
   const tasks = new Set<Promise<void>>();
   // p-limit is the slot count; we claim only for free slots, so its queue stays empty.
   const limit = pLimit(config.concurrency);
-  const start = (claim: Claim) => {
+  const startOne = (claim: Claim, rootReplaced: boolean) => {
+    if (held.has(claim.id)) throw new Error(`bug: the ledger handed out ${JSON.stringify(claim.id)} again while this run holds it (attempt ${claim.attempt})`);
     held.set(claim.id, claim);
     if (p.leaseGuard) p.claimedAt.set(claim, p.lastClaimAt);
     p.claimed++;
@@ -25,11 +26,20 @@ export async function dispatch(p: PassState): Promise<void> {
       tasks.delete(task);
       p.notify();
     };
-    const task: Promise<void> = limit(() => runItem(p, claim)).then(ended, (err: unknown) => {
+    const task: Promise<void> = limit(() => runItem(p, claim, rootReplaced)).then(ended, (err: unknown) => {
       ended();
       throw err;
     });
     tasks.add(task);
+  };
+  // The source root asked once for the claims of one ledger answer, just before their
+  // attempts start (not around each attempt: two stat(2) per item, each making a Stats and
+  // its four Dates). Found replaced, their attempts stop the pass before their handlers run. A root
+  // replaced after this check is found by the check before the attempt's result is
+  // written (PassState.rootCheckedBeforeWrite), or before its output is committed.
+  const start = (claims: readonly Claim[]) => {
+    const rootReplaced = p.rootReplaced();
+    for (const c of claims) startOne(c, rootReplaced);
   };
   try {
     p.sweepComplete = await claimLoop({

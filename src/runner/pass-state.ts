@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome } from '../ledger/types.js';
+import { sharesPass, type Claim, type ClaimOptions, type DiscoveredItem, type Ledger, type RefreshPolicy, type RetryPolicy, type RunOutcome, type Settlement } from '../ledger/types.js';
 import { StoppedBeforeLedger } from '../ledger/run-lock.js';
 import type { AttemptSignal } from './attempt-signal.js';
 import { Channel } from './channel.js';
 import { Drain } from './drain.js';
-import type { FailureScene } from './failure.js';
+import { sourceGone, type FailureScene } from './failure.js';
 import type { OutputStore } from './output.js';
 import type { ProgressSnapshot } from './progress.js';
 import type { PruneReport } from './prune.js';
 import type { AttemptOutcome, ResultBatcher, ResultCounts } from './results.js';
-import { ownIdentities, realRootOf, sourceIdentity, type SourceId } from './scan.js';
+import { ownIdentities, realRootOf, sourceIdentity, sourceReplaced, type SourceId } from './scan.js';
 import { ownFiles } from './own-files.js';
 import type { Handler } from './types.js';
 
@@ -258,6 +258,36 @@ export class PassState {
     this.log.error({ err: e }, msg);
     this.drain.requestStop(reason);
     this.channel.close();
+  }
+
+  /**
+   * Whether the source root is another directory than the pass's scan found (a link
+   * repointed, the directory renamed away and another made at its path, unmounted): one
+   * stat(2). Asked before a batch of claims starts (dispatch.ts), before each result batch
+   * is written (rootCheckedBeforeWrite) and before an output is committed (attempt.ts).
+   */
+  rootReplaced(): boolean {
+    const source = this.scene.source;
+    return source !== undefined && sourceReplaced(source.directory, source.startId);
+  }
+
+  /**
+   * Before a batch of results is written (ResultBatcher's beforeWrite): a root replaced since
+   * the pass began may have been the one its handlers read, the other directory's files of the
+   * same names, and a handler that exits 0 anyway would have its item recorded done, never
+   * run. The check starts after every attempt of the batch ended, so it covers them all, at
+   * one stat(2) per batch instead of one per attempt. Found replaced, the completions are
+   * handed back uncharged (as the attempt's own check would have: judgeFailure's stop) and
+   * the pass stops. Failures were judged after their handler ended by whereItWent, which asks
+   * the root first; hand-backs and forgotten items charge nothing.
+   */
+  rootCheckedBeforeWrite(batch: Settlement): void {
+    const source = this.scene.source;
+    if (batch.complete.length === 0 || source === undefined || !this.rootReplaced()) return;
+    const fault = sourceGone(source.directory);
+    for (const claim of batch.complete) batch.release.push({ claim, reason: `not charged: ${fault.message}` });
+    batch.complete = [];
+    this.stopForEnvironment(fault);
   }
 
   /** The environment's fault: stop claiming, let in-flight attempts finish, end as failed (exit 1). */

@@ -57,6 +57,7 @@ export async function runPass(deps: PassDeps): Promise<PassResult> {
       p.notify();
     },
     onDeadLettered: (id, error) => deps.observer?.deadLettered?.(id, error),
+    beforeWrite: (batch) => p.rootCheckedBeforeWrite(batch),
     onOutcome: (c, outcome) => {
       deps.observer?.attempt(outcome, p.durations.get(c) ?? 0);
       p.durations.delete(c);

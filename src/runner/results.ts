@@ -81,6 +81,11 @@ export class ResultBatcher {
       onOutcome?: (claim: Claim, outcome: AttemptOutcome) => void;
       /** Each item dead-lettered, after its transaction committed. */
       onDeadLettered?: (id: string, error: string) => void;
+      /**
+       * Just before a batch is written, after every attempt in it ended: may turn its
+       * completions into hand-backs (PassState.rootCheckedBeforeWrite).
+       */
+      beforeWrite?: (batch: Settlement) => void;
     },
   ) {}
 
@@ -174,6 +179,7 @@ export class ResultBatcher {
       unrecorded();
       throw this.error;
     }
+    this.opts.beforeWrite?.(batch);
     const size = batch.complete.length + batch.fail.length + batch.release.length + batch.gone.length;
     if (size === 0 && (!claim || (claim.ids.length === 0 && !sharesPass(this.ledger)))) return { claims: [], considered: 0 };
     const now = this.opts.now();

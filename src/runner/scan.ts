@@ -289,8 +289,9 @@ export async function sourcePresent(directory: string, since?: SourceId | null):
  * True when `directory` (the source root) is now another directory than `since`, its
  * identity when the pass began, or none: a root that is a link repointed (a release swap,
  * `ln -sfn releases/B current`), moved away or unmounted. Synchronous, one stat(2): asked
- * before and after every attempt, since a root swapped for one with files of the same names
- * fails no attempt (its handlers read the other directory's files under this scan's ids).
+ * before each batch of attempts starts and before each batch of results is written
+ * (PassState.rootReplaced), since a root swapped for one with files of the same names fails
+ * no attempt (its handlers read the other directory's files under this scan's ids).
  */
 export function sourceReplaced(directory: string, since: SourceId | null | undefined): boolean {
   if (!since) return false;

@@ -6,6 +6,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
 import { until } from '../helpers/wait.js';
 import { CLI, configure, FIXTURES, finished, runCli, spawnCli, spawnCliRaw, statusJson, workspace, type Workspace } from '../helpers/cli.js';
@@ -26,15 +27,31 @@ function backlog(n: number): Record<string, string> {
  * at source.directory. The run must stop (exit 1) with nothing of that directory committed
  * and nothing charged.
  */
-async function rootSwappedMidAttempt(prepare: (ws: Workspace) => string, swap: (ws: Workspace, other: string) => void): Promise<void> {
+async function rootSwappedMidAttempt(prepare: (ws: Workspace) => string, swap: (ws: Workspace, other: string) => void, handler: 'command' | 'module without output' = 'command'): Promise<void> {
   const files = backlog(10);
   const ws = workspace({ concurrency: 1 }, files);
   const other = prepare(ws);
   mkdirSync(other, { recursive: true });
   for (const id of Object.keys(files)) writeFileSync(path.join(other, id), 'from the other directory\n');
-  const script = path.join(ws.dir, 'gated-copy.sh');
-  writeFileSync(script, `#!/bin/sh\necho "$1" >> '${ws.dir}/starts'\nif [ ! -e '${ws.dir}/go' ]; then touch '${ws.dir}/started'; while [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done; fi\ncat "$1" > "$2"\n`, { mode: 0o755 });
-  configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+  if (handler === 'command') {
+    const script = path.join(ws.dir, 'gated-copy.sh');
+    writeFileSync(script, `#!/bin/sh\necho "$1" >> '${ws.dir}/starts'\nif [ ! -e '${ws.dir}/go' ]; then touch '${ws.dir}/started'; while [ ! -e '${ws.dir}/go' ]; do sleep 0.01; done; fi\ncat "$1" > "$2"\n`, { mode: 0o755 });
+    configure(ws, { handler: { command: [script, '{path}', '{output}'] } });
+  } else {
+    // Reads its input and succeeds, with no output to commit: only the check of the root
+    // before its result is written stands between the other directory's file and "done".
+    const module = path.join(ws.dir, 'gated-read.mjs');
+    const at = (name: string) => JSON.stringify(path.join(ws.dir, name));
+    writeFileSync(
+      module,
+      `import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';\n` +
+        `export default async function (item) {\n  appendFileSync(${at('starts')}, item.path + '\\n');\n` +
+        `  if (!existsSync(${at('go')})) { writeFileSync(${at('started')}, ''); while (!existsSync(${at('go')})) await new Promise((r) => setTimeout(r, 10)); }\n` +
+        `  readFileSync(item.path);\n}\n`,
+    );
+    const { output: _, ...rest } = YAML.parse(readFileSync(ws.configPath, 'utf8')) as Record<string, unknown>;
+    writeFileSync(ws.configPath, YAML.stringify({ ...rest, handler: { module } }));
+  }
   const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
   await until(() => existsSync(path.join(ws.dir, 'started')), 'the first attempt to start');
   swap(ws, other);
@@ -46,6 +63,12 @@ async function rootSwappedMidAttempt(prepare: (ws: Workspace) => string, swap: (
   expect(outputs).toEqual([]);
   expect((await statusJson(ws.configPath)).items).toEqual({ pending: 10, claimed: 0, done: 0, dead: 0 });
   expect(await charged(ws.db, Object.keys(files))).toBe(0);
+}
+
+/** `mv queue queue.old && mv next queue`: source.directory moved away, `other` put at its path. */
+function movedAwayAndReplaced(ws: Workspace, other: string): void {
+  renameSync(ws.source, `${ws.source}.old`);
+  renameSync(other, ws.source);
 }
 
 /** A shell-script handler in the workspace: copies {path} to {output} after a short wait. */
@@ -212,13 +235,14 @@ describe("the environment's faults are not the items'", () => {
   // repointed), but it can be renamed and replaced: `mv queue queue.old && mkdir queue`, or
   // another volume mounted there. The same as the link's swap followed.
   it('source.directory, a real directory, moved away mid-run and one with files of the same names made at its path: exit 1, nothing of the other directory committed or charged', async () => {
-    await rootSwappedMidAttempt(
-      (ws) => path.join(ws.dir, 'next'),
-      (ws, other) => {
-        renameSync(ws.source, `${ws.source}.old`);
-        renameSync(other, ws.source);
-      },
-    );
+    await rootSwappedMidAttempt((ws) => path.join(ws.dir, 'next'), movedAwayAndReplaced);
+  }, 120_000);
+
+  // A module handler with no output.directory: nothing to commit but the result, which the
+  // check before each batch of results is written stops (one stat(2) per batch, not two per
+  // attempt).
+  it('source.directory replaced mid-run under a module handler with no output.directory: exit 1, nothing recorded done or charged', async () => {
+    await rootSwappedMidAttempt((ws) => path.join(ws.dir, 'next'), movedAwayAndReplaced, 'module without output');
   }, 120_000);
 
   it('files deleted between the scan and their attempt are forgotten, not dead-lettered (no page); the rest is done', async () => {
