@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import { CLAIM_DUE_SQL, CLAIM_IDS_SQL, CLAIMABLE_ROWS_SQL } from '../../src/ledger/sqlite/claim.js';
-import { CLAIMABLE_SQL, DISCOVER_IDS_SQL, DISCOVER_SQL } from '../../src/ledger/sqlite/discover.js';
+import { CLAIMABLE_IDS_SQL, CLAIMABLE_SQL, DISCOVER_IDS_SQL, DISCOVER_SQL } from '../../src/ledger/sqlite/discover.js';
 import { LAST_OCCURRENCE_SQL } from '../../src/ledger/sqlite/events.js';
 import { COMPLETE_SQL, FORGET_UNSEEN_SQL } from '../../src/ledger/sqlite/finish.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/index.js';
@@ -232,7 +232,7 @@ describe('SQLite ledger specifics', () => {
     const db = new Database(':memory:');
     migrate(db);
     const params = { batch: '[]', claims: '[]', runId: 'r', now: 0, owner: 'o', leaseUntil: 0, doneBefore: 0, onChange: 1 };
-    for (const sql of [DISCOVER_SQL, DISCOVER_IDS_SQL, CLAIMABLE_ROWS_SQL, CLAIM_IDS_SQL, CLAIMABLE_SQL, COMPLETE_SQL, REFRESH_SQL, ADOPT_BASELINE_SQL]) {
+    for (const sql of [DISCOVER_SQL, DISCOVER_IDS_SQL, CLAIMABLE_ROWS_SQL, CLAIM_IDS_SQL, CLAIMABLE_SQL, CLAIMABLE_IDS_SQL, COMPLETE_SQL, REFRESH_SQL, ADOPT_BASELINE_SQL]) {
       const stmt = db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
       const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
       const plan = (stmt.all(used) as { detail: string }[]).map((r) => r.detail).join('\n');
