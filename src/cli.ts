@@ -277,9 +277,13 @@ void (async () => {
     // to load, so only then.
     // The shebang's --v8-pool-size=1 (one V8 worker thread instead of four) cannot be set
     // here: Node starts those threads before any JavaScript runs. Each thread that compiles or
-    // collects garbage in the background gets its own malloc arena, and their growth was ~5 MiB
-    // of a 1,000,000-item run's peak RSS. Plain `node` stays within 1.2x without it (~1.19x);
-    // `NODE_OPTIONS=--v8-pool-size=1` gives it the bin's ~1.15x (docs/benchmarks.md).
+    // collects garbage in the background gets its own malloc arena, and their growth was 5-11
+    // MiB of a 1,000,000-item run's peak RSS (the more, the busier the machine), nearly all of it
+    // TurboFan's background compiles. Nor can --no-concurrent-recompilation, which takes the same
+    // off: V8 makes its compile dispatcher with the isolate. So plain `node` ends ~10 MiB above
+    // the bin at 1,000,000 items (1.20x its 1,000-item run, the bin 1.11x, the old generation
+    // bounded alike for both: src/heap-growth.ts); `NODE_OPTIONS=--v8-pool-size=1` gives it the
+    // bin's figure (docs/benchmarks.md, "Memory with plain node").
     if (!process.execArgv.includes('--optimize-for-size')) {
       const { setFlagsFromString } = await import('node:v8');
       setFlagsFromString('--optimize-for-size');

@@ -21,6 +21,7 @@ import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { whereItIs } from '../real-path.js';
 import { escapeControls } from '../terminal-safe.js';
+import { boundHeapGrowth } from '../heap-growth.js';
 import { planFire } from './fire-plan.js';
 import { loadHandler } from './load-handler.js';
 import { exitCodeFor, sayRunFailed, type ExecuteOptions, type RunResult } from './outcome.js';
@@ -282,6 +283,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // write lock (its first discovery, the stop's record): nothing to hand back yet. They each
     // waited SQLite's whole busy wait (5 s), one after the other, before the drain.
     ledger.stopEndsWaits?.(opts.stop);
+    // Before the pass's allocation begins: the old generation's growth bounded (heap-growth.ts).
+    boundHeapGrowth();
     const passed = await runPass({
       config,
       ledger,

@@ -1,0 +1,33 @@
+/**
+ * Keep V8's heap from growing with the backlog during a pass.
+ *
+ * A pass promotes ~1 KB per item into V8's old generation. After each major collection V8
+ * lets the old generation grow by a fixed step of 8 MB past what survived (~10 MB for a
+ * run) before it collects again (`--trace-gc`: ~10 MB after each, ~18.5 MB before the
+ * next, with the bin's `--optimize-for-size` as without it), and no flag sets the step. A 1,000-item run ends before the first such cycle, a 1,000,000-item
+ * run goes through hundreds of them, so the step was most of the difference in their peak
+ * RSS (docs/benchmarks.md, issue 13 item 4). Starting the incremental marking once 40% of
+ * the step is used keeps the old generation within ~4-5 MB of what survived, about a short
+ * run's, for ~2x the (incremental, mostly concurrent) collections: 1-4% more CPU for a pass of
+ * no-op items, against ~11% at 25% (measured, docs/benchmarks.md).
+ *
+ * V8 reads the flag at every allocation-limit check, so it takes effect when set at run
+ * time, from inside: the bin's shebang and `node dist/cli.js` get it alike. A value given
+ * on node's command line is left as it is. Imported by the run once it holds the lock only:
+ * `--version`, `schedule` and a lock skip do not load node:v8 (~2-5 ms).
+ */
+import { setFlagsFromString } from 'node:v8';
+
+const FLAG = '--incremental-marking-hard-trigger';
+/** Percent of the growth step after which marking starts (V8's default, 0, waits for all of it). */
+export const MARKING_TRIGGER_PERCENT = 40;
+
+let done = false;
+
+/** Set once per process, before the first pass (a daemon's later passes keep it). */
+export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv): void {
+  if (done) return;
+  done = true;
+  if (execArgv.some((a) => a === FLAG || a.startsWith(`${FLAG}=`) || a.startsWith('--incremental_marking_hard_trigger'))) return;
+  setFlagsFromString(`${FLAG}=${MARKING_TRIGGER_PERCENT}`);
+}
