@@ -281,7 +281,7 @@ void (async () => {
     // MiB of a 1,000,000-item run's peak RSS (the more, the busier the machine), nearly all of it
     // TurboFan's background compiles. Nor can --no-concurrent-recompilation, which takes the same
     // off: V8 makes its compile dispatcher with the isolate. So plain `node` ends ~10 MiB above
-    // the bin at 1,000,000 items (1.20x its 1,000-item run, the bin 1.11x, the old generation
+    // the bin at 1,000,000 items (1.21x its 1,000-item run, the bin 1.11x, the old generation
     // bounded alike for both: src/heap-growth.ts); `NODE_OPTIONS=--v8-pool-size=1` gives it the
     // bin's figure (docs/benchmarks.md, "Memory with plain node").
     if (!process.execArgv.includes('--optimize-for-size')) {
