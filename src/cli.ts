@@ -165,6 +165,32 @@ process.on('SIGUSR1', () => {
 let stdoutFailed: Error | undefined;
 /** process.stdout, once made in a run (a module handler's console.log). */
 let handlerStdout: NodeJS.WriteStream | undefined;
+/** process.stderr, once made (a line said, a module handler's console.error). */
+let madeStderr: NodeJS.WriteStream | undefined;
+
+/**
+ * Calls `made` with process[name] when something first makes it (Node makes a stdio stream
+ * on first use), and returns true; false if Node's getter cannot be wrapped.
+ */
+function whenMade(name: 'stdout' | 'stderr', made: (stream: NodeJS.WriteStream) => void): boolean {
+  const desc = Object.getOwnPropertyDescriptor(process, name);
+  const get = desc?.get?.bind(process);
+  if (!get || !desc?.configurable) return false;
+  let stream: NodeJS.WriteStream | undefined;
+  Object.defineProperty(process, name, {
+    configurable: true,
+    enumerable: desc.enumerable,
+    get(): NodeJS.WriteStream {
+      if (stream === undefined) {
+        stream = get() as NodeJS.WriteStream;
+        made(stream);
+      }
+      return stream;
+    },
+  });
+  return true;
+}
+
 if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) {
   process.stdout.on('error', (err) => {
     stdoutFailed ??= err;
@@ -175,23 +201,11 @@ if (!DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) 
   // exception that failed the run (exit 1) and stopped its pass. Heard once the handler makes
   // the stream (made here, on a pipe it would change fd 1's flags for nothing); the log
   // itself says on stderr that stdout failed.
-  const made = Object.getOwnPropertyDescriptor(process, 'stdout');
-  const get = made?.get?.bind(process);
-  if (get && made?.configurable) {
-    Object.defineProperty(process, 'stdout', {
-      configurable: true,
-      enumerable: made.enumerable,
-      get(): NodeJS.WriteStream {
-        const stdout = get() as NodeJS.WriteStream;
-        if (handlerStdout === undefined) {
-          stdout.on('error', () => undefined);
-          boundQueue(stdout, 'stdout', 'console.log');
-        }
-        handlerStdout = stdout;
-        return stdout;
-      },
-    });
-  }
+  whenMade('stdout', (stdout) => {
+    stdout.on('error', () => undefined);
+    boundQueue(stdout, 'stdout', 'console.log');
+    handlerStdout = stdout;
+  });
 }
 
 /**
@@ -233,8 +247,17 @@ function boundQueue(stream: NodeJS.WriteStream, name: string, how: string): void
 // A stderr that cannot take a line (2>/dev/full, a closed pipe): the line is lost, but the
 // exit code must still be the one the line explained (78 for a bad config, 2 for a usage
 // error), not 1 from the write's unheard error event. There is nowhere left to report it.
-process.stderr.on('error', () => undefined);
-if (DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) boundQueue(process.stderr, 'stderr', 'console.error');
+// Listened on once made (whenMade), not made here: making it loads node:net (a pipe),
+// node:tty (a terminal) or the stream stack (a file), ~7 ms of CPU in every start that says
+// nothing on stderr, as a lock-skipped run (docs/benchmarks.md, start-up). A preload (`node
+// -r`, `--import`, NODE_OPTIONS) may have made it already, unheard: then listened on now.
+const stderrMade = (stderr: NodeJS.WriteStream): void => {
+  stderr.on('error', () => undefined);
+  if (DRAINING.has(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? '')) boundQueue(stderr, 'stderr', 'console.error');
+  madeStderr = stderr;
+};
+const PRELOAD = /(?:^|\s)(?:-r|--require|--import|--loader|--experimental-loader)(?:[=\s]|$)/;
+if (PRELOAD.test(`${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`) || !whenMade('stderr', stderrMade)) stderrMade(process.stderr);
 
 /** Called by a draining command once its config is known: drain.gracePeriodSeconds and marginSeconds, in ms. */
 function drainBudget(graceMs: number, marginMs: number): void {
@@ -322,7 +345,7 @@ void (async () => {
       // drops what the pipe has not taken yet at the exit (cut mid-line, `cronsafe run | cat`).
       // The same for what waits on stderr (a handler's console.error; the line saying how much was dropped).
       const waiting = (s: NodeJS.WriteStream | undefined): boolean => s !== undefined && !s.destroyed && s.writableLength > 0;
-      while (waiting(handlerStdout) || waiting(process.stderr)) await new Promise((r) => setTimeout(r, 10));
+      while (waiting(handlerStdout) || waiting(madeStderr)) await new Promise((r) => setTimeout(r, 10));
     }
     exit(code);
   } catch (err) {

@@ -1,6 +1,11 @@
 import { EventEmitter } from 'node:events';
 import { constants, fstatSync, openSync, writeSync } from 'node:fs';
-import { Socket } from 'node:net';
+import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
+
+// node:net loads the stream stack (~7 ms of every start that makes no stdio stream, a
+// lock-skipped run's): only for a fd 1 that is a socket or a pipe that cannot be opened again.
+const load = createRequire(import.meta.url);
 
 /**
  * The run's and the daemon's JSON log when fd 1 is a pipe (`kubectl logs`: the container
@@ -83,6 +88,7 @@ export class StdoutSink extends EventEmitter {
     // then, as Node makes it for process.stdout (which is that stream, made here), and Node
     // puts its flags back when the process exits.
     try {
+      const { Socket } = load('node:net') as typeof import('node:net');
       const stream = fd === 1 ? process.stdout : new Socket({ fd, readable: false, writable: true });
       if (!(stream instanceof Socket)) return null; // not a libuv pipe: not made non-blocking
       if (fd !== 1) keptOpen.push(stream); // its handle owns the fd: never collected, never closed

@@ -5,7 +5,7 @@
  * a `run` that finds the lock held. Their loading is looked at, not timed.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, ROOT, finished, spawnCliRaw, workspace, type Workspace } from '../helpers/cli.js';
@@ -81,6 +81,35 @@ describe('start-up loads only what the command needs', () => {
     expect(finished(r)?.outcome).toBe('skipped-locked');
     const loaded = readFileSync(file, 'utf8').split('\n').filter(Boolean);
     expect(loaded.filter((m) => HEAVY.includes(m))).toEqual([]);
+  });
+
+  it('a run that finds the lock held makes no stdio stream: no node:net, node:tty or stream stack loaded', async () => {
+    // Making process.stderr or process.stdout (or loading node:tty for isatty, node:net for
+    // the log's socket) loads node:net and the stream stack, ~7 ms of CPU (docs/benchmarks.md,
+    // start-up); the skip writes its log to fd 1 through its own writer and says nothing on
+    // stderr. Before: cli.ts listened on process.stderr at once, read-yaml.ts imported
+    // node:tty, log-sink.ts node:net. The probe is the main script here, not a preload; the
+    // log goes to a file (a Node parent's stdout pipe is a socket, which the log's writer
+    // makes non-blocking through node:net), stderr to a socket the run never writes to.
+    await holdRunLock();
+    const bin = path.join(ROOT, (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { bin: { cronsafe: string } }).bin.cronsafe);
+    const file = path.join(ws.dir, 'builtins-skip-streams.txt');
+    const logFile = path.join(ws.dir, 'skip-streams.log');
+    const out = openSync(logFile, 'w');
+    // With the bin's node flags, as `cronsafe` starts (plain `node` sets one through node:v8, which loads the stream stack).
+    const flags = (/exec node(.*) "\$0"/.exec(readFileSync(bin, 'utf8'))?.[1] ?? '').trim().split(/\s+/).filter(Boolean);
+    expect(flags).toContain('--optimize-for-size');
+    const child = spawn(process.execPath, [...flags, PRELOAD, bin, 'run', '-c', ws.configPath], { cwd: ROOT, env: { ...process.env, BUILTINS_OUT: file }, stdio: ['ignore', out, 'pipe'] });
+    closeSync(out);
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+    expect(code, stderr).toBe(0);
+    expect(stderr).toBe('');
+    expect(readFileSync(logFile, 'utf8')).toContain('"outcome":"skipped-locked"');
+    const loaded = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    expect(loaded, 'the probe lists what it loads').toContain('fs');
+    expect(loaded.filter((m) => ['net', 'tty', 'stream'].includes(m))).toEqual([]);
   });
 
   it("the bin (package.json's, run as a program: its shebang) starts these commands without Node's ES module loader", async () => {
