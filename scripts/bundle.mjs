@@ -321,6 +321,10 @@ writeLicenses([split.metafile, script.metafile]);
   const text = readFileSync(file, 'utf8');
   const calls = text.match(/(?<![\w$.])import\(/g)?.length ?? 0;
   if (calls !== 2) throw new Error(`bundle: ${file} has ${calls} import() calls, expected 2 (a module handler, the Kubernetes client): route any new one through __cronsafeImport`);
+  // src/code-cache.ts reads the script as latin1, the same string as UTF-8 for ASCII only
+  // (esbuild's default charset writes other characters as escapes; a comment kept could hold one).
+  const other = /\P{ASCII}/u.exec(text);
+  if (other) throw new Error(`bundle: ${file} holds a character that is not ASCII (${JSON.stringify(text.slice(Math.max(0, other.index - 40), other.index + 40))}): src/code-cache.ts reads it as latin1`);
   writeFileSync(file, text.replace(/(?<![\w$.])import\(/g, '__cronsafeImport('));
 }
 const shebang = /^#!.*\bnode\b(.*)$/m.exec(readFileSync(path.join(root, 'src', 'cli.ts'), 'utf8'))?.[1].trim().split(/\s+/).filter(Boolean) ?? [];

@@ -45,7 +45,9 @@ function startedAs(): 'bin' | 'plain' {
  */
 export function runScript(file: string, cachedData?: Buffer): { program: ProgramModule; script: vm.Script } {
   // On one line with the source's first, as Node's own wrapper: line numbers stay right.
-  const source = `(function (exports, require, module, __filename, __dirname, __cronsafeImport) { ${readFileSync(file, 'utf8')}\n})`;
+  // Read as latin1: the build makes the script ASCII only (scripts/bundle.mjs checks it), for
+  // which latin1 is the same string as UTF-8, made without decoding (~2 ms less per start).
+  const source = `(function (exports, require, module, __filename, __dirname, __cronsafeImport) { ${readFileSync(file, 'latin1')}\n})`;
   const script = new vm.Script(source, { filename: file, cachedData });
   const base = pathToFileURL(file);
   const importer = (specifier: string): Promise<unknown> => import(new URL(specifier, base).href);

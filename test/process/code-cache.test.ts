@@ -46,6 +46,12 @@ describe('the code cache', () => {
     expect(rejected('plain', [])).toBe('false');
   });
 
+  it('reads a script that is ASCII only (src/code-cache.ts reads it as latin1)', () => {
+    const text = readFileSync(path.join(CHUNKS, 'cronsafe.cjs'));
+    expect(text.length).toBeGreaterThan(100_000);
+    expect(text.findIndex((b) => b > 0x7f)).toBe(-1);
+  });
+
   it('a damaged cache (cut short) is rejected by V8 and an unreadable one (a directory) passed over', () => {
     const copy = copyOfDist();
     try {
