@@ -68,21 +68,77 @@ const BUSY_PAUSE_MS = 10;
  * (write-behind.ts), and every other connection reads through the journal it has not
  * written yet (journal-view.ts). Its sibling modules are named as PostgreSQL's are.
  */
+/** Settles a slot batch and claims the next, in one transaction (SqliteLedger's #settle). */
+type Settle = (s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => L.SettleOutcome;
+
 export class SqliteLedger implements L.Ledger {
   readonly shared = false;
   readonly #db: Database.Database;
-  readonly #settle: (s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => L.SettleOutcome;
-  readonly #counters: Counters;
-  readonly #claim: ClaimOps;
-  readonly #discover: Discover;
-  readonly #finish: FinishOps;
-  readonly #recover: RecoverOps;
-  readonly #read: ReadOps;
-  readonly #runs: RunOps;
-  readonly #events: EventOps;
-  readonly #heartbeat: HeartbeatOps;
-  readonly #requeue: RequeueOps;
-  readonly #prune: PruneOps;
+  /**
+   * The statements of each group of verbs, prepared when the group is first used: ~60 of them
+   * (~2 ms of CPU), where a run that finds the lock held records one event
+   * (docs/benchmarks.md, start-up). A read-only connection prepares them all at once, as
+   * before: there a statement the file cannot take fails at the open, as it did.
+   */
+  readonly #ops: {
+    settle?: Settle;
+    counters?: Counters;
+    claim?: ClaimOps;
+    discover?: Discover;
+    finish?: FinishOps;
+    recover?: RecoverOps;
+    read?: ReadOps;
+    runs?: RunOps;
+    events?: EventOps;
+    heartbeat?: HeartbeatOps;
+    requeue?: RequeueOps;
+    prune?: PruneOps;
+  } = {};
+  get #counters(): Counters {
+    return (this.#ops.counters ??= makeCounters(this.#db));
+  }
+  get #claim(): ClaimOps {
+    return (this.#ops.claim ??= makeClaimOps(this.#db));
+  }
+  get #discover(): Discover {
+    return (this.#ops.discover ??= makeDiscover(this.#db));
+  }
+  get #finish(): FinishOps {
+    return (this.#ops.finish ??= makeFinishOps(this.#db, this.#counters));
+  }
+  get #recover(): RecoverOps {
+    return (this.#ops.recover ??= makeRecoverOps(this.#db, this.#finish, this.#counters, this.#journal));
+  }
+  get #requeue(): RequeueOps {
+    return (this.#ops.requeue ??= makeRequeueOps(this.#db, this.#counters));
+  }
+  get #read(): ReadOps {
+    return (this.#ops.read ??= makeReadOps(this.#db));
+  }
+  get #runs(): RunOps {
+    return (this.#ops.runs ??= makeRunOps(this.#db));
+  }
+  get #events(): EventOps {
+    return (this.#ops.events ??= makeEventOps(this.#db, this.#counters));
+  }
+  get #heartbeat(): HeartbeatOps {
+    return (this.#ops.heartbeat ??= makeHeartbeatOps(this.#db));
+  }
+  get #prune(): PruneOps {
+    return (this.#ops.prune ??= makePruneOps(this.#db));
+  }
+  get #settle(): Settle {
+    if (this.#ops.settle) return this.#ops.settle;
+    const finish = this.#finish;
+    const claimOps = this.#claim;
+    return (this.#ops.settle = this.#db.transaction((s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => ({
+      complete: finish.completeIn(s.complete, now),
+      fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
+      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason, r.unstarted)),
+      gone: s.gone.map((c) => finish.forgetOne(c)),
+      claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
+    })).immediate);
+  }
 
   /** Claims and successes written behind (the run's connection only). */
   readonly #behind: WriteBehind | undefined;
@@ -103,27 +159,8 @@ export class SqliteLedger implements L.Ledger {
     this.#opened = opened;
     this.#slices = sliced;
     this.#journal = journal;
-    this.#counters = makeCounters(db);
-    this.#claim = makeClaimOps(db);
-    this.#discover = makeDiscover(db);
-    this.#finish = makeFinishOps(db, this.#counters);
-    this.#recover = makeRecoverOps(db, this.#finish, this.#counters, journal);
-    this.#requeue = makeRequeueOps(db, this.#counters);
     if (writeBehind && journal !== undefined) this.#behind = new WriteBehind(db, this.#finish, journal);
-    this.#read = makeReadOps(db);
-    this.#runs = makeRunOps(db);
-    this.#events = makeEventOps(db, this.#counters);
-    const finish = this.#finish;
-    const claimOps = this.#claim;
-    this.#settle = db.transaction((s: L.Settlement, now: number, claim: { ids: string[]; opts: L.ClaimOptions } | undefined, random?: () => number) => ({
-      complete: finish.completeIn(s.complete, now),
-      fail: s.fail.map((f) => finish.failOne(f.claim, f.error, { now, retry: f.retry, random })),
-      release: s.release.map((r) => finish.releaseOne(r.claim, now, r.reason, r.unstarted)),
-      gone: s.gone.map((c) => finish.forgetOne(c)),
-      claims: claim ? claimOps.claimIn(claim.ids, claim.opts) : [],
-    })).immediate;
-    this.#heartbeat = makeHeartbeatOps(db);
-    this.#prune = makePruneOps(db);
+    if (db.readonly) void [this.#settle, this.#recover, this.#requeue, this.#discover, this.#read, this.#runs, this.#events, this.#heartbeat, this.#prune];
   }
 
   async migrate(): Promise<void> {
