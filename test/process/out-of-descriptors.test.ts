@@ -45,9 +45,9 @@ describe('out of file descriptors', () => {
   }, 30_000);
 
   it('EMFILE opening a directory on the way of an output below output.directory (its rename holds each level open): the message names that directory, not a /proc/self/fd path; nothing charged', async () => {
-    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-one-left-module.mjs') } }, { 'sub/a.txt': 'a' });
+    const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-module.mjs') } }, { 'sub/a.txt': 'a' });
     const hog = path.join(ws.dir, 'hog');
-    writeFileSync(hog, '');
+    writeFileSync(hog, 'leave-one');
     const first = await runLimited(ws.configPath, hog);
     expect(first.code, first.stderr).toBe(1);
     expect(first.stderr).toMatch(/out of file descriptors.*nothing charged.*EMFILE/);
