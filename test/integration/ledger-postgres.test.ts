@@ -15,7 +15,7 @@ import { claimColumns, completeQuery, failClaims, forgetQuery, releaseQuery } fr
 import { openPostgresLedger, type PostgresLedger } from '../../src/ledger/postgres/index.js';
 import { runGroup, tryPostgresRunLock } from '../../src/ledger/postgres/run-lock.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
-import { ident, type Query } from '../../src/ledger/postgres/query.js';
+import { ident, numberArray, textArray, type Query } from '../../src/ledger/postgres/query.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ledgerContract } from '../contract/ledger-contract.js';
 import { storeContract } from '../contract/store-contract.js';
@@ -133,6 +133,26 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       expect(await ledger.counts()).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
     } finally {
       await ledger.close();
+    }
+  });
+
+  // The claim statements send their arrays as text they build themselves (query.ts), not through pg's.
+  it('sends any id and number array as the server reads what pg would send', async () => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const ids = ['a', '', 'NULL', 'null', '"', '\\', '\\"', 'x,y', '{z}', ' lead', 'trail ', 'tab\there', 'new\nline', 'é 日本 🎉', "o'q", 'a"b\\c"d', 'x'.repeat(4096)];
+      const nums = [0, -1, 1.5, 1_700_000_000_000.25, null, 2 ** 53, 1e21, -0.000001];
+      for (const a of [ids, [], ['one']]) {
+        const [row] = (await c.query<{ a: string[]; b: string[] }>('SELECT $1::text[] AS a, $2::text[] AS b', [textArray(a), a])).rows;
+        expect(row!.a).toEqual(a);
+        expect(row!.a).toEqual(row!.b);
+      }
+      const [row] = (await c.query<{ a: number[]; b: number[]; i: number[] }>('SELECT $1::float8[] AS a, $2::float8[] AS b, $3::bigint[] AS i', [numberArray(nums), nums, numberArray([1, null, 2 ** 53])])).rows;
+      expect(row!.a).toEqual(row!.b);
+      expect(row!.i.map(String)).toEqual(['1', 'null', String(2 ** 53)]);
+    } finally {
+      await c.end();
     }
   });
 
@@ -538,6 +558,46 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       } finally {
         await other.end();
         await pod.end();
+      }
+    });
+
+    // Migration 007: items.state's check as an array literal (read at every statement that
+    // writes items; the ARRAY[...] form was folded into an array anew each time).
+    it('007 moves a ledger of 006 with rows in every state to the cheaper state check, rows intact, bad states still refused', async () => {
+      const schema = `t_${++n}`;
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        await migrate(execOn(c), schema, MIGRATIONS.filter((m) => m.version <= 6));
+        const s = ident(schema);
+        await c.query(`INSERT INTO ${s}.items (id, state, attempts, released, owner, lease_until, available_at, first_seen_at, updated_at, done_at, done_by, dead_at, last_error)
+          VALUES ('p', 'pending', 1, 1, NULL, NULL, 5, 1, 2, NULL, NULL, NULL, 'handed back'),
+                 ('c', 'claimed', 2, 0, 'pod-1', 99, 1, 1, 2, NULL, NULL, NULL, NULL),
+                 ('d', 'done', 1, 0, NULL, NULL, 1, 1, 3, 3, 'pod-1', NULL, NULL),
+                 ('x', 'dead', 3, 0, NULL, NULL, 1, 1, 4, NULL, NULL, 4, 'boom')`);
+        const all = `SELECT * FROM ${s}.items ORDER BY id`;
+        const before = (await c.query(all)).rows;
+        const checks = `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = '${s}.items'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%state = ANY%'`;
+        expect((await c.query(checks)).rows).toEqual([{ def: `CHECK ((state = ANY (ARRAY['pending'::text, 'claimed'::text, 'done'::text, 'dead'::text])))` }]);
+
+        expect(await migrate(execOn(c), schema)).toEqual([7]);
+        expect((await c.query(all)).rows).toEqual(before);
+        expect((await c.query(checks)).rows).toEqual([{ def: `CHECK ((state = ANY ('{pending,claimed,done,dead}'::text[])))` }]);
+        for (const bad of ['Done', 'running', '']) {
+          await expect(c.query(`UPDATE ${s}.items SET state = $1, owner = NULL WHERE id = 'd'`, [bad])).rejects.toMatchObject({ code: '23514' });
+        }
+        await expect(c.query(`UPDATE ${s}.items SET owner = NULL WHERE id = 'c'`)).rejects.toMatchObject({ code: '23514' });
+        expect((await c.query(all)).rows).toEqual(before);
+      } finally {
+        await c.end();
+      }
+      // The migrated ledger works: the claimed item completes, and the pending one is claimed.
+      const ledger = await openPostgresLedger({ url, schema });
+      try {
+        expect(await ledger.complete([{ id: 'c', owner: 'pod-1', attempt: 2, charged: 2 }], T0)).toEqual([{ id: 'c', result: 'applied', state: 'done' }]);
+        expect((await ledger.claim(['p', 'd', 'x'], opts('pod-2'))).map((cl) => [cl.id, cl.attempt])).toEqual([['p', 2]]);
+      } finally {
+        await ledger.close();
       }
     });
 

@@ -56,8 +56,13 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.schema naming a schema that
     expect((await runCli(['run', '-c', owner.configPath])).code).toBe(0);
     // As an older cronsafe left it: without the newest migration.
     const newest = MIGRATIONS[MIGRATIONS.length - 1]!;
-    expect(newest.name).toBe('pass-config');
-    await server.admin(`ALTER TABLE owned.run_lock DROP COLUMN pass_config; DELETE FROM owned.schema_migrations WHERE version = ${newest.version}`, [], 'apps');
+    expect(newest.name).toBe('state-check');
+    await server.admin(
+      `ALTER TABLE owned.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
+       DELETE FROM owned.schema_migrations WHERE version = ${newest.version}`,
+      [],
+      'apps',
+    );
     const other = workspace({ name: 'other-job', handler: { command: ['cp', '{path}', '{output}'] }, state: { postgres: url, schema: 'owned' } }, files);
     const r = await runCli(['run', '-c', other.configPath]);
     expect(r.code, r.stderr).toBe(78);

@@ -4,6 +4,7 @@ import * as m003 from './003-pass-index.js';
 import * as m004 from './004-retention.js';
 import * as m005 from './005-suspects.js';
 import * as m006 from './006-pass-config.js';
+import * as m007 from './007-state-check.js';
 
 /** One numbered schema step; `sql` takes the quoted schema name. */
 export interface Migration {
@@ -20,4 +21,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, ...m004 },
   { version: 5, ...m005 },
   { version: 6, ...m006 },
+  { version: 7, ...m007 },
 ];
