@@ -28,6 +28,17 @@ let done = false;
 export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv): void {
   if (done) return;
   done = true;
-  if (execArgv.some((a) => a === FLAG || a.startsWith(`${FLAG}=`) || a.startsWith('--incremental_marking_hard_trigger'))) return;
+  if (markingTriggerGiven(execArgv)) return;
   setFlagsFromString(`${FLAG}=${MARKING_TRIGGER_PERCENT}`);
+}
+
+/**
+ * Whether node's command line sets the trigger itself: V8 reads `-` and `_` in a flag's name
+ * alike, so `--incremental_marking-hard-trigger=10` is the same flag as the dashed one.
+ */
+export function markingTriggerGiven(execArgv: readonly string[]): boolean {
+  return execArgv.some((a) => {
+    const name = a.split('=', 1)[0]!.replace(/_/g, '-');
+    return name === FLAG;
+  });
 }
