@@ -45,6 +45,10 @@ describe('NOTES.txt', () => {
     // The read-only root leaves only the /tmp emptyDir off the volume: outputs there vanish with the pod.
     ['an output directory off the volume (the /tmp emptyDir)', { config: { output: { directory: '/tmp/results' } } },
       /config\.output\.directory \(\/tmp\/results\) is not under persistence\.mountPath \(\/data\)[\s\S]*lost when each run's pod ends/],
+    // Only read, so the chart renders it (an image may hold it); on the read-only root file
+    // system nothing can add items there, and where the image lacks it every Job fails (78).
+    ['a source directory on no volume (the read-only root file system)', { config: { source: { directory: '/srv/queue' } } },
+      /config\.source\.directory \(\/srv\/queue\) is not under persistence\.mountPath \(\/data\)[\s\S]*read-only root file system[\s\S]*nothing can add items[\s\S]*exit 78, "source\.directory:\s+directory not found"/],
     ['a Pushgateway password written into the values (it lands in the ConfigMap)', { metrics: { pushgateway: 'https://ops:hunter2@pgw.example.com' } },
       /metrics\.pushgateway holds a password, and it is rendered into ConfigMap qc-cronsafe[\s\S]*\$\{PUSHGATEWAY_PASSWORD\}[\s\S]*secretKeyRef/],
     // The URL written into extraEnv as a plain value: no ConfigMap, but every reader of the
