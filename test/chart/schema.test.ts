@@ -100,6 +100,9 @@ const BAD: [string, Values, string][] = [
   ['the pod\'s runAsUser 0, the container\'s removed', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null } }, 'podSecurityContext.runAsUser is 0 (root) and securityContext.runAsNonRoot is true'],
   ['runAsUser 0 with runAsNonRoot left on the pod', { podSecurityContext: { runAsUser: 0 }, securityContext: { runAsUser: null, runAsNonRoot: null } }, 'podSecurityContext.runAsUser is 0 (root) and podSecurityContext.runAsNonRoot is true'],
   ['the PVC\'s keep annotation given again', { persistence: { annotations: { 'helm.sh/resource-policy': 'keep' } } }, 'persistence.annotations: helm.sh/resource-policy is the annotation persistence.keep sets'],
+  // The chart's PVC holds the ledger and outputs: a ReadOnlyMany-only claim is mounted
+  // read-only by CSI drivers (or never provisioned), and every pod failed (EROFS) or waited.
+  ['a created PVC that can only be read', { persistence: { accessModes: ['ReadOnlyMany'] } }, 'persistence.accessModes (ReadOnlyMany) has no ReadWrite mode, and the SQLite ledger (config.state.sqlite) and the outputs (config.output.directory) must be written on the data volume'],
   ['the config checksum given as a pod annotation', { podAnnotations: { 'checksum/config': 'x' } }, 'podAnnotations: checksum/config is an annotation the chart sets itself'],
   ['a pushgateway URL with the push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job/captions' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
   ['a pushgateway URL with the base64 push path', { metrics: { pushgateway: 'http://pushgateway.monitoring:9091/metrics/job@base64/Y2FwdGlvbnM' } }, 'metrics.pushgateway: give the Pushgateway\'s base URL'],
@@ -246,6 +249,8 @@ describe('bad values fail `helm template` with a message naming the value', () =
 describe('good edge values are accepted', () => {
   it.each<[string, Values]>([
     ['every @macro', { schedule: '@midnight' }],
+    // Nothing written on the data volume: a PostgreSQL pass whose handler reads the source there and writes elsewhere.
+    ['a read-only PVC for the source of a PostgreSQL pass without outputs', { persistence: { accessModes: ['ReadOnlyMany'] }, config: { state: { postgres: { existingSecret: 'pg' } }, output: { directory: '' }, handler: { command: ['upload', '{path}'] } } }],
     ['a run group from the pod\'s labels (valueFrom), not a fixed value', { extraEnv: [{ name: 'CRONSAFE_RUN_GROUP', valueFrom: { fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']" } } }] }],
     ['quantities as Kubernetes writes them', { resources: { requests: { cpu: 0.5, memory: '1G', 'ephemeral-storage': '1Gi', 'nvidia.com/gpu': 1 }, limits: { cpu: '1500m', memory: 1073741824 } } }],
     ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],

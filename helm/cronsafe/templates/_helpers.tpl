@@ -411,6 +411,24 @@ extraEnvFrom) must be files: the source and output directories are directories (
 makes them), and a lock on the ledger would overwrite it. cronsafe exits 78 on each. */ -}}
 {{- $postgres := or $v.config.state.postgres.existingSecret $v.extraEnvFrom -}}
 {{- range $v.extraEnv }}{{- if eq (toString .name) "CRONSAFE_STATE_POSTGRES" }}{{- $postgres = true }}{{- end }}{{- end -}}
+{{- /* The created PVC holds what cronsafe writes there (the SQLite ledger, outputs under
+persistence.mountPath): with ReadOnlyMany alone the claim asks for a read-only volume (a CSI
+driver is told MULTI_NODE_READER_ONLY and mounts it read-only; a StorageClass without the
+mode never provisions it), and every pod failed (EROFS) or waited unbound; Forbid then starts
+no later run. A PostgreSQL pass that only reads its source there
+may use it. */ -}}
+{{- if and $v.persistence.enabled (not $v.persistence.existingClaim) (not (has "ReadWriteOnce" $v.persistence.accessModes)) (not (has "ReadWriteOncePod" $v.persistence.accessModes)) (not (has "ReadWriteMany" $v.persistence.accessModes)) -}}
+{{- $mount := clean $v.persistence.mountPath -}}
+{{- $writes := list -}}
+{{- if not $postgres }}{{- $writes = append $writes "the SQLite ledger (config.state.sqlite)" }}{{- end -}}
+{{- with $v.config.output.directory -}}
+{{- $out := clean (include "cronsafe.dataPath" (list $ .)) -}}
+{{- if or (eq $out $mount) (hasPrefix (printf "%s/" (trimSuffix "/" $mount)) $out) }}{{- $writes = append $writes "the outputs (config.output.directory)" }}{{- end -}}
+{{- end -}}
+{{- if $writes -}}
+{{- fail (printf "persistence.accessModes (%s) has no ReadWrite mode, and %s must be written on the data volume. Use ReadWriteOnce (the SQLite ledger), or ReadWriteMany for the pods of a PostgreSQL pass" (join ", " $v.persistence.accessModes) (join " and " $writes)) -}}
+{{- end -}}
+{{- end -}}
 {{- if not $postgres -}}
 {{- $dirs := dict (clean (include "cronsafe.dataPath" (list . $v.config.source.directory))) "config.source.directory" -}}
 {{- with $v.config.output.directory }}{{- $_ := set $dirs (clean (include "cronsafe.dataPath" (list $ .))) "config.output.directory" }}{{- end -}}
