@@ -72,6 +72,29 @@ describe('discovery of new ids', () => {
     expect(sorted(next)).toEqual(sorted(claimable(d, ['e', 'b'], 3000)));
   });
 
+  it('writes a batch listed in a directory order into the id index in id order, and hands it out in batch order', () => {
+    // A directory lists in its own order (hash order on ext4): written in that order, each
+    // new id landed at a random place in the id index, and every commit rewrote most of its
+    // pages. Rowids follow the order of writing: in id order, so are the ids in the index.
+    const { db: d } = open();
+    const discover = makeDiscover(d);
+    const ids = (from: number) => Array.from({ length: 64 }, (_, i) => `item-${String(((i + from) * 37) % 101).padStart(4, '0')}.scc`);
+    const first = ids(0);
+    const rows = discover(first.map((id) => ({ id })), { runId: 'pass-1', now: 1000 });
+    expect(rows.map((r) => r.id)).toEqual(first);
+    expect(sorted(rows)).toEqual(sorted(claimable(d, first, 1000)));
+    const byRowid = () => d.prepare(`SELECT id FROM items ORDER BY rowid`).pluck().all() as string[];
+    expect(byRowid()).toEqual([...first].sort());
+    // A batch with known ids (written with RETURNING): the new ones in id order as well.
+    const second = ids(40);
+    const more = discover(second.map((id) => ({ id })), { runId: 'pass-1', now: 2000 });
+    expect(more.map((r) => r.id)).toEqual(second);
+    expect(sorted(more)).toEqual(sorted(claimable(d, second, 2000)));
+    const added = second.filter((id) => !first.includes(id));
+    expect(added.length).toBeGreaterThan(0);
+    expect(byRowid()).toEqual([...first].sort().concat([...added].sort()));
+  });
+
   it('hands out what a claim may take of every batch, whatever the ledger held (property)', () => {
     // Ids from a small set, so batches meet known rows; each step may change rows between
     // batches the ways other verbs do (done, dead, claimed, backoff, forgotten).

@@ -144,18 +144,23 @@ export function makeDiscover(db: Database): Discover {
    * the claimable ones with CLAIMABLE_IDS_SQL). A pass over files seen before finds known ids
    * in its first batch and goes back to RETURNING, which returns only the rows it rewrote.
    */
-  const allNew = (ids: string[], batch: string, runId: string, now: number): ClaimedRow[] | null => {
+  const allNew = (ids: string[], order: number[] | null, batch: string, runId: string, now: number): ClaimedRow[] | null => {
     const before = lastRowid.get() as number;
     const info = discoverIds.run({ batch, runId, now });
     const n = ids.length;
+    // The k-th id written (in `batch`) is ids[order[k]]: it got rowid before + 1 + k.
+    const at = (k: number): number => (order === null ? k : order[k]!);
     lastAllNew =
       info.changes === n &&
       Number(info.lastInsertRowid) === before + n &&
-      idAt.get(before + 1) === ids[0] &&
-      idAt.get(before + n) === ids[n - 1];
+      idAt.get(before + 1) === ids[at(0)] &&
+      idAt.get(before + n) === ids[at(n - 1)];
     if (!lastAllNew) return null;
     const rows: ClaimedRow[] = new Array<ClaimedRow>(n);
-    for (let i = 0; i < n; i++) rows[i] = { id: ids[i]!, attempts: 0, released: 0, rowid: before + 1 + i, updated_at: now };
+    for (let k = 0; k < n; k++) {
+      const i = at(k);
+      rows[i] = { id: ids[i]!, attempts: 0, released: 0, rowid: before + 1 + k, updated_at: now };
+    }
     return rows;
   };
 
@@ -173,13 +178,24 @@ export function makeDiscover(db: Database): Discover {
     }
     const refresh = refreshParams(opts.refresh);
     recordPass.run({ runId: opts.runId });
+    // Bare ids are written in id order, not the scan's: a directory lists in its own order
+    // (hash order on ext4), which put each new id at a random place in the id index; sorted,
+    // a batch's ids go into each index page together, and its commit writes fewer pages
+    // (100,000 files: ~17% fewer WAL writes, docs/benchmarks.md). The rows still come back
+    // in the batch's order (the Ledger's contract).
+    const order = refresh === null && !stats ? idOrder(ids) : null;
+    const written = order === null ? ids : order.map((i) => ids[i]!);
     if (refresh === null && !stats && lastAllNew) {
       // An ill-formed id is stored well-formed (batchJson escapes it: `\ud`): RETURNING says how.
-      const batch = JSON.stringify(ids);
-      if (!batch.includes('\\ud')) return allNew(ids, batch, opts.runId, opts.now) ?? (claimableIds.all({ batch, now: opts.now }) as ClaimedRow[]);
+      const batch = JSON.stringify(written);
+      if (!batch.includes('\\ud')) {
+        const rows = allNew(ids, order, batch, opts.runId, opts.now);
+        if (rows !== null) return rows;
+        return claimableIds.all({ batch: order === null ? batch : JSON.stringify(ids), now: opts.now }) as ClaimedRow[];
+      }
     }
     if (refresh === null) {
-      const params = { batch: stats ? batchJson(withStats(items, seen)) : batchJson(ids), runId: opts.runId, now: opts.now };
+      const params = { batch: stats ? batchJson(withStats(items, seen)) : batchJson(written), runId: opts.runId, now: opts.now };
       return inBatchOrder(ids, (stats ? discoverReturning : discoverIdsReturning).all(params) as ReturnedRow[]);
     }
     const batch = batchJson(withStats(items, seen));
@@ -189,6 +205,18 @@ export function makeDiscover(db: Database): Discover {
   });
 
   return (items, opts) => (items.length === 0 ? [] : discoverTx.immediate(items, opts));
+}
+
+/**
+ * The positions of `ids` in id order (JavaScript's string order: the index's for ASCII ids;
+ * any other order only costs locality), or null when they are in that order already.
+ */
+function idOrder(ids: string[]): number[] | null {
+  let sorted = true;
+  for (let i = 1; i < ids.length && sorted; i++) sorted = ids[i - 1]! < ids[i]!;
+  if (sorted) return null;
+  const order = Array.from(ids, (_id, i) => i);
+  return order.sort((a, b) => (ids[a]! < ids[b]! ? -1 : 1));
 }
 
 /** The `[id, size, mtimeMs]` of each item whose id is in `ids`, the first of each id only, in order. */
