@@ -157,6 +157,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     const staleAfterMs = 2000 * Math.max(config.lease.seconds, config.handler.timeoutSeconds + config.handler.killAfterSeconds) + 60_000;
     const shared = ledger.shared ? { run: owner, staleAfterMs } : undefined;
     outputs = config.output ? new OutputStore(config.output.directory, shared, config.name, config.source.directory, config.state.sqlite) : undefined;
+    // A command handler's process may leave a writer of {output} outside its group (setsid).
+    if (outputs && config.handler.command) outputs.detachedWriters = true;
     const recovered = committedOutputs(outputs);
     // Charged, so resumed after the pass's fresh items (DiscoverOptions.deferCharged).
     // The pass's observer, also telling Kubernetes Events of each dead letter: an item that

@@ -1,6 +1,8 @@
 import { constants, lstatSync } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import { fcntlSync } from '../flock.js';
 import { chmodSame } from './own-dir.js';
+import { HandlerFailure } from './types.js';
 import path from 'node:path';
 
 // File system probes the output store needs beyond plain reads and renames.
@@ -44,16 +46,20 @@ export async function newestMtimeMs(entry: string): Promise<number | null> {
  * its own user (not root) cannot open for reading: then write-only, without O_TRUNC, which
  * fsync takes as well. Before, the refused open failed the attempt and charged the item
  * for the handler's finished output. `ownFile`: one of cronsafe's own temp files, which may
- * also have no rights for its owner at all (openWithoutRights).
+ * also have no rights for its owner at all (openWithoutRights). `noWriters`: refuse (a
+ * HandlerFailure) a file another process still has open for writing (writtenElsewhere).
  */
-export async function fsyncPath(p: string, ownFile = false): Promise<void> {
+export async function fsyncPath(p: string, ownFile = false, noWriters = false): Promise<void> {
+  let readOnly = true;
   const fh = await open(p, 'r').catch(async (err: unknown) => {
     if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    readOnly = false;
     try {
       return await open(p, constants.O_WRONLY);
     } catch {
       if (ownFile) {
         const fh = await openWithoutRights(p);
+        readOnly = true;
         if (fh) return fh;
       }
       throw err; // the first refusal says what was wrong
@@ -61,9 +67,35 @@ export async function fsyncPath(p: string, ownFile = false): Promise<void> {
   });
   try {
     await fh.sync();
+    if (noWriters && readOnly && writtenElsewhere(fh.fd)) {
+      throw new HandlerFailure(`the handler exited, but a process it left outside its session (started with setsid) still has its output open for writing: not committed, as that process could change the output after its commit (${p})`);
+    }
   } finally {
     await fh.close();
   }
+}
+
+/** Linux's F_SETLEASE and lease types (asm-generic/fcntl.h). */
+const F_SETLEASE = 1024;
+const F_RDLCK = 0;
+const F_UNLCK = 2;
+
+/**
+ * Whether another open file description may still write the file of `fd` (open read-only
+ * by us): the kernel refuses a read lease with EAGAIN while one is open for writing. A
+ * handler's background writer that left its session (`setsid`) is not ended with the
+ * handler's group, and appended to the output after its commit (a "done" output that
+ * changed under its readers). Where leases are refused for another reason (disabled,
+ * a file system without them, a file of another user's), nothing is known: false.
+ */
+function writtenElsewhere(fd: number): boolean {
+  try {
+    fcntlSync(fd, F_SETLEASE, F_RDLCK);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EAGAIN';
+  }
+  fcntlSync(fd, F_SETLEASE, F_UNLCK);
+  return false;
 }
 
 /**

@@ -98,6 +98,8 @@ export class OutputStore {
   readonly #slotOf = new Map<string, string>();
   /** How many attempt directories were found gone as their attempt ended (#releaseSlot). */
   #slotLosses = 0;
+  /** Refuse to commit an output another process still has open for writing (a command handler's setsid writer). */
+  detachedWriters = false;
   /** Outputs this store committed (#fullNow). */
   #committed = 0;
   /** The temp directory as prepare() made it: another inode later means it was removed. */
@@ -576,7 +578,7 @@ export class OutputStore {
     const replaced = this.#attemptDirReplaced(tempPath);
     if (replaced) throw replaced;
     if (!stat.isFile()) throw new Error(`handler output for ${JSON.stringify(id)} is not a regular file: ${tempPath}`);
-    await fsyncPath(tempPath, true);
+    await fsyncPath(tempPath, true, this.detachedWriters);
     // A handler that does not check its writes (a shell script whose last command is not
     // the one that wrote, `cat "$1" > "$2"; echo converted`) exits 0 with an output a full
     // file system cut short: committed, a half-written file would be the item's "done"
