@@ -190,6 +190,10 @@ export async function claimLoop(d: ClaimLoopDeps): Promise<boolean> {
         claims = await claimCandidates([], free);
       } else {
         await results.flush();
+        // The flush may have written the hand-back of an attempt that stopped the pass (the
+        // environment's fault): claimed again here, it was handed back a second time, unstarted,
+        // and the run counted 2 released for 1 claimed.
+        if (drain.stopping.aborted) return false;
         claims = await ledger.claimDue({ ...d.claimOpts(), limit: free });
       }
       if (claims.length === 0) {

@@ -91,6 +91,21 @@ describe('a link for a name that is not UTF-8, without output.directory', () => 
   });
 });
 
+describe('an attempt that stops the pass (the environment\'s fault) once the scan is over', () => {
+  it('is handed back once: the run says released 1 for claimed 1, not 2 (before: claimed again by the sweep after the stop, and handed back again), run after run', async () => {
+    const ws = workspace({ handler: { command: ITEM }, output: undefined, log: { level: 'info' } });
+    writeFileSync(Buffer.concat([Buffer.from(`${ws.source}/`), bytes('caf', 0xe9, '.txt')]), 'latin-1 name');
+    const env = { ...process.env, TMPDIR: path.join(ws.dir, 'no-such-tmp') };
+    // The re-claim raced the stop (most runs lost it): several runs, each must count once.
+    for (let run = 0; run < 5; run++) {
+      const r = await runCli(['run', '-c', ws.configPath], { env });
+      expect(r.code, r.stderr).toBe(1);
+      expect(finished(r)?.counts).toMatchObject({ claimed: 1, released: 1, succeeded: 0, failed: 0 });
+    }
+    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 1, claimed: 0, done: 0, dead: 0 });
+  });
+});
+
 describe('a link for a name that is not UTF-8, with a relative $TMPDIR', () => {
   it('is an absolute path: the handler, which runs in source.directory, reads the real file through it', async () => {
     // TMPDIR=tmp, relative to cronsafe's working directory; the handler's is source.directory.
