@@ -36,9 +36,11 @@ export async function dispatch(p: PassState): Promise<void> {
   // attempts start (not around each attempt: two stat(2) per item, each making a Stats and
   // its four Dates). Found replaced, their attempts stop the pass before their handlers run. A root
   // replaced after this check is found by the check before the attempt's result is
-  // written (PassState.rootCheckedBeforeWrite), or before its output is committed.
+  // written (PassState.rootCheckedBeforeWrite), or before its output is committed. The
+  // answer of the check before the write that made these claims, if just given, stands
+  // (PassState.rootReplacedAtStart).
   const start = (claims: readonly Claim[]) => {
-    const rootReplaced = p.rootReplaced();
+    const rootReplaced = p.rootReplacedAtStart();
     for (const c of claims) startOne(c, rootReplaced);
   };
   try {

@@ -106,6 +106,12 @@ export function retryPolicy(config: Config): RetryPolicy {
 }
 
 /** For claims taken back from a run that is gone (at start, or a lease that expired): resumed at once, the attempt still charged. */
+/**
+ * How long the root's answer of the check before a result write stands for the start of the
+ * claims that write made (PassState.rootReplacedAtStart): a SQLite transaction's time.
+ */
+export const ROOT_ANSWER_MS = 1;
+
 export const resumeAtOnce = (retry: RetryPolicy): RetryPolicy => ({ ...retry, backoffMs: 0, backoffMaxMs: 0 });
 
 /**
@@ -272,6 +278,28 @@ export class PassState {
   }
 
   /**
+   * When the root was last found in place by the check before a result write
+   * (rootCheckedBeforeWrite), on the monotonic clock; taken by the first start after it.
+   */
+  #rootInPlaceAt: number | undefined;
+
+  /**
+   * rootReplaced, asked just before a batch of claims starts (dispatch.ts). The claims come
+   * back from the write that carried the results of the attempts that freed their slots, and
+   * that write asked the root just before its transaction: found in place less than
+   * ROOT_ANSWER_MS ago (a SQLite write, in this process), that answer is the start's too,
+   * once. Otherwise (no completions in the write, a PostgreSQL round trip, a write that
+   * waited for SQLite's lock) the root is asked again. Either way a root replaced after the
+   * answer is found by the check before the attempts' results are written.
+   */
+  rootReplacedAtStart(): boolean {
+    const at = this.#rootInPlaceAt;
+    this.#rootInPlaceAt = undefined;
+    if (at !== undefined && performance.now() - at < ROOT_ANSWER_MS) return false;
+    return this.rootReplaced();
+  }
+
+  /**
    * Before a batch of results is written (ResultBatcher's beforeWrite): a root replaced since
    * the pass began may have been the one its handlers read, the other directory's files of the
    * same names, and a handler that exits 0 anyway would have its item recorded done, never
@@ -283,7 +311,11 @@ export class PassState {
    */
   rootCheckedBeforeWrite(batch: Settlement): void {
     const source = this.scene.source;
-    if (batch.complete.length === 0 || source === undefined || !this.rootReplaced()) return;
+    if (batch.complete.length === 0 || source === undefined) return;
+    if (!this.rootReplaced()) {
+      this.#rootInPlaceAt = performance.now();
+      return;
+    }
     const fault = sourceGone(source.directory);
     for (const claim of batch.complete) batch.release.push({ claim, reason: `not charged: ${fault.message}` });
     batch.complete = [];
