@@ -568,7 +568,10 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
       const c = new pg.Client({ connectionString: url });
       await c.connect();
       try {
+        // In a transaction, as every caller runs it (its DDL tries under a savepoint).
+        await c.query('BEGIN');
         await migrate(execOn(c), schema, MIGRATIONS.filter((m) => m.version <= 6));
+        await c.query('COMMIT');
         const s = ident(schema);
         await c.query(`INSERT INTO ${s}.items (id, state, attempts, released, owner, lease_until, available_at, first_seen_at, updated_at, done_at, done_by, dead_at, last_error)
           VALUES ('p', 'pending', 1, 1, NULL, NULL, 5, 1, 2, NULL, NULL, NULL, 'handed back'),
@@ -580,7 +583,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL ledger', () => {
         const checks = `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = '${s}.items'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%state = ANY%'`;
         expect((await c.query(checks)).rows).toEqual([{ def: `CHECK ((state = ANY (ARRAY['pending'::text, 'claimed'::text, 'done'::text, 'dead'::text])))` }]);
 
+        await c.query('BEGIN');
         expect(await migrate(execOn(c), schema)).toEqual([7]);
+        await c.query('COMMIT');
         expect((await c.query(all)).rows).toEqual(before);
         expect((await c.query(checks)).rows).toEqual([{ def: `CHECK ((state = ANY ('{pending,claimed,done,dead}'::text[])))` }]);
         for (const bad of ['Done', 'running', '']) {

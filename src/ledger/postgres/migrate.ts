@@ -5,6 +5,7 @@ import { JOB_KEY, LedgerOwnedByAnotherJob } from '../identity.js';
 import { getMetaQuery } from './meta.js';
 import { ident, q, type Query } from './query.js';
 import { inMigration } from './errors.js';
+import { ddlWithLockRetries, type MigrationLockWait } from './migrate-lock.js';
 
 /** Applied versions, or no rows at all before the first migration (the table may not exist yet). */
 export const appliedVersionsQuery = (schema: string): Query =>
@@ -98,9 +99,11 @@ export const recordMigrationQuery = (schema: string, m: Migration, at: number): 
  * The common case (nothing to do) takes no lock and runs no DDL, so a role without
  * CREATE on the database can use a schema made for it. Otherwise everything runs under
  * pg_advisory_xact_lock and in one transaction: PostgreSQL's DDL is transactional, so a
- * failing migration leaves nothing behind and records nothing.
+ * failing migration leaves nothing behind and records nothing. Each migration's DDL waits for
+ * its table locks a few hundred ms at a time (ddlWithLockRetries), so that the running pods'
+ * statements never queue behind it for long; `wait` says whom it waits for.
  */
-export async function migrate(run: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS, job?: string): Promise<number[]> {
+export async function migrate(run: Exec, schema: string, migrations: readonly Migration[] = MIGRATIONS, job?: string, wait?: MigrationLockWait): Promise<number[]> {
   // Its statements' errors are marked: a statement_timeout that cancels one of them gets the hint to raise it (errors.ts).
   const exec: Exec = async (query) => {
     try {
@@ -142,7 +145,7 @@ export async function migrate(run: Exec, schema: string, migrations: readonly Mi
   await check(done);
   const out: number[] = [];
   for (const m of todo()) {
-    await denied(exec(q(m.sql(ident(schema)))), () => migrateDenied(schema, done, known));
+    await denied(ddlWithLockRetries(exec, schema, q(m.sql(ident(schema))), m, wait), () => migrateDenied(schema, done, known));
     await exec(recordMigrationQuery(schema, m, Date.now()));
     out.push(m.version);
   }

@@ -7,6 +7,7 @@ import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from '
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { PassConfigDiffers, passConfigDiff, StoppedBeforeLock, stopName, type PassConfig } from '../run-lock.js';
 import { migrate } from './migrate.js';
+import { blockedWarning, type MigrationLockWait } from './migrate-lock.js';
 import { ident, q, type Query } from './query.js';
 import { coerceError, EdgeError, EXIT } from '../../errors.js';
 
@@ -146,6 +147,8 @@ export interface RunLockOptions extends PostgresOptions {
    * (the server down, or not answering its connect) stops trying: StoppedBeforeLock.
    */
   stop?: AbortSignal;
+  /** The start's migration: told of the sessions it waits for (tryPostgresRunLock logs them). */
+  migrationWait?: MigrationLockWait;
 }
 
 /** A connect still waiting this long after the stop is given up (a healthy server answers in ms). */
@@ -287,7 +290,7 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     // it since (a rolling upgrade), which migrate refuses: the lock was lost and the pass
     // drained at the first cut of its session (a failover).
     waitingFor = 'the ledger to be migrated (another pod may be migrating it)';
-    if (!retake) await migrate(exec, opts.schema, undefined, opts.name);
+    if (!retake) await migrate(exec, opts.schema, undefined, opts.name, opts.migrationWait);
     waitingFor = 'the run lock (another pod of this job is taking it)';
     await exec(gateQuery(opts.schema, opts.name));
     const [ex] = await exec<{ ok: boolean }>(tryExclusiveQuery(opts.schema, opts.name));
@@ -378,7 +381,7 @@ export async function tryPostgresRunLock(
   opts: RunLockOptions,
   onEvent: (msg: string, detail?: Record<string, unknown>) => void = () => undefined,
 ): Promise<PostgresRunLock | null> {
-  const first = await attemptWithRetry(opts, opts.startBudgetMs ?? START_BUDGET_MS);
+  const first = await attemptWithRetry({ migrationWait: { onBlocked: blockedWarning(opts.schema, onEvent) }, ...opts }, opts.startBudgetMs ?? START_BUDGET_MS);
   if (first.client === null) {
     if (first.anotherJob) {
       onEvent(
