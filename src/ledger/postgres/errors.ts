@@ -77,7 +77,9 @@ export function describeTarget(url: string, schema: string, env: NodeJS.ProcessE
     const param = (key: string): string => u.searchParams.get(key) ?? '';
     // parseUrl reads an empty host (`postgres://app@/db`) as localhost; the driver, as PGHOST.
     const noHost = /^\s*postgres(?:ql)?:\/\/(?:[^/?#]*@)?(?:[/?#]|$)/i.test(url);
-    const host = param('host') || (noHost ? '' : u.hostname) || env.PGHOST || 'localhost';
+    // A socket directory in the authority is percent-encoded (`@%2Fvar%2Frun%2Fpostgresql/db`):
+    // named as the driver decodes it, the path it connected to.
+    const host = param('host') || (noHost ? '' : lenientDecode(u.hostname)) || env.PGHOST || 'localhost';
     // A "%" that starts no %XX escape is itself, as the driver reads it (the config refuses one in
     // the database name; CRONSAFE_STATE_POSTGRES or a tool may not): the message named the
     // redacted URL, not the database.
