@@ -92,6 +92,20 @@ function asDriverReadsIt(url: string): URL | undefined {
 }
 
 /**
+ * A `%` in the user name or password that starts no `%XX` escape (`pw%zz`): libpq refuses
+ * the URL (psql and other tools given it fail), and the pg driver re-reads the whole URL
+ * with every such `%` as itself, encoding it once more: the URL's escapes that hold a letter
+ * were then no longer decoded (`@%2Ftmp%2Fsock/db`, a socket directory, was looked up as a
+ * host name). Neither is quoted: the password must not reach a log.
+ */
+function badUserinfoPercent(url: string): string | undefined {
+  const authority = /^[^:]*:\/\/([^/?#]*)/s.exec(url)?.[1] ?? '';
+  const at = authority.lastIndexOf('@');
+  if (at < 0 || !/%(?![0-9A-Fa-f]{2})/.test(authority.slice(0, at))) return undefined;
+  return 'expected each "%" in the user name and password to start a %XX escape (two hex digits; not shown: it may be the password): libpq refuses such a URL, and the pg driver then leaves its other escapes holding a letter (%2F) undecoded; write %25 for a "%" itself';
+}
+
+/**
  * A user name or password whose `%XX` escapes are no UTF-8 (`%C3` alone): the driver's
  * decodeURIComponent threw `URI malformed` at every connect (exit 1). Neither is quoted.
  */
@@ -127,7 +141,7 @@ export function postgresUrlProblems(url: string): string[] {
   const parsed = asDriverReadsIt(url);
   const port = badPort(url, parsed);
   if (port !== undefined) problems.push(port);
-  const userinfo = badUserinfoEscape(parsed);
+  const userinfo = badUserinfoPercent(url) ?? badUserinfoEscape(parsed);
   if (userinfo !== undefined) problems.push(userinfo);
   const escape = badEscape(url);
   if (escape !== undefined) problems.push(escape);

@@ -564,11 +564,13 @@ describe('loadConfig: invalid values name the key', () => {
       expectProblem(file, 'state.postgres', said);
       expect(configError(() => loadConfig(file)).message).not.toContain('Hunter2pw');
     }
-    // What the driver and libpq read as meant is taken; an empty value is none; a raw "%" in the password is the password's.
+    // What the driver and libpq read as meant is taken; an empty value is none; a "%" of the password's own is written %25.
     for (const rest of ['jobs?statement_timeout=30000&lock_timeout=0&query_timeout=60000', 'jobs?statement_timeout=%2030000%20&query_timeout=+5000', 'j%C3%A9bs', 'jobs?connect_timeout=%205&keepalives=1&keepalives_idle=-1&tcp_user_timeout=', 'jo%2Fbs%25?statement_timeout=']) {
       expect(loadConfig(url(rest)).state.postgres).toBe(`postgres://app:Hunter2pw@db:5432/${rest}`);
     }
-    expect(loadConfig(minimal('state: {postgres: "postgres://app:50%off@db/jobs"}\n')).state.postgres).toBe('postgres://app:50%off@db/jobs');
+    expect(loadConfig(minimal('state: {postgres: "postgres://app:50%25off@db/jobs"}\n')).state.postgres).toBe('postgres://app:50%25off@db/jobs');
+    // A raw one starting no escape: libpq refuses the URL (postgres-url-password-percent.test.ts).
+    expectProblem(minimal('state: {postgres: "postgres://app:50%off@db/jobs"}\n'), 'state.postgres', 'expected each "%" in the user name and password to start a %XX escape (two hex digits; not shown: it may be the password): libpq refuses such a URL, and the pg driver then leaves its other escapes holding a letter (%2F) undecoded; write %25 for a "%" itself');
   });
 
   // A raw "?" in the password (refused: percent-encode it) made what follows it read as a query:
