@@ -47,8 +47,17 @@ ORDER BY dead_at, id LIMIT $3`,
   );
 
 /**
- * For a read-only open (no migration): the schema must hold a ledger of exactly this
- * cronsafe's version; otherwise say which way it differs, rather than fail on a column.
+ * The oldest schema version whose tables every reader (status, dead-letter list, plan) reads
+ * as this cronsafe's: 007 only restates the check on `items.state` (the same four states). A
+ * ledger of 6 was refused (exit 1, "`cronsafe run` migrates it") while an upgrade's first run
+ * had not migrated it yet, or was waiting for its lock. Raise it with a migration that adds or
+ * changes what they read.
+ */
+export const READS_SAME_SINCE = 6;
+
+/**
+ * For a read-only open (no migration): the schema must hold a ledger of this cronsafe's
+ * version (or one from READS_SAME_SINCE on); otherwise say which way it differs, rather than fail on a column.
  * No ledger at all is NoLedgerYet (its message is completed by the caller, with where).
  * Returns its version; `older`: one older than this cronsafe's is not refused.
  */
@@ -67,6 +76,8 @@ export async function checkReadableSchema(exec: Exec, schema: string, older = fa
     if (v < 1) throw new NoLedgerYet(`schema ${schema} holds no cronsafe ledger yet: its first run is creating it now`);
     return v;
   }
+  // Migrations since READS_SAME_SINCE change nothing a reader reads: such a ledger is read as it is.
+  if (v < known && v >= READS_SAME_SINCE) return v;
   if (v < known) {
     throw new LedgerNeedsMigration(`ledger schema ${schema} has schema version ${v}, older than this cronsafe's (${known}); \`cronsafe run\` migrates it (this command does not)`);
   }
