@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, EdgeError, EXIT, coerceError, inConfigFile } from './errors.js';
+import { outOfDescriptorsLine } from './descriptors.js';
 import { parseLimit, parseSince } from './commands/list-options.js';
 import { parseGlob } from './commands/requeue-options.js';
 import { asGiven, once } from './commands/option-once.js';
@@ -303,17 +304,17 @@ export async function main(argv: string[], signals: ProgramSignals): Promise<num
       process.stderr.write(`cronsafe: config error: ${escapeControlsButLayout(escapeInvisible(named.message))}\n`);
       return EXIT.CONFIG;
     }
+    // No file descriptor left (a low `ulimit -n`): the environment's, not a bug; one line
+    // that says so first, with the limit, whatever ran out of them (a start journal's open).
+    const fds = outOfDescriptorsLine(err);
+    if (fds !== undefined) {
+      process.stderr.write(`cronsafe: ${escapeControlsButLayout(fds)}\n`);
+      return EXIT.FATAL;
+    }
     // Its message says it all (an unusable environment, a bad flag value): one line, no stack.
     if (err instanceof EdgeError) {
       process.stderr.write(`cronsafe: ${escapeControlsButLayout(err.message)}\n`);
       return err.exitCode;
-    }
-    // No file descriptor left (a low `ulimit -n`): the environment's, not a bug; one line.
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EMFILE' || code === 'ENFILE') {
-      const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
-      process.stderr.write(`cronsafe: out of file descriptors: ${which}; raise the limit or lower concurrency: ${escapeControlsButLayout(err.message)}\n`);
-      return EXIT.FATAL;
     }
     process.stderr.write(`cronsafe: fatal: ${escapeControlsButLayout(err.stack ?? err.message)}\n`);
     return EXIT.FATAL;

@@ -2,6 +2,7 @@ import { accessSync, constants as fsConstants, readFileSync, statSync, statfsSyn
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { quotaUsedUp } from '../block-probe.js';
+import { OutOfDescriptors, sqliteOutOfDescriptors } from '../descriptors.js';
 import { whereItIs } from '../real-path.js';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
@@ -333,8 +334,14 @@ function notOwnedYet(label: string, job: string): StateUnavailable {
 export function openStore(config: Config): Store {
   const { state } = config;
   const label = state.postgres !== undefined ? 'postgres' : `sqlite ${state.sqlite ?? '(no path)'}`;
-  const unavailable = (doing: string, err: unknown) =>
-    new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${readOnlyFs(state.sqlite, err) || noSpaceLeft(state.sqlite, err) || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err) || damaged(state.sqlite, err)}`);
+  const unavailable = (doing: string, err: unknown): StateUnavailable => {
+    // A low `ulimit -n`: said as that, not as the loader's or SQLite's words (descriptors.ts).
+    if (err instanceof OutOfDescriptors) return err;
+    const hint = readOnlyFs(state.sqlite, err) || noSpaceLeft(state.sqlite, err);
+    const fds = hint === '' && state.sqlite !== undefined ? sqliteOutOfDescriptors(state.sqlite, err) : undefined;
+    if (fds) return fds;
+    return new (err instanceof LedgerTooNew ? StateTooNew : StateUnavailable)(`state store unavailable (${label}): ${doing}${coerceError(err).message}${hint || fileSizeLimit(state.sqlite, err) || busy(state.sqlite, err) || damaged(state.sqlite, err)}`);
+  };
   return {
     label,
     async openReader() {

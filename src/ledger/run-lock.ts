@@ -36,6 +36,15 @@ export interface RunLock {
    */
   watchLedger?(): void;
   /**
+   * Called, before release, when the run could not open its ledger for want of file
+   * descriptors (OutOfDescriptors: a low `ulimit -n`). SQLite: the ledger file this lock's
+   * flock created, empty, and what SQLite's failed open made beside it (a header page, an
+   * empty -wal) are removed. Left, `status` and `dead-letter` refused the file until the next
+   * run (exit 1), as "no ledger yet: the file is empty (... could not write it: a full
+   * disk?)", which sent the operator to the disk. Nothing once the ledger was opened.
+   */
+  discardUnopened?(): void;
+  /**
    * Called before the run closes its ledger: SQLite removes the files it keeps beside it
    * (`-wal`, `-shm`) at the last connection's close, which is no loss. Absent on PostgreSQL.
    */

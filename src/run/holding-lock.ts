@@ -22,6 +22,7 @@ import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { whereItIs } from '../real-path.js';
 import { escapeControls } from '../terminal-safe.js';
 import { boundHeapGrowth } from '../heap-growth.js';
+import { OutOfDescriptors } from '../descriptors.js';
 import { planFire } from './fire-plan.js';
 import { loadHandler } from './load-handler.js';
 import { exitCodeFor, sayRunFailed, type ExecuteOptions, type RunResult } from './outcome.js';
@@ -99,6 +100,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     try {
       ledger = await store.openLedger({ writeBehind: true, log, stop: opts.stop });
     } catch (err) {
+      if (err instanceof OutOfDescriptors) lock.discardUnopened?.();
       // SIGTERM while another connection held the SQLite ledger's write lock: nothing claimed,
       // nothing to hand back. Drained (75), as a stop while the run lock was being taken.
       if (!(err instanceof StoppedBeforeLedger)) throw err;

@@ -65,7 +65,7 @@ describe('out of file descriptors', () => {
     const ws = workspace({ handler: { module: path.join(FIXTURES, 'process/fd-hog-import-module.mjs') } }, { 'a.txt': 'a' });
     const r = await runLimited(ws.configPath);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(/^cronsafe: out of file descriptors: this process's limit \(ulimit -n, RLIMIT_NOFILE\) is reached; raise the limit or lower concurrency: EMFILE: [^\n]*\n$/);
+    expect(r.stderr).toMatch(/^cronsafe: out of file descriptors: this process's limit \(ulimit -n 256, RLIMIT_NOFILE\) is reached; raise the limit or lower concurrency: EMFILE: [^\n]*\n$/);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 0, dead: 0 });
   }, 30_000);
   it('a module handler that leaks every descriptor on one item: handed back retry.maxAttempts times, then charged and dead-lettered, not stopping every run', async () => {

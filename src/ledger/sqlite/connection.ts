@@ -1,4 +1,13 @@
-import Database from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import type Database from 'better-sqlite3';
+import { requireNative } from '../../descriptors.js';
+
+/**
+ * better-sqlite3, loaded at the first open: its loader's "Cannot find module" for want of a
+ * file descriptor (a low `ulimit -n`) is said as that (requireNative).
+ */
+let Sqlite: typeof Database | undefined;
+const loadSqlite = (): typeof Database => (Sqlite ??= requireNative<typeof Database>(createRequire(import.meta.url), 'better-sqlite3', 'the SQLite driver, to open the ledger'));
 
 /**
  * `new Database` with SQLite URI filenames enabled, so a read-only open can fall back to
@@ -11,7 +20,7 @@ export function newDatabase(file: string, opts: Database.Options): Database.Data
   const had = process.env.SQLITE_USE_URI;
   if (had === undefined) process.env.SQLITE_USE_URI = '1';
   try {
-    return new Database(file, opts);
+    return new (loadSqlite())(file, opts);
   } finally {
     if (had === undefined) delete process.env.SQLITE_USE_URI;
   }

@@ -3,7 +3,7 @@
  * (flock.ts), then the ledger's name lock (name-lock.ts), which removing the state
  * directory cannot take away. Reached through the store (ledger/open.ts), loaded only by `run`.
  */
-import { realpathSync } from 'node:fs';
+import { lstatSync, realpathSync, unlinkSync } from 'node:fs';
 import type { RunLock } from '../run-lock.js';
 import { holderLine, parseHolder } from '../store-files.js';
 import { lockHolder, lockLedgerFile, tryLock } from './flock.js';
@@ -27,6 +27,23 @@ export interface SqliteRunLockOptions {
   held?: (lock: string) => void;
 }
 
+/** The ledger file and the companions SQLite makes beside it. */
+const ledgerFiles = (file: string): string[] => [file, `${file}-wal`, `${file}-shm`, `${file}-journal`];
+
+/**
+ * RunLock.discardUnopened: the files the run found absent and its flock or SQLite's open
+ * made, removed; only regular files (never through a link put there since).
+ */
+function removeUnopened(files: readonly string[]): void {
+  for (const f of files) {
+    try {
+      if (lstatSync(f, { throwIfNoEntry: false })?.isFile() === true) unlinkSync(f);
+    } catch {
+      // Left as it is: the next run opens it (an empty file is a new ledger to SQLite).
+    }
+  }
+}
+
 /** Take the flocks and the name lock without waiting; null when another run holds any of them. */
 export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFilesystem, owner, job, warn, held }: SqliteRunLockOptions): Promise<RunLock | null> {
   const lock = tryLock(lockPath, holderLine(owner, job));
@@ -45,13 +62,19 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
     return null;
   }
   const releases: (() => void)[] = [() => lock.release()];
+  // The files this lock's flock on the ledger creates (the ledger, empty), and those SQLite
+  // makes beside it at its first open: see discardUnopened.
+  let madeHere: string[] = [];
+  let opened = false;
   const release = (): void => {
+    madeHere = [];
     for (const r of releases.splice(0).reverse()) r();
   };
   try {
     // With allowNetworkFilesystem the ledger file is not flocked (see above).
     const ledgerLocked = ledgerFile !== undefined && !allowNetworkFilesystem;
     if (ledgerLocked) {
+      const absent = ledgerFiles(ledgerFile).filter((f) => lstatSync(f, { throwIfNoEntry: false }) === undefined);
       const releaseLedger = lockLedgerFile(ledgerFile);
       if (!releaseLedger) {
         release();
@@ -60,6 +83,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
         return null;
       }
       releases.push(releaseLedger);
+      if (absent[0] === ledgerFile) madeHere = absent;
     }
     // Loaded only once both flocks are ours (node:net, node:crypto): a start that finds the
     // lock held exits without them.
@@ -79,6 +103,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
       previousHolder: lock.previousHolder === null ? null : parseHolder(lock.previousHolder).owner,
       ...(ledgerLocked ? { ledgerLocked: true } : {}),
       watchLedger() {
+        opened = true;
         if (ledgerFile === undefined) return;
         lock.watch(ledgerFile);
         // The write-ahead log holds what the run recorded since the last checkpoint (up to
@@ -101,6 +126,10 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
             (file) => `${file}, SQLite's ${suffix === '-wal' ? 'write-ahead log' : 'write-ahead log index'} beside the ledger, was removed or replaced during the run; stopping, so that closing the ledger writes what the run recorded into it (a kill before then would lose it)`,
           );
         }
+      },
+      discardUnopened() {
+        if (!opened) removeUnopened(madeHere);
+        madeHere = [];
       },
       unwatchCompanions: () => lock.unwatchCompanions(),
       checkLedger: () => lock.checkWatched(),
