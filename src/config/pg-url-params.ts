@@ -135,6 +135,29 @@ function badPort(url: string, parsed: URL | undefined): string | undefined {
   return `expected the port (the URL's, or its ?port= parameter) to be a number from 1 to 65535, got ${shown(port)}`;
 }
 
+/**
+ * `?ssl=` and `?binary=`, which the pg driver reads from the URL as strings: `ssl=true` or
+ * `1` is on, `0` off, `no-verify` on without the certificate checked, and any other value a
+ * string it takes as on, certificate checked: `ssl=false` (meant as off) connected with SSL
+ * and failed at every run on a server without it (exit 1). Any `binary=` but an empty one
+ * turns binary results on, `binary=false` included. Checked for the value the driver uses
+ * (the last one); `ssl=` not when sslmode or a certificate file is given, which decide then.
+ */
+function badSwitches(params: URLSearchParams): string[] {
+  const last = (key: string): string => params.getAll(key).at(-1) ?? '';
+  const problems: string[] = [];
+  const ssl = last('ssl');
+  const decided = ['sslmode', 'sslcert', 'sslkey', 'sslrootcert'].some((k) => last(k) !== '');
+  if (ssl !== '' && !decided && !['true', '1', '0', 'no-verify'].includes(ssl)) {
+    problems.push(`expected ?ssl= to be true, 1, 0 or no-verify, got ${shown(ssl)}: the pg driver takes any other value as on (certificate checked); for no SSL write ssl=0 or sslmode=disable`);
+  }
+  const binary = last('binary');
+  if (binary !== '' && !['true', '1'].includes(binary)) {
+    problems.push(`expected ?binary= to be true or 1, got ${shown(binary)}: the pg driver takes any value as on; leave it out for text results`);
+  }
+  return problems;
+}
+
 /** Every problem of state.postgres's port, user name and password escapes, database name and query parameters (none: empty). */
 export function postgresUrlProblems(url: string): string[] {
   const problems: string[] = [];
@@ -145,6 +168,7 @@ export function postgresUrlProblems(url: string): string[] {
   if (userinfo !== undefined) problems.push(userinfo);
   const escape = badEscape(url);
   if (escape !== undefined) problems.push(escape);
+  problems.push(...badSwitches(queryParams(url)));
   const seen = new Set<string>();
   for (const [key, value] of queryParams(url)) {
     const problem = paramProblem(key, value);
