@@ -66,6 +66,13 @@ function descriptorsLeft(limit: number | undefined): number | undefined {
 const limitText = (limit: number | undefined): string => (limit === undefined ? 'ulimit -n' : `ulimit -n ${limit}`);
 
 /**
+ * Which table ran out, said for a message: the process's (EMFILE, with its limit when known)
+ * or the system's (ENFILE).
+ */
+export const exhaustedWhich = (code: Exhausted, limit?: number): string =>
+  code === 'EMFILE' ? `this process's limit (${limitText(limit)}, RLIMIT_NOFILE) is reached` : "the system's file table is full";
+
+/**
  * The process ran out of descriptors while opening what it needs (exit 1, as any unusable
  * state store: the environment's, counted toward the Job's backoffLimit). One line: the
  * cause, the limit, what was being opened, and what the failing call itself said.
@@ -74,8 +81,7 @@ export class OutOfDescriptors extends StateUnavailable {
   override name = 'OutOfDescriptors';
   readonly code: Exhausted;
   constructor(opening: string, code: Exhausted, said: string, limit: number | undefined, cause?: unknown) {
-    const which = code === 'EMFILE' ? `this process's limit (${limitText(limit)}, RLIMIT_NOFILE) is reached` : "the system's file table is full";
-    super(`out of file descriptors (${code}: too many open files): ${which}, ${opening}; raise the limit. ${said}`, { cause });
+    super(`out of file descriptors (${code}: too many open files): ${exhaustedWhich(code, limit)}, ${opening}; raise the limit. ${said}`, { cause });
     this.code = code;
   }
 }
@@ -130,6 +136,5 @@ export function outOfDescriptorsLine(err: Error): string | undefined {
   if (err instanceof OutOfDescriptors) return err.message;
   const code = errorCode(err);
   if (code !== 'EMFILE' && code !== 'ENFILE') return undefined;
-  const which = code === 'EMFILE' ? `this process's limit (${limitText(descriptorLimit())}, RLIMIT_NOFILE) is reached` : "the system's file table is full";
-  return `out of file descriptors: ${which}; raise the limit or lower concurrency: ${err.message}`;
+  return `out of file descriptors: ${exhaustedWhich(code, code === 'EMFILE' ? descriptorLimit() : undefined)}; raise the limit or lower concurrency: ${err.message}`;
 }

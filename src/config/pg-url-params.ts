@@ -168,9 +168,10 @@ export function postgresUrlProblems(url: string): string[] {
   if (userinfo !== undefined) problems.push(userinfo);
   const escape = badEscape(url);
   if (escape !== undefined) problems.push(escape);
-  problems.push(...badSwitches(queryParams(url)));
+  const params = queryParams(url);
+  problems.push(...badSwitches(params));
   const seen = new Set<string>();
-  for (const [key, value] of queryParams(url)) {
+  for (const [key, value] of params) {
     const problem = paramProblem(key, value);
     if (problem === undefined || seen.has(problem)) continue;
     seen.add(problem);

@@ -1,5 +1,6 @@
 import { constants as fsConstants } from 'node:fs';
 import { access } from 'node:fs/promises';
+import { exhaustedWhich } from '../descriptors.js';
 import { EnvironmentFault, NotStarted, OwnDirectoryGone } from './faults.js';
 import { itemBehindLink, itemGone, itemMountDead, itemNotAFile, itemUnreachable, sourcePresent, type SourceId } from './scan.js';
 import { HandlerFailure, KilledBySignal, ProgramNotFound, TimedOut } from './types.js';
@@ -320,7 +321,7 @@ const shownPath = (itemPath: string | Buffer): string => (typeof itemPath === 's
 function outOfDescriptors(err: unknown, message: string): { fault: EnvironmentFault; recurring: Recurring } | null {
   const code = err instanceof Error ? (err as NodeJS.ErrnoException).code : undefined;
   if (code !== 'EMFILE' && code !== 'ENFILE') return null;
-  const which = code === 'EMFILE' ? "this process's limit (ulimit -n, RLIMIT_NOFILE) is reached" : "the system's file table is full";
+  const which = exhaustedWhich(code);
   const charged = `out of file descriptors (${which}) at this item's attempt after retry.maxAttempts uncharged hand-backs: charged (a module handler that leaks descriptors on this item would stop every run)`;
   return {
     fault: new EnvironmentFault(`out of file descriptors: ${which}; stopping, nothing charged (raise the limit or lower concurrency): ${message}`),
