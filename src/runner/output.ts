@@ -202,6 +202,37 @@ export class OutputStore {
    * directory: a symlink there would make "empty the temp directory" empty its target.
    */
   async prepare(): Promise<void> {
+    try {
+      await this.#prepare();
+    } catch (err) {
+      throw this.#changedDuringPrepare(err) ?? err;
+    }
+  }
+
+  /**
+   * output.directory removed, or replaced by a file, while prepare() worked in it (a daemon's
+   * pass that started as someone ran `rm -r out; cp report out`): a look or mkdir there then
+   * failed with ENOENT, ENOTDIR or EEXIST, which ended a daemon with `cronsafe: fatal:` and a
+   * stack. prepare() makes all it looks at, so such an error there is the environment's
+   * fault, said in one line as a file found there from the start is. Null when `err` is not
+   * that (another code, or a path outside output.directory).
+   */
+  #changedDuringPrepare(err: unknown): OutputUnwritable | null {
+    const code = errorCode(err);
+    if (err instanceof OutputUnwritable || (code !== 'ENOTDIR' && code !== 'ENOENT' && code !== 'EEXIST')) return null;
+    const at = (err as NodeJS.ErrnoException).path;
+    if (at !== undefined && at !== this.dir && !at.startsWith(this.dir.endsWith(path.sep) ? this.dir : this.dir + path.sep)) return null;
+    let now: Stats | undefined;
+    try {
+      now = statSync(this.dir, { throwIfNoEntry: false });
+    } catch {
+      now = undefined; // a link on its way made a loop, or a file: not there as a directory
+    }
+    if (now !== undefined && !now.isDirectory()) return new OutputUnwritable(`output.directory is not a directory: ${this.dir}`);
+    return new OutputUnwritable(`output.directory ${this.dir} was removed or replaced while cronsafe made its directories there (${code}${at === undefined ? '' : ` at ${at}`}): the pass did not start; run again`);
+  }
+
+  async #prepare(): Promise<void> {
     let root: DirId;
     try {
       // The configured directory itself may be a link (the user's choice); below it, nothing may.
