@@ -269,6 +269,15 @@ describe('persistence', () => {
   });
 });
 
+describe('imagePullSecrets', () => {
+  // The plain-name form many charts take (bitnami's common helpers render either as {name}).
+  it('takes a Secret name or {name: ...}, and renders each as {name: ...} on both CronJobs', () => {
+    const objs = render({ imagePullSecrets: ['regcred', { name: 'mirror.v2' }] });
+    for (const cj of byKind(objs, 'CronJob')) expect(podSpec(cj).imagePullSecrets).toEqual([{ name: 'regcred' }, { name: 'mirror.v2' }]);
+    validateAll(objs);
+  });
+});
+
 describe('status template', () => {
   it('is a suspended CronJob running `cronsafe status` on the same volume and config', () => {
     const objs = render();

@@ -236,6 +236,12 @@ const BAD: [string, Values, string][] = [
   ['a misspelt container securityContext field', { securityContext: { readOnlyRootFileSystem: false } }, "at '/securityContext': additional properties 'readOnlyRootFileSystem' not allowed"],
   ['a misspelt pod securityContext field', { podSecurityContext: { fsgroup: 1000 } }, "at '/podSecurityContext': additional properties 'fsgroup' not allowed"],
   ['a glob too long for the scan to compile', { config: { source: { exclude: ['a'.repeat(65_537)] } } }, "at '/config/source/exclude/0': maxLength"],
+  // A LocalObjectReference has only `name`: other keys went into the pod spec, where the
+  // API server drops them (unknown field); an empty name rendered a pull secret no Secret has.
+  ['an imagePullSecrets entry with a key beside name', { imagePullSecrets: [{ name: 'regcred', namespace: 'registry' }] }, "at '/imagePullSecrets/0': additional properties 'namespace' not allowed"],
+  ['an imagePullSecrets entry with an empty name', { imagePullSecrets: [{ name: 'regcred' }, { name: '' }] }, "at '/imagePullSecrets/1/name'"],
+  ['an empty imagePullSecrets name as a string', { imagePullSecrets: [''] }, "at '/imagePullSecrets/0'"],
+  ['an imagePullSecrets name no Secret can have', { imagePullSecrets: ['Reg_Cred'] }, "at '/imagePullSecrets/0': 'Reg_Cred' does not match"],
 ];
 
 describe('bad values fail `helm template` with a message naming the value', () => {

@@ -35,9 +35,13 @@ spec:
   securityContext:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- /* Each entry as {name: ...}, the only field of a LocalObjectReference: the plain
+  Secret name many charts take (`imagePullSecrets: [regcred]`) too. */}}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
+    {{- range . }}
+    - name: {{ if kindIs "map" . }}{{ .name | quote }}{{ else }}{{ . | quote }}{{ end }}
+    {{- end }}
   {{- end }}
   {{- with $v.priorityClassName }}
   priorityClassName: {{ . | quote }}
