@@ -287,6 +287,29 @@ describe('status template', () => {
     expect(podSpec(status).volumes).toEqual(podSpec(runner(objs)).volumes);
     expect(byKind(render({ statusJob: { enabled: false } }), 'CronJob')).toHaveLength(1);
   });
+
+  // With a PostgreSQL ledger `cronsafe status` reads nothing on the data volume; mounting it,
+  // its pod could not start on another node while a run's pod held the ReadWriteOnce claim.
+  it.each([
+    ['existingSecret', { config: { state: { postgres: { existingSecret: 'pg-url' } } } }],
+    ['extraEnv', { extraEnv: [{ name: 'CRONSAFE_STATE_POSTGRES', valueFrom: { secretKeyRef: { name: 'pg', key: 'url' } } }] }],
+  ])('with PostgreSQL (%s) and a ReadWriteOnce claim, mounts no data volume; the runner does', (_from, values) => {
+    const objs = render({ ...values, persistence: { accessModes: ['ReadWriteOnce'] } });
+    validateAll(objs);
+    const status = one(objs, 'CronJob', `${RELEASE}-cronsafe-status`);
+    const names = (list: Obj[]) => list.map((x) => x.name as string);
+    expect(names(mainContainer(status).volumeMounts as Obj[])).toEqual(['config', 'tmp']);
+    expect(names(podSpec(status).volumes as Obj[])).toEqual(['config', 'tmp']);
+    expect(names(mainContainer(runner(objs)).volumeMounts as Obj[])).toContain('data');
+    expect(podSpec(runner(objs)).volumes).toContainEqual({ name: 'data', persistentVolumeClaim: { claimName: `${RELEASE}-cronsafe` } });
+  });
+
+  it('keeps the data volume with PostgreSQL when extraVolumeMounts mounts it', () => {
+    const objs = render({ config: { state: { postgres: { existingSecret: 'pg-url' } } }, extraVolumeMounts: [{ name: 'data', mountPath: '/reports', subPath: 'out' }] });
+    validateAll(objs);
+    const status = one(objs, 'CronJob', `${RELEASE}-cronsafe-status`);
+    expect((podSpec(status).volumes as Obj[]).map((v) => v.name)).toContain('data');
+  });
 });
 
 describe('metrics', () => {

@@ -607,6 +607,17 @@ image.digest, never in the repository, or the chart would render "repo:tag:appVe
 {{- end -}}
 
 {{/*
+"true" when the ledger is known to be PostgreSQL: the URL from config.state.postgres.existingSecret
+or an extraEnv CRONSAFE_STATE_POSTGRES (extraEnvFrom may or may not carry it). "" otherwise.
+*/}}
+{{- define "cronsafe.postgresLedger" -}}
+{{- if .Values.config.state.postgres.existingSecret -}}true
+{{- else -}}
+{{- range .Values.extraEnv }}{{- if eq (toString .name) "CRONSAFE_STATE_POSTGRES" }}true{{- end }}{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 "true" when the chart's own PVC may be mounted by pods on several nodes (ReadWriteMany):
 on such a (network) volume a flock is unreliable and SQLite is unsafe. "" otherwise.
 An existingClaim's modes are unknown here: cronsafe's own start-up check (statfs) decides.

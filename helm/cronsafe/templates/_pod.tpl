@@ -5,6 +5,12 @@ Call with (dict "root" $ "args" (list "run") "component" "runner" "initDirs" tru
 {{- define "cronsafe.podTemplate" -}}
 {{- $ := .root -}}
 {{- $v := $.Values -}}
+{{- /* The data volume: the runner's (source, outputs, SQLite ledger); the status pod's only
+for a SQLite ledger, which it reads there. With PostgreSQL it reads nothing there, and on a
+ReadWriteOnce claim its pod could not start on another node while a run's pod held the
+volume. Kept when an extraVolumeMounts entry mounts it. */ -}}
+{{- $data := or (eq .component "runner") (not (include "cronsafe.postgresLedger" $)) -}}
+{{- range $v.extraVolumeMounts }}{{- if and (kindIs "map" .) (eq (toString (get . "name")) "data") }}{{- $data = true }}{{- end }}{{- end -}}
 metadata:
   labels:
     {{- include "cronsafe.selectorLabels" $ | nindent 4 }}
@@ -125,7 +131,9 @@ spec:
       {{- end }}
       volumeMounts:
         - {name: config, mountPath: /etc/cronsafe, readOnly: true}
+        {{- if $data }}
         - {name: data, mountPath: {{ $v.persistence.mountPath | quote }}}
+        {{- end }}
         # The only other writable place with readOnlyRootFilesystem (HOME=/tmp too).
         - {name: tmp, mountPath: /tmp}
         {{- with $v.extraVolumeMounts }}
@@ -135,6 +143,7 @@ spec:
     - name: config
       configMap:
         name: {{ include "cronsafe.fullname" $ | quote }}
+    {{- if $data }}
     - name: data
       {{- if $v.persistence.enabled }}
       persistentVolumeClaim:
@@ -142,6 +151,7 @@ spec:
       {{- else }}
       emptyDir: {}
       {{- end }}
+    {{- end }}
     - name: tmp
       emptyDir:
         sizeLimit: {{ $v.tmpSizeLimit }}
