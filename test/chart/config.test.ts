@@ -196,10 +196,12 @@ describe('the chart renders a config that `cronsafe validate` accepts', () => {
     }
   });
 
-  it('a schedule the chart schema lets through but cronsafe rejects is caught by validate (exit 78)', () => {
-    // The chart's pattern checks the shape; field ranges are cronsafe's own parser's job.
-    // In a pod this is exit 78, which podFailurePolicy turns into a failed Job at once.
-    const r = validate(configOf(render({ schedule: '61 * * * *' })));
+  it('a schedule field out of range is refused by the chart (the API server would refuse the CronJob) and by validate (exit 78)', () => {
+    const chart = templateRaw({ schedule: '61 * * * *' });
+    expect(chart.status).not.toBe(0);
+    expect(chart.stderr).toContain('schedule "61 * * * *": the minute field\'s "61" has a value outside 0-59');
+    const cfg = configOf(render());
+    const r = validate({ ...cfg, schedule: { ...cfg.schedule, cron: '61 * * * *' } });
     expect(r.status).toBe(78);
     expect(r.stderr).toContain('schedule.cron');
   });

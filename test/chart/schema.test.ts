@@ -15,6 +15,20 @@ const BAD: [string, Values, string][] = [
   ['a TZ= prefix in the schedule', { schedule: 'TZ=UTC 0 * * * *' }, '/schedule'],
   ['a 4-field schedule', { schedule: '0 * * *' }, '/schedule'],
   ['a 6-field (seconds) schedule', { schedule: '0 0 * * * *' }, '/schedule'],
+  // Sunday to cron and to cronsafe, not to the API server's cron parser (robfig/cron v3: 0-6),
+  // which refused the CronJob after everything else was installed.
+  ['day-of-week 7', { schedule: '0 0 * * 7' }, 'schedule "0 0 * * 7": day-of-week 7 (in "7") is refused by the Kubernetes API server, whose cron parser (robfig/cron v3) takes 0-6: write 0 for Sunday'],
+  ['day-of-week 7 ending a range', { schedule: '0 0 * * 1,5-7' }, 'day-of-week 7 (in "5-7")'],
+  ['day-of-week 7 starting a step', { schedule: '0 0 * * 7/2' }, 'write 0 for Sunday'],
+  // What else the API server's parser refuses in a field the pattern lets through.
+  ['minute 60', { schedule: '60 * * * *' }, 'the minute field\'s "60" has a value outside 0-59'],
+  ['hour 24 in a list', { schedule: '0 6,24 * * *' }, 'the hour field\'s "24" has a value outside 0-23'],
+  ['day-of-month 0', { schedule: '0 0 0 * *' }, 'the day-of-month field\'s "0" has a value outside 1-31'],
+  ['month 13 as a range end', { schedule: '0 0 1 6-13 *' }, 'the month field\'s "6-13" has a value outside 1-12'],
+  ['a name in the hour field', { schedule: '0 JAN * * *' }, 'the hour field\'s "JAN" has "JAN", which is no number'],
+  ['an unknown day name', { schedule: '0 0 * * MON-FRY' }, '"FRY", which is no number nor a day-of-week name'],
+  ['a range running backwards through Sunday', { schedule: '0 0 * * SAT-SUN' }, 'the day-of-week field\'s "SAT-SUN" has a range whose start is past its end'],
+  ['a step of 0', { schedule: '*/0 * * * *' }, 'the minute field\'s "*/0" has a step of 0'],
   ['a fixed-offset time zone', { timeZone: '+05:00' }, '/timeZone'],
   // The API server refuses it ("timeZone must be an explicit time zone"), naming spec.timeZone.
   ['the time zone Local', { timeZone: 'Local' }, '/timeZone'],
@@ -260,6 +274,9 @@ describe('good edge values are accepted', () => {
     ['a run group from the pod\'s labels (valueFrom), not a fixed value', { extraEnv: [{ name: 'CRONSAFE_RUN_GROUP', valueFrom: { fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']" } } }] }],
     ['quantities as Kubernetes writes them', { resources: { requests: { cpu: 0.5, memory: '1G', 'ephemeral-storage': '1Gi', 'nvidia.com/gpu': 1 }, limits: { cpu: '1500m', memory: 1073741824 } } }],
     ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],
+    // What robfig/cron v3 takes: Sunday as 0 or sun, N/step up to the field's end, `?`,
+    // leading zeros, a step past the field.
+    ['schedules the API server\'s cron parser takes', { schedule: '00,30 0-23/25 ? 1/1 sun,6/1' }],
     ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],

@@ -283,12 +283,82 @@ CronJob's name and uid that Events must carry to show in `kubectl describe cronj
 {{- end -}}
 
 {{/*
+The schedule as the API server parses it (robfig/cron v3's ParseStandard, Kubernetes' cron
+parser): values.schema.json checks its shape, this the values of its fields. Each
+comma-separated part (empty ones are skipped) is `*` or `?`, or a number or name with an
+optional `-` end, then an optional `/step`; a number past the field's bounds, a name the field
+does not have, a start past the end or a step of 0 made the API server refuse the CronJob
+("spec.schedule: Invalid value"), after everything else was installed. Day-of-week 7 is
+Sunday to cron and to cronsafe, not to robfig (0-6).
+*/}}
+{{- define "cronsafe.validateSchedule" -}}
+{{- $s := trim .Values.schedule -}}
+{{- if not (hasPrefix "@" $s) -}}
+{{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- $months := dict "jan" 1 "feb" 2 "mar" 3 "apr" 4 "may" 5 "jun" 6 "jul" 7 "aug" 8 "sep" 9 "oct" 10 "nov" 11 "dec" 12 -}}
+{{- $days := dict "sun" 0 "mon" 1 "tue" 2 "wed" 3 "thu" 4 "fri" 5 "sat" 6 -}}
+{{- $fields := list (list "minute" 0 59 dict) (list "hour" 0 23 dict) (list "day-of-month" 1 31 dict) (list "month" 1 12 $months) (list "day-of-week" 0 6 $days) -}}
+{{- range $i, $field := $fields -}}
+{{- $what := index $field 0 -}}{{- $min := index $field 1 -}}{{- $max := index $field 2 -}}{{- $names := index $field 3 -}}
+{{- range $part := splitList "," (index $f $i) -}}
+{{- if $part -}}
+{{- $bad := "" -}}
+{{- $rangeAndStep := splitList "/" $part -}}
+{{- $lowAndHigh := splitList "-" (first $rangeAndStep) -}}
+{{- $start := $min -}}{{- $end := $max -}}
+{{- $numbers := list -}}
+{{- if not (has (first $lowAndHigh) (list "*" "?")) -}}
+{{- if gt (len $lowAndHigh) 2 }}{{- $bad = "more than one \"-\"" }}{{- end -}}
+{{- range $lowAndHigh -}}
+{{- $n := -1 -}}
+{{- if hasKey $names (lower .) }}{{- $n = get $names (lower .) -}}
+{{- else if regexMatch "^[0-9]+$" . -}}
+{{- $digits := regexReplaceAll "^0+([0-9])" . "${1}" -}}
+{{- $n = ternary 1000000 (atoi $digits) (gt (len $digits) 6) -}}
+{{- else if not $bad -}}
+{{- $bad = printf "%q, which is no number%s" . (ternary (printf " nor a %s name (%s)" $what (keys $names | sortAlpha | join ", ")) "" (gt (len $names) 0)) -}}
+{{- end -}}
+{{- $numbers = append $numbers $n -}}
+{{- end -}}
+{{- if not $bad -}}
+{{- $start = index $numbers 0 -}}
+{{- $end = last $numbers -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not $bad) (gt (len $rangeAndStep) 2) }}{{- $bad = "more than one \"/\"" }}{{- end -}}
+{{- if and (not $bad) (eq (len $rangeAndStep) 2) -}}
+{{- $step := index $rangeAndStep 1 -}}
+{{- if not (regexMatch "^[0-9]+$" $step) -}}{{- $bad = printf "a step %q, which is no number" $step -}}
+{{- else if eq (atoi (regexReplaceAll "^0+([0-9])" $step "${1}")) 0 -}}{{- $bad = "a step of 0" -}}
+{{- end -}}
+{{- if eq (len $lowAndHigh) 1 }}{{- $end = $max }}{{- end -}}
+{{- end -}}
+{{- if not $bad -}}
+{{- if and (eq $what "day-of-week") (or (eq (int $start) 7) (eq (int $end) 7)) -}}
+{{- fail (printf "schedule %q: day-of-week 7 (in %q) is refused by the Kubernetes API server, whose cron parser (robfig/cron v3) takes 0-6: write 0 for Sunday" $s $part) -}}
+{{- else if or (lt (int $start) (int $min)) (gt (int $start) (int $max)) (gt (int $end) (int $max)) -}}
+{{- $bad = printf "a value outside %d-%d" (int $min) (int $max) -}}
+{{- else if gt (int $start) (int $end) -}}
+{{- $bad = printf "a range whose start is past its end" -}}
+{{- end -}}
+{{- end -}}
+{{- if $bad -}}
+{{- fail (printf "schedule %q: the %s field's %q has %s: the Kubernetes API server would refuse the CronJob (its cron parser, robfig/cron v3, takes %s %d-%d%s)" $s $what $part $bad $what (int $min) (int $max) (ternary " or their names" "" (gt (len $names) 0))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Cross-value checks that values.schema.json cannot express (JSON Schema cannot compare two
 values). cronsafe would reject the same config at start-up with exit 78; failing at
 install time is kinder than a failed Job.
 */}}
 {{- define "cronsafe.validate" -}}
 {{- $v := .Values -}}
+{{- include "cronsafe.validateSchedule" . -}}
 {{- /* A label the chart sets itself, given again, rendered its key twice in one mapping, which
 the install refused with a YAML error naming neither value; and the selectors and the
 PodMonitor rely on the chart's. commonLabels go on every object (the CronJobs carry a
