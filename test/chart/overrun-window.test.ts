@@ -64,6 +64,8 @@ describe('the overrun alert window follows the schedule', () => {
     const expr = overruns.expr as string;
     expect(expr.match(/cronsafe_overruns_total\[[^\]]+\]/g)?.every((m) => m === `cronsafe_overruns_total[${window}]`)).toBe(true);
     expect(expr).toContain(`cronsafe_overruns_total[${window}] offset ${window}`);
+    // The reset branch's test of a new ledger follows the window too (nothing of the hour left).
+    if (window !== '1h') expect(expr).not.toMatch(/\[1h\]|3600/);
     expect(overruns.annotations.summary).toContain(window === '1h' ? 'overruns in the last hour' : `overruns in the last ${window}`);
   });
 
@@ -130,6 +132,49 @@ describe.skipIf(!PROMTOOL)('an hourly job whose every run overruns (promtool tes
   it("never pages with the file's one-hour window (what the chart rendered before)", () => {
     const rules = ruleFile('file', (YAML.parse(readFileSync(path.join(CHART, 'files/cronsafe-rules.yaml'), 'utf8')) as Obj).groups);
     const r = promtool('test', 'rules', testFile('file', rules, false));
+    expect(r.code, r.out).toBe(0);
+  });
+});
+
+describe.skipIf(!PROMTOOL)('the reset branch over a daily window (promtool test rules)', { timeout: PROMTOOL_TIMEOUT_MS + 10_000 }, () => {
+  // Over the 6d of a daily job the file's test of a new ledger ("first run within the hour")
+  // missed a ledger made anew more than an hour before whose series was born with overruns
+  // (a pod scraped once, a push that came late), and widened as it was ("first run within 6d")
+  // it took a ledger younger than 6d restored from a copy for a new one, and increase() counted
+  // the copy's total as new overruns. The chart tests whether the first run changed in the window.
+  const run = (name: string, series: [string, string, string][], exp: unknown[]): ReturnType<typeof promtool> => {
+    const rules = path.join(scratch, `${name}.yaml`);
+    writeFileSync(rules, YAML.stringify({ groups: ruleOf('@daily').spec.groups }));
+    const input_series = series.flatMap(([job, overruns, firstRun]) => [
+      { series: `cronsafe_overruns_total{job="${job}", instance=""}`, values: overruns },
+      { series: `cronsafe_first_run_timestamp_seconds{job="${job}", instance=""}`, values: firstRun },
+    ]);
+    const file = path.join(scratch, `${name}.test.yaml`);
+    writeFileSync(file, YAML.stringify({
+      rule_files: [path.basename(rules)],
+      evaluation_interval: '1h',
+      tests: [{ interval: '1h', input_series, alert_rule_test: [{ eval_time: '105h', alertname: ALERT, exp_alerts: exp }] }],
+    }));
+    return promtool('test', 'rules', file);
+  };
+  const ann = ruleOf('@daily').overruns.annotations as Record<string, string>;
+
+  it('pages for a ledger made anew two days ago, its series born with an overrun, at its third', () => {
+    // The old ledger at 10 (first run 10 days before), a new one from 48h (first run then): 1, 2, 3.
+    const r = run('anew', [['daily', '10x47 1x24 2x24 3x10', '-864000x47 172800x60']], [{
+      exp_labels: { job: 'daily', severity: 'page' },
+      exp_annotations: {
+        // increase() extrapolates half an interval past the series' first sample in the window.
+        summary: 'cronsafe job daily: 3.014 overruns in the last 6d',
+        description: ann.description!.replace('{{ $labels.job }}', 'daily'),
+        runbook_url: ann.runbook_url,
+      },
+    }]);
+    expect(r.code, r.out).toBe(0);
+  });
+
+  it('does not page for a ledger four days old restored from a copy (2 overruns, back to 1)', () => {
+    const r = run('restored', [['young', '0x40 1x40 2x20 1x20', '0x125']], []);
     expect(r.code, r.out).toBe(0);
   });
 });
