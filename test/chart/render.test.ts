@@ -3,7 +3,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import {
-  CHART, RELEASE, byKind, configOf, ensureTools, helm, mainContainer, one, podSpec, render, runner, validateAll,
+  CHART, NAMESPACE, RELEASE, byKind, configOf, ensureTools, helm, mainContainer, one, podSpec, render, runner, validateAll,
   templateRaw, validateObject, valuesFile, type Obj,
 } from './helpers.js';
 import { VALUE_SETS } from './value-sets.js';
@@ -18,6 +18,15 @@ describe('helm template: every object is valid Kubernetes', () => {
     expect(objs.length).toBeGreaterThan(2);
     validateAll(objs);
     for (const o of objs) expect(o.metadata.labels['app.kubernetes.io/instance']).toBe(RELEASE);
+  });
+
+  // Without it, `helm template -n batch | kubectl apply -f -` (and GitOps tools that apply the
+  // output) put every object in kubectl's current namespace while the RoleBinding's subject
+  // named the ServiceAccount in batch: the pods' Lease, Event and Job calls were refused.
+  it.each(Object.entries(VALUE_SETS))('every object of the %s value set names the release namespace', (_name, values) => {
+    const objs = render({ ...values, lock: { kubernetesLease: { enabled: true } } });
+    for (const o of objs) expect(`${o.kind}/${o.metadata.name} ${o.metadata.namespace}`).toBe(`${o.kind}/${o.metadata.name} ${NAMESPACE}`);
+    for (const b of byKind(objs, 'RoleBinding')) expect(b.subjects[0].namespace).toBe(NAMESPACE);
   });
 
   it('the validator itself rejects what the API server would (so the checks above can fail)', () => {
