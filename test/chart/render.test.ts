@@ -247,6 +247,19 @@ describe('persistence', () => {
     expect(podSpec(runner(render({ initDirs: { enabled: false } })))).not.toHaveProperty('initContainers');
   });
 
+  // Under a ResourceQuota on limits.cpu the API server refuses a pod any of whose containers
+  // names none: the init container's were fixed, so no pod of the chart could start there.
+  it("takes the init container's resources from initDirs.resources (a cpu limit for a quota)", () => {
+    const init = (objs: Obj[]) => (podSpec(runner(objs)).initContainers as Obj[])[0]!;
+    expect(init(render()).resources).toEqual({ requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } });
+    const objs = render({ initDirs: { resources: { limits: { cpu: '50m' } } } });
+    expect(init(objs).resources).toEqual({ requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '50m', memory: '64Mi' } });
+    validateAll(objs);
+    const bad = templateRaw({ initDirs: { resources: { limits: { memory: '64m' } } } });
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("at '/initDirs/resources/limits/memory'");
+  });
+
   it('fails the Job at once when the init container exits 78 (a volume it cannot write), only when there is one', () => {
     const rules = (values: Obj) => runner(render(values)).spec.jobTemplate.spec.podFailurePolicy.rules as Obj[];
     expect(rules({})).toContainEqual({

@@ -75,9 +75,10 @@ spec:
       securityContext:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with $v.initDirs.resources }}
       resources:
-        requests: {cpu: 10m, memory: 16Mi}
-        limits: {memory: 64Mi}
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       volumeMounts:
         - {name: data, mountPath: {{ $v.persistence.mountPath | quote }}}
   {{- end }}
