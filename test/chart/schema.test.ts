@@ -17,6 +17,7 @@ const BAD: [string, Values, string][] = [
   ['a 6-field (seconds) schedule', { schedule: '0 0 * * * *' }, '/schedule'],
   // Sunday to cron and to cronsafe, not to the API server's cron parser (robfig/cron v3: 0-6),
   // which refused the CronJob after everything else was installed.
+  ['an existing claim with persistence disabled (an emptyDir is mounted instead)', { persistence: { enabled: false, existingClaim: 'ledger' } }, 'persistence.existingClaim (ledger) is set but persistence.enabled is false'],
   ['day-of-week 7', { schedule: '0 0 * * 7' }, 'schedule "0 0 * * 7": day-of-week 7 (in "7") is refused by the Kubernetes API server, whose cron parser (robfig/cron v3) takes 0-6: write 0 for Sunday'],
   ['day-of-week 7 ending a range', { schedule: '0 0 * * 1,5-7' }, 'day-of-week 7 (in "5-7")'],
   ['day-of-week 7 starting a step', { schedule: '0 0 * * 7/2' }, 'write 0 for Sunday'],

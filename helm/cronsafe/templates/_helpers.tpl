@@ -359,6 +359,12 @@ install time is kinder than a failed Job.
 {{- define "cronsafe.validate" -}}
 {{- $v := .Values -}}
 {{- include "cronsafe.validateSchedule" . -}}
+{{- /* persistence.enabled: false mounts an emptyDir: an existingClaim beside it was never
+mounted, and the ledger it holds was left unread while every run started a new one (lost at
+its end). Said by NOTES as "testing only", of a claim the user had named. */ -}}
+{{- if and (not $v.persistence.enabled) $v.persistence.existingClaim -}}
+{{- fail (printf "persistence.existingClaim (%s) is set but persistence.enabled is false, which mounts an emptyDir instead (the ledger lost after every run): set persistence.enabled: true to mount the claim (the chart then creates no PVC), or remove persistence.existingClaim" $v.persistence.existingClaim) -}}
+{{- end -}}
 {{- /* A label the chart sets itself, given again, rendered its key twice in one mapping, which
 the install refused with a YAML error naming neither value; and the selectors and the
 PodMonitor rely on the chart's. commonLabels go on every object (the CronJobs carry a
