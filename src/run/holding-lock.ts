@@ -20,6 +20,7 @@ import { HANDLER_BROKE_PROCESS, type Handler } from '../runner/types.js';
 import { withDeadLetterEvents, type EventSink } from '../kube/events.js';
 import { acquireRunLease } from '../kube/lease/run-lease.js';
 import { whereItIs } from '../real-path.js';
+import { abstractLockName, takeAbstractLock } from '../abstract-lock.js';
 import { escapeControls } from '../terminal-safe.js';
 import { boundHeapGrowth } from '../heap-growth.js';
 import { OutOfDescriptors } from '../descriptors.js';
@@ -86,6 +87,8 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
   let stopWatch = () => {};
   let stopBeat = () => {}; // [issue 10, case 3]
   let outputs: OutputStore | undefined;
+  // The job's lock on its source (takeAbstractLock): SQLite only.
+  let releaseSource: (() => void) | null = null;
   // The ledger's start-up writes: a failure (a full state volume, a lost connection) names
   // the store and its path, in one line, as the open and the lock do; not a stack trace.
   // A ConfigError stays one (exit 78): something not ours at the start journal's path.
@@ -207,6 +210,20 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
           'name',
         );
       });
+      // One config copied to another directory as is: its own default ledger and run lock,
+      // the same name and source. Without output.directory (above) nothing else tells them
+      // apart, and each ran every item beside the other. Runs of one ledger never meet here
+      // (its run lock), nor do a PostgreSQL pass's pods, which share one ledger.
+      if (!ledger.shared) {
+        releaseSource = await takeAbstractLock(abstractLockName('cronsafe-source', config.name, whereItIs(config.source.directory)));
+        if (releaseSource === null) {
+          throw new ConfigError(
+            `${config.configPath}: name: another run of a job named ${JSON.stringify(config.name)} is processing source.directory ${config.source.directory} now, from another ledger: two configs share the name ${JSON.stringify(config.name)} (a copy of this config in another directory, each with its own default ledger?), and each would run every item; give each its own name`,
+            config.configPath,
+            'name',
+          );
+        }
+      }
       if (outputs?.otherLedger()) {
         log.warn(
           { outputDirectory: outputs.dir, ledger: config.state.sqlite },
@@ -367,6 +384,7 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     stopWatch();
     stopBeat();
     outputs?.close();
+    releaseSource?.();
     stop.dispose();
     await handler?.close?.().catch(() => undefined);
     await metrics?.close();

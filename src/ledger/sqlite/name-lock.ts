@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
-import { readlinkSync, realpathSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { realpathSync } from 'node:fs';
 import path from 'node:path';
+import { abstractLockName, takeAbstractLock } from '../../abstract-lock.js';
 
 /**
  * The third part of the SQLite run lock, beside the two flocks (flock.ts): a Linux
@@ -22,27 +21,7 @@ import path from 'node:path';
  * sockets): the flocks alone then, as before.
  */
 export async function takeNameLock(ledgerFile: string): Promise<(() => void) | null> {
-  if (process.platform !== 'linux') return () => {};
-  const name = lockName(ledgerFile);
-  const server = createServer();
-  const bound = await new Promise<boolean | Error>((resolve) => {
-    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE' ? false : err));
-    server.listen({ path: `\0${name}`, exclusive: true }, () => resolve(true));
-  });
-  if (bound !== true) {
-    server.close();
-    return bound === false ? null : () => {};
-  }
-  // Holding the name must not keep a finished run alive; nobody ever connects to it.
-  server.unref();
-  server.on('connection', (socket) => socket.destroy());
-  server.on('error', () => {}); // a listening name has nothing left to fail; never crash the run for it
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    server.close();
-  };
+  return takeAbstractLock(lockName(ledgerFile));
 }
 
 /** `cronsafe-run/` and a hash of the mount namespace and the ledger's real path. */
@@ -54,11 +33,5 @@ export function lockName(ledgerFile: string): string {
   } catch {
     /* the resolved path, as given */
   }
-  let mounts = '';
-  try {
-    mounts = readlinkSync('/proc/self/ns/mnt');
-  } catch {
-    /* no /proc: the path alone */
-  }
-  return `cronsafe-run/${createHash('sha256').update(`${mounts}\0${where}`).digest('hex').slice(0, 40)}`;
+  return abstractLockName('cronsafe-run', where);
 }
