@@ -66,10 +66,11 @@ function descriptorsLeft(limit: number | undefined): number | undefined {
 const limitText = (limit: number | undefined): string => (limit === undefined ? 'ulimit -n' : `ulimit -n ${limit}`);
 
 /**
- * Which table ran out, said for a message: the process's (EMFILE, with its limit when known)
- * or the system's (ENFILE).
+ * Which table ran out, said for a message: the process's (EMFILE, with its limit: `limit`,
+ * else asked now, descriptorLimit) or the system's (ENFILE). Every out-of-descriptors message
+ * says it through here, so the pass's (runner/failure.ts) names the value as start-up's do.
  */
-export const exhaustedWhich = (code: Exhausted, limit?: number): string =>
+export const exhaustedWhich = (code: Exhausted, limit: number | undefined = code === 'EMFILE' ? descriptorLimit() : undefined): string =>
   code === 'EMFILE' ? `this process's limit (${limitText(limit)}, RLIMIT_NOFILE) is reached` : "the system's file table is full";
 
 /**
@@ -136,5 +137,5 @@ export function outOfDescriptorsLine(err: Error): string | undefined {
   if (err instanceof OutOfDescriptors) return err.message;
   const code = errorCode(err);
   if (code !== 'EMFILE' && code !== 'ENFILE') return undefined;
-  return `out of file descriptors: ${exhaustedWhich(code, code === 'EMFILE' ? descriptorLimit() : undefined)}; raise the limit or lower concurrency: ${err.message}`;
+  return `out of file descriptors: ${exhaustedWhich(code)}; raise the limit or lower concurrency: ${err.message}`;
 }

@@ -27,6 +27,8 @@ describe('out of file descriptors', () => {
     expect(first.code, first.stderr).toBe(1);
     expect(finished(first)).toMatchObject({ outcome: 'failed', exitCode: 1 });
     expect(first.stderr).toMatch(/out of file descriptors.*EMFILE/);
+    // The limit's value, as the start-up messages give it (descriptors.ts, exhaustedWhich).
+    expect(first.stderr).toContain("this process's limit (ulimit -n 256, RLIMIT_NOFILE) is reached; stopping, nothing charged");
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 2, claimed: 0, done: 0, dead: 0 });
     const ledger = await openSqliteLedger(ws.db);
     try {
