@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { quotaUsedUp } from '../block-probe.js';
 import { OutOfDescriptors, sqliteOutOfDescriptors } from '../descriptors.js';
 import { whereItIs } from '../real-path.js';
+import { BUSY_TIMEOUT_MS, exclusiveHolder } from './sqlite/busy.js';
 import type { Config, StateConfig } from '../config/types.js';
 import { ConfigError, EdgeError, StateTooNew, StateUnavailable, coerceError, errorCode, inConfigFile } from '../errors.js';
 import { LedgerNotOwnedYet, LedgerOwnedByAnotherJob } from './identity.js';
@@ -103,7 +104,7 @@ async function openOlderRunStarts(state: StateConfig, job: string): Promise<RunS
     const { openOlderPostgresRunStarts } = await import('./postgres/index.js');
     return openOlderPostgresRunStarts({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, readOnly: true }, job);
   }
-  const [{ openOlderRunStarts: open }, { BUSY_TIMEOUT_MS }] = await Promise.all([import('./sqlite/read-only.js'), import('./sqlite/ledger.js')]);
+  const { openOlderRunStarts: open } = await import('./sqlite/read-only.js');
   return open(state.sqlite!, BUSY_TIMEOUT_MS, job);
 }
 
@@ -195,13 +196,22 @@ export interface Store {
 }
 
 /**
- * SQLite's bare "database is locked" (SQLITE_BUSY): another connection held the ledger's
- * write lock for longer than this one waits. Say who that may be and what to do.
+ * SQLite's bare "database is locked" (SQLITE_BUSY): another connection held a lock on the
+ * ledger for longer than this one waits (BUSY_TIMEOUT_MS). Say who that may be and what to
+ * do. A connection in exclusive locking mode (a `sqlite3` shell that ran `PRAGMA
+ * locking_mode=EXCLUSIVE` and read a table) keeps its lock until it closes: that was said as
+ * a write "held longer than cronsafe waits", sending the operator to wait and try again.
  */
 function busy(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_BUSY')) return '';
-  return " (another connection held the ledger's write lock longer than cronsafe waits for it: a run writing it, or another tool with a transaction open on it; try again once it is done)";
+  const file = whereItIs(sqlite);
+  const holder = exclusiveHolder(file);
+  if (holder !== undefined) {
+    const who = holder.pid === 0 ? 'another process (in another PID namespace: another container or pod?)' : `another process (pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''})`;
+    return ` (${who} holds the ledger file ${file} in exclusive locking mode (PRAGMA locking_mode=EXCLUSIVE): SQLite keeps that lock until the connection closes, so no wait ends it; close that connection (quit the sqlite3 shell), then run this again)`;
+  }
+  return ` (another connection held a lock on the ledger file ${file} for longer than cronsafe waits for it (${BUSY_TIMEOUT_MS / 1000} s): a run writing it, another tool with a transaction open on it, or a connection in exclusive locking mode (PRAGMA locking_mode=EXCLUSIVE), which keeps it until it closes; try again once it is done)`;
 }
 
 /**

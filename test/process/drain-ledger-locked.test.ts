@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -89,7 +89,7 @@ describe('an operator command while another process holds the ledger write lock'
     holdWriteLock(ws.db);
     const blocked = spawnCli(['requeue', '--all', '-c', ws.configPath]);
     expect((await blocked.exited).code).toBe(1);
-    expect(blocked.stderr()).toContain(`state store unavailable (sqlite ${ws.db}): database is locked (another connection held the ledger's write lock longer than cronsafe waits for it`);
+    expect(blocked.stderr()).toContain(`state store unavailable (sqlite ${ws.db}): database is locked (another connection held a lock on the ledger file ${realpathSync(ws.db)} for longer than cronsafe waits for it (5 s)`);
     holder!.exec('ROLLBACK');
     const after = spawnCli(['requeue', '--all', '-c', ws.configPath]);
     expect((await after.exited).code, after.stderr()).toBe(0);

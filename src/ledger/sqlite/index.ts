@@ -78,7 +78,11 @@ export async function openSqliteLedger(file: string, opts: SqliteOpenOptions = {
   // The file SQLite opened: if another is put at its path later, its log must not stay there (SqliteLedger's close).
   const opened = file === ':memory:' ? undefined : openedFile(file);
   try {
-    assertLedgerFile(db);
+    // Its read waits for a lock too (another connection's in exclusive locking mode, a last
+    // close's checkpoint): sliced, as the steps below, it waited BUSY_SLICE_MS only, and the
+    // run failed at once, said as a lock held "longer than cronsafe waits".
+    if (sliced) await inSlices(() => assertLedgerFile(db), () => db.open, opts.stop);
+    else assertLedgerFile(db);
     const setUp = (): void => {
       // Before the first table exists, so a new file can shrink after pruning (retention).
       // On an older file this is a no-op: switching needs a VACUUM (docs/operations.md).

@@ -10,6 +10,7 @@ import { wellFormed } from '../well-formed.js';
 import { StateUnavailable } from '../../errors.js';
 import { StoppedBeforeLedger, stopName } from '../run-lock.js';
 import { makeClaimOps, type ClaimOps } from './claim.js';
+import { BUSY_TIMEOUT_MS } from './busy.js';
 import { isBusy } from './connection.js';
 import { HANDLER_TIMES } from '../counters.js';
 import { makeCounters, type Counters } from './counters.js';
@@ -56,8 +57,7 @@ function sameFile(opened: OpenedFile): boolean {
   return st !== undefined && st.dev === opened.dev && st.ino === opened.ino;
 }
 
-/** How long a writer waits for another process's write lock before SQLITE_BUSY. */
-export const BUSY_TIMEOUT_MS = 5000;
+export { BUSY_TIMEOUT_MS };
 /** The run's connection waits in slices of this (busy_timeout), the event loop running between them (#op). */
 export const BUSY_SLICE_MS = 100;
 const BUSY_PAUSE_MS = 10;
