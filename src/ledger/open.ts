@@ -223,7 +223,8 @@ function busy(sqlite: string | undefined, err: unknown): string {
 function damaged(sqlite: string | undefined, err: unknown): string {
   const code = (err as { code?: unknown }).code;
   if (sqlite === undefined || typeof code !== 'string' || !/^SQLITE_(CORRUPT|NOTADB)/.test(code)) return '';
-  const file = path.resolve(sqlite);
+  // Where SQLite keeps its -wal and -shm: beside the file a link at state.sqlite points to.
+  const file = whereItIs(path.resolve(sqlite));
   return ` (the ledger file ${file} is damaged: stop the job, then restore it from a backup (removing any ${file}-wal and -shm beside it, which belong to the damaged file), or move it aside to start a new ledger, which runs every item again and forgets the dead letters)`;
 }
 

@@ -1,6 +1,6 @@
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { abstractLockName, takeAbstractLock } from '../../abstract-lock.js';
+import { whereItIs } from '../../real-path.js';
 
 /**
  * The third part of the SQLite run lock, beside the two flocks (flock.ts): a Linux
@@ -26,12 +26,9 @@ export async function takeNameLock(ledgerFile: string): Promise<(() => void) | n
 
 /** `cronsafe-run/` and a hash of the mount namespace and the ledger's real path. */
 export function lockName(ledgerFile: string): string {
-  let where = path.resolve(ledgerFile);
-  try {
-    // The directory exists by now (the ledger's flock created it); a link to it names the same ledger.
-    where = path.join(realpathSync(path.dirname(where)), path.basename(where));
-  } catch {
-    /* the resolved path, as given */
-  }
-  return abstractLockName('cronsafe-run', where);
+  // The file exists by now (the ledger's flock created it): a link to it, or to its
+  // directory, names the same ledger. Only the directory was resolved, and a config naming
+  // the ledger through a link to the file took another name lock than one naming the file:
+  // with the state directory removed under a run of one, a start of the other ran beside it.
+  return abstractLockName('cronsafe-run', whereItIs(path.resolve(ledgerFile)));
 }
