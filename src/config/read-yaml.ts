@@ -4,6 +4,8 @@ import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
+import { decodeEscaping } from '../runner/item-id.js';
+import { escapeForTerminal } from '../terminal-safe.js';
 
 // node:tty loads node:net and the stream stack (~7 ms of every start that makes no stdio
 // stream, a lock-skipped run's): only for a config that is a character device, as a terminal is.
@@ -14,6 +16,13 @@ const UNQUOTED_CRON = /^(\s*cron\s*:\s*)([*@][^#]*?)\s*(?:#.*)?$/;
 
 // Reading the config file: bounded (a FIFO or /dev/zero is not read forever), parsed as
 // YAML with duplicate keys refused; errors name the file.
+
+/** The text a byte that is not UTF-8 is read as (readBounded): U+DC00 + the byte, U+DC80-U+DCFF. */
+const NOT_UTF8_BASE = 0xdc00;
+const NOT_UTF8 = /[\udc80-\udcff]/;
+const NOT_UTF8_ALL = /[\udc80-\udcff]/g;
+/** Those bytes as `\xHH`, as ids write them. */
+const shownBytes = (text: string): string => text.replace(NOT_UTF8_ALL, (c) => `\\x${(c.charCodeAt(0) - NOT_UTF8_BASE).toString(16).padStart(2, '0')}`);
 
 /** A config is a page of YAML; past this it is a mistake (or /dev/zero), not a config. */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -59,8 +68,11 @@ function readBounded(abs: string): { text: string; tooBig: boolean; lossy: boole
       deadline = Date.now() + FIFO_WAIT_MS;
     }
     const bytes = buf.subarray(0, Math.min(n, MAX_CONFIG_BYTES));
-    // Bytes that are not UTF-8 decode to U+FFFD: said when they land in a value (readYaml).
-    return { text: bytes.toString('utf8'), tooBig: n > MAX_CONFIG_BYTES, lossy: !isUtf8(bytes) };
+    // Bytes that are not UTF-8 are said when they land in a key or value (readYaml). Read as
+    // lone surrogates (U+DC80-U+DCFF), as Python's surrogateescape reads them, not as U+FFFD:
+    // the message shows each as the byte it was (\xHH), at its byte offset.
+    if (isUtf8(bytes)) return { text: bytes.toString('utf8'), tooBig: n > MAX_CONFIG_BYTES, lossy: false };
+    return { text: decodeEscaping(bytes, (byte) => String.fromCharCode(NOT_UTF8_BASE + byte)), tooBig: n > MAX_CONFIG_BYTES, lossy: true };
   } finally {
     fs.closeSync(fd);
   }
@@ -248,10 +260,16 @@ export function readYaml(file: string, abs: string): unknown {
     const mangled = lossy ? notUtf8(doc) : undefined;
     if (mangled !== undefined) {
       const pos = lineCounter.linePos(mangled.offset);
+      // The first such byte in the file: none before it, so the text before it is the bytes before it.
+      const first = NOT_UTF8.exec(text);
+      const at = first === null ? '' : `, the first at byte offset ${Buffer.byteLength(text.slice(0, first.index))} (${shownBytes(first[0])})`;
+      // The key as its bytes are: its bytes that are not UTF-8 as \xHH, the rest as the
+      // terminal may show it (escapeForTerminal); they were U+FFFD, the mangled text echoed.
+      const key = mangled.key ? escapeForTerminal(shownBytes(mangled.key)) : '';
       throw new ConfigError(
-        `${file}:${pos.line}:${pos.col}: ${mangled.key ? `${mangled.key}: ` : ''}invalid YAML: bytes that are not UTF-8 (a file saved as Latin-1 or UTF-16?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
+        `${file}:${pos.line}:${pos.col}: ${key ? `${key}: ` : ''}invalid YAML: bytes that are not UTF-8${at} (a file saved as Latin-1 or UTF-16?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
         abs,
-        mangled.key,
+        key || undefined,
       );
     }
   }
@@ -394,7 +412,7 @@ function notUtf8(doc: YAML.Document): { offset: number; key: string } | undefine
   let found: { offset: number; key: string } | undefined;
   YAML.visit(doc, {
     Scalar(_key, node, ancestors) {
-      if (typeof node.value !== 'string' || !node.value.includes('\uFFFD')) return undefined;
+      if (typeof node.value !== 'string' || !NOT_UTF8.test(node.value)) return undefined;
       found = { offset: node.range?.[0] ?? 0, key: keyPath([...ancestors, node], '').replace(/\.$/, '') };
       return YAML.visit.BREAK;
     },

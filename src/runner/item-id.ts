@@ -22,17 +22,25 @@ export function idFromName(name: Buffer): string {
     const s = name.toString('utf8');
     return s.includes('\\') ? s.replaceAll('\\', '\\\\') : s;
   }
+  return decodeEscaping(name, (byte) => `\\x${byte.toString(16).padStart(2, '0')}`, (s) => (s === '\\' ? '\\\\' : s));
+}
+
+/**
+ * `bytes` as text, each byte that is not part of valid UTF-8 written as `bad(byte)` (one
+ * byte at a time), each valid character as `valid(character)`: idFromName's `\xHH`, or the
+ * config reader's lone surrogates, which keep the bytes a message must show (read-yaml.ts).
+ */
+export function decodeEscaping(bytes: Buffer, bad: (byte: number) => string, valid: (character: string) => string = (c) => c): string {
   let out = '';
   let i = 0;
-  while (i < name.length) {
-    const len = utf8SequenceLength(name, i);
+  while (i < bytes.length) {
+    const len = utf8SequenceLength(bytes, i);
     if (len === 0) {
-      out += `\\x${name[i]!.toString(16).padStart(2, '0')}`;
+      out += bad(bytes[i]!);
       i += 1;
       continue;
     }
-    const s = name.toString('utf8', i, i + len);
-    out += s === '\\' ? '\\\\' : s;
+    out += valid(bytes.toString('utf8', i, i + len));
     i += len;
   }
   return out;

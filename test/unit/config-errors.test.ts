@@ -138,8 +138,9 @@ describe('loadConfig: file and YAML errors', () => {
     const latin1 = write('x');
     writeFileSync(latin1, Buffer.concat([Buffer.from(`name: job\nsource:\n  directory: ${dir.queue}\n  exclude: ["caf`), Buffer.from([0xe9]), Buffer.from('.txt"]\nhandler: {command: [echo]}\n')]));
     const err = configError(() => loadConfig(latin1));
+    const offset = Buffer.byteLength(`name: job\nsource:\n  directory: ${dir.queue}\n  exclude: ["caf`);
     expect(err.message).toBe(
-      `${latin1}:4:13: source.exclude[0]: invalid YAML: bytes that are not UTF-8 (a file saved as Latin-1 or UTF-16?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
+      `${latin1}:4:13: source.exclude[0]: invalid YAML: bytes that are not UTF-8, the first at byte offset ${offset} (\\xe9) (a file saved as Latin-1 or UTF-16?): save the file as UTF-8; a file name that is not UTF-8 is written as its id, with \\xHH escapes (caf\\xe9.txt)`,
     );
     expect(err.key).toBe('source.exclude[0]');
     // In a comment they change nothing; a real U+FFFD in a UTF-8 file is a character like any other.
@@ -149,7 +150,7 @@ describe('loadConfig: file and YAML errors', () => {
     // UTF-16 (as Windows editors save "Unicode"): read as one scalar, no key to name.
     const utf16 = write('x', 'utf16.yaml');
     writeFileSync(utf16, Buffer.from(`\uFEFFname: job\n`, 'utf16le'));
-    expect(configError(() => loadConfig(utf16)).message).toMatch(new RegExp(`^${utf16.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:1:1: invalid YAML: bytes that are not UTF-8 `));
+    expect(configError(() => loadConfig(utf16)).message).toMatch(new RegExp(`^${utf16.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:1:1: invalid YAML: bytes that are not UTF-8, the first at byte offset 0 \\(\\\\xff\\) `));
     const replacement = write(`name: job\nsource: {directory: ${dir.queue}}\nhandler: {command: [echo, "\uFFFD"]}\n`, 'utf8.yaml');
     expect(loadConfig(replacement).handler.command).toEqual(['echo', '\uFFFD']);
   });
