@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { ConfigError, coerceError } from '../errors.js';
-import { decodeEscaping } from '../runner/item-id.js';
+import { decodeEscaping } from '../utf8-bytes.js';
 import { escapeForTerminal } from '../terminal-safe.js';
 
 // node:tty loads node:net and the stream stack (~7 ms of every start that makes no stdio

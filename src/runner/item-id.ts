@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { decodeEscaping } from '../utf8-bytes.js';
 
 /**
  * Item ids are file names as bytes, written as text. Linux allows any byte but `/` and
@@ -25,27 +26,6 @@ export function idFromName(name: Buffer): string {
   return decodeEscaping(name, (byte) => `\\x${byte.toString(16).padStart(2, '0')}`, (s) => (s === '\\' ? '\\\\' : s));
 }
 
-/**
- * `bytes` as text, each byte that is not part of valid UTF-8 written as `bad(byte)` (one
- * byte at a time), each valid character as `valid(character)`: idFromName's `\xHH`, or the
- * config reader's lone surrogates, which keep the bytes a message must show (read-yaml.ts).
- */
-export function decodeEscaping(bytes: Buffer, bad: (byte: number) => string, valid: (character: string) => string = (c) => c): string {
-  let out = '';
-  let i = 0;
-  while (i < bytes.length) {
-    const len = utf8SequenceLength(bytes, i);
-    if (len === 0) {
-      out += bad(bytes[i]!);
-      i += 1;
-      continue;
-    }
-    out += valid(bytes.toString('utf8', i, i + len));
-    i += len;
-  }
-  return out;
-}
-
 /** idFromName of a name's bytes given as a latin1 string (dir-entries.ts): a name of ASCII alone is its own id, as idFromName makes it. */
 export function idFromLatin1(name: string): string {
   if (NOT_ASCII.test(name)) return idFromName(Buffer.from(name, 'latin1'));
@@ -53,29 +33,6 @@ export function idFromLatin1(name: string): string {
 }
 
 const NOT_ASCII = /[^\x00-\x7f]/;
-
-/** The length of the valid UTF-8 sequence starting at `i`, or 0 when the byte there starts none. */
-function utf8SequenceLength(b: Buffer, i: number): number {
-  const c = b[i]!;
-  if (c < 0x80) return 1;
-  const cont = (k: number) => i + k < b.length && (b[i + k]! & 0xc0) === 0x80;
-  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    const c1 = b[i + 1];
-    if (c1 === undefined) return 0;
-    // No overlong forms (E0 80..9F) and no surrogates (ED A0..BF).
-    if ((c === 0xe0 && c1 < 0xa0) || (c === 0xed && c1 > 0x9f)) return 0;
-    return cont(1) && cont(2) ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    const c1 = b[i + 1];
-    if (c1 === undefined) return 0;
-    // No overlong forms (F0 80..8F) and nothing past U+10FFFF (F4 90..).
-    if ((c === 0xf0 && c1 < 0x90) || (c === 0xf4 && c1 > 0x8f)) return 0;
-    return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  }
-  return 0;
-}
 
 const ESCAPE = /\\(\\|x[0-9a-f]{2})/y;
 
