@@ -130,8 +130,20 @@ export function chmodSame(p: string | Buffer, was: Stats, mode: number): boolean
   }
 }
 
-/** True while `dir` is still the directory `id` was taken from (not removed, not replaced). */
+/**
+ * True while `dir` is still the directory `id` was taken from (not removed, not replaced).
+ * A directory on its way replaced by a file or a link loop (`rm -r out; cp report out`) is
+ * no more the same than one removed: its lstat's ENOTDIR or ELOOP was thrown raw, which an
+ * attempt's clean-up took for no finding, and the item was charged for the environment.
+ */
 export function sameDir(dir: string, id: DirId): boolean {
-  const st = lstatSync(dir, { throwIfNoEntry: false });
+  let st: Stats | undefined;
+  try {
+    st = lstatSync(dir, { throwIfNoEntry: false });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR' || code === 'ELOOP') return false;
+    throw err;
+  }
   return st !== undefined && st.isDirectory() && st.dev === id.dev && st.ino === id.ino;
 }
