@@ -212,14 +212,14 @@ export class OutputStore {
   /**
    * output.directory removed, or replaced by a file, while prepare() worked in it (a daemon's
    * pass that started as someone ran `rm -r out; cp report out`): a look or mkdir there then
-   * failed with ENOENT, ENOTDIR or EEXIST, which ended a daemon with `cronsafe: fatal:` and a
+   * failed with ENOENT, ENOTDIR or EEXIST (ELOOP: replaced by a link to itself), which ended a daemon with `cronsafe: fatal:` and a
    * stack. prepare() makes all it looks at, so such an error there is the environment's
    * fault, said in one line as a file found there from the start is. Null when `err` is not
    * that (another code, or a path outside output.directory).
    */
   #changedDuringPrepare(err: unknown): OutputUnwritable | null {
     const code = errorCode(err);
-    if (err instanceof OutputUnwritable || (code !== 'ENOTDIR' && code !== 'ENOENT' && code !== 'EEXIST')) return null;
+    if (err instanceof OutputUnwritable || (code !== 'ENOTDIR' && code !== 'ENOENT' && code !== 'EEXIST' && code !== 'ELOOP')) return null;
     const at = (err as NodeJS.ErrnoException).path;
     if (at !== undefined && at !== this.dir && !at.startsWith(this.dir.endsWith(path.sep) ? this.dir : this.dir + path.sep)) return null;
     let now: Stats | undefined;

@@ -28,11 +28,16 @@ for (;;) {
   try { fs.writeFileSync(out, 'not a directory'); } catch {}
   try { fs.rmSync(out, { force: true, recursive: true }); } catch {}
   try { fs.mkdirSync(out); } catch {}
+  // A link to itself on its way (a botched \`ln -sfn\`): ELOOP, the same fault.
+  try { fs.rmSync(out, { recursive: true, force: true }); } catch {}
+  try { fs.symlinkSync(out, out); } catch {}
+  try { fs.rmSync(out, { force: true, recursive: true }); } catch {}
+  try { fs.mkdirSync(out); } catch {}
 }
 `;
 
 describe('OutputStore.prepare while output.directory is replaced by a file', () => {
-  it('refuses in one line (OutputUnwritable), never with a raw ENOTDIR or ENOENT', async () => {
+  it('refuses in one line (OutputUnwritable), never with a raw ENOTDIR, ENOENT or ELOOP', async () => {
     const out = path.join(dir, 'out');
     const flipper = spawn(process.execPath, ['-e', FLIPPER, out], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
