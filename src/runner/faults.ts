@@ -128,3 +128,22 @@ export class OutputUnwritable extends EdgeError {
   override name = 'OutputUnwritable';
   readonly exitCode = EXIT.FATAL;
 }
+
+/**
+ * source.directory removed or replaced (by a file, a link to itself) while `cronsafe plan`
+ * scanned it: its opendir's ENOENT, ENOTDIR or ELOOP ended plan with `cronsafe: fatal:` (a
+ * run's pass says it as sourceGone). One line, exit 1: the environment's, for now.
+ */
+export class SourceGoneDuringScan extends EdgeError {
+  override name = 'SourceGoneDuringScan';
+  readonly exitCode = EXIT.FATAL;
+  constructor(directory: string, code: string) {
+    super(`source.directory ${directory} was removed or replaced while it was being scanned (${code}): nothing planned; look again once it is back`);
+  }
+}
+
+/** The scan's error as SourceGoneDuringScan when it is source.directory's own ENOENT, ENOTDIR or ELOOP (the walk skips a subdirectory's); else `err`. */
+export function sourceScanFailed(err: unknown, directory: string): unknown {
+  const code = errorCode(err);
+  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP' ? new SourceGoneDuringScan(directory, code) : err;
+}

@@ -1,6 +1,7 @@
 import type { Config } from '../config/types.js';
 import type { ItemPeek, RequeueLedger } from '../ledger/requeue-types.js';
 import type { DiscoveredItem, ItemCounts, Ledger, RefreshPolicy } from '../ledger/types.js';
+import { sourceScanFailed } from './faults.js';
 import { batches, scanSource } from './scan.js';
 
 /**
@@ -97,19 +98,24 @@ export async function planPass(deps: PlanDeps): Promise<PassPlan> {
   // Rows a running pass adds while the scan goes on (its discoveries) are pending at the end
   // though the scan read them as new: they are not gone.
   const rowsBefore = ledger ? rowCount(await ledger.counts()) : 0;
-  for await (const batch of batches(source, BATCH)) {
-    const known = new Map((ledger ? await ledger.peek(batch.map((i) => i.id)) : []).map((p) => [p.id, p]));
-    // After the read: a row it returned was written before it, at the writer's clock.
-    const readAt = Math.max(now, deps.clock?.() ?? now);
-    for (const item of batch) {
-      scanned++;
-      const row = known.get(item.id);
-      const category = classify(item, row, readAt, refresh);
-      const g = groups[category];
-      g.count++;
-      if (g.first.length < limit) g.first.push(item.id);
-      if (category === 'retryWaiting' && row) nextRetryAt = Math.min(nextRetryAt ?? Infinity, row.availableAt);
+  try {
+    for await (const batch of batches(source, BATCH)) {
+      const known = new Map((ledger ? await ledger.peek(batch.map((i) => i.id)) : []).map((p) => [p.id, p]));
+      // After the read: a row it returned was written before it, at the writer's clock.
+      const readAt = Math.max(now, deps.clock?.() ?? now);
+      for (const item of batch) {
+        scanned++;
+        const row = known.get(item.id);
+        const category = classify(item, row, readAt, refresh);
+        const g = groups[category];
+        g.count++;
+        if (g.first.length < limit) g.first.push(item.id);
+        if (category === 'retryWaiting' && row) nextRetryAt = Math.min(nextRetryAt ?? Infinity, row.availableAt);
+      }
     }
+  } catch (err) {
+    // The ledger's reads fail as the store (StateUnavailable): an errno here is the scan's.
+    throw deps.source === undefined ? sourceScanFailed(err, config.source.directory) : err;
   }
   // Pending in the ledger, less those the scan found: their files are gone.
   const pendingSeen = groups.pending.count + groups.retryWaiting.count;

@@ -174,8 +174,10 @@ export async function* scanChunks(opts: ScanOptions): AsyncGenerator<DiscoveredI
         opts.onUnreadable?.({ path: `${root}/${relDir}`, id: relDir, code });
         return;
       }
-      // Removed or replaced by a file since its parent was listed: nothing to scan there.
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      // Removed or replaced by a file since its parent was listed: nothing to scan there. So
+      // for a link to itself swapped in (ELOOP): the walk follows no directory link anyway;
+      // it ended `cronsafe plan` with `fatal:` and a stack, a run with a raw `ELOOP` line.
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return;
       throw err;
     }
     const abs = (name: string): Buffer => Buffer.concat([absDir, SLASH, Buffer.from(name, 'latin1')]);
