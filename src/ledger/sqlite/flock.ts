@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, writeSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { flockSync } from '../../flock.js';
 import { coerceError } from '../../errors.js';
@@ -173,7 +173,9 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
         // A parent replaced by a file is the ledger gone too (ENOTDIR: statSync throws it,
         // and thrown here, in the recheck's timer, it crashed the run with a stack trace).
         // Anything else (EACCES) cannot tell: looked at again at the next recheck.
-        if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') continue;
+        // A link to itself put there (ELOOP) is gone as surely: it was looked at for ever.
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ENOTDIR' && code !== 'ELOOP') continue;
         st = undefined;
       }
       if (st && st.dev === seen.dev && st.ino === seen.ino) continue;
@@ -225,11 +227,14 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
     previousHolder,
     lost: lost.signal,
     watch(file) {
-      const st = statSync(file, { throwIfNoEntry: false });
+      const st = statIfThere(file);
       if (st) watched.set(file, { dev: st.dev, ino: st.ino });
+      // Its directory replaced by a file (or a link to itself) since the run opened it: gone,
+      // as the recheck would find it. Thrown, ENOTDIR ended the run, or a daemon, with a stack.
+      else if (st === null && !lost.signal.aborted) lost.abort(new Error(`${file} was removed or replaced during the run (its directory deleted?); stopping, the next run starts over`));
     },
     watchCompanion(file, reason) {
-      const st = statSync(file, { throwIfNoEntry: false });
+      const st = statIfThere(file);
       if (st) watched.set(file, { dev: st.dev, ino: st.ino, reason });
     },
     unwatchCompanions() {
@@ -249,6 +254,17 @@ export function tryLock(lockPath: string, holder: string, opts: LocalLockOptions
       }
     },
   };
+}
+
+/** `file`'s stat; undefined when there is none, null when a directory on its way is no directory now (ENOTDIR, ELOOP). */
+function statIfThere(file: string): Stats | undefined | null {
+  try {
+    return statSync(file, { throwIfNoEntry: false });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR' || code === 'ELOOP') return null;
+    throw err;
+  }
 }
 
 /**
