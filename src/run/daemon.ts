@@ -16,6 +16,7 @@ import type { LedgerReads } from '../metrics/ledger-view.js';
 import { firstAbort } from '../runner/drain.js';
 import { acquireExitGuard } from '../runner/handlers/exit-guard.js';
 import { OutputUnwritable } from '../runner/faults.js';
+import { UnsafeOwnDirectory } from '../runner/own-dir.js';
 import { ownFilePrefixes, ownFiles } from '../runner/own-files.js';
 import { batches, scanDirectory } from '../runner/scan.js';
 import { DaemonStopped, runDaemon, type DaemonClock } from '../schedule/daemon.js';
@@ -150,8 +151,10 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
           (err: unknown) => {
             // output.directory unusable at the pass's start (read-only, full, replaced by a
             // file): the environment's fault, as a source unmounted is. The pass failed (logged
-            // and recorded as such) and is run again; it ended the daemon (exit 1).
-            if (!(err instanceof OutputUnwritable)) throw err;
+            // and recorded as such) and is run again; it ended the daemon (exit 1). So is
+            // cronsafe's own directory there found replaced (.cronsafe-tmp made a link, a
+            // file): refused, nothing in it emptied, until someone removes what is there.
+            if (!(err instanceof OutputUnwritable || err instanceof UnsafeOwnDirectory)) throw err;
             sayRunFailed(err.message);
             return 'failed' as const;
           },
