@@ -758,7 +758,7 @@ export class OutputStore {
     if (this.#tempId !== undefined && sameDir(this.tempDir, this.#tempId)) return null;
     // Not ours to recreate: the user's output directory itself is gone or was replaced.
     if (this.#outId !== undefined) {
-      const out = statSync(this.dir, { throwIfNoEntry: false });
+      const out = statIfDir(this.dir);
       if (out === undefined || !out.isDirectory() || out.dev !== this.#outId.dev || out.ino !== this.#outId.ino) {
         throw new EnvironmentFault(`output.directory ${this.dir} vanished or was replaced during the run; stopping (nothing charged)`);
       }
@@ -1080,4 +1080,19 @@ function reservedForUs(): boolean {
     reserved = process.geteuid?.() === 0 && /^\s*0\s+0\s+4294967295\s*$/m.test(map);
   }
   return reserved;
+}
+
+/**
+ * `dir`'s stat (following a link, as output.directory may be one), or undefined when there
+ * is no directory to stat: missing, or a path through a file or a link to itself (ENOTDIR,
+ * ELOOP: thrown, the attempt's clean-up took it for no finding, and its item was charged).
+ */
+function statIfDir(dir: string): Stats | undefined {
+  try {
+    return statSync(dir, { throwIfNoEntry: false });
+  } catch (err) {
+    const code = errorCode(err);
+    if (code === 'ENOTDIR' || code === 'ELOOP') return undefined;
+    throw err;
+  }
 }
