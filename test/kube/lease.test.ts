@@ -629,10 +629,12 @@ describe('renewal and loss', () => {
 
   it('failing renewals are retried quietly until the duration passes, then LOST (one warning, not one per try)', async () => {
     const { log, lines } = memoryLogger();
-    const a = await acquire('pod-a/run-1', { durationSeconds: 1, renewSeconds: 0.1, log });
+    // A renew deadline of 2 s (two thirds of 3) holds ~19 tries 0.1 s apart: at least 3 even
+    // when a loaded machine runs the timers and the fake's answers late (with 1 s, 2 were seen).
+    const a = await acquire('pod-a/run-1', { durationSeconds: 3, renewSeconds: 0.1, log });
     if (a.status !== 'acquired') throw new Error(a.status);
     fake.deny('update', 'leases');
-    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 3000);
+    await until(() => a.lease.lost.aborted, 'A to see its Lease lost', 15_000);
     expect(fake.requests.filter((r) => r.status === 403).length).toBeGreaterThanOrEqual(3);
     expect(lines.filter((l) => String(l.msg).includes('renewal failed'))).toHaveLength(1);
     // RBAC with create but not update: the warning says what to grant, as the acquire's does.
