@@ -152,19 +152,23 @@ describe.skipIf(!hasFaketime)('cronsafe daemon (real process, accelerated clock)
         handler: { module: path.join(FIXTURES, 'process/wait-module.mjs') },
         schedule: { cron: '* * * * *', timeZone: 'UTC' },
         concurrency: 2,
-        drain: { gracePeriodSeconds: 60, marginSeconds: 10 },
+        // Fake seconds, 60 to a real one: the handlers are aborted 60 s after the stop (1 real
+        // s), and the hand-back has the margin's 9 real s. A margin of 10 was a sixth of a real
+        // second: at a load of 30 the drain's last resort exited 75 before the two claims were
+        // handed back (what a SIGKILL would leave; the next run hands them back uncharged).
+        drain: { gracePeriodSeconds: 600, marginSeconds: 540 },
       },
       { 'a.txt': 'a', 'b.txt': 'b', 'c.txt': 'c' },
     );
-    const daemon = fast('2026-06-01 12:00:30', ['daemon', '-c', ws.configPath]);
+    const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 110_000 });
     let started = 0;
-    await daemon.waitFor((l) => l.msg === 'handler started' && ++started >= 2, 30_000);
+    await daemon.waitFor((l) => l.msg === 'handler started' && ++started >= 2, 60_000);
     daemon.child.kill('SIGTERM');
     const { code } = await daemon.exited;
     expect(code, daemon.stderr()).toBe(75);
     expect(daemon.lines.some((l) => String(l.msg).startsWith('drain: stopped claiming'))).toBe(true);
-    expect((await statusJson(ws.configPath)).items).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
-  });
+    expect((await statusJson(ws.configPath)).items, daemon.stderr()).toEqual({ pending: 3, claimed: 0, done: 0, dead: 0 });
+  }, 120_000);
 
   it('a clock that was ahead and is set back runs the occurrences it had skipped, and not again the one it ran early', async ({ onTestFinished }) => {
     const ws = workspace(
