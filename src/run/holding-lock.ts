@@ -335,8 +335,10 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // over): what the drain did not write (results, hand-backs) is taken back after its
     // lease, as after the drain's last resort, which exits 75. The pass is drained, not
     // failed: which of the two ended it was only a matter of whether the ledger's retries
-    // gave up just before the last resort (exit 1) or just after (75).
-    const cutOff = passed.outcome === 'failed' && opts.stop.aborted && !fatal?.aborted && passed.error !== undefined && storeUnreachable(passed.error);
+    // gave up just before the last resort (exit 1) or just after (75). So is one whose SQLite
+    // ledger another connection kept locked (SQLITE_BUSY): with the default margin the last
+    // resort came first (75), with a larger one the busy wait gave up first (1).
+    const cutOff = passed.outcome === 'failed' && opts.stop.aborted && !fatal?.aborted && passed.error !== undefined && (storeUnreachable(passed.error) || ledgerLocked(passed.error));
     const ended = fatal?.aborted
       ? { ...passed, outcome: 'failed' as const, error: passed.error ?? coerceError(fatal.reason) }
       : lost || cutOff
@@ -481,6 +483,9 @@ async function unlessStopped<T>(p: Promise<T>, signal: AbortSignal): Promise<T |
  * server cancelled is not), or the store's (StateUnavailable.unreachable): the same field.
  */
 const storeUnreachable = (err: Error): boolean => (err as { unreachable?: unknown }).unreachable === true;
+
+/** The SQLite ledger's write lock held by another connection past cronsafe's wait (SQLITE_BUSY and its extended codes). */
+const ledgerLocked = (err: Error): boolean => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
 
 /** An error of the SQLite driver (better-sqlite3's SqliteError: code SQLITE_*). */
 const isSqliteError = (err: Error): boolean => {
