@@ -19,7 +19,7 @@ describe('graceful drain on SIGTERM', () => {
     const ws = workspace({ handler: { command: slow, timeoutSeconds: 600 }, concurrency: 2, drain: { gracePeriodSeconds: 6, marginSeconds: 2 } }, items(6));
     const markers = path.join(ws.dir, 'markers');
     const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
-    await until(() => markerPids(markers).length === 2, 'two handlers to start');
+    await until(() => markerPids(markers).length === 2, 'two handlers to start', 60_000);
     const t0 = Date.now();
     run.child.kill('SIGTERM');
     const { code, signal } = await run.exited;
@@ -51,7 +51,7 @@ describe('graceful drain on SIGTERM', () => {
     const ws = workspace({ handler: { command: slow }, concurrency: 2, drain: { gracePeriodSeconds: 30, marginSeconds: 5 } }, items(2));
     const markers = path.join(ws.dir, 'markers');
     const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '1500' } });
-    await until(() => markerPids(markers).length === 2, 'two handlers to start');
+    await until(() => markerPids(markers).length === 2, 'two handlers to start', 60_000);
     run.child.kill('SIGTERM');
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(0);
@@ -64,7 +64,7 @@ describe('graceful drain on SIGTERM', () => {
     const ws = workspace({ handler: { command: slow }, concurrency: 2, drain: { gracePeriodSeconds: 120, marginSeconds: 10 } }, items(4));
     const markers = path.join(ws.dir, 'markers');
     const run = spawnCli(['run', '-c', ws.configPath], { env: { MARKER_DIR: markers, SLOW_MS: '120000' } });
-    await until(() => markerPids(markers).length === 2, 'two handlers to start');
+    await until(() => markerPids(markers).length === 2, 'two handlers to start', 60_000);
     run.child.kill('SIGTERM');
     await run.waitFor((l) => l.msg.startsWith('drain: stopped claiming'));
     const t0 = Date.now();
@@ -126,19 +126,23 @@ describe('graceful drain on SIGTERM', () => {
 
 describe('a drain whose handlers do not settle in time', () => {
   it('a handler that ignores SIGTERM and leaves a setsid process holding its pipes: exit 75 before the deadline, its claim handed back uncharged', async () => {
-    const ws = workspace({ concurrency: 2, drain: { gracePeriodSeconds: 6, marginSeconds: 3 } }, items(4));
+    // The slack after the hand-back is about half the margin: the handlers' SIGKILL comes a
+    // third of it after the abort, the drain's last resort a sixth of it before the grace
+    // period. With a margin of 3 (1 s) and of 5 (2 s), the hand-back of a loaded machine (load
+    // 30-40 on 2 cores, the drain itself on time) came after the last resort; 9 leaves 4 s.
+    const ws = workspace({ concurrency: 2, drain: { gracePeriodSeconds: 12, marginSeconds: 9 } }, items(4));
     const markers = path.join(ws.dir, 'markers');
     const h = path.join(ws.dir, 'stubborn.sh');
     writeFileSync(h, `#!/bin/sh\ntrap "" TERM\nsetsid sleep 20 &\ntouch "${markers}/$$.started"\nsleep 1000\n`, { mode: 0o755 });
     mkdirSync(markers);
     configure(ws, { handler: { command: [h, '{path}', '{output}'] } });
-    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
-    await until(() => markerPids(markers).length === 2, 'two handlers to start');
+    const run = spawnCli(['run', '-c', ws.configPath], { timeoutMs: 110_000 });
+    await until(() => markerPids(markers).length === 2, 'two handlers to start', 60_000);
     const t0 = Date.now();
     run.child.kill('SIGTERM');
     const { code } = await run.exited;
     expect(code, run.stderr()).toBe(75);
-    expect(Date.now() - t0).toBeLessThan(6_000);
+    expect(Date.now() - t0, run.stderr()).toBeLessThan(12_000);
     expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, dead: 0 });
     const ledger = await openSqliteLedger(ws.db);
     try {
