@@ -193,7 +193,8 @@ describe('handler.command must name a program that can run', () => {
       expect(r.code, `${JSON.stringify(ok)}: ${r.stderr}`).toBe(0);
       expect(finished(r)?.counts, JSON.stringify(ok)).toMatchObject({ succeeded: 2, failed: 0, deadLettered: 0 });
     }
-  });
+    // 26 runs one after the other: past 60 s with 4 test workers at a load of 30.
+  }, 180_000);
 
   it('an ELF binary whose interpreter (dynamic loader) is missing, as a musl build in a glibc image, is refused with 78, not claimed and failed on every run', async () => {
     const ws = workspace({ handler: { command: ['./qc', '{path}'] } }, { 'a.txt': 'a', 'b.txt': 'b' });
