@@ -205,8 +205,22 @@ export class OutputStore {
     try {
       await this.#prepare();
     } catch (err) {
-      throw this.#changedDuringPrepare(err) ?? err;
+      throw this.#changedDuringPrepare(err) ?? this.#refusedDuringPrepare(err) ?? err;
     }
+  }
+
+  /**
+   * A removal or write of prepare()'s past its first checks refused by the file system (the
+   * leftovers of a killed run removed on an ext4 gone read-only after an error, whose access(2)
+   * and statfs still say read-write): EROFS ended the run with `cronsafe: fatal:` and a
+   * stack. One line now, as the same refusal at the first checks is. Null for anything else.
+   */
+  #refusedDuringPrepare(err: unknown): OutputUnwritable | null {
+    if (err instanceof OutputUnwritable) return null;
+    const at = (err as NodeJS.ErrnoException).path;
+    const what = `prepare cronsafe's temp directory (${at === undefined ? this.tempDir : `at ${at}`})`;
+    const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
+    return refused === null ? null : new OutputUnwritable(refused);
   }
 
   /**

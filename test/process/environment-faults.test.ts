@@ -606,6 +606,39 @@ describe('a full output file system', () => {
     }
   }, 120_000);
 
+  // The same emergency read-only state found at the start, with a killed run's file left in
+  // cronsafe's temp directory: access(2) says read-write, so the start's checks passed, and
+  // the removal of that leftover (EROFS) ended the run with `cronsafe: fatal:` and a stack
+  // (seen in a CI pass under load, after the repair above). One line and exit 1 now.
+  it('ext4 gone read-only after an error, with a leftover in the temp directory: the start says so in one line, exit 1, nothing claimed', async (ctx) => {
+    const files = backlog(3);
+    const ws = workspace({ concurrency: 1, handler: { command: ['/bin/cp', '{path}', '{output}'] } }, files);
+    const image = path.join(ws.dir, 'out.img');
+    mkdirSync(ws.out);
+    if (!isRoot || spawnSync('truncate', ['-s', '16M', image]).status !== 0 || spawnSync('mkfs.ext4', ['-q', '-F', image]).status !== 0) ctx.skip();
+    if (spawnSync('mount', ['-o', 'loop,errors=remount-ro', image, ws.out]).status !== 0) ctx.skip();
+    try {
+      const device = path.basename(spawnSync('findmnt', ['-n', '-o', 'SOURCE', ws.out]).stdout.toString().trim());
+      const trigger = `/sys/fs/ext4/${device}/trigger_fs_error`;
+      if (!existsSync(trigger)) ctx.skip();
+      // A first run makes the temp directory; a killed one would leave a file in it.
+      expect((await runCli(['run', '-c', ws.configPath])).code).toBe(0);
+      const jobDir = path.join(ws.out, '.cronsafe-tmp', 'job-test-job');
+      expect(existsSync(jobDir)).toBe(true);
+      writeFileSync(path.join(jobDir, 'left-by-a-killed-run.tmp'), 'x');
+      writeFileSync(path.join(ws.source, 'late.txt'), 'late');
+      writeFileSync(trigger, '1');
+      const r = await runCli(['run', '-c', ws.configPath]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).not.toContain('fatal');
+      expect(r.stderr).toMatch(new RegExp(`^cronsafe: (run failed: )?cannot .*: EROFS: the file system of output.directory ${ws.out} is read-only\\n$`));
+      expect((await statusJson(ws.configPath)).items).toMatchObject({ claimed: 0, dead: 0 });
+      expect(await charged(ws.db, ['late.txt'])).toBe(0);
+    } finally {
+      spawnSync('umount', ['-l', ws.out]);
+    }
+  }, 120_000);
+
   // A volume mounted read-only (readOnly: true in the pod spec, a snapshot restored
   // read-only): as with a directory the run's user may not write, one line naming it and
   // exit 1, before anything is claimed; it was a 'fatal' stack trace, as for a bug.
