@@ -210,11 +210,32 @@ type Attempt = { client: pg.Client; joined: boolean; passStartedAt?: number; sta
  * DBA's setting, PostgreSQL 14+) would cut it again and again, and each time the pass lock
  * is free until the session is back: another Job could start a pass in that window. So it
  * is off for this session; a server without the setting skips it (no error, as `SET` would give).
+ * Its start is one transaction of several round trips (the migration's checks, the gate, the
+ * decision), which a role's `transaction_timeout` (PostgreSQL 17+) as short as a DBA's guard
+ * against forgotten transactions (a second or less) would end as surely: off too.
  * Asked of current_setting, not pg_settings: a DBA may revoke that view from PUBLIC.
+ * Run before BEGIN, with the session's other settings, so that its transaction is as short
+ * as it can be.
  */
 const keepIdleSession = q(
-  `SELECT set_config('idle_session_timeout', '0', false) WHERE current_setting('idle_session_timeout', true) IS NOT NULL`,
+  `SELECT (SELECT set_config('idle_session_timeout', '0', false) WHERE current_setting('idle_session_timeout', true) IS NOT NULL),
+  (SELECT set_config('transaction_timeout', '0', false) WHERE current_setting('transaction_timeout', true) IS NOT NULL)`,
 );
+
+/**
+ * Settings of the lock's session, given at connect (before any statement of it runs):
+ * - `idle_in_transaction_session_timeout=0`: a role's short one (20 ms) ended the session
+ *   between two statements of its start whenever the pod was slow to send the next (a loaded
+ *   node): the start was retried until its budget ran out (exit 1 after ~5 s), or the lock
+ *   taken again mid-run was lost (exit 75). The server ends no session of ours that is left
+ *   idle in a transaction: a pod that dies closes it (or the keepalive probes find it gone).
+ * - `lock_timeout=0`: the session's waits are for cronsafe's own advisory locks (the gate,
+ *   another pod's migration), which a role's `lock_timeout` turned into failed starts while
+ *   another pod migrated; the migration's DDL bounds its own waits (migrate-lock.ts).
+ * A role's `statement_timeout` is kept: the first start's migration names it when it is too
+ * short (errors.ts), and a wait it cancels is retried.
+ */
+const LOCK_SESSION = ['idle_in_transaction_session_timeout=0', 'lock_timeout=0'];
 
 /**
  * A pod whose node is lost (powered off, cut from the network) never closes the lock's
@@ -248,7 +269,7 @@ const probeClient = (p: KeepaliveProbes): Query =>
 /** One try at the protocol on a fresh session; the session is kept only when it holds the lock. */
 async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> {
   // Its own application_name: pg_stat_activity shows which session holds the run lock.
-  const client = new pg.Client({ ...clientConfig(opts), application_name: 'cronsafe-lock' });
+  const client = new pg.Client({ ...clientConfig(opts, LOCK_SESSION), application_name: 'cronsafe-lock' });
   client.on('error', () => undefined); // reported through 'end' below, or the failing query
   // Taking the lock again mid-run is the run's own business (it drains on `lost`).
   const stop = retake ? undefined : opts.stop;
@@ -279,12 +300,12 @@ async function attempt(opts: RunLockOptions, retake: boolean): Promise<Attempt> 
     if (stop?.aborted) armCut();
     else stop?.addEventListener('abort', armCut, { once: true });
     const exec = execOn(client);
-    await exec(q('BEGIN'));
     await exec(keepIdleSession);
     await exec(probeClient(opts.probes ?? DEAD_CLIENT_PROBES));
     // Cut by a stop (or killed) while it waits, the session's statement must not stay queued
     // on the server, holding a connection until the migration it waits for is over.
     await exec(q(CHECK_CLIENT));
+    await exec(q('BEGIN'));
     // run_lock must exist at the start (a no-op once migrated). Not when taken again mid-run:
     // this run's start made the schema already, and a newer cronsafe's pod may have migrated
     // it since (a rolling upgrade), which migrate refuses: the lock was lost and the pass
