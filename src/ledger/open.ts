@@ -41,10 +41,18 @@ export interface OpenAs {
   adopt?: boolean;
   /** The run's own connection, under its lock: SQLite writes claims behind (sqlite/write-behind.ts). */
   writeBehind?: boolean;
-  /** The run's stop: SQLite's open stops waiting for another connection's write lock (StoppedBeforeLedger). */
+  /**
+   * The run's stop: SQLite's open stops waiting for another connection's write lock, a
+   * PostgreSQL open's migration for a lock on the ledger's tables (StoppedBeforeLedger).
+   */
   stop?: AbortSignal;
   /** PostgreSQL: told of each transient error about to be retried (see retryWarnings). */
   onRetry?: (info: { what: string; attempt: number; delayMs: number; error: Error }) => void;
+  /**
+   * PostgreSQL: told once when the open's migration waits for a lock on the ledger's tables
+   * (a session left open in a transaction on `items`), naming the sessions that hold it.
+   */
+  warn?: (msg: string, detail?: Record<string, unknown>) => void;
 }
 
 /**
@@ -73,6 +81,9 @@ export function retryWarnings(log: Logger): NonNullable<OpenAs['onRetry']> {
   };
 }
 
+/** OpenAs.warn: a warning line of `log` (a migration waiting for a lock, postgres/migrate-lock.ts). */
+const migrationWarnings = (log: Logger | undefined): OpenAs['warn'] => log && ((msg, detail) => log.warn(detail ?? {}, msg));
+
 /**
  * Open the ledger the config names. A ConfigError (exit 78) when the choice cannot
  * work, so a CronJob with a bad `state` fails at once instead of being retried: among
@@ -84,7 +95,7 @@ export async function openLedger(state: StateConfig, as?: OpenAs): Promise<Ledge
   try {
     if (state.postgres !== undefined) {
       const { openPostgresLedger } = await import('./postgres/index.js');
-      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, adopt: as?.adopt, readOnly: as?.readOnly, operator: as?.operator, onRetry: as?.onRetry });
+      return await openPostgresLedger({ url: state.postgres, schema: state.schema ?? DEFAULT_POSTGRES_SCHEMA, job: as?.job, adopt: as?.adopt, readOnly: as?.readOnly, operator: as?.operator, onRetry: as?.onRetry, warn: as?.warn, stop: as?.stop });
     }
     if (state.sqlite === undefined) {
       throw new ConfigError('state.sqlite is required (the path of the ledger file)', undefined, 'state.sqlite');
@@ -173,9 +184,11 @@ export interface Store {
    * Open the ledger; an unreachable store is StateUnavailable (exit 1) with a message naming
    * the store and its path, a ledger of another job a ConfigError (exit 78). `readOnly`:
    * for commands that only look (status, dead-letter list); see OpenAs.readOnly. `log`: a
-   * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings).
+   * run's, warned of PostgreSQL's transient errors while they are retried (retryWarnings),
+   * and of a migration that waits for a lock. `migrationLog`: warned of that wait only (the
+   * daemon's, whose opens during an outage are said once by the daemon itself).
    */
-  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger; stop?: AbortSignal; adopt?: boolean }): Promise<Ledger>;
+  openLedger(opts?: { readOnly?: boolean; operator?: boolean; writeBehind?: boolean; log?: Logger; migrationLog?: Logger; stop?: AbortSignal; adopt?: boolean }): Promise<Ledger>;
   /**
    * A start that found the run lock held: open the ledger to record the skip, never
    * recording this job as its owner while the run holding it may be about to record its own
@@ -420,6 +433,7 @@ export function openStore(config: Config): Store {
           // died there) became the requeue's job's, and the job it belonged to was refused (78).
           adopt: opts.operator === true ? false : opts.adopt,
           onRetry: opts.log && retryWarnings(opts.log),
+          warn: migrationWarnings(opts.log ?? opts.migrationLog),
         });
       } catch (err) {
         if (err instanceof ConfigError) throw inConfigFile(config.configPath, err); // [issue 10, case 1]

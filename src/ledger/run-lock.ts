@@ -126,8 +126,12 @@ export class StoppedBeforeLock extends Error {
  * backoffLimit) or keep a terminating pod up. Nothing was claimed: the run drained (75).
  */
 export class StoppedBeforeLedger extends Error {
-  constructor(readonly signal: string) {
-    super(`stopped by ${signal} while another connection held the ledger's write lock (a run writing it, or another tool with a transaction open on it), before the run began`);
+  /** `waiting`: what the open waited for (by default, SQLite's write lock). */
+  constructor(
+    readonly signal: string,
+    waiting = "another connection held the ledger's write lock (a run writing it, or another tool with a transaction open on it)",
+  ) {
+    super(`stopped by ${signal} while ${waiting}, before the run began`);
     this.name = 'StoppedBeforeLedger';
   }
 }

@@ -47,7 +47,9 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
   // password, another job's schema, a damaged file) still ends the daemon at once.
   let ledger: Ledger | undefined;
   try {
-    ledger = await store.openLedger({ stop: signals.stop });
+    // Its migration (an upgrade) waits for a session left holding a lock on the ledger's
+    // tables: said, naming that session, as a run says it (the daemon was silent meanwhile).
+    ledger = await store.openLedger({ stop: signals.stop, migrationLog: log });
   } catch (err) {
     // Stopped while another connection held the SQLite ledger's write lock (a sqlite3 shell
     // in a transaction): the wait ends there, nothing was run. It waited out SQLite's whole
@@ -69,7 +71,7 @@ export async function runScheduled(config: Config, log: Logger, signals: { stop:
     if (ledger !== undefined && (now === undefined || now === opened)) return ledger;
     await ledger?.close();
     ledger = undefined;
-    ledger = await store.openLedger().catch((err: unknown) => {
+    ledger = await store.openLedger({ migrationLog: log }).catch((err: unknown) => {
       if (!reached && err instanceof StateUnavailable && !err.unreachable && !(err instanceof StateTooNew)) throw new StateRefused(err.message);
       throw err;
     });

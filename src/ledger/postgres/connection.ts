@@ -2,6 +2,7 @@ import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState, type PostgresLedgerError } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
+import { StoppedBeforeLedger } from '../run-lock.js';
 import type { NamedQuery, Query } from './query.js';
 import { coerceError } from '../../errors.js';
 import { killableSocket } from './socket.js';
@@ -320,6 +321,7 @@ export class PostgresExecutor {
         const state = locatedLedgerState(err, what, url, schema);
         if (state) throw state;
         if (err instanceof LedgerOwnedByAnotherJob) throw err; // config error naming state.schema (open.ts)
+        if (err instanceof StoppedBeforeLedger) throw err; // the open's stop (migrate-lock.ts): no failure of the store
         if (!this.#retryable(err)) throw ledgerError(err, what, url, schema);
         // Its own lock_timeout ran out: waiting again would only wait again, and no outage to mark (#down).
         if (ownLockTimeout && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw ledgerError(err, what, url, schema);

@@ -3,6 +3,7 @@ import { PostgresExecutor, START_BUDGET_MS, type PostgresOptions } from './conne
 import { PostgresLedger } from './ledger.js';
 import { adoptJob, getMetaQuery } from './meta.js';
 import { migrate } from './migrate.js';
+import { blockedWarning } from './migrate-lock.js';
 import { ident } from './query.js';
 import { lastRunStartQuery } from './runs.js';
 import type { RunStart, RunStartReader } from '../types.js';
@@ -18,15 +19,22 @@ export type { PostgresOptions } from './connection.js';
  * A database that cannot be reached within `startBudgetMs` is an error naming host,
  * database and schema, never the password. `readOnly`: no migration, sessions refuse
  * writes, and the schema must be this cronsafe's version (checkReadableSchema).
+ * `warn`: told once when the migration waits for a lock on the ledger's tables (blockedWarning);
+ * `stop`: ends that wait (StoppedBeforeLedger).
  */
-export async function openPostgresLedger(opts: PostgresOptions & { job?: string; adopt?: boolean }): Promise<PostgresLedger> {
+export async function openPostgresLedger(
+  opts: PostgresOptions & { job?: string; adopt?: boolean; warn?: (msg: string, detail?: Record<string, unknown>) => void; stop?: AbortSignal },
+): Promise<PostgresLedger> {
   ident(opts.schema); // a bad name fails here, before any connection
   const { job } = opts;
   const ex = new PostgresExecutor(opts);
   try {
     const budget = opts.startBudgetMs ?? START_BUDGET_MS;
     if (opts.readOnly) await ex.tx('open read-only', (exec) => checkReadableSchema(exec, opts.schema), budget);
-    else await ex.tx('migrate', (exec) => migrate(exec, opts.schema, undefined, job), budget);
+    else {
+      const wait = { ...(opts.warn && { onBlocked: blockedWarning(opts.schema, opts.warn) }), ...(opts.stop && { stop: opts.stop }) };
+      await ex.tx('migrate', (exec) => migrate(exec, opts.schema, undefined, job, wait), budget);
+    }
     // `job`: the config name; recorded as the schema's owner on first use, refused when
     // another is recorded (LedgerOwnedByAnotherJob). Absent: no check (tools, tests).
     // Read-only: checked, never recorded.

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelayMs } from '../backoff.js';
 import type { Exec } from './connection.js';
 import { q, type Query } from './query.js';
+import { StoppedBeforeLedger, stopName } from '../run-lock.js';
 
 /*
  * A migration's DDL (007's ALTER TABLE items) takes an ACCESS EXCLUSIVE lock. Waiting for it
@@ -44,6 +45,12 @@ export interface MigrationLockWait {
   budgetMs?: number;
   /** Default TRY_LOCK_TIMEOUT_MS. */
   tryTimeoutMs?: number;
+  /**
+   * The daemon's stop: once aborted, no try is started again (StoppedBeforeLedger). A daemon
+   * SIGTERMed while its first open waited here stayed up until the drain's last resort (exit
+   * 75). (A run's start waits in its lock's session, which its stop ends: run-lock.ts.)
+   */
+  stop?: AbortSignal;
 }
 
 /**
@@ -109,6 +116,7 @@ export async function ddlWithLockRetries(exec: Exec, schema: string, ddl: Query,
   // it to the transaction's end: the caller's (an operator's session sets one) is put back.
   const [prev] = await exec<{ lock_timeout: string }>(q(`SELECT current_setting('lock_timeout') AS lock_timeout`));
   for (let n = 1; ; n++) {
+    if (wait.stop?.aborted) throw new StoppedBeforeLedger(stopName(wait.stop), `ledger migration ${migration.version} (${migration.name}) waited for a lock on schema ${schema}'s tables`);
     await exec(q(`SAVEPOINT ${SAVEPOINT}`));
     try {
       await exec(q(`SELECT set_config('lock_timeout', $1, true)`, `${tryTimeoutMs}ms`));
@@ -137,6 +145,6 @@ export async function ddlWithLockRetries(exec: Exec, schema: string, ddl: Query,
           `end that session (SELECT pg_terminate_backend(pid)) and start cronsafe again; the running pods went on meanwhile`,
       );
     }
-    await sleep(delay);
+    await sleep(delay, undefined, { signal: wait.stop }).catch(() => undefined); // a stop ends the wait
   }
 }

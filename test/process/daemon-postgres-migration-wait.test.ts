@@ -1,0 +1,107 @@
+/**
+ * `cronsafe daemon` on PostgreSQL, started (an upgrade) while a session holds a lock on the
+ * ledger's `items` in an open transaction (a report left open in psql). The daemon's first
+ * open of the ledger migrates it, and the migration waits for that lock a few hundred ms at a
+ * time for up to 5 minutes, as a run's does. A run says once which session it waits for; the
+ * daemon's open said nothing: an operator saw a silent daemon, not even `daemon started`. It
+ * now names the session as a run does, and goes on once the session ends. Real processes, a
+ * real server.
+ */
+import path from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FIXTURES, runCli, spawnCli, workspace, type Running } from '../helpers/cli.js';
+import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
+
+const DB = 'daemonmig';
+const SCHEMA = 'dmig';
+const PASSWORD = 'Sekr3t-pw';
+const WAITS = /^ledger migration 7 \(state-check\) waits for a lock on schema dmig's tables, held by pid \d+ \(user postgres, application report-psql, idle in transaction/;
+
+describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, its first open migrating while a session holds a lock on items', () => {
+  const db = usePostgresDatabase(DB);
+  let reader: pg.Client | undefined;
+  const open: Running[] = [];
+  afterEach(async () => {
+    await reader?.end().catch(() => undefined);
+    reader = undefined;
+    for (const r of open.splice(0)) if (r.child.exitCode === null) r.child.kill('SIGKILL');
+  });
+
+  it('names the session it waits for, and starts once that session ends', async () => {
+    // trust auth: the password is sent nowhere, but it is in the URL the daemon is given.
+    const url = db.url.replace('postgres@', `postgres:${PASSWORD}@`);
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: url, schema: SCHEMA }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
+      { 'a.txt': 'a' },
+    );
+    // The ledger as the older cronsafe left it (schema 6).
+    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
+    expect(MIGRATIONS[MIGRATIONS.length - 1]).toMatchObject({ version: 7, name: 'state-check' });
+    await db.server.admin(
+      `ALTER TABLE ${SCHEMA}.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
+       DELETE FROM ${SCHEMA}.schema_migrations WHERE version = 7`,
+      [],
+      DB,
+    );
+    // A report left open in a transaction: it holds ACCESS SHARE on items until it ends.
+    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'report-psql' });
+    await reader.connect();
+    await reader.query('BEGIN');
+    await reader.query(`SELECT * FROM ${SCHEMA}.items LIMIT 1`);
+    const [{ pid } = { pid: 0 }] = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
+    open.push(daemon);
+    const told = await daemon.waitFor((l) => /waits for a lock/.test(String(l.msg)) || l.msg === 'daemon started', 60_000);
+    expect(told.msg, daemon.stderr()).toMatch(WAITS);
+    expect(told.msg).toContain(`pid ${pid} `);
+    expect(told.msg).toContain('pg_terminate_backend');
+    expect(told).toMatchObject({ level: 'warn', migration: 7 });
+    expect(daemon.stdout() + daemon.stderr()).not.toContain(PASSWORD);
+    // Still waiting: not started, the schema still at 6.
+    expect(daemon.lines.some((l) => l.msg === 'daemon started')).toBe(false);
+    expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM ${SCHEMA}.schema_migrations`, [], DB))[0]?.v).toBe(6);
+
+    // The report ends: the migration goes through and the daemon starts.
+    await reader.query('COMMIT');
+    await daemon.waitFor((l) => l.msg === 'daemon started', 60_000);
+    expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM ${SCHEMA}.schema_migrations`, [], DB))[0]?.v).toBe(7);
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.filter((l) => /waits for a lock/.test(String(l.msg)))).toHaveLength(1);
+  }, 150_000);
+
+  it('SIGTERM while it waits: it stops at once (exit 0, `daemon stopped`), not at the drain\'s last resort, nothing migrated', async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url, schema: 'dstop' }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
+      { 'a.txt': 'a' },
+    );
+    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
+    await db.server.admin(
+      `ALTER TABLE dstop.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
+       DELETE FROM dstop.schema_migrations WHERE version = 7`,
+      [],
+      DB,
+    );
+    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'report-psql' });
+    await reader.connect();
+    await reader.query('BEGIN');
+    await reader.query(`SELECT * FROM dstop.items LIMIT 1`);
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
+    open.push(daemon);
+    await daemon.waitFor((l) => /waits for a lock/.test(String(l.msg)), 60_000);
+    const asked = Date.now();
+    daemon.child.kill('SIGTERM');
+    const exit = await daemon.exited;
+    const took = Date.now() - asked;
+    expect(exit.code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.find((l) => l.msg === 'daemon stopped'), daemon.stderr()).toMatchObject({ signal: 'SIGTERM' });
+    // Well within a pod's grace period (30 s): not the migration's 5 minutes, nor the drain's last resort.
+    expect(took).toBeLessThan(20_000);
+    expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM dstop.schema_migrations`, [], DB))[0]?.v).toBe(6);
+  }, 150_000);
+});
