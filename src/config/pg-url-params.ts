@@ -179,3 +179,50 @@ export function postgresUrlProblems(url: string): string[] {
   }
   return problems;
 }
+
+/** C0 controls and DEL, but NUL (str() and `%00` are refused with their own words). */
+const CONTROL = /[\x01-\x1f\x7f]/;
+const CONTROL_NAMES: Record<string, string> = { '\t': 'a TAB', '\n': 'a line break (LF)', '\r': 'a carriage return (CR)', '\x7f': 'a DEL' };
+
+/** Line breaks at the very end: a Secret's file as an editor or `echo` writes it. Taken off (schema-fields.ts). */
+export const TRAILING_LINE_BREAKS = /[\r\n]+$/;
+
+/**
+ * A control character in a URL (a TAB pasted from a spreadsheet, a line break inside a value):
+ * the URL parser drops TABs and line breaks wherever they are, so `/e<TAB>u` connected to
+ * database `eu`, and a password or host with one was another; other controls reach the server.
+ * Where it is (the user name, the password, the host, the database name, a parameter), never
+ * the text around it: it may be the password. Undefined when there is none (line breaks at the
+ * very end are taken off before: TRAILING_LINE_BREAKS).
+ */
+export function controlCharProblem(url: string): string | undefined {
+  const at = url.search(CONTROL);
+  if (at < 0) return undefined;
+  const ch = url[at]!;
+  const which = CONTROL_NAMES[ch] ?? `a control character (U+${ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')})`;
+  return `expected no control character in it, found ${which} in ${urlPart(url, at)} (the URL parser drops TABs and line breaks: postgres://app@db/e<TAB>u connects to database eu; other controls reach the server); remove it (line breaks at the very end, as a Secret's file has, are taken off)`;
+}
+
+/** Which part of a postgres URL the character at `at` is in. */
+function urlPart(url: string, at: number): string {
+  const scheme = url.indexOf('://');
+  if (scheme < 0 || at < scheme + 3) return 'the scheme';
+  const start = scheme + 3;
+  const rest = url.slice(start);
+  const authorityEnd = start + (rest.search(/[/?#]/) < 0 ? rest.length : rest.search(/[/?#]/));
+  if (at < authorityEnd) {
+    const userinfoEnd = url.lastIndexOf('@', authorityEnd - 1);
+    if (userinfoEnd < start || at > userinfoEnd) return 'the host or port';
+    const colon = url.indexOf(':', start);
+    return colon >= 0 && colon < userinfoEnd && at > colon ? 'the password' : 'the user name';
+  }
+  const query = url.indexOf('?', authorityEnd);
+  const hash = url.indexOf('#', authorityEnd);
+  if (hash >= 0 && at > hash) return 'the fragment';
+  if (query < 0 || at < query) return 'the database name';
+  const param = url.slice(query + 1, at + 1).split('&').at(-1) ?? '';
+  const eq = param.indexOf('=');
+  if (eq < 0) return 'a parameter\'s name';
+  const key = param.slice(0, eq);
+  return CONTROL.test(key) ? 'a parameter\'s name' : `the value of ?${key}=`;
+}

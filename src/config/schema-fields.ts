@@ -4,7 +4,7 @@ import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
 import { systemRootCert } from '../ledger/pg-url-query.js';
-import { postgresUrlProblems } from './pg-url-params.js';
+import { controlCharProblem, postgresUrlProblems, TRAILING_LINE_BREAKS } from './pg-url-params.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 
@@ -146,19 +146,30 @@ const noHost = (v: string): boolean => /^[^:]*:\/\/[^/?#]*@(?:[?#]|$)/s.test(v);
  */
 const hasNul = (v: string): boolean => v.includes('%00');
 
-/** A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. */
+/**
+ * A PostgreSQL URL (`url`) whose sslmode, when given, is one the driver reads as meant. Line
+ * breaks at its very end (a Secret's file, `echo`'s) are taken off: the URL parser dropped
+ * them, but the checks of its parameters and the sessions' settings read the last one with
+ * them (`sslrootcert=system<LF>` was read as a file name); anywhere else a control character
+ * is refused (controlCharProblem).
+ */
 export const postgresUrl = (what: string) =>
-  str(what)
-    .refine((v) => !hostList(v), { error: HOST_LIST, abort: true })
-    .refine((v) => !hasNul(v), {
-      error: got('expected no NUL character (%00) in it: PostgreSQL takes none in a user name, a password, a database name or a parameter'),
-      abort: true,
-    })
-    .refine((v) => !noHost(v), {
-      error: got('expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db)'),
-      abort: true,
-    })
-    .pipe(postgresUrlOf(what));
+  z.preprocess(
+    (v) => (typeof v === 'string' ? v.replace(TRAILING_LINE_BREAKS, '') : v),
+    str(what)
+      // Before the others: they read the URL as the parser does, without the character.
+      .refine((v) => controlCharProblem(v) === undefined, { error: (iss) => got(controlCharProblem(String(iss.input)) ?? '')(iss), abort: true })
+      .refine((v) => !hostList(v), { error: HOST_LIST, abort: true })
+      .refine((v) => !hasNul(v), {
+        error: got('expected no NUL character (%00) in it: PostgreSQL takes none in a user name, a password, a database name or a parameter'),
+        abort: true,
+      })
+      .refine((v) => !noHost(v), {
+        error: got('expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db)'),
+        abort: true,
+      })
+      .pipe(postgresUrlOf(what)),
+  );
 
 const postgresUrlOf = (what: string) =>
   url(['postgres:', 'postgresql:'], what).superRefine((v, ctx) => {
