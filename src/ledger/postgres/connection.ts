@@ -64,6 +64,14 @@ const types = {
 const READ_COMMITTED = 'default_transaction_isolation=read\\ committed';
 
 /**
+ * Arrays sent as text (numberArray, and node-postgres's own for a JS array) write a null
+ * element as `NULL`; with `array_nulls = off` (a role's or database's setting, kept for old
+ * clients) the server reads it as the string "NULL", and every pass failed at its first
+ * discovery: `invalid input syntax for type bigint: "NULL" [22P02]` (exit 1).
+ */
+const ARRAY_NULLS = 'array_nulls=on';
+
+/**
  * How long a read-only session (status, dead-letter list, plan, schedule, requeue's read)
  * waits for a lock on the ledger's tables: another session's `LOCK TABLE`, a migration or
  * VACUUM FULL left hanging. Without it the command waited silently for as long as the lock
@@ -78,6 +86,7 @@ export const READ_LOCK_TIMEOUT_MS = 5_000;
 export function clientConfig(opts: PostgresOptions, settings: readonly string[] = []): pg.ClientConfig {
   const all = [
     READ_COMMITTED,
+    ARRAY_NULLS,
     ...(opts.readOnly ? ['default_transaction_read_only=on'] : []),
     ...(opts.readOnly || opts.operator ? [`lock_timeout=${READ_LOCK_TIMEOUT_MS}`] : []),
     ...settings,
