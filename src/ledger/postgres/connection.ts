@@ -190,7 +190,20 @@ export type SessionName = keyof typeof SESSIONS;
 export const CHECK_CLIENT = `SELECT set_config('client_connection_check_interval', '1000', false) WHERE current_setting('client_connection_check_interval', true) IS NOT NULL`;
 
 /**
- * A new pool whose connections each run CHECK_CLIENT before their first use (pg-pool awaits
+ * The least `idle_in_transaction_session_timeout` the pooled sessions keep. A role's shorter
+ * one (20 ms) ended a session between two statements of a transaction whenever the pod was
+ * slow to send the next (a loaded node): the open's migration check and the writes were
+ * retried until their budget ran out, and starts failed (exit 1 after ~5 s). Raised to this
+ * much only: a pod stalled that long in a transaction (a node cut off) still has it ended, and
+ * its row locks freed, well before TCP gives up on it. (The run lock's session turns it off:
+ * run-lock.ts.) Compared as an interval, which reads the setting's units (`20ms`, `1min`).
+ */
+const IDLE_IN_TRANSACTION_FLOOR_MS = 10_000;
+const IDLE_IN_TRANSACTION_FLOOR = `SELECT set_config('idle_in_transaction_session_timeout', '${IDLE_IN_TRANSACTION_FLOOR_MS}', false)
+WHERE current_setting('idle_in_transaction_session_timeout')::interval BETWEEN interval '1 microsecond' AND interval '${IDLE_IN_TRANSACTION_FLOOR_MS} milliseconds'`;
+
+/**
+ * A new pool whose connections each run CHECK_CLIENT (and IDLE_IN_TRANSACTION_FLOOR) before their first use (pg-pool awaits
  * `onConnect`; a failure there fails the checkout, which is retried like a failed connect).
  */
 function newPool(config: pg.PoolConfig): pg.Pool {
@@ -198,7 +211,7 @@ function newPool(config: pg.PoolConfig): pg.Pool {
   const hooked: pg.PoolConfig & { onConnect: (client: pg.ClientBase) => Promise<void> } = {
     ...config,
     onConnect: async (client) => {
-      await client.query(CHECK_CLIENT);
+      await client.query(`${CHECK_CLIENT};\n${IDLE_IN_TRANSACTION_FLOOR}`);
     },
   };
   const pool = new pg.Pool(hooked);
