@@ -243,3 +243,30 @@ export function writeGatedJob(
   );
   return { started, go };
 }
+
+/**
+ * A ledger as the cronsafe before migration 007 left it (schema 6): 007's check of
+ * items.state as it was before, and its row gone from schema_migrations. The next start
+ * migrates it, taking an ACCESS EXCLUSIVE lock on items.
+ */
+export async function asSchema6(server: PgServer, db: string, schema: string): Promise<void> {
+  await server.admin(
+    `ALTER TABLE ${schema}.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
+     DELETE FROM ${schema}.schema_migrations WHERE version = 7`,
+    [],
+    db,
+  );
+}
+
+/**
+ * A report left open in a transaction on `<schema>.items` (`BEGIN; SELECT ...` in psql, then
+ * idle): it holds ACCESS SHARE on items until the test ends it. Its session's pid too.
+ */
+export async function openReport(server: PgServer, db: string, schema: string): Promise<{ reader: pg.Client; pid: number }> {
+  const reader = new pg.Client({ connectionString: server.url(db), application_name: 'report-psql' });
+  await reader.connect();
+  await reader.query('BEGIN');
+  await reader.query(`SELECT * FROM ${schema}.items LIMIT 1`);
+  const [{ pid } = { pid: 0 }] = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+  return { reader, pid };
+}

@@ -11,7 +11,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIXTURES, runCli, spawnCli, workspace, type Running } from '../helpers/cli.js';
-import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { asSchema6, openReport, PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 
 const DB = 'daemonmig';
@@ -40,18 +40,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
     const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
     expect(first.code, first.stderr).toBe(0);
     expect(MIGRATIONS[MIGRATIONS.length - 1]).toMatchObject({ version: 7, name: 'state-check' });
-    await db.server.admin(
-      `ALTER TABLE ${SCHEMA}.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
-       DELETE FROM ${SCHEMA}.schema_migrations WHERE version = 7`,
-      [],
-      DB,
-    );
+    await asSchema6(db.server, DB, SCHEMA);
     // A report left open in a transaction: it holds ACCESS SHARE on items until it ends.
-    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'report-psql' });
-    await reader.connect();
-    await reader.query('BEGIN');
-    await reader.query(`SELECT * FROM ${SCHEMA}.items LIMIT 1`);
-    const [{ pid } = { pid: 0 }] = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    const report = await openReport(db.server, DB, SCHEMA);
+    reader = report.reader;
+    const { pid } = report;
 
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
     open.push(daemon);
@@ -81,16 +74,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
     );
     const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
     expect(first.code, first.stderr).toBe(0);
-    await db.server.admin(
-      `ALTER TABLE dstop.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
-       DELETE FROM dstop.schema_migrations WHERE version = 7`,
-      [],
-      DB,
-    );
-    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'report-psql' });
-    await reader.connect();
-    await reader.query('BEGIN');
-    await reader.query(`SELECT * FROM dstop.items LIMIT 1`);
+    await asSchema6(db.server, DB, 'dstop');
+    reader = (await openReport(db.server, DB, 'dstop')).reader;
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
     open.push(daemon);
     await daemon.waitFor((l) => /waits for a lock/.test(String(l.msg)), 60_000);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnCli, workspace, type Running } from '../helpers/cli.js';
-import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
+import { asSchema6, openReport, PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 
@@ -61,19 +61,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined)("a migration while a pass runs and
     // The ledger as the older cronsafe left it (schema 6), with that pod mid-pass on it.
     const newest = MIGRATIONS[MIGRATIONS.length - 1]!;
     expect(newest).toMatchObject({ version: 7, name: 'state-check' });
-    await db.server.admin(
-      `ALTER TABLE ${SCHEMA}.items DROP CONSTRAINT items_state_check, ADD CONSTRAINT items_state_check CHECK (state IN ('pending', 'claimed', 'done', 'dead'));
-       DELETE FROM ${SCHEMA}.schema_migrations WHERE version = 7`,
-      [],
-      DB,
-    );
+    await asSchema6(db.server, DB, SCHEMA);
 
     // A report left open in a transaction: it holds ACCESS SHARE on items until it ends.
-    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'report-psql' });
-    await reader.connect();
-    await reader.query('BEGIN');
-    await reader.query(`SELECT * FROM ${SCHEMA}.items LIMIT 1`);
-    const [{ pid: readerPid } = { pid: 0 }] = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    const report = await openReport(db.server, DB, SCHEMA);
+    reader = report.reader;
+    const readerPid = report.pid;
 
     // A pod of the new version starts (the same Job's late pod) and must migrate.
     const second = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 170_000 });
