@@ -94,6 +94,16 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     await c!.release();
   });
 
+  // The lock sessions opened since `before` was read. A session an earlier test released may
+  // still be listed in pg_stat_activity for a moment under load (its backend not yet gone):
+  // taken for this test's, it was the one terminated, and the test waited 60 s for a loss
+  // that never came.
+  const lockSessions = async (): Promise<Array<{ pid: number; port: number }>> =>
+    server.admin<{ pid: number; port: number }>(`SELECT pid, client_port AS port FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+  const newLockSessions = async (before: Array<{ pid: number }>): Promise<Array<{ pid: number; port: number }>> =>
+    (await lockSessions()).filter((s) => !before.some((b) => b.pid === s.pid));
+  const terminate = (sessions: Array<{ pid: number }>) => server.admin(`SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, [sessions.map((s) => s.pid)], 'lock');
+
   it("keeps its session through the server's idle_session_timeout (no window in which another Job could take the pass)", async () => {
     // A DBA's idle_session_timeout cut the idle lock session again and again: each time the
     // lock was free until it was taken again.
@@ -118,8 +128,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
   it('takes the lock again when its session is cut, and reports it lost when it cannot', async () => {
     const schema = `l_${++n}`;
     const events: string[] = [];
+    const before = await lockSessions();
     const a = await tryPostgresRunLock(lockOpts(schema, 'job-1', { retryBudgetMs: 1500 }), (msg) => events.push(msg));
-    const kill = () => server.admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    const kill = async () => terminate(await newLockSessions(before));
     expect(await kill()).toHaveLength(1);
     for (let i = 0; i < 100 && !events.includes('run lock taken again'); i++) await new Promise((r) => setTimeout(r, 20));
     expect(events).toEqual(['run lock session lost; taking the lock again', 'run lock taken again']);
@@ -141,9 +152,10 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     // the pass drained (exit 75) at the first cut of its session (a failover) during an upgrade.
     const schema = `l_${++n}`;
     const events: string[] = [];
+    const before = await lockSessions();
     const a = await tryPostgresRunLock(lockOpts(schema, 'job-1'), (msg) => events.push(msg));
     await server.admin(`INSERT INTO ${schema}.schema_migrations (version, name, applied_at) VALUES (999, 'from-a-newer-cronsafe', 0)`, [], 'lock');
-    expect(await server.admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock')).toHaveLength(1);
+    expect(await terminate(await newLockSessions(before))).toHaveLength(1);
     for (let i = 0; i < 250 && !events.includes('run lock taken again') && !a!.lost.aborted; i++) await new Promise((r) => setTimeout(r, 20));
     expect(a!.lost.aborted ? String(a!.lost.reason) : '').toBe('');
     expect(events).toEqual(['run lock session lost; taking the lock again', 'run lock taken again']);
@@ -194,8 +206,11 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
   it('taken again mid-run into a pass of its group recorded with another config since: lost (the run drains), not joined', async () => {
     const schema = `l_${++n}`;
     const x = { 'source.directory': '/data/queue' };
+    const before = await lockSessions();
     const a = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: x, retryBudgetMs: 1500 }));
-    const [mine] = await server.admin<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    const ours = await newLockSessions(before);
+    expect(ours).toHaveLength(1);
+    const mine = ours[0];
     const sibling = await tryPostgresRunLock(lockOpts(schema, 'job-1', { passConfig: x }));
     expect(sibling?.joined).toBe(true);
     // As when every session of the pass was cut and a pod with the new config started it anew.
@@ -257,8 +272,9 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('PostgreSQL run lock', () => {
     // Before, the server held the lost session's pass lock until the kernel's keepalive gave
     // up (over two hours) and every fire meanwhile was skipped as an overrun.
     const schema = `l_${++n}`;
+    const before = await lockSessions();
     const lost = await tryPostgresRunLock(lockOpts(schema, 'job-1', { probes: { idleSeconds: 1, intervalSeconds: 1, count: 2 } }));
-    const sessions = await server.admin<{ port: number }>(`SELECT client_port AS port FROM pg_stat_activity WHERE application_name = 'cronsafe-lock'`, [], 'lock');
+    const sessions = await newLockSessions(before);
     expect(sessions).toHaveLength(1);
     // The node is gone: every packet of the lock's connection is dropped, both ways (and only those).
     const [client, pgPort] = [String(sessions[0]!.port), String(server.port)];
