@@ -17,7 +17,9 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, output.directory re
     try {
       const first = await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
       expect(first.outcome).toBe('completed');
-      rmSync(ws.out, { recursive: true });
+      // A pass may be making its temp directory in it meanwhile (one every real second): rm's
+      // walk then meets ENOTEMPTY (seen in CI), which it retries, as `rm -r` run again would.
+      rmSync(ws.out, { recursive: true, maxRetries: 50, retryDelay: 20 });
       writeFileSync(ws.out, 'not a directory');
       // A pass that started between the two lines above found no directory and made one; the
       // file then put there fails its mkdir of the temp directory below it (ENOTDIR, also one
@@ -30,7 +32,7 @@ describe.skipIf(LIBFAKETIME === undefined)('cronsafe daemon, output.directory re
       // every fake minute, one real second, may start between any two of these steps).
       writeFileSync(path.join(ws.source, 'b.txt'), 'b');
       rmSync(ws.out);
-      mkdirSync(ws.out);
+      mkdirSync(ws.out, { recursive: true }); // a pass in between may have made it already
       await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed' && daemon.lines.indexOf(l) > daemon.lines.indexOf(failed), 30_000);
     } catch (err) {
       daemon.child.kill('SIGTERM');
