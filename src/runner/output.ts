@@ -210,15 +210,15 @@ export class OutputStore {
   }
 
   /**
-   * A removal or write of prepare()'s past its first checks refused by the file system (the
-   * leftovers of a killed run removed on an ext4 gone read-only after an error, whose access(2)
-   * and statfs still say read-write): EROFS ended the run with `cronsafe: fatal:` and a
-   * stack. One line now, as the same refusal at the first checks is. Null for anything else.
+   * A look, mkdir, write or removal of prepare()'s refused by the user's rights or the file
+   * system (read-only, full, over quota): one line naming the path, as for a bug it ended the
+   * run with `cronsafe: fatal:` and a stack. Also past the first checks: an ext4 gone
+   * read-only after an error, whose access(2) and statfs still say read-write, refused the
+   * removal of a killed run's leftovers. Null for anything else.
    */
   #refusedDuringPrepare(err: unknown): OutputUnwritable | null {
     if (err instanceof OutputUnwritable) return null;
-    const at = (err as NodeJS.ErrnoException).path;
-    const what = `prepare cronsafe's temp directory (${at === undefined ? this.tempDir : `at ${at}`})`;
+    const what = `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`;
     const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
     return refused === null ? null : new OutputUnwritable(refused);
   }
@@ -246,32 +246,25 @@ export class OutputStore {
     return new OutputUnwritable(`output.directory ${this.dir} was removed or replaced while cronsafe made its directories there (${code}${at === undefined ? '' : ` at ${at}`}): the pass did not start; run again`);
   }
 
+  /** prepare() itself; what it throws is told apart by the two above. */
   async #prepare(): Promise<void> {
-    let root: DirId;
-    try {
-      // The configured directory itself may be a link (the user's choice); below it, nothing may.
-      // Checked with the config, but a daemon's later passes find what is there now.
-      if (statSync(this.dir, { throwIfNoEntry: false })?.isDirectory() === false) throw new OutputUnwritable(`output.directory is not a directory: ${this.dir}`);
-      makeDirs(this.dir);
-      const out = statSync(this.dir);
-      this.#dirUid = out.uid;
-      this.#outId = { dev: out.dev, ino: out.ino };
-      // Ours: a mode a handler left there (its {output}'s directory made read-only) is undone,
-      // the root's first (without search right in it, its job's directory cannot be looked at).
-      root = this.#own(this.#root);
-      ownerRightsBack(this.#root);
-      this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
-      if (this.tempDir !== this.#root) ownerRightsBack(this.tempDir);
-      // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
-      // another user than this run's (a changed runAsUser): every handler would fail to
-      // write its {output} there, and be charged for it.
-      accessSync(this.tempDir, constants.W_OK | constants.X_OK);
-    } catch (err) {
-      if (err instanceof OutputUnwritable) throw err;
-      const what = `create or write in ${(err as NodeJS.ErrnoException).path ?? this.tempDir}`;
-      const refused = writeRefused(err, what) ?? fileSystemRefused(err, what, this.dir);
-      throw refused === null ? err : new OutputUnwritable(refused);
-    }
+    // The configured directory itself may be a link (the user's choice); below it, nothing may.
+    // Checked with the config, but a daemon's later passes find what is there now.
+    if (statSync(this.dir, { throwIfNoEntry: false })?.isDirectory() === false) throw new OutputUnwritable(`output.directory is not a directory: ${this.dir}`);
+    makeDirs(this.dir);
+    const out = statSync(this.dir);
+    this.#dirUid = out.uid;
+    this.#outId = { dev: out.dev, ino: out.ino };
+    // Ours: a mode a handler left there (its {output}'s directory made read-only) is undone,
+    // the root's first (without search right in it, its job's directory cannot be looked at).
+    const root = this.#own(this.#root);
+    ownerRightsBack(this.#root);
+    this.#tempId = this.tempDir === this.#root ? root : this.#own(this.tempDir);
+    if (this.tempDir !== this.#root) ownerRightsBack(this.tempDir);
+    // Ours by owner, but perhaps made by the output directory's owner (the trusted uid) as
+    // another user than this run's (a changed runAsUser): every handler would fail to
+    // write its {output} there, and be charged for it.
+    accessSync(this.tempDir, constants.W_OK | constants.X_OK);
     // Each commit syncs the output's directory after the rename, which needs it open for
     // reading: in a drop box (mode 0733, another user's) every output was renamed into place
     // and then its item charged for the refused sync, until all were dead-lettered.
