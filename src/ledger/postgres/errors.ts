@@ -195,6 +195,13 @@ export function inMigration(err: unknown): unknown {
   if (typeof err === 'object' && err !== null) MIGRATION_ERRORS.add(err);
   return err;
 }
+/**
+ * The run lock's start given up while the timeout cancelled it at each try (its own few
+ * short statements, before any migration: a timeout of 1 ms): the setting is too short for
+ * cronsafe's start as surely as for the migration, and was not named. Marked as the
+ * migration's errors are.
+ */
+export const givenUpAtStart = inMigration;
 const ofMigration = (err: unknown, what: string): boolean => what === 'migrate' || (typeof err === 'object' && err !== null && MIGRATION_ERRORS.has(err));
 const STATEMENT_TIMEOUT_HINT =
   "statement_timeout, set for the role, the database or in the URL's options, is shorter than cronsafe's statements need: raise it (ALTER ROLE <role> SET statement_timeout = '30s') or reset it for the role";

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { backoffDelayMs } from '../backoff.js';
 import { CHECK_CLIENT, clientConfig, execOn, portProblem, RETRY_BUDGET_MS, START_BUDGET_MS, type PostgresOptions } from './connection.js';
-import { isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from './errors.js';
+import { givenUpAtStart, isReadOnlyAnswer, isTransient, ledgerError, locatedLedgerState } from './errors.js';
 import { LedgerOwnedByAnotherJob } from '../identity.js';
 import { PassConfigDiffers, passConfigDiff, StoppedBeforeLock, stopName, type PassConfig } from '../run-lock.js';
 import { migrate } from './migrate.js';
@@ -384,7 +384,7 @@ async function attemptWithRetry(opts: RunLockOptions, budgetMs: number, retake =
       if (spent + delay > budgetMs) {
         // Said as every other retried call says it (connection.ts): without it, a run that
         // could not reach the server read as one refused at its first try.
-        throw ledgerError(err, 'take the run lock', opts.url, opts.schema, `gave up after ${n} attempt(s) over ${(spent / 1000).toFixed(1)} s: `);
+        throw ledgerError(givenUpAtStart(err), 'take the run lock', opts.url, opts.schema, `gave up after ${n} attempt(s) over ${(spent / 1000).toFixed(1)} s: `);
       }
       await sleep(delay, undefined, { signal: stop }).catch(() => undefined); // a stop ends the wait
       if (stop?.aborted) throw stopped();
