@@ -156,13 +156,14 @@ function whenAborted(signal: AbortSignal, fn: () => void): void {
 
 /**
  * The scan's error, or, when source.directory itself was moved away or replaced since the
- * pass began (its opendir's ENOENT, or ENOTDIR from the check after it), the fault that says
- * so by its key, as an attempt that meets it does: a bare "ENOENT: ..., opendir" named no key,
- * and "ENOTDIR: not a directory" a directory that was merely gone.
+ * pass began (its opendir's ENOENT, ENOTDIR from the check after it, or ELOOP for a link to
+ * itself put in its place), the fault that says so by its key, as an attempt that meets it
+ * does: a bare "ENOENT: ..., opendir" named no key, "ENOTDIR: not a directory" a directory
+ * that was merely gone, and "ELOOP: too many symbolic links encountered, opendir" neither.
  */
 async function rootGone(err: unknown, directory: string, atStart: Promise<SourceId | null>): Promise<unknown> {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (code !== 'ENOENT' && code !== 'ENOTDIR') return err;
+  if (code !== 'ENOENT' && code !== 'ENOTDIR' && code !== 'ELOOP') return err;
   // Its identity at the pass's start is looked up asynchronously: a root moved away before
   // that look finished has none, and is gone if it is no directory now.
   const since = await atStart.catch(() => null);
