@@ -5,12 +5,15 @@
  * time for up to 5 minutes, as a run's does. A run says once which session it waits for; the
  * daemon's open said nothing: an operator saw a silent daemon, not even `daemon started`. It
  * now names the session as a run does, and goes on once the session ends. Real processes, a
- * real server.
+ * real server. A daemon SIGTERMed while another pod's migration held the migration's advisory
+ * lock (that pod waiting for such a session in turn) waited in pg_advisory_xact_lock, and so
+ * for the drain's last resort (exit 75), not stopping at once as during its own migration's wait.
  */
 import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIXTURES, runCli, spawnCli, workspace, type Running } from '../helpers/cli.js';
+import { until } from '../helpers/wait.js';
 import { asSchema6, openReport, PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 import { MIGRATIONS } from '../../src/ledger/postgres/migrations/index.js';
 
@@ -88,5 +91,38 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
     // Well within a pod's grace period (30 s): not the migration's 5 minutes, nor the drain's last resort.
     expect(took).toBeLessThan(20_000);
     expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM dstop.schema_migrations`, [], DB))[0]?.v).toBe(6);
+  }, 150_000);
+
+  it("SIGTERM while another pod's migration holds the migration lock: it stops at once (exit 0, `daemon stopped`), nothing migrated", async () => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url, schema: 'dadv' }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
+      { 'a.txt': 'a' },
+    );
+    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
+    await asSchema6(db.server, DB, 'dadv');
+    // Another pod's migration of the schema, in its transaction: it holds the migration's advisory lock (migrate.ts).
+    reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'other-pod' });
+    await reader.connect();
+    await reader.query('BEGIN');
+    await reader.query(`SELECT pg_advisory_xact_lock(hashtext('cronsafe:migrate'), hashtext($1))`, ['dadv']);
+    const holder = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
+    open.push(daemon);
+    // Ready: the daemon's open has asked for the migration lock (its session's statement names it).
+    const asking = async (): Promise<boolean> =>
+      (await db.server.admin<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> $1 AND datname = $2 AND query LIKE '%advisory_xact_lock(hashtext(''cronsafe:migrate'')%'`, [holder, DB]))[0]!.n > 0;
+    await until(asking, "the daemon's migration to ask for the migration lock", 60_000);
+    expect(daemon.lines.some((l) => l.msg === 'daemon started')).toBe(false);
+    const asked = Date.now();
+    daemon.child.kill('SIGTERM');
+    const exit = await daemon.exited;
+    const took = Date.now() - asked;
+    expect(exit.code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.find((l) => l.msg === 'daemon stopped'), daemon.stderr()).toMatchObject({ signal: 'SIGTERM' });
+    // Well within a pod's grace period (30 s): not the drain's last resort.
+    expect(took).toBeLessThan(20_000);
+    await reader.query('ROLLBACK');
+    expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM dadv.schema_migrations`, [], DB))[0]?.v).toBe(6);
   }, 150_000);
 });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Exec } from './connection.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 import { LedgerTooNew, NotALedger } from '../no-ledger.js';
@@ -6,6 +7,8 @@ import { getMetaQuery } from './meta.js';
 import { ident, q, type Query } from './query.js';
 import { inMigration } from './errors.js';
 import { ddlWithLockRetries, type MigrationLockWait } from './migrate-lock.js';
+import { backoffDelayMs } from '../backoff.js';
+import { StoppedBeforeLedger, stopName } from '../run-lock.js';
 
 /** Applied versions, or no rows at all before the first migration (the table may not exist yet). */
 export const appliedVersionsQuery = (schema: string): Query =>
@@ -75,6 +78,33 @@ const OWN_SCHEMA = 'Point state.schema at a schema of its own for this job (a ne
 export const migrationLockQuery = (schema: string): Query =>
   q(`SELECT pg_advisory_xact_lock(hashtext('cronsafe:migrate'), hashtext($1))`, schema);
 
+/** migrationLockQuery without the wait: `ok` says whether it was taken. */
+const tryMigrationLockQuery = (schema: string): Query =>
+  q(`SELECT pg_try_advisory_xact_lock(hashtext('cronsafe:migrate'), hashtext($1)) AS ok`, schema);
+
+/** Between tries of the migration lock while another pod migrates: 200 ms doubling to 2 s, with equal jitter (backoff.ts). */
+const MIGRATION_LOCK_POLL = { backoffMs: 200, backoffMaxMs: 2_000 };
+
+/**
+ * Take the migration lock. With a `stop` (the daemon's), tried again and again instead of
+ * waited for, so that the stop ends the wait (StoppedBeforeLedger): a daemon SIGTERMed while
+ * another pod's migration held the lock (that pod waiting in turn for a session holding a lock
+ * on the tables, up to 5 minutes) sat in pg_advisory_xact_lock until the drain's last resort
+ * (exit 75). Without one (a run's start, whose stop ends its lock's session), it waits.
+ */
+async function takeMigrationLock(exec: Exec, schema: string, stop: AbortSignal | undefined): Promise<void> {
+  if (stop === undefined) {
+    await exec(migrationLockQuery(schema));
+    return;
+  }
+  for (let n = 1; ; n++) {
+    if (stop.aborted) throw new StoppedBeforeLedger(stopName(stop), `another pod's migration of schema ${schema} held the migration lock`);
+    const [row] = await exec<{ ok: boolean }>(tryMigrationLockQuery(schema));
+    if (row?.ok === true) return;
+    await sleep(backoffDelayMs(n, MIGRATION_LOCK_POLL, Math.random), undefined, { signal: stop }).catch(() => undefined); // a stop ends the wait
+  }
+}
+
 /**
  * Whether the schema exists. CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even
  * when the schema is there, so a role a DBA handed a schema to (`CREATE SCHEMA s
@@ -137,7 +167,7 @@ export async function migrate(run: Exec, schema: string, migrations: readonly Mi
   if (!present) await assertEncoding(exec);
   await assertJob(exec, schema, job);
 
-  await exec(migrationLockQuery(schema));
+  await takeMigrationLock(exec, schema, wait?.stop);
   const [schemaRow] = await exec<{ present: boolean }>(schemaExistsQuery(schema));
   if (!schemaRow?.present) await denied(exec(q(createSchemaSql(schema))), () => createDenied(schema));
   await denied(exec(q(createBookkeepingSql(schema))), () => migrateDenied(schema, done, known));
