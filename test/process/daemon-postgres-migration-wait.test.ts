@@ -32,6 +32,29 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
     for (const r of open.splice(0)) if (r.child.exitCode === null) r.child.kill('SIGKILL');
   });
 
+  /** A workspace whose PostgreSQL ledger at `schema` is as the older cronsafe left it (schema 6): the daemon's first open migrates it. */
+  const olderLedger = async (schema: string): Promise<ReturnType<typeof workspace>> => {
+    const ws = workspace(
+      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url, schema }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
+      { 'a.txt': 'a' },
+    );
+    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
+    await asSchema6(db.server, DB, schema);
+    return ws;
+  };
+
+  /** SIGTERM: exit 0 with `daemon stopped`, well within a pod's grace period (30 s): not the migration's 5 minutes, nor the drain's last resort. */
+  const stopsAtOnce = async (daemon: Running): Promise<void> => {
+    const asked = Date.now();
+    daemon.child.kill('SIGTERM');
+    const exit = await daemon.exited;
+    const took = Date.now() - asked;
+    expect(exit.code, daemon.stderr()).toBe(0);
+    expect(daemon.lines.find((l) => l.msg === 'daemon stopped'), daemon.stderr()).toMatchObject({ signal: 'SIGTERM' });
+    expect(took).toBeLessThan(20_000);
+  };
+
   it('names the session it waits for, and starts once that session ends', async () => {
     // trust auth: the password is sent nowhere, but it is in the URL the daemon is given.
     const url = db.url.replace('postgres@', `postgres:${PASSWORD}@`);
@@ -71,36 +94,17 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
   }, 150_000);
 
   it('SIGTERM while it waits: it stops at once (exit 0, `daemon stopped`), not at the drain\'s last resort, nothing migrated', async () => {
-    const ws = workspace(
-      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url, schema: 'dstop' }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
-      { 'a.txt': 'a' },
-    );
-    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
-    expect(first.code, first.stderr).toBe(0);
-    await asSchema6(db.server, DB, 'dstop');
+    const ws = await olderLedger('dstop');
     reader = (await openReport(db.server, DB, 'dstop')).reader;
     const daemon = spawnCli(['daemon', '-c', ws.configPath], { timeoutMs: 120_000 });
     open.push(daemon);
     await daemon.waitFor((l) => /waits for a lock/.test(String(l.msg)), 60_000);
-    const asked = Date.now();
-    daemon.child.kill('SIGTERM');
-    const exit = await daemon.exited;
-    const took = Date.now() - asked;
-    expect(exit.code, daemon.stderr()).toBe(0);
-    expect(daemon.lines.find((l) => l.msg === 'daemon stopped'), daemon.stderr()).toMatchObject({ signal: 'SIGTERM' });
-    // Well within a pod's grace period (30 s): not the migration's 5 minutes, nor the drain's last resort.
-    expect(took).toBeLessThan(20_000);
+    await stopsAtOnce(daemon);
     expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM dstop.schema_migrations`, [], DB))[0]?.v).toBe(6);
   }, 150_000);
 
   it("SIGTERM while another pod's migration holds the migration lock: it stops at once (exit 0, `daemon stopped`), nothing migrated", async () => {
-    const ws = workspace(
-      { handler: { module: path.join(FIXTURES, 'process/noop-module.mjs') }, state: { postgres: db.url, schema: 'dadv' }, schedule: { cron: '0 0 1 1 *', timeZone: 'UTC' } },
-      { 'a.txt': 'a' },
-    );
-    const first = await runCli(['run', '-c', ws.configPath], { timeoutMs: 60_000 });
-    expect(first.code, first.stderr).toBe(0);
-    await asSchema6(db.server, DB, 'dadv');
+    const ws = await olderLedger('dadv');
     // Another pod's migration of the schema, in its transaction: it holds the migration's advisory lock (migrate.ts).
     reader = new pg.Client({ connectionString: db.server.url(DB), application_name: 'other-pod' });
     await reader.connect();
@@ -114,14 +118,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('cronsafe daemon on PostgreSQL, it
       (await db.server.admin<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> $1 AND datname = $2 AND query LIKE '%advisory_xact_lock(hashtext(''cronsafe:migrate'')%'`, [holder, DB]))[0]!.n > 0;
     await until(asking, "the daemon's migration to ask for the migration lock", 60_000);
     expect(daemon.lines.some((l) => l.msg === 'daemon started')).toBe(false);
-    const asked = Date.now();
-    daemon.child.kill('SIGTERM');
-    const exit = await daemon.exited;
-    const took = Date.now() - asked;
-    expect(exit.code, daemon.stderr()).toBe(0);
-    expect(daemon.lines.find((l) => l.msg === 'daemon stopped'), daemon.stderr()).toMatchObject({ signal: 'SIGTERM' });
-    // Well within a pod's grace period (30 s): not the drain's last resort.
-    expect(took).toBeLessThan(20_000);
+    await stopsAtOnce(daemon);
     await reader.query('ROLLBACK');
     expect((await db.server.admin<{ v: number }>(`SELECT max(version) AS v FROM dadv.schema_migrations`, [], DB))[0]?.v).toBe(6);
   }, 150_000);

@@ -13,17 +13,22 @@ import { describe, expect, it } from 'vitest';
 import { CLI, FIXTURES, spawnCliRaw, statusJson, workspace } from '../helpers/cli.js';
 import { until } from '../helpers/wait.js';
 
+/** A run whose scan's opendir of source.directory is held (once it is, gate/waiting exists) until gate/open exists. */
+async function heldAtScan(): Promise<{ ws: ReturnType<typeof workspace>; gate: string; run: ReturnType<typeof spawnCliRaw> }> {
+  const ws = workspace({ concurrency: 1, handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'payload\n' });
+  const gate = path.join(ws.dir, 'gate');
+  mkdirSync(gate);
+  const run = spawnCliRaw(process.execPath, ['--import', path.join(FIXTURES, 'process/gate-opendir-register.mjs'), CLI, 'run', '-c', ws.configPath], {
+    env: { GATE_DIR: gate, GATE_MATCH: ws.source },
+    timeoutMs: 60_000,
+  });
+  await until(() => existsSync(path.join(gate, 'waiting')), 'the scan to open source.directory', 30_000);
+  return { ws, gate, run };
+}
+
 describe('source.directory moved away after the start checked it, before the scan opened it', () => {
   it('exit 1 naming source.directory as gone, not a bare ENOENT of opendir; nothing charged', async () => {
-    const ws = workspace({ concurrency: 1, handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'payload\n' });
-    const gate = path.join(ws.dir, 'gate');
-    mkdirSync(gate);
-    // Holds the scan's opendir of source.directory until gate/open exists.
-    const run = spawnCliRaw(process.execPath, ['--import', path.join(FIXTURES, 'process/gate-opendir-register.mjs'), CLI, 'run', '-c', ws.configPath], {
-      env: { GATE_DIR: gate, GATE_MATCH: ws.source },
-      timeoutMs: 60_000,
-    });
-    await until(() => existsSync(path.join(gate, 'waiting')), 'the scan to open source.directory', 30_000);
+    const { ws, gate, run } = await heldAtScan();
     renameSync(ws.source, `${ws.source}.away`);
     writeFileSync(path.join(gate, 'open'), '');
     const { code } = await run.exited;
@@ -34,14 +39,7 @@ describe('source.directory moved away after the start checked it, before the sca
   }, 120_000);
 
   it('replaced by a link to itself: exit 1 naming source.directory and its path, not a bare ELOOP of opendir', async () => {
-    const ws = workspace({ concurrency: 1, handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'payload\n' });
-    const gate = path.join(ws.dir, 'gate');
-    mkdirSync(gate);
-    const run = spawnCliRaw(process.execPath, ['--import', path.join(FIXTURES, 'process/gate-opendir-register.mjs'), CLI, 'run', '-c', ws.configPath], {
-      env: { GATE_DIR: gate, GATE_MATCH: ws.source },
-      timeoutMs: 60_000,
-    });
-    await until(() => existsSync(path.join(gate, 'waiting')), 'the scan to open source.directory', 30_000);
+    const { ws, gate, run } = await heldAtScan();
     renameSync(ws.source, `${ws.source}.away`);
     symlinkSync(ws.source, ws.source);
     writeFileSync(path.join(gate, 'open'), '');
