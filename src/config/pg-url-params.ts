@@ -131,8 +131,25 @@ function badPort(url: string, parsed: URL | undefined): string | undefined {
     .filter((v) => v !== '')
     .at(-1);
   const port = param ?? parsed?.port ?? '';
-  if (port === '' || (/^\s*\d+\s*$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) return undefined;
-  return `expected the port (the URL's, or its ?port= parameter) to be a number from 1 to 65535, got ${shown(port)}`;
+  return port === '' || (/^\s*\d+\s*$/.test(port) && Number(port) >= 1 && Number(port) <= 65535) ? undefined : portMessage(port);
+}
+
+const portMessage = (port: string): string => `expected the port (the URL's, or its ?port= parameter) to be a number from 1 to 65535, got ${shown(port)}`;
+
+/**
+ * The URL's own port where the URL parser refuses it (`:70000`, `:abc`, `:-1`, `db:5432:5432`):
+ * such a URL was refused as malformed with the hint to percent-encode "/", "?", "#" and "@"
+ * in the password, which was not what was wrong. Said only where the host is the URL's for
+ * sure (`hostCertain`: after the authority's last "@", or in a URL with no "@" at all): a raw
+ * "/" in a password cuts the authority short, and what then follows a ":" is a piece of the
+ * password, for which the hint is right.
+ */
+export function authorityPortProblem(url: string, hostCertain: (authority: string) => boolean): string | undefined {
+  const authority = /^[^:]*:\/\/([^/?#]*)/s.exec(url)?.[1];
+  if (authority === undefined || !hostCertain(authority)) return undefined;
+  const port = /^(?:\[[^\]]*\]|[^:[\]]*):(.*)$/s.exec(authority.slice(authority.lastIndexOf('@') + 1))?.[1];
+  if (port === undefined || port === '' || (/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) return undefined;
+  return portMessage(port);
 }
 
 /**

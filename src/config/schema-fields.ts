@@ -4,7 +4,7 @@ import { assertTimeZone } from '../schedule/zone.js';
 import { describeValue } from './messages.js';
 import { parseUrl, rawAtAfterAuthority } from '../redact.js';
 import { systemRootCert } from '../ledger/pg-url-query.js';
-import { controlCharProblem, postgresUrlProblems, TRAILING_LINE_BREAKS } from './pg-url-params.js';
+import { authorityPortProblem, controlCharProblem, postgresUrlProblems, TRAILING_LINE_BREAKS } from './pg-url-params.js';
 import { EMPTY_OR_DOT_SEGMENT, endsInLoneBackslash, hasEmptyOrDotSegment, LONE_BACKSLASH } from '../glob-backslash.js';
 import { globProblem, negatesWhole, SLOW_EXTGLOB, slowExtglob } from '../globs.js';
 
@@ -73,6 +73,14 @@ export const always = {
  * connection errors. `?application_name=etl@prod` is taken.
  */
 const rawAtAfterHost = (v: string): boolean => rawAtAfterAuthority(/^[^:]*:\/\/[^/?#]*(.*)$/s.exec(v)?.[1] ?? '');
+
+/**
+ * A port the URL parser refuses (pg-url-params.ts), said as such, where the host is certain:
+ * the authority holds the URL's last "@" before any raw "@" after it (rawAtAfterHost), or
+ * the URL has none.
+ */
+const urlPortProblem = (v: string): string | undefined =>
+  authorityPortProblem(v, (authority) => (authority.includes('@') ? !rawAtAfterHost(v) : !v.includes('@')));
 
 /**
  * A URL as written: `scheme://` first. `new URL` also takes blanks in front and one slash
@@ -168,6 +176,7 @@ export const postgresUrl = (what: string) =>
         error: got('expected a host after "@" (or "/" then the database, for the local socket: postgres://user@/db)'),
         abort: true,
       })
+      .refine((v) => urlPortProblem(v) === undefined, { error: (iss) => urlPortProblem(String(iss.input)) ?? '', abort: true })
       .pipe(postgresUrlOf(what)),
   );
 

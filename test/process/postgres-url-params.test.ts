@@ -55,7 +55,7 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.postgres URL parameters and
     await expectRefused(cases.map(([rest, said]) => [`${url}${rest}`, said]));
   }, 120_000);
 
-  it('a port of 0, a ?port= that is no port, a user name or password whose escapes are no UTF-8: exit 78 naming state.postgres, no password, nothing written', async () => {
+  it('a port of 0 or past 65535, a ?port= that is no port, a user name or password whose escapes are no UTF-8: exit 78 naming state.postgres, no password, nothing written', async () => {
     // Before: each passed validate and every run exited 1 at the connect ("the port is not a
     // number from 1 to 65535", or the driver's "URI malformed").
     const port = String(server.port);
@@ -63,6 +63,10 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('state.postgres URL parameters and
       [url.replace(`:${port}/`, ':0/'), 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "0"'],
       [`${url}?port=abc`, 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "abc"'],
       [`${url}?port=70000`, 'got "70000"'],
+      // The URL's own port, where the URL parser refuses it: said as the port, not as a
+      // malformed URL with a password to percent-encode (what the user was told before).
+      [url.replace(`:${port}/`, ':70000/'), 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "70000"'],
+      [url.replace(`:${port}/`, ':5432x/'), 'state.postgres: expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got "5432x"'],
       [url.replace(`:${PASSWORD}@`, `:${PASSWORD}%C3@`), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
       [url.replace('//postgres:', '//postgres%E2%82:'), "state.postgres: expected the user name's and password's %XX escapes to spell UTF-8 text"],
       // Over the Unix socket: a URL without a host.

@@ -586,6 +586,22 @@ describe('loadConfig: invalid values name the key', () => {
     }
   });
 
+  // A port the URL parser refuses (`:70000`, `:abc`) was refused as a malformed URL with a
+  // password to percent-encode: the user name and password were fine, the port was not.
+  it('a URL whose own port is no port says so; where a raw "/" or "@" leaves the host unsure, the password hint stays and nothing of the password is quoted', () => {
+    const port = 'expected the port (the URL\'s, or its ?port= parameter) to be a number from 1 to 65535, got';
+    for (const [u, got] of [['postgres://app:Hunter2pw@db:70000/jobs', '"70000"'], ['postgres://app:Hunter2pw@[::1]:abc/jobs', '"abc"'], ['postgres://db:5432:5432/jobs', '"5432:5432"'], ['postgres://app:Hunter2pw@db:-1/jobs?application_name=a@b', '"-1"']] as const) {
+      const message = configError(() => loadConfig(minimal(`state: {postgres: "${u}"}\n`))).message;
+      expect(message).toContain(`state.postgres: ${port} ${got}`);
+      expect(message).not.toContain('Hunter2');
+    }
+    for (const pw of ['a@b:Hunter2pw/x', 'pa/Hunter2pw', 'pa:Hunter2pw/x']) {
+      const message = configError(() => loadConfig(minimal(`state: {postgres: "postgres://app:${pw}@db:99999/jobs"}\n`))).message;
+      expect(message).toContain('percent-encoded (%2F, %3F, %23, %40)');
+      expect(message).not.toContain('Hunter2');
+    }
+  });
+
   // A numeric password or PIN left unquoted in handler.env (or given for the URL) is a YAML
   // number: the error showed it ("got 31415926535") in the pod's log.
   it('never prints a number given where a secret goes (handler.env values, the URLs)', () => {
