@@ -30,6 +30,11 @@ const BAD: [string, Values, string][] = [
   ['an unknown day name', { schedule: '0 0 * * MON-FRY' }, '"FRY", which is no number nor a day-of-week name'],
   ['a range running backwards through Sunday', { schedule: '0 0 * * SAT-SUN' }, 'the day-of-week field\'s "SAT-SUN" has a range whose start is past its end'],
   ['a step of 0', { schedule: '*/0 * * * *' }, 'the minute field\'s "*/0" has a step of 0'],
+  // The API server takes these and the CronJob never starts a Job (so no pod ever says why);
+  // cronsafe refuses them as schedule.cron.
+  ['a schedule that never fires (30 February)', { schedule: '0 0 30 2 *' }, 'schedule "0 0 30 2 *" never fires: no month it allows has a day of month it allows'],
+  ['a schedule that never fires (31st of the short months, by name, with ?)', { schedule: '0 0 31 apr,jun,sep,nov ?' }, 'never fires'],
+  ['a schedule that never fires (a day-of-week star with a step of 1, or in a list)', { schedule: '0 0 31 2 1,*/1' }, 'never fires'],
   ['a fixed-offset time zone', { timeZone: '+05:00' }, '/timeZone'],
   // The API server refuses it ("timeZone must be an explicit time zone"), naming spec.timeZone.
   ['the time zone Local', { timeZone: 'Local' }, '/timeZone'],
@@ -275,6 +280,12 @@ describe('good edge values are accepted', () => {
     ['a run group from the pod\'s labels (valueFrom), not a fixed value', { extraEnv: [{ name: 'CRONSAFE_RUN_GROUP', valueFrom: { fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']" } } }] }],
     ['quantities as Kubernetes writes them', { resources: { requests: { cpu: 0.5, memory: '1G', 'ephemeral-storage': '1Gi', 'nvidia.com/gpu': 1 }, limits: { cpu: '1500m', memory: 1073741824 } } }],
     ['names and steps in the schedule', { schedule: '0 9-17/2 * JAN-MAR MON-FRI' }],
+    // Fires: 29 February in leap years; with both day fields restricted, robfig also fires
+    // on the days of the week (a step of 2 clears its star bit); a step reaching a short day.
+    ['schedules on rare days that still fire', { schedule: '0 0 29 2 *' }],
+    ['30 February or Mondays', { schedule: '0 0 30 2 1' }],
+    ['31 February or every other weekday', { schedule: '0 0 31 2 */2' }],
+    ['the 1st and 31st of February', { schedule: '0 0 1-31/30 2 *' }],
     // What robfig/cron v3 takes: Sunday as 0 or sun, N/step up to the field's end, `?`,
     // leading zeros, a step past the field.
     ['schedules the API server\'s cron parser takes', { schedule: '00,30 0-23/25 ? 1/1 sun,6/1' }],

@@ -295,6 +295,9 @@ Sunday to cron and to cronsafe, not to robfig (0-6).
 {{- $s := trim .Values.schedule -}}
 {{- if not (hasPrefix "@" $s) -}}
 {{- $f := regexSplit "[ \t]+" $s -1 -}}
+{{- /* The values each field takes, and robfig's star bit (`*` or `?`, alone or with a step of 1). */ -}}
+{{- $taken := dict "month" dict "day-of-month" dict -}}
+{{- $star := dict -}}
 {{- $months := dict "jan" 1 "feb" 2 "mar" 3 "apr" 4 "may" 5 "jun" 6 "jul" 7 "aug" 8 "sep" 9 "oct" 10 "nov" 11 "dec" 12 -}}
 {{- $days := dict "sun" 0 "mon" 1 "tue" 2 "wed" 3 "thu" 4 "fri" 5 "sat" 6 -}}
 {{- $fields := list (list "minute" 0 59 dict) (list "hour" 0 23 dict) (list "day-of-month" 1 31 dict) (list "month" 1 12 $months) (list "day-of-week" 0 6 $days) -}}
@@ -345,7 +348,29 @@ Sunday to cron and to cronsafe, not to robfig (0-6).
 {{- if $bad -}}
 {{- fail (printf "schedule %q: the %s field's %q has %s: the Kubernetes API server would refuse the CronJob (its cron parser, robfig/cron v3, takes %s %d-%d%s)" $s $what $part $bad $what (int $min) (int $max) (ternary " or their names" "" (gt (len $names) 0))) -}}
 {{- end -}}
+{{- $step := 1 -}}
+{{- if eq (len $rangeAndStep) 2 }}{{- $step = atoi (regexReplaceAll "^0+([0-9])" (index $rangeAndStep 1) "${1}") -}}{{- end -}}
+{{- if and (has (first $lowAndHigh) (list "*" "?")) (eq $step 1) }}{{- $_ := set $star $what true -}}{{- end -}}
+{{- if hasKey $taken $what -}}
+{{- range untilStep (int $start) (int (add $end 1)) $step }}{{- $_ := set (get $taken $what) (toString .) true -}}{{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* A day-of-month that no allowed month has (`0 0 30 2 *`, `0 0 31 4,6,9,11 *`): the API
+server takes it, and the CronJob never starts a Job; cronsafe refuses it (exit 78), but no
+pod ever runs to say so. With both day fields restricted (no star bit on either), robfig
+fires on the days of the week too; a star bit on day-of-month allows every day. */ -}}
+{{- if and (hasKey $star "day-of-week") (not (hasKey $star "day-of-month")) -}}
+{{- $lengths := list 31 29 31 30 31 30 31 31 30 31 30 31 -}}
+{{- $fits := false -}}
+{{- range $m := keys (get $taken "month") -}}
+{{- range $d := keys (get $taken "day-of-month") -}}
+{{- if le (atoi $d) (index $lengths (sub (atoi $m) 1)) }}{{- $fits = true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $fits -}}
+{{- fail (printf "schedule %q never fires: no month it allows has a day of month it allows (the API server takes it, and the CronJob would never start a Job); cronsafe refuses it as schedule.cron" $s) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
