@@ -38,6 +38,10 @@ const BAD: [string, Values, string][] = [
   ['a fixed-offset time zone', { timeZone: '+05:00' }, '/timeZone'],
   // The API server refuses it ("timeZone must be an explicit time zone"), naming spec.timeZone.
   ['the time zone Local', { timeZone: 'Local' }, '/timeZone'],
+  // Zone names are case-sensitive to the API server (Go's time.LoadLocation) and to cronsafe;
+  // every IANA name's parts start with a capital.
+  ['a time zone in lower case', { timeZone: 'europe/london' }, '/timeZone'],
+  ['a time zone part in lower case', { timeZone: 'America/new_York' }, '/timeZone'],
   ['concurrencyPolicy Allow', { concurrencyPolicy: 'Allow' }, '/concurrencyPolicy'],
   ['concurrencyPolicy Replace', { concurrencyPolicy: 'Replace' }, '/concurrencyPolicy'],
   ['a fractional grace period', { drain: { gracePeriodSeconds: 30.5 } }, '/drain/gracePeriodSeconds'],
@@ -290,6 +294,9 @@ describe('good edge values are accepted', () => {
     // leading zeros, a step past the field.
     ['schedules the API server\'s cron parser takes', { schedule: '00,30 0-23/25 ? 1/1 sun,6/1' }],
     ['a zone with an offset-like name', { timeZone: 'Etc/GMT+5' }],
+    ['zones with three parts, hyphens and digits', { timeZone: 'America/Argentina/ComodRivadavia' }],
+    ['a zone with hyphens', { timeZone: 'America/Port-au-Prince' }],
+    ['a zone with digits and no region', { timeZone: 'EST5EDT' }],
     ['a fractional margin and timeouts', { drain: { gracePeriodSeconds: 20, marginSeconds: 2.5 }, config: { handler: { timeoutSeconds: 0.5 } } }],
     ['a hidden directory that is not ..', { config: { source: { directory: '.inbox/..x' } } }],
     ['ledger and lock files under "." and "//" segments, named ".db" and "..x"', { config: { state: { sqlite: './state//.db' }, lock: { path: 'locks/./..x' } } }],
