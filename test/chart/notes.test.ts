@@ -71,6 +71,10 @@ describe('NOTES.txt', () => {
     // without reading its Job, cronsafe cannot see kubectl's manual mark.
     ['a manual Job judged as a late fire', { config: { schedule: { graceSeconds: 600 } } },
       /graceSeconds is set and scheduledTimestamp\.enabled is false[\s\S]*more than\s+600 s after the latest occurrence logs "skipped: stale fire"[\s\S]*scheduledTimestamp\.enabled=true/],
+    // Without its Job, a manual run's fire is the latest occurrence: after a fall-back's second
+    // fire of a fixed-time schedule, that is the repeated one, and repeatedFire: skip refuses it.
+    ['a manual Job judged as the repeated fall-back fire', { schedule: '30 1 * * *', timeZone: 'America/New_York', config: { schedule: { repeatedFire: 'skip' } } },
+      /repeatedFire is skip and scheduledTimestamp\.enabled is false[\s\S]*"skipped:\s+second fire of the repeated fall-back hour"[\s\S]*scheduledTimestamp\.enabled=true/],
     // A healthy daily run that ends a little later than yesterday's leaves 24h + a bit since
     // the last success: with the default age of a day, that pages (promtool shows it).
     ['a no-success age within two intervals of a daily schedule', { schedule: '0 3 * * *', metrics: { pushgateway: PGW, prometheusRule: { enabled: true } } },
@@ -100,6 +104,10 @@ describe('NOTES.txt', () => {
       expect(text, schedule).not.toContain('WARNING');
     }
     expect(notes({ schedule: '@daily' })).not.toContain('WARNING');
+  });
+
+  it('does not warn about repeatedFire: skip when runs read their Job (a manual one is known as such)', () => {
+    expect(notes({ schedule: '30 1 * * *', timeZone: 'America/New_York', config: { schedule: { repeatedFire: 'skip' } }, scheduledTimestamp: { enabled: true } })).not.toContain('WARNING');
   });
 
   it('does not warn about a Pushgateway URL without a password, or with one from the env', () => {
