@@ -129,7 +129,7 @@ function everyDay(s: CronSpec): boolean {
 /**
  * For a chain that never ends (everyDay): true when it needs no history before
  * `transition`, the last one before `t`. That is when the walk crossing it was exact (whole-
- * hour offsets on both sides, so robfig's hour steps stay on the hour and the chain after it
+ * hour offsets on both sides and a change on the hour, so robfig's hour steps stay on the hour and the chain after it
  * takes every match) and a match lies between it and `t`, so that walk(t, null) starts
  * after it and finds what the chain would. The whole chain walks every day of the eight-year
  * horizon through Intl (~3,000 calls, ~20 ms of each `cronsafe schedule` or lock-skipped
@@ -137,6 +137,10 @@ function everyDay(s: CronSpec): boolean {
  */
 function exactSince(s: CronSpec, zone: string, t: number, transition: number): boolean {
   if (offsetAt(zone, transition - 1) % HOUR !== 0 || offsetAt(zone, transition) % HOUR !== 0) return false;
+  // A change off the hour (Asia/Gaza 2010, America/Goose_Bay until 2010: at 00:01) lies inside
+  // a minute walk: a Next() from the fire before it can cross it and miss a match (Gaza's 28
+  // March 2010, 00:00) that a walk starting after it finds.
+  if (transition % HOUR !== 0) return false;
   // walk's first loop, stopped at the transition.
   for (let back = MINUTE; back < SEARCH_HORIZON_MS && t - back > transition; back *= 2) {
     const c = robfigStep(s, zone, t - back);

@@ -72,6 +72,22 @@ describe('kubernetes policy: the controller chain, fire to fire', () => {
   });
 });
 
+describe('kubernetes policy: a change off the hour between whole-hour offsets', () => {
+  it('Asia/Gaza, 2010 (00:01 +02 -> 01:01 +03): the night the chain skips is not the latest, before or after it', () => {
+    // robfig v3.0.1 (Go 1.19), stepped from fire to fire: 27 Mar 00:00 +02 (26 Mar 22:00Z), then
+    // 29 Mar 00:00 +03 (28 Mar 21:00Z): the Next() from 27 Mar walks across the change at 00:01
+    // and misses 28 Mar 00:00. A Next() taken after the change finds it, so the latest
+    // occurrence must come from the chain, not from a walk that starts after the change.
+    const zone = 'Asia/Gaza';
+    expect(occurrencesBetween('0 0 * * *', zone, new Date('2010-03-26T21:59:00Z'), new Date('2010-03-28T21:00:00Z'), 'kubernetes').map((d) => d.toISOString()))
+      .toEqual(['2010-03-26T22:00:00.000Z', '2010-03-28T21:00:00.000Z']);
+    for (const at of ['2010-03-27T21:00:00Z', '2010-03-28T12:00:00Z', '2010-03-28T20:59:59Z']) {
+      expect(latestOccurrence('0 0 * * *', zone, new Date(at), 'kubernetes')?.toISOString(), at).toBe('2010-03-26T22:00:00.000Z');
+      expect(nextOccurrence('0 0 * * *', zone, new Date(at), 'kubernetes')?.toISOString(), at).toBe('2010-03-28T21:00:00.000Z');
+    }
+  });
+});
+
 describe('where cronsafe parts from robfig', () => {
   it('Pacific/Chatham: robfig steps backwards at fall-back; the kubernetes policy moves on', () => {
     const s = parseCron('*/7 3 * * *');
