@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from './types.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, StateUnavailable } from '../errors.js';
 
 /** f_type magic numbers (linux/magic.h and the file systems' own sources). */
 const NETWORK: ReadonlyMap<number, string> = new Map([
@@ -67,6 +67,18 @@ const PSEUDO: ReadonlyMap<number, string> = new Map([
 
 export type Statfs = (p: string) => { type: number };
 
+/**
+ * What statfs(2) fails with on a network or FUSE mount that is dead, and the type it tells:
+ * "Transport endpoint is not connected" is a FUSE file system whose daemon exited (sshfs,
+ * s3fs, a crashed fuse-overlayfs); a stale handle, a network file system's server that no
+ * longer knows the directory. Such a path was skipped: `validate` said OK without naming
+ * state.sqlite, and `run` failed with exit 1 blaming the run lock file for the ledger's path.
+ */
+const DEAD_MOUNTS: ReadonlyMap<string, string> = new Map([
+  ['ENOTCONN', 'fuse'],
+  ['ESTALE', 'network'],
+]);
+
 /** What one path's file system is. */
 export interface FilesystemCheck {
   /** The config key: `lock.path` or `state.sqlite`. */
@@ -79,6 +91,12 @@ export interface FilesystemCheck {
   network: boolean;
   /** A kernel pseudo file system (proc, sysfs, ...): refused, whatever the config allows. */
   pseudo?: boolean;
+  /**
+   * statfs failed as only a dead network or FUSE mount fails (DEAD_MOUNTS): its FUSE daemon
+   * is gone (ENOTCONN) or its server no longer knows the directory (ESTALE). `type` is then
+   * `fuse` or `network`.
+   */
+  dead?: string;
   /** `lock.allowNetworkFilesystem` / `state.allowNetworkFilesystem`. */
   allowed: boolean;
 }
@@ -135,6 +153,11 @@ export function inspectFilesystems(config: Config, statfs: Statfs = fs.statfsSyn
         break;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        const dead = code === undefined ? undefined : DEAD_MOUNTS.get(code);
+        if (dead !== undefined) {
+          found.push({ ...p, probed, allowed: p.allowed === true, type: dead, network: true, dead: code });
+          break;
+        }
         // No open will ever get through a loop of links: a config problem, named now, not
         // a run that fails (exit 1) every time it is started.
         if (code === 'ELOOP') {
@@ -170,9 +193,15 @@ const WHY: Record<FilesystemCheck['key'], string> = {
 /** The warning (allowed) or refusal (not allowed) for a path on a network file system. */
 export function networkFilesystemMessage(c: FilesystemCheck): string {
   const optIn = `${c.key === 'lock.path' ? 'lock' : 'state'}.allowNetworkFilesystem`;
-  const what = c.type === 'fuse' ? 'a FUSE file system' : `a network file system (${c.type})`;
+  const what = c.dead !== undefined ? deadMount(c) : c.type === 'fuse' ? 'a FUSE file system' : `a network file system (${c.type})`;
   return `${c.key}: ${c.path} is on ${what}: ${WHY[c.key]}${c.allowed ? ` (allowed by ${optIn}: true)` : `; or set ${optIn}: true to run there anyway`}`;
 }
+
+/** A dead mount, as the messages say it. */
+const deadMount = (c: FilesystemCheck): string =>
+  c.dead === 'ENOTCONN'
+    ? 'a FUSE file system that is not connected (ENOTCONN: its daemon is gone)'
+    : `a network file system that does not answer for it (${c.dead ?? ''}: a stale handle, the mount is dead)`;
 
 /**
  * `run`, `daemon` and `validate`: refuse (ConfigError, exit 78) a lock or SQLite ledger on a
@@ -190,6 +219,13 @@ export function checkFilesystems(config: Config, statfs?: Statfs): FilesystemChe
   if (refused[0]) {
     const lines = refused.map((c) => `${config.configPath}: ${networkFilesystemMessage(c)}`);
     throw new ConfigError(lines.join('\n'), config.configPath, refused[0].key);
+  }
+  // Allowed there, but the mount is dead: nothing can be opened on it until it is mounted
+  // again, which is the environment's fault, not the config's (exit 1, as a store that
+  // cannot be reached).
+  const dead = checks.filter((c) => c.dead !== undefined);
+  if (dead[0]) {
+    throw new StateUnavailable(dead.map((c) => `${config.configPath}: ${c.key}: ${c.path} is on ${deadMount(c)}: mount it again`).join('\n'));
   }
   return checks;
 }

@@ -34,15 +34,22 @@ const noTmpfs = cannotMount(TMPFS);
 const noFuse = cannotMount(FUSE);
 
 /** Run the CLI with `ws.state` (lock and ledger) on a fresh mount of the given kind. */
-async function onMount(kind: 'tmpfs' | 'fuse', ws: Workspace, args: string[]) {
+async function onMount(kind: 'tmpfs' | 'fuse' | 'dead-fuse', ws: Workspace, args: string[]) {
+  const overlay = 'mkdir -p "$STATE.lower" "$STATE.upper" "$STATE.work" && fuse-overlayfs -o "lowerdir=$STATE.lower,upperdir=$STATE.upper,workdir=$STATE.work"';
   const mount =
     kind === 'tmpfs'
       ? 'mount -t tmpfs cronsafe-test "$STATE"'
-      : // Upper dir beside the mount point: the ledger outlives each run, as on a real volume.
-        'mkdir -p "$STATE.lower" "$STATE.upper" "$STATE.work" && fuse-overlayfs -o "lowerdir=$STATE.lower,upperdir=$STATE.upper,workdir=$STATE.work" "$STATE"';
+      : kind === 'fuse'
+        ? // Upper dir beside the mount point: the ledger outlives each run, as on a real volume.
+          `${overlay} "$STATE"`
+        : // Its daemon in the foreground, then killed: the mount stays, and every call on it
+          // fails with ENOTCONN (what a crashed sshfs or s3fs leaves). Until the mount shows
+          // (statfs says FUSE), the kill would come before it.
+          `${overlay} -f "$STATE" 2>/dev/null & pid=$!\nuntil [ "$(stat -f -c %t "$STATE")" = 65735546 ]; do kill -0 $pid; sleep 0.1; done\nkill -9 $pid; wait $pid || true`;
+  const unmount = kind === 'fuse' ? 'fusermount -u "$STATE"\n' : kind === 'dead-fuse' ? 'umount -l "$STATE"\n' : '';
   // `&& ||`: under `sh -e` a refused run (exit 78) would end the script before the unmount,
   // and leave the fuse-overlayfs daemon running after the test.
-  const script = `${mount}\n"$NODE" "$CLI" "$@" && rc=0 || rc=$?\n${kind === 'fuse' ? 'fusermount -u "$STATE"\n' : ''}exit $rc`;
+  const script = `${mount}\n"$NODE" "$CLI" "$@" && rc=0 || rc=$?\n${unmount}exit $rc`;
   mkdirSync(ws.state, { recursive: true });
   const r = spawnCliRaw('unshare', ['-m', 'sh', '-ec', script, 'sh', ...args], {
     env: { STATE: ws.state, NODE: process.execPath, CLI },
@@ -111,5 +118,33 @@ describe('the run lock and SQLite ledger on a FUSE file system', () => {
     }
     expect(readdirSync(ws.out).filter((f) => f.endsWith('.out')).sort()).toEqual(['a.txt.out', 'b.txt.out', 'c.txt.out']);
     expect(readdirSync(`${ws.state}.upper`)).toContain('cronsafe.db');
+  });
+});
+
+describe('the run lock and SQLite ledger on a FUSE file system whose daemon died (ENOTCONN)', () => {
+  const reason = noFuse ? ` (skipped: cannot mount a FUSE file system here: ${noFuse})` : '';
+
+  it.skipIf(noFuse !== null)(`are refused with exit 78 naming the dead mount, by validate and run alike (validate said OK, run blamed the lock file)${reason}`, async () => {
+    const ws = workspace(copy, files);
+    // The lock on the local disk: only the ledger is on the dead mount.
+    configure(ws, { lock: { path: path.join(ws.dir, 'job.lock') }, state: { sqlite: ws.db } });
+    for (const command of ['validate', 'run']) {
+      const r = await onMount('dead-fuse', ws, [command, '-c', ws.configPath]);
+      expect(r.code, `${command}: ${r.stdout}${r.stderr}`).toBe(78);
+      expect(r.stderr).toContain(`state.sqlite: ${ws.db} is on a FUSE file system that is not connected (ENOTCONN: its daemon is gone)`);
+      expect(r.stderr).not.toContain('cannot take the run lock');
+    }
+    expect(existsSync(ws.out)).toBe(false);
+  });
+
+  it.skipIf(noFuse !== null)(`with the opt-in, exit 1 saying the mount is dead, not a run lock failure${reason}`, async () => {
+    const ws = workspace(copy, files);
+    configure(ws, { lock: { path: path.join(ws.dir, 'job.lock') }, state: { sqlite: ws.db, allowNetworkFilesystem: true } });
+    for (const command of ['validate', 'run']) {
+      const r = await onMount('dead-fuse', ws, [command, '-c', ws.configPath]);
+      expect(r.code, `${command}: ${r.stdout}${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain(`state.sqlite: ${ws.db} is on a FUSE file system that is not connected (ENOTCONN: its daemon is gone): mount it again`);
+      expect(r.stderr).not.toContain('cannot take the run lock');
+    }
   });
 });

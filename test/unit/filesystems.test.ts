@@ -175,6 +175,29 @@ describe('checkFilesystems', () => {
     expect(checkFilesystems(load(), statfs)).toEqual([]);
   });
 
+  it('refuses a path on a dead mount (ENOTCONN: a FUSE daemon gone; ESTALE) as a network one, and with the opt-in says it is dead (exit 1)', () => {
+    for (const [code, type, said] of [
+      ['ENOTCONN', 'fuse', 'a FUSE file system that is not connected (ENOTCONN: its daemon is gone)'],
+      ['ESTALE', 'network', 'a network file system that does not answer for it (ESTALE: a stale handle, the mount is dead)'],
+    ] as const) {
+      const statfs: Statfs = () => {
+        throw Object.assign(new Error(code), { code });
+      };
+      const config = load();
+      const checks = inspectFilesystems(config, statfs);
+      expect(checks.map((c) => [c.key, c.type, c.network, c.dead])).toEqual([
+        ['lock.path', type, true, code],
+        ['state.sqlite', type, true, code],
+      ]);
+      const refused = configError(() => checkFilesystems(config, statfs));
+      expect(refused.key).toBe('lock.path');
+      expect(refused.message).toContain(`state.sqlite: ${config.state.sqlite} is on ${said}:`);
+      const allowed = { ...config, lock: { ...config.lock, allowNetworkFilesystem: true }, state: { ...config.state, allowNetworkFilesystem: true } };
+      expect(() => checkFilesystems(allowed, statfs)).toThrow(`state.sqlite: ${config.state.sqlite} is on ${said}: mount it again`);
+      expect(() => checkFilesystems(allowed, statfs)).toThrow(expect.objectContaining({ exitCode: 1 }) as Error);
+    }
+  });
+
   it('the real statfs finds this machine\'s temp directory local', () => {
     const checks = checkFilesystems(load());
     expect(checks).toHaveLength(2);
