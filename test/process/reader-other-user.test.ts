@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { finished, runCli, workspace } from '../helpers/cli.js';
@@ -121,5 +121,26 @@ describe('a user who may not search the state directory', () => {
     const status = await runCli(['status', '--json', '-c', ws.configPath]);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout).items).toMatchObject({ done: 1 });
+  });
+});
+
+describe('a ledger behind a directory its user may not search (mode 0700, another owner)', () => {
+  // The run said "cannot take the run lock <lock.path>: EACCES ... lstat '<ledger>'", naming
+  // the lock file (on a directory it may write) for the ledger's directory.
+  it.skipIf(!isRoot)('run names the ledger file and the directory it cannot pass, as status does, not the run lock', async () => {
+    const ws = workspace({ handler: { command: ['cp', '{path}', '{output}'] } }, { 'a.txt': 'a' });
+    chmodSync(ws.dir, 0o755);
+    chownTree(ws.dir, NOBODY);
+    // The lock beside the config, where the run's user may write; the ledger under a
+    // directory of root's with mode 0700.
+    const locked = path.join(ws.dir, 'root-only');
+    mkdirSync(locked, { mode: 0o700 });
+    const db = path.join(locked, 'state', 'job.db');
+    writeFileSync(ws.configPath, readFileSync(ws.configPath, 'utf8').replace(`sqlite: ${ws.db}`, `sqlite: ${db}`).replace(`path: ${path.join(ws.state, 'cronsafe.lock')}`, `path: ${path.join(ws.dir, 'job.lock')}`));
+    const r = await runCli(['run', '-c', ws.configPath], { uid: NOBODY, gid: NOBODY });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(`state store unavailable (sqlite ${db}): cannot reach the ledger file ${db}: a directory on its way is not searchable by this user (uid ${NOBODY}) (EACCES)`);
+    expect(r.stderr).not.toContain('cannot take the run lock');
+    expect(readdirSync(ws.dir)).not.toContain('out');
   });
 });

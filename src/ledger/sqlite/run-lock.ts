@@ -7,6 +7,8 @@ import { lstatSync, realpathSync, unlinkSync } from 'node:fs';
 import type { RunLock } from '../run-lock.js';
 import { holderLine, parseHolder } from '../store-files.js';
 import { lockHolder, lockLedgerFile, tryLock } from './flock.js';
+import { coerceError, ConfigError } from '../../errors.js';
+import { LedgerUnwritable, sqliteLedgerFound } from '../no-ledger.js';
 
 export interface SqliteRunLockOptions {
   /** lock.path */
@@ -74,6 +76,7 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
     // With allowNetworkFilesystem the ledger file is not flocked (see above).
     const ledgerLocked = ledgerFile !== undefined && !allowNetworkFilesystem;
     if (ledgerLocked) {
+      reachable(ledgerFile);
       const absent = ledgerFiles(ledgerFile).filter((f) => lstatSync(f, { throwIfNoEntry: false }) === undefined);
       const releaseLedger = lockLedgerFile(ledgerFile);
       if (!releaseLedger) {
@@ -138,5 +141,20 @@ export async function takeSqliteRunLock({ lockPath, ledgerFile, allowNetworkFile
   } catch (err) {
     release();
     throw err;
+  }
+}
+
+/**
+ * The ledger file can be looked up by this user, or LedgerUnwritable names it and why (as
+ * `status` does). A state directory on its way this user may not search (EACCES) said
+ * "cannot take the run lock <lock.path>: EACCES ... lstat '<ledger>'", naming the lock file,
+ * which was fine, for the ledger's directory.
+ */
+function reachable(ledgerFile: string): void {
+  try {
+    sqliteLedgerFound(ledgerFile);
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new LedgerUnwritable(coerceError(err).message, { cause: err });
   }
 }
