@@ -10,7 +10,10 @@ describe('one run at a time', () => {
     const slow = [process.execPath, path.join(FIXTURES, 'process/slow-exec.mjs'), '{path}', '{output}'];
     const ws = workspace({ handler: { command: slow }, concurrency: 2 }, { 'a.scc': 'a', 'b.scc': 'b' });
     const markers = path.join(ws.dir, 'markers');
-    const env = { MARKER_DIR: markers, SLOW_MS: '4000' };
+    // The first run's handlers work until the gate file exists: a fixed 4 s let the first run
+    // end before the second (a Node start and a ledger open) had looked, on a loaded machine.
+    const gate = path.join(ws.dir, 'gate');
+    const env = { MARKER_DIR: markers, GATE: gate };
     const first = spawnCli(['run', '-c', ws.configPath], { env });
     await until(() => filesIn(markers).length === 2, 'the first run to start its handlers');
 
@@ -24,7 +27,8 @@ describe('one run at a time', () => {
     // Its own job's run: an overlap, not another job's lock.
     expect(second.lines.some((l) => l.level === 'warn')).toBe(false);
 
-    expect((await first.exited).code).toBe(0);
+    writeFileSync(gate, '');
+    expect((await first.exited).code, first.stderr()).toBe(0);
     // Only the first run processed anything: each handler started once.
     expect(filesIn(markers)).toHaveLength(2);
     expect((await statusJson(ws.configPath)).items).toEqual({ pending: 0, claimed: 0, done: 2, dead: 0 });
