@@ -161,15 +161,20 @@ describe('the whole state directory removed mid-run', () => {
     const files = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`s${i}.txt`, `s${i}`]));
     const ws = workspace({ handler: { command: SLOW }, concurrency: 2, log: { level: 'info' } }, files);
     const markers = path.join(ws.dir, 'markers');
-    const env = { MARKER_DIR: markers, SLOW_MS: '3000' };
+    // The first run's handlers work until the gate file exists, so that the first run is
+    // still draining when the second starts: a fixed 3 s was over before the second run (a
+    // Node start) had looked, on a loaded machine, and it then rightly ran the items.
+    const gate = path.join(ws.dir, 'gate');
+    const env = { MARKER_DIR: markers, GATE: gate };
     const first = spawnCli(['run', '-c', ws.configPath], { env, timeoutMs: 60_000 });
     await until(() => filesIn(markers).length === 2, 'the first run to start two handlers');
     rmSync(ws.state, { recursive: true, force: true, maxRetries: 20, retryDelay: 5 });
     // Readiness: the first run has locked its (recreated) lock file again.
     await until(() => existsSync(path.join(ws.state, 'cronsafe.lock')), 'the lock file to be recreated');
     const second = await runCli(['run', '-c', ws.configPath], { env });
+    writeFileSync(gate, '');
     expect(second.code, second.stderr).toBe(0);
-    expect(finished(second)?.outcome).toBe('skipped-locked');
+    expect(finished(second)?.outcome, `${first.stderr()}\n${second.stderr}`).toBe('skipped-locked');
     const done = await first.exited;
     expect(done.code, first.stderr()).toBe(75);
     expect(first.lines.some((l) => String(l.reason ?? '').includes('was removed or replaced during the run'))).toBe(true);
