@@ -84,7 +84,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined)('a URL that asks for TLS of a serv
     }
     // Nothing reached the server: no run made a ledger.
     expect(await server.admin("SELECT 1 FROM pg_namespace WHERE nspname = 'cronsafe'", [], 'rootcert')).toEqual([]);
-  }, 60_000);
+    // Eleven commands one after the other, each a Node start: past 60 s at a load of 40.
+  }, 180_000);
 
   // `sslnegotiation=direct` turns TLS on in the driver (pg-connection-string: ssl = true), which
   // then never reads PGSSLMODE: the check refused a URL that connects with TLS whatever it says.
