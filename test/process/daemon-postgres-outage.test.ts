@@ -8,6 +8,10 @@ import { PG_SKIP_REASON, usePostgresDatabase } from '../helpers/postgres.js';
 // retry budget (30 s) must be waited out, not end it (exit 1) with nobody to start it again.
 // libfaketime (x60) makes the budget pass in half a real second; PostgreSQL keeps real time.
 
+/** The daemon's outage lines in order: 'down' (unavailable) and 'back' (available again). */
+const outageSaid = (daemon: ReturnType<typeof spawnFastCli>): string[] =>
+  daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick' || l.msg === 'daemon: the state store is available again').map((l) => (l.msg.endsWith('again') ? 'back' : 'down'));
+
 describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cronsafe daemon on PostgreSQL, database down between passes', () => {
   const db = usePostgresDatabase('daemon_outage');
 
@@ -23,11 +27,12 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     );
     const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     try {
-      await daemon.waitFor((l) => l.msg === 'run finished', 30_000);
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+      const halted = daemon.lines.length;
       await db.server.halt();
       try {
         // Under the old code the daemon exited 1 here (the retry budget ran out).
-        await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+        await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick' && daemon.lines.indexOf(l) >= halted, 30_000);
         // Fake minutes go by: occurrences come due while the database is down.
         await new Promise((r) => setTimeout(r, 3_000));
       } finally {
@@ -35,7 +40,8 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
       }
       await daemon.waitFor((l) => l.msg === 'daemon: the state store is available again', 30_000);
       const back = daemon.lines.length;
-      await daemon.waitFor((l) => l.msg === 'run finished' && daemon.lines.indexOf(l) >= back, 30_000);
+      // The next occurrence runs, and completes, once the database is back.
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed' && daemon.lines.indexOf(l) >= back, 30_000);
     } finally {
       daemon.child.kill('SIGTERM');
     }
@@ -44,12 +50,15 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     // Said once for the outage, not at every tick (the old code said it, and "available
     // again", about 36 times here). A second time only after an "available again": the fast
     // shutdown can let one read through on a session it has not cut yet (seen once in CI).
-    const said = daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick' || l.msg === 'daemon: the state store is available again').map((l) => l.msg.endsWith('again') ? 'back' : 'down');
+    const said = outageSaid(daemon);
     const why = daemon.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.err ?? '')}`).join('\n');
     expect(said.filter((m) => m === 'down').length, why).toBeGreaterThanOrEqual(1);
     expect(said.filter((m) => m === 'down').length, why).toBeLessThanOrEqual(2);
     expect(said.join(' ').includes('down down'), why).toBe(false);
-    expect(daemon.lines.filter((l) => l.msg === 'run finished').every((l) => l.outcome === 'completed')).toBe(true);
+    // No pass ends for the outage itself: one that starts meets it at its start and is run
+    // again (no run finished). One that is under way when the server goes (at x60 a pass every
+    // real second) fails with it, and so may one whose connect outlasts its 10 s timeout,
+    // which is 0.17 real s here at a load of 25: seen in both ways, so not asserted.
   }, 120_000);
 });
 
@@ -62,10 +71,14 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
     const daemon = spawnFastCli(['daemon', '-c', ws.configPath], '2026-06-01 12:00:30', { timeoutMs: 90_000 });
     let outage;
     try {
-      await daemon.waitFor((l) => l.msg === 'run finished', 30_000); // the year's occurrence, at start
+      // The year's occurrence, at start (completed: no retry of it pending to meet the outage).
+      await daemon.waitFor((l) => l.msg === 'run finished' && l.outcome === 'completed', 30_000);
+      // Before it, the daemon may have said the store was unavailable already: at x60 the
+      // driver's 10 s connect timeout is 0.17 real s, which a connect outlasts at a load of 25.
+      const halted = daemon.lines.length;
       await db.server.halt();
       try {
-        outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick', 30_000);
+        outage = await daemon.waitFor((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick' && daemon.lines.indexOf(l) >= halted, 30_000);
       } finally {
         await db.server.start();
       }
@@ -112,7 +125,13 @@ describe.skipIf(PG_SKIP_REASON !== undefined || LIBFAKETIME === undefined)('cron
       daemon.child.kill('SIGTERM');
     }
     expect((await daemon.exited).code, daemon.stderr()).toBe(0);
-    expect(daemon.lines.filter((l) => l.msg === 'daemon: the state store is unavailable; trying again every tick'), daemon.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.err ?? '')}`).join('\n')).toHaveLength(1);
+    // Said once for the outage, not at every tick. Once more only after an "available again":
+    // at x60 the driver's 10 s connect timeout is 0.17 real s, which a pass's connect outlasted
+    // at a load of 25 once the server was back (that pass was run again and completed).
+    const said = outageSaid(daemon);
+    const why = daemon.lines.map((l) => `${String(l.time)} ${l.msg} ${String(l.err ?? '')}`).join('\n');
+    expect(said[0], why).toBe('down');
+    expect(said.join(' ').includes('down down'), why).toBe(false);
   }, 120_000);
 
   it('waits for a database reached by its Unix socket too (the socket file is not there until the server starts)', async () => {
