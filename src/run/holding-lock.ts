@@ -139,7 +139,12 @@ export async function runHoldingLock({ config, store, log, opts, runId, owner, e
     // A pod joining a pass, or a pod of a Job whose pass is over, runs for that pass's fire:
     // planned as of the pass's start (RunLock.passStartedAt).
     const planAt = lock.passStartedAt ?? startedAt;
-    const plan = await planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true);
+    // Its reads and writes (missed occurrences, a stale fire) name the store when they fail,
+    // as the start-up writes do: a daemon waits that outage out. They were a `fatal:` stack.
+    const plan = await writing(
+      'plan the fire',
+      planFire(config, ledger, log, new Date(planAt), opts.scheduledTime, opts.policy, (o) => events.overrun(o), !joined, opts.growth === true || opts.manual === true),
+    );
     // The run's start. Once recorded, a stop no longer ends a write's wait for another
     // connection's lock (stopEndsWaits): its end must be recorded (recordEnd after the pass).
     const open = ledger;
