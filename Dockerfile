@@ -93,8 +93,8 @@ ENV NODE_ENV=production \
 # `runAsNonRoot: true` can verify it without a passwd lookup.
 USER 65532:65532
 
-# --optimize-for-size --v8-pool-size=1: the same flags as the bin's shebang; they keep RSS
+# The same node flags as the bin's shebang (src/cli.ts says what each does); they keep RSS
 # flat on long runs (docs/benchmarks.md). dist/cli.cjs, the bin: a CommonJS entry starts
 # without Node's ES module loader (dist/cli.js requires it, for `node dist/cli.js`).
-ENTRYPOINT ["tini", "--", "node", "--optimize-for-size", "--v8-pool-size=1", "/app/dist/cli.cjs"]
+ENTRYPOINT ["tini", "--", "node", "--v8-pool-size=1", "--heap-growing-percent=10", "--max-semi-space-size=2", "/app/dist/cli.cjs"]
 CMD ["run"]

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --optimize-for-size --v8-pool-size=1
+#!/usr/bin/env -S node --v8-pool-size=1 --heap-growing-percent=10 --max-semi-space-size=2
 // The bin's entry: signals first, then everything else. It has no static import on
 // purpose: ESM evaluates every static import before the importing module's body, so the
 // handlers below would otherwise wait for commander, the config schema, pino and the
@@ -289,25 +289,28 @@ function commandStarts(name: string): void {
 // which Node starts without its ES module loader (~10 ms of every start-up).
 void (async () => {
   try {
-    // The shebang's --optimize-for-size makes V8 collect garbage before growing the heap: a
-    // run over 1,000,000 items then stays within ~1.2x the RSS of a 1,000-item run (without
-    // it, ~2x: V8 lets garbage pile up to its default old-generation limit). A user may also
-    // run `node dist/cli.js` without the flag. Set after start-up, the flag changes how the
-    // old generation grows but not the young generation's size limit, which V8 fixes when it
-    // creates the heap; so the young generation is also kept from growing (growth factor 1),
-    // which is what the flag's smaller young generation amounts to. Measured equal to the
-    // shebang's peak RSS (docs/benchmarks.md, "Memory with plain node"). node:v8 costs ~5 ms
-    // to load, so only then.
-    // The shebang's --v8-pool-size=1 (one V8 worker thread instead of four) cannot be set
-    // here: Node starts those threads before any JavaScript runs. Each thread that compiles or
-    // collects garbage in the background gets its own malloc arena, and their growth was 5-11
-    // MiB of a 1,000,000-item run's peak RSS (the more, the busier the machine), nearly all of it
-    // TurboFan's background compiles. Nor can --no-concurrent-recompilation, which takes the same
-    // off: V8 makes its compile dispatcher with the isolate. So plain `node` ends ~10 MiB above
-    // the bin at 1,000,000 items (1.21x its 1,000-item run, the bin 1.11x, the old generation
-    // bounded alike for both: src/heap-growth.ts); `NODE_OPTIONS=--v8-pool-size=1` gives it the
-    // bin's figure (docs/benchmarks.md, "Memory with plain node").
-    if (!process.execArgv.includes('--optimize-for-size')) {
+    // Memory stays flat on long runs. The bin's flags (its shebang, the image's ENTRYPOINT):
+    // - --heap-growing-percent=10: after a major collection V8 lets the old generation grow by
+    //   10% of what survived, or its fixed 8 MB step if more, instead of its default factor (up
+    //   to 4x); src/heap-growth.ts starts the marking at 30% of that step;
+    // - --max-semi-space-size=2: the young generation grows from V8's 1 MiB to 2 MiB once a run
+    //   keeps objects past a scavenge (~half the scavenges; a start-up stays at 1 MiB);
+    // - --v8-pool-size=1: one V8 worker thread instead of four. Each thread that compiles or
+    //   collects garbage in the background gets its own malloc arena, and their growth was 5-11
+    //   MiB of a 1,000,000-item run's peak RSS, nearly all of it TurboFan's background compiles.
+    // They replace --optimize-for-size, whose memory-reducing major collections cost ~15% of a
+    // no-op pass's CPU for the same flat memory (docs/benchmarks.md, "2026-12-06 21:13-22:25
+    // UTC" and the note at 22:28).
+    // Plain `node dist/cli.js` keeps --optimize-for-size, set here: the pool size and the young
+    // generation's limit cannot be (Node starts the threads, and V8 sizes the young generation
+    // at 16 MiB, when it makes the heap, before any JavaScript runs), and without them the
+    // growing percent set here measured no better for plain node (1.17-1.18x at 1,000,000
+    // items against 1.15x, one run each); the young generation is kept from growing instead
+    // (growth factor 1), which is what the flag's smaller one amounts to. `NODE_OPTIONS=--v8-pool-size=1` gives it the
+    // bin's thread count (docs/benchmarks.md, "Memory with plain node"). With the bin's flags
+    // on node's command line (src/code-cache.ts knows the way of starting by the same flag)
+    // node:v8 (~5 ms) is not loaded here.
+    if (!process.execArgv.includes('--heap-growing-percent=10')) {
       const { setFlagsFromString } = await import('node:v8');
       setFlagsFromString('--optimize-for-size');
       setFlagsFromString('--semi-space-growth-factor=1');

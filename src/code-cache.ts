@@ -32,8 +32,9 @@ export function codeCacheFiles(dir: string, start: 'bin' | 'plain' = startedAs()
   return { script: path.join(dir, 'cronsafe.cjs'), cache: path.join(dir, `cronsafe-${process.version}-${process.arch}-${start}.cache`) };
 }
 
+/** The bin's flags are on node's command line (src/cli.ts tells them apart by the same flag). */
 function startedAs(): 'bin' | 'plain' {
-  return process.execArgv.includes('--optimize-for-size') ? 'bin' : 'plain';
+  return process.execArgv.includes('--heap-growing-percent=10') ? 'bin' : 'plain';
 }
 
 /**

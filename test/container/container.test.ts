@@ -100,7 +100,7 @@ describe.skipIf(skipReason !== '')(`container image${skipReason}`, () => {
         commandStarts() { console.log(new Error('probe').stack); },
       });`;
     const dir = workDir({ handler: { command: ['true'] } }, {});
-    const r = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'node', IMAGE, '--optimize-for-size', '--input-type=module', '-e', probe], 60_000);
+    const r = sh('podman', [...runFlags(dir, containerName()), '--entrypoint', 'node', IMAGE, '--v8-pool-size=1', '--heap-growing-percent=10', '--max-semi-space-size=2', '--input-type=module', '-e', probe], 60_000);
     expect(r.stdout, r.stderr).toContain('rejected false');
     expect(r.stdout).toContain('/app/dist/chunks/cronsafe.cjs:');
     expect(r.stdout).not.toContain('/src/');
